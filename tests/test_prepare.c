@@ -1,0 +1,253 @@
+/* test_prepare.c - checks data/prepare.h: mgt_shard_write and the whole
+   `mgt prepare` subcommand (byte and GPT-2 tokenizers, the val split, chunked
+   reading, error exit codes).
+
+     gcc -std=c99 -O2 -Wall -Wextra -Werror -o /tmp/test_prepare tests/test_prepare.c
+     /tmp/test_prepare [BPE_DIR]     # run from the repo root
+
+   BPE_DIR defaults to ../shared/data/gpt2-bpe; without it the GPT-2 part is
+   skipped (the byte tokenizer part always runs). Exit 0 pass, 1 fail.
+   The error cases print their messages to stderr: that is expected. */
+#define _POSIX_C_SOURCE 200809L
+#define MGT_TOKENIZER_IMPLEMENTATION
+#define MGT_PREPARE_IMPLEMENTATION
+#include "../data/prepare.h"  // defines: mgt_prepare_main, mgt_shard_write, mgt_tok_*
+
+#include <stdio.h>   // defines: printf, fopen
+#include <stdlib.h>  // defines: malloc, free
+#include <string.h>  // defines: memcmp, strlen
+#include <unistd.h>  // defines: rmdir, unlink, access
+
+static int failures = 0;
+static char dir[] = "/tmp/mgt_prep_XXXXXX";
+
+#define CHECK(cond, ...)                                              \
+    do {                                                              \
+        if (!(cond)) {                                                \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);               \
+            printf(__VA_ARGS__);                                      \
+            printf("\n");                                             \
+            failures++;                                               \
+        }                                                             \
+    } while (0)
+
+static char *tmp_path(const char *name) {
+    static char buf[8][512];
+    static int k = 0;
+    char *p = buf[k++ % 8];
+    snprintf(p, 512, "%s/%s", dir, name);
+    return p;
+}
+
+static void write_file(const char *path, const char *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n) { printf("cannot write %s\n", path); exit(1); }
+    fclose(f);
+}
+
+static char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long sz;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = (char *)malloc((size_t)sz + 1);
+    if (!buf || fread(buf, 1, (size_t)sz, f) != (size_t)sz) { free(buf); fclose(f); return NULL; }
+    fclose(f);
+    *n = (size_t)sz;
+    return buf;
+}
+
+static uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Reads a shard, checks its header and size; returns its tokens (malloc'd) and count. */
+static uint16_t *read_shard(const char *path, size_t *count) {
+    size_t n, i;
+    unsigned char *b = (unsigned char *)read_file(path, &n);
+    uint16_t *tok;
+    int zeros = 1;
+    *count = 0;
+    if (!b) { CHECK(0, "%s: missing", path); return NULL; }
+    if (n < 1024) { CHECK(0, "%s: %zu bytes, shorter than the header", path, n); free(b); return NULL; }
+    CHECK(le32(b) == 20240520, "%s: magic %u", path, le32(b));
+    CHECK(le32(b + 4) == 1, "%s: version %u", path, le32(b + 4));
+    for (i = 12; i < 1024; i++) zeros &= b[i] == 0;
+    CHECK(zeros, "%s: header ints 3..255 are not 0", path);
+    *count = le32(b + 8);
+    CHECK(n == 1024 + 2 * *count, "%s: %zu bytes for %zu tokens", path, n, *count);
+    tok = (uint16_t *)malloc(2 * *count + 2);
+    for (i = 0; i < *count && 1024 + 2 * i + 1 < n; i++)
+        tok[i] = (uint16_t)(b[1024 + 2 * i] | b[1024 + 2 * i + 1] << 8);
+    free(b);
+    return tok;
+}
+
+static int prepare(int first, ...) {          /* mgt_prepare_main("prepare", args..., NULL) */
+    char *argv[32];
+    int argc = 0;
+    va_list ap;
+    argv[argc++] = (char *)"prepare";
+    va_start(ap, first);
+    for (;;) {
+        char *a = va_arg(ap, char *);
+        if (!a) break;
+        argv[argc++] = a;
+    }
+    va_end(ap);
+    (void)first;
+    return mgt_prepare_main(argc, argv);
+}
+
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+static void test_shard_write(void) {
+    static const uint16_t tok[5] = {0, 1, 255, 256, 65535};
+    char err[256];
+    size_t n;
+    uint16_t *got;
+    const char *p = tmp_path("w.bin");
+    printf("mgt_shard_write: header, little-endian tokens, no .tmp left\n");
+    CHECK(mgt_shard_write(p, tok, 5, err, sizeof err) == 0, "write: %s", err);
+    got = read_shard(p, &n);
+    CHECK(got && n == 5 && memcmp(got, tok, sizeof tok) == 0, "tokens differ");
+    CHECK(!exists(tmp_path("w.bin.tmp")), ".tmp left behind");
+    free(got);
+    CHECK(mgt_shard_write(p, tok, 0, err, sizeof err) == 0, "empty write: %s", err);
+    got = read_shard(p, &n);
+    CHECK(n == 0, "empty shard count %zu", n);
+    free(got);
+    CHECK(mgt_shard_write("/nonexistent/dir/x.bin", tok, 5, err, sizeof err) == -1 &&
+          strstr(err, "/nonexistent/dir/x.bin.tmp: cannot create"), "bad dir: '%s'", err);
+    printf("  message: %s\n", err);
+    unlink(p);
+}
+
+static void test_byte(void) {
+    char text[1000], *in1 = tmp_path("a.txt"), *in2 = tmp_path("b.txt"), *pre = tmp_path("byte");
+    size_t i, ntr, nva;
+    uint16_t *tr, *va;
+    int ok = 1;
+    printf("prepare --tokenizer byte: two inputs, val = last 10%%\n");
+    for (i = 0; i < sizeof text; i++) text[i] = (char)(i * 7 + 3);
+    write_file(in1, text, 600);
+    write_file(in2, text + 600, 400);
+    CHECK(prepare(0, "--tokenizer", "byte", in1, in2, "-o", pre, NULL) == 0, "exit code");
+    tr = read_shard(tmp_path("byte_train.bin"), &ntr);
+    va = read_shard(tmp_path("byte_val.bin"), &nva);
+    CHECK(ntr == 900 && nva == 100, "train %zu val %zu", ntr, nva);
+    for (i = 0; tr && va && i < 1000 && ntr == 900 && nva == 100; i++)
+        ok &= (i < 900 ? tr[i] : va[i - 900]) == (unsigned char)text[i];
+    CHECK(ok, "tokens are not the input bytes");
+    free(tr); free(va);
+
+    printf("prepare: --val-fraction=0 gives an empty, valid val shard (with a warning)\n");
+    CHECK(prepare(0, in1, "--val-fraction=0", "--output", pre, NULL) == 0, "exit code");
+    tr = read_shard(tmp_path("byte_train.bin"), &ntr);
+    va = read_shard(tmp_path("byte_val.bin"), &nva);
+    CHECK(ntr == 600 && nva == 0, "train %zu val %zu", ntr, nva);
+    free(tr); free(va);
+    printf("prepare: --val-fraction 0.5 rounds to the nearest token\n");
+    write_file(in1, text, 5);
+    CHECK(prepare(0, in1, "--val-fraction", "0.5", "-o", pre, NULL) == 0, "exit code");
+    tr = read_shard(tmp_path("byte_train.bin"), &ntr);
+    va = read_shard(tmp_path("byte_val.bin"), &nva);
+    CHECK(ntr == 2 && nva == 3, "train %zu val %zu", ntr, nva);
+    CHECK(!exists(tmp_path("byte_train.bin.tmp")) && !exists(tmp_path("byte_val.bin.tmp")),
+          ".tmp left behind");
+    free(tr); free(va);
+}
+
+static void test_errors(void) {
+    char *in1 = tmp_path("a.txt"), *pre = tmp_path("err"), *empty = tmp_path("empty.txt");
+    printf("prepare errors (messages below are expected):\n");
+    write_file(empty, "", 0);
+    CHECK(prepare(0, tmp_path("missing.txt"), "-o", pre, NULL) == 2, "missing input");
+    CHECK(prepare(0, "--bogus", in1, "-o", pre, NULL) == 2, "unknown option");
+    CHECK(prepare(0, "--val-fraction", "0.7", in1, "-o", pre, NULL) == 2, "fraction > 0.5");
+    CHECK(prepare(0, "--val-fraction", "abc", in1, "-o", pre, NULL) == 2, "fraction not a number");
+    CHECK(prepare(0, "--val-fraction", "-0.1", in1, "-o", pre, NULL) == 2, "negative fraction");
+    CHECK(prepare(0, in1, "-o", NULL) == 2, "-o without a value");
+    CHECK(prepare(0, in1, NULL) == 2, "no -o");
+    CHECK(prepare(0, "-o", pre, NULL) == 2, "no inputs");
+    CHECK(prepare(0, "--tokenizer", "bpe", in1, "-o", pre, NULL) == 2, "unknown tokenizer");
+    CHECK(prepare(0, "--tokenizer", "gpt2", "--bpe-dir", "/nonexistent", in1, "-o", pre, NULL) == 2,
+          "missing bpe dir");
+    CHECK(prepare(0, empty, "-o", pre, NULL) == 2, "empty input");
+    CHECK(prepare(0, in1, "-o", "/nonexistent/dir/x", NULL) == 1, "unwritable output");
+    CHECK(!exists(tmp_path("err_train.bin")) && !exists(tmp_path("err_val.bin")) &&
+          !exists(tmp_path("err_train.bin.tmp")) && !exists(tmp_path("err_val.bin.tmp")),
+          "failed runs left files behind");
+    CHECK(prepare(0, "--help", NULL) == 0, "--help");
+    unlink(empty);
+}
+
+/* GPT-2: the shards equal EOT + encode(file) per input; a file over the 1 MB
+   chunk checks that cutting at safe places changes nothing. */
+static void test_gpt2(const char *bpe_dir) {
+    mgt_tokenizer *tok;
+    char err[512], *in1 = tmp_path("g1.txt"), *in2 = tmp_path("g2.txt"), *pre = tmp_path("g");
+    static const char *pieces[] = {"Hello world", "  indented  line", "x", "\n", "\n\n", " ",
+                                   "\t", "tail   ", "It's 12345 caf\xc3\xa9", "\xe4\xb8\xad\xe6\x96\x87",
+                                   "!!", "'s", "\n \n", "\r\n"};
+    size_t big_n = 3u << 20, i, n = 0, cap = 0, ntr, nva;
+    char *big = (char *)malloc(big_n);
+    uint16_t *want = NULL, *tr, *va;
+    unsigned r = 12345;
+    int ok = 1;
+    printf("prepare --tokenizer gpt2: EOT before each input, chunked = whole-file encoding\n");
+    for (i = 0; i < big_n;) {                  /* random mix of pieces, 3 MB */
+        const char *p;
+        size_t k;
+        r = r * 1103515245u + 12345u;
+        p = pieces[(r >> 16) % (sizeof pieces / sizeof *pieces)];
+        k = strlen(p);
+        if (i + k > big_n) k = big_n - i;
+        memcpy(big + i, p, k);
+        i += k;
+    }
+    write_file(in1, big, big_n);
+    write_file(in2, "Second file.\n", 13);
+    CHECK(mgt_tok_open(&tok, "gpt2", bpe_dir, err, sizeof err) == 0, "%s", err);
+    want = (uint16_t *)malloc(2);
+    want[n++] = 50256;
+    mgt_tok_encode(tok, big, big_n, &want, &n, &cap);
+    if (cap < n + 1) { want = (uint16_t *)realloc(want, 2 * (n + 16)); cap = n + 16; }
+    want[n++] = 50256;
+    mgt_tok_encode(tok, "Second file.\n", 13, &want, &n, &cap);
+    mgt_tok_close(tok);
+    CHECK(prepare(0, "--tokenizer", "gpt2", "--bpe-dir", bpe_dir, "--val-fraction", "0.25",
+                  in1, in2, "-o", pre, NULL) == 0, "exit code");
+    tr = read_shard(tmp_path("g_train.bin"), &ntr);
+    va = read_shard(tmp_path("g_val.bin"), &nva);
+    CHECK(ntr + nva == n, "train %zu + val %zu tokens, expected %zu", ntr, nva, n);
+    CHECK(nva == (size_t)(n * 0.25 + 0.5), "val %zu of %zu", nva, n);
+    for (i = 0; tr && va && ntr + nva == n && i < n; i++)
+        ok &= (i < ntr ? tr[i] : va[i - ntr]) == want[i];
+    CHECK(ok, "prepare's tokens differ from encoding each whole file");
+    printf("  %zu bytes -> %zu tokens (train %zu, val %zu)\n", big_n + 13, n, ntr, nva);
+    free(tr); free(va); free(want); free(big);
+    unlink(in1); unlink(in2);
+    unlink(tmp_path("g_train.bin")); unlink(tmp_path("g_val.bin"));
+}
+
+int main(int argc, char **argv) {
+    const char *bpe_dir = argc > 1 ? argv[1] : "../shared/data/gpt2-bpe";
+    char probe[600];
+    if (!mkdtemp(dir)) { printf("mkdtemp failed\n"); return 1; }
+    test_shard_write();
+    test_byte();
+    test_errors();
+    snprintf(probe, sizeof probe, "%s/encoder.json", bpe_dir);
+    if (exists(probe)) test_gpt2(bpe_dir);
+    else printf("SKIP (GPT-2 part): %s not found\n", probe);
+    unlink(tmp_path("a.txt")); unlink(tmp_path("b.txt"));
+    unlink(tmp_path("byte_train.bin")); unlink(tmp_path("byte_val.bin"));
+    rmdir(dir);
+    if (failures) { printf("%d FAILED\n", failures); return 1; }
+    printf("all prepare tests passed\n");
+    return 0;
+}

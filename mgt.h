@@ -2073,8 +2073,9 @@ static mgt_result mgt__st_open(mgt__st_file *f, const char *path) {
         char text[32];
         snprintf(text, sizeof text, "%016llx", (unsigned long long)sum);
         if (strcmp(text, sum_text)) {
+            mgt__fail(MGT_ERROR_CHECKPOINT, "%s: checksum mismatch (stored %s, computed %s): the file is damaged; resume from an older checkpoint", path, sum_text, text);
             mgt__st_close(f);
-            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: checksum mismatch (stored %s, computed %s): the file is damaged; resume from an older checkpoint", path, sum_text, text);
+            return MGT_ERROR_CHECKPOINT;
         }
     }
     return MGT_OK;

@@ -1,0 +1,205 @@
+/* Training behaviour on one rank, on a generated corpus:
+   - a run stopped at step k and resumed from its checkpoint gives bit-identical losses and weights;
+   - full activation recomputation gives the same losses with less activation memory;
+   - gradient accumulation (micro_batch < global_batch) gives the losses of one big batch;
+   - the data order is a function of (seed, step) alone, and a bad checkpoint is refused. */
+#define MGT_IMPLEMENTATION
+#include "mgt.h"
+
+static int failures;
+static void check(int ok, const char *fmt, ...) MGT__PRINTF(2, 3);
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    printf("%-4s ", ok ? "ok" : "FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    if (!ok) failures++;
+}
+
+static char dir[256];
+
+/* a shard of pseudo-English bytes: learnable, and large enough for random windows */
+static void write_corpus(const char *path, size_t n) {
+    static const char *words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog ", "ran ", "far ", "away. ", "then ", "it ", "slept.\n"};
+    int header[256] = {0};
+    uint16_t *tok = (uint16_t *)malloc(n * sizeof(uint16_t));
+    size_t i = 0;
+    uint64_t k = 0;
+    FILE *f;
+    while (i < n) {
+        const char *w = words[mgt__hash3(1, 2, k++) % 14];
+        while (*w && i < n) tok[i++] = (uint16_t)(unsigned char)*w++;
+    }
+    header[0] = MGT_SHARD_MAGIC;
+    header[1] = 1;
+    header[2] = (int)n;
+    f = fopen(path, "wb");
+    fwrite(header, sizeof header, 1, f);
+    fwrite(tok, sizeof(uint16_t), n, f);
+    fclose(f);
+    free(tok);
+}
+
+static void base_config(mgt_config *cfg, const char *name) {
+    char set[600];
+    mgt_config_init(cfg);
+    mgt_config_set(cfg, "model.n_layer=2");
+    mgt_config_set(cfg, "model.n_head=2");
+    mgt_config_set(cfg, "model.d_model=32");
+    mgt_config_set(cfg, "model.seq_len=32");
+    mgt_config_set(cfg, "train.steps=12");
+    mgt_config_set(cfg, "train.global_batch=8");
+    mgt_config_set(cfg, "train.micro_batch=4");
+    mgt_config_set(cfg, "train.lr=3e-3");
+    mgt_config_set(cfg, "train.warmup=3");
+    mgt_config_set(cfg, "train.eval_every=0");
+    mgt_config_set(cfg, "parallel.threads=2");
+    mgt_config_set(cfg, "log.metrics=none");
+    snprintf(set, sizeof set, "data.train=%s/corpus.bin", dir);
+    mgt_config_set(cfg, set);
+    mgt_config_set(cfg, "data.val=");
+    snprintf(set, sizeof set, "checkpoint.dir=%s/%s", dir, name);
+    mgt_config_set(cfg, set);
+}
+
+/* trains steps [from, to) of cfg, writing each step's loss into losses[step] */
+static mgt_run *train(const mgt_config *cfg, int to, double *losses, const char *resume) {
+    mgt_run *run;
+    mgt_stats st;
+    if (mgt_run_create(&run, cfg) != MGT_OK) { printf("FAIL create: %s\n", mgt_last_error()); exit(1); }
+    if (resume && mgt_run_resume(run, resume) != MGT_OK) { printf("FAIL resume: %s\n", mgt_last_error()); exit(1); }
+    mgt_run_stats(run, &st);
+    while (st.step < to) {
+        if (mgt_run_step(run) != MGT_OK) { printf("FAIL step: %s\n", mgt_last_error()); exit(1); }
+        mgt_run_stats(run, &st);
+        losses[st.step - 1] = st.loss;
+    }
+    return run;
+}
+
+static double max_rel_diff(const double *a, const double *b, int n) {
+    double e = 0;
+    int i;
+    for (i = 0; i < n; i++) e = fmax(e, fabs(a[i] - b[i]) / fabs(b[i]));
+    return e;
+}
+
+int main(void) {
+    mgt_config cfg;
+    mgt_run *full, *first, *second, *run;
+    double losses_full[12], losses_resumed[12], losses_recompute[12], losses_accum[12];
+    char path[1200], file[600];
+    mgt_stats st_full, st_re;
+    int same_weights, i;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    snprintf(dir, sizeof dir, "/tmp/mgt_test_train_XXXXXX");
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    snprintf(file, sizeof file, "%s/corpus.bin", dir);
+    write_corpus(file, 200000);
+
+    /* 1. resume is bit-exact */
+    base_config(&cfg, "full");
+    full = train(&cfg, 12, losses_full, NULL);
+    check(mgt_run_save(full, NULL, 0) == MGT_OK, "uninterrupted run saved at step 12");
+    base_config(&cfg, "split");
+    first = train(&cfg, 5, losses_resumed, NULL);
+    check(mgt_run_save(first, path, sizeof path) == MGT_OK, "checkpoint at step 5: %s", path);
+    mgt_run_destroy(first);
+    second = train(&cfg, 12, losses_resumed, "latest");
+    check(!memcmp(losses_full, losses_resumed, sizeof losses_full), "resumed at step 5: losses of steps 1..12 bit-identical to the uninterrupted run (last %.9f vs %.9f)",
+          losses_resumed[11], losses_full[11]);
+    same_weights = !memcmp(full->params, second->params, sizeof(float) * full->storage) && !memcmp(full->m, second->m, sizeof(float) * full->storage) &&
+                   !memcmp(full->v, second->v, sizeof(float) * full->storage);
+    check(same_weights, "resumed run's weights and AdamW moments bit-identical after step 12");
+    check(losses_full[11] < losses_full[0] - 0.5, "the model learns: loss %.3f -> %.3f", losses_full[0], losses_full[11]);
+    mgt_run_stats(full, &st_full);
+    mgt_run_destroy(second);
+
+    /* 2. recomputation: the same arithmetic in the same order, so the same bits, in less memory */
+    base_config(&cfg, "recompute");
+    mgt_config_set(&cfg, "train.recompute=full");
+    mgt_config_set(&cfg, "model.n_layer=4");
+    run = train(&cfg, 3, losses_recompute, NULL);
+    mgt_run_stats(run, &st_re);
+    mgt_run_destroy(run);
+    base_config(&cfg, "norecompute");
+    mgt_config_set(&cfg, "model.n_layer=4");
+    run = train(&cfg, 3, losses_accum, NULL);
+    mgt_run_stats(run, &st_full);
+    mgt_run_destroy(run);
+    check(!memcmp(losses_recompute, losses_accum, 3 * sizeof(double)), "recompute=full: losses bit-identical to recompute=none (%.9f)", losses_recompute[2]);
+    check(st_re.mem_peak[MGT_MEM_ACTIVATIONS] * 2 < st_full.mem_peak[MGT_MEM_ACTIVATIONS],
+          "recompute=full: activation memory %.2f MiB vs %.2f MiB without (4 layers)", st_re.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0,
+          st_full.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0);
+
+    /* 3. gradient accumulation: 4 micro-batches of 2 = 1 batch of 8, to summation-order rounding */
+    base_config(&cfg, "accum");
+    mgt_config_set(&cfg, "train.micro_batch=2");
+    run = train(&cfg, 12, losses_accum, NULL);
+    mgt_run_destroy(run);
+    check(max_rel_diff(losses_accum, losses_full, 12) < 1e-5, "micro_batch 2 x 4 vs 4 x 2: max relative loss difference %.2e over 12 steps (< 1e-5)",
+          max_rel_diff(losses_accum, losses_full, 12));
+    base_config(&cfg, "onebatch");
+    mgt_config_set(&cfg, "train.micro_batch=8");
+    run = train(&cfg, 12, losses_accum, NULL);
+    mgt_run_destroy(run);
+    check(max_rel_diff(losses_accum, losses_full, 12) < 1e-5, "micro_batch 8 x 1 vs 4 x 2: max relative loss difference %.2e (< 1e-5)",
+          max_rel_diff(losses_accum, losses_full, 12));
+
+    /* 4. the checkpoint is refused when damaged, and when written for another model */
+    {
+        FILE *f;
+        long size;
+        unsigned char byte;
+        snprintf(file, sizeof file, "%s/full/step_00000012.safetensors", dir);
+        f = fopen(file, "r+b");
+        fseek(f, 0, SEEK_END);
+        size = ftell(f);
+        fseek(f, size - 5, SEEK_SET);
+        byte = (unsigned char)fgetc(f);
+        fseek(f, size - 5, SEEK_SET);
+        fputc(byte ^ 1, f);
+        fclose(f);
+        base_config(&cfg, "full");
+        mgt_run_create(&run, &cfg);
+        check(mgt_run_resume(run, file) == MGT_ERROR_CHECKPOINT && strstr(mgt_last_error(), "checksum"), "damaged checkpoint refused: %s", mgt_last_error());
+        mgt_run_destroy(run);
+        snprintf(file, sizeof file, "%s/split", dir);
+        base_config(&cfg, "other");
+        mgt_config_set(&cfg, "model.d_model=64");
+        mgt_run_create(&run, &cfg);
+        check(mgt_run_resume(run, file) == MGT_ERROR_CHECKPOINT && strstr(mgt_last_error(), "shape") == NULL && strstr(mgt_last_error(), "[") != NULL,
+              "checkpoint of another model refused: %s", mgt_last_error());
+        mgt_run_destroy(run);
+    }
+    mgt_run_destroy(full);
+
+    /* 5. checkpoints keep only the newest `keep` */
+    {
+        int count = 0;
+        DIR *d;
+        struct dirent *e;
+        base_config(&cfg, "keep");
+        mgt_config_set(&cfg, "checkpoint.every=2");
+        mgt_config_set(&cfg, "checkpoint.keep=2");
+        run = train(&cfg, 8, losses_accum, NULL);
+        mgt_run_destroy(run);
+        snprintf(file, sizeof file, "%s/keep", dir);
+        d = opendir(file);
+        while ((e = readdir(d))) count += mgt__checkpoint_step(e->d_name) >= 0;
+        closedir(d);
+        check(count == 2 && mgt_checkpoint_latest(file, path, sizeof path) == MGT_OK && strstr(path, "step_00000008"),
+              "checkpoint.every=2 keep=2: %d files kept, newest %s", count, path);
+    }
+
+    for (i = 0; i < 1; i++) { /* remove the temporary folder */
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd)) printf("note: could not remove %s\n", dir);
+    }
+    printf("%s\n", failures ? "train: FAILED" : "train: ok");
+    return failures ? 1 : 0;
+}

@@ -903,13 +903,14 @@ typedef struct mgt__args {
 } mgt__args;
 
 /* exp(x) for x <= 88: 2^k * e^r with |r| <= ln2/2 and a degree-7 Taylor polynomial (relative error
-   below 2e-8 before rounding). Written branch-free so that loops calling it vectorise. */
+   below 2e-8 before rounding). Branch-free and without libm calls, so that loops calling it
+   vectorise (libm's expf and floorf would not, short of -ffast-math). */
 static float mgt__expf(float x) {
     float k, r, p, scale;
     int32_t bits;
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
-    k = floorf(x * 1.44269504088896341f + 0.5f);
+    k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 trick */
     r = x - k * 0.693145751953125f - k * 1.428606765330187e-06f;
     p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
     bits = ((int32_t)k + 127) << 23;

@@ -858,7 +858,8 @@ struct mgt_backend {
     void (*gelu_forward)(mgt_backend *be, float *out, const float *inp, size_t n);
     void (*gelu_backward)(mgt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
     void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x */
-    /* per-row losses; when grad_scale != 0 the logits become dlogits = (softmax - onehot) * grad_scale */
+    /* per-row losses; the logits are consumed: with grad_scale != 0 they become
+       dlogits = (softmax - onehot) * grad_scale, with 0 they are left as scratch */
     void (*crossentropy)(mgt_backend *be, double *losses, float *logits, const int *targets, int N, int V, int Vp, float grad_scale);
     double (*sum_squares)(mgt_backend *be, const float *x, size_t n);
     void (*adamw)(mgt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
@@ -1199,6 +1200,7 @@ static void mgt__attn_bwd_task(void *ctx, int tid, int nth) {
 }
 static void mgt__cpu_attention_backward(mgt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH) {
     mgt__args a;
+    if ((size_t)T * (size_t)T > ((mgt__cpu *)be->impl)->scratch_per_thread) abort(); /* sized from seq_len at creation */
     memset(&a, 0, sizeof a);
     a.out[0] = dqkv; a.in[0] = dout; a.in[1] = qkv; a.in[2] = att; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.be = be;
     mgt__pool_run(MGT__POOL(be), mgt__attn_bwd_task, &a);
@@ -1314,11 +1316,10 @@ static void mgt__ss_task(void *ctx, int tid, int nth) {
     mgt__span(nblocks, tid, nth, 1, &lo, &hi);
     for (bl = lo; bl < hi; bl++) {
         size_t i0 = bl * MGT__SS_BLOCK, i1 = i0 + MGT__SS_BLOCK < a->count ? i0 + MGT__SS_BLOCK : a->count, i;
-        double s = 0;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        double s = 0, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         int j;
         for (i = i0; i + 8 <= i1; i += 8)
-            for (j = 0; j < 8; j++) acc[j] += a->in[0][i + j] * a->in[0][i + j];
+            for (j = 0; j < 8; j++) acc[j] += (double)a->in[0][i + j] * a->in[0][i + j];
         for (; i < i1; i++) s += (double)a->in[0][i] * a->in[0][i];
         for (j = 0; j < 8; j++) s += acc[j];
         a->dout[bl] = s;
@@ -2123,17 +2124,24 @@ struct mgt_run {
 static float *mgt__p(mgt_run *r, int t) { return r->params + r->tensors[t].offset; }
 static float *mgt__g(mgt_run *r, int t) { return r->grads + r->tensors[t].offset; }
 
+/* every element from (seed, tensor name, element index): any slice of any layout initialises alike */
+typedef struct mgt__init_args { const mgt__tensor *tensor; float *p; uint64_t seed; } mgt__init_args;
+static void mgt__init_task(void *ctx, int tid, int nth) {
+    const mgt__init_args *a = (const mgt__init_args *)ctx;
+    const mgt__tensor *x = a->tensor;
+    uint64_t key = mgt__name_key(x->info.name);
+    size_t lo, hi, i;
+    mgt__span(x->info.numel, tid, nth, 64, &lo, &hi);
+    for (i = lo; i < hi; i++) a->p[i] = x->init_std > 0 ? (float)(x->init_std * mgt__normal(a->seed, key, i)) : x->init_value;
+}
 static void mgt__init_params(mgt_run *r) {
-    uint64_t seed = (uint64_t)r->cfg.train.seed;
     int t;
-    for (t = 0; t < r->ntensors; t++) {
-        const mgt__tensor *x = &r->tensors[t];
-        float *p = r->params + x->offset;
-        uint64_t key = mgt__name_key(x->info.name);
-        size_t i;
-        for (i = 0; i < x->info.numel; i++)
-            p[i] = x->init_std > 0 ? (float)(x->init_std * mgt__normal(seed, key, i)) : x->init_value;
-        /* vocabulary padding rows stay zero: no logit, no gradient, no decay */
+    for (t = 0; t < r->ntensors; t++) { /* vocabulary padding rows stay zero: no logit, no gradient, no decay */
+        mgt__init_args a;
+        a.tensor = &r->tensors[t];
+        a.p = r->params + r->tensors[t].offset;
+        a.seed = (uint64_t)r->cfg.train.seed;
+        mgt__pool_run(MGT__POOL(r->be), mgt__init_task, &a);
     }
 }
 

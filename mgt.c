@@ -217,6 +217,10 @@ static int cmd_check(int argc, char **argv) {
         if (r != MGT_OK) return fail(r);
         if (n < (size_t)cfg.model.seq_len + 1) { fprintf(stderr, "mgt: %s has %zu tokens, fewer than seq_len + 1\n", cfg.data.train, n); return 2; }
     }
+    if (cfg.data.val[0]) {
+        mgt_result r = mgt_shard_check(cfg.data.val, cfg.model.vocab_size, NULL);
+        if (r != MGT_OK) return fail(r);
+    }
     mgt_config_format(&cfg, text, sizeof text);
     printf("; %s, resolved\n%s\n", o.preset, text);
     Vp = (cfg.model.vocab_size + 127) / 128 * 128;

@@ -259,7 +259,7 @@ MGTDEF float *mgt_run_grad(mgt_run *run, int tensor);  /* gradients of the last 
 
 /* Reads the resolved preset stored in a checkpoint (so `mgt sample` needs no preset file). */
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg);
-/* Newest checkpoint file in a folder into path; MGT_ERROR_IO when there is none. */
+/* Newest checkpoint file in a folder into path; MGT_ERROR_CHECKPOINT when there is none. */
 MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap);
 /* Checks a token shard: magic, version, size, ids below vocab_size; sets *n_tokens. */
 MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_tokens);
@@ -492,7 +492,7 @@ static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t 
     int line = cfg->line[key];
     if (line > 0) snprintf(buf, cap, "%s:%d", cfg->path, line);
     else if (line < 0) snprintf(buf, cap, "--set");
-    else snprintf(buf, cap, "%s(default)", cfg->path[0] ? cfg->path : "");
+    else snprintf(buf, cap, "%s%sdefault", cfg->path, cfg->path[0] ? ": " : "");
     return buf;
 }
 
@@ -594,7 +594,27 @@ static char *mgt__ini_reader(char *str, int num, void *stream) {
         str[i] = 0;
         r = str;
     }
-    if (r) st->line++;
+    if (r) {
+        const char *p = str;
+        st->line++;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '[') { /* inih reports keys, not sections: check the section at its own line */
+            char name[64];
+            size_t n = 0;
+            int i, known = 0;
+            p++;
+            while (*p && *p != ']' && n < sizeof name - 1) name[n++] = *p++;
+            name[n] = 0;
+            for (i = 0; i < MGT_CONFIG_NKEYS; i++) known |= !strcmp(mgt__keys[i].info.section, name);
+            if (*p == ']' && !known) {
+                char why[256];
+                mgt__suggest(name, "", why, sizeof why);
+                mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
+                st->failed = 1;
+                return NULL; /* ends the parse */
+            }
+        }
+    }
     return r;
 }
 
@@ -680,6 +700,18 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     char w1[300], w2[300];
     int tok_vocab;
     if (!cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_validate: cfg is required");
+    /* parsed and checked now, implemented by later releases: refuse rather than ignore */
+#define MGT__UNSUPPORTED(cond, sec, name, what)                                                              \
+    if (cond)                                                                                                \
+        return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [" #sec "] " #name ": %s is not supported yet in mgt " MGT_VERSION_STRING, \
+                         mgt__where(cfg, MGT__KEY(sec, name), w1, sizeof w1), what);
+    MGT__UNSUPPORTED(cfg->parallel.dp != 1, parallel, dp, "data parallelism (dp > 1); use dp = 1")
+    MGT__UNSUPPORTED(cfg->parallel.tp != 1, parallel, tp, "tensor parallelism (tp > 1); use tp = 1")
+    MGT__UNSUPPORTED(cfg->parallel.pp != 1, parallel, pp, "pipeline parallelism (pp > 1); use pp = 1")
+    MGT__UNSUPPORTED(cfg->parallel.zero != 0, parallel, zero, "ZeRO (zero > 0); use zero = 0")
+    MGT__UNSUPPORTED(cfg->parallel.device == MGT_DEVICE_CUDA, parallel, device, "the CUDA backend; use device = cpu or auto")
+    MGT__UNSUPPORTED(cfg->precision.dtype != MGT_DTYPE_FP32, precision, dtype, "mixed precision; use dtype = fp32")
+#undef MGT__UNSUPPORTED
     if (cfg->model.d_model % cfg->model.n_head)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] d_model = %d does not divide by n_head = %d (%s); pick n_head among the divisors of d_model",
                          mgt__where(cfg, MGT__KEY(model, d_model), w1, sizeof w1), cfg->model.d_model, cfg->model.n_head,
@@ -697,18 +729,6 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] vocab_size = %d is smaller than the %s tokenizer's %d tokens; set vocab_size to at least %d",
                          mgt__where(cfg, MGT__KEY(model, vocab_size), w1, sizeof w1), cfg->model.vocab_size,
                          cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? "gpt2" : "byte", tok_vocab, tok_vocab);
-    /* parsed and checked now, implemented by later releases: refuse rather than ignore */
-#define MGT__UNSUPPORTED(cond, sec, name, what)                                                              \
-    if (cond)                                                                                                \
-        return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [" #sec "] " #name ": %s is not supported yet in mgt " MGT_VERSION_STRING, \
-                         mgt__where(cfg, MGT__KEY(sec, name), w1, sizeof w1), what);
-    MGT__UNSUPPORTED(cfg->parallel.dp != 1, parallel, dp, "data parallelism (dp > 1); use dp = 1")
-    MGT__UNSUPPORTED(cfg->parallel.tp != 1, parallel, tp, "tensor parallelism (tp > 1); use tp = 1")
-    MGT__UNSUPPORTED(cfg->parallel.pp != 1, parallel, pp, "pipeline parallelism (pp > 1); use pp = 1")
-    MGT__UNSUPPORTED(cfg->parallel.zero != 0, parallel, zero, "ZeRO (zero > 0); use zero = 0")
-    MGT__UNSUPPORTED(cfg->parallel.device == MGT_DEVICE_CUDA, parallel, device, "the CUDA backend; use device = cpu or auto")
-    MGT__UNSUPPORTED(cfg->precision.dtype != MGT_DTYPE_FP32, precision, dtype, "mixed precision; use dtype = fp32")
-#undef MGT__UNSUPPORTED
     return MGT_OK;
 }
 
@@ -1980,7 +2000,11 @@ static mgt_result mgt__st_open(mgt__st_file *f, const char *path) {
     if (fread(f->buf, 1, f->size, fp) != f->size) { fclose(fp); mgt__st_close(f); return mgt__fail(MGT_ERROR_IO, "%s: read error", path); }
     fclose(fp);
     memcpy(&hlen, f->buf, 8);
-    if (hlen > f->size - 8) { mgt__st_close(f); return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: header of %llu bytes in a %zu-byte file", path, (unsigned long long)hlen, f->size); }
+    if (hlen > f->size - 8) {
+        mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: header of %llu bytes in a %zu-byte file", path, (unsigned long long)hlen, f->size);
+        mgt__st_close(f);
+        return MGT_ERROR_CHECKPOINT;
+    }
     f->data_start = 8 + (size_t)hlen;
     {
         unsigned char save = f->buf[f->data_start];
@@ -2430,13 +2454,13 @@ MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap)
     int best = -1;
     if (!dir || !path) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_checkpoint_latest: dir and path are required");
     d = opendir(dir);
-    if (!d) return mgt__fail(MGT_ERROR_IO, "%s: no checkpoint folder: %s", dir, strerror(errno));
+    if (!d) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoint folder: %s", dir, strerror(errno));
     while ((e = readdir(d))) {
         int s = mgt__checkpoint_step(e->d_name);
         if (s > best) best = s;
     }
     closedir(d);
-    if (best < 0) return mgt__fail(MGT_ERROR_IO, "%s: no checkpoints (step_*.safetensors) in this folder", dir);
+    if (best < 0) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoints (step_*.safetensors) in this folder", dir);
     snprintf(path, cap, "%s/step_%08d.safetensors", dir, best);
     return MGT_OK;
 }

@@ -136,7 +136,12 @@ static int cmd_train(int argc, char **argv) {
     mgt_run_stats(run, &st);
     format_bytes((double)(st.mem_peak[MGT_MEM_ACTIVATIONS]), mem, sizeof mem);
     if (interrupted) {
-        printf("interrupted at step %d: checkpoint %s\nresume with: mgt train %s --resume latest\n", st.step, path, o.preset);
+        printf("interrupted at step %d: checkpoint %s\nresume with: mgt train", st.step, path);
+        for (rc = 2; rc < argc; rc++) { /* the same command, with --resume latest */
+            if (!strcmp(argv[rc], "--resume")) { rc++; continue; }
+            printf(strpbrk(argv[rc], " \t'\"$") ? " '%s'" : " %s", argv[rc]);
+        }
+        printf(" --resume latest\n");
         mgt_run_destroy(run);
         return 130;
     }

@@ -488,11 +488,16 @@ static void mgt__suggest(const char *section, const char *name, char *out, size_
     snprintf(out, cap, "unknown key '%s' in [%s]; did you mean '%s'?", name, section, mgt__keys[best].info.name);
 }
 
+/* of two keys in a consistency error, the one the user set (file or --set) comes first */
+static void mgt__order_keys(const mgt_config *cfg, int *first, int *second) {
+    if (cfg->line[*first] == 0 && cfg->line[*second] != 0) { int t = *first; *first = *second; *second = t; }
+}
+/* where a key got its value: "file:line", "--set section.key" or "the default" */
 static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t cap) {
     int line = cfg->line[key];
     if (line > 0) snprintf(buf, cap, "%s:%d", cfg->path, line);
-    else if (line < 0) snprintf(buf, cap, "--set");
-    else snprintf(buf, cap, "%s%sdefault", cfg->path, cfg->path[0] ? ": " : "");
+    else if (line < 0) snprintf(buf, cap, "--set %s.%s", mgt__keys[key].info.section, mgt__keys[key].info.name);
+    else snprintf(buf, cap, "the default");
     return buf;
 }
 
@@ -569,7 +574,15 @@ MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, si
     field = (const char *)cfg + k->offset;
     switch (k->type) {
     case MGT__T_INT: return snprintf(buf, cap, "%d", *(const int *)field);
-    case MGT__T_FLOAT: return snprintf(buf, cap, "%.17g", *(const double *)field);
+    case MGT__T_FLOAT: { /* the shortest text that reads back to the same double */
+        double v = *(const double *)field;
+        int digits;
+        for (digits = 6; digits < 17; digits++) {
+            snprintf(buf, cap, "%.*g", digits, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+        return snprintf(buf, cap, "%.*g", digits, v);
+    }
     case MGT__T_ENUM: mgt__choice_name(k->info.choices, *(const int *)field, buf, cap); return (int)strlen(buf);
     default: return snprintf(buf, cap, "%s", field);
     }
@@ -625,7 +638,8 @@ static int mgt__ini_handler(void *user, const char *section, const char *name, c
     if (st->failed) return 0;
     key = mgt__find_key(section, name);
     if (key < 0) {
-        mgt__suggest(section, name, why, sizeof why);
+        if (!section[0]) snprintf(why, sizeof why, "key '%s' outside a section; put it under its [section] (see `mgt keys`)", name);
+        else mgt__suggest(section, name, why, sizeof why);
         mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
         st->failed = 1;
         return 0;
@@ -697,30 +711,36 @@ MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) {
 #define MGT__KEY(sec, name) mgt__find_key(#sec, #name)
 
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
-    char w1[300], w2[300];
+    char w1[300], w2[300], w3[300];
     int tok_vocab;
     if (!cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_validate: cfg is required");
     /* parsed and checked now, implemented by later releases: refuse rather than ignore */
-#define MGT__UNSUPPORTED(cond, sec, name, what)                                                              \
+#define MGT__UNSUPPORTED(cond, sec, name, what, fix)                                                         \
     if (cond)                                                                                                \
-        return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [" #sec "] " #name ": %s is not supported yet in mgt " MGT_VERSION_STRING, \
-                         mgt__where(cfg, MGT__KEY(sec, name), w1, sizeof w1), what);
-    MGT__UNSUPPORTED(cfg->parallel.dp != 1, parallel, dp, "data parallelism (dp > 1); use dp = 1")
-    MGT__UNSUPPORTED(cfg->parallel.tp != 1, parallel, tp, "tensor parallelism (tp > 1); use tp = 1")
-    MGT__UNSUPPORTED(cfg->parallel.pp != 1, parallel, pp, "pipeline parallelism (pp > 1); use pp = 1")
-    MGT__UNSUPPORTED(cfg->parallel.zero != 0, parallel, zero, "ZeRO (zero > 0); use zero = 0")
-    MGT__UNSUPPORTED(cfg->parallel.device == MGT_DEVICE_CUDA, parallel, device, "the CUDA backend; use device = cpu or auto")
-    MGT__UNSUPPORTED(cfg->precision.dtype != MGT_DTYPE_FP32, precision, dtype, "mixed precision; use dtype = fp32")
+        return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [" #sec "] " #name ": %s is not supported yet in mgt " MGT_VERSION_STRING "; %s", \
+                         mgt__where(cfg, MGT__KEY(sec, name), w1, sizeof w1), what, fix);
+    MGT__UNSUPPORTED(cfg->parallel.dp != 1, parallel, dp, "data parallelism (dp > 1)", "use dp = 1")
+    MGT__UNSUPPORTED(cfg->parallel.tp != 1, parallel, tp, "tensor parallelism (tp > 1)", "use tp = 1")
+    MGT__UNSUPPORTED(cfg->parallel.pp != 1, parallel, pp, "pipeline parallelism (pp > 1)", "use pp = 1")
+    MGT__UNSUPPORTED(cfg->parallel.zero != 0, parallel, zero, "ZeRO (zero > 0)", "use zero = 0")
+    MGT__UNSUPPORTED(cfg->parallel.device == MGT_DEVICE_CUDA, parallel, device, "the CUDA backend", "use device = cpu or auto")
+    MGT__UNSUPPORTED(cfg->precision.dtype != MGT_DTYPE_FP32, precision, dtype, "mixed precision", "use dtype = fp32")
 #undef MGT__UNSUPPORTED
-    if (cfg->model.d_model % cfg->model.n_head)
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] d_model = %d does not divide by n_head = %d (%s); pick n_head among the divisors of d_model",
-                         mgt__where(cfg, MGT__KEY(model, d_model), w1, sizeof w1), cfg->model.d_model, cfg->model.n_head,
-                         mgt__where(cfg, MGT__KEY(model, n_head), w2, sizeof w2));
-    if (cfg->train.global_batch % (cfg->train.micro_batch * cfg->parallel.dp))
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (%s); make global_batch a multiple of %d",
-                         mgt__where(cfg, MGT__KEY(train, global_batch), w1, sizeof w1), cfg->train.global_batch,
-                         cfg->train.micro_batch, cfg->parallel.dp, mgt__where(cfg, MGT__KEY(train, micro_batch), w2, sizeof w2),
+    if (cfg->model.d_model % cfg->model.n_head) {
+        int a = MGT__KEY(model, n_head), b = MGT__KEY(model, d_model);
+        mgt__order_keys(cfg, &a, &b);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] d_model = %d does not divide by n_head = %d (d_model from %s, n_head from %s); pick n_head among the divisors of d_model",
+                         mgt__where(cfg, a, w1, sizeof w1), cfg->model.d_model, cfg->model.n_head, mgt__where(cfg, MGT__KEY(model, d_model), w2, sizeof w2),
+                         mgt__where(cfg, MGT__KEY(model, n_head), w3, sizeof w3));
+    }
+    if (cfg->train.global_batch % (cfg->train.micro_batch * cfg->parallel.dp)) {
+        int a = MGT__KEY(train, global_batch), b = MGT__KEY(train, micro_batch);
+        mgt__order_keys(cfg, &a, &b);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s); make global_batch a multiple of %d",
+                         mgt__where(cfg, a, w1, sizeof w1), cfg->train.global_batch, cfg->train.micro_batch, cfg->parallel.dp,
+                         mgt__where(cfg, MGT__KEY(train, global_batch), w2, sizeof w2), mgt__where(cfg, MGT__KEY(train, micro_batch), w3, sizeof w3),
                          cfg->train.micro_batch * cfg->parallel.dp);
+    }
     if (cfg->train.min_lr > cfg->train.lr)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] min_lr = %g is above lr = %g; the schedule decays from lr down to min_lr",
                          mgt__where(cfg, MGT__KEY(train, min_lr), w1, sizeof w1), cfg->train.min_lr, cfg->train.lr);

@@ -189,6 +189,7 @@ static int cmd_sample(int argc, char **argv) {
     prompt_ids = (int *)malloc(sizeof(int) * (n_ids + 1));
     out = (int *)malloc(sizeof(int) * (size_t)(tokens + 1));
     for (i = 0; i < (int)n_ids; i++) prompt_ids[i] = ids[i];
+    if (n_ids == 0) prompt_ids[n_ids++] = mgt_tok_eot(tok) >= 0 ? mgt_tok_eot(tok) : '\n'; /* start of a document */
     n = mgt_run_generate(run, prompt_ids, (int)n_ids, out, tokens, temperature, top_k, seed);
     if (n < 0) rc = fail(MGT_ERROR_ARGUMENT);
     fputs(prompt, stdout);

@@ -238,7 +238,8 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *run, const char *checkpoint); /* file,
 MGTDEF void mgt_run_stats(const mgt_run *run, mgt_stats *out);
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *run);
 MGTDEF const char *mgt_run_dir(const mgt_run *run);        /* checkpoint folder in use */
-/* Appends up to max_new tokens after the prompt (at most seq_len are looked at); returns the count. */
+/* Writes max_new tokens that follow the prompt (n_prompt >= 1; the last seq_len tokens are the
+   context) into out; returns the count, or -1. Sampling draws from (seed, position). */
 MGTDEF int mgt_run_generate(mgt_run *run, const int *prompt, int n_prompt, int *out, int max_new,
                             double temperature, int top_k, uint64_t seed);
 /* Loss of one micro-batch (tokens (B,T+1)) without changing the model; for tests and tools. */
@@ -2768,12 +2769,14 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
 MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *out, int max_new, double temperature, int top_k, uint64_t seed) {
     int *ctx, n = n_prompt, i, j;
     float *probs;
-    if (!r || (!prompt && n_prompt) || !out || max_new < 0) { mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_generate: bad arguments"); return -1; }
+    if (!r || !prompt || n_prompt < 1 || !out || max_new < 0) {
+        mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_generate: needs a prompt of at least one token, out and max_new >= 0");
+        return -1;
+    }
     ctx = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n_prompt + max_new + 1));
     probs = (float *)MGT_MALLOC(sizeof(float) * (size_t)r->V);
     if (!ctx || !probs) { MGT_FREE(ctx); MGT_FREE(probs); mgt__fail(MGT_ERROR_MEMORY, "out of memory"); return -1; }
-    if (n_prompt) memcpy(ctx, prompt, sizeof(int) * (size_t)n_prompt);
-    else ctx[n++] = r->V > 50256 ? 50256 : 0; /* start from end-of-text (gpt2) or byte 0 */
+    memcpy(ctx, prompt, sizeof(int) * (size_t)n_prompt);
     for (i = 0; i < max_new; i++) {
         int start = n > r->T ? n - r->T : 0, len = n - start, pick = 0;
         const float *logits;

@@ -210,11 +210,10 @@ static int cmd_sample(int argc, char **argv) {
 static int cmd_check(int argc, char **argv) {
     mgt_config cfg;
     options o;
-    int rc, t, ntensors, Vp, micro;
-    char text[16384], a[32], b[32], c[32], d[32];
-    mgt__tensor *tensors;
-    size_t storage, nparams = 0, acts;
-    mgt__acts layout;
+    mgt__plan plan;
+    mgt__layout lay;
+    int rc, i, u, threads;
+    char text[16384];
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     if (cfg.data.train[0]) {
@@ -229,39 +228,29 @@ static int cmd_check(int argc, char **argv) {
     }
     mgt_config_format(&cfg, text, sizeof text);
     printf("; %s, resolved\n%s\n", o.preset, text);
-    Vp = (cfg.model.vocab_size + 127) / 128 * 128;
-    tensors = (mgt__tensor *)malloc(sizeof(mgt__tensor) * (size_t)(4 + MGT__BLOCK_TENSORS * cfg.model.n_layer));
-    ntensors = mgt__model_tensors(&cfg, Vp, tensors, &storage);
-    for (t = 0; t < ntensors; t++) nparams += tensors[t].info.numel;
-    memset(&layout, 0, sizeof layout);
-    layout.resid = (float **)malloc(sizeof(float *) * (size_t)(cfg.model.n_layer + 1));
-    layout.layer = (mgt__layer_acts *)malloc(sizeof(mgt__layer_acts) * (size_t)cfg.model.n_layer);
-    acts = mgt__acts_layout(&layout, NULL, cfg.model.n_layer, cfg.train.micro_batch, cfg.model.seq_len, cfg.model.d_model, cfg.model.n_head, Vp,
-                            cfg.train.recompute == MGT_RECOMPUTE_FULL, 1);
-    micro = cfg.train.global_batch / (cfg.train.micro_batch * cfg.parallel.dp);
+    mgt__plan_make(&cfg, &plan);
+    threads = cfg.parallel.threads ? cfg.parallel.threads : mgt__cpu_count();
     printf("; layout\n");
-    printf("ranks          1 (dp 1 x tp 1 x pp 1), zero 0, device cpu, %d threads\n",
-           cfg.parallel.threads ? cfg.parallel.threads : mgt__cpu_count());
-    printf("batch          %d sequences of %d tokens = %d micro-batches of %d (gradient accumulation %s)\n", cfg.train.global_batch,
-           cfg.model.seq_len, micro, cfg.train.micro_batch, micro > 1 ? "on" : "off");
-    printf("parameters     %zu (%.2fM; vocabulary padded to %d rows for GEMMs)\n", nparams, (double)nparams / 1e6, Vp);
-    format_bytes(4.0 * (double)storage, a, sizeof a);
-    format_bytes(4.0 * (double)storage, b, sizeof b);
-    format_bytes(8.0 * (double)storage, c, sizeof c);
-    format_bytes((double)acts, d, sizeof d);
-    printf("memory         params %s, grads %s, optimizer %s, activations %s (recompute %s)\n", a, b, c, d,
-           cfg.train.recompute == MGT_RECOMPUTE_FULL ? "full" : "none");
-    printf("tensors        %d\n", ntensors);
-    for (t = 0; t < ntensors; t++) {
-        const mgt__tensor *x = &tensors[t];
-        if (t >= 2 + MGT__BLOCK_TENSORS && t < ntensors - 2) continue; /* blocks after the first repeat */
-        printf("  %-28s [%d%s%.0d]%s\n", x->info.name, x->info.shape[0], x->info.ndim > 1 ? "," : "", x->info.ndim > 1 ? x->info.shape[1] : 0,
-               x->decay ? " decay" : "");
-        if (t == 1 + MGT__BLOCK_TENSORS && cfg.model.n_layer > 1) printf("  ... blocks 1..%d alike\n", cfg.model.n_layer - 1);
+    printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, device cpu\n", plan.world, plan.dp, plan.tp,
+           plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b");
+    printf("threads        %d per rank (%d in all)\n", threads / plan.world > 0 ? threads / plan.world : 1, threads);
+    printf("batch          %d sequences of %d tokens = %d micro-batches of %d per DP rank (gradient accumulation %s)\n", cfg.train.global_batch,
+           cfg.model.seq_len, plan.micro_steps, cfg.train.micro_batch, plan.micro_steps > 1 ? "on" : "off");
+    printf("parameters     %zu (%.2fM); vocabulary padded to %d rows, %d per TP rank\n", mgt__global_params(&cfg), (double)mgt__global_params(&cfg) / 1e6,
+           plan.Vp, plan.Vp / plan.tp);
+    printf("stages        ");
+    for (i = 0; i < plan.pp; i++) printf(" %d: blocks %d-%d%s%s;", i, plan.stage_first[i], plan.stage_first[i + 1] - 1, i == 0 ? " +embedding" : "",
+                                         i == plan.pp - 1 ? " +head" : "");
+    printf("\n\n rank  dp tp pp  local params  shard (1/dp)  tensors\n");
+    if (!mgt__layout_alloc(&lay, &cfg, &plan)) return 1;
+    for (i = 0; i < plan.world; i++) {
+        int tpr = i % plan.tp, dpr = (i / plan.tp) % plan.dp, ppr = i / (plan.tp * plan.dp);
+        size_t shard = 0;
+        mgt__layout_make(&lay, &cfg, &plan, ppr, tpr);
+        for (u = 0; u < lay.nu; u++) shard += lay.u[u].size / (size_t)plan.dp;
+        printf("%5d %3d %2d %2d  %12zu  %12zu  %d\n", i, dpr, tpr, ppr, lay.size, plan.zero ? shard : lay.size, lay.n);
     }
-    free(layout.resid);
-    free(layout.layer);
-    free(tensors);
+    mgt__layout_free(&lay);
     return 0;
 }
 
@@ -321,8 +310,8 @@ static int cmd_bench(int argc, char **argv) {
            cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.global_batch,
            cfg.train.micro_batch, cfg.train.recompute ? "full" : "none", st.threads);
     fflush(stdout);
-    sgemm1 = bench_sgemm(run->be, 1024, 0);
-    sgemmN = bench_sgemm(run->be, 1024, 1);
+    sgemm1 = bench_sgemm(run->ranks[0].be, 1024, 0);
+    sgemmN = bench_sgemm(run->ranks[0].be, 1024, 1);
     printf("sgemm 1024^3:   %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", sgemm1, sgemmN, st.threads);
     fflush(stdout);
     rows = cfg.train.global_batch * (cfg.model.seq_len + 1);

@@ -85,13 +85,14 @@ extern "C" {
     X(MGT_ERROR_DATA, -5, "invalid data")                                 \
     X(MGT_ERROR_CHECKPOINT, -6, "invalid checkpoint")                     \
     X(MGT_ERROR_MEMORY, -7, "out of memory")                              \
-    X(MGT_ERROR_NUMERIC, -8, "loss or gradient is not finite")
+    X(MGT_ERROR_NUMERIC, -8, "loss or gradient is not finite")                  \
+    X(MGT_ERROR_COMM, -9, "communication error")
 
 typedef enum mgt_result {
 #define MGT__RESULT_ENUM(name, value, text) name = value,
     MGT_RESULTS(MGT__RESULT_ENUM)
 #undef MGT__RESULT_ENUM
-    MGT__RESULT_END = -9
+    MGT__RESULT_END = -10
 } mgt_result;
 
 enum { MGT_LOG_INFO = 0, MGT_LOG_WARN = 1 };
@@ -136,7 +137,7 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(train, grad_clip, FLOAT, "1.0", 0, 1e9, "", "global gradient-norm clip; 0 is off")           \
     X(train, seed, INT, "1337", 0, 2147483647, "", "seed of initial weights and data order")       \
     X(train, eval_every, INT, "100", 0, 2000000000, "", "steps between validations; 0 is off")     \
-    X(train, eval_batches, INT, "4", 1, 1000000, "", "micro-batches per validation")               \
+    X(train, eval_batches, INT, "4", 1, 1000000, "", "global batches per validation")               \
     X(train, recompute, ENUM, "none", 0, 0, "none|full", "recompute activations in backward")
 #define MGT_KEYS_parallel(X)                                                                       \
     X(parallel, device, ENUM, "auto", 0, 0, "auto|cpu|cuda", "where ranks run")                    \
@@ -196,6 +197,68 @@ MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* r
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
 MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, size_t cap);
 
+/* ---- communication: the mgt_comm table --------------------------------------------------------
+   One mgt_comm per rank. Collectives work over a group; every member calls
+   the same collectives on that group in the same order (op, count, dtype and root equal), or all
+   of them get MGT_ERROR_COMM with a message naming both calls. Reductions sum the members'
+   contributions in group order (member 0 + member 1 + ...), element by element, so results are the
+   same on every member and do not depend on timing; bf16 and f16 are summed in fp32 and rounded
+   once, to nearest even. After any communication error the whole world has failed: every pending
+   and later call returns MGT_ERROR_COMM at once. */
+
+
+/* element types of communication buffers; bf16 and f16 are reduced in fp32, f64 in fp64 */
+enum { MGT_F32, MGT_BF16, MGT_F16, MGT_F64 };
+enum {
+    MGT_COLL_ALL_REDUCE,
+    MGT_COLL_REDUCE_SCATTER,
+    MGT_COLL_ALL_GATHER,
+    MGT_COLL_BROADCAST,
+    MGT_COLL_SEND_RECV,
+    MGT_COLL_BARRIER,
+    MGT_COLL_COUNT
+};
+/* "all-reduce", "reduce-scatter", "all-gather", "broadcast", "send/recv", "barrier" */
+MGTDEF const char *mgt_coll_name(int coll);
+
+typedef struct mgt_group {
+    int id;           /* the same on every member, different for every group of the world */
+    int size;         /* members */
+    int index;        /* this rank's position among them */
+    const int *ranks; /* global ranks of the members, in group order */
+} mgt_group;
+
+typedef struct mgt_comm_stats { /* per rank, cumulative, written only by the rank's own thread */
+    long long calls[MGT_COLL_COUNT];
+    /* bytes this rank contributed/received: all-reduce count*elt; reduce-scatter the send buffer;
+       all-gather the receive buffer; broadcast count*elt; send and recv count*elt each */
+    double bytes[MGT_COLL_COUNT];
+    double seconds[MGT_COLL_COUNT]; /* wall time inside the calls, waiting included */
+} mgt_comm_stats;
+
+typedef struct mgt_comm mgt_comm; /* one per rank */
+struct mgt_comm {
+    int rank, world;
+    /* sum, in place */
+    mgt_result (*all_reduce)(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype);
+    /* send holds size*recv_count; member i receives the sum of block i;
+       recv may alias send + index*recv_count (no other overlap) */
+    mgt_result (*reduce_scatter)(mgt_comm *c, const mgt_group *g, const void *send, void *recv,
+                                 size_t recv_count, int dtype);
+    /* recv gets size*send_count, block i from member i; send may alias recv + index*send_count */
+    mgt_result (*all_gather)(mgt_comm *c, const mgt_group *g, const void *send, void *recv,
+                             size_t send_count, int dtype);
+    mgt_result (*broadcast)(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype,
+                            int root_index);
+    /* peer: global rank; buffered: returns once the data is copied */
+    mgt_result (*send)(mgt_comm *c, int peer, const void *buf, size_t count, int dtype);
+    /* blocks until the matching send; messages between a pair arrive in order */
+    mgt_result (*recv)(mgt_comm *c, int peer, void *buf, size_t count, int dtype);
+    mgt_result (*barrier)(mgt_comm *c, const mgt_group *g);
+    mgt_comm_stats stats;
+    void *impl;
+};
+
 /* ---- 3. runs -------------------------------------------------------------------------------- */
 
 enum { /* memory categories of the backend's allocator */
@@ -242,19 +305,16 @@ MGTDEF const char *mgt_run_dir(const mgt_run *run);        /* checkpoint folder 
    context) into out; returns the count, or -1. Sampling draws from (seed, position). */
 MGTDEF int mgt_run_generate(mgt_run *run, const int *prompt, int n_prompt, int *out, int max_new,
                             double temperature, int top_k, uint64_t seed);
-/* Loss of one micro-batch (tokens (B,T+1)) without changing the model; for tests and tools. */
-MGTDEF mgt_result mgt_run_loss(mgt_run *run, const uint16_t *tokens, int B, double *loss);
-
-/* Named parameter tensors, for tools and tests (shape is the global, unpadded one). */
+/* a named tensor of the model, with its global shape */
 typedef struct mgt_tensor_info {
     char name[64];
     int ndim, shape[2];
     size_t numel;
 } mgt_tensor_info;
-MGTDEF int mgt_run_tensor_count(const mgt_run *run);
-MGTDEF const mgt_tensor_info *mgt_run_tensor(const mgt_run *run, int tensor);
-MGTDEF float *mgt_run_param(mgt_run *run, int tensor); /* host pointer to the tensor's values */
-MGTDEF float *mgt_run_grad(mgt_run *run, int tensor);  /* gradients of the last step, before clipping */
+
+/* Mean loss over `count` global batches of rows (count x global_batch, seq_len + 1), without
+   training; for tests and tools. */
+MGTDEF mgt_result mgt_run_loss(mgt_run *run, const uint16_t *rows, int count, double *loss);
 
 /* ---- 4/5. data and checkpoints -------------------------------------------------------------- */
 
@@ -712,7 +772,7 @@ MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) {
 #define MGT__KEY(sec, name) mgt__find_key(#sec, #name)
 
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
-    char w1[300], w2[300], w3[300];
+    char w1[300], w2[300], w3[300], w4[300];
     int tok_vocab;
     if (!cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_validate: cfg is required");
     /* parsed and checked now, implemented by later releases: refuse rather than ignore */
@@ -720,10 +780,6 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     if (cond)                                                                                                \
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [" #sec "] " #name ": %s is not supported yet in mgt " MGT_VERSION_STRING "; %s", \
                          mgt__where(cfg, MGT__KEY(sec, name), w1, sizeof w1), what, fix);
-    MGT__UNSUPPORTED(cfg->parallel.dp != 1, parallel, dp, "data parallelism (dp > 1)", "use dp = 1")
-    MGT__UNSUPPORTED(cfg->parallel.tp != 1, parallel, tp, "tensor parallelism (tp > 1)", "use tp = 1")
-    MGT__UNSUPPORTED(cfg->parallel.pp != 1, parallel, pp, "pipeline parallelism (pp > 1)", "use pp = 1")
-    MGT__UNSUPPORTED(cfg->parallel.zero != 0, parallel, zero, "ZeRO (zero > 0)", "use zero = 0")
     MGT__UNSUPPORTED(cfg->parallel.device == MGT_DEVICE_CUDA, parallel, device, "the CUDA backend", "use device = cpu or auto")
     MGT__UNSUPPORTED(cfg->precision.dtype != MGT_DTYPE_FP32, precision, dtype, "mixed precision", "use dtype = fp32")
 #undef MGT__UNSUPPORTED
@@ -735,13 +791,30 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                          mgt__where(cfg, MGT__KEY(model, n_head), w3, sizeof w3));
     }
     if (cfg->train.global_batch % (cfg->train.micro_batch * cfg->parallel.dp)) {
-        int a = MGT__KEY(train, global_batch), b = MGT__KEY(train, micro_batch);
-        mgt__order_keys(cfg, &a, &b);
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s); make global_batch a multiple of %d",
-                         mgt__where(cfg, a, w1, sizeof w1), cfg->train.global_batch, cfg->train.micro_batch, cfg->parallel.dp,
-                         mgt__where(cfg, MGT__KEY(train, global_batch), w2, sizeof w2), mgt__where(cfg, MGT__KEY(train, micro_batch), w3, sizeof w3),
+        int keys[3], k, primary;
+        keys[0] = MGT__KEY(parallel, dp); keys[1] = MGT__KEY(train, global_batch); keys[2] = MGT__KEY(train, micro_batch);
+        for (primary = keys[1], k = 2; k >= 0; k--) if (cfg->line[keys[k]] != 0) primary = keys[k]; /* a key the user set */
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s, dp from %s); make global_batch a multiple of %d",
+                         mgt__where(cfg, primary, w1, sizeof w1), cfg->train.global_batch, cfg->train.micro_batch, cfg->parallel.dp,
+                         mgt__where(cfg, keys[1], w2, sizeof w2), mgt__where(cfg, keys[2], w3, sizeof w3), mgt__where(cfg, keys[0], w4, sizeof w4),
                          cfg->train.micro_batch * cfg->parallel.dp);
     }
+    if (cfg->model.n_head % cfg->parallel.tp) {
+        int a = MGT__KEY(parallel, tp), b = MGT__KEY(model, n_head);
+        mgt__order_keys(cfg, &a, &b);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d does not divide n_head = %d (tp from %s, n_head from %s); tensor parallelism splits the heads, so pick tp among the divisors of n_head",
+                         mgt__where(cfg, a, w1, sizeof w1), cfg->parallel.tp, cfg->model.n_head, mgt__where(cfg, MGT__KEY(parallel, tp), w2, sizeof w2),
+                         mgt__where(cfg, MGT__KEY(model, n_head), w3, sizeof w3));
+    }
+    if (cfg->parallel.pp > cfg->model.n_layer || cfg->parallel.pp > 256) {
+        int a = MGT__KEY(parallel, pp), b = MGT__KEY(model, n_layer);
+        mgt__order_keys(cfg, &a, &b);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp = %d stages for n_layer = %d blocks (pp from %s); every stage needs a block: use pp <= min(n_layer, 256)",
+                         mgt__where(cfg, a, w1, sizeof w1), cfg->parallel.pp, cfg->model.n_layer, mgt__where(cfg, MGT__KEY(parallel, pp), w2, sizeof w2));
+    }
+    if ((long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp > 4096)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),
+                         (long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp);
     if (cfg->train.min_lr > cfg->train.lr)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] min_lr = %g is above lr = %g; the schedule decays from lr down to min_lr",
                          mgt__where(cfg, MGT__KEY(train, min_lr), w1, sizeof w1), cfg->train.min_lr, cfg->train.lr);
@@ -886,8 +959,12 @@ struct mgt_backend {
     const char *name;
     void *(*alloc)(mgt_backend *be, size_t bytes, int category); /* zero-filled */
     void (*free)(mgt_backend *be, void *ptr, size_t bytes, int category);
-    void (*encoder_forward)(mgt_backend *be, float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C);
-    void (*encoder_backward)(mgt_backend *be, float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C);
+    /* out (B,T,C) = wte[token - vocab_start] for tokens in [vocab_start, vocab_start + vocab_rows),
+       else 0, plus wpe[t] when wpe is given (vocabulary-parallel embedding) */
+    void (*encoder_forward)(mgt_backend *be, float *out, const int *tokens, const float *wte, int vocab_start, int vocab_rows, const float *wpe,
+                            int B, int T, int C);
+    void (*encoder_backward)(mgt_backend *be, float *dwte, float *dwpe, const float *dout, const int *tokens, int vocab_start, int vocab_rows,
+                             int B, int T, int C);
     void (*layernorm_forward)(mgt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *weight, const float *bias, int N, int C);
     void (*layernorm_backward)(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                const float *weight, const float *mean, const float *rstd, int N, int C);
@@ -899,9 +976,16 @@ struct mgt_backend {
     void (*gelu_forward)(mgt_backend *be, float *out, const float *inp, size_t n);
     void (*gelu_backward)(mgt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
     void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x */
-    /* per-row losses; the logits are consumed: with grad_scale != 0 they become
-       dlogits = (softmax - onehot) * grad_scale, with 0 they are left as scratch */
-    void (*crossentropy)(mgt_backend *be, double *losses, float *logits, const int *targets, int N, int V, int Vp, float grad_scale);
+    void (*bias_residual)(mgt_backend *be, float *out, const float *residual, const float *bias, int N, int C); /* out += residual + bias */
+    void (*bias_backward)(mgt_backend *be, float *dbias, const float *dout, int N, int C);                      /* dbias += column sums */
+    /* vocabulary-parallel cross-entropy over this rank's Vl logits (global columns vocab_start..,
+       those >= V are padding). xent_partial writes per row (max, sum of exp(logit - max), the target's
+       logit or 0 when another rank has it) and leaves exp(logit - max) in logits; xent_finish takes
+       the partials of all tp ranks, writes per-row losses and, when grad_scale != 0, turns the
+       logits into dlogits = (softmax - onehot) * grad_scale */
+    void (*xent_partial)(mgt_backend *be, float *part, float *logits, const int *targets, int N, int vocab_start, int Vl, int V);
+    void (*xent_finish)(mgt_backend *be, double *losses, float *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
+                        int Vl, int V, float grad_scale);
     double (*sum_squares)(mgt_backend *be, const float *x, size_t n);
     void (*adamw)(mgt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2);
@@ -1024,42 +1108,51 @@ static void mgt__cpu_free(mgt_backend *be, void *ptr, size_t bytes, int category
     mgt__account(be, -(long long)bytes, category);
 }
 
-/* encoder: out (B,T,C) = wte[tokens] + wpe[t] */
+/* encoder: out (B,T,C) = wte[token - vocab_start] (tokens of this vocabulary slice) + wpe[t] */
 static void mgt__encoder_fwd_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
-    int T = a->n[1], C = a->n[2];
+    int T = a->n[1], C = a->n[2], v0 = a->n[3], rows = a->n[4], c;
     size_t lo, hi, r;
     mgt__span((size_t)a->n[0] * (size_t)T, tid, nth, 1, &lo, &hi);
     for (r = lo; r < hi; r++) {
-        const float *e = a->in[0] + (size_t)a->ints[r] * (size_t)C, *p = a->in[1] + (r % (size_t)T) * (size_t)C;
+        int v = a->ints[r] - v0;
+        const float *e = v >= 0 && v < rows ? a->in[0] + (size_t)v * (size_t)C : NULL, *p = a->in[1] ? a->in[1] + (r % (size_t)T) * (size_t)C : NULL;
         float *o = a->out[0] + r * (size_t)C;
-        int c;
-        for (c = 0; c < C; c++) o[c] = e[c] + p[c];
+        for (c = 0; c < C; c++) o[c] = (e ? e[c] : 0.0f) + (p ? p[c] : 0.0f);
     }
 }
-static void mgt__cpu_encoder_forward(mgt_backend *be, float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C) {
+static void mgt__cpu_encoder_forward(mgt_backend *be, float *out, const int *tokens, const float *wte, int vocab_start, int vocab_rows,
+                                     const float *wpe, int B, int T, int C) {
     mgt__args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = out; a.in[0] = wte; a.in[1] = wpe; a.ints = tokens; a.n[0] = B; a.n[1] = T; a.n[2] = C;
+    a.out[0] = out; a.in[0] = wte; a.in[1] = wpe; a.ints = tokens; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = vocab_start; a.n[4] = vocab_rows;
     mgt__pool_run(MGT__POOL(be), mgt__encoder_fwd_task, &a);
 }
 /* split by channels, so no two threads touch one gradient element and the sum order is fixed */
 static void mgt__encoder_bwd_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
-    int B = a->n[0], T = a->n[1], C = a->n[2], b, t;
+    int B = a->n[0], T = a->n[1], C = a->n[2], v0 = a->n[3], rows = a->n[4], b, t;
     size_t lo, hi, c;
     mgt__span((size_t)C, tid, nth, 16, &lo, &hi);
     for (b = 0; b < B; b++)
         for (t = 0; t < T; t++) {
             const float *d = a->in[0] + ((size_t)b * (size_t)T + (size_t)t) * (size_t)C;
-            float *dw = a->out[0] + (size_t)a->ints[b * T + t] * (size_t)C, *dp = a->out[1] + (size_t)t * (size_t)C;
-            for (c = lo; c < hi; c++) { dw[c] += d[c]; dp[c] += d[c]; }
+            int v = a->ints[b * T + t] - v0;
+            if (v >= 0 && v < rows) {
+                float *dw = a->out[0] + (size_t)v * (size_t)C;
+                for (c = lo; c < hi; c++) dw[c] += d[c];
+            }
+            if (a->out[1]) {
+                float *dp = a->out[1] + (size_t)t * (size_t)C;
+                for (c = lo; c < hi; c++) dp[c] += d[c];
+            }
         }
 }
-static void mgt__cpu_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C) {
+static void mgt__cpu_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const float *dout, const int *tokens, int vocab_start,
+                                      int vocab_rows, int B, int T, int C) {
     mgt__args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = dwte; a.out[1] = dwpe; a.in[0] = dout; a.ints = tokens; a.n[0] = B; a.n[1] = T; a.n[2] = C;
+    a.out[0] = dwte; a.out[1] = dwpe; a.in[0] = dout; a.ints = tokens; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = vocab_start; a.n[4] = vocab_rows;
     mgt__pool_run(MGT__POOL(be), mgt__encoder_bwd_task, &a);
 }
 
@@ -1172,6 +1265,31 @@ static void mgt__cpu_matmul_backward(mgt_backend *be, float *dinp, float *dweigh
         a.out[0] = dbias; a.in[0] = dout; a.n[0] = N; a.n[1] = OC;
         mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_task, &a);
     }
+}
+
+/* out (N,C) += residual + bias: the bias of a row-parallel layer, added once after the reduction */
+static void mgt__bias_residual_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int C = a->n[1], c;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        float *o = a->out[0] + r * (size_t)C;
+        const float *x = a->in[0] + r * (size_t)C;
+        for (c = 0; c < C; c++) o[c] += x[c] + a->in[1][c];
+    }
+}
+static void mgt__cpu_bias_residual(mgt_backend *be, float *out, const float *residual, const float *bias, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.in[0] = residual; a.in[1] = bias; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__bias_residual_task, &a);
+}
+static void mgt__cpu_bias_backward(mgt_backend *be, float *dbias, const float *dout, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = dbias; a.in[0] = dout; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_task, &a);
 }
 
 /* causal self-attention per (batch, head), on qkv (B,T,3C) laid out [q | k | v], head h on channels
@@ -1318,34 +1436,60 @@ static void mgt__cpu_scale(mgt_backend *be, float *x, float factor, size_t n) {
     mgt__pool_run(MGT__POOL(be), mgt__scale_task, &a);
 }
 
-/* fused softmax + cross-entropy over the first V of Vp logits per row */
-static void mgt__xent_task(void *ctx, int tid, int nth) {
+/* cross-entropy, vocabulary-parallel: each rank has columns [v0, v0 + Vl) of the logits */
+static void mgt__xent_partial_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
-    int V = a->n[1], Vp = a->n[2], i;
-    float gs = a->f[0];
+    int v0 = a->n[1], Vl = a->n[2], V = a->n[3], valid = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl, i;
     size_t lo, hi, r;
     mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
     for (r = lo; r < hi; r++) {
-        float *l = a->out[0] + r * (size_t)Vp, mx = l[0], sum, inv;
-        int y = a->ints[r];
-        double target;
-        for (i = 1; i < V; i++) mx = l[i] > mx ? l[i] : mx;
-        target = (double)l[y] - (double)mx;
-        for (i = 0; i < V; i++) l[i] = mgt__expf(l[i] - mx);
-        sum = mgt__sum8(l, V);
-        a->dout[r] = log((double)sum) - target;
-        if (gs == 0.0f) continue;
-        inv = gs / sum;
-        for (i = 0; i < V; i++) l[i] *= inv;
-        l[y] -= gs;
-        for (i = V; i < Vp; i++) l[i] = 0.0f;
+        float *l = a->out[0] + r * (size_t)Vl, *part = a->out[1] + r * 3, mx = -INFINITY;
+        int y = a->ints[r] - v0;
+        part[2] = y >= 0 && y < valid ? l[y] : 0.0f;
+        for (i = 0; i < valid; i++) mx = l[i] > mx ? l[i] : mx;
+        for (i = 0; i < valid; i++) l[i] = mgt__expf(l[i] - mx);
+        part[0] = mx;
+        part[1] = mgt__sum8(l, valid);
     }
 }
-static void mgt__cpu_crossentropy(mgt_backend *be, double *losses, float *logits, const int *targets, int N, int V, int Vp, float grad_scale) {
+static void mgt__cpu_xent_partial(mgt_backend *be, float *part, float *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
     mgt__args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = logits; a.dout = losses; a.ints = targets; a.n[0] = N; a.n[1] = V; a.n[2] = Vp; a.f[0] = grad_scale;
-    mgt__pool_run(MGT__POOL(be), mgt__xent_task, &a);
+    a.out[0] = logits; a.out[1] = part; a.ints = targets; a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V;
+    mgt__pool_run(MGT__POOL(be), mgt__xent_partial_task, &a);
+}
+static void mgt__xent_finish_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int N = a->n[0], v0 = a->n[1], Vl = a->n[2], V = a->n[3], tp = a->n[4], me = a->n[5], i, k;
+    int valid = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
+    float gs = a->f[0];
+    size_t lo, hi, r;
+    mgt__span((size_t)N, tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        float *l = a->out[0] + r * (size_t)Vl, M = -INFINITY, scale;
+        double S = 0, target = 0;
+        int y = a->ints[r] - v0;
+        for (k = 0; k < tp; k++) { const float *p = a->in[0] + ((size_t)k * (size_t)N + r) * 3; if (p[1] > 0 && p[0] > M) M = p[0]; }
+        for (k = 0; k < tp; k++) { /* in rank order: the same sum on every rank */
+            const float *p = a->in[0] + ((size_t)k * (size_t)N + r) * 3;
+            if (p[1] > 0) S += (double)p[1] * (double)mgt__expf(p[0] - M);
+            target += p[2];
+        }
+        a->dout[r] = log(S) + (double)M - target;
+        if (gs == 0.0f) continue;
+        scale = (float)((double)mgt__expf(a->in[0][((size_t)me * (size_t)N + r) * 3] - M) / S) * gs;
+        for (i = 0; i < valid; i++) l[i] *= scale;
+        if (y >= 0 && y < valid) l[y] -= gs;
+        for (i = valid; i < Vl; i++) l[i] = 0.0f;
+    }
+}
+static void mgt__cpu_xent_finish(mgt_backend *be, double *losses, float *logits, const float *parts, int tp, const int *targets, int N,
+                                 int vocab_start, int Vl, int V, float grad_scale) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = logits; a.in[0] = parts; a.dout = losses; a.ints = targets;
+    a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V; a.n[4] = tp; a.n[5] = Vl ? vocab_start / Vl : 0; a.f[0] = grad_scale;
+    mgt__pool_run(MGT__POOL(be), mgt__xent_finish_task, &a);
 }
 
 /* sum of squares in fixed blocks of 65536, each in double, added in block order: the result does
@@ -1439,7 +1583,10 @@ static mgt_result mgt__cpu_backend_create(mgt_backend **out, int threads, size_t
     be->gelu_forward = mgt__cpu_gelu_forward;
     be->gelu_backward = mgt__cpu_gelu_backward;
     be->add_inplace = mgt__cpu_add_inplace;
-    be->crossentropy = mgt__cpu_crossentropy;
+    be->bias_residual = mgt__cpu_bias_residual;
+    be->bias_backward = mgt__cpu_bias_backward;
+    be->xent_partial = mgt__cpu_xent_partial;
+    be->xent_finish = mgt__cpu_xent_finish;
     be->sum_squares = mgt__cpu_sum_squares;
     be->adamw = mgt__cpu_adamw;
     be->scale = mgt__cpu_scale;
@@ -1469,73 +1616,211 @@ static void mgt__cpu_backend_destroy(mgt_backend *be) {
     MGT_FREE(be);
 }
 
-/* ---- the model: one contiguous parameter buffer and a table of named tensors ------------------ */
+/* ---- the plan: ranks, groups, stages -------------------------------------------------------- */
+
+/* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks. */
+typedef struct mgt__plan {
+    int world, dp, tp, pp, zero;
+    int micro_steps;        /* global_batch / (micro_batch x dp): accumulation and pipeline depth */
+    int Vp;                 /* vocabulary padded to a multiple of 128 x tp rows */
+    int stage_first[257];   /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
+} mgt__plan;
+
+#define MGT_MAX_PP 256
+
+static double mgt__block_cost(const mgt_config *cfg) { /* forward FLOPs per token of one block */
+    double C = cfg->model.d_model, T = cfg->model.seq_len;
+    return 24.0 * C * C + 4.0 * T * C;
+}
+
+/* contiguous blocks per stage minimising the most expensive stage; the last stage also runs the
+   LM head (2 x C x Vp per token), so on a large vocabulary it gets fewer blocks */
+static void mgt__plan_stages(const mgt_config *cfg, mgt__plan *p) {
+    int L = cfg->model.n_layer, S = p->pp, s, l, k;
+    double block = mgt__block_cost(cfg), head = 2.0 * cfg->model.d_model * (double)p->Vp;
+    static double best[MGT_MAX_PP + 1][1025];
+    static int cut[MGT_MAX_PP + 1][1025];
+    /* best[s][l]: the lowest max-cost of blocks [0,l) on stages [0,s) */
+    for (l = 0; l <= L; l++) best[1][l] = l * block, cut[1][l] = 0;
+    for (s = 2; s <= S; s++)
+        for (l = 0; l <= L; l++) {
+            best[s][l] = 1e300;
+            for (k = s - 1; k <= l; k++) { /* stage s-1 takes [k, l), at least one block each */
+                double c = (l - k) * block + (s == S && l == L ? head : 0), m = best[s - 1][k] > c ? best[s - 1][k] : c;
+                if (k == l && s > 1) continue;
+                if (m < best[s][l]) { best[s][l] = m; cut[s][l] = k; }
+            }
+        }
+    if (S == 1) { p->stage_first[0] = 0; p->stage_first[1] = L; return; }
+    p->stage_first[S] = L;
+    for (s = S, l = L; s >= 1; s--) { p->stage_first[s - 1] = cut[s][l]; l = cut[s][l]; }
+    p->stage_first[0] = 0;
+}
+
+static void mgt__plan_make(const mgt_config *cfg, mgt__plan *p) {
+    memset(p, 0, sizeof *p);
+    p->dp = cfg->parallel.dp;
+    p->tp = cfg->parallel.tp;
+    p->pp = cfg->parallel.pp;
+    p->zero = p->dp > 1 ? cfg->parallel.zero : 0; /* ZeRO over a single data-parallel rank changes nothing */
+    p->world = p->dp * p->tp * p->pp;
+    p->micro_steps = cfg->train.global_batch / (cfg->train.micro_batch * p->dp);
+    p->Vp = (cfg->model.vocab_size + 128 * p->tp - 1) / (128 * p->tp) * (128 * p->tp);
+    mgt__plan_stages(cfg, p);
+}
+
+/* ---- the model: a rank's tensors in one contiguous buffer, each a slice of a global tensor ---- */
 
 enum { /* tensors of one block, in storage order */
     MGT__LN1W, MGT__LN1B, MGT__QKVW, MGT__QKVB, MGT__PROJW, MGT__PROJB,
     MGT__LN2W, MGT__LN2B, MGT__FCW, MGT__FCB, MGT__FCPROJW, MGT__FCPROJB, MGT__BLOCK_TENSORS
 };
-#define MGT__WTE 0
-#define MGT__WPE 1
-#define MGT__BLOCK(l, k) (2 + (l) * MGT__BLOCK_TENSORS + (k))
-#define MGT__LNFW(L) (2 + (L) * MGT__BLOCK_TENSORS)
-#define MGT__LNFB(L) (3 + (L) * MGT__BLOCK_TENSORS)
 
+/* A local tensor: local row r of segment i is global row seg_global[i] + (r - seg_local[i]);
+   local column c is global column col_start + c. Rows of wte at or beyond vocab_size are padding:
+   zero, no logit, no gradient, not in checkpoints. */
 typedef struct mgt__tensor {
-    mgt_tensor_info info;
-    size_t offset;   /* into the parameter buffer, in floats */
-    size_t storage;  /* floats stored: numel plus vocabulary padding rows for wte */
-    int decay;       /* AdamW weight decay applies (matrices and embeddings) */
-    float init_std;  /* N(0, init_std), or init_value when 0 */
-    float init_value;
+    mgt_tensor_info info;   /* global name and shape */
+    int rows, cols;         /* local shape; cols is 1 for vectors */
+    int nseg, seg_local[3], seg_global[3], seg_rows[3];
+    int col_start;
+    int tp_replicated;      /* the same values on every TP rank */
+    int tied_copy;          /* the last stage's copy of wte: kept equal, saved and counted once */
+    int decay;              /* AdamW weight decay applies (matrices and embeddings) */
+    float init_std, init_value;
+    size_t offset;          /* in the rank's flat buffer, floats */
+    int unit;
 } mgt__tensor;
 
-static void mgt__add_tensor(mgt__tensor *t, int *count, size_t *offset, const char *name, int rows, int cols, int storage_rows,
-                            int decay, float std, float value) {
-    mgt__tensor *x = &t[(*count)++];
+/* A unit is the tensors communicated and sharded together: the embedding, each block, the head. */
+typedef struct mgt__unit {
+    size_t offset, size;    /* in the flat buffer; size is a multiple of 16 x dp */
+    size_t shard_offset;    /* of this rank's 1/dp slice in its shard buffers */
+    int first_tensor, ntensors;
+} mgt__unit;
+
+static size_t mgt__tensor_storage(const mgt__tensor *t) { return (size_t)t->rows * (size_t)t->cols; }
+
+/* global row of local row r, or -1 for padding */
+static int mgt__global_row(const mgt__tensor *t, int r) {
+    int i;
+    for (i = 0; i < t->nseg; i++)
+        if (r >= t->seg_local[i] && r < t->seg_local[i] + t->seg_rows[i]) {
+            int g = t->seg_global[i] + (r - t->seg_local[i]);
+            return g < t->info.shape[0] ? g : -1;
+        }
+    return -1;
+}
+
+typedef struct mgt__layout {
+    mgt__tensor *t;
+    int n, cap;
+    mgt__unit *u;
+    int nu;
+    size_t size;
+} mgt__layout;
+
+/* appends a tensor with one row segment [g0, g0 + rows) (or three for qkv, given by the caller) */
+static mgt__tensor *mgt__add(mgt__layout *lay, const char *name, int grows, int gcols, int rows, int cols, int row0, int col0,
+                             int decay, float std, float value, int tp_replicated) {
+    mgt__tensor *x = &lay->t[lay->n++];
     memset(x, 0, sizeof *x);
     mgt__strlcpy(x->info.name, name, sizeof x->info.name);
-    x->info.ndim = cols ? 2 : 1;
-    x->info.shape[0] = rows;
-    x->info.shape[1] = cols;
-    x->info.numel = (size_t)rows * (size_t)(cols ? cols : 1);
-    x->storage = (size_t)storage_rows * (size_t)(cols ? cols : 1);
-    x->offset = *offset;
-    *offset += (x->storage + 15) & ~(size_t)15; /* 64-byte aligned tensors */
+    x->info.ndim = gcols ? 2 : 1;
+    x->info.shape[0] = grows;
+    x->info.shape[1] = gcols;
+    x->info.numel = (size_t)grows * (size_t)(gcols ? gcols : 1);
+    x->rows = rows;
+    x->cols = cols ? cols : 1;
+    x->nseg = 1;
+    x->seg_rows[0] = rows;
+    x->seg_global[0] = row0;
+    x->col_start = col0;
     x->decay = decay;
     x->init_std = std;
     x->init_value = value;
+    x->tp_replicated = tp_replicated;
+    x->unit = lay->nu - 1;
+    return x;
+}
+static void mgt__open_unit(mgt__layout *lay) {
+    mgt__unit *u = &lay->u[lay->nu++];
+    memset(u, 0, sizeof *u);
+    u->first_tensor = lay->n;
+}
+/* closes the unit: lays its tensors out and pads it to a multiple of 16 x dp floats */
+static void mgt__close_unit(mgt__layout *lay, int dp) {
+    mgt__unit *u = &lay->u[lay->nu - 1];
+    size_t off = lay->size, align = 16 * (size_t)dp;
+    int i;
+    u->offset = lay->size;
+    u->ntensors = lay->n - u->first_tensor;
+    for (i = u->first_tensor; i < lay->n; i++) {
+        lay->t[i].offset = off;
+        off += (mgt__tensor_storage(&lay->t[i]) + 15) & ~(size_t)15;
+    }
+    u->size = (off - u->offset + align - 1) / align * align;
+    u->shard_offset = (lay->nu > 1 ? lay->u[lay->nu - 2].shard_offset + lay->u[lay->nu - 2].size / (size_t)dp : 0);
+    lay->size = u->offset + u->size;
 }
 
-/* GPT-2 layout, block-major so that a layer's tensors are contiguous (buckets, shards, stages) */
-static int mgt__model_tensors(const mgt_config *cfg, int Vp, mgt__tensor *t, size_t *total) {
-    int L = cfg->model.n_layer, C = cfg->model.d_model, n = 0, l;
-    size_t off = 0;
+/* the tensors of pipeline stage `stage` on tensor-parallel rank `tpr` (GPT-2, Megatron splits) */
+static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt__plan *p, int stage, int tpr) {
+    int L = cfg->model.n_layer, C = cfg->model.d_model, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp;
+    int Cl = C / tp, Hl = 4 * C / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage], l1 = p->stage_first[stage + 1];
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)L);
     char name[64];
-    mgt__add_tensor(t, &n, &off, "wte", cfg->model.vocab_size, C, Vp, 1, std, 0);
-    mgt__add_tensor(t, &n, &off, "wpe", cfg->model.seq_len, C, cfg->model.seq_len, 1, std, 0);
-    for (l = 0; l < L; l++) {
-#define MGT__T(suffix, rows, cols, decay, sd, val) \
-    snprintf(name, sizeof name, "h.%d.%s", l, suffix); mgt__add_tensor(t, &n, &off, name, rows, cols, rows, decay, sd, val);
-        MGT__T("ln_1.weight", C, 0, 0, 0, 1)
-        MGT__T("ln_1.bias", C, 0, 0, 0, 0)
-        MGT__T("attn.c_attn.weight", 3 * C, C, 1, std, 0)
-        MGT__T("attn.c_attn.bias", 3 * C, 0, 0, 0, 0)
-        MGT__T("attn.c_proj.weight", C, C, 1, proj_std, 0)
-        MGT__T("attn.c_proj.bias", C, 0, 0, 0, 0)
-        MGT__T("ln_2.weight", C, 0, 0, 0, 1)
-        MGT__T("ln_2.bias", C, 0, 0, 0, 0)
-        MGT__T("mlp.c_fc.weight", 4 * C, C, 1, std, 0)
-        MGT__T("mlp.c_fc.bias", 4 * C, 0, 0, 0, 0)
-        MGT__T("mlp.c_proj.weight", C, 4 * C, 1, proj_std, 0)
-        MGT__T("mlp.c_proj.bias", C, 0, 0, 0, 0)
-#undef MGT__T
+    lay->n = lay->nu = 0;
+    lay->size = 0;
+    if (stage == 0) {
+        mgt__open_unit(lay);
+        mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0);
+        mgt__add(lay, "wpe", T, C, T, C, 0, 0, 1, std, 0, 1);
+        mgt__close_unit(lay, p->dp);
     }
-    mgt__add_tensor(t, &n, &off, "ln_f.weight", C, 0, C, 0, 0, 1);
-    mgt__add_tensor(t, &n, &off, "ln_f.bias", C, 0, C, 0, 0, 0);
-    *total = off;
-    return n;
+    for (l = l0; l < l1; l++) {
+        mgt__tensor *x;
+        int i;
+        mgt__open_unit(lay);
+#define MGT__NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
+        mgt__add(lay, MGT__NAME("ln_1.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
+        mgt__add(lay, MGT__NAME("ln_1.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        x = mgt__add(lay, MGT__NAME("attn.c_attn.weight"), 3 * C, C, 3 * Cl, C, 0, 0, 1, std, 0, 0);
+        for (i = 0, x->nseg = 3; i < 3; i++) { x->seg_local[i] = i * Cl; x->seg_global[i] = i * C + tpr * Cl; x->seg_rows[i] = Cl; }
+        x = mgt__add(lay, MGT__NAME("attn.c_attn.bias"), 3 * C, 0, 3 * Cl, 0, 0, 0, 0, 0, 0, 0);
+        for (i = 0, x->nseg = 3; i < 3; i++) { x->seg_local[i] = i * Cl; x->seg_global[i] = i * C + tpr * Cl; x->seg_rows[i] = Cl; }
+        mgt__add(lay, MGT__NAME("attn.c_proj.weight"), C, C, C, Cl, 0, tpr * Cl, 1, proj_std, 0, 0);
+        mgt__add(lay, MGT__NAME("attn.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        mgt__add(lay, MGT__NAME("ln_2.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
+        mgt__add(lay, MGT__NAME("ln_2.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        mgt__add(lay, MGT__NAME("mlp.c_fc.weight"), 4 * C, C, Hl, C, tpr * Hl, 0, 1, std, 0, 0);
+        mgt__add(lay, MGT__NAME("mlp.c_fc.bias"), 4 * C, 0, Hl, 0, tpr * Hl, 0, 0, 0, 0, 0);
+        mgt__add(lay, MGT__NAME("mlp.c_proj.weight"), C, 4 * C, C, Hl, 0, tpr * Hl, 1, proj_std, 0, 0);
+        mgt__add(lay, MGT__NAME("mlp.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+#undef MGT__NAME
+        mgt__close_unit(lay, p->dp);
+    }
+    if (stage == p->pp - 1) {
+        mgt__open_unit(lay);
+        mgt__add(lay, "ln_f.weight", C, 0, C, 0, 0, 0, 0, 0, 1, 1);
+        mgt__add(lay, "ln_f.bias", C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        if (p->pp > 1) mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0)->tied_copy = 1;
+        mgt__close_unit(lay, p->dp);
+    }
+}
+
+static int mgt__layout_alloc(mgt__layout *lay, const mgt_config *cfg, const mgt__plan *p) {
+    int blocks = cfg->model.n_layer; /* an upper bound for any stage */
+    lay->cap = 2 + MGT__BLOCK_TENSORS * blocks + 3;
+    lay->t = (mgt__tensor *)MGT_MALLOC(sizeof(mgt__tensor) * (size_t)lay->cap);
+    lay->u = (mgt__unit *)MGT_MALLOC(sizeof(mgt__unit) * (size_t)(blocks + 2));
+    (void)p;
+    return lay->t && lay->u;
+}
+static void mgt__layout_free(mgt__layout *lay) {
+    MGT_FREE(lay->t);
+    MGT_FREE(lay->u);
+    memset(lay, 0, sizeof *lay);
 }
 
 static uint64_t mgt__name_key(const char *name) { /* FNV-1a: the generator's stream per tensor */
@@ -1544,28 +1829,26 @@ static uint64_t mgt__name_key(const char *name) { /* FNV-1a: the generator's str
     return h;
 }
 
-/* Activations of one micro-batch. With recompute = full, every layer shares one set and only the
-   residual stream at each layer's input is kept. */
+/* Activations of one micro-batch on one rank, with the rank's local widths. With recompute = full,
+   every block shares one set and only the residual stream at each block's input is kept. */
 typedef struct mgt__layer_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
-    float *qkv;                       /* (N,3C) */
-    float *att;                       /* (B,NH,T,T) */
-    float *atty;                      /* (N,C) */
+    float *qkv;                       /* (N,3Cl) */
+    float *att;                       /* (B,NHl,T,T) */
+    float *atty;                      /* (N,Cl) */
     float *res2;                      /* (N,C) residual after attention */
     float *ln2, *ln2_mean, *ln2_rstd; /* (N,C) (N) (N) */
-    float *fch, *fch_gelu;            /* (N,4C) */
+    float *fch, *fch_gelu;            /* (N,Hl) */
 } mgt__layer_acts;
 
 typedef struct mgt__acts {
-    float **resid;                    /* L+1 of (N,C): input of each block, then the last output */
-    mgt__layer_acts *layer;           /* L */
-    float *lnf, *lnf_mean, *lnf_rstd; /* (N,C) (N) (N) */
-    float *logits;                    /* (N,Vp); dlogits in place */
+    float **resid;                    /* nblocks+1 of (N,C): input of each block, then the output */
+    mgt__layer_acts *layer;           /* nblocks */
+    float *lnf, *lnf_mean, *lnf_rstd; /* (N,C) (N) (N), last stage */
+    float *logits;                    /* (N,Vl); dlogits in place, last stage */
+    float *xent;                      /* (tp,N,3) cross-entropy partials of every TP rank, last stage */
     double *losses;                   /* (N) */
     int *inputs, *targets;            /* (N) */
-    float *dres, *dln, *dqkv, *dfch;  /* gradient scratch: (N,C) (N,C) (N,3C) (N,4C) */
-    void *block;
-    size_t bytes;
 } mgt__acts;
 
 static void *mgt__carve(char **cursor, size_t bytes) {
@@ -1574,42 +1857,52 @@ static void *mgt__carve(char **cursor, size_t bytes) {
     return p;
 }
 
-/* lays the activations out from base (NULL: only measures); returns the bytes needed */
-static size_t mgt__acts_layout(mgt__acts *a, char *base, int L, int B, int T, int C, int NH, int Vp, int recompute, int backward) {
+typedef struct mgt__shape { int B, T, C, Cl, Hl, NHl, Vl, tp, nblocks, last, recompute; } mgt__shape;
+
+/* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
+static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     char *cur = base;
-    size_t N = (size_t)B * (size_t)T, f = sizeof(float), l;
-    int sets = recompute ? 1 : L;
-    mgt__layer_acts *sets_acts = a->layer;
-    for (l = 0; l <= (size_t)L; l++) a->resid[l] = (float *)mgt__carve(&cur, N * (size_t)C * f);
+    size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), C = (size_t)s->C, l;
+    int sets = s->nblocks == 0 ? 0 : (s->recompute ? 1 : s->nblocks);
+    for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = (float *)mgt__carve(&cur, N * C * f);
     for (l = 0; l < (size_t)sets; l++) {
-        mgt__layer_acts *x = &sets_acts[l];
-        x->ln1 = (float *)mgt__carve(&cur, N * (size_t)C * f);
+        mgt__layer_acts *x = &a->layer[l];
+        x->ln1 = (float *)mgt__carve(&cur, N * C * f);
         x->ln1_mean = (float *)mgt__carve(&cur, N * f);
         x->ln1_rstd = (float *)mgt__carve(&cur, N * f);
-        x->qkv = (float *)mgt__carve(&cur, N * 3 * (size_t)C * f);
-        x->att = (float *)mgt__carve(&cur, (size_t)B * (size_t)NH * (size_t)T * (size_t)T * f);
-        x->atty = (float *)mgt__carve(&cur, N * (size_t)C * f);
-        x->res2 = (float *)mgt__carve(&cur, N * (size_t)C * f);
-        x->ln2 = (float *)mgt__carve(&cur, N * (size_t)C * f);
+        x->qkv = (float *)mgt__carve(&cur, N * 3 * (size_t)s->Cl * f);
+        x->att = (float *)mgt__carve(&cur, (size_t)s->B * (size_t)s->NHl * (size_t)s->T * (size_t)s->T * f);
+        x->atty = (float *)mgt__carve(&cur, N * (size_t)s->Cl * f);
+        x->res2 = (float *)mgt__carve(&cur, N * C * f);
+        x->ln2 = (float *)mgt__carve(&cur, N * C * f);
         x->ln2_mean = (float *)mgt__carve(&cur, N * f);
         x->ln2_rstd = (float *)mgt__carve(&cur, N * f);
-        x->fch = (float *)mgt__carve(&cur, N * 4 * (size_t)C * f);
-        x->fch_gelu = (float *)mgt__carve(&cur, N * 4 * (size_t)C * f);
+        x->fch = (float *)mgt__carve(&cur, N * (size_t)s->Hl * f);
+        x->fch_gelu = (float *)mgt__carve(&cur, N * (size_t)s->Hl * f);
     }
-    for (l = (size_t)sets; l < (size_t)L; l++) sets_acts[l] = sets_acts[0];
-    a->lnf = (float *)mgt__carve(&cur, N * (size_t)C * f);
-    a->lnf_mean = (float *)mgt__carve(&cur, N * f);
-    a->lnf_rstd = (float *)mgt__carve(&cur, N * f);
-    a->logits = (float *)mgt__carve(&cur, N * (size_t)Vp * f);
-    a->losses = (double *)mgt__carve(&cur, N * sizeof(double));
+    for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
+    if (s->last) {
+        a->lnf = (float *)mgt__carve(&cur, N * C * f);
+        a->lnf_mean = (float *)mgt__carve(&cur, N * f);
+        a->lnf_rstd = (float *)mgt__carve(&cur, N * f);
+        a->logits = (float *)mgt__carve(&cur, N * (size_t)s->Vl * f);
+        a->xent = (float *)mgt__carve(&cur, (size_t)s->tp * N * 3 * f);
+        a->losses = (double *)mgt__carve(&cur, N * sizeof(double));
+    }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
-    if (backward) {
-        a->dres = (float *)mgt__carve(&cur, N * (size_t)C * f);
-        a->dln = (float *)mgt__carve(&cur, N * (size_t)C * f);
-        a->dqkv = (float *)mgt__carve(&cur, N * 3 * (size_t)C * f);
-        a->dfch = (float *)mgt__carve(&cur, N * 4 * (size_t)C * f);
-    }
+    return (size_t)(cur - base);
+}
+
+/* gradient scratch shared by the micro-batches of a rank (one backward at a time) */
+typedef struct mgt__grad_scratch { float *dres, *dln, *dqkv, *dfch; } mgt__grad_scratch;
+static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
+    char *cur = base;
+    size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float);
+    g->dres = (float *)mgt__carve(&cur, N * (size_t)s->C * f);
+    g->dln = (float *)mgt__carve(&cur, N * (size_t)s->C * f);
+    g->dqkv = (float *)mgt__carve(&cur, N * 3 * (size_t)s->Cl * f);
+    g->dfch = (float *)mgt__carve(&cur, N * (size_t)s->Hl * f);
     return (size_t)(cur - base);
 }
 
@@ -2143,18 +2436,791 @@ static const char *mgt__st_meta(const mgt__st_file *f, const char *key) {
 }
 static const void *mgt__st_data(const mgt__st_file *f, const mgt__st_tensor *t) { return f->buf + f->data_start + t->begin; }
 
-/* ---- runs ------------------------------------------------------------------------------------ */
+/* ---- communication: the in-process world of rank threads ---------------------------------------
+   mgt__local_world runs `world` ranks as threads of this process, one mgt_comm each; a rank's
+   comm is used by one thread at a time. All shared state sits behind one mutex; each rank sleeps
+   on its own condition variable.
+   Collectives meet in a rendezvous keyed by (group id, n-th collective of this rank on that
+   group). Each member posts its call and its buffer pointers; the first member's call is the one
+   the others must match (op, count, dtype, root, group members), otherwise the world fails.
+   When the last member arrives, every member works outside the lock on its own part, reading the
+   other members' buffers directly: all-reduce sums slice i of all buffers (member 0 + member 1 +
+   ... in group order, in fp32, rounded once to the buffer type) and writes it into every buffer;
+   reduce-scatter sums block i into its own recv; all-gather and broadcast copy into its own
+   buffer. Members then wait for each other before returning, as their buffers are still in use
+   until everyone is done. The result therefore does not depend on who arrives first.
+   Send copies the data into a message queued for the receiver and returns; recv takes the oldest
+   message from that peer, checking count and dtype against the send.
+   Deadlocks: a rank waiting in a rendezvous waits for the members that have not arrived yet, a
+   rank in recv for its peer. Whenever a rank starts waiting or finishes, the ranks that can still
+   get on are marked (running ones, then waiting ones that wait for a marked one, until nothing
+   changes); a waiting rank left unmarked can never be released, and the world fails naming every
+   such rank's pending call. A failed world answers every pending and later call with
+   MGT_ERROR_COMM at once (members already past the rendezvous finish their part first). */
 
+#if defined(__GNUC__) || defined(__clang__)
+#define MGT__LCOMM_UNUSED __attribute__((unused)) /* entry points the training code may not call yet */
+#else
+#define MGT__LCOMM_UNUSED
+#endif
+#ifndef MGT_COMM_TIMEOUT_S
+/* beside MGT_IMPLEMENTATION: seconds one call may wait before the world fails (0: no limit); a
+   safety net only, deadlocks are found at once */
+#define MGT_COMM_TIMEOUT_S 120
+#endif
+#define MGT__LCOMM_HISTORY 8   /* calls remembered per rank, for messages */
+#define MGT__LCOMM_SHOWN 16    /* group members spelled out in messages */
+#define MGT__LCOMM_CHUNK 1024  /* elements summed per pass, in fp32 on the stack */
+
+MGTDEF const char *mgt_coll_name(int coll) {
+    static const char *const names[MGT_COLL_COUNT] = {"all-reduce", "reduce-scatter", "all-gather",
+                                                      "broadcast",  "send/recv",      "barrier"};
+    return coll >= 0 && coll < MGT_COLL_COUNT ? names[coll] : "unknown";
+}
+
+typedef struct mgt__local_world mgt__local_world;
+
+typedef struct mgt__lcomm_call { /* one call, as messages describe it */
+    long long number;           /* 1-based, counting every call of the rank */
+    int coll, is_recv, peer;    /* peer: send/recv */
+    int group, size, root;      /* collectives: group id, members, root index (broadcast) */
+    int shown[MGT__LCOMM_SHOWN]; /* first members */
+    size_t count;
+    int dtype;
+} mgt__lcomm_call;
+
+typedef struct mgt__lcomm_msg { /* a buffered send; the data follows the struct */
+    struct mgt__lcomm_msg *next;
+    int from;
+    mgt__lcomm_call call; /* the sender's */
+    size_t bytes;
+} mgt__lcomm_msg;
+
+typedef struct mgt__lcomm_rv { /* one collective of one group */
+    struct mgt__lcomm_rv *next;
+    int group, size, first_rank;
+    long long seq;
+    mgt__lcomm_call first; /* the first member's call: the others must match it */
+    int *ranks;           /* (size) group order, from the first member */
+    unsigned char *here;  /* (size) member i has arrived */
+    const void **src;     /* (size) member i's input */
+    void **dst;           /* (size) member i's output */
+    int arrived, joined, left, finished, complete;
+} mgt__lcomm_rv;
+
+enum { MGT__LCOMM_RUNNING, MGT__LCOMM_WAIT_RV, MGT__LCOMM_WAIT_RECV };
+
+typedef struct mgt__lcomm_rank {
+    mgt_comm comm;
+    mgt__local_world *w;
+    pthread_cond_t cv;
+    int done, wait, wait_peer; /* wait: MGT__LCOMM_RUNNING or what it waits in */
+    mgt__lcomm_rv *rv;          /* the rendezvous waited in */
+    long long calls;
+    mgt__lcomm_call history[MGT__LCOMM_HISTORY]; /* call n at [(n - 1) % MGT__LCOMM_HISTORY] */
+    int *seq_group;                            /* (seq_n) groups used, and their next sequence */
+    long long *seq_next;
+    int seq_n, seq_cap;
+    mgt__lcomm_msg *inbox; /* messages to this rank, oldest first */
+} mgt__lcomm_rank;
+
+struct mgt__local_world {
+    int world, failed;
+    pthread_mutex_t mu;
+    mgt__lcomm_rank *ranks; /* (world) */
+    mgt__lcomm_rv *rvs;     /* rendezvous in progress */
+    unsigned char *mark;   /* (world) scratch, under mu */
+    int *live;             /* (world) scratch, under mu */
+    char why[4096];        /* the failure, once failed */
+};
+
+/* ---- element types */
+
+static size_t mgt__lcomm_elt(int dtype) { return dtype == MGT_F64 ? 8 : dtype == MGT_F32 ? 4 : 2; }
+static const char *mgt__lcomm_dtype_name(int dtype) {
+    return dtype == MGT_F32 ? "f32" : dtype == MGT_BF16 ? "bf16" : dtype == MGT_F16 ? "f16" : dtype == MGT_F64 ? "f64" : "unknown-dtype";
+}
+static float mgt__lcomm_bits_f32(uint32_t x) { float f; memcpy(&f, &x, 4); return f; }
+static uint32_t mgt__lcomm_f32_bits(float f) { uint32_t x; memcpy(&x, &f, 4); return x; }
+static float mgt__lcomm_bf16_to_f32(uint16_t h) { return mgt__lcomm_bits_f32((uint32_t)h << 16); }
+static uint16_t mgt__lcomm_f32_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
+    uint32_t x = mgt__lcomm_f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+static float mgt__lcomm_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0x1f) return mgt__lcomm_bits_f32(sign | 0x7f800000u | (mant << 13));
+    if (exp) return mgt__lcomm_bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+    return mgt__lcomm_bits_f32(sign | mgt__lcomm_f32_bits((float)mant * (1.0f / 16777216.0f))); /* subnormal */
+}
+static uint16_t mgt__lcomm_f32_to_f16(float f) { /* round to nearest even, overflow to inf, NaN stays NaN */
+    uint32_t x = mgt__lcomm_f32_bits(f), sign = (x >> 16) & 0x8000u, o;
+    x &= 0x7fffffffu;
+    if (x >= 0x47800000u) { /* 65536 and up, inf, NaN */
+        o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+    } else if (x < 0x38800000u) { /* below 2^-14: subnormal or zero; the fp32 addition rounds */
+        const uint32_t magic = 126u << 23; /* 0.5: aligns the 10 mantissa bits at the bottom */
+        o = mgt__lcomm_f32_bits(mgt__lcomm_bits_f32(x) + mgt__lcomm_bits_f32(magic)) - magic;
+    } else { /* normal; a carry out of the mantissa rounds up to the next binade or to inf */
+        x += 0xfffu + ((x >> 13) & 1u) - (112u << 23);
+        o = x >> 13;
+    }
+    return (uint16_t)(o | sign);
+}
+
+static void mgt__lcomm_load(float *acc, const void *src, size_t n, int dtype) {
+    size_t i;
+    if (dtype == MGT_F32) { memcpy(acc, src, n * 4); return; }
+    if (dtype == MGT_BF16) for (i = 0; i < n; i++) acc[i] = mgt__lcomm_bf16_to_f32(((const uint16_t *)src)[i]);
+    else for (i = 0; i < n; i++) acc[i] = mgt__lcomm_f16_to_f32(((const uint16_t *)src)[i]);
+}
+static void mgt__lcomm_add(float *acc, const void *src, size_t n, int dtype) {
+    size_t i;
+    if (dtype == MGT_F32) for (i = 0; i < n; i++) acc[i] += ((const float *)src)[i];
+    else if (dtype == MGT_BF16) for (i = 0; i < n; i++) acc[i] += mgt__lcomm_bf16_to_f32(((const uint16_t *)src)[i]);
+    else for (i = 0; i < n; i++) acc[i] += mgt__lcomm_f16_to_f32(((const uint16_t *)src)[i]);
+}
+static void mgt__lcomm_store(void *dst, const float *acc, size_t n, int dtype) {
+    size_t i;
+    if (dtype == MGT_F32) memcpy(dst, acc, n * 4);
+    else if (dtype == MGT_BF16) for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = mgt__lcomm_f32_to_bf16(acc[i]);
+    else for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = mgt__lcomm_f32_to_f16(acc[i]);
+}
+/* dst[j][dst_off + e] = src[0][src_off + e] + src[1][src_off + e] + ..., in that order, for every
+   j; each pass reads all sources before writing, so a destination may be one of the sources */
+static void mgt__lcomm_sum(const void *const *src, int nsrc, size_t src_off, void *const *dst, int ndst,
+                          size_t dst_off, size_t count, int dtype) {
+    union { float f[MGT__LCOMM_CHUNK]; double d[MGT__LCOMM_CHUNK / 2]; } u;
+    float *acc = u.f;
+    size_t elt = mgt__lcomm_elt(dtype), done, m, e;
+    int j;
+    if (dtype == MGT_F64) { /* in fp64, in the same order */
+        double *a = u.d;
+        for (done = 0; done < count; done += m) {
+            m = count - done < MGT__LCOMM_CHUNK / 2 ? count - done : MGT__LCOMM_CHUNK / 2;
+            memcpy(a, (const double *)src[0] + src_off + done, m * 8);
+            for (j = 1; j < nsrc; j++)
+                for (e = 0; e < m; e++) a[e] += ((const double *)src[j])[src_off + done + e];
+            for (j = 0; j < ndst; j++) memcpy((double *)dst[j] + dst_off + done, a, m * 8);
+        }
+        return;
+    }
+    for (done = 0; done < count; done += m) {
+        m = count - done < MGT__LCOMM_CHUNK ? count - done : MGT__LCOMM_CHUNK;
+        mgt__lcomm_load(acc, (const char *)src[0] + (src_off + done) * elt, m, dtype);
+        for (j = 1; j < nsrc; j++) mgt__lcomm_add(acc, (const char *)src[j] + (src_off + done) * elt, m, dtype);
+        for (j = 0; j < ndst; j++) mgt__lcomm_store((char *)dst[j] + (dst_off + done) * elt, acc, m, dtype);
+    }
+}
+
+/* ---- messages */
+
+static void mgt__lcomm_call_text(const mgt__lcomm_call *k, char *buf, size_t cap) {
+    char members[MGT__LCOMM_SHOWN * 12 + 8];
+    size_t n = 0;
+    int i, shown = k->size < MGT__LCOMM_SHOWN ? k->size : MGT__LCOMM_SHOWN;
+    unsigned long long count = (unsigned long long)k->count;
+    if (k->coll == MGT_COLL_SEND_RECV) {
+        snprintf(buf, cap, "%s(%s %d, %llu %s)", k->is_recv ? "recv" : "send", k->is_recv ? "from" : "to",
+                 k->peer, count, mgt__lcomm_dtype_name(k->dtype));
+        return;
+    }
+    members[0] = 0;
+    for (i = 0; i < shown; i++) n += (size_t)snprintf(members + n, sizeof members - n, i ? " %d" : "%d", k->shown[i]);
+    if (k->size > shown) snprintf(members + n, sizeof members - n, " ...");
+    if (k->coll == MGT_COLL_BARRIER)
+        snprintf(buf, cap, "barrier(group %d [%s])", k->group, members);
+    else if (k->coll == MGT_COLL_BROADCAST)
+        snprintf(buf, cap, "broadcast(group %d [%s], %llu %s, root %d)", k->group, members, count,
+                 mgt__lcomm_dtype_name(k->dtype), k->root);
+    else
+        snprintf(buf, cap, "%s(group %d [%s], %llu %s)", mgt_coll_name(k->coll), k->group, members, count,
+                 mgt__lcomm_dtype_name(k->dtype));
+}
+MGT__PRINTF(3, 4) static void mgt__lcomm_cat(char *buf, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    va_list ap;
+    if (n + 1 >= cap) return;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+/* "rank 3 called all-reduce(...) as its call #17" */
+static void mgt__lcomm_cat_call(char *buf, size_t cap, int rank, const char *verb, const mgt__lcomm_call *k) {
+    char text[512];
+    mgt__lcomm_call_text(k, text, sizeof text);
+    mgt__lcomm_cat(buf, cap, "rank %d %s %s as its call #%lld", rank, verb, text, k->number);
+}
+/* the calls of `rank` before call `before` that are still in its history */
+static void mgt__lcomm_cat_history(mgt__local_world *w, char *buf, size_t cap, int rank, long long before) {
+    const mgt__lcomm_rank *q = &w->ranks[rank];
+    long long n, oldest = q->calls - MGT__LCOMM_HISTORY + 1, from = before - 4 > oldest ? before - 4 : oldest;
+    char text[512];
+    if (from < 1) from = 1;
+    if (from >= before) return;
+    mgt__lcomm_cat(buf, cap, "; rank %d's calls before:", rank);
+    for (n = from; n < before && n <= q->calls; n++) {
+        mgt__lcomm_call_text(&q->history[(n - 1) % MGT__LCOMM_HISTORY], text, sizeof text);
+        mgt__lcomm_cat(buf, cap, " #%lld %s", n, text);
+    }
+}
+/* under mu: the world fails (once) with `why`; everyone waiting wakes up */
+static void mgt__lcomm_fail_world(mgt__local_world *w, const char *why) {
+    int r;
+    if (w->failed) return;
+    w->failed = 1;
+    snprintf(w->why, sizeof w->why, "%s", why);
+    for (r = 0; r < w->world; r++) pthread_cond_broadcast(&w->ranks[r].cv);
+}
+static mgt_result mgt__lcomm_world_error(mgt__local_world *w) { return mgt__fail(MGT_ERROR_COMM, "%s", w->why); }
+
+/* ---- deadlock detection, under mu */
+
+static int mgt__lcomm_has_msg(const mgt__lcomm_rank *q, int from) {
+    const mgt__lcomm_msg *m;
+    for (m = q->inbox; m; m = m->next)
+        if (m->from == from) return 1;
+    return 0;
+}
+static int mgt__lcomm_blocked(const mgt__local_world *w, int r) {
+    const mgt__lcomm_rank *q = &w->ranks[r];
+    if (q->done) return 0;
+    if (q->wait == MGT__LCOMM_WAIT_RV) return !q->rv->complete;
+    if (q->wait == MGT__LCOMM_WAIT_RECV) return !mgt__lcomm_has_msg(q, q->wait_peer);
+    return 0;
+}
+/* does blocked rank r wait for rank p? */
+static int mgt__lcomm_waits_for(const mgt__local_world *w, int r, int p) {
+    const mgt__lcomm_rank *q = &w->ranks[r];
+    int i;
+    if (q->wait == MGT__LCOMM_WAIT_RECV) return q->wait_peer == p;
+    for (i = 0; i < q->rv->size; i++)
+        if (q->rv->ranks[i] == p) return !q->rv->here[i];
+    return 0;
+}
+static void mgt__lcomm_check_deadlock(mgt__local_world *w) {
+    int r, p, changed = 1, dead = 0, first;
+    char why[4096];
+    for (r = 0; r < w->world; r++) w->live[r] = !w->ranks[r].done && !mgt__lcomm_blocked(w, r);
+    while (changed) {
+        changed = 0;
+        for (r = 0; r < w->world; r++) {
+            if (w->live[r] || !mgt__lcomm_blocked(w, r)) continue;
+            for (p = 0; p < w->world; p++)
+                if (w->live[p] && mgt__lcomm_waits_for(w, r, p)) { w->live[r] = 1; changed = 1; break; }
+        }
+    }
+    for (r = 0; r < w->world; r++) dead += !w->live[r] && mgt__lcomm_blocked(w, r);
+    if (!dead) return;
+    snprintf(why, sizeof why, "communication can never complete (deadlock): ");
+    for (r = 0, first = 1; r < w->world; r++) {
+        const mgt__lcomm_rank *q = &w->ranks[r];
+        if (w->live[r] || !mgt__lcomm_blocked(w, r)) continue;
+        if (!first) mgt__lcomm_cat(why, sizeof why, "; ");
+        first = 0;
+        mgt__lcomm_cat_call(why, sizeof why, r, "waits in", &q->history[(q->calls - 1) % MGT__LCOMM_HISTORY]);
+        mgt__lcomm_cat(why, sizeof why, " for");
+        for (p = 0; p < w->world; p++) {
+            if (!mgt__lcomm_waits_for(w, r, p)) continue;
+            mgt__lcomm_cat(why, sizeof why, " rank %d", p);
+            if (w->ranks[p].done) mgt__lcomm_cat(why, sizeof why, " (finished after call #%lld)", w->ranks[p].calls);
+        }
+    }
+    for (r = 0; r < w->world; r++)
+        if (!w->live[r] && mgt__lcomm_blocked(w, r)) mgt__lcomm_cat_history(w, why, sizeof why, r, w->ranks[r].calls);
+    mgt__lcomm_fail_world(w, why);
+}
+
+/* under mu: one wait; 1 once the safety timeout has passed */
+static int mgt__lcomm_sleep(mgt__local_world *w, mgt__lcomm_rank *me, struct timespec *deadline, int *armed) {
+#if MGT_COMM_TIMEOUT_S > 0
+    if (!*armed) {
+        clock_gettime(CLOCK_REALTIME, deadline);
+        deadline->tv_sec += MGT_COMM_TIMEOUT_S;
+        *armed = 1;
+    }
+    return pthread_cond_timedwait(&me->cv, &w->mu, deadline) == ETIMEDOUT;
+#else
+    (void)deadline;
+    (void)armed;
+    pthread_cond_wait(&me->cv, &w->mu);
+    return 0;
+#endif
+}
+static void mgt__lcomm_timeout(mgt__local_world *w, mgt__lcomm_rank *me) {
+    char why[1024];
+    snprintf(why, sizeof why, "timeout: ");
+    mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "waited", &me->history[(me->calls - 1) % MGT__LCOMM_HISTORY]);
+    mgt__lcomm_cat(why, sizeof why, " for %d s (MGT_COMM_TIMEOUT_S) while other ranks kept running", MGT_COMM_TIMEOUT_S);
+    mgt__lcomm_fail_world(w, why);
+}
+
+/* ---- calls */
+
+/* under mu: remember the call in the rank's history */
+static mgt__lcomm_call *mgt__lcomm_record(mgt__lcomm_rank *me, int coll, int is_recv, const mgt_group *g, size_t count,
+                                        int dtype, int root, int peer) {
+    mgt__lcomm_call *k = &me->history[me->calls % MGT__LCOMM_HISTORY];
+    int i;
+    memset(k, 0, sizeof *k);
+    k->number = ++me->calls;
+    k->coll = coll;
+    k->is_recv = is_recv;
+    k->peer = peer;
+    k->count = count;
+    k->dtype = dtype;
+    k->root = root;
+    if (g) {
+        k->group = g->id;
+        k->size = g->size;
+        for (i = 0; g->ranks && i < g->size && i < MGT__LCOMM_SHOWN; i++) k->shown[i] = g->ranks[i];
+    }
+    return k;
+}
+/* under mu: after recording; MGT_OK to go on, else this rank's error (the world has failed) */
+static mgt_result mgt__lcomm_enter(mgt__local_world *w, mgt__lcomm_rank *me, const char *invalid) {
+    char why[1024];
+    if (w->failed) return mgt__lcomm_world_error(w);
+    if (invalid || me->done) {
+        snprintf(why, sizeof why, "invalid call: ");
+        mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &me->history[(me->calls - 1) % MGT__LCOMM_HISTORY]);
+        mgt__lcomm_cat(why, sizeof why, ": %s", invalid ? invalid : "after mgt__local_rank_done");
+        mgt__lcomm_fail_world(w, why);
+        return mgt__fail(invalid ? MGT_ERROR_ARGUMENT : MGT_ERROR_COMM, "%s", w->why);
+    }
+    return MGT_OK;
+}
+static void mgt__lcomm_check_args(const mgt__lcomm_rank *me, size_t count, int dtype, size_t mult, int bufs_ok,
+                                 char *invalid, size_t cap) {
+    if (dtype != MGT_F32 && dtype != MGT_BF16 && dtype != MGT_F16 && dtype != MGT_F64)
+        snprintf(invalid, cap, "dtype %d is not MGT_F32, MGT_BF16, MGT_F16 or MGT_F64", dtype);
+    else if (count > ((size_t)-1 - sizeof(mgt__lcomm_msg)) / mgt__lcomm_elt(dtype) / mult)
+        snprintf(invalid, cap, "count %llu is too large", (unsigned long long)count);
+    else if (count && !bufs_ok)
+        snprintf(invalid, cap, "a buffer is NULL");
+    (void)me;
+}
+static void mgt__lcomm_check_group(mgt__local_world *w, const mgt__lcomm_rank *me, const mgt_group *g, char *invalid,
+                                  size_t cap) {
+    int i;
+    if (!g || !g->ranks) { snprintf(invalid, cap, "no group"); return; }
+    if (g->size < 1 || g->size > w->world) { snprintf(invalid, cap, "group size %d is not in 1..%d", g->size, w->world); return; }
+    if (g->index < 0 || g->index >= g->size || g->ranks[g->index] != me->comm.rank) {
+        snprintf(invalid, cap, "this rank is not member %d of the group", g->index);
+        return;
+    }
+    for (i = 0; i < g->size; i++)
+        if (g->ranks[i] < 0 || g->ranks[i] >= w->world) {
+            snprintf(invalid, cap, "member %d is rank %d, outside the world of %d", i, g->ranks[i], w->world);
+            return;
+        }
+    for (i = 0; i < g->size && !invalid[0]; i++) {
+        if (w->mark[g->ranks[i]]) snprintf(invalid, cap, "rank %d is listed twice", g->ranks[i]);
+        w->mark[g->ranks[i]] = 1;
+    }
+    for (i = 0; i < g->size; i++) w->mark[g->ranks[i]] = 0;
+}
+/* under mu: the sequence number of this rank's next collective on group id; -1 when out of memory */
+static long long mgt__lcomm_next_seq(mgt__lcomm_rank *me, int group) {
+    int i;
+    for (i = 0; i < me->seq_n; i++)
+        if (me->seq_group[i] == group) return me->seq_next[i]++;
+    if (me->seq_n == me->seq_cap) {
+        int cap = me->seq_cap ? 2 * me->seq_cap : 8;
+        int *ids = (int *)MGT_MALLOC(sizeof(int) * (size_t)cap);
+        long long *next = (long long *)MGT_MALLOC(sizeof(long long) * (size_t)cap);
+        if (!ids || !next) { MGT_FREE(ids); MGT_FREE(next); return -1; }
+        if (me->seq_n) {
+            memcpy(ids, me->seq_group, sizeof(int) * (size_t)me->seq_n);
+            memcpy(next, me->seq_next, sizeof(long long) * (size_t)me->seq_n);
+        }
+        MGT_FREE(me->seq_group);
+        MGT_FREE(me->seq_next);
+        me->seq_group = ids;
+        me->seq_next = next;
+        me->seq_cap = cap;
+    }
+    me->seq_group[me->seq_n] = group;
+    me->seq_next[me->seq_n++] = 1;
+    return 0;
+}
+static mgt__lcomm_rv *mgt__lcomm_rv_new(int size) {
+    size_t bytes = sizeof(mgt__lcomm_rv) + (size_t)size * (sizeof(int) + 2 * sizeof(void *) + 1);
+    mgt__lcomm_rv *rv = (mgt__lcomm_rv *)MGT_MALLOC(bytes);
+    if (!rv) return NULL;
+    memset(rv, 0, bytes);
+    rv->size = size;
+    rv->src = (const void **)(void *)(rv + 1);
+    rv->dst = (void **)(rv->src + size);
+    rv->ranks = (int *)(void *)(rv->dst + size);
+    rv->here = (unsigned char *)(rv->ranks + size);
+    return rv;
+}
+/* under mu: a member is done with rv; the last one frees it */
+static void mgt__lcomm_rv_leave(mgt__local_world *w, mgt__lcomm_rv *rv) {
+    mgt__lcomm_rv **p;
+    if (++rv->left < rv->joined || !(rv->complete || w->failed)) return;
+    for (p = &w->rvs; *p != rv; p = &(*p)->next) {}
+    *p = rv->next;
+    MGT_FREE(rv);
+}
+static int mgt__lcomm_rv_matches(const mgt__lcomm_rv *rv, const mgt__lcomm_call *k, const mgt_group *g) {
+    const mgt__lcomm_call *f = &rv->first;
+    int i;
+    if (f->coll != k->coll || f->count != k->count || f->dtype != k->dtype || g->size != rv->size) return 0;
+    if (k->coll == MGT_COLL_BROADCAST && f->root != k->root) return 0;
+    for (i = 0; i < g->size; i++)
+        if (g->ranks[i] != rv->ranks[i]) return 0;
+    return 1;
+}
+/* outside mu, once every member has arrived: this member's part of the work */
+static void mgt__lcomm_work(const mgt__lcomm_rv *rv, int index, int coll, size_t count, int dtype, int root) {
+    size_t elt = mgt__lcomm_elt(dtype), n = (size_t)rv->size, i = (size_t)index;
+    size_t j;
+    if (coll == MGT_COLL_ALL_REDUCE) { /* slice i of every buffer */
+        size_t per = count / n, extra = count % n, lo = per * i + (i < extra ? i : extra);
+        mgt__lcomm_sum((const void *const *)rv->dst, rv->size, lo, rv->dst, rv->size, lo, per + (i < extra), dtype);
+    } else if (coll == MGT_COLL_REDUCE_SCATTER) { /* block i of every send buffer into my recv */
+        mgt__lcomm_sum(rv->src, rv->size, i * count, rv->dst + i, 1, 0, count, dtype);
+    } else if (coll == MGT_COLL_ALL_GATHER) {
+        for (j = 0; j < n && count; j++) {
+            char *to = (char *)rv->dst[i] + j * count * elt;
+            if ((const void *)to != rv->src[j]) memcpy(to, rv->src[j], count * elt);
+        }
+    } else if (coll == MGT_COLL_BROADCAST) {
+        if (index != root && count && rv->dst[i] != rv->dst[root]) memcpy(rv->dst[i], rv->dst[root], count * elt);
+    }
+}
+static mgt_result mgt__lcomm_finish(mgt_comm *c, int coll, double t0, mgt_result r, double bytes) {
+    c->stats.calls[coll]++;
+    c->stats.seconds[coll] += mgt__now() - t0;
+    if (r == MGT_OK) c->stats.bytes[coll] += bytes;
+    return r;
+}
+
+static mgt_result mgt__lcomm_collective(mgt_comm *c, int coll, const mgt_group *g, const void *src, void *dst,
+                                       size_t count, int dtype, int root) {
+    double t0 = mgt__now(), bytes;
+    mgt__lcomm_rank *me;
+    mgt__local_world *w;
+    mgt__lcomm_rv *rv;
+    mgt__lcomm_call call;
+    mgt_result r;
+    char invalid[256], why[2048];
+    struct timespec deadline;
+    int i, n, armed = 0, timed_out = 0;
+    long long seq;
+    if (!c || !c->impl) return mgt__fail(MGT_ERROR_ARGUMENT, "%s: no communicator", mgt_coll_name(coll));
+    me = (mgt__lcomm_rank *)c->impl;
+    w = me->w;
+    invalid[0] = 0;
+    pthread_mutex_lock(&w->mu);
+    call = *mgt__lcomm_record(me, coll, 0, g, count, dtype, root, -1);
+    mgt__lcomm_check_group(w, me, g, invalid, sizeof invalid);
+    if (!invalid[0])
+        mgt__lcomm_check_args(me, count, dtype, (size_t)g->size, coll == MGT_COLL_BARRIER || (dst && src), invalid,
+                              sizeof invalid);
+    if (!invalid[0] && coll == MGT_COLL_BROADCAST && (root < 0 || root >= g->size))
+        snprintf(invalid, sizeof invalid, "root %d is not a member index in 0..%d", root, g->size - 1);
+    r = mgt__lcomm_enter(w, me, invalid[0] ? invalid : NULL);
+    if (r != MGT_OK) { pthread_mutex_unlock(&w->mu); return mgt__lcomm_finish(c, coll, t0, r, 0); }
+    n = g->size;
+    bytes = (double)count * (double)mgt__lcomm_elt(dtype) * (coll == MGT_COLL_REDUCE_SCATTER || coll == MGT_COLL_ALL_GATHER ? n : 1);
+    if (coll == MGT_COLL_BARRIER) bytes = 0;
+    if (n == 1) { /* nothing to wait for */
+        pthread_mutex_unlock(&w->mu);
+        if ((coll == MGT_COLL_REDUCE_SCATTER || coll == MGT_COLL_ALL_GATHER) && count && src != dst)
+            memmove(dst, src, count * mgt__lcomm_elt(dtype));
+        return mgt__lcomm_finish(c, coll, t0, MGT_OK, bytes);
+    }
+    seq = mgt__lcomm_next_seq(me, g->id);
+    for (rv = w->rvs; rv && !(rv->group == g->id && rv->seq == seq); rv = rv->next) {}
+    if (seq < 0 || (!rv && !(rv = mgt__lcomm_rv_new(n)))) {
+        snprintf(why, sizeof why, "out of memory: ");
+        mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &call);
+        mgt__lcomm_fail_world(w, why);
+        r = mgt__lcomm_world_error(w);
+        pthread_mutex_unlock(&w->mu);
+        return mgt__lcomm_finish(c, coll, t0, r, 0);
+    }
+    if (rv->joined == 0) { /* new: this member's call is the reference */
+        rv->group = g->id;
+        rv->seq = seq;
+        rv->first = call;
+        rv->first_rank = me->comm.rank;
+        memcpy(rv->ranks, g->ranks, sizeof(int) * (size_t)n);
+        rv->next = w->rvs;
+        w->rvs = rv;
+    } else if (!mgt__lcomm_rv_matches(rv, &call, g)) {
+        snprintf(why, sizeof why, "mismatched collectives (the members of a group must make the same calls in the same order): ");
+        mgt__lcomm_cat_call(why, sizeof why, rv->first_rank, "called", &rv->first);
+        mgt__lcomm_cat(why, sizeof why, ", ");
+        mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &call);
+        mgt__lcomm_cat_history(w, why, sizeof why, rv->first_rank, rv->first.number);
+        mgt__lcomm_cat_history(w, why, sizeof why, me->comm.rank, call.number);
+        mgt__lcomm_fail_world(w, why);
+        r = mgt__lcomm_world_error(w);
+        pthread_mutex_unlock(&w->mu);
+        return mgt__lcomm_finish(c, coll, t0, r, 0);
+    }
+    rv->here[g->index] = 1;
+    rv->src[g->index] = src;
+    rv->dst[g->index] = dst;
+    rv->joined++;
+    if (++rv->arrived == n) {
+        rv->complete = 1;
+        for (i = 0; i < n; i++) pthread_cond_broadcast(&w->ranks[rv->ranks[i]].cv);
+    } else {
+        me->wait = MGT__LCOMM_WAIT_RV;
+        me->rv = rv;
+        mgt__lcomm_check_deadlock(w);
+        while (!rv->complete && !w->failed) {
+            if (timed_out) mgt__lcomm_timeout(w, me);
+            else timed_out = mgt__lcomm_sleep(w, me, &deadline, &armed);
+        }
+        me->wait = MGT__LCOMM_RUNNING;
+        me->rv = NULL;
+        if (!rv->complete) { /* failed: nobody touches this member's buffers any more */
+            mgt__lcomm_rv_leave(w, rv);
+            r = mgt__lcomm_world_error(w);
+            pthread_mutex_unlock(&w->mu);
+            return mgt__lcomm_finish(c, coll, t0, r, 0);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    mgt__lcomm_work(rv, g->index, coll, count, dtype, root);
+    pthread_mutex_lock(&w->mu);
+    if (++rv->finished == n)
+        for (i = 0; i < n; i++) pthread_cond_broadcast(&w->ranks[rv->ranks[i]].cv);
+    while (rv->finished < n) pthread_cond_wait(&me->cv, &w->mu); /* the others still use my buffers */
+    mgt__lcomm_rv_leave(w, rv);
+    pthread_mutex_unlock(&w->mu);
+    return mgt__lcomm_finish(c, coll, t0, MGT_OK, bytes);
+}
+
+static mgt_result mgt__lcomm_all_reduce(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype) {
+    return mgt__lcomm_collective(c, MGT_COLL_ALL_REDUCE, g, buf, buf, count, dtype, 0);
+}
+static mgt_result mgt__lcomm_reduce_scatter(mgt_comm *c, const mgt_group *g, const void *send, void *recv,
+                                           size_t recv_count, int dtype) {
+    return mgt__lcomm_collective(c, MGT_COLL_REDUCE_SCATTER, g, send, recv, recv_count, dtype, 0);
+}
+static mgt_result mgt__lcomm_all_gather(mgt_comm *c, const mgt_group *g, const void *send, void *recv,
+                                       size_t send_count, int dtype) {
+    return mgt__lcomm_collective(c, MGT_COLL_ALL_GATHER, g, send, recv, send_count, dtype, 0);
+}
+static mgt_result mgt__lcomm_broadcast(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype,
+                                      int root_index) {
+    return mgt__lcomm_collective(c, MGT_COLL_BROADCAST, g, buf, buf, count, dtype, root_index);
+}
+static mgt_result mgt__lcomm_barrier(mgt_comm *c, const mgt_group *g) {
+    return mgt__lcomm_collective(c, MGT_COLL_BARRIER, g, NULL, NULL, 0, MGT_F32, 0);
+}
+
+static mgt_result mgt__lcomm_send(mgt_comm *c, int peer, const void *buf, size_t count, int dtype) {
+    double t0 = mgt__now();
+    mgt__lcomm_rank *me;
+    mgt__local_world *w;
+    mgt__lcomm_msg *m = NULL, **tail;
+    mgt__lcomm_call *k;
+    mgt_result r;
+    char invalid[256], why[2048];
+    size_t bytes = 0;
+    if (!c || !c->impl) return mgt__fail(MGT_ERROR_ARGUMENT, "send: no communicator");
+    me = (mgt__lcomm_rank *)c->impl;
+    w = me->w;
+    invalid[0] = 0;
+    mgt__lcomm_check_args(me, count, dtype, 1, buf != NULL, invalid, sizeof invalid);
+    if (!invalid[0] && (peer < 0 || peer >= w->world)) snprintf(invalid, sizeof invalid, "peer %d is outside the world of %d", peer, w->world);
+    if (!invalid[0]) {
+        bytes = count * mgt__lcomm_elt(dtype);
+        m = (mgt__lcomm_msg *)MGT_MALLOC(sizeof *m + bytes);
+        if (m && bytes) memcpy(m + 1, buf, bytes);
+    }
+    pthread_mutex_lock(&w->mu);
+    k = mgt__lcomm_record(me, MGT_COLL_SEND_RECV, 0, NULL, count, dtype, 0, peer);
+    r = mgt__lcomm_enter(w, me, invalid[0] ? invalid : NULL);
+    if (r == MGT_OK && (!m || w->ranks[peer].done)) {
+        snprintf(why, sizeof why, "%s: ", m ? "send to a finished rank" : "out of memory");
+        mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", k);
+        if (m) mgt__lcomm_cat(why, sizeof why, ", but rank %d has finished after call #%lld", peer, w->ranks[peer].calls);
+        mgt__lcomm_fail_world(w, why);
+        r = mgt__lcomm_world_error(w);
+    }
+    if (r == MGT_OK) {
+        m->next = NULL;
+        m->from = me->comm.rank;
+        m->call = *k;
+        m->bytes = bytes;
+        for (tail = &w->ranks[peer].inbox; *tail; tail = &(*tail)->next) {}
+        *tail = m;
+        m = NULL;
+        pthread_cond_broadcast(&w->ranks[peer].cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    MGT_FREE(m);
+    return mgt__lcomm_finish(c, MGT_COLL_SEND_RECV, t0, r, (double)bytes);
+}
+
+static mgt_result mgt__lcomm_recv(mgt_comm *c, int peer, void *buf, size_t count, int dtype) {
+    double t0 = mgt__now();
+    mgt__lcomm_rank *me;
+    mgt__local_world *w;
+    mgt__lcomm_msg *m = NULL, **p;
+    mgt__lcomm_call call;
+    mgt_result r;
+    char invalid[256], why[2048];
+    struct timespec deadline;
+    int armed = 0, timed_out = 0;
+    if (!c || !c->impl) return mgt__fail(MGT_ERROR_ARGUMENT, "recv: no communicator");
+    me = (mgt__lcomm_rank *)c->impl;
+    w = me->w;
+    invalid[0] = 0;
+    mgt__lcomm_check_args(me, count, dtype, 1, buf != NULL, invalid, sizeof invalid);
+    if (!invalid[0] && (peer < 0 || peer >= w->world)) snprintf(invalid, sizeof invalid, "peer %d is outside the world of %d", peer, w->world);
+    pthread_mutex_lock(&w->mu);
+    call = *mgt__lcomm_record(me, MGT_COLL_SEND_RECV, 1, NULL, count, dtype, 0, peer);
+    r = mgt__lcomm_enter(w, me, invalid[0] ? invalid : NULL);
+    while (r == MGT_OK) {
+        if (w->failed) { r = mgt__lcomm_world_error(w); break; }
+        for (p = &me->inbox; *p && (*p)->from != peer; p = &(*p)->next) {}
+        if (*p) {
+            if ((*p)->call.count != count || (*p)->call.dtype != dtype) {
+                snprintf(why, sizeof why, "mismatched send/recv: ");
+                mgt__lcomm_cat_call(why, sizeof why, peer, "called", &(*p)->call);
+                mgt__lcomm_cat(why, sizeof why, ", ");
+                mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &call);
+                mgt__lcomm_fail_world(w, why);
+                continue;
+            }
+            m = *p;
+            *p = m->next;
+            break;
+        }
+        if (timed_out) { mgt__lcomm_timeout(w, me); continue; }
+        me->wait = MGT__LCOMM_WAIT_RECV;
+        me->wait_peer = peer;
+        mgt__lcomm_check_deadlock(w);
+        if (!w->failed) timed_out = mgt__lcomm_sleep(w, me, &deadline, &armed);
+        me->wait = MGT__LCOMM_RUNNING;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (m) {
+        if (m->bytes) memcpy(buf, m + 1, m->bytes);
+        MGT_FREE(m);
+    }
+    return mgt__lcomm_finish(c, MGT_COLL_SEND_RECV, t0, r, r == MGT_OK ? (double)count * (double)mgt__lcomm_elt(dtype) : 0);
+}
+
+/* ---- the world */
+
+MGT__LCOMM_UNUSED static void mgt__local_world_destroy(mgt__local_world *w) {
+    int r;
+    if (!w) return;
+    while (w->rvs) {
+        mgt__lcomm_rv *rv = w->rvs;
+        w->rvs = rv->next;
+        MGT_FREE(rv);
+    }
+    for (r = 0; w->ranks && r < w->world; r++) {
+        mgt__lcomm_rank *q = &w->ranks[r];
+        while (q->inbox) {
+            mgt__lcomm_msg *m = q->inbox;
+            q->inbox = m->next;
+            MGT_FREE(m);
+        }
+        MGT_FREE(q->seq_group);
+        MGT_FREE(q->seq_next);
+        pthread_cond_destroy(&q->cv);
+    }
+    pthread_mutex_destroy(&w->mu);
+    MGT_FREE(w->ranks);
+    MGT_FREE(w->mark);
+    MGT_FREE(w->live);
+    MGT_FREE(w);
+}
+
+MGT__LCOMM_UNUSED static mgt_result mgt__local_world_create(mgt__local_world **out, int world) {
+    mgt__local_world *w;
+    int r;
+    if (!out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt__local_world_create: out is required");
+    *out = NULL;
+    if (world < 1 || world > 65536) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt__local_world_create: world = %d is not in 1..65536", world);
+    w = (mgt__local_world *)MGT_MALLOC(sizeof *w);
+    if (!w) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for a world of %d ranks", world);
+    memset(w, 0, sizeof *w);
+    w->ranks = (mgt__lcomm_rank *)MGT_MALLOC(sizeof(mgt__lcomm_rank) * (size_t)world);
+    w->mark = (unsigned char *)MGT_MALLOC((size_t)world);
+    w->live = (int *)MGT_MALLOC(sizeof(int) * (size_t)world);
+    if (!w->ranks || !w->mark || !w->live) {
+        MGT_FREE(w->ranks);
+        MGT_FREE(w->mark);
+        MGT_FREE(w->live);
+        MGT_FREE(w);
+        return mgt__fail(MGT_ERROR_MEMORY, "out of memory for a world of %d ranks", world);
+    }
+    memset(w->ranks, 0, sizeof(mgt__lcomm_rank) * (size_t)world);
+    memset(w->mark, 0, (size_t)world);
+    w->world = world;
+    pthread_mutex_init(&w->mu, NULL);
+    for (r = 0; r < world; r++) {
+        mgt__lcomm_rank *q = &w->ranks[r];
+        q->w = w;
+        pthread_cond_init(&q->cv, NULL);
+        q->comm.rank = r;
+        q->comm.world = world;
+        q->comm.all_reduce = mgt__lcomm_all_reduce;
+        q->comm.reduce_scatter = mgt__lcomm_reduce_scatter;
+        q->comm.all_gather = mgt__lcomm_all_gather;
+        q->comm.broadcast = mgt__lcomm_broadcast;
+        q->comm.send = mgt__lcomm_send;
+        q->comm.recv = mgt__lcomm_recv;
+        q->comm.barrier = mgt__lcomm_barrier;
+        q->comm.impl = q;
+    }
+    *out = w;
+    return MGT_OK;
+}
+
+MGT__LCOMM_UNUSED static mgt_comm *mgt__local_comm(mgt__local_world *w, int rank) {
+    return w && rank >= 0 && rank < w->world ? &w->ranks[rank].comm : NULL;
+}
+
+/* this rank will make no more calls (it finished or failed): peers waiting for it get an error */
+MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
+    mgt__lcomm_rank *me;
+    mgt__local_world *w;
+    char why[2048];
+    if (!c || !c->impl) return;
+    me = (mgt__lcomm_rank *)c->impl;
+    w = me->w;
+    pthread_mutex_lock(&w->mu);
+    if (!me->done) {
+        me->done = 1;
+        me->wait = MGT__LCOMM_RUNNING;
+        if (!w->failed && me->inbox) {
+            snprintf(why, sizeof why, "rank %d finished after call #%lld without receiving what ", me->comm.rank, me->calls);
+            mgt__lcomm_cat_call(why, sizeof why, me->inbox->from, "sent in", &me->inbox->call);
+            mgt__lcomm_fail_world(w, why);
+        } else if (!w->failed) {
+            mgt__lcomm_check_deadlock(w);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* ---- runs: the ranks of a layout, driven from the caller's thread ---------------------------- */
+
+enum { MGT__CMD_NONE, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
+
+typedef struct mgt__rank mgt__rank;
 struct mgt_run {
     mgt_config cfg;
-    mgt_backend *be;
-    int L, NH, C, T, V, Vp, B, micro_steps, inference;
-    mgt__tensor *tensors;
-    int ntensors;
-    size_t storage;                  /* floats in the parameter buffer */
-    size_t nparams;                  /* real parameters (no padding) */
-    float *params, *grads, *m, *v;
-    mgt__acts acts;
+    mgt__plan plan;
+    mgt__rank *ranks;
+    mgt__local_world *world;
+    int inference, threads_per_rank;
     mgt__loader train, val;
     int has_train, has_val;
     int step;                        /* optimizer steps done */
@@ -2164,115 +3230,16 @@ struct mgt_run {
     long long tokens_seen;
     char dir[MGT_STR_MAX + 32], metrics_path[MGT_STR_MAX + 64];
     FILE *metrics;
+    /* the command the rank threads run, and its arguments */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_cmd, cv_done;
+    int cmd, pending, started;
+    unsigned long generation;
+    const uint16_t *cmd_rows;
+    int cmd_micro;
 };
 
-static float *mgt__p(mgt_run *r, int t) { return r->params + r->tensors[t].offset; }
-static float *mgt__g(mgt_run *r, int t) { return r->grads + r->tensors[t].offset; }
-
-/* every element from (seed, tensor name, element index): any slice of any layout initialises alike */
-typedef struct mgt__init_args { const mgt__tensor *tensor; float *p; uint64_t seed; } mgt__init_args;
-static void mgt__init_task(void *ctx, int tid, int nth) {
-    const mgt__init_args *a = (const mgt__init_args *)ctx;
-    const mgt__tensor *x = a->tensor;
-    uint64_t key = mgt__name_key(x->info.name);
-    size_t lo, hi, i;
-    mgt__span(x->info.numel, tid, nth, 64, &lo, &hi);
-    for (i = lo; i < hi; i++) a->p[i] = x->init_std > 0 ? (float)(x->init_std * mgt__normal(a->seed, key, i)) : x->init_value;
-}
-static void mgt__init_params(mgt_run *r) {
-    int t;
-    for (t = 0; t < r->ntensors; t++) { /* vocabulary padding rows stay zero: no logit, no gradient, no decay */
-        mgt__init_args a;
-        a.tensor = &r->tensors[t];
-        a.p = r->params + r->tensors[t].offset;
-        a.seed = (uint64_t)r->cfg.train.seed;
-        mgt__pool_run(MGT__POOL(r->be), mgt__init_task, &a);
-    }
-}
-
-/* the forward pass of block l on B sequences of T tokens, reading resid[l], writing resid[l+1] */
-static void mgt__block_forward(mgt_run *r, int l, int B, int T) {
-    mgt_backend *be = r->be;
-    mgt__layer_acts *a = &r->acts.layer[l];
-    int C = r->C, N = B * T;
-    const float *x = r->acts.resid[l];
-    float *out = r->acts.resid[l + 1];
-    be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, mgt__p(r, MGT__BLOCK(l, MGT__LN1W)), mgt__p(r, MGT__BLOCK(l, MGT__LN1B)), N, C);
-    be->matmul_forward(be, a->qkv, a->ln1, mgt__p(r, MGT__BLOCK(l, MGT__QKVW)), mgt__p(r, MGT__BLOCK(l, MGT__QKVB)), N, C, 3 * C);
-    be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, r->NH);
-    be->matmul_forward(be, a->res2, a->atty, mgt__p(r, MGT__BLOCK(l, MGT__PROJW)), mgt__p(r, MGT__BLOCK(l, MGT__PROJB)), N, C, C);
-    be->add_inplace(be, a->res2, x, (size_t)N * (size_t)C);
-    be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, mgt__p(r, MGT__BLOCK(l, MGT__LN2W)), mgt__p(r, MGT__BLOCK(l, MGT__LN2B)), N, C);
-    be->matmul_forward(be, a->fch, a->ln2, mgt__p(r, MGT__BLOCK(l, MGT__FCW)), mgt__p(r, MGT__BLOCK(l, MGT__FCB)), N, C, 4 * C);
-    be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * 4 * (size_t)C);
-    be->matmul_forward(be, out, a->fch_gelu, mgt__p(r, MGT__BLOCK(l, MGT__FCPROJW)), mgt__p(r, MGT__BLOCK(l, MGT__FCPROJB)), N, 4 * C, C);
-    be->add_inplace(be, out, a->res2, (size_t)N * (size_t)C);
-}
-
-/* backward of block l: dres holds d(resid[l+1]) on entry and d(resid[l]) on exit */
-static void mgt__block_backward(mgt_run *r, int l, int B, int T) {
-    mgt_backend *be = r->be;
-    mgt__layer_acts *a = &r->acts.layer[l];
-    mgt__acts *s = &r->acts;
-    int C = r->C, N = B * T;
-    be->matmul_backward(be, s->dfch, mgt__g(r, MGT__BLOCK(l, MGT__FCPROJW)), mgt__g(r, MGT__BLOCK(l, MGT__FCPROJB)), s->dres, a->fch_gelu,
-                        mgt__p(r, MGT__BLOCK(l, MGT__FCPROJW)), N, 4 * C, C);
-    be->gelu_backward(be, s->dfch, a->fch, s->dfch, (size_t)N * 4 * (size_t)C);
-    be->matmul_backward(be, s->dln, mgt__g(r, MGT__BLOCK(l, MGT__FCW)), mgt__g(r, MGT__BLOCK(l, MGT__FCB)), s->dfch, a->ln2,
-                        mgt__p(r, MGT__BLOCK(l, MGT__FCW)), N, C, 4 * C);
-    be->layernorm_backward(be, s->dres, mgt__g(r, MGT__BLOCK(l, MGT__LN2W)), mgt__g(r, MGT__BLOCK(l, MGT__LN2B)), s->dln, a->res2,
-                           mgt__p(r, MGT__BLOCK(l, MGT__LN2W)), a->ln2_mean, a->ln2_rstd, N, C);
-    /* dln now carries d(atty), then d(ln1) */
-    be->matmul_backward(be, s->dln, mgt__g(r, MGT__BLOCK(l, MGT__PROJW)), mgt__g(r, MGT__BLOCK(l, MGT__PROJB)), s->dres, a->atty,
-                        mgt__p(r, MGT__BLOCK(l, MGT__PROJW)), N, C, C);
-    be->attention_backward(be, s->dqkv, s->dln, a->qkv, a->att, B, T, C, r->NH);
-    be->matmul_backward(be, s->dln, mgt__g(r, MGT__BLOCK(l, MGT__QKVW)), mgt__g(r, MGT__BLOCK(l, MGT__QKVB)), s->dqkv, a->ln1,
-                        mgt__p(r, MGT__BLOCK(l, MGT__QKVW)), N, C, 3 * C);
-    be->layernorm_backward(be, s->dres, mgt__g(r, MGT__BLOCK(l, MGT__LN1W)), mgt__g(r, MGT__BLOCK(l, MGT__LN1B)), s->dln, r->acts.resid[l],
-                           mgt__p(r, MGT__BLOCK(l, MGT__LN1W)), a->ln1_mean, a->ln1_rstd, N, C);
-}
-
-/* forward over acts.inputs (B,T) to logits; then per-row losses against acts.targets, and when
-   grad_scale != 0 the logits turn into their gradients. Returns the summed loss. */
-static double mgt__forward(mgt_run *r, int B, int T, float grad_scale) {
-    mgt_backend *be = r->be;
-    mgt__acts *s = &r->acts;
-    int l, N = B * T;
-    double sum = 0;
-    be->encoder_forward(be, s->resid[0], s->inputs, mgt__p(r, MGT__WTE), mgt__p(r, MGT__WPE), B, T, r->C);
-    for (l = 0; l < r->L; l++) mgt__block_forward(r, l, B, T);
-    be->layernorm_forward(be, s->lnf, s->lnf_mean, s->lnf_rstd, s->resid[r->L], mgt__p(r, MGT__LNFW(r->L)), mgt__p(r, MGT__LNFB(r->L)), N, r->C);
-    be->matmul_forward(be, s->logits, s->lnf, mgt__p(r, MGT__WTE), NULL, N, r->C, r->Vp);
-    if (!s->targets || grad_scale < 0) return 0;
-    be->crossentropy(be, s->losses, s->logits, s->targets, N, r->V, r->Vp, grad_scale);
-    for (l = 0; l < N; l++) sum += s->losses[l];
-    return sum;
-}
-
-static void mgt__backward(mgt_run *r, int B, int T) {
-    mgt_backend *be = r->be;
-    mgt__acts *s = &r->acts;
-    int l, N = B * T, recompute = r->cfg.train.recompute == MGT_RECOMPUTE_FULL;
-    be->matmul_backward(be, s->dln, mgt__g(r, MGT__WTE), NULL, s->logits, s->lnf, mgt__p(r, MGT__WTE), N, r->C, r->Vp);
-    be->zero(be, s->dres, (size_t)N * (size_t)r->C);
-    be->layernorm_backward(be, s->dres, mgt__g(r, MGT__LNFW(r->L)), mgt__g(r, MGT__LNFB(r->L)), s->dln, s->resid[r->L],
-                           mgt__p(r, MGT__LNFW(r->L)), s->lnf_mean, s->lnf_rstd, N, r->C);
-    for (l = r->L - 1; l >= 0; l--) {
-        if (recompute) mgt__block_forward(r, l, B, T); /* rebuild this block's activations from resid[l] */
-        mgt__block_backward(r, l, B, T);
-    }
-    be->encoder_backward(be, mgt__g(r, MGT__WTE), mgt__g(r, MGT__WPE), s->dres, s->inputs, B, T, r->C);
-}
-
-/* rows (B, T+1) of tokens into inputs and targets */
-static void mgt__set_batch(mgt_run *r, const uint16_t *rows, int B, int T) {
-    int b, t;
-    for (b = 0; b < B; b++)
-        for (t = 0; t < T; t++) {
-            r->acts.inputs[b * T + t] = rows[(size_t)b * (size_t)(T + 1) + (size_t)t];
-            r->acts.targets[b * T + t] = rows[(size_t)b * (size_t)(T + 1) + (size_t)t + 1];
-        }
-}
+/* ---- schedule and checkpoint files ------------------------------------------------------------ */
 
 static double mgt__lr_at(const mgt_config *cfg, int step) {
     const double lr = cfg->train.lr, min_lr = cfg->train.min_lr;
@@ -2285,166 +3252,6 @@ static double mgt__lr_at(const mgt_config *cfg, int step) {
     if (cfg->train.schedule == MGT_SCHEDULE_LINEAR) return lr - ratio * (lr - min_lr);
     return min_lr + 0.5 * (1.0 + cos(3.14159265358979323846 * ratio)) * (lr - min_lr);
 }
-
-static mgt_result mgt__metrics_line(mgt_run *r, int with_val);
-
-/* one optimizer step over a global batch given as rows (global_batch, T+1) */
-static mgt_result mgt__train_step(mgt_run *r, const uint16_t *rows) {
-    mgt_backend *be = r->be;
-    const mgt_config *cfg = &r->cfg;
-    int GB = cfg->train.global_batch, micro, t;
-    double t0 = mgt__now(), loss_sum = 0, sumsq, scale = 1.0, b1 = cfg->train.beta1, b2 = cfg->train.beta2;
-    float grad_scale = 1.0f / ((float)GB * (float)r->T);
-    be->zero(be, r->grads, r->storage);
-    for (micro = 0; micro < r->micro_steps; micro++) {
-        mgt__set_batch(r, rows + (size_t)micro * (size_t)r->B * (size_t)(r->T + 1), r->B, r->T);
-        loss_sum += mgt__forward(r, r->B, r->T, grad_scale);
-        mgt__backward(r, r->B, r->T);
-    }
-    sumsq = be->sum_squares(be, r->grads, r->storage);
-    r->loss = loss_sum / ((double)GB * (double)r->T);
-    r->grad_norm = sqrt(sumsq);
-    if (!isfinite(r->loss) || !isfinite(r->grad_norm))
-        return mgt__fail(MGT_ERROR_NUMERIC, "step %d: loss %g, gradient norm %g; the update was skipped (lower [train] lr or raise warmup)",
-                         r->step + 1, r->loss, r->grad_norm);
-    r->lr = mgt__lr_at(cfg, r->step);
-    if (cfg->train.grad_clip > 0 && r->grad_norm > cfg->train.grad_clip) scale = cfg->train.grad_clip / (r->grad_norm + 1e-6);
-    for (t = 0; t < r->ntensors; t++) {
-        const mgt__tensor *x = &r->tensors[t];
-        be->adamw(be, r->params + x->offset, r->grads + x->offset, r->m + x->offset, r->v + x->offset, x->storage, (float)r->lr,
-                  (float)b1, (float)b2, (float)cfg->train.eps, x->decay ? (float)cfg->train.weight_decay : 0.0f, (float)scale,
-                  (float)(1.0 - pow(b1, r->step + 1)), (float)(1.0 - pow(b2, r->step + 1)));
-    }
-    r->step++;
-    r->tokens_seen += (long long)GB * r->T;
-    r->step_s = mgt__now() - t0;
-    r->elapsed_s += r->step_s;
-    return MGT_OK;
-}
-
-static mgt_result mgt__after_step(mgt_run *r) {
-    const mgt_config *cfg = &r->cfg;
-    int evaluated = 0;
-    mgt_result res;
-    if (r->has_val && cfg->train.eval_every > 0 && (r->step % cfg->train.eval_every == 0 || r->step == cfg->train.steps)) {
-        double vl;
-        res = mgt_run_eval(r, &vl);
-        if (res != MGT_OK) return res;
-        evaluated = 1;
-    }
-    if (r->step % cfg->log.every == 0 || r->step == cfg->train.steps || evaluated) {
-        res = mgt__metrics_line(r, evaluated);
-        if (res != MGT_OK) return res;
-    }
-    if (cfg->checkpoint.every > 0 && r->step % cfg->checkpoint.every == 0) return mgt_run_save(r, NULL, 0);
-    return MGT_OK;
-}
-
-MGTDEF mgt_result mgt_run_step(mgt_run *r) {
-    mgt_result res;
-    if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step: run is NULL");
-    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step: this run was opened for sampling only");
-    if (!r->has_train) return mgt__fail(MGT_ERROR_CONFIG, "[data] train is empty: set it to a token shard");
-    res = mgt__train_step(r, mgt__loader_get(&r->train, r->step));
-    return res == MGT_OK ? mgt__after_step(r) : res;
-}
-
-MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint16_t *rows) {
-    int i, n;
-    mgt_result res;
-    if (!r || !rows) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: run and rows are required");
-    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: this run was opened for sampling only");
-    n = r->cfg.train.global_batch * (r->T + 1);
-    for (i = 0; i < n; i++)
-        if (rows[i] >= r->V) return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %d at %d is beyond vocab_size %d", rows[i], i, r->V);
-    res = mgt__train_step(r, rows);
-    return res == MGT_OK ? mgt__after_step(r) : res;
-}
-
-MGTDEF mgt_result mgt_run_loss(mgt_run *r, const uint16_t *rows, int B, double *loss) {
-    int i;
-    double sum = 0;
-    if (!r || !rows || !loss || B < 1) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_loss: run, rows, B >= 1 and loss are required");
-    for (i = 0; i < B; i += r->B) {
-        int b = B - i < r->B ? B - i : r->B;
-        mgt__set_batch(r, rows + (size_t)i * (size_t)(r->T + 1), b, r->T);
-        sum += mgt__forward(r, b, r->T, 0.0f);
-    }
-    *loss = sum / ((double)B * (double)r->T);
-    return MGT_OK;
-}
-
-MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
-    int j, b, rows = r ? r->B : 0;
-    double sum = 0;
-    uint16_t *buf;
-    if (!r || !val_loss) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_eval: run and val_loss are required");
-    if (!r->has_val) return mgt__fail(MGT_ERROR_CONFIG, "[data] val is empty: set it to a validation shard");
-    buf = r->val.buf[0];
-    for (j = 0; j < r->cfg.train.eval_batches; j++) {
-        for (b = 0; b < rows; b++) {
-            size_t off = mgt__sequence_offset(&r->val.shard, r->val.seed, MGT__STREAM_VAL, 0, (uint64_t)(j * rows + b), r->T);
-            memcpy(buf + (size_t)b * (size_t)(r->T + 1), r->val.shard.tokens + off, sizeof(uint16_t) * (size_t)(r->T + 1));
-        }
-        mgt__set_batch(r, buf, rows, r->T);
-        sum += mgt__forward(r, rows, r->T, 0.0f);
-    }
-    r->val_loss = sum / ((double)r->cfg.train.eval_batches * rows * r->T);
-    r->has_val_loss = 1;
-    r->val_step = r->step;
-    *val_loss = r->val_loss;
-    mgt__log(MGT_LOG_INFO, "step %d: val loss %.4f", r->step, r->val_loss);
-    return MGT_OK;
-}
-
-static double mgt__flops_per_token(const mgt_run *r) {
-    return 6.0 * (double)r->nparams + 12.0 * r->L * (double)r->T * r->C;
-}
-
-MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
-    if (!st) return;
-    memset(st, 0, sizeof *st);
-    if (!r) return;
-    st->step = r->step;
-    st->steps = r->cfg.train.steps;
-    st->loss = r->loss;
-    st->val_loss = r->val_loss;
-    st->has_val_loss = r->has_val_loss;
-    st->val_step = r->val_step;
-    st->lr = r->lr;
-    st->grad_norm = r->grad_norm;
-    st->step_ms = r->step_s * 1e3;
-    st->tokens_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch * r->T / r->step_s : 0;
-    st->samples_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch / r->step_s : 0;
-    st->flops_per_token = mgt__flops_per_token(r);
-    st->gflops = st->tokens_per_s * st->flops_per_token * 1e-9;
-    st->has_mfu = 0; /* the CPU has no stated peak */
-    st->tokens_seen = r->tokens_seen;
-    st->params = r->nparams;
-    memcpy(st->mem_current, r->be->mem_current, sizeof st->mem_current);
-    memcpy(st->mem_peak, r->be->mem_peak, sizeof st->mem_peak);
-    st->threads = ((mgt__cpu *)r->be->impl)->pool.n;
-    st->elapsed_s = r->elapsed_s;
-}
-
-static mgt_result mgt__metrics_line(mgt_run *r, int with_val) {
-    mgt_stats st;
-    if (!r->metrics) return MGT_OK;
-    mgt_run_stats(r, &st);
-    fprintf(r->metrics, "{\"step\":%d,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,\"tokens\":%lld",
-            st.step, st.loss, st.lr, st.grad_norm, st.tokens_per_s, st.step_ms, st.tokens_seen);
-    if (with_val) fprintf(r->metrics, ",\"val_loss\":%.6f", st.val_loss);
-    fprintf(r->metrics, "}\n");
-    if (fflush(r->metrics)) return mgt__fail(MGT_ERROR_IO, "%s: cannot write metrics: %s", r->metrics_path, strerror(errno));
-    return MGT_OK;
-}
-
-MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
-MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
-MGTDEF int mgt_run_tensor_count(const mgt_run *r) { return r ? r->ntensors : 0; }
-MGTDEF const mgt_tensor_info *mgt_run_tensor(const mgt_run *r, int t) { return r && t >= 0 && t < r->ntensors ? &r->tensors[t].info : NULL; }
-MGTDEF float *mgt_run_param(mgt_run *r, int t) { return r && t >= 0 && t < r->ntensors ? mgt__p(r, t) : NULL; }
-MGTDEF float *mgt_run_grad(mgt_run *r, int t) { return r && r->grads && t >= 0 && t < r->ntensors ? mgt__g(r, t) : NULL; }
 
 static mgt_result mgt__mkdirs(const char *path) {
     char tmp[1024];
@@ -2462,7 +3269,6 @@ static mgt_result mgt__mkdirs(const char *path) {
     return MGT_OK;
 }
 
-/* step number of "step_00000100.safetensors", or -1 */
 static int mgt__checkpoint_step(const char *name) {
     int step, len = 0;
     if (sscanf(name, "step_%d.safetensors%n", &step, &len) == 1 && len == (int)strlen(name) && step >= 0) return step;
@@ -2505,61 +3311,6 @@ static void mgt__prune_checkpoints(const mgt_run *r) {
     }
 }
 
-MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
-    char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64];
-    char *preset = NULL;
-    mgt__st_out *out;
-    int i, n = 0, bytes_preset = 1 << 16;
-    mgt_result res;
-    const char *meta[12];
-    if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: run is NULL");
-    snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, r->step);
-    if (path_out) mgt__strlcpy(path_out, path, cap);
-    if (r->saved_step == r->step) return MGT_OK;
-    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: this run was opened for sampling only");
-    res = mgt__mkdirs(r->dir);
-    if (res != MGT_OK) return res;
-    out = (mgt__st_out *)MGT_MALLOC(sizeof *out * (size_t)r->ntensors * 3);
-    preset = (char *)MGT_MALLOC((size_t)bytes_preset);
-    if (!out || !preset) { MGT_FREE(out); MGT_FREE(preset); return mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint"); }
-    mgt_config_format(&r->cfg, preset, (size_t)bytes_preset);
-    for (i = 0; i < 3 * r->ntensors; i++) {
-        const mgt__tensor *x = &r->tensors[i % r->ntensors];
-        static const char *prefix[3] = {"", "optim.m.", "optim.v."};
-        const float *base = i < r->ntensors ? r->params : i < 2 * r->ntensors ? r->m : r->v;
-        char *name = (char *)MGT_MALLOC(96);
-        if (!name) break;
-        snprintf(name, 96, "%s%s", prefix[i / r->ntensors], x->info.name);
-        out[n].name = name;
-        out[n].data = base + x->offset;
-        out[n].dtype = "F32";
-        out[n].ndim = x->info.ndim;
-        out[n].shape[0] = x->info.shape[0];
-        out[n].shape[1] = x->info.shape[1];
-        out[n].bytes = sizeof(float) * x->info.numel; /* the unpadded rows: checkpoints do not depend on padding */
-        n++;
-    }
-    snprintf(step_text, sizeof step_text, "%d", r->step);
-    snprintf(seed_text, sizeof seed_text, "%d", r->cfg.train.seed);
-    snprintf(tokens_text, sizeof tokens_text, "%lld", r->tokens_seen);
-    snprintf(loss_text, sizeof loss_text, "%.17g", r->loss);
-    meta[0] = "format"; meta[1] = "mgt-checkpoint-1";
-    meta[2] = "step"; meta[3] = step_text;
-    meta[4] = "seed"; meta[5] = seed_text;
-    meta[6] = "tokens_seen"; meta[7] = tokens_text;
-    meta[8] = "train_loss"; meta[9] = loss_text;
-    meta[10] = "preset"; meta[11] = preset;
-    res = n == 3 * r->ntensors ? mgt__st_write(path, out, n, meta, 6) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
-    for (i = 0; i < n; i++) MGT_FREE((void *)out[i].name);
-    MGT_FREE(out);
-    MGT_FREE(preset);
-    if (res != MGT_OK) return res;
-    r->saved_step = r->step;
-    mgt__prune_checkpoints(r);
-    mgt__log(MGT_LOG_INFO, "step %d: checkpoint %s", r->step, path);
-    return MGT_OK;
-}
-
 static mgt_result mgt__resolve_checkpoint(const char *what, const char *dir, char *path, size_t cap) {
     struct stat st;
     if (!strcmp(what, "latest")) return mgt_checkpoint_latest(dir, path, cap);
@@ -2567,54 +3318,6 @@ static mgt_result mgt__resolve_checkpoint(const char *what, const char *dir, cha
     if (S_ISDIR(st.st_mode)) return mgt_checkpoint_latest(what, path, cap);
     mgt__strlcpy(path, what, cap);
     return MGT_OK;
-}
-
-/* copies the tensors named like the model's (with prefix) from f into base */
-static mgt_result mgt__load_tensors(mgt_run *r, const mgt__st_file *f, const char *path, const char *prefix, float *base) {
-    int t;
-    for (t = 0; t < r->ntensors; t++) {
-        const mgt__tensor *x = &r->tensors[t];
-        char name[128];
-        const mgt__st_tensor *s;
-        snprintf(name, sizeof name, "%s%s", prefix, x->info.name);
-        s = mgt__st_find(f, name);
-        if (!s) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no tensor '%s'; it was written for another model", path, name);
-        if (strcmp(s->dtype, "F32") || s->ndim != x->info.ndim || s->shape[0] != x->info.shape[0] ||
-            (x->info.ndim == 2 && s->shape[1] != x->info.shape[1]) || s->end - s->begin != sizeof(float) * x->info.numel)
-            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' is %s [%lld,%lld] but the preset's model needs F32 [%d,%d]; use the preset the run was trained with",
-                             path, name, s->dtype, s->shape[0], s->ndim > 1 ? s->shape[1] : 0, x->info.shape[0], x->info.shape[1]);
-        memcpy(base + x->offset, mgt__st_data(f, s), sizeof(float) * x->info.numel);
-    }
-    return MGT_OK;
-}
-
-MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
-    char path[1200];
-    mgt__st_file f;
-    const char *step_text, *seed_text, *tokens_text;
-    mgt_result res;
-    if (!r || !what) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_resume: run and checkpoint are required");
-    res = mgt__resolve_checkpoint(what, r->dir, path, sizeof path);
-    if (res != MGT_OK) return res;
-    res = mgt__st_open(&f, path);
-    if (res != MGT_OK) return res;
-    step_text = mgt__st_meta(&f, "step");
-    seed_text = mgt__st_meta(&f, "seed");
-    tokens_text = mgt__st_meta(&f, "tokens_seen");
-    if (!step_text || !seed_text) { mgt__st_close(&f); return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not an mgt checkpoint (no step in its metadata)", path); }
-    res = mgt__load_tensors(r, &f, path, "", r->params);
-    if (res == MGT_OK && !r->inference) res = mgt__load_tensors(r, &f, path, "optim.m.", r->m);
-    if (res == MGT_OK && !r->inference) res = mgt__load_tensors(r, &f, path, "optim.v.", r->v);
-    if (res == MGT_OK) {
-        r->step = atoi(step_text);
-        r->saved_step = r->step;
-        r->tokens_seen = tokens_text ? atoll(tokens_text) : 0;
-        if (atoi(seed_text) != r->cfg.train.seed)
-            mgt__log(MGT_LOG_WARN, "%s was trained with seed %s, this preset has %d: the data order changes", path, seed_text, r->cfg.train.seed);
-        mgt__log(MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
-    }
-    mgt__st_close(&f);
-    return res;
 }
 
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg) {
@@ -2634,32 +3337,1094 @@ MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg)
     return res;
 }
 
-MGTDEF void mgt_run_destroy(mgt_run *r) {
+/* ---- ranks ----------------------------------------------------------------------------------- */
+
+/* One rank: its slice of the model, its optimizer shard, its communicator. A run has dp x tp x pp
+   of them; on CPU each is a thread with its share of the cores. */
+struct mgt__rank {
+    struct mgt_run *run;
+    int rank, dpr, tpr, ppr, first, last, l0, nblocks;
     mgt_backend *be;
+    mgt_comm *comm;
+    mgt_group tp_g, dp_g, pp_g, emb_g, world_g;
+    int *members;                 /* storage of the groups' rank lists */
+    mgt__layout lay;
+    mgt__shape shape;
+    size_t shard;                 /* floats in this rank's shards: the sum of unit.size / dp */
+    float *params, *grads;        /* full local buffers (params: zero < 3, grads: zero < 2) */
+    float *pshard, *gshard;       /* sharded parameters (zero 3) and gradients (zero >= 2) */
+    float *m, *v;                 /* AdamW moments: full (zero 0) or the shard */
+    float **unit_param, **unit_grad; /* where each unit's parameters and gradients are now */
+    float *gather[2];             /* zero 3: gathered units */
+    int gathered[2];              /* unit in each gather buffer, -1 none */
+    float *unit_gbuf;             /* zero >= 2: a block's gradients until they are reduce-scattered */
+    float *keep_gbuf[2];          /* zero >= 2: the embedding and head units' gradients, kept for the
+                                     step because the tied embedding is reduced at its end */
+    float *rs_tmp;                /* zero >= 2: reduce-scatter result before accumulation */
+    size_t max_unit, max_block, keep_size[2];
+    mgt__acts *acts;              /* activation sets: one per micro-batch in flight */
+    int nsets;
+    void *acts_block;
+    size_t acts_bytes;
+    mgt__grad_scratch gs;
+    void *gs_block;
+    size_t gs_bytes;
+    int *bucket_of_unit;          /* DP all-reduce bucket of each unit (zero 0) */
+    double loss_sum, sumsq;
+    double step_s, comm_s, bubble_s;
+    mgt_comm_stats step_comm;     /* communication of the last step */
+    mgt_result result;
+    char error[1024];
+    pthread_t thread;
+};
+
+#define MGT__TRY(expr) do { mgt_result mgt__r = (expr); if (mgt__r != MGT_OK) return mgt__r; } while (0)
+
+static float *mgt__P(mgt__rank *rk, int t) { const mgt__tensor *x = &rk->lay.t[t]; return rk->unit_param[x->unit] + (x->offset - rk->lay.u[x->unit].offset); }
+static float *mgt__G(mgt__rank *rk, int t) { const mgt__tensor *x = &rk->lay.t[t]; return rk->unit_grad[x->unit] + (x->offset - rk->lay.u[x->unit].offset); }
+
+/* tensor indices in a rank's layout */
+static int mgt__t_wte(const mgt__rank *rk) { return rk->first ? 0 : rk->lay.n - 1; }         /* the head's wte on the last stage */
+static int mgt__t_wte_embed(const mgt__rank *rk) { (void)rk; return 0; }
+static int mgt__t_block(const mgt__rank *rk, int b, int k) { return (rk->first ? 2 : 0) + b * MGT__BLOCK_TENSORS + k; }
+static int mgt__t_lnf(const mgt__rank *rk) { return (rk->first ? 2 : 0) + rk->nblocks * MGT__BLOCK_TENSORS; }
+static int mgt__u_block(const mgt__rank *rk, int b) { return (rk->first ? 1 : 0) + b; }
+static int mgt__u_head(const mgt__rank *rk) { return rk->lay.nu - 1; }
+static int mgt__is_block_unit(const mgt__rank *rk, int u) { int b = u - (rk->first ? 1 : 0); return b >= 0 && b < rk->nblocks; }
+
+/* collectives that skip groups of one, so a single rank makes no calls at all */
+static mgt_result mgt__all_reduce(mgt__rank *rk, const mgt_group *g, float *buf, size_t n) {
+    return g->size > 1 ? rk->comm->all_reduce(rk->comm, g, buf, n, MGT_F32) : MGT_OK;
+}
+
+/* a double summed over a group in member order: all-gathered as raw bytes, so it stays a double
+   and every member adds the same numbers in the same order */
+static mgt_result mgt__sum_over(mgt__rank *rk, const mgt_group *g, double *value) {
+    double stack[64], *all = g->size <= 64 ? stack : (double *)MGT_MALLOC(sizeof(double) * (size_t)g->size), sum = 0;
+    int i;
+    mgt_result res;
+    if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    res = rk->comm->all_gather(rk->comm, g, value, all, 2, MGT_F32); /* 2 x 4 bytes: one double each */
+    for (i = 0; i < g->size && res == MGT_OK; i++) sum += all[i];
+    if (all != stack) MGT_FREE(all);
+    if (res == MGT_OK) *value = sum;
+    return res;
+}
+
+/* ZeRO-3: brings a unit's parameters into a gather buffer (all-gather of the DP shards) */
+static mgt_result mgt__fetch(mgt__rank *rk, int u) {
+    const mgt__unit *un = &rk->lay.u[u];
+    size_t s = un->size / (size_t)rk->run->plan.dp;
+    int slot;
+    if (rk->run->plan.zero < 3) return MGT_OK;
+    for (slot = 0; slot < 2; slot++) if (rk->gathered[slot] == u) return MGT_OK;
+    slot = rk->gathered[0] < 0 ? 0 : 1;
+    if (rk->gathered[slot] >= 0) rk->unit_param[rk->gathered[slot]] = NULL;
+    MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, rk->pshard + un->shard_offset, rk->gather[slot], s, MGT_F32));
+    rk->gathered[slot] = u;
+    rk->unit_param[u] = rk->gather[slot];
+    return MGT_OK;
+}
+static void mgt__release(mgt__rank *rk, int u) {
+    int slot;
+    if (rk->run->plan.zero < 3) return;
+    for (slot = 0; slot < 2; slot++)
+        if (rk->gathered[slot] == u) { rk->gathered[slot] = -1; rk->unit_param[u] = NULL; }
+}
+
+/* ZeRO-2/3: a block's gradients are ready: reduce-scatter them and add this rank's slice to its
+   gradient shard; the embedding and head units wait for the end of the step (tied embedding) */
+static mgt_result mgt__block_grads_done(mgt__rank *rk, int u) {
+    const mgt__unit *un = &rk->lay.u[u];
+    size_t s = un->size / (size_t)rk->run->plan.dp;
+    if (rk->run->plan.zero < 2) return MGT_OK;
+    MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->unit_gbuf, rk->rs_tmp, s, MGT_F32));
+    rk->be->add_inplace(rk->be, rk->gshard + un->shard_offset, rk->rs_tmp, s);
+    return MGT_OK;
+}
+static void mgt__block_grads_begin(mgt__rank *rk, int u) {
+    if (rk->run->plan.zero < 2) return;
+    rk->be->zero(rk->be, rk->unit_gbuf, rk->lay.u[u].size);
+    rk->unit_grad[u] = rk->unit_gbuf;
+}
+
+/* forward of block b: reads resid[b], writes resid[b+1] */
+static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    mgt__layer_acts *a = &A->layer[b];
+    int C = s->C, N = s->B * s->T;
+    const float *x = A->resid[b];
+    float *out = A->resid[b + 1];
+#define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
+    be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BP(MGT__LN1W), MGT__BP(MGT__LN1B), N, C);
+    be->matmul_forward(be, a->qkv, a->ln1, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, 3 * s->Cl);
+    be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl);
+    be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
+    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
+    be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
+    be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), N, C);
+    be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Hl);
+    be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * (size_t)s->Hl);
+    be->matmul_forward(be, out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
+    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, out, (size_t)N * C));
+    be->bias_residual(be, out, a->res2, MGT__BP(MGT__FCPROJB), N, C);
+#undef MGT__BP
+    return MGT_OK;
+}
+
+/* backward of block b: gs.dres holds d(resid[b+1]) on entry and d(resid[b]) on exit */
+static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    mgt__layer_acts *a = &A->layer[b];
+    mgt__grad_scratch *g = &rk->gs;
+    int C = s->C, N = s->B * s->T;
+#define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
+#define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
+    be->bias_backward(be, MGT__BG(MGT__FCPROJB), g->dres, N, C);
+    be->matmul_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), NULL, g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
+    be->gelu_backward(be, g->dfch, a->fch, g->dfch, (size_t)N * (size_t)s->Hl);
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, a->ln2, MGT__BP(MGT__FCW), N, C, s->Hl);
+    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, g->dln, (size_t)N * C)); /* column-parallel: sum the input gradients */
+    be->layernorm_backward(be, g->dres, MGT__BG(MGT__LN2W), MGT__BG(MGT__LN2B), g->dln, a->res2, MGT__BP(MGT__LN2W), a->ln2_mean, a->ln2_rstd, N, C);
+    be->bias_backward(be, MGT__BG(MGT__PROJB), g->dres, N, C);
+    /* dln carries d(atty) (N,Cl), then d(ln1) */
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), NULL, g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
+    be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->att, s->B, s->T, s->Cl, s->NHl);
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, 3 * s->Cl);
+    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, g->dln, (size_t)N * C));
+    be->layernorm_backward(be, g->dres, MGT__BG(MGT__LN1W), MGT__BG(MGT__LN1B), g->dln, A->resid[b], MGT__BP(MGT__LN1W), a->ln1_mean, a->ln1_rstd, N, C);
+#undef MGT__BP
+#undef MGT__BG
+    return MGT_OK;
+}
+
+/* the first stage's embedding: vocabulary-parallel lookups summed over TP, positions added once */
+static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
+    const mgt__shape *s = &rk->shape;
+    MGT__TRY(mgt__fetch(rk, 0));
+    rk->be->encoder_forward(rk->be, A->resid[0], A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, 1) : NULL,
+                            s->B, s->T, s->C);
+    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, A->resid[0], (size_t)s->B * s->T * s->C));
+    return MGT_OK;
+}
+
+/* the last stage's head: final LayerNorm, vocabulary-parallel logits and cross-entropy. Each TP
+   rank sees only its Vl logits; the softmax statistics of all are gathered (3 floats a row), never
+   the logits. Returns the summed loss; with grad_scale != 0 the logits become their gradients. */
+static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scale, double *loss_sum) {
+    const mgt__shape *s = &rk->shape;
+    mgt_backend *be = rk->be;
+    int N = s->B * s->T, i, V = rk->run->cfg.model.vocab_size, u_head = mgt__u_head(rk);
+    float *part = A->xent + (size_t)rk->tpr * (size_t)N * 3;
+    double sum = 0;
+    MGT__TRY(mgt__fetch(rk, u_head));
+    MGT__TRY(mgt__fetch(rk, rk->lay.t[mgt__t_wte(rk)].unit));
+    be->layernorm_forward(be, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[s->nblocks], mgt__P(rk, mgt__t_lnf(rk)), mgt__P(rk, mgt__t_lnf(rk) + 1), N, s->C);
+    be->matmul_forward(be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, N, s->C, s->Vl);
+    be->xent_partial(be, part, A->logits, A->targets, N, rk->tpr * s->Vl, s->Vl, V);
+    if (rk->tp_g.size > 1) MGT__TRY(rk->comm->all_gather(rk->comm, &rk->tp_g, part, A->xent, (size_t)N * 3, MGT_F32));
+    be->xent_finish(be, A->losses, A->logits, A->xent, s->tp, A->targets, N, rk->tpr * s->Vl, s->Vl, V, grad_scale);
+    for (i = 0; i < N; i++) sum += A->losses[i];
+    *loss_sum = sum;
+    return MGT_OK;
+}
+
+static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
+    const mgt__shape *s = &rk->shape;
+    mgt_backend *be = rk->be;
+    int N = s->B * s->T, t_lnf = mgt__t_lnf(rk), t_wte = mgt__t_wte(rk);
+    be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, A->lnf, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, rk->gs.dln, (size_t)N * s->C));
+    be->zero(be, rk->gs.dres, (size_t)N * s->C);
+    be->layernorm_backward(be, rk->gs.dres, mgt__G(rk, t_lnf), mgt__G(rk, t_lnf + 1), rk->gs.dln, A->resid[s->nblocks], mgt__P(rk, t_lnf),
+                           A->lnf_mean, A->lnf_rstd, N, s->C);
+    mgt__release(rk, mgt__u_head(rk));
+    mgt__release(rk, rk->lay.t[t_wte].unit);
+    return MGT_OK;
+}
+
+/* forward of this stage for one micro-batch (activations already received on later stages) */
+static mgt_result mgt__stage_forward(mgt__rank *rk, mgt__acts *A) {
+    int b;
+    if (rk->first) { MGT__TRY(mgt__embed_forward(rk, A)); mgt__release(rk, 0); }
+    for (b = 0; b < rk->nblocks; b++) {
+        int u = mgt__u_block(rk, b);
+        MGT__TRY(mgt__fetch(rk, u));
+        MGT__TRY(mgt__block_forward(rk, A, b));
+        mgt__release(rk, u);
+    }
+    return MGT_OK;
+}
+
+/* the DP all-reduce of bucket k once the last micro-batch's backward finished its units */
+static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
+    const mgt__plan *p = &rk->run->plan;
+    int k, first = u, last = u;
+    if (p->zero != 0 || rk->dp_g.size == 1) return MGT_OK;
+    k = rk->bucket_of_unit[u];
+    while (first > 0 && rk->bucket_of_unit[first - 1] == k) first--;
+    while (last + 1 < rk->lay.nu && rk->bucket_of_unit[last + 1] == k) last++;
+    if (u != first) return MGT_OK; /* backward finishes a bucket at its lowest unit */
+    return mgt__all_reduce(rk, &rk->dp_g, rk->grads + rk->lay.u[first].offset,
+                           rk->lay.u[last].offset + rk->lay.u[last].size - rk->lay.u[first].offset);
+}
+
+/* backward of this stage for one micro-batch; gs.dres holds the gradient of the stage output
+   (received from the next stage) unless this is the last stage */
+static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micro) {
+    int b, recompute = rk->shape.recompute;
+    if (rk->last) {
+        MGT__TRY(mgt__head_backward(rk, A));
+        if (last_micro && !rk->first) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk)));
+    }
+    for (b = rk->nblocks - 1; b >= 0; b--) {
+        int u = mgt__u_block(rk, b);
+        MGT__TRY(mgt__fetch(rk, u));
+        mgt__block_grads_begin(rk, u);
+        if (recompute) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        MGT__TRY(mgt__block_backward(rk, A, b));
+        mgt__release(rk, u);
+        MGT__TRY(mgt__block_grads_done(rk, u));
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, u));
+    }
+    if (rk->first) {
+        const mgt__shape *s = &rk->shape;
+        MGT__TRY(mgt__fetch(rk, 0));
+        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, 1), rk->gs.dres, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
+        mgt__release(rk, 0);
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
+    }
+    return MGT_OK;
+}
+
+/* inputs and targets of micro-batch `micro` of this DP rank from the global batch rows (GB, T+1) */
+static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint16_t *rows, int micro) {
+    const mgt__shape *s = &rk->shape;
+    int b, t, dp = rk->run->plan.dp;
+    for (b = 0; b < s->B; b++) {
+        const uint16_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
+        for (t = 0; t < s->T; t++) {
+            A->inputs[b * s->T + t] = row[t];
+            A->targets[b * s->T + t] = row[t + 1];
+        }
+    }
+}
+
+static mgt_result mgt__recv_act(mgt__rank *rk, float *buf, int from_stage) {
+    const mgt__shape *s = &rk->shape;
+    return rk->comm->recv(rk->comm, rk->pp_g.ranks[from_stage], buf, (size_t)s->B * s->T * s->C, MGT_F32);
+}
+static mgt_result mgt__send_act(mgt__rank *rk, const float *buf, int to_stage) {
+    const mgt__shape *s = &rk->shape;
+    return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)s->B * s->T * s->C, MGT_F32);
+}
+
+/* micro-batch m through this stage, forward: receive, compute, send (or compute the loss) */
+static mgt_result mgt__micro_forward(mgt__rank *rk, const uint16_t *rows, int m, float grad_scale) {
+    mgt__acts *A = &rk->acts[m % rk->nsets];
+    mgt__set_rows(rk, A, rows, m);
+    if (!rk->first) MGT__TRY(mgt__recv_act(rk, A->resid[0], rk->ppr - 1));
+    MGT__TRY(mgt__stage_forward(rk, A));
+    if (!rk->last) return mgt__send_act(rk, A->resid[rk->nblocks], rk->ppr + 1);
+    {
+        double loss;
+        MGT__TRY(mgt__head_forward(rk, A, grad_scale, &loss));
+        rk->loss_sum += loss;
+    }
+    return MGT_OK;
+}
+static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro) {
+    mgt__acts *A = &rk->acts[m % rk->nsets];
+    if (!rk->last) MGT__TRY(mgt__recv_act(rk, rk->gs.dres, rk->ppr + 1));
+    MGT__TRY(mgt__stage_backward(rk, A, last_micro));
+    if (!rk->first) return mgt__send_act(rk, rk->gs.dres, rk->ppr - 1);
+    return MGT_OK;
+}
+
+/* the pipeline schedule of one step over M micro-batches: GPipe runs every forward and then every
+   backward; 1F1B runs pp - stage - 1 forwards, then alternates, so at most pp - stage micro-batches
+   are in flight */
+static mgt_result mgt__schedule(mgt__rank *rk, const uint16_t *rows, float grad_scale) {
+    int M = rk->run->plan.micro_steps, m, warm;
+    if (rk->run->cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
+        for (m = 0; m < M; m++) {
+            MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale));
+            if (rk->run->plan.pp == 1) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1)); /* one stage: no need to hold M sets */
+        }
+        if (rk->run->plan.pp > 1)
+            for (m = 0; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1));
+        return MGT_OK;
+    }
+    warm = rk->run->plan.pp - rk->ppr - 1;
+    if (warm > M) warm = M;
+    for (m = 0; m < warm; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale));
+    for (m = 0; m < M - warm; m++) {
+        MGT__TRY(mgt__micro_forward(rk, rows, m + warm, grad_scale));
+        MGT__TRY(mgt__micro_backward(rk, m, m == M - 1));
+    }
+    for (m = M - warm; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1));
+    return MGT_OK;
+}
+
+/* ---- the optimizer step on a rank: tied embedding, ZeRO reductions, one global norm, AdamW ---- */
+
+/* the slice [lo, hi) of unit u that this DP rank owns (its ZeRO shard, or its share of the norm) */
+static void mgt__unit_slice(const mgt__rank *rk, int u, size_t *lo, size_t *hi) {
+    size_t s = rk->lay.u[u].size / (size_t)rk->run->plan.dp;
+    *lo = rk->lay.u[u].offset + (size_t)rk->dpr * s;
+    *hi = *lo + s;
+}
+/* pointers to element `flat` of this rank's slice of unit u, in whichever buffer holds it */
+static float *mgt__slice_ptr(mgt__rank *rk, float *full, float *shard, int u, size_t flat) {
+    size_t lo, hi;
+    if (!shard) return full + flat;
+    mgt__unit_slice(rk, u, &lo, &hi);
+    return shard + rk->lay.u[u].shard_offset + (flat - lo);
+}
+
+static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
+    const mgt__plan *p = &rk->run->plan;
+    int u;
+    /* the tied embedding: the first stage's and the last stage's wte gradients are one gradient */
+    if (p->pp > 1 && (rk->first || rk->last)) {
+        int t = rk->first ? mgt__t_wte_embed(rk) : mgt__t_wte(rk);
+        MGT__TRY(mgt__all_reduce(rk, &rk->emb_g, mgt__G(rk, t), mgt__tensor_storage(&rk->lay.t[t])));
+    }
+    if (p->zero == 1) {
+        for (u = 0; u < rk->lay.nu; u++) { /* in place: this rank's slice receives the sum */
+            size_t lo, hi;
+            mgt__unit_slice(rk, u, &lo, &hi);
+            MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->grads + rk->lay.u[u].offset, rk->grads + lo, hi - lo, MGT_F32));
+        }
+    } else if (p->zero >= 2) { /* the embedding and head units, kept whole for the tied embedding */
+        for (u = 0; u < rk->lay.nu; u++) {
+            size_t s = rk->lay.u[u].size / (size_t)p->dp;
+            if (mgt__is_block_unit(rk, u)) continue;
+            MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->unit_grad[u], rk->rs_tmp, s, MGT_F32));
+            rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, rk->rs_tmp, s);
+        }
+    }
+    return MGT_OK;
+}
+
+/* sum of squares of the gradients this rank counts: its DP slice of every unit, TP-replicated
+   tensors on TP rank 0 only, the tied copy of wte never: every parameter exactly once */
+static double mgt__local_sumsq(mgt__rank *rk) {
+    double sum = 0;
+    int u, t;
+    for (u = 0; u < rk->lay.nu; u++) {
+        size_t lo, hi;
+        mgt__unit_slice(rk, u, &lo, &hi);
+        for (t = rk->lay.u[u].first_tensor; t < rk->lay.u[u].first_tensor + rk->lay.u[u].ntensors; t++) {
+            const mgt__tensor *x = &rk->lay.t[t];
+            size_t a = x->offset > lo ? x->offset : lo, b = x->offset + mgt__tensor_storage(x) < hi ? x->offset + mgt__tensor_storage(x) : hi;
+            if (a >= b || x->tied_copy || (x->tp_replicated && rk->tpr != 0)) continue;
+            sum += rk->be->sum_squares(rk->be, mgt__slice_ptr(rk, rk->grads, rk->run->plan.zero >= 2 ? rk->gshard : NULL, u, a), b - a);
+        }
+    }
+    return sum;
+}
+
+static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double clip_scale, int step) {
+    const mgt_config *cfg = &rk->run->cfg;
+    const mgt__plan *p = &rk->run->plan;
+    double b1 = cfg->train.beta1, b2 = cfg->train.beta2;
+    float bc1 = (float)(1.0 - pow(b1, step + 1)), bc2 = (float)(1.0 - pow(b2, step + 1));
+    int u, t, sharded = p->zero >= 1;
+    for (u = 0; u < rk->lay.nu; u++) {
+        size_t lo = rk->lay.u[u].offset, hi = lo + rk->lay.u[u].size;
+        if (sharded) mgt__unit_slice(rk, u, &lo, &hi);
+        for (t = rk->lay.u[u].first_tensor; t < rk->lay.u[u].first_tensor + rk->lay.u[u].ntensors; t++) {
+            const mgt__tensor *x = &rk->lay.t[t];
+            size_t a = x->offset > lo ? x->offset : lo, b = x->offset + mgt__tensor_storage(x) < hi ? x->offset + mgt__tensor_storage(x) : hi;
+            float *param, *grad, *m, *v;
+            if (a >= b) continue;
+            param = mgt__slice_ptr(rk, rk->params, p->zero >= 3 ? rk->pshard : NULL, u, a);
+            grad = mgt__slice_ptr(rk, rk->grads, p->zero >= 2 ? rk->gshard : NULL, u, a);
+            m = mgt__slice_ptr(rk, rk->m, sharded ? rk->m : NULL, u, a);
+            v = mgt__slice_ptr(rk, rk->v, sharded ? rk->v : NULL, u, a);
+            rk->be->adamw(rk->be, param, grad, m, v, b - a, (float)lr, (float)b1, (float)b2, (float)cfg->train.eps,
+                          x->decay ? (float)cfg->train.weight_decay : 0.0f, (float)clip_scale, bc1, bc2);
+        }
+        if (p->zero == 1 || p->zero == 2) { /* every DP rank gets the updated unit back */
+            size_t s = rk->lay.u[u].size / (size_t)p->dp;
+            MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, rk->params + lo, rk->params + rk->lay.u[u].offset, s, MGT_F32));
+        }
+    }
+    return MGT_OK;
+}
+
+static void mgt__comm_delta(mgt_comm_stats *out, const mgt_comm_stats *now, const mgt_comm_stats *before) {
+    int i;
+    for (i = 0; i < MGT_COLL_COUNT; i++) {
+        out->calls[i] = now->calls[i] - before->calls[i];
+        out->bytes[i] = now->bytes[i] - before->bytes[i];
+        out->seconds[i] = now->seconds[i] - before->seconds[i];
+    }
+}
+
+/* one training step on this rank: the schedule, the reductions, the norm, the update */
+static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
+    struct mgt_run *run = rk->run;
+    const mgt__plan *p = &run->plan;
+    double t0 = mgt__now(), sumsq, norm, lr, clip = 1.0;
+    float grad_scale = 1.0f / ((float)run->cfg.train.global_batch * (float)rk->shape.T);
+    mgt_comm_stats before = rk->comm->stats;
+    int u;
+    rk->loss_sum = 0;
+    if (p->zero < 2) rk->be->zero(rk->be, rk->grads, rk->lay.size);
+    else {
+        rk->be->zero(rk->be, rk->gshard, rk->shard);
+        for (u = 0; u < rk->lay.nu; u++)
+            if (!mgt__is_block_unit(rk, u)) rk->be->zero(rk->be, rk->unit_grad[u], rk->lay.u[u].size);
+    }
+    MGT__TRY(mgt__schedule(rk, rows, grad_scale));
+    MGT__TRY(mgt__reduce_gradients(rk));
+    sumsq = mgt__local_sumsq(rk);
+    if (rk->world_g.size > 1) MGT__TRY(mgt__sum_over(rk, &rk->world_g, &sumsq));
+    norm = sqrt(sumsq);
+    rk->sumsq = sumsq;
+    if (!isfinite(norm)) return mgt__fail(MGT_ERROR_NUMERIC, "step %d: gradient norm %g; the update was skipped (lower [train] lr or raise warmup)", run->step + 1, norm);
+    lr = mgt__lr_at(&run->cfg, run->step);
+    if (run->cfg.train.grad_clip > 0 && norm > run->cfg.train.grad_clip) clip = run->cfg.train.grad_clip / (norm + 1e-6);
+    MGT__TRY(mgt__optimizer_step(rk, lr, clip, run->step));
+    rk->step_s = mgt__now() - t0;
+    mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
+    rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
+    rk->comm_s = 0;
+    for (u = 0; u < MGT_COLL_COUNT; u++) rk->comm_s += rk->step_comm.seconds[u];
+    rk->comm_s -= rk->bubble_s;
+    return MGT_OK;
+}
+
+/* forward only over rows (count micro-batches of this DP rank): the summed loss on the last stage */
+static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint16_t *rows, int micro_batches) {
+    int m;
+    rk->loss_sum = 0;
+    for (m = 0; m < micro_batches; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, 0.0f));
+    return MGT_OK;
+}
+
+
+
+static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[(ppr * r->plan.dp + dpr) * r->plan.tp + tpr]; }
+
+static mgt_result mgt__rank_run_cmd(mgt__rank *rk) {
+    mgt_run *r = rk->run;
+    if (r->cmd == MGT__CMD_STEP) return mgt__rank_train_step(rk, r->cmd_rows);
+    if (r->cmd == MGT__CMD_FORWARD) return mgt__rank_forward_only(rk, r->cmd_rows, r->cmd_micro);
+    return MGT_OK;
+}
+
+static void *mgt__rank_main(void *arg) {
+    mgt__rank *rk = (mgt__rank *)arg;
+    mgt_run *r = rk->run;
+    unsigned long seen = 0;
+    for (;;) {
+        int cmd;
+        pthread_mutex_lock(&r->mu);
+        while (r->generation == seen) pthread_cond_wait(&r->cv_cmd, &r->mu);
+        seen = r->generation;
+        cmd = r->cmd;
+        pthread_mutex_unlock(&r->mu);
+        if (cmd == MGT__CMD_QUIT) return NULL;
+        rk->result = mgt__rank_run_cmd(rk);
+        if (rk->result != MGT_OK) {
+            mgt__strlcpy(rk->error, mgt_last_error(), sizeof rk->error);
+            mgt__local_rank_done(rk->comm); /* peers waiting on this rank fail instead of hanging */
+        }
+        pthread_mutex_lock(&r->mu);
+        if (--r->pending == 0) pthread_cond_signal(&r->cv_done);
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
+/* runs the command on every rank (on the calling thread when there is one rank) and returns the
+   first error, with the failing rank's message */
+static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint16_t *rows, int micro) {
+    int i;
+    r->cmd = cmd;
+    r->cmd_rows = rows;
+    r->cmd_micro = micro;
+    if (r->plan.world == 1) {
+        r->ranks[0].result = mgt__rank_run_cmd(&r->ranks[0]);
+        return r->ranks[0].result;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->pending = r->plan.world;
+    r->generation++;
+    pthread_cond_broadcast(&r->cv_cmd);
+    while (r->pending) pthread_cond_wait(&r->cv_done, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+    for (i = 0; i < r->plan.world; i++) /* a root cause rather than its echo on the peers */
+        if (r->ranks[i].result != MGT_OK && r->ranks[i].result != MGT_ERROR_COMM)
+            return mgt__fail(r->ranks[i].result, "rank %d: %s", i, r->ranks[i].error);
+    for (i = 0; i < r->plan.world; i++)
+        if (r->ranks[i].result != MGT_OK) return mgt__fail(r->ranks[i].result, "rank %d: %s", i, r->ranks[i].error);
+    return MGT_OK;
+}
+
+/* the summed loss of the last stage, over DP ranks in order: the same number whatever the layout */
+static double mgt__gather_loss(mgt_run *r) {
+    double sum = 0;
+    int d;
+    for (d = 0; d < r->plan.dp; d++) sum += mgt__rank_at(r, d, 0, r->plan.pp - 1)->loss_sum;
+    return sum;
+}
+
+static mgt_result mgt__metrics_line(mgt_run *r, int with_val);
+
+static mgt_result mgt__train_step(mgt_run *r, const uint16_t *rows) {
+    double t0 = mgt__now();
+    int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len;
+    MGT__TRY(mgt__run_cmd(r, MGT__CMD_STEP, rows, 0));
+    r->loss = mgt__gather_loss(r) / ((double)GB * T);
+    r->grad_norm = sqrt(r->ranks[0].sumsq);
+    r->lr = mgt__lr_at(&r->cfg, r->step);
+    if (!isfinite(r->loss)) return mgt__fail(MGT_ERROR_NUMERIC, "step %d: loss %g (lower [train] lr or raise warmup)", r->step + 1, r->loss);
+    r->step++;
+    r->tokens_seen += (long long)GB * T;
+    r->step_s = mgt__now() - t0;
+    r->elapsed_s += r->step_s;
+    return MGT_OK;
+}
+
+static mgt_result mgt__after_step(mgt_run *r) {
+    const mgt_config *cfg = &r->cfg;
+    int evaluated = 0;
+    if (r->has_val && cfg->train.eval_every > 0 && (r->step % cfg->train.eval_every == 0 || r->step == cfg->train.steps)) {
+        double vl;
+        MGT__TRY(mgt_run_eval(r, &vl));
+        evaluated = 1;
+    }
+    if (r->step % cfg->log.every == 0 || r->step == cfg->train.steps || evaluated) MGT__TRY(mgt__metrics_line(r, evaluated));
+    if (cfg->checkpoint.every > 0 && r->step % cfg->checkpoint.every == 0) return mgt_run_save(r, NULL, 0);
+    return MGT_OK;
+}
+
+MGTDEF mgt_result mgt_run_step(mgt_run *r) {
+    if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step: run is NULL");
+    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step: this run was opened for sampling only");
+    if (!r->has_train) return mgt__fail(MGT_ERROR_CONFIG, "[data] train is empty: set it to a token shard");
+    MGT__TRY(mgt__train_step(r, mgt__loader_get(&r->train, r->step)));
+    return mgt__after_step(r);
+}
+
+MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint16_t *rows) {
+    int i, n;
+    if (!r || !rows) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: run and rows are required");
+    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: this run was opened for sampling only");
+    n = r->cfg.train.global_batch * (r->cfg.model.seq_len + 1);
+    for (i = 0; i < n; i++)
+        if (rows[i] >= r->cfg.model.vocab_size)
+            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %d at %d is beyond vocab_size %d", rows[i], i, r->cfg.model.vocab_size);
+    MGT__TRY(mgt__train_step(r, rows));
+    return mgt__after_step(r);
+}
+
+/* mean loss over `count` global batches of rows (count x global_batch, T+1), without training */
+static mgt_result mgt__forward_loss(mgt_run *r, const uint16_t *rows, int count, double *loss) {
+    int j, GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len;
+    double sum = 0;
+    for (j = 0; j < count; j++) {
+        MGT__TRY(mgt__run_cmd(r, MGT__CMD_FORWARD, rows + (size_t)j * GB * (T + 1), r->plan.micro_steps));
+        sum += mgt__gather_loss(r);
+    }
+    *loss = sum / ((double)count * GB * T);
+    return MGT_OK;
+}
+
+MGTDEF mgt_result mgt_run_loss(mgt_run *r, const uint16_t *rows, int count, double *loss) {
+    if (!r || !rows || !loss || count < 1 || r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_loss: run, rows, count >= 1 and loss are required");
+    return mgt__forward_loss(r, rows, count, loss);
+}
+
+MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
+    int j, n, T, GB;
+    uint16_t *rows;
+    mgt_result res;
+    if (!r || !val_loss) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_eval: run and val_loss are required");
+    if (!r->has_val) return mgt__fail(MGT_ERROR_CONFIG, "[data] val is empty: set it to a validation shard");
+    T = r->cfg.model.seq_len;
+    GB = r->cfg.train.global_batch;
+    n = r->cfg.train.eval_batches * GB; /* the same sequences whatever the layout */
+    rows = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)n * (size_t)(T + 1));
+    if (!rows) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for validation batches");
+    for (j = 0; j < n; j++) {
+        size_t off = mgt__sequence_offset(&r->val.shard, r->val.seed, MGT__STREAM_VAL, 0, (uint64_t)j, T);
+        memcpy(rows + (size_t)j * (size_t)(T + 1), r->val.shard.tokens + off, sizeof(uint16_t) * (size_t)(T + 1));
+    }
+    res = mgt__forward_loss(r, rows, r->cfg.train.eval_batches, &r->val_loss);
+    MGT_FREE(rows);
+    MGT__TRY(res);
+    r->has_val_loss = 1;
+    r->val_step = r->step;
+    *val_loss = r->val_loss;
+    mgt__log(MGT_LOG_INFO, "step %d: val loss %.4f", r->step, r->val_loss);
+    return MGT_OK;
+}
+
+static size_t mgt__global_params(const mgt_config *cfg) {
+    size_t C = (size_t)cfg->model.d_model;
+    return (size_t)cfg->model.vocab_size * C + (size_t)cfg->model.seq_len * C + (size_t)cfg->model.n_layer * (12 * C * C + 13 * C) + 2 * C;
+}
+static double mgt__flops_per_token(const mgt_run *r) {
+    return 6.0 * (double)mgt__global_params(&r->cfg) + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
+}
+
+MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
+    int i, c;
+    if (!st) return;
+    memset(st, 0, sizeof *st);
     if (!r) return;
-    be = r->be;
+    st->step = r->step;
+    st->steps = r->cfg.train.steps;
+    st->loss = r->loss;
+    st->val_loss = r->val_loss;
+    st->has_val_loss = r->has_val_loss;
+    st->val_step = r->val_step;
+    st->lr = r->lr;
+    st->grad_norm = r->grad_norm;
+    st->step_ms = r->step_s * 1e3;
+    st->tokens_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch * r->cfg.model.seq_len / r->step_s : 0;
+    st->samples_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch / r->step_s : 0;
+    st->flops_per_token = mgt__flops_per_token(r);
+    st->gflops = st->tokens_per_s * st->flops_per_token * 1e-9;
+    st->has_mfu = 0; /* the CPU has no stated peak */
+    st->tokens_seen = r->tokens_seen;
+    st->params = mgt__global_params(&r->cfg);
+    for (i = 0; i < r->plan.world; i++) /* the busiest rank: what a device must hold */
+        for (c = 0; c < MGT_MEM_COUNT; c++) {
+            if (r->ranks[i].be->mem_current[c] > st->mem_current[c]) st->mem_current[c] = r->ranks[i].be->mem_current[c];
+            if (r->ranks[i].be->mem_peak[c] > st->mem_peak[c]) st->mem_peak[c] = r->ranks[i].be->mem_peak[c];
+        }
+    st->threads = r->threads_per_rank * r->plan.world;
+    st->elapsed_s = r->elapsed_s;
+}
+
+static mgt_result mgt__metrics_line(mgt_run *r, int with_val) {
+    mgt_stats st;
+    if (!r->metrics) return MGT_OK;
+    mgt_run_stats(r, &st);
+    fprintf(r->metrics, "{\"step\":%d,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,\"tokens\":%lld",
+            st.step, st.loss, st.lr, st.grad_norm, st.tokens_per_s, st.step_ms, st.tokens_seen);
+    if (with_val) fprintf(r->metrics, ",\"val_loss\":%.6f", st.val_loss);
+    fprintf(r->metrics, "}\n");
+    if (fflush(r->metrics)) return mgt__fail(MGT_ERROR_IO, "%s: cannot write metrics: %s", r->metrics_path, strerror(errno));
+    return MGT_OK;
+}
+
+MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
+MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
+
+/* ---- layout-independent checkpoints: gather the ranks' slices into global tensors, and back ---- */
+
+enum { MGT__BUF_PARAMS, MGT__BUF_M, MGT__BUF_V };
+
+/* element `flat` of (tp, pp)'s local buffer `which`, wherever ZeRO keeps it */
+static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, size_t flat, int dpr_full) {
+    mgt__rank *rk0 = mgt__rank_at(r, dpr_full, tpr, ppr);
+    const mgt__unit *u = &rk0->lay.u[unit];
+    int sharded = which == MGT__BUF_PARAMS ? r->plan.zero >= 3 : r->plan.zero >= 1;
+    size_t s, d;
+    mgt__rank *owner;
+    if (!sharded) return (which == MGT__BUF_PARAMS ? rk0->params : which == MGT__BUF_M ? rk0->m : rk0->v) + flat;
+    s = u->size / (size_t)r->plan.dp;
+    d = (flat - u->offset) / s;
+    owner = mgt__rank_at(r, (int)d, tpr, ppr);
+    return (which == MGT__BUF_PARAMS ? owner->pshard : which == MGT__BUF_M ? owner->m : owner->v) + u->shard_offset + (flat - u->offset - d * s);
+}
+
+/* copies between the ranks' buffers and global tensors (one per tensor of the global layout):
+   to_global gathers (each element from one rank), else every rank takes its own elements */
+static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, float **tensors, int to_global) {
+    int sharded = which == MGT__BUF_PARAMS ? r->plan.zero >= 3 : r->plan.zero >= 1, i, t, g, row, c;
+    for (i = 0; i < r->plan.world; i++) {
+        mgt__rank *rk = &r->ranks[i];
+        if (to_global && rk->dpr != 0) continue;
+        for (t = 0; t < rk->lay.n; t++) {
+            const mgt__tensor *x = &rk->lay.t[t];
+            float *glob = NULL;
+            size_t lo, hi, gcols = (size_t)(x->info.ndim == 2 ? x->info.shape[1] : 1);
+            if (to_global && x->tied_copy) continue;
+            for (g = 0; g < global->n; g++) if (!strcmp(global->t[g].info.name, x->info.name)) glob = tensors[g];
+            mgt__unit_slice(rk, x->unit, &lo, &hi);
+            for (row = 0; row < x->rows; row++) {
+                int grow = mgt__global_row(x, row);
+                for (c = 0; c < x->cols; c++) {
+                    size_t flat = x->offset + (size_t)row * (size_t)x->cols + (size_t)c;
+                    size_t gidx = (size_t)grow * gcols + (size_t)(x->col_start + c);
+                    if (to_global) {
+                        if (grow >= 0) glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, 0);
+                    } else if (!sharded || (flat >= lo && flat < hi)) { /* a shard takes only its slice */
+                        *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->dpr) = grow >= 0 ? glob[gidx] : 0.0f;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* the tensors of the whole model, one rank's view with no parallelism: names, global shapes */
+static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
+    mgt__plan one;
+    mgt_config c1 = *cfg;
+    c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = 1;
+    mgt__plan_make(&c1, &one);
+    if (!mgt__layout_alloc(lay, &c1, &one)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    mgt__layout_make(lay, &c1, &one, 0, 0);
+    return MGT_OK;
+}
+
+/* global tensors of buffer `which` (params, m, v), gathered from the ranks; free with MGT_FREE */
+static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
+    float **out = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g->n);
+    int t;
+    if (!out) return NULL;
+    for (t = 0; t < g->n; t++) out[t] = (float *)MGT_MALLOC(sizeof(float) * g->t[t].info.numel);
+    for (t = 0; t < g->n; t++) if (!out[t]) { while (t < g->n) out[t++] = NULL; return out; }
+    mgt__exchange(r, which, g, out, 1);
+    return out;
+}
+static void mgt__free_global(const mgt__layout *g, float **tensors) {
+    int t;
+    if (!tensors) return;
+    for (t = 0; t < g->n; t++) MGT_FREE(tensors[t]);
+    MGT_FREE(tensors);
+}
+
+MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
+    char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64];
+    char *preset = NULL;
+    mgt__st_out *out = NULL;
+    mgt__layout g;
+    float **bufs[3] = {NULL, NULL, NULL};
+    int i, k, n = 0, bytes_preset = 1 << 16, ok = 1;
+    mgt_result res;
+    const char *meta[12];
+    static const char *prefix[3] = {"", "optim.m.", "optim.v."};
+    if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: run is NULL");
+    snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, r->step);
+    if (path_out) mgt__strlcpy(path_out, path, cap);
+    if (r->saved_step == r->step) return MGT_OK;
+    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: this run was opened for sampling only");
+    MGT__TRY(mgt__mkdirs(r->dir));
+    MGT__TRY(mgt__global_layout(&r->cfg, &g));
+    for (k = 0; k < 3; k++) {
+        bufs[k] = mgt__gather_global(r, &g, k);
+        for (i = 0; ok && i < g.n; i++) ok = bufs[k] && bufs[k][i];
+    }
+    out = (mgt__st_out *)MGT_MALLOC(sizeof *out * (size_t)g.n * 3);
+    preset = (char *)MGT_MALLOC((size_t)bytes_preset);
+    if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
+    else {
+        mgt_config_format(&r->cfg, preset, (size_t)bytes_preset);
+        for (k = 0; k < 3; k++)
+            for (i = 0; i < g.n; i++) {
+                char *name = (char *)MGT_MALLOC(96);
+                if (!name) { ok = 0; break; }
+                snprintf(name, 96, "%s%s", prefix[k], g.t[i].info.name);
+                out[n].name = name;
+                out[n].data = bufs[k][i];
+                out[n].dtype = "F32";
+                out[n].ndim = g.t[i].info.ndim;
+                out[n].shape[0] = g.t[i].info.shape[0];
+                out[n].shape[1] = g.t[i].info.shape[1];
+                out[n].bytes = sizeof(float) * g.t[i].info.numel;
+                n++;
+            }
+        snprintf(step_text, sizeof step_text, "%d", r->step);
+        snprintf(seed_text, sizeof seed_text, "%d", r->cfg.train.seed);
+        snprintf(tokens_text, sizeof tokens_text, "%lld", r->tokens_seen);
+        snprintf(loss_text, sizeof loss_text, "%.17g", r->loss);
+        meta[0] = "format"; meta[1] = "mgt-checkpoint-1";
+        meta[2] = "step"; meta[3] = step_text;
+        meta[4] = "seed"; meta[5] = seed_text;
+        meta[6] = "tokens_seen"; meta[7] = tokens_text;
+        meta[8] = "train_loss"; meta[9] = loss_text;
+        meta[10] = "preset"; meta[11] = preset;
+        res = ok ? mgt__st_write(path, out, n, meta, 6) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
+    }
+    for (i = 0; i < n; i++) MGT_FREE((void *)out[i].name);
+    MGT_FREE(out);
+    MGT_FREE(preset);
+    for (k = 0; k < 3; k++) mgt__free_global(&g, bufs[k]);
+    mgt__layout_free(&g);
+    if (res != MGT_OK) return res;
+    r->saved_step = r->step;
+    mgt__prune_checkpoints(r);
+    mgt__log(MGT_LOG_INFO, "step %d: checkpoint %s", r->step, path);
+    return MGT_OK;
+}
+
+MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
+    char path[1200];
+    mgt__st_file f;
+    mgt__layout g;
+    const char *step_text, *seed_text, *tokens_text;
+    mgt_result res = MGT_OK;
+    float **tensors;
+    int k, t;
+    static const char *prefix[3] = {"", "optim.m.", "optim.v."};
+    if (!r || !what) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_resume: run and checkpoint are required");
+    MGT__TRY(mgt__resolve_checkpoint(what, r->dir, path, sizeof path));
+    MGT__TRY(mgt__st_open(&f, path));
+    step_text = mgt__st_meta(&f, "step");
+    seed_text = mgt__st_meta(&f, "seed");
+    tokens_text = mgt__st_meta(&f, "tokens_seen");
+    if (!step_text || !seed_text) { mgt__st_close(&f); return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not an mgt checkpoint (no step in its metadata)", path); }
+    if ((res = mgt__global_layout(&r->cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
+    tensors = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
+    for (k = 0; k < (r->inference ? 1 : 3) && res == MGT_OK && tensors; k++) {
+        for (t = 0; t < g.n && res == MGT_OK; t++) { /* check every tensor before changing anything */
+            const mgt_tensor_info *x = &g.t[t].info;
+            char name[128];
+            const mgt__st_tensor *s;
+            snprintf(name, sizeof name, "%s%s", prefix[k], x->name);
+            s = mgt__st_find(&f, name);
+            if (!s) res = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no tensor '%s'; it was written for another model", path, name);
+            else if (strcmp(s->dtype, "F32") || s->ndim != x->ndim || s->shape[0] != x->shape[0] || (x->ndim == 2 && s->shape[1] != x->shape[1]) ||
+                     s->end - s->begin != sizeof(float) * x->numel)
+                res = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' is %s [%lld,%lld] but the preset's model needs F32 [%d,%d]; use the preset the run was trained with",
+                                path, name, s->dtype, s->shape[0], s->ndim > 1 ? s->shape[1] : 0, x->shape[0], x->shape[1]);
+            else tensors[t] = (float *)mgt__st_data(&f, s);
+        }
+        if (res == MGT_OK) mgt__exchange(r, k, &g, tensors, 0);
+    }
+    if (!tensors) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (res == MGT_OK) {
+        r->step = atoi(step_text);
+        r->saved_step = r->step;
+        r->tokens_seen = tokens_text ? atoll(tokens_text) : 0;
+        if (atoi(seed_text) != r->cfg.train.seed)
+            mgt__log(MGT_LOG_WARN, "%s was trained with seed %s, this preset has %d: the data order changes", path, seed_text, r->cfg.train.seed);
+        mgt__log(MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
+    }
+    MGT_FREE(tensors);
+    mgt__layout_free(&g);
+    mgt__st_close(&f);
+    return res;
+}
+
+static void mgt__rank_free(mgt__rank *rk) {
+    mgt_backend *be = rk->be;
+    const mgt__plan *p = &rk->run->plan;
+    int u;
+    if (be) {
+        size_t full = sizeof(float) * rk->lay.size, sh = sizeof(float) * rk->shard;
+        be->free(be, rk->params, full, MGT_MEM_PARAMS);
+        be->free(be, rk->pshard, sh, MGT_MEM_PARAMS);
+        be->free(be, rk->gather[0], sizeof(float) * rk->max_unit, MGT_MEM_BUFFERS);
+        be->free(be, rk->gather[1], sizeof(float) * rk->max_unit, MGT_MEM_BUFFERS);
+        be->free(be, rk->grads, full, MGT_MEM_GRADS);
+        be->free(be, rk->gshard, sh, MGT_MEM_GRADS);
+        be->free(be, rk->unit_gbuf, sizeof(float) * rk->max_block, MGT_MEM_GRADS);
+        for (u = 0; u < 2; u++) be->free(be, rk->keep_gbuf[u], sizeof(float) * rk->keep_size[u], MGT_MEM_GRADS);
+        be->free(be, rk->rs_tmp, sizeof(float) * rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS);
+        be->free(be, rk->m, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
+        be->free(be, rk->v, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
+        be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
+        be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
+        mgt__cpu_backend_destroy(be);
+    }
+    if (rk->acts) for (u = 0; u < rk->nsets; u++) { MGT_FREE(rk->acts[u].resid); MGT_FREE(rk->acts[u].layer); }
+    MGT_FREE(rk->acts);
+    MGT_FREE(rk->unit_param);
+    MGT_FREE(rk->unit_grad);
+    MGT_FREE(rk->bucket_of_unit);
+    MGT_FREE(rk->members);
+    mgt__layout_free(&rk->lay);
+}
+
+MGTDEF void mgt_run_destroy(mgt_run *r) {
+    int i;
+    if (!r) return;
+    if (r->started) {
+        pthread_mutex_lock(&r->mu);
+        r->cmd = MGT__CMD_QUIT;
+        r->generation++;
+        pthread_cond_broadcast(&r->cv_cmd);
+        pthread_mutex_unlock(&r->mu);
+        for (i = 0; i < r->plan.world; i++) if (r->ranks[i].thread) pthread_join(r->ranks[i].thread, NULL);
+    }
     if (r->has_train) mgt__loader_close(&r->train);
     if (r->has_val) mgt__loader_close(&r->val);
     if (r->metrics) fclose(r->metrics);
-    if (be) {
-        be->free(be, r->params, sizeof(float) * r->storage, MGT_MEM_PARAMS);
-        be->free(be, r->grads, sizeof(float) * r->storage, MGT_MEM_GRADS);
-        be->free(be, r->m, sizeof(float) * r->storage, MGT_MEM_OPTIMIZER);
-        be->free(be, r->v, sizeof(float) * r->storage, MGT_MEM_OPTIMIZER);
-        be->free(be, r->acts.block, r->acts.bytes, MGT_MEM_ACTIVATIONS);
-        mgt__cpu_backend_destroy(be);
-    }
-    MGT_FREE(r->acts.resid);
-    MGT_FREE(r->acts.layer);
-    MGT_FREE(r->tensors);
+    if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
+    if (r->world) mgt__local_world_destroy(r->world);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv_cmd);
+    pthread_cond_destroy(&r->cv_done);
+    MGT_FREE(r->ranks);
     MGT_FREE(r);
+}
+
+/* every element from (seed, tensor name, global element index): any slice of any layout
+   initialises alike; vocabulary padding rows stay zero */
+typedef struct mgt__init_args { mgt__rank *rk; const mgt__tensor *x; } mgt__init_args;
+static void mgt__init_task(void *ctx, int tid, int nth) {
+    const mgt__init_args *a = (const mgt__init_args *)ctx;
+    const mgt__tensor *x = a->x;
+    mgt__rank *rk = a->rk;
+    uint64_t key = mgt__name_key(x->info.name), seed = (uint64_t)rk->run->cfg.train.seed;
+    size_t lo, hi, slo, shi, i, gcols = (size_t)(x->info.ndim == 2 ? x->info.shape[1] : 1);
+    int zero3 = rk->run->plan.zero >= 3;
+    mgt__span((size_t)x->rows, tid, nth, 1, &lo, &hi);
+    mgt__unit_slice(rk, x->unit, &slo, &shi);
+    for (i = lo; i < hi; i++) {
+        int grow = mgt__global_row(x, (int)i), c;
+        for (c = 0; c < x->cols; c++) {
+            size_t flat = x->offset + i * (size_t)x->cols + (size_t)c, gidx = (size_t)grow * gcols + (size_t)(x->col_start + c);
+            float v = grow < 0 ? 0.0f : x->init_std > 0 ? (float)(x->init_std * mgt__normal(seed, key, gidx)) : x->init_value;
+            if (!zero3) rk->params[flat] = v;
+            else if (flat >= slo && flat < shi) rk->pshard[rk->lay.u[x->unit].shard_offset + (flat - slo)] = v;
+        }
+    }
+}
+
+/* the group of the ranks whose coordinates differ from this one's only along one axis */
+static void mgt__make_group(mgt__rank *rk, mgt_group *g, int **cursor, int id, int size, int index, int stride, int base) {
+    int i;
+    g->id = id;
+    g->size = size;
+    g->index = index;
+    g->ranks = *cursor;
+    for (i = 0; i < size; i++) (*cursor)[i] = base + i * stride;
+    *cursor += size;
+    (void)rk;
+}
+
+static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
+    const mgt__plan *p = &r->plan;
+    const mgt_config *cfg = &r->cfg;
+    mgt_backend *be;
+    int W = p->world, u, M = p->micro_steps, *cur, k, zero = p->zero;
+    size_t bucket_floats, in_bucket = 0;
+    memset(rk, 0, sizeof *rk);
+    rk->run = r;
+    rk->rank = index;
+    rk->tpr = index % p->tp;
+    rk->dpr = (index / p->tp) % p->dp;
+    rk->ppr = index / (p->tp * p->dp);
+    rk->first = rk->ppr == 0;
+    rk->last = rk->ppr == p->pp - 1;
+    rk->l0 = p->stage_first[rk->ppr];
+    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+    MGT__TRY(mgt__cpu_backend_create(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len));
+    be = rk->be;
+    if (!mgt__layout_alloc(&rk->lay, cfg, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    mgt__layout_make(&rk->lay, cfg, p, rk->ppr, rk->tpr);
+    for (u = 0; u < rk->lay.nu; u++) {
+        rk->shard += rk->lay.u[u].size / (size_t)p->dp;
+        if (rk->lay.u[u].size > rk->max_unit) rk->max_unit = rk->lay.u[u].size;
+        if (mgt__is_block_unit(rk, u) && rk->lay.u[u].size > rk->max_block) rk->max_block = rk->lay.u[u].size;
+    }
+    /* groups: TP (neighbours), DP, PP, the embedding pair (first and last stage), the world */
+    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W));
+    if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    cur = rk->members;
+    mgt__make_group(rk, &rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
+    mgt__make_group(rk, &rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
+    mgt__make_group(rk, &rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(rk, &rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
+                    (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(rk, &rk->world_g, &cur, 4 * W, W, index, 1, 0);
+    /* shape of this rank's slice */
+    rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
+    rk->shape.T = cfg->model.seq_len;
+    rk->shape.C = cfg->model.d_model;
+    rk->shape.tp = p->tp;
+    rk->shape.Cl = cfg->model.d_model / p->tp;
+    rk->shape.Hl = 4 * cfg->model.d_model / p->tp;
+    rk->shape.NHl = cfg->model.n_head / p->tp;
+    rk->shape.Vl = p->Vp / p->tp;
+    rk->shape.nblocks = rk->nblocks;
+    rk->shape.last = rk->last;
+    rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
+    /* parameters, gradients and AdamW moments, sharded over DP as the ZeRO stage says */
+    rk->unit_param = (float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.nu);
+    rk->unit_grad = (float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.nu);
+    rk->bucket_of_unit = (int *)MGT_MALLOC(sizeof(int) * (size_t)rk->lay.nu);
+    if (!rk->unit_param || !rk->unit_grad || !rk->bucket_of_unit) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+#define MGT__ALLOC(ptr, floats, cat) \
+    if (!((ptr) = (float *)be->alloc(be, sizeof(float) * (floats), cat))) return mgt__fail(MGT_ERROR_MEMORY, "out of memory: rank %d needs more for its %s", index, mgt_mem_category_name(cat));
+    if (zero < 3 || r->inference) { MGT__ALLOC(rk->params, rk->lay.size, MGT_MEM_PARAMS) }
+    else {
+        MGT__ALLOC(rk->pshard, rk->shard, MGT_MEM_PARAMS)
+        MGT__ALLOC(rk->gather[0], rk->max_unit, MGT_MEM_BUFFERS)
+        MGT__ALLOC(rk->gather[1], rk->max_unit, MGT_MEM_BUFFERS)
+    }
+    rk->gathered[0] = rk->gathered[1] = -1;
+    for (u = 0; u < rk->lay.nu; u++) rk->unit_param[u] = rk->params ? rk->params + rk->lay.u[u].offset : NULL;
+    if (!r->inference) {
+        if (zero < 2) {
+            MGT__ALLOC(rk->grads, rk->lay.size, MGT_MEM_GRADS)
+            for (u = 0; u < rk->lay.nu; u++) rk->unit_grad[u] = rk->grads + rk->lay.u[u].offset;
+        } else {
+            MGT__ALLOC(rk->gshard, rk->shard, MGT_MEM_GRADS)
+            if (rk->max_block) MGT__ALLOC(rk->unit_gbuf, rk->max_block, MGT_MEM_GRADS)
+            MGT__ALLOC(rk->rs_tmp, rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS)
+            for (u = 0, k = 0; u < rk->lay.nu; u++) {
+                rk->unit_grad[u] = NULL;
+                if (mgt__is_block_unit(rk, u)) continue;
+                rk->keep_size[k] = rk->lay.u[u].size;
+                MGT__ALLOC(rk->keep_gbuf[k], rk->keep_size[k], MGT_MEM_GRADS)
+                rk->unit_grad[u] = rk->keep_gbuf[k++];
+            }
+        }
+        MGT__ALLOC(rk->m, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
+        MGT__ALLOC(rk->v, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
+    }
+#undef MGT__ALLOC
+    /* DP buckets: consecutive units in the order backward finishes them, about bucket_mb each */
+    bucket_floats = (size_t)(cfg->parallel.bucket_mb * 1048576.0 / sizeof(float));
+    for (u = rk->lay.nu - 1, k = 0; u >= 0; u--) {
+        if (in_bucket > 0 && in_bucket + rk->lay.u[u].size > bucket_floats) { k++; in_bucket = 0; }
+        rk->bucket_of_unit[u] = k;
+        in_bucket += rk->lay.u[u].size;
+    }
+    /* activations: one set per micro-batch in flight (GPipe: all of them; 1F1B: pp - stage) */
+    rk->nsets = r->inference || p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? M : (p->pp - rk->ppr < M ? p->pp - rk->ppr : M);
+    rk->acts = (mgt__acts *)MGT_MALLOC(sizeof(mgt__acts) * (size_t)rk->nsets);
+    if (!rk->acts) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    memset(rk->acts, 0, sizeof(mgt__acts) * (size_t)rk->nsets);
+    for (k = 0; k < rk->nsets; k++) {
+        rk->acts[k].resid = (float **)MGT_MALLOC(sizeof(float *) * (size_t)(rk->nblocks + 1));
+        rk->acts[k].layer = (mgt__layer_acts *)MGT_MALLOC(sizeof(mgt__layer_acts) * (size_t)(rk->nblocks + 1));
+        if (!rk->acts[k].resid || !rk->acts[k].layer) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    }
+    {
+        size_t one = mgt__acts_layout(&rk->acts[0], NULL, &rk->shape);
+        rk->acts_bytes = one * (size_t)rk->nsets;
+        rk->acts_block = be->alloc(be, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
+        if (!rk->acts_block)
+            return mgt__fail(MGT_ERROR_MEMORY, "out of memory: rank %d needs %.1f MiB of activations; lower [train] micro_batch or use recompute = full",
+                             index, (double)rk->acts_bytes / 1048576.0);
+        for (k = 0; k < rk->nsets; k++) mgt__acts_layout(&rk->acts[k], (char *)rk->acts_block + (size_t)k * one, &rk->shape);
+    }
+    if (!r->inference) {
+        rk->gs_bytes = mgt__scratch_layout(&rk->gs, NULL, &rk->shape);
+        rk->gs_block = be->alloc(be, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
+        if (!rk->gs_block) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for gradient scratch");
+        mgt__scratch_layout(&rk->gs, (char *)rk->gs_block, &rk->shape);
+    }
+    {
+        int t;
+        for (t = 0; t < rk->lay.n; t++) {
+            mgt__init_args a;
+            a.rk = rk;
+            a.x = &rk->lay.t[t];
+            mgt__pool_run(MGT__POOL(be), mgt__init_task, &a);
+        }
+    }
+    return MGT_OK;
 }
 
 static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) {
     mgt_run *r;
-    mgt_result res;
-    int threads, t, recompute;
-    size_t scratch;
+    int i, total;
     *out = NULL;
     r = (mgt_run *)MGT_MALLOC(sizeof *r);
     if (!r) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -2667,39 +4432,34 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     r->cfg = *cfg;
     r->inference = inference;
     r->saved_step = -1;
-    r->L = cfg->model.n_layer;
-    r->NH = cfg->model.n_head;
-    r->C = cfg->model.d_model;
-    r->T = cfg->model.seq_len;
-    r->V = cfg->model.vocab_size;
-    r->Vp = (r->V + 127) / 128 * 128; /* GEMM-friendly rows; the padding never gets a logit */
-    r->B = inference ? 1 : cfg->train.micro_batch;
-    r->micro_steps = cfg->train.global_batch / (cfg->train.micro_batch * cfg->parallel.dp);
-    recompute = !inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
-    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
-    scratch = (size_t)r->T * (size_t)r->T;
-    res = mgt__cpu_backend_create(&r->be, threads, scratch);
-    if (res != MGT_OK) { MGT_FREE(r); return res; }
-    r->tensors = (mgt__tensor *)MGT_MALLOC(sizeof(mgt__tensor) * (size_t)(4 + MGT__BLOCK_TENSORS * r->L));
-    r->acts.resid = (float **)MGT_MALLOC(sizeof(float *) * (size_t)(r->L + 1));
-    r->acts.layer = (mgt__layer_acts *)MGT_MALLOC(sizeof(mgt__layer_acts) * (size_t)r->L);
-    if (!r->tensors || !r->acts.resid || !r->acts.layer) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
-    r->ntensors = mgt__model_tensors(cfg, r->Vp, r->tensors, &r->storage);
-    for (t = 0; t < r->ntensors; t++) r->nparams += r->tensors[t].info.numel;
-    r->params = (float *)r->be->alloc(r->be, sizeof(float) * r->storage, MGT_MEM_PARAMS);
-    if (!inference) {
-        r->grads = (float *)r->be->alloc(r->be, sizeof(float) * r->storage, MGT_MEM_GRADS);
-        r->m = (float *)r->be->alloc(r->be, sizeof(float) * r->storage, MGT_MEM_OPTIMIZER);
-        r->v = (float *)r->be->alloc(r->be, sizeof(float) * r->storage, MGT_MEM_OPTIMIZER);
+    mgt__plan_make(cfg, &r->plan);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv_cmd, NULL);
+    pthread_cond_init(&r->cv_done, NULL);
+    /* the cores are divided evenly between the ranks, at least one thread each */
+    total = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
+    r->threads_per_rank = total / r->plan.world > 0 ? total / r->plan.world : 1;
+    r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
+    if (!r->ranks) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+    memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
+    {
+        mgt_result res = mgt__local_world_create(&r->world, r->plan.world);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
-    r->acts.bytes = mgt__acts_layout(&r->acts, NULL, r->L, r->B, r->T, r->C, r->NH, r->Vp, recompute, !inference);
-    r->acts.block = r->be->alloc(r->be, r->acts.bytes, MGT_MEM_ACTIVATIONS);
-    if (!r->params || (!inference && (!r->grads || !r->m || !r->v)) || !r->acts.block) {
-        size_t need = sizeof(float) * r->storage * (inference ? 1 : 4) + r->acts.bytes;
-        mgt_run_destroy(r);
-        return mgt__fail(MGT_ERROR_MEMORY, "out of memory: the model needs %.1f MiB; lower [train] micro_batch or use recompute = full", (double)need / 1048576.0);
+    for (i = 0; i < r->plan.world; i++) {
+        mgt_result res = mgt__rank_init(r, &r->ranks[i], i);
+        r->ranks[i].comm = mgt__local_comm(r->world, i);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
-    mgt__acts_layout(&r->acts, (char *)r->acts.block, r->L, r->B, r->T, r->C, r->NH, r->Vp, recompute, !inference);
+    if (r->plan.world > 1) {
+        for (i = 0; i < r->plan.world; i++)
+            if (pthread_create(&r->ranks[i].thread, NULL, mgt__rank_main, &r->ranks[i])) {
+                r->started = 1;
+                mgt_run_destroy(r);
+                return mgt__fail(MGT_ERROR_MEMORY, "cannot start the thread of rank %d", i);
+            }
+        r->started = 1;
+    }
     *out = r;
     return MGT_OK;
 }
@@ -2709,17 +4469,16 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
     mgt_result res;
     if (!out || !cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_create: out and cfg are required");
     *out = NULL;
-    res = mgt_config_validate(cfg);
-    if (res != MGT_OK) return res;
-    res = mgt__run_alloc(&r, cfg, 0);
-    if (res != MGT_OK) return res;
+    MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__run_alloc(&r, cfg, 0));
     if (cfg->data.train[0]) {
-        res = mgt__loader_open(&r->train, cfg->data.train, "[data] train", r->V, r->T, cfg->train.global_batch, (uint64_t)cfg->train.seed, 1);
+        res = mgt__loader_open(&r->train, cfg->data.train, "[data] train", cfg->model.vocab_size, cfg->model.seq_len, cfg->train.global_batch,
+                               (uint64_t)cfg->train.seed, 1);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         r->has_train = 1;
     }
     if (cfg->data.val[0]) {
-        res = mgt__loader_open(&r->val, cfg->data.val, "[data] val", r->V, r->T, cfg->train.micro_batch, (uint64_t)cfg->train.seed, 0);
+        res = mgt__loader_open(&r->val, cfg->data.val, "[data] val", cfg->model.vocab_size, cfg->model.seq_len, 1, (uint64_t)cfg->train.seed, 0);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         r->has_val = 1;
     }
@@ -2744,7 +4503,6 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
         r->metrics = fopen(r->metrics_path, "a");
         if (!r->metrics) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno)); }
     }
-    mgt__init_params(r);
     *out = r;
     return MGT_OK;
 }
@@ -2755,11 +4513,11 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
     mgt_result res;
     if (!out || !checkpoint) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_open: out and checkpoint are required");
     *out = NULL;
-    res = mgt_checkpoint_config(checkpoint, &cfg);
-    if (res != MGT_OK) return res;
+    MGT__TRY(mgt_checkpoint_config(checkpoint, &cfg));
     if (threads > 0) cfg.parallel.threads = threads;
-    res = mgt__run_alloc(&r, &cfg, 1);
-    if (res != MGT_OK) return res;
+    cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1; /* sampling runs on one rank, whatever trained it */
+    cfg.parallel.zero = 0;
+    MGT__TRY(mgt__run_alloc(&r, &cfg, 1));
     res = mgt_run_resume(r, checkpoint);
     if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     *out = r;
@@ -2767,41 +4525,50 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
 }
 
 MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *out, int max_new, double temperature, int top_k, uint64_t seed) {
-    int *ctx, n = n_prompt, i, j;
+    int *ctx, n = n_prompt, i, j, V;
     float *probs;
-    if (!r || !prompt || n_prompt < 1 || !out || max_new < 0) {
-        mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_generate: needs a prompt of at least one token, out and max_new >= 0");
+    mgt__rank *rk;
+    if (!r || !prompt || n_prompt < 1 || !out || max_new < 0 || r->plan.world != 1) {
+        mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_generate: needs a one-rank run, a prompt of at least one token, out and max_new >= 0");
         return -1;
     }
+    rk = &r->ranks[0];
+    V = r->cfg.model.vocab_size;
     ctx = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n_prompt + max_new + 1));
-    probs = (float *)MGT_MALLOC(sizeof(float) * (size_t)r->V);
+    probs = (float *)MGT_MALLOC(sizeof(float) * (size_t)V);
     if (!ctx || !probs) { MGT_FREE(ctx); MGT_FREE(probs); mgt__fail(MGT_ERROR_MEMORY, "out of memory"); return -1; }
     memcpy(ctx, prompt, sizeof(int) * (size_t)n_prompt);
     for (i = 0; i < max_new; i++) {
-        int start = n > r->T ? n - r->T : 0, len = n - start, pick = 0;
+        int start = n > r->cfg.model.seq_len ? n - r->cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T;
+        mgt__acts *A = &rk->acts[0];
         const float *logits;
         double total = 0, u, acc = 0, mx = -1e30, kth = -1e30;
-        memcpy(r->acts.inputs, ctx + start, sizeof(int) * (size_t)len);
-        mgt__forward(r, 1, len, -1.0f);
-        logits = r->acts.logits + (size_t)(len - 1) * (size_t)r->Vp;
-        for (j = 0; j < r->V; j++) mx = logits[j] > mx ? logits[j] : mx;
-        if (top_k > 0 && top_k < r->V) { /* the k-th largest logit: partial selection over a copy */
+        memcpy(A->inputs, ctx + start, sizeof(int) * (size_t)len);
+        rk->shape.B = 1;
+        rk->shape.T = len; /* the buffers are sized for seq_len; a shorter context uses a prefix */
+        mgt__stage_forward(rk, A);
+        rk->be->layernorm_forward(rk->be, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[rk->nblocks], mgt__P(rk, mgt__t_lnf(rk)), mgt__P(rk, mgt__t_lnf(rk) + 1), len, rk->shape.C);
+        rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, len, rk->shape.C, rk->shape.Vl);
+        rk->shape.T = T;
+        logits = A->logits + (size_t)(len - 1) * (size_t)rk->shape.Vl;
+        for (j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
+        if (top_k > 0 && top_k < V) { /* the k-th largest logit: partial selection over a copy */
             int k;
-            for (j = 0; j < r->V; j++) probs[j] = logits[j];
+            for (j = 0; j < V; j++) probs[j] = logits[j];
             for (k = 0; k < top_k; k++) {
                 int best = k;
-                for (j = k + 1; j < r->V; j++) if (probs[j] > probs[best]) best = j;
+                for (j = k + 1; j < V; j++) if (probs[j] > probs[best]) best = j;
                 { float t = probs[k]; probs[k] = probs[best]; probs[best] = t; }
             }
             kth = probs[top_k - 1];
         }
-        for (j = 0; j < r->V; j++) {
+        for (j = 0; j < V; j++) {
             double p = logits[j] < kth ? 0.0 : (temperature > 0 ? exp((logits[j] - mx) / temperature) : (logits[j] == mx ? 1.0 : 0.0));
             probs[j] = (float)p;
             total += p;
         }
         u = mgt__uniform(mgt__hash3(seed, 0x73616d70, (uint64_t)i)) * total;
-        for (j = 0; j < r->V; j++) { acc += probs[j]; pick = j; if (acc >= u && probs[j] > 0) break; }
+        for (j = 0; j < V; j++) { acc += probs[j]; pick = j; if (acc >= u && probs[j] > 0) break; }
         ctx[n++] = pick;
         out[i] = pick;
     }

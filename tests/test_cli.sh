@@ -120,12 +120,14 @@ expect_err "--set unknown section" 2 "$MGT" check "$P/tiny.ini" --set modle.n_la
 expect_err "--set bad value" 2 "$MGT" check "$P/tiny.ini" --set train.lr=abc -- "train.lr=abc" "not a number" "0..10"
 expect_err "--set out of range" 2 "$MGT" check "$P/tiny.ini" --set train.beta1=1.5 -- "beta1" "out of range"
 
-for kv in parallel.dp=2 parallel.tp=2 parallel.pp=2 parallel.zero=1 parallel.device=cuda precision.dtype=bf16; do
+for kv in parallel.device=cuda precision.dtype=bf16 precision.dtype=fp16; do
     key=${kv%%=*}
     expect_err "--set $kv is not supported yet" 2 "$MGT" train "$P/tiny.ini" --no-tui --set "$kv" -- "not supported yet" "${key#*.}"
 done
-expect_err "dp = 2 in a file (default batch) is not supported yet, with its line" 2 "$MGT" check "$B/unsupported_dp.ini" -- \
-    "unsupported_dp.ini:4:" "dp" "not supported yet"
+expect_err "dp = 2 in a file with the default batch: the batch does not divide, at dp's line" 2 "$MGT" check "$B/batch_dp.ini" -- \
+    "batch_dp.ini:4:" "global_batch = 8" "micro_batch x dp = 8 x 2" "dp from"
+expect_err "tp must divide n_head" 2 "$MGT" check "$P/tiny.ini" --set parallel.tp=3 -- "tp = 3" "n_head"
+expect_err "pp must not exceed n_layer" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=9 -- "pp = 9" "n_layer"
 if [ -e ck ] || [ -e runs ]; then fail "a rejected preset wrote files: $(ls -d ck runs 2>/dev/null)"; else ok "rejected presets wrote nothing"; fi
 
 run check "$MGT" check "$P/tiny.ini"

@@ -9,10 +9,6 @@
           -o build/test_comm tests/test_comm.c $(pkg-config --libs inih openblas) -lm */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
-#ifndef MGT__COMM_DECLARED  /* until mgt.h holds the communicator itself */
-#include "wip/comm_api.h"   /* defines: mgt_comm, mgt_group, MGT_F32/BF16/F16/F64 */
-#include "wip/comm_local.h" /* defines: mgt__local_world and its functions */
-#endif
 
 #include <sched.h>  /* defines: sched_yield */
 #include <signal.h> /* defines: signal, SIGALRM */

@@ -217,12 +217,12 @@ static void test_encoder(mgt_backend *be) {
     k.wte = to_double(wte, (size_t)V * C); k.wpe = to_double(wpe, (size_t)T * C); k.R = to_double(R, n); k.out = dalloc(n);
     ref_encoder(k.out, tok, k.wte, k.wpe, B, T, C);
 
-    be->encoder_forward(be, out, tok, wte, wpe, B, T, C);
+    be->encoder_forward(be, out, tok, wte, 0, V, wpe, B, T, C);
     /* one float addition: error <= eps/2 of the result */
     report("encoder_forward", "out", max_err(out, k.out, n), 1e-6);
     record("encoder_forward out", out, sizeof(float) * n, 0);
 
-    be->encoder_backward(be, dwte, dwpe, R, tok, B, T, C);
+    be->encoder_backward(be, dwte, dwpe, R, tok, 0, V, B, T, C);
     fd_grad(enc_obj, &k, k.wte, (size_t)V * C, g_wte);
     fd_grad(enc_obj, &k, k.wpe, (size_t)T * C, g_wpe);
     e_wte = plus(P_wte, g_wte, (size_t)V * C);
@@ -489,6 +489,40 @@ static double xent_obj(void *p) { /* gs * sum of the row losses, whose gradient 
     return k->gs * s;
 }
 
+/* the one-rank cross-entropy: partial statistics, then the finish with tp = 1 */
+static void xent_one_rank(mgt_backend *be, double *losses, float *logits, const int *y, int N, int V, int Vp, float gs) {
+    float *part = falloc((size_t)N * 3);
+    be->xent_partial(be, part, logits, y, N, 0, Vp, V);
+    be->xent_finish(be, losses, logits, part, 1, y, N, 0, Vp, V, gs);
+    free(part);
+}
+
+/* the vocabulary-parallel cross-entropy: two ranks with half the columns each must give the
+   losses and the gradient columns of one rank */
+static void test_crossentropy_split(mgt_backend *be, const float *logits, const int *y, int N, int V, int Vp, float gs,
+                                    const double *losses1, const float *grad1) {
+    int Vl = Vp / 2, r, c, k;
+    float *slice[2], *parts = falloc((size_t)2 * N * 3);
+    double losses[2][14], lerr = 0, gerr = 0;
+    for (k = 0; k < 2; k++) {
+        slice[k] = falloc((size_t)N * Vl);
+        for (r = 0; r < N; r++)
+            for (c = 0; c < Vl; c++) slice[k][(size_t)r * Vl + c] = logits[(size_t)r * Vp + k * Vl + c];
+        be->xent_partial(be, parts + (size_t)k * N * 3, slice[k], y, N, k * Vl, Vl, V);
+    }
+    for (k = 0; k < 2; k++) { /* what the all-gather hands every rank: the partials of both */
+        be->xent_finish(be, losses[k], slice[k], parts, 2, y, N, k * Vl, Vl, V, gs);
+        for (r = 0; r < N; r++) {
+            lerr = fmax(lerr, fabs(losses[k][r] - losses1[r]) / (fabs(losses1[r]) + 1.0));
+            for (c = 0; c < Vl; c++) gerr = fmax(gerr, fabs((double)slice[k][(size_t)r * Vl + c] - grad1[(size_t)r * Vp + k * Vl + c]));
+        }
+    }
+    /* the same arithmetic up to the rescaling by exp(max_k - max): float32 rounding only */
+    report("xent split tp=2", "losses vs one rank", lerr, 1e-6);
+    report("xent split tp=2", "dlogits vs one rank", gerr, 1e-6);
+    free(slice[0]); free(slice[1]); free(parts);
+}
+
 static void test_crossentropy(mgt_backend *be) {
     const int N = 14, V = 37, Vp = 48;
     const float gs = 0.37f;
@@ -510,7 +544,7 @@ static void test_crossentropy(mgt_backend *be) {
     /* losses only */
     work = fcopy(logits, n);
     for (r = 0; r < N; r++) losses[r] = NAN;
-    be->crossentropy(be, losses, work, y, N, V, Vp, 0.0f);
+    xent_one_rank(be, losses, work, y, N, V, Vp, 0.0f);
     for (r = 0; r < N; r++) {
         double e = fabs(losses[r] - rloss[r]) / (fabs(rloss[r]) + 1.0); /* losses are O(1) */
         lerr = !(e <= lerr) ? e : lerr;
@@ -524,7 +558,7 @@ static void test_crossentropy(mgt_backend *be) {
     /* losses and gradients */
     work = fcopy(logits, n);
     for (r = 0; r < N; r++) losses[r] = NAN;
-    be->crossentropy(be, losses, work, y, N, V, Vp, gs);
+    xent_one_rank(be, losses, work, y, N, V, Vp, gs);
     lerr = 0;
     for (r = 0; r < N; r++) {
         double e = fabs(losses[r] - rloss[r]) / (fabs(rloss[r]) + 1.0);
@@ -546,6 +580,7 @@ static void test_crossentropy(mgt_backend *be) {
     report("crossentropy", "dlogits padding columns = 0", pad, 0.0);
     record("crossentropy losses", losses, sizeof losses, 0);
     record("crossentropy dlogits", work, sizeof(float) * n, 0);
+    test_crossentropy_split(be, logits, y, N, V, Vp, gs, losses, work);
 
     free(logits); free(work); free(dv); free(g); free(gref); free(k.logits);
 }

@@ -44,11 +44,22 @@ static double scaled_err(const float *a, const float *b, size_t n) {
     return e / scale;
 }
 
+/* the fixture's weights into rank 0 (one rank: local tensors are the global ones, wte padded) */
+static void load_params(mgt__rank *rk, const mgt__st_file *f, const char *prefix) {
+    int t;
+    for (t = 0; t < rk->lay.n; t++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s%s", prefix, rk->lay.t[t].info.name);
+        memcpy(mgt__P(rk, t), mgt__st_data(f, need(f, name, "F32")), sizeof(float) * rk->lay.t[t].info.numel);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "tests/fixtures/parity_tiny.safetensors";
     mgt__st_file f;
     mgt_config cfg;
     mgt_run *run;
+    mgt__rank *rk;
     char set[256];
     int B, T, t, s;
     double loss, worst;
@@ -75,39 +86,42 @@ int main(int argc, char **argv) {
     mgt_config_set(&cfg, "log.metrics=none");
     mgt_config_set(&cfg, "parallel.threads=2");
     if (mgt_run_create(&run, &cfg) != MGT_OK) { printf("FAIL %s\n", mgt_last_error()); return 1; }
-    for (t = 0; t < run->ntensors; t++) {
-        char name[128];
-        snprintf(name, sizeof name, "param.%s", run->tensors[t].info.name);
-        memcpy(mgt__p(run, t), mgt__st_data(&f, need(&f, name, "F32")), sizeof(float) * run->tensors[t].info.numel);
-    }
+    rk = &run->ranks[0];
+    load_params(rk, &f, "param.");
 
     /* one batch: logits, loss, gradients */
     {
         const int32_t *x = (const int32_t *)mgt__st_data(&f, need(&f, "x", "I32")), *y = (const int32_t *)mgt__st_data(&f, need(&f, "y", "I32"));
         const float *logits = (const float *)mgt__st_data(&f, need(&f, "logits", "F32"));
+        mgt__acts *A = &rk->acts[0];
         double ref_loss, e = 0;
-        int i, v, V = run->V;
+        int i, v, V = cfg.model.vocab_size;
         memcpy(&ref_loss, mgt__st_data(&f, need(&f, "loss", "F64")), sizeof ref_loss);
-        for (i = 0; i < B * T; i++) { run->acts.inputs[i] = x[i]; run->acts.targets[i] = y[i]; }
-        mgt__forward(run, B, T, -1.0f); /* logits only */
+        for (i = 0; i < B * T; i++) { A->inputs[i] = x[i]; A->targets[i] = y[i]; }
+        mgt__stage_forward(rk, A); /* logits only: the head without its loss */
+        rk->be->layernorm_forward(rk->be, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[rk->nblocks], mgt__P(rk, mgt__t_lnf(rk)),
+                                  mgt__P(rk, mgt__t_lnf(rk) + 1), B * T, rk->shape.C);
+        rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, B * T, rk->shape.C, rk->shape.Vl);
         for (i = 0; i < B * T; i++)
             for (v = 0; v < V; v++) {
-                double d = fabs((double)run->acts.logits[(size_t)i * run->Vp + v] - logits[(size_t)i * V + v]);
+                double d = fabs((double)A->logits[(size_t)i * rk->shape.Vl + v] - logits[(size_t)i * V + v]);
                 e = d > e ? d : e;
             }
         /* logits are O(1) sums over C=64 products after two blocks: float32 rounding gives ~1e-6 */
         check("logits (absolute)", e, 1e-5);
-        run->be->zero(run->be, run->grads, run->storage);
-        loss = mgt__forward(run, B, T, 1.0f / (float)(B * T)) / (B * T);
-        mgt__backward(run, B, T);
+        rk->be->zero(rk->be, rk->grads, rk->lay.size);
+        mgt__stage_forward(rk, A);
+        mgt__head_forward(rk, A, 1.0f / (float)(B * T), &loss);
+        loss /= B * T;
+        mgt__stage_backward(rk, A, 1);
         /* a mean of 128 float32 cross-entropies: relative error of order 1e-7 */
         check("loss (relative)", fabs(loss - ref_loss) / ref_loss, 1e-6);
         worst = 0;
-        for (t = 0; t < run->ntensors; t++) {
+        for (t = 0; t < rk->lay.n; t++) {
             char name[128];
             double err;
-            snprintf(name, sizeof name, "grad.%s", run->tensors[t].info.name);
-            err = scaled_err(mgt__g(run, t), (const float *)mgt__st_data(&f, need(&f, name, "F32")), run->tensors[t].info.numel);
+            snprintf(name, sizeof name, "grad.%s", rk->lay.t[t].info.name);
+            err = scaled_err(mgt__G(rk, t), (const float *)mgt__st_data(&f, need(&f, name, "F32")), rk->lay.t[t].info.numel);
             worst = err > worst ? err : worst;
             if (err > 1e-4) check(name, err, 1e-4);
         }
@@ -127,11 +141,7 @@ int main(int argc, char **argv) {
         double el = 0, elr = 0, en0 = 0, en = 0, sq_err = 0, sq_ref = 0;
         int clip_mismatch = 0;
         rows = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)B * (size_t)(T + 1));
-        for (t = 0; t < run->ntensors; t++) {
-            char name[128];
-            snprintf(name, sizeof name, "param.%s", run->tensors[t].info.name);
-            memcpy(mgt__p(run, t), mgt__st_data(&f, need(&f, name, "F32")), sizeof(float) * run->tensors[t].info.numel);
-        }
+        load_params(rk, &f, "param.");
         for (s = 0; s < 10; s++) {
             rows_from(rows, tx + (size_t)s * B * T, ty + (size_t)s * B * T, B, T);
             if (mgt_run_step_tokens(run, rows) != MGT_OK) { printf("FAIL step %d: %s\n", s, mgt_last_error()); return 1; }
@@ -153,17 +163,17 @@ int main(int argc, char **argv) {
         check("gradient norms of all 10 steps (relative)", en, 1e-4);
         check("clipping decisions that differ", clip_mismatch, 0);
         worst = 0;
-        for (t = 0; t < run->ntensors; t++) {
+        for (t = 0; t < rk->lay.n; t++) {
             char name[128];
             const float *ref;
             size_t i;
             double err;
-            snprintf(name, sizeof name, "final.%s", run->tensors[t].info.name);
+            snprintf(name, sizeof name, "final.%s", rk->lay.t[t].info.name);
             ref = (const float *)mgt__st_data(&f, need(&f, name, "F32"));
-            err = scaled_err(mgt__p(run, t), ref, run->tensors[t].info.numel);
+            err = scaled_err(mgt__P(rk, t), ref, rk->lay.t[t].info.numel);
             worst = err > worst ? err : worst;
-            for (i = 0; i < run->tensors[t].info.numel; i++) {
-                double d = (double)mgt__p(run, t)[i] - ref[i];
+            for (i = 0; i < rk->lay.t[t].info.numel; i++) {
+                double d = (double)mgt__P(rk, t)[i] - ref[i];
                 sq_err += d * d;
                 sq_ref += (double)ref[i] * ref[i];
             }

@@ -111,8 +111,11 @@ int main(void) {
     second = train(&cfg, 12, losses_resumed, "latest");
     check(!memcmp(losses_full, losses_resumed, sizeof losses_full), "resumed at step 5: losses of steps 1..12 bit-identical to the uninterrupted run (last %.9f vs %.9f)",
           losses_resumed[11], losses_full[11]);
-    same_weights = !memcmp(full->params, second->params, sizeof(float) * full->storage) && !memcmp(full->m, second->m, sizeof(float) * full->storage) &&
-                   !memcmp(full->v, second->v, sizeof(float) * full->storage);
+    {
+        mgt__rank *a = &full->ranks[0], *b = &second->ranks[0];
+        size_t bytes = sizeof(float) * a->lay.size;
+        same_weights = !memcmp(a->params, b->params, bytes) && !memcmp(a->m, b->m, bytes) && !memcmp(a->v, b->v, bytes);
+    }
     check(same_weights, "resumed run's weights and AdamW moments bit-identical after step 12");
     check(losses_full[11] < losses_full[0] - 0.5, "the model learns: loss %.3f -> %.3f", losses_full[0], losses_full[11]);
     mgt_run_stats(full, &st_full);

@@ -286,6 +286,33 @@ typedef struct mgt_stats {
     double elapsed_s;           /* wall time of the steps of this process */
 } mgt_stats;
 
+/* One rank's statistics: of the last step and cumulative. Times are wall seconds of the rank's
+   thread: communication is time inside collectives (waiting included), bubble is time waiting for
+   other pipeline stages (send/recv), compute is the rest of the step. */
+typedef struct mgt_rank_stats {
+    int rank, dp, tp, pp;               /* coordinates in the grid */
+    int first_block, last_block;        /* blocks of its pipeline stage, inclusive */
+    char device[32];                    /* "cpu", later "cuda:N" */
+    double step_s, compute_s, comm_s, bubble_s;
+    double total_compute_s, total_comm_s, total_bubble_s;
+    long long calls[MGT_COLL_COUNT], total_calls[MGT_COLL_COUNT];
+    double bytes[MGT_COLL_COUNT], total_bytes[MGT_COLL_COUNT];
+    double seconds[MGT_COLL_COUNT], total_seconds[MGT_COLL_COUNT];
+    size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT];
+    double gpu_util;                    /* percent; valid when has_gpu_util (never on CPU) */
+    int has_gpu_util;
+} mgt_rank_stats;
+
+enum { MGT_STATE_STARTING, MGT_STATE_RUNNING, MGT_STATE_PAUSED, MGT_STATE_EVALUATING, MGT_STATE_CHECKPOINTING, MGT_STATE_FINISHED,
+       MGT_STATE_FAILED };
+MGTDEF const char *mgt_state_name(int state);
+
+typedef struct mgt_event {
+    int step, level;                    /* MGT_LOG_INFO or MGT_LOG_WARN */
+    double time_s;                      /* since the run was created */
+    char text[200];
+} mgt_event;
+
 typedef struct mgt_run mgt_run;
 
 MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg); /* validates, allocates, initialises */
@@ -299,6 +326,16 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *run, double *val_loss); /* eval_batches 
 MGTDEF mgt_result mgt_run_save(mgt_run *run, char *path, size_t cap); /* checkpoint now; its path */
 MGTDEF mgt_result mgt_run_resume(mgt_run *run, const char *checkpoint); /* file, folder or "latest" */
 MGTDEF void mgt_run_stats(const mgt_run *run, mgt_stats *out);
+/* Statistics published for readers on other threads (a dashboard): each call holds a lock only to
+   copy. mgt_run_history copies the run statistics of steps [from, from + max) as published after
+   each step and returns how many it copied; mgt_run_ranks the latest per-rank statistics (returns
+   the rank count); mgt_run_events the events [from, from + max) (validations, checkpoints,
+   warnings such as a loss spike, a non-finite loss or a slow rank). */
+MGTDEF int mgt_run_history(const mgt_run *run, int from, mgt_stats *out, int max);
+MGTDEF int mgt_run_ranks(const mgt_run *run, mgt_rank_stats *out, int max);
+MGTDEF int mgt_run_events(const mgt_run *run, int from, mgt_event *out, int max);
+MGTDEF int mgt_run_state(const mgt_run *run);
+MGTDEF void mgt_run_set_state(mgt_run *run, int state); /* for drivers: paused, finished, failed */
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *run);
 MGTDEF const char *mgt_run_dir(const mgt_run *run);        /* checkpoint folder in use */
 /* Writes max_new tokens that follow the prompt (n_prompt >= 1; the last seq_len tokens are the
@@ -3230,6 +3267,15 @@ struct mgt_run {
     long long tokens_seen;
     char dir[MGT_STR_MAX + 32], metrics_path[MGT_STR_MAX + 64];
     FILE *metrics;
+    /* statistics published for readers on other threads, behind stats_mu */
+    pthread_mutex_t stats_mu;
+    mgt_stats *history;
+    int history_n, history_cap;
+    mgt_rank_stats *rank_stats;
+    mgt_event *events;
+    int events_n, events_cap;
+    int state;
+    double created_s;
     /* the command the rank threads run, and its arguments */
     pthread_mutex_t mu;
     pthread_cond_t cv_cmd, cv_done;
@@ -3372,6 +3418,7 @@ struct mgt__rank {
     int *bucket_of_unit;          /* DP all-reduce bucket of each unit (zero 0) */
     double loss_sum, sumsq;
     double step_s, comm_s, bubble_s;
+    double total_compute_s, total_comm_s, total_bubble_s;
     mgt_comm_stats step_comm;     /* communication of the last step */
     mgt_result result;
     char error[1024];
@@ -3796,6 +3843,9 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
     rk->comm_s = 0;
     for (u = 0; u < MGT_COLL_COUNT; u++) rk->comm_s += rk->step_comm.seconds[u];
     rk->comm_s -= rk->bubble_s;
+    rk->total_comm_s += rk->comm_s;
+    rk->total_bubble_s += rk->bubble_s;
+    rk->total_compute_s += rk->step_s - rk->comm_s - rk->bubble_s;
     return MGT_OK;
 }
 
@@ -3876,18 +3926,155 @@ static double mgt__gather_loss(mgt_run *r) {
 
 static mgt_result mgt__metrics_line(mgt_run *r, int with_val);
 
+MGTDEF const char *mgt_state_name(int state) {
+    static const char *names[] = {"starting", "running", "paused", "evaluating", "checkpointing", "finished", "failed"};
+    return state >= 0 && state <= MGT_STATE_FAILED ? names[state] : "?";
+}
+
+/* an event for readers (and the logger): validations, checkpoints, warnings */
+MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt, ...) {
+    mgt_event e;
+    va_list ap;
+    memset(&e, 0, sizeof e);
+    e.step = r->step;
+    e.level = level;
+    e.time_s = mgt__now() - r->created_s;
+    va_start(ap, fmt);
+    vsnprintf(e.text, sizeof e.text, fmt, ap);
+    va_end(ap);
+    mgt__log(level, "%s", e.text);
+    pthread_mutex_lock(&r->stats_mu);
+    if (r->events_n == r->events_cap) {
+        int cap = r->events_cap ? 2 * r->events_cap : 64;
+        mgt_event *p = (mgt_event *)realloc(r->events, sizeof *p * (size_t)cap);
+        if (p) { r->events = p; r->events_cap = cap; }
+    }
+    if (r->events_n < r->events_cap) r->events[r->events_n++] = e;
+    pthread_mutex_unlock(&r->stats_mu);
+}
+
+static void mgt__fill_rank_stats(mgt_run *r, int i, mgt_rank_stats *o) {
+    mgt__rank *rk = &r->ranks[i];
+    int c;
+    memset(o, 0, sizeof *o);
+    o->rank = i;
+    o->dp = rk->dpr;
+    o->tp = rk->tpr;
+    o->pp = rk->ppr;
+    o->first_block = rk->l0;
+    o->last_block = rk->l0 + rk->nblocks - 1;
+    mgt__strlcpy(o->device, rk->be->name, sizeof o->device);
+    o->step_s = rk->step_s;
+    o->comm_s = rk->comm_s;
+    o->bubble_s = rk->bubble_s;
+    o->compute_s = rk->step_s - rk->comm_s - rk->bubble_s;
+    o->total_compute_s = rk->total_compute_s;
+    o->total_comm_s = rk->total_comm_s;
+    o->total_bubble_s = rk->total_bubble_s;
+    for (c = 0; c < MGT_COLL_COUNT; c++) {
+        o->calls[c] = rk->step_comm.calls[c];
+        o->bytes[c] = rk->step_comm.bytes[c];
+        o->seconds[c] = rk->step_comm.seconds[c];
+        o->total_calls[c] = rk->comm->stats.calls[c];
+        o->total_bytes[c] = rk->comm->stats.bytes[c];
+        o->total_seconds[c] = rk->comm->stats.seconds[c];
+    }
+    memcpy(o->mem_current, rk->be->mem_current, sizeof o->mem_current);
+    memcpy(o->mem_peak, rk->be->mem_peak, sizeof o->mem_peak);
+}
+
+/* after each step: the run's statistics into the history, the ranks' into their table, and
+   warnings about what a person would want to know */
+static void mgt__publish(mgt_run *r) {
+    mgt_stats st;
+    int i, slowest = 0;
+    double mean = 0;
+    mgt_run_stats(r, &st);
+    pthread_mutex_lock(&r->stats_mu);
+    if (r->history_n == r->history_cap) {
+        int cap = r->history_cap ? 2 * r->history_cap : 256;
+        mgt_stats *p = (mgt_stats *)realloc(r->history, sizeof *p * (size_t)cap);
+        if (p) { r->history = p; r->history_cap = cap; }
+    }
+    if (r->history_n < r->history_cap) r->history[r->history_n++] = st;
+    for (i = 0; i < r->plan.world; i++) mgt__fill_rank_stats(r, i, &r->rank_stats[i]);
+    pthread_mutex_unlock(&r->stats_mu);
+    for (i = 0; i < r->plan.world; i++) {
+        double busy = r->ranks[i].step_s - r->ranks[i].comm_s - r->ranks[i].bubble_s;
+        mean += busy / r->plan.world;
+        if (busy > r->ranks[slowest].step_s - r->ranks[slowest].comm_s - r->ranks[slowest].bubble_s) slowest = i;
+    }
+    if (r->history_n >= 20) { /* a loss spike: well above the mean of the 20 steps before */
+        double m = 0;
+        for (i = r->history_n - 21; i < r->history_n - 1; i++) m += r->history[i].loss / 20.0;
+        if (st.loss > 1.5 * m && st.loss > m + 0.5) mgt__event(r, MGT_LOG_WARN, "step %d: loss spike: %.4f after a mean of %.4f", st.step, st.loss, m);
+    }
+    if (r->plan.world > 1 && mean > 0.01) {
+        double busy = r->ranks[slowest].step_s - r->ranks[slowest].comm_s - r->ranks[slowest].bubble_s;
+        if (busy > 1.5 * mean) mgt__event(r, MGT_LOG_WARN, "step %d: rank %d computed for %.1f ms, 1.5x the mean of %.1f ms", st.step, slowest, busy * 1e3, mean * 1e3);
+    }
+}
+
+MGTDEF int mgt_run_history(const mgt_run *r, int from, mgt_stats *out, int max) {
+    int n = 0;
+    mgt_run *w = (mgt_run *)r; /* the lock is the only thing touched */
+    if (!r || !out || from < 0 || max < 1) return 0;
+    pthread_mutex_lock(&w->stats_mu);
+    for (; from + n < r->history_n && n < max; n++) out[n] = r->history[from + n];
+    pthread_mutex_unlock(&w->stats_mu);
+    return n;
+}
+MGTDEF int mgt_run_ranks(const mgt_run *r, mgt_rank_stats *out, int max) {
+    int i;
+    mgt_run *w = (mgt_run *)r;
+    if (!r) return 0;
+    pthread_mutex_lock(&w->stats_mu);
+    for (i = 0; out && i < max && i < r->plan.world; i++) out[i] = r->rank_stats[i];
+    pthread_mutex_unlock(&w->stats_mu);
+    return r->plan.world;
+}
+MGTDEF int mgt_run_events(const mgt_run *r, int from, mgt_event *out, int max) {
+    int n = 0;
+    mgt_run *w = (mgt_run *)r;
+    if (!r || !out || from < 0 || max < 1) return 0;
+    pthread_mutex_lock(&w->stats_mu);
+    for (; from + n < r->events_n && n < max; n++) out[n] = r->events[from + n];
+    pthread_mutex_unlock(&w->stats_mu);
+    return n;
+}
+MGTDEF int mgt_run_state(const mgt_run *r) {
+    int s;
+    mgt_run *w = (mgt_run *)r;
+    if (!r) return MGT_STATE_FAILED;
+    pthread_mutex_lock(&w->stats_mu);
+    s = r->state;
+    pthread_mutex_unlock(&w->stats_mu);
+    return s;
+}
+MGTDEF void mgt_run_set_state(mgt_run *r, int state) {
+    if (!r) return;
+    pthread_mutex_lock(&r->stats_mu);
+    r->state = state;
+    pthread_mutex_unlock(&r->stats_mu);
+}
+
 static mgt_result mgt__train_step(mgt_run *r, const uint16_t *rows) {
     double t0 = mgt__now();
     int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len;
+    if (mgt_run_state(r) == MGT_STATE_STARTING) mgt_run_set_state(r, MGT_STATE_RUNNING);
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_STEP, rows, 0));
     r->loss = mgt__gather_loss(r) / ((double)GB * T);
     r->grad_norm = sqrt(r->ranks[0].sumsq);
     r->lr = mgt__lr_at(&r->cfg, r->step);
-    if (!isfinite(r->loss)) return mgt__fail(MGT_ERROR_NUMERIC, "step %d: loss %g (lower [train] lr or raise warmup)", r->step + 1, r->loss);
+    if (!isfinite(r->loss)) {
+        mgt__event(r, MGT_LOG_WARN, "step %d: loss %g is not finite; the update was skipped", r->step + 1, r->loss);
+        return mgt__fail(MGT_ERROR_NUMERIC, "step %d: loss %g (lower [train] lr or raise warmup)", r->step + 1, r->loss);
+    }
     r->step++;
     r->tokens_seen += (long long)GB * T;
     r->step_s = mgt__now() - t0;
     r->elapsed_s += r->step_s;
+    mgt__publish(r);
     return MGT_OK;
 }
 
@@ -3942,7 +4129,7 @@ MGTDEF mgt_result mgt_run_loss(mgt_run *r, const uint16_t *rows, int count, doub
 }
 
 MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
-    int j, n, T, GB;
+    int j, n, T, GB, state;
     uint16_t *rows;
     mgt_result res;
     if (!r || !val_loss) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_eval: run and val_loss are required");
@@ -3956,13 +4143,16 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
         size_t off = mgt__sequence_offset(&r->val.shard, r->val.seed, MGT__STREAM_VAL, 0, (uint64_t)j, T);
         memcpy(rows + (size_t)j * (size_t)(T + 1), r->val.shard.tokens + off, sizeof(uint16_t) * (size_t)(T + 1));
     }
+    state = mgt_run_state(r);
+    mgt_run_set_state(r, MGT_STATE_EVALUATING);
     res = mgt__forward_loss(r, rows, r->cfg.train.eval_batches, &r->val_loss);
+    mgt_run_set_state(r, state);
     MGT_FREE(rows);
     MGT__TRY(res);
     r->has_val_loss = 1;
     r->val_step = r->step;
     *val_loss = r->val_loss;
-    mgt__log(MGT_LOG_INFO, "step %d: val loss %.4f", r->step, r->val_loss);
+    mgt__event(r, MGT_LOG_INFO, "step %d: val loss %.4f", r->step, r->val_loss);
     return MGT_OK;
 }
 
@@ -4012,6 +4202,22 @@ static mgt_result mgt__metrics_line(mgt_run *r, int with_val) {
             st.step, st.loss, st.lr, st.grad_norm, st.tokens_per_s, st.step_ms, st.tokens_seen);
     if (with_val) fprintf(r->metrics, ",\"val_loss\":%.6f", st.val_loss);
     fprintf(r->metrics, "}\n");
+    if (r->plan.world > 1) { /* and a line of per-rank summaries of the same step */
+        int i, c;
+        fprintf(r->metrics, "{\"step\":%d,\"ranks\":[", st.step);
+        for (i = 0; i < r->plan.world; i++) {
+            mgt_rank_stats rs;
+            mgt__fill_rank_stats(r, i, &rs);
+            fprintf(r->metrics, "%s{\"rank\":%d,\"dp\":%d,\"tp\":%d,\"pp\":%d,\"step_s\":%.6f,\"compute_s\":%.6f,\"comm_s\":%.6f,\"bubble_s\":%.6f,\"comm\":{",
+                    i ? "," : "", i, rs.dp, rs.tp, rs.pp, rs.step_s, rs.compute_s, rs.comm_s, rs.bubble_s);
+            for (c = 0; c < MGT_COLL_COUNT; c++)
+                fprintf(r->metrics, "%s\"%s\":{\"calls\":%lld,\"bytes\":%.0f,\"s\":%.6f}", c ? "," : "", mgt_coll_name(c), rs.calls[c], rs.bytes[c], rs.seconds[c]);
+            fprintf(r->metrics, "},\"mem_peak\":{");
+            for (c = 0; c < MGT_MEM_COUNT; c++) fprintf(r->metrics, "%s\"%s\":%zu", c ? "," : "", mgt_mem_category_name(c), rs.mem_peak[c]);
+            fprintf(r->metrics, "}}");
+        }
+        fprintf(r->metrics, "]}\n");
+    }
     if (fflush(r->metrics)) return mgt__fail(MGT_ERROR_IO, "%s: cannot write metrics: %s", r->metrics_path, strerror(errno));
     return MGT_OK;
 }
@@ -4101,7 +4307,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     mgt__st_out *out = NULL;
     mgt__layout g;
     float **bufs[3] = {NULL, NULL, NULL};
-    int i, k, n = 0, bytes_preset = 1 << 16, ok = 1;
+    int i, k, n = 0, bytes_preset = 1 << 16, ok = 1, state;
     mgt_result res;
     const char *meta[12];
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
@@ -4112,6 +4318,8 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: this run was opened for sampling only");
     MGT__TRY(mgt__mkdirs(r->dir));
     MGT__TRY(mgt__global_layout(&r->cfg, &g));
+    state = mgt_run_state(r);
+    mgt_run_set_state(r, MGT_STATE_CHECKPOINTING);
     for (k = 0; k < 3; k++) {
         bufs[k] = mgt__gather_global(r, &g, k);
         for (i = 0; ok && i < g.n; i++) ok = bufs[k] && bufs[k][i];
@@ -4152,10 +4360,11 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     MGT_FREE(preset);
     for (k = 0; k < 3; k++) mgt__free_global(&g, bufs[k]);
     mgt__layout_free(&g);
+    mgt_run_set_state(r, state);
     if (res != MGT_OK) return res;
     r->saved_step = r->step;
     mgt__prune_checkpoints(r);
-    mgt__log(MGT_LOG_INFO, "step %d: checkpoint %s", r->step, path);
+    mgt__event(r, MGT_LOG_INFO, "step %d: checkpoint %s", r->step, path);
     return MGT_OK;
 }
 
@@ -4255,6 +4464,10 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
     if (r->world) mgt__local_world_destroy(r->world);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->stats_mu);
+    free(r->history);
+    free(r->events);
+    MGT_FREE(r->rank_stats);
     pthread_cond_destroy(&r->cv_cmd);
     pthread_cond_destroy(&r->cv_done);
     MGT_FREE(r->ranks);
@@ -4434,13 +4647,18 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     r->saved_step = -1;
     mgt__plan_make(cfg, &r->plan);
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->stats_mu, NULL);
+    r->created_s = mgt__now();
+    r->state = MGT_STATE_STARTING;
     pthread_cond_init(&r->cv_cmd, NULL);
     pthread_cond_init(&r->cv_done, NULL);
     /* the cores are divided evenly between the ranks, at least one thread each */
     total = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
     r->threads_per_rank = total / r->plan.world > 0 ? total / r->plan.world : 1;
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
-    if (!r->ranks) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+    r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
+    if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);
+    if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
     memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
     {
         mgt_result res = mgt__local_world_create(&r->world, r->plan.world);

@@ -47,6 +47,7 @@ static void usage(FILE *f) {
             "  mgt keys [--markdown]                            every preset key with its default and range\n"
             "  mgt prepare --tokenizer byte|gpt2 [--bpe-dir DIR] [--val-fraction F] INPUT... -o PREFIX\n"
             "  mgt bench PRESET [--steps N] [--set section.key=value]...   tokens/s and GFLOP/s\n"
+            "  mgt plan PRESET [--gpus N] [--set section.key=value]...     memory and traffic per rank\n"
             "  mgt version\n");
 }
 
@@ -254,6 +255,50 @@ static int cmd_check(int argc, char **argv) {
     return 0;
 }
 
+/* mgt plan PRESET [--gpus N]: what each rank holds and moves per step, from the closed-form plan */
+static int cmd_plan(int argc, char **argv) {
+    mgt_config cfg;
+    options o;
+    int rc, i, c, gpus = 0, world;
+    double total[MGT_COLL_COUNT] = {0};
+    char mem[MGT_MEM_COUNT][16], set[64];
+    for (i = 2; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--gpus")) { gpus = atoi(argv[i + 1]); argv[i] = argv[i + 1] = (char *)"--no-tui"; }
+    memset(&o, 0, sizeof o);
+    if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
+    world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+    if (gpus > 0 && gpus != world) { /* fill the machine with data parallelism */
+        if (gpus % (cfg.parallel.tp * cfg.parallel.pp)) {
+            fprintf(stderr, "mgt plan: --gpus %d does not divide by tp x pp = %d\n", gpus, cfg.parallel.tp * cfg.parallel.pp);
+            return 2;
+        }
+        snprintf(set, sizeof set, "parallel.dp=%d", gpus / (cfg.parallel.tp * cfg.parallel.pp));
+        if (mgt_config_set(&cfg, set) != MGT_OK || mgt_config_validate(&cfg) != MGT_OK) return fail(MGT_ERROR_CONFIG);
+        world = gpus;
+    }
+    printf("plan of %s: %d ranks = dp %d x tp %d x pp %d, zero %d, %s, micro_batch %d, recompute %s\n\n", o.preset, world, cfg.parallel.dp, cfg.parallel.tp,
+           cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", cfg.train.micro_batch,
+           cfg.train.recompute ? "full" : "none");
+    printf(" rank  dp tp pp  blocks      params      grads  optimizer  activations    buffers      total\n");
+    for (i = 0; i < world; i++) {
+        mgt_rank_plan p;
+        size_t sum = 0;
+        if (mgt_plan_rank(&cfg, i, &p) != MGT_OK) return fail(MGT_ERROR_CONFIG);
+        for (c = 0; c < MGT_MEM_COUNT; c++) { format_bytes((double)p.mem[c], mem[c], sizeof mem[c]); sum += p.mem[c]; }
+        for (c = 0; c < MGT_COLL_COUNT; c++) total[c] += p.bytes[c];
+        if (world > 16 && i >= 8 && i < world - 8) { if (i == 8) printf("  ...\n"); continue; }
+        format_bytes((double)sum, set, sizeof set);
+        printf("%5d %3d %2d %2d  %3d-%-3d %11s %10s %10s %12s %10s %10s\n", i, p.dp, p.tp, p.pp, p.first_block, p.last_block, mem[MGT_MEM_PARAMS],
+               mem[MGT_MEM_GRADS], mem[MGT_MEM_OPTIMIZER], mem[MGT_MEM_ACTIVATIONS], mem[MGT_MEM_BUFFERS], set);
+    }
+    printf("\nbytes moved per step, all ranks (each rank counts what it sends or receives):\n");
+    for (c = 0; c < MGT_COLL_COUNT; c++) {
+        format_bytes(total[c], set, sizeof set);
+        if (total[c] > 0) printf("  %-15s %s\n", mgt_coll_name(c), set);
+    }
+    return 0;
+}
+
 static int cmd_keys(int argc, char **argv) {
     int n, i, markdown = argc > 2 && !strcmp(argv[2], "--markdown");
     const mgt_key_info *k = mgt_config_keys(&n);
@@ -345,6 +390,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "keys")) return cmd_keys(argc, argv);
     if (!strcmp(cmd, "prepare")) return mgt_prepare_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
+    if (!strcmp(cmd, "plan")) return cmd_plan(argc, argv);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("mgt %s\n", MGT_VERSION_STRING); return 0; }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
     if (cmd[0]) fprintf(stderr, "mgt: unknown command '%s'\n\n", cmd);

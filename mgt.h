@@ -355,6 +355,19 @@ MGTDEF mgt_result mgt_run_loss(mgt_run *run, const uint16_t *rows, int count, do
 
 /* ---- 4/5. data and checkpoints -------------------------------------------------------------- */
 
+/* ---- planning: what each rank holds and moves, in closed form ------------------------------ */
+
+typedef struct mgt_rank_plan {
+    int rank, dp, tp, pp;          /* coordinates */
+    int first_block, last_block;   /* blocks of its stage, inclusive */
+    size_t params;                 /* parameters it holds (its TP and PP slice, vocabulary padding included) */
+    size_t mem[MGT_MEM_COUNT];     /* predicted bytes by memory category */
+    double bytes[MGT_COLL_COUNT];  /* predicted bytes per optimizer step, counted as mgt_comm_stats counts them */
+    int micro_in_flight;           /* activation sets it keeps (the pipeline schedule's depth) */
+} mgt_rank_plan;
+/* The plan of `rank` (0 .. dp*tp*pp - 1) under cfg; threads is the CPU threads of the run (0: every core). */
+MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *out);
+
 /* Reads the resolved preset stored in a checkpoint (so `mgt sample` needs no preset file). */
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg);
 /* Newest checkpoint file in a folder into path; MGT_ERROR_CHECKPOINT when there is none. */
@@ -3472,6 +3485,13 @@ static mgt_result mgt__fetch(mgt__rank *rk, int u) {
     rk->unit_param[u] = rk->gather[slot];
     return MGT_OK;
 }
+/* ZeRO-3: gathers the unit needed next while a slot is free, so that a backend with a second
+   stream overlaps it with this unit's compute (on CPU ranks the order is what matters) */
+static mgt_result mgt__prefetch(mgt__rank *rk, int u) {
+    if (rk->run->plan.zero < 3 || u < 0 || u >= rk->lay.nu || rk->unit_param[u]) return MGT_OK;
+    if (rk->gathered[0] >= 0 && rk->gathered[1] >= 0) return MGT_OK;
+    return mgt__fetch(rk, u);
+}
 static void mgt__release(mgt__rank *rk, int u) {
     int slot;
     if (rk->run->plan.zero < 3) return;
@@ -3575,6 +3595,8 @@ static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scal
     be->xent_finish(be, A->losses, A->logits, A->xent, s->tp, A->targets, N, rk->tpr * s->Vl, s->Vl, V, grad_scale);
     for (i = 0; i < N; i++) sum += A->losses[i];
     *loss_sum = sum;
+    mgt__release(rk, u_head);
+    mgt__release(rk, rk->lay.t[mgt__t_wte(rk)].unit);
     return MGT_OK;
 }
 
@@ -3582,6 +3604,8 @@ static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
     const mgt__shape *s = &rk->shape;
     mgt_backend *be = rk->be;
     int N = s->B * s->T, t_lnf = mgt__t_lnf(rk), t_wte = mgt__t_wte(rk);
+    MGT__TRY(mgt__fetch(rk, mgt__u_head(rk)));
+    MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
     be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, A->lnf, mgt__P(rk, t_wte), N, s->C, s->Vl);
     MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, rk->gs.dln, (size_t)N * s->C));
     be->zero(be, rk->gs.dres, (size_t)N * s->C);
@@ -3595,10 +3619,16 @@ static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
 /* forward of this stage for one micro-batch (activations already received on later stages) */
 static mgt_result mgt__stage_forward(mgt__rank *rk, mgt__acts *A) {
     int b;
-    if (rk->first) { MGT__TRY(mgt__embed_forward(rk, A)); mgt__release(rk, 0); }
+    if (rk->first) {
+        MGT__TRY(mgt__fetch(rk, 0));
+        if (rk->nblocks) MGT__TRY(mgt__prefetch(rk, mgt__u_block(rk, 0)));
+        MGT__TRY(mgt__embed_forward(rk, A));
+        mgt__release(rk, 0);
+    }
     for (b = 0; b < rk->nblocks; b++) {
         int u = mgt__u_block(rk, b);
         MGT__TRY(mgt__fetch(rk, u));
+        if (b + 1 < rk->nblocks) MGT__TRY(mgt__prefetch(rk, u + 1));
         MGT__TRY(mgt__block_forward(rk, A, b));
         mgt__release(rk, u);
     }
@@ -3629,6 +3659,7 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
     for (b = rk->nblocks - 1; b >= 0; b--) {
         int u = mgt__u_block(rk, b);
         MGT__TRY(mgt__fetch(rk, u));
+        if (b > 0) MGT__TRY(mgt__prefetch(rk, u - 1));
         mgt__block_grads_begin(rk, u);
         if (recompute) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
         MGT__TRY(mgt__block_backward(rk, A, b));
@@ -4631,6 +4662,99 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
             a.x = &rk->lay.t[t];
             mgt__pool_run(MGT__POOL(be), mgt__init_task, &a);
         }
+    }
+    return MGT_OK;
+}
+
+/* ---- the plan in closed form: the sizes mgt__rank_init allocates, from the shapes alone ----- */
+
+static size_t mgt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+static size_t mgt__pad64b(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
+    mgt__plan p;
+    size_t C, T, B, N, Cl, Hl, Vl, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float);
+    size_t a_resid, a_layer, a_last, a_io, scratch;
+    int tpr, dpr, ppr, nb, first, last, M, threads, units, k;
+    if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
+    MGT__TRY(mgt_config_validate(cfg));
+    mgt__plan_make(cfg, &p);
+    if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
+    memset(o, 0, sizeof *o);
+    tpr = rank % p.tp; dpr = (rank / p.tp) % p.dp; ppr = rank / (p.tp * p.dp);
+    first = ppr == 0; last = ppr == p.pp - 1;
+    nb = p.stage_first[ppr + 1] - p.stage_first[ppr];
+    M = p.micro_steps;
+    C = (size_t)cfg->model.d_model; T = (size_t)cfg->model.seq_len; B = (size_t)cfg->train.micro_batch; N = B * T;
+    Cl = C / (size_t)p.tp; Hl = 4 * C / (size_t)p.tp; Vl = (size_t)p.Vp / (size_t)p.tp;
+    unit_align = 16 * (size_t)p.dp;
+    /* parameters: each tensor padded to 16 floats, each unit to 16 x dp */
+#define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
+    block = MGT__UNIT(4 * mgt__pad16(C) + mgt__pad16(3 * Cl * C) + mgt__pad16(3 * Cl) + mgt__pad16(C * Cl) + 2 * mgt__pad16(C) +
+                      mgt__pad16(Hl * C) + mgt__pad16(Hl) + mgt__pad16(C * Hl));
+    emb = first ? MGT__UNIT(mgt__pad16(Vl * C) + mgt__pad16(T * C)) : 0;
+    head = last ? MGT__UNIT(2 * mgt__pad16(C) + (p.pp > 1 ? mgt__pad16(Vl * C) : 0)) : 0;
+#undef MGT__UNIT
+    S = emb + (size_t)nb * block + head;
+    shard = S / (size_t)p.dp;
+    max_block = nb ? block : 0;
+    max_unit = emb > block ? emb : block;
+    max_unit = head > max_unit ? head : max_unit;
+    keep = emb + head;
+    units = (first ? 1 : 0) + nb + (last ? 1 : 0);
+    o->rank = rank; o->dp = dpr; o->tp = tpr; o->pp = ppr;
+    o->first_block = p.stage_first[ppr]; o->last_block = p.stage_first[ppr + 1] - 1;
+    o->params = S;
+    o->mem[MGT_MEM_PARAMS] = f * (p.zero >= 3 ? shard : S);
+    o->mem[MGT_MEM_BUFFERS] = f * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? max_unit / (size_t)p.dp : 0);
+    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? shard + max_block + keep : S);
+    o->mem[MGT_MEM_OPTIMIZER] = 2 * f * (p.zero >= 1 ? shard : S);
+    /* activations: one set per micro-batch in flight, and the backward scratch */
+    sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)M : (size_t)(p.pp - ppr < M ? p.pp - ppr : M);
+    a_resid = (size_t)(nb + 1) * mgt__pad64b(N * C * f);
+    a_layer = (size_t)(nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : nb) *
+              (3 * mgt__pad64b(N * C * f) + 4 * mgt__pad64b(N * f) + mgt__pad64b(3 * N * Cl * f) +
+               mgt__pad64b(B * (size_t)(cfg->model.n_head / p.tp) * T * T * f) + mgt__pad64b(N * Cl * f) + 2 * mgt__pad64b(N * Hl * f));
+    a_last = last ? mgt__pad64b(N * C * f) + 2 * mgt__pad64b(N * f) + mgt__pad64b(N * Vl * f) + mgt__pad64b((size_t)p.tp * N * 3 * f) +
+                        mgt__pad64b(N * sizeof(double)) : 0;
+    a_io = 2 * mgt__pad64b(N * sizeof(int));
+    one = a_resid + a_layer + a_last + a_io;
+    scratch = 2 * mgt__pad64b(N * C * f) + mgt__pad64b(3 * N * Cl * f) + mgt__pad64b(N * Hl * f);
+    o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
+    o->micro_in_flight = (int)sets;
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
+    threads = threads / p.world > 0 ? threads / p.world : 1;
+    o->mem[MGT_MEM_WORKSPACE] = f * T * T * (size_t)threads;
+    /* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
+    {
+        double act = (double)(N * C * f), per_micro_tp = 0, dp = p.dp;
+        int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL;
+        if (p.tp > 1) {
+            per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
+            o->bytes[MGT_COLL_ALL_REDUCE] += M * per_micro_tp;
+            if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p.tp * (double)(N * 3 * f);
+        }
+        if (p.pp > 1) {
+            o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * ((first ? 0 : 2) + (last ? 0 : 2)); /* forward and backward, in and out */
+            if (first || last) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(Vl * C * f);        /* the tied embedding */
+        }
+        if (p.dp > 1) {
+            double full = (double)(S * f), blocks = (double)((size_t)nb * block * f), fetches;
+            if (p.zero == 0) o->bytes[MGT_COLL_ALL_REDUCE] += full;
+            if (p.zero == 1) { o->bytes[MGT_COLL_REDUCE_SCATTER] += full; o->bytes[MGT_COLL_ALL_GATHER] += full; }
+            if (p.zero >= 2) o->bytes[MGT_COLL_REDUCE_SCATTER] += M * blocks + (double)(keep * f);
+            if (p.zero == 2) o->bytes[MGT_COLL_ALL_GATHER] += full;
+            if (p.zero == 3) { /* every use of a unit gathers it: forward and backward of each block, the
+                                 embedding in both directions, the head (and wte with it) in both */
+                fetches = 2.0 * blocks + (first ? 2.0 * (double)(emb * f) : 0) + (last ? 2.0 * (double)(head * f) : 0) +
+                          (first && last ? 2.0 * (double)(emb * f) : 0);
+                o->bytes[MGT_COLL_ALL_GATHER] += M * fetches;
+            }
+            (void)dp;
+        }
+        if (p.world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p.world * sizeof(double); /* the gradient norm */
+        (void)units;
+        (void)k;
     }
     return MGT_OK;
 }

@@ -1,0 +1,152 @@
+/* The closed-form plan (mgt_plan_rank) against what the ranks measure: for every layout of the
+   equivalence matrix, each rank's bytes by memory category (current after a step, and peak) within
+   5%, and its bytes moved per collective in a step within 5%. Then the reductions the formulas
+   promise: ZeRO 1 shards the optimizer, 2 the gradients too, 3 the parameters too; TP and PP
+   divide what each rank holds. */
+#define MGT_IMPLEMENTATION
+#include "mgt.h"
+
+static int failures;
+static char dir[256];
+
+typedef struct layout { int dp, tp, pp, zero, recompute; const char *sched; } layout;
+
+static void check(int ok, const char *fmt, ...) MGT__PRINTF(2, 3);
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    printf("%-4s ", ok ? "ok" : "FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    if (!ok) failures++;
+}
+
+static void config(mgt_config *cfg, const layout *l, int micro) {
+    char set[600];
+    mgt_config_init(cfg);
+    mgt_config_set(cfg, "model.n_layer=4");
+    mgt_config_set(cfg, "model.n_head=4");
+    mgt_config_set(cfg, "model.d_model=64");
+    mgt_config_set(cfg, "model.seq_len=32");
+    mgt_config_set(cfg, "train.steps=2");
+    mgt_config_set(cfg, "train.global_batch=8");
+    snprintf(set, sizeof set, "train.micro_batch=%d", micro); mgt_config_set(cfg, set);
+    mgt_config_set(cfg, "train.eval_every=0");
+    mgt_config_set(cfg, "log.metrics=none");
+    mgt_config_set(cfg, "parallel.threads=2");
+    mgt_config_set(cfg, "data.val=");
+    snprintf(set, sizeof set, "parallel.dp=%d", l->dp); mgt_config_set(cfg, set);
+    snprintf(set, sizeof set, "parallel.tp=%d", l->tp); mgt_config_set(cfg, set);
+    snprintf(set, sizeof set, "parallel.pp=%d", l->pp); mgt_config_set(cfg, set);
+    snprintf(set, sizeof set, "parallel.zero=%d", l->zero); mgt_config_set(cfg, set);
+    snprintf(set, sizeof set, "parallel.pp_schedule=%s", l->sched); mgt_config_set(cfg, set);
+    mgt_config_set(cfg, l->recompute ? "train.recompute=full" : "train.recompute=none");
+    snprintf(set, sizeof set, "data.train=%s/corpus.bin", dir); mgt_config_set(cfg, set);
+    snprintf(set, sizeof set, "checkpoint.dir=%s/ck", dir); mgt_config_set(cfg, set);
+}
+
+static double rel(double measured, double predicted) {
+    if (predicted == 0) return measured == 0 ? 0 : 1;
+    return fabs(measured - predicted) / predicted;
+}
+
+/* largest relative difference of one layout, by memory category and by collective */
+static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param_bytes, size_t *grad_bytes) {
+    mgt_config cfg;
+    mgt_run *run;
+    int i, c, ranks;
+    double mem_err = 0, traffic_err = 0;
+    char worst[200] = "";
+    config(&cfg, l, micro);
+    if (mgt_run_create(&run, &cfg) != MGT_OK) { printf("FAIL create: %s\n", mgt_last_error()); exit(1); }
+    for (i = 0; i < 2; i++)
+        if (mgt_run_step(run) != MGT_OK) { printf("FAIL step: %s\n", mgt_last_error()); exit(1); }
+    ranks = l->dp * l->tp * l->pp;
+    for (i = 0; i < ranks; i++) {
+        mgt_rank_plan p;
+        mgt__rank *rk = &run->ranks[i];
+        mgt_plan_rank(&cfg, i, &p);
+        for (c = 0; c < MGT_MEM_COUNT; c++) {
+            double e = fmax(rel((double)rk->be->mem_current[c], (double)p.mem[c]), rel((double)rk->be->mem_peak[c], (double)p.mem[c]));
+            if (e > mem_err) {
+                mem_err = e;
+                snprintf(worst, sizeof worst, "rank %d %s: measured %zu, predicted %zu", i, mgt_mem_category_name(c), rk->be->mem_peak[c], p.mem[c]);
+            }
+        }
+        for (c = 0; c < MGT_COLL_COUNT; c++) {
+            double e = rel(rk->step_comm.bytes[c], p.bytes[c]);
+            if (e > traffic_err) traffic_err = e;
+            if (e > 0.05) printf("     rank %d %s: measured %.0f bytes, predicted %.0f\n", i, mgt_coll_name(c), rk->step_comm.bytes[c], p.bytes[c]);
+        }
+        if (i == 0) {
+            *opt_bytes = p.mem[MGT_MEM_OPTIMIZER];
+            *param_bytes = p.mem[MGT_MEM_PARAMS];
+            *grad_bytes = p.mem[MGT_MEM_GRADS];
+        }
+    }
+    check(mem_err <= 0.05 && traffic_err <= 0.05, "dp%d tp%d pp%d zero%d %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", l->dp,
+          l->tp, l->pp, l->zero, l->sched, l->recompute ? " recompute" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
+    mgt_run_destroy(run);
+}
+
+int main(void) {
+    static const layout all[] = {
+        {1, 1, 1, 0, 0, "1f1b"}, {2, 1, 1, 0, 0, "1f1b"}, {4, 1, 1, 0, 0, "1f1b"}, {2, 1, 1, 1, 0, "1f1b"}, {2, 1, 1, 2, 0, "1f1b"},
+        {2, 1, 1, 3, 0, "1f1b"}, {1, 2, 1, 0, 0, "1f1b"}, {1, 4, 1, 0, 0, "1f1b"}, {1, 1, 2, 0, 0, "gpipe"}, {1, 1, 2, 0, 0, "1f1b"},
+        {1, 1, 4, 0, 0, "gpipe"}, {1, 1, 4, 0, 0, "1f1b"}, {2, 2, 1, 0, 0, "1f1b"}, {1, 2, 2, 0, 0, "1f1b"}, {2, 1, 2, 1, 0, "1f1b"},
+        {2, 2, 2, 1, 0, "1f1b"}, {2, 2, 2, 3, 0, "1f1b"}, {2, 2, 2, 2, 0, "gpipe"}, {2, 2, 2, 3, 1, "gpipe"}, {1, 2, 2, 0, 1, "1f1b"},
+    };
+    int n = (int)(sizeof all / sizeof all[0]), i, acc;
+    size_t opt[4], par[4], grad[4];
+    char file[600];
+    static const char *words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat. "};
+    int header[256] = {0};
+    uint16_t tok[20000];
+    FILE *f;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    snprintf(dir, sizeof dir, "/tmp/mgt_test_plan_XXXXXX");
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    for (i = 0; i < 20000;) {
+        const char *w = words[mgt__hash3(5, 6, (uint64_t)i) % 6];
+        while (*w && i < 20000) tok[i++] = (uint16_t)(unsigned char)*w++;
+    }
+    header[0] = MGT_SHARD_MAGIC; header[1] = 1; header[2] = 20000;
+    snprintf(file, sizeof file, "%s/corpus.bin", dir);
+    f = fopen(file, "wb");
+    fwrite(header, sizeof header, 1, f);
+    fwrite(tok, sizeof tok, 1, f);
+    fclose(f);
+
+    for (acc = 0; acc < 2; acc++)
+        for (i = 0; i < n; i++) {
+            size_t o, p, g;
+            compare(&all[i], 8 / all[i].dp / (acc ? 2 : 1), &o, &p, &g);
+        }
+    /* the reductions: dp 2 with zero 0..3, rank 0 */
+    for (i = 0; i < 4; i++) {
+        layout l = {2, 1, 1, 0, 0, "1f1b"};
+        l.zero = i;
+        compare(&l, 4, &opt[i], &par[i], &grad[i]);
+    }
+    check(opt[1] * 2 == opt[0] && opt[2] == opt[1] && opt[3] == opt[1], "ZeRO 1/2/3 over dp 2 halve the optimizer state: %zu -> %zu bytes", opt[0], opt[1]);
+    check(grad[2] < grad[1] && grad[1] == grad[0], "ZeRO 2 shards the gradients (a block's and the embedding's kept whole): %zu -> %zu bytes", grad[1], grad[2]);
+    check(par[3] * 2 == par[0] && par[2] == par[0], "ZeRO 3 halves the parameters (gather buffers count as buffers): %zu -> %zu bytes", par[0], par[3]);
+    {
+        mgt_config cfg;
+        mgt_rank_plan one, two, stage;
+        layout l1 = {1, 1, 1, 0, 0, "1f1b"}, lt = {1, 2, 1, 0, 0, "1f1b"}, lp = {1, 1, 2, 0, 0, "1f1b"};
+        config(&cfg, &l1, 8); mgt_plan_rank(&cfg, 0, &one);
+        config(&cfg, &lt, 8); mgt_plan_rank(&cfg, 0, &two);
+        config(&cfg, &lp, 8); mgt_plan_rank(&cfg, 0, &stage);
+        check(two.params < one.params * 0.6 && two.params > one.params * 0.45, "tp 2 holds about half the parameters per rank: %zu of %zu", two.params, one.params);
+        check(stage.params < one.params, "pp 2: the first stage holds %zu of %zu parameters", stage.params, one.params);
+    }
+    {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd)) printf("note: could not remove %s\n", dir);
+    }
+    printf("%s\n", failures ? "plan: FAILED" : "plan: ok");
+    return failures ? 1 : 0;
+}

@@ -242,14 +242,15 @@ static int cmd_check(int argc, char **argv) {
     printf("stages        ");
     for (i = 0; i < plan.pp; i++) printf(" %d: blocks %d-%d%s%s;", i, plan.stage_first[i], plan.stage_first[i + 1] - 1, i == 0 ? " +embedding" : "",
                                          i == plan.pp - 1 ? " +head" : "");
-    printf("\n\n rank  dp tp pp  local params  shard (1/dp)  tensors\n");
+    printf("\n\n rank  dp tp pp  blocks   local params  shard (1/dp)  tensors\n");
     if (!mgt__layout_alloc(&lay, &cfg, &plan)) return 1;
     for (i = 0; i < plan.world; i++) {
         int tpr = i % plan.tp, dpr = (i / plan.tp) % plan.dp, ppr = i / (plan.tp * plan.dp);
         size_t shard = 0;
         mgt__layout_make(&lay, &cfg, &plan, ppr, tpr);
         for (u = 0; u < lay.nu; u++) shard += lay.u[u].size / (size_t)plan.dp;
-        printf("%5d %3d %2d %2d  %12zu  %12zu  %d\n", i, dpr, tpr, ppr, lay.size, plan.zero ? shard : lay.size, lay.n);
+        printf("%5d %3d %2d %2d  %3d-%-3d  %12zu  %12zu  %d%s%s\n", i, dpr, tpr, ppr, plan.stage_first[ppr], plan.stage_first[ppr + 1] - 1, lay.size,
+               plan.zero ? shard : lay.size, lay.n, ppr == 0 ? " +embedding" : "", ppr == plan.pp - 1 ? " +head" : "");
     }
     mgt__layout_free(&lay);
     return 0;

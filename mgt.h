@@ -147,7 +147,8 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
-    X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")
+    X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \
+    X(parallel, peak_gflops, FLOAT, "0", 0, 1e9, "", "a rank's peak GFLOP/s for MFU; 0 is unknown (n/a)")
 #define MGT_KEYS_precision(X) X(precision, dtype, ENUM, "fp32", 0, 0, "fp32|bf16|fp16", "storage type")
 #define MGT_KEYS_checkpoint(X)                                                                     \
     X(checkpoint, dir, STR, "", 0, 0, "", "checkpoint folder; empty is runs/<preset name>")        \
@@ -4213,7 +4214,9 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->samples_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch / r->step_s : 0;
     st->flops_per_token = mgt__flops_per_token(r);
     st->gflops = st->tokens_per_s * st->flops_per_token * 1e-9;
-    st->has_mfu = 0; /* the CPU has no stated peak */
+    st->peak_gflops = r->cfg.parallel.peak_gflops * r->plan.world;
+    st->has_mfu = st->peak_gflops > 0 && st->gflops > 0; /* against the peak the preset states */
+    st->mfu = st->has_mfu ? st->gflops / st->peak_gflops : 0;
     st->tokens_seen = r->tokens_seen;
     st->params = mgt__global_params(&r->cfg);
     for (i = 0; i < r->plan.world; i++) /* the busiest rank: what a device must hold */

@@ -10,6 +10,9 @@
 #include "data/prepare.h"   /* defines: mgt_prepare_main */
 
 #include <signal.h> /* defines: sigaction, SIGINT, SIGTERM */
+#include <pthread.h> /* defines: pthread_create, pthread_join (the training thread under the dashboard) */
+#define MGT_TUI_IMPLEMENTATION
+#include "tui/tui.h" /* defines: mgt_tui_open, mgt_tui_frame, mgt_tui_close, mgt_tui_summary */
 
 #ifndef MGT_NO_MAIN
 
@@ -91,6 +94,131 @@ static void format_bytes(double b, char *out, size_t cap) {
     else snprintf(out, cap, "%.0f KiB", b / 1024.0);
 }
 
+/* ---- mgt train under the dashboard: training on a thread of its own, the view on the main one ---- */
+
+typedef struct train_ctl {
+    mgt_run *run;
+    int stop, pause, save, done; /* requests from the main thread, and the thread's end (atomics) */
+    mgt_result result;
+    char error[1024];
+} train_ctl;
+
+static void *train_thread(void *arg) {
+    train_ctl *c = (train_ctl *)arg;
+    mgt_stats st;
+    mgt_result r = MGT_OK;
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    mgt_run_stats(c->run, &st);
+    while (st.step < st.steps && !__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST)) {
+        if (__atomic_exchange_n(&c->save, 0, __ATOMIC_SEQ_CST)) {
+            char path[1200];
+            if ((r = mgt_run_save(c->run, path, sizeof path)) != MGT_OK) break;
+        }
+        if (__atomic_load_n(&c->pause, __ATOMIC_SEQ_CST)) {
+            if (mgt_run_state(c->run) != MGT_STATE_PAUSED) mgt_run_set_state(c->run, MGT_STATE_PAUSED);
+            nanosleep(&nap, NULL);
+            continue;
+        }
+        if (mgt_run_state(c->run) == MGT_STATE_PAUSED) mgt_run_set_state(c->run, MGT_STATE_RUNNING);
+        if ((r = mgt_run_step(c->run)) != MGT_OK) break;
+        mgt_run_stats(c->run, &st);
+    }
+    if (r != MGT_OK) snprintf(c->error, sizeof c->error, "%s", mgt_last_error()); /* the message is per thread */
+    c->result = r;
+    mgt_run_set_state(c->run, r != MGT_OK ? MGT_STATE_FAILED : st.step >= st.steps ? MGT_STATE_FINISHED : MGT_STATE_RUNNING);
+    __atomic_store_n(&c->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* warnings that arrive while the dashboard holds the terminal are printed after it closes (the
+   events pane shows them meanwhile); information goes to the events pane only */
+static pthread_mutex_t tui_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char tui_log_text[4096];
+static void tui_log(void *user, int level, const char *message) {
+    size_t n;
+    (void)user;
+    if (level != MGT_LOG_WARN) return;
+    pthread_mutex_lock(&tui_log_mu);
+    n = strlen(tui_log_text);
+    if (n + strlen(message) + 20 < sizeof tui_log_text) snprintf(tui_log_text + n, sizeof tui_log_text - n, "mgt: warning: %s\n", message);
+    pthread_mutex_unlock(&tui_log_mu);
+}
+
+/* crash signals give the terminal back, then take their default course (a core, the exit status) */
+static const int crash_signals[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL};
+static void on_crash(int sig) {
+    mgt_tui_restore_terminal();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Runs training to the end (or until q, Ctrl-C, SIGTERM, the frame limit) with the dashboard.
+   Returns 0 (*interrupted set when it stopped early), 1 on a training error (message printed),
+   or -1 when no dashboard could be opened (nothing was run). */
+static int train_dashboard(mgt_run *run, const char *preset, int max_frames, int *interrupted) {
+    train_ctl c;
+    pthread_t th;
+    mgt_tui *t;
+    mgt_tui_options opt;
+    struct sigaction sa, old[sizeof crash_signals / sizeof crash_signals[0]];
+    char summary[1024];
+    int paused = 0, stopping = 0, i;
+    mgt_stats st;
+    memset(&c, 0, sizeof c);
+    memset(&opt, 0, sizeof opt);
+    c.run = run;
+    opt.preset = preset;
+    opt.max_frames = max_frames;
+    if (mgt_tui_open(&t, run, &opt) != 0) return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_crash;
+    sa.sa_flags = (int)SA_RESETHAND;
+    for (i = 0; i < (int)(sizeof crash_signals / sizeof crash_signals[0]); i++) sigaction(crash_signals[i], &sa, &old[i]);
+    atexit(mgt_tui_restore_terminal);
+    mgt_set_logger(tui_log, NULL);
+    if (pthread_create(&th, NULL, train_thread, &c) != 0) {
+        mgt_tui_close(t);
+        mgt_set_logger(print_log, NULL);
+        fprintf(stderr, "mgt: cannot start the training thread\n");
+        return 1;
+    }
+    while (!__atomic_load_n(&c.done, __ATOMIC_SEQ_CST)) {
+        int flags = mgt_tui_frame(t);
+        if (mgt_stop_requested || (flags & (MGT_TUI_STOP | MGT_TUI_CLOSED))) {
+            if (!stopping) mgt_tui_message(t, "stopping after this step; a checkpoint follows");
+            stopping = 1;
+            __atomic_store_n(&c.stop, 1, __ATOMIC_SEQ_CST);
+        }
+        if ((flags & MGT_TUI_PAUSE) && !stopping) {
+            paused = !paused;
+            __atomic_store_n(&c.pause, paused, __ATOMIC_SEQ_CST);
+            mgt_tui_message(t, paused ? "paused after this step: p resumes" : "resumed");
+        }
+        if (flags & MGT_TUI_SAVE) {
+            __atomic_store_n(&c.save, 1, __ATOMIC_SEQ_CST);
+            mgt_tui_message(t, "checkpoint requested: written before the next step");
+        }
+    }
+    pthread_join(th, NULL);
+    mgt_tui_refresh(t);
+    mgt_tui_summary(t, summary, sizeof summary);
+    mgt_tui_close(t);
+    for (i = 0; i < (int)(sizeof crash_signals / sizeof crash_signals[0]); i++) sigaction(crash_signals[i], &old[i], NULL);
+    mgt_set_logger(print_log, NULL);
+    fputs(summary, stdout);
+    fputs(tui_log_text, stderr);
+    fflush(stdout);
+    if (c.result != MGT_OK) {
+        char path[1200];
+        fprintf(stderr, "mgt: %s\n", c.error);
+        if (mgt_checkpoint_latest(mgt_run_dir(run), path, sizeof path) == MGT_OK) fprintf(stderr, "mgt: the newest checkpoint is %s\n", path);
+        return 1;
+    }
+    mgt_run_stats(run, &st);
+    *interrupted = st.step < st.steps;
+    return 0;
+}
+
 static int cmd_train(int argc, char **argv) {
     mgt_config cfg;
     options o;
@@ -99,7 +227,16 @@ static int cmd_train(int argc, char **argv) {
     mgt_stats st;
     char path[1200], mem[32];
     struct sigaction sa;
-    int rc, interrupted = 0, start_step;
+    int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0;
+    char **args = (char **)malloc(sizeof(char *) * (size_t)(argc + 1));
+    if (!args) return 1;
+    for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option */
+        if (i >= 2 && !strcmp(argv[i], "--tui-frames") && i + 1 < argc) { tui_frames = atoi(argv[++i]); continue; }
+        args[nargs++] = argv[i];
+    }
+    args[nargs] = NULL;
+    argc = nargs;
+    argv = args; /* freed at exit */
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     mgt_set_logger(print_log, NULL);
@@ -113,10 +250,17 @@ static int cmd_train(int argc, char **argv) {
     start_step = st.step;
     format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
                           st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
-    printf("mgt %s | %s | %.2fM parameters | 1 rank, cpu, %d threads | %d x %d tokens per step | %s | %s\n", MGT_VERSION_STRING, o.preset,
-           (double)st.params / 1e6, st.threads, cfg.train.global_batch, cfg.model.seq_len, mem, mgt_run_dir(run));
+    rc = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+    printf("mgt %s | %s | %.2fM parameters | %d rank%s, cpu, %d threads | %d x %d tokens per step | %s | %s\n", MGT_VERSION_STRING, o.preset,
+           (double)st.params / 1e6, rc, rc == 1 ? "" : "s", st.threads, cfg.train.global_batch, cfg.model.seq_len, mem, mgt_run_dir(run));
     if (start_step > 0) printf("resuming at step %d of %d\n", start_step, cfg.train.steps);
     fflush(stdout);
+    /* the dashboard when both ends are a terminal, unless --no-tui; the log otherwise */
+    if (!o.no_tui && isatty(0) && isatty(1) && getenv("TERM") && strcmp(getenv("TERM"), "dumb")) {
+        rc = train_dashboard(run, o.preset, tui_frames, &interrupted);
+        if (rc > 0) { mgt_run_destroy(run); return 1; }
+        if (rc == 0) st.step = cfg.train.steps; /* skips the log loop */
+    }
     while (st.step < cfg.train.steps) {
         if (mgt_stop_requested) { interrupted = 1; break; }
         if ((r = mgt_run_step(run)) != MGT_OK) {

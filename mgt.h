@@ -329,7 +329,8 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *run, const char *checkpoint); /* file,
 MGTDEF void mgt_run_stats(const mgt_run *run, mgt_stats *out);
 /* Statistics published for readers on other threads (a dashboard): each call holds a lock only to
    copy. mgt_run_history copies the run statistics of steps [from, from + max) as published after
-   each step and returns how many it copied; mgt_run_ranks the latest per-rank statistics (returns
+   each step and returns how many it copied (a ring of the last 65536 steps: an older `from`
+   starts at the oldest kept, and each entry names its step); mgt_run_ranks the latest per-rank statistics (returns
    the rank count); mgt_run_events the events [from, from + max) (validations, checkpoints,
    warnings such as a loss spike, a non-finite loss or a slow rank). */
 MGTDEF int mgt_run_history(const mgt_run *run, int from, mgt_stats *out, int max);
@@ -3264,6 +3265,7 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
 /* ---- runs: the ranks of a layout, driven from the caller's thread ---------------------------- */
 
 enum { MGT__CMD_NONE, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
+#define MGT__HISTORY 65536 /* steps of statistics kept for readers */
 
 typedef struct mgt__rank mgt__rank;
 struct mgt_run {
@@ -3283,8 +3285,8 @@ struct mgt_run {
     FILE *metrics;
     /* statistics published for readers on other threads, behind stats_mu */
     pthread_mutex_t stats_mu;
-    mgt_stats *history;
-    int history_n, history_cap;
+    mgt_stats *history;           /* a ring of the last MGT__HISTORY steps */
+    int history_n;                /* steps published */
     mgt_rank_stats *rank_stats;
     mgt_event *events;
     int events_n, events_cap;
@@ -4023,12 +4025,8 @@ static void mgt__publish(mgt_run *r) {
     double mean = 0;
     mgt_run_stats(r, &st);
     pthread_mutex_lock(&r->stats_mu);
-    if (r->history_n == r->history_cap) {
-        int cap = r->history_cap ? 2 * r->history_cap : 256;
-        mgt_stats *p = (mgt_stats *)realloc(r->history, sizeof *p * (size_t)cap);
-        if (p) { r->history = p; r->history_cap = cap; }
-    }
-    if (r->history_n < r->history_cap) r->history[r->history_n++] = st;
+    if (!r->history) r->history = (mgt_stats *)MGT_MALLOC(sizeof(mgt_stats) * MGT__HISTORY);
+    if (r->history) r->history[r->history_n++ % MGT__HISTORY] = st;
     for (i = 0; i < r->plan.world; i++) mgt__fill_rank_stats(r, i, &r->rank_stats[i]);
     pthread_mutex_unlock(&r->stats_mu);
     for (i = 0; i < r->plan.world; i++) {
@@ -4036,9 +4034,9 @@ static void mgt__publish(mgt_run *r) {
         mean += busy / r->plan.world;
         if (busy > r->ranks[slowest].step_s - r->ranks[slowest].comm_s - r->ranks[slowest].bubble_s) slowest = i;
     }
-    if (r->history_n >= 20) { /* a loss spike: well above the mean of the 20 steps before */
+    if (r->history && r->history_n >= 21) { /* a loss spike: well above the mean of the 20 steps before */
         double m = 0;
-        for (i = r->history_n - 21; i < r->history_n - 1; i++) m += r->history[i].loss / 20.0;
+        for (i = r->history_n - 21; i < r->history_n - 1; i++) m += r->history[i % MGT__HISTORY].loss / 20.0;
         if (st.loss > 1.5 * m && st.loss > m + 0.5) mgt__event(r, MGT_LOG_WARN, "step %d: loss spike: %.4f after a mean of %.4f", st.step, st.loss, m);
     }
     if (r->plan.world > 1 && mean > 0.01) {
@@ -4052,7 +4050,8 @@ MGTDEF int mgt_run_history(const mgt_run *r, int from, mgt_stats *out, int max) 
     mgt_run *w = (mgt_run *)r; /* the lock is the only thing touched */
     if (!r || !out || from < 0 || max < 1) return 0;
     pthread_mutex_lock(&w->stats_mu);
-    for (; from + n < r->history_n && n < max; n++) out[n] = r->history[from + n];
+    if (from < r->history_n - MGT__HISTORY) from = r->history_n - MGT__HISTORY; /* overwritten: the oldest kept */
+    for (; from + n < r->history_n && n < max; n++) out[n] = r->history[(from + n) % MGT__HISTORY];
     pthread_mutex_unlock(&w->stats_mu);
     return n;
 }
@@ -4499,7 +4498,7 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->world) mgt__local_world_destroy(r->world);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->stats_mu);
-    free(r->history);
+    MGT_FREE(r->history);
     free(r->events);
     MGT_FREE(r->rank_stats);
     pthread_cond_destroy(&r->cv_cmd);

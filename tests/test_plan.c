@@ -85,6 +85,17 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
             *grad_bytes = p.mem[MGT_MEM_GRADS];
         }
     }
+    { /* what readers see: the history of both steps, and the per-rank statistics the ranks measured */
+        mgt_stats h[4];
+        mgt_rank_stats *rs = (mgt_rank_stats *)calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *rs);
+        int nh = mgt_run_history(run, 0, h, 4), nr = mgt_run_ranks(run, rs, ranks), same = nh == 2 && h[0].step == 1 && h[1].step == 2 && nr == ranks;
+        for (i = 0; i < nr && same; i++)
+            for (c = 0; c < MGT_COLL_COUNT; c++)
+                same &= rs[i].bytes[c] == run->ranks[i].step_comm.bytes[c] && rs[i].mem_peak[MGT_MEM_PARAMS] == run->ranks[i].be->mem_peak[MGT_MEM_PARAMS] &&
+                        rs[i].dp == run->ranks[i].dpr && rs[i].tp == run->ranks[i].tpr && rs[i].pp == run->ranks[i].ppr;
+        if (!same) { printf("FAIL published statistics differ from the ranks' (history %d, ranks %d)\n", nh, nr); failures++; }
+        free(rs);
+    }
     check(mem_err <= 0.05 && traffic_err <= 0.05, "dp%d tp%d pp%d zero%d %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", l->dp,
           l->tp, l->pp, l->zero, l->sched, l->recompute ? " recompute" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
     mgt_run_destroy(run);

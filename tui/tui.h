@@ -1,0 +1,1044 @@
+/* tui.h - the mgt dashboard: a live ncurses view over a run's published statistics - MIT licence
+
+   USAGE
+     Define MGT_TUI_IMPLEMENTATION in exactly one C file, after including mgt.h:
+
+        #include "mgt.h"
+        #define MGT_TUI_IMPLEMENTATION
+        #include "tui/tui.h"
+
+     Link with ncursesw (`pkg-config --libs ncursesw`). With MGT_TUI_LAYOUT_ONLY defined as well,
+     only the pure parts are compiled (layout, key handling, number formatting, bandwidth
+     arithmetic): no ncurses and no mgt.h needed, which is how tests/test_tui_layout.c uses it.
+
+   WHAT IT IS
+     A view (htop's update/display split): it reads what the run publishes (mgt_run_history,
+     mgt_run_ranks, mgt_run_events, mgt_run_state, mgt_run_config) and never calls into training.
+     Keys come back as flags (MGT_TUI_STOP, MGT_TUI_PAUSE, MGT_TUI_SAVE); the driver acts on them.
+
+   THE LOOP (mgt_tui_frame, one call per frame)
+     handle a resize; refresh the data when refresh_s has passed; draw every window into its
+     buffer (wnoutrefresh); one doupdate(); wait for a key with a timeout of frame_ms.
+
+   OPTIONS
+     MGT_TUI_LAYOUT_ONLY  beside MGT_TUI_IMPLEMENTATION: only the pure functions (no ncurses)
+*/
+#ifndef MGT_TUI_H_INCLUDED
+#define MGT_TUI_H_INCLUDED
+
+#include <stddef.h> /* defines: size_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MGT_TUI_MIN_COLS 80 /* the smallest terminal the layout fills; smaller shows a notice */
+#define MGT_TUI_MIN_ROWS 24
+
+enum { MGT_TUI_OVERVIEW, MGT_TUI_RANKS, MGT_TUI_COMM, MGT_TUI_VIEWS };
+
+/* flags returned by key handling and by mgt_tui_frame */
+enum {
+    MGT_TUI_STOP = 1,    /* q: stop after the current step, checkpoint, exit */
+    MGT_TUI_PAUSE = 2,   /* p: pause or resume (a toggle; the driver keeps the state) */
+    MGT_TUI_SAVE = 4,    /* s: checkpoint now */
+    MGT_TUI_REDRAW = 8,  /* the view changed (Tab, scroll, help): draw again */
+    MGT_TUI_CLOSED = 16  /* the frame limit was reached */
+};
+
+typedef struct mgt_tui_rect { int y, x, h, w; } mgt_tui_rect; /* h == 0: not shown */
+
+/* Windows of one view. Overview: header, loss chart, throughput, ranks (compact), communication
+   (only from 152 columns), events, footer. Ranks: header, the full rank table, events, footer.
+   Communication: header, the table per collective, per-rank communication times, events, footer.
+   The help box lies over the others when shown. */
+typedef struct mgt_tui_panes {
+    int cols, rows, nranks, view;
+    int too_small;        /* below MGT_TUI_MIN_COLS x MGT_TUI_MIN_ROWS: only a notice is drawn */
+    mgt_tui_rect header, loss, throughput, ranks, comm, events, footer, help;
+    int rank_rows;        /* rank rows the ranks window shows at once */
+    int max_scroll;       /* nranks - rank_rows, at least 0 */
+} mgt_tui_panes;
+
+/* Pure: the windows for a terminal of cols x rows and nranks ranks. Returns 1, or 0 when the
+   terminal is too small (out->too_small is set and only header/footer are placed). */
+int mgt_tui_layout(int cols, int rows, int nranks, int view, mgt_tui_panes *out);
+
+/* The part of the view state that keys change (pure, testable without a terminal). */
+typedef struct mgt_tui_ui {
+    int view, scroll, help;
+} mgt_tui_ui;
+/* Pure: applies one key (ncurses key code or character) to ui; returns MGT_TUI_* flags. */
+int mgt_tui_key(mgt_tui_ui *ui, int key, const mgt_tui_panes *layout);
+
+/* Bus-bandwidth factor of a collective over n members (NCCL's nccl-tests conventions):
+   all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n, broadcast and send/recv 1. */
+double mgt_tui_busbw_factor(int coll, int n);
+
+/* "812K", "12.3M", "1.50G": at most 5 characters */
+void mgt_tui_fmt_bytes(double bytes, char *out, size_t cap);
+/* "12.3k", "4.56M": at most 6 characters */
+void mgt_tui_fmt_count(double v, char *out, size_t cap);
+/* "1:02:03" or "2:03" */
+void mgt_tui_fmt_duration(double seconds, char *out, size_t cap);
+
+#ifndef MGT_TUI_LAYOUT_ONLY
+struct mgt_run;
+typedef struct mgt_tui mgt_tui;
+typedef struct mgt_tui_options {
+    double refresh_s;     /* data refresh interval; 0 = 0.5 s */
+    int frame_ms;         /* key wait per frame; 0 = 100 ms */
+    int max_frames;       /* 0 = unlimited; else mgt_tui_frame returns MGT_TUI_CLOSED after it */
+    int ascii;            /* 1: no Unicode even in a UTF-8 locale */
+    int mono;             /* 1: no colours */
+    const char *preset;   /* shown in the header */
+} mgt_tui_options;
+
+/* Takes the terminal (initscr). run must outlive the dashboard. Returns 0, or -1 with no change
+   to the terminal when it cannot be opened. */
+int mgt_tui_open(mgt_tui **out, const struct mgt_run *run, const mgt_tui_options *opt);
+/* Reads the published statistics now (a frame does it when refresh_s has passed). */
+void mgt_tui_refresh(mgt_tui *t);
+/* One frame; returns MGT_TUI_* flags of the keys pressed (and MGT_TUI_CLOSED at the limit). */
+int mgt_tui_frame(mgt_tui *t);
+/* A line for the footer (what the driver did: "checkpoint requested", "paused"). */
+void mgt_tui_message(mgt_tui *t, const char *text);
+/* Gives the terminal back (endwin) and frees the dashboard. */
+void mgt_tui_close(mgt_tui *t);
+/* The last screen's key figures, a few lines, for stdout after the dashboard closed. */
+void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap);
+/* For crash-signal handlers: gives the terminal back if a dashboard holds it. */
+void mgt_tui_restore_terminal(void);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MGT_TUI_H_INCLUDED */
+
+/* ============================================================================================== */
+#ifdef MGT_TUI_IMPLEMENTATION
+#ifndef MGT_TUI__IMPLEMENTED
+#define MGT_TUI__IMPLEMENTED
+
+#include <stdio.h>  /* defines: snprintf */
+#include <string.h> /* defines: memset, strlen */
+
+static mgt_tui_rect mgt_tui__rect(int y, int x, int h, int w) {
+    mgt_tui_rect r;
+    r.y = y; r.x = x; r.h = h; r.w = w;
+    return r;
+}
+static int mgt_tui__min(int a, int b) { return a < b ? a : b; }
+static int mgt_tui__max(int a, int b) { return a > b ? a : b; }
+static int mgt_tui__clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+int mgt_tui_layout(int cols, int rows, int nranks, int view, mgt_tui_panes *L) {
+    int top = 2, avail, ev_h, body, need = mgt_tui__max(nranks, 1) + 3; /* border, column names, border */
+    const int comm_need = 9; /* 5 collectives + names + note + 2 borders */
+    memset(L, 0, sizeof *L);
+    L->cols = cols; L->rows = rows; L->nranks = nranks;
+    L->view = mgt_tui__clamp(view, 0, MGT_TUI_VIEWS - 1);
+    if (cols < 1 || rows < 1) { L->too_small = 1; return 0; }
+    L->header = mgt_tui__rect(0, 0, mgt_tui__min(2, rows), cols);
+    if (cols < MGT_TUI_MIN_COLS || rows < MGT_TUI_MIN_ROWS || nranks < 1) {
+        L->too_small = 1;
+        if (rows > 2) L->footer = mgt_tui__rect(rows - 1, 0, 1, cols);
+        return 0;
+    }
+    L->footer = mgt_tui__rect(rows - 1, 0, 1, cols);
+    avail = rows - 3;
+    ev_h = mgt_tui__clamp(avail / 5, 4, 12);
+    body = avail - ev_h;
+    if (L->view == MGT_TUI_OVERVIEW) {
+        int wide = cols >= 152, bottom, chart_h, thr_w;
+        /* the rank table takes what it needs up to 2/5 of the body (at least one row), the
+           communication table beside it from 140 columns, the charts the rest */
+        bottom = mgt_tui__min(wide ? mgt_tui__max(need, comm_need) : need, mgt_tui__max(wide ? comm_need : 4, body * 2 / 5));
+        chart_h = body - bottom;
+        thr_w = mgt_tui__clamp(cols * 2 / 5, 32, 64);
+        L->loss = mgt_tui__rect(top, 0, chart_h, cols - thr_w);
+        L->throughput = mgt_tui__rect(top, cols - thr_w, chart_h, thr_w);
+        if (wide) {
+            int comm_w = mgt_tui__clamp(cols * 9 / 20, 80, 96);
+            L->ranks = mgt_tui__rect(top + chart_h, 0, bottom, cols - comm_w);
+            L->comm = mgt_tui__rect(top + chart_h, cols - comm_w, bottom, comm_w);
+        } else {
+            L->ranks = mgt_tui__rect(top + chart_h, 0, bottom, cols);
+        }
+        L->events = mgt_tui__rect(top + body, 0, ev_h, cols);
+    } else if (L->view == MGT_TUI_RANKS) {
+        int h = mgt_tui__min(need, body);
+        L->ranks = mgt_tui__rect(top, 0, h, cols);
+        L->events = mgt_tui__rect(top + h, 0, avail - h, cols);
+    } else {
+        int h;
+        L->comm = mgt_tui__rect(top, 0, comm_need, cols);
+        h = mgt_tui__min(need, body - comm_need);
+        L->ranks = mgt_tui__rect(top + comm_need, 0, h, cols);
+        L->events = mgt_tui__rect(top + comm_need + h, 0, avail - comm_need - h, cols);
+    }
+    L->rank_rows = L->ranks.h - 3;
+    L->max_scroll = mgt_tui__max(0, nranks - L->rank_rows);
+    L->help = mgt_tui__rect((rows - 16) / 2, (cols - 60) / 2, 16, 60);
+    return 1;
+}
+
+#ifndef MGT_TUI_LAYOUT_ONLY
+#define NCURSES_WIDECHAR 1
+#define NCURSES_NOMACROS /* functions, not macros named erase, clear, timeout... */
+#include <curses.h>      /* defines: initscr, newwin, wnoutrefresh, doupdate, wgetch (ncursesw) */
+#define MGT_TUI__KEY_UP KEY_UP
+#define MGT_TUI__KEY_DOWN KEY_DOWN
+#define MGT_TUI__KEY_PPAGE KEY_PPAGE
+#define MGT_TUI__KEY_NPAGE KEY_NPAGE
+#define MGT_TUI__KEY_HOME KEY_HOME
+#define MGT_TUI__KEY_END KEY_END
+#define MGT_TUI__KEY_BTAB KEY_BTAB
+#else
+#define MGT_TUI__KEY_UP 0403 /* ncurses' codes, so the pure handler is the same with or without it */
+#define MGT_TUI__KEY_DOWN 0402
+#define MGT_TUI__KEY_PPAGE 0523
+#define MGT_TUI__KEY_NPAGE 0522
+#define MGT_TUI__KEY_HOME 0406
+#define MGT_TUI__KEY_END 0550
+#define MGT_TUI__KEY_BTAB 0541
+#endif
+
+int mgt_tui_key(mgt_tui_ui *ui, int key, const mgt_tui_panes *L) {
+    int page = L && L->rank_rows > 1 ? L->rank_rows - 1 : 1, max = L ? L->max_scroll : 0, before = ui->scroll;
+    if (ui->help && key != '?' && key != 'q' && key != 'Q' && key >= 0) { ui->help = 0; return MGT_TUI_REDRAW; }
+    switch (key) {
+    case 'q': case 'Q': return MGT_TUI_STOP;
+    case 'p': case 'P': case ' ': return MGT_TUI_PAUSE;
+    case 's': case 'S': return MGT_TUI_SAVE;
+    case '?': case 'h': ui->help = !ui->help; return MGT_TUI_REDRAW;
+    case '\t': ui->view = (ui->view + 1) % MGT_TUI_VIEWS; ui->scroll = 0; return MGT_TUI_REDRAW;
+    case MGT_TUI__KEY_BTAB: ui->view = (ui->view + MGT_TUI_VIEWS - 1) % MGT_TUI_VIEWS; ui->scroll = 0; return MGT_TUI_REDRAW;
+    case '1': case '2': case '3': ui->view = key - '1'; ui->scroll = 0; return MGT_TUI_REDRAW;
+    case MGT_TUI__KEY_UP: case 'k': ui->scroll--; break;
+    case MGT_TUI__KEY_DOWN: case 'j': ui->scroll++; break;
+    case MGT_TUI__KEY_PPAGE: ui->scroll -= page; break;
+    case MGT_TUI__KEY_NPAGE: ui->scroll += page; break;
+    case MGT_TUI__KEY_HOME: ui->scroll = 0; break;
+    case MGT_TUI__KEY_END: ui->scroll = max; break;
+    default: return 0;
+    }
+    ui->scroll = mgt_tui__clamp(ui->scroll, 0, max);
+    return ui->scroll != before ? MGT_TUI_REDRAW : 0;
+}
+
+double mgt_tui_busbw_factor(int coll, int n) {
+    if (n < 1) n = 1;
+    switch (coll) {
+    case 0: return 2.0 * (n - 1) / n;   /* all-reduce */
+    case 1: case 2: return (double)(n - 1) / n; /* reduce-scatter, all-gather */
+    default: return 1.0;                /* broadcast, send/recv */
+    }
+}
+
+void mgt_tui_fmt_bytes(double b, char *out, size_t cap) {
+    const char *unit = "KMGTP";
+    int u = 0;
+    if (b < 1024) { snprintf(out, cap, "%.0fB", b < 0 ? 0 : b); return; }
+    b /= 1024;
+    while (b >= 999.5 && u < 4) { b /= 1024; u++; }
+    if (b >= 99.5) snprintf(out, cap, "%.0f%c", b, unit[u]);
+    else if (b >= 9.95) snprintf(out, cap, "%.1f%c", b, unit[u]);
+    else snprintf(out, cap, "%.2f%c", b, unit[u]);
+}
+
+void mgt_tui_fmt_count(double v, char *out, size_t cap) {
+    const char *unit = " kMGT";
+    int u = 0;
+    while (v >= 999.5 && u < 4) { v /= 1000; u++; }
+    if (u == 0) snprintf(out, cap, v >= 99.5 ? "%.0f" : v >= 9.95 ? "%.1f" : "%.2f", v);
+    else snprintf(out, cap, v >= 99.5 ? "%.0f%c" : v >= 9.95 ? "%.1f%c" : "%.2f%c", v, unit[u]);
+}
+
+void mgt_tui_fmt_duration(double s, char *out, size_t cap) {
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600) snprintf(out, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(out, cap, "%ld:%02ld", t / 60, t % 60);
+}
+
+#ifndef MGT_TUI_LAYOUT_ONLY
+/* ---- the dashboard (ncursesw) ------------------------------------------------------------------ */
+#include <stdlib.h>  /* defines: malloc, realloc, free */
+#include <math.h>    /* defines: isfinite, floor */
+#include <locale.h>  /* defines: setlocale */
+#include <langinfo.h> /* defines: nl_langinfo, CODESET */
+#include <time.h>    /* defines: clock_gettime */
+#include <unistd.h>  /* defines: isatty */
+#include <stdlib.h>  /* defines: setenv */
+
+#ifndef MGT_H_INCLUDED
+#error "include mgt.h before tui/tui.h"
+#endif
+
+enum { MGT_TUI__W_HEADER, MGT_TUI__W_LOSS, MGT_TUI__W_THR, MGT_TUI__W_RANKS, MGT_TUI__W_COMM, MGT_TUI__W_EVENTS,
+       MGT_TUI__W_FOOTER, MGT_TUI__W_HELP, MGT_TUI__NWIN };
+enum { MGT_TUI__C_TITLE = 1, MGT_TUI__C_GOOD, MGT_TUI__C_COMM, MGT_TUI__C_BAD, MGT_TUI__C_VAL, MGT_TUI__C_DIM, MGT_TUI__C_BAR };
+
+typedef struct mgt_tui__point { /* one published step, what the charts need */
+    int step;
+    float loss, tok_s, samp_s, step_ms, mfu;
+    unsigned char has_mfu;
+} mgt_tui__point;
+typedef struct mgt_tui__val { int step; float loss; } mgt_tui__val;
+
+#define MGT_TUI__EVENTS 64
+struct mgt_tui {
+    const mgt_run *run;
+    mgt_config cfg;
+    mgt_tui_options opt;
+    int utf8, color;
+    mgt_tui_ui ui;
+    mgt_tui_panes L;
+    WINDOW *w[MGT_TUI__NWIN];
+    int cols, rows;
+    mgt_tui__point *pts;
+    int npts, cap, nhist;     /* points kept; history entries read */
+    mgt_tui__val *vals;
+    int nvals, vcap, last_val_step;
+    mgt_stats last;
+    int has_last, state, nranks;
+    mgt_rank_stats *ranks;
+    mgt_event ev[MGT_TUI__EVENTS];
+    int nev;                  /* events read in all; the newest MGT_TUI__EVENTS are in ev */
+    double best, ema, t_open, t_refresh;
+    int frames, dirty;
+    char message[160];
+};
+
+static mgt_tui *mgt_tui__active; /* the dashboard holding the terminal, for signal handlers */
+
+static double mgt_tui__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void mgt_tui_restore_terminal(void) {
+    if (mgt_tui__active && !isendwin()) endwin();
+}
+
+static void mgt_tui__windows(mgt_tui *t) {
+    const mgt_tui_rect *r[MGT_TUI__NWIN];
+    int i;
+    r[MGT_TUI__W_HEADER] = &t->L.header; r[MGT_TUI__W_LOSS] = &t->L.loss; r[MGT_TUI__W_THR] = &t->L.throughput;
+    r[MGT_TUI__W_RANKS] = &t->L.ranks; r[MGT_TUI__W_COMM] = &t->L.comm; r[MGT_TUI__W_EVENTS] = &t->L.events;
+    r[MGT_TUI__W_FOOTER] = &t->L.footer; r[MGT_TUI__W_HELP] = &t->L.help;
+    for (i = 0; i < MGT_TUI__NWIN; i++) {
+        if (t->w[i]) delwin(t->w[i]);
+        t->w[i] = NULL;
+        if (r[i]->h > 0 && r[i]->w > 0 && !(i == MGT_TUI__W_HELP && t->L.too_small)) t->w[i] = newwin(r[i]->h, r[i]->w, r[i]->y, r[i]->x);
+    }
+}
+
+static void mgt_tui__relayout(mgt_tui *t) {
+    getmaxyx(stdscr, t->rows, t->cols);
+    mgt_tui_layout(t->cols, t->rows, t->nranks, t->ui.view, &t->L);
+    t->ui.scroll = mgt_tui__clamp(t->ui.scroll, 0, t->L.max_scroll);
+    mgt_tui__windows(t);
+    t->dirty = 1;
+}
+
+int mgt_tui_open(mgt_tui **out, const mgt_run *run, const mgt_tui_options *opt) {
+    mgt_tui *t;
+    const char *cs;
+    *out = NULL;
+    if (!run || !isatty(0) || !isatty(1)) return -1;
+    t = (mgt_tui *)calloc(1, sizeof *t);
+    if (!t) return -1;
+    t->run = run;
+    t->cfg = *mgt_run_config(run);
+    if (opt) t->opt = *opt;
+    if (t->opt.refresh_s <= 0) t->opt.refresh_s = 0.5;
+    if (t->opt.frame_ms <= 0) t->opt.frame_ms = 100;
+    t->nranks = mgt_run_ranks(run, NULL, 0);
+    if (t->nranks < 1) t->nranks = 1;
+    t->ranks = (mgt_rank_stats *)calloc((size_t)t->nranks, sizeof *t->ranks);
+    if (!t->ranks) { free(t); return -1; }
+    setlocale(LC_ALL, "");
+    cs = nl_langinfo(CODESET);
+    t->utf8 = !t->opt.ascii && cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8"));
+    if (t->utf8) setenv("NCURSES_NO_UTF8_ACS", "1", 0); /* lines as Unicode, not the terminal's ACS */
+    if (!newterm(NULL, stdout, stdin)) { free(t->ranks); free(t); return -1; }
+    mgt_tui__active = t;
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    curs_set(0);
+    t->color = !t->opt.mono && has_colors();
+    if (t->color) {
+        start_color();
+        use_default_colors();
+        init_pair(MGT_TUI__C_TITLE, COLOR_CYAN, -1);
+        init_pair(MGT_TUI__C_GOOD, COLOR_GREEN, -1);
+        init_pair(MGT_TUI__C_COMM, COLOR_YELLOW, -1);
+        init_pair(MGT_TUI__C_BAD, COLOR_RED, -1);
+        init_pair(MGT_TUI__C_VAL, COLOR_MAGENTA, -1);
+        init_pair(MGT_TUI__C_DIM, COLOR_BLUE, -1);
+        init_pair(MGT_TUI__C_BAR, COLOR_BLACK, COLOR_CYAN);
+    }
+    wtimeout(stdscr, t->opt.frame_ms);
+    t->best = 1e300;
+    t->last_val_step = -1;
+    t->t_open = mgt_tui__now();
+    t->t_refresh = -1e9;
+    mgt_tui__relayout(t);
+    *out = t;
+    return 0;
+}
+
+void mgt_tui_close(mgt_tui *t) {
+    int i;
+    if (!t) return;
+    for (i = 0; i < MGT_TUI__NWIN; i++) if (t->w[i]) delwin(t->w[i]);
+    if (!isendwin()) endwin();
+    mgt_tui__active = NULL;
+    free(t->pts);
+    free(t->vals);
+    free(t->ranks);
+    free(t);
+}
+
+void mgt_tui_message(mgt_tui *t, const char *text) {
+    if (!t) return;
+    snprintf(t->message, sizeof t->message, "%s", text ? text : "");
+    t->dirty = 1;
+}
+
+/* new history entries, the ranks' latest statistics, new events, the state */
+void mgt_tui_refresh(mgt_tui *t) {
+    mgt_stats buf[64];
+    int n, i;
+    while ((n = mgt_run_history(t->run, t->nhist, buf, 64)) > 0) {
+        for (i = 0; i < n; i++) {
+            const mgt_stats *s = &buf[i];
+            mgt_tui__point *p;
+            if (t->npts == t->cap) {
+                int cap = t->cap ? 2 * t->cap : 1024;
+                mgt_tui__point *q = (mgt_tui__point *)realloc(t->pts, sizeof *q * (size_t)cap);
+                if (!q) break;
+                t->pts = q; t->cap = cap;
+            }
+            p = &t->pts[t->npts++];
+            p->step = s->step;
+            p->loss = (float)s->loss;
+            p->tok_s = (float)s->tokens_per_s;
+            p->samp_s = (float)s->samples_per_s;
+            p->step_ms = (float)s->step_ms;
+            p->mfu = (float)s->mfu;
+            p->has_mfu = (unsigned char)(s->has_mfu != 0);
+            if (isfinite(s->loss)) {
+                if (s->loss < t->best) t->best = s->loss;
+                t->ema = t->npts == 1 ? s->loss : 0.9 * t->ema + 0.1 * s->loss;
+            }
+            if (s->has_val_loss && s->val_step != t->last_val_step) {
+                if (t->nvals == t->vcap) {
+                    int cap = t->vcap ? 2 * t->vcap : 64;
+                    mgt_tui__val *q = (mgt_tui__val *)realloc(t->vals, sizeof *q * (size_t)cap);
+                    if (q) { t->vals = q; t->vcap = cap; }
+                }
+                if (t->nvals < t->vcap) { t->vals[t->nvals].step = s->val_step; t->vals[t->nvals].loss = (float)s->val_loss; t->nvals++; }
+                t->last_val_step = s->val_step;
+            }
+            t->last = *s;
+            t->has_last = 1;
+        }
+        t->nhist += n;
+        if (n < 64) break;
+    }
+    mgt_run_ranks(t->run, t->ranks, t->nranks);
+    for (;;) { /* events: keep the newest MGT_TUI__EVENTS in a ring */
+        mgt_event e;
+        if (mgt_run_events(t->run, t->nev, &e, 1) != 1) break;
+        t->ev[t->nev % MGT_TUI__EVENTS] = e;
+        t->nev++;
+    }
+    t->state = mgt_run_state(t->run);
+    t->dirty = 1;
+}
+
+/* ---- drawing helpers ---- */
+static void mgt_tui__attr(mgt_tui *t, WINDOW *w, int pair, int on) {
+    attr_t a = t->color ? (attr_t)COLOR_PAIR(pair) : (pair == MGT_TUI__C_BAD || pair == MGT_TUI__C_TITLE ? A_BOLD : pair == MGT_TUI__C_BAR ? A_REVERSE : A_NORMAL);
+    if (on) wattron(w, a); else wattroff(w, a);
+}
+
+/* a string clipped to the window's width from column x */
+static void mgt_tui__put(WINDOW *w, int y, int x, const char *s) {
+    int maxy, maxx, room;
+    getmaxyx(w, maxy, maxx);
+    room = maxx - x;
+    if (y < 0 || y >= maxy || room <= 0) return;
+    if ((int)strlen(s) <= room) mvwaddstr(w, y, x, s);
+    else mvwaddnstr(w, y, x, s, room); /* callers keep Unicode out of strings that can be clipped */
+}
+
+static void mgt_tui__box(mgt_tui *t, WINDOW *w, const char *title) {
+    char buf[200];
+    if (t->color) wattron(w, COLOR_PAIR(MGT_TUI__C_DIM));
+    if (t->utf8) box(w, 0, 0);
+    else wborder(w, '|', '|', '-', '-', '+', '+', '+', '+'); /* no line-drawing charset outside UTF-8 */
+    if (t->color) wattroff(w, COLOR_PAIR(MGT_TUI__C_DIM));
+    snprintf(buf, sizeof buf, " %s ", title);
+    mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 1);
+    wattron(w, A_BOLD);
+    mgt_tui__put(w, 0, 2, buf);
+    wattroff(w, A_BOLD);
+    mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 0);
+}
+
+/* a sparkline of values (the newest at the right) in width cells */
+static void mgt_tui__spark(mgt_tui *t, WINDOW *w, int y, int x, int width, const float *v, int stride_bytes, int n) {
+    static const char *blocks[8] = {"\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84", "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88"};
+    static const char ascii[] = "_.-:=+*#";
+    float lo = 0, hi = 0;
+    int i, first = n > width ? n - width : 0, k = 0;
+#define MGT_TUI__V(i) (*(const float *)((const char *)v + (size_t)(i) * (size_t)stride_bytes))
+    for (i = first; i < n; i++) {
+        float a = MGT_TUI__V(i);
+        if (!isfinite(a)) continue;
+        if (!k++ ) lo = hi = a;
+        if (a < lo) lo = a;
+        if (a > hi) hi = a;
+    }
+    mgt_tui__attr(t, w, MGT_TUI__C_GOOD, 1);
+    for (i = first; i < n; i++) {
+        float a = MGT_TUI__V(i);
+        int lvl = hi > lo && isfinite(a) ? (int)((a - lo) / (hi - lo) * 7.0f + 0.5f) : 3;
+        lvl = mgt_tui__clamp(lvl, 0, 7);
+        if (t->utf8) mvwaddstr(w, y, x + i - first, blocks[lvl]);
+        else mvwaddch(w, y, x + i - first, (chtype)ascii[lvl]);
+    }
+    mgt_tui__attr(t, w, MGT_TUI__C_GOOD, 0);
+#undef MGT_TUI__V
+}
+
+/* ---- windows ---- */
+static void mgt_tui__draw_header(mgt_tui *t) {
+    WINDOW *w = t->w[MGT_TUI__W_HEADER];
+    const mgt_config *c = &t->cfg;
+    static const char *dtypes[] = {"fp32", "bf16", "fp16"};
+    char line[512], el[32], eta[32];
+    int step = t->has_last ? t->last.step : 0, steps = t->cfg.train.steps, barw, fill, i, micro;
+    double frac = steps > 0 ? (double)step / steps : 0, per_step;
+    if (!w) return;
+    werase(w);
+    micro = c->train.micro_batch > 0 ? c->train.global_batch / (c->parallel.dp * c->train.micro_batch) : 1;
+    snprintf(line, sizeof line, " mgt %s | %s | %d x %s | dp%d tp%d pp%d zero%d %s mb%d | %s ", MGT_VERSION_STRING,
+             !t->opt.preset ? "(preset)" : t->cols >= 120 || !strrchr(t->opt.preset, '/') ? t->opt.preset : strrchr(t->opt.preset, '/') + 1, t->nranks, t->nranks > 0 && t->ranks[0].device[0] ? t->ranks[0].device : "cpu",
+             c->parallel.dp, c->parallel.tp, c->parallel.pp, c->parallel.zero, c->parallel.pp_schedule ? "gpipe" : "1f1b", micro,
+             dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0]);
+    mgt_tui__attr(t, w, MGT_TUI__C_BAR, 1);
+    wmove(w, 0, 0);
+    for (i = 0; i < t->cols; i++) waddch(w, ' ');
+    mgt_tui__put(w, 0, 0, line);
+    {
+        int pair = t->state == MGT_STATE_FAILED ? MGT_TUI__C_BAD : t->state == MGT_STATE_PAUSED ? MGT_TUI__C_COMM : MGT_TUI__C_GOOD;
+        char st[32];
+        int k;
+        snprintf(st, sizeof st, " %s ", mgt_state_name(t->state));
+        for (k = 0; st[k]; k++) if (st[k] >= 'a' && st[k] <= 'z') st[k] = (char)(st[k] - 32);
+        mgt_tui__attr(t, w, MGT_TUI__C_BAR, 0);
+        wattron(w, A_BOLD | A_REVERSE);
+        mgt_tui__attr(t, w, pair, 1);
+        mgt_tui__put(w, 0, mgt_tui__max(0, t->cols - (int)strlen(st)), st);
+        mgt_tui__attr(t, w, pair, 0);
+        wattroff(w, A_BOLD | A_REVERSE);
+    }
+    per_step = t->has_last && t->npts > 0 ? t->last.elapsed_s / t->npts : 0;
+    mgt_tui_fmt_duration(t->has_last ? t->last.elapsed_s : 0, el, sizeof el);
+    if (per_step > 0) mgt_tui_fmt_duration(per_step * (steps - step), eta, sizeof eta);
+    else snprintf(eta, sizeof eta, "--:--");
+    {
+        char tail[200];
+        snprintf(tail, sizeof tail, " %5.1f%% | elapsed %s | ETA %s | %s", 100 * frac, el, eta,
+                 t->ui.view == MGT_TUI_OVERVIEW ? "overview" : t->ui.view == MGT_TUI_RANKS ? "ranks" : "communication");
+        snprintf(line, sizeof line, " step %d/%d ", step, steps);
+        barw = mgt_tui__clamp(t->cols - (int)strlen(line) - (int)strlen(tail) - 3, 5, 80);
+    }
+    mgt_tui__put(w, 1, 0, line);
+    fill = (int)(frac * barw + 0.5);
+    wmove(w, 1, (int)strlen(line));
+    waddch(w, '[');
+    mgt_tui__attr(t, w, MGT_TUI__C_GOOD, 1);
+    for (i = 0; i < barw; i++) {
+        if (t->utf8) waddstr(w, i < fill ? "\xe2\x96\x88" : "\xe2\x96\x91");
+        else waddch(w, i < fill ? '#' : '.');
+    }
+    mgt_tui__attr(t, w, MGT_TUI__C_GOOD, 0);
+    waddch(w, ']');
+    snprintf(line, sizeof line, " %5.1f%% | elapsed %s | ETA %s | %s", 100 * frac, el, eta,
+             t->ui.view == MGT_TUI_OVERVIEW ? "overview" : t->ui.view == MGT_TUI_RANKS ? "ranks" : "communication");
+    mgt_tui__put(w, 1, getcurx(w), line);
+    wnoutrefresh(w);
+}
+
+static void mgt_tui__draw_loss(mgt_tui *t) {
+    WINDOW *w = t->w[MGT_TUI__W_LOSS];
+    char buf[160], a[32], b[32];
+    int H, W, gw, gh, i, x0 = 8, first, last, px, prev_py = -1;
+    float lo = 0, hi = 0;
+    unsigned char *grid;
+    if (!w) return;
+    werase(w);
+    mgt_tui__box(t, w, "train loss");
+    getmaxyx(w, H, W);
+    if (t->has_last) {
+        snprintf(buf, sizeof buf, "now %.4f  best %.4f  smoothed %.4f", t->last.loss, t->best, t->ema);
+        mgt_tui__put(w, 1, 2, buf);
+    }
+    gh = H - 4; /* rows of the plot: below the border and the figures, above the x labels and the border */
+    gw = W - x0 - 2;
+    if (t->npts < 1 || gh < 2 || gw < 4) {
+        mgt_tui__put(w, 2, 2, "waiting for the first step...");
+        wnoutrefresh(w);
+        return;
+    }
+    first = t->pts[0].step;
+    last = t->pts[t->npts - 1].step;
+    for (i = 0; i < t->npts; i++) {
+        float l = t->pts[i].loss;
+        if (!isfinite(l)) continue;
+        if (i == 0 || l < lo) lo = l;
+        if (i == 0 || l > hi) hi = l;
+    }
+    for (i = 0; i < t->nvals; i++) {
+        if (t->vals[i].loss < lo) lo = t->vals[i].loss;
+        if (t->vals[i].loss > hi) hi = t->vals[i].loss;
+    }
+    if (hi - lo < 1e-6f) { hi += 0.5f; lo -= 0.5f; }
+    /* y labels */
+    snprintf(a, sizeof a, "%6.3f", hi); mgt_tui__put(w, 2, 1, a);
+    snprintf(a, sizeof a, "%6.3f", (lo + hi) / 2); mgt_tui__put(w, 2 + (gh - 1) / 2, 1, a);
+    snprintf(a, sizeof a, "%6.3f", lo); mgt_tui__put(w, 1 + gh, 1, a);
+    /* x labels */
+    snprintf(a, sizeof a, "%d", first);
+    snprintf(b, sizeof b, "%d", last);
+    mgt_tui__put(w, gh + 2, x0, a);
+    mgt_tui__put(w, gh + 2, x0 + gw - (int)strlen(b), b);
+    mgt_tui__put(w, gh + 2, x0 + gw / 2 - 2, "step");
+    /* dots: 2 x 4 per cell with braille, 1 x 3 with blocks/ASCII */
+    {
+        int sx = t->utf8 ? 2 : 1, sy = t->utf8 ? 4 : 3, DW = gw * sx, DH = gh * sy, cy, cx;
+        grid = (unsigned char *)calloc((size_t)DW * (size_t)DH, 1);
+        if (!grid) { wnoutrefresh(w); return; }
+        for (px = 0; px < DW; px++) { /* the mean loss of the steps that fall in this dot column */
+            double s = 0;
+            int cnt = 0, j, lo_i, hi_i, py;
+            lo_i = (int)((double)px * t->npts / DW);
+            hi_i = mgt_tui__max(lo_i + 1, (int)((double)(px + 1) * t->npts / DW));
+            if (lo_i >= t->npts) break;
+            for (j = lo_i; j < hi_i && j < t->npts; j++) if (isfinite(t->pts[j].loss)) { s += t->pts[j].loss; cnt++; }
+            if (!cnt) continue;
+            py = (int)((hi - s / cnt) / (hi - lo) * (DH - 1) + 0.5);
+            py = mgt_tui__clamp(py, 0, DH - 1);
+            if (prev_py >= 0) { /* join to the previous column */
+                int y, y0 = mgt_tui__min(prev_py, py), y1 = mgt_tui__max(prev_py, py);
+                for (y = y0; y <= y1; y++) grid[(size_t)y * DW + px] = 1;
+            }
+            grid[(size_t)py * DW + px] = 1;
+            prev_py = py;
+            if (t->npts < DW && hi_i - lo_i == 1) { /* fewer steps than dots: stretch */ }
+        }
+        mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 1);
+        for (cy = 0; cy < gh; cy++)
+            for (cx = 0; cx < gw; cx++) {
+                int dy, dx, bits = 0;
+                for (dy = 0; dy < sy; dy++)
+                    for (dx = 0; dx < sx; dx++)
+                        if (grid[(size_t)(cy * sy + dy) * DW + cx * sx + dx]) {
+                            static const int braille[4][2] = {{0x01, 0x08}, {0x02, 0x10}, {0x04, 0x20}, {0x40, 0x80}};
+                            bits |= t->utf8 ? braille[dy][dx] : 1 << dy;
+                        }
+                if (!bits) continue;
+                if (t->utf8) {
+                    int cp = 0x2800 + bits;
+                    char u[4];
+                    u[0] = (char)(0xe0 | (cp >> 12)); u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)); u[2] = (char)(0x80 | (cp & 0x3f)); u[3] = 0;
+                    mvwaddstr(w, 2 + cy, x0 + cx, u);
+                } else {
+                    mvwaddch(w, 2 + cy, x0 + cx, (chtype)(bits == 1 ? '\'' : bits == 2 ? '-' : bits == 4 ? '.' : ':'));
+                }
+            }
+        mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 0);
+        free(grid);
+    }
+    /* validation points */
+    mgt_tui__attr(t, w, MGT_TUI__C_VAL, 1);
+    wattron(w, A_BOLD);
+    for (i = 0; i < t->nvals; i++) {
+        int cx = last > first ? (int)((double)(t->vals[i].step - first) / (last - first) * (gw - 1) + 0.5) : gw - 1;
+        int cy = (int)((hi - t->vals[i].loss) / (hi - lo) * (gh - 1) + 0.5);
+        if (cx < 0 || cx >= gw) continue;
+        if (t->utf8) mvwaddstr(w, 2 + mgt_tui__clamp(cy, 0, gh - 1), x0 + cx, "\xe2\x97\x86"); /* a diamond */
+        else mvwaddch(w, 2 + mgt_tui__clamp(cy, 0, gh - 1), x0 + cx, 'o');
+    }
+    wattroff(w, A_BOLD);
+    if (t->nvals > 0) {
+        snprintf(buf, sizeof buf, " val %.4f @%d ", t->vals[t->nvals - 1].loss, t->vals[t->nvals - 1].step);
+        mgt_tui__put(w, H - 1, mgt_tui__max(2, W - (int)strlen(buf) - 2), buf);
+    }
+    mgt_tui__attr(t, w, MGT_TUI__C_VAL, 0);
+    wnoutrefresh(w);
+}
+
+static void mgt_tui__draw_throughput(mgt_tui *t) {
+    WINDOW *w = t->w[MGT_TUI__W_THR];
+    int H, W, y = 1, sw;
+    char v[32], line[96];
+    const mgt_stats *s = &t->last;
+    if (!w) return;
+    werase(w);
+    mgt_tui__box(t, w, "throughput");
+    getmaxyx(w, H, W);
+    sw = W - 23;
+    if (!t->has_last) { mgt_tui__put(w, 1, 2, "n/a until the first step"); wnoutrefresh(w); return; }
+#define MGT_TUI__ROW(label, text, field, show)                                                            \
+    if (y < H - 1) {                                                                                      \
+        snprintf(line, sizeof line, "%-10s %8s", label, text);                                           \
+        mgt_tui__put(w, y, 2, line);                                                                      \
+        if (show && sw > 2) mgt_tui__spark(t, w, y, 22, sw, &t->pts[0].field, (int)sizeof(mgt_tui__point), t->npts); \
+        y++;                                                                                              \
+    }
+    mgt_tui_fmt_count(s->tokens_per_s, v, sizeof v);
+    MGT_TUI__ROW("tokens/s", v, tok_s, 1)
+    mgt_tui_fmt_count(s->samples_per_s, v, sizeof v);
+    MGT_TUI__ROW("samples/s", v, samp_s, 1)
+    snprintf(v, sizeof v, "%.1f ms", s->step_ms);
+    MGT_TUI__ROW("step", v, step_ms, 1)
+    if (s->has_mfu) snprintf(v, sizeof v, "%.1f%%", 100 * s->mfu);
+    else snprintf(v, sizeof v, "n/a");
+    MGT_TUI__ROW("MFU", v, mfu, s->has_mfu)
+#undef MGT_TUI__ROW
+    if (y < H - 1) { mgt_tui_fmt_count(s->gflops, v, sizeof v); snprintf(line, sizeof line, "%-10s %8s GFLOP/s", "compute", v); mgt_tui__put(w, y++, 2, line); }
+    if (y < H - 1) { mgt_tui_fmt_count((double)s->tokens_seen, v, sizeof v); snprintf(line, sizeof line, "%-10s %8s tokens", "seen", v); mgt_tui__put(w, y++, 2, line); }
+    if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8.2e", "lr", s->lr); mgt_tui__put(w, y++, 2, line); }
+    if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8.3f", "grad norm", s->grad_norm); mgt_tui__put(w, y++, 2, line); }
+    if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8s", "speedup", "n/a"); mgt_tui__put(w, y++, 2, line); }
+    wnoutrefresh(w);
+}
+
+static int mgt_tui__straggler(const mgt_tui *t) { /* the rank that computed longest in the last step */
+    int i, s = 0;
+    for (i = 1; i < t->nranks; i++) if (t->ranks[i].compute_s > t->ranks[s].compute_s) s = i;
+    return s;
+}
+
+/* the stacked compute / communication / bubble bar of one rank */
+static void mgt_tui__bar(mgt_tui *t, WINDOW *w, int y, int x, int width, const mgt_rank_stats *r) {
+    double tot = r->compute_s + r->comm_s + r->bubble_s;
+    int nc = 0, nm = 0, i;
+    if (tot > 0) {
+        nc = (int)(r->compute_s / tot * width + 0.5);
+        nm = (int)((r->compute_s + r->comm_s) / tot * width + 0.5) - nc;
+    }
+    wmove(w, y, x);
+    for (i = 0; i < width; i++) {
+        int seg = tot <= 0 ? 3 : i < nc ? 0 : i < nc + nm ? 1 : 2;
+        int pair = seg == 0 ? MGT_TUI__C_GOOD : seg == 1 ? MGT_TUI__C_COMM : seg == 2 ? MGT_TUI__C_BAD : MGT_TUI__C_DIM;
+        mgt_tui__attr(t, w, pair, 1);
+        if (t->utf8 && t->color) waddstr(w, seg == 3 ? "\xc2\xb7" : "\xe2\x96\x88");
+        else if (t->utf8) waddstr(w, seg == 0 ? "\xe2\x96\x88" : seg == 1 ? "\xe2\x96\x92" : seg == 2 ? "\xe2\x96\x91" : "\xc2\xb7");
+        else waddch(w, (chtype)(seg == 0 ? '#' : seg == 1 ? '=' : seg == 2 ? '-' : '.'));
+        mgt_tui__attr(t, w, pair, 0);
+    }
+}
+
+static void mgt_tui__draw_ranks(mgt_tui *t) {
+    WINDOW *w = t->w[MGT_TUI__W_RANKS];
+    int H, W, row, barw, wide, slow = mgt_tui__straggler(t), comm_view = t->ui.view == MGT_TUI_COMM, c;
+    char line[600], a[16], b[16], title[96];
+    if (!w) return;
+    werase(w);
+    snprintf(title, sizeof title, comm_view ? "communication per rank: ms in the last step, < the slowest (%d ranks)" : "ranks (%d)", t->nranks);
+    mgt_tui__box(t, w, title);
+    getmaxyx(w, H, W);
+    if (t->L.max_scroll > 0) {
+        snprintf(line, sizeof line, " %d-%d of %d, arrows scroll ", t->ui.scroll, mgt_tui__min(t->nranks, t->ui.scroll + t->L.rank_rows) - 1, t->nranks);
+        mgt_tui__put(w, H - 1, mgt_tui__max(2, W - (int)strlen(line) - 2), line);
+    }
+    if (comm_view) {
+        int n = 0;
+        static const char *short_names[MGT_COLL_BARRIER] = {"all-red", "red-scat", "all-gath", "bcast", "snd/rcv"};
+        n += snprintf(line + n, sizeof line - (size_t)n, "rank dp tp pp ");
+        for (c = 0; c < MGT_COLL_BARRIER; c++) n += snprintf(line + n, sizeof line - (size_t)n, "%8s ", short_names[c]);
+        snprintf(line + n, sizeof line - (size_t)n, " comm%% bub%%");
+        wattron(w, A_BOLD); mgt_tui__put(w, 1, 1, line); wattroff(w, A_BOLD);
+        for (row = 0; row < t->L.rank_rows && t->ui.scroll + row < t->nranks; row++) {
+            const mgt_rank_stats *r = &t->ranks[t->ui.scroll + row];
+            double tot = r->compute_s + r->comm_s + r->bubble_s;
+            n = snprintf(line, sizeof line, "%4d %2d %2d %2d ", r->rank, r->dp, r->tp, r->pp);
+            for (c = 0; c < MGT_COLL_BARRIER; c++) {
+                int k, max = 1;
+                for (k = 0; k < t->nranks; k++) if (t->ranks[k].seconds[c] > r->seconds[c]) max = 0;
+                if (r->calls[c] == 0) n += snprintf(line + n, sizeof line - (size_t)n, "%8s ", "-");
+                else n += snprintf(line + n, sizeof line - (size_t)n, "%8.2f%c", r->seconds[c] * 1e3, max && t->nranks > 1 ? '<' : ' ');
+            }
+            snprintf(line + n, sizeof line - (size_t)n, " %5.1f %4.1f", tot > 0 ? 100 * r->comm_s / tot : 0, tot > 0 ? 100 * r->bubble_s / tot : 0);
+            mgt_tui__put(w, 2 + row, 1, line);
+        }
+        wnoutrefresh(w);
+        return;
+    }
+    /* columns: rank dp tp pp device | bar | shares | memory by category | peak | gpu; narrow: no
+       shares (the bar shows them) and buffers + workspace in one column; wide: current/peak each */
+    wide = W >= 140 ? 2 : W >= 100 ? 1 : 0;
+    {
+        int ncat = wide ? MGT_MEM_COUNT : MGT_MEM_WORKSPACE, rest = (wide ? 12 : 0) + ncat * (wide == 2 ? 12 : 6) + 7 + 5;
+        int n;
+        barw = mgt_tui__clamp(W - 1 - 20 - rest, 6, 40);
+        n = snprintf(line, sizeof line, "rank dp tp pp dev %-*s", barw + 1, barw >= 19 ? "compute/comm/bubble" : "cmp/com/bub");
+        if (wide) n += snprintf(line + n, sizeof line - (size_t)n, " cmp%% com%% bub%%");
+        for (c = 0; c < ncat; c++) {
+            char nm[8];
+            snprintf(nm, sizeof nm, "%.5s", !wide && c == MGT_MEM_BUFFERS ? "buf+w" : mgt_mem_category_name(c));
+            n += snprintf(line + n, sizeof line - (size_t)n, wide == 2 ? " %11s" : " %5s", nm);
+        }
+        snprintf(line + n, sizeof line - (size_t)n, " %6s %4s", "peak", "gpu");
+        wattron(w, A_BOLD); mgt_tui__put(w, 1, 1, line); wattroff(w, A_BOLD);
+        for (row = 0; row < t->L.rank_rows && t->ui.scroll + row < t->nranks; row++) {
+            const mgt_rank_stats *r = &t->ranks[t->ui.scroll + row];
+            double tot = r->compute_s + r->comm_s + r->bubble_s;
+            size_t peak = 0;
+            int y = 2 + row, marked = t->nranks > 1 && r->rank == slow && tot > 0;
+            snprintf(line, sizeof line, "%4d %2d %2d %2d %-4.4s", r->rank, r->dp, r->tp, r->pp, r->device[0] ? r->device : "?");
+            if (marked) { mgt_tui__attr(t, w, MGT_TUI__C_BAD, 1); wattron(w, A_BOLD); mgt_tui__put(w, y, 0, "!"); }
+            mgt_tui__put(w, y, 1, line);
+            if (marked) { mgt_tui__attr(t, w, MGT_TUI__C_BAD, 0); wattroff(w, A_BOLD); }
+            mgt_tui__bar(t, w, y, 20, barw, r);
+            n = 0;
+            line[0] = 0;
+            if (wide)
+                n = snprintf(line, sizeof line, " %4.0f %4.0f %4.0f", tot > 0 ? 100 * r->compute_s / tot : 0, tot > 0 ? 100 * r->comm_s / tot : 0,
+                             tot > 0 ? 100 * r->bubble_s / tot : 0);
+            for (c = 0; c < MGT_MEM_COUNT; c++) peak += r->mem_peak[c];
+            for (c = 0; c < ncat; c++) {
+                double cur = (double)r->mem_current[c];
+                if (!wide && c == MGT_MEM_BUFFERS) cur += (double)r->mem_current[MGT_MEM_WORKSPACE];
+                mgt_tui_fmt_bytes(cur, a, sizeof a);
+                mgt_tui_fmt_bytes((double)r->mem_peak[c], b, sizeof b);
+                if (wide == 2) n += snprintf(line + n, sizeof line - (size_t)n, " %5s/%-5s", a, b);
+                else n += snprintf(line + n, sizeof line - (size_t)n, " %5s", a);
+            }
+            mgt_tui_fmt_bytes((double)peak, a, sizeof a);
+            if (r->has_gpu_util) snprintf(b, sizeof b, "%3.0f%%", r->gpu_util);
+            else snprintf(b, sizeof b, "n/a");
+            snprintf(line + n, sizeof line - (size_t)n, " %6s %4s", a, b);
+            mgt_tui__put(w, y, 20 + barw, line);
+        }
+    }
+    wnoutrefresh(w);
+}
+
+/* the group size a collective most likely ran over, from the layout (stated in the table) */
+static int mgt_tui__group(const mgt_tui *t, int coll) {
+    const mgt_config *c = &t->cfg;
+    if (coll == MGT_COLL_REDUCE_SCATTER || coll == MGT_COLL_ALL_GATHER) return c->parallel.dp > 1 ? c->parallel.dp : c->parallel.tp;
+    if (coll == MGT_COLL_ALL_REDUCE) return c->parallel.dp > 1 ? c->parallel.dp : c->parallel.tp > 1 ? c->parallel.tp : t->nranks;
+    if (coll == MGT_COLL_SEND_RECV) return 2;
+    return t->nranks;
+}
+
+static void mgt_tui__draw_comm(mgt_tui *t) {
+    WINDOW *w = t->w[MGT_TUI__W_COMM];
+    int H, W, c, y = 2;
+    char line[300], by[16], cl[16];
+    if (!w) return;
+    werase(w);
+    mgt_tui__box(t, w, "communication, per step");
+    getmaxyx(w, H, W);
+    (void)W;
+    wattron(w, A_BOLD);
+    mgt_tui__put(w, 1, 1, "collective      calls   bytes  ms/step algbw GB/s busbw GB/s   n  slowest");
+    wattroff(w, A_BOLD);
+    for (c = 0; c < MGT_COLL_BARRIER && y < H - 2; c++, y++) {
+        long long calls = 0;
+        double bytes = 0, secs = 0, maxs = -1;
+        int k, users = 0, slow = -1, n = mgt_tui__group(t, c);
+        for (k = 0; k < t->nranks; k++) {
+            const mgt_rank_stats *r = &t->ranks[k];
+            if (r->calls[c] <= 0) continue;
+            users++;
+            if (r->calls[c] > calls) calls = r->calls[c];
+            bytes += r->bytes[c];
+            secs += r->seconds[c];
+            if (r->seconds[c] > maxs) { maxs = r->seconds[c]; slow = k; }
+        }
+        if (!users) {
+            snprintf(line, sizeof line, "%-14s %6d %7s %8s %10s %10s", mgt_coll_name(c), 0, "-", "-", "-", "-");
+            mgt_tui__attr(t, w, MGT_TUI__C_DIM, 1);
+            mgt_tui__put(w, y, 1, line);
+            mgt_tui__attr(t, w, MGT_TUI__C_DIM, 0);
+            continue;
+        }
+        bytes /= users; /* per rank */
+        secs /= users;
+        mgt_tui_fmt_bytes(bytes, by, sizeof by);
+        if (calls < 1000) snprintf(cl, sizeof cl, "%lld", calls);
+        else mgt_tui_fmt_count((double)calls, cl, sizeof cl);
+        {
+            double alg = secs > 0 ? bytes / secs / 1e9 : 0, bus = alg * mgt_tui_busbw_factor(c, n);
+            char ms[40];
+            snprintf(ms, sizeof ms, "r%d %.2fms", slow, maxs * 1e3);
+            snprintf(line, sizeof line, "%-14s %6s %7s %8.2f %10.3f %10.3f %3d  %s", mgt_coll_name(c), cl, by, secs * 1e3, alg, bus, n, ms);
+        }
+        mgt_tui__put(w, y, 1, line);
+    }
+    mgt_tui__attr(t, w, MGT_TUI__C_DIM, 1);
+    mgt_tui__put(w, H - 2, 1, "means over calling ranks; busbw = algbw x NCCL factor, n = dp (or tp)");
+    mgt_tui__attr(t, w, MGT_TUI__C_DIM, 0);
+    wnoutrefresh(w);
+}
+
+static void mgt_tui__draw_events(mgt_tui *t) {
+    WINDOW *w = t->w[MGT_TUI__W_EVENTS];
+    int H, W, rows, i, first;
+    char line[300];
+    if (!w) return;
+    werase(w);
+    mgt_tui__box(t, w, "events");
+    getmaxyx(w, H, W);
+    (void)W;
+    rows = H - 2;
+    first = mgt_tui__max(mgt_tui__max(0, t->nev - MGT_TUI__EVENTS), t->nev - rows);
+    if (t->nev == 0) mgt_tui__put(w, 1, 2, "none yet (validations, checkpoints and warnings appear here)");
+    for (i = first; i < t->nev; i++) {
+        const mgt_event *e = &t->ev[i % MGT_TUI__EVENTS];
+        char tm[32];
+        mgt_tui_fmt_duration(e->time_s, tm, sizeof tm);
+        snprintf(line, sizeof line, "%7s  %s%s", tm, e->level == MGT_LOG_WARN ? "warning: " : "", e->text);
+        if (e->level == MGT_LOG_WARN) mgt_tui__attr(t, w, MGT_TUI__C_BAD, 1);
+        mgt_tui__put(w, 1 + i - first, 1, line);
+        if (e->level == MGT_LOG_WARN) mgt_tui__attr(t, w, MGT_TUI__C_BAD, 0);
+    }
+    wnoutrefresh(w);
+}
+
+static void mgt_tui__draw_footer(mgt_tui *t) {
+    WINDOW *w = t->w[MGT_TUI__W_FOOTER];
+    char line[300];
+    if (!w) return;
+    werase(w);
+    snprintf(line, sizeof line, " q stop  p %s  s checkpoint  Tab view  arrows scroll  ? help ", t->state == MGT_STATE_PAUSED ? "resume" : "pause");
+    wattron(w, A_REVERSE);
+    mgt_tui__put(w, 0, 0, line);
+    wattroff(w, A_REVERSE);
+    if (t->message[0]) {
+        snprintf(line, sizeof line, "  %s", t->message);
+        mgt_tui__put(w, 0, (int)strlen(" q stop  p resume  s checkpoint  Tab view  arrows scroll  ? help "), line);
+    }
+    wnoutrefresh(w);
+}
+
+static void mgt_tui__draw_help(mgt_tui *t) {
+    WINDOW *w = t->w[MGT_TUI__W_HELP];
+    static const char *lines[] = {
+        "q        stop after this step, checkpoint, exit",
+        "p/space  pause or resume training",
+        "s        write a checkpoint now",
+        "Tab      next view: overview, ranks, communication",
+        "1 2 3    overview / ranks / communication",
+        "arrows   scroll the rank table (PgUp/PgDn, Home/End)",
+        "?        this help; any key closes it",
+        "",
+        "bar: compute | communication | bubble (pipeline wait)",
+        "! marks the rank that computed longest last step",
+        "n/a: the device does not report it (MFU, GPU util)",
+        "busbw: NCCL factors, all-reduce 2(n-1)/n, rs/ag (n-1)/n",
+    };
+    int i;
+    if (!w || !t->ui.help) return;
+    werase(w);
+    mgt_tui__box(t, w, "help");
+    for (i = 0; i < (int)(sizeof lines / sizeof lines[0]); i++) mgt_tui__put(w, 2 + i, 3, lines[i]);
+    wnoutrefresh(w);
+}
+
+static void mgt_tui__draw(mgt_tui *t) {
+    if (t->L.too_small) {
+        char line[120];
+        werase(stdscr);
+        snprintf(line, sizeof line, "mgt: the dashboard needs %dx%d (this terminal is %dx%d); step %d/%d, loss %.4f", MGT_TUI_MIN_COLS,
+                 MGT_TUI_MIN_ROWS, t->cols, t->rows, t->has_last ? t->last.step : 0, t->cfg.train.steps, t->has_last ? t->last.loss : 0.0);
+        mgt_tui__put(stdscr, 0, 0, line);
+        mgt_tui__put(stdscr, 1, 0, "q stops, p pauses, s checkpoints");
+        wnoutrefresh(stdscr);
+        doupdate();
+        return;
+    }
+    mgt_tui__draw_header(t);
+    mgt_tui__draw_loss(t);
+    mgt_tui__draw_throughput(t);
+    mgt_tui__draw_ranks(t);
+    mgt_tui__draw_comm(t);
+    mgt_tui__draw_events(t);
+    mgt_tui__draw_footer(t);
+    mgt_tui__draw_help(t);
+    doupdate();
+}
+
+int mgt_tui_frame(mgt_tui *t) {
+    int flags = 0, ch, view;
+    double now;
+    if (!t) return MGT_TUI_CLOSED;
+    now = mgt_tui__now();
+    if (now - t->t_refresh >= t->opt.refresh_s) {
+        mgt_tui_refresh(t);
+        t->t_refresh = now;
+    }
+    if (t->dirty) {
+        mgt_tui__draw(t);
+        t->dirty = 0;
+    }
+    t->frames++;
+    view = t->ui.view;
+    ch = wgetch(stdscr); /* waits up to frame_ms */
+    while (ch != ERR) {
+        if (ch == KEY_RESIZE) mgt_tui__relayout(t);
+        else {
+            int f = mgt_tui_key(&t->ui, ch, &t->L);
+            flags |= f & ~MGT_TUI_REDRAW;
+            if (f & MGT_TUI_REDRAW) t->dirty = 1;
+        }
+        wtimeout(stdscr, 0);
+        ch = wgetch(stdscr);
+        wtimeout(stdscr, t->opt.frame_ms);
+    }
+    if (t->ui.view != view) mgt_tui__relayout(t);
+    if (t->ui.help && t->dirty) touchwin(t->w[MGT_TUI__W_HELP] ? t->w[MGT_TUI__W_HELP] : stdscr);
+    if (t->dirty && !t->ui.help) { /* the help box covered the others: let them be drawn whole */
+        int i;
+        for (i = 0; i < MGT_TUI__NWIN; i++) if (t->w[i]) touchwin(t->w[i]);
+    }
+    if (t->opt.max_frames > 0 && t->frames >= t->opt.max_frames) flags |= MGT_TUI_CLOSED;
+    return flags;
+}
+
+void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap) {
+    char tok[16], el[32], mfu[16];
+    int n;
+    if (!t || !cap) return;
+    if (t->has_last && t->last.has_mfu) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * t->last.mfu);
+    else snprintf(mfu, sizeof mfu, "n/a");
+    if (!t->has_last) { snprintf(out, cap, "dashboard closed before the first step finished\n"); return; }
+    mgt_tui_fmt_count(t->last.tokens_per_s, tok, sizeof tok);
+    mgt_tui_fmt_duration(t->last.elapsed_s, el, sizeof el);
+    n = snprintf(out, cap, "dashboard: step %d/%d (%s) | loss %.4f, best %.4f, smoothed %.4f", t->last.step, t->cfg.train.steps,
+                 mgt_state_name(t->state), t->last.loss, t->best, t->ema);
+    if (n > 0 && (size_t)n < cap && t->nvals > 0)
+        n += snprintf(out + n, cap - (size_t)n, ", val %.4f at step %d", t->vals[t->nvals - 1].loss, t->vals[t->nvals - 1].step);
+    if (n > 0 && (size_t)n < cap)
+        n += snprintf(out + n, cap - (size_t)n, "\ndashboard: %s tok/s, %.1f ms/step, MFU %s | %s elapsed | %d ranks\n", tok, t->last.step_ms, mfu,
+                      el, t->nranks);
+    (void)n;
+}
+#endif /* MGT_TUI_LAYOUT_ONLY */
+
+#endif /* MGT_TUI__IMPLEMENTED */
+#endif /* MGT_TUI_IMPLEMENTATION */

@@ -3448,7 +3448,6 @@ static float *mgt__G(mgt__rank *rk, int t) { const mgt__tensor *x = &rk->lay.t[t
 
 /* tensor indices in a rank's layout */
 static int mgt__t_wte(const mgt__rank *rk) { return rk->first ? 0 : rk->lay.n - 1; }         /* the head's wte on the last stage */
-static int mgt__t_wte_embed(const mgt__rank *rk) { (void)rk; return 0; }
 static int mgt__t_block(const mgt__rank *rk, int b, int k) { return (rk->first ? 2 : 0) + b * MGT__BLOCK_TENSORS + k; }
 static int mgt__t_lnf(const mgt__rank *rk) { return (rk->first ? 2 : 0) + rk->nblocks * MGT__BLOCK_TENSORS; }
 static int mgt__u_block(const mgt__rank *rk, int b) { return (rk->first ? 1 : 0) + b; }
@@ -3770,7 +3769,7 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
     int u;
     /* the tied embedding: the first stage's and the last stage's wte gradients are one gradient */
     if (p->pp > 1 && (rk->first || rk->last)) {
-        int t = rk->first ? mgt__t_wte_embed(rk) : mgt__t_wte(rk);
+        int t = rk->first ? 0 : mgt__t_wte(rk); /* the embedding's wte, or the head's copy */
         MGT__TRY(mgt__all_reduce(rk, &rk->emb_g, mgt__G(rk, t), mgt__tensor_storage(&rk->lay.t[t])));
     }
     if (p->zero == 1) {
@@ -4531,7 +4530,7 @@ static void mgt__init_task(void *ctx, int tid, int nth) {
 }
 
 /* the group of the ranks whose coordinates differ from this one's only along one axis */
-static void mgt__make_group(mgt__rank *rk, mgt_group *g, int **cursor, int id, int size, int index, int stride, int base) {
+static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int index, int stride, int base) {
     int i;
     g->id = id;
     g->size = size;
@@ -4539,7 +4538,6 @@ static void mgt__make_group(mgt__rank *rk, mgt_group *g, int **cursor, int id, i
     g->ranks = *cursor;
     for (i = 0; i < size; i++) (*cursor)[i] = base + i * stride;
     *cursor += size;
-    (void)rk;
 }
 
 static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
@@ -4571,12 +4569,12 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W));
     if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     cur = rk->members;
-    mgt__make_group(rk, &rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
-    mgt__make_group(rk, &rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
-    mgt__make_group(rk, &rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(rk, &rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
+    mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
+    mgt__make_group(&rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
+    mgt__make_group(&rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
                     (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(rk, &rk->world_g, &cur, 4 * W, W, index, 1, 0);
+    mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
     /* shape of this rank's slice */
     rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
     rk->shape.T = cfg->model.seq_len;
@@ -4677,7 +4675,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     mgt__plan p;
     size_t C, T, B, N, Cl, Hl, Vl, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float);
     size_t a_resid, a_layer, a_last, a_io, scratch;
-    int tpr, dpr, ppr, nb, first, last, M, threads, units, k;
+    int tpr, dpr, ppr, nb, first, last, M, threads;
     if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
     mgt__plan_make(cfg, &p);
@@ -4703,7 +4701,6 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     max_unit = emb > block ? emb : block;
     max_unit = head > max_unit ? head : max_unit;
     keep = emb + head;
-    units = (first ? 1 : 0) + nb + (last ? 1 : 0);
     o->rank = rank; o->dp = dpr; o->tp = tpr; o->pp = ppr;
     o->first_block = p.stage_first[ppr]; o->last_block = p.stage_first[ppr + 1] - 1;
     o->params = S;
@@ -4729,7 +4726,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     o->mem[MGT_MEM_WORKSPACE] = f * T * T * (size_t)threads;
     /* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
     {
-        double act = (double)(N * C * f), per_micro_tp = 0, dp = p.dp;
+        double act = (double)(N * C * f), per_micro_tp = 0;
         int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL;
         if (p.tp > 1) {
             per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
@@ -4752,11 +4749,8 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
                           (first && last ? 2.0 * (double)(emb * f) : 0);
                 o->bytes[MGT_COLL_ALL_GATHER] += M * fetches;
             }
-            (void)dp;
         }
         if (p.world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p.world * sizeof(double); /* the gradient norm */
-        (void)units;
-        (void)k;
     }
     return MGT_OK;
 }

@@ -6,33 +6,13 @@
    usage: test_layouts [--quick]   (--quick: smaller shapes and 6 steps, for the sanitizers) */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
+#include "train_util.h"
 
-static int failures;
 static char dir[256];
 static int steps = 20;
 
 typedef struct layout { int dp, tp, pp, zero; const char *sched; } layout;
 
-static void write_corpus(const char *path, size_t n) {
-    static const char *words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog ", "ran ", "far ", "away. ", "then ", "it ", "slept.\n"};
-    int header[256] = {0};
-    uint16_t *tok = (uint16_t *)malloc(n * sizeof(uint16_t));
-    size_t i = 0;
-    uint64_t k = 0;
-    FILE *f;
-    while (i < n) {
-        const char *w = words[mgt__hash3(3, 4, k++) % 14];
-        while (*w && i < n) tok[i++] = (uint16_t)(unsigned char)*w++;
-    }
-    header[0] = MGT_SHARD_MAGIC;
-    header[1] = 1;
-    header[2] = (int)n;
-    f = fopen(path, "wb");
-    fwrite(header, sizeof header, 1, f);
-    fwrite(tok, sizeof(uint16_t), n, f);
-    fclose(f);
-    free(tok);
-}
 
 static void config(mgt_config *cfg, const layout *l, int accumulate, const char *name, int quick) {
     char set[600];
@@ -98,16 +78,6 @@ static double weight_diff(mgt_run *a, mgt_run *b) {
     return worst;
 }
 
-static void check(int ok, const char *fmt, ...) MGT__PRINTF(2, 3);
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    printf("%-4s ", ok ? "ok" : "FAIL");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    if (!ok) failures++;
-}
 
 int main(int argc, char **argv) {
     static const layout all[] = {
@@ -122,13 +92,8 @@ int main(int argc, char **argv) {
     double base[40], got[40];
     mgt_config cfg;
     mgt_run *ref, *run;
-    char file[600];
-    setvbuf(stdout, NULL, _IOLBF, 0);
     if (quick) steps = 6; /* every layout, smaller shapes: for the sanitizers */
-    snprintf(dir, sizeof dir, "/tmp/mgt_test_layouts_XXXXXX");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
-    snprintf(file, sizeof file, "%s/corpus.bin", dir);
-    write_corpus(file, 100000);
+    make_workdir(dir, sizeof dir, "test_layouts", 100000, 3);
 
     for (acc = 0; acc < 2; acc++) {
         config(&cfg, &one, acc, "one", quick);
@@ -175,11 +140,5 @@ int main(int argc, char **argv) {
         check(e <= 1e-5, "checkpoint moved dp2-zero3 -> tp2-pp2 -> 1 rank at steps %d and %d: max loss difference %.2e over %d steps", third,
               2 * third, e, steps);
     }
-    {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd)) printf("note: could not remove %s\n", dir);
-    }
-    printf("%s\n", failures ? "layouts: FAILED" : "layouts: ok");
-    return failures ? 1 : 0;
+    return finish(dir, "layouts");
 }

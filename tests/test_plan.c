@@ -5,22 +5,12 @@
    divide what each rank holds. */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
+#include "train_util.h"
 
-static int failures;
 static char dir[256];
 
 typedef struct layout { int dp, tp, pp, zero, recompute; const char *sched; } layout;
 
-static void check(int ok, const char *fmt, ...) MGT__PRINTF(2, 3);
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    printf("%-4s ", ok ? "ok" : "FAIL");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    if (!ok) failures++;
-}
 
 static void config(mgt_config *cfg, const layout *l, int micro) {
     char set[600];
@@ -110,24 +100,7 @@ int main(void) {
     };
     int n = (int)(sizeof all / sizeof all[0]), i, acc;
     size_t opt[4], par[4], grad[4];
-    char file[600];
-    static const char *words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat. "};
-    int header[256] = {0};
-    uint16_t tok[20000];
-    FILE *f;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    snprintf(dir, sizeof dir, "/tmp/mgt_test_plan_XXXXXX");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
-    for (i = 0; i < 20000;) {
-        const char *w = words[mgt__hash3(5, 6, (uint64_t)i) % 6];
-        while (*w && i < 20000) tok[i++] = (uint16_t)(unsigned char)*w++;
-    }
-    header[0] = MGT_SHARD_MAGIC; header[1] = 1; header[2] = 20000;
-    snprintf(file, sizeof file, "%s/corpus.bin", dir);
-    f = fopen(file, "wb");
-    fwrite(header, sizeof header, 1, f);
-    fwrite(tok, sizeof tok, 1, f);
-    fclose(f);
+    make_workdir(dir, sizeof dir, "test_plan", 20000, 5);
 
     for (acc = 0; acc < 2; acc++)
         for (i = 0; i < n; i++) {
@@ -153,11 +126,5 @@ int main(void) {
         check(two.params < one.params * 0.6 && two.params > one.params * 0.45, "tp 2 holds about half the parameters per rank: %zu of %zu", two.params, one.params);
         check(stage.params < one.params, "pp 2: the first stage holds %zu of %zu parameters", stage.params, one.params);
     }
-    {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd)) printf("note: could not remove %s\n", dir);
-    }
-    printf("%s\n", failures ? "plan: FAILED" : "plan: ok");
-    return failures ? 1 : 0;
+    return finish(dir, "plan");
 }

@@ -5,42 +5,11 @@
    - the data order is a function of (seed, step) alone, and a bad checkpoint is refused. */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
+#include "train_util.h"
 
-static int failures;
-static void check(int ok, const char *fmt, ...) MGT__PRINTF(2, 3);
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    printf("%-4s ", ok ? "ok" : "FAIL");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    if (!ok) failures++;
-}
 
 static char dir[256];
 
-/* a shard of pseudo-English bytes: learnable, and large enough for random windows */
-static void write_corpus(const char *path, size_t n) {
-    static const char *words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog ", "ran ", "far ", "away. ", "then ", "it ", "slept.\n"};
-    int header[256] = {0};
-    uint16_t *tok = (uint16_t *)malloc(n * sizeof(uint16_t));
-    size_t i = 0;
-    uint64_t k = 0;
-    FILE *f;
-    while (i < n) {
-        const char *w = words[mgt__hash3(1, 2, k++) % 14];
-        while (*w && i < n) tok[i++] = (uint16_t)(unsigned char)*w++;
-    }
-    header[0] = MGT_SHARD_MAGIC;
-    header[1] = 1;
-    header[2] = (int)n;
-    f = fopen(path, "wb");
-    fwrite(header, sizeof header, 1, f);
-    fwrite(tok, sizeof(uint16_t), n, f);
-    fclose(f);
-    free(tok);
-}
 
 static void base_config(mgt_config *cfg, const char *name) {
     char set[600];
@@ -92,13 +61,9 @@ int main(void) {
     double losses_full[12], losses_resumed[12], losses_recompute[12], losses_accum[12];
     char path[1200], file[600];
     mgt_stats st_full, st_re;
-    int same_weights, i;
+    int same_weights;
 
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    snprintf(dir, sizeof dir, "/tmp/mgt_test_train_XXXXXX");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
-    snprintf(file, sizeof file, "%s/corpus.bin", dir);
-    write_corpus(file, 200000);
+    make_workdir(dir, sizeof dir, "test_train", 200000, 1);
 
     /* 1. resume is bit-exact */
     base_config(&cfg, "full");
@@ -198,11 +163,5 @@ int main(void) {
               "checkpoint.every=2 keep=2: %d files kept, newest %s", count, path);
     }
 
-    for (i = 0; i < 1; i++) { /* remove the temporary folder */
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd)) printf("note: could not remove %s\n", dir);
-    }
-    printf("%s\n", failures ? "train: FAILED" : "train: ok");
-    return failures ? 1 : 0;
+    return finish(dir, "train");
 }

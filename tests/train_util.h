@@ -1,0 +1,54 @@
+/* What the training tests share: a check that counts failures, a generated corpus, a temporary
+   folder. Include after mgt.h with its implementation. */
+static int failures;
+
+static void check(int ok, const char *fmt, ...) MGT__PRINTF(2, 3);
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    printf("%-4s ", ok ? "ok" : "FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    if (!ok) failures++;
+}
+
+/* a shard of n pseudo-English bytes drawn from `seed`: learnable, and long enough for random windows */
+static void write_corpus(const char *path, size_t n, uint64_t seed) {
+    static const char *words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog ", "ran ", "far ", "away. ", "then ", "it ", "slept.\n"};
+    int header[256] = {0};
+    uint16_t *tok = (uint16_t *)malloc(n * sizeof(uint16_t));
+    size_t i = 0;
+    uint64_t k = 0;
+    FILE *f;
+    while (i < n) {
+        const char *w = words[mgt__hash3(seed, seed + 1, k++) % 14];
+        while (*w && i < n) tok[i++] = (uint16_t)(unsigned char)*w++;
+    }
+    header[0] = MGT_SHARD_MAGIC;
+    header[1] = 1;
+    header[2] = (int)n;
+    f = fopen(path, "wb");
+    fwrite(header, sizeof header, 1, f);
+    fwrite(tok, sizeof(uint16_t), n, f);
+    fclose(f);
+    free(tok);
+}
+
+/* a fresh folder /tmp/mgt_<name>_XXXXXX into dir, with a corpus of n bytes in dir/corpus.bin */
+static void make_workdir(char *dir, size_t cap, const char *name, size_t n, uint64_t seed) {
+    char file[600];
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    snprintf(dir, cap, "/tmp/mgt_%s_XXXXXX", name);
+    if (!mkdtemp(dir)) { perror("mkdtemp"); exit(1); }
+    snprintf(file, sizeof file, "%s/corpus.bin", dir);
+    write_corpus(file, n, seed);
+}
+
+static int finish(const char *dir, const char *name) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) printf("note: could not remove %s\n", dir);
+    printf("%s: %s\n", name, failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}

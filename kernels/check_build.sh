@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Strict compilation of the CUDA kernels (kernels/*.cu), used by `ninja kernels_check` and
+# tests/test_kernels_build.sh (in `ninja test`). Run from the repository root.
+#
+#   kernels/check_build.sh nvcc SRC OUT   nvcc for sm_80, sm_90, sm_100 and compute_90 PTX, all warnings
+#                                         fatal (host -Wall -Wextra -Werror, ptxas spill and local
+#                                         memory warnings), ptxas -v kept in OUT.log; fails on any
+#                                         "bytes spill" that is not 0
+#   kernels/check_build.sh cpu SRC OUT    the same source as plain C++17 through the SIMT shim
+#                                         kernels/cuda_cpu.h (g++ -fsyntax-only -Wall -Wextra -Werror)
+#   kernels/check_build.sh report LOG..   registers, shared memory, stack and spills per kernel and
+#                                         architecture; fails on any spill
+#   kernels/check_build.sh all            both checks of every op family (each kernels/*.cu that
+#                                         includes common.cuh) through a generated
+#                                         build/kernels/check.ninja (parallel, timed, its own ninja
+#                                         log so it can run inside `ninja test`), then the report;
+#                                         exit 77 when nvcc is missing
+#
+# Without nvcc (or without the shim) the nvcc (cpu) step prints why and succeeds without writing
+# its output, so ninja runs it again next time instead of remembering a skip as a success.
+set -u
+export PATH="$PATH:/usr/local/cuda/bin"
+GENCODE="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_100,code=sm_100 -gencode arch=compute_90,code=compute_90"
+NVCC_FLAGS="-c -std=c++17 -O3 $GENCODE -Werror all-warnings -Xptxas -v,-warn-spills,-warn-lmem-usage -Xcompiler -Wall,-Wextra,-Werror,-Wmissing-declarations"
+CPU_FLAGS="-std=c++17 -fsyntax-only -Wall -Wextra -Werror -I kernels -x c++"
+
+have_nvcc() { command -v nvcc > /dev/null 2>&1; }
+have_shim() { [ -f kernels/cuda_cpu.h ]; }
+
+# kernel name, arch, registers, shared memory, stack, spill stores, spill loads: one line per
+# (kernel, arch) from ptxas -v output
+parse() {
+    awk '
+        /Compiling entry function/ { name = $0; sub(/.*function \047/, "", name); sub(/\047.*/, "", name)
+                                     arch = $0; sub(/.*for \047/, "", arch); sub(/\047.*/, "", arch) }
+        /bytes stack frame/ { stack = $1; st = $5; ld = $9 }
+        /Used [0-9]+ registers/ { regs = $0; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
+                                  smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART, RLENGTH); sub(/ .*/, "", smem) }
+                                  print name, arch, regs, smem, stack, st, ld }
+    ' "$@"
+}
+
+case "${1:-}" in
+nvcc)
+    src=$2 out=$3
+    if ! have_nvcc; then echo "SKIP $src: nvcc not found (the CPU program does not need it)"; exit 0; fi
+    mkdir -p "$(dirname "$out")"
+    # shellcheck disable=SC2086
+    if ! nvcc $NVCC_FLAGS -MMD -MF "$out.d" -o "$out.tmp" "$src" > "$out.log" 2>&1; then
+        grep -v '^ptxas info\|bytes stack frame' "$out.log"
+        echo "FAIL $src: nvcc (full log: $out.log)"
+        rm -f "$out.tmp"
+        exit 1
+    fi
+    spills=$(parse "$out.log" | awk '$6 != 0 || $7 != 0')
+    if [ -n "$spills" ]; then
+        echo "FAIL $src: register spills (kernel arch regs smem stack spill-stores spill-loads):"
+        echo "$spills"
+        rm -f "$out.tmp"
+        exit 1
+    fi
+    mv "$out.tmp" "$out"
+    ;;
+cpu)
+    src=$2 out=$3
+    if ! have_shim; then echo "SKIP $src as C++: kernels/cuda_cpu.h (the SIMT shim) does not exist yet"; exit 0; fi
+    mkdir -p "$(dirname "$out")"
+    # shellcheck disable=SC2086
+    g++ $CPU_FLAGS -MMD -MF "$out.d" -MT "$out" "$src" || { echo "FAIL $src: g++ through the shim"; exit 1; }
+    touch "$out"
+    ;;
+report)
+    shift
+    [ $# -gt 0 ] || { echo "no ptxas logs"; exit 1; }
+    filt=cat
+    if command -v cu++filt > /dev/null 2>&1; then filt=cu++filt; elif command -v c++filt > /dev/null 2>&1; then filt=c++filt; fi
+    # one row per kernel: registers on each architecture, static shared memory and stack (the
+    # largest over the architectures), spilled bytes (stores + loads, all architectures)
+    parse "$@" | sort -u | while read -r name arch regs smem stack st ld; do
+        echo "$(echo "$name" | $filt | sed 's/^void //; s/(.*//; s/__nv_bfloat16/bf16/g; s/__half/fp16/g; s/ //g') $arch $regs $smem $stack $((st + ld))"
+    done | sort | awk '
+        { k = $1; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+          r[k, $2] = $3; if ($4 > sm[k]) sm[k] = $4; if ($5 > stk[k]) stk[k] = $5; sp[k] += $6; if ($6 > 0) bad++ }
+        END {
+            printf "%-46s %6s %6s %6s %7s %6s %7s\n", "kernel", "sm_80", "sm_90", "sm_100", "smem B", "stack", "spills"
+            for (i = 1; i <= n; i++) { k = order[i]
+                printf "%-46s %6s %6s %6s %7d %6d %7d\n", k, r[k, "sm_80"], r[k, "sm_90"], r[k, "sm_100"], sm[k], stk[k], sp[k] }
+            printf "%d kernels (registers per thread on each architecture), %d with spills\n", n, bad + 0
+            exit bad > 0
+        }'
+    ;;
+all)
+    # the op families: every kernels/*.cu built on common.cuh (kernels/simt_examples.cu, the shim'"'"'s
+    # own examples, has its own nvcc check in build.ninja)
+    srcs=$(grep -l '^#include "common.cuh"' kernels/*.cu | sort)
+    others=$(for f in kernels/*.cu; do echo "$srcs" | grep -qx "$f" || echo "$f"; done)
+    [ -n "$others" ] && echo "not op families (no common.cuh), checked elsewhere: $others"
+    mkdir -p build/kernels
+    {
+        echo "# generated by kernels/check_build.sh all: one nvcc and one shim edge per op family"
+        echo "builddir = build/kernels"
+        printf 'rule cu_strict\n  command = kernels/check_build.sh nvcc $in $out\n  depfile = $out.d\n  deps = gcc\n  description = NVCC $in\n'
+        printf 'rule cu_cpu\n  command = kernels/check_build.sh cpu $in $out\n  depfile = $out.d\n  deps = gcc\n  description = C++ $in (shim)\n'
+        for f in $srcs; do
+            b=$(basename "$f" .cu)
+            echo "build build/kernels/$b.o: cu_strict $f | kernels/common.cuh kernels/check_build.sh"
+            echo "build build/kernels/$b.cpu: cu_cpu $f | kernels/common.cuh kernels/check_build.sh"
+        done
+    } > build/kernels/check.ninja.tmp
+    cmp -s build/kernels/check.ninja.tmp build/kernels/check.ninja || mv build/kernels/check.ninja.tmp build/kernels/check.ninja
+    rm -f build/kernels/check.ninja.tmp
+    start=$(date +%s.%N)
+    ninja -f build/kernels/check.ninja || exit 1
+    end=$(date +%s.%N)
+    secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+    if have_shim; then echo "C++17 through the shim: every op family passes g++ -fsyntax-only -Wall -Wextra -Werror"
+    else echo "C++17 through the shim: not checked, kernels/cuda_cpu.h does not exist yet"; fi
+    if ! have_nvcc; then echo "SKIP nvcc not found: the CUDA kernels were not compiled"; exit 77; fi
+    logs=$(for f in $srcs; do echo "build/kernels/$(basename "$f" .cu).o.log"; done)
+    # shellcheck disable=SC2086
+    "$0" report $logs || exit 1
+    echo "strict CUDA compile of $(echo "$srcs" | wc -w) files: ${secs}s wall on $(nproc) cores (ninja rebuilds only what changed)"
+    ;;
+*)
+    echo "usage: kernels/check_build.sh nvcc SRC OUT | cpu SRC OUT | report LOG.. | all" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,76 @@
+/* Gradient norm and scaling, elementwise on n values.
+     sum_squares  *out = sum of x[i]^2 in fp64: one block per fixed chunk of MGT_SS_BLOCK values
+                  (the chunks of mgt.h's mgt__cpu_sum_squares), each summed by a fixed tree in fp64,
+                  then the chunk sums combined by a fixed tree in one block. The result depends on
+                  n only, never on the GPU or the timing (it differs from the CPU backend's sum in
+                  rounding only). An inf or nan anywhere gives inf or nan: the fp16 loss scaler's
+                  overflow check.
+     scale        x *= factor
+   sum_squares leaves its result in device memory (no host sync); the caller copies it when needed. */
+#include "common.cuh" // defines: launch macros, floatX conversions, MGT_SS_BLOCK, MGT_REQUIRE, MGT_CHECK_LAUNCH
+
+#define MGT_NORM_BLOCK 256
+
+/* the fp64 tree over the block (blockDim.x == MGT_NORM_BLOCK); the total ends in s[0] */
+__device__ __forceinline__ void mgt_norm_tree(double *s) {
+    for (int stride = MGT_NORM_BLOCK / 2; stride > 0; stride >>= 1) {
+        __syncthreads();
+        if ((int)threadIdx.x < stride) s[threadIdx.x] += s[threadIdx.x + stride];
+    }
+    __syncthreads();
+}
+
+template <class floatX> __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_sum_squares_chunks_kernel(double *chunks, const floatX *x, size_t n) {
+    MGT_SHARED(double, s, MGT_NORM_BLOCK);
+    size_t i0 = (size_t)blockIdx.x * MGT_SS_BLOCK, i1 = i0 + MGT_SS_BLOCK < n ? i0 + MGT_SS_BLOCK : n;
+    double acc = 0.0;
+    for (size_t i = i0 + threadIdx.x; i < i1; i += MGT_NORM_BLOCK) {
+        double v = (double)mgt_to_f32(x[i]);
+        acc += v * v;
+    }
+    s[threadIdx.x] = acc;
+    mgt_norm_tree(s);
+    if (threadIdx.x == 0) chunks[blockIdx.x] = s[0];
+}
+
+static __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_sum_squares_total_kernel(double *out, const double *chunks, size_t nchunks) {
+    MGT_SHARED(double, s, MGT_NORM_BLOCK);
+    double acc = 0.0;
+    for (size_t i = threadIdx.x; i < nchunks; i += MGT_NORM_BLOCK) acc += chunks[i];
+    s[threadIdx.x] = acc;
+    mgt_norm_tree(s);
+    if (threadIdx.x == 0) out[0] = s[0];
+}
+
+template <class floatX> __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_scale_kernel(floatX *x, float factor, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = mgt_from_f32<floatX>(mgt_to_f32(x[i]) * factor);
+}
+
+size_t mgt_cuda_sum_squares_scratch(size_t n) { return (n + MGT_SS_BLOCK - 1) / MGT_SS_BLOCK * sizeof(double); }
+
+template <class floatX> int mgt_cuda_sum_squares(double *out, double *scratch, const floatX *x, size_t n, cudaStream_t stream) {
+    size_t nchunks = (n + MGT_SS_BLOCK - 1) / MGT_SS_BLOCK;
+    MGT_REQUIRE(out && (n == 0 || (x && scratch)));
+    MGT_REQUIRE(nchunks <= 0x7fffffff);
+    if (n > 0) {
+        MGT_LAUNCH(mgt_sum_squares_chunks_kernel<floatX>, (int)nchunks, MGT_NORM_BLOCK, 0, stream, scratch, x, n);
+        MGT_CHECK_LAUNCH();
+    }
+    MGT_LAUNCH(mgt_sum_squares_total_kernel, 1, MGT_NORM_BLOCK, 0, stream, out, scratch, nchunks); /* n == 0 writes 0 */
+    MGT_CHECK_LAUNCH();
+    return MGT_KERNEL_OK;
+}
+
+template <class floatX> int mgt_cuda_scale(floatX *x, float factor, size_t n, cudaStream_t stream) {
+    MGT_REQUIRE(n == 0 || x);
+    if (n == 0) return MGT_KERNEL_OK;
+    MGT_LAUNCH(mgt_scale_kernel<floatX>, mgt_grid_for(n, MGT_NORM_BLOCK), MGT_NORM_BLOCK, 0, stream, x, factor, n);
+    MGT_CHECK_LAUNCH();
+    return MGT_KERNEL_OK;
+}
+
+#define MGT_INSTANTIATE(floatX)                                                                            \
+    template int mgt_cuda_sum_squares<floatX>(double *, double *, const floatX *, size_t, cudaStream_t);   \
+    template int mgt_cuda_scale<floatX>(floatX *, float, size_t, cudaStream_t);
+MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

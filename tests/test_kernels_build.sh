@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Strict compilation of the CUDA kernels (kernels/check_build.sh all): every op family in kernels/
+# with nvcc for sm_80, sm_90, sm_100 and compute_90 PTX with all warnings fatal and no register
+# spills (prints registers and shared memory per kernel), and as C++17 through the SIMT shim when
+# kernels/cuda_cpu.h exists. Exit 77 (skip) where nvcc is missing: the CPU program needs no CUDA.
+cd "$(dirname "$0")/.." || exit 1
+exec kernels/check_build.sh all

@@ -397,6 +397,9 @@ struct mgt__simt_thread {
     void *asan_fake;
     void *tsan_fiber;
     char tsan_slot[2]; /* TSan sync objects: this lane's release at its even / odd warp op */
+    const char *active_file; /* __activemask: 1 = waiting at it, 2 = its group is complete */
+    int active_line, active_state;
+    unsigned active_mask;
 };
 struct mgt__simt_shared_entry {
     const void *key;
@@ -763,13 +766,45 @@ MGT__SIMT_INTERNAL inline uint64_t mgt__simt_warp(int kind, const char *op, unsi
 #endif
     return t->result;
 }
-MGT__SIMT_INTERNAL inline unsigned mgt__simt_activemask(void) {
-    mgt__simt_thread *t = mgt__simt_current("__activemask", "?", 0);
+/* __activemask(): the lanes of the warp that reach this call site together. It does not synchronise
+   (in CUDA it is no barrier): the caller lets the warp's other runnable lanes go first (each yields
+   to the back of the queue) until none of them can still arrive, then every lane waiting here gets
+   the mask of those waiting here; lanes that exited or wait at a barrier are not active. */
+MGT__SIMT_INTERNAL inline unsigned mgt__simt_activemask(const char *file, int line) {
+    mgt__simt_thread *t = mgt__simt_current("__activemask", file, line);
     mgt__simt_block *b = t->blk;
-    unsigned base = t->tid & ~31u, m = 0;
-    for (unsigned k = 0; k < 32 && base + k < b->n; k++)
-        if (b->t[base + k].state != MGT__SIMT_DONE) m |= 1u << k;
-    return m;
+    unsigned base = t->tid & ~31u, nlanes = b->n - base < 32 ? b->n - base : 32;
+    t->active_file = file;
+    t->active_line = line;
+    t->active_state = 1;
+    for (;;) {
+        if (t->active_state == 2) break; /* another lane completed the group */
+        bool pending = false;
+        for (unsigned k = 0; k < nlanes && !pending; k++) {
+            mgt__simt_thread *u = &b->t[base + k];
+            pending = u != t && (u->state == MGT__SIMT_READY || u->state == MGT__SIMT_RUNNING) && u->active_state != 1;
+        }
+        if (!pending) { /* nobody else can still arrive: the group is complete */
+            unsigned m = 0;
+            for (unsigned k = 0; k < nlanes; k++) {
+                mgt__simt_thread *u = &b->t[base + k];
+                if (u->active_state == 1 && u->active_line == line && strcmp(u->active_file, file) == 0) m |= 1u << k;
+            }
+            for (unsigned k = 0; k < nlanes; k++) {
+                mgt__simt_thread *u = &b->t[base + k];
+                if (m >> k & 1u) {
+                    u->active_state = 2;
+                    u->active_mask = m;
+                }
+            }
+            break;
+        }
+        b->scratch[0] = t->tid; /* let the others run first */
+        mgt__simt_push(b, b->scratch, 1);
+        mgt__simt_yield(b, t);
+    }
+    t->active_state = 0;
+    return t->active_mask;
 }
 
 template <class T> MGT__SIMT_INTERNAL inline T mgt__simt_shfl(int kind, const char *op, unsigned mask, T v, int arg,
@@ -818,7 +853,7 @@ struct mgt__simt_vote_at {
 #define __ballot_sync (mgt__simt_vote_at{MGT__SIMT_BALLOT, "__ballot_sync", __FILE__, __LINE__})
 #define __any_sync(mask, pred) ((int)mgt__simt_vote_at{MGT__SIMT_ANY, "__any_sync", __FILE__, __LINE__}(mask, pred))
 #define __all_sync(mask, pred) ((int)mgt__simt_vote_at{MGT__SIMT_ALL, "__all_sync", __FILE__, __LINE__}(mask, pred))
-#define __activemask() mgt__simt_activemask()
+#define __activemask() mgt__simt_activemask(__FILE__, __LINE__)
 
 /* ---- shared memory --------------------------------------------------------------------------------- */
 /* the block's copy of the static shared array declared at `key` (allocated by the first thread of the
@@ -982,6 +1017,7 @@ MGT__SIMT_INTERNAL inline void mgt__simt_run(const char *kernel, dim3 grid, dim3
                     mgt__simt_set_canary(t);
                     t->state = MGT__SIMT_READY;
                     t->nwarp = 0;
+                    t->active_state = 0;
                     b->scratch[i] = i;
                 }
                 mgt__simt_push(b, b->scratch, b->n);

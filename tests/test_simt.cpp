@@ -56,6 +56,68 @@ static const char *order_name(int order) {
     return order == MGT_SIMT_FORWARD ? "forward" : order == MGT_SIMT_REVERSE ? "reverse" : "random";
 }
 
+/* ---- kernels of this test only (CPU-only cases: recursion, launches without arguments) --------------- */
+static int noarg_count;
+__global__ void noarg_kernel() { atomicAdd(&noarg_count, 1); }
+template <class T, int N> __global__ void scale_kernel(T *out, const T *in, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned active = __activemask();
+    if (i < n) out[i] = T(float(in[i]) * s * N + (active == 0xffffffffu ? 0.0f : 1000.0f));
+}
+template <class T> static void scale(T *out, const T *in, float s, int n) {
+    MGT_LAUNCH((scale_kernel<T, 2>), (n + 63) / 64, 64, 0, nullptr, out, in, s, n);
+}
+// the two halves of a warp wait at different __syncthreads
+__global__ void two_sites_kernel(float *out) {
+    if (threadIdx.x < 16) __syncthreads();
+    else __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+// a full mask in a block of 40 threads: the second warp has 8 lanes
+__global__ void partial_warp_kernel(float *out) {
+    out[threadIdx.x] = __shfl_down_sync(0xffffffffu, 1.0f, 1);
+}
+static __attribute__((noinline)) int deep(volatile char *p, int depth) {
+    volatile char buf[1024];
+    buf[0] = (char)depth;
+    if (p) buf[1] = p[0];
+    return depth > 0 ? deep(buf, depth - 1) + buf[0] : 0;
+}
+__global__ void overflow_kernel(int *out) { out[threadIdx.x] = deep(nullptr, 1000); } // ~1 MiB of stack
+__global__ void shared_oob_kernel(float *out) {
+    MGT_SHARED(float, buf, 32);
+    buf[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = buf[threadIdx.x + 1]; // thread 31 reads buf[32]
+}
+static void run_local_bad(int which, float *out) {
+    static int iout[64];
+    switch (which) {
+    case 10: MGT_LAUNCH(two_sites_kernel, 1, 32, 0, nullptr, out); break;
+    case 11: MGT_LAUNCH(partial_warp_kernel, 1, 40, 0, nullptr, out); break;
+    case 12: MGT_LAUNCH(overflow_kernel, 1, 2, 0, nullptr, iout); break;
+    case 13: MGT_LAUNCH(shared_oob_kernel, 1, 32, 0, nullptr, out); break;
+    case 14: MGT_LAUNCH(noarg_kernel, dim3(1, 1, 0), 32, 0, nullptr); break;
+    }
+}
+static void test_launch_forms(const char *on) {
+    noarg_count = 0;
+    MGT_LAUNCH(noarg_kernel, dim3(2, 3), dim3(8, 4), 0, nullptr);
+    CHECK(noarg_count == 2 * 3 * 8 * 4, "%s kernel without arguments ran %d threads, want 192", on, noarg_count);
+    int n = 100;
+    std::vector<float> in = randv(n), out(n);
+    scale(out.data(), in.data(), 0.5f, n);
+    std::vector<__nv_bfloat16> in16(n), out16(n);
+    for (int i = 0; i < n; i++) in16[i] = __float2bfloat16(in[i]);
+    scale(out16.data(), in16.data(), 0.5f, n);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        bad += out[i] != in[i] * 0.5f * 2;
+        bad += __bfloat162float(out16[i]) != __bfloat162float(__float2bfloat16(__bfloat162float(in16[i]) * 0.5f * 2));
+    }
+    CHECK(bad == 0, "%s template kernel in parentheses, float and bf16: %d wrong", on, bad);
+}
+
 /* ---- kernels against references ------------------------------------------------------------------------ */
 static void test_block_sum(const char *on) {
 #ifdef MGT__SIMT_TSAN
@@ -195,7 +257,9 @@ static void test_half_types(void) {
 }
 
 /* ---- the wrong kernels, each in a forked child ------------------------------------------------------------ */
-static void expect_abort(const char *what, int which, int threads, int order, const char *want1, const char *want2) {
+/* want_signal: 0 = SIGABRT, -1 = killed by another signal or a sanitizer's non-zero exit */
+static void expect_abort(const char *what, int which, int threads, int order, const char *want1, const char *want2,
+                         int want_signal = 0) {
     int fds[2];
     if (pipe(fds) != 0) { perror("pipe"); exit(1); }
     fflush(stdout);
@@ -205,7 +269,8 @@ static void expect_abort(const char *what, int which, int threads, int order, co
         close(fds[0]);
         mgt_simt_set_order(order, 7);
         std::vector<float> out(1024), in(1024, 1.0f);
-        simt_bad(which, out.data(), in.data(), threads, nullptr);
+        if (which >= 10) run_local_bad(which, out.data());
+        else simt_bad(which, out.data(), in.data(), threads, nullptr);
         fprintf(stderr, "(the kernel returned)\n");
         _exit(0);
     }
@@ -217,12 +282,17 @@ static void expect_abort(const char *what, int which, int threads, int order, co
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    bool aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+    bool aborted = WIFSIGNALED(status) && WTERMSIG(status) == (want_signal ? want_signal : SIGABRT);
+    if (want_signal == -1) aborted = (WIFSIGNALED(status) && WTERMSIG(status) != SIGABRT) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
     bool said = text.find(want1) != std::string::npos && (!want2 || text.find(want2) != std::string::npos);
     CHECK(aborted && said, "%s (%s): aborted %d, message:\n%s", what, order_name(order), aborted, text.c_str());
-    if (order == MGT_SIMT_FORWARD) {
-        size_t nl = text.find('\n');
-        printf("  %-22s %s\n", what, text.substr(0, nl == std::string::npos ? 200 : (nl < 200 ? nl : 200)).c_str());
+    if (order == MGT_SIMT_FORWARD) { // the line that says it, cut at 200 characters
+        size_t at = *want1 ? text.find(want1) : std::string::npos;
+        at = at == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+        size_t nl = text.find('\n', at);
+        std::string line = text.substr(at, nl == std::string::npos ? 200 : (nl - at < 200 ? nl - at : 200));
+        if (line.empty()) line = "(no message) killed by signal " + std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        printf("  %-22s %s\n", what, line.c_str());
     }
 }
 
@@ -342,6 +412,7 @@ int main(void) {
         test_softmax(on);
         test_dynamic_shared(on);
         test_2d(on);
+        test_launch_forms(on);
         printf("  kernels under %-10s %s (%.2f s)\n", on, failures == before ? "match their references" : "FAIL",
                now_s() - t1);
     }
@@ -354,7 +425,19 @@ int main(void) {
         expect_abort("differing shuffle masks", 2, 32, order, "mismatched warp mask in kernel simt_bad_mask2_kernel",
                      nullptr);
         expect_abort("deadlock", 3, 64, order, "deadlock in kernel simt_bad_deadlock_kernel", "__syncwarp");
+        expect_abort("two barrier sites", 10, 32, order, "divergent __syncthreads in kernel two_sites_kernel",
+                     "while thread");
+        expect_abort("mask beyond the block", 11, 40, order, "mismatched warp mask in kernel partial_warp_kernel",
+                     "do not exist");
     }
+    expect_abort("bad launch", 14, 32, MGT_SIMT_FORWARD, "bad launch of kernel noarg_kernel", "grid (1,1,0)");
+#if defined(MGT__SIMT_ASAN)
+    expect_abort("stack overflow", 12, 2, MGT_SIMT_FORWARD, "stack-overflow", nullptr, -1);
+    // MGT_SHARED is a real array, so UBSan's bounds check sees it first (ASan's redzone is behind it)
+    expect_abort("shared out of bounds", 13, 32, MGT_SIMT_FORWARD, "out of bounds for type 'float [32]'", nullptr, -1);
+#elif !defined(MGT__SIMT_TSAN)
+    expect_abort("stack overflow", 12, 2, MGT_SIMT_FORWARD, "", nullptr, SIGSEGV);
+#endif
 #ifdef MGT__SIMT_TSAN
     expect_tsan_race();
 #endif

@@ -44,7 +44,7 @@ static void usage(FILE *f) {
             "mgt " MGT_VERSION_STRING ": train GPT-style transformers from an INI preset\n"
             "\n"
             "usage:\n"
-            "  mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--no-tui]\n"
+            "  mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--no-tui] [--tui-frames N]\n"
             "  mgt sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
             "  mgt check PRESET [--set section.key=value]...    print the resolved preset and the layout\n"
             "  mgt keys [--markdown]                            every preset key with its default and range\n"

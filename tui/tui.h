@@ -105,7 +105,8 @@ int mgt_tui_frame(mgt_tui *t);
 void mgt_tui_message(mgt_tui *t, const char *text);
 /* Gives the terminal back (endwin) and frees the dashboard. */
 void mgt_tui_close(mgt_tui *t);
-/* The last screen's key figures, a few lines, for stdout after the dashboard closed. */
+/* The last screen's key figures, a few lines, for stdout after the dashboard closed, and the CPU
+   time the dashboard's thread used (call it on that thread). */
 void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap);
 /* For crash-signal handlers: gives the terminal back if a dashboard holds it. */
 void mgt_tui_restore_terminal(void);
@@ -306,12 +307,17 @@ struct mgt_tui {
     mgt_rank_stats *ranks;
     mgt_event ev[MGT_TUI__EVENTS];
     int nev;                  /* events read in all; the newest MGT_TUI__EVENTS are in ev */
-    double best, ema, t_open, t_refresh;
+    double best, ema, t_open, t_refresh, cpu_open; /* cpu_open: CPU time of the dashboard's thread */
     int frames, dirty;
     char message[160];
 };
 
-static mgt_tui *mgt_tui__active; /* the dashboard holding the terminal, for signal handlers */
+static mgt_tui *mgt_tui__active;
+static double mgt_tui__cpu(void) { /* CPU seconds of the calling thread: what drawing costs */
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+} /* the dashboard holding the terminal, for signal handlers */
 
 static double mgt_tui__now(void) {
     struct timespec ts;
@@ -341,6 +347,9 @@ static void mgt_tui__relayout(mgt_tui *t) {
     mgt_tui_layout(t->cols, t->rows, t->nranks, t->ui.view, &t->L);
     t->ui.scroll = mgt_tui__clamp(t->ui.scroll, 0, t->L.max_scroll);
     mgt_tui__windows(t);
+    werase(stdscr); /* what the old layout left between and under the new windows */
+    wnoutrefresh(stdscr);
+    clearok(curscr, TRUE); /* the next doupdate repaints the whole terminal */
     t->dirty = 1;
 }
 
@@ -387,6 +396,7 @@ int mgt_tui_open(mgt_tui **out, const mgt_run *run, const mgt_tui_options *opt) 
     t->best = 1e300;
     t->last_val_step = -1;
     t->t_open = mgt_tui__now();
+    t->cpu_open = mgt_tui__cpu();
     t->t_refresh = -1e9;
     mgt_tui__relayout(t);
     *out = t;
@@ -415,10 +425,14 @@ void mgt_tui_message(mgt_tui *t, const char *text) {
 void mgt_tui_refresh(mgt_tui *t) {
     mgt_stats buf[64];
     int n, i;
+    /* the state first: a state the driver set after a step (paused, finished) then comes with every
+       step before it, so the screen never shows "paused" beside a step that is about to change */
+    t->state = mgt_run_state(t->run);
     while ((n = mgt_run_history(t->run, t->nhist, buf, 64)) > 0) {
         for (i = 0; i < n; i++) {
             const mgt_stats *s = &buf[i];
             mgt_tui__point *p;
+            if (t->npts > 0 && s->step <= t->pts[t->npts - 1].step) continue; /* read twice after the ring wrapped */
             if (t->npts == t->cap) {
                 int cap = t->cap ? 2 * t->cap : 1024;
                 mgt_tui__point *q = (mgt_tui__point *)realloc(t->pts, sizeof *q * (size_t)cap);
@@ -459,7 +473,6 @@ void mgt_tui_refresh(mgt_tui *t) {
         t->ev[t->nev % MGT_TUI__EVENTS] = e;
         t->nev++;
     }
-    t->state = mgt_run_state(t->run);
     t->dirty = 1;
 }
 
@@ -530,7 +543,8 @@ static void mgt_tui__draw_header(mgt_tui *t) {
     if (!w) return;
     werase(w);
     micro = c->train.micro_batch > 0 ? c->train.global_batch / (c->parallel.dp * c->train.micro_batch) : 1;
-    snprintf(line, sizeof line, " mgt %s | %s | %d x %s | dp%d tp%d pp%d zero%d %s mb%d | %s ", MGT_VERSION_STRING,
+    snprintf(line, sizeof line, " %s%s%s%s | %d x %s | dp%d tp%d pp%d zero%d %s mb%d | %s ", t->cols >= 120 ? "mgt " : "",
+             t->cols >= 120 ? MGT_VERSION_STRING : "", t->cols >= 120 ? " | " : "",
              !t->opt.preset ? "(preset)" : t->cols >= 120 || !strrchr(t->opt.preset, '/') ? t->opt.preset : strrchr(t->opt.preset, '/') + 1, t->nranks, t->nranks > 0 && t->ranks[0].device[0] ? t->ranks[0].device : "cpu",
              c->parallel.dp, c->parallel.tp, c->parallel.pp, c->parallel.zero, c->parallel.pp_schedule ? "gpipe" : "1f1b", micro,
              dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0]);
@@ -579,6 +593,12 @@ static void mgt_tui__draw_header(mgt_tui *t) {
     wnoutrefresh(w);
 }
 
+static void mgt_tui__axis(char *out, size_t cap, double v) { /* 6 characters whatever the size */
+    if (fabs(v) < 99.9995) snprintf(out, cap, "%6.3f", v);
+    else if (fabs(v) < 9999.5) snprintf(out, cap, "%6.1f", v);
+    else snprintf(out, cap, "%6.0e", v);
+}
+
 static void mgt_tui__draw_loss(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_LOSS];
     char buf[160], a[32], b[32];
@@ -614,9 +634,9 @@ static void mgt_tui__draw_loss(mgt_tui *t) {
     }
     if (hi - lo < 1e-6f) { hi += 0.5f; lo -= 0.5f; }
     /* y labels */
-    snprintf(a, sizeof a, "%6.3f", hi); mgt_tui__put(w, 2, 1, a);
-    snprintf(a, sizeof a, "%6.3f", (lo + hi) / 2); mgt_tui__put(w, 2 + (gh - 1) / 2, 1, a);
-    snprintf(a, sizeof a, "%6.3f", lo); mgt_tui__put(w, 1 + gh, 1, a);
+    mgt_tui__axis(a, sizeof a, hi); mgt_tui__put(w, 2, 1, a);
+    mgt_tui__axis(a, sizeof a, (lo + hi) / 2); mgt_tui__put(w, 2 + (gh - 1) / 2, 1, a);
+    mgt_tui__axis(a, sizeof a, lo); mgt_tui__put(w, 1 + gh, 1, a);
     /* x labels */
     snprintf(a, sizeof a, "%d", first);
     snprintf(b, sizeof b, "%d", last);
@@ -743,8 +763,7 @@ static void mgt_tui__bar(mgt_tui *t, WINDOW *w, int y, int x, int width, const m
         int seg = tot <= 0 ? 3 : i < nc ? 0 : i < nc + nm ? 1 : 2;
         int pair = seg == 0 ? MGT_TUI__C_GOOD : seg == 1 ? MGT_TUI__C_COMM : seg == 2 ? MGT_TUI__C_BAD : MGT_TUI__C_DIM;
         mgt_tui__attr(t, w, pair, 1);
-        if (t->utf8 && t->color) waddstr(w, seg == 3 ? "\xc2\xb7" : "\xe2\x96\x88");
-        else if (t->utf8) waddstr(w, seg == 0 ? "\xe2\x96\x88" : seg == 1 ? "\xe2\x96\x92" : seg == 2 ? "\xe2\x96\x91" : "\xc2\xb7");
+        if (t->utf8) /* distinct glyphs as well as colours: readable in monochrome and in screenshots */ waddstr(w, seg == 0 ? "\xe2\x96\x88" : seg == 1 ? "\xe2\x96\x92" : seg == 2 ? "\xe2\x96\x91" : "\xc2\xb7");
         else waddch(w, (chtype)(seg == 0 ? '#' : seg == 1 ? '=' : seg == 2 ? '-' : '.'));
         mgt_tui__attr(t, w, pair, 0);
     }
@@ -1036,6 +1055,11 @@ void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap) {
     if (n > 0 && (size_t)n < cap)
         n += snprintf(out + n, cap - (size_t)n, "\ndashboard: %s tok/s, %.1f ms/step, MFU %s | %s elapsed | %d ranks\n", tok, t->last.step_ms, mfu,
                       el, t->nranks);
+    if (n > 0 && (size_t)n < cap) { /* called on the dashboard's thread: its CPU time is the cost of drawing */
+        double cpu = mgt_tui__cpu() - t->cpu_open, wall = mgt_tui__now() - t->t_open;
+        n += snprintf(out + n, cap - (size_t)n, "dashboard: %d frames, %.3f s of CPU in %.1f s (%.2f%% of one core)\n", t->frames, cpu, wall,
+                      wall > 0 ? 100 * cpu / wall : 0.0);
+    }
     (void)n;
 }
 #endif /* MGT_TUI_LAYOUT_ONLY */

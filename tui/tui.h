@@ -90,7 +90,7 @@ typedef struct mgt_tui_options {
     int frame_ms;         /* key wait per frame; 0 = 100 ms */
     int max_frames;       /* 0 = unlimited; else mgt_tui_frame returns MGT_TUI_CLOSED after it */
     int ascii;            /* 1: no Unicode even in a UTF-8 locale */
-    int mono;             /* 1: no colours */
+    int mono;             /* 1: no colours (also when NO_COLOR is set and not empty) */
     const char *preset;   /* shown in the header */
 } mgt_tui_options;
 
@@ -380,7 +380,7 @@ int mgt_tui_open(mgt_tui **out, const mgt_run *run, const mgt_tui_options *opt) 
     nonl();
     keypad(stdscr, TRUE);
     curs_set(0);
-    t->color = !t->opt.mono && has_colors();
+    t->color = !t->opt.mono && !(getenv("NO_COLOR") && getenv("NO_COLOR")[0]) && has_colors(); /* no-color.org */
     if (t->color) {
         start_color();
         use_default_colors();
@@ -867,7 +867,7 @@ static int mgt_tui__group(const mgt_tui *t, int coll) {
 static void mgt_tui__draw_comm(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_COMM];
     int H, W, c, y = 2;
-    char line[300], by[16], cl[16];
+    char line[300], by[16], cl[24];
     if (!w) return;
     werase(w);
     mgt_tui__box(t, w, "communication, per step");

@@ -3656,7 +3656,7 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
     int b, recompute = rk->shape.recompute;
     if (rk->last) {
         MGT__TRY(mgt__head_backward(rk, A));
-        if (last_micro && !rk->first) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk)));
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk))); /* with pp = 1 the head is unit nu - 1, never 0 */
     }
     for (b = rk->nblocks - 1; b >= 0; b--) {
         int u = mgt__u_block(rk, b);
@@ -4778,6 +4778,7 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);
+    if (r->ranks) memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world); /* destroy may walk them */
     if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
     memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
     {
@@ -4877,17 +4878,19 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     if (!ctx || !probs) { MGT_FREE(ctx); MGT_FREE(probs); mgt__fail(MGT_ERROR_MEMORY, "out of memory"); return -1; }
     memcpy(ctx, prompt, sizeof(int) * (size_t)n_prompt);
     for (i = 0; i < max_new; i++) {
-        int start = n > r->cfg.model.seq_len ? n - r->cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T;
+        int start = n > r->cfg.model.seq_len ? n - r->cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T, B0;
         mgt__acts *A = &rk->acts[0];
         const float *logits;
         double total = 0, u, acc = 0, mx = -1e30, kth = -1e30;
         memcpy(A->inputs, ctx + start, sizeof(int) * (size_t)len);
+        B0 = rk->shape.B;
         rk->shape.B = 1;
         rk->shape.T = len; /* the buffers are sized for seq_len; a shorter context uses a prefix */
         mgt__stage_forward(rk, A);
         rk->be->layernorm_forward(rk->be, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[rk->nblocks], mgt__P(rk, mgt__t_lnf(rk)), mgt__P(rk, mgt__t_lnf(rk) + 1), len, rk->shape.C);
         rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, len, rk->shape.C, rk->shape.Vl);
         rk->shape.T = T;
+        rk->shape.B = B0;
         logits = A->logits + (size_t)(len - 1) * (size_t)rk->shape.Vl;
         for (j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
         if (top_k > 0 && top_k < V) { /* the k-th largest logit: partial selection over a copy */

@@ -32,6 +32,7 @@ static void config(mgt_config *cfg, const layout *l, int accumulate, const char 
     mgt_config_set(cfg, "train.eval_every=0");
     mgt_config_set(cfg, "log.metrics=none");
     mgt_config_set(cfg, "parallel.threads=2");
+    mgt_config_set(cfg, "parallel.bucket_mb=0.001"); /* a bucket per unit: every DP bucket path runs */
     snprintf(set, sizeof set, "parallel.dp=%d", l->dp); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.tp=%d", l->tp); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.pp=%d", l->pp); mgt_config_set(cfg, set);

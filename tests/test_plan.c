@@ -25,6 +25,7 @@ static void config(mgt_config *cfg, const layout *l, int micro) {
     mgt_config_set(cfg, "train.eval_every=0");
     mgt_config_set(cfg, "log.metrics=none");
     mgt_config_set(cfg, "parallel.threads=2");
+    mgt_config_set(cfg, "parallel.bucket_mb=0.001");
     mgt_config_set(cfg, "data.val=");
     snprintf(set, sizeof set, "parallel.dp=%d", l->dp); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.tp=%d", l->tp); mgt_config_set(cfg, set);

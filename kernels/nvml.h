@@ -13,7 +13,7 @@
      mgt_nvml nv;
      if (mgt_nvml_open(&nv) == 0) {             // else nv.why says what is missing
          mgt_nvml_device dev;
-         mgt_gpu_reading g;
+         mgt_nvml_reading g;
          if (mgt_nvml_find(&nv, "0000:17:00.0", 0, &dev) == 0) mgt_nvml_read(&nv, dev, &g);
          mgt_nvml_close(&nv);
      }
@@ -29,13 +29,13 @@
 
 typedef struct mgt_nvml_device_st *mgt_nvml_device; /* nvmlDevice_t */
 
-typedef struct mgt_gpu_reading {
+typedef struct mgt_nvml_reading {
     double util_pct;     /* share of the last sample period (1/6 s to 1 s) with a kernel running */
     double mem_util_pct; /* share of it with device memory being read or written */
     double power_w;      /* board power (Ampere and later: averaged over 1 s) */
     double temp_c;       /* GPU core temperature */
     int has_util, has_power, has_temp;
-} mgt_gpu_reading;
+} mgt_nvml_reading;
 
 typedef struct mgt_nvml {
     void *lib;
@@ -118,7 +118,7 @@ static int mgt_nvml_find(mgt_nvml *nv, const char *pci_bus_id, unsigned index, m
 }
 
 /* whatever the device reports now; the has_ flags say which readings are real */
-static void mgt_nvml_read(mgt_nvml *nv, mgt_nvml_device device, mgt_gpu_reading *g) {
+static void mgt_nvml_read(mgt_nvml *nv, mgt_nvml_device device, mgt_nvml_reading *g) {
     unsigned rates[2], mw, celsius;
     memset(g, 0, sizeof *g);
     if (nv->utilization(device, rates) == 0) {

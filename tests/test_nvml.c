@@ -24,7 +24,7 @@ static int failures, checks;
 int main(int argc, char **argv) {
     mgt_nvml nv;
     mgt_nvml_device d0, d1, d0_by_index;
-    mgt_gpu_reading g;
+    mgt_nvml_reading g;
     const char *fake = argc > 1 ? argv[1] : "build/fake_nvml/libnvidia-ml.so.1";
 
     /* a driver with two devices (a path with a slash: dlopen takes it as is) */

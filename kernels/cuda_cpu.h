@@ -38,7 +38,8 @@
                   (nvcc: kernel<<<grid, block, shmem_bytes, stream>>>(args...)); arguments are
                   evaluated once and converted to the kernel's parameter types; wrap a template
                   kernel whose name has commas in parentheses: MGT_LAUNCH((k<float, 4>), ...)
-     streams      typedef struct CUstream_st *cudaStream_t (the shim ignores the stream)
+     streams      typedef struct CUstream_st *cudaStream_t (the shim ignores the stream, unless the
+                  checking fakes of tests/fakes are linked: see mgt_simt_launch_hook)
      order        mgt_simt_set_order(MGT_SIMT_FORWARD | MGT_SIMT_REVERSE | MGT_SIMT_RANDOM, seed):
                   the order in which ready fibers run between switch points (process-wide)
 
@@ -1043,21 +1044,54 @@ MGT__SIMT_INTERNAL inline void mgt__simt_run(const char *kernel, dim3 grid, dim3
     free(b);
 }
 
+/* THE FAKES' HOOK. tests/fakes/cudart_fake.cpp (the checking fake of cudart) defines this function;
+   where it is linked, MGT_LAUNCH hands the launch to it instead of running it: the fake queues it
+   on `stream` and calls run(ctx) when the stream runs, then drop(ctx). `ptrs` are the kernel's
+   pointer arguments, `writes[i]` 0 where the parameter points to const (read only), so the fake
+   can check them as device memory of the stream's device and for cross-stream hazards. Without
+   the fakes the weak reference is null and a launch runs at once, on the calling thread. */
+extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, void (*run)(void *ctx),
+                                     void (*drop)(void *ctx), void *ctx, int nptrs, const void *const *ptrs,
+                                     const unsigned char *writes) __attribute__((weak));
+template <class T> inline void mgt__simt_note_pointer(const T &x, const void **ptrs, unsigned char *writes, int &n) {
+    if constexpr (std::is_pointer_v<T>) {
+        ptrs[n] = (const void *)x;
+        writes[n++] = !std::is_const_v<std::remove_pointer_t<T>>;
+    }
+}
+
 /* run `kernel` over the grid: arguments are converted to the parameter types once, then every CUDA
    thread gets its own copy, as a CUDA launch does */
 template <class... P, class... A>
 inline void mgt_simt_launch(const char *name, dim3 grid, dim3 block, size_t shmem_bytes, cudaStream_t stream,
                             void (*kernel)(P...), A &&...args) {
     static_assert(sizeof...(P) == sizeof...(A), "MGT_LAUNCH: wrong number of kernel arguments");
-    (void)stream;
     struct pack {
         void (*k)(P...);
         std::tuple<std::decay_t<P>...> a;
-    } pk{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
-    mgt__simt_run(name, grid, block, shmem_bytes, [](void *p) {
+        const char *name;
+        dim3 grid, block;
+        size_t shmem;
+    };
+    auto run = [](void *p) {
         pack *q = static_cast<pack *>(p);
-        std::apply(q->k, q->a);
-    }, &pk);
+        mgt__simt_run(q->name, q->grid, q->block, q->shmem, [](void *r) {
+            pack *s = static_cast<pack *>(r);
+            std::apply(s->k, s->a);
+        }, q);
+    };
+    if (mgt_simt_launch_hook) {
+        pack *pk = new pack{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...), name, grid, block,
+                            shmem_bytes};
+        const void *ptrs[sizeof...(P) + 1];
+        unsigned char writes[sizeof...(P) + 1];
+        int n = 0;
+        std::apply([&](const auto &...x) { (mgt__simt_note_pointer(x, ptrs, writes, n), ...); }, pk->a);
+        mgt_simt_launch_hook(stream, name, run, [](void *p) { delete static_cast<pack *>(p); }, pk, n, ptrs, writes);
+        return;
+    }
+    pack pk{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...), name, grid, block, shmem_bytes};
+    run(&pk);
 }
 #define MGT_LAUNCH(kernel, grid, block, shmem, stream, ...) \
     mgt_simt_launch(#kernel, (grid), (block), (shmem), (stream), kernel, ##__VA_ARGS__)

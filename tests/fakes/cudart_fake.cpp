@@ -1,0 +1,753 @@
+/* cudart_fake.cpp - a checking fake of the CUDA runtime, for running the CUDA backend's host code
+   on a machine without a GPU.
+
+   It is compiled against the real cuda_runtime_api.h and defines the real functions inside
+   extern "C", so a signature that differs from the header is a compile error ("conflicting
+   declaration of C function"), and a function that is not faked here is a link error (nothing
+   links libcudart). tests/fakes/fakes.ninja builds libmgt_fakes.a and proves the link error.
+
+   MODEL
+   - Devices: MGT_FAKE_DEVICES (default 8) fake H100s with MGT_FAKE_DEVICE_MIB (default 81559) of
+     memory each; the current device is per host thread. Device memory is host memory from
+     malloc, filled with 0xFF bytes (a NaN in every float format) so reading what nobody wrote
+     shows; each allocation remembers its device.
+   - Streams are deferred queues. cudaMemcpyAsync, cudaMemsetAsync, kernel launches (through the
+     SIMT shim's hook, kernels/cuda_cpu.h), cuBLAS and NCCL calls only enqueue; a queue runs when
+     the host synchronises with it (cudaStreamSynchronize, cudaEventSynchronize, cudaEventQuery,
+     cudaDeviceSynchronize, a blocking cudaMemcpy/cudaMemset, cudaStreamDestroy) or when an
+     operation that must wait for it runs (cudaStreamWaitEvent, the legacy default stream). So a
+     host that reads results without synchronising reads stale memory, as it may on a GPU.
+   - The legacy default stream (0, cudaStreamLegacy) waits for all blocking streams of its device
+     and they wait for it (streams made with cudaStreamNonBlocking do not), as in CUDA.
+   - cudaMemcpyAsync from pageable host memory reads the source at the call and a copy into
+     pageable host memory completes before the call returns, as CUDA's staging does; with pinned
+     memory (cudaMallocHost) both are deferred.
+
+   CHECKS (each failure prints "mgt fake <api>: <what>, <where>" on stderr and aborts)
+   - every pointer a stream operation uses is a live allocation of the stream's device, inside its
+     bounds (memcpy may use any device and host memory, as UVA allows, but must match its kind);
+   - hazards: two operations on different streams that touch overlapping bytes, at least one
+     writing, with no happens-before between them (stream order, event record/wait, the legacy
+     stream, host synchronisation followed by an enqueue, from any host thread: the fakes cannot see
+     the host's own joins and barriers). Vector clocks over streams, checked at
+     enqueue, so the report names both operations however the queues happen to run. A kernel
+     argument counts as the one element it points to (the shim cannot know a kernel's extent);
+   - cudaFree/cudaFreeHost of memory that an operation the host has not synchronised with uses
+     (stricter than CUDA, whose cudaFree synchronises: the backend must not rely on that);
+   - use of a destroyed stream or event, a kernel launched on a stream of another device;
+   - deadlock: every thread owning an NCCL rank waits inside the fakes and nothing moves.
+   Plain API errors that a correct program can meet return the CUDA error instead and set the
+   per-thread last error: cudaErrorInvalidDevice, cudaErrorMemoryAllocation (also injected with
+   mgt_fake_fail_malloc_after), cudaErrorNotReady from cudaEventElapsedTime.
+
+   NOT FAKED: graphs and capture, cudaMallocAsync and pools, managed memory, IPC, peer access
+   calls, textures, cudaStreamPerThread (aborts): each is a link error or a loud failure. */
+#include "fakes.h"     /* defines: mgt_fake_* test hooks */
+#include "fake_core.h" /* defines: mgtfake::enqueue, mem_use, wait */
+#include <cuda_runtime_api.h> /* defines: the declarations faked here */
+#include <stdarg.h>  /* defines: va_list */
+#include <stdio.h>   /* defines: fprintf, vsnprintf */
+#include <stdlib.h>  /* defines: abort, malloc, getenv */
+#include <time.h>    /* defines: clock_gettime */
+#include <algorithm> /* defines: std::max */
+#include <deque>     /* defines: std::deque */
+#include <map>       /* defines: std::map */
+#include <memory>    /* defines: std::unique_ptr */
+#include <set>       /* defines: std::set */
+
+struct CUstream_st;
+struct CUevent_st;
+
+namespace mgtfake {
+
+std::mutex mu;
+std::condition_variable cv;
+
+void fail(const char *api, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "mgt fake %s: %s\n", api, msg);
+    fflush(stderr);
+    abort();
+}
+std::string strf(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return msg;
+}
+
+float half_to_float(uint16_t h) {
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31u, m = h & 1023u, u;
+    if (e == 31) u = s | 0x7f800000u | (m << 13);
+    else if (e) u = s | ((e + 112) << 23) | (m << 13);
+    else if (!m) u = s;
+    else { /* subnormal: normalise */
+        e = 113;
+        while (!(m & 1024u)) { m <<= 1; e--; }
+        u = s | (e << 23) | ((m & 1023u) << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t float_to_half(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u);
+    if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u); /* rounds to infinity */
+    if (a < 0x38800000u) { /* subnormal half: add 0.5 to shift the bits into place, RNE by the FPU */
+        float v, bias = 0.5f;
+        memcpy(&v, &a, 4);
+        v += bias;
+        uint32_t r;
+        memcpy(&r, &v, 4);
+        return (uint16_t)(s | (r - 0x3f000000u));
+    }
+    uint32_t r = a + 0xc8000fffu + ((a >> 13) & 1u); /* rebias exponent (-112 << 23) and round */
+    return (uint16_t)(s | (r >> 13));
+}
+
+/* ---- threads, waits, deadlocks ---------------------------------------------------------------- */
+struct thread_rec {
+    bool waiting = false, gone = false;
+    int running = 0; /* stream operations this thread is running (a kernel may take a while) */
+    std::string what;
+};
+/* the tables live on the heap and are never freed: a gone thread's record stays readable, a stale
+   handle is still recognised, and nothing is destroyed at exit under a thread still using it */
+static std::vector<thread_rec *> &threads = *new std::vector<thread_rec *>;
+static uint64_t progress_count = 0;
+static bool (*owners_stuck)(std::string *) = nullptr;
+struct thread_slot {
+    thread_rec *rec = nullptr;
+    ~thread_slot() {
+        if (rec) {
+            lock_t lk(mu);
+            rec->gone = true;
+            cv.notify_all();
+        }
+    }
+};
+static thread_local thread_slot self_slot;
+static thread_rec *self_rec() { /* mu held */
+    if (!self_slot.rec) {
+        self_slot.rec = new thread_rec;
+        threads.push_back(self_slot.rec);
+    }
+    return self_slot.rec;
+}
+const void *thread_token() { return self_rec(); }
+bool thread_is_waiting(const void *t) { return static_cast<const thread_rec *>(t)->waiting; }
+bool thread_is_gone(const void *t) { return static_cast<const thread_rec *>(t)->gone; }
+void set_owner_check(bool (*f)(std::string *)) { owners_stuck = f; }
+void progress() {
+    progress_count++;
+    cv.notify_all();
+}
+static double now_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+void wait(lock_t &lk, const std::function<bool()> &ready, const std::string &what) {
+    if (ready()) return;
+    static const double timeout = getenv("MGT_FAKE_TIMEOUT_S") ? atof(getenv("MGT_FAKE_TIMEOUT_S")) : 120.0;
+    thread_rec *me = self_rec();
+    me->waiting = true;
+    me->what = what;
+    double start = now_s(), quiet_since = start;
+    uint64_t seen = progress_count;
+    while (!ready()) {
+        cv.wait_for(lk, std::chrono::milliseconds(50));
+        double t = now_s();
+        if (progress_count != seen) { seen = progress_count; quiet_since = t; continue; }
+        std::string why;
+        /* one quiet second with every rank's owner stuck: nobody can make progress any more */
+        bool busy = false; /* a thread running an operation outside any wait is progress to come */
+        for (thread_rec *r : threads) busy |= r->running > 0 && !r->waiting;
+        if (t - quiet_since > 1.0 && !busy && owners_stuck && owners_stuck(&why)) {
+            std::string list;
+            for (thread_rec *r : threads)
+                if (r->waiting) list += "\n  a thread waits for " + r->what;
+            fail("deadlock", "every rank waits and nothing moves (%s), %s:%s", why.c_str(), what.c_str(), list.c_str());
+        }
+        if (t - start > timeout)
+            fail("timeout", "waited %.0f s (MGT_FAKE_TIMEOUT_S) for %s", timeout, what.c_str());
+    }
+    me->waiting = false;
+}
+
+} // namespace mgtfake
+
+using namespace mgtfake;
+
+/* ---- devices, allocations ------------------------------------------------------------------------ */
+typedef std::vector<uint64_t> vclock; /* per stream id: the last of its operations known to have happened */
+static void join(vclock &a, const vclock &b) {
+    if (a.size() < b.size()) a.resize(b.size(), 0);
+    for (size_t i = 0; i < b.size(); i++) a[i] = std::max(a[i], b[i]);
+}
+static uint64_t at(const vclock &v, int i) { return (size_t)i < v.size() ? v[(size_t)i] : 0; }
+
+struct record { /* one access of one operation to a byte range */
+    size_t lo, hi;
+    int stream;
+    uint64_t seq;
+    bool write;
+    std::string what;
+};
+struct alloc {
+    char *base;
+    size_t bytes;
+    int device; /* -1: pinned host memory */
+    std::vector<record> recs;
+};
+static std::map<uintptr_t, alloc *> &allocs = *new std::map<uintptr_t, alloc *>; /* by base address */
+static int ndevices = -1;
+static size_t device_bytes, used_bytes[64];
+static long malloc_failures_after = -1;
+static thread_local int cur_device = 0;
+static thread_local cudaError_t last_error = cudaSuccess;
+
+static void init_devices() { /* mu held */
+    if (ndevices >= 0) return;
+    const char *e = getenv("MGT_FAKE_DEVICES"), *m = getenv("MGT_FAKE_DEVICE_MIB");
+    ndevices = e ? atoi(e) : 8;
+    if (ndevices < 1 || ndevices > 64) fail("init", "MGT_FAKE_DEVICES=%s: give 1 to 64 devices", e);
+    device_bytes = (size_t)(m ? atol(m) : 81559) << 20;
+}
+int mgtfake::current_device() { return cur_device; }
+static cudaError_t err(cudaError_t e) {
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
+static alloc *find_alloc(const void *p) { /* mu held; the allocation containing p */
+    auto it = allocs.upper_bound((uintptr_t)p);
+    if (it == allocs.begin()) return nullptr;
+    --it;
+    alloc *a = it->second;
+    return (uintptr_t)p < (uintptr_t)a->base + std::max<size_t>(a->bytes, 1) ? a : nullptr;
+}
+bool mgtfake::is_device_memory(const void *p, int *device) {
+    lock_t lk(mu);
+    alloc *a = find_alloc(p);
+    if (device) *device = a ? a->device : -2; /* -1: pinned host memory, -2: not ours (pageable) */
+    return a && a->device >= 0;
+}
+
+/* ---- streams and events ------------------------------------------------------------------------ */
+struct op {
+    uint64_t seq;
+    std::vector<std::pair<CUstream_st *, uint64_t>> deps; /* run those streams this far first */
+    std::function<void()> run;
+};
+struct CUstream_st {
+    int id, device;
+    bool legacy, nonblocking, destroyed;
+    std::deque<op> q;
+    uint64_t enq, done;
+    bool busy;
+    vclock vc; /* what the last enqueued operation happens after */
+};
+struct CUevent_st {
+    int device;
+    bool timing, destroyed;
+    CUstream_st *s; /* nullptr until recorded */
+    uint64_t seq;
+    vclock vc;
+    double t;
+};
+static std::vector<CUstream_st *> &streams = *new std::vector<CUstream_st *>; /* by id */
+static std::vector<CUstream_st *> &legacy_streams = *new std::vector<CUstream_st *>;
+static std::set<CUevent_st *> &events = *new std::set<CUevent_st *>, &dead_events = *new std::set<CUevent_st *>;
+/* what the host has synchronised with: one clock for all host threads, since the fakes cannot see
+   the host's own joins and barriers (a rank thread synchronises, the main thread frees after join) */
+static vclock &host_vc = *new vclock;
+
+static CUstream_st *new_stream(int device, bool legacy, bool nonblocking) {
+    CUstream_st *s = new CUstream_st{(int)streams.size(), device, legacy, nonblocking, false, {}, 0, 0, false, {}};
+    streams.push_back(s);
+    return s;
+}
+static CUstream_st *resolve(const char *api, cudaStream_t h) { /* mu held */
+    init_devices();
+    if (h == nullptr || h == cudaStreamLegacy) {
+        if (legacy_streams.empty())
+            for (int d = 0; d < ndevices; d++) legacy_streams.push_back(new_stream(d, true, false));
+        return legacy_streams[(size_t)cur_device];
+    }
+    if (h == cudaStreamPerThread) fail(api, "cudaStreamPerThread is not faked (the backend uses explicit streams)");
+    for (CUstream_st *s : streams)
+        if (s == h) {
+            if (s->destroyed) fail(api, "stream %d (device %d) was destroyed", s->id, s->device);
+            return s;
+        }
+    fail(api, "%p is not a stream made by cudaStreamCreate", (void *)h);
+}
+static std::string sname(const CUstream_st *s) {
+    return s->legacy ? strf("the default stream of device %d", s->device) : strf("stream %d (device %d)", s->id, s->device);
+}
+
+/* run s until operation `seq` is done (mu held; released while an operation runs) */
+static void run_until(lock_t &lk, CUstream_st *s, uint64_t seq) {
+    while (s->done < seq) {
+        if (s->busy) { /* another thread runs it */
+            wait(lk, [&] { return !s->busy || s->done >= seq; }, "the queue of " + sname(s) + " that another thread runs");
+            continue;
+        }
+        op o = std::move(s->q.front());
+        s->q.pop_front();
+        s->busy = true;
+        for (auto &d : o.deps) run_until(lk, d.first, d.second);
+        thread_rec *me = self_rec();
+        me->running++;
+        lk.unlock();
+        o.run();
+        o.run = nullptr; /* release what the operation held (a kernel's arguments) outside the lock */
+        lk.lock();
+        me->running--;
+        s->done = o.seq;
+        s->busy = false;
+        progress();
+    }
+}
+static void sync_stream(lock_t &lk, CUstream_st *s) {
+    run_until(lk, s, s->enq);
+    join(host_vc, s->vc);
+}
+void mgtfake::synchronize(const ticket &t) {
+    lock_t lk(mu);
+    CUstream_st *s = static_cast<CUstream_st *>(t.stream);
+    run_until(lk, s, t.seq);
+    join(host_vc, s->vc); /* conservative: the stream's clock may be ahead of t, never behind */
+}
+int mgtfake::stream_device(const char *api, cudaStream_t h) {
+    lock_t lk(mu);
+    return resolve(api, h)->device;
+}
+
+static std::string describe(const record &r) {
+    return strf("%s %s on %s (operation #%llu)", r.write ? "writing" : "reading", r.what.c_str(),
+                sname(streams[(size_t)r.stream]).c_str(), (unsigned long long)r.seq);
+}
+/* check and record one access by operation (s, vc) */
+static void track(const char *api, CUstream_st *s, const vclock &vc, alloc *a, size_t lo, size_t hi, bool write,
+                  const std::string &what) {
+    record nr{lo, hi, s->id, at(vc, s->id), write, what};
+    std::vector<record> keep;
+    for (record &r : a->recs) {
+        bool overlap = r.lo < hi && lo < r.hi, before = r.stream == s->id || at(vc, r.stream) >= r.seq;
+        if (overlap && (write || r.write) && !before)
+            fail(api, "hazard on bytes [%zu, %zu) of an allocation of %zu bytes at %p (device %d): %s and %s, with no "
+                 "event or synchronisation between them", std::max(lo, r.lo), std::min(hi, r.hi), a->bytes,
+                 (void *)a->base, a->device, describe(r).c_str(), describe(nr).c_str());
+        /* a later access that covers r and happens after it stands for r from now on (FastTrack) */
+        bool covered = lo <= r.lo && r.hi <= hi && before && (write || !r.write);
+        if (!covered) keep.push_back(std::move(r));
+    }
+    keep.push_back(nr);
+    a->recs.swap(keep);
+}
+
+ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::string &what,
+                        const std::vector<mem_use> &acc, std::function<void()> run,
+                        const std::function<void(const ticket &)> &under_lock) {
+    lock_t lk(mu);
+    CUstream_st *s = resolve(api, h);
+    int want = device < 0 ? cur_device : device;
+    if (s->device != want)
+        fail(api, "%s belongs to device %d, but the call is for device %d, %s", sname(s).c_str(), s->device, want, what.c_str());
+    op o;
+    join(s->vc, host_vc);
+    if (s->legacy) { /* waits for every blocking stream of its device */
+        for (CUstream_st *b : streams)
+            if (!b->nonblocking && !b->legacy && b->device == s->device) {
+                if (b->enq > b->done) o.deps.push_back({b, b->enq});
+                join(s->vc, b->vc);
+            }
+    } else if (!s->nonblocking && !legacy_streams.empty()) {
+        CUstream_st *l = legacy_streams[(size_t)s->device];
+        o.deps.push_back({l, l->enq});
+        join(s->vc, l->vc);
+    }
+    if (s->vc.size() <= (size_t)s->id) s->vc.resize((size_t)s->id + 1, 0);
+    o.seq = s->vc[(size_t)s->id] = ++s->enq;
+    for (const mem_use &x : acc) {
+        if (!x.p) {
+            if (x.bytes) fail(api, "%s is a null pointer, %s on %s", x.role, what.c_str(), sname(s).c_str());
+            continue;
+        }
+        alloc *a = find_alloc(x.p);
+        if (!a || (a->device < 0 && !x.any_device)) {
+            if (x.any_device) continue; /* pageable host memory: not tracked */
+            fail(api, "%s %p is not device memory (a host pointer, or freed), %s on %s", x.role, x.p, what.c_str(),
+                 sname(s).c_str());
+        }
+        if (a->device >= 0 && a->device != s->device && !x.any_device)
+            fail(api, "%s %p is memory of device %d, used on %s, %s", x.role, x.p, a->device, sname(s).c_str(),
+                 what.c_str());
+        size_t lo = (size_t)((const char *)x.p - a->base), hi = lo + (x.bytes ? x.bytes : 1);
+        if (hi > a->bytes)
+            fail(api, "%s %p + %zu bytes runs %zu bytes past its allocation of %zu bytes (device %d), %s", x.role, x.p,
+                 x.bytes, hi - a->bytes, a->bytes, a->device, what.c_str());
+        track(api, s, s->vc, a, lo, hi, x.write, x.role + (" of " + what));
+    }
+    o.run = std::move(run);
+    s->q.push_back(std::move(o));
+    ticket t{s, s->enq};
+    if (under_lock) under_lock(t);
+    return t;
+}
+
+/* the shim's hook (kernels/cuda_cpu.h): MGT_LAUNCH hands its launch here when the fakes are linked */
+extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, void (*run)(void *), void (*drop)(void *),
+                                     void *ctx, int nptrs, const void *const *ptrs, const unsigned char *writes) {
+    std::vector<mem_use> acc;
+    static const char *names[] = {"argument 1", "argument 2", "argument 3", "argument 4", "argument 5", "argument 6",
+                                  "argument 7", "argument 8", "argument 9", "argument 10+"};
+    for (int i = 0; i < nptrs; i++) acc.push_back({ptrs[i], 0, writes[i] != 0, names[std::min(i, 9)], false});
+    std::shared_ptr<void> hold(ctx, drop); /* freed with the queued function, even if never run */
+    enqueue("kernel launch", stream, -1, strf("kernel %s", kernel), acc, [run, hold] { run(hold.get()); });
+}
+
+/* ---- the API ------------------------------------------------------------------------------------ */
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    lock_t lk(mu);
+    init_devices();
+    if (!count) return err(cudaErrorInvalidValue);
+    *count = ndevices;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+    lock_t lk(mu);
+    init_devices();
+    if (device < 0 || device >= ndevices) return err(cudaErrorInvalidDevice);
+    cur_device = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) {
+    if (!device) return err(cudaErrorInvalidValue);
+    *device = cur_device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
+    lock_t lk(mu);
+    init_devices();
+    if (!p) return err(cudaErrorInvalidValue);
+    if (device < 0 || device >= ndevices) return err(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "mgt fake NVIDIA H100 80GB HBM3 (%d)", device);
+    p->uuid.bytes[0] = (char)device;
+    p->totalGlobalMem = device_bytes;
+    p->sharedMemPerBlock = 48 << 10;
+    p->sharedMemPerBlockOptin = 227 << 10;
+    p->sharedMemPerMultiprocessor = 228 << 10;
+    p->regsPerBlock = p->regsPerMultiprocessor = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024;
+    p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647;
+    p->maxGridSize[1] = p->maxGridSize[2] = 65535;
+    p->totalConstMem = 64 << 10;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 132;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->maxBlocksPerMultiProcessor = 32;
+    p->l2CacheSize = 50 << 20;
+    p->memoryBusWidth = 5120;
+    p->concurrentKernels = p->unifiedAddressing = p->canMapHostMemory = p->managedMemory = 1;
+    p->asyncEngineCount = 3;
+    p->pciBusID = 0x18 + device;
+    p->cooperativeLaunch = p->clusterLaunch = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
+    lock_t lk(mu);
+    init_devices();
+    if (!free_bytes || !total) return err(cudaErrorInvalidValue);
+    *total = device_bytes;
+    *free_bytes = device_bytes - used_bytes[cur_device];
+    return cudaSuccess;
+}
+
+static cudaError_t do_malloc(void **p, size_t bytes, int device) {
+    lock_t lk(mu);
+    init_devices();
+    if (!p) return err(cudaErrorInvalidValue);
+    *p = nullptr;
+    if (malloc_failures_after == 0) return err(cudaErrorMemoryAllocation);
+    if (malloc_failures_after > 0) malloc_failures_after--;
+    if (device >= 0 && bytes > device_bytes - used_bytes[device]) return err(cudaErrorMemoryAllocation);
+    /* 256-byte aligned like cudaMalloc; every byte 0xFF (NaN) so unwritten memory shows */
+    size_t rounded = (std::max<size_t>(bytes, 1) + 255) & ~(size_t)255;
+    char *m = (char *)aligned_alloc(256, rounded);
+    if (!m) return err(cudaErrorMemoryAllocation);
+    memset(m, 0xff, rounded);
+    allocs[(uintptr_t)m] = new alloc{m, bytes, device, {}};
+    if (device >= 0) used_bytes[device] += bytes;
+    *p = m;
+    return cudaSuccess;
+}
+static cudaError_t do_free(const char *api, void *p, bool device) {
+    lock_t lk(mu);
+    if (!p) return cudaSuccess;
+    auto it = allocs.find((uintptr_t)p);
+    if (it == allocs.end() || (it->second->device >= 0) != device) {
+        alloc *a = find_alloc(p);
+        fail(api, "%p is not %s%s", p, device ? "a live cudaMalloc allocation" : "live cudaMallocHost memory",
+             a ? strf(" (it is %zu bytes into one of %zu bytes)", (size_t)((char *)p - a->base), a->bytes).c_str() : "");
+    }
+    alloc *a = it->second;
+    for (const record &r : a->recs)
+        if (at(host_vc, r.stream) < r.seq)
+            fail(api, "%p (%zu bytes, %s) is still in use: %s, which the host has not synchronised with", p, a->bytes,
+                 a->device >= 0 ? strf("device %d", a->device).c_str() : "pinned host", describe(r).c_str());
+    if (a->device >= 0) used_bytes[a->device] -= a->bytes;
+    memset(a->base, 0xfe, a->bytes); /* what a stale reader would see, if the allocator hands it out again */
+    free(a->base);
+    allocs.erase(it);
+    delete a;
+    return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p) {
+    if (!attr) return err(cudaErrorInvalidValue);
+    lock_t lk(mu);
+    alloc *a = find_alloc(p);
+    memset(attr, 0, sizeof *attr);
+    attr->type = !a ? cudaMemoryTypeUnregistered : a->device >= 0 ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+    attr->device = a && a->device >= 0 ? a->device : a ? cur_device : -2;
+    if (a) attr->devicePointer = (void *)p; /* one address space, as with UVA */
+    if (a && a->device < 0) attr->hostPointer = (void *)p;
+    return cudaSuccess;
+}
+cudaError_t cudaMalloc(void **p, size_t bytes) { return do_malloc(p, bytes, cur_device); }
+cudaError_t cudaFree(void *p) { return do_free("cudaFree", p, true); }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return do_malloc(p, bytes, -1); }
+cudaError_t cudaFreeHost(void *p) { return do_free("cudaFreeHost", p, false); }
+
+static const char *kind_name(cudaMemcpyKind k) {
+    switch (k) {
+    case cudaMemcpyHostToHost: return "cudaMemcpyHostToHost";
+    case cudaMemcpyHostToDevice: return "cudaMemcpyHostToDevice";
+    case cudaMemcpyDeviceToHost: return "cudaMemcpyDeviceToHost";
+    case cudaMemcpyDeviceToDevice: return "cudaMemcpyDeviceToDevice";
+    default: return "cudaMemcpyDefault";
+    }
+}
+static ticket memcpy_enqueue(const char *api, void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+                             cudaStream_t s, bool *sync_now) {
+    int ddev = -2, sdev = -2;
+    bool dd = is_device_memory(dst, &ddev), sd = is_device_memory(src, &sdev);
+    bool want_dd = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    bool want_sd = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (kind != cudaMemcpyDefault && (dd != want_dd || sd != want_sd))
+        fail(api, "%s of %zu bytes from %s %p to %s %p", kind_name(kind), n, sd ? "device memory" : "host memory", src,
+             dd ? "device memory" : "host memory", dst);
+    std::string what = strf("%s of %zu bytes", kind_name(kind), n);
+    std::vector<mem_use> acc = {{src, n, false, "source", true}, {dst, n, true, "destination", true}};
+    *sync_now = false;
+    if (n == 0) return enqueue(api, s, -1, what, {}, [] {});
+    if (sdev == -2) { /* pageable source: staged at the call */
+        std::shared_ptr<char> stage((char *)malloc(n), free);
+        if (!stage) fail(api, "out of host memory staging %zu bytes", n);
+        memcpy(stage.get(), src, n);
+        return enqueue(api, s, -1, what, acc, [dst, stage, n] { memcpy(dst, stage.get(), n); });
+    }
+    *sync_now = ddev == -2; /* pageable destination: complete before returning */
+    return enqueue(api, s, -1, what, acc, [dst, src, n] { memmove(dst, src, n); });
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+    bool now;
+    ticket t = memcpy_enqueue("cudaMemcpyAsync", dst, src, n, kind, s, &now);
+    if (now) synchronize(t);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+    bool now;
+    synchronize(memcpy_enqueue("cudaMemcpy", dst, src, n, kind, nullptr, &now));
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
+    enqueue("cudaMemsetAsync", s, -1, strf("cudaMemsetAsync of %zu bytes", n), {{p, n, true, "destination", false}},
+            [p, value, n] { memset(p, value, n); });
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int value, size_t n) {
+    /* on the legacy stream, so it is ordered with later work there and with blocking streams */
+    enqueue("cudaMemset", nullptr, -1, strf("cudaMemset of %zu bytes", n), {{p, n, true, "destination", false}},
+            [p, value, n] { memset(p, value, n); });
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned int flags) {
+    if (!out || (flags & ~(unsigned)cudaStreamNonBlocking)) return err(cudaErrorInvalidValue);
+    lock_t lk(mu);
+    resolve("cudaStreamCreate", nullptr); /* the legacy streams exist first */
+    *out = new_stream(cur_device, false, flags & cudaStreamNonBlocking);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t *out) { return cudaStreamCreateWithFlags(out, cudaStreamDefault); }
+cudaError_t cudaStreamDestroy(cudaStream_t h) {
+    lock_t lk(mu);
+    CUstream_st *s = resolve("cudaStreamDestroy", h);
+    if (s->legacy) fail("cudaStreamDestroy", "the default stream cannot be destroyed");
+    run_until(lk, s, s->enq); /* CUDA finishes the queued work; the host does not wait for it */
+    s->destroyed = true;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t h) {
+    lock_t lk(mu);
+    sync_stream(lk, resolve("cudaStreamSynchronize", h));
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+    lock_t lk(mu);
+    resolve("cudaDeviceSynchronize", nullptr);
+    for (size_t i = 0; i < streams.size(); i++)
+        if (streams[i]->device == cur_device && !streams[i]->destroyed) sync_stream(lk, streams[i]);
+    return cudaSuccess;
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
+    if (!fn) return err(cudaErrorInvalidValue);
+    enqueue("cudaLaunchHostFunc", s, -1, "a host function", {}, [fn, data] { fn(data); });
+    return cudaSuccess;
+}
+
+static CUevent_st *event(const char *api, cudaEvent_t e) {
+    CUevent_st *ev = (CUevent_st *)e;
+    if (dead_events.count(ev)) fail(api, "event %p was destroyed", (void *)e);
+    if (!events.count(ev)) fail(api, "%p is not an event made by cudaEventCreate", (void *)e);
+    return ev;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned int flags) {
+    if (!out) return err(cudaErrorInvalidValue);
+    lock_t lk(mu);
+    CUevent_st *e = new CUevent_st{cur_device, !(flags & cudaEventDisableTiming), false, nullptr, 0, {}, 0.0};
+    events.insert(e);
+    *out = (cudaEvent_t)e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *out) { return cudaEventCreateWithFlags(out, cudaEventDefault); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    lock_t lk(mu);
+    CUevent_st *ev = event("cudaEventDestroy", e);
+    events.erase(ev);
+    dead_events.insert(ev); /* kept, so a later use is reported rather than undefined */
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t h) {
+    CUevent_st *ev;
+    {
+        lock_t lk(mu);
+        ev = event("cudaEventRecord", e);
+    }
+    auto seq = std::make_shared<uint64_t>(0);
+    enqueue("cudaEventRecord", h, ev->device, "cudaEventRecord", {}, [ev, seq] {
+        lock_t lk(mu); /* the time it runs, if it is still the event's latest record */
+        if (ev->seq == *seq) ev->t = now_s();
+    }, [ev, seq](const ticket &t) {
+        CUstream_st *s = static_cast<CUstream_st *>(t.stream);
+        ev->s = s;
+        ev->seq = *seq = t.seq;
+        ev->vc = s->vc;
+    });
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned int flags) {
+    CUevent_st *ev;
+    {
+        lock_t lk(mu);
+        ev = event("cudaStreamWaitEvent", e);
+        if (flags) return err(cudaErrorInvalidValue);
+        if (!ev->s) return cudaSuccess; /* never recorded: nothing to wait for, as in CUDA */
+    }
+    /* an empty operation that runs the event's stream through the record first; later operations
+       of this stream see the event's clock */
+    int dev = stream_device("cudaStreamWaitEvent", h);
+    enqueue("cudaStreamWaitEvent", h, dev, "cudaStreamWaitEvent", {}, [] {}, [ev](const ticket &t) {
+        CUstream_st *s = static_cast<CUstream_st *>(t.stream);
+        if (ev->s != s) s->q.back().deps.push_back({ev->s, ev->seq});
+        join(s->vc, ev->vc);
+    });
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    lock_t lk(mu);
+    CUevent_st *ev = event("cudaEventSynchronize", e);
+    if (!ev->s) return cudaSuccess;
+    run_until(lk, ev->s, ev->seq);
+    join(host_vc, ev->vc);
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    /* a poll is a point where a GPU would have made progress: run through the record */
+    return cudaEventSynchronize(e);
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    lock_t lk(mu);
+    CUevent_st *a = event("cudaEventElapsedTime", start), *b = event("cudaEventElapsedTime", end);
+    if (!ms) return err(cudaErrorInvalidValue);
+    if (!a->timing || !b->timing) return err(cudaErrorInvalidResourceHandle);
+    if (!a->s || !b->s || a->s->done < a->seq || b->s->done < b->seq) return err(cudaErrorNotReady);
+    *ms = (float)((b->t - a->t) * 1e3);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    default: return "cudaErrorUnknown (not produced by the fake)";
+    }
+}
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    default: return "unknown error (not produced by the fake)";
+    }
+}
+
+/* ---- test hooks (fakes.h) ------------------------------------------------------------------------ */
+void mgt_fake_fail_malloc_after(long n) {
+    lock_t lk(mu);
+    malloc_failures_after = n;
+}
+size_t mgt_fake_live_allocations(int device) {
+    lock_t lk(mu);
+    size_t n = 0;
+    for (auto &kv : allocs) n += kv.second->device == device;
+    return n;
+}
+size_t mgt_fake_queued(cudaStream_t h) {
+    lock_t lk(mu);
+    CUstream_st *s = resolve("mgt_fake_queued", h);
+    return (size_t)(s->enq - s->done);
+}
+
+} /* extern "C" */

@@ -1,0 +1,83 @@
+/* fake_core.h - what the three checking fakes share (internal: tests include fakes.h instead).
+
+   The state of every fake lives behind one mutex (mgtfake::mu). Stream operations are enqueued
+   with mgtfake::enqueue, which checks each pointer the operation touches (a live allocation of the
+   stream's device, inside its bounds) and the cross-stream hazards, then queues the work; the work
+   itself runs later, outside the mutex, when something synchronises with the stream. Blocking
+   waits go through mgtfake::wait, which reports a deadlock instead of hanging. */
+#ifndef MGT_FAKE_CORE_H
+#define MGT_FAKE_CORE_H
+
+#include <cuda_runtime_api.h> /* defines: cudaStream_t, cudaError_t */
+#include <stddef.h>           /* defines: size_t */
+#include <stdint.h>           /* defines: uint16_t, uint32_t, uint64_t */
+#include <string.h>           /* defines: memcpy */
+#include <condition_variable> /* defines: std::condition_variable */
+#include <functional>         /* defines: std::function */
+#include <mutex>              /* defines: std::mutex, std::unique_lock */
+#include <string>             /* defines: std::string */
+#include <vector>             /* defines: std::vector */
+
+namespace mgtfake {
+
+/* "mgt fake <api>: <message>" on stderr, then abort(): the one way a checking failure ends */
+[[noreturn]] void fail(const char *api, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+std::string strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+extern std::mutex mu;              /* guards every table of the fakes */
+extern std::condition_variable cv; /* notified on every bit of progress */
+typedef std::unique_lock<std::mutex> lock_t;
+
+/* Block (releasing mu) until ready() holds. `what` describes the wait for a deadlock report: when
+   every thread that owns a live NCCL rank is waiting (or gone) and nothing progressed for a while,
+   the wait fails with the list of waiters; MGT_FAKE_TIMEOUT_S (default 120) is the last resort. */
+void wait(lock_t &lk, const std::function<bool()> &ready, const std::string &what);
+void progress(); /* something moved: call with mu held */
+/* NCCL's view of ranks for the deadlock check: each live communicator has an owner thread */
+void set_owner_check(bool (*all_owners_stuck)(std::string *why));
+bool thread_is_waiting(const void *thread_token);
+const void *thread_token(); /* identifies the calling thread (mu held) */
+bool thread_is_gone(const void *thread_token);
+
+/* one pointer an operation touches; bytes == 0: a kernel argument, whose extent is unknown (the
+   element it points to counts); any_device: memory of any device (and host memory) is allowed */
+struct mem_use {
+    const void *p;
+    size_t bytes;
+    bool write;
+    const char *role; /* "A", "send buffer", "argument 2"... for messages */
+    bool any_device;
+};
+int current_device();
+/* check `acc` for the stream's device and the hazards, then queue `run` on the stream (nullptr or
+   cudaStreamLegacy: the legacy default stream of the current device). `device` is the device the
+   caller requires the stream to belong to (-1: the current device). */
+struct ticket {
+    void *stream;
+    uint64_t seq;
+};
+ticket enqueue(const char *api, cudaStream_t stream, int device, const std::string &what,
+               const std::vector<mem_use> &acc, std::function<void()> run,
+               const std::function<void(const ticket &)> &under_lock = nullptr);
+void synchronize(const ticket &t); /* run the stream through t, as the calling host thread */
+int stream_device(const char *api, cudaStream_t stream);
+bool is_device_memory(const void *p, int *device); /* a live cudaMalloc allocation */
+
+/* 16-bit floats: round to nearest even, NaN kept */
+inline float bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+inline uint16_t float_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+
+} // namespace mgtfake
+#endif

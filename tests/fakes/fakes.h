@@ -1,0 +1,33 @@
+/* fakes.h - test-only hooks of the checking fakes of cudart, cuBLAS and NCCL (tests/fakes/).
+
+   A program links build/fakes/libmgt_fakes.a instead of libcudart, libcublas and libnccl and
+   includes the real CUDA headers; it needs this header only to reach into the fakes. What the
+   fakes model and check is described at the top of cudart_fake.cpp, cublas_fake.cpp and
+   nccl_fake.cpp. Every checking failure prints one line, "mgt fake <api>: <what>, <where>", on
+   stderr and aborts, so a test that provokes one runs it in a child process and reads the line.
+
+   Environment: MGT_FAKE_DEVICES (default 8), MGT_FAKE_DEVICE_MIB (default 81559, an H100's),
+   MGT_FAKE_TIMEOUT_S (default 120: the last resort when a wait is not a provable deadlock). */
+#ifndef MGT_FAKES_H
+#define MGT_FAKES_H
+
+#include <stddef.h> /* defines: size_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct CUstream_st;
+
+/* the next n cudaMalloc/cudaMallocHost calls succeed, the ones after fail with
+   cudaErrorMemoryAllocation (n < 0: never fail; the default) */
+void mgt_fake_fail_malloc_after(long n);
+/* live cudaMalloc allocations of a device (-1: cudaMallocHost memory) */
+size_t mgt_fake_live_allocations(int device);
+/* operations enqueued on a stream and not run yet (0 or NULL: the current device's legacy stream) */
+size_t mgt_fake_queued(struct CUstream_st *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,611 @@
+/* test_fakes.cpp - the checking fakes of cudart, cuBLAS and NCCL (tests/fakes/) against what they
+   promise: the GEMM against a double reference over every transpose pair, odd leading dimensions,
+   strides, batches, alpha/beta and the three input types; NCCL collectives across 1..8 rank
+   threads, split communicators and grouped send/recv rings; deferred streams (a kernel launched
+   through the SIMT shim runs only when its stream is synchronised); and every checking failure
+   provoked on purpose in a child process (this program re-run with --die NAME), whose stderr must
+   hold the expected "mgt fake ..." line and which must end with SIGABRT. */
+#include "tests/fakes/fakes.h" /* defines: mgt_fake_queued, mgt_fake_fail_malloc_after */
+#include <cublas_v2.h>         /* defines: cublasGemmEx, cublasSgemm */
+#include <cuda_runtime_api.h>  /* defines: cudaMalloc, cudaStream_t, cudaEvent_t */
+#include <nccl.h>              /* defines: ncclAllReduce, ncclCommInitAll */
+#include <math.h>              /* defines: fabs, isnan */
+#include <signal.h>            /* defines: SIGABRT */
+#include <stdio.h>             /* defines: printf, fprintf */
+#include <stdlib.h>            /* defines: malloc, exit */
+#include <string.h>            /* defines: strstr, memcpy */
+#include <sys/wait.h>          /* defines: waitpid, WIFSIGNALED */
+#include <unistd.h>            /* defines: fork, execv, pipe */
+#include <condition_variable>  /* defines: std::condition_variable */
+#include <functional>          /* defines: std::function */
+#include <mutex>               /* defines: std::mutex */
+#include <string>              /* defines: std::string */
+#include <chrono>              /* defines: std::chrono::milliseconds */
+#include <thread>              /* defines: std::thread, std::this_thread::sleep_for */
+#include <vector>              /* defines: std::vector */
+
+/* tests/fakes/fake_kernels.cpp, through the SIMT shim */
+void fake_axpy(float *y, const float *x, float a, int n, cudaStream_t s);
+void fake_fill(float *y, float v, int n, cudaStream_t s);
+
+static int checks, failures;
+#define CHECK(cond, ...)                                                               \
+    do {                                                                               \
+        checks++;                                                                      \
+        if (!(cond)) {                                                                 \
+            failures++;                                                                \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fputc('\n', stderr);                                                       \
+        }                                                                              \
+    } while (0)
+#define CK(call) CHECK((call) == 0, "%s returned an error", #call)
+
+static float bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint16_t to_bf16(float f) { /* only for values that bf16 holds exactly */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+static float fp16(uint16_t h) { /* normal numbers only: the test's values are */
+    uint32_t u = ((uint32_t)(h & 0x8000) << 16) | ((((h >> 10) & 31u) + 112u) << 23) | ((uint32_t)(h & 1023u) << 13);
+    if (!(h & 0x7fff)) u = (uint32_t)(h & 0x8000) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint16_t to_half(float f) { /* exact for the test's values: 8 significant bits, normal range */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (!(u & 0x7fffffffu)) return (uint16_t)((u >> 16) & 0x8000);
+    return (uint16_t)(((u >> 16) & 0x8000) | ((((u >> 23) & 255u) - 112u) << 10) | ((u >> 13) & 1023u));
+}
+
+/* ---- GEMM ------------------------------------------------------------------------------------- */
+static size_t tsize(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+static float tload(const std::vector<char> &v, size_t i, cudaDataType t) {
+    if (t == CUDA_R_32F) return ((const float *)v.data())[i];
+    uint16_t h = ((const uint16_t *)v.data())[i];
+    return t == CUDA_R_16BF ? bf16(h) : fp16(h);
+}
+static void tstore(std::vector<char> &v, size_t i, cudaDataType t, float x) {
+    if (t == CUDA_R_32F) ((float *)v.data())[i] = x;
+    else ((uint16_t *)v.data())[i] = t == CUDA_R_16BF ? to_bf16(x) : to_half(x);
+}
+/* values k/64 for small integers k: exact in bf16 and fp16, so the inputs are the same numbers in
+   every type and the reference needs no rounding of its own */
+static float val(unsigned &seed) {
+    seed = seed * 1103515245u + 12345u;
+    return (float)((int)((seed >> 16) % 129u) - 64) / 64.0f;
+}
+static void gemm_case(cudaDataType in, cudaDataType out, cublasOperation_t ta, cublasOperation_t tb, int batch,
+                      float beta) {
+    const int m = 7, n = 5, k = 9;
+    int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
+    int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
+    int lda = arows + 3, ldb = brows + 1, ldc = m + 2; /* odd padding on every matrix */
+    long long sa = (long long)lda * acols + 5, sb = (long long)ldb * bcols + 2, sc = (long long)ldc * n + 3;
+    size_t na = (size_t)(sa * batch), nb = (size_t)(sb * batch), nc = (size_t)(sc * batch);
+    std::vector<char> A(na * tsize(in)), B(nb * tsize(in)), C(nc * tsize(out)), C0;
+    unsigned seed = 42u + (unsigned)(ta * 7 + tb * 3 + batch);
+    for (size_t i = 0; i < na; i++) tstore(A, i, in, val(seed));
+    for (size_t i = 0; i < nb; i++) tstore(B, i, in, val(seed));
+    for (size_t i = 0; i < nc; i++) tstore(C, i, out, val(seed));
+    C0 = C;
+    void *dA, *dB, *dC;
+    CK(cudaMalloc(&dA, A.size()));
+    CK(cudaMalloc(&dB, B.size()));
+    CK(cudaMalloc(&dC, C.size()));
+    CK(cudaMemcpy(dA, A.data(), A.size(), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, B.data(), B.size(), cudaMemcpyHostToDevice));
+    if (beta != 0.0f) CK(cudaMemcpy(dC, C.data(), C.size(), cudaMemcpyHostToDevice));
+    else { /* C holds NaN (0xFF bytes) outside the padding: with beta = 0 cuBLAS must not read it */
+        CK(cudaMemset(dC, 0xff, C.size()));
+        CK(cudaMemcpy(C0.data(), dC, C.size(), cudaMemcpyDeviceToHost));
+    }
+    cublasHandle_t h;
+    CK(cublasCreate(&h));
+    float alpha = 0.75f;
+    if (batch == 1)
+        CK(cublasGemmEx(h, ta, tb, m, n, k, &alpha, dA, in, lda, dB, in, ldb, &beta, dC, out, ldc, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT));
+    else
+        CK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, dA, in, lda, sa, dB, in, ldb, sb, &beta, dC, out, ldc,
+                                      sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    std::vector<char> got(C.size());
+    CK(cudaMemcpy(got.data(), dC, C.size(), cudaMemcpyDeviceToHost));
+    double worst = 0;
+    int bad_pad = 0;
+    for (int l = 0; l < batch; l++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < ldc; i++) {
+                size_t ci = (size_t)(sc * l) + (size_t)j * ldc + i;
+                float g = tload(got, ci, out);
+                if (i >= m) { /* padding rows: untouched */
+                    uint64_t a = 0, b = 0;
+                    memcpy(&a, got.data() + ci * tsize(out), tsize(out));
+                    memcpy(&b, C0.data() + ci * tsize(out), tsize(out));
+                    bad_pad += a != b;
+                    continue;
+                }
+                double ref = 0, mag = 0;
+                for (int p = 0; p < k; p++) {
+                    size_t ai = (size_t)(sa * l) + (ta == CUBLAS_OP_N ? (size_t)p * lda + i : (size_t)i * lda + p);
+                    size_t bi = (size_t)(sb * l) + (tb == CUBLAS_OP_N ? (size_t)j * ldb + p : (size_t)p * ldb + j);
+                    double t = (double)tload(A, ai, in) * tload(B, bi, in);
+                    ref += t;
+                    mag += fabs(t);
+                }
+                ref *= alpha;
+                mag *= alpha;
+                if (beta != 0.0f) {
+                    ref += (double)beta * tload(C0, ci, out);
+                    mag += fabs((double)beta * tload(C0, ci, out));
+                }
+                /* fp32 accumulation: k + 2 roundings of at most 2^-24 relative to the magnitude;
+                   then one rounding of the result to C's type (unit roundoff 2^-8 bf16, 2^-11 fp16) */
+                double tol = (k + 2) * 0x1p-24 * mag + fabs(ref) * (out == CUDA_R_32F ? 0x1p-24 : out == CUDA_R_16BF ? 0x1p-8 : 0x1p-11);
+                double e = isnan(g) ? INFINITY : fabs(g - ref) - tol;
+                if (e > worst) worst = e;
+            }
+    CHECK(worst <= 0 && bad_pad == 0, "GEMM in %d out %d op %d%d batch %d beta %g: %g beyond tolerance, %d padding "
+          "elements changed", (int)in, (int)out, (int)ta, (int)tb, batch, beta, worst, bad_pad);
+    CK(cublasDestroy(h));
+    CK(cudaFree(dA));
+    CK(cudaFree(dB));
+    CK(cudaFree(dC));
+}
+static void test_gemm() {
+    cudaDataType types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};
+    cublasOperation_t ops[] = {CUBLAS_OP_N, CUBLAS_OP_T};
+    for (cudaDataType in : types)
+        for (int outf = 0; outf < 2; outf++)
+            for (cublasOperation_t ta : ops)
+                for (cublasOperation_t tb : ops)
+                    for (int batch : {1, 3})
+                        for (float beta : {0.0f, -0.5f}) {
+                            if (outf && in == CUDA_R_32F) continue;
+                            gemm_case(in, outf ? CUDA_R_32F : in, ta, tb, batch, beta);
+                        }
+    /* cublasSgemm and TF32: 1 + 2^-12 is exact in fp32 and rounds to 1 in TF32 (10 mantissa bits) */
+    float *d;
+    CK(cudaMalloc((void **)&d, 3 * sizeof(float)));
+    float host[3] = {1.0f + 0x1p-12f, 1.0f, 0.0f}, one = 1.0f, zero = 0.0f, out = 0;
+    CK(cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice));
+    cublasHandle_t h;
+    CK(cublasCreate(&h));
+    CK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, d, 1, d + 1, 1, &zero, d + 2, 1));
+    CK(cudaMemcpy(&out, d + 2, 4, cudaMemcpyDeviceToHost));
+    CHECK(out == 1.0f + 0x1p-12f, "fp32 GEMM %.9g", out);
+    CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, d, CUDA_R_32F, 1, d + 1, CUDA_R_32F, 1, &zero, d + 2,
+                    CUDA_R_32F, 1, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+    CK(cudaMemcpy(&out, d + 2, 4, cudaMemcpyDeviceToHost));
+    CHECK(out == 1.0f, "TF32 GEMM %.9g (inputs must be rounded to TF32)", out);
+    /* cublasSgemmStridedBatched: two 1x1 products with stride 1 */
+    float two[4] = {2.0f, 3.0f, 0, 0};
+    float *e;
+    CK(cudaMalloc((void **)&e, sizeof two));
+    CK(cudaMemcpy(e, two, sizeof two, cudaMemcpyHostToDevice));
+    CK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, 1, 1, 1, &one, e, 1, 1, e, 1, 1, &zero, e + 2, 1, 1, 2));
+    CK(cudaMemcpy(two, e, sizeof two, cudaMemcpyDeviceToHost));
+    CHECK(two[2] == 4.0f && two[3] == 9.0f, "strided batched Sgemm %g %g", two[2], two[3]);
+    CK(cublasDestroy(h));
+    CK(cudaFree(d));
+    CK(cudaFree(e));
+}
+
+/* ---- NCCL ------------------------------------------------------------------------------------- */
+struct host_barrier { /* C++17 has no std::barrier */
+    std::mutex m;
+    std::condition_variable cv;
+    int n, waiting = 0, gen = 0;
+    explicit host_barrier(int count) : n(count) {}
+    void arrive() {
+        std::unique_lock<std::mutex> lk(m);
+        int g = gen;
+        if (++waiting == n) { waiting = 0; gen++; cv.notify_all(); }
+        else cv.wait(lk, [&] { return gen != g; });
+    }
+};
+static void run_ranks(int n, const std::function<void(int)> &f) {
+    std::vector<std::thread> t;
+    for (int r = 0; r < n; r++) t.emplace_back(f, r);
+    for (auto &x : t) x.join();
+}
+static std::vector<float> fetch(const void *d, size_t count) {
+    std::vector<float> v(count);
+    if (cudaMemcpy(v.data(), d, count * 4, cudaMemcpyDeviceToHost) != cudaSuccess) v.clear();
+    return v;
+}
+static void test_nccl(int n) {
+    std::vector<ncclComm_t> comms((size_t)n);
+    CK(ncclCommInitAll(comms.data(), n, nullptr));
+    std::mutex m;
+    int bad = 0;
+    run_ranks(n, [&](int r) {
+        int errs = 0;
+        cudaSetDevice(r);
+        cudaStream_t s;
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        ncclComm_t c = comms[(size_t)r];
+        int cnt = 0, rk = -1;
+        ncclCommCount(c, &cnt);
+        ncclCommUserRank(c, &rk);
+        errs += cnt != n || rk != r;
+        const size_t C = 6;
+        float *a, *b, *g;
+        uint16_t *hb;
+        double *d;
+        cudaMalloc((void **)&a, C * n * 4);
+        cudaMalloc((void **)&b, C * n * 4);
+        cudaMalloc((void **)&g, C * 3 * 4); /* reduce-scatter, broadcast, ring */
+        cudaMalloc((void **)&hb, C * 2);
+        cudaMalloc((void **)&d, C * 8);
+        std::vector<float> x(C * n);
+        std::vector<uint16_t> xb(C);
+        std::vector<double> xd(C);
+        for (size_t i = 0; i < C * n; i++) x[i] = (float)(r + 1) * (float)(i + 1); /* small integers: exact sums */
+        for (size_t i = 0; i < C; i++) xb[i] = to_bf16((float)(r + (int)i)), xd[i] = 0.5 * r + (double)i;
+        cudaMemcpy(a, x.data(), C * n * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(hb, xb.data(), C * 2, cudaMemcpyHostToDevice);
+        cudaMemcpy(d, xd.data(), C * 8, cudaMemcpyHostToDevice);
+        ncclAllReduce(a, b, C, ncclFloat32, ncclSum, c, s);          /* b[i] = (i+1) n(n+1)/2 */
+        ncclAllReduce(hb, hb, C, ncclBfloat16, ncclSum, c, s);        /* in place */
+        ncclAllReduce(d, d, C, ncclFloat64, ncclMax, c, s);
+        ncclReduceScatter(a, g, C, ncclFloat32, ncclSum, c, s);       /* g[i] = (rC+i+1) n(n+1)/2 */
+        ncclAllGather(a + r * C, a, C, ncclFloat32, c, s);            /* in place */
+        ncclBroadcast(a, g + C, C, ncclFloat32, n - 1, c, s);
+        /* a ring inside a group: send a to the next rank, receive from the previous */
+        if (n > 1) {
+            ncclGroupStart();
+            ncclSend(b, C, ncclFloat32, (r + 1) % n, c, s);
+            ncclRecv(g + 2 * C, C, ncclFloat32, (r + n - 1) % n, c, s);
+            ncclGroupEnd();
+        }
+        int queued = (int)mgt_fake_queued(s);
+        cudaStreamSynchronize(s);
+        float tri = (float)(n * (n + 1) / 2);
+        std::vector<float> vb = fetch(b, C), vg = fetch(g, 3 * C), va = fetch(a, C * n);
+        std::vector<uint16_t> hbv(C);
+        std::vector<double> dv(C);
+        cudaMemcpy(hbv.data(), hb, C * 2, cudaMemcpyDeviceToHost);
+        cudaMemcpy(dv.data(), d, C * 8, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < C; i++) {
+            errs += vb[i] != (float)(i + 1) * tri;
+            errs += vg[i] != (float)(r * C + i + 1) * tri;
+            errs += vg[C + i] != (float)(i + 1); /* rank n-1's a after the all-gather */
+            errs += n > 1 && vg[2 * C + i] != vb[i];
+            errs += bf16(hbv[i]) != (float)(n * (int)i + n * (n - 1) / 2);
+            errs += dv[i] != 0.5 * (n - 1) + (double)i;
+        }
+        for (size_t i = 0; i < C * n; i++) errs += va[i] != (float)(i / C + 1) * (float)(i + 1); /* a_q[qC + j] */
+        errs += queued != (n > 1 ? 7 : 6); /* 6 collectives + 1 group: nothing ran before the synchronisation */
+        /* a split: even and odd ranks, ordered by descending parent rank */
+        ncclComm_t sc;
+        ncclCommSplit(c, r % 2, -r, &sc, nullptr);
+        int sn = 0, sr = -1;
+        ncclCommCount(sc, &sn);
+        ncclCommUserRank(sc, &sr);
+        int members = (n + 1 - r % 2) / 2;
+        errs += sn != members || sr != (members - 1 - r / 2);
+        float one = (float)(r + 1);
+        cudaMemcpy(a, &one, 4, cudaMemcpyHostToDevice);
+        ncclAllReduce(a, a, 1, ncclFloat32, ncclSum, sc, s);
+        cudaStreamSynchronize(s);
+        float sum = fetch(a, 1)[0], want = 0;
+        for (int q = r % 2; q < n; q += 2) want += (float)(q + 1);
+        errs += sum != want;
+        ncclCommDestroy(sc);
+        ncclCommDestroy(c);
+        cudaFree(a);
+        cudaFree(b);
+        cudaFree(g);
+        cudaFree(hb);
+        cudaFree(d);
+        cudaStreamDestroy(s);
+        std::lock_guard<std::mutex> lk(m);
+        bad += errs;
+    });
+    CHECK(bad == 0, "%d wrong results with %d ranks", bad, n);
+}
+static void test_init_rank() { /* ncclGetUniqueId + ncclCommInitRank, three threads */
+    ncclUniqueId id;
+    CK(ncclGetUniqueId(&id));
+    int bad = 0;
+    std::mutex m;
+    run_ranks(3, [&](int r) {
+        cudaSetDevice(r + 2);
+        ncclComm_t c;
+        int e = ncclCommInitRank(&c, 3, id, r) != ncclSuccess, dev = -1;
+        ncclCommCuDevice(c, &dev);
+        float *p;
+        cudaMalloc((void **)&p, 4);
+        float v = 10.0f * (float)r;
+        cudaMemcpy(p, &v, 4, cudaMemcpyHostToDevice);
+        ncclBroadcast(p, p, 1, ncclFloat32, 1, c, nullptr); /* the legacy stream */
+        cudaMemcpy(&v, p, 4, cudaMemcpyDeviceToHost);         /* synchronises it */
+        e += dev != r + 2 || v != 10.0f;
+        ncclCommDestroy(c);
+        cudaFree(p);
+        std::lock_guard<std::mutex> lk(m);
+        bad += e;
+    });
+    CHECK(bad == 0, "%d wrong results with ncclCommInitRank", bad);
+}
+
+static void test_abort() { /* an abort from another thread ends a collective that can never complete */
+    ncclComm_t c[2];
+    CK(ncclCommInitAll(c, 2, nullptr));
+    int returned = 0;
+    run_ranks(2, [&](int r) {
+        cudaSetDevice(r);
+        if (r == 1) { /* never joins the all-reduce; aborts both ranks instead */
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            ncclCommAbort(c[0]);
+            ncclCommAbort(c[1]);
+            return;
+        }
+        float *p;
+        cudaMalloc((void **)&p, 16);
+        ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, c[0], nullptr);
+        cudaStreamSynchronize(nullptr);
+        returned = 1;
+        cudaFree(p);
+    });
+    CHECK(returned == 1, "rank 0 returned after the abort");
+}
+
+/* ---- streams ------------------------------------------------------------------------------------ */
+static void test_streams() {
+    int count = 0;
+    CK(cudaGetDeviceCount(&count));
+    CHECK(count == 8, "%d devices (MGT_FAKE_DEVICES unset: 8)", count);
+    CHECK(cudaSetDevice(99) == cudaErrorInvalidDevice && cudaGetLastError() == cudaErrorInvalidDevice &&
+              cudaGetLastError() == cudaSuccess, "an invalid device is an error that cudaGetLastError reports once");
+    CK(cudaSetDevice(0));
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    CHECK(p.major == 9 && p.multiProcessorCount == 132 && p.warpSize == 32, "a fake H100: sm_%d%d", p.major, p.minor);
+    size_t free0, total, free1;
+    CK(cudaMemGetInfo(&free0, &total));
+    const int n = 1000;
+    float *x, *y, *hx;
+    CK(cudaMalloc((void **)&x, n * 4));
+    CK(cudaMalloc((void **)&y, n * 4));
+    CK(cudaMallocHost((void **)&hx, n * 4));
+    CK(cudaMemGetInfo(&free1, &total));
+    cudaPointerAttributes pa;
+    CK(cudaPointerGetAttributes(&pa, y + 3));
+    CHECK(pa.type == cudaMemoryTypeDevice && pa.device == 0, "a device pointer: type %d", (int)pa.type);
+    CK(cudaPointerGetAttributes(&pa, &pa));
+    CHECK(pa.type == cudaMemoryTypeUnregistered, "a stack pointer: type %d", (int)pa.type);
+    CK(cudaPointerGetAttributes(&pa, hx));
+    CHECK(pa.type == cudaMemoryTypeHost, "pinned memory: type %d", (int)pa.type);
+    CHECK(free0 - free1 == 2 * n * 4, "cudaMemGetInfo counts allocations: %zu", free0 - free1);
+    for (int i = 0; i < n; i++) hx[i] = (float)i;
+    cudaStream_t s1, s2;
+    CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    /* deferred: pinned copy and two kernels queue on s1, nothing runs until the synchronisation */
+    CK(cudaMemcpyAsync(x, hx, n * 4, cudaMemcpyHostToDevice, s1));
+    fake_fill(y, 1.0f, n, s1);
+    fake_axpy(y, x, 2.0f, n, s1);
+    CK(cudaMemcpyAsync(hx, y, n * 4, cudaMemcpyDeviceToHost, s1));
+    CHECK(mgt_fake_queued(s1) == 4 && hx[10] == 10.0f, "%zu queued, hx[10] = %g before synchronising",
+          mgt_fake_queued(s1), hx[10]);
+    CK(cudaStreamSynchronize(s1));
+    CHECK(mgt_fake_queued(s1) == 0 && hx[10] == 21.0f && hx[999] == 1999.0f, "after: hx[10] = %g", hx[10]);
+    /* s1 -> event -> s2: ordered, no hazard; the event runs s1 when s2 needs it */
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventRecord(e0, s1));
+    fake_fill(x, 3.0f, n, s1);
+    CK(cudaEventRecord(e1, s1));
+    CK(cudaStreamWaitEvent(s2, e1, 0));
+    fake_axpy(y, x, 1.0f, n, s2); /* reads x written on s1 */
+    CK(cudaStreamSynchronize(s2));
+    CHECK(mgt_fake_queued(s1) == 0, "s2's wait ran s1 through the event (%zu left)", mgt_fake_queued(s1));
+    float ms = -1;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    CHECK(ms >= 0, "elapsed %g ms", ms);
+    CK(cudaMemcpy(hx, y, n * 4, cudaMemcpyDeviceToHost));
+    CHECK(hx[10] == 24.0f, "y[10] = %g after the event-ordered axpy", hx[10]);
+    /* the legacy stream orders blocking streams: memset on 0, kernel on a blocking stream */
+    cudaStream_t sb;
+    CK(cudaStreamCreate(&sb));
+    CK(cudaMemset(x, 0, n * 4));
+    fake_axpy(y, x, 5.0f, n, sb);
+    CK(cudaStreamSynchronize(sb));
+    CK(cudaMemcpy(hx, y, 4 * n, cudaMemcpyDeviceToHost));
+    CHECK(hx[10] == 24.0f, "y[10] = %g (x was zeroed first)", hx[10]);
+    /* pageable host memory: the source is read at the call */
+    std::vector<float> pageable(n, 7.0f);
+    CK(cudaMemcpyAsync(x, pageable.data(), n * 4, cudaMemcpyHostToDevice, s1));
+    pageable[0] = -1.0f;
+    CK(cudaMemcpyAsync(pageable.data(), x, n * 4, cudaMemcpyDeviceToHost, s1)); /* completes before returning */
+    CHECK(pageable[0] == 7.0f, "pageable copies: %g", pageable[0]);
+    /* a host function runs in stream order */
+    int flag = 0;
+    CK(cudaLaunchHostFunc(s1, [](void *f) { *(int *)f = 1; }, &flag));
+    CHECK(flag == 0, "host function ran early");
+    CK(cudaEventRecord(e0, s1));
+    CHECK(cudaEventQuery(e0) == cudaSuccess && flag == 1, "cudaEventQuery runs the stream through the event");
+    /* allocation failures are returned, not fatal */
+    mgt_fake_fail_malloc_after(0);
+    void *z = nullptr;
+    CHECK(cudaMalloc(&z, 16) == cudaErrorMemoryAllocation && !z, "injected failure");
+    CHECK(cudaGetLastError() == cudaErrorMemoryAllocation, "last error");
+    mgt_fake_fail_malloc_after(-1);
+    CHECK(strcmp(cudaGetErrorName(cudaErrorMemoryAllocation), "cudaErrorMemoryAllocation") == 0, "error names");
+    CK(cudaDeviceSynchronize());
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaStreamDestroy(s1));
+    CK(cudaStreamDestroy(s2));
+    CK(cudaStreamDestroy(sb));
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+    CK(cudaFreeHost(hx));
+    CHECK(mgt_fake_live_allocations(0) == 0, "%zu allocations left", mgt_fake_live_allocations(0));
+}
+
+/* ---- failures, each in a child ------------------------------------------------------------------ */
+static cudaStream_t nb_stream() {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    return s;
+}
+static void two_ranks(const std::function<void(int, ncclComm_t, cudaStream_t, float *)> &f) {
+    ncclComm_t c[2];
+    ncclCommInitAll(c, 2, nullptr);
+    run_ranks(2, [&](int r) {
+        cudaSetDevice(r);
+        float *p;
+        cudaMalloc((void **)&p, 64 * 4);
+        f(r, c[r], nb_stream(), p);
+    });
+}
+struct death {
+    const char *name, *expect;
+    void (*run)();
+};
+static const death deaths[] = {
+    {"hazard_kernel_memcpy", "mgt fake cudaMemcpyAsync: hazard on bytes [0, 1) of an allocation of 16 bytes", [] {
+         float *x, h[4];
+         cudaMalloc((void **)&x, 16);
+         fake_fill(x, 1.0f, 4, nb_stream());
+         cudaMemcpyAsync(h, x, 4, cudaMemcpyDeviceToHost, nb_stream()); /* no event between */
+     }},
+    {"hazard_memset_kernel", "mgt fake kernel launch: hazard", [] {
+         float *x, *y;
+         cudaMalloc((void **)&x, 16);
+         cudaMalloc((void **)&y, 16);
+         cudaMemsetAsync(x, 0, 16, nb_stream());
+         fake_axpy(y, x, 1.0f, 4, nb_stream()); /* reads x */
+     }},
+    {"free_in_use", "mgt fake cudaFree: ", [] {
+         float *x;
+         cudaMalloc((void **)&x, 16);
+         cudaMemsetAsync(x, 0, 16, nb_stream());
+         cudaFree(x);
+     }},
+    {"wrong_device", "is memory of device 1, used on stream", [] {
+         float *x;
+         cudaSetDevice(1);
+         cudaMalloc((void **)&x, 16);
+         cudaSetDevice(0);
+         cudaMemsetAsync(x, 0, 16, nb_stream());
+     }},
+    {"host_pointer_gemm", "mgt fake cublasGemmEx: A ", [] {
+         float a[4] = {0}, *d;
+         cudaMalloc((void **)&d, 64);
+         cublasHandle_t h;
+         cublasCreate(&h);
+         float one = 1, zero = 0;
+         cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a, CUDA_R_32F, 2, d, CUDA_R_32F, 2, &zero, d + 4,
+                      CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+     }},
+    {"gemm_out_of_bounds", "runs 4 bytes past its allocation", [] {
+         float *d;
+         cudaMalloc((void **)&d, 15 * 4); /* A 2x2, B 2x2, C needs 4 more floats than there are */
+         cublasHandle_t h;
+         cublasCreate(&h);
+         float one = 1, zero = 0;
+         cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d + 4, 2, &zero, d + 12, 2);
+     }},
+    {"destroyed_stream", "was destroyed", [] {
+         cudaStream_t s = nb_stream();
+         cudaStreamDestroy(s);
+         cudaStreamSynchronize(s);
+     }},
+    {"nccl_count", "mismatched collective #1 of a 2-rank communicator", [] {
+         two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             ncclAllReduce(p, p, 8, ncclFloat32, ncclSum, c, s);
+             ncclAllReduce(p, p, 8 + r, ncclFloat32, ncclSum, c, s);
+         });
+     }},
+    {"nccl_type", "rank 0 called ncclAllGather(count 4, ncclBfloat16) and rank 1 called ncclAllGather(count 4, ncclFloat16)", [] {
+         host_barrier b(2);
+         two_ranks([&](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             if (r == 1) b.arrive(); /* rank 0 calls first, so the message has a fixed order */
+             ncclAllGather(p, p + 8, 4, r ? ncclFloat16 : ncclBfloat16, c, s);
+             if (r == 0) b.arrive();
+         });
+     }},
+    {"nccl_op", "rank 0 called ncclAllReduce(count 4, ncclFloat32, ncclSum) and rank 1 called ncclReduceScatter", [] {
+         host_barrier b(2);
+         two_ranks([&](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             if (r == 1) b.arrive(); /* rank 0 calls first, so the message has a fixed order */
+             if (r == 0) ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, c, s);
+             else ncclReduceScatter(p, p, 2, ncclFloat32, ncclSum, c, s);
+             if (r == 0) b.arrive();
+         });
+     }},
+    {"unmatched_send", "mgt fake ncclCommDestroy: unmatched send: rank 0 called ncclSend(count 4", [] {
+         host_barrier b(2);
+         two_ranks([&](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             if (r == 0) ncclSend(p, 4, ncclFloat32, 1, c, s);
+             b.arrive();
+             if (r == 1) ncclCommDestroy(c);
+             b.arrive();
+         });
+     }},
+    {"deadlock", "mgt fake deadlock: every rank waits", [] {
+         two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             ncclRecv(p, 4, ncclFloat32, 1 - r, c, s); /* both receive first: nobody sends */
+             ncclSend(p + 4, 4, ncclFloat32, 1 - r, c, s);
+             cudaStreamSynchronize(s);
+         });
+     }},
+};
+
+static void expect_death(const char *self, const death &d) {
+    int fd[2];
+    if (pipe(fd) != 0) { perror("pipe"); exit(1); }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        execl(self, self, "--die", d.name, (char *)nullptr);
+        _exit(127);
+    }
+    close(fd[1]);
+    std::string err;
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(fd[0], buf, sizeof buf)) > 0) err.append(buf, (size_t)k);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    bool aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+    CHECK(aborted && err.find(d.expect) != std::string::npos, "--die %s: want SIGABRT and '%s', got status %d and:\n%s",
+          d.name, d.expect, status, err.c_str());
+    if (getenv("MGT_FAKE_SHOW")) printf("--die %s:\n%s", d.name, err.c_str());
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--die")) {
+        for (const death &d : deaths)
+            if (!strcmp(d.name, argv[2])) {
+                d.run();
+                fprintf(stderr, "--die %s: no failure was reported\n", d.name);
+                return 1;
+            }
+        return 2;
+    }
+    test_streams();
+    test_gemm();
+    for (int n = 1; n <= 8; n++) test_nccl(n);
+    test_init_rank();
+    test_abort();
+    for (const death &d : deaths) expect_death(argv[0], d);
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures != 0;
+}

@@ -21,6 +21,7 @@
      MGT_STATIC          everywhere: make every function static (private copy per translation unit)
      MGT_NO_STDIO        beside MGT_IMPLEMENTATION: no FILE* helpers (mgt_config_fprint)
      MGT_MALLOC/MGT_FREE beside MGT_IMPLEMENTATION: allocator hooks, define both or neither
+     MGT_TESTING         beside MGT_IMPLEMENTATION: test hooks (a non-finite gradient on demand)
 
    EXAMPLE
         mgt_config cfg;
@@ -149,7 +150,11 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
     X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \
     X(parallel, peak_gflops, FLOAT, "0", 0, 1e9, "", "a rank's peak GFLOP/s for MFU; 0 is unknown (n/a)")
-#define MGT_KEYS_precision(X) X(precision, dtype, ENUM, "fp32", 0, 0, "fp32|bf16|fp16", "storage type")
+#define MGT_KEYS_precision(X)                                                                      \
+    X(precision, dtype, ENUM, "fp32", 0, 0, "fp32|bf16|fp16", "storage of parameters and activations; fp32 master weights") \
+    X(precision, loss_scale, FLOAT, "65536", 1, 1e30, "", "fp16: initial dynamic loss scale, a power of two")        \
+    X(precision, loss_scale_window, INT, "1000", 1, 2000000000, "", "fp16: finite steps before the loss scale doubles") \
+    X(precision, max_skipped, INT, "5", 1, 1000000, "", "bf16/fp32: non-finite steps in a row skipped before the run fails")
 #define MGT_KEYS_checkpoint(X)                                                                     \
     X(checkpoint, dir, STR, "", 0, 0, "", "checkpoint folder; empty is runs/<preset name>")        \
     X(checkpoint, every, INT, "0", 0, 2000000000, "", "steps between checkpoints; 0 only at the end") \
@@ -285,6 +290,10 @@ typedef struct mgt_stats {
     size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT];
     int threads;
     double elapsed_s;           /* wall time of the steps of this process */
+    int dtype;                  /* storage type, MGT_DTYPE_* of [precision] dtype */
+    double loss_scale;          /* the loss scale of the next step: 1 but in fp16 */
+    int skipped_steps;          /* steps whose update was skipped (non-finite gradient norm), in all */
+    int step_skipped;           /* the last step's update was skipped */
 } mgt_stats;
 
 /* One rank's statistics: of the last step and cumulative. Times are wall seconds of the rank's
@@ -833,8 +842,13 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [" #sec "] " #name ": %s is not supported yet in mgt " MGT_VERSION_STRING "; %s", \
                          mgt__where(cfg, MGT__KEY(sec, name), w1, sizeof w1), what, fix);
     MGT__UNSUPPORTED(cfg->parallel.device == MGT_DEVICE_CUDA, parallel, device, "the CUDA backend", "use device = cpu or auto")
-    MGT__UNSUPPORTED(cfg->precision.dtype != MGT_DTYPE_FP32, precision, dtype, "mixed precision", "use dtype = fp32")
 #undef MGT__UNSUPPORTED
+    {
+        int e;
+        if (frexp(cfg->precision.loss_scale, &e) != 0.5) /* a power of two scales and unscales exactly */
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [precision] loss_scale = %g is not a power of two; scaling by one is exact: use for example 65536 (2^16)",
+                             mgt__where(cfg, MGT__KEY(precision, loss_scale), w1, sizeof w1), cfg->precision.loss_scale);
+    }
     if (cfg->model.d_model % cfg->model.n_head) {
         int a = MGT__KEY(model, n_head), b = MGT__KEY(model, d_model);
         mgt__order_keys(cfg, &a, &b);
@@ -1001,48 +1015,92 @@ static void mgt__span(size_t n, int tid, int nth, size_t align, size_t *lo, size
     *hi = c1 * align < n ? c1 * align : n;
 }
 
+/* ---- 16-bit floats: bf16 (fp32 with the low 16 bits dropped) and IEEE fp16, rounded to nearest even ---- */
+
+static float mgt__bits_f32(uint32_t x) { float f; memcpy(&f, &x, 4); return f; }
+static uint32_t mgt__f32_bits(float f) { uint32_t x; memcpy(&x, &f, 4); return x; }
+static float mgt__bf16_to_f32(uint16_t h) { return mgt__bits_f32((uint32_t)h << 16); }
+static uint16_t mgt__f32_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
+    uint32_t x = mgt__f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+static float mgt__f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0x1f) return mgt__bits_f32(sign | 0x7f800000u | (mant << 13));
+    if (exp) return mgt__bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+    return mgt__bits_f32(sign | mgt__f32_bits((float)mant * (1.0f / 16777216.0f))); /* subnormal */
+}
+static uint16_t mgt__f32_to_f16(float f) { /* round to nearest even, overflow to inf, NaN stays NaN */
+    uint32_t x = mgt__f32_bits(f), sign = (x >> 16) & 0x8000u, o;
+    x &= 0x7fffffffu;
+    if (x >= 0x47800000u) { /* 65536 and up, inf, NaN */
+        o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+    } else if (x < 0x38800000u) { /* below 2^-14: subnormal or zero; the fp32 addition rounds */
+        const uint32_t magic = 126u << 23; /* 0.5: aligns the 10 mantissa bits at the bottom */
+        o = mgt__f32_bits(mgt__bits_f32(x) + mgt__bits_f32(magic)) - magic;
+    } else { /* normal; a carry out of the mantissa rounds up to the next binade or to inf */
+        x += 0xfffu + ((x >> 13) & 1u) - (112u << 23);
+        o = x >> 13;
+    }
+    return (uint16_t)(o | sign);
+}
+
+
 /* ---- the backend table ------------------------------------------------------------------------ */
 
 /* Shapes: B batch, T time, C channels, NH heads, V vocabulary (Vp padded), N = B*T rows.
    Outputs first, then inputs, then sizes (llm.c). Parameter gradients are added (+=) so micro-batches
-   accumulate; activation gradients are written (=), except dres, the residual stream's (+=). */
+   accumulate; activation gradients are written (=), except dres, the residual stream's (+=).
+   Types: `void *` tensors are in the backend's storage type `dtype` (MGT_F32, MGT_BF16 or MGT_F16,
+   the communicator's enum): the parameters the ops read (the compute copy), activations and
+   activation gradients. `float *` tensors are always fp32: parameter gradients (accumulated over
+   micro-batches and reduced over DP in fp32, like Megatron's main_grad), LayerNorm mean/rstd,
+   cross-entropy partials, master weights and AdamW moments. A 16-bit op computes in fp32 and rounds
+   what it stores once, to nearest even (the numerics of a GPU kernel templated on the storage type). */
 typedef struct mgt_backend mgt_backend;
 struct mgt_backend {
     const char *name;
+    int dtype;       /* storage type of the `void *` tensors */
+    size_t elt;      /* its size in bytes: 4 or 2 */
     void *(*alloc)(mgt_backend *be, size_t bytes, int category); /* zero-filled */
     void (*free)(mgt_backend *be, void *ptr, size_t bytes, int category);
     /* out (B,T,C) = wte[token - vocab_start] for tokens in [vocab_start, vocab_start + vocab_rows),
        else 0, plus wpe[t] when wpe is given (vocabulary-parallel embedding) */
-    void (*encoder_forward)(mgt_backend *be, float *out, const int *tokens, const float *wte, int vocab_start, int vocab_rows, const float *wpe,
+    void (*encoder_forward)(mgt_backend *be, void *out, const int *tokens, const void *wte, int vocab_start, int vocab_rows, const void *wpe,
                             int B, int T, int C);
-    void (*encoder_backward)(mgt_backend *be, float *dwte, float *dwpe, const float *dout, const int *tokens, int vocab_start, int vocab_rows,
+    void (*encoder_backward)(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vocab_start, int vocab_rows,
                              int B, int T, int C);
-    void (*layernorm_forward)(mgt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *weight, const float *bias, int N, int C);
-    void (*layernorm_backward)(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                               const float *weight, const float *mean, const float *rstd, int N, int C);
-    void (*matmul_forward)(mgt_backend *be, float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
-    void (*matmul_backward)(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                            const float *weight, int N, int C, int OC);
-    void (*attention_forward)(mgt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-    void (*attention_backward)(mgt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH);
-    void (*gelu_forward)(mgt_backend *be, float *out, const float *inp, size_t n);
-    void (*gelu_backward)(mgt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
-    void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x */
-    void (*bias_residual)(mgt_backend *be, float *out, const float *residual, const float *bias, int N, int C); /* out += residual + bias */
-    void (*bias_backward)(mgt_backend *be, float *dbias, const float *dout, int N, int C);                      /* dbias += column sums */
+    void (*layernorm_forward)(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *weight, const void *bias, int N, int C);
+    void (*layernorm_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
+                               const void *weight, const float *mean, const float *rstd, int N, int C);
+    void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
+    void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
+                            const void *weight, int N, int C, int OC);
+    void (*attention_forward)(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH);
+    void (*attention_backward)(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH);
+    void (*gelu_forward)(mgt_backend *be, void *out, const void *inp, size_t n);
+    void (*gelu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n); /* dinp may be dout */
+    void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x (gradient shards) */
+    void (*bias_residual)(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C); /* out += residual + bias */
+    void (*bias_backward)(mgt_backend *be, float *dbias, const void *dout, int N, int C);                      /* dbias += column sums */
     /* vocabulary-parallel cross-entropy over this rank's Vl logits (global columns vocab_start..,
        those >= V are padding). xent_partial writes per row (max, sum of exp(logit - max), the target's
        logit or 0 when another rank has it) and leaves exp(logit - max) in logits; xent_finish takes
        the partials of all tp ranks, writes per-row losses and, when grad_scale != 0, turns the
        logits into dlogits = (softmax - onehot) * grad_scale */
-    void (*xent_partial)(mgt_backend *be, float *part, float *logits, const int *targets, int N, int vocab_start, int Vl, int V);
-    void (*xent_finish)(mgt_backend *be, double *losses, float *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
+    void (*xent_partial)(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V);
+    void (*xent_finish)(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
                         int Vl, int V, float grad_scale);
     double (*sum_squares)(mgt_backend *be, const float *x, size_t n);
-    void (*adamw)(mgt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+    /* AdamW on fp32 param (the master weights when dtype is 16-bit); param_copy, when not NULL,
+       receives the updated param rounded to dtype (the compute copy) */
+    void (*adamw)(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2);
     void (*scale)(mgt_backend *be, float *x, float factor, size_t n);
-    void (*zero)(mgt_backend *be, float *x, size_t n);
+    void (*zero)(mgt_backend *be, void *x, size_t bytes);
+    /* dst = src converted (MGT_F32, MGT_BF16, MGT_F16), rounded to nearest even */
+    void (*cast)(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n);
     size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT];
     void *impl;
 };
@@ -1063,6 +1121,8 @@ typedef struct mgt__cpu {
     mgt__pool pool;
     float *scratch;      /* per-thread attention scratch, T*T floats each */
     size_t scratch_per_thread;
+    float *wide;         /* 16-bit storage: fp32 copies of one op's operands (see mgt__widen_floats) */
+    size_t wide_floats, wide_used;
 } mgt__cpu;
 
 #define MGT__POOL(be) (&((mgt__cpu *)(be)->impl)->pool)
@@ -1472,13 +1532,13 @@ static void mgt__scale_task(void *ctx, int tid, int nth) {
 static void mgt__zero_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
     size_t lo, hi;
-    mgt__span(a->count, tid, nth, 1024, &lo, &hi);
-    if (hi > lo) memset(a->out[0] + lo, 0, sizeof(float) * (hi - lo));
+    mgt__span(a->count, tid, nth, 4096, &lo, &hi);
+    if (hi > lo) memset((char *)a->out[0] + lo, 0, hi - lo);
 }
-static void mgt__cpu_zero(mgt_backend *be, float *x, size_t n) {
+static void mgt__cpu_zero(mgt_backend *be, void *x, size_t bytes) {
     mgt__args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = x; a.count = n;
+    a.out[0] = (float *)x; a.count = bytes;
     mgt__pool_run(MGT__POOL(be), mgt__zero_task, &a);
 }
 static void mgt__cpu_scale(mgt_backend *be, float *x, float factor, size_t n) {
@@ -1601,6 +1661,169 @@ static void mgt__cpu_adamw(mgt_backend *be, float *param, const float *grad, flo
     mgt__pool_run(MGT__POOL(be), mgt__adamw_task, &a);
 }
 
+/* ---- storage types on the CPU: fp32 runs the code above as it is; bf16 and fp16 widen their
+   inputs into fp32 workspace, run the same code, and round what they store once (to nearest even):
+   the numerics of a GPU kernel that computes in fp32 and stores 16-bit. The workspace is sized
+   from the rank's shapes (mgt__widen_floats) and counted as workspace memory. ---- */
+
+static size_t mgt__dtype_size(int dtype) { return dtype == MGT_F32 ? 4 : 2; }
+static void mgt__store(void *base, size_t i, int dtype, float v) { /* element i of a tensor in dtype, rounded */
+    if (dtype == MGT_F32) ((float *)base)[i] = v;
+    else ((uint16_t *)base)[i] = dtype == MGT_BF16 ? mgt__f32_to_bf16(v) : mgt__f32_to_f16(v);
+}
+
+typedef struct mgt__cast_args { void *dst; const void *src; int dd, sd; size_t n; } mgt__cast_args;
+static void mgt__cast_task(void *ctx, int tid, int nth) {
+    const mgt__cast_args *c = (const mgt__cast_args *)ctx;
+    size_t lo, hi, i;
+    mgt__span(c->n, tid, nth, 1024, &lo, &hi);
+    if (c->dd == c->sd) { memcpy((char *)c->dst + lo * mgt__dtype_size(c->dd), (const char *)c->src + lo * mgt__dtype_size(c->sd), (hi - lo) * mgt__dtype_size(c->dd)); return; }
+    for (i = lo; i < hi; i++) {
+        float x = c->sd == MGT_F32 ? ((const float *)c->src)[i] : c->sd == MGT_BF16 ? mgt__bf16_to_f32(((const uint16_t *)c->src)[i])
+                                                                                   : mgt__f16_to_f32(((const uint16_t *)c->src)[i]);
+        if (c->dd == MGT_F32) ((float *)c->dst)[i] = x;
+        else ((uint16_t *)c->dst)[i] = c->dd == MGT_BF16 ? mgt__f32_to_bf16(x) : mgt__f32_to_f16(x);
+    }
+}
+static void mgt__cpu_cast(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n) {
+    mgt__cast_args c;
+    if (!n) return;
+    c.dst = dst; c.src = src; c.dd = dst_dtype; c.sd = src_dtype; c.n = n;
+    mgt__pool_run(MGT__POOL(be), mgt__cast_task, &c);
+}
+
+/* the workspace of one op: taken in 64-byte pieces, released together by the next op */
+static float *mgt__wide_take(mgt_backend *be, size_t n) {
+    mgt__cpu *cpu = (mgt__cpu *)be->impl;
+    float *p = cpu->wide + cpu->wide_used;
+    cpu->wide_used += (n + 15) & ~(size_t)15;
+    if (cpu->wide_used > cpu->wide_floats) abort(); /* sized from the shapes at creation: a bug if it is short */
+    return p;
+}
+static float *mgt__wide_in(mgt_backend *be, const void *src, size_t n) {
+    float *p;
+    if (!src) return NULL;
+    p = mgt__wide_take(be, n);
+    mgt__cpu_cast(be, p, MGT_F32, src, be->dtype, n);
+    return p;
+}
+static void mgt__wide_out(mgt_backend *be, void *dst, const float *p, size_t n) { mgt__cpu_cast(be, dst, be->dtype, p, MGT_F32, n); }
+#define MGT__WIDE(be) (((mgt__cpu *)(be)->impl)->wide_used = 0, (be)->dtype != MGT_F32) /* starts an op: true when 16-bit */
+#define MGT__F(p) ((float *)(p))
+#define MGT__CF(p) ((const float *)(p))
+
+static void mgt__t_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int v0, int vr, const void *wpe, int B, int T, int C) {
+    size_t n = (size_t)B * T * C;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_encoder_forward(be, MGT__F(out), tokens, MGT__CF(wte), v0, vr, MGT__CF(wpe), B, T, C); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_encoder_forward(be, o, tokens, mgt__wide_in(be, wte, (size_t)vr * C), v0, vr, mgt__wide_in(be, wpe, (size_t)T * C), B, T, C);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int v0, int vr, int B, int T, int C) {
+    if (!MGT__WIDE(be)) { mgt__cpu_encoder_backward(be, dwte, dwpe, MGT__CF(dout), tokens, v0, vr, B, T, C); return; }
+    mgt__cpu_encoder_backward(be, dwte, dwpe, mgt__wide_in(be, dout, (size_t)B * T * C), tokens, v0, vr, B, T, C);
+}
+static void mgt__t_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_layernorm_forward(be, MGT__F(out), mean, rstd, MGT__CF(inp), MGT__CF(w), MGT__CF(b), N, C); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_layernorm_forward(be, o, mean, rstd, mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), mgt__wide_in(be, b, (size_t)C), N, C);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_layernorm_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
+                                      const float *mean, const float *rstd, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *di;
+    if (!MGT__WIDE(be)) { mgt__cpu_layernorm_backward(be, MGT__F(dinp), dw, db, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), mean, rstd, N, C); return; }
+    di = mgt__wide_in(be, dinp, n); /* accumulated into (+=) */
+    mgt__cpu_layernorm_backward(be, di, dw, db, mgt__wide_in(be, dout, n), mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), mean, rstd, N, C);
+    mgt__wide_out(be, dinp, di, n);
+}
+static void mgt__t_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_matmul_forward(be, MGT__F(out), MGT__CF(inp), MGT__CF(w), MGT__CF(bias), N, C, OC); return; }
+    o = mgt__wide_take(be, (size_t)N * OC);
+    mgt__cpu_matmul_forward(be, o, mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), mgt__wide_in(be, bias, (size_t)OC), N, C, OC);
+    mgt__wide_out(be, out, o, (size_t)N * OC);
+}
+static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C, int OC) {
+    float *di;
+    if (!MGT__WIDE(be)) { mgt__cpu_matmul_backward(be, MGT__F(dinp), dw, db, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), N, C, OC); return; }
+    di = dinp ? mgt__wide_take(be, (size_t)N * C) : NULL;
+    mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), N, C, OC);
+    if (dinp) mgt__wide_out(be, dinp, di, (size_t)N * C);
+}
+static void mgt__t_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
+    size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *o, *a;
+    if (!MGT__WIDE(be)) { mgt__cpu_attention_forward(be, MGT__F(out), MGT__F(att), MGT__CF(qkv), B, T, C, NH); return; }
+    o = mgt__wide_take(be, n);
+    a = mgt__wide_take(be, na);
+    mgt__cpu_attention_forward(be, o, a, mgt__wide_in(be, qkv, 3 * n), B, T, C, NH);
+    mgt__wide_out(be, out, o, n);
+    mgt__wide_out(be, att, a, na);
+}
+static void mgt__t_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
+    size_t n = (size_t)B * T * C;
+    float *d;
+    if (!MGT__WIDE(be)) { mgt__cpu_attention_backward(be, MGT__F(dqkv), MGT__CF(dout), MGT__CF(qkv), MGT__CF(att), B, T, C, NH); return; }
+    d = mgt__wide_take(be, 3 * n);
+    mgt__cpu_attention_backward(be, d, mgt__wide_in(be, dout, n), mgt__wide_in(be, qkv, 3 * n), mgt__wide_in(be, att, (size_t)B * NH * T * T), B, T, C, NH);
+    mgt__wide_out(be, dqkv, d, 3 * n);
+}
+static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_gelu_forward(be, MGT__F(out), MGT__CF(inp), n); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_gelu_forward(be, o, mgt__wide_in(be, inp, n), n);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
+    float *d, *x, *g;
+    if (!MGT__WIDE(be)) { mgt__cpu_gelu_backward(be, MGT__F(dinp), MGT__CF(inp), MGT__CF(dout), n); return; }
+    x = mgt__wide_in(be, inp, n);
+    g = mgt__wide_in(be, dout, n); /* read before dinp (which may be dout) is written */
+    d = mgt__wide_take(be, n);
+    mgt__cpu_gelu_backward(be, d, x, g, n);
+    mgt__wide_out(be, dinp, d, n);
+}
+static void mgt__t_bias_residual(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_bias_residual(be, MGT__F(out), MGT__CF(residual), MGT__CF(bias), N, C); return; }
+    o = mgt__wide_in(be, out, n);
+    mgt__cpu_bias_residual(be, o, mgt__wide_in(be, residual, n), mgt__wide_in(be, bias, (size_t)C), N, C);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int C) {
+    if (!MGT__WIDE(be)) { mgt__cpu_bias_backward(be, dbias, MGT__CF(dout), N, C); return; }
+    mgt__cpu_bias_backward(be, dbias, mgt__wide_in(be, dout, (size_t)N * C), N, C);
+}
+static void mgt__t_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int v0, int Vl, int V) {
+    float *l;
+    if (!MGT__WIDE(be)) { mgt__cpu_xent_partial(be, part, MGT__F(logits), targets, N, v0, Vl, V); return; }
+    l = mgt__wide_in(be, logits, (size_t)N * Vl);
+    mgt__cpu_xent_partial(be, part, l, targets, N, v0, Vl, V);
+    mgt__wide_out(be, logits, l, (size_t)N * Vl);
+}
+static void mgt__t_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int v0, int Vl,
+                               int V, float grad_scale) {
+    float *l;
+    if (!MGT__WIDE(be)) { mgt__cpu_xent_finish(be, losses, MGT__F(logits), parts, tp, targets, N, v0, Vl, V, grad_scale); return; }
+    l = mgt__wide_in(be, logits, (size_t)N * Vl);
+    mgt__cpu_xent_finish(be, losses, l, parts, tp, targets, N, v0, Vl, V, grad_scale);
+    if (grad_scale != 0.0f) mgt__wide_out(be, logits, l, (size_t)N * Vl);
+}
+static void mgt__t_adamw(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2) {
+    mgt__cpu_adamw(be, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1, bias_correction2);
+    if (param_copy) mgt__cpu_cast(be, param_copy, be->dtype, param, MGT_F32, n);
+}
+#undef MGT__F
+#undef MGT__CF
+
 /* OpenBLAS would start its own threads inside each call; the pool already owns the cores */
 #if defined(__GNUC__) || defined(__clang__)
 extern void openblas_set_num_threads(int) __attribute__((weak));
@@ -1611,7 +1834,8 @@ static int mgt__cpu_count(void) {
     return n < 1 ? 1 : (int)n;
 }
 
-static mgt_result mgt__cpu_backend_create(mgt_backend **out, int threads, size_t scratch_per_thread) {
+/* a CPU backend of `threads` threads storing `dtype`; wide_floats of fp32 workspace for 16-bit ops */
+static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, size_t scratch_per_thread, int dtype, size_t wide_floats) {
     mgt_backend *be = (mgt_backend *)MGT_MALLOC(sizeof *be);
     mgt__cpu *cpu = (mgt__cpu *)MGT_MALLOC(sizeof *cpu);
     if (!be || !cpu) { MGT_FREE(be); MGT_FREE(cpu); return mgt__fail(MGT_ERROR_MEMORY, "out of memory creating the CPU backend"); }
@@ -1621,28 +1845,31 @@ static mgt_result mgt__cpu_backend_create(mgt_backend **out, int threads, size_t
     if (openblas_set_num_threads) openblas_set_num_threads(1);
 #endif
     be->name = "cpu";
+    be->dtype = dtype;
+    be->elt = mgt__dtype_size(dtype);
     be->impl = cpu;
     be->alloc = mgt__cpu_alloc;
     be->free = mgt__cpu_free;
-    be->encoder_forward = mgt__cpu_encoder_forward;
-    be->encoder_backward = mgt__cpu_encoder_backward;
-    be->layernorm_forward = mgt__cpu_layernorm_forward;
-    be->layernorm_backward = mgt__cpu_layernorm_backward;
-    be->matmul_forward = mgt__cpu_matmul_forward;
-    be->matmul_backward = mgt__cpu_matmul_backward;
-    be->attention_forward = mgt__cpu_attention_forward;
-    be->attention_backward = mgt__cpu_attention_backward;
-    be->gelu_forward = mgt__cpu_gelu_forward;
-    be->gelu_backward = mgt__cpu_gelu_backward;
+    be->encoder_forward = mgt__t_encoder_forward;
+    be->encoder_backward = mgt__t_encoder_backward;
+    be->layernorm_forward = mgt__t_layernorm_forward;
+    be->layernorm_backward = mgt__t_layernorm_backward;
+    be->matmul_forward = mgt__t_matmul_forward;
+    be->matmul_backward = mgt__t_matmul_backward;
+    be->attention_forward = mgt__t_attention_forward;
+    be->attention_backward = mgt__t_attention_backward;
+    be->gelu_forward = mgt__t_gelu_forward;
+    be->gelu_backward = mgt__t_gelu_backward;
     be->add_inplace = mgt__cpu_add_inplace;
-    be->bias_residual = mgt__cpu_bias_residual;
-    be->bias_backward = mgt__cpu_bias_backward;
-    be->xent_partial = mgt__cpu_xent_partial;
-    be->xent_finish = mgt__cpu_xent_finish;
+    be->bias_residual = mgt__t_bias_residual;
+    be->bias_backward = mgt__t_bias_backward;
+    be->xent_partial = mgt__t_xent_partial;
+    be->xent_finish = mgt__t_xent_finish;
     be->sum_squares = mgt__cpu_sum_squares;
-    be->adamw = mgt__cpu_adamw;
+    be->adamw = mgt__t_adamw;
     be->scale = mgt__cpu_scale;
     be->zero = mgt__cpu_zero;
+    be->cast = mgt__cpu_cast;
     if (!mgt__pool_init(&cpu->pool, threads)) {
         mgt__pool_destroy(&cpu->pool);
         MGT_FREE(cpu); MGT_FREE(be);
@@ -1650,10 +1877,13 @@ static mgt_result mgt__cpu_backend_create(mgt_backend **out, int threads, size_t
     }
     cpu->scratch_per_thread = scratch_per_thread;
     cpu->scratch = (float *)be->alloc(be, sizeof(float) * scratch_per_thread * (size_t)cpu->pool.n, MGT_MEM_WORKSPACE);
-    if (!cpu->scratch) {
+    cpu->wide_floats = dtype == MGT_F32 ? 0 : wide_floats;
+    cpu->wide = cpu->wide_floats ? (float *)be->alloc(be, sizeof(float) * cpu->wide_floats, MGT_MEM_WORKSPACE) : NULL;
+    if (!cpu->scratch || (cpu->wide_floats && !cpu->wide)) {
+        be->free(be, cpu->scratch, sizeof(float) * scratch_per_thread * (size_t)cpu->pool.n, MGT_MEM_WORKSPACE);
         mgt__pool_destroy(&cpu->pool);
         MGT_FREE(cpu); MGT_FREE(be);
-        return mgt__fail(MGT_ERROR_MEMORY, "out of memory for attention scratch");
+        return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the CPU backend's workspace");
     }
     *out = be;
     return MGT_OK;
@@ -1663,6 +1893,7 @@ static void mgt__cpu_backend_destroy(mgt_backend *be) {
     if (!be) return;
     cpu = (mgt__cpu *)be->impl;
     be->free(be, cpu->scratch, sizeof(float) * cpu->scratch_per_thread * (size_t)cpu->pool.n, MGT_MEM_WORKSPACE);
+    be->free(be, cpu->wide, sizeof(float) * cpu->wide_floats, MGT_MEM_WORKSPACE);
     mgt__pool_destroy(&cpu->pool);
     MGT_FREE(cpu);
     MGT_FREE(be);
@@ -1881,26 +2112,27 @@ static uint64_t mgt__name_key(const char *name) { /* FNV-1a: the generator's str
     return h;
 }
 
-/* Activations of one micro-batch on one rank, with the rank's local widths. With recompute = full,
-   every block shares one set and only the residual stream at each block's input is kept. */
+/* Activations of one micro-batch on one rank, with the rank's local widths, in the storage type
+   (`void *`) or fp32 (`float *`). With recompute = full, every block shares one set and only the
+   residual stream at each block's input is kept. */
 typedef struct mgt__layer_acts {
-    float *ln1, *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
-    float *qkv;                       /* (N,3Cl) */
-    float *att;                       /* (B,NHl,T,T) */
-    float *atty;                      /* (N,Cl) */
-    float *res2;                      /* (N,C) residual after attention */
-    float *ln2, *ln2_mean, *ln2_rstd; /* (N,C) (N) (N) */
-    float *fch, *fch_gelu;            /* (N,Hl) */
+    void *ln1; float *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
+    void *qkv;                             /* (N,3Cl) */
+    void *att;                             /* (B,NHl,T,T) */
+    void *atty;                            /* (N,Cl) */
+    void *res2;                            /* (N,C) residual after attention */
+    void *ln2; float *ln2_mean, *ln2_rstd; /* (N,C) (N) (N) */
+    void *fch, *fch_gelu;                  /* (N,Hl) */
 } mgt__layer_acts;
 
 typedef struct mgt__acts {
-    float **resid;                    /* nblocks+1 of (N,C): input of each block, then the output */
-    mgt__layer_acts *layer;           /* nblocks */
-    float *lnf, *lnf_mean, *lnf_rstd; /* (N,C) (N) (N), last stage */
-    float *logits;                    /* (N,Vl); dlogits in place, last stage */
-    float *xent;                      /* (tp,N,3) cross-entropy partials of every TP rank, last stage */
-    double *losses;                   /* (N) */
-    int *inputs, *targets;            /* (N) */
+    void **resid;                          /* nblocks+1 of (N,C): input of each block, then the output */
+    mgt__layer_acts *layer;                /* nblocks */
+    void *lnf; float *lnf_mean, *lnf_rstd; /* (N,C) (N) (N), last stage */
+    float *logits;                         /* (N,Vl); dlogits in place, last stage; storage type (typed float * for fp32 tools) */
+    float *xent;                           /* (tp,N,3) cross-entropy partials of every TP rank, last stage */
+    double *losses;                        /* (N) */
+    int *inputs, *targets;                 /* (N) */
 } mgt__acts;
 
 static void *mgt__carve(char **cursor, size_t bytes) {
@@ -1909,35 +2141,35 @@ static void *mgt__carve(char **cursor, size_t bytes) {
     return p;
 }
 
-typedef struct mgt__shape { int B, T, C, Cl, Hl, NHl, Vl, tp, nblocks, last, recompute; } mgt__shape;
+typedef struct mgt__shape { int B, T, C, Cl, Hl, NHl, Vl, tp, nblocks, first, last, recompute; size_t elt; } mgt__shape;
 
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     char *cur = base;
-    size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), C = (size_t)s->C, l;
+    size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
     int sets = s->nblocks == 0 ? 0 : (s->recompute ? 1 : s->nblocks);
-    for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = (float *)mgt__carve(&cur, N * C * f);
+    for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, N * C * e);
     for (l = 0; l < (size_t)sets; l++) {
         mgt__layer_acts *x = &a->layer[l];
-        x->ln1 = (float *)mgt__carve(&cur, N * C * f);
+        x->ln1 = mgt__carve(&cur, N * C * e);
         x->ln1_mean = (float *)mgt__carve(&cur, N * f);
         x->ln1_rstd = (float *)mgt__carve(&cur, N * f);
-        x->qkv = (float *)mgt__carve(&cur, N * 3 * (size_t)s->Cl * f);
-        x->att = (float *)mgt__carve(&cur, (size_t)s->B * (size_t)s->NHl * (size_t)s->T * (size_t)s->T * f);
-        x->atty = (float *)mgt__carve(&cur, N * (size_t)s->Cl * f);
-        x->res2 = (float *)mgt__carve(&cur, N * C * f);
-        x->ln2 = (float *)mgt__carve(&cur, N * C * f);
+        x->qkv = mgt__carve(&cur, N * 3 * (size_t)s->Cl * e);
+        x->att = mgt__carve(&cur, (size_t)s->B * (size_t)s->NHl * (size_t)s->T * (size_t)s->T * e);
+        x->atty = mgt__carve(&cur, N * (size_t)s->Cl * e);
+        x->res2 = mgt__carve(&cur, N * C * e);
+        x->ln2 = mgt__carve(&cur, N * C * e);
         x->ln2_mean = (float *)mgt__carve(&cur, N * f);
         x->ln2_rstd = (float *)mgt__carve(&cur, N * f);
-        x->fch = (float *)mgt__carve(&cur, N * (size_t)s->Hl * f);
-        x->fch_gelu = (float *)mgt__carve(&cur, N * (size_t)s->Hl * f);
+        x->fch = mgt__carve(&cur, N * (size_t)s->Hl * e);
+        x->fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
     if (s->last) {
-        a->lnf = (float *)mgt__carve(&cur, N * C * f);
+        a->lnf = mgt__carve(&cur, N * C * e);
         a->lnf_mean = (float *)mgt__carve(&cur, N * f);
         a->lnf_rstd = (float *)mgt__carve(&cur, N * f);
-        a->logits = (float *)mgt__carve(&cur, N * (size_t)s->Vl * f);
+        a->logits = (float *)mgt__carve(&cur, N * (size_t)s->Vl * e);
         a->xent = (float *)mgt__carve(&cur, (size_t)s->tp * N * 3 * f);
         a->losses = (double *)mgt__carve(&cur, N * sizeof(double));
     }
@@ -1946,16 +2178,42 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     return (size_t)(cur - base);
 }
 
-/* gradient scratch shared by the micro-batches of a rank (one backward at a time) */
-typedef struct mgt__grad_scratch { float *dres, *dln, *dqkv, *dfch; } mgt__grad_scratch;
+/* gradient scratch shared by the micro-batches of a rank (one backward at a time), storage type */
+typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch; } mgt__grad_scratch;
 static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
     char *cur = base;
-    size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float);
-    g->dres = (float *)mgt__carve(&cur, N * (size_t)s->C * f);
-    g->dln = (float *)mgt__carve(&cur, N * (size_t)s->C * f);
-    g->dqkv = (float *)mgt__carve(&cur, N * 3 * (size_t)s->Cl * f);
-    g->dfch = (float *)mgt__carve(&cur, N * (size_t)s->Hl * f);
+    size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
+    g->dres = mgt__carve(&cur, N * (size_t)s->C * e);
+    g->dln = mgt__carve(&cur, N * (size_t)s->C * e);
+    g->dqkv = mgt__carve(&cur, N * 3 * (size_t)s->Cl * e);
+    g->dfch = mgt__carve(&cur, N * (size_t)s->Hl * e);
     return (size_t)(cur - base);
+}
+
+/* fp32 workspace of the CPU backend's 16-bit ops on a rank of this shape: the most any one op
+   widens (each operand padded to 16 floats, as mgt__wide_take carves it) */
+static size_t mgt__widen_floats(const mgt__shape *s) {
+    size_t N = (size_t)s->B * (size_t)s->T, C = (size_t)s->C, Cl = (size_t)s->Cl, Hl = (size_t)s->Hl, Vl = (size_t)s->Vl, T = (size_t)s->T;
+    size_t att = (size_t)s->B * (size_t)s->NHl * T * T, most = 0, k, mm[5][2];
+    int nmm = 4;
+#define MGT__P16(n) (((size_t)(n) + 15) & ~(size_t)15)
+#define MGT__MOST(x) do { size_t mgt__x = (x); if (mgt__x > most) most = mgt__x; } while (0)
+    mm[0][0] = C; mm[0][1] = 3 * Cl; mm[1][0] = Cl; mm[1][1] = C; mm[2][0] = C; mm[2][1] = Hl; mm[3][0] = Hl; mm[3][1] = C;
+    if (s->last) { mm[4][0] = C; mm[4][1] = Vl; nmm = 5; }
+    for (k = 0; k < (size_t)nmm; k++) { /* (in, out): forward out, inp, weight, bias; backward dinp, dout, inp, weight */
+        size_t in = mm[k][0], out = mm[k][1];
+        MGT__MOST(MGT__P16(N * out) + MGT__P16(N * in) + MGT__P16(out * in) + MGT__P16(out));
+        MGT__MOST(2 * MGT__P16(N * in) + MGT__P16(N * out) + MGT__P16(out * in));
+    }
+    if (s->first) MGT__MOST(MGT__P16(N * C) + MGT__P16(Vl * C) + MGT__P16(T * C)); /* the embedding */
+    MGT__MOST(3 * MGT__P16(N * C) + MGT__P16(C));                                  /* LayerNorm backward */
+    MGT__MOST(MGT__P16(N * Cl) + MGT__P16(att) + MGT__P16(3 * N * Cl));            /* attention forward */
+    MGT__MOST(2 * MGT__P16(3 * N * Cl) + MGT__P16(N * Cl) + MGT__P16(att));        /* attention backward */
+    MGT__MOST(3 * MGT__P16(N * Hl));                                               /* GELU backward */
+    if (s->last) MGT__MOST(MGT__P16(N * Vl));                                      /* cross-entropy */
+#undef MGT__P16
+#undef MGT__MOST
+    return most;
 }
 
 /* ---- data: llm.c token shards, memory-mapped ------------------------------------------------- */
@@ -2592,52 +2850,23 @@ static size_t mgt__lcomm_elt(int dtype) { return dtype == MGT_F64 ? 8 : dtype ==
 static const char *mgt__lcomm_dtype_name(int dtype) {
     return dtype == MGT_F32 ? "f32" : dtype == MGT_BF16 ? "bf16" : dtype == MGT_F16 ? "f16" : dtype == MGT_F64 ? "f64" : "unknown-dtype";
 }
-static float mgt__lcomm_bits_f32(uint32_t x) { float f; memcpy(&f, &x, 4); return f; }
-static uint32_t mgt__lcomm_f32_bits(float f) { uint32_t x; memcpy(&x, &f, 4); return x; }
-static float mgt__lcomm_bf16_to_f32(uint16_t h) { return mgt__lcomm_bits_f32((uint32_t)h << 16); }
-static uint16_t mgt__lcomm_f32_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
-    uint32_t x = mgt__lcomm_f32_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-static float mgt__lcomm_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    if (exp == 0x1f) return mgt__lcomm_bits_f32(sign | 0x7f800000u | (mant << 13));
-    if (exp) return mgt__lcomm_bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
-    return mgt__lcomm_bits_f32(sign | mgt__lcomm_f32_bits((float)mant * (1.0f / 16777216.0f))); /* subnormal */
-}
-static uint16_t mgt__lcomm_f32_to_f16(float f) { /* round to nearest even, overflow to inf, NaN stays NaN */
-    uint32_t x = mgt__lcomm_f32_bits(f), sign = (x >> 16) & 0x8000u, o;
-    x &= 0x7fffffffu;
-    if (x >= 0x47800000u) { /* 65536 and up, inf, NaN */
-        o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
-    } else if (x < 0x38800000u) { /* below 2^-14: subnormal or zero; the fp32 addition rounds */
-        const uint32_t magic = 126u << 23; /* 0.5: aligns the 10 mantissa bits at the bottom */
-        o = mgt__lcomm_f32_bits(mgt__lcomm_bits_f32(x) + mgt__lcomm_bits_f32(magic)) - magic;
-    } else { /* normal; a carry out of the mantissa rounds up to the next binade or to inf */
-        x += 0xfffu + ((x >> 13) & 1u) - (112u << 23);
-        o = x >> 13;
-    }
-    return (uint16_t)(o | sign);
-}
-
 static void mgt__lcomm_load(float *acc, const void *src, size_t n, int dtype) {
     size_t i;
     if (dtype == MGT_F32) { memcpy(acc, src, n * 4); return; }
-    if (dtype == MGT_BF16) for (i = 0; i < n; i++) acc[i] = mgt__lcomm_bf16_to_f32(((const uint16_t *)src)[i]);
-    else for (i = 0; i < n; i++) acc[i] = mgt__lcomm_f16_to_f32(((const uint16_t *)src)[i]);
+    if (dtype == MGT_BF16) for (i = 0; i < n; i++) acc[i] = mgt__bf16_to_f32(((const uint16_t *)src)[i]);
+    else for (i = 0; i < n; i++) acc[i] = mgt__f16_to_f32(((const uint16_t *)src)[i]);
 }
 static void mgt__lcomm_add(float *acc, const void *src, size_t n, int dtype) {
     size_t i;
     if (dtype == MGT_F32) for (i = 0; i < n; i++) acc[i] += ((const float *)src)[i];
-    else if (dtype == MGT_BF16) for (i = 0; i < n; i++) acc[i] += mgt__lcomm_bf16_to_f32(((const uint16_t *)src)[i]);
-    else for (i = 0; i < n; i++) acc[i] += mgt__lcomm_f16_to_f32(((const uint16_t *)src)[i]);
+    else if (dtype == MGT_BF16) for (i = 0; i < n; i++) acc[i] += mgt__bf16_to_f32(((const uint16_t *)src)[i]);
+    else for (i = 0; i < n; i++) acc[i] += mgt__f16_to_f32(((const uint16_t *)src)[i]);
 }
 static void mgt__lcomm_store(void *dst, const float *acc, size_t n, int dtype) {
     size_t i;
     if (dtype == MGT_F32) memcpy(dst, acc, n * 4);
-    else if (dtype == MGT_BF16) for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = mgt__lcomm_f32_to_bf16(acc[i]);
-    else for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = mgt__lcomm_f32_to_f16(acc[i]);
+    else if (dtype == MGT_BF16) for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = mgt__f32_to_bf16(acc[i]);
+    else for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = mgt__f32_to_f16(acc[i]);
 }
 /* dst[j][dst_off + e] = src[0][src_off + e] + src[1][src_off + e] + ..., in that order, for every
    j; each pass reads all sources before writing, so a destination may be one of the sources */
@@ -3276,7 +3505,12 @@ struct mgt_run {
     int inference, threads_per_rank;
     mgt__loader train, val;
     int has_train, has_val;
-    int step;                        /* optimizer steps done */
+    int step;                        /* optimizer steps done (skipped ones included) */
+    int dtype;                       /* storage type: MGT_F32, MGT_BF16 or MGT_F16 */
+    double loss_scale;               /* the loss is multiplied by it before backward: 1 but in fp16 */
+    int skipped, skipped_in_row;     /* steps whose update was skipped: in all, and the latest run of them */
+    int good_steps;                  /* fp16: finite steps since the scale last changed */
+    int last_skipped;
     int saved_step;                  /* step of the newest checkpoint written or loaded, -1 none */
     double loss, lr, grad_norm, step_s, val_loss, elapsed_s;
     int has_val_loss, val_step;
@@ -3412,12 +3646,16 @@ struct mgt__rank {
     int *members;                 /* storage of the groups' rank lists */
     mgt__layout lay;
     mgt__shape shape;
-    size_t shard;                 /* floats in this rank's shards: the sum of unit.size / dp */
-    float *params, *grads;        /* full local buffers (params: zero < 3, grads: zero < 2) */
-    float *pshard, *gshard;       /* sharded parameters (zero 3) and gradients (zero >= 2) */
+    size_t shard;                 /* elements in this rank's shards: the sum of unit.size / dp */
+    void *params;                 /* the compute copy in the storage type: full (zero < 3) */
+    float *grads;                 /* fp32 gradients, full (zero < 2) */
+    void *pshard;                 /* the compute copy's shard (zero 3) */
+    float *gshard;                /* the gradients' shard (zero >= 2) */
     float *m, *v;                 /* AdamW moments: full (zero 0) or the shard */
-    float **unit_param, **unit_grad; /* where each unit's parameters and gradients are now */
-    float *gather[2];             /* zero 3: gathered units */
+    float *master;                /* 16-bit storage: fp32 master weights, sharded as m and v; NULL in fp32 */
+    void **unit_param;            /* where each unit's parameters (storage type) are now */
+    float **unit_grad;            /* and its gradients */
+    void *gather[2];              /* zero 3: gathered units */
     int gathered[2];              /* unit in each gather buffer, -1 none */
     float *unit_gbuf;             /* zero >= 2: a block's gradients until they are reduce-scattered */
     float *keep_gbuf[2];          /* zero >= 2: the embedding and head units' gradients, kept for the
@@ -3432,7 +3670,8 @@ struct mgt__rank {
     void *gs_block;
     size_t gs_bytes;
     int *bucket_of_unit;          /* DP all-reduce bucket of each unit (zero 0) */
-    double loss_sum, sumsq;
+    double loss_sum, norm;        /* norm: the global gradient norm of the last step, unscaled */
+    int skipped;                  /* the last step's update was skipped (non-finite norm) */
     double step_s, comm_s, bubble_s;
     double total_compute_s, total_comm_s, total_bubble_s;
     mgt_comm_stats step_comm;     /* communication of the last step */
@@ -3443,7 +3682,12 @@ struct mgt__rank {
 
 #define MGT__TRY(expr) do { mgt_result mgt__r = (expr); if (mgt__r != MGT_OK) return mgt__r; } while (0)
 
-static float *mgt__P(mgt__rank *rk, int t) { const mgt__tensor *x = &rk->lay.t[t]; return rk->unit_param[x->unit] + (x->offset - rk->lay.u[x->unit].offset); }
+/* tensor t's compute copy, in the storage type (typed float * for fp32 tools: index it only when
+   shape.elt is 4), and its fp32 gradient */
+static float *mgt__P(mgt__rank *rk, int t) {
+    const mgt__tensor *x = &rk->lay.t[t];
+    return (float *)(void *)((char *)rk->unit_param[x->unit] + (x->offset - rk->lay.u[x->unit].offset) * rk->shape.elt);
+}
 static float *mgt__G(mgt__rank *rk, int t) { const mgt__tensor *x = &rk->lay.t[t]; return rk->unit_grad[x->unit] + (x->offset - rk->lay.u[x->unit].offset); }
 
 /* tensor indices in a rank's layout */
@@ -3457,6 +3701,11 @@ static int mgt__is_block_unit(const mgt__rank *rk, int u) { int b = u - (rk->fir
 /* collectives that skip groups of one, so a single rank makes no calls at all */
 static mgt_result mgt__all_reduce(mgt__rank *rk, const mgt_group *g, float *buf, size_t n) {
     return g->size > 1 ? rk->comm->all_reduce(rk->comm, g, buf, n, MGT_F32) : MGT_OK;
+}
+/* activations and their gradients in the storage type: the communicator sums 16-bit in fp32 and
+   rounds once, so a TP all-reduce rounds as an op's output does */
+static mgt_result mgt__all_reduce_act(mgt__rank *rk, const mgt_group *g, void *buf, size_t n) {
+    return g->size > 1 ? rk->comm->all_reduce(rk->comm, g, buf, n, rk->be->dtype) : MGT_OK;
 }
 
 /* a double summed over a group in member order: all-gathered as raw bytes, so it stays a double
@@ -3482,7 +3731,7 @@ static mgt_result mgt__fetch(mgt__rank *rk, int u) {
     for (slot = 0; slot < 2; slot++) if (rk->gathered[slot] == u) return MGT_OK;
     slot = rk->gathered[0] < 0 ? 0 : 1;
     if (rk->gathered[slot] >= 0) rk->unit_param[rk->gathered[slot]] = NULL;
-    MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, rk->pshard + un->shard_offset, rk->gather[slot], s, MGT_F32));
+    MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, (char *)rk->pshard + un->shard_offset * rk->shape.elt, rk->gather[slot], s, rk->be->dtype));
     rk->gathered[slot] = u;
     rk->unit_param[u] = rk->gather[slot];
     return MGT_OK;
@@ -3513,7 +3762,7 @@ static mgt_result mgt__block_grads_done(mgt__rank *rk, int u) {
 }
 static void mgt__block_grads_begin(mgt__rank *rk, int u) {
     if (rk->run->plan.zero < 2) return;
-    rk->be->zero(rk->be, rk->unit_gbuf, rk->lay.u[u].size);
+    rk->be->zero(rk->be, rk->unit_gbuf, sizeof(float) * rk->lay.u[u].size);
     rk->unit_grad[u] = rk->unit_gbuf;
 }
 
@@ -3523,20 +3772,20 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     const mgt__shape *s = &rk->shape;
     mgt__layer_acts *a = &A->layer[b];
     int C = s->C, N = s->B * s->T;
-    const float *x = A->resid[b];
-    float *out = A->resid[b + 1];
+    const void *x = A->resid[b];
+    void *out = A->resid[b + 1];
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
     be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BP(MGT__LN1W), MGT__BP(MGT__LN1B), N, C);
     be->matmul_forward(be, a->qkv, a->ln1, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, 3 * s->Cl);
     be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl);
     be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
-    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
     be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
     be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), N, C);
     be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Hl);
     be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * (size_t)s->Hl);
     be->matmul_forward(be, out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
-    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, out, (size_t)N * C));
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, out, (size_t)N * C));
     be->bias_residual(be, out, a->res2, MGT__BP(MGT__FCPROJB), N, C);
 #undef MGT__BP
     return MGT_OK;
@@ -3555,14 +3804,14 @@ static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     be->matmul_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), NULL, g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
     be->gelu_backward(be, g->dfch, a->fch, g->dfch, (size_t)N * (size_t)s->Hl);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, a->ln2, MGT__BP(MGT__FCW), N, C, s->Hl);
-    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, g->dln, (size_t)N * C)); /* column-parallel: sum the input gradients */
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C)); /* column-parallel: sum the input gradients */
     be->layernorm_backward(be, g->dres, MGT__BG(MGT__LN2W), MGT__BG(MGT__LN2B), g->dln, a->res2, MGT__BP(MGT__LN2W), a->ln2_mean, a->ln2_rstd, N, C);
     be->bias_backward(be, MGT__BG(MGT__PROJB), g->dres, N, C);
     /* dln carries d(atty) (N,Cl), then d(ln1) */
     be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), NULL, g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
     be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->att, s->B, s->T, s->Cl, s->NHl);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, 3 * s->Cl);
-    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, g->dln, (size_t)N * C));
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C));
     be->layernorm_backward(be, g->dres, MGT__BG(MGT__LN1W), MGT__BG(MGT__LN1B), g->dln, A->resid[b], MGT__BP(MGT__LN1W), a->ln1_mean, a->ln1_rstd, N, C);
 #undef MGT__BP
 #undef MGT__BG
@@ -3575,7 +3824,7 @@ static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
     MGT__TRY(mgt__fetch(rk, 0));
     rk->be->encoder_forward(rk->be, A->resid[0], A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, 1) : NULL,
                             s->B, s->T, s->C);
-    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, A->resid[0], (size_t)s->B * s->T * s->C));
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, A->resid[0], (size_t)s->B * s->T * s->C));
     return MGT_OK;
 }
 
@@ -3609,8 +3858,8 @@ static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
     MGT__TRY(mgt__fetch(rk, mgt__u_head(rk)));
     MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
     be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, A->lnf, mgt__P(rk, t_wte), N, s->C, s->Vl);
-    MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, rk->gs.dln, (size_t)N * s->C));
-    be->zero(be, rk->gs.dres, (size_t)N * s->C);
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, rk->gs.dln, (size_t)N * s->C));
+    be->zero(be, rk->gs.dres, (size_t)N * s->C * s->elt);
     be->layernorm_backward(be, rk->gs.dres, mgt__G(rk, t_lnf), mgt__G(rk, t_lnf + 1), rk->gs.dln, A->resid[s->nblocks], mgt__P(rk, t_lnf),
                            A->lnf_mean, A->lnf_rstd, N, s->C);
     mgt__release(rk, mgt__u_head(rk));
@@ -3692,13 +3941,14 @@ static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint16_t *rows, int
     }
 }
 
-static mgt_result mgt__recv_act(mgt__rank *rk, float *buf, int from_stage) {
+/* activations and their gradients between stages, in the storage type */
+static mgt_result mgt__recv_act(mgt__rank *rk, void *buf, int from_stage) {
     const mgt__shape *s = &rk->shape;
-    return rk->comm->recv(rk->comm, rk->pp_g.ranks[from_stage], buf, (size_t)s->B * s->T * s->C, MGT_F32);
+    return rk->comm->recv(rk->comm, rk->pp_g.ranks[from_stage], buf, (size_t)s->B * s->T * s->C, rk->be->dtype);
 }
-static mgt_result mgt__send_act(mgt__rank *rk, const float *buf, int to_stage) {
+static mgt_result mgt__send_act(mgt__rank *rk, const void *buf, int to_stage) {
     const mgt__shape *s = &rk->shape;
-    return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)s->B * s->T * s->C, MGT_F32);
+    return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)s->B * s->T * s->C, rk->be->dtype);
 }
 
 /* micro-batch m through this stage, forward: receive, compute, send (or compute the loss) */
@@ -3756,12 +4006,15 @@ static void mgt__unit_slice(const mgt__rank *rk, int u, size_t *lo, size_t *hi) 
     *lo = rk->lay.u[u].offset + (size_t)rk->dpr * s;
     *hi = *lo + s;
 }
-/* pointers to element `flat` of this rank's slice of unit u, in whichever buffer holds it */
-static float *mgt__slice_ptr(mgt__rank *rk, float *full, float *shard, int u, size_t flat) {
+/* element `flat` of this rank's slice of unit u, in whichever buffer holds it (elements of elt bytes) */
+static void *mgt__slice_at(mgt__rank *rk, void *full, void *shard, int u, size_t flat, size_t elt) {
     size_t lo, hi;
-    if (!shard) return full + flat;
+    if (!shard) return (char *)full + flat * elt;
     mgt__unit_slice(rk, u, &lo, &hi);
-    return shard + rk->lay.u[u].shard_offset + (flat - lo);
+    return (char *)shard + (rk->lay.u[u].shard_offset + (flat - lo)) * elt;
+}
+static float *mgt__slice_ptr(mgt__rank *rk, float *full, float *shard, int u, size_t flat) {
+    return (float *)mgt__slice_at(rk, full, shard, u, flat, sizeof(float));
 }
 
 static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
@@ -3807,7 +4060,10 @@ static double mgt__local_sumsq(mgt__rank *rk) {
     return sum;
 }
 
-static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double clip_scale, int step) {
+/* AdamW on this rank's part (step: updates done before this one); grad_scale undoes the loss
+   scale and applies clipping. 16-bit storage updates the fp32 master weights and writes the compute
+   copy rounded from them; ZeRO 1/2 then all-gather the compute copy in the storage type. */
+static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scale, int step) {
     const mgt_config *cfg = &rk->run->cfg;
     const mgt__plan *p = &rk->run->plan;
     double b1 = cfg->train.beta1, b2 = cfg->train.beta2;
@@ -3820,17 +4076,20 @@ static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double clip_scal
             const mgt__tensor *x = &rk->lay.t[t];
             size_t a = x->offset > lo ? x->offset : lo, b = x->offset + mgt__tensor_storage(x) < hi ? x->offset + mgt__tensor_storage(x) : hi;
             float *param, *grad, *m, *v;
+            void *copy;
             if (a >= b) continue;
-            param = mgt__slice_ptr(rk, rk->params, p->zero >= 3 ? rk->pshard : NULL, u, a);
+            copy = mgt__slice_at(rk, rk->params, p->zero >= 3 ? rk->pshard : NULL, u, a, rk->shape.elt);
+            if (rk->master) param = mgt__slice_ptr(rk, rk->master, sharded ? rk->master : NULL, u, a);
+            else { param = (float *)copy; copy = NULL; } /* fp32: the compute copy is the master */
             grad = mgt__slice_ptr(rk, rk->grads, p->zero >= 2 ? rk->gshard : NULL, u, a);
             m = mgt__slice_ptr(rk, rk->m, sharded ? rk->m : NULL, u, a);
             v = mgt__slice_ptr(rk, rk->v, sharded ? rk->v : NULL, u, a);
-            rk->be->adamw(rk->be, param, grad, m, v, b - a, (float)lr, (float)b1, (float)b2, (float)cfg->train.eps,
-                          x->decay ? (float)cfg->train.weight_decay : 0.0f, (float)clip_scale, bc1, bc2);
+            rk->be->adamw(rk->be, param, copy, grad, m, v, b - a, (float)lr, (float)b1, (float)b2, (float)cfg->train.eps,
+                          x->decay ? (float)cfg->train.weight_decay : 0.0f, (float)grad_scale, bc1, bc2);
         }
         if (p->zero == 1 || p->zero == 2) { /* every DP rank gets the updated unit back */
-            size_t s = rk->lay.u[u].size / (size_t)p->dp;
-            MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, rk->params + lo, rk->params + rk->lay.u[u].offset, s, MGT_F32));
+            size_t s = rk->lay.u[u].size / (size_t)p->dp, e = rk->shape.elt;
+            MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, (char *)rk->params + lo * e, (char *)rk->params + rk->lay.u[u].offset * e, s, rk->be->dtype));
         }
     }
     return MGT_OK;
@@ -3845,31 +4104,44 @@ static void mgt__comm_delta(mgt_comm_stats *out, const mgt_comm_stats *now, cons
     }
 }
 
-/* one training step on this rank: the schedule, the reductions, the norm, the update */
+#ifdef MGT_TESTING
+/* tests: at steps [from, to] (1-based) rank 0's sum of squares becomes NaN, as a non-finite gradient would */
+static int mgt__test_nan_from = 0, mgt__test_nan_to = 0;
+#endif
+
+/* one training step on this rank: the schedule, the reductions, the norm, the update. The loss is
+   multiplied by the run's loss scale (1 but in fp16) before backward and the gradients divided by
+   it in the update. A non-finite global norm (the same number on every rank) skips the update on
+   every rank alike; the run decides what follows. */
 static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
     struct mgt_run *run = rk->run;
     const mgt__plan *p = &run->plan;
-    double t0 = mgt__now(), sumsq, norm, lr, clip = 1.0;
-    float grad_scale = 1.0f / ((float)run->cfg.train.global_batch * (float)rk->shape.T);
+    double t0 = mgt__now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
+    float grad_scale = (float)loss_scale / ((float)run->cfg.train.global_batch * (float)rk->shape.T);
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
-    if (p->zero < 2) rk->be->zero(rk->be, rk->grads, rk->lay.size);
+    if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
-        rk->be->zero(rk->be, rk->gshard, rk->shard);
+        rk->be->zero(rk->be, rk->gshard, sizeof(float) * rk->shard);
         for (u = 0; u < rk->lay.nu; u++)
-            if (!mgt__is_block_unit(rk, u)) rk->be->zero(rk->be, rk->unit_grad[u], rk->lay.u[u].size);
+            if (!mgt__is_block_unit(rk, u)) rk->be->zero(rk->be, rk->unit_grad[u], sizeof(float) * rk->lay.u[u].size);
     }
     MGT__TRY(mgt__schedule(rk, rows, grad_scale));
     MGT__TRY(mgt__reduce_gradients(rk));
     sumsq = mgt__local_sumsq(rk);
+#ifdef MGT_TESTING
+    if (run->step + 1 >= mgt__test_nan_from && run->step + 1 <= mgt__test_nan_to && rk->rank == 0) sumsq = NAN;
+#endif
     if (rk->world_g.size > 1) MGT__TRY(mgt__sum_over(rk, &rk->world_g, &sumsq));
-    norm = sqrt(sumsq);
-    rk->sumsq = sumsq;
-    if (!isfinite(norm)) return mgt__fail(MGT_ERROR_NUMERIC, "step %d: gradient norm %g; the update was skipped (lower [train] lr or raise warmup)", run->step + 1, norm);
-    lr = mgt__lr_at(&run->cfg, run->step);
-    if (run->cfg.train.grad_clip > 0 && norm > run->cfg.train.grad_clip) clip = run->cfg.train.grad_clip / (norm + 1e-6);
-    MGT__TRY(mgt__optimizer_step(rk, lr, clip, run->step));
+    norm = sqrt(sumsq) / loss_scale;
+    rk->norm = norm;
+    rk->skipped = !isfinite(norm);
+    if (!rk->skipped) {
+        lr = mgt__lr_at(&run->cfg, run->step);
+        if (run->cfg.train.grad_clip > 0 && norm > run->cfg.train.grad_clip) clip = run->cfg.train.grad_clip / (norm + 1e-6);
+        MGT__TRY(mgt__optimizer_step(rk, lr, clip / loss_scale, run->step - run->skipped));
+    }
     rk->step_s = mgt__now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
     rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
@@ -4036,7 +4308,7 @@ static void mgt__publish(mgt_run *r) {
     if (r->history && r->history_n >= 21) { /* a loss spike: well above the mean of the 20 steps before */
         double m = 0;
         for (i = r->history_n - 21; i < r->history_n - 1; i++) m += r->history[i % MGT__HISTORY].loss / 20.0;
-        if (st.loss > 1.5 * m && st.loss > m + 0.5) mgt__event(r, MGT_LOG_WARN, "step %d: loss spike: %.4f after a mean of %.4f", st.step, st.loss, m);
+        if (isfinite(st.loss) && st.loss > 1.5 * m && st.loss > m + 0.5) mgt__event(r, MGT_LOG_WARN, "step %d: loss spike: %.4f after a mean of %.4f", st.step, st.loss, m);
     }
     if (r->plan.world > 1 && mean > 0.01) {
         double busy = r->ranks[slowest].step_s - r->ranks[slowest].comm_s - r->ranks[slowest].bubble_s;
@@ -4088,22 +4360,53 @@ MGTDEF void mgt_run_set_state(mgt_run *r, int state) {
     pthread_mutex_unlock(&r->stats_mu);
 }
 
+/* One step on every rank. A non-finite gradient norm skips the update on all ranks (they computed
+   the same norm): fp16 halves the loss scale, and doubles it after loss_scale_window finite steps;
+   bf16 and fp32 fail after max_skipped skipped steps in a row, fp16 when the scale would fall below 1.
+   A skipped step still consumes its batch and counts as a step (the schedule and the data order do
+   not depend on skips); AdamW's bias correction counts the updates. */
 static mgt_result mgt__train_step(mgt_run *r, const uint16_t *rows) {
     double t0 = mgt__now();
-    int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len;
+    int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
     if (mgt_run_state(r) == MGT_STATE_STARTING) mgt_run_set_state(r, MGT_STATE_RUNNING);
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_STEP, rows, 0));
     r->loss = mgt__gather_loss(r) / ((double)GB * T);
-    r->grad_norm = sqrt(r->ranks[0].sumsq);
+    r->grad_norm = r->ranks[0].norm;
     r->lr = mgt__lr_at(&r->cfg, r->step);
-    if (!isfinite(r->loss)) {
-        mgt__event(r, MGT_LOG_WARN, "step %d: loss %g is not finite; the update was skipped", r->step + 1, r->loss);
-        return mgt__fail(MGT_ERROR_NUMERIC, "step %d: loss %g (lower [train] lr or raise warmup)", r->step + 1, r->loss);
+    r->last_skipped = r->ranks[0].skipped;
+    if (!r->last_skipped && !isfinite(r->loss)) {
+        mgt__event(r, MGT_LOG_WARN, "step %d: loss %g is not finite", r->step + 1, r->loss);
+        return mgt__fail(MGT_ERROR_NUMERIC, "step %d: loss %g with a finite gradient norm (lower [train] lr or raise warmup)", r->step + 1, r->loss);
     }
     r->step++;
     r->tokens_seen += (long long)GB * T;
     r->step_s = mgt__now() - t0;
     r->elapsed_s += r->step_s;
+    if (r->last_skipped) {
+        double before = r->loss_scale;
+        r->skipped++;
+        r->skipped_in_row++;
+        r->good_steps = 0;
+        if (fp16) r->loss_scale = before / 2;
+        mgt__publish(r);
+        if (fp16)
+            mgt__event(r, MGT_LOG_WARN, "step %d: gradient norm %g at loss scale %g: update skipped, loss scale now %g", r->step, r->grad_norm, before, r->loss_scale);
+        else
+            mgt__event(r, MGT_LOG_WARN, "step %d: gradient norm %g: update skipped (%d in a row)", r->step, r->grad_norm, r->skipped_in_row);
+        if (fp16 && r->loss_scale < 1)
+            return mgt__fail(MGT_ERROR_NUMERIC, "step %d: the gradients are not finite even at loss scale 1 (%d steps skipped in a row); lower [train] lr or raise warmup",
+                             r->step, r->skipped_in_row);
+        if (!fp16 && r->skipped_in_row >= r->cfg.precision.max_skipped)
+            return mgt__fail(MGT_ERROR_NUMERIC, "step %d: %d steps in a row with a non-finite gradient norm ([precision] max_skipped = %d); lower [train] lr or raise warmup",
+                             r->step, r->skipped_in_row, r->cfg.precision.max_skipped);
+        return MGT_OK;
+    }
+    r->skipped_in_row = 0;
+    if (fp16 && ++r->good_steps >= r->cfg.precision.loss_scale_window) {
+        r->loss_scale *= 2;
+        r->good_steps = 0;
+        mgt__event(r, MGT_LOG_INFO, "step %d: %d steps without overflow: loss scale now %g", r->step, r->cfg.precision.loss_scale_window, r->loss_scale);
+    }
     mgt__publish(r);
     return MGT_OK;
 }
@@ -4224,6 +4527,10 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
         }
     st->threads = r->threads_per_rank * r->plan.world;
     st->elapsed_s = r->elapsed_s;
+    st->dtype = r->cfg.precision.dtype;
+    st->loss_scale = r->loss_scale;
+    st->skipped_steps = r->skipped;
+    st->step_skipped = r->last_skipped;
 }
 
 static mgt_result mgt__metrics_line(mgt_run *r, int with_val) {
@@ -4231,7 +4538,9 @@ static mgt_result mgt__metrics_line(mgt_run *r, int with_val) {
     if (!r->metrics) return MGT_OK;
     mgt_run_stats(r, &st);
     fprintf(r->metrics, "{\"step\":%d,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,\"tokens\":%lld",
-            st.step, st.loss, st.lr, st.grad_norm, st.tokens_per_s, st.step_ms, st.tokens_seen);
+            st.step, isfinite(st.loss) ? st.loss : -1.0, st.lr, isfinite(st.grad_norm) ? st.grad_norm : -1.0, st.tokens_per_s, st.step_ms, st.tokens_seen);
+    if (st.step_skipped) fprintf(r->metrics, ",\"skipped\":true"); /* loss/grad_norm -1: not finite (JSON has no inf) */
+    if (r->dtype == MGT_F16) fprintf(r->metrics, ",\"loss_scale\":%g", st.loss_scale);
     if (with_val) fprintf(r->metrics, ",\"val_loss\":%.6f", st.val_loss);
     fprintf(r->metrics, "}\n");
     if (r->plan.world > 1) { /* and a line of per-rank summaries of the same step */
@@ -4261,26 +4570,35 @@ MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
 
 enum { MGT__BUF_PARAMS, MGT__BUF_M, MGT__BUF_V };
 
-/* element `flat` of (tp, pp)'s local buffer `which`, wherever ZeRO keeps it */
+/* element `flat` of (tp, pp)'s local fp32 buffer `which`, wherever ZeRO keeps it: the parameters
+   are the master weights under 16-bit storage (sharded as the moments), else the compute copy */
 static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, size_t flat, int dpr_full) {
     mgt__rank *rk0 = mgt__rank_at(r, dpr_full, tpr, ppr);
     const mgt__unit *u = &rk0->lay.u[unit];
-    int sharded = which == MGT__BUF_PARAMS ? r->plan.zero >= 3 : r->plan.zero >= 1;
+    int master = which == MGT__BUF_PARAMS && rk0->master;
+    int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
     size_t s, d;
     mgt__rank *owner;
-    if (!sharded) return (which == MGT__BUF_PARAMS ? rk0->params : which == MGT__BUF_M ? rk0->m : rk0->v) + flat;
+#define MGT__BUF(rk) (which == MGT__BUF_PARAMS ? (master ? (rk)->master : (float *)((rk)->params ? (rk)->params : (rk)->pshard)) : which == MGT__BUF_M ? (rk)->m : (rk)->v)
+    if (!sharded) return MGT__BUF(rk0) + flat;
     s = u->size / (size_t)r->plan.dp;
     d = (flat - u->offset) / s;
     owner = mgt__rank_at(r, (int)d, tpr, ppr);
-    return (which == MGT__BUF_PARAMS ? owner->pshard : which == MGT__BUF_M ? owner->m : owner->v) + u->shard_offset + (flat - u->offset - d * s);
+    return MGT__BUF(owner) + u->shard_offset + (flat - u->offset - d * s);
+#undef MGT__BUF
 }
 
-/* copies between the ranks' buffers and global tensors (one per tensor of the global layout):
-   to_global gathers (each element from one rank), else every rank takes its own elements */
+/* copies between the ranks' buffers and global fp32 tensors (one per tensor of the global layout):
+   to_global gathers (each element from one rank), else every rank takes its own elements. Under
+   16-bit storage the parameters are the master weights (none when sampling), and loading also sets
+   the compute copy, rounded, on every rank that holds the element. */
 static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, float **tensors, int to_global) {
-    int sharded = which == MGT__BUF_PARAMS ? r->plan.zero >= 3 : r->plan.zero >= 1, i, t, g, row, c;
+    int sixteen = r->dtype != MGT_F32, i, t, g, row, c;
     for (i = 0; i < r->plan.world; i++) {
         mgt__rank *rk = &r->ranks[i];
+        int master = which == MGT__BUF_PARAMS && rk->master, has_buf = which != MGT__BUF_PARAMS || master || !sixteen;
+        int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
+        int copy = !to_global && sixteen && which == MGT__BUF_PARAMS, copy_sharded = r->plan.zero >= 3 && !r->inference;
         if (to_global && rk->dpr != 0) continue;
         for (t = 0; t < rk->lay.n; t++) {
             const mgt__tensor *x = &rk->lay.t[t];
@@ -4294,11 +4612,16 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
                 for (c = 0; c < x->cols; c++) {
                     size_t flat = x->offset + (size_t)row * (size_t)x->cols + (size_t)c;
                     size_t gidx = (size_t)grow * gcols + (size_t)(x->col_start + c);
+                    int mine = flat >= lo && flat < hi;
+                    float value = grow >= 0 && !to_global ? glob[gidx] : 0.0f;
                     if (to_global) {
                         if (grow >= 0) glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, 0);
-                    } else if (!sharded || (flat >= lo && flat < hi)) { /* a shard takes only its slice */
-                        *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->dpr) = grow >= 0 ? glob[gidx] : 0.0f;
+                        continue;
                     }
+                    if (has_buf && (!sharded || mine)) /* a shard takes only its slice */
+                        *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->dpr) = value;
+                    if (copy && !copy_sharded) mgt__store(rk->params, flat, r->dtype, value);
+                    else if (copy && mine) mgt__store(rk->pshard, rk->lay.u[x->unit].shard_offset + (flat - lo), r->dtype, value);
                 }
             }
         }
@@ -4334,14 +4657,14 @@ static void mgt__free_global(const mgt__layout *g, float **tensors) {
 }
 
 MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
-    char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64];
+    char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64], skipped_text[64], scale_text[64];
     char *preset = NULL;
     mgt__st_out *out = NULL;
     mgt__layout g;
     float **bufs[3] = {NULL, NULL, NULL};
     int i, k, n = 0, bytes_preset = 1 << 16, ok = 1, state;
     mgt_result res;
-    const char *meta[12];
+    const char *meta[16];
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: run is NULL");
     snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, r->step);
@@ -4385,7 +4708,14 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
         meta[6] = "tokens_seen"; meta[7] = tokens_text;
         meta[8] = "train_loss"; meta[9] = loss_text;
         meta[10] = "preset"; meta[11] = preset;
-        res = ok ? mgt__st_write(path, out, n, meta, 6) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
+        /* updates skipped in all and fp16's finite steps since the scale changed ("skipped good"):
+           AdamW's bias correction and the scale's window continue exactly; the weights saved are the
+           fp32 master weights, so any storage type resumes any other */
+        snprintf(skipped_text, sizeof skipped_text, "%d %d", r->skipped, r->good_steps);
+        snprintf(scale_text, sizeof scale_text, "%.17g", r->loss_scale);
+        meta[12] = "skipped_steps"; meta[13] = skipped_text;
+        meta[14] = "loss_scale"; meta[15] = scale_text;
+        res = ok ? mgt__st_write(path, out, n, meta, r->dtype == MGT_F16 ? 8 : 7) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     }
     for (i = 0; i < n; i++) MGT_FREE((void *)out[i].name);
     MGT_FREE(out);
@@ -4404,7 +4734,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     char path[1200];
     mgt__st_file f;
     mgt__layout g;
-    const char *step_text, *seed_text, *tokens_text;
+    const char *step_text, *seed_text, *tokens_text, *skipped_text, *scale_text;
     mgt_result res = MGT_OK;
     float **tensors;
     int k, t;
@@ -4415,6 +4745,8 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     step_text = mgt__st_meta(&f, "step");
     seed_text = mgt__st_meta(&f, "seed");
     tokens_text = mgt__st_meta(&f, "tokens_seen");
+    skipped_text = mgt__st_meta(&f, "skipped_steps");
+    scale_text = mgt__st_meta(&f, "loss_scale");
     if (!step_text || !seed_text) { mgt__st_close(&f); return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not an mgt checkpoint (no step in its metadata)", path); }
     if ((res = mgt__global_layout(&r->cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
     tensors = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
@@ -4439,6 +4771,10 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         r->step = atoi(step_text);
         r->saved_step = r->step;
         r->tokens_seen = tokens_text ? atoll(tokens_text) : 0;
+        r->skipped = r->good_steps = r->skipped_in_row = 0;
+        if (skipped_text && sscanf(skipped_text, "%d %d", &r->skipped, &r->good_steps) != 2) r->skipped = r->good_steps = 0;
+        if (r->dtype == MGT_F16 && scale_text && atof(scale_text) >= 1) r->loss_scale = atof(scale_text); /* an fp16 run's scale; others start afresh */
+        else if (r->dtype == MGT_F16) r->good_steps = 0;
         if (atoi(seed_text) != r->cfg.train.seed)
             mgt__log(MGT_LOG_WARN, "%s was trained with seed %s, this preset has %d: the data order changes", path, seed_text, r->cfg.train.seed);
         mgt__log(MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
@@ -4454,11 +4790,12 @@ static void mgt__rank_free(mgt__rank *rk) {
     const mgt__plan *p = &rk->run->plan;
     int u;
     if (be) {
-        size_t full = sizeof(float) * rk->lay.size, sh = sizeof(float) * rk->shard;
-        be->free(be, rk->params, full, MGT_MEM_PARAMS);
-        be->free(be, rk->pshard, sh, MGT_MEM_PARAMS);
-        be->free(be, rk->gather[0], sizeof(float) * rk->max_unit, MGT_MEM_BUFFERS);
-        be->free(be, rk->gather[1], sizeof(float) * rk->max_unit, MGT_MEM_BUFFERS);
+        size_t full = sizeof(float) * rk->lay.size, sh = sizeof(float) * rk->shard, e = be->elt;
+        be->free(be, rk->params, e * rk->lay.size, MGT_MEM_PARAMS);
+        be->free(be, rk->pshard, e * rk->shard, MGT_MEM_PARAMS);
+        be->free(be, rk->gather[0], e * rk->max_unit, MGT_MEM_BUFFERS);
+        be->free(be, rk->gather[1], e * rk->max_unit, MGT_MEM_BUFFERS);
+        be->free(be, rk->master, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
         be->free(be, rk->grads, full, MGT_MEM_GRADS);
         be->free(be, rk->gshard, sh, MGT_MEM_GRADS);
         be->free(be, rk->unit_gbuf, sizeof(float) * rk->max_block, MGT_MEM_GRADS);
@@ -4515,7 +4852,7 @@ static void mgt__init_task(void *ctx, int tid, int nth) {
     mgt__rank *rk = a->rk;
     uint64_t key = mgt__name_key(x->info.name), seed = (uint64_t)rk->run->cfg.train.seed;
     size_t lo, hi, slo, shi, i, gcols = (size_t)(x->info.ndim == 2 ? x->info.shape[1] : 1);
-    int zero3 = rk->run->plan.zero >= 3;
+    int zero3 = rk->run->plan.zero >= 3, master_sharded = rk->run->plan.zero >= 1, dtype = rk->be->dtype;
     mgt__span((size_t)x->rows, tid, nth, 1, &lo, &hi);
     mgt__unit_slice(rk, x->unit, &slo, &shi);
     for (i = lo; i < hi; i++) {
@@ -4523,8 +4860,11 @@ static void mgt__init_task(void *ctx, int tid, int nth) {
         for (c = 0; c < x->cols; c++) {
             size_t flat = x->offset + i * (size_t)x->cols + (size_t)c, gidx = (size_t)grow * gcols + (size_t)(x->col_start + c);
             float v = grow < 0 ? 0.0f : x->init_std > 0 ? (float)(x->init_std * mgt__normal(seed, key, gidx)) : x->init_value;
-            if (!zero3) rk->params[flat] = v;
-            else if (flat >= slo && flat < shi) rk->pshard[rk->lay.u[x->unit].shard_offset + (flat - slo)] = v;
+            size_t in_shard = rk->lay.u[x->unit].shard_offset + (flat - slo);
+            int mine = flat >= slo && flat < shi;
+            if (rk->master && (!master_sharded || mine)) rk->master[master_sharded ? in_shard : flat] = v;
+            if (!zero3) mgt__store(rk->params, flat, dtype, v);
+            else if (mine) mgt__store(rk->pshard, in_shard, dtype, v);
         }
     }
 }
@@ -4556,8 +4896,6 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
     rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
-    MGT__TRY(mgt__cpu_backend_create(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len));
-    be = rk->be;
     if (!mgt__layout_alloc(&rk->lay, cfg, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     mgt__layout_make(&rk->lay, cfg, p, rk->ppr, rk->tpr);
     for (u = 0; u < rk->lay.nu; u++) {
@@ -4587,21 +4925,27 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.nblocks = rk->nblocks;
     rk->shape.last = rk->last;
     rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
+    rk->shape.first = rk->first;
+    rk->shape.elt = mgt__dtype_size(r->dtype);
+    MGT__TRY(mgt__cpu_backend_create_typed(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len, r->dtype,
+                                           mgt__widen_floats(&rk->shape)));
+    be = rk->be;
     /* parameters, gradients and AdamW moments, sharded over DP as the ZeRO stage says */
-    rk->unit_param = (float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.nu);
+    rk->unit_param = (void **)MGT_MALLOC(sizeof(void *) * (size_t)rk->lay.nu);
     rk->unit_grad = (float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.nu);
     rk->bucket_of_unit = (int *)MGT_MALLOC(sizeof(int) * (size_t)rk->lay.nu);
     if (!rk->unit_param || !rk->unit_grad || !rk->bucket_of_unit) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-#define MGT__ALLOC(ptr, floats, cat) \
-    if (!((ptr) = (float *)be->alloc(be, sizeof(float) * (floats), cat))) return mgt__fail(MGT_ERROR_MEMORY, "out of memory: rank %d needs more for its %s", index, mgt_mem_category_name(cat));
-    if (zero < 3 || r->inference) { MGT__ALLOC(rk->params, rk->lay.size, MGT_MEM_PARAMS) }
+#define MGT__ALLOC_AS(type, ptr, bytes, cat) \
+    if (!((ptr) = (type)be->alloc(be, (bytes), cat))) return mgt__fail(MGT_ERROR_MEMORY, "out of memory: rank %d needs more for its %s", index, mgt_mem_category_name(cat));
+#define MGT__ALLOC(ptr, floats, cat) MGT__ALLOC_AS(float *, ptr, sizeof(float) * (floats), cat)
+    if (zero < 3 || r->inference) { MGT__ALLOC_AS(void *, rk->params, be->elt * rk->lay.size, MGT_MEM_PARAMS) }
     else {
-        MGT__ALLOC(rk->pshard, rk->shard, MGT_MEM_PARAMS)
-        MGT__ALLOC(rk->gather[0], rk->max_unit, MGT_MEM_BUFFERS)
-        MGT__ALLOC(rk->gather[1], rk->max_unit, MGT_MEM_BUFFERS)
+        MGT__ALLOC_AS(void *, rk->pshard, be->elt * rk->shard, MGT_MEM_PARAMS)
+        MGT__ALLOC_AS(void *, rk->gather[0], be->elt * rk->max_unit, MGT_MEM_BUFFERS)
+        MGT__ALLOC_AS(void *, rk->gather[1], be->elt * rk->max_unit, MGT_MEM_BUFFERS)
     }
     rk->gathered[0] = rk->gathered[1] = -1;
-    for (u = 0; u < rk->lay.nu; u++) rk->unit_param[u] = rk->params ? rk->params + rk->lay.u[u].offset : NULL;
+    for (u = 0; u < rk->lay.nu; u++) rk->unit_param[u] = rk->params ? (char *)rk->params + rk->lay.u[u].offset * be->elt : NULL;
     if (!r->inference) {
         if (zero < 2) {
             MGT__ALLOC(rk->grads, rk->lay.size, MGT_MEM_GRADS)
@@ -4620,8 +4964,10 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         }
         MGT__ALLOC(rk->m, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
         MGT__ALLOC(rk->v, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
+        if (r->dtype != MGT_F32) MGT__ALLOC(rk->master, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
     }
 #undef MGT__ALLOC
+#undef MGT__ALLOC_AS
     /* DP buckets: consecutive units in the order backward finishes them, about bucket_mb each */
     bucket_floats = (size_t)(cfg->parallel.bucket_mb * 1048576.0 / sizeof(float));
     for (u = rk->lay.nu - 1, k = 0; u >= 0; u--) {
@@ -4635,7 +4981,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     if (!rk->acts) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     memset(rk->acts, 0, sizeof(mgt__acts) * (size_t)rk->nsets);
     for (k = 0; k < rk->nsets; k++) {
-        rk->acts[k].resid = (float **)MGT_MALLOC(sizeof(float *) * (size_t)(rk->nblocks + 1));
+        rk->acts[k].resid = (void **)MGT_MALLOC(sizeof(void *) * (size_t)(rk->nblocks + 1));
         rk->acts[k].layer = (mgt__layer_acts *)MGT_MALLOC(sizeof(mgt__layer_acts) * (size_t)(rk->nblocks + 1));
         if (!rk->acts[k].resid || !rk->acts[k].layer) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     }
@@ -4673,7 +5019,9 @@ static size_t mgt__pad64b(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
     mgt__plan p;
-    size_t C, T, B, N, Cl, Hl, Vl, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float);
+    size_t C, T, B, N, Cl, Hl, Vl, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float), e;
+    int dtype = cfg ? (cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32) : MGT_F32;
+    mgt__shape sh;
     size_t a_resid, a_layer, a_last, a_io, scratch;
     int tpr, dpr, ppr, nb, first, last, M, threads;
     if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
@@ -4688,6 +5036,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     C = (size_t)cfg->model.d_model; T = (size_t)cfg->model.seq_len; B = (size_t)cfg->train.micro_batch; N = B * T;
     Cl = C / (size_t)p.tp; Hl = 4 * C / (size_t)p.tp; Vl = (size_t)p.Vp / (size_t)p.tp;
     unit_align = 16 * (size_t)p.dp;
+    e = mgt__dtype_size(dtype); /* parameters (the compute copy), activations; gradients stay fp32 */
     /* parameters: each tensor padded to 16 floats, each unit to 16 x dp */
 #define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
     block = MGT__UNIT(4 * mgt__pad16(C) + mgt__pad16(3 * Cl * C) + mgt__pad16(3 * Cl) + mgt__pad16(C * Cl) + 2 * mgt__pad16(C) +
@@ -4704,29 +5053,35 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     o->rank = rank; o->dp = dpr; o->tp = tpr; o->pp = ppr;
     o->first_block = p.stage_first[ppr]; o->last_block = p.stage_first[ppr + 1] - 1;
     o->params = S;
-    o->mem[MGT_MEM_PARAMS] = f * (p.zero >= 3 ? shard : S);
-    o->mem[MGT_MEM_BUFFERS] = f * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? max_unit / (size_t)p.dp : 0);
+    o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? shard : S);
+    o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? max_unit / (size_t)p.dp : 0);
     o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? shard + max_block + keep : S);
-    o->mem[MGT_MEM_OPTIMIZER] = 2 * f * (p.zero >= 1 ? shard : S);
+    o->mem[MGT_MEM_OPTIMIZER] = (dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? shard : S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
     sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)M : (size_t)(p.pp - ppr < M ? p.pp - ppr : M);
-    a_resid = (size_t)(nb + 1) * mgt__pad64b(N * C * f);
+    a_resid = (size_t)(nb + 1) * mgt__pad64b(N * C * e);
     a_layer = (size_t)(nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : nb) *
-              (3 * mgt__pad64b(N * C * f) + 4 * mgt__pad64b(N * f) + mgt__pad64b(3 * N * Cl * f) +
-               mgt__pad64b(B * (size_t)(cfg->model.n_head / p.tp) * T * T * f) + mgt__pad64b(N * Cl * f) + 2 * mgt__pad64b(N * Hl * f));
-    a_last = last ? mgt__pad64b(N * C * f) + 2 * mgt__pad64b(N * f) + mgt__pad64b(N * Vl * f) + mgt__pad64b((size_t)p.tp * N * 3 * f) +
+              (3 * mgt__pad64b(N * C * e) + 4 * mgt__pad64b(N * f) + mgt__pad64b(3 * N * Cl * e) +
+               mgt__pad64b(B * (size_t)(cfg->model.n_head / p.tp) * T * T * e) + mgt__pad64b(N * Cl * e) + 2 * mgt__pad64b(N * Hl * e));
+    a_last = last ? mgt__pad64b(N * C * e) + 2 * mgt__pad64b(N * f) + mgt__pad64b(N * Vl * e) + mgt__pad64b((size_t)p.tp * N * 3 * f) +
                         mgt__pad64b(N * sizeof(double)) : 0;
     a_io = 2 * mgt__pad64b(N * sizeof(int));
     one = a_resid + a_layer + a_last + a_io;
-    scratch = 2 * mgt__pad64b(N * C * f) + mgt__pad64b(3 * N * Cl * f) + mgt__pad64b(N * Hl * f);
+    scratch = 2 * mgt__pad64b(N * C * e) + mgt__pad64b(3 * N * Cl * e) + mgt__pad64b(N * Hl * e);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
     threads = threads / p.world > 0 ? threads / p.world : 1;
     o->mem[MGT_MEM_WORKSPACE] = f * T * T * (size_t)threads;
+    if (dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
+        memset(&sh, 0, sizeof sh);
+        sh.B = (int)B; sh.T = (int)T; sh.C = (int)C; sh.Cl = (int)Cl; sh.Hl = (int)Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)Vl;
+        sh.first = first; sh.last = last;
+        o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
+    }
     /* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
     {
-        double act = (double)(N * C * f), per_micro_tp = 0;
+        double act = (double)(N * C * e), per_micro_tp = 0; /* activations move in the storage type */
         int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL;
         if (p.tp > 1) {
             per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
@@ -4740,13 +5095,14 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
         if (p.dp > 1) {
             double full = (double)(S * f), blocks = (double)((size_t)nb * block * f), fetches;
             if (p.zero == 0) o->bytes[MGT_COLL_ALL_REDUCE] += full;
-            if (p.zero == 1) { o->bytes[MGT_COLL_REDUCE_SCATTER] += full; o->bytes[MGT_COLL_ALL_GATHER] += full; }
+            double pfull = full / (double)f * (double)e, pblocks = blocks / (double)f * (double)e; /* parameters: storage type */
+            if (p.zero == 1) { o->bytes[MGT_COLL_REDUCE_SCATTER] += full; o->bytes[MGT_COLL_ALL_GATHER] += pfull; }
             if (p.zero >= 2) o->bytes[MGT_COLL_REDUCE_SCATTER] += M * blocks + (double)(keep * f);
-            if (p.zero == 2) o->bytes[MGT_COLL_ALL_GATHER] += full;
+            if (p.zero == 2) o->bytes[MGT_COLL_ALL_GATHER] += pfull;
             if (p.zero == 3) { /* every use of a unit gathers it: forward and backward of each block, the
                                  embedding in both directions, the head (and wte with it) in both */
-                fetches = 2.0 * blocks + (first ? 2.0 * (double)(emb * f) : 0) + (last ? 2.0 * (double)(head * f) : 0) +
-                          (first && last ? 2.0 * (double)(emb * f) : 0);
+                fetches = 2.0 * pblocks + (first ? 2.0 * (double)(emb * e) : 0) + (last ? 2.0 * (double)(head * e) : 0) +
+                          (first && last ? 2.0 * (double)(emb * e) : 0);
                 o->bytes[MGT_COLL_ALL_GATHER] += M * fetches;
             }
         }
@@ -4765,6 +5121,8 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     r->cfg = *cfg;
     r->inference = inference;
     r->saved_step = -1;
+    r->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
+    r->loss_scale = r->dtype == MGT_F16 ? cfg->precision.loss_scale : 1.0;
     mgt__plan_make(cfg, &r->plan);
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->stats_mu, NULL);
@@ -4865,7 +5223,7 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
 
 MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *out, int max_new, double temperature, int top_k, uint64_t seed) {
     int *ctx, n = n_prompt, i, j, V;
-    float *probs;
+    float *probs, *logits;
     mgt__rank *rk;
     if (!r || !prompt || n_prompt < 1 || !out || max_new < 0 || r->plan.world != 1) {
         mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_generate: needs a one-rank run, a prompt of at least one token, out and max_new >= 0");
@@ -4875,12 +5233,12 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     V = r->cfg.model.vocab_size;
     ctx = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n_prompt + max_new + 1));
     probs = (float *)MGT_MALLOC(sizeof(float) * (size_t)V);
-    if (!ctx || !probs) { MGT_FREE(ctx); MGT_FREE(probs); mgt__fail(MGT_ERROR_MEMORY, "out of memory"); return -1; }
+    logits = (float *)MGT_MALLOC(sizeof(float) * (size_t)rk->shape.Vl); /* the last row, in fp32 */
+    if (!ctx || !probs || !logits) { MGT_FREE(ctx); MGT_FREE(probs); MGT_FREE(logits); mgt__fail(MGT_ERROR_MEMORY, "out of memory"); return -1; }
     memcpy(ctx, prompt, sizeof(int) * (size_t)n_prompt);
     for (i = 0; i < max_new; i++) {
         int start = n > r->cfg.model.seq_len ? n - r->cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T, B0;
         mgt__acts *A = &rk->acts[0];
-        const float *logits;
         double total = 0, u, acc = 0, mx = -1e30, kth = -1e30;
         memcpy(A->inputs, ctx + start, sizeof(int) * (size_t)len);
         B0 = rk->shape.B;
@@ -4891,7 +5249,8 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
         rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, len, rk->shape.C, rk->shape.Vl);
         rk->shape.T = T;
         rk->shape.B = B0;
-        logits = A->logits + (size_t)(len - 1) * (size_t)rk->shape.Vl;
+        rk->be->cast(rk->be, logits, MGT_F32, (const char *)A->logits + (size_t)(len - 1) * (size_t)rk->shape.Vl * rk->shape.elt, rk->be->dtype,
+                     (size_t)rk->shape.Vl);
         for (j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
         if (top_k > 0 && top_k < V) { /* the k-th largest logit: partial selection over a copy */
             int k;
@@ -4915,6 +5274,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     }
     MGT_FREE(ctx);
     MGT_FREE(probs);
+    MGT_FREE(logits);
     return max_new;
 }
 

@@ -25,6 +25,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 cd "$T" || exit 1
+export MGT_BASELINES="$T/baselines.tsv" # mgt bench records single-rank figures here, not in ~/.cache
 
 PASS=0
 FAILS=0
@@ -120,7 +121,7 @@ expect_err "--set unknown section" 2 "$MGT" check "$P/tiny.ini" --set modle.n_la
 expect_err "--set bad value" 2 "$MGT" check "$P/tiny.ini" --set train.lr=abc -- "train.lr=abc" "not a number" "0..10"
 expect_err "--set out of range" 2 "$MGT" check "$P/tiny.ini" --set train.beta1=1.5 -- "beta1" "out of range"
 
-for kv in parallel.device=cuda precision.dtype=bf16 precision.dtype=fp16; do
+for kv in parallel.device=cuda; do
     key=${kv%%=*}
     expect_err "--set $kv is not supported yet" 2 "$MGT" train "$P/tiny.ini" --no-tui --set "$kv" -- "not supported yet" "${key#*.}"
 done
@@ -279,6 +280,37 @@ expect_err "resume from a corrupted checkpoint: checksum error, exit 2" 2 "$MGT"
     --resume latest -- "checksum"
 head -c 500 "$CK" >cut.safetensors
 expect_err "truncated checkpoint exits 2 and gives the real file size" 2 "$MGT" sample cut.safetensors --tokens 5 -- "cut.safetensors" "500-byte"
+
+# ---- 6. the header names the layout; a speedup only against a measured single rank of the model --
+
+run layout "$MGT" train "$P/tiny.ini" --no-tui --set checkpoint.dir=layout --set train.steps=2 --set train.global_batch=8 \
+    --set parallel.dp=2 --set parallel.tp=2 --set parallel.pp=2 --set parallel.zero=1 --set parallel.pp_schedule=gpipe
+if [ "$RC" -eq 0 ] && head -1 layout.out | grep -qF '| 8 ranks: dp 2 x tp 2 x pp 2, zero 1, gpipe, 2 micro-batches of 2 | cpu, 8 threads | fp32 |'; then
+    ok "the header names the layout (8 ranks: dp, tp, pp, zero, schedule, micro-batches)"
+else fail "layout header: exit $RC; $(head -1 layout.out)"; fi
+SP=(--no-tui --set train.steps=3 --set parallel.threads=2) # the same two threads for one rank and for two
+run sp_none "$MGT" train "$P/tiny.ini" "${SP[@]}" --set parallel.dp=2 --set checkpoint.dir=sp_none
+if [ "$RC" -eq 0 ] && ! grep -qi speedup sp_none.out; then ok "no single-rank measurement: no speedup shown"
+else fail "speedup without a measurement: exit $RC; $(grep -i speedup sp_none.out)"; fi
+echo "garbage line" > "$MGT_BASELINES"
+run bench1 "$MGT" bench "$P/tiny.ini" --steps 2 --set parallel.threads=2
+base=$(awk -F'\t' '$1 ~ / L=2 NH=2 C=32 T=16 V=256 batch=4 micro=2 recompute=0 dtype=fp32$/ {print $2}' "$MGT_BASELINES")
+if [ "$RC" -eq 0 ] && grep -q "^recorded as the single-rank baseline of this model in $MGT_BASELINES" bench1.out && [ -n "$base" ] &&
+    grep -q '^host=.* threads=2 L=2 ' "$MGT_BASELINES"; then ok "bench of one rank records its tokens/s ($base), keyed by machine and shape"
+else fail "bench of one rank: exit $RC; $(tail -2 bench1.out); $(cat "$MGT_BASELINES")"; fi
+run sp "$MGT" train "$P/tiny.ini" "${SP[@]}" --set parallel.dp=2 --set checkpoint.dir=sp
+base=$(printf '%.0f' "${base:-0}") # as the driver prints it
+if [ "$RC" -eq 0 ] && grep -q "^speedup against one rank of this model: $base tokens/s, measured by mgt bench at 20" sp.out &&
+    grep -Eq "^speedup [0-9]+\.[0-9]{2}x over one rank: [0-9]+ tokens/s in steps here, $base measured by mgt bench" sp.out; then
+    ok "2 ranks of the same model show their speedup over the measured single rank ($(grep -o '^speedup [0-9.]*x' sp.out))"
+else fail "speedup of 2 ranks: exit $RC; $(grep -i speedup sp.out)"; fi
+run sp_other "$MGT" train "$P/tiny.ini" "${SP[@]}" --set parallel.dp=2 --set checkpoint.dir=sp_other --set model.d_model=64
+if [ "$RC" -eq 0 ] && ! grep -qi speedup sp_other.out; then ok "another model shape never uses the measurement"
+else fail "speedup of another shape: exit $RC; $(grep -i speedup sp_other.out)"; fi
+run bench2 "$MGT" bench "$P/tiny.ini" --steps 2 --set parallel.threads=2 --set parallel.dp=2
+if [ "$RC" -eq 0 ] && grep -Eq '^speedup: +[0-9]+\.[0-9]{2}x over one rank' bench2.out && [ "$(wc -l < "$MGT_BASELINES")" -eq 2 ]; then
+    ok "bench of 2 ranks shows the speedup and records nothing"
+else fail "bench of 2 ranks: exit $RC; $(tail -1 bench2.out)"; fi
 
 echo "# $PASS passed, $FAILS failed"
 [ "$FAILS" -eq 0 ]

@@ -1,7 +1,9 @@
 /* The layout-equivalence matrix: a tiny GPT (L=4, NH=4, C=64, T=32, V=256) trained on a generated
    corpus with AdamW, clipping and warmup under every parallel layout must give, step by step, the
    losses of one rank (1e-5 relative) and, at the end, its weights. Also: checkpoints move between
-   layouts (dp2-zero3 -> tp2-pp2 -> 1 rank) and continue as the uninterrupted run would.
+   layouts (dp2-zero3 -> tp2-pp2 -> 1 rank) and continue as the uninterrupted run would; and with
+   bf16 storage a subset (dp, ZeRO 1/2/3, tp, pp with both schedules, a mixture) follows one bf16
+   rank within a bound derived below.
 
    usage: test_layouts [--quick]   (--quick: smaller shapes and 6 steps, for the sanitizers) */
 #define MGT_IMPLEMENTATION
@@ -9,14 +11,27 @@
 #include "train_util.h"
 
 static char dir[256];
+
+/* bf16 against one bf16 rank. Layouts round the same values at different points: a TP all-reduce
+   rounds the sum of two partial products once where one rank rounds the whole product; DP and ZeRO
+   add fp32 gradients in another order, and a master weight 1e-9 away from a bf16 rounding boundary
+   then rounds to the neighbouring value. Activations differ by about one unit roundoff (u = 2^-8)
+   here and there; the loss averages them over 256 tokens (measured 1e-5 at step 1) and trajectories
+   separate as steps go (measured at most 4.9e-3 over 20 steps, 1.2e-5 over the 6 quick ones), the
+   RMS difference of all weights at most 4.4e-3. Bound both at 4u = 2^-6 (1.6e-2): a 3x margin over
+   what was measured, far below what a wrong shard, a missed rounding or a stale copy gives (the
+   losses then leave the curve by tenths). */
+#define BF16_LOSS_TOL (1.0 / 64)
+#define BF16_WEIGHT_TOL (1.0 / 64)
 static int steps = 20;
 
 typedef struct layout { int dp, tp, pp, zero; const char *sched; } layout;
 
 
-static void config(mgt_config *cfg, const layout *l, int accumulate, const char *name, int quick) {
+static void config(mgt_config *cfg, const layout *l, int accumulate, const char *name, int quick, const char *dtype) {
     char set[600];
     mgt_config_init(cfg);
+    snprintf(set, sizeof set, "precision.dtype=%s", dtype); mgt_config_set(cfg, set);
     mgt_config_set(cfg, "model.n_layer=4");
     mgt_config_set(cfg, "model.n_head=4");
     mgt_config_set(cfg, quick ? "model.d_model=32" : "model.d_model=64");
@@ -55,8 +70,9 @@ static mgt_run *train(const mgt_config *cfg, int to, double *losses, const char 
     return run;
 }
 
-/* largest difference of the global weights, relative to each tensor's largest weight */
-static double weight_diff(mgt_run *a, mgt_run *b) {
+/* largest difference of the global weights, relative to each tensor's largest weight; with rms,
+   the RMS difference of all weights relative to their RMS */
+static double weight_diff_by(mgt_run *a, mgt_run *b, int rms) {
     mgt__layout g;
     float **wa, **wb;
     double worst = 0;
@@ -65,19 +81,27 @@ static double weight_diff(mgt_run *a, mgt_run *b) {
     mgt__global_layout(&a->cfg, &g);
     wa = mgt__gather_global(a, &g, MGT__BUF_PARAMS);
     wb = mgt__gather_global(b, &g, MGT__BUF_PARAMS);
+    double tse = 0, tss = 1e-30;
     for (t = 0; t < g.n; t++) {
-        double e = 0, scale = 1e-30;
+        double e = 0, scale = 1e-30, se = 0, ss = 1e-30;
         for (i = 0; i < g.t[t].info.numel; i++) {
-            e = fmax(e, fabs((double)wa[t][i] - wb[t][i]));
+            double d = (double)wa[t][i] - wb[t][i];
+            e = fmax(e, fabs(d));
             scale = fmax(scale, fabs((double)wb[t][i]));
+            se += d * d;
+            ss += (double)wb[t][i] * wb[t][i];
         }
         worst = fmax(worst, e / scale);
+        tse += se;
+        tss += ss;
     }
+    if (rms) worst = sqrt(tse / tss);
     mgt__free_global(&g, wa);
     mgt__free_global(&g, wb);
     mgt__layout_free(&g);
     return worst;
 }
+static double weight_diff(mgt_run *a, mgt_run *b) { return weight_diff_by(a, b, 0); }
 
 
 int main(int argc, char **argv) {
@@ -97,7 +121,7 @@ int main(int argc, char **argv) {
     make_workdir(dir, sizeof dir, "test_layouts", 100000, 3);
 
     for (acc = 0; acc < 2; acc++) {
-        config(&cfg, &one, acc, "one", quick);
+        config(&cfg, &one, acc, "one", quick, "fp32");
         ref = train(&cfg, steps, base, NULL);
         printf("     1 rank%s: loss %.6f -> %.6f over %d steps\n", acc ? ", accumulation 2" : "", base[0], base[steps - 1], steps);
         for (i = 0; i < n; i++) {
@@ -105,7 +129,7 @@ int main(int argc, char **argv) {
             double e = 0, w;
             char name[64];
             snprintf(name, sizeof name, "dp%d-tp%d-pp%d-z%d-%s-a%d", l->dp, l->tp, l->pp, l->zero, l->sched, acc);
-            config(&cfg, l, acc, name, quick);
+            config(&cfg, l, acc, name, quick, "fp32");
             run = train(&cfg, steps, got, NULL);
             for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
             w = weight_diff(run, ref);
@@ -123,23 +147,52 @@ int main(int argc, char **argv) {
         const layout a = {2, 1, 1, 3, "1f1b"}, b = {1, 2, 2, 0, "1f1b"};
         int third = steps / 3;
         double e = 0;
-        config(&cfg, &one, 0, "one_again", quick);
+        config(&cfg, &one, 0, "one_again", quick, "fp32");
         ref = train(&cfg, steps, base, NULL);
         mgt_run_destroy(ref);
-        config(&cfg, &a, 0, "moving", quick);
+        config(&cfg, &a, 0, "moving", quick, "fp32");
         run = train(&cfg, third, got, NULL);
         mgt_run_save(run, NULL, 0);
         mgt_run_destroy(run);
-        config(&cfg, &b, 0, "moving", quick);
+        config(&cfg, &b, 0, "moving", quick, "fp32");
         run = train(&cfg, 2 * third, got, "latest");
         mgt_run_save(run, NULL, 0);
         mgt_run_destroy(run);
-        config(&cfg, &one, 0, "moving", quick);
+        config(&cfg, &one, 0, "moving", quick, "fp32");
         run = train(&cfg, steps, got, "latest");
         mgt_run_destroy(run);
         for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
         check(e <= 1e-5, "checkpoint moved dp2-zero3 -> tp2-pp2 -> 1 rank at steps %d and %d: max loss difference %.2e over %d steps", third,
               2 * third, e, steps);
+    }
+    /* bf16 storage (fp32 master weights and gradients): a subset covering dp, ZeRO 1/2/3, tp, pp with
+       both schedules and a mixture, against one bf16 rank */
+    {
+        static const layout sub[] = {
+            {2, 1, 1, 0, "1f1b"}, {2, 1, 1, 1, "1f1b"}, {2, 1, 1, 2, "1f1b"}, {2, 1, 1, 3, "1f1b"}, {1, 2, 1, 0, "1f1b"},
+            {1, 1, 2, 0, "gpipe"}, {1, 1, 2, 0, "1f1b"}, {2, 2, 2, 1, "1f1b"}, {2, 1, 2, 3, "gpipe"},
+        };
+        double worst_loss = 0, worst_w = 0;
+        config(&cfg, &one, 0, "one_bf16", quick, "bf16");
+        ref = train(&cfg, steps, base, NULL);
+        printf("     1 rank bf16: loss %.6f -> %.6f over %d steps\n", base[0], base[steps - 1], steps);
+        for (i = 0; i < (int)(sizeof sub / sizeof sub[0]); i++) {
+            const layout *l = &sub[i];
+            double e = 0, w;
+            char name[64];
+            snprintf(name, sizeof name, "bf16-dp%d-tp%d-pp%d-z%d-%s", l->dp, l->tp, l->pp, l->zero, l->sched);
+            config(&cfg, l, 0, name, quick, "bf16");
+            run = train(&cfg, steps, got, NULL);
+            for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
+            w = weight_diff_by(run, ref, 1);
+            worst_loss = fmax(worst_loss, e);
+            worst_w = fmax(worst_w, w);
+            check(e <= BF16_LOSS_TOL && w <= BF16_WEIGHT_TOL, "%-28s %d ranks: max loss difference %.2e, max weight difference %.2e", name,
+                  l->dp * l->tp * l->pp, e, w);
+            mgt_run_destroy(run);
+        }
+        mgt_run_destroy(ref);
+        printf("     bf16 spread over the subset: loss %.2e, weights %.2e\n", worst_loss, worst_w);
     }
     return finish(dir, "layouts");
 }

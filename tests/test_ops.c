@@ -35,7 +35,7 @@
      - elementwise ops with an exact float answer (add, scale, zero) must match bit for bit.
    Inputs come from mgt__hash3, so every run sees the same numbers. */
 #define MGT_IMPLEMENTATION
-#include "mgt.h" // defines: mgt_backend, mgt__cpu_backend_create/destroy, mgt__hash3, mgt__uniform
+#include "mgt.h" // defines: mgt_backend, mgt__cpu_backend_create_typed/destroy, mgt__hash3, mgt__uniform
 
 #include <math.h>   // defines: fabs, sqrt, exp, log, tanh, NAN, isnan
 #include <stdio.h>  // defines: printf
@@ -625,7 +625,7 @@ static void test_adamw(mgt_backend *be) {
         float bc1 = (float)(1.0 - pow(b1, step)), bc2 = (float)(1.0 - pow(b2, step));
         for (i = 0; i < n; i += 7) g[i] = 0.0f; /* zero gradients: only the decay moves them at first */
         memcpy(prev, p, sizeof(float) * n);
-        be->adamw(be, p, g, m, v, n, lr, b1, b2, eps, wd, gs, bc1, bc2);
+        be->adamw(be, p, NULL, g, m, v, n, lr, b1, b2, eps, wd, gs, bc1, bc2);
         /* torch.optim.AdamW in double, from the same float hyperparameters */
         for (i = 0; i < n; i++) {
             double gi = (double)g[i] * gs, old = rp[i];
@@ -676,7 +676,7 @@ static void test_elementwise(mgt_backend *be) {
 
     err = 0;
     for (i = 0; i < n; i++) y[i] = NAN;
-    be->zero(be, y, n);
+    be->zero(be, y, sizeof(float) * n);
     for (i = 0; i < n; i++) err = fmax(err, y[i] == 0.0f && !signbit(y[i]) ? 0.0 : 1.0);
     report("zero", "all +0 (mismatches)", err, 0.0);
     report("zero", "guards before/after untouched", fabs(buf[0] - 1234.5f) + fabs(buf[n + 1] - 1234.5f), 0.0);
@@ -692,7 +692,7 @@ int main(void) {
     for (it = 0; it < 2; it++) {
         mgt_backend *be;
         g_threads = threads[it];
-        if (mgt__cpu_backend_create(&be, g_threads, 13 * 13) != MGT_OK) { /* scratch: T*T of the largest T */
+        if (mgt__cpu_backend_create_typed(&be, g_threads, 13 * 13, MGT_F32, 0) != MGT_OK) { /* scratch: T*T of the largest T */
             fprintf(stderr, "cannot create the CPU backend: %s\n", mgt_last_error());
             return 2;
         }

@@ -36,7 +36,7 @@ int mgt_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n
                    float weight_decay, float grad_scale, float bias_correction1, float bias_correction2, cudaStream_t stream) {
     MGT_REQUIRE(n == 0 || (param && grad && m && v));
     MGT_REQUIRE(bias_correction1 > 0.0f && bias_correction2 > 0.0f);
-    MGT_REQUIRE(param != m && param != v && m != v);
+    MGT_REQUIRE(n == 0 || (param != m && param != v && m != v));
     if (n == 0) return MGT_KERNEL_OK;
     MGT_ADAMW_SCALARS;
     MGT_LAUNCH(mgt_adamw_kernel<float>, mgt_grid_for(n, MGT_ADAMW_BLOCK), MGT_ADAMW_BLOCK, 0, stream, (float *)0, param, grad, m, v, n, beta1,
@@ -51,7 +51,7 @@ int mgt_cuda_adamw_master(floatX *param_copy, float *master, const floatX *grad,
                           cudaStream_t stream) {
     MGT_REQUIRE(n == 0 || (param_copy && master && grad && m && v));
     MGT_REQUIRE(bias_correction1 > 0.0f && bias_correction2 > 0.0f);
-    MGT_REQUIRE(master != m && master != v && m != v && (void *)param_copy != (void *)master);
+    MGT_REQUIRE(n == 0 || (master != m && master != v && m != v && (void *)param_copy != (void *)master));
     if (n == 0) return MGT_KERNEL_OK;
     MGT_ADAMW_SCALARS;
     MGT_LAUNCH(mgt_adamw_kernel<floatX>, mgt_grid_for(n, MGT_ADAMW_BLOCK), MGT_ADAMW_BLOCK, 0, stream, param_copy, master, grad, m, v, n,

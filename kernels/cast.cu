@@ -12,7 +12,7 @@ template <class D, class S> __global__ void __launch_bounds__(MGT_CAST_BLOCK) mg
 
 template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cudaStream_t stream) {
     MGT_REQUIRE(n == 0 || (dst && src));
-    MGT_REQUIRE((const void *)dst != (const void *)src); /* the sizes differ: never in place */
+    MGT_REQUIRE(n == 0 || (const void *)dst != (const void *)src); /* the sizes differ: never in place */
     if (n == 0) return MGT_KERNEL_OK;
     void (*kernel)(D *, const S *, size_t) = mgt_cast_kernel<D, S>; /* a name with a comma cannot be a macro argument */
     MGT_LAUNCH(kernel, mgt_grid_for(n, MGT_CAST_BLOCK), MGT_CAST_BLOCK, 0, stream, dst, src, n);

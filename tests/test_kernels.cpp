@@ -1,0 +1,956 @@
+/* test_kernels.cpp - every launcher of the kernels/<op>.cu files run on the CPU through the SIMT shim
+   (kernels/cuda_cpu.h) against straightforward double-precision references written here (not
+   mgt.h's code, not the kernels'), forward and backward, in fp32, bf16 and fp16.
+
+   - Inputs are generated in the storage type first, so the references see exactly the values the
+     kernels see and only the kernels' arithmetic is compared.
+   - Tolerances: every output is held to   bound = u_T (|ref| + e32) + e32 + tiny_T,   where u_T is
+     the unit roundoff of the storage type (fp32 2^-24, bf16 2^-8, fp16 2^-11: the final rounding of
+     the result into T), e32 is what the kernel's fp32 arithmetic may add (2^-24 times a small factor
+     for the length of each accumulation and the magnitude of its terms, derived per op below), and
+     tiny_T is half the smallest subnormal of T (rounding near underflow is absolute, not
+     relative). Each case reports its worst error as a fraction of its bound; the summary prints
+     the worst per op family. A wrong kernel misses these by orders of magnitude.
+   - Thread orders: every case runs under the forward and the reverse order, the smaller ones also
+     under two random orders, and the outputs must be bitwise identical (common.cuh promises fixed
+     reduction orders, so no result may depend on how the fibers were scheduled).
+   - Shapes exercise the edges: sizes that are not multiples of a warp or a block, several blocks,
+     grid-stride loops (n above 2048 blocks x 256 threads; plain build only), C not a multiple of
+     4 or 8, "+=" outputs that start non-zero, the aliasing the launchers allow, vocabulary slices
+     with tokens outside them and padding columns, tp = 1 and 2.
+   - Builds (kernels/kernels.ninja): plain g++ -O2 (build/test_kernels), ASan+UBSan
+     (build/asan/test_kernels, smaller shapes) and g++ TSan (build/tsan/test_kernels, small
+     shapes: a race between the fibers of a block is reported by TSan and fails the run).
+   - TEST_KERNELS_TIMES=1 in the environment prints the time of every case. */
+#include "kernels/common.cuh" // defines: the launchers, MGT_KERNEL_*, mgt_kernel_last_error, the SIMT shim
+
+#include <math.h>   // defines: fabs, exp, log, sqrt, tanh, ldexp, frexp, isnan, isinf, signbit
+#include <stdarg.h> // defines: va_list
+#include <stdint.h> // defines: uint64_t
+#include <stdio.h>  // defines: printf, snprintf
+#include <stdlib.h> // defines: getenv
+#include <string.h> // defines: memcmp, memcpy, strstr
+#include <time.h>   // defines: clock_gettime
+#include <type_traits> // defines: std::is_same
+#include <vector>   // defines: std::vector
+
+#if defined(MGT__SIMT_ASAN)
+#define BUILD "asan+ubsan"
+static const int SIZE = 1; // medium shapes, grid-stride ones in fp32 only: ASan+UBSan costs 3x-4x here
+#elif defined(MGT__SIMT_TSAN)
+#define BUILD "tsan"
+static const int SIZE = 0; // small shapes, forward and reverse orders only: TSan makes every fiber switch expensive
+#else
+#define BUILD "plain"
+static const int SIZE = 2; // everything, grid-stride loops included
+#endif
+
+/* ---- precision of each storage type ---------------------------------------------------------------- */
+static const double U32 = 0x1p-24; // fp32 unit roundoff: the kernels' arithmetic
+template <class T> struct prec;
+template <> struct prec<float> {
+    static constexpr double u = 0x1p-24, tiny = 0x1p-150;
+    static constexpr const char *name = "fp32";
+};
+template <> struct prec<__nv_bfloat16> {
+    static constexpr double u = 0x1p-8, tiny = 0x1p-134;
+    static constexpr const char *name = "bf16";
+};
+template <> struct prec<__half> {
+    static constexpr double u = 0x1p-11, tiny = 0x1p-25;
+    static constexpr const char *name = "fp16";
+};
+template <class T> static double dv(T x) { return (double)(float)x; }
+/* the bound of an output of type T whose fp32 computation may be off by e32 before the final rounding */
+template <class T> static double bnd(double ref, double e32) { return prec<T>::u * (fabs(ref) + e32) + e32 + prec<T>::tiny; }
+
+/* ---- bookkeeping --------------------------------------------------------------------------------------- */
+static int failures = 0;
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+#define FAIL(...)                                        \
+    do {                                                 \
+        failures++;                                      \
+        if (failures <= 40) {                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);  \
+            printf(__VA_ARGS__);                         \
+            printf("\n");                                \
+        }                                                \
+    } while (0)
+
+struct family {
+    const char *name;
+    int cases;
+    long values;
+    double worst; // worst |got - ref| / bound over its cases
+    char worst_case[160];
+    const char *worst_out; // a string literal
+};
+static family families[] = {{"encoder", 0, 0, 0, "", ""},  {"layernorm", 0, 0, 0, "", ""},    {"softmax", 0, 0, 0, "", ""},
+                            {"gelu", 0, 0, 0, "", ""},     {"residual", 0, 0, 0, "", ""},     {"crossentropy", 0, 0, 0, "", ""},
+                            {"adamw", 0, 0, 0, "", ""},    {"cast", 0, 0, 0, "", ""},         {"norm", 0, 0, 0, "", ""},
+                            {"preconditions", 0, 0, 0, "", ""}};
+static family *fam(const char *name) {
+    for (family &f : families)
+        if (!strcmp(f.name, name)) return &f;
+    return &families[0];
+}
+
+/* one case: compares values against references with bounds and remembers the worst ratio */
+struct checker {
+    family *f;
+    char what[160];
+    int bad = 0;
+    double t0 = now_s();
+    checker(const char *family_name, const char *fmt, ...) __attribute__((format(printf, 3, 4))) {
+        f = fam(family_name);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
+        f->cases++;
+    }
+    /* got within bound of want; bound 0 means exact (bitwise for the value, sign of zero included) */
+    void near(const char *out, size_t i, double got, double want, double bound) {
+        f->values++;
+        double err = fabs(got - want), ratio;
+        if (bound == 0.0) ratio = (got == want && signbit(got) == signbit(want)) || (isnan(got) && isnan(want)) ? 0.0 : INFINITY;
+        else ratio = err / bound;
+        if (isnan(got) != isnan(want) || isinf(got) != isinf(want)) ratio = INFINITY;
+        else if (isinf(got) && got == want) ratio = 0.0;
+        if (!(ratio <= 1.0)) {
+            if (bad++ < 4) FAIL("%s: %s[%zu] = %.9g, reference %.9g, error %.3g > bound %.3g", what, out, i, got, want, err, bound);
+            else failures++;
+        }
+        if (ratio > f->worst && ratio <= 1.0) {
+            f->worst = ratio;
+            memcpy(f->worst_case, what, sizeof what);
+            f->worst_out = out;
+        }
+    }
+    ~checker() {
+        if (getenv("TEST_KERNELS_TIMES")) printf("    %.3f s  %s\n", now_s() - t0, what);
+    }
+    void rc(int code) {
+        if (code != MGT_KERNEL_OK)
+            FAIL("%s: launcher returned %d (%s:%d: %s)", what, code, mgt_kernel_last_error().file, mgt_kernel_last_error().line,
+                 mgt_kernel_last_error().what);
+    }
+};
+
+/* ---- inputs -------------------------------------------------------------------------------------------- */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double urand(void) { // uniform in [0, 1)
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) * 0x1p-53;
+}
+static int irand(int n) { return (int)(urand() * n); }
+template <class T> static std::vector<T> rnd(size_t n, double lo, double hi) {
+    std::vector<T> v(n);
+    for (T &x : v) x = T((float)(lo + (hi - lo) * urand()));
+    return v;
+}
+template <class T> static std::vector<T> filled(size_t n, float value) { return std::vector<T>(n, T(value)); }
+
+/* ---- thread orders ------------------------------------------------------------------------------------- */
+typedef std::vector<unsigned char> blob;
+template <class T> static blob bytes(const std::vector<T> &v) {
+    blob b(v.size() * sizeof(T));
+    if (!v.empty()) memcpy(b.data(), v.data(), b.size());
+    return b;
+}
+static int order_runs = 0;
+/* run() launches on fresh copies of the inputs and returns the outputs' bytes; it runs under the
+   forward and reverse orders (and two random ones when `random`), and every run must give the
+   forward run's bytes. The outputs of the last run stay where run() put them. */
+template <class F> static void in_orders(checker &ck, bool random, F &&run) {
+    static const int orders[][2] = {{MGT_SIMT_FORWARD, 0}, {MGT_SIMT_REVERSE, 0}, {MGT_SIMT_RANDOM, 1}, {MGT_SIMT_RANDOM, 2}};
+    std::vector<blob> first;
+    for (int k = 0; k < (random ? 4 : 2); k++) {
+        mgt_simt_set_order(orders[k][0], (unsigned long long)orders[k][1]);
+        std::vector<blob> got = run();
+        order_runs++;
+        if (k == 0) {
+            first = got;
+            continue;
+        }
+        for (size_t o = 0; o < got.size(); o++)
+            if (got[o] != first[o]) {
+                size_t at = 0;
+                while (at < got[o].size() && got[o][at] == first[o][at]) at++;
+                FAIL("%s: output %zu differs between the forward order and %s order %d (first at byte %zu)", ck.what, o,
+                     orders[k][0] == MGT_SIMT_REVERSE ? "the reverse" : "random", orders[k][1], at);
+            }
+    }
+    mgt_simt_set_order(MGT_SIMT_FORWARD, 0);
+}
+
+/* the 16-bit dwte's worst error in units of u_T sum|terms| (reported, not asserted): an fp32
+   accumulation rounded once stays within 1 + k 2^-24 / u_T of it, rounding after every addition
+   does not */
+static double dwte_worst = 0;
+static int dwte_worst_k = 0;
+
+/* ==== encoder: out = wte[tok - start] (in the slice) + wpe[t]; dwte, dwpe += ================================ */
+template <class T> static void test_encoder(int B, int Tn, int C, int vocab_start, int vocab_rows, int V, bool wpe_on, bool random) {
+    int N = B * Tn;
+    std::vector<int> tok(N);
+    int hot = vocab_start + (vocab_rows > 1 ? 1 : 0); // a token at every third position: long accumulations
+    for (int r = 0; r < N; r++) tok[r] = r % 3 == 0 ? hot : irand(V);
+    std::vector<T> wte = rnd<T>((size_t)(vocab_rows > 0 ? vocab_rows : 1) * C, -1, 1), wpe = rnd<T>((size_t)Tn * C, -1, 1);
+    const T *wte_p = vocab_rows > 0 ? wte.data() : nullptr, *wpe_p = wpe_on ? wpe.data() : nullptr;
+    {
+        checker ck("encoder", "encoder_forward<%s> B=%d T=%d C=%d slice [%d,+%d) of V=%d%s", prec<T>::name, B, Tn, C, vocab_start,
+                   vocab_rows, V, wpe_on ? "" : " no wpe");
+        std::vector<T> out;
+        in_orders(ck, random, [&] {
+            out = filled<T>((size_t)N * C, 7.0f); // every element must be written
+            ck.rc(mgt_cuda_encoder_forward<T>(out.data(), tok.data(), wte_p, vocab_start, vocab_rows, wpe_p, B, Tn, C, nullptr));
+            return std::vector<blob>{bytes(out)};
+        });
+        for (int r = 0; r < N; r++) {
+            int v = tok[r] - vocab_start;
+            bool in = v >= 0 && v < vocab_rows;
+            for (int c = 0; c < C; c++) {
+                double e = in ? dv(wte[(size_t)v * C + c]) : 0.0, p = wpe_on ? dv(wpe[(size_t)(r % Tn) * C + c]) : 0.0;
+                // one fp32 addition (exact when one term is 0): one rounding of the sum
+                ck.near("out", (size_t)r * C + c, dv(out[(size_t)r * C + c]), e + p, bnd<T>(e + p, U32 * fabs(e + p)));
+            }
+        }
+    }
+    {
+        checker ck("encoder", "encoder_backward<%s> B=%d T=%d C=%d slice [%d,+%d) of V=%d%s", prec<T>::name, B, Tn, C, vocab_start,
+                   vocab_rows, V, wpe_on ? "" : " no dwpe");
+        std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1), dwte0 = rnd<T>(wte.size(), -1, 1), dwpe0 = rnd<T>(wpe.size(), -1, 1);
+        std::vector<T> dwte, dwpe;
+        in_orders(ck, random, [&] {
+            dwte = dwte0; // "+=": starts non-zero
+            dwpe = dwpe0;
+            ck.rc(mgt_cuda_encoder_backward<T>(vocab_rows > 0 ? dwte.data() : nullptr, wpe_on ? dwpe.data() : nullptr, dout.data(), tok.data(),
+                                               vocab_start, vocab_rows, B, Tn, C, nullptr));
+            return std::vector<blob>{bytes(dwte), bytes(dwpe)};
+        });
+        /* references: sums in double; the bound allows the fp32 sum its k-term error k 2^-24 sum|terms|.
+           A 16-bit dwte is rounded to T after every addition (the kernel adds into dwte in place, see
+           kernels/encoder.cu), which the bound allows for: k u_T sum|terms| instead of k 2^-24. */
+        std::vector<double> swte(dwte0.size()), mwte(dwte0.size()), swpe(dwpe0.size()), mwpe(dwpe0.size());
+        std::vector<int> kwte(vocab_rows > 0 ? (size_t)vocab_rows : 1, 1);
+        for (size_t i = 0; i < swte.size(); i++) swte[i] = dv(dwte0[i]), mwte[i] = fabs(swte[i]);
+        for (size_t i = 0; i < swpe.size(); i++) swpe[i] = dv(dwpe0[i]), mwpe[i] = fabs(swpe[i]);
+        for (int r = 0; r < N; r++) {
+            int v = tok[r] - vocab_start;
+            if (v >= 0 && v < vocab_rows) kwte[v]++;
+            for (int c = 0; c < C; c++) {
+                double d = dv(dout[(size_t)r * C + c]);
+                if (v >= 0 && v < vocab_rows) swte[(size_t)v * C + c] += d, mwte[(size_t)v * C + c] += fabs(d);
+                swpe[(size_t)(r % Tn) * C + c] += d, mwpe[(size_t)(r % Tn) * C + c] += fabs(d);
+            }
+        }
+        double per_add = sizeof(T) == 4 ? U32 : prec<T>::u;
+        if (vocab_rows > 0)
+            for (size_t i = 0; i < swte.size(); i++) {
+                ck.near("dwte", i, dv(dwte[i]), swte[i], bnd<T>(swte[i], kwte[i / C] * per_add * mwte[i]));
+                double r = fabs(dv(dwte[i]) - swte[i]) / (prec<T>::u * mwte[i]);
+                if (sizeof(T) == 2 && r > dwte_worst) dwte_worst = r, dwte_worst_k = kwte[i / C];
+            }
+        for (size_t i = 0; i < swpe.size(); i++) {
+            double want = wpe_on ? swpe[i] : dv(dwpe0[i]); // no dwpe: untouched
+            ck.near("dwpe", i, dv(dwpe[i]), want, wpe_on ? bnd<T>(want, (B + 1) * U32 * mwpe[i]) : 0.0);
+        }
+    }
+}
+
+/* ==== layernorm ============================================================================================= */
+template <class T> static void test_layernorm(int N, int C, bool random, bool stats = true) {
+    std::vector<T> inp = rnd<T>((size_t)N * C, -1, 1.5), w = rnd<T>(C, 0.5, 1.5), b = rnd<T>(C, -0.5, 0.5);
+    for (int c = 0; c < C; c += 5) inp[c] = T(3.0f); // a few outliers in row 0
+    std::vector<double> m(N), rs(N);
+    for (int r = 0; r < N; r++) {
+        double s = 0, v = 0;
+        for (int c = 0; c < C; c++) s += dv(inp[(size_t)r * C + c]);
+        m[r] = s / C;
+        for (int c = 0; c < C; c++) v += (dv(inp[(size_t)r * C + c]) - m[r]) * (dv(inp[(size_t)r * C + c]) - m[r]);
+        rs[r] = 1.0 / sqrt(v / C + 1e-5);
+    }
+    {
+        checker ck("layernorm", "layernorm_forward<%s> N=%d C=%d%s", prec<T>::name, N, C, stats ? "" : " no mean/rstd");
+        std::vector<T> out;
+        std::vector<float> mean, rstd;
+        in_orders(ck, random, [&] {
+            out = filled<T>((size_t)N * C, 7.0f);
+            mean.assign(N, 7.0f);
+            rstd.assign(N, 7.0f);
+            ck.rc(mgt_cuda_layernorm_forward<T>(out.data(), stats ? mean.data() : nullptr, stats ? rstd.data() : nullptr, inp.data(), w.data(),
+                                                b.data(), N, C, nullptr));
+            return std::vector<blob>{bytes(out), bytes(mean), bytes(rstd)};
+        });
+        /* the mean is a C-term fp32 sum (strided per lane, then a 5-level tree): (C + 5) 2^-24 mean|x|;
+           the variance a C-term sum of squares, so rstd is off by about (C + 8) 2^-24 relative (its
+           square root halves that; the rest is slack); out = (x - m) rs w + b inherits the mean's error
+           times rs |w|, rstd's relative error times |xhat w|, and four roundings */
+        for (int r = 0; r < N; r++) {
+            double ma = 0;
+            for (int c = 0; c < C; c++) ma += fabs(dv(inp[(size_t)r * C + c]));
+            ma /= C;
+            double em = (C + 5) * U32 * ma, erel = (C + 8) * U32;
+            if (stats) {
+                ck.near("mean", r, mean[r], m[r], em + prec<float>::tiny);
+                ck.near("rstd", r, rstd[r], rs[r], (erel + em * rs[r] * rs[r] * 2) * rs[r]);
+            } else {
+                ck.near("mean (untouched)", r, mean[r], 7.0, 0.0);
+            }
+            for (int c = 0; c < C; c++) {
+                double xh = (dv(inp[(size_t)r * C + c]) - m[r]) * rs[r], want = xh * dv(w[c]) + dv(b[c]);
+                double e32 = em * rs[r] * fabs(dv(w[c])) + (erel + em * rs[r] * rs[r] * 2) * fabs(xh * dv(w[c])) +
+                             4 * U32 * (fabs(xh * dv(w[c])) + fabs(dv(b[c])));
+                ck.near("out", (size_t)r * C + c, dv(out[(size_t)r * C + c]), want, bnd<T>(want, e32));
+            }
+        }
+    }
+    {
+        checker ck("layernorm", "layernorm_backward<%s> N=%d C=%d", prec<T>::name, N, C);
+        std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1), dinp0 = rnd<T>((size_t)N * C, -1, 1), dw0 = rnd<T>(C, -1, 1), db0 = rnd<T>(C, -1, 1);
+        std::vector<float> mean(N), rstd(N); // the saved statistics, as the forward kernel stores them
+        for (int r = 0; r < N; r++) mean[r] = (float)m[r], rstd[r] = (float)rs[r];
+        std::vector<T> dinp, dw, db;
+        std::vector<float> scratch;
+        size_t sbytes = mgt_cuda_layernorm_backward_scratch(N, C);
+        in_orders(ck, random, [&] {
+            dinp = dinp0, dw = dw0, db = db0;
+            scratch.assign(sbytes / sizeof(float), NAN); // the kernels must write before they read
+            ck.rc(mgt_cuda_layernorm_backward<T>(dinp.data(), dw.data(), db.data(), scratch.data(), dout.data(), inp.data(), w.data(), mean.data(),
+                                                 rstd.data(), N, C, nullptr));
+            return std::vector<blob>{bytes(dinp), bytes(dw), bytes(db)};
+        });
+        std::vector<double> sw(C), sb(C), mw(C), mb(C);
+        for (int c = 0; c < C; c++) sw[c] = dv(dw0[c]), sb[c] = dv(db0[c]), mw[c] = fabs(sw[c]), mb[c] = fabs(sb[c]);
+        for (int r = 0; r < N; r++) {
+            double mr = mean[r], rr = rstd[r], sg = 0, sgx = 0, ag = 0, agx = 0;
+            for (int c = 0; c < C; c++) {
+                double g = dv(w[c]) * dv(dout[(size_t)r * C + c]), xh = (dv(inp[(size_t)r * C + c]) - mr) * rr;
+                sg += g, sgx += g * xh, ag += fabs(g), agx += fabs(g * xh);
+            }
+            double mg = sg / C, mgx = sgx / C;
+            for (int c = 0; c < C; c++) {
+                size_t i = (size_t)r * C + c;
+                double d = dv(dout[i]), g = dv(w[c]) * d, xh = (dv(inp[i]) - mr) * rr;
+                double want = dv(dinp0[i]) + rr * (g - mg - xh * mgx);
+                /* the two row means are C-term fp32 sums: (C + 5) 2^-24 of their |terms|; six roundings on the rest */
+                double e32 = (C + 5) * U32 * rr * (ag + fabs(xh) * agx) / C + 6 * U32 * (fabs(dv(dinp0[i])) + rr * (fabs(g) + fabs(mg) + fabs(xh * mgx)));
+                ck.near("dinp", i, dv(dinp[i]), want, bnd<T>(want, e32));
+                sw[c] += d * xh, mw[c] += fabs(d * xh), sb[c] += d, mb[c] += fabs(d);
+            }
+        }
+        /* dweight, dbias: N-term fp32 sums (rows in parts, warps, then parts in order) plus 3 roundings per term */
+        for (int c = 0; c < C; c++) {
+            ck.near("dweight", c, dv(dw[c]), sw[c], bnd<T>(sw[c], (N + 8) * U32 * mw[c]));
+            ck.near("dbias", c, dv(db[c]), sb[c], bnd<T>(sb[c], (N + 8) * U32 * mb[c]));
+        }
+    }
+}
+
+/* ==== causal softmax of attention ============================================================================ */
+template <class T> static void test_softmax(int BNH, int Tn, float scale, bool in_place, bool random) {
+    size_t n = (size_t)BNH * Tn * Tn;
+    std::vector<T> scores = rnd<T>(n, -8, 8);
+    std::vector<double> P(n);
+    for (int row = 0; row < BNH * Tn; row++) {
+        int t = row % Tn;
+        const T *s = &scores[(size_t)row * Tn];
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j <= t; j++) mx = fmax(mx, (double)scale * dv(s[j]));
+        for (int j = 0; j <= t; j++) sum += exp((double)scale * dv(s[j]) - mx);
+        for (int j = 0; j < Tn; j++) P[(size_t)row * Tn + j] = j <= t ? exp((double)scale * dv(s[j]) - mx) / sum : 0.0;
+    }
+    {
+        checker ck("softmax", "softmax_forward<%s> BNH=%d T=%d scale=%g%s", prec<T>::name, BNH, Tn, scale, in_place ? " in place" : "");
+        std::vector<T> att, sc;
+        in_orders(ck, random, [&] {
+            sc = scores;
+            att = filled<T>(n, 7.0f);
+            T *out = in_place ? sc.data() : att.data();
+            ck.rc(mgt_cuda_softmax_forward<T>(out, sc.data(), scale, BNH, Tn, nullptr));
+            return std::vector<blob>{bytes(in_place ? sc : att)};
+        });
+        const std::vector<T> &got = in_place ? sc : att;
+        /* p = exp(x - M) / sum: x = scale s is rounded (2^-24 |x|), x - M rounds (2^-24 |x - M|, which
+           exp turns into a relative error), exp and the division add a few 2^-24; the sum of t + 1
+           positive terms adds (t + 6) 2^-24 relative (online rescaling per lane, a 5-level tree) */
+        for (int row = 0; row < BNH * Tn; row++) {
+            int t = row % Tn;
+            double mx = -INFINITY;
+            for (int j = 0; j <= t; j++) mx = fmax(mx, (double)scale * dv(scores[(size_t)row * Tn + j]));
+            for (int j = 0; j < Tn; j++) {
+                size_t i = (size_t)row * Tn + j;
+                double x = (double)scale * dv(scores[i]);
+                ck.near("att", i, dv(got[i]), P[i], j <= t ? bnd<T>(P[i], (t + 12 + 2 * (fabs(x) + fabs(mx))) * U32 * P[i]) : 0.0);
+            }
+        }
+    }
+    {
+        checker ck("softmax", "softmax_backward<%s> BNH=%d T=%d scale=%g%s", prec<T>::name, BNH, Tn, scale, in_place ? " in place" : "");
+        std::vector<T> att(n), datt0 = rnd<T>(n, -1, 1), ds, datt;
+        for (size_t i = 0; i < n; i++) att[i] = T((float)P[i]);
+        in_orders(ck, random, [&] {
+            datt = datt0;
+            ds = filled<T>(n, 7.0f);
+            T *out = in_place ? datt.data() : ds.data();
+            ck.rc(mgt_cuda_softmax_backward<T>(out, datt.data(), att.data(), scale, BNH, Tn, nullptr));
+            return std::vector<blob>{bytes(in_place ? datt : ds)};
+        });
+        const std::vector<T> &got = in_place ? datt : ds;
+        for (int row = 0; row < BNH * Tn; row++) {
+            int t = row % Tn;
+            double dot = 0, adot = 0;
+            for (int j = 0; j <= t; j++) {
+                size_t i = (size_t)row * Tn + j;
+                dot += dv(att[i]) * dv(datt0[i]), adot += fabs(dv(att[i]) * dv(datt0[i]));
+            }
+            for (int j = 0; j < Tn; j++) {
+                size_t i = (size_t)row * Tn + j;
+                double p = dv(att[i]), want = j <= t ? (double)scale * p * (dv(datt0[i]) - dot) : 0.0;
+                // the dot is a (t + 1)-term fp32 sum: (t + 6) 2^-24 sum|p dp|; three roundings on the rest
+                double e32 = fabs(scale * p) * ((t + 6) * U32 * adot + 3 * U32 * (fabs(dv(datt0[i])) + fabs(dot)));
+                ck.near("dscores", i, dv(got[i]), want, j <= t ? bnd<T>(want, e32) : 0.0);
+            }
+        }
+    }
+}
+
+/* ==== GELU (tanh approximation) ============================================================================== */
+static const double GELU_S = 0.7978845608028654, GELU_A = 0.044715;
+template <class T> static void test_gelu(size_t n, int alias, bool random) {
+    static const char *alias_name[] = {"", " dinp = inp", " dinp = dout"};
+    std::vector<T> inp = rnd<T>(n, -6, 6), dout0 = rnd<T>(n, -1, 1);
+    inp[0] = T(0.0f), inp[n > 1 ? 1 : 0] = T(-0.0f);
+    {
+        checker ck("gelu", "gelu_forward<%s> n=%zu", prec<T>::name, n);
+        std::vector<T> out;
+        in_orders(ck, random, [&] {
+            out = filled<T>(n, 7.0f);
+            ck.rc(mgt_cuda_gelu_forward<T>(out.data(), inp.data(), n, nullptr));
+            return std::vector<blob>{bytes(out)};
+        });
+        /* out = 0.5 x (1 + th): tanhf and its argument give th an absolute error of a few 2^-24, which
+           0.5 |x| carries into out (the cancellation in 1 + th for x << 0); four more roundings */
+        for (size_t i = 0; i < n; i++) {
+            double x = dv(inp[i]), want = 0.5 * x * (1 + tanh(GELU_S * (x + GELU_A * x * x * x)));
+            ck.near("out", i, dv(out[i]), want, bnd<T>(want, U32 * (4 * fabs(x) + 4 * fabs(want))));
+        }
+    }
+    {
+        checker ck("gelu", "gelu_backward<%s> n=%zu%s", prec<T>::name, n, alias_name[alias]);
+        std::vector<T> dinp, in, dout;
+        in_orders(ck, random, [&] {
+            in = inp, dout = dout0;
+            dinp = filled<T>(n, 7.0f);
+            T *d = alias == 1 ? in.data() : alias == 2 ? dout.data() : dinp.data();
+            ck.rc(mgt_cuda_gelu_backward<T>(d, in.data(), dout.data(), n, nullptr));
+            return std::vector<blob>{bytes(alias == 1 ? in : alias == 2 ? dout : dinp)};
+        });
+        const std::vector<T> &got = alias == 1 ? in : alias == 2 ? dout : dinp;
+        /* grad = 0.5 (1 + th) + 0.5 x (1 - th^2) s (1 + 3 a x^2): th's absolute error (a few 2^-24) is
+           multiplied by up to 1 + |x| s (1 + 3 a x^2) (the second term's factor th^2); ten roundings */
+        for (size_t i = 0; i < n; i++) {
+            double x = dv(inp[i]), th = tanh(GELU_S * (x + GELU_A * x * x * x));
+            double g = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * GELU_S * (1 + 3 * GELU_A * x * x), d = dv(dout0[i]), want = g * d;
+            double mag = 1 + fabs(x) * GELU_S * (1 + 3 * GELU_A * x * x);
+            ck.near("dinp", i, dv(got[i]), want, bnd<T>(want, 10 * U32 * mag * fabs(d)));
+        }
+    }
+}
+
+/* ==== residual: y += x; out += residual + bias; dbias += column sums ========================================== */
+template <class T> static void test_residual(int N, int C, bool random) {
+    size_t n = (size_t)N * C;
+    std::vector<T> x = rnd<T>(n, -1, 1), y0 = rnd<T>(n, -1, 1), bias = rnd<T>(C, -1, 1);
+    for (int alias = 0; alias < 2; alias++) {
+        checker ck("residual", "add_inplace<%s> n=%zu%s", prec<T>::name, n, alias ? " x = y" : "");
+        std::vector<T> y;
+        in_orders(ck, random, [&] {
+            y = y0;
+            ck.rc(mgt_cuda_add_inplace<T>(y.data(), alias ? y.data() : x.data(), n, nullptr));
+            return std::vector<blob>{bytes(y)};
+        });
+        for (size_t i = 0; i < n; i++) { // one fp32 addition: one rounding
+            double want = dv(y0[i]) + (alias ? dv(y0[i]) : dv(x[i]));
+            ck.near("y", i, dv(y[i]), want, bnd<T>(want, U32 * fabs(want)));
+        }
+    }
+    for (int alias = 0; alias < 2; alias++) {
+        checker ck("residual", "bias_residual<%s> N=%d C=%d%s", prec<T>::name, N, C, alias ? " residual = out" : "");
+        std::vector<T> out;
+        in_orders(ck, random, [&] {
+            out = y0; // "+="
+            ck.rc(mgt_cuda_bias_residual<T>(out.data(), alias ? out.data() : x.data(), bias.data(), N, C, nullptr));
+            return std::vector<blob>{bytes(out)};
+        });
+        for (size_t i = 0; i < n; i++) { // two fp32 additions
+            double o = dv(y0[i]), r = alias ? o : dv(x[i]), b = dv(bias[i % C]), want = o + r + b;
+            ck.near("out", i, dv(out[i]), want, bnd<T>(want, 2 * U32 * (fabs(o) + fabs(r) + fabs(b))));
+        }
+    }
+    {
+        checker ck("residual", "bias_backward<%s> N=%d C=%d", prec<T>::name, N, C);
+        std::vector<T> db0 = rnd<T>(C, -1, 1), db;
+        std::vector<float> scratch;
+        size_t sbytes = mgt_cuda_bias_backward_scratch(N, C);
+        in_orders(ck, random, [&] {
+            db = db0;
+            scratch.assign(sbytes / sizeof(float), NAN);
+            ck.rc(mgt_cuda_bias_backward<T>(db.data(), scratch.data(), x.data(), N, C, nullptr));
+            return std::vector<blob>{bytes(db)};
+        });
+        for (int c = 0; c < C; c++) { // an (N + 1)-term fp32 sum in parts: (N + 8) 2^-24 sum|terms|
+            double s = dv(db0[c]), a = fabs(s);
+            for (int r = 0; r < N; r++) s += dv(x[(size_t)r * C + c]), a += fabs(dv(x[(size_t)r * C + c]));
+            ck.near("dbias", c, dv(db[c]), s, bnd<T>(s, (N + 8) * U32 * a));
+        }
+    }
+}
+
+/* ==== vocabulary-parallel cross-entropy ======================================================================= */
+template <class T> static void test_xent(int N, int V, int tp, int Vl, float gs, bool random) {
+    const float PAD = 1000.0f; // padding columns hold a value that would dominate any max or sum that read it
+    std::vector<int> tgt(N);
+    for (int r = 0; r < N; r++) tgt[r] = irand(V);
+    tgt[0] = 0, tgt[N > 1 ? 1 : 0] = V - 1;
+    if (N > 2 && tp > 1) tgt[2] = Vl; // the first column of rank 1
+    std::vector<std::vector<T>> logits0(tp);
+    for (int k = 0; k < tp; k++) {
+        logits0[k] = rnd<T>((size_t)N * Vl, -4, 4);
+        for (int r = 0; r < N; r++) {
+            if (r % 4 == 1 && Vl > 3) logits0[k][(size_t)r * Vl + 3] = T(12.0f); // a peaked row
+            for (int i = 0; i < Vl; i++)
+                if (k * Vl + i >= V) logits0[k][(size_t)r * Vl + i] = T(PAD);
+        }
+    }
+    auto valid_of = [&](int k) { int v = V - k * Vl; return v < 0 ? 0 : v > Vl ? Vl : v; };
+    /* partial, rank by rank */
+    std::vector<float> parts((size_t)tp * N * 3);
+    std::vector<std::vector<T>> logits1(tp);
+    for (int k = 0; k < tp; k++) {
+        int valid = valid_of(k);
+        checker ck("crossentropy", "xent_partial<%s> N=%d V=%d tp=%d rank %d Vl=%d (valid %d)", prec<T>::name, N, V, tp, k, Vl, valid);
+        std::vector<T> l;
+        std::vector<float> part;
+        in_orders(ck, random, [&] {
+            l = logits0[k];
+            part.assign((size_t)N * 3, 7.0f);
+            ck.rc(mgt_cuda_xent_partial<T>(part.data(), l.data(), tgt.data(), N, k * Vl, Vl, V, nullptr));
+            return std::vector<blob>{bytes(part), bytes(l)};
+        });
+        for (int r = 0; r < N; r++) {
+            const T *x = &logits0[k][(size_t)r * Vl];
+            double mx = -INFINITY, sum = 0, mag = 0;
+            for (int i = 0; i < valid; i++) mx = fmax(mx, dv(x[i]));
+            for (int i = 0; i < valid; i++) {
+                double e = exp(dv(x[i]) - mx);
+                sum += e, mag += e * (fabs(dv(x[i]) - mx) + 2);
+            }
+            int y = tgt[r] - k * Vl;
+            double target = y >= 0 && y < valid ? dv(x[y]) : 0.0;
+            ck.near("max", (size_t)r, part[(size_t)r * 3], mx, 0.0); // a max is exact
+            /* sum of exp(l - max): each term off by (|l - max| + 2) 2^-24 relative (the rounded
+               difference, expf), the sum of `valid` terms by (valid + 10) 2^-24 of the total */
+            ck.near("sum", (size_t)r, part[(size_t)r * 3 + 1], sum, valid ? U32 * (mag + (valid + 10) * sum) : 0.0);
+            ck.near("target", (size_t)r, part[(size_t)r * 3 + 2], target, 0.0);
+            for (int i = 0; i < Vl; i++) {
+                size_t j = (size_t)r * Vl + i;
+                if (i < valid) {
+                    double e = exp(dv(x[i]) - mx);
+                    ck.near("exp(logits - max)", j, dv(l[j]), e, bnd<T>(e, U32 * e * (fabs(dv(x[i]) - mx) + 2)));
+                } else {
+                    ck.near("padding (untouched)", j, dv(l[j]), PAD, 0.0);
+                }
+            }
+        }
+        memcpy(&parts[(size_t)k * N * 3], part.data(), sizeof(float) * N * 3);
+        logits1[k] = l;
+    }
+    /* finish, on every rank: the same losses everywhere, and this rank's gradient */
+    std::vector<double> loss0;
+    for (int k = 0; k < tp; k++) {
+        int valid = valid_of(k);
+        checker ck("crossentropy", "xent_finish<%s> N=%d V=%d tp=%d rank %d Vl=%d grad_scale=%g", prec<T>::name, N, V, tp, k, Vl, gs);
+        std::vector<T> l;
+        std::vector<double> losses;
+        in_orders(ck, random, [&] {
+            l = logits1[k];
+            losses.assign(N, 7.0);
+            ck.rc(mgt_cuda_xent_finish<T>(losses.data(), l.data(), parts.data(), tp, tgt.data(), N, k * Vl, Vl, V, gs, nullptr));
+            return std::vector<blob>{bytes(losses), bytes(l)};
+        });
+        if (k == 0) loss0 = losses;
+        else if (bytes(losses) != bytes(loss0)) FAIL("%s: the losses differ from rank 0's", ck.what);
+        for (int r = 0; r < N; r++) {
+            /* from the parts: M, S = sum_k sum_k exp(max_k - M) (each exp off by (|max_k - M| + 2)
+               2^-24 relative, an underflowing one by 2^-149 absolute), loss = log S + M - target in fp64 */
+            double M = -INFINITY, S = 0, target = 0, w = 0, under = 0;
+            for (int q = 0; q < tp; q++) {
+                const float *p = &parts[((size_t)q * N + r) * 3];
+                if (p[1] > 0 && p[0] > M) M = p[0];
+            }
+            for (int q = 0; q < tp; q++) {
+                const float *p = &parts[((size_t)q * N + r) * 3];
+                if (p[1] > 0) {
+                    double e = (double)p[1] * exp((double)p[0] - M);
+                    S += e, w += e * (fabs((double)p[0] - M) + 2), under += (double)p[1] * 0x1p-149;
+                }
+                target += p[2];
+            }
+            double loss = log(S) + M - target;
+            ck.near("loss", (size_t)r, losses[r], loss, (U32 * w + under) / S + 1e-15 * (fabs(log(S)) + fabs(M) + fabs(target)));
+            /* and end to end from the original logits (independent of the parts): the partial sums'
+               (valid + 10 + spread) 2^-24 on top */
+            double gmax = -INFINITY, gsum = 0, spread = 0, yl = 0;
+            for (int q = 0; q < tp; q++)
+                for (int i = 0; i < valid_of(q); i++) gmax = fmax(gmax, dv(logits0[q][(size_t)r * Vl + i]));
+            for (int q = 0; q < tp; q++)
+                for (int i = 0; i < valid_of(q); i++) {
+                    double x = dv(logits0[q][(size_t)r * Vl + i]);
+                    gsum += exp(x - gmax), spread = fmax(spread, gmax - x);
+                    if (q * Vl + i == tgt[r]) yl = x;
+                }
+            double direct = log(gsum) + gmax - yl;
+            ck.near("loss (end to end)", (size_t)r, losses[r], direct, U32 * (Vl + 20 + 2 * spread) + 1e-15 * (fabs(gmax) + fabs(yl) + 1));
+            /* dlogits = exp(l - max_me) (as partial stored it) * exp(max_me - M) / S * gs - onehot gs:
+               the row scale is off by (|max_me - M| + 4) 2^-24 relative, two more roundings */
+            const float *me = &parts[((size_t)k * N + r) * 3];
+            double scale = me[1] > 0 ? exp((double)me[0] - M) / S * gs : 0.0;
+            int y = tgt[r] - k * Vl;
+            for (int i = 0; i < Vl; i++) {
+                size_t j = (size_t)r * Vl + i;
+                if (gs == 0.0f) {
+                    ck.near("logits (untouched)", j, dv(l[j]), dv(logits1[k][j]), 0.0);
+                    continue;
+                }
+                if (i >= valid) {
+                    ck.near("dlogits padding", j, dv(l[j]), 0.0, 0.0);
+                    continue;
+                }
+                double a = dv(logits1[k][j]) * scale, want = a - (i == y ? gs : 0.0);
+                double e32 = (fabs((double)me[0] - M) + 6) * U32 * fabs(a) + U32 * fabs(want);
+                ck.near("dlogits", j, dv(l[j]), want, bnd<T>(want, e32));
+                /* end to end: (softmax - onehot) gs; partial's rounding of exp into T on top (u_T relative,
+                   or tiny_T absolute where exp(l - max) fell below T's normal range, times the row scale) */
+                double x = dv(logits0[k][j]), sm = exp(x - gmax) / gsum, d2 = (sm - (i == y ? 1.0 : 0.0)) * gs;
+                double e2 = (prec<T>::u + U32 * (Vl + 30 + 2 * spread)) * sm * fabs(gs) + prec<T>::tiny * fabs(scale);
+                ck.near("dlogits (end to end)", j, dv(l[j]), d2, bnd<T>(d2, e2));
+            }
+        }
+    }
+}
+
+/* ==== AdamW ==================================================================================================== */
+struct adam_hp {
+    float lr, b1, b2, eps, wd, gs, bc1, bc2;
+};
+/* one element in double from the same fp32 hyperparameters; e32: what fp32 may add (the scalars
+   step, sqrt(bc2), decay each rounded once, a few roundings per moment, the quotient's ten) */
+static void adam_ref(const adam_hp &h, double p, double g, double m, double v, double *po, double *mo, double *vo, double e32[3]) {
+    g *= h.gs;
+    double m1 = h.b1 * m + (1.0 - h.b1) * g, v1 = h.b2 * v + (1.0 - h.b2) * g * g;
+    double den = sqrt(v1) / sqrt((double)h.bc2) + h.eps, upd = (double)h.lr / h.bc1 * m1 / den, decay = 1.0 - (double)h.lr * h.wd;
+    *mo = m1, *vo = v1, *po = p * decay - upd;
+    e32[0] = 4 * U32 * (fabs(h.b1 * m) + fabs((1.0 - h.b1) * g));
+    e32[1] = 5 * U32 * (fabs(h.b2 * v) + fabs((1.0 - h.b2) * g * g));
+    e32[2] = U32 * (3 * fabs(p * decay) + 12 * fabs(upd)) + fabs(upd) * (e32[0] / fmax(fabs(m1), 1e-300) + e32[1] / fmax(v1, 1e-300));
+}
+static const adam_hp HP = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 1.0f - 0.9f * 0.9f * 0.9f, 1.0f - 0.95f * 0.95f * 0.95f};
+static void test_adamw(size_t n, bool random) {
+    std::vector<float> p0 = rnd<float>(n, -1, 1), g = rnd<float>(n, -2, 2), m0 = rnd<float>(n, -0.1, 0.1), v0 = rnd<float>(n, 0, 0.01);
+    v0[0] = 0, m0[0] = 0, g[0] = 0; // 0 / (0 + eps)
+    checker ck("adamw", "adamw<fp32> n=%zu", n);
+    std::vector<float> p, m, v;
+    in_orders(ck, random, [&] {
+        p = p0, m = m0, v = v0;
+        ck.rc(mgt_cuda_adamw(p.data(), g.data(), m.data(), v.data(), n, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, HP.gs, HP.bc1, HP.bc2, nullptr));
+        return std::vector<blob>{bytes(p), bytes(m), bytes(v)};
+    });
+    for (size_t i = 0; i < n; i++) {
+        double po, mo, vo, e[3];
+        adam_ref(HP, p0[i], g[i], m0[i], v0[i], &po, &mo, &vo, e);
+        ck.near("m", i, m[i], mo, e[0] + prec<float>::tiny);
+        ck.near("v", i, v[i], vo, e[1] + prec<float>::tiny);
+        ck.near("param", i, p[i], po, e[2] + prec<float>::tiny);
+    }
+}
+template <class T> static void test_adamw_master(size_t n, bool random) {
+    std::vector<float> w0 = rnd<float>(n, -1, 1), m0 = rnd<float>(n, -0.1, 0.1), v0 = rnd<float>(n, 0, 0.01);
+    std::vector<T> g = rnd<T>(n, -2, 2);
+    checker ck("adamw", "adamw_master<%s> n=%zu", prec<T>::name, n);
+    std::vector<float> w, m, v;
+    std::vector<T> pc;
+    in_orders(ck, random, [&] {
+        w = w0, m = m0, v = v0;
+        pc = filled<T>(n, 7.0f);
+        ck.rc(mgt_cuda_adamw_master<T>(pc.data(), w.data(), g.data(), m.data(), v.data(), n, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, HP.gs, HP.bc1,
+                                       HP.bc2, nullptr));
+        return std::vector<blob>{bytes(w), bytes(m), bytes(v), bytes(pc)};
+    });
+    for (size_t i = 0; i < n; i++) {
+        double po, mo, vo, e[3];
+        adam_ref(HP, w0[i], dv(g[i]), m0[i], v0[i], &po, &mo, &vo, e);
+        ck.near("m", i, m[i], mo, e[0] + prec<float>::tiny);
+        ck.near("v", i, v[i], vo, e[1] + prec<float>::tiny);
+        ck.near("master", i, w[i], po, e[2] + prec<float>::tiny);
+        ck.near("param_copy = round(master)", i, dv(pc[i]), dv(T(w[i])), 0.0); // the kernel's own master, rounded: exact
+    }
+}
+
+/* ==== casts: against a rounding written here in double arithmetic =============================================== */
+/* round to nearest even into a binary format with p significand bits and exponents emin..emax */
+static double round_to(double a, int p, int emin, int emax) {
+    if (isnan(a) || isinf(a) || a == 0) return a;
+    double x = fabs(a);
+    int e;
+    frexp(x, &e);
+    e -= 1; // x in [2^e, 2^(e+1))
+    if (e < emin) e = emin; // subnormal: the quantum stops shrinking
+    double q = ldexp(1.0, e - p + 1), r = x / q, k = floor(r), frac = r - k;
+    if (frac > 0.5 || (frac == 0.5 && fmod(k, 2.0) == 1.0)) k += 1;
+    double y = k * q;
+    if (y >= ldexp(1.0, emax + 1)) y = INFINITY;
+    return a < 0 ? -y : y;
+}
+/* the value of 16 bits: sign, exponent with bias, mantissa of mbits */
+static double decode16(unsigned bits, int ebits, int mbits) {
+    int bias = (1 << (ebits - 1)) - 1, e = (int)(bits >> mbits) & ((1 << ebits) - 1);
+    double m = bits & ((1u << mbits) - 1), s = bits >> 15 ? -1.0 : 1.0;
+    if (e == (1 << ebits) - 1) return m ? NAN : s * INFINITY;
+    if (e == 0) return s * ldexp(m, 1 - bias - mbits);
+    return s * ldexp(1.0 + ldexp(m, -mbits), e - bias);
+}
+static unsigned bits_of(__nv_bfloat16 h) { return __bfloat16_as_ushort(h); }
+static unsigned bits_of(__half h) { return __half_as_ushort(h); }
+template <class H> static void test_cast(size_t n, bool random) {
+    const bool bf = sizeof(H) == 2 && std::is_same<H, __nv_bfloat16>::value;
+    const int p = bf ? 8 : 11, emin = bf ? -126 : -14, emax = bf ? 127 : 15, ebits = bf ? 8 : 5, mbits = bf ? 7 : 10;
+    std::vector<float> src(n);
+    for (size_t i = 0; i < n; i++) { // every binade the format has and some it does not, both signs
+        double mant = 1 + urand(), sgn = urand() < 0.5 ? -1 : 1;
+        int e = bf ? irand(260) - 130 : irand(50) - 27;
+        src[i] = (float)(sgn * ldexp(mant, e));
+    }
+    /* the edges: ties (to even, both directions), overflow, the largest finite, subnormals, zeros, inf, nan */
+    const float edges[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.0f, 65519.0f, 65520.0f,
+                           -65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-26f, 3.3895314e38f, 3.4028235e38f, 0x1p-133f, 0x1p-134f,
+                           0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0] && i < n; i++) src[i] = edges[i];
+    {
+        checker ck("cast", "cast<%s <- fp32> n=%zu", prec<H>::name, n);
+        std::vector<H> dst;
+        in_orders(ck, random, [&] {
+            dst = filled<H>(n, 7.0f);
+            ck.rc(mgt_cuda_cast<H, float>(dst.data(), src.data(), n, nullptr));
+            return std::vector<blob>{bytes(dst)};
+        });
+        for (size_t i = 0; i < n; i++)
+            ck.near("dst", i, decode16(bits_of(dst[i]), ebits, mbits), round_to(src[i], p, emin, emax), 0.0);
+    }
+    {
+        checker ck("cast", "cast<fp32 <- %s> n=%zu", prec<H>::name, n);
+        std::vector<H> h(n);
+        for (size_t i = 0; i < n; i++) h[i] = H(src[i]);
+        std::vector<float> dst;
+        in_orders(ck, random, [&] {
+            dst.assign(n, 7.0f);
+            ck.rc(mgt_cuda_cast<float, H>(dst.data(), h.data(), n, nullptr));
+            return std::vector<blob>{bytes(dst)};
+        });
+        for (size_t i = 0; i < n; i++) ck.near("dst", i, dst[i], decode16(bits_of(h[i]), ebits, mbits), 0.0); // exact
+    }
+}
+
+/* ==== sum of squares and scale ==================================================================================== */
+template <class T> static void test_norm(size_t n, bool random) {
+    std::vector<T> x = rnd<T>(n, -2, 2);
+    {
+        checker ck("norm", "sum_squares<%s> n=%zu", prec<T>::name, n);
+        std::vector<double> out, scratch;
+        size_t sbytes = mgt_cuda_sum_squares_scratch(n);
+        in_orders(ck, random, [&] {
+            out.assign(1, 7.0);
+            scratch.assign(sbytes / sizeof(double), NAN);
+            ck.rc(mgt_cuda_sum_squares<T>(out.data(), n ? scratch.data() : nullptr, x.data(), n, nullptr));
+            return std::vector<blob>{bytes(out)};
+        });
+        long double s = 0;
+        for (size_t i = 0; i < n; i++) s += (long double)dv(x[i]) * dv(x[i]);
+        /* squares of fp32 values are exact in fp64; each thread adds n / 65536 / 256 chunks' worth
+           sequentially (at most 256 terms each), then two 8-level trees and the chunk loop: relative
+           (256 + 16 + chunks) 2^-53 */
+        size_t chunks = (n + MGT_SS_BLOCK - 1) / MGT_SS_BLOCK;
+        ck.near("sum", 0, out[0], (double)s, (272 + chunks) * 0x1p-53 * (double)s);
+    }
+    if (n >= 3) { // inf and nan reach the result (the fp16 loss scaler's overflow check)
+        for (int k = 0; k < 2; k++) {
+            checker ck("norm", "sum_squares<%s> n=%zu with %s", prec<T>::name, n, k ? "nan" : "inf");
+            std::vector<T> y = x;
+            y[n / 2] = T(k ? NAN : -INFINITY);
+            std::vector<double> out(1), scratch(mgt_cuda_sum_squares_scratch(n) / sizeof(double));
+            ck.rc(mgt_cuda_sum_squares<T>(out.data(), scratch.data(), y.data(), n, nullptr));
+            ck.near("sum", 0, out[0], k ? NAN : INFINITY, 0.0);
+        }
+    }
+    {
+        checker ck("norm", "scale<%s> n=%zu", prec<T>::name, n);
+        std::vector<T> y;
+        const float f = 0.37f;
+        in_orders(ck, random, [&] {
+            y = x;
+            ck.rc(mgt_cuda_scale<T>(y.data(), f, n, nullptr));
+            return std::vector<blob>{bytes(y)};
+        });
+        for (size_t i = 0; i < n; i++) { // one fp32 product
+            double want = dv(x[i]) * (double)f;
+            ck.near("x", i, dv(y[i]), want, bnd<T>(want, U32 * fabs(want)));
+        }
+    }
+}
+
+/* ==== launcher preconditions ====================================================================================== */
+static void expect_invalid(const char *call, int code, const char *file, const char *cond) {
+    checker ck("preconditions", "%s", call);
+    ck.f->values++;
+    const mgt_kernel_error &e = mgt_kernel_last_error();
+    if (code != MGT_KERNEL_INVALID || e.code != MGT_KERNEL_INVALID || !strstr(e.file, file) || !strstr(e.what, cond))
+        FAIL("%s: returned %d, last error %d at %s:%d \"%s\"; expected MGT_KERNEL_INVALID from %s naming \"%s\"", call, code, e.code, e.file,
+             e.line, e.what, file, cond);
+}
+static void test_preconditions(void) {
+    float a[64] = {0}, b[64] = {0}, c[64] = {0}, d[64] = {0}, mean[4] = {0}, rstd[4] = {0};
+    int tok[4] = {0, 0, 0, 0};
+    double loss[4];
+    __nv_bfloat16 h[64];
+    expect_invalid("layernorm_forward N = 0", mgt_cuda_layernorm_forward<float>(a, mean, rstd, b, c, d, 0, 16, nullptr), "layernorm.cu", "N > 0");
+    expect_invalid("layernorm_forward out = inp", mgt_cuda_layernorm_forward<float>(a, mean, rstd, a, c, d, 4, 16, nullptr), "layernorm.cu",
+                   "out != inp");
+    expect_invalid("layernorm_backward dinp = dout",
+                   mgt_cuda_layernorm_backward<float>(a, b, c, d, a, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "dinp != dout");
+    expect_invalid("layernorm_backward null scratch",
+                   mgt_cuda_layernorm_backward<float>(a, b, c, nullptr, d, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "scratch");
+    expect_invalid("encoder_forward out = wte", mgt_cuda_encoder_forward<float>(a, tok, a, 0, 4, b, 1, 4, 16, nullptr), "encoder.cu", "out != wte");
+    expect_invalid("encoder_forward null tokens", mgt_cuda_encoder_forward<float>(a, nullptr, b, 0, 4, c, 1, 4, 16, nullptr), "encoder.cu", "tokens");
+    expect_invalid("encoder_backward vocab_start < 0", mgt_cuda_encoder_backward<float>(a, b, c, tok, -1, 4, 1, 4, 16, nullptr), "encoder.cu",
+                   "vocab_start >= 0");
+    expect_invalid("softmax_forward T = 0", mgt_cuda_softmax_forward<float>(a, b, 1.0f, 2, 0, nullptr), "attention.cu", "T > 0");
+    expect_invalid("softmax_backward dscores = att", mgt_cuda_softmax_backward<float>(a, b, a, 1.0f, 1, 8, nullptr), "attention.cu", "dscores != att");
+    expect_invalid("gelu_forward null inp", mgt_cuda_gelu_forward<float>(a, nullptr, 8, nullptr), "gelu.cu", "inp");
+    expect_invalid("bias_residual out = bias", mgt_cuda_bias_residual<float>(a, b, a, 2, 8, nullptr), "residual.cu", "out != bias");
+    expect_invalid("bias_backward C = 0", mgt_cuda_bias_backward<float>(a, b, c, 4, 0, nullptr), "residual.cu", "C > 0");
+    expect_invalid("xent_finish vocab_start not a slice", mgt_cuda_xent_finish<float>(loss, a, b, 2, tok, 2, 5, 8, 16, 1.0f, nullptr),
+                   "crossentropy.cu", "vocab_start % Vl == 0");
+    expect_invalid("xent_finish rank beyond tp", mgt_cuda_xent_finish<float>(loss, a, b, 2, tok, 2, 16, 8, 24, 1.0f, nullptr), "crossentropy.cu",
+                   "vocab_start / Vl < tp");
+    expect_invalid("xent_partial null targets", mgt_cuda_xent_partial<float>(b, a, nullptr, 2, 0, 8, 8, nullptr), "crossentropy.cu", "targets");
+    expect_invalid("adamw param = m",
+                   mgt_cuda_adamw(a, b, a, c, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr), "adamw.cu", "param != m");
+    expect_invalid("adamw bias_correction1 = 0", mgt_cuda_adamw(a, b, c, d, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, 0.0f, HP.bc2, nullptr),
+                   "adamw.cu", "bias_correction1 > 0");
+    expect_invalid("adamw_master param_copy = master",
+                   mgt_cuda_adamw_master<float>(a, a, b, c, d, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr), "adamw.cu",
+                   "param_copy");
+    expect_invalid("cast null src", mgt_cuda_cast<__nv_bfloat16, float>(h, nullptr, 8, nullptr), "cast.cu", "src");
+    expect_invalid("cast in place", mgt_cuda_cast<__nv_bfloat16, float>(h, (const float *)(const void *)h, 8, nullptr), "cast.cu", "dst");
+    expect_invalid("sum_squares null out", mgt_cuda_sum_squares<float>(nullptr, (double *)(void *)a, b, 8, nullptr), "norm.cu", "out");
+    expect_invalid("scale null x", mgt_cuda_scale<float>(nullptr, 2.0f, 8, nullptr), "norm.cu", "x");
+    /* empty launches succeed without touching memory */
+    checker ck("preconditions", "n = 0 launches");
+    ck.rc(mgt_cuda_gelu_forward<float>(nullptr, nullptr, 0, nullptr));
+    ck.rc(mgt_cuda_add_inplace<float>(nullptr, nullptr, 0, nullptr));
+    ck.rc(mgt_cuda_cast<float, __half>(nullptr, nullptr, 0, nullptr));
+    ck.rc(mgt_cuda_adamw(nullptr, nullptr, nullptr, nullptr, 0, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr));
+}
+
+/* ==== the cases ======================================================================================================= */
+template <class T> static void all_ops(void) {
+    /* grid-stride shapes (n > 2048 x 256): every type in the plain build, fp32 under ASan (the
+       indexing does not depend on the type), none under TSan */
+    const bool big = SIZE >= 2 || (SIZE == 1 && sizeof(T) == 4);
+    const bool r = SIZE > 0; // random orders for the smaller cases (TSan: forward and reverse only)
+    /* encoder: C of 37 (not a multiple of 4/8/32), 300 (two blocks of the per-channel kernel);
+       slices with tokens outside them; a rank without rows; grid-stride shapes */
+    test_encoder<T>(2, 5, 37, 0, 40, 40, true, r);
+    test_encoder<T>(3, 7, 45, 10, 20, 40, true, r);
+    test_encoder<T>(2, 9, 300, 20, 20, 40, false, r);
+    test_encoder<T>(1, 3, 8, 40, 0, 40, false, r); // all tokens outside an empty slice
+    if (SIZE >= 1) test_encoder<T>(4, 64, 96, 100, 100, 200, true, false);
+    if (big) test_encoder<T>(2, 131, 4003, 0, 50, 50, true, false); // T C > 2048 x 256: grid-stride
+    /* layernorm: rows not a multiple of the 8 rows per block, C = 1, 3, 37, 67, 131; part splits of N */
+    test_layernorm<T>(1, 1, r);
+    test_layernorm<T>(19, 37, r);
+    test_layernorm<T>(5, 3, r, false);
+    if (SIZE >= 1) test_layernorm<T>(70, 131, r);
+    if (SIZE >= 1) test_layernorm<T>(200, 45, false);
+    if (SIZE >= 2) test_layernorm<T>(1000, 67, false); // 63 parts of 16 rows
+    /* softmax: T = 1, 37 (lanes loop twice), 70; in place; scale 1 and 1/sqrt(64) */
+    test_softmax<T>(3, 1, 1.0f, false, r);
+    test_softmax<T>(SIZE ? 3 : 1, 37, 0.125f, false, r);
+    if (SIZE >= 1) test_softmax<T>(2, 70, 1.0f, true, r);
+    if (SIZE >= 1) test_softmax<T>(4, 131, 0.125f, true, false);
+    /* gelu: n below and above a block, the three aliasings; grid-stride n */
+    test_gelu<T>(1, 0, r);
+    test_gelu<T>(1000, 0, r);
+    test_gelu<T>(777, 1, r);
+    test_gelu<T>(777, 2, r);
+    if (big) test_gelu<T>((size_t)2048 * 256 + 1001, 0, false);
+    /* residual: N C not a multiple of a block; bias sums over parts */
+    test_residual<T>(1, 5, r);
+    test_residual<T>(19, 37, r);
+    if (SIZE >= 1) test_residual<T>(200, 70, false);
+    if (big) test_residual<T>(1000, 525, false); // 525000 > 2048 x 256: grid-stride
+    /* cross-entropy: tp = 1 without and with padding, V above a block (256), tp = 2 with padding in
+       rank 1, tp = 2 where rank 1 holds only padding; loss only (grad_scale 0) */
+    if (SIZE >= 1) test_xent<T>(5, 50, 1, 50, 0.2f, r);
+    test_xent<T>(SIZE ? 6 : 3, 50, 1, 56, 0.25f, r);
+    test_xent<T>(SIZE ? 7 : 3, 301, 2, 152, 1.0f / 7, r);
+    test_xent<T>(SIZE ? 4 : 2, 100, 2, 100, 0.5f, r);
+    if (SIZE >= 1) test_xent<T>(4, 90, 2, 48, 0.0f, r);
+    if (SIZE >= 1) test_xent<T>(33, 600, 2, 304, 1.0f / 33, false);
+    /* AdamW with fp32 master weights, casts, norms */
+    test_adamw_master<T>(1000, r);
+    if (big) test_adamw_master<T>((size_t)2048 * 256 + 333, false);
+    test_norm<T>(0, r);
+    test_norm<T>(1, r);
+    test_norm<T>(1000, r);
+    if (SIZE >= 1) test_norm<T>(MGT_SS_BLOCK + 1, false); // two chunks
+    if (big) test_norm<T>((size_t)3 * MGT_SS_BLOCK * 3 + 5, false); // ten chunks, grid-stride scale
+}
+
+int main(void) {
+    double t0 = now_s();
+    printf("test_kernels (%s build): every launcher of kernels/*.cu through the SIMT shim against double references\n", BUILD);
+    struct step {
+        const char *name;
+        void (*run)(void);
+    } steps[] = {{"fp32", all_ops<float>},
+                 {"bf16", all_ops<__nv_bfloat16>},
+                 {"fp16", all_ops<__half>},
+                 {"fp32 adamw", [] { test_adamw(1000, SIZE > 0); if (SIZE >= 1) test_adamw((size_t)2048 * 256 + 77, false); }},
+                 {"casts", [] {
+                      test_cast<__nv_bfloat16>(1000, SIZE > 0);
+                      test_cast<__half>(1000, SIZE > 0);
+                      if (SIZE >= 1) test_cast<__nv_bfloat16>((size_t)2048 * 256 + 5, false);
+                      if (SIZE >= 2) test_cast<__half>((size_t)2048 * 256 + 5, false);
+                  }},
+                 {"preconditions", test_preconditions}};
+    for (const step &s : steps) {
+        double t1 = now_s();
+        int before = failures;
+        s.run();
+        printf("  %-14s %s (%.2f s)\n", s.name, failures == before ? "ok" : "FAIL", now_s() - t1);
+    }
+    printf("%-14s %6s %10s  %s\n", "family", "cases", "values", "worst error / bound (case)");
+    for (const family &f : families)
+        printf("%-14s %6d %10ld  %.3f (%s%s%s)\n", f.name, f.cases, f.values, f.worst, f.worst_case[0] ? f.worst_case : "exact",
+               f.worst_case[0] ? ": " : "", f.worst_case[0] ? f.worst_out : "");
+    printf("NOTE encoder_backward: a 16-bit dwte is rounded after every addition (not accumulated in fp32): worst error "
+           "%.2f u_T sum|terms| (%d terms; an fp32 accumulation rounded once: at most 1.0)\n", dwte_worst, dwte_worst_k);
+    printf("%d runs under the thread orders, %.1f s; %s\n", order_runs, now_s() - t0, failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}

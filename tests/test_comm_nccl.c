@@ -1,0 +1,251 @@
+/* tests/test_comm_nccl.c: kernels/comm_nccl.c (mgt_comm over NCCL) on rank threads, linked with the
+   checking fakes of cudart and NCCL (tests/fakes/): the groups of a dp 2 x tp 2 x pp 2 grid made as
+   mgt.h makes them, every collective in place and out of place, fp32 / bf16 / f64, send/recv
+   between pipeline stages, a barrier, host buffers, statistics, and an unknown group reported
+   rather than crashing. The fakes run each stream as a deferred queue and check that buffers are
+   used in stream order, so reading a result on the compute stream without the events that
+   comm_nccl.c records would be reported by them. */
+#include "kernels/comm_nccl.h" /* defines: mgt_nccl_world_create, mgt_nccl_comm_create.. */
+
+#include <cuda_runtime.h> /* defines: cudaMalloc, cudaMemcpy, cudaStreamCreate */
+#include <math.h>         /* defines: fabs */
+#include <pthread.h>      /* defines: pthread_create */
+#include <stdio.h>        /* defines: printf, snprintf */
+#include <stdlib.h>       /* defines: malloc, free */
+#include <string.h>       /* defines: strstr, strncpy */
+
+#define DP 2
+#define TP 2
+#define PP 2
+#define W (DP * TP * PP)
+#define N 1000 /* elements per member: not a multiple of anything NCCL likes */
+
+static int failures, checks;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+/* the condition is evaluated before the lock: it may be a collective that waits for other ranks */
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        int ok_ = (cond);                                                    \
+        pthread_mutex_lock(&mu);                                             \
+        checks++;                                                            \
+        if (!ok_) {                                                          \
+            failures++;                                                      \
+            printf("FAIL %s:%d rank %d: %s: ", __FILE__, __LINE__, rank, #cond); \
+            printf(__VA_ARGS__);                                             \
+            printf("\n");                                                    \
+        }                                                                    \
+        pthread_mutex_unlock(&mu);                                           \
+    } while (0)
+
+static __thread char last_error[1024];
+static mgt_result fail(mgt_result r, const char *message) {
+    strncpy(last_error, message, sizeof last_error - 1);
+    return r;
+}
+
+static mgt_nccl_world *world;
+
+/* mgt.h's grid: TP fastest, then DP, then PP; groups numbered by kind as mgt__rank_init does */
+typedef struct grid_rank {
+    int rank, tpr, dpr, ppr;
+    mgt_group tp, dp, pp, emb, all;
+    int members[TP + DP + PP + 2 + W];
+} grid_rank;
+static void make_group(mgt_group *g, int **cursor, int id, int size, int index, int stride, int base) {
+    int i;
+    g->id = id;
+    g->size = size;
+    g->index = index;
+    g->ranks = *cursor;
+    for (i = 0; i < size; i++) (*cursor)[i] = base + i * stride;
+    *cursor += size;
+}
+static void grid(grid_rank *g, int rank) {
+    int *cur = g->members, last;
+    g->rank = rank;
+    g->tpr = rank % TP;
+    g->dpr = rank / TP % DP;
+    g->ppr = rank / (TP * DP);
+    last = g->ppr == PP - 1;
+    make_group(&g->tp, &cur, 0 * W + rank / TP, TP, g->tpr, 1, rank - g->tpr);
+    make_group(&g->dp, &cur, 1 * W + g->ppr * TP + g->tpr, DP, g->dpr, TP, g->ppr * TP * DP + g->tpr);
+    make_group(&g->pp, &cur, 2 * W + g->dpr * TP + g->tpr, PP, g->ppr, TP * DP, g->dpr * TP + g->tpr);
+    make_group(&g->emb, &cur, 3 * W + g->dpr * TP + g->tpr, 2, last ? 1 : 0, (PP - 1) * TP * DP, g->dpr * TP + g->tpr);
+    make_group(&g->all, &cur, 4 * W, W, rank, 1, 0);
+}
+
+static float *device_floats(const float *host, size_t n) {
+    float *d = NULL;
+    cudaMalloc((void **)&d, n * sizeof(float));
+    cudaMemcpy(d, host, n * sizeof(float), cudaMemcpyHostToDevice);
+    return d;
+}
+/* the device buffer after the compute stream's work, as the runtime would see it */
+static void to_host(float *host, const float *d, size_t n, cudaStream_t compute) {
+    cudaStreamSynchronize(compute);
+    cudaMemcpy(host, d, n * sizeof(float), cudaMemcpyDeviceToHost);
+}
+static float value(int rank, int i) { return (float)(rank + 1) + 0.25f * (float)(i % 7); } /* exact in fp32 sums */
+
+static void *rank_main(void *arg) {
+    int rank = (int)(size_t)arg, i, j, bad;
+    grid_rank g;
+    const mgt_group *groups[5];
+    cudaStream_t compute;
+    mgt_comm *c = NULL;
+    float host[N * W], want;
+    float *d;
+    mgt_result r;
+    grid(&g, rank);
+    groups[0] = &g.tp; groups[1] = &g.dp; groups[2] = &g.pp; groups[3] = &g.emb; groups[4] = &g.all;
+    cudaSetDevice(rank);
+    cudaStreamCreate(&compute);
+    r = mgt_nccl_comm_create(world, rank, compute, groups, 5, &c);
+    CHECK(r == MGT_OK, "comm_create: %s", last_error);
+    if (r != MGT_OK) { mgt_nccl_comm_destroy(c); return NULL; }
+
+    /* all-reduce over TP, in place */
+    for (i = 0; i < N; i++) host[i] = value(rank, i);
+    d = device_floats(host, N);
+    CHECK(c->all_reduce(c, &g.tp, d, N, MGT_F32) == MGT_OK, "%s", last_error);
+    to_host(host, d, N, compute);
+    for (i = 0, bad = 0; i < N; i++) {
+        for (want = 0, j = 0; j < TP; j++) want += value(g.tp.ranks[j], i);
+        bad += host[i] != want;
+    }
+    CHECK(!bad, "%d elements of the TP all-reduce wrong", bad);
+    cudaFree(d);
+
+    /* reduce-scatter over DP, out of place and in place (recv = send + index * count) */
+    for (i = 0; i < N * DP; i++) host[i] = value(rank, i);
+    d = device_floats(host, N * DP);
+    {
+        float *recv = NULL;
+        cudaMalloc((void **)&recv, N * sizeof(float));
+        CHECK(c->reduce_scatter(c, &g.dp, d, recv, N, MGT_F32) == MGT_OK, "%s", last_error);
+        CHECK(c->reduce_scatter(c, &g.dp, d, d + (size_t)g.dp.index * N, N, MGT_F32) == MGT_OK, "%s", last_error);
+        to_host(host, recv, N, compute);
+        for (i = 0, bad = 0; i < N; i++) {
+            for (want = 0, j = 0; j < DP; j++) want += value(g.dp.ranks[j], g.dp.index * N + i);
+            bad += host[i] != want;
+        }
+        CHECK(!bad, "%d elements of the DP reduce-scatter wrong", bad);
+        to_host(host, d + (size_t)g.dp.index * N, N, compute);
+        for (i = 0, bad = 0; i < N; i++) {
+            for (want = 0, j = 0; j < DP; j++) want += value(g.dp.ranks[j], g.dp.index * N + i);
+            bad += host[i] != want;
+        }
+        CHECK(!bad, "%d elements of the in-place DP reduce-scatter wrong", bad);
+        cudaFree(recv);
+    }
+    cudaFree(d);
+
+    /* all-gather over DP, in place (send = recv + index * count) */
+    for (i = 0; i < N * DP; i++) host[i] = -1.0f;
+    for (i = 0; i < N; i++) host[g.dp.index * N + i] = value(rank, i);
+    d = device_floats(host, N * DP);
+    CHECK(c->all_gather(c, &g.dp, d + (size_t)g.dp.index * N, d, N, MGT_F32) == MGT_OK, "%s", last_error);
+    to_host(host, d, N * DP, compute);
+    for (i = 0, bad = 0; i < N * DP; i++) bad += host[i] != value(g.dp.ranks[i / N], i % N);
+    CHECK(!bad, "%d elements of the DP all-gather wrong", bad);
+    cudaFree(d);
+
+    /* broadcast over PP from the last stage */
+    for (i = 0; i < N; i++) host[i] = value(rank, i);
+    d = device_floats(host, N);
+    CHECK(c->broadcast(c, &g.pp, d, N, MGT_F32, PP - 1) == MGT_OK, "%s", last_error);
+    to_host(host, d, N, compute);
+    for (i = 0, bad = 0; i < N; i++) bad += host[i] != value(g.pp.ranks[PP - 1], i);
+    CHECK(!bad, "%d elements of the PP broadcast wrong", bad);
+    cudaFree(d);
+
+    /* the embedding pair: first and last stage only */
+    if (g.ppr == 0 || g.ppr == PP - 1) {
+        for (i = 0; i < N; i++) host[i] = value(rank, i);
+        d = device_floats(host, N);
+        CHECK(c->all_reduce(c, &g.emb, d, N, MGT_F32) == MGT_OK, "%s", last_error);
+        to_host(host, d, N, compute);
+        for (i = 0, bad = 0; i < N; i++) bad += host[i] != value(g.emb.ranks[0], i) + value(g.emb.ranks[1], i);
+        CHECK(!bad, "%d elements of the embedding all-reduce wrong", bad);
+        cudaFree(d);
+    }
+
+    /* send/recv: stage 0 sends activations to stage 1 of its pipeline */
+    d = NULL;
+    cudaMalloc((void **)&d, N * sizeof(float));
+    if (g.ppr == 0) {
+        for (i = 0; i < N; i++) host[i] = value(rank, i) * 2.0f;
+        cudaMemcpy(d, host, N * sizeof(float), cudaMemcpyHostToDevice);
+        CHECK(c->send(c, g.pp.ranks[1], d, N, MGT_F32) == MGT_OK, "%s", last_error);
+    } else {
+        CHECK(c->recv(c, g.pp.ranks[0], d, N, MGT_F32) == MGT_OK, "%s", last_error);
+        to_host(host, d, N, compute);
+        for (i = 0, bad = 0; i < N; i++) bad += host[i] != value(g.pp.ranks[0], i) * 2.0f;
+        CHECK(!bad, "%d elements received wrong", bad);
+    }
+    cudaStreamSynchronize(compute); /* the send has left before its buffer is freed */
+    cudaFree(d);
+
+    /* bf16 all-reduce over the world: small integers are exact in bf16 */
+    {
+        unsigned short h16[64], *d16 = NULL;
+        for (i = 0; i < 64; i++) { float f = (float)(i % 4); unsigned u; memcpy(&u, &f, 4); h16[i] = (unsigned short)(u >> 16); }
+        cudaMalloc((void **)&d16, sizeof h16);
+        cudaMemcpy(d16, h16, sizeof h16, cudaMemcpyHostToDevice);
+        CHECK(c->all_reduce(c, &g.all, d16, 64, MGT_BF16) == MGT_OK, "%s", last_error);
+        cudaStreamSynchronize(compute);
+        cudaMemcpy(h16, d16, sizeof h16, cudaMemcpyDeviceToHost);
+        for (i = 0, bad = 0; i < 64; i++) { unsigned u = (unsigned)h16[i] << 16; float f; memcpy(&f, &u, 4); bad += f != (float)(W * (i % 4)); }
+        CHECK(!bad, "%d bf16 sums wrong", bad);
+        cudaFree(d16);
+    }
+
+    /* host buffers, as mgt.h's sum of doubles over a group: all-gathered through the stage */
+    {
+        double mine = 0.1 * (rank + 1), all[W];
+        CHECK(c->all_gather(c, &g.all, &mine, all, 1, MGT_F64) == MGT_OK, "%s", last_error);
+        for (i = 0, bad = 0; i < W; i++) bad += all[i] != 0.1 * (i + 1);
+        CHECK(!bad, "%d gathered doubles wrong", bad);
+    }
+    CHECK(c->barrier(c, &g.all) == MGT_OK, "%s", last_error);
+
+    /* a group the communicator was not made with */
+    {
+        mgt_group other = g.tp;
+        other.id = 99 * W;
+        d = NULL;
+        cudaMalloc((void **)&d, sizeof(float));
+        CHECK(c->all_reduce(c, &other, d, 1, MGT_F32) == MGT_ERROR_COMM && strstr(last_error, "was not given this group"), "%s", last_error);
+        cudaFree(d);
+    }
+
+    CHECK(mgt_nccl_settle(c) == MGT_OK, "%s", last_error);
+    /* statistics: what the runtime shows per collective */
+    CHECK(c->stats.calls[MGT_COLL_ALL_REDUCE] == 2 + (g.ppr == 0 || g.ppr == PP - 1), "all-reduce calls %lld", c->stats.calls[MGT_COLL_ALL_REDUCE]);
+    CHECK(c->stats.calls[MGT_COLL_REDUCE_SCATTER] == 2 && c->stats.bytes[MGT_COLL_REDUCE_SCATTER] == 2.0 * N * DP * 4, "reduce-scatter %lld calls %g bytes",
+          c->stats.calls[MGT_COLL_REDUCE_SCATTER], c->stats.bytes[MGT_COLL_REDUCE_SCATTER]);
+    CHECK(c->stats.calls[MGT_COLL_ALL_GATHER] == 2 && c->stats.bytes[MGT_COLL_ALL_GATHER] == (double)N * DP * 4 + 8.0 * W, "all-gather %g bytes",
+          c->stats.bytes[MGT_COLL_ALL_GATHER]);
+    CHECK(c->stats.calls[MGT_COLL_SEND_RECV] == 1 && c->stats.bytes[MGT_COLL_SEND_RECV] == N * 4.0, "send/recv %g bytes", c->stats.bytes[MGT_COLL_SEND_RECV]);
+    CHECK(c->stats.calls[MGT_COLL_BARRIER] == 1, "barrier calls");
+    for (i = 0, bad = 0; i < MGT_COLL_COUNT; i++) bad += !(c->stats.seconds[i] >= 0);
+    CHECK(!bad, "seconds are times");
+    mgt_nccl_comm_destroy(c);
+    cudaStreamDestroy(compute);
+    return NULL;
+}
+
+int main(void) {
+    pthread_t t[W];
+    int devices[W], i, rank = -1;
+    mgt_result r;
+    for (i = 0; i < W; i++) devices[i] = i;
+    r = mgt_nccl_world_create(W, devices, fail, &world);
+    CHECK(r == MGT_OK, "world: %s", last_error);
+    if (r != MGT_OK) return 1;
+    for (i = 0; i < W; i++) pthread_create(&t[i], NULL, rank_main, (void *)(size_t)i);
+    for (i = 0; i < W; i++) pthread_join(t[i], NULL);
+    mgt_nccl_world_destroy(world);
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}

@@ -168,18 +168,18 @@ void wait(lock_t &lk, const std::function<bool()> &ready, const std::string &wha
         cv.wait_for(lk, std::chrono::milliseconds(50));
         double t = now_s();
         if (progress_count != seen) { seen = progress_count; quiet_since = t; continue; }
-        std::string why;
+        std::string why, list;
+        for (thread_rec *r : threads)
+            if (r->waiting) list += "\n  a thread waits for " + r->what;
         /* one quiet second with every rank's owner stuck: nobody can make progress any more */
         bool busy = false; /* a thread running an operation outside any wait is progress to come */
         for (thread_rec *r : threads) busy |= r->running > 0 && !r->waiting;
         if (t - quiet_since > 1.0 && !busy && owners_stuck && owners_stuck(&why)) {
-            std::string list;
-            for (thread_rec *r : threads)
-                if (r->waiting) list += "\n  a thread waits for " + r->what;
             fail("deadlock", "every rank waits and nothing moves (%s), %s:%s", why.c_str(), what.c_str(), list.c_str());
         }
         if (t - start > timeout)
-            fail("timeout", "waited %.0f s (MGT_FAKE_TIMEOUT_S) for %s", timeout, what.c_str());
+            fail("timeout", "waited %.0f s (MGT_FAKE_TIMEOUT_S) for %s (not provably a deadlock: %s):%s", timeout,
+                 what.c_str(), owners_stuck ? (owners_stuck(&why), why.c_str()) : "no NCCL ranks", list.c_str());
     }
     me->waiting = false;
 }

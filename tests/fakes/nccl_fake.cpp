@@ -130,10 +130,16 @@ static std::string where(const ncclComm *c) {
 static bool all_owners_stuck(std::string *why) { /* mu held */
     int live = 0;
     for (group_t *g : groups) {
-        if (g->joined < g->n) return false; /* a rank may still be on its way */
+        if (g->joined < g->n) {
+            *why = strf("communicator #%d has %d of its %d ranks so far", g->id, g->joined, g->n);
+            return false; /* a rank may still be on its way */
+        }
         for (ncclComm *c : g->comms) {
             if (c->destroyed) continue;
-            if (!c->owner || !(thread_is_waiting(c->owner) || thread_is_gone(c->owner))) return false;
+            if (!c->owner || !(thread_is_waiting(c->owner) || thread_is_gone(c->owner))) {
+                *why = c->owner ? "the thread of " + where(c) + " is running" : "no thread has used " + where(c) + " yet";
+                return false;
+            }
             live++;
         }
     }

@@ -6,6 +6,7 @@
    provoked on purpose in a child process (this program re-run with --die NAME), whose stderr must
    hold the expected "mgt fake ..." line and which must end with SIGABRT. */
 #include "tests/fakes/fakes.h" /* defines: mgt_fake_queued, mgt_fake_fail_malloc_after */
+#include <cublasLt.h>          /* defines: cublasLtMatmul */
 #include <cublas_v2.h>         /* defines: cublasGemmEx, cublasSgemm */
 #include <cuda_runtime_api.h>  /* defines: cudaMalloc, cudaStream_t, cudaEvent_t */
 #include <nccl.h>              /* defines: ncclAllReduce, ncclCommInitAll */
@@ -197,6 +198,91 @@ static void test_gemm() {
     CK(cublasDestroy(h));
     CK(cudaFree(d));
     CK(cudaFree(e));
+}
+
+/* cuBLASLt: D = GELU(alpha op(A) op(B) + beta C + bias), bf16 A/B, fp32 C and D apart, a batch of 2 */
+static void test_lt() {
+    const int m = 6, n = 4, k = 5, batch = 2, lda = k + 1, ldb = k + 2, ldc = m + 1, ldd = m + 3;
+    const long long sa = (long long)lda * m + 1, sb = (long long)ldb * n, sc = (long long)ldc * n, sd = (long long)ldd * n;
+    std::vector<uint16_t> A((size_t)(sa * batch)), B((size_t)(sb * batch));
+    std::vector<float> C((size_t)(sc * batch)), bias(m), D((size_t)(sd * batch));
+    unsigned seed = 7;
+    for (auto &x : A) x = to_bf16(val(seed));
+    for (auto &x : B) x = to_bf16(val(seed));
+    for (auto &x : C) x = val(seed);
+    for (auto &x : bias) x = val(seed);
+    void *dA, *dB, *dC, *dD, *dbias, *ws;
+    CK(cudaMalloc(&dA, A.size() * 2));
+    CK(cudaMalloc(&dB, B.size() * 2));
+    CK(cudaMalloc(&dC, C.size() * 4));
+    CK(cudaMalloc(&dD, D.size() * 4));
+    CK(cudaMalloc(&dbias, m * 4));
+    CK(cudaMalloc(&ws, 1 << 16));
+    CK(cudaMemcpy(dA, A.data(), A.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, B.data(), B.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dC, C.data(), C.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dbias, bias.data(), m * 4, cudaMemcpyHostToDevice));
+    cublasLtHandle_t h;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc, ld;
+    cublasLtMatmulPreference_t pref;
+    CK(cublasLtCreate(&h));
+    CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t opt = CUBLAS_OP_T, batch32 = batch;
+    uint32_t epi = CUBLASLT_EPILOGUE_GELU_BIAS;
+    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt));
+    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias));
+    CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, lda));
+    CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, ldb));
+    CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc));
+    CK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd));
+    cublasLtMatrixLayout_t ls[4] = {la, lb, lc, ld};
+    long long strides[4] = {sa, sb, sc, sd};
+    for (int i = 0; i < 4; i++) {
+        CK(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch32, sizeof batch32));
+        int64_t st = strides[i];
+        CK(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
+    }
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t wsb = 1 << 16;
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    CK(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, ld, pref, 1, &res, &found));
+    CHECK(found == 1, "%d algorithms", found);
+    float alpha = 1.25f, beta = 0.5f;
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    CK(cublasLtMatmul(h, desc, &alpha, dA, la, dB, lb, &beta, dC, lc, dD, ld, &res.algo, ws, wsb, s));
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(D.data(), dD, D.size() * 4, cudaMemcpyDeviceToHost));
+    double worst = 0;
+    for (int l = 0; l < batch; l++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double x = 0, mag = 0;
+                for (int p = 0; p < k; p++) {
+                    double t = (double)bf16(A[(size_t)(sa * l) + (size_t)i * lda + p]) * bf16(B[(size_t)(sb * l) + (size_t)j * ldb + p]);
+                    x += t;
+                    mag += fabs(t);
+                }
+                double c = C[(size_t)(sc * l) + (size_t)j * ldc + i];
+                x = alpha * x + beta * c + bias[(size_t)i];
+                mag = alpha * mag + fabs(beta * c) + fabs(bias[(size_t)i]);
+                double want = 0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+                /* fp32 accumulation (k + 3 roundings relative to mag), then GELU in fp32: its slope is
+                   below 1.2 and tanhf is within a few ulps, so 1e-6 of mag + 1 covers it */
+                double e = fabs(D[(size_t)(sd * l) + (size_t)j * ldd + i] - want) - ((k + 3) * 0x1p-24 * mag * 1.2 + 1e-6 * (mag + 1));
+                if (!(e <= worst)) worst = e;
+            }
+    CHECK(worst <= 0, "cuBLASLt GELU_BIAS GEMM: %g beyond tolerance", worst);
+    CK(cublasLtMatmulPreferenceDestroy(pref));
+    for (int i = 0; i < 4; i++) CK(cublasLtMatrixLayoutDestroy(ls[i]));
+    CK(cublasLtMatmulDescDestroy(desc));
+    CK(cublasLtDestroy(h));
+    CK(cudaStreamDestroy(s));
+    for (void *p : {dA, dB, dC, dD, dbias, ws}) CK(cudaFree(p));
 }
 
 /* ---- NCCL ------------------------------------------------------------------------------------- */
@@ -519,6 +605,19 @@ static const death deaths[] = {
          float one = 1, zero = 0;
          cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d + 4, 2, &zero, d + 12, 2);
      }},
+    {"lt_epilogue", "mgt fake cublasLtMatmul: epilogue 160 is not faked", [] {
+         cublasLtHandle_t h;
+         cublasLtMatmulDesc_t d;
+         cublasLtMatrixLayout_t l;
+         float *p, one = 1.0f;
+         cudaMalloc((void **)&p, 64);
+         cublasLtCreate(&h);
+         cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+         uint32_t epi = CUBLASLT_EPILOGUE_GELU_AUX; /* needs an auxiliary output the fake does not write */
+         cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+         cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 2, 2, 2);
+         cublasLtMatmul(h, d, &one, p, l, p + 4, l, &one, p + 8, l, p + 8, l, nullptr, nullptr, 0, nullptr);
+     }},
     {"destroyed_stream", "was destroyed", [] {
          cudaStream_t s = nb_stream();
          cudaStreamDestroy(s);
@@ -602,6 +701,7 @@ int main(int argc, char **argv) {
     }
     test_streams();
     test_gemm();
+    test_lt();
     for (int n = 1; n <= 8; n++) test_nccl(n);
     test_init_rank();
     test_abort();

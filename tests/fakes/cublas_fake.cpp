@@ -14,11 +14,19 @@
    (and CUBLAS_TF32_TENSOR_OP_MATH with 32F inputs) rounds fp32 inputs to TF32 first, so a
    tolerance that only holds in fp32 fails here as it would on the GPU.
 
+   cuBLASLt: cublasLtMatmul with column-major layouts (batch count, strided batch offset), D
+   apart from C (same type), TRANSA/TRANSB, epilogues DEFAULT, BIAS, RELU, RELU_BIAS, GELU (tanh
+   form), GELU_BIAS (a bias of D's type unless BIAS_DATA_TYPE says otherwise, BIAS_BATCH_STRIDE),
+   the workspace argument written; the heuristic returns one
+   algorithm that needs no workspace. Auxiliary-output epilogues (GELU_AUX, DGELU, BGRAD*) and
+   other attributes abort as not faked.
+
    CHECKS (abort with "mgt fake <api>: ..."): the argument rules cuBLAS answers with
    CUBLAS_STATUS_INVALID_VALUE (negative sizes, lda/ldb/ldc too small, a batch count below 0),
    a type combination or compute type not listed above, a handle used after cublasDestroy or on a
    device other than its own, device pointer mode (not faked). */
 #include "fake_core.h" /* defines: mgtfake::enqueue, mem_use, fail, bf16/half conversions */
+#include <cublasLt.h>  /* defines: the cuBLASLt declarations faked here */
 #include <cublas_v2.h> /* defines: the declarations faked here */
 #include <math.h>      /* defines: fmaf */
 #include <stdlib.h>    /* defines: malloc */
@@ -74,6 +82,15 @@ struct gemm_args {
     long long sa, sb, sc;
     int batch;
     bool tf32;
+    /* cuBLASLt: C read from its own layout (the classic API: Cin == C), bias and activation */
+    const void *Cin;
+    cudaDataType cit;
+    int ldcin;
+    long long scin;
+    const void *bias;
+    cudaDataType biast;
+    long long sbias;
+    bool relu, gelu;
 };
 static void gemm_run(const gemm_args &g) {
     /* op(A) as (m x k) and op(B) as (k x n) in fp32, row-major copies, then C column by column */
@@ -83,6 +100,8 @@ static void gemm_run(const gemm_args &g) {
         const void *A = (const char *)g.A + (size_t)(g.sa * l) * type_size(g.at);
         const void *B = (const char *)g.B + (size_t)(g.sb * l) * type_size(g.bt);
         void *C = (char *)g.C + (size_t)(g.sc * l) * type_size(g.ct);
+        const void *Cin = (const char *)g.Cin + (size_t)(g.scin * l) * type_size(g.cit);
+        const void *bias = g.bias ? (const char *)g.bias + (size_t)(g.sbias * l) * type_size(g.biast) : nullptr;
         for (int i = 0; i < g.m; i++)
             for (int p = 0; p < g.k; p++) {
                 size_t idx = g.ta == CUBLAS_OP_N ? (size_t)p * g.lda + i : (size_t)i * g.lda + p;
@@ -99,10 +118,12 @@ static void gemm_run(const gemm_args &g) {
             for (int i = 0; i < g.m; i++) {
                 float s = 0.0f;
                 for (int p = 0; p < g.k; p++) s = fmaf(a[(size_t)i * g.k + p], b[(size_t)p * g.n + j], s);
-                size_t ci = (size_t)j * g.ldc + i;
                 float c = g.alpha * s;
-                if (g.beta != 0.0f) c = fmaf(g.beta, load(C, ci, g.ct), c);
-                store(C, ci, g.ct, c);
+                if (g.beta != 0.0f) c = fmaf(g.beta, load(Cin, (size_t)j * g.ldcin + i, g.cit), c);
+                if (bias) c += load(bias, (size_t)i, g.biast);
+                if (g.relu) c = c > 0.0f ? c : 0.0f;
+                if (g.gelu) c = 0.5f * c * (1.0f + tanhf(0.7978845608f * (c + 0.044715f * c * c * c))); /* tanh form, as cuBLASLt */
+                store(C, (size_t)j * g.ldc + i, g.ct, c);
             }
     }
     free(a);
@@ -113,50 +134,102 @@ static size_t span(int rows, int cols, int ld, long long stride, int batch, cuda
     if (rows == 0 || cols == 0 || batch == 0) return 0;
     return ((size_t)(stride * (batch - 1)) + (size_t)ld * (cols - 1) + rows) * type_size(t);
 }
+static bool compute_ok(cublasComputeType_t c) {
+    return c == CUBLAS_COMPUTE_32F || c == CUBLAS_COMPUTE_32F_FAST_TF32 || c == CUBLAS_COMPUTE_32F_PEDANTIC ||
+           c == CUBLAS_COMPUTE_32F_FAST_16BF || c == CUBLAS_COMPUTE_32F_FAST_16F;
+}
+/* check g (alpha and beta already read) and queue it on `stream` of `device` */
+static void submit(const char *api, int device, cudaStream_t stream, const gemm_args &g, void *workspace,
+                   size_t workspace_bytes) {
+    bool okt = (g.at == CUDA_R_32F || g.at == CUDA_R_16BF || g.at == CUDA_R_16F) && g.bt == g.at &&
+               (g.ct == g.at || g.ct == CUDA_R_32F) && g.cit == g.ct;
+    if (!okt)
+        fail(api, "types A %s, B %s, C %s, D %s are not faked (A and B of one type, C = D the same or CUDA_R_32F)",
+             type_name(g.at), type_name(g.bt), type_name(g.cit), type_name(g.ct));
+    auto opok = [](cublasOperation_t o) { return o == CUBLAS_OP_N || o == CUBLAS_OP_T; };
+    int m = g.m, n = g.n, k = g.k;
+    int arows = g.ta == CUBLAS_OP_N ? m : k, acols = g.ta == CUBLAS_OP_N ? k : m;
+    int brows = g.tb == CUBLAS_OP_N ? k : n, bcols = g.tb == CUBLAS_OP_N ? n : k;
+    if (!opok(g.ta) || !opok(g.tb) || m < 0 || n < 0 || k < 0 || g.batch < 0 || g.lda < (arows > 1 ? arows : 1) ||
+        g.ldb < (brows > 1 ? brows : 1) || g.ldc < (m > 1 ? m : 1) || g.ldcin < (m > 1 ? m : 1))
+        fail(api, "invalid arguments (CUBLAS_STATUS_INVALID_VALUE): transa %d transb %d m %d n %d k %d lda %d ldb %d "
+             "ldc %d batch %d", (int)g.ta, (int)g.tb, m, n, k, g.lda, g.ldb, g.ldc, g.batch);
+    std::string what = strf("%s(%c%c, m %d, n %d, k %d, batch %d)", api, g.ta == CUBLAS_OP_N ? 'N' : 'T',
+                            g.tb == CUBLAS_OP_N ? 'N' : 'T', m, n, k, g.batch);
+    std::vector<mem_use> acc;
+    if (m && n && g.batch) {
+        if (k) {
+            acc.push_back({g.A, span(arows, acols, g.lda, g.sa, g.batch, g.at), false, "A", false});
+            acc.push_back({g.B, span(brows, bcols, g.ldb, g.sb, g.batch, g.bt), false, "B", false});
+        }
+        if (g.beta != 0.0f) acc.push_back({g.Cin, span(m, n, g.ldcin, g.scin, g.batch, g.cit), false, "C", false});
+        acc.push_back({g.C, span(m, n, g.ldc, g.sc, g.batch, g.ct), true, g.Cin == g.C ? "C" : "D", false});
+        if (g.bias) acc.push_back({g.bias, span(m, 1, m, g.sbias, g.batch, g.biast), false, "the bias", false});
+        if (workspace && workspace_bytes) acc.push_back({workspace, workspace_bytes, true, "the workspace", false});
+    }
+    enqueue(api, stream, device, what, acc, [g] {
+        if (g.m && g.n && g.batch) gemm_run(g);
+    });
+}
+static float host_scalar(const char *api, const void *p, const char *name) {
+    if (!p) fail(api, "%s is a null pointer", name);
+    if (is_device_memory(p, nullptr)) fail(api, "%s points to device memory: device pointer mode is not faked", name);
+    return *(const float *)p;
+}
 static cublasStatus_t gemm(const char *api, cublasHandle_t hd, cublasOperation_t ta, cublasOperation_t tb, int m,
                            int n, int k, const void *alpha, const void *A, cudaDataType at, int lda, long long sa,
                            const void *B, cudaDataType bt, int ldb, long long sb, const void *beta, void *C,
                            cudaDataType ct, int ldc, long long sc, int batch, cublasComputeType_t compute) {
     cublasContext *h = handle(api, hd);
-    bool okt = (at == CUDA_R_32F || at == CUDA_R_16BF || at == CUDA_R_16F) && bt == at &&
-               (ct == at || ct == CUDA_R_32F);
-    if (!okt)
-        fail(api, "types A %s, B %s, C %s are not faked (A and B of one type, C the same or CUDA_R_32F)",
-             type_name(at), type_name(bt), type_name(ct));
-    if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32 && compute != CUBLAS_COMPUTE_32F_PEDANTIC &&
-        compute != CUBLAS_COMPUTE_32F_FAST_16BF && compute != CUBLAS_COMPUTE_32F_FAST_16F)
+    if (!compute_ok(compute))
         fail(api, "compute type %d is not faked (only the CUBLAS_COMPUTE_32F family, with float alpha/beta)", (int)compute);
-    auto opok = [](cublasOperation_t o) { return o == CUBLAS_OP_N || o == CUBLAS_OP_T; };
-    int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
-    int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
-    if (!opok(ta) || !opok(tb) || m < 0 || n < 0 || k < 0 || batch < 0 || lda < (arows > 1 ? arows : 1) ||
-        ldb < (brows > 1 ? brows : 1) || ldc < (m > 1 ? m : 1))
-        fail(api, "invalid arguments (CUBLAS_STATUS_INVALID_VALUE): transa %d transb %d m %d n %d k %d lda %d ldb %d "
-             "ldc %d batch %d", (int)ta, (int)tb, m, n, k, lda, ldb, ldc, batch);
-    if (!alpha || !beta) fail(api, "alpha or beta is a null pointer");
-    if (is_device_memory(alpha, nullptr) || is_device_memory(beta, nullptr))
-        fail(api, "alpha/beta point to device memory: device pointer mode is not faked");
-    gemm_args g{ta, tb, m, n, k, *(const float *)alpha, *(const float *)beta, A, B, C, at, bt, ct, lda, ldb, ldc,
-                sa, sb, sc, batch,
+    gemm_args g{ta, tb, m, n, k, host_scalar(api, alpha, "alpha"), host_scalar(api, beta, "beta"), A, B, C, at, bt, ct,
+                lda, ldb, ldc, sa, sb, sc, batch,
                 compute == CUBLAS_COMPUTE_32F_FAST_TF32 ||
-                    (at == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F && (h->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH)};
-    std::string what = strf("%s(%c%c, m %d, n %d, k %d, batch %d)", api, ta == CUBLAS_OP_N ? 'N' : 'T',
-                            tb == CUBLAS_OP_N ? 'N' : 'T', m, n, k, batch);
-    std::vector<mem_use> acc;
-    if (m && n && batch) {
-        if (k) {
-            acc.push_back({A, span(arows, acols, lda, sa, batch, at), false, "A", false});
-            acc.push_back({B, span(brows, bcols, ldb, sb, batch, bt), false, "B", false});
-        }
-        acc.push_back({C, span(m, n, ldc, sc, batch, ct), true, "C", false});
-        if (g.beta != 0.0f) acc.push_back({C, span(m, n, ldc, sc, batch, ct), false, "C", false});
-        if (h->workspace && h->workspace_bytes)
-            acc.push_back({h->workspace, h->workspace_bytes, true, "the workspace", false});
-    }
-    enqueue(api, h->stream, h->device, what, acc, [g] {
-        if (g.m && g.n && g.batch) gemm_run(g);
-    });
+                    (at == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F && (h->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH),
+                C, ct, ldc, sc, nullptr, ct, 0, false, false};
+    submit(api, h->device, h->stream, g, h->workspace, h->workspace_bytes);
     return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- cuBLASLt: descriptors live inside the header's opaque structs, marked by a magic number ---- */
+static const uint64_t LT_MAGIC = 0x6d6774666b4c7431ull; /* "mgtfkLt1" */
+struct lt_layout {
+    uint64_t magic;
+    cudaDataType type;
+    int32_t order, batch;
+    uint64_t rows, cols;
+    int64_t ld, stride;
+};
+struct lt_desc {
+    uint64_t magic;
+    cublasComputeType_t compute;
+    cudaDataType scale, bias_type;
+    int32_t pointer_mode, ta, tb, bias_type_set;
+    uint32_t epilogue;
+    const void *bias;
+    int64_t bias_stride;
+};
+struct lt_pref {
+    uint64_t magic;
+};
+static_assert(sizeof(lt_layout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "lt_layout fits the opaque layout");
+static_assert(sizeof(lt_desc) <= sizeof(cublasLtMatmulDescOpaque_t), "lt_desc fits the opaque descriptor");
+struct cublasLtContext {
+    int device;
+};
+static std::set<cublasLtContext *> &lt_handles = *new std::set<cublasLtContext *>; /* never freed */
+
+template <class T, class O> static T *lt_get(const char *api, O *o, const char *what) {
+    if (!o || ((T *)o->data)->magic != LT_MAGIC) fail(api, "%s %p was never created or was destroyed", what, (void *)o);
+    return (T *)o->data;
+}
+/* an attribute value of 4 or 8 bytes, as the header documents each one */
+static int64_t attr_int(const char *api, int attr, const void *buf, size_t bytes) {
+    if (!buf) fail(api, "attribute %d: null buffer", attr);
+    if (bytes == 4) { int32_t v; memcpy(&v, buf, 4); return v; }
+    if (bytes == 8) { int64_t v; memcpy(&v, buf, 8); return v; }
+    fail(api, "attribute %d: %zu bytes (4 or 8 expected)", attr, bytes);
 }
 
 extern "C" {
@@ -235,6 +308,168 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
     return gemm("cublasSgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb,
                 beta, C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F);
 }
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *out) {
+    if (!out) return CUBLAS_STATUS_INVALID_VALUE;
+    lock_t lk(mu);
+    cublasLtContext *h = new cublasLtContext{current_device()};
+    lt_handles.insert(h);
+    *out = h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
+    lock_t lk(mu);
+    if (!lt_handles.erase(h)) fail("cublasLtDestroy", "%p is not a live cuBLASLt handle", (void *)h);
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *out, cudaDataType type, uint64_t rows, uint64_t cols,
+                                          int64_t ld) {
+    if (!out) return CUBLAS_STATUS_INVALID_VALUE;
+    cublasLtMatrixLayoutOpaque_t *o = new cublasLtMatrixLayoutOpaque_t();
+    lt_layout l{LT_MAGIC, type, CUBLASLT_ORDER_COL, 1, rows, cols, ld, 0};
+    memcpy(o->data, &l, sizeof l);
+    *out = o;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t o) {
+    lt_get<lt_layout>("cublasLtMatrixLayoutDestroy", o, "matrix layout")->magic = 0;
+    delete o;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t o, cublasLtMatrixLayoutAttribute_t attr,
+                                                const void *buf, size_t bytes) {
+    const char *api = "cublasLtMatrixLayoutSetAttribute";
+    lt_layout *l = lt_get<lt_layout>(api, o, "matrix layout");
+    int64_t v = attr_int(api, attr, buf, bytes);
+    switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_TYPE: l->type = (cudaDataType)v; break;
+    case CUBLASLT_MATRIX_LAYOUT_ORDER: l->order = (int32_t)v; break;
+    case CUBLASLT_MATRIX_LAYOUT_ROWS: l->rows = (uint64_t)v; break;
+    case CUBLASLT_MATRIX_LAYOUT_COLS: l->cols = (uint64_t)v; break;
+    case CUBLASLT_MATRIX_LAYOUT_LD: l->ld = v; break;
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: l->batch = (int32_t)v; break;
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: l->stride = v; break;
+    default: fail(api, "layout attribute %d is not faked", (int)attr);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *out, cublasComputeType_t compute, cudaDataType_t scale) {
+    if (!out) return CUBLAS_STATUS_INVALID_VALUE;
+    cublasLtMatmulDescOpaque_t *o = new cublasLtMatmulDescOpaque_t();
+    lt_desc d{LT_MAGIC, compute, scale, CUDA_R_32F, CUBLASLT_POINTER_MODE_HOST, CUBLAS_OP_N, CUBLAS_OP_N, 0,
+              CUBLASLT_EPILOGUE_DEFAULT, nullptr, 0};
+    memcpy(o->data, &d, sizeof d);
+    *out = o;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t o) {
+    lt_get<lt_desc>("cublasLtMatmulDescDestroy", o, "matmul descriptor")->magic = 0;
+    delete o;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t o, cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t bytes) {
+    const char *api = "cublasLtMatmulDescSetAttribute";
+    lt_desc *d = lt_get<lt_desc>(api, o, "matmul descriptor");
+    if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) {
+        if (!buf || bytes != sizeof(void *)) fail(api, "the bias pointer takes %zu bytes", sizeof(void *));
+        memcpy(&d->bias, buf, sizeof(void *));
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    int64_t v = attr_int(api, attr, buf, bytes);
+    switch (attr) {
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: d->compute = (cublasComputeType_t)v; break;
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: d->scale = (cudaDataType)v; break;
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE: d->pointer_mode = (int32_t)v; break;
+    case CUBLASLT_MATMUL_DESC_TRANSA: d->ta = (int32_t)v; break;
+    case CUBLASLT_MATMUL_DESC_TRANSB: d->tb = (int32_t)v; break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: d->epilogue = (uint32_t)v; break;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: d->bias_type = (cudaDataType)v, d->bias_type_set = 1; break;
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: d->bias_stride = v; break;
+    default: fail(api, "matmul attribute %d is not faked (epilogue auxiliary buffers, scaling factors, ...)", (int)attr);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *out) {
+    if (!out) return CUBLAS_STATUS_INVALID_VALUE;
+    *out = new cublasLtMatmulPreferenceOpaque_t();
+    (*out)->data[0] = LT_MAGIC;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t o) {
+    lt_get<lt_pref>("cublasLtMatmulPreferenceDestroy", o, "matmul preference")->magic = 0;
+    delete o;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t o, cublasLtMatmulPreferenceAttributes_t,
+                                                    const void *buf, size_t) {
+    lt_get<lt_pref>("cublasLtMatmulPreferenceSetAttribute", o, "matmul preference");
+    if (!buf) return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS; /* the fake has one algorithm, needing no workspace */
+}
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                              cublasLtMatrixLayout_t dd, cublasLtMatmulPreference_t p, int requested,
+                                              cublasLtMatmulHeuristicResult_t results[], int *count) {
+    const char *api = "cublasLtMatmulAlgoGetHeuristic";
+    lt_get<lt_desc>(api, d, "matmul descriptor");
+    lt_get<lt_layout>(api, a, "layout A");
+    lt_get<lt_layout>(api, b, "layout B");
+    lt_get<lt_layout>(api, c, "layout C");
+    lt_get<lt_layout>(api, dd, "layout D");
+    lt_get<lt_pref>(api, p, "matmul preference");
+    if (requested < 1 || !results || !count) return CUBLAS_STATUS_INVALID_VALUE;
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *count = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t ad, const void *B, cublasLtMatrixLayout_t bd, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t cd, void *D, cublasLtMatrixLayout_t dd,
+                              const cublasLtMatmulAlgo_t *, void *workspace, size_t workspace_bytes,
+                              cudaStream_t stream) {
+    const char *api = "cublasLtMatmul";
+    int device;
+    {
+        lock_t lk(mu);
+        if (!lt_handles.count(h)) fail(api, "%p is not a live cuBLASLt handle", (void *)h);
+        device = h->device;
+    }
+    lt_desc *d = lt_get<lt_desc>(api, desc, "matmul descriptor");
+    lt_layout *la = lt_get<lt_layout>(api, ad, "layout A"), *lb = lt_get<lt_layout>(api, bd, "layout B");
+    lt_layout *lc = lt_get<lt_layout>(api, cd, "layout C"), *ld = lt_get<lt_layout>(api, dd, "layout D");
+    if (!compute_ok(d->compute) || d->scale != CUDA_R_32F || d->pointer_mode != CUBLASLT_POINTER_MODE_HOST)
+        fail(api, "compute type %d, scale type %d, pointer mode %d: only the CUBLAS_COMPUTE_32F family with host float "
+             "alpha/beta is faked", (int)d->compute, (int)d->scale, (int)d->pointer_mode);
+    uint32_t e = d->epilogue;
+    if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_RELU &&
+        e != CUBLASLT_EPILOGUE_RELU_BIAS && e != CUBLASLT_EPILOGUE_GELU && e != CUBLASLT_EPILOGUE_GELU_BIAS)
+        fail(api, "epilogue %u is not faked (DEFAULT, BIAS, RELU, RELU_BIAS, GELU, GELU_BIAS are)", e);
+    for (lt_layout *l : {la, lb, lc, ld})
+        if (l->order != CUBLASLT_ORDER_COL) fail(api, "a matrix order other than CUBLASLT_ORDER_COL is not faked");
+    int m = (int)ld->rows, n = (int)ld->cols, k = d->ta == CUBLAS_OP_N ? (int)la->cols : (int)la->rows;
+    int brows = d->tb == CUBLAS_OP_N ? k : n, bcols = d->tb == CUBLAS_OP_N ? n : k;
+    if ((int)lc->rows != m || (int)lc->cols != n || (int)(d->ta == CUBLAS_OP_N ? la->rows : la->cols) != m ||
+        (int)lb->rows != brows || (int)lb->cols != bcols)
+        fail(api, "shapes do not agree: A %llux%llu (op %d), B %llux%llu (op %d), C %llux%llu, D %dx%d",
+             (unsigned long long)la->rows, (unsigned long long)la->cols, d->ta, (unsigned long long)lb->rows,
+             (unsigned long long)lb->cols, d->tb, (unsigned long long)lc->rows, (unsigned long long)lc->cols, m, n);
+    if (la->batch != ld->batch || lb->batch != ld->batch || lc->batch != ld->batch)
+        fail(api, "batch counts differ: A %d, B %d, C %d, D %d", la->batch, lb->batch, lc->batch, ld->batch);
+    bool has_bias = e & CUBLASLT_EPILOGUE_BIAS;
+    if (has_bias && !d->bias) fail(api, "a BIAS epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+    gemm_args g{(cublasOperation_t)d->ta, (cublasOperation_t)d->tb, m, n, k, host_scalar(api, alpha, "alpha"),
+                host_scalar(api, beta, "beta"), A, B, D, la->type, lb->type, ld->type, (int)la->ld, (int)lb->ld,
+                (int)ld->ld, la->stride, lb->stride, ld->stride, ld->batch, d->compute == CUBLAS_COMPUTE_32F_FAST_TF32,
+                C, lc->type, (int)lc->ld, lc->stride, has_bias ? d->bias : nullptr,
+                d->bias_type_set ? d->bias_type : ld->type, d->bias_stride,
+                (e & CUBLASLT_EPILOGUE_RELU) != 0, (e & CUBLASLT_EPILOGUE_GELU) != 0};
+    submit(api, device, stream, g, workspace, workspace_bytes);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 const char *cublasGetStatusString(cublasStatus_t s) {
     switch (s) {
     case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";

@@ -2,12 +2,15 @@
    equivalence matrix, each rank's bytes by memory category (current after a step, and peak) within
    5%, and its bytes moved per collective in a step within 5%. Then the reductions the formulas
    promise: ZeRO 1 shards the optimizer, 2 the gradients too, 3 the parameters too; TP and PP
-   divide what each rank holds. */
+   divide what each rank holds. Then the same with bf16/fp16 storage (2-byte parameters,
+   activations and their traffic, fp32 gradients, master weights in the optimizer category, the
+   CPU backend's fp32 workspace for 16-bit ops). */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 #include "train_util.h"
 
 static char dir[256];
+static const char *dtype = "fp32"; /* precision.dtype of the layouts compared */
 
 typedef struct layout { int dp, tp, pp, zero, recompute; const char *sched; } layout;
 
@@ -33,6 +36,7 @@ static void config(mgt_config *cfg, const layout *l, int micro) {
     snprintf(set, sizeof set, "parallel.zero=%d", l->zero); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.pp_schedule=%s", l->sched); mgt_config_set(cfg, set);
     mgt_config_set(cfg, l->recompute ? "train.recompute=full" : "train.recompute=none");
+    snprintf(set, sizeof set, "precision.dtype=%s", dtype); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "data.train=%s/corpus.bin", dir); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "checkpoint.dir=%s/ck", dir); mgt_config_set(cfg, set);
 }
@@ -87,7 +91,7 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
         if (!same) { printf("FAIL published statistics differ from the ranks' (history %d, ranks %d)\n", nh, nr); failures++; }
         free(rs);
     }
-    check(mem_err <= 0.05 && traffic_err <= 0.05, "dp%d tp%d pp%d zero%d %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", l->dp,
+    check(mem_err <= 0.05 && traffic_err <= 0.05, "%s dp%d tp%d pp%d zero%d %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", dtype, l->dp,
           l->tp, l->pp, l->zero, l->sched, l->recompute ? " recompute" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
     mgt_run_destroy(run);
 }
@@ -117,6 +121,26 @@ int main(void) {
     check(opt[1] * 2 == opt[0] && opt[2] == opt[1] && opt[3] == opt[1], "ZeRO 1/2/3 over dp 2 halve the optimizer state: %zu -> %zu bytes", opt[0], opt[1]);
     check(grad[2] < grad[1] && grad[1] == grad[0], "ZeRO 2 shards the gradients (a block's and the embedding's kept whole): %zu -> %zu bytes", grad[1], grad[2]);
     check(par[3] * 2 == par[0] && par[2] == par[0], "ZeRO 3 halves the parameters (gather buffers count as buffers): %zu -> %zu bytes", par[0], par[3]);
+    /* 16-bit storage: the same exactness over a subset (every ZeRO stage, tp, pp with both schedules,
+       recompute, mixtures); parameters at 2 bytes, fp32 gradients, master weights with the moments */
+    {
+        static const int sub[] = {0, 1, 3, 4, 5, 6, 8, 9, 15, 16, 17, 18};
+        size_t o16, p16, g16, o32, p32, g32;
+        layout l = {2, 1, 1, 1, 0, "1f1b"};
+        dtype = "bf16";
+        for (i = 0; i < (int)(sizeof sub / sizeof sub[0]); i++) {
+            size_t o, p, g;
+            compare(&all[sub[i]], 8 / all[sub[i]].dp, &o, &p, &g);
+        }
+        compare(&l, 4, &o16, &p16, &g16);
+        dtype = "fp16";
+        compare(&all[16], 4, &o16, &p16, &g16);
+        compare(&l, 4, &o16, &p16, &g16);
+        dtype = "fp32";
+        compare(&l, 4, &o32, &p32, &g32);
+        check(2 * p16 == p32 && g16 == g32 && 2 * o16 == 3 * o32, "dp2 zero1, 16-bit: params %zu of fp32's %zu bytes, grads %zu (fp32), optimizer %zu = 1.5 x %zu (master weights)",
+              p16, p32, g16, o16, o32);
+    }
     {
         mgt_config cfg;
         mgt_rank_plan one, two, stage;

@@ -94,19 +94,195 @@ static void format_bytes(double b, char *out, size_t cap) {
     else snprintf(out, cap, "%.0f KiB", b / 1024.0);
 }
 
+/* ---- the single-rank baseline: what `mgt bench` measured for one rank, so that a run of the same
+   model on more ranks can show its speedup. A line per measurement, "key<TAB>tokens/s<TAB>date", in
+   $MGT_BASELINES, else $XDG_CACHE_HOME/mgt/baselines.tsv, else ~/.cache/mgt/baselines.tsv. The key is
+   everything that sets a single rank's speed except the layout: the machine, the model's shape, the
+   batch, recompute, precision and the threads in all, so another model or shape never uses it. ---- */
+
+static int baseline_path(char *out, size_t cap) {
+    const char *env = getenv("MGT_BASELINES"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (env && env[0]) snprintf(out, cap, "%s", env);
+    else if (xdg && xdg[0]) snprintf(out, cap, "%s/mgt/baselines.tsv", xdg);
+    else if (home && home[0]) snprintf(out, cap, "%s/.cache/mgt/baselines.tsv", home);
+    else return 0;
+    return 1;
+}
+
+static void baseline_key(const mgt_config *c, int threads, char *out, size_t cap) {
+    char host[256] = "?";
+    static const char *dtypes[] = {"fp32", "bf16", "fp16"};
+    gethostname(host, sizeof host - 1);
+    snprintf(out, cap, "host=%s device=cpu threads=%d L=%d NH=%d C=%d T=%d V=%d batch=%d micro=%d recompute=%d dtype=%s", host, threads,
+             c->model.n_layer, c->model.n_head, c->model.d_model, c->model.seq_len, c->model.vocab_size, c->train.global_batch,
+             c->train.micro_batch, c->train.recompute, dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0]);
+}
+
+/* the newest measurement with this key: its tokens/s (0 when there is none) and date */
+static double baseline_find(const char *key, char *date, size_t cap) {
+    char path[1024], line[1024];
+    double found = 0;
+    size_t n = strlen(key);
+    FILE *f;
+    if (!baseline_path(path, sizeof path) || !(f = fopen(path, "r"))) return 0;
+    while (fgets(line, sizeof line, f)) {
+        char when[64];
+        double v;
+        if (strncmp(line, key, n) || line[n] != '\t' || sscanf(line + n + 1, "%lf\t%63s", &v, when) != 2 || !(v > 0)) continue;
+        found = v;
+        snprintf(date, cap, "%s", when);
+    }
+    fclose(f);
+    return found;
+}
+
+static void baseline_record(const char *key, double tok_s) {
+    char path[1024], dir[1024], when[64], *slash;
+    time_t now = time(NULL);
+    FILE *f;
+    if (!baseline_path(path, sizeof path)) return;
+    snprintf(dir, sizeof dir, "%s", path);
+    if ((slash = strrchr(dir, '/')) && slash != dir) { *slash = 0; if (mgt__mkdirs(dir) != MGT_OK) { fprintf(stderr, "mgt: warning: %s\n", mgt_last_error()); return; } }
+    if (!(f = fopen(path, "a"))) { fprintf(stderr, "mgt: warning: %s: cannot record the single-rank baseline: %s\n", path, strerror(errno)); return; }
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    fprintf(f, "%s\t%.1f\t%s\n", key, tok_s, when);
+    if (fclose(f)) fprintf(stderr, "mgt: warning: %s: cannot record the single-rank baseline: %s\n", path, strerror(errno));
+    else printf("recorded as the single-rank baseline of this model in %s: a run on more ranks shows its speedup against it\n", path);
+}
+
+/* After a failed step: the error, what it means for the run, and the newest checkpoint. A periodic
+   checkpoint that cannot be written (the folder removed, replaced, full, read-only) stops the run
+   with status 1: hours of training on without checkpoints is worse than a loud stop. step_before
+   is the step count before the failed call: past it, the step itself was done and what failed came
+   after it (validation, metrics, the checkpoint). */
+static void report_train_failure(mgt_run *run, const char *message, int step_before) {
+    const mgt_config *cfg = mgt_run_config(run);
+    mgt_stats st;
+    char path[1200], name[64], error[1024];
+    snprintf(error, sizeof error, "%s", message); /* a copy: message may be mgt_last_error(), which the calls below reuse */
+    mgt_run_stats(run, &st);
+    fprintf(stderr, "mgt: %s\n", error);
+    snprintf(name, sizeof name, "step_%08d.safetensors", st.step);
+    if (st.step > step_before && cfg->checkpoint.every > 0 && st.step % cfg->checkpoint.every == 0 && strstr(error, name))
+        fprintf(stderr, "mgt: the checkpoint of step %d could not be written (checkpoint.dir = %s, checkpoint.every = %d): training stopped at step %d "
+                        "rather than go on without checkpoints\n", st.step, mgt_run_dir(run), cfg->checkpoint.every, st.step);
+    if (mgt_checkpoint_latest(mgt_run_dir(run), path, sizeof path) == MGT_OK) fprintf(stderr, "mgt: the newest checkpoint is %s\n", path);
+    else fprintf(stderr, "mgt: no checkpoint to resume from in %s\n", mgt_run_dir(run));
+}
+
 /* ---- mgt train under the dashboard: training on a thread of its own, the view on the main one ---- */
+
+/* What drawing costs, measured inside one run (tests/bench_tui.sh; hidden: MGT_TUI_AB=W:N[:aa]).
+   Separate runs on a shared machine differ by more than the 1% to resolve, so the training thread
+   alternates windows of W seconds in which the dashboard draws and in which its thread only sleeps,
+   N pairs in a random order within each pair, and compares the mean step time of the two windows
+   of each pair: neighbours in time share the machine's load. After a warm-up window, N pairs, then
+   the run stops as q does. `aa` makes both windows of a pair quiet: the statistic's own noise. */
+#define AB_MAX_PAIRS 4096
+typedef struct tui_ab {
+    double window_s, start, sum;   /* the current window: its start and the time of its steps */
+    double draw_s;                 /* time in windows that draw (the warm-up included) */
+    int draws;                     /* screens the dashboard drew in all (MGT_TUI_DREW) */
+    int pairs, aa, pair, half, count, kind, draw_first, warm;
+    unsigned rng;
+    pthread_mutex_t mu;            /* with cv: the end of a quiet window wakes the dashboard */
+    pthread_cond_t cv;
+    double ms[AB_MAX_PAIRS][2];    /* mean step time (ms) of each pair's window: [0] drawing, [1] quiet */
+} tui_ab;
 
 typedef struct train_ctl {
     mgt_run *run;
     int stop, pause, save, done; /* requests from the main thread, and the thread's end (atomics) */
+    int quiet;                   /* A/B only: the dashboard must not draw now (atomic) */
     mgt_result result;
+    int step_before;             /* the step count before the call that failed */
     char error[1024];
+    tui_ab *ab;                  /* NULL unless MGT_TUI_AB is set */
 } train_ctl;
+
+/* Called before each step: closes the window when W seconds have passed, opens the next. Returns 1
+   when the last pair is complete. */
+static int ab_next(train_ctl *c) {
+    tui_ab *ab = c->ab;
+    double now = mgt__now();
+    if (ab->start == 0) { ab->start = now; ab->warm = 1; return 0; } /* the warm-up window: drawing */
+    if (now - ab->start < ab->window_s) return 0;
+    if (ab->warm || (!ab->aa && ab->kind == 0)) ab->draw_s += now - ab->start;
+    if (!ab->warm && ab->count > 0) ab->ms[ab->pair][ab->kind] = 1e3 * ab->sum / ab->count;
+    if (!ab->warm && ++ab->half == 2) { ab->half = 0; ab->pair++; }
+    if (ab->pair >= ab->pairs) return 1;
+    if (ab->warm || ab->half == 0) { /* a new pair: which window comes first is a coin flip */
+        ab->rng = ab->rng * 1103515245u + 12345u;
+        ab->draw_first = (ab->rng >> 16) & 1;
+    }
+    ab->warm = 0;
+    ab->kind = (ab->half == 0) == ab->draw_first ? 0 : 1;
+    ab->start = now;
+    ab->sum = 0;
+    ab->count = 0;
+    pthread_mutex_lock(&ab->mu);
+    __atomic_store_n(&c->quiet, ab->aa || ab->kind == 1, __ATOMIC_SEQ_CST);
+    pthread_cond_signal(&ab->cv);
+    pthread_mutex_unlock(&ab->mu);
+    return 0;
+}
+
+/* The dashboard's side of a quiet window: blocked until it ends, waking every 100 ms as a frame's
+   key wait does (for Ctrl-C), so the two kinds of window differ by the drawing alone. */
+static void ab_wait_quiet(train_ctl *c) {
+    tui_ab *ab = c->ab;
+    struct timespec until;
+    pthread_mutex_lock(&ab->mu);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100 * 1000 * 1000;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+    if (__atomic_load_n(&c->quiet, __ATOMIC_SEQ_CST)) pthread_cond_timedwait(&ab->cv, &ab->mu, &until);
+    pthread_mutex_unlock(&ab->mu);
+}
+
+/* t(0.975, df): within 1% for df >= 4 (2.571 at 5: 2.55) */
+static double t975(int df) { return df < 1 ? 0 : 1.96 + 2.37 / df + 2.8 / ((double)df * df); }
+
+/* The paired statistic: per pair, drawing's step time over quiet's, minus 1. The mean with a 95%
+   confidence interval (Student t over the pairs), and, because a burst of other work on the machine
+   makes a few pairs far off in either direction (the random order makes them symmetric, so they
+   widen the interval without biasing it), the 20%-trimmed mean with Yuen's interval (winsorized
+   variance, t with n - 2g - 1 degrees of freedom), and the median. Trimming is over pairs, never
+   over steps: every window holds screens drawn, so no pair is free of the cost being measured. */
+static void ab_report(const tui_ab *ab) {
+    double r[AB_MAX_PAIRS], sum = 0, ss = 0, d0 = 0, d1 = 0, mean, sd, half, x, tm = 0, wm = 0, ws = 0, se;
+    int n = ab->pair, i, j, g, h;
+    if (n < 5) { printf("dashboard A/B: %d pair%s complete, too few for a figure\n", n, n == 1 ? "" : "s"); return; }
+    for (i = 0; i < n; i++) {
+        r[i] = ab->ms[i][0] / ab->ms[i][1] - 1;
+        sum += r[i]; d0 += ab->ms[i][0]; d1 += ab->ms[i][1];
+    }
+    mean = sum / n;
+    for (i = 0; i < n; i++) ss += (r[i] - mean) * (r[i] - mean);
+    sd = sqrt(ss / (n - 1));
+    half = t975(n - 1) * sd / sqrt(n);
+    for (i = 1; i < n; i++) for (j = i; j > 0 && r[j] < r[j - 1]; j--) { x = r[j]; r[j] = r[j - 1]; r[j - 1] = x; }
+    g = n / 5;
+    h = n - 2 * g;
+    for (i = g; i < n - g; i++) tm += r[i];
+    tm /= h;
+    for (i = 0; i < n; i++) wm += r[i < g ? g : i >= n - g ? n - g - 1 : i];
+    wm /= n;
+    for (i = 0; i < n; i++) { x = r[i < g ? g : i >= n - g ? n - g - 1 : i] - wm; ws += x * x; }
+    se = sqrt(ws / (n - 1)) / ((double)h / n * sqrt(n));
+    printf("dashboard A/B: %d pairs of %.1f s windows%s, %.2f screens drawn per s: step time %.3f ms %s, %.3f ms quiet\n", n, ab->window_s,
+           ab->aa ? " (AA: both windows quiet)" : "", ab->draw_s > 0 ? ab->draws / ab->draw_s : 0.0, d0 / n, ab->aa ? "'drawing'" : "drawing", d1 / n);
+    printf("dashboard A/B: mean: drawing costs %+.2f%% of step time (95%% CI %+.2f%% .. %+.2f%%), sd of a pair %.2f%%\n", 100 * mean,
+           100 * (mean - half), 100 * (mean + half), 100 * sd);
+    printf("dashboard A/B: 20%%-trimmed mean: drawing costs %+.2f%% of step time (95%% CI %+.2f%% .. %+.2f%%); median %+.2f%%\n", 100 * tm,
+           100 * (tm - t975(h - 1) * se), 100 * (tm + t975(h - 1) * se), 100 * (n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2));
+}
 
 static void *train_thread(void *arg) {
     train_ctl *c = (train_ctl *)arg;
     mgt_stats st;
     mgt_result r = MGT_OK;
+    double t0;
     struct timespec nap = {0, 20 * 1000 * 1000};
     mgt_run_stats(c->run, &st);
     while (st.step < st.steps && !__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST)) {
@@ -120,9 +296,14 @@ static void *train_thread(void *arg) {
             continue;
         }
         if (mgt_run_state(c->run) == MGT_STATE_PAUSED) mgt_run_set_state(c->run, MGT_STATE_RUNNING);
+        if (c->ab && ab_next(c)) break;
+        c->step_before = st.step;
+        t0 = mgt__now();
         if ((r = mgt_run_step(c->run)) != MGT_OK) break;
+        if (c->ab) { c->ab->sum += mgt__now() - t0; c->ab->count++; }
         mgt_run_stats(c->run, &st);
     }
+    __atomic_store_n(&c->quiet, 0, __ATOMIC_SEQ_CST);
     if (r != MGT_OK) snprintf(c->error, sizeof c->error, "%s", mgt_last_error()); /* the message is per thread */
     c->result = r;
     mgt_run_set_state(c->run, r != MGT_OK ? MGT_STATE_FAILED : st.step >= st.steps ? MGT_STATE_FINISHED : MGT_STATE_RUNNING);
@@ -155,7 +336,7 @@ static void on_crash(int sig) {
 /* Runs training to the end (or until q, Ctrl-C, SIGTERM, the frame limit) with the dashboard.
    Returns 0 (*interrupted set when it stopped early), 1 on a training error (message printed),
    or -1 when no dashboard could be opened (nothing was run). */
-static int train_dashboard(mgt_run *run, const char *preset, int max_frames, int *interrupted) {
+static int train_dashboard(mgt_run *run, const char *preset, int max_frames, double base_tok_s, tui_ab *ab, int *interrupted) {
     train_ctl c;
     pthread_t th;
     mgt_tui *t;
@@ -167,8 +348,15 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, int
     memset(&c, 0, sizeof c);
     memset(&opt, 0, sizeof opt);
     c.run = run;
+    c.ab = ab;
     opt.preset = preset;
     opt.max_frames = max_frames;
+    opt.base_tokens_per_s = base_tok_s;
+    if (ab && getenv("MGT_TUI_REFRESH_MS")) { /* A/B only: draw more often, so that the cost of one screen stands out of the noise */
+        int ms = atoi(getenv("MGT_TUI_REFRESH_MS"));
+        opt.refresh_s = ms > 0 ? ms * 1e-3 : 0;
+        opt.frame_ms = ms > 0 && ms < 100 ? ms : 0;
+    }
     if (mgt_tui_open(&t, run, &opt) != 0) return -1;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_crash;
@@ -183,7 +371,14 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, int
         return 1;
     }
     while (!__atomic_load_n(&c.done, __ATOMIC_SEQ_CST)) {
-        int flags = mgt_tui_frame(t);
+        int flags;
+        if (__atomic_load_n(&c.quiet, __ATOMIC_SEQ_CST)) { /* A/B: a window without the dashboard */
+            ab_wait_quiet(&c);
+            if (mgt_stop_requested) __atomic_store_n(&c.stop, 1, __ATOMIC_SEQ_CST);
+            continue;
+        }
+        flags = mgt_tui_frame(t);
+        if (ab && (flags & MGT_TUI_DREW)) ab->draws++;
         if (mgt_stop_requested || (flags & (MGT_TUI_STOP | MGT_TUI_CLOSED))) {
             if (!stopping) mgt_tui_message(t, "stopping after this step; a checkpoint follows");
             stopping = 1;
@@ -206,12 +401,11 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, int
     for (i = 0; i < (int)(sizeof crash_signals / sizeof crash_signals[0]); i++) sigaction(crash_signals[i], &old[i], NULL);
     mgt_set_logger(print_log, NULL);
     fputs(summary, stdout);
+    if (ab) ab_report(ab);
     fputs(tui_log_text, stderr);
     fflush(stdout);
     if (c.result != MGT_OK) {
-        char path[1200];
-        fprintf(stderr, "mgt: %s\n", c.error);
-        if (mgt_checkpoint_latest(mgt_run_dir(run), path, sizeof path) == MGT_OK) fprintf(stderr, "mgt: the newest checkpoint is %s\n", path);
+        report_train_failure(run, c.error, c.step_before);
         return 1;
     }
     mgt_run_stats(run, &st);
@@ -225,7 +419,10 @@ static int cmd_train(int argc, char **argv) {
     mgt_run *run;
     mgt_result r;
     mgt_stats st;
-    char path[1200], mem[32];
+    char path[1200], mem[32], base_date[64] = "";
+    static const char *dtypes[] = {"fp32", "bf16", "fp16"};
+    mgt__plan plan;
+    double base_tok_s = 0, start_elapsed;
     struct sigaction sa;
     int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0;
     char **args = (char **)malloc(sizeof(char *) * (size_t)(argc + 1));
@@ -250,23 +447,53 @@ static int cmd_train(int argc, char **argv) {
     start_step = st.step;
     format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
                           st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
-    rc = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
-    printf("mgt %s | %s | %.2fM parameters | %d rank%s, cpu, %d threads | %d x %d tokens per step | %s | %s\n", MGT_VERSION_STRING, o.preset,
-           (double)st.params / 1e6, rc, rc == 1 ? "" : "s", st.threads, cfg.train.global_batch, cfg.model.seq_len, mem, mgt_run_dir(run));
+    mgt__plan_make(&cfg, &plan);
+    printf("mgt %s | %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d, %s, %d micro-batch%s of %d | cpu, %d threads | %s | "
+           "%d x %d tokens per step | %s | %s\n", MGT_VERSION_STRING, o.preset, (double)st.params / 1e6, plan.world, plan.world == 1 ? "" : "s",
+           plan.dp, plan.tp, plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", plan.micro_steps, plan.micro_steps == 1 ? "" : "es",
+           cfg.train.micro_batch, st.threads, dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0],
+           cfg.train.global_batch, cfg.model.seq_len, mem, mgt_run_dir(run));
+    if (plan.world > 1) { /* the speedup is shown only against a measured single rank of the same model */
+        char key[512];
+        baseline_key(&cfg, st.threads, key, sizeof key);
+        if ((base_tok_s = baseline_find(key, base_date, sizeof base_date)) > 0)
+            printf("speedup against one rank of this model: %.0f tokens/s, measured by mgt bench at %s\n", base_tok_s, base_date);
+    }
     if (start_step > 0) printf("resuming at step %d of %d\n", start_step, cfg.train.steps);
+    start_elapsed = st.elapsed_s;
     fflush(stdout);
     /* the dashboard when both ends are a terminal, unless --no-tui; the log otherwise */
     if (!o.no_tui && isatty(0) && isatty(1) && getenv("TERM") && strcmp(getenv("TERM"), "dumb")) {
-        rc = train_dashboard(run, o.preset, tui_frames, &interrupted);
+        tui_ab *ab = NULL;
+        const char *ab_env = getenv("MGT_TUI_AB");
+        if (ab_env && ab_env[0]) {
+            double w = 0;
+            int pairs = 0;
+            char aa[8] = "";
+            ab = (tui_ab *)calloc(1, sizeof *ab);
+            if (!ab || sscanf(ab_env, "%lf:%d:%7s", &w, &pairs, aa) < 2 || w <= 0 || pairs < 2 || pairs > AB_MAX_PAIRS ||
+                (aa[0] && strcmp(aa, "aa"))) {
+                fprintf(stderr, "mgt: MGT_TUI_AB=%s: expected W:N[:aa] (window seconds > 0, 2 to %d pairs)\n", ab_env, AB_MAX_PAIRS);
+                free(ab);
+                mgt_run_destroy(run);
+                return 2;
+            }
+            ab->window_s = w;
+            ab->pairs = pairs;
+            ab->aa = aa[0] != 0;
+            ab->rng = (unsigned)time(NULL) ^ (unsigned)getpid();
+            pthread_mutex_init(&ab->mu, NULL);
+            pthread_cond_init(&ab->cv, NULL);
+        }
+        rc = train_dashboard(run, o.preset, tui_frames, base_tok_s, ab, &interrupted);
+        if (ab) { pthread_mutex_destroy(&ab->mu); pthread_cond_destroy(&ab->cv); free(ab); }
         if (rc > 0) { mgt_run_destroy(run); return 1; }
         if (rc == 0) st.step = cfg.train.steps; /* skips the log loop */
     }
     while (st.step < cfg.train.steps) {
         if (mgt_stop_requested) { interrupted = 1; break; }
         if ((r = mgt_run_step(run)) != MGT_OK) {
-            fprintf(stderr, "mgt: %s\n", mgt_last_error());
-            if (mgt_checkpoint_latest(mgt_run_dir(run), path, sizeof path) == MGT_OK)
-                fprintf(stderr, "mgt: the newest checkpoint is %s\n", path);
+            report_train_failure(run, mgt_last_error(), st.step);
             mgt_run_destroy(run);
             return 1;
         }
@@ -293,6 +520,11 @@ static int cmd_train(int argc, char **argv) {
     printf("done: %d steps, final loss %.4f%s, %.1f s in steps, activations %s; checkpoint %s\n", st.step, st.loss,
            st.has_val_loss ? "" : "", st.elapsed_s, mem, path);
     if (st.has_val_loss) printf("val loss %.4f at step %d\n", st.val_loss, st.val_step);
+    if (base_tok_s > 0 && st.step > start_step && st.elapsed_s > start_elapsed) {
+        double tok_s = (double)(st.step - start_step) * cfg.train.global_batch * cfg.model.seq_len / (st.elapsed_s - start_elapsed);
+        printf("speedup %.2fx over one rank: %.0f tokens/s in steps here, %.0f measured by mgt bench at %s\n", tok_s / base_tok_s, tok_s, base_tok_s,
+               base_date);
+    }
     mgt_run_destroy(run);
     return 0;
 }
@@ -522,6 +754,15 @@ static int cmd_bench(int argc, char **argv) {
     printf("memory peak:    params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
            st.mem_peak[MGT_MEM_PARAMS] / 1048576.0, st.mem_peak[MGT_MEM_GRADS] / 1048576.0, st.mem_peak[MGT_MEM_OPTIMIZER] / 1048576.0,
            st.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0);
+    {
+        char key[512], date[64];
+        double base;
+        baseline_key(&cfg, st.threads, key, sizeof key);
+        if (cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp == 1) baseline_record(key, tok_s);
+        else if ((base = baseline_find(key, date, sizeof date)) > 0)
+            printf("speedup:        %.2fx over one rank (%.0f tokens/s measured by mgt bench at %s)\n", tok_s / base, base, date);
+        else printf("speedup:        n/a: no single-rank measurement of this model; `mgt bench` with parallel.dp, tp and pp = 1 makes one\n");
+    }
     free(tokens);
     mgt_run_destroy(run);
     return 0;

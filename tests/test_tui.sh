@@ -5,16 +5,20 @@
 # communication table shows all-reduce traffic; p pauses (the step stops) and p resumes; s writes
 # a checkpoint; q (80x24) and Ctrl-C (160x48) stop with a checkpoint and exit 130; the terminal is
 # restored (alternate screen left, summary printed); --tui-frames N exits by itself; a crash
-# signal (SIGSEGV) still restores the terminal. Skips (77) without tmux.
+# signal (SIGSEGV) still restores the terminal; an error in training (a periodic checkpoint that
+# cannot be written) restores it, shows the state failed, names the file and key, exits 1. The
+# header and the summary show the layout; the speedup is n/a without a single-rank measurement of
+# the model (mgt bench) and a number with one.
+# Skips (77) without tmux.
 set -u
 cd "$(dirname "$0")/.."
 command -v tmux > /dev/null || { echo "SKIP: tmux is not installed (setup.sh installs it)"; exit 77; }
 [ -s build/testdata/tiny_train.bin ] || { echo "SKIP: build/testdata/tiny_train.bin is missing (tests/run.sh makes it)"; exit 77; }
 [ -x ./mgt ] || { echo "FAIL: ./mgt is not built"; exit 1; }
 TMP=$(mktemp -d)
-SOCK=$TMP/tmux.sock
+NSOCK=0 SOCK=$TMP/tmux0.sock
 tm() { tmux -S "$SOCK" "$@"; }
-trap 'tm kill-server 2> /dev/null; rm -rf "$TMP"' EXIT
+trap 'for s in "$TMP"/tmux*.sock; do tmux -S "$s" kill-server 2> /dev/null; done; rm -rf "$TMP"' EXIT
 LOC=C.UTF-8
 locale -a 2> /dev/null | grep -qix 'c.utf-\?8' || LOC=en_US.UTF-8
 
@@ -24,9 +28,12 @@ step() { screen; sed -n 2p "$TMP/screen" | grep -o 'step [0-9]*/' | grep -o '[0-
 start() { # cols rows extra-args...
   local cols=$1 rows=$2; shift 2
   SIZE=${cols}x$rows
-  tm kill-session -t t 2> /dev/null
+  # a server of its own for each run: a new session on a server that is exiting after kill-session
+  # fails under load ("server exited unexpectedly")
+  tm kill-server 2> /dev/null
+  NSOCK=$((NSOCK + 1)) SOCK=$TMP/tmux$NSOCK.sock
   tm new-session -d -s t -x "$cols" -y "$rows" \
-    "env TERM=xterm-256color LANG=$LOC LC_ALL=$LOC ./mgt train tests/presets/tui.ini --set checkpoint.dir=$TMP/ck$cols $*; echo \"EXIT=\$?\"; sleep 120"
+    "env TERM=xterm-256color LANG=$LOC LC_ALL=$LOC MGT_BASELINES=$TMP/baselines$cols ./mgt train tests/presets/tui.ini --set checkpoint.dir=$TMP/ck$cols $*; echo \"EXIT=\$?\"; sleep 120"
 }
 wait_for() { # regex seconds: until the screen matches
   local i
@@ -44,6 +51,9 @@ check_size() { # cols rows stop-key
   grep -Eq 'now [0-9]+\.[0-9]+ +best [0-9]+\.[0-9]+' "$TMP/screen" || fail "no loss figures"
   grep -Eq 'tokens/s +[0-9.]+[kMG]? ' "$TMP/screen" || fail "tokens/s is not a number"
   grep -q 'RUNNING' "$TMP/screen" || fail "state is not RUNNING"
+  grep -q ' | dp2 tp1 pp1 zero0 1f1b mb1 | ' "$TMP/screen" || fail "the header does not show the layout"
+  if [ -s "$TMP/baselines$cols" ]; then grep -Eq 'speedup +[0-9]+\.[0-9]{2}x over 1 rank' "$TMP/screen" || fail "no speedup over the measured single rank"
+  else grep -Eq 'speedup +n/a' "$TMP/screen" || fail "a speedup without a single-rank measurement"; fi
   for r in 0 1; do grep -Eq "^. +$r +$r +0 +0 cpu" "$TMP/screen" || fail "rank $r has no row"; done
   if [ "$cols" -ge 152 ]; then grep -Eq 'all-reduce +[1-9][0-9]* +[0-9.]+[BKMG]' "$TMP/screen" || fail "no all-reduce traffic in the overview"; fi
   send 3; wait_for 'communication, per step' 3 || fail "3 does not show the communication view"
@@ -62,6 +72,10 @@ check_size() { # cols rows stop-key
   grep -q 'EXIT=130' "$TMP/screen" || fail "exit status is not 130"
   grep -q '^dashboard: step [0-9]*/100000 .*loss [0-9.]*' "$TMP/screen" || fail "no summary after the dashboard closed"
   grep -q 'resume with: mgt train' "$TMP/screen" || fail "no resume hint"
+  tm capture-pane -p -J -t t > "$TMP/joined" # long lines whole
+  grep -q '| 2 ranks: dp 2 x tp 1 x pp 1, zero 0, 1f1b, 1 micro-batch of 4 |' "$TMP/joined" || fail "the printed header does not show the layout"
+  grep -Eq "^dashboard: .*, speedup ($([ -s "$TMP/baselines$cols" ] && echo '[0-9]+\.[0-9]{2}x' || echo 'n/a')) .* 2 ranks: dp 2 x tp 1 x pp 1, zero 0, 1f1b, 1 micro-batch$" \
+    "$TMP/joined" || fail "the summary lacks the speedup or the layout"
   [ "$(tm display -p -t t '#{alternate_on}')" = 0 ] || fail "the terminal is still on the alternate screen"
   s2=$(ls "$TMP/ck$cols"/step_*.safetensors | tail -1)
   [ -s "$s2" ] || fail "no checkpoint after $key"
@@ -70,6 +84,10 @@ check_size() { # cols rows stop-key
 }
 
 check_size 80 24 q
+# a measured single rank of the same model (tests/presets/tui.ini has threads = 2, so one rank of 2
+# threads): the 160x48 run shows its speedup; the 80x24 run had none and showed n/a
+MGT_BASELINES=$TMP/baselines160 ./mgt bench tests/presets/tui.ini --set parallel.dp=1 --steps 2 > "$TMP/bench" 2>&1 ||
+  { SIZE=bench; cat "$TMP/bench"; fail "mgt bench of one rank failed"; }
 check_size 160 48 C-c
 
 # --tui-frames N: the dashboard closes by itself and the run stops with a checkpoint
@@ -92,4 +110,24 @@ wait_for 'EXIT=' 10 || fail "SIGSEGV did not end the run"
 grep -q 'EXIT=139' "$TMP/screen" || fail "SIGSEGV: exit status is not 139"
 [ "$(tm display -p -t t '#{alternate_on}')" = 0 ] || fail "SIGSEGV: the terminal is still on the alternate screen"
 echo "ok SIGSEGV restores the terminal"
+# an error in training (not a signal): the checkpoint folder is replaced by a regular file while
+# paused, so the next periodic checkpoint cannot be written. The run must stop (not train on
+# without checkpoints), give the terminal back, show the state failed in the summary, name the
+# file and the key, and exit 1.
+SIZE=failure
+start 160 24 --set checkpoint.dir=$TMP/ckfail --set checkpoint.every=50 --set log.metrics=$TMP/fail_metrics.jsonl
+wait_for 'step [1-9][0-9]*/' 20 || fail "no step within 20 s"
+send p; wait_for 'PAUSED' 5 || fail "p does not pause"
+rm -rf "$TMP/ckfail"; echo "not a folder" > "$TMP/ckfail"
+send p
+wait_for 'EXIT=' 20 || fail "the run did not stop when its checkpoint folder became a file"
+tm capture-pane -p -J -t t > "$TMP/screen" # -J: the error lines joined whole
+grep -q 'EXIT=1$' "$TMP/screen" || fail "exit status is not 1"
+[ "$(tm display -p -t t '#{alternate_on}')" = 0 ] || fail "the terminal is still on the alternate screen"
+grep -q '^dashboard: step [0-9]*/100000 (failed)' "$TMP/screen" || fail "the summary does not show the state failed"
+grep -q "^mgt: $TMP/ckfail/step_[0-9]*\.safetensors\.tmp: cannot create: Not a directory" "$TMP/screen" || fail "the error does not name the file"
+grep -q "^mgt: the checkpoint of step [0-9]* could not be written (checkpoint.dir = $TMP/ckfail, checkpoint.every = 50): training stopped" \
+  "$TMP/screen" || fail "the error does not name the key"
+grep -q "^mgt: no checkpoint to resume from in $TMP/ckfail" "$TMP/screen" || fail "no word on the checkpoint to resume from"
+echo "ok a checkpoint that cannot be written stops the run: failed, terminal restored, exit 1"
 echo "test_tui: ok"

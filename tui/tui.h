@@ -43,7 +43,8 @@ enum {
     MGT_TUI_PAUSE = 2,   /* p: pause or resume (a toggle; the driver keeps the state) */
     MGT_TUI_SAVE = 4,    /* s: checkpoint now */
     MGT_TUI_REDRAW = 8,  /* the view changed (Tab, scroll, help): draw again */
-    MGT_TUI_CLOSED = 16  /* the frame limit was reached */
+    MGT_TUI_CLOSED = 16, /* the frame limit was reached */
+    MGT_TUI_DREW = 32    /* mgt_tui_frame drew the screen (the data, the view or the size changed) */
 };
 
 typedef struct mgt_tui_rect { int y, x, h, w; } mgt_tui_rect; /* h == 0: not shown */
@@ -92,6 +93,7 @@ typedef struct mgt_tui_options {
     int ascii;            /* 1: no Unicode even in a UTF-8 locale */
     int mono;             /* 1: no colours (also when NO_COLOR is set and not empty) */
     const char *preset;   /* shown in the header */
+    double base_tokens_per_s; /* a single rank's measured tokens/s on the same model (mgt bench); 0: speedup n/a */
 } mgt_tui_options;
 
 /* Takes the terminal (initscr). run must outlive the dashboard. Returns 0, or -1 with no change
@@ -308,7 +310,7 @@ struct mgt_tui {
     mgt_event ev[MGT_TUI__EVENTS];
     int nev;                  /* events read in all; the newest MGT_TUI__EVENTS are in ev */
     double best, ema, t_open, t_refresh, cpu_open; /* cpu_open: CPU time of the dashboard's thread */
-    int frames, dirty;
+    int frames, dirty, draws;
     char message[160];
 };
 
@@ -538,15 +540,16 @@ static void mgt_tui__draw_header(mgt_tui *t) {
     const mgt_config *c = &t->cfg;
     static const char *dtypes[] = {"fp32", "bf16", "fp16"};
     char line[512], el[32], eta[32];
-    int step = t->has_last ? t->last.step : 0, steps = t->cfg.train.steps, barw, fill, i, micro;
+    int step = t->has_last ? t->last.step : 0, steps = t->cfg.train.steps, barw, fill, i, micro, zero;
     double frac = steps > 0 ? (double)step / steps : 0, per_step;
     if (!w) return;
     werase(w);
     micro = c->train.micro_batch > 0 ? c->train.global_batch / (c->parallel.dp * c->train.micro_batch) : 1;
+    zero = c->parallel.dp > 1 ? c->parallel.zero : 0; /* as the plan has it: ZeRO over one data-parallel rank changes nothing */
     snprintf(line, sizeof line, " %s%s%s%s | %d x %s | dp%d tp%d pp%d zero%d %s mb%d | %s ", t->cols >= 120 ? "mgt " : "",
              t->cols >= 120 ? MGT_VERSION_STRING : "", t->cols >= 120 ? " | " : "",
              !t->opt.preset ? "(preset)" : t->cols >= 120 || !strrchr(t->opt.preset, '/') ? t->opt.preset : strrchr(t->opt.preset, '/') + 1, t->nranks, t->nranks > 0 && t->ranks[0].device[0] ? t->ranks[0].device : "cpu",
-             c->parallel.dp, c->parallel.tp, c->parallel.pp, c->parallel.zero, c->parallel.pp_schedule ? "gpipe" : "1f1b", micro,
+             c->parallel.dp, c->parallel.tp, c->parallel.pp, zero, c->parallel.pp_schedule ? "gpipe" : "1f1b", micro,
              dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0]);
     mgt_tui__attr(t, w, MGT_TUI__C_BAR, 1);
     wmove(w, 0, 0);
@@ -708,6 +711,18 @@ static void mgt_tui__draw_loss(mgt_tui *t) {
     wnoutrefresh(w);
 }
 
+/* The speedup over one rank: tokens/s of the last (up to) 50 steps, from their mean step time (one
+   step's figure jumps with the machine's load), over the driver's measured single-rank tokens/s.
+   0 when unknown. */
+static double mgt_tui__speedup(const mgt_tui *t) {
+    double ms = 0;
+    int i, n = 0;
+    if (!(t->opt.base_tokens_per_s > 0) || t->npts < 1) return 0;
+    for (i = t->npts - 1; i >= 0 && n < 50; i--, n++) ms += t->pts[i].step_ms;
+    if (!(ms > 0)) return 0;
+    return (double)t->cfg.train.global_batch * t->cfg.model.seq_len * 1e3 * n / ms / t->opt.base_tokens_per_s;
+}
+
 static void mgt_tui__draw_throughput(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_THR];
     int H, W, y = 1, sw;
@@ -740,7 +755,13 @@ static void mgt_tui__draw_throughput(mgt_tui *t) {
     if (y < H - 1) { mgt_tui_fmt_count((double)s->tokens_seen, v, sizeof v); snprintf(line, sizeof line, "%-10s %8s tokens", "seen", v); mgt_tui__put(w, y++, 2, line); }
     if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8.2e", "lr", s->lr); mgt_tui__put(w, y++, 2, line); }
     if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8.3f", "grad norm", s->grad_norm); mgt_tui__put(w, y++, 2, line); }
-    if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8s", "speedup", "n/a"); mgt_tui__put(w, y++, 2, line); }
+    if (y < H - 1) { /* measured against a single rank when the driver has a measurement of one, else unknown */
+        double x = mgt_tui__speedup(t);
+        if (x > 0) snprintf(v, sizeof v, "%.2fx", x);
+        else snprintf(v, sizeof v, "n/a");
+        snprintf(line, sizeof line, "%-10s %8s%s", "speedup", v, x > 0 && W >= 46 ? " over 1 rank (bench)" : "");
+        mgt_tui__put(w, y++, 2, line);
+    }
     wnoutrefresh(w);
 }
 
@@ -1014,6 +1035,8 @@ int mgt_tui_frame(mgt_tui *t) {
     if (t->dirty) {
         mgt_tui__draw(t);
         t->dirty = 0;
+        t->draws++;
+        flags |= MGT_TUI_DREW;
     }
     t->frames++;
     view = t->ui.view;
@@ -1040,11 +1063,15 @@ int mgt_tui_frame(mgt_tui *t) {
 }
 
 void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap) {
-    char tok[16], el[32], mfu[16];
-    int n;
+    char tok[16], el[32], mfu[16], speedup[24];
+    const mgt_config *c = &t->cfg;
+    int n, zero = c->parallel.dp > 1 ? c->parallel.zero : 0, micro;
     if (!t || !cap) return;
+    micro = c->train.micro_batch > 0 && c->parallel.dp > 0 ? c->train.global_batch / (c->parallel.dp * c->train.micro_batch) : 1;
     if (t->has_last && t->last.has_mfu) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * t->last.mfu);
     else snprintf(mfu, sizeof mfu, "n/a");
+    if (mgt_tui__speedup(t) > 0) snprintf(speedup, sizeof speedup, "%.2fx", mgt_tui__speedup(t));
+    else snprintf(speedup, sizeof speedup, "n/a");
     if (!t->has_last) { snprintf(out, cap, "dashboard closed before the first step finished\n"); return; }
     mgt_tui_fmt_count(t->last.tokens_per_s, tok, sizeof tok);
     mgt_tui_fmt_duration(t->last.elapsed_s, el, sizeof el);
@@ -1053,11 +1080,12 @@ void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap) {
     if (n > 0 && (size_t)n < cap && t->nvals > 0)
         n += snprintf(out + n, cap - (size_t)n, ", val %.4f at step %d", t->vals[t->nvals - 1].loss, t->vals[t->nvals - 1].step);
     if (n > 0 && (size_t)n < cap)
-        n += snprintf(out + n, cap - (size_t)n, "\ndashboard: %s tok/s, %.1f ms/step, MFU %s | %s elapsed | %d ranks\n", tok, t->last.step_ms, mfu,
-                      el, t->nranks);
+        n += snprintf(out + n, cap - (size_t)n, "\ndashboard: %s tok/s, %.1f ms/step, MFU %s, speedup %s | %s elapsed | %d rank%s: dp %d x tp %d x pp %d, zero %d, %s, "
+                      "%d micro-batch%s\n", tok, t->last.step_ms, mfu, speedup, el, t->nranks, t->nranks == 1 ? "" : "s", c->parallel.dp, c->parallel.tp,
+                      c->parallel.pp, zero, c->parallel.pp_schedule ? "gpipe" : "1f1b", micro, micro == 1 ? "" : "es");
     if (n > 0 && (size_t)n < cap) { /* called on the dashboard's thread: its CPU time is the cost of drawing */
         double cpu = mgt_tui__cpu() - t->cpu_open, wall = mgt_tui__now() - t->t_open;
-        n += snprintf(out + n, cap - (size_t)n, "dashboard: %d frames, %.3f s of CPU in %.1f s (%.2f%% of one core)\n", t->frames, cpu, wall,
+        n += snprintf(out + n, cap - (size_t)n, "dashboard: %d frames (%d drawn), %.3f s of CPU in %.1f s (%.2f%% of one core)\n", t->frames, t->draws, cpu, wall,
                       wall > 0 ? 100 * cpu / wall : 0.0);
     }
     (void)n;

@@ -618,6 +618,13 @@ static const death deaths[] = {
          cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 2, 2, 2);
          cublasLtMatmul(h, d, &one, p, l, p + 4, l, &one, p + 8, l, p + 8, l, nullptr, nullptr, 0, nullptr);
      }},
+    {"host_deref", "mgt fake host access: device memory at", [] {
+         float *x;
+         cudaMalloc((void **)&x, 1000);
+         cudaMemset(x, 0, 1000);
+         cudaDeviceSynchronize();
+         printf("%g\n", x[100]); /* a device pointer read on the host: a fault on a GPU machine too */
+     }},
     {"destroyed_stream", "was destroyed", [] {
          cudaStream_t s = nb_stream();
          cudaStreamDestroy(s);

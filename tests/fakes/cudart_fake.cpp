@@ -8,9 +8,9 @@
 
    MODEL
    - Devices: MGT_FAKE_DEVICES (default 8) fake H100s with MGT_FAKE_DEVICE_MIB (default 81559) of
-     memory each; the current device is per host thread. Device memory is host memory from
-     malloc, filled with 0xFF bytes (a NaN in every float format) so reading what nobody wrote
-     shows; each allocation remembers its device.
+     memory each; the current device is per host thread. Device memory is host memory (a
+     mapping per allocation), filled with 0xFF bytes (a NaN in every float format) so reading
+     what nobody wrote shows; each allocation remembers its device.
    - Streams are deferred queues. cudaMemcpyAsync, cudaMemsetAsync, kernel launches (through the
      SIMT shim's hook, kernels/cuda_cpu.h), cuBLAS and NCCL calls only enqueue; a queue runs when
      the host synchronises with it (cudaStreamSynchronize, cudaEventSynchronize, cudaEventQuery,
@@ -32,6 +32,11 @@
      the host's own joins and barriers). Vector clocks over streams, checked at
      enqueue, so the report names both operations however the queues happen to run. A kernel
      argument counts as the one element it points to (the shim cannot know a kernel's extent);
+   - the host touching device memory: each cudaMalloc allocation is a mapping of its own, PROT_NONE
+     except while a stream operation that uses it runs, so a device pointer dereferenced on the
+     host faults, and a SIGSEGV handler names the allocation ("mgt fake host access: ..."). A kernel
+     may touch the whole allocations its pointer arguments point into (pointers hidden inside
+     structs fault). MGT_FAKE_NO_PROTECT=1 turns this off;
    - cudaFree/cudaFreeHost of memory that an operation the host has not synchronised with uses
      (stricter than CUDA, whose cudaFree synchronises: the backend must not rely on that);
    - use of a destroyed stream or event, a kernel launched on a stream of another device;
@@ -47,7 +52,10 @@
 #include <cuda_runtime_api.h> /* defines: the declarations faked here */
 #include <stdarg.h>  /* defines: va_list */
 #include <stdio.h>   /* defines: fprintf, vsnprintf */
+#include <signal.h>  /* defines: sigaction, siginfo_t */
 #include <stdlib.h>  /* defines: abort, malloc, getenv */
+#include <sys/mman.h> /* defines: mmap, mprotect, munmap */
+#include <unistd.h>  /* defines: sysconf */
 #include <time.h>    /* defines: clock_gettime */
 #include <algorithm> /* defines: std::max */
 #include <deque>     /* defines: std::deque */
@@ -208,16 +216,51 @@ struct alloc {
     size_t bytes;
     int device; /* -1: pinned host memory */
     std::vector<record> recs;
+    size_t mapped; /* device memory: its own mapping, PROT_NONE unless an operation on it runs */
+    int open;      /* operations running on it now */
 };
 static std::map<uintptr_t, alloc *> &allocs = *new std::map<uintptr_t, alloc *>; /* by base address */
 static int ndevices = -1;
 static size_t device_bytes, used_bytes[64];
 static long malloc_failures_after = -1;
+static bool protect = true; /* MGT_FAKE_NO_PROTECT=1 turns the host-access check off */
+static struct sigaction old_segv;
 static thread_local int cur_device = 0;
 static thread_local cudaError_t last_error = cudaSuccess;
 
+static alloc *find_alloc(const void *p);
+/* a fault inside device memory: the host (or a kernel, through a pointer that is not one of its
+   arguments) touched device memory outside every stream operation on it; anything else goes on to
+   the handler there was before */
+static void segv(int sig, siginfo_t *si, void *ctx) {
+    alloc *a = nullptr;
+    if (mu.try_lock()) { /* a fault while mu is held is not an access from host code */
+        a = find_alloc(si->si_addr);
+        mu.unlock();
+    }
+    if (a && a->device >= 0) {
+        char msg[512];
+        int n = snprintf(msg, sizeof msg, "mgt fake host access: device memory at %p (%zu bytes into an allocation of %zu "
+                         "bytes, device %d) touched outside any stream operation on it: a device pointer dereferenced "
+                         "on the host, or a kernel using memory that is not one of its pointer arguments\n", si->si_addr,
+                         (size_t)((char *)si->si_addr - a->base), a->bytes, a->device);
+        if (write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1)) < 0) abort();
+        abort();
+    }
+    sigaction(SIGSEGV, &old_segv, nullptr); /* not ours: fault again under the previous handler */
+    (void)sig;
+    (void)ctx;
+}
 static void init_devices() { /* mu held */
     if (ndevices >= 0) return;
+    protect = !(getenv("MGT_FAKE_NO_PROTECT") && atoi(getenv("MGT_FAKE_NO_PROTECT")));
+    if (protect) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = segv;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigaction(SIGSEGV, &sa, &old_segv);
+    }
     const char *e = getenv("MGT_FAKE_DEVICES"), *m = getenv("MGT_FAKE_DEVICE_MIB");
     ndevices = e ? atoi(e) : 8;
     if (ndevices < 1 || ndevices > 64) fail("init", "MGT_FAKE_DEVICES=%s: give 1 to 64 devices", e);
@@ -247,7 +290,17 @@ struct op {
     uint64_t seq;
     std::vector<std::pair<CUstream_st *, uint64_t>> deps; /* run those streams this far first */
     std::function<void()> run;
+    std::vector<alloc *> opens; /* device memory it may touch: readable while it runs */
 };
+static void set_open(const std::vector<alloc *> &as, int delta) { /* mu held */
+    for (alloc *a : as) {
+        int before = a->open;
+        a->open += delta;
+        if (protect && (before == 0) != (a->open == 0) &&
+            mprotect(a->base, a->mapped, a->open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0)
+            fail("mprotect", "cannot change the protection of %zu bytes at %p", a->mapped, (void *)a->base);
+    }
+}
 struct CUstream_st {
     int id, device;
     bool legacy, nonblocking, destroyed;
@@ -308,10 +361,12 @@ static void run_until(lock_t &lk, CUstream_st *s, uint64_t seq) {
         for (auto &d : o.deps) run_until(lk, d.first, d.second);
         thread_rec *me = self_rec();
         me->running++;
+        set_open(o.opens, +1);
         lk.unlock();
         o.run();
         o.run = nullptr; /* release what the operation held (a kernel's arguments) outside the lock */
         lk.lock();
+        set_open(o.opens, -1);
         me->running--;
         s->done = o.seq;
         s->busy = false;
@@ -398,6 +453,7 @@ ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::
             fail(api, "%s %p + %zu bytes runs %zu bytes past its allocation of %zu bytes (device %d), %s", x.role, x.p,
                  x.bytes, hi - a->bytes, a->bytes, a->device, what.c_str());
         track(api, s, s->vc, a, lo, hi, x.write, x.role + (" of " + what));
+        if (a->device >= 0 && std::find(o.opens.begin(), o.opens.end(), a) == o.opens.end()) o.opens.push_back(a);
     }
     o.run = std::move(run);
     s->q.push_back(std::move(o));
@@ -489,12 +545,18 @@ static cudaError_t do_malloc(void **p, size_t bytes, int device) {
     if (malloc_failures_after == 0) return err(cudaErrorMemoryAllocation);
     if (malloc_failures_after > 0) malloc_failures_after--;
     if (device >= 0 && bytes > device_bytes - used_bytes[device]) return err(cudaErrorMemoryAllocation);
-    /* 256-byte aligned like cudaMalloc; every byte 0xFF (NaN) so unwritten memory shows */
-    size_t rounded = (std::max<size_t>(bytes, 1) + 255) & ~(size_t)255;
-    char *m = (char *)aligned_alloc(256, rounded);
-    if (!m) return err(cudaErrorMemoryAllocation);
-    memset(m, 0xff, rounded);
-    allocs[(uintptr_t)m] = new alloc{m, bytes, device, {}};
+    /* device memory: a mapping of its own (page aligned, so also cudaMalloc's 256), every byte 0xFF
+       (NaN) so unwritten memory shows, then no access until an operation on it runs */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), mapped = (std::max<size_t>(bytes, 1) + page - 1) & ~(page - 1);
+    char *m;
+    if (device >= 0) {
+        m = (char *)mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return err(cudaErrorMemoryAllocation);
+    } else if (!(m = (char *)aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) & ~(size_t)255)))
+        return err(cudaErrorMemoryAllocation);
+    memset(m, 0xff, device >= 0 ? mapped : bytes);
+    if (device >= 0 && protect && mprotect(m, mapped, PROT_NONE) != 0) fail("cudaMalloc", "mprotect failed");
+    allocs[(uintptr_t)m] = new alloc{m, bytes, device, {}, mapped, 0};
     if (device >= 0) used_bytes[device] += bytes;
     *p = m;
     return cudaSuccess;
@@ -513,9 +575,11 @@ static cudaError_t do_free(const char *api, void *p, bool device) {
         if (at(host_vc, r.stream) < r.seq)
             fail(api, "%p (%zu bytes, %s) is still in use: %s, which the host has not synchronised with", p, a->bytes,
                  a->device >= 0 ? strf("device %d", a->device).c_str() : "pinned host", describe(r).c_str());
-    if (a->device >= 0) used_bytes[a->device] -= a->bytes;
-    memset(a->base, 0xfe, a->bytes); /* what a stale reader would see, if the allocator hands it out again */
-    free(a->base);
+    if (a->device >= 0) {
+        used_bytes[a->device] -= a->bytes;
+        munmap(a->base, a->mapped); /* a stale pointer now faults */
+    } else
+        free(a->base);
     allocs.erase(it);
     delete a;
     return cudaSuccess;

@@ -424,6 +424,51 @@ static void test_init_rank() { /* ncclGetUniqueId + ncclCommInitRank, three thre
     CHECK(bad == 0, "%d wrong results with ncclCommInitRank", bad);
 }
 
+/* the DP overlap pattern: gradients written on the compute stream, reduced on a communication stream
+   after an event, read again on the compute stream after a second event: no hazard, right sums */
+static void test_overlap() {
+    ncclComm_t c[2];
+    CK(ncclCommInitAll(c, 2, nullptr));
+    int bad = 0;
+    std::mutex m;
+    run_ranks(2, [&](int r) {
+        cudaSetDevice(r);
+        cudaStream_t compute, comm;
+        cudaEvent_t produced, reduced;
+        cudaStreamCreate(&compute);
+        cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking);
+        cudaEventCreateWithFlags(&produced, cudaEventDisableTiming);
+        cudaEventCreateWithFlags(&reduced, cudaEventDisableTiming);
+        float *grads, *param, h[256];
+        cudaMalloc((void **)&grads, 256 * 4);
+        cudaMalloc((void **)&param, 256 * 4);
+        fake_fill(param, 0.0f, 256, compute);
+        for (int step = 0; step < 3; step++) {
+            fake_fill(grads, (float)(r + 1), 128, compute); /* bucket 0 */
+            cudaEventRecord(produced, compute);
+            cudaStreamWaitEvent(comm, produced, 0);
+            ncclAllReduce(grads, grads, 128, ncclFloat32, ncclSum, c[r], comm);
+            fake_fill(grads + 128, 1.0f, 128, compute); /* bucket 1, overlapping the reduction of bucket 0 */
+            cudaEventRecord(reduced, comm);
+            cudaStreamWaitEvent(compute, reduced, 0);
+            fake_axpy(param, grads, -1.0f, 128, compute);
+        }
+        cudaStreamSynchronize(compute);
+        cudaMemcpy(h, param, sizeof h, cudaMemcpyDeviceToHost);
+        int e = h[0] != -9.0f || h[127] != -9.0f || h[128] != 0.0f; /* 3 steps of -(1 + 2) */
+        ncclCommDestroy(c[r]);
+        cudaFree(grads);
+        cudaFree(param);
+        cudaEventDestroy(produced);
+        cudaEventDestroy(reduced);
+        cudaStreamDestroy(compute);
+        cudaStreamDestroy(comm);
+        std::lock_guard<std::mutex> lk(m);
+        bad += e;
+    });
+    CHECK(bad == 0, "%d ranks with wrong parameters after the overlapped reduction", bad);
+}
+
 static void test_abort() { /* an abort from another thread ends a collective that can never complete */
     ncclComm_t c[2];
     CK(ncclCommInitAll(c, 2, nullptr));
@@ -625,6 +670,42 @@ static const death deaths[] = {
          cudaDeviceSynchronize();
          printf("%g\n", x[100]); /* a device pointer read on the host: a fault on a GPU machine too */
      }},
+    {"nccl_kernel_hazard", "mgt fake ncclAllReduce: hazard on bytes [0, 1)", [] {
+         two_ranks([](int, ncclComm_t c, cudaStream_t comm, float *grads) {
+             fake_fill(grads, 1.0f, 64, nb_stream()); /* backward writes the gradients on the compute stream */
+             ncclAllReduce(grads, grads, 64, ncclFloat32, ncclSum, c, comm); /* no event: the DP overlap bug */
+         });
+     }},
+    {"kernel_other_device", "stream 9 (device 1) belongs to device 1, but the call is for device 0", [] {
+         float *x;
+         cudaMalloc((void **)&x, 16);
+         nb_stream(); /* stream 8 on device 0 */
+         cudaSetDevice(1);
+         cudaStream_t s = nb_stream();
+         cudaSetDevice(0);
+         fake_fill(x, 1.0f, 4, s);
+     }},
+    {"sendrecv_count", "mismatched send/receive #0 between rank", [] {
+         two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             if (r == 0) ncclSend(p, 4, ncclFloat32, 1, c, s);
+             else ncclRecv(p, 5, ncclFloat32, 0, c, s);
+         });
+     }},
+    {"destroy_queued", "mgt fake ncclCommDestroy: 1 operations of rank 0", [] {
+         two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, c, s);
+             if (r == 0) ncclCommDestroy(c); /* without synchronising s */
+         });
+     }},
+    {"missing_collective", "collective #0 ncclAllGather(count 4, ncclFloat32) that rank 0 issued was never issued by rank 1", [] {
+         host_barrier b(2);
+         two_ranks([&](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             if (r == 0) ncclAllGather(p, p + 8, 4, ncclFloat32, c, s);
+             b.arrive();
+             if (r == 1) ncclCommDestroy(c);
+             b.arrive();
+         });
+     }},
     {"destroyed_stream", "was destroyed", [] {
          cudaStream_t s = nb_stream();
          cudaStreamDestroy(s);
@@ -712,6 +793,7 @@ int main(int argc, char **argv) {
     for (int n = 1; n <= 8; n++) test_nccl(n);
     test_init_rank();
     test_abort();
+    test_overlap();
     for (const death &d : deaths) expect_death(argv[0], d);
     printf("%d checks, %d failed\n", checks, failures);
     return failures != 0;

@@ -88,11 +88,12 @@ struct family {
     double worst; // worst |got - ref| / bound over its cases
     char worst_case[160];
     const char *worst_out; // a string literal
+    double worst_by_type[3]; // fp32, bf16, fp16 results (by the case's first type)
 };
-static family families[] = {{"encoder", 0, 0, 0, "", ""},  {"layernorm", 0, 0, 0, "", ""},    {"softmax", 0, 0, 0, "", ""},
-                            {"gelu", 0, 0, 0, "", ""},     {"residual", 0, 0, 0, "", ""},     {"crossentropy", 0, 0, 0, "", ""},
-                            {"adamw", 0, 0, 0, "", ""},    {"cast", 0, 0, 0, "", ""},         {"norm", 0, 0, 0, "", ""},
-                            {"preconditions", 0, 0, 0, "", ""}};
+static family families[] = {{"encoder", 0, 0, 0, "", "", {0, 0, 0}},  {"layernorm", 0, 0, 0, "", "", {0, 0, 0}},    {"softmax", 0, 0, 0, "", "", {0, 0, 0}},
+                            {"gelu", 0, 0, 0, "", "", {0, 0, 0}},     {"residual", 0, 0, 0, "", "", {0, 0, 0}},     {"crossentropy", 0, 0, 0, "", "", {0, 0, 0}},
+                            {"adamw", 0, 0, 0, "", "", {0, 0, 0}},    {"cast", 0, 0, 0, "", "", {0, 0, 0}},         {"norm", 0, 0, 0, "", "", {0, 0, 0}},
+                            {"preconditions", 0, 0, 0, "", "", {0, 0, 0}}};
 static family *fam(const char *name) {
     for (family &f : families)
         if (!strcmp(f.name, name)) return &f;
@@ -125,6 +126,9 @@ struct checker {
             if (bad++ < 4) FAIL("%s: %s[%zu] = %.9g, reference %.9g, error %.3g > bound %.3g", what, out, i, got, want, err, bound);
             else failures++;
         }
+        const char *lt = strchr(what, '<');
+        int ti = !lt ? -1 : !strncmp(lt + 1, "fp32", 4) ? 0 : !strncmp(lt + 1, "bf16", 4) ? 1 : !strncmp(lt + 1, "fp16", 4) ? 2 : -1;
+        if (ti >= 0 && ratio <= 1.0 && ratio > f->worst_by_type[ti]) f->worst_by_type[ti] = ratio;
         if (ratio > f->worst && ratio <= 1.0) {
             f->worst = ratio;
             memcpy(f->worst_case, what, sizeof what);
@@ -263,6 +267,17 @@ template <class T> static void test_encoder(int B, int Tn, int C, int vocab_star
     }
 }
 
+/* what rounding after every addition does to a frequent token: 1024 positions of one token, each
+   with dout = 0.01 (reported, not asserted) */
+template <class T> static void encoder_frequent_token_note(void) {
+    const int N = 1024, C = 4;
+    std::vector<int> tok(N, 0);
+    std::vector<T> dout = filled<T>((size_t)N * C, 0.01f), dwte = filled<T>(C, 0.0f);
+    int rc = mgt_cuda_encoder_backward<T>(dwte.data(), nullptr, dout.data(), tok.data(), 0, 1, 1, N, C, nullptr);
+    printf("NOTE encoder_backward<%s>: one token at %d positions, dout %.6g each: dwte = %.6g (rc %d), the sum rounded once: %.6g\n",
+           prec<T>::name, N, dv(dout[0]), dv(dwte[0]), rc, dv(T((float)(N * dv(dout[0])))));
+}
+
 /* ==== layernorm ============================================================================================= */
 template <class T> static void test_layernorm(int N, int C, bool random, bool stats = true) {
     std::vector<T> inp = rnd<T>((size_t)N * C, -1, 1.5), w = rnd<T>(C, 0.5, 1.5), b = rnd<T>(C, -0.5, 0.5);
@@ -289,8 +304,9 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
         });
         /* the mean is a C-term fp32 sum (strided per lane, then a 5-level tree): (C + 5) 2^-24 mean|x|;
            the variance a C-term sum of squares, so rstd is off by about (C + 8) 2^-24 relative (its
-           square root halves that; the rest is slack); out = (x - m) rs w + b inherits the mean's error
-           times rs |w|, rstd's relative error times |xhat w|, and four roundings */
+           square root halves that; the rest is slack); the variance is stationary in the mean, so the
+           mean's error em enters it only squared (em^2 rs^2 relative); out = (x - m) rs w + b inherits
+           the mean's error times rs |w|, rstd's relative error times |xhat w|, and four roundings */
         for (int r = 0; r < N; r++) {
             double ma = 0;
             for (int c = 0; c < C; c++) ma += fabs(dv(inp[(size_t)r * C + c]));
@@ -298,13 +314,13 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
             double em = (C + 5) * U32 * ma, erel = (C + 8) * U32;
             if (stats) {
                 ck.near("mean", r, mean[r], m[r], em + prec<float>::tiny);
-                ck.near("rstd", r, rstd[r], rs[r], (erel + em * rs[r] * rs[r] * 2) * rs[r]);
+                ck.near("rstd", r, rstd[r], rs[r], (erel + em * em * rs[r] * rs[r]) * rs[r]);
             } else {
                 ck.near("mean (untouched)", r, mean[r], 7.0, 0.0);
             }
             for (int c = 0; c < C; c++) {
                 double xh = (dv(inp[(size_t)r * C + c]) - m[r]) * rs[r], want = xh * dv(w[c]) + dv(b[c]);
-                double e32 = em * rs[r] * fabs(dv(w[c])) + (erel + em * rs[r] * rs[r] * 2) * fabs(xh * dv(w[c])) +
+                double e32 = em * rs[r] * fabs(dv(w[c])) + (erel + em * em * rs[r] * rs[r]) * fabs(xh * dv(w[c])) +
                              4 * U32 * (fabs(xh * dv(w[c])) + fabs(dv(b[c])));
                 ck.near("out", (size_t)r * C + c, dv(out[(size_t)r * C + c]), want, bnd<T>(want, e32));
             }
@@ -887,6 +903,7 @@ template <class T> static void all_ops(void) {
     test_layernorm<T>(5, 3, r, false);
     if (SIZE >= 1) test_layernorm<T>(70, 131, r);
     if (SIZE >= 1) test_layernorm<T>(200, 45, false);
+    if (SIZE >= 1) test_layernorm<T>(520, 5, false); // 58 parts of 9 rows: all 8 warps of a part hold rows
     if (SIZE >= 2) test_layernorm<T>(1000, 67, false); // 63 parts of 16 rows
     /* softmax: T = 1, 37 (lanes loop twice), 70; in place; scale 1 and 1/sqrt(64) */
     test_softmax<T>(3, 1, 1.0f, false, r);
@@ -903,6 +920,7 @@ template <class T> static void all_ops(void) {
     test_residual<T>(1, 5, r);
     test_residual<T>(19, 37, r);
     if (SIZE >= 1) test_residual<T>(200, 70, false);
+    if (SIZE >= 1) test_residual<T>(520, 5, false); // parts of 9 rows: all 8 warps hold rows
     if (big) test_residual<T>(1000, 525, false); // 525000 > 2048 x 256: grid-stride
     /* cross-entropy: tp = 1 without and with padding, V above a block (256), tp = 2 with padding in
        rank 1, tp = 2 where rank 1 holds only padding; loss only (grad_scale 0) */
@@ -945,10 +963,13 @@ int main(void) {
         s.run();
         printf("  %-14s %s (%.2f s)\n", s.name, failures == before ? "ok" : "FAIL", now_s() - t1);
     }
-    printf("%-14s %6s %10s  %s\n", "family", "cases", "values", "worst error / bound (case)");
+    printf("worst error as a fraction of its bound, per op family and result type (0 = exact):\n");
+    printf("%-14s %6s %9s %6s %6s %6s  %s\n", "family", "cases", "values", "fp32", "bf16", "fp16", "worst case");
     for (const family &f : families)
-        printf("%-14s %6d %10ld  %.3f (%s%s%s)\n", f.name, f.cases, f.values, f.worst, f.worst_case[0] ? f.worst_case : "exact",
-               f.worst_case[0] ? ": " : "", f.worst_case[0] ? f.worst_out : "");
+        printf("%-14s %6d %9ld %6.3f %6.3f %6.3f  %s%s%s\n", f.name, f.cases, f.values, f.worst_by_type[0], f.worst_by_type[1],
+               f.worst_by_type[2], f.worst_case[0] ? f.worst_case : "", f.worst_case[0] ? ": " : "", f.worst_case[0] ? f.worst_out : "");
+    encoder_frequent_token_note<__nv_bfloat16>();
+    encoder_frequent_token_note<__half>();
     printf("NOTE encoder_backward: a 16-bit dwte is rounded after every addition (not accumulated in fp32): worst error "
            "%.2f u_T sum|terms| (%d terms; an fp32 accumulation rounded once: at most 1.0)\n", dwte_worst, dwte_worst_k);
     printf("%d runs under the thread orders, %.1f s; %s\n", order_runs, now_s() - t0, failures ? "FAILED" : "all passed");

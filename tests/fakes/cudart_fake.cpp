@@ -13,10 +13,12 @@
      what nobody wrote shows; each allocation remembers its device.
    - Streams are deferred queues. cudaMemcpyAsync, cudaMemsetAsync, kernel launches (through the
      SIMT shim's hook, kernels/cuda_cpu.h), cuBLAS and NCCL calls only enqueue; a queue runs when
-     the host synchronises with it (cudaStreamSynchronize, cudaEventSynchronize, cudaEventQuery,
-     cudaDeviceSynchronize, a blocking cudaMemcpy/cudaMemset, cudaStreamDestroy) or when an
-     operation that must wait for it runs (cudaStreamWaitEvent, the legacy default stream). So a
-     host that reads results without synchronising reads stale memory, as it may on a GPU.
+     the host synchronises with it (cudaStreamSynchronize, cudaEventSynchronize,
+     cudaDeviceSynchronize, cudaMemcpy, cudaStreamDestroy, and the polls cudaEventQuery and
+     cudaStreamQuery, which then answer cudaSuccess) or when an operation that must wait for it
+     runs (cudaStreamWaitEvent, the legacy default stream). cudaMemset is asynchronous, on the
+     legacy stream. So a host that reads results without synchronising reads stale memory, as it
+     may on a GPU.
    - The legacy default stream (0, cudaStreamLegacy) waits for all blocking streams of its device
      and they wait for it (streams made with cudaStreamNonBlocking do not), as in CUDA.
    - cudaMemcpyAsync from pageable host memory reads the source at the call and a copy into
@@ -528,6 +530,42 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
     p->cooperativeLaunch = p->clusterLaunch = 1;
     return cudaSuccess;
 }
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+    cudaDeviceProp p;
+    cudaError_t e = cudaGetDeviceProperties(&p, device);
+    if (e != cudaSuccess || !value) return err(e != cudaSuccess ? e : cudaErrorInvalidValue);
+    switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+    case cudaDevAttrWarpSize: *value = p.warpSize; break;
+    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)p.sharedMemPerMultiprocessor; break;
+    case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
+    default: fail("cudaDeviceGetAttribute", "attribute %d is not faked", (int)attr);
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int *v) {
+    if (!v) return err(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int *v) {
+    if (!v) return err(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
+    /* the shim checks a launch's dynamic shared memory against the same 227 KiB itself */
+    if (!func) return err(cudaErrorInvalidDeviceFunction);
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && (value < 0 || value > 227 * 1024))
+        return err(cudaErrorInvalidValue);
+    return cudaSuccess;
+}
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
     lock_t lk(mu);
     init_devices();
@@ -642,6 +680,15 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind
     synchronize(memcpy_enqueue("cudaMemcpy", dst, src, n, kind, nullptr, &now));
     return cudaSuccess;
 }
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t n, cudaStream_t s) {
+    int dd = -2, sd = -2;
+    is_device_memory(dst, &dd);
+    is_device_memory(src, &sd);
+    if (dd != dst_device || sd != src_device)
+        fail("cudaMemcpyPeerAsync", "destination %p is on device %d, not %d, or source %p on device %d, not %d", dst, dd,
+             dst_device, src, sd, src_device);
+    return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s);
+}
 cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
     enqueue("cudaMemsetAsync", s, -1, strf("cudaMemsetAsync of %zu bytes", n), {{p, n, true, "destination", false}},
             [p, value, n] { memset(p, value, n); });
@@ -673,6 +720,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t h) {
 cudaError_t cudaStreamSynchronize(cudaStream_t h) {
     lock_t lk(mu);
     sync_stream(lk, resolve("cudaStreamSynchronize", h));
+    return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t h) {
+    /* a poll is a point where a GPU would have made progress: run the queue */
+    return cudaStreamSynchronize(h);
+}
+cudaError_t cudaStreamGetDevice(cudaStream_t h, int *device) {
+    if (!device) return err(cudaErrorInvalidValue);
+    *device = stream_device("cudaStreamGetDevice", h);
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
@@ -782,6 +838,7 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
     default: return "cudaErrorUnknown (not produced by the fake)";
     }
 }
@@ -793,6 +850,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInvalidDeviceFunction: return "invalid device function";
     default: return "unknown error (not produced by the fake)";
     }
 }

@@ -4402,7 +4402,7 @@ static mgt_result mgt__train_step(mgt_run *r, const uint16_t *rows) {
         return MGT_OK;
     }
     r->skipped_in_row = 0;
-    if (fp16 && ++r->good_steps >= r->cfg.precision.loss_scale_window) {
+    if (fp16 && ++r->good_steps >= r->cfg.precision.loss_scale_window && r->loss_scale < ldexp(1.0, 100)) { /* far below FLT_MAX: the float scale stays finite */
         r->loss_scale *= 2;
         r->good_steps = 0;
         mgt__event(r, MGT_LOG_INFO, "step %d: %d steps without overflow: loss scale now %g", r->step, r->cfg.precision.loss_scale_window, r->loss_scale);

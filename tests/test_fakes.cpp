@@ -5,7 +5,8 @@
    through the SIMT shim runs only when its stream is synchronised); and every checking failure
    provoked on purpose in a child process (this program re-run with --die NAME), whose stderr must
    hold the expected "mgt fake ..." line and which must end with SIGABRT. */
-#include "tests/fakes/fakes.h" /* defines: mgt_fake_queued, mgt_fake_fail_malloc_after */
+#include "tests/fakes/fake_core.h" /* defines: mgtfake::float_to_half, float_to_bf16 (the fakes' own) */
+#include "tests/fakes/fakes.h"     /* defines: mgt_fake_queued, mgt_fake_fail_malloc_after */
 #include <cublasLt.h>          /* defines: cublasLtMatmul */
 #include <cublas_v2.h>         /* defines: cublasGemmEx, cublasSgemm */
 #include <cuda_runtime_api.h>  /* defines: cudaMalloc, cudaStream_t, cudaEvent_t */
@@ -65,6 +66,46 @@ static uint16_t to_half(float f) { /* exact for the test's values: 8 significant
     memcpy(&u, &f, 4);
     if (!(u & 0x7fffffffu)) return (uint16_t)((u >> 16) & 0x8000);
     return (uint16_t)(((u >> 16) & 0x8000) | ((((u >> 23) & 255u) - 112u) << 10) | ((u >> 13) & 1023u));
+}
+
+/* the fakes' 16-bit conversions (cuBLAS outputs, NCCL reductions): every half against the compiler's
+   _Float16, floats rounded to half against it and to bf16 against nearest-even by hand */
+static void test_conversions() {
+    int bad = 0;
+#ifdef __FLT16_MAX__
+    for (unsigned h = 0; h < 65536; h++) {
+        uint16_t hh = (uint16_t)h;
+        _Float16 r;
+        memcpy(&r, &hh, 2);
+        float f = mgtfake::half_to_float(hh);
+        bad += !(f == (float)r || (f != f && r != r));
+    }
+#endif
+    unsigned seed = 1;
+    for (int i = 0; i < 400000; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        float f;
+        memcpy(&f, &seed, 4);
+        if (f != f) continue;
+        if (i & 1) f *= 0x1p-100f; /* into the half range, subnormals included */
+#ifdef __FLT16_MAX__
+        _Float16 r = (_Float16)f;
+        uint16_t want;
+        memcpy(&want, &r, 2);
+        bad += mgtfake::float_to_half(f) != want;
+#endif
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u; /* the bf16 neighbours (same sign) */
+        float flo, fhi;
+        memcpy(&flo, &lo, 4);
+        memcpy(&fhi, &hi, 4);
+        double dl = fabs((double)f - flo), dh = fabs((double)fhi - f);
+        if ((hi & 0x7fffffffu) == 0x7f800000u) dh = fabs(copysign(0x1p128, (double)f) - f); /* rounding to infinity */
+        uint32_t pick = dl < dh || (dl == dh && !(lo & 0x10000u)) ? lo : hi;
+        bad += mgtfake::float_to_bf16(f) != (uint16_t)(pick >> 16);
+    }
+    CHECK(bad == 0, "%d 16-bit conversions differ", bad);
 }
 
 /* ---- GEMM ------------------------------------------------------------------------------------- */
@@ -793,6 +834,7 @@ int main(int argc, char **argv) {
             }
         return 2;
     }
+    test_conversions();
     test_streams();
     test_gemm();
     test_lt();

@@ -602,6 +602,17 @@ static void test_streams() {
     CK(cudaStreamSynchronize(sb));
     CK(cudaMemcpy(hx, y, 4 * n, cudaMemcpyDeviceToHost));
     CHECK(hx[10] == 24.0f, "y[10] = %g (x was zeroed first)", hx[10]);
+    /* a copy may use a stream of another device (CUDA allows it; a kernel launch would fail) */
+    {
+        cudaStream_t s3;
+        CK(cudaSetDevice(3));
+        CK(cudaStreamCreate(&s3));
+        CK(cudaSetDevice(0));
+        CK(cudaMemcpyAsync(hx, y, 4, cudaMemcpyDeviceToHost, s3));
+        CK(cudaStreamSynchronize(s3));
+        CHECK(hx[0] == 4.0f, "a copy on device 3's stream: %g (y[0] = 1 + 3)", hx[0]);
+        CK(cudaStreamDestroy(s3));
+    }
     /* pageable host memory: the source is read at the call */
     std::vector<float> pageable(n, 7.0f);
     CK(cudaMemcpyAsync(x, pageable.data(), n * 4, cudaMemcpyHostToDevice, s1));

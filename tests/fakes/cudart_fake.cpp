@@ -418,7 +418,7 @@ ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::
                         const std::function<void(const ticket &)> &under_lock) {
     lock_t lk(mu);
     CUstream_st *s = resolve(api, h);
-    int want = device < 0 ? cur_device : device;
+    int want = device == -1 ? cur_device : device == -2 ? s->device : device;
     if (s->device != want)
         fail(api, "%s belongs to device %d, but the call is for device %d, %s", sname(s).c_str(), s->device, want, what.c_str());
     op o;
@@ -659,15 +659,16 @@ static ticket memcpy_enqueue(const char *api, void *dst, const void *src, size_t
     std::string what = strf("%s of %zu bytes", kind_name(kind), n);
     std::vector<mem_use> acc = {{src, n, false, "source", true}, {dst, n, true, "destination", true}};
     *sync_now = false;
-    if (n == 0) return enqueue(api, s, -1, what, {}, [] {});
+    /* a copy may go to a stream of another device than the current one (CUDA's programming guide) */
+    if (n == 0) return enqueue(api, s, -2, what, {}, [] {});
     if (sdev == -2) { /* pageable source: staged at the call */
         std::shared_ptr<char> stage((char *)malloc(n), free);
         if (!stage) fail(api, "out of host memory staging %zu bytes", n);
         memcpy(stage.get(), src, n);
-        return enqueue(api, s, -1, what, acc, [dst, stage, n] { memcpy(dst, stage.get(), n); });
+        return enqueue(api, s, -2, what, acc, [dst, stage, n] { memcpy(dst, stage.get(), n); });
     }
     *sync_now = ddev == -2; /* pageable destination: complete before returning */
-    return enqueue(api, s, -1, what, acc, [dst, src, n] { memmove(dst, src, n); });
+    return enqueue(api, s, -2, what, acc, [dst, src, n] { memmove(dst, src, n); });
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
     bool now;

@@ -51,7 +51,7 @@ struct mem_use {
 int current_device();
 /* check `acc` for the stream's device and the hazards, then queue `run` on the stream (nullptr or
    cudaStreamLegacy: the legacy default stream of the current device). `device` is the device the
-   caller requires the stream to belong to (-1: the current device). */
+   caller requires the stream to belong to (-1: the current device, -2: any). */
 struct ticket {
     void *stream;
     uint64_t seq;

@@ -270,6 +270,24 @@ static void test_curves(void) {
           "bf16 memory: params %zu (fp32 %zu), optimizer %zu with master weights (fp32 %zu), fp32 grads %zu, activations %zu (fp32 %zu)",
           mem[1][MGT_MEM_PARAMS], mem[0][MGT_MEM_PARAMS], mem[1][MGT_MEM_OPTIMIZER], mem[0][MGT_MEM_OPTIMIZER], mem[1][MGT_MEM_GRADS],
           mem[1][MGT_MEM_ACTIVATIONS], mem[0][MGT_MEM_ACTIVATIONS]);
+    { /* Adam hides a gradient scale in m / sqrt(v), not in the moments: fp16's loss scale must be undone */
+        mgt__layout g;
+        float **m[3];
+        double rms[3] = {0, 0, 0};
+        int t;
+        size_t i;
+        mgt__global_layout(&run[0]->cfg, &g);
+        for (d = 0; d < 3; d++) {
+            m[d] = mgt__gather_global(run[d], &g, MGT__BUF_M);
+            for (t = 0; t < g.n; t++)
+                for (i = 0; i < g.t[t].info.numel; i++) rms[d] += (double)m[d][t][i] * m[d][t][i];
+            mgt__free_global(&g, m[d]);
+        }
+        mgt__layout_free(&g);
+        check(fabs(sqrt(rms[2] / rms[0]) - 1) < 0.05 && fabs(sqrt(rms[1] / rms[0]) - 1) < 0.05,
+              "AdamW first moments at step %d: RMS ratio to fp32 %.4f (bf16), %.4f (fp16, loss scale undone; bound 5%%)", STEPS, sqrt(rms[1] / rms[0]),
+              sqrt(rms[2] / rms[0]));
+    }
     for (d = 0; d < 3; d++) mgt_run_destroy(run[d]);
 }
 #endif

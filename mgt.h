@@ -1678,12 +1678,16 @@ static void mgt__cast_task(void *ctx, int tid, int nth) {
     size_t lo, hi, i;
     mgt__span(c->n, tid, nth, 1024, &lo, &hi);
     if (c->dd == c->sd) { memcpy((char *)c->dst + lo * mgt__dtype_size(c->dd), (const char *)c->src + lo * mgt__dtype_size(c->sd), (hi - lo) * mgt__dtype_size(c->dd)); return; }
-    for (i = lo; i < hi; i++) {
-        float x = c->sd == MGT_F32 ? ((const float *)c->src)[i] : c->sd == MGT_BF16 ? mgt__bf16_to_f32(((const uint16_t *)c->src)[i])
-                                                                                   : mgt__f16_to_f32(((const uint16_t *)c->src)[i]);
-        if (c->dd == MGT_F32) ((float *)c->dst)[i] = x;
-        else ((uint16_t *)c->dst)[i] = c->dd == MGT_BF16 ? mgt__f32_to_bf16(x) : mgt__f32_to_f16(x);
-    }
+    /* one loop per pair, so that each vectorises */
+    if (c->sd == MGT_BF16 && c->dd == MGT_F32) for (i = lo; i < hi; i++) ((float *)c->dst)[i] = mgt__bf16_to_f32(((const uint16_t *)c->src)[i]);
+    else if (c->sd == MGT_F32 && c->dd == MGT_BF16) for (i = lo; i < hi; i++) ((uint16_t *)c->dst)[i] = mgt__f32_to_bf16(((const float *)c->src)[i]);
+    else if (c->sd == MGT_F16 && c->dd == MGT_F32) for (i = lo; i < hi; i++) ((float *)c->dst)[i] = mgt__f16_to_f32(((const uint16_t *)c->src)[i]);
+    else if (c->sd == MGT_F32 && c->dd == MGT_F16) for (i = lo; i < hi; i++) ((uint16_t *)c->dst)[i] = mgt__f32_to_f16(((const float *)c->src)[i]);
+    else /* between the two 16-bit types, through fp32 */
+        for (i = lo; i < hi; i++) {
+            float x = c->sd == MGT_BF16 ? mgt__bf16_to_f32(((const uint16_t *)c->src)[i]) : mgt__f16_to_f32(((const uint16_t *)c->src)[i]);
+            ((uint16_t *)c->dst)[i] = c->dd == MGT_BF16 ? mgt__f32_to_bf16(x) : mgt__f32_to_f16(x);
+        }
 }
 static void mgt__cpu_cast(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n) {
     mgt__cast_args c;

@@ -206,9 +206,9 @@ static int ab_next(train_ctl *c) {
     tui_ab *ab = c->ab;
     double now = mgt__now();
     if (ab->start == 0) { ab->start = now; ab->warm = 1; return 0; } /* the warm-up window: drawing */
-    if (now - ab->start < ab->window_s) return 0;
+    if (now - ab->start < ab->window_s || ab->count == 0) return 0; /* a window holds at least one step */
     if (ab->warm || (!ab->aa && ab->kind == 0)) ab->draw_s += now - ab->start;
-    if (!ab->warm && ab->count > 0) ab->ms[ab->pair][ab->kind] = 1e3 * ab->sum / ab->count;
+    if (!ab->warm) ab->ms[ab->pair][ab->kind] = 1e3 * ab->sum / ab->count;
     if (!ab->warm && ++ab->half == 2) { ab->half = 0; ab->pair++; }
     if (ab->pair >= ab->pairs) return 1;
     if (ab->warm || ab->half == 0) { /* a new pair: which window comes first is a coin flip */

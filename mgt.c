@@ -97,8 +97,10 @@ static void format_bytes(double b, char *out, size_t cap) {
 /* ---- the single-rank baseline: what `mgt bench` measured for one rank, so that a run of the same
    model on more ranks can show its speedup. A line per measurement, "key<TAB>tokens/s<TAB>date", in
    $MGT_BASELINES, else $XDG_CACHE_HOME/mgt/baselines.tsv, else ~/.cache/mgt/baselines.tsv. The key is
-   everything that sets a single rank's speed except the layout: the machine, the model's shape, the
-   batch, recompute, precision and the threads in all, so another model or shape never uses it. ---- */
+   what makes it the same training on the same machine: the machine, the model's shape, the global
+   batch, recompute, precision and the threads in all, so another model or shape never uses it. Not
+   the micro-batch: more ranks often need a smaller one (dp 2 halves the batch each rank sees), and
+   the speedup is over training this batch on one rank as that rank was measured. ---- */
 
 static int baseline_path(char *out, size_t cap) {
     const char *env = getenv("MGT_BASELINES"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -113,9 +115,9 @@ static void baseline_key(const mgt_config *c, int threads, char *out, size_t cap
     char host[256] = "?";
     static const char *dtypes[] = {"fp32", "bf16", "fp16"};
     gethostname(host, sizeof host - 1);
-    snprintf(out, cap, "host=%s device=cpu threads=%d L=%d NH=%d C=%d T=%d V=%d batch=%d micro=%d recompute=%d dtype=%s", host, threads,
+    snprintf(out, cap, "host=%s device=cpu threads=%d L=%d NH=%d C=%d T=%d V=%d batch=%d recompute=%d dtype=%s", host, threads,
              c->model.n_layer, c->model.n_head, c->model.d_model, c->model.seq_len, c->model.vocab_size, c->train.global_batch,
-             c->train.micro_batch, c->train.recompute, dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0]);
+             c->train.recompute, dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0]);
 }
 
 /* the newest measurement with this key: its tokens/s (0 when there is none) and date */

@@ -294,11 +294,12 @@ if [ "$RC" -eq 0 ] && ! grep -qi speedup sp_none.out; then ok "no single-rank me
 else fail "speedup without a measurement: exit $RC; $(grep -i speedup sp_none.out)"; fi
 echo "garbage line" > "$MGT_BASELINES"
 run bench1 "$MGT" bench "$P/tiny.ini" --steps 2 --set parallel.threads=2
-base=$(awk -F'\t' '$1 ~ / L=2 NH=2 C=32 T=16 V=256 batch=4 micro=2 recompute=0 dtype=fp32$/ {print $2}' "$MGT_BASELINES")
+base=$(awk -F'\t' '$1 ~ / L=2 NH=2 C=32 T=16 V=256 batch=4 recompute=0 dtype=fp32$/ {print $2}' "$MGT_BASELINES")
 if [ "$RC" -eq 0 ] && grep -q "^recorded as the single-rank baseline of this model in $MGT_BASELINES" bench1.out && [ -n "$base" ] &&
     grep -q '^host=.* threads=2 L=2 ' "$MGT_BASELINES"; then ok "bench of one rank records its tokens/s ($base), keyed by machine and shape"
 else fail "bench of one rank: exit $RC; $(tail -2 bench1.out); $(cat "$MGT_BASELINES")"; fi
-run sp "$MGT" train "$P/tiny.ini" "${SP[@]}" --set parallel.dp=2 --set checkpoint.dir=sp
+# dp 2 with micro-batches of 1 instead of 2: the same training of the same batch, so the same key
+run sp "$MGT" train "$P/tiny.ini" "${SP[@]}" --set parallel.dp=2 --set train.micro_batch=1 --set checkpoint.dir=sp
 base=$(printf '%.0f' "${base:-0}") # as the driver prints it
 if [ "$RC" -eq 0 ] && grep -q "^speedup against one rank of this model: $base tokens/s, measured by mgt bench at 20" sp.out &&
     grep -Eq "^speedup [0-9]+\.[0-9]{2}x over one rank: [0-9]+ tokens/s in steps here, $base measured by mgt bench" sp.out; then
@@ -307,6 +308,9 @@ else fail "speedup of 2 ranks: exit $RC; $(grep -i speedup sp.out)"; fi
 run sp_other "$MGT" train "$P/tiny.ini" "${SP[@]}" --set parallel.dp=2 --set checkpoint.dir=sp_other --set model.d_model=64
 if [ "$RC" -eq 0 ] && ! grep -qi speedup sp_other.out; then ok "another model shape never uses the measurement"
 else fail "speedup of another shape: exit $RC; $(grep -i speedup sp_other.out)"; fi
+run sp_batch "$MGT" train "$P/tiny.ini" "${SP[@]}" --set parallel.dp=2 --set checkpoint.dir=sp_batch --set train.global_batch=8
+if [ "$RC" -eq 0 ] && ! grep -qi speedup sp_batch.out; then ok "another global batch never uses the measurement"
+else fail "speedup of another batch: exit $RC; $(grep -i speedup sp_batch.out)"; fi
 run bench2 "$MGT" bench "$P/tiny.ini" --steps 2 --set parallel.threads=2 --set parallel.dp=2
 if [ "$RC" -eq 0 ] && grep -Eq '^speedup: +[0-9]+\.[0-9]{2}x over one rank' bench2.out && [ "$(wc -l < "$MGT_BASELINES")" -eq 2 ]; then
     ok "bench of 2 ranks shows the speedup and records nothing"

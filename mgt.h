@@ -87,13 +87,14 @@ extern "C" {
     X(MGT_ERROR_CHECKPOINT, -6, "invalid checkpoint")                     \
     X(MGT_ERROR_MEMORY, -7, "out of memory")                              \
     X(MGT_ERROR_NUMERIC, -8, "loss or gradient is not finite")                  \
-    X(MGT_ERROR_COMM, -9, "communication error")
+    X(MGT_ERROR_COMM, -9, "communication error")                         \
+    X(MGT_ERROR_DEVICE, -10, "device error")
 
 typedef enum mgt_result {
 #define MGT__RESULT_ENUM(name, value, text) name = value,
     MGT_RESULTS(MGT__RESULT_ENUM)
 #undef MGT__RESULT_ENUM
-    MGT__RESULT_END = -10
+    MGT__RESULT_END = -11
 } mgt_result;
 
 enum { MGT_LOG_INFO = 0, MGT_LOG_WARN = 1 };
@@ -273,6 +274,129 @@ enum { /* memory categories of the backend's allocator */
 };
 MGTDEF const char *mgt_mem_category_name(int category);
 
+/* ---- backends: the mgt_backend table ----------------------------------------------------------
+   Every op of the model on one device. The runtime above it (schedules, parallelism, optimizer,
+   checkpoints) is the same for the CPU backend (this file) and the CUDA one (kernels/, loaded at
+   run time, see section 3c). */
+
+/* Shapes: B batch, T time, C channels, NH heads, V vocabulary (Vp padded), N = B*T rows.
+   Outputs first, then inputs, then sizes (llm.c). Parameter gradients are added (+=) so micro-batches
+   accumulate; activation gradients are written (=), except dres, the residual stream's (+=).
+   Types: `void *` tensors are in the backend's storage type `dtype` (MGT_F32, MGT_BF16 or MGT_F16,
+   the communicator's enum): the parameters the ops read (the compute copy), activations and
+   activation gradients. `float *` tensors are always fp32: parameter gradients (accumulated over
+   micro-batches and reduced over DP in fp32, like Megatron's main_grad), LayerNorm mean/rstd,
+   cross-entropy partials, master weights and AdamW moments. A 16-bit op computes in fp32 and rounds
+   what it stores once, to nearest even (the numerics of a GPU kernel templated on the storage type). */
+typedef struct mgt_backend mgt_backend;
+struct mgt_backend {
+    const char *name;
+    int dtype;       /* storage type of the `void *` tensors */
+    size_t elt;      /* its size in bytes: 4 or 2 */
+    int host_memory; /* 1: the host may read and write what alloc returns (CPU); 0: only through
+                        upload and download (a GPU) */
+    void *(*alloc)(mgt_backend *be, size_t bytes, int category); /* zero-filled */
+    void (*free)(mgt_backend *be, void *ptr, size_t bytes, int category);
+    /* host memory to the backend's and back; both return once host memory may be reused or read */
+    void (*upload)(mgt_backend *be, void *dst, const void *host_src, size_t bytes);
+    void (*download)(mgt_backend *be, void *host_dst, const void *src, size_t bytes);
+    /* optional (NULL on CPU): enter makes the backend usable on the calling thread (a GPU's device
+       current); finish waits for the work enqueued so far; error is the first failure of an op,
+       which returns nothing (ops after it do nothing), or NULL */
+    void (*enter)(mgt_backend *be);
+    void (*finish)(mgt_backend *be);
+    const char *(*error)(mgt_backend *be);
+    /* out (B,T,C) = wte[token - vocab_start] for tokens in [vocab_start, vocab_start + vocab_rows),
+       else 0, plus wpe[t] when wpe is given (vocabulary-parallel embedding) */
+    void (*encoder_forward)(mgt_backend *be, void *out, const int *tokens, const void *wte, int vocab_start, int vocab_rows, const void *wpe,
+                            int B, int T, int C);
+    void (*encoder_backward)(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vocab_start, int vocab_rows,
+                             int B, int T, int C);
+    void (*layernorm_forward)(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *weight, const void *bias, int N, int C);
+    void (*layernorm_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
+                               const void *weight, const float *mean, const float *rstd, int N, int C);
+    void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
+    void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
+                            const void *weight, int N, int C, int OC);
+    void (*attention_forward)(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH);
+    void (*attention_backward)(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH);
+    void (*gelu_forward)(mgt_backend *be, void *out, const void *inp, size_t n);
+    void (*gelu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n); /* dinp may be dout */
+    void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x (gradient shards) */
+    void (*bias_residual)(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C); /* out += residual + bias */
+    void (*bias_backward)(mgt_backend *be, float *dbias, const void *dout, int N, int C);                      /* dbias += column sums */
+    /* vocabulary-parallel cross-entropy over this rank's Vl logits (global columns vocab_start..,
+       those >= V are padding). xent_partial writes per row (max, sum of exp(logit - max), the target's
+       logit or 0 when another rank has it) and leaves exp(logit - max) in logits; xent_finish takes
+       the partials of all tp ranks, writes per-row losses and, when grad_scale != 0, turns the
+       logits into dlogits = (softmax - onehot) * grad_scale */
+    void (*xent_partial)(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V);
+    void (*xent_finish)(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
+                        int Vl, int V, float grad_scale);
+    double (*sum_squares)(mgt_backend *be, const float *x, size_t n);
+    /* AdamW on fp32 param (the master weights when dtype is 16-bit); param_copy, when not NULL,
+       receives the updated param rounded to dtype (the compute copy) */
+    void (*adamw)(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2);
+    void (*scale)(mgt_backend *be, float *x, float factor, size_t n);
+    void (*zero)(mgt_backend *be, void *x, size_t bytes);
+    /* dst = src converted (MGT_F32, MGT_BF16, MGT_F16), rounded to nearest even */
+    void (*cast)(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n);
+    size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT]; /* bytes by category, kept by alloc and free */
+    void *impl;
+};
+
+/* ---- 3c. the CUDA backend library --------------------------------------------------------------
+   `ninja cuda` builds build/libmgt_cuda.so from kernels/: the CUDA mgt_backend (cuBLAS and the
+   kernels of kernels/<op>.cu), the NCCL mgt_comm and the GPU readings (NVML), behind one table. A
+   run with device = cuda or auto opens it with dlopen, so this header and the programs built on it
+   never link CUDA: they start on any machine, and where there is no GPU `auto` trains on the CPU.
+   The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
+   next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
+   objects itself hands their table to mgt_cuda_use() instead. */
+#define MGT_CUDA_ABI 1 /* the table's version: the library and this header must agree */
+
+typedef struct mgt_gpu_info {
+    char name[96];
+    char pci_bus_id[32]; /* "00000000:17:00.0", as NVML names devices */
+    size_t memory_total, memory_free;
+    int sm_count, cc_major, cc_minor;
+} mgt_gpu_info;
+
+typedef struct mgt_gpu_reading { /* has_*: the value was read (n/a otherwise) */
+    double util_pct, power_w, temp_c, memory_used, memory_total;
+    int has_util, has_power, has_temp, has_memory;
+} mgt_gpu_reading;
+
+/* sets the calling thread's mgt_last_error() to message and returns result */
+typedef mgt_result (*mgt_fail_fn)(mgt_result result, const char *message);
+
+typedef struct mgt_cuda_api {
+    int abi;                                           /* MGT_CUDA_ABI */
+    int (*probe)(int *devices, char *why, size_t cap); /* 0 with the GPU count, or -1 with why */
+    int (*info)(int device, mgt_gpu_info *out);
+    int (*reading)(int device, mgt_gpu_reading *out);
+    int (*backend_create)(int device, int dtype, mgt_backend **out, char *why, size_t cap);
+    void (*backend_destroy)(mgt_backend *be);
+    void *(*backend_stream)(mgt_backend *be); /* the cudaStream_t its ops are enqueued on */
+    /* NCCL: one world (ncclCommInitAll) on the calling thread, then each rank's communicator on its
+       own thread, all at once (the group splits are collective); settle ends a step (waits, times) */
+    mgt_result (*world_create)(int world, const int *devices, mgt_fail_fn fail, void **world_out);
+    mgt_result (*comm_create)(void *world, int rank, void *stream, const mgt_group *const *groups, int ngroups, mgt_comm **out);
+    mgt_result (*comm_settle)(mgt_comm *comm);
+    void (*comm_destroy)(mgt_comm *comm);
+    void (*world_abort)(void *world); /* after an error: every rank's pending call returns */
+    void (*world_destroy)(void *world);
+} mgt_cuda_api;
+
+/* the library's table (opened once), or NULL with why: not found, not an mgt CUDA library, or
+   built for another version of this header */
+MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap);
+/* uses api (from a statically linked mgt_cuda_api_get()) instead of loading the library */
+MGTDEF void mgt_cuda_use(const mgt_cuda_api *api);
+
+
+
 typedef struct mgt_stats {
     int step, steps;            /* optimizer steps done, of total */
     double loss;                /* mean train loss of the last step */
@@ -302,15 +426,19 @@ typedef struct mgt_stats {
 typedef struct mgt_rank_stats {
     int rank, dp, tp, pp;               /* coordinates in the grid */
     int first_block, last_block;        /* blocks of its pipeline stage, inclusive */
-    char device[32];                    /* "cpu", later "cuda:N" */
+    char device[32];                    /* "cpu" or "cuda:N" */
     double step_s, compute_s, comm_s, bubble_s;
     double total_compute_s, total_comm_s, total_bubble_s;
     long long calls[MGT_COLL_COUNT], total_calls[MGT_COLL_COUNT];
     double bytes[MGT_COLL_COUNT], total_bytes[MGT_COLL_COUNT];
     double seconds[MGT_COLL_COUNT], total_seconds[MGT_COLL_COUNT];
     size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT];
-    double gpu_util;                    /* percent; valid when has_gpu_util (never on CPU) */
-    int has_gpu_util;
+    /* the rank's GPU as NVML and the CUDA runtime last read it (every 0.5 s at most); each valid
+       when its has_ flag is set (never on CPU) */
+    double gpu_util;                    /* percent of the time a kernel ran */
+    double gpu_power_w, gpu_temp_c;
+    double gpu_mem_used, gpu_mem_total; /* bytes of the whole device (cudaMemGetInfo), every process */
+    int has_gpu_util, has_gpu_power, has_gpu_temp, has_gpu_mem;
 } mgt_rank_stats;
 
 enum { MGT_STATE_STARTING, MGT_STATE_RUNNING, MGT_STATE_PAUSED, MGT_STATE_EVALUATING, MGT_STATE_CHECKPOINTING, MGT_STATE_FINISHED,
@@ -418,6 +546,7 @@ MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_to
 #include <dirent.h>    /* defines: opendir, readdir */
 #include <sys/mman.h>  /* defines: mmap */
 #include <sys/stat.h>  /* defines: stat, mkdir */
+#include <dlfcn.h>     /* defines: dlopen, dlsym (the CUDA backend library) */
 #include <cblas.h>     /* defines: cblas_sgemm */
 #include <ini.h>       /* defines: ini_parse_stream (inih) */
 #ifdef MGT_NO_STDIO
@@ -836,13 +965,6 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     char w1[300], w2[300], w3[300], w4[300];
     int tok_vocab;
     if (!cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_validate: cfg is required");
-    /* parsed and checked now, implemented by later releases: refuse rather than ignore */
-#define MGT__UNSUPPORTED(cond, sec, name, what, fix)                                                         \
-    if (cond)                                                                                                \
-        return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [" #sec "] " #name ": %s is not supported yet in mgt " MGT_VERSION_STRING "; %s", \
-                         mgt__where(cfg, MGT__KEY(sec, name), w1, sizeof w1), what, fix);
-    MGT__UNSUPPORTED(cfg->parallel.device == MGT_DEVICE_CUDA, parallel, device, "the CUDA backend", "use device = cpu or auto")
-#undef MGT__UNSUPPORTED
     {
         int e;
         if (frexp(cfg->precision.loss_scale, &e) != 0.5) /* a power of two scales and unscales exactly */
@@ -1049,62 +1171,6 @@ static uint16_t mgt__f32_to_f16(float f) { /* round to nearest even, overflow to
 
 /* ---- the backend table ------------------------------------------------------------------------ */
 
-/* Shapes: B batch, T time, C channels, NH heads, V vocabulary (Vp padded), N = B*T rows.
-   Outputs first, then inputs, then sizes (llm.c). Parameter gradients are added (+=) so micro-batches
-   accumulate; activation gradients are written (=), except dres, the residual stream's (+=).
-   Types: `void *` tensors are in the backend's storage type `dtype` (MGT_F32, MGT_BF16 or MGT_F16,
-   the communicator's enum): the parameters the ops read (the compute copy), activations and
-   activation gradients. `float *` tensors are always fp32: parameter gradients (accumulated over
-   micro-batches and reduced over DP in fp32, like Megatron's main_grad), LayerNorm mean/rstd,
-   cross-entropy partials, master weights and AdamW moments. A 16-bit op computes in fp32 and rounds
-   what it stores once, to nearest even (the numerics of a GPU kernel templated on the storage type). */
-typedef struct mgt_backend mgt_backend;
-struct mgt_backend {
-    const char *name;
-    int dtype;       /* storage type of the `void *` tensors */
-    size_t elt;      /* its size in bytes: 4 or 2 */
-    void *(*alloc)(mgt_backend *be, size_t bytes, int category); /* zero-filled */
-    void (*free)(mgt_backend *be, void *ptr, size_t bytes, int category);
-    /* out (B,T,C) = wte[token - vocab_start] for tokens in [vocab_start, vocab_start + vocab_rows),
-       else 0, plus wpe[t] when wpe is given (vocabulary-parallel embedding) */
-    void (*encoder_forward)(mgt_backend *be, void *out, const int *tokens, const void *wte, int vocab_start, int vocab_rows, const void *wpe,
-                            int B, int T, int C);
-    void (*encoder_backward)(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vocab_start, int vocab_rows,
-                             int B, int T, int C);
-    void (*layernorm_forward)(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *weight, const void *bias, int N, int C);
-    void (*layernorm_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
-                               const void *weight, const float *mean, const float *rstd, int N, int C);
-    void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
-    void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
-                            const void *weight, int N, int C, int OC);
-    void (*attention_forward)(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH);
-    void (*attention_backward)(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH);
-    void (*gelu_forward)(mgt_backend *be, void *out, const void *inp, size_t n);
-    void (*gelu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n); /* dinp may be dout */
-    void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x (gradient shards) */
-    void (*bias_residual)(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C); /* out += residual + bias */
-    void (*bias_backward)(mgt_backend *be, float *dbias, const void *dout, int N, int C);                      /* dbias += column sums */
-    /* vocabulary-parallel cross-entropy over this rank's Vl logits (global columns vocab_start..,
-       those >= V are padding). xent_partial writes per row (max, sum of exp(logit - max), the target's
-       logit or 0 when another rank has it) and leaves exp(logit - max) in logits; xent_finish takes
-       the partials of all tp ranks, writes per-row losses and, when grad_scale != 0, turns the
-       logits into dlogits = (softmax - onehot) * grad_scale */
-    void (*xent_partial)(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V);
-    void (*xent_finish)(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
-                        int Vl, int V, float grad_scale);
-    double (*sum_squares)(mgt_backend *be, const float *x, size_t n);
-    /* AdamW on fp32 param (the master weights when dtype is 16-bit); param_copy, when not NULL,
-       receives the updated param rounded to dtype (the compute copy) */
-    void (*adamw)(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2);
-    void (*scale)(mgt_backend *be, float *x, float factor, size_t n);
-    void (*zero)(mgt_backend *be, void *x, size_t bytes);
-    /* dst = src converted (MGT_F32, MGT_BF16, MGT_F16), rounded to nearest even */
-    void (*cast)(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n);
-    size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT];
-    void *impl;
-};
-
 static void mgt__account(mgt_backend *be, long long bytes, int category) {
     be->mem_current[category] = (size_t)((long long)be->mem_current[category] + bytes);
     if (be->mem_current[category] > be->mem_peak[category]) be->mem_peak[category] = be->mem_current[category];
@@ -1218,6 +1284,10 @@ static void mgt__cpu_free(mgt_backend *be, void *ptr, size_t bytes, int category
     if (!ptr) return;
     free(ptr);
     mgt__account(be, -(long long)bytes, category);
+}
+static void mgt__cpu_copy(mgt_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memcpy(dst, src, bytes);
 }
 
 /* encoder: out (B,T,C) = wte[token - vocab_start] (tokens of this vocabulary slice) + wpe[t] */
@@ -1667,6 +1737,11 @@ static void mgt__cpu_adamw(mgt_backend *be, float *param, const float *grad, flo
    from the rank's shapes (mgt__widen_floats) and counted as workspace memory. ---- */
 
 static size_t mgt__dtype_size(int dtype) { return dtype == MGT_F32 ? 4 : 2; }
+static float mgt__load(const void *base, size_t i, int dtype) { /* element i of a tensor in dtype */
+    if (dtype == MGT_BF16) return mgt__bf16_to_f32(((const uint16_t *)base)[i]);
+    if (dtype == MGT_F16) return mgt__f16_to_f32(((const uint16_t *)base)[i]);
+    return ((const float *)base)[i];
+}
 static void mgt__store(void *base, size_t i, int dtype, float v) { /* element i of a tensor in dtype, rounded */
     if (dtype == MGT_F32) ((float *)base)[i] = v;
     else ((uint16_t *)base)[i] = dtype == MGT_BF16 ? mgt__f32_to_bf16(v) : mgt__f32_to_f16(v);
@@ -1852,8 +1927,11 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     be->dtype = dtype;
     be->elt = mgt__dtype_size(dtype);
     be->impl = cpu;
+    be->host_memory = 1;
     be->alloc = mgt__cpu_alloc;
     be->free = mgt__cpu_free;
+    be->upload = mgt__cpu_copy;
+    be->download = mgt__cpu_copy;
     be->encoder_forward = mgt__t_encoder_forward;
     be->encoder_backward = mgt__t_encoder_backward;
     be->layernorm_forward = mgt__t_layernorm_forward;
@@ -3497,7 +3575,7 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
 
 /* ---- runs: the ranks of a layout, driven from the caller's thread ---------------------------- */
 
-enum { MGT__CMD_NONE, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
+enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
 #define MGT__HISTORY 65536 /* steps of statistics kept for readers */
 
 typedef struct mgt__rank mgt__rank;
@@ -3505,7 +3583,10 @@ struct mgt_run {
     mgt_config cfg;
     mgt__plan plan;
     mgt__rank *ranks;
-    mgt__local_world *world;
+    mgt__local_world *world;         /* CPU ranks' communication */
+    const mgt_cuda_api *cuda;        /* GPU ranks: the CUDA backend library; NULL on the CPU */
+    void *nccl_world;                /* and their NCCL communicators */
+    double gpu_read_s;               /* when the GPUs were last read */
     int inference, threads_per_rank;
     mgt__loader train, val;
     int has_train, has_val;
@@ -3644,6 +3725,8 @@ MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg)
 struct mgt__rank {
     struct mgt_run *run;
     int rank, dpr, tpr, ppr, first, last, l0, nblocks;
+    int device;                   /* its GPU, or -1 on the CPU */
+    mgt_gpu_reading gpu;          /* the GPU's last reading */
     mgt_backend *be;
     mgt_comm *comm;
     mgt_group tp_g, dp_g, pp_g, emb_g, world_g;
@@ -3674,6 +3757,9 @@ struct mgt__rank {
     void *gs_block;
     size_t gs_bytes;
     int *bucket_of_unit;          /* DP all-reduce bucket of each unit (zero 0) */
+    void *host_io;                /* host memory for one micro-batch's inputs and targets, then its losses */
+    void *mirrored[5];            /* while mirrored (see mgt__mirror): params, pshard, master, m, v */
+    int is_mirrored;
     double loss_sum, norm;        /* norm: the global gradient norm of the last step, unscaled */
     int skipped;                  /* the last step's update was skipped (non-finite norm) */
     double step_s, comm_s, bubble_s;
@@ -3848,7 +3934,8 @@ static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scal
     be->xent_partial(be, part, A->logits, A->targets, N, rk->tpr * s->Vl, s->Vl, V);
     if (rk->tp_g.size > 1) MGT__TRY(rk->comm->all_gather(rk->comm, &rk->tp_g, part, A->xent, (size_t)N * 3, MGT_F32));
     be->xent_finish(be, A->losses, A->logits, A->xent, s->tp, A->targets, N, rk->tpr * s->Vl, s->Vl, V, grad_scale);
-    for (i = 0; i < N; i++) sum += A->losses[i];
+    be->download(be, rk->host_io, A->losses, sizeof(double) * (size_t)N);
+    for (i = 0; i < N; i++) sum += ((const double *)rk->host_io)[i];
     *loss_sum = sum;
     mgt__release(rk, u_head);
     mgt__release(rk, rk->lay.t[mgt__t_wte(rk)].unit);
@@ -3932,17 +4019,20 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
     return MGT_OK;
 }
 
-/* inputs and targets of micro-batch `micro` of this DP rank from the global batch rows (GB, T+1) */
+/* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
+   global batch rows (GB, T+1), made in host memory and uploaded */
 static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint16_t *rows, int micro) {
     const mgt__shape *s = &rk->shape;
-    int b, t, dp = rk->run->plan.dp;
+    int b, t, dp = rk->run->plan.dp, N = s->B * s->T, *inputs = (int *)rk->host_io, *targets = inputs + N;
     for (b = 0; b < s->B; b++) {
         const uint16_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
         for (t = 0; t < s->T; t++) {
-            A->inputs[b * s->T + t] = row[t];
-            A->targets[b * s->T + t] = row[t + 1];
+            inputs[b * s->T + t] = row[t];
+            targets[b * s->T + t] = row[t + 1];
         }
     }
+    if (rk->first) rk->be->upload(rk->be, A->inputs, inputs, sizeof(int) * (size_t)N);
+    if (rk->last) rk->be->upload(rk->be, A->targets, targets, sizeof(int) * (size_t)N);
 }
 
 /* activations and their gradients between stages, in the storage type */
@@ -4108,6 +4198,16 @@ static void mgt__comm_delta(mgt_comm_stats *out, const mgt_comm_stats *now, cons
     }
 }
 
+/* the end of a rank's work: a GPU rank waits for its streams (the step's time is the devices' too)
+   and reports the first failure of an op or a collective */
+static mgt_result mgt__settle(mgt__rank *rk) {
+    const char *e;
+    if (rk->run->cuda) MGT__TRY(rk->run->cuda->comm_settle(rk->comm));
+    if (rk->be->finish) rk->be->finish(rk->be);
+    e = rk->be->error ? rk->be->error(rk->be) : NULL;
+    return e ? mgt__fail(MGT_ERROR_DEVICE, "%s", e) : MGT_OK;
+}
+
 #ifdef MGT_TESTING
 /* tests: at steps [from, to] (1-based) rank 0's sum of squares becomes NaN, as a non-finite gradient would */
 static int mgt__test_nan_from = 0, mgt__test_nan_to = 0;
@@ -4146,6 +4246,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
         if (run->cfg.train.grad_clip > 0 && norm > run->cfg.train.grad_clip) clip = run->cfg.train.grad_clip / (norm + 1e-6);
         MGT__TRY(mgt__optimizer_step(rk, lr, clip / loss_scale, run->step - run->skipped));
     }
+    MGT__TRY(mgt__settle(rk));
     rk->step_s = mgt__now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
     rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
@@ -4163,15 +4264,28 @@ static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint16_t *rows, in
     int m;
     rk->loss_sum = 0;
     for (m = 0; m < micro_batches; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, 0.0f));
-    return MGT_OK;
+    return mgt__settle(rk);
 }
 
 
 
 static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[(ppr * r->plan.dp + dpr) * r->plan.tp + tpr]; }
 
+/* GPU ranks: the rank's NCCL communicator, made on its own thread beside the others' (the group
+   splits are collective), ordered after the backend's stream */
+static mgt_result mgt__rank_connect(mgt__rank *rk) {
+    mgt_run *r = rk->run;
+    const mgt_group *groups[5];
+    groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g;
+    return r->cuda->comm_create(r->nccl_world, rk->rank, r->cuda->backend_stream(rk->be), groups, 5, &rk->comm);
+}
+
+static void mgt__enter(mgt_backend *be) { if (be->enter) be->enter(be); }
+
 static mgt_result mgt__rank_run_cmd(mgt__rank *rk) {
     mgt_run *r = rk->run;
+    mgt__enter(rk->be);
+    if (r->cmd == MGT__CMD_CONNECT) return mgt__rank_connect(rk);
     if (r->cmd == MGT__CMD_STEP) return mgt__rank_train_step(rk, r->cmd_rows);
     if (r->cmd == MGT__CMD_FORWARD) return mgt__rank_forward_only(rk, r->cmd_rows, r->cmd_micro);
     return MGT_OK;
@@ -4192,7 +4306,9 @@ static void *mgt__rank_main(void *arg) {
         rk->result = mgt__rank_run_cmd(rk);
         if (rk->result != MGT_OK) {
             mgt__strlcpy(rk->error, mgt_last_error(), sizeof rk->error);
-            mgt__local_rank_done(rk->comm); /* peers waiting on this rank fail instead of hanging */
+            /* peers waiting on this rank fail instead of hanging */
+            if (r->cuda) r->cuda->world_abort(r->nccl_world);
+            else mgt__local_rank_done(rk->comm);
         }
         pthread_mutex_lock(&r->mu);
         if (--r->pending == 0) pthread_cond_signal(&r->cv_done);
@@ -4272,7 +4388,17 @@ static void mgt__fill_rank_stats(mgt_run *r, int i, mgt_rank_stats *o) {
     o->pp = rk->ppr;
     o->first_block = rk->l0;
     o->last_block = rk->l0 + rk->nblocks - 1;
-    mgt__strlcpy(o->device, rk->be->name, sizeof o->device);
+    if (rk->device >= 0) snprintf(o->device, sizeof o->device, "cuda:%d", rk->device);
+    else mgt__strlcpy(o->device, rk->be->name, sizeof o->device);
+    o->gpu_util = rk->gpu.util_pct;
+    o->gpu_power_w = rk->gpu.power_w;
+    o->gpu_temp_c = rk->gpu.temp_c;
+    o->gpu_mem_used = rk->gpu.memory_used;
+    o->gpu_mem_total = rk->gpu.memory_total;
+    o->has_gpu_util = rk->gpu.has_util;
+    o->has_gpu_power = rk->gpu.has_power;
+    o->has_gpu_temp = rk->gpu.has_temp;
+    o->has_gpu_mem = rk->gpu.has_memory;
     o->step_s = rk->step_s;
     o->comm_s = rk->comm_s;
     o->bubble_s = rk->bubble_s;
@@ -4299,6 +4425,10 @@ static void mgt__publish(mgt_run *r) {
     int i, slowest = 0;
     double mean = 0;
     mgt_run_stats(r, &st);
+    if (r->cuda && mgt__now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
+        for (i = 0; i < r->plan.world; i++) r->cuda->reading(r->ranks[i].device, &r->ranks[i].gpu);
+        r->gpu_read_s = mgt__now();
+    }
     pthread_mutex_lock(&r->stats_mu);
     if (!r->history) r->history = (mgt_stats *)MGT_MALLOC(sizeof(mgt_stats) * MGT__HISTORY);
     if (r->history) r->history[r->history_n++ % MGT__HISTORY] = st;
@@ -4592,6 +4722,78 @@ static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, si
 #undef MGT__BUF
 }
 
+/* A backend whose memory the host cannot touch (a GPU) has the buffers that host code reads and
+   writes element by element (initialisation, checkpoints) copied to host memory in between:
+   mgt__mirror swaps a rank's params, pshard, master, m and v for downloaded copies, mgt__unmirror
+   uploads them (when `changed`) and swaps back. A no-op on the CPU backend. */
+static void mgt__mirror_bytes(const mgt__rank *rk, size_t bytes[5]) {
+    size_t opt = sizeof(float) * (rk->run->plan.zero >= 1 ? rk->shard : rk->lay.size);
+    bytes[0] = rk->be->elt * rk->lay.size;
+    bytes[1] = rk->be->elt * rk->shard;
+    bytes[2] = bytes[3] = bytes[4] = opt;
+}
+static void mgt__mirror_swap(mgt__rank *rk, void *ptrs[5]) {
+    void *old[5];
+    int k;
+    old[0] = rk->params; old[1] = rk->pshard; old[2] = rk->master; old[3] = rk->m; old[4] = rk->v;
+    rk->params = ptrs[0]; rk->pshard = ptrs[1]; rk->master = (float *)ptrs[2]; rk->m = (float *)ptrs[3]; rk->v = (float *)ptrs[4];
+    for (k = 0; k < 5; k++) ptrs[k] = old[k];
+}
+static void mgt__unmirror(mgt__rank *rk, int changed) {
+    size_t bytes[5];
+    void *host[5];
+    int k;
+    if (!rk->is_mirrored) return;
+    mgt__mirror_bytes(rk, bytes);
+    mgt__enter(rk->be);
+    for (k = 0; k < 5; k++) host[k] = rk->mirrored[k];
+    mgt__mirror_swap(rk, host); /* host[] now holds the host copies, the rank its own buffers */
+    for (k = 0; k < 5; k++) {
+        if (host[k] && changed) rk->be->upload(rk->be, rk->mirrored[k], host[k], bytes[k]);
+        MGT_FREE(host[k]);
+        rk->mirrored[k] = NULL;
+    }
+    rk->is_mirrored = 0;
+}
+static mgt_result mgt__mirror(mgt__rank *rk) {
+    size_t bytes[5];
+    void *dev[5], *host[5] = {NULL, NULL, NULL, NULL, NULL};
+    int k;
+    if (rk->be->host_memory || rk->is_mirrored) return MGT_OK;
+    mgt__mirror_bytes(rk, bytes);
+    mgt__enter(rk->be);
+    dev[0] = rk->params; dev[1] = rk->pshard; dev[2] = rk->master; dev[3] = rk->m; dev[4] = rk->v;
+    for (k = 0; k < 5; k++) {
+        if (!dev[k]) continue;
+        host[k] = MGT_MALLOC(bytes[k]);
+        if (!host[k]) {
+            double mib = (double)bytes[k] / 1048576.0;
+            while (k-- > 0) MGT_FREE(host[k]);
+            return mgt__fail(MGT_ERROR_MEMORY, "out of host memory for a copy of rank %d's parameters (%.1f MiB)", rk->rank, mib);
+        }
+        rk->be->download(rk->be, host[k], dev[k], bytes[k]);
+    }
+    mgt__mirror_swap(rk, host); /* host[] now holds the device buffers */
+    for (k = 0; k < 5; k++) rk->mirrored[k] = host[k];
+    rk->is_mirrored = 1;
+    return MGT_OK;
+}
+static mgt_result mgt__mirror_all(mgt_run *r) {
+    int i;
+    for (i = 0; i < r->plan.world; i++) {
+        mgt_result res = mgt__mirror(&r->ranks[i]);
+        if (res != MGT_OK) {
+            while (i-- > 0) mgt__unmirror(&r->ranks[i], 0);
+            return res;
+        }
+    }
+    return MGT_OK;
+}
+static void mgt__unmirror_all(mgt_run *r, int changed) {
+    int i;
+    for (i = 0; i < r->plan.world; i++) mgt__unmirror(&r->ranks[i], changed);
+}
+
 /* copies between the ranks' buffers and global fp32 tensors (one per tensor of the global layout):
    to_global gathers (each element from one rank), else every rank takes its own elements. Under
    16-bit storage the parameters are the master weights (none when sampling), and loading also sets
@@ -4679,10 +4881,17 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     MGT__TRY(mgt__global_layout(&r->cfg, &g));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_CHECKPOINTING);
+    res = mgt__mirror_all(r);
+    if (res != MGT_OK) {
+        mgt__layout_free(&g);
+        mgt_run_set_state(r, state);
+        return res;
+    }
     for (k = 0; k < 3; k++) {
         bufs[k] = mgt__gather_global(r, &g, k);
         for (i = 0; ok && i < g.n; i++) ok = bufs[k] && bufs[k][i];
     }
+    mgt__unmirror_all(r, 0);
     out = (mgt__st_out *)MGT_MALLOC(sizeof *out * (size_t)g.n * 3);
     preset = (char *)MGT_MALLOC((size_t)bytes_preset);
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
@@ -4754,6 +4963,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     if (!step_text || !seed_text) { mgt__st_close(&f); return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not an mgt checkpoint (no step in its metadata)", path); }
     if ((res = mgt__global_layout(&r->cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
     tensors = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
+    if (tensors) res = mgt__mirror_all(r);
     for (k = 0; k < (r->inference ? 1 : 3) && res == MGT_OK && tensors; k++) {
         for (t = 0; t < g.n && res == MGT_OK; t++) { /* check every tensor before changing anything */
             const mgt_tensor_info *x = &g.t[t].info;
@@ -4770,6 +4980,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         }
         if (res == MGT_OK) mgt__exchange(r, k, &g, tensors, 0);
     }
+    mgt__unmirror_all(r, res == MGT_OK);
     if (!tensors) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     if (res == MGT_OK) {
         r->step = atoi(step_text);
@@ -4793,7 +5004,9 @@ static void mgt__rank_free(mgt__rank *rk) {
     mgt_backend *be = rk->be;
     const mgt__plan *p = &rk->run->plan;
     int u;
+    mgt__unmirror(rk, 0);
     if (be) {
+        mgt__enter(be);
         size_t full = sizeof(float) * rk->lay.size, sh = sizeof(float) * rk->shard, e = be->elt;
         be->free(be, rk->params, e * rk->lay.size, MGT_MEM_PARAMS);
         be->free(be, rk->pshard, e * rk->shard, MGT_MEM_PARAMS);
@@ -4809,8 +5022,11 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->v, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
         be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
         be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
-        mgt__cpu_backend_destroy(be);
+        if (rk->comm && rk->run->cuda) rk->run->cuda->comm_destroy(rk->comm);
+        if (rk->run->cuda) rk->run->cuda->backend_destroy(be);
+        else mgt__cpu_backend_destroy(be);
     }
+    MGT_FREE(rk->host_io);
     if (rk->acts) for (u = 0; u < rk->nsets; u++) { MGT_FREE(rk->acts[u].resid); MGT_FREE(rk->acts[u].layer); }
     MGT_FREE(rk->acts);
     MGT_FREE(rk->unit_param);
@@ -4836,6 +5052,7 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->metrics) fclose(r->metrics);
     if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
     if (r->world) mgt__local_world_destroy(r->world);
+    if (r->nccl_world) r->cuda->world_destroy(r->nccl_world);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->stats_mu);
     MGT_FREE(r->history);
@@ -4931,9 +5148,19 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
     rk->shape.first = rk->first;
     rk->shape.elt = mgt__dtype_size(r->dtype);
-    MGT__TRY(mgt__cpu_backend_create_typed(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len, r->dtype,
-                                           mgt__widen_floats(&rk->shape)));
+    rk->device = -1;
+    if (r->cuda) { /* rank i on GPU i */
+        char why[600];
+        if (r->cuda->backend_create(index, r->dtype, &rk->be, why, sizeof why) != 0)
+            return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index, why);
+        rk->device = index;
+        mgt__enter(rk->be);
+    } else
+        MGT__TRY(mgt__cpu_backend_create_typed(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len, r->dtype,
+                                               mgt__widen_floats(&rk->shape)));
     be = rk->be;
+    rk->host_io = MGT_MALLOC(sizeof(double) * (size_t)rk->shape.B * (size_t)rk->shape.T); /* 2N ints or N doubles */
+    if (!rk->host_io) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     /* parameters, gradients and AdamW moments, sharded over DP as the ZeRO stage says */
     rk->unit_param = (void **)MGT_MALLOC(sizeof(void *) * (size_t)rk->lay.nu);
     rk->unit_grad = (float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.nu);
@@ -5004,14 +5231,17 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         if (!rk->gs_block) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for gradient scratch");
         mgt__scratch_layout(&rk->gs, (char *)rk->gs_block, &rk->shape);
     }
-    {
+    { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each */
         int t;
+        MGT__TRY(mgt__mirror(rk));
         for (t = 0; t < rk->lay.n; t++) {
             mgt__init_args a;
             a.rk = rk;
             a.x = &rk->lay.t[t];
-            mgt__pool_run(MGT__POOL(be), mgt__init_task, &a);
+            if (be->host_memory) mgt__pool_run(MGT__POOL(be), mgt__init_task, &a);
+            else mgt__init_task(&a, 0, 1);
         }
+        mgt__unmirror(rk, 1);
     }
     return MGT_OK;
 }
@@ -5115,6 +5345,107 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     return MGT_OK;
 }
 
+/* ---- the CUDA backend library: opened on first use (section 3c) ------------------------------ */
+
+static pthread_mutex_t mgt__cuda_mu = PTHREAD_MUTEX_INITIALIZER;
+static const mgt_cuda_api *mgt__cuda_api;
+static char mgt__cuda_why[800];
+
+static mgt_result mgt__fail_message(mgt_result result, const char *message) { return mgt__fail(result, "%s", message); }
+
+MGTDEF void mgt_cuda_use(const mgt_cuda_api *api) {
+    pthread_mutex_lock(&mgt__cuda_mu);
+    mgt__cuda_api = api;
+    mgt__cuda_why[0] = 0;
+    pthread_mutex_unlock(&mgt__cuda_mu);
+}
+
+/* the table from one candidate path, or NULL with why appended */
+static const mgt_cuda_api *mgt__cuda_try(const char *path, char *why, size_t cap) {
+    typedef const mgt_cuda_api *(*get_fn)(void);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL), *sym;
+    get_fn get;
+    const mgt_cuda_api *api;
+    size_t used = strlen(why);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(why + used, cap - used, "%s%s", used ? "; " : "", e ? e : path);
+        return NULL;
+    }
+    sym = dlsym(lib, "mgt_cuda_api_get");
+    if (!sym) {
+        snprintf(why + used, cap - used, "%s%s: not an mgt CUDA library (no mgt_cuda_api_get)", used ? "; " : "", path);
+        dlclose(lib);
+        return NULL;
+    }
+    memcpy(&get, &sym, sizeof get); /* POSIX: a symbol's address converts to a function pointer */
+    api = get();
+    if (!api || api->abi != MGT_CUDA_ABI) {
+        snprintf(why + used, cap - used, "%s%s: built for another mgt (interface %d, this one %d); rebuild it with `ninja cuda`", used ? "; " : "", path,
+                 api ? api->abi : -1, MGT_CUDA_ABI);
+        dlclose(lib);
+        return NULL;
+    }
+    return api; /* kept open for the life of the process */
+}
+
+MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
+    const mgt_cuda_api *api;
+    pthread_mutex_lock(&mgt__cuda_mu);
+    if (!mgt__cuda_api && !mgt__cuda_why[0]) {
+        char exe[1024], dir[1024], path[1200], tried[600] = "";
+        const char *env = getenv("MGT_CUDA_LIBRARY");
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (env && env[0]) mgt__cuda_api = mgt__cuda_try(env, tried, sizeof tried);
+        else {
+            char *slash;
+            exe[n > 0 ? n : 0] = 0;
+            mgt__strlcpy(dir, exe, sizeof dir);
+            slash = strrchr(dir, '/');
+            if (slash) *slash = 0;
+            snprintf(path, sizeof path, "%s/build/libmgt_cuda.so", dir);
+            if (!access(path, F_OK)) mgt__cuda_api = mgt__cuda_try(path, tried, sizeof tried);
+            snprintf(path, sizeof path, "%s/libmgt_cuda.so", dir);
+            if (!mgt__cuda_api && !access(path, F_OK)) mgt__cuda_api = mgt__cuda_try(path, tried, sizeof tried);
+            if (!mgt__cuda_api) mgt__cuda_api = mgt__cuda_try("libmgt_cuda.so", tried, sizeof tried);
+        }
+        if (!mgt__cuda_api)
+            snprintf(mgt__cuda_why, sizeof mgt__cuda_why, "the CUDA backend library is not built or cannot load (%s); build it with `ninja cuda`",
+                     tried[0] ? tried : "not found");
+    }
+    api = mgt__cuda_api;
+    if (!api && why) mgt__strlcpy(why, mgt__cuda_why, cap);
+    pthread_mutex_unlock(&mgt__cuda_mu);
+    return api;
+}
+
+/* where a run's ranks go: the CPU, or one GPU each (device cuda, or auto when GPUs work). Sets
+   r->cuda (NULL: CPU); a run that asked for cuda and cannot have it fails with what to do. */
+static mgt_result mgt__choose_device(mgt_run *r) {
+    const mgt_config *cfg = &r->cfg;
+    char why[900] = "", where[300];
+    int devices = 0, want = cfg->parallel.device;
+    const mgt_cuda_api *api;
+    r->cuda = NULL;
+    if (want == MGT_DEVICE_CPU) return MGT_OK;
+    api = mgt_cuda_load(why, sizeof why);
+    if (api && api->probe(&devices, why, sizeof why) != 0) api = NULL;
+    if (api && devices < r->plan.world) {
+        snprintf(why, sizeof why, "the run needs %d GPUs (dp %d x tp %d x pp %d), this machine has %d", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp,
+                 devices);
+        api = NULL;
+    }
+    if (!api && want == MGT_DEVICE_CUDA)
+        return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] device = cuda, but no usable GPU: %s; set device = cpu (or auto) to train on the CPU",
+                         mgt__where(cfg, mgt__find_key("parallel", "device"), where, sizeof where), why);
+    if (!api) {
+        mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
+        return MGT_OK;
+    }
+    r->cuda = api;
+    return MGT_OK;
+}
+
 static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) {
     mgt_run *r;
     int i, total;
@@ -5144,12 +5475,20 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
     memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
     {
-        mgt_result res = mgt__local_world_create(&r->world, r->plan.world);
+        mgt_result res = mgt__choose_device(r);
+        if (res == MGT_OK && r->cuda) {
+            int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)r->plan.world);
+            if (!devices) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+            for (i = 0; devices && i < r->plan.world; i++) devices[i] = i;
+            if (devices) res = r->cuda->world_create(r->plan.world, devices, mgt__fail_message, &r->nccl_world);
+            MGT_FREE(devices);
+        } else if (res == MGT_OK)
+            res = mgt__local_world_create(&r->world, r->plan.world);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     for (i = 0; i < r->plan.world; i++) {
         mgt_result res = mgt__rank_init(r, &r->ranks[i], i);
-        r->ranks[i].comm = mgt__local_comm(r->world, i);
+        if (!r->cuda) r->ranks[i].comm = mgt__local_comm(r->world, i);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     if (r->plan.world > 1) {
@@ -5160,6 +5499,10 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
                 return mgt__fail(MGT_ERROR_MEMORY, "cannot start the thread of rank %d", i);
             }
         r->started = 1;
+    }
+    if (r->cuda) {
+        mgt_result res = mgt__run_cmd(r, MGT__CMD_CONNECT, NULL, 0);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     *out = r;
     return MGT_OK;
@@ -5228,6 +5571,7 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
 MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *out, int max_new, double temperature, int top_k, uint64_t seed) {
     int *ctx, n = n_prompt, i, j, V;
     float *probs, *logits;
+    void *raw;
     mgt__rank *rk;
     if (!r || !prompt || n_prompt < 1 || !out || max_new < 0 || r->plan.world != 1) {
         mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_generate: needs a one-rank run, a prompt of at least one token, out and max_new >= 0");
@@ -5237,14 +5581,20 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     V = r->cfg.model.vocab_size;
     ctx = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n_prompt + max_new + 1));
     probs = (float *)MGT_MALLOC(sizeof(float) * (size_t)V);
-    logits = (float *)MGT_MALLOC(sizeof(float) * (size_t)rk->shape.Vl); /* the last row, in fp32 */
-    if (!ctx || !probs || !logits) { MGT_FREE(ctx); MGT_FREE(probs); MGT_FREE(logits); mgt__fail(MGT_ERROR_MEMORY, "out of memory"); return -1; }
+    logits = (float *)MGT_MALLOC(sizeof(float) * (size_t)rk->shape.Vl); /* the last row in fp32 */
+    raw = MGT_MALLOC(rk->shape.elt * (size_t)rk->shape.Vl);              /* and as stored */
+    if (!ctx || !probs || !logits || !raw) {
+        MGT_FREE(ctx); MGT_FREE(probs); MGT_FREE(logits); MGT_FREE(raw);
+        mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        return -1;
+    }
     memcpy(ctx, prompt, sizeof(int) * (size_t)n_prompt);
     for (i = 0; i < max_new; i++) {
         int start = n > r->cfg.model.seq_len ? n - r->cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T, B0;
         mgt__acts *A = &rk->acts[0];
         double total = 0, u, acc = 0, mx = -1e30, kth = -1e30;
-        memcpy(A->inputs, ctx + start, sizeof(int) * (size_t)len);
+        mgt__enter(rk->be);
+        rk->be->upload(rk->be, A->inputs, ctx + start, sizeof(int) * (size_t)len);
         B0 = rk->shape.B;
         rk->shape.B = 1;
         rk->shape.T = len; /* the buffers are sized for seq_len; a shorter context uses a prefix */
@@ -5253,8 +5603,14 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
         rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, len, rk->shape.C, rk->shape.Vl);
         rk->shape.T = T;
         rk->shape.B = B0;
-        rk->be->cast(rk->be, logits, MGT_F32, (const char *)A->logits + (size_t)(len - 1) * (size_t)rk->shape.Vl * rk->shape.elt, rk->be->dtype,
-                     (size_t)rk->shape.Vl);
+        rk->be->download(rk->be, raw, (const char *)A->logits + (size_t)(len - 1) * (size_t)rk->shape.Vl * rk->shape.elt,
+                         (size_t)rk->shape.Vl * rk->shape.elt);
+        for (j = 0; j < rk->shape.Vl; j++) logits[j] = mgt__load(raw, (size_t)j, rk->be->dtype);
+        if (rk->be->error && rk->be->error(rk->be)) {
+            mgt__fail(MGT_ERROR_DEVICE, "%s", rk->be->error(rk->be));
+            max_new = -1;
+            break;
+        }
         for (j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
         if (top_k > 0 && top_k < V) { /* the k-th largest logit: partial selection over a copy */
             int k;
@@ -5279,6 +5635,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     MGT_FREE(ctx);
     MGT_FREE(probs);
     MGT_FREE(logits);
+    MGT_FREE(raw);
     return max_new;
 }
 

@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
             }
         /* logits are O(1) sums over C=64 products after two blocks: float32 rounding gives ~1e-6 */
         check("logits (absolute)", e, 1e-5);
-        rk->be->zero(rk->be, rk->grads, rk->lay.size);
+        rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
         mgt__stage_forward(rk, A);
         mgt__head_forward(rk, A, 1.0f / (float)(B * T), &loss);
         loss /= B * T;

@@ -3759,7 +3759,7 @@ struct mgt__rank {
     int *bucket_of_unit;          /* DP all-reduce bucket of each unit (zero 0) */
     void *host_io;                /* host memory for one micro-batch's inputs and targets, then its losses */
     void *mirrored[5];            /* while mirrored (see mgt__mirror): params, pshard, master, m, v */
-    int is_mirrored;
+    int mirror_depth;             /* mirrors nest: the outermost makes and ends the copies */
     double loss_sum, norm;        /* norm: the global gradient norm of the last step, unscaled */
     int skipped;                  /* the last step's update was skipped (non-finite norm) */
     double step_s, comm_s, bubble_s;
@@ -4725,7 +4725,8 @@ static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, si
 /* A backend whose memory the host cannot touch (a GPU) has the buffers that host code reads and
    writes element by element (initialisation, checkpoints) copied to host memory in between:
    mgt__mirror swaps a rank's params, pshard, master, m and v for downloaded copies, mgt__unmirror
-   uploads them (when `changed`) and swaps back. A no-op on the CPU backend. */
+   uploads them (when `changed`) and swaps back. Calls nest (the outermost pair copies). A no-op
+   on the CPU backend. */
 static void mgt__mirror_bytes(const mgt__rank *rk, size_t bytes[5]) {
     size_t opt = sizeof(float) * (rk->run->plan.zero >= 1 ? rk->shard : rk->lay.size);
     bytes[0] = rk->be->elt * rk->lay.size;
@@ -4743,7 +4744,7 @@ static void mgt__unmirror(mgt__rank *rk, int changed) {
     size_t bytes[5];
     void *host[5];
     int k;
-    if (!rk->is_mirrored) return;
+    if (rk->mirror_depth == 0 || --rk->mirror_depth > 0) return;
     mgt__mirror_bytes(rk, bytes);
     mgt__enter(rk->be);
     for (k = 0; k < 5; k++) host[k] = rk->mirrored[k];
@@ -4753,13 +4754,16 @@ static void mgt__unmirror(mgt__rank *rk, int changed) {
         MGT_FREE(host[k]);
         rk->mirrored[k] = NULL;
     }
-    rk->is_mirrored = 0;
 }
 static mgt_result mgt__mirror(mgt__rank *rk) {
     size_t bytes[5];
     void *dev[5], *host[5] = {NULL, NULL, NULL, NULL, NULL};
     int k;
-    if (rk->be->host_memory || rk->is_mirrored) return MGT_OK;
+    if (rk->be->host_memory) return MGT_OK;
+    if (rk->mirror_depth > 0) {
+        rk->mirror_depth++;
+        return MGT_OK;
+    }
     mgt__mirror_bytes(rk, bytes);
     mgt__enter(rk->be);
     dev[0] = rk->params; dev[1] = rk->pshard; dev[2] = rk->master; dev[3] = rk->m; dev[4] = rk->v;
@@ -4775,7 +4779,7 @@ static mgt_result mgt__mirror(mgt__rank *rk) {
     }
     mgt__mirror_swap(rk, host); /* host[] now holds the device buffers */
     for (k = 0; k < 5; k++) rk->mirrored[k] = host[k];
-    rk->is_mirrored = 1;
+    rk->mirror_depth = 1;
     return MGT_OK;
 }
 static mgt_result mgt__mirror_all(mgt_run *r) {
@@ -4852,7 +4856,13 @@ static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
     if (!out) return NULL;
     for (t = 0; t < g->n; t++) out[t] = (float *)MGT_MALLOC(sizeof(float) * g->t[t].info.numel);
     for (t = 0; t < g->n; t++) if (!out[t]) { while (t < g->n) out[t++] = NULL; return out; }
+    if (mgt__mirror_all(r) != MGT_OK) {
+        for (t = 0; t < g->n; t++) MGT_FREE(out[t]);
+        MGT_FREE(out);
+        return NULL;
+    }
     mgt__exchange(r, which, g, out, 1);
+    mgt__unmirror_all(r, 0);
     return out;
 }
 static void mgt__free_global(const mgt__layout *g, float **tensors) {

@@ -261,6 +261,11 @@ struct mgt_comm {
     mgt_result (*send)(mgt_comm *c, int peer, const void *buf, size_t count, int dtype);
     /* blocks until the matching send; messages between a pair arrive in order */
     mgt_result (*recv)(mgt_comm *c, int peer, void *buf, size_t count, int dtype);
+    /* a send and a receive that proceed together (one NCCL group): where two pipeline stages each
+       send to the other before receiving, as 1F1B's steady state does, an unbuffered send (NCCL's)
+       would otherwise wait for a receive the peer posts only after its own send; counted as one
+       send and one receive */
+    mgt_result (*sendrecv)(mgt_comm *c, int send_peer, const void *send, int recv_peer, void *recv, size_t count, int dtype);
     mgt_result (*barrier)(mgt_comm *c, const mgt_group *g);
     mgt_comm_stats stats;
     void *impl;
@@ -3426,6 +3431,13 @@ static mgt_result mgt__lcomm_send(mgt_comm *c, int peer, const void *buf, size_t
     return mgt__lcomm_finish(c, MGT_COLL_SEND_RECV, t0, r, (double)bytes);
 }
 
+static mgt_result mgt__lcomm_recv(mgt_comm *c, int peer, void *buf, size_t count, int dtype);
+/* the send is buffered here, so the pair is the send, then the receive */
+static mgt_result mgt__lcomm_sendrecv(mgt_comm *c, int send_peer, const void *send, int recv_peer, void *recv, size_t count, int dtype) {
+    mgt_result r = mgt__lcomm_send(c, send_peer, send, count, dtype);
+    return r == MGT_OK ? mgt__lcomm_recv(c, recv_peer, recv, count, dtype) : r;
+}
+
 static mgt_result mgt__lcomm_recv(mgt_comm *c, int peer, void *buf, size_t count, int dtype) {
     double t0 = mgt__now();
     mgt__lcomm_rank *me;
@@ -3538,6 +3550,7 @@ MGT__LCOMM_UNUSED static mgt_result mgt__local_world_create(mgt__local_world **o
         q->comm.all_gather = mgt__lcomm_all_gather;
         q->comm.broadcast = mgt__lcomm_broadcast;
         q->comm.send = mgt__lcomm_send;
+        q->comm.sendrecv = mgt__lcomm_sendrecv;
         q->comm.recv = mgt__lcomm_recv;
         q->comm.barrier = mgt__lcomm_barrier;
         q->comm.impl = q;
@@ -4046,12 +4059,14 @@ static mgt_result mgt__send_act(mgt__rank *rk, const void *buf, int to_stage) {
 }
 
 /* micro-batch m through this stage, forward: receive, compute, send (or compute the loss) */
-static mgt_result mgt__micro_forward(mgt__rank *rk, const uint16_t *rows, int m, float grad_scale) {
+/* micro-batch m through this stage, forward: receive (unless `received`), compute, then send, or
+   leave the sending to the caller (`send` 0), or compute the loss on the last stage */
+static mgt_result mgt__micro_forward(mgt__rank *rk, const uint16_t *rows, int m, float grad_scale, int received, int send) {
     mgt__acts *A = &rk->acts[m % rk->nsets];
     mgt__set_rows(rk, A, rows, m);
-    if (!rk->first) MGT__TRY(mgt__recv_act(rk, A->resid[0], rk->ppr - 1));
+    if (!rk->first && !received) MGT__TRY(mgt__recv_act(rk, A->resid[0], rk->ppr - 1));
     MGT__TRY(mgt__stage_forward(rk, A));
-    if (!rk->last) return mgt__send_act(rk, A->resid[rk->nblocks], rk->ppr + 1);
+    if (!rk->last) return send ? mgt__send_act(rk, A->resid[rk->nblocks], rk->ppr + 1) : MGT_OK;
     {
         double loss;
         MGT__TRY(mgt__head_forward(rk, A, grad_scale, &loss));
@@ -4059,36 +4074,52 @@ static mgt_result mgt__micro_forward(mgt__rank *rk, const uint16_t *rows, int m,
     }
     return MGT_OK;
 }
-static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro) {
+/* and backward, with the same choices for the gradient it receives and the one it sends */
+static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int received, int send) {
     mgt__acts *A = &rk->acts[m % rk->nsets];
-    if (!rk->last) MGT__TRY(mgt__recv_act(rk, rk->gs.dres, rk->ppr + 1));
+    if (!rk->last && !received) MGT__TRY(mgt__recv_act(rk, rk->gs.dres, rk->ppr + 1));
     MGT__TRY(mgt__stage_backward(rk, A, last_micro));
-    if (!rk->first) return mgt__send_act(rk, rk->gs.dres, rk->ppr - 1);
+    if (!rk->first && send) return mgt__send_act(rk, rk->gs.dres, rk->ppr - 1);
     return MGT_OK;
 }
 
 /* the pipeline schedule of one step over M micro-batches: GPipe runs every forward and then every
    backward; 1F1B runs pp - stage - 1 forwards, then alternates, so at most pp - stage micro-batches
-   are in flight */
+   are in flight. In 1F1B's steady state a stage sends its output and receives the gradient of an
+   earlier micro-batch from the next stage, which does the reverse: each pair goes as one sendrecv
+   (Megatron's send_forward_recv_backward and send_backward_recv_forward), so that communicators
+   whose send waits for the receiver (NCCL) cannot deadlock. */
 static mgt_result mgt__schedule(mgt__rank *rk, const uint16_t *rows, float grad_scale) {
-    int M = rk->run->plan.micro_steps, m, warm;
+    const mgt__shape *s = &rk->shape;
+    size_t act = (size_t)s->B * s->T * s->C;
+    int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
     if (rk->run->cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
         for (m = 0; m < M; m++) {
-            MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale));
-            if (rk->run->plan.pp == 1) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1)); /* one stage: no need to hold M sets */
+            MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
+            if (rk->run->plan.pp == 1) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1)); /* one stage: no need to hold M sets */
         }
         if (rk->run->plan.pp > 1)
-            for (m = 0; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1));
+            for (m = 0; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1));
         return MGT_OK;
     }
     warm = rk->run->plan.pp - rk->ppr - 1;
     if (warm > M) warm = M;
-    for (m = 0; m < warm; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale));
-    for (m = 0; m < M - warm; m++) {
-        MGT__TRY(mgt__micro_forward(rk, rows, m + warm, grad_scale));
-        MGT__TRY(mgt__micro_backward(rk, m, m == M - 1));
+    steady = M - warm;
+    for (m = 0; m < warm; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
+    for (m = 0; m < steady; m++) {
+        mgt__acts *F = &rk->acts[(m + warm) % rk->nsets];
+        /* forward of m + warm: its input came with the previous backward's send, but the first */
+        MGT__TRY(mgt__micro_forward(rk, rows, m + warm, grad_scale, m > 0, 0));
+        if (!rk->last) /* send that output, receive the gradient of micro-batch m */
+            MGT__TRY(rk->comm->sendrecv(rk->comm, rk->pp_g.ranks[rk->ppr + 1], F->resid[rk->nblocks], rk->pp_g.ranks[rk->ppr + 1], rk->gs.dres, act,
+                                        dtype));
+        MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 1, m == steady - 1));
+        if (!rk->first && m < steady - 1) { /* send the gradient, receive the next forward's input */
+            mgt__acts *next = &rk->acts[(m + warm + 1) % rk->nsets];
+            MGT__TRY(rk->comm->sendrecv(rk->comm, rk->pp_g.ranks[rk->ppr - 1], rk->gs.dres, rk->pp_g.ranks[rk->ppr - 1], next->resid[0], act, dtype));
+        }
     }
-    for (m = M - warm; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1));
+    for (m = steady; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1));
     return MGT_OK;
 }
 
@@ -4263,7 +4294,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
 static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint16_t *rows, int micro_batches) {
     int m;
     rk->loss_sum = 0;
-    for (m = 0; m < micro_batches; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, 0.0f));
+    for (m = 0; m < micro_batches; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, 0.0f, 0, 1));
     return mgt__settle(rk);
 }
 

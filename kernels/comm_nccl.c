@@ -278,7 +278,8 @@ static mgt_result mgt__nccl_barrier(mgt_comm *cm, const mgt_group *g) {
 
 /* send and recv go over the world communicator, peer = global rank. NCCL's send completes when the
    peer receives (unlike the local communicator's buffered send), which the pipeline schedule must
-   respect: every send is matched by a receive the peer posts without waiting for this rank. */
+   respect: every send is matched by a receive the peer posts without waiting for this rank, or
+   goes with this rank's receive in one sendrecv. */
 static mgt_result mgt__nccl_p2p(mgt_comm *cm, int is_send, int peer, void *buf, size_t count, int dtype) {
     mgt__nccl *c = (mgt__nccl *)cm;
     mgt__nccl_timed *t;
@@ -292,6 +293,28 @@ static mgt_result mgt__nccl_p2p(mgt_comm *cm, int is_send, int peer, void *buf, 
     if (is_send) MGT__NCCL_TRY(c, "send", -1, wc, ncclSend(buf, count, mgt__nccl_type(dtype), peer, wc, c->stream));
     else MGT__NCCL_TRY(c, "recv", -1, wc, ncclRecv(buf, count, mgt__nccl_type(dtype), peer, wc, c->stream));
     return mgt__nccl_end(c, t, (double)b);
+}
+/* one NCCL group: both proceed together, so two ranks that each send to the other cannot deadlock */
+static mgt_result mgt__nccl_sendrecv(mgt_comm *cm, int send_peer, const void *send, int recv_peer, void *recv, size_t count, int dtype) {
+    mgt__nccl *c = (mgt__nccl *)cm;
+    mgt__nccl_timed *t;
+    ncclComm_t wc = c->w->comms[cm->rank];
+    size_t b = count * mgt__nccl_elt(dtype);
+    ncclResult_t rs, rr, re;
+    if (!count) return MGT_OK;
+    if (!mgt__nccl_on_device(send) || !mgt__nccl_on_device(recv))
+        return mgt__nccl_report(c->w->fail, "NCCL sendrecv on rank %d (to %d, from %d): the buffers %p and %p must be device memory", cm->rank, send_peer,
+                                recv_peer, send, recv);
+    if (mgt__nccl_begin(c, MGT_COLL_SEND_RECV, &t) != MGT_OK) return MGT_ERROR_COMM;
+    MGT__NCCL_TRY(c, "group start", -1, wc, ncclGroupStart());
+    rs = ncclSend(send, count, mgt__nccl_type(dtype), send_peer, wc, c->stream);
+    rr = ncclRecv(recv, count, mgt__nccl_type(dtype), recv_peer, wc, c->stream);
+    re = ncclGroupEnd(); /* always: a group left open would swallow the next calls */
+    MGT__NCCL_TRY(c, "send (in a sendrecv)", -1, wc, rs);
+    MGT__NCCL_TRY(c, "recv (in a sendrecv)", -1, wc, rr);
+    MGT__NCCL_TRY(c, "group end", -1, wc, re);
+    c->comm.stats.calls[MGT_COLL_SEND_RECV]++; /* a send and a receive, as the local communicator counts them */
+    return mgt__nccl_end(c, t, 2.0 * (double)b);
 }
 static mgt_result mgt__nccl_send(mgt_comm *cm, int peer, const void *buf, size_t count, int dtype) {
     return mgt__nccl_p2p(cm, 1, peer, (void *)buf, count, dtype);
@@ -366,6 +389,7 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
     c->comm.all_gather = mgt__nccl_all_gather;
     c->comm.broadcast = mgt__nccl_broadcast;
     c->comm.send = mgt__nccl_send;
+    c->comm.sendrecv = mgt__nccl_sendrecv;
     c->comm.recv = mgt__nccl_recv;
     c->comm.barrier = mgt__nccl_barrier;
     c->comm.impl = c;

@@ -472,7 +472,8 @@ MGTDEF void mgt_run_stats(const mgt_run *run, mgt_stats *out);
 /* Statistics published for readers on other threads (a dashboard): each call holds a lock only to
    copy. mgt_run_history copies the run statistics of steps [from, from + max) as published after
    each step and returns how many it copied (a ring of the last 65536 steps: an older `from`
-   starts at the oldest kept, and each entry names its step); mgt_run_ranks the latest per-rank statistics (returns
+   starts at the oldest kept, and each entry names its step; a step validated after it was
+   published comes again, with its val_loss); mgt_run_ranks the latest per-rank statistics (returns
    the rank count); mgt_run_events the events [from, from + max) (validations, checkpoints,
    warnings such as a loss spike, a non-finite loss or a slow rank). */
 MGTDEF int mgt_run_history(const mgt_run *run, int from, mgt_stats *out, int max);
@@ -4650,6 +4651,15 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     r->has_val_loss = 1;
     r->val_step = r->step;
     *val_loss = r->val_loss;
+    pthread_mutex_lock(&r->stats_mu); /* the step was published before this validation: again, with it */
+    if (r->history && r->history_n > 0 && r->history[(r->history_n - 1) % MGT__HISTORY].step == r->step) {
+        mgt_stats st = r->history[(r->history_n - 1) % MGT__HISTORY];
+        st.val_loss = r->val_loss;
+        st.has_val_loss = 1;
+        st.val_step = r->step;
+        r->history[r->history_n++ % MGT__HISTORY] = st;
+    }
+    pthread_mutex_unlock(&r->stats_mu);
     mgt__event(r, MGT_LOG_INFO, "step %d: val loss %.4f", r->step, r->val_loss);
     return MGT_OK;
 }

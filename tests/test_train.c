@@ -179,6 +179,27 @@ int main(void) {
         check(count == 2 && mgt_checkpoint_latest(file, path, sizeof path) == MGT_OK && strstr(path, "step_00000008"),
               "checkpoint.every=2 keep=2: %d files kept, newest %s", count, path);
     }
+    /* a validation after the step was published reaches readers of the history (a dashboard's
+       last screen showed the validation before it) */
+    {
+        mgt_stats h[8];
+        double val = 0;
+        int n;
+        memset(h, 0, sizeof h);
+        char set[600];
+        base_config(&cfg, "val");
+        snprintf(set, sizeof set, "data.val=%s/corpus.bin", dir);
+        mgt_config_set(&cfg, set);
+        run = train(&cfg, 3, losses_accum, NULL);
+        n = mgt_run_history(run, 0, h, 8);
+        check(n == 3 && !h[2].has_val_loss, "history before validating: %d entries, the last without val_loss", n);
+        if (mgt_run_eval(run, &val) != MGT_OK) printf("FAIL eval: %s\n", mgt_last_error());
+        n = mgt_run_history(run, 0, h, 8);
+        check(n == 4 && h[3].step == 3 && h[3].has_val_loss && h[3].val_step == 3 && h[3].val_loss == val && h[3].loss == h[2].loss,
+              "validation at step 3 published again with the step: %d entries, the last step %d, val %.4f at step %d", n, h[n > 0 ? n - 1 : 0].step,
+              h[n > 0 ? n - 1 : 0].val_loss, h[n > 0 ? n - 1 : 0].val_step);
+        mgt_run_destroy(run);
+    }
 
     return finish(dir, "train");
 }

@@ -423,6 +423,18 @@ void mgt_tui_message(mgt_tui *t, const char *text) {
     t->dirty = 1;
 }
 
+/* a validation point of a history entry, once per validated step */
+static void mgt_tui__take_val(mgt_tui *t, const mgt_stats *s) {
+    if (!s->has_val_loss || s->val_step == t->last_val_step) return;
+    if (t->nvals == t->vcap) {
+        int cap = t->vcap ? 2 * t->vcap : 64;
+        mgt_tui__val *q = (mgt_tui__val *)realloc(t->vals, sizeof *q * (size_t)cap);
+        if (q) { t->vals = q; t->vcap = cap; }
+    }
+    if (t->nvals < t->vcap) { t->vals[t->nvals].step = s->val_step; t->vals[t->nvals].loss = (float)s->val_loss; t->nvals++; }
+    t->last_val_step = s->val_step;
+}
+
 /* new history entries, the ranks' latest statistics, new events, the state */
 void mgt_tui_refresh(mgt_tui *t) {
     mgt_stats buf[64];
@@ -434,7 +446,13 @@ void mgt_tui_refresh(mgt_tui *t) {
         for (i = 0; i < n; i++) {
             const mgt_stats *s = &buf[i];
             mgt_tui__point *p;
-            if (t->npts > 0 && s->step <= t->pts[t->npts - 1].step) continue; /* read twice after the ring wrapped */
+            if (t->npts > 0 && s->step <= t->pts[t->npts - 1].step) { /* read twice after the ring wrapped, or again with a validation */
+                if (s->step == t->pts[t->npts - 1].step) {
+                    mgt_tui__take_val(t, s);
+                    t->last = *s;
+                }
+                continue;
+            }
             if (t->npts == t->cap) {
                 int cap = t->cap ? 2 * t->cap : 1024;
                 mgt_tui__point *q = (mgt_tui__point *)realloc(t->pts, sizeof *q * (size_t)cap);
@@ -453,15 +471,7 @@ void mgt_tui_refresh(mgt_tui *t) {
                 if (s->loss < t->best) t->best = s->loss;
                 t->ema = t->npts == 1 ? s->loss : 0.9 * t->ema + 0.1 * s->loss;
             }
-            if (s->has_val_loss && s->val_step != t->last_val_step) {
-                if (t->nvals == t->vcap) {
-                    int cap = t->vcap ? 2 * t->vcap : 64;
-                    mgt_tui__val *q = (mgt_tui__val *)realloc(t->vals, sizeof *q * (size_t)cap);
-                    if (q) { t->vals = q; t->vcap = cap; }
-                }
-                if (t->nvals < t->vcap) { t->vals[t->nvals].step = s->val_step; t->vals[t->nvals].loss = (float)s->val_loss; t->nvals++; }
-                t->last_val_step = s->val_step;
-            }
+            mgt_tui__take_val(t, s);
             t->last = *s;
             t->has_last = 1;
         }

@@ -4243,6 +4243,9 @@ static mgt_result mgt__settle(mgt__rank *rk) {
 #ifdef MGT_TESTING
 /* tests: at steps [from, to] (1-based) rank 0's sum of squares becomes NaN, as a non-finite gradient would */
 static int mgt__test_nan_from = 0, mgt__test_nan_to = 0;
+/* and rank mgt__test_slow_rank computes mgt__test_slow_s longer each step (a slow device) */
+static int mgt__test_slow_rank = -1;
+static double mgt__test_slow_s;
 #endif
 
 /* one training step on this rank: the schedule, the reductions, the norm, the update. The loss is
@@ -4257,6 +4260,14 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
+#ifdef MGT_TESTING
+    if (rk->rank == mgt__test_slow_rank) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)mgt__test_slow_s;
+        ts.tv_nsec = (long)((mgt__test_slow_s - (double)ts.tv_sec) * 1e9);
+        nanosleep(&ts, NULL);
+    }
+#endif
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
         rk->be->zero(rk->be, rk->gshard, sizeof(float) * rk->shard);
@@ -4478,7 +4489,9 @@ static void mgt__publish(mgt_run *r) {
     }
     if (r->plan.world > 1 && mean > 0.01) {
         double busy = r->ranks[slowest].step_s - r->ranks[slowest].comm_s - r->ranks[slowest].bubble_s;
-        if (busy > 1.5 * mean) mgt__event(r, MGT_LOG_WARN, "step %d: rank %d computed for %.1f ms, 1.5x the mean of %.1f ms", st.step, slowest, busy * 1e3, mean * 1e3);
+        if (busy > 1.5 * mean)
+            mgt__event(r, MGT_LOG_WARN, "step %d: rank %d computed for %.1f ms, %.1fx the mean of %.1f ms (warned above 1.5x)", st.step, slowest, busy * 1e3,
+                       busy / mean, mean * 1e3);
     }
 }
 

@@ -2,8 +2,10 @@
    - a run stopped at step k and resumed from its checkpoint gives bit-identical losses and weights;
    - full activation recomputation gives the same losses with less activation memory;
    - gradient accumulation (micro_batch < global_batch) gives the losses of one big batch;
-   - the data order is a function of (seed, step) alone, and a bad checkpoint is refused. */
+   - the data order is a function of (seed, step) alone, and a bad checkpoint is refused;
+   - a validation reaches the history, a rank far slower than the others is an event. */
 #define MGT_IMPLEMENTATION
+#define MGT_TESTING
 #include "mgt.h"
 #include "train_util.h"
 
@@ -46,6 +48,17 @@ static mgt_run *train(const mgt_config *cfg, int to, double *losses, const char 
         losses[st.step - 1] = st.loss;
     }
     return run;
+}
+
+/* continues run up to step `to` */
+static void train_more(mgt_run *run, int to, double *losses) {
+    mgt_stats st;
+    mgt_run_stats(run, &st);
+    while (st.step < to) {
+        if (mgt_run_step(run) != MGT_OK) { printf("FAIL step: %s\n", mgt_last_error()); exit(1); }
+        mgt_run_stats(run, &st);
+        losses[st.step - 1] = st.loss;
+    }
 }
 
 static double max_rel_diff(const double *a, const double *b, int n) {
@@ -198,6 +211,27 @@ int main(void) {
         check(n == 4 && h[3].step == 3 && h[3].has_val_loss && h[3].val_step == 3 && h[3].val_loss == val && h[3].loss == h[2].loss,
               "validation at step 3 published again with the step: %d entries, the last step %d, val %.4f at step %d", n, h[n > 0 ? n - 1 : 0].step,
               h[n > 0 ? n - 1 : 0].val_loss, h[n > 0 ? n - 1 : 0].val_step);
+        mgt_run_destroy(run);
+    }
+
+    /* one of two DP ranks 40 ms slower each step: the other waits in the all-reduce, so rank 1's
+       compute is about twice the mean and over the warning's 1.5x */
+    {
+        mgt_event ev[64];
+        int n, i, warned = 0, false_alarm = 0;
+        base_config(&cfg, "slow");
+        mgt_config_set(&cfg, "parallel.dp=2");
+        run = train(&cfg, 3, losses_accum, NULL);
+        n = mgt_run_events(run, 0, ev, 64);
+        for (i = 0; i < n; i++) false_alarm += strstr(ev[i].text, "computed for") != NULL;
+        mgt__test_slow_rank = 1;
+        mgt__test_slow_s = 0.04;
+        train_more(run, 6, losses_accum);
+        mgt__test_slow_rank = -1;
+        n = mgt_run_events(run, 0, ev, 64);
+        for (i = 0; i < n; i++) warned += strstr(ev[i].text, "rank 1 computed for") != NULL;
+        check(!false_alarm && warned >= 2, "a rank 40 ms slower: %d slow-rank warnings in 3 steps (%d before, when both were alike)%s%s", warned,
+              false_alarm, n ? ": " : "", n ? ev[n - 1].text : "");
         mgt_run_destroy(run);
     }
 

@@ -4,8 +4,9 @@
      m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2
      p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)
    mgt_cuda_adamw updates fp32 parameters in place. mgt_cuda_adamw_master is mixed precision: the
-   update runs on the fp32 master weights and moments of the optimizer shard, reading a 16-bit (or
-   fp32) gradient, and writes the rounded parameters the model computes with. */
+   update runs on the fp32 master weights and moments of the optimizer shard, reading the fp32
+   gradient (mgt.h keeps parameter gradients in fp32 whatever the storage type), and writes the
+   parameters the model computes with, rounded to the storage type. */
 #include "common.cuh" // defines: launch macros, floatX conversions, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
 #define MGT_ADAMW_BLOCK 256
@@ -13,10 +14,10 @@
 /* param_copy may be null (plain fp32 AdamW: master is the parameter) */
 template <class floatX>
 __global__ void __launch_bounds__(MGT_ADAMW_BLOCK)
-mgt_adamw_kernel(floatX *param_copy, float *master, const floatX *grad, float *m, float *v, size_t n, float beta1, float beta2, float eps,
+mgt_adamw_kernel(floatX *param_copy, float *master, const float *grad, float *m, float *v, size_t n, float beta1, float beta2, float eps,
                  float grad_scale, float step, float sbc2, float decay) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float g = mgt_to_f32(grad[i]) * grad_scale;
+        float g = grad[i] * grad_scale;
         float mi = beta1 * m[i] + (1.0f - beta1) * g, vi = beta2 * v[i] + (1.0f - beta2) * g * g;
         float p = master[i] * decay - step * mi / (sqrtf(vi) / sbc2 + eps);
         m[i] = mi;
@@ -46,7 +47,7 @@ int mgt_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n
 }
 
 template <class floatX>
-int mgt_cuda_adamw_master(floatX *param_copy, float *master, const floatX *grad, float *m, float *v, size_t n, float lr, float beta1,
+int mgt_cuda_adamw_master(floatX *param_copy, float *master, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                           float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2,
                           cudaStream_t stream) {
     MGT_REQUIRE(n == 0 || (param_copy && master && grad && m && v));
@@ -61,6 +62,6 @@ int mgt_cuda_adamw_master(floatX *param_copy, float *master, const floatX *grad,
 }
 
 #define MGT_INSTANTIATE(floatX)                                                                                                   \
-    template int mgt_cuda_adamw_master<floatX>(floatX *, float *, const floatX *, float *, float *, size_t, float, float, float,   \
+    template int mgt_cuda_adamw_master<floatX>(floatX *, float *, const float *, float *, float *, size_t, float, float, float,   \
                                                float, float, float, float, float, cudaStream_t);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

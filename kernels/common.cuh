@@ -12,8 +12,11 @@
    thread in mgt_kernel_last_error(). They never print and never exit.
 
    Shape letters as in mgt.h: B batch, T time, C channels, V vocabulary, NH heads, N = B*T rows.
-   Element types: floatX is float, __nv_bfloat16 or __half (activations, parameters, gradients);
-   every reduction and every intermediate is fp32 (the sum of squares in fp64). */
+   Element types, as in mgt.h's backend table: floatX (float, __nv_bfloat16 or __half) is the
+   storage type of activations, activation gradients and the parameters the ops read; `float *` is
+   always fp32: parameter gradients (summed over micro-batches and DP ranks in fp32, Megatron's
+   main_grad), LayerNorm mean/rstd, cross-entropy partials, master weights and AdamW moments.
+   Every reduction and every intermediate is fp32 (the sum of squares in fp64). */
 #ifndef MGT_KERNELS_COMMON_CUH
 #define MGT_KERNELS_COMMON_CUH
 
@@ -163,8 +166,8 @@ inline int mgt_grid_for(size_t n, int block, int cap = 2048) {
 template <class floatX> /* out (B,T,C) = wte[tok - vocab_start] for tok in [vocab_start, vocab_start + vocab_rows), else 0; + wpe[t] when wpe */
 int mgt_cuda_encoder_forward(floatX *out, const int *tokens, const floatX *wte, int vocab_start, int vocab_rows, const floatX *wpe, int B, int T,
                              int C, cudaStream_t stream);
-template <class floatX> /* dwte (vocab_rows,C) += and dwpe (T,C) += (when dwpe), summed in position order */
-int mgt_cuda_encoder_backward(floatX *dwte, floatX *dwpe, const floatX *dout, const int *tokens, int vocab_start, int vocab_rows, int B, int T, int C,
+template <class floatX> /* dwte (vocab_rows,C) += and dwpe (T,C) += (when dwpe) in fp32, positions added in order */
+int mgt_cuda_encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *tokens, int vocab_start, int vocab_rows, int B, int T, int C,
                               cudaStream_t stream);
 
 /* layernorm.cu: eps 1e-5; mean and rstd (N) in fp32 */
@@ -173,8 +176,8 @@ int mgt_cuda_layernorm_forward(floatX *out, float *mean, float *rstd, const floa
                                cudaStream_t stream);
 /* bytes of scratch that mgt_cuda_layernorm_backward needs for (N, C) */
 size_t mgt_cuda_layernorm_backward_scratch(int N, int C);
-template <class floatX> /* dinp (N,C) +=, dweight (C) +=, dbias (C) += */
-int mgt_cuda_layernorm_backward(floatX *dinp, floatX *dweight, floatX *dbias, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
+template <class floatX> /* dinp (N,C) +=, dweight (C) += and dbias (C) += in fp32 */
+int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
                                 const float *mean, const float *rstd, int N, int C, cudaStream_t stream);
 
 /* attention.cu: the causal softmax between the batched GEMMs; rows of (BNH = B*NH, T, T) */
@@ -189,12 +192,13 @@ template <class floatX> /* dinp = gelu'(inp) * dout (dinp may alias inp or dout)
 int mgt_cuda_gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, size_t n, cudaStream_t stream);
 
 /* residual.cu */
-template <class floatX> int mgt_cuda_add_inplace(floatX *y, const floatX *x, size_t n, cudaStream_t stream); /* y += x */
+/* y += x; the backend table's add_inplace is the float one (gradient shards) */
+template <class floatX> int mgt_cuda_add_inplace(floatX *y, const floatX *x, size_t n, cudaStream_t stream);
 template <class floatX> /* out (N,C) += residual (N,C) + bias (C) */
 int mgt_cuda_bias_residual(floatX *out, const floatX *residual, const floatX *bias, int N, int C, cudaStream_t stream);
 size_t mgt_cuda_bias_backward_scratch(int N, int C);
-template <class floatX> /* dbias (C) += column sums of dout (N,C), in a fixed order */
-int mgt_cuda_bias_backward(floatX *dbias, float *scratch, const floatX *dout, int N, int C, cudaStream_t stream);
+template <class floatX> /* dbias (C) += column sums of dout (N,C) in fp32, in a fixed order */
+int mgt_cuda_bias_backward(float *dbias, float *scratch, const floatX *dout, int N, int C, cudaStream_t stream);
 
 /* crossentropy.cu: vocabulary-parallel, the semantics of mgt.h's xent_partial / xent_finish */
 template <class floatX> /* part (N,3) = (max, sum exp(l - max), target logit or 0); logits (N,Vl) become exp(l - max) */
@@ -206,15 +210,16 @@ int mgt_cuda_xent_finish(double *losses, floatX *logits, const float *parts, int
 /* adamw.cu: mgt.h's AdamW (torch.optim.AdamW); grad_scale multiplies the gradient (clipping, 1/loss scale) */
 int mgt_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
                    float weight_decay, float grad_scale, float bias_correction1, float bias_correction2, cudaStream_t stream);
-template <class floatX> /* the update on fp32 master weights and moments, writing param_copy = round(master) */
-int mgt_cuda_adamw_master(floatX *param_copy, float *master, const floatX *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+template <class floatX> /* the update on fp32 master weights and moments from the fp32 grad, writing param_copy = round(master) */
+int mgt_cuda_adamw_master(floatX *param_copy, float *master, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                           float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2,
                           cudaStream_t stream);
 
 /* cast.cu: between fp32 and the 16-bit types (round to nearest even) */
 template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cudaStream_t stream);
 
-/* norm.cu: sum of squares in fixed blocks of MGT_SS_BLOCK elements, each in fp64, added in block order */
+/* norm.cu: sum of squares in fixed blocks of MGT_SS_BLOCK elements, each in fp64, added in block order;
+   the backend table's sum_squares and scale are the float ones (gradients) */
 #define MGT_SS_BLOCK 65536
 size_t mgt_cuda_sum_squares_scratch(size_t n);
 template <class floatX> /* *out (one double in device memory) = sum of x[i]^2 */

@@ -4,10 +4,11 @@
                out = (x - mean) * rstd * weight + bias;  mean, rstd (N) saved in fp32 when given
      backward  g = weight * dout, xhat = (x - mean) * rstd
                dinp    += rstd * (g - mean(g) - xhat * mean(g * xhat))     (one warp per row)
-               dweight += sum over rows of dout * xhat,  dbias += sum over rows of dout
+               dweight += sum over rows of dout * xhat,  dbias += sum over rows of dout   (fp32)
    The parameter gradients are deterministic without atomics: the rows are cut into a fixed number
    of parts (from N alone, MGT_LN_PARTS), one block per (32-channel slice, part) sums its rows in a
-   fixed order into an fp32 partial in scratch, and a last kernel adds the partials in part order. */
+   fixed order into an fp32 partial in scratch, and a last kernel adds the partials in part order.
+   dweight and dbias are fp32 whatever the storage type (mgt.h's main_grad); dinp is in it. */
 #include "common.cuh" // defines: launch macros, floatX conversions, warp/block sums, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
 #define MGT_LN_BLOCK 256                        /* 8 warps: 8 rows per block in the row kernels */
@@ -95,9 +96,8 @@ mgt_layernorm_backward_partials_kernel(float *scratch, const floatX *dout, const
 }
 
 /* one thread per channel: dweight[c] += sum over parts in order, dbias[c] likewise */
-template <class floatX>
-__global__ void __launch_bounds__(MGT_LN_BLOCK)
-mgt_layernorm_backward_params_kernel(floatX *dweight, floatX *dbias, const float *scratch, int parts, int C) {
+static __global__ void __launch_bounds__(MGT_LN_BLOCK)
+mgt_layernorm_backward_params_kernel(float *dweight, float *dbias, const float *scratch, int parts, int C) {
     int c = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (c >= C) return;
     float dw = 0.0f, db = 0.0f;
@@ -105,8 +105,8 @@ mgt_layernorm_backward_params_kernel(floatX *dweight, floatX *dbias, const float
         dw += scratch[(size_t)p * 2 * (size_t)C + c];
         db += scratch[(size_t)p * 2 * (size_t)C + (size_t)C + c];
     }
-    dweight[c] = mgt_from_f32<floatX>(mgt_to_f32(dweight[c]) + dw);
-    dbias[c] = mgt_from_f32<floatX>(mgt_to_f32(dbias[c]) + db);
+    dweight[c] += dw;
+    dbias[c] += db;
 }
 
 template <class floatX>
@@ -126,11 +126,11 @@ size_t mgt_cuda_layernorm_backward_scratch(int N, int C) {
 }
 
 template <class floatX>
-int mgt_cuda_layernorm_backward(floatX *dinp, floatX *dweight, floatX *dbias, float *scratch, const floatX *dout, const floatX *inp,
+int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, float *scratch, const floatX *dout, const floatX *inp,
                                 const floatX *weight, const float *mean, const float *rstd, int N, int C, cudaStream_t stream) {
     MGT_REQUIRE(N > 0 && C > 0);
     MGT_REQUIRE(dinp && dweight && dbias && scratch && dout && inp && weight && mean && rstd);
-    MGT_REQUIRE(dinp != dout && dinp != inp && dweight != dbias);
+    MGT_REQUIRE(dinp != dout && dinp != inp && dweight != dbias && scratch != dweight && scratch != dbias);
     int parts = mgt_ln_parts(N), rows_per_part = (N + parts - 1) / parts, slices = (C + MGT_WARP - 1) / MGT_WARP;
     parts = (N + rows_per_part - 1) / rows_per_part; /* no empty part */
     MGT_LAUNCH(mgt_layernorm_backward_rows_kernel<floatX>, (N + MGT_LN_WARPS - 1) / MGT_LN_WARPS, MGT_LN_BLOCK, 0, stream, dinp, dout, inp,
@@ -139,7 +139,7 @@ int mgt_cuda_layernorm_backward(floatX *dinp, floatX *dweight, floatX *dbias, fl
     MGT_LAUNCH(mgt_layernorm_backward_partials_kernel<floatX>, slices * parts, MGT_LN_BLOCK, 0, stream, scratch, dout, inp, mean, rstd, N, C,
                rows_per_part);
     MGT_CHECK_LAUNCH();
-    MGT_LAUNCH(mgt_layernorm_backward_params_kernel<floatX>, (C + MGT_LN_BLOCK - 1) / MGT_LN_BLOCK, MGT_LN_BLOCK, 0, stream, dweight, dbias,
+    MGT_LAUNCH(mgt_layernorm_backward_params_kernel, (C + MGT_LN_BLOCK - 1) / MGT_LN_BLOCK, MGT_LN_BLOCK, 0, stream, dweight, dbias,
                scratch, parts, C);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
@@ -148,6 +148,6 @@ int mgt_cuda_layernorm_backward(floatX *dinp, floatX *dweight, floatX *dbias, fl
 #define MGT_INSTANTIATE(floatX)                                                                                                   \
     template int mgt_cuda_layernorm_forward<floatX>(floatX *, float *, float *, const floatX *, const floatX *, const floatX *, int,  \
                                                     int, cudaStream_t);                                                        \
-    template int mgt_cuda_layernorm_backward<floatX>(floatX *, floatX *, floatX *, float *, const floatX *, const floatX *,          \
+    template int mgt_cuda_layernorm_backward<floatX>(floatX *, float *, float *, float *, const floatX *, const floatX *,          \
                                                      const floatX *, const float *, const float *, int, int, cudaStream_t);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -2,10 +2,11 @@
    mgt__bias_residual_task and mgt__bias_bwd_task:
      add_inplace    y += x                                   (n)
      bias_residual  out += residual + bias                   (N,C) += (N,C) + (C)
-     bias_backward  dbias += column sums of dout             (C) += sum over rows of (N,C)
+     bias_backward  dbias += column sums of dout             (C) += sum over rows of (N,C), dbias fp32
    bias_backward is deterministic without atomics, like LayerNorm's parameter gradients: a fixed
    number of row parts (from N alone), one block per (32-column slice, part) summing its rows in a
-   fixed order into an fp32 partial, then the partials added in part order. Math in fp32. */
+   fixed order into an fp32 partial, then the partials added in part order. Math in fp32.
+   mgt.h's backend table uses add_inplace on fp32 only (gradient shards). */
 #include "common.cuh" // defines: launch macros, floatX conversions, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
 #define MGT_RESIDUAL_BLOCK 256
@@ -46,13 +47,12 @@ mgt_bias_backward_partials_kernel(float *scratch, const floatX *dout, int N, int
     }
 }
 
-template <class floatX>
-__global__ void __launch_bounds__(MGT_RESIDUAL_BLOCK) mgt_bias_backward_sum_kernel(floatX *dbias, const float *scratch, int parts, int C) {
+static __global__ void __launch_bounds__(MGT_RESIDUAL_BLOCK) mgt_bias_backward_sum_kernel(float *dbias, const float *scratch, int parts, int C) {
     int c = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (c >= C) return;
     float s = 0.0f;
     for (int p = 0; p < parts; p++) s += scratch[(size_t)p * (size_t)C + c];
-    dbias[c] = mgt_from_f32<floatX>(mgt_to_f32(dbias[c]) + s);
+    dbias[c] += s;
 }
 
 template <class floatX> int mgt_cuda_add_inplace(floatX *y, const floatX *x, size_t n, cudaStream_t stream) {
@@ -75,14 +75,15 @@ template <class floatX> int mgt_cuda_bias_residual(floatX *out, const floatX *re
 
 size_t mgt_cuda_bias_backward_scratch(int N, int C) { return N > 0 && C > 0 ? (size_t)mgt_bias_parts(N) * (size_t)C * sizeof(float) : 0; }
 
-template <class floatX> int mgt_cuda_bias_backward(floatX *dbias, float *scratch, const floatX *dout, int N, int C, cudaStream_t stream) {
+template <class floatX> int mgt_cuda_bias_backward(float *dbias, float *scratch, const floatX *dout, int N, int C, cudaStream_t stream) {
     MGT_REQUIRE(N > 0 && C > 0);
     MGT_REQUIRE(dbias && scratch && dout);
+    MGT_REQUIRE(dbias != scratch);
     int parts = mgt_bias_parts(N), rows_per_part = (N + parts - 1) / parts, slices = (C + MGT_WARP - 1) / MGT_WARP;
     parts = (N + rows_per_part - 1) / rows_per_part; /* no empty part */
     MGT_LAUNCH(mgt_bias_backward_partials_kernel<floatX>, slices * parts, MGT_RESIDUAL_BLOCK, 0, stream, scratch, dout, N, C, rows_per_part);
     MGT_CHECK_LAUNCH();
-    MGT_LAUNCH(mgt_bias_backward_sum_kernel<floatX>, (C + MGT_RESIDUAL_BLOCK - 1) / MGT_RESIDUAL_BLOCK, MGT_RESIDUAL_BLOCK, 0, stream, dbias,
+    MGT_LAUNCH(mgt_bias_backward_sum_kernel, (C + MGT_RESIDUAL_BLOCK - 1) / MGT_RESIDUAL_BLOCK, MGT_RESIDUAL_BLOCK, 0, stream, dbias,
                scratch, parts, C);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
@@ -91,5 +92,5 @@ template <class floatX> int mgt_cuda_bias_backward(floatX *dbias, float *scratch
 #define MGT_INSTANTIATE(floatX)                                                                                    \
     template int mgt_cuda_add_inplace<floatX>(floatX *, const floatX *, size_t, cudaStream_t);                     \
     template int mgt_cuda_bias_residual<floatX>(floatX *, const floatX *, const floatX *, int, int, cudaStream_t); \
-    template int mgt_cuda_bias_backward<floatX>(floatX *, float *, const floatX *, int, int, cudaStream_t);
+    template int mgt_cuda_bias_backward<floatX>(float *, float *, const floatX *, int, int, cudaStream_t);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -1,16 +1,20 @@
 /* test_kernels.cpp - every launcher of the kernels/<op>.cu files run on the CPU through the SIMT shim
    (kernels/cuda_cpu.h) against straightforward double-precision references written here (not
-   mgt.h's code, not the kernels'), forward and backward, in fp32, bf16 and fp16.
+   mgt.h's code, not the kernels'), forward and backward, in fp32, bf16 and fp16. Parameter
+   gradients (dwte, dwpe, dweight, dbias) and AdamW's gradient are fp32 whatever the storage type,
+   as in mgt.h's backend table (Megatron's main_grad).
 
    - Inputs are generated in the storage type first, so the references see exactly the values the
      kernels see and only the kernels' arithmetic is compared.
    - Tolerances: every output is held to   bound = u_T (|ref| + e32) + e32 + tiny_T,   where u_T is
-     the unit roundoff of the storage type (fp32 2^-24, bf16 2^-8, fp16 2^-11: the final rounding of
-     the result into T), e32 is what the kernel's fp32 arithmetic may add (2^-24 times a small factor
-     for the length of each accumulation and the magnitude of its terms, derived per op below), and
-     tiny_T is half the smallest subnormal of T (rounding near underflow is absolute, not
-     relative). Each case reports its worst error as a fraction of its bound; the summary prints
-     the worst per op family. A wrong kernel misses these by orders of magnitude.
+     the unit roundoff of the output's type T (fp32 2^-24, bf16 2^-8, fp16 2^-11: the final
+     rounding of the result into T; T is fp32 for parameter gradients and statistics), e32 is what
+     the kernel's fp32 arithmetic may add (2^-24 times a small factor for the length of each
+     accumulation and the magnitude of its terms, derived per op below), and tiny_T is half the
+     smallest subnormal of T (rounding near underflow is absolute, not relative). Each case
+     reports its worst error as a fraction of its bound; the summary prints the worst per op family
+     and storage type, then per parameter gradient (every output with TEST_KERNELS_OUTPUTS=1). A
+     wrong kernel misses these by orders of magnitude.
    - Thread orders: every case runs under the forward and the reverse order, the smaller ones also
      under two random orders, and the outputs must be bitwise identical (common.cuh promises fixed
      reduction orders, so no result may depend on how the fibers were scheduled).
@@ -89,7 +93,7 @@ struct family {
     double worst; // worst |got - ref| / bound over its cases
     char worst_case[160];
     const char *worst_out; // a string literal
-    double worst_by_type[3]; // fp32, bf16, fp16 results (by the case's first type)
+    double worst_by_type[3]; // fp32, bf16, fp16 cases (by the case's first type: the storage type)
 };
 static family families[] = {{"encoder", 0, 0, 0, "", "", {0, 0, 0}},  {"layernorm", 0, 0, 0, "", "", {0, 0, 0}},    {"softmax", 0, 0, 0, "", "", {0, 0, 0}},
                             {"gelu", 0, 0, 0, "", "", {0, 0, 0}},     {"residual", 0, 0, 0, "", "", {0, 0, 0}},     {"crossentropy", 0, 0, 0, "", "", {0, 0, 0}},
@@ -101,12 +105,39 @@ static family *fam(const char *name) {
     return &families[0];
 }
 
+/* the worst ratio per (family, output name) and storage type: parameter gradients are printed after
+   the summary (fp32 results whatever the storage type), every output with TEST_KERNELS_OUTPUTS=1 */
+struct output_stat {
+    const family *f;
+    const char *out; // a string literal
+    long values;
+    double worst_by_type[3];
+};
+static output_stat outputs[128];
+static int noutputs = 0;
+static bool is_param_grad(const char *out) {
+    static const char *names[] = {"dwte", "dwpe", "dweight", "dbias"};
+    for (const char *n : names)
+        if (!strncmp(out, n, strlen(n)) && (out[strlen(n)] == 0 || out[strlen(n)] == ' ')) return true;
+    return false;
+}
+static output_stat *output_of(const family *f, const char *out) {
+    for (int i = 0; i < noutputs; i++)
+        if (outputs[i].f == f && !strcmp(outputs[i].out, out)) return &outputs[i];
+    if (noutputs == (int)(sizeof outputs / sizeof outputs[0])) return &outputs[0]; // full: lumped into the first
+    outputs[noutputs] = {f, out, 0, {0, 0, 0}};
+    return &outputs[noutputs++];
+}
+
 /* one case: compares values against references with bounds and remembers the worst ratio */
 struct checker {
     family *f;
     char what[160];
     int bad = 0;
+    int ti = -1; // the storage type: 0 fp32, 1 bf16, 2 fp16 (from "<type" in what), -1 none
     double t0 = now_s();
+    const char *last_out = nullptr; // the output_of() lookup of the last output name
+    output_stat *last_stat = nullptr;
     checker(const char *family_name, const char *fmt, ...) __attribute__((format(printf, 3, 4))) {
         f = fam(family_name);
         va_list ap;
@@ -114,6 +145,8 @@ struct checker {
         vsnprintf(what, sizeof what, fmt, ap);
         va_end(ap);
         f->cases++;
+        const char *lt = strchr(what, '<');
+        ti = !lt ? -1 : !strncmp(lt + 1, "fp32", 4) ? 0 : !strncmp(lt + 1, "bf16", 4) ? 1 : !strncmp(lt + 1, "fp16", 4) ? 2 : -1;
     }
     /* got within bound of want; bound 0 means exact (bitwise for the value, sign of zero included) */
     void near(const char *out, size_t i, double got, double want, double bound) {
@@ -127,9 +160,10 @@ struct checker {
             if (bad++ < 4) FAIL("%s: %s[%zu] = %.9g, reference %.9g, error %.3g > bound %.3g", what, out, i, got, want, err, bound);
             else failures++;
         }
-        const char *lt = strchr(what, '<');
-        int ti = !lt ? -1 : !strncmp(lt + 1, "fp32", 4) ? 0 : !strncmp(lt + 1, "bf16", 4) ? 1 : !strncmp(lt + 1, "fp16", 4) ? 2 : -1;
+        if (out != last_out) last_out = out, last_stat = output_of(f, out);
+        last_stat->values++;
         if (ti >= 0 && ratio <= 1.0 && ratio > f->worst_by_type[ti]) f->worst_by_type[ti] = ratio;
+        if (ti >= 0 && ratio <= 1.0 && ratio > last_stat->worst_by_type[ti]) last_stat->worst_by_type[ti] = ratio;
         if (ratio > f->worst && ratio <= 1.0) {
             f->worst = ratio;
             memcpy(f->worst_case, what, sizeof what);
@@ -223,8 +257,8 @@ template <class T> static void test_encoder(int B, int Tn, int C, int vocab_star
     {
         checker ck("encoder", "encoder_backward<%s> B=%d T=%d C=%d slice [%d,+%d) of V=%d%s", prec<T>::name, B, Tn, C, vocab_start,
                    vocab_rows, V, wpe_on ? "" : " no dwpe");
-        std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1), dwte0 = rnd<T>(wte.size(), -1, 1), dwpe0 = rnd<T>(wpe.size(), -1, 1);
-        std::vector<T> dwte, dwpe;
+        std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1);
+        std::vector<float> dwte0 = rnd<float>(wte.size(), -1, 1), dwpe0 = rnd<float>(wpe.size(), -1, 1), dwte, dwpe; // fp32 gradients
         in_orders(ck, random, [&] {
             dwte = dwte0; // "+=": starts non-zero
             dwpe = dwpe0;
@@ -232,52 +266,57 @@ template <class T> static void test_encoder(int B, int Tn, int C, int vocab_star
                                                vocab_start, vocab_rows, B, Tn, C, nullptr));
             return std::vector<blob>{bytes(dwte), bytes(dwpe)};
         });
-        /* references: sums in double; the bound allows the fp32 sum its k-term error k 2^-24 sum|terms|,
-           and one rounding into T per 1024-position chunk of kernels/encoder.cu (MGT_ENCODER_CHUNK)
-           that holds the token beyond the first: u_T sum|terms| each */
+        /* two references. In double: the fp32 sum of k terms (the start value and each position's
+           dout) is off by at most (k - 1) 2^-24 sum|terms|, held to bnd<float> with k 2^-24 sum|terms|
+           (fp32 result: no rounding into T any more). In fp32, adding the positions in order
+           b = 0.., t = 0.. (mgt.h's mgt__encoder_bwd_task): the kernel must give it bit for bit */
         std::vector<double> swte(dwte0.size()), mwte(dwte0.size()), swpe(dwpe0.size()), mwpe(dwpe0.size());
-        std::vector<int> kwte(vocab_rows > 0 ? (size_t)vocab_rows : 1, 1), chunks(kwte.size(), 0), last_chunk(kwte.size(), -1);
-        for (size_t i = 0; i < swte.size(); i++) swte[i] = dv(dwte0[i]), mwte[i] = fabs(swte[i]);
-        for (size_t i = 0; i < swpe.size(); i++) swpe[i] = dv(dwpe0[i]), mwpe[i] = fabs(swpe[i]);
+        std::vector<float> owte = dwte0, owpe = dwpe0;
+        std::vector<int> kwte(vocab_rows > 0 ? (size_t)vocab_rows : 1, 1);
+        for (size_t i = 0; i < swte.size(); i++) swte[i] = dwte0[i], mwte[i] = fabs(swte[i]);
+        for (size_t i = 0; i < swpe.size(); i++) swpe[i] = dwpe0[i], mwpe[i] = fabs(swpe[i]);
         for (int r = 0; r < N; r++) {
             int v = tok[r] - vocab_start;
-            if (v >= 0 && v < vocab_rows) {
-                kwte[v]++;
-                if (last_chunk[v] != r / 1024) chunks[v]++, last_chunk[v] = r / 1024;
-            }
+            bool in = v >= 0 && v < vocab_rows;
+            if (in) kwte[v]++;
             for (int c = 0; c < C; c++) {
                 double d = dv(dout[(size_t)r * C + c]);
-                if (v >= 0 && v < vocab_rows) swte[(size_t)v * C + c] += d, mwte[(size_t)v * C + c] += fabs(d);
-                swpe[(size_t)(r % Tn) * C + c] += d, mwpe[(size_t)(r % Tn) * C + c] += fabs(d);
+                if (in) swte[(size_t)v * C + c] += d, mwte[(size_t)v * C + c] += fabs(d), owte[(size_t)v * C + c] += (float)d;
+                swpe[(size_t)(r % Tn) * C + c] += d, mwpe[(size_t)(r % Tn) * C + c] += fabs(d), owpe[(size_t)(r % Tn) * C + c] += (float)d;
             }
         }
         if (vocab_rows > 0)
             for (size_t i = 0; i < swte.size(); i++) {
-                int v = (int)(i / C), extra = chunks[v] > 1 ? chunks[v] - 1 : 0;
-                ck.near("dwte", i, dv(dwte[i]), swte[i], bnd<T>(swte[i], kwte[v] * U32 * mwte[i]) + extra * prec<T>::u * mwte[i]);
+                ck.near("dwte", i, dwte[i], swte[i], bnd<float>(swte[i], kwte[i / C] * U32 * mwte[i]));
+                ck.near("dwte (fp32, position order)", i, dwte[i], owte[i], 0.0);
             }
         for (size_t i = 0; i < swpe.size(); i++) {
-            double want = wpe_on ? swpe[i] : dv(dwpe0[i]); // no dwpe: untouched
-            ck.near("dwpe", i, dv(dwpe[i]), want, wpe_on ? bnd<T>(want, (B + 1) * U32 * mwpe[i]) : 0.0);
+            if (!wpe_on) { // no dwpe: untouched
+                ck.near("dwpe (untouched)", i, dwpe[i], dwpe0[i], 0.0);
+                continue;
+            }
+            ck.near("dwpe", i, dwpe[i], swpe[i], bnd<float>(swpe[i], (B + 1) * U32 * mwpe[i]));
+            ck.near("dwpe (fp32, position order)", i, dwpe[i], owpe[i], 0.0);
         }
     }
 }
 
-/* a frequent token: 1024 positions (one chunk) of one token with dout = 0.0100098 (0.01 in bf16,
-   8 significant bits, exact in every T) each. Every partial fp32 sum is exact (multiples of it below
-   2^11 times it), so dwte must be the sum, 10.25, exactly; rounding into T after every addition
-   would stall a bf16 row at 4 */
+/* a frequent token: 1024 positions of one token with dout = 0.0100098 = 41 x 2^-12 (0.01 in bf16,
+   exact in every T) each. Every partial fp32 sum k x 41 x 2^-12 (k <= 1024) fits in 16 bits, so is
+   exact, and dwte must be the sum, 10.25, exactly (a dwte rounded to bf16 after every addition
+   would stall at 4) */
 template <class T> static void test_encoder_frequent_token(void) {
     const int N = 1024, C = 5;
     checker ck("encoder", "encoder_backward<%s> one token at %d positions", prec<T>::name, N);
     std::vector<int> tok(N, 0);
-    std::vector<T> dout = filled<T>((size_t)N * C, (float)__nv_bfloat16(0.01f)), dwte;
+    std::vector<T> dout = filled<T>((size_t)N * C, (float)__nv_bfloat16(0.01f));
+    std::vector<float> dwte;
     in_orders(ck, false, [&] {
-        dwte = filled<T>(C, 0.0f);
+        dwte.assign(C, 0.0f);
         ck.rc(mgt_cuda_encoder_backward<T>(dwte.data(), nullptr, dout.data(), tok.data(), 0, 1, 1, N, C, nullptr));
         return std::vector<blob>{bytes(dwte)};
     });
-    for (int c = 0; c < C; c++) ck.near("dwte", c, dv(dwte[c]), N * dv(dout[0]), 0.0);
+    for (int c = 0; c < C; c++) ck.near("dwte", c, dwte[c], N * dv(dout[0]), 0.0);
 }
 
 /* ==== layernorm ============================================================================================= */
@@ -330,10 +369,10 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
     }
     {
         checker ck("layernorm", "layernorm_backward<%s> N=%d C=%d", prec<T>::name, N, C);
-        std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1), dinp0 = rnd<T>((size_t)N * C, -1, 1), dw0 = rnd<T>(C, -1, 1), db0 = rnd<T>(C, -1, 1);
+        std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1), dinp0 = rnd<T>((size_t)N * C, -1, 1), dinp;
+        std::vector<float> dw0 = rnd<float>(C, -1, 1), db0 = rnd<float>(C, -1, 1), dw, db; // fp32 parameter gradients
         std::vector<float> mean(N), rstd(N); // the saved statistics, as the forward kernel stores them
         for (int r = 0; r < N; r++) mean[r] = (float)m[r], rstd[r] = (float)rs[r];
-        std::vector<T> dinp, dw, db;
         std::vector<float> scratch;
         size_t sbytes = mgt_cuda_layernorm_backward_scratch(N, C);
         in_orders(ck, random, [&] {
@@ -344,7 +383,7 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
             return std::vector<blob>{bytes(dinp), bytes(dw), bytes(db)};
         });
         std::vector<double> sw(C), sb(C), mw(C), mb(C);
-        for (int c = 0; c < C; c++) sw[c] = dv(dw0[c]), sb[c] = dv(db0[c]), mw[c] = fabs(sw[c]), mb[c] = fabs(sb[c]);
+        for (int c = 0; c < C; c++) sw[c] = dw0[c], sb[c] = db0[c], mw[c] = fabs(sw[c]), mb[c] = fabs(sb[c]);
         for (int r = 0; r < N; r++) {
             double mr = mean[r], rr = rstd[r], sg = 0, sgx = 0, ag = 0, agx = 0;
             for (int c = 0; c < C; c++) {
@@ -362,10 +401,13 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
                 sw[c] += d * xh, mw[c] += fabs(d * xh), sb[c] += d, mb[c] += fabs(d);
             }
         }
-        /* dweight, dbias: N-term fp32 sums (rows in parts, warps, then parts in order) plus 3 roundings per term */
+        /* dweight, dbias: fp32 results. N + 1 values (the start and a term per row) summed by N fp32
+           additions in any tree (rows in parts, warps, then parts in order), each off by at most
+           2^-24 of its result, at most 2^-24 sum|terms|; xhat and dout xhat add 3 roundings per term:
+           (N + 3) 2^-24 sum|terms|, held to (N + 8) (no u_T: nothing is rounded into T) */
         for (int c = 0; c < C; c++) {
-            ck.near("dweight", c, dv(dw[c]), sw[c], bnd<T>(sw[c], (N + 8) * U32 * mw[c]));
-            ck.near("dbias", c, dv(db[c]), sb[c], bnd<T>(sb[c], (N + 8) * U32 * mb[c]));
+            ck.near("dweight", c, dw[c], sw[c], bnd<float>(sw[c], (N + 8) * U32 * mw[c]));
+            ck.near("dbias", c, db[c], sb[c], bnd<float>(sb[c], (N + 8) * U32 * mb[c]));
         }
     }
 }
@@ -513,8 +555,7 @@ template <class T> static void test_residual(int N, int C, bool random) {
     }
     {
         checker ck("residual", "bias_backward<%s> N=%d C=%d", prec<T>::name, N, C);
-        std::vector<T> db0 = rnd<T>(C, -1, 1), db;
-        std::vector<float> scratch;
+        std::vector<float> db0 = rnd<float>(C, -1, 1), db, scratch; // fp32 parameter gradient
         size_t sbytes = mgt_cuda_bias_backward_scratch(N, C);
         in_orders(ck, random, [&] {
             db = db0;
@@ -522,10 +563,12 @@ template <class T> static void test_residual(int N, int C, bool random) {
             ck.rc(mgt_cuda_bias_backward<T>(db.data(), scratch.data(), x.data(), N, C, nullptr));
             return std::vector<blob>{bytes(db)};
         });
-        for (int c = 0; c < C; c++) { // an (N + 1)-term fp32 sum in parts: (N + 8) 2^-24 sum|terms|
-            double s = dv(db0[c]), a = fabs(s);
+        /* an (N + 1)-term fp32 sum in parts: N additions, each off by at most 2^-24 sum|terms|; the
+           result is fp32 (no u_T), held to (N + 8) 2^-24 sum|terms| */
+        for (int c = 0; c < C; c++) {
+            double s = db0[c], a = fabs(s);
             for (int r = 0; r < N; r++) s += dv(x[(size_t)r * C + c]), a += fabs(dv(x[(size_t)r * C + c]));
-            ck.near("dbias", c, dv(db[c]), s, bnd<T>(s, (N + 8) * U32 * a));
+            ck.near("dbias", c, db[c], s, bnd<float>(s, (N + 8) * U32 * a));
         }
     }
 }
@@ -698,8 +741,8 @@ static void test_adamw(size_t n, bool random) {
     }
 }
 template <class T> static void test_adamw_master(size_t n, bool random) {
-    std::vector<float> w0 = rnd<float>(n, -1, 1), m0 = rnd<float>(n, -0.1, 0.1), v0 = rnd<float>(n, 0, 0.01);
-    std::vector<T> g = rnd<T>(n, -2, 2);
+    /* the gradient is fp32 whatever T (mgt.h's main_grad); T is the type of param_copy only */
+    std::vector<float> w0 = rnd<float>(n, -1, 1), m0 = rnd<float>(n, -0.1, 0.1), v0 = rnd<float>(n, 0, 0.01), g = rnd<float>(n, -2, 2);
     checker ck("adamw", "adamw_master<%s> n=%zu", prec<T>::name, n);
     std::vector<float> w, m, v;
     std::vector<T> pc;
@@ -712,7 +755,7 @@ template <class T> static void test_adamw_master(size_t n, bool random) {
     });
     for (size_t i = 0; i < n; i++) {
         double po, mo, vo, e[3];
-        adam_ref(HP, w0[i], dv(g[i]), m0[i], v0[i], &po, &mo, &vo, e);
+        adam_ref(HP, w0[i], g[i], m0[i], v0[i], &po, &mo, &vo, e);
         ck.near("m", i, m[i], mo, e[0] + prec<float>::tiny);
         ck.near("v", i, v[i], vo, e[1] + prec<float>::tiny);
         ck.near("master", i, w[i], po, e[2] + prec<float>::tiny);
@@ -873,6 +916,19 @@ static void test_preconditions(void) {
     expect_invalid("adamw_master param_copy = master",
                    mgt_cuda_adamw_master<float>(a, a, b, c, d, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr), "adamw.cu",
                    "param_copy");
+    /* the 16-bit instantiations take fp32 parameter gradients (h: bf16 activations) */
+    expect_invalid("encoder_backward<bf16> dwte = dwpe", mgt_cuda_encoder_backward<__nv_bfloat16>(a, a, h, tok, 0, 4, 1, 4, 16, nullptr),
+                   "encoder.cu", "dwte != dwpe");
+    expect_invalid("encoder_backward<fp32> dwpe = dout", mgt_cuda_encoder_backward<float>(a, b, b, tok, 0, 4, 1, 4, 16, nullptr), "encoder.cu",
+                   "dwpe != (const void *)dout");
+    expect_invalid("layernorm_backward<bf16> scratch = dbias",
+                   mgt_cuda_layernorm_backward<__nv_bfloat16>(h, a, b, b, h + 16, h + 32, h + 48, mean, rstd, 1, 16, nullptr), "layernorm.cu",
+                   "scratch != dbias");
+    expect_invalid("bias_backward<bf16> dbias = scratch", mgt_cuda_bias_backward<__nv_bfloat16>(a, a, h, 4, 8, nullptr), "residual.cu",
+                   "dbias != scratch");
+    expect_invalid("adamw_master<bf16> null grad",
+                   mgt_cuda_adamw_master<__nv_bfloat16>(h, a, nullptr, c, d, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr),
+                   "adamw.cu", "grad");
     expect_invalid("cast null src", mgt_cuda_cast<__nv_bfloat16, float>(h, nullptr, 8, nullptr), "cast.cu", "src");
     expect_invalid("cast in place", mgt_cuda_cast<__nv_bfloat16, float>(h, (const float *)(const void *)h, 8, nullptr), "cast.cu", "dst");
     expect_invalid("sum_squares null out", mgt_cuda_sum_squares<float>(nullptr, (double *)(void *)a, b, 8, nullptr), "norm.cu", "out");
@@ -899,7 +955,7 @@ template <class T> static void all_ops(void) {
     test_encoder<T>(1, 3, 8, 40, 0, 40, false, r); // all tokens outside an empty slice
     if (SIZE >= 1) test_encoder<T>(4, 64, 96, 100, 100, 200, true, false);
     if (big) test_encoder<T>(2, 131, 4003, 0, 50, 50, true, false); // T C > 2048 x 256: grid-stride
-    if (SIZE >= 1) test_encoder<T>(3, 400, 40, 0, 50, 50, false, false); // 1200 positions: two chunks of dwte's kernel
+    if (SIZE >= 1) test_encoder<T>(3, 400, 40, 0, 50, 50, false, false); // 1200 positions: long accumulations into 50 rows
     test_encoder_frequent_token<T>();
     /* layernorm: rows not a multiple of the 8 rows per block, C = 1, 3, 5, 37, 45, 67, 131; part splits of N */
     test_layernorm<T>(1, 1, r);
@@ -967,11 +1023,20 @@ int main(void) {
         s.run();
         printf("  %-14s %s (%.2f s)\n", s.name, failures == before ? "ok" : "FAIL", now_s() - t1);
     }
-    printf("worst error as a fraction of its bound, per op family and result type (0 = exact):\n");
+    printf("worst error as a fraction of its bound, per op family and storage type (0 = exact):\n");
     printf("%-14s %6s %9s %6s %6s %6s  %s\n", "family", "cases", "values", "fp32", "bf16", "fp16", "worst case");
     for (const family &f : families)
         printf("%-14s %6d %9ld %6.3f %6.3f %6.3f  %s%s%s\n", f.name, f.cases, f.values, f.worst_by_type[0], f.worst_by_type[1],
                f.worst_by_type[2], f.worst_case[0] ? f.worst_case : "", f.worst_case[0] ? ": " : "", f.worst_case[0] ? f.worst_out : "");
+    bool all_outputs = getenv("TEST_KERNELS_OUTPUTS") != nullptr;
+    printf("%s:\n", all_outputs ? "per output (* parameter gradients: fp32 whatever the storage type)"
+                                 : "parameter gradients (fp32 whatever the storage type)");
+    for (int i = 0; i < noutputs; i++) {
+        const output_stat &o = outputs[i];
+        if (all_outputs || is_param_grad(o.out))
+            printf("%-14s %6s %9ld %6.3f %6.3f %6.3f  %s%s\n", o.f->name, "", o.values, o.worst_by_type[0], o.worst_by_type[1], o.worst_by_type[2],
+                   o.out, all_outputs && is_param_grad(o.out) ? " *" : "");
+    }
     printf("%d runs under the thread orders, %.1f s; %s\n", order_runs, now_s() - t0, failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /* Casts between fp32 and the 16-bit storage types, elementwise on n values: fp32 -> bf16/fp16 rounds
    to nearest even (overflow to fp16 gives inf, which the loss scaler detects), bf16/fp16 -> fp32 is
-   exact. Instantiated for (bf16, fp32), (fp16, fp32), (fp32, bf16), (fp32, fp16). */
+   exact. Instantiated for (bf16, fp32), (fp16, fp32), (fp32, bf16), (fp32, fp16), and (fp32, fp32), an
+   exact copy (a backend templated on the storage type casts fp32 into it, fp32 included). */
 #include "common.cuh" // defines: launch macros, floatX conversions, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
 #define MGT_CAST_BLOCK 256
@@ -24,3 +25,4 @@ template int mgt_cuda_cast<__nv_bfloat16, float>(__nv_bfloat16 *, const float *,
 template int mgt_cuda_cast<__half, float>(__half *, const float *, size_t, cudaStream_t);
 template int mgt_cuda_cast<float, __nv_bfloat16>(float *, const __nv_bfloat16 *, size_t, cudaStream_t);
 template int mgt_cuda_cast<float, __half>(float *, const __half *, size_t, cudaStream_t);
+template int mgt_cuda_cast<float, float>(float *, const float *, size_t, cudaStream_t);

@@ -825,6 +825,17 @@ template <class H> static void test_cast(size_t n, bool random) {
         });
         for (size_t i = 0; i < n; i++) ck.near("dst", i, dst[i], decode16(bits_of(h[i]), ebits, mbits), 0.0); // exact
     }
+    if (bf) { // fp32 -> fp32: a copy, bit for bit (subnormals, signed zeros, inf and nan included)
+        checker ck("cast", "cast<fp32 <- fp32> n=%zu", n);
+        std::vector<float> dst;
+        in_orders(ck, random, [&] {
+            dst.assign(n, 7.0f);
+            ck.rc(mgt_cuda_cast<float, float>(dst.data(), src.data(), n, nullptr));
+            return std::vector<blob>{bytes(dst)};
+        });
+        if (memcmp(dst.data(), src.data(), n * sizeof(float))) FAIL("%s: not a bitwise copy", ck.what);
+        for (size_t i = 0; i < n; i++) ck.near("dst", i, dst[i], src[i], 0.0);
+    }
 }
 
 /* ==== sum of squares and scale ==================================================================================== */

@@ -421,7 +421,7 @@ static int cmd_train(int argc, char **argv) {
     mgt_run *run;
     mgt_result r;
     mgt_stats st;
-    char path[1200], mem[32], base_date[64] = "";
+    char path[1200], mem[32], base_date[64] = "", where[48];
     static const char *dtypes[] = {"fp32", "bf16", "fp16"};
     mgt__plan plan;
     double base_tok_s = 0, start_elapsed;
@@ -450,10 +450,12 @@ static int cmd_train(int argc, char **argv) {
     format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
                           st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
     mgt__plan_make(&cfg, &plan);
-    printf("mgt %s | %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d, %s, %d micro-batch%s of %d | cpu, %d threads | %s | "
+    if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan.world, plan.world == 1 ? "" : "s");
+    else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
+    printf("mgt %s | %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d, %s, %d micro-batch%s of %d | %s | %s | "
            "%d x %d tokens per step | %s | %s\n", MGT_VERSION_STRING, o.preset, (double)st.params / 1e6, plan.world, plan.world == 1 ? "" : "s",
            plan.dp, plan.tp, plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", plan.micro_steps, plan.micro_steps == 1 ? "" : "es",
-           cfg.train.micro_batch, st.threads, dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0],
+           cfg.train.micro_batch, where, dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0],
            cfg.train.global_batch, cfg.model.seq_len, mem, mgt_run_dir(run));
     if (plan.world > 1) { /* the speedup is shown only against a measured single rank of the same model */
         char key[512];

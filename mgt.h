@@ -483,6 +483,7 @@ MGTDEF int mgt_run_state(const mgt_run *run);
 MGTDEF void mgt_run_set_state(mgt_run *run, int state); /* for drivers: paused, finished, failed */
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *run);
 MGTDEF const char *mgt_run_dir(const mgt_run *run);        /* checkpoint folder in use */
+MGTDEF const char *mgt_run_device(const mgt_run *run);     /* where the ranks run: "cpu", or "cuda" (one GPU each) */
 /* Writes max_new tokens that follow the prompt (n_prompt >= 1; the last seq_len tokens are the
    context) into out; returns the count, or -1. Sampling draws from (seed, position). */
 MGTDEF int mgt_run_generate(mgt_run *run, const int *prompt, int n_prompt, int *out, int max_new,
@@ -4752,6 +4753,7 @@ static mgt_result mgt__metrics_line(mgt_run *r, int with_val) {
 }
 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
+MGTDEF const char *mgt_run_device(const mgt_run *r) { return r && r->cuda ? "cuda" : "cpu"; }
 MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
 
 /* ---- layout-independent checkpoints: gather the ranks' slices into global tensors, and back ---- */

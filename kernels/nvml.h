@@ -53,7 +53,7 @@ typedef struct mgt_nvml {
 
 #define MGT_NVML_TEMPERATURE_GPU 0 /* nvmlTemperatureSensors_t */
 
-static void *mgt__nvml_sym(mgt_nvml *nv, const char *name, int *missing) {
+static inline void *mgt__nvml_sym(mgt_nvml *nv, const char *name, int *missing) {
     void *p = dlsym(nv->lib, name);
     if (!p && !*missing) {
         snprintf(nv->why, sizeof nv->why, "NVML has no %s (driver too old?)", name);
@@ -63,7 +63,7 @@ static void *mgt__nvml_sym(mgt_nvml *nv, const char *name, int *missing) {
 }
 
 /* 0, or -1 with nv->why filled (the library is absent, lacks an entry point, or nvmlInit fails) */
-static int mgt_nvml_open(mgt_nvml *nv) {
+static inline int mgt_nvml_open(mgt_nvml *nv) {
     const char *name = getenv("MGT_NVML_LIBRARY");
     int missing = 0, rc;
     memset(nv, 0, sizeof *nv);
@@ -107,7 +107,7 @@ static int mgt_nvml_open(mgt_nvml *nv) {
 /* the NVML handle of a CUDA device: by PCI bus id (as cudaDeviceGetPCIBusId writes it), because
    NVML numbers devices in PCI order and CUDA, by default, fastest first; by index when pci_bus_id
    is NULL. 0, or -1 with nv->why */
-static int mgt_nvml_find(mgt_nvml *nv, const char *pci_bus_id, unsigned index, mgt_nvml_device *device) {
+static inline int mgt_nvml_find(mgt_nvml *nv, const char *pci_bus_id, unsigned index, mgt_nvml_device *device) {
     int rc = pci_bus_id ? nv->handle_by_pci(pci_bus_id, device) : nv->handle_by_index(index, device);
     if (rc != 0) {
         if (pci_bus_id) snprintf(nv->why, sizeof nv->why, "NVML has no device at PCI %s: %s", pci_bus_id, nv->error_string(rc));
@@ -118,7 +118,7 @@ static int mgt_nvml_find(mgt_nvml *nv, const char *pci_bus_id, unsigned index, m
 }
 
 /* whatever the device reports now; the has_ flags say which readings are real */
-static void mgt_nvml_read(mgt_nvml *nv, mgt_nvml_device device, mgt_nvml_reading *g) {
+static inline void mgt_nvml_read(mgt_nvml *nv, mgt_nvml_device device, mgt_nvml_reading *g) {
     unsigned rates[2], mw, celsius;
     memset(g, 0, sizeof *g);
     if (nv->utilization(device, rates) == 0) {
@@ -136,7 +136,7 @@ static void mgt_nvml_read(mgt_nvml *nv, mgt_nvml_device device, mgt_nvml_reading
     }
 }
 
-static void mgt_nvml_close(mgt_nvml *nv) {
+static inline void mgt_nvml_close(mgt_nvml *nv) {
     if (nv->lib) {
         nv->shutdown();
         dlclose(nv->lib);

@@ -35,6 +35,7 @@ for t in build/test_*; do
   name=${t#build/}
   case $name in
     test_embed) run "$name" "$t" tests/presets/embed.ini ;;
+    test_layouts_cuda) run "$name" "$t" --quick ;; # every layout on the shim and the fakes: minutes at full size
     *) run "$name" "$t" ;;
   esac
 done

@@ -5,10 +5,24 @@
    bf16 storage a subset (dp, ZeRO 1/2/3, tp, pp with both schedules, a mixture) follows one bf16
    rank within a bound derived below.
 
+   Built a second time as build/test_layouts_cuda (-DMGT_TEST_CUDA, kernels/cuda.ninja): the
+   layouts then run on the CUDA backend (kernels/backend_cuda.cu with the kernels of
+   kernels/<op>.cu through the SIMT shim, NCCL through kernels/comm_nccl.c), linked against the
+   checking fakes of cudart, cuBLAS and NCCL, and must follow the same one-rank CPU runs within the
+   same bounds, plus the one-rank layout itself on the GPU.
+
    usage: test_layouts [--quick]   (--quick: smaller shapes and 6 steps, for the sanitizers) */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 #include "train_util.h"
+
+#ifdef MGT_TEST_CUDA
+const mgt_cuda_api *mgt_cuda_api_get(void); /* kernels/plugin_cuda.c, linked in */
+static const char *device = "cuda";         /* of the layouts under test; references run on the CPU */
+static int gpu_runs;                        /* runs whose ranks all reported their GPU */
+#else
+static const char *device = "cpu";
+#endif
 
 static char dir[256];
 
@@ -30,7 +44,9 @@ typedef struct layout { int dp, tp, pp, zero; const char *sched; } layout;
 
 static void config(mgt_config *cfg, const layout *l, int accumulate, const char *name, int quick, const char *dtype) {
     char set[600];
+    int reference = l->dp * l->tp * l->pp == 1 && strstr(name, "one");
     mgt_config_init(cfg);
+    snprintf(set, sizeof set, "parallel.device=%s", reference ? "cpu" : device); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "precision.dtype=%s", dtype); mgt_config_set(cfg, set);
     mgt_config_set(cfg, "model.n_layer=4");
     mgt_config_set(cfg, "model.n_head=4");
@@ -67,6 +83,21 @@ static mgt_run *train(const mgt_config *cfg, int to, double *losses, const char 
         if (mgt_run_step(run) != MGT_OK) { printf("FAIL step %d: %s\n", run->step + 1, mgt_last_error()); exit(1); }
         losses[run->step - 1] = run->loss;
     }
+#ifdef MGT_TEST_CUDA
+    if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* every rank really ran on its "GPU" */
+        mgt_rank_stats rs[8];
+        int n = mgt_run_ranks(run, rs, 8), i;
+        for (i = 0; i < n; i++) {
+            char want[32];
+            snprintf(want, sizeof want, "cuda:%d", i);
+            if (strcmp(rs[i].device, want) || !rs[i].mem_current[MGT_MEM_PARAMS]) {
+                printf("FAIL rank %d ran on %s with %zu bytes of parameters, not on %s\n", i, rs[i].device, rs[i].mem_current[MGT_MEM_PARAMS], want);
+                failures++;
+            }
+        }
+        gpu_runs++;
+    }
+#endif
     return run;
 }
 
@@ -118,6 +149,16 @@ int main(int argc, char **argv) {
     mgt_config cfg;
     mgt_run *ref, *run;
     if (quick) steps = 6; /* every layout, smaller shapes: for the sanitizers */
+#ifdef MGT_TEST_CUDA
+    {
+        static layout with_one[sizeof all / sizeof all[0] + 1];
+        with_one[0] = one; /* one GPU against the CPU first */
+        memcpy(with_one + 1, all, sizeof all);
+        list = with_one;
+        n++;
+        mgt_cuda_use(mgt_cuda_api_get());
+    }
+#endif
     make_workdir(dir, sizeof dir, "test_layouts", 100000, 3);
 
     for (acc = 0; acc < 2; acc++) {
@@ -169,6 +210,9 @@ int main(int argc, char **argv) {
        both schedules and a mixture, against one bf16 rank */
     {
         static const layout sub[] = {
+#ifdef MGT_TEST_CUDA
+            {1, 1, 1, 0, "1f1b"},
+#endif
             {2, 1, 1, 0, "1f1b"}, {2, 1, 1, 1, "1f1b"}, {2, 1, 1, 2, "1f1b"}, {2, 1, 1, 3, "1f1b"}, {1, 2, 1, 0, "1f1b"},
             {1, 1, 2, 0, "gpipe"}, {1, 1, 2, 0, "1f1b"}, {2, 2, 2, 1, "1f1b"}, {2, 1, 2, 3, "gpipe"},
         };
@@ -194,5 +238,8 @@ int main(int argc, char **argv) {
         mgt_run_destroy(ref);
         printf("     bf16 spread over the subset: loss %.2e, weights %.2e\n", worst_loss, worst_w);
     }
+#ifdef MGT_TEST_CUDA
+    check(gpu_runs == 2 * n + 3 + 10, "%d runs on the CUDA backend (the matrix twice, the moving checkpoint, the bf16 subset)", gpu_runs);
+#endif
     return finish(dir, "layouts");
 }

@@ -1,0 +1,476 @@
+/* kernels/backend_cuda.cu: the mgt_backend table on one GPU (host code only: the kernels are in
+   kernels/<op>.cu, the GEMMs in cuBLAS).
+
+   Every op is enqueued on the backend's stream and returns at once; the runtime sees the results
+   in stream order, the communicator (kernels/comm_nccl.c) orders itself after this stream with
+   events. What the host reads waits: download, sum_squares (one double); upload waits too, so
+   the runtime may reuse its host buffer at once. The table's ops return nothing, so the first
+   failure (a launch, a cuBLAS call, an allocation) is kept, like CUDA's sticky errors, and the
+   table's error() reports it; ops after a failure do nothing.
+
+   GEMMs: cublasGemmEx with the storage type for A and B, fp32 accumulation (CUBLAS_COMPUTE_32F),
+   and C in the storage type, or in fp32 for the parameter gradients (accumulated with beta = 1, as
+   Megatron's main_grad). Row-major (rows, cols) tensors are column-major (cols x rows) to cuBLAS,
+   so out = inp W^T is computed as out^T = W^T' inp^T with the operands swapped. A forward bias
+   goes through the same GEMM: out = ones x bias^T (k = 1, a vector of ones in the storage type
+   kept for the largest row count seen) before out += inp W^T; dbias is the bias kernel's.
+   Attention: per batch row b, strided-batched GEMMs over the heads read q, k and v in place in the
+   (B, T, 3C) qkv tensor (head h at column h*hs, leading dimension 3C), with the causal softmax
+   kernel in between; the scores live in att (B, NH, T, T), as on the CPU backend. */
+#include <cublas_v2.h>    /* defines: cublasHandle_t, cublasGemmEx, cublasGemmStridedBatchedEx */
+#include <cuda_runtime.h> /* defines: cudaMalloc, cudaMemcpyAsync, cudaStream_t */
+#include <stdarg.h>       /* defines: va_list */
+#include <stdio.h>        /* defines: vsnprintf */
+#include <stdlib.h>       /* defines: calloc, free */
+#include <string.h>       /* defines: memset */
+
+#include <cuda_bf16.h>    /* defines: __nv_bfloat16 */
+#include <cuda_fp16.h>    /* defines: __half */
+
+#include "launchers.h"      /* defines: the mgt_cuda_* launchers of kernels/<op>.cu, mgt_kernel_last_error */
+#include "backend_cuda.h"   /* defines: mgt_cuda_backend_create.. */
+
+typedef struct mgt__cuda {
+    mgt_backend be; /* first member: the runtime holds a mgt_backend * */
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cudaDataType_t type; /* cuBLAS's name for be.dtype */
+    void *work;          /* scratch of one op at a time (stream order keeps uses apart) */
+    size_t work_bytes;
+    void *ones; /* ones in the storage type */
+    size_t ones_count;
+    double *scalar; /* a device double for sum_squares */
+    int failed;
+    char error[1024];
+} mgt__cuda;
+
+#define MGT__CU(be) ((mgt__cuda *)(be))
+
+/* ---- errors: the first one is kept */
+
+static void mgt__cuda_fail(mgt__cuda *c, const char *fmt, ...) {
+    va_list ap;
+    if (c->failed) return;
+    c->failed = 1;
+    va_start(ap, fmt);
+    vsnprintf(c->error, sizeof c->error, fmt, ap);
+    va_end(ap);
+}
+static int mgt__cuda_ok(mgt__cuda *c, cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return 1;
+    mgt__cuda_fail(c, "device %d: %s: %s (%s)", c->device, what, cudaGetErrorString(e), cudaGetErrorName(e));
+    return 0;
+}
+static int mgt__blas_ok(mgt__cuda *c, cublasStatus_t s, const char *what) {
+    if (s == CUBLAS_STATUS_SUCCESS) return 1;
+    mgt__cuda_fail(c, "device %d: cuBLAS %s: %s", c->device, what, cublasGetStatusString(s));
+    return 0;
+}
+/* a launcher's result: its own message names the file, line and failed condition */
+static void mgt__kernel_ok(mgt__cuda *c, int rc, const char *op) {
+    if (rc == MGT_KERNEL_OK) return;
+    const mgt_kernel_error &e = mgt_kernel_last_error();
+    mgt__cuda_fail(c, "device %d: %s: %s at %s:%d: %s", c->device, op, rc == MGT_KERNEL_INVALID ? "invalid arguments" : "launch failed", e.file,
+                   e.line, e.what);
+}
+
+/* ---- memory */
+
+static void mgt__cuda_account(mgt_backend *be, long long bytes, int category) {
+    be->mem_current[category] = (size_t)((long long)be->mem_current[category] + bytes);
+    if (be->mem_current[category] > be->mem_peak[category]) be->mem_peak[category] = be->mem_current[category];
+}
+
+static void *mgt__cuda_alloc(mgt_backend *be, size_t bytes, int category) {
+    mgt__cuda *c = MGT__CU(be);
+    void *p = NULL;
+    if (c->failed) return NULL;
+    if (!mgt__cuda_ok(c, cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc")) return NULL;
+    if (!mgt__cuda_ok(c, cudaMemsetAsync(p, 0, bytes, c->stream), "zeroing new memory")) {
+        cudaFree(p);
+        return NULL;
+    }
+    mgt__cuda_account(be, (long long)bytes, category);
+    return p;
+}
+static void mgt__cuda_free(mgt_backend *be, void *p, size_t bytes, int category) {
+    mgt__cuda *c = MGT__CU(be);
+    if (!p) return;
+    /* the stream may still use it: cudaFree waits for the device, but say so rather than rely on it */
+    mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "waiting before a free");
+    mgt__cuda_ok(c, cudaFree(p), "cudaFree");
+    mgt__cuda_account(be, -(long long)bytes, category);
+}
+
+/* scratch of at least `bytes`, valid until the next op that asks for scratch */
+static void *mgt__cuda_work(mgt__cuda *c, size_t bytes) {
+    if (bytes <= c->work_bytes) return c->work;
+    if (c->work) mgt__cuda_free(&c->be, c->work, c->work_bytes, MGT_MEM_WORKSPACE);
+    c->work = NULL;
+    c->work_bytes = 0;
+    bytes = bytes + bytes / 4; /* grows a few times in the first step, then never */
+    c->work = mgt__cuda_alloc(&c->be, bytes, MGT_MEM_WORKSPACE);
+    if (c->work) c->work_bytes = bytes;
+    return c->work;
+}
+
+/* ---- the storage type */
+
+#define MGT__DISPATCH(c, call)                                                                         \
+    do {                                                                                               \
+        if ((c)->be.dtype == MGT_BF16) { typedef __nv_bfloat16 floatX; call; }                        \
+        else if ((c)->be.dtype == MGT_F16) { typedef __half floatX; call; }                           \
+        else { typedef float floatX; call; }                                                           \
+    } while (0)
+
+/* a vector of n ones in the storage type */
+static const void *mgt__cuda_ones(mgt__cuda *c, size_t n) {
+    float *host;
+    float *one32;
+    size_t i;
+    if (n <= c->ones_count) return c->ones;
+    if (c->ones) mgt__cuda_free(&c->be, c->ones, c->ones_count * c->be.elt, MGT_MEM_WORKSPACE);
+    c->ones = mgt__cuda_alloc(&c->be, n * c->be.elt, MGT_MEM_WORKSPACE);
+    c->ones_count = 0;
+    if (!c->ones) return NULL;
+    host = (float *)malloc(n * sizeof(float));
+    one32 = (float *)mgt__cuda_work(c, n * sizeof(float));
+    if (!host || !one32) {
+        free(host);
+        mgt__cuda_fail(c, "device %d: out of memory for a vector of %zu ones", c->device, n);
+        return NULL;
+    }
+    for (i = 0; i < n; i++) host[i] = 1.0f;
+    mgt__cuda_ok(c, cudaMemcpyAsync(one32, host, n * sizeof(float), cudaMemcpyHostToDevice, c->stream), "copying ones");
+    mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "copying ones"); /* host is freed next */
+    free(host);
+    if (c->be.dtype == MGT_F32) mgt__cuda_ok(c, cudaMemcpyAsync(c->ones, one32, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream), "ones");
+    else MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_cast<floatX, float>((floatX *)c->ones, one32, n, c->stream), "cast"));
+    c->ones_count = n;
+    return c->ones;
+}
+
+/* ---- GEMMs: column-major, as cuBLAS sees the row-major tensors */
+
+static void mgt__gemm(mgt__cuda *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void *A, int lda,
+                      const void *B, int ldb, float beta, void *C, cudaDataType_t ctype, int ldc, const char *what) {
+    if (c->failed) return;
+    mgt__blas_ok(c, cublasGemmEx(c->blas, ta, tb, m, n, k, &alpha, A, c->type, lda, B, c->type, ldb, &beta, C, ctype, ldc, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT),
+                 what);
+}
+static void mgt__gemm_batched(mgt__cuda *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void *A, int lda,
+                              long long sa, const void *B, int ldb, long long sb, float beta, void *C, int ldc, long long sc, int batch,
+                              const char *what) {
+    if (c->failed) return;
+    mgt__blas_ok(c, cublasGemmStridedBatchedEx(c->blas, ta, tb, m, n, k, &alpha, A, c->type, lda, sa, B, c->type, ldb, sb, &beta, C, c->type, ldc,
+                                               sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 what);
+}
+static const char *mgt__at(const void *p, size_t elements, size_t elt) { return (const char *)p + elements * elt; }
+
+/* out (N,OC) = inp (N,C) W^T + bias, W (OC,C) */
+static void mgt__cuda_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC) {
+    mgt__cuda *c = MGT__CU(be);
+    float beta = 0.0f;
+    if (bias) { /* out = ones (N) x bias (OC): column-major (OC x N) = bias (OC x 1) x ones^T (1 x N) */
+        const void *ones = mgt__cuda_ones(c, (size_t)N);
+        mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, OC, N, 1, 1.0f, bias, OC, ones, 1, 0.0f, out, c->type, OC, "bias");
+        beta = 1.0f;
+    }
+    mgt__gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, beta, out, c->type, OC, "matmul forward");
+}
+
+/* dbias (OC) += column sums of dout (N,OC), by the kernel (a fixed order of additions) */
+static void mgt__cuda_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int OC) {
+    mgt__cuda *c = MGT__CU(be);
+    float *scratch = (float *)mgt__cuda_work(c, mgt_cuda_bias_backward_scratch(N, OC));
+    if (c->failed || !scratch) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_bias_backward<floatX>(dbias, scratch, (const floatX *)dout, N, OC, c->stream), "bias backward"));
+}
+
+/* dinp (N,C) = dout W; dW (OC,C) += dout^T inp; dbias += column sums of dout */
+static void mgt__cuda_matmul_backward(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
+                                      const void *weight, int N, int C, int OC) {
+    mgt__cuda *c = MGT__CU(be);
+    if (dinp) mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, weight, C, dout, OC, 0.0f, dinp, c->type, C, "matmul backward (input)");
+    mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, CUDA_R_32F, C, "matmul backward (weight)");
+    if (dbias) mgt__cuda_bias_backward(be, dbias, dout, N, OC);
+}
+
+/* ---- attention: per batch row, GEMMs batched over the heads on the qkv layout */
+
+static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
+    mgt__cuda *c = MGT__CU(be);
+    size_t e = be->elt, TT = (size_t)T * (size_t)T;
+    int hs = C / NH, b;
+    for (b = 0; b < B; b++) {
+        const void *q = mgt__at(qkv, (size_t)b * T * 3 * C, e), *k = mgt__at(q, (size_t)C, e);
+        void *s = (void *)mgt__at(att, (size_t)b * NH * TT, e);
+        /* scores (Tq,Tk) row-major = column-major (Tk x Tq) = K^T' Q over hs */
+        mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, k, 3 * C, hs, q, 3 * C, hs, 0.0f, s, T, (long long)TT, NH, "attention scores");
+    }
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_softmax_forward<floatX>((floatX *)att, (const floatX *)att, 1.0f / sqrtf((float)hs), B * NH, T, c->stream),
+                                    "softmax forward"));
+    for (b = 0; b < B; b++) {
+        const void *v = mgt__at(qkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e), *p = mgt__at(att, (size_t)b * NH * TT, e);
+        void *o = (void *)mgt__at(out, (size_t)b * T * C, e);
+        /* out (T,hs) row-major = column-major (hs x T) = V (hs x T) P^T-as-stored (T x T) */
+        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, 3 * C, hs, p, T, (long long)TT, 0.0f, o, C, hs, NH, "attention output");
+    }
+}
+
+static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
+    mgt__cuda *c = MGT__CU(be);
+    size_t e = be->elt, TT = (size_t)T * (size_t)T;
+    int hs = C / NH, b;
+    void *ds = mgt__cuda_work(c, (size_t)B * NH * TT * e); /* dP, then dscores in place */
+    if (!ds) return;
+    for (b = 0; b < B; b++) {
+        const void *v = mgt__at(qkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e), *p = mgt__at(att, (size_t)b * NH * TT, e);
+        const void *d = mgt__at(dout, (size_t)b * T * C, e);
+        void *dp = (void *)mgt__at(ds, (size_t)b * NH * TT, e), *dv = (void *)mgt__at(dqkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e);
+        /* dP (Tq,Tk) = dout V^T: column-major (Tk x Tq) = V^T' dout */
+        mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, 3 * C, hs, d, C, hs, 0.0f, dp, T, (long long)TT, NH, "attention dP");
+        /* dV (Tk,hs) = P^T dout: column-major (hs x Tk) = dout (hs x Tq) P-as-stored^T */
+        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, d, C, hs, p, T, (long long)TT, 0.0f, dv, 3 * C, hs, NH, "attention dV");
+    }
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_softmax_backward<floatX>((floatX *)ds, (const floatX *)ds, (const floatX *)att, 1.0f / sqrtf((float)hs),
+                                                                        B * NH, T, c->stream),
+                                    "softmax backward"));
+    for (b = 0; b < B; b++) {
+        const void *q = mgt__at(qkv, (size_t)b * T * 3 * C, e), *k = mgt__at(q, (size_t)C, e), *s = mgt__at(ds, (size_t)b * NH * TT, e);
+        void *dq = (void *)mgt__at(dqkv, (size_t)b * T * 3 * C, e), *dk = (void *)mgt__at(dq, (size_t)C, e);
+        /* dQ (Tq,hs) = dS K: column-major (hs x Tq) = K (hs x Tk) dS-as-stored (Tk x Tq) */
+        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, 3 * C, hs, s, T, (long long)TT, 0.0f, dq, 3 * C, hs, NH, "attention dQ");
+        /* dK (Tk,hs) = dS^T Q: column-major (hs x Tk) = Q (hs x Tq) dS-as-stored^T */
+        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, 3 * C, hs, s, T, (long long)TT, 0.0f, dk, 3 * C, hs, NH, "attention dK");
+    }
+}
+
+/* ---- elementwise and row ops: the kernels */
+
+static void mgt__cuda_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int vocab_start, int vocab_rows, const void *wpe,
+                                      int B, int T, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_encoder_forward<floatX>((floatX *)out, tokens, (const floatX *)wte, vocab_start, vocab_rows,
+                                                                       (const floatX *)wpe, B, T, C, c->stream),
+                                    "encoder forward"));
+}
+static void mgt__cuda_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vocab_start, int vocab_rows,
+                                       int B, int T, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_encoder_backward<floatX>(dwte, dwpe, (const floatX *)dout, tokens, vocab_start, vocab_rows, B, T, C,
+                                                                        c->stream),
+                                    "encoder backward"));
+}
+static void mgt__cuda_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *weight, const void *bias,
+                                        int N, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_layernorm_forward<floatX>((floatX *)out, mean, rstd, (const floatX *)inp, (const floatX *)weight,
+                                                                         (const floatX *)bias, N, C, c->stream),
+                                    "layernorm forward"));
+}
+static void mgt__cuda_layernorm_backward(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp, const void *weight,
+                                         const float *mean, const float *rstd, int N, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    float *scratch = (float *)mgt__cuda_work(c, mgt_cuda_layernorm_backward_scratch(N, C));
+    if (c->failed || !scratch) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_layernorm_backward<floatX>((floatX *)dinp, dweight, dbias, scratch, (const floatX *)dout,
+                                                                          (const floatX *)inp, (const floatX *)weight, mean, rstd, N, C, c->stream),
+                                    "layernorm backward"));
+}
+static void mgt__cuda_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_gelu_forward<floatX>((floatX *)out, (const floatX *)inp, n, c->stream), "gelu forward"));
+}
+static void mgt__cuda_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_gelu_backward<floatX>((floatX *)dinp, (const floatX *)inp, (const floatX *)dout, n, c->stream),
+                                    "gelu backward"));
+}
+static void mgt__cuda_add_inplace(mgt_backend *be, float *y, const float *x, size_t n) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    mgt__kernel_ok(c, mgt_cuda_add_inplace<float>(y, x, n, c->stream), "add");
+}
+static void mgt__cuda_bias_residual(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_bias_residual<floatX>((floatX *)out, (const floatX *)residual, (const floatX *)bias, N, C, c->stream),
+                                    "bias residual"));
+}
+
+static void mgt__cuda_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_xent_partial<floatX>(part, (floatX *)logits, targets, N, vocab_start, Vl, V, c->stream),
+                                    "cross-entropy partials"));
+}
+static void mgt__cuda_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
+                                  int Vl, int V, float grad_scale) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_xent_finish<floatX>(losses, (floatX *)logits, parts, tp, targets, N, vocab_start, Vl, V, grad_scale,
+                                                                   c->stream),
+                                    "cross-entropy"));
+}
+
+static double mgt__cuda_sum_squares(mgt_backend *be, const float *x, size_t n) {
+    mgt__cuda *c = MGT__CU(be);
+    double *scratch = (double *)mgt__cuda_work(c, mgt_cuda_sum_squares_scratch(n)), out = 0.0;
+    if (c->failed || !scratch) return 0.0;
+    mgt__kernel_ok(c, mgt_cuda_sum_squares<float>(c->scalar, scratch, x, n, c->stream), "sum of squares");
+    if (c->failed) return 0.0;
+    mgt__cuda_ok(c, cudaMemcpyAsync(&out, c->scalar, sizeof out, cudaMemcpyDeviceToHost, c->stream), "copying a sum of squares");
+    mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "copying a sum of squares");
+    return out;
+}
+
+static void mgt__cuda_adamw(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                            float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    if (!param_copy || be->dtype == MGT_F32) {
+        mgt__kernel_ok(c, mgt_cuda_adamw(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1, bias_correction2,
+                                         c->stream),
+                       "AdamW");
+        if (param_copy && param_copy != param)
+            mgt__cuda_ok(c, cudaMemcpyAsync(param_copy, param, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream), "copying parameters");
+        return;
+    }
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_adamw_master<floatX>((floatX *)param_copy, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                                                                    grad_scale, bias_correction1, bias_correction2, c->stream),
+                                    "AdamW"));
+}
+static void mgt__cuda_scale(mgt_backend *be, float *x, float factor, size_t n) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) return;
+    mgt__kernel_ok(c, mgt_cuda_scale<float>(x, factor, n, c->stream), "scale");
+}
+static void mgt__cuda_zero(mgt_backend *be, void *x, size_t bytes) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed || !bytes) return;
+    mgt__cuda_ok(c, cudaMemsetAsync(x, 0, bytes, c->stream), "zeroing");
+}
+
+static void mgt__cuda_cast(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n) {
+    mgt__cuda *c = MGT__CU(be);
+    int rc = MGT_KERNEL_OK;
+    if (c->failed || !n) return;
+    if (dst_dtype == src_dtype) {
+        mgt__cuda_ok(c, cudaMemcpyAsync(dst, src, n * (dst_dtype == MGT_F32 ? 4 : 2), cudaMemcpyDeviceToDevice, c->stream), "copying");
+        return;
+    }
+#define MGT__CAST(D, S) rc = mgt_cuda_cast<D, S>((D *)dst, (const S *)src, n, c->stream)
+    if (dst_dtype == MGT_F32 && src_dtype == MGT_BF16) MGT__CAST(float, __nv_bfloat16);
+    else if (dst_dtype == MGT_F32 && src_dtype == MGT_F16) MGT__CAST(float, __half);
+    else if (dst_dtype == MGT_BF16 && src_dtype == MGT_F32) MGT__CAST(__nv_bfloat16, float);
+    else if (dst_dtype == MGT_F16 && src_dtype == MGT_F32) MGT__CAST(__half, float);
+    else mgt__cuda_fail(c, "device %d: cast from type %d to type %d is not supported (through fp32 instead)", c->device, src_dtype, dst_dtype);
+#undef MGT__CAST
+    mgt__kernel_ok(c, rc, "cast");
+}
+
+/* ---- host memory, threads, errors */
+
+static void mgt__cuda_upload(mgt_backend *be, void *dst, const void *host_src, size_t bytes) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed || !bytes) return;
+    if (mgt__cuda_ok(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), "copying to the device"))
+        mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "copying to the device"); /* the host buffer is free again */
+}
+static void mgt__cuda_download(mgt_backend *be, void *host_dst, const void *src, size_t bytes) {
+    mgt__cuda *c = MGT__CU(be);
+    if (c->failed) {
+        memset(host_dst, 0, bytes); /* defined contents; the run fails at the step's end */
+        return;
+    }
+    if (!bytes) return;
+    if (mgt__cuda_ok(c, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "copying to the host"))
+        mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "copying to the host");
+    if (c->failed) memset(host_dst, 0, bytes);
+}
+static void mgt__cuda_enter(mgt_backend *be) {
+    mgt__cuda *c = MGT__CU(be);
+    mgt__cuda_ok(c, cudaSetDevice(c->device), "cudaSetDevice");
+}
+static void mgt__cuda_finish(mgt_backend *be) {
+    mgt__cuda *c = MGT__CU(be);
+    mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "waiting for the device");
+}
+static const char *mgt__cuda_error(mgt_backend *be) { return MGT__CU(be)->failed ? MGT__CU(be)->error : NULL; }
+
+/* ---- the backend */
+
+extern "C" void *mgt_cuda_backend_stream(mgt_backend *be) { return MGT__CU(be)->stream; }
+
+extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
+    mgt__cuda *c = MGT__CU(be);
+    if (!c) return;
+    cudaSetDevice(c->device);
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    cudaFree(c->work);
+    cudaFree(c->ones);
+    cudaFree(c->scalar);
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+extern "C" int mgt_cuda_backend_create(int device, int dtype, mgt_backend **out, char *why, size_t cap) {
+    mgt__cuda *c = (mgt__cuda *)calloc(1, sizeof *c);
+    mgt_backend *be;
+    *out = NULL;
+    if (!c) { snprintf(why, cap, "out of memory"); return -1; }
+    be = &c->be;
+    c->device = device;
+    be->name = "cuda";
+    be->dtype = dtype;
+    be->elt = dtype == MGT_F32 ? 4 : 2;
+    c->type = dtype == MGT_BF16 ? CUDA_R_16BF : dtype == MGT_F16 ? CUDA_R_16F : CUDA_R_32F;
+    be->host_memory = 0;
+    be->alloc = mgt__cuda_alloc;
+    be->free = mgt__cuda_free;
+    be->upload = mgt__cuda_upload;
+    be->download = mgt__cuda_download;
+    be->enter = mgt__cuda_enter;
+    be->finish = mgt__cuda_finish;
+    be->error = mgt__cuda_error;
+    be->encoder_forward = mgt__cuda_encoder_forward;
+    be->encoder_backward = mgt__cuda_encoder_backward;
+    be->layernorm_forward = mgt__cuda_layernorm_forward;
+    be->layernorm_backward = mgt__cuda_layernorm_backward;
+    be->matmul_forward = mgt__cuda_matmul_forward;
+    be->matmul_backward = mgt__cuda_matmul_backward;
+    be->attention_forward = mgt__cuda_attention_forward;
+    be->attention_backward = mgt__cuda_attention_backward;
+    be->gelu_forward = mgt__cuda_gelu_forward;
+    be->gelu_backward = mgt__cuda_gelu_backward;
+    be->add_inplace = mgt__cuda_add_inplace;
+    be->bias_residual = mgt__cuda_bias_residual;
+    be->bias_backward = mgt__cuda_bias_backward;
+    be->xent_partial = mgt__cuda_xent_partial;
+    be->xent_finish = mgt__cuda_xent_finish;
+    be->sum_squares = mgt__cuda_sum_squares;
+    be->adamw = mgt__cuda_adamw;
+    be->scale = mgt__cuda_scale;
+    be->zero = mgt__cuda_zero;
+    be->cast = mgt__cuda_cast;
+    be->impl = c;
+    if (mgt__cuda_ok(c, cudaSetDevice(device), "cudaSetDevice") && mgt__cuda_ok(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "making a stream") &&
+        mgt__blas_ok(c, cublasCreate(&c->blas), "cublasCreate") && mgt__blas_ok(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") &&
+        mgt__cuda_ok(c, cudaMalloc((void **)&c->scalar, sizeof(double)), "cudaMalloc")) {
+        *out = be;
+        return 0;
+    }
+    snprintf(why, cap, "%s", c->error);
+    mgt_cuda_backend_destroy(be);
+    return -1;
+}

@@ -1,0 +1,29 @@
+/* kernels/backend_cuda.h: the mgt_backend table on one GPU (kernels/backend_cuda.cu).
+
+     mgt_backend *be;
+     char why[512];
+     if (mgt_cuda_backend_create(device, MGT_BF16, &be, why, sizeof why) != 0) ... why says what failed
+     ... the runtime calls be->matmul_forward(be, ...) etc., enqueued on the backend's stream ...
+     if (be->error(be)) ... the first failure since creation (ops after it do nothing)
+     mgt_cuda_backend_destroy(be); */
+#ifndef MGT_BACKEND_CUDA_H
+#define MGT_BACKEND_CUDA_H
+
+#include <stddef.h> /* defines: size_t */
+
+#include "mgt.h" /* defines: mgt_backend, MGT_F32, MGT_BF16, MGT_F16 */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 0, or -1 with why */
+int mgt_cuda_backend_create(int device, int dtype, mgt_backend **out, char *why, size_t cap);
+void mgt_cuda_backend_destroy(mgt_backend *be);
+/* the cudaStream_t every op is enqueued on (for the communicator's events) */
+void *mgt_cuda_backend_stream(mgt_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MGT_BACKEND_CUDA_H */

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# kernels/build_cuda.sh [OUT]: the CUDA backend library (default build/libmgt_cuda.so), what
+# `ninja cuda` runs. The op families are compiled strictly by kernels/check_build.sh all (sm_80,
+# sm_90, sm_100 and compute_90 PTX, position-independent); the backend's host code with nvcc
+# (kernels/backend_cuda.cu) and gcc (kernels/comm_nccl.c, kernels/plugin_cuda.c) against the real
+# headers; all linked into one shared library with cuBLAS and NCCL (found at run time through an
+# rpath to the toolkit), cudart linked statically (nvcc's default), libcuda never (the driver
+# provides it at run time: linking its stub would stop the library loading on a machine without
+# one). mgt opens the library only when a run asks for device = cuda or auto, so the CPU program
+# needs none of this. Exit 77 where nvcc is missing.
+set -eu
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/cuda/bin"
+out=${1:-build/libmgt_cuda.so}
+if ! command -v nvcc > /dev/null 2>&1; then
+    echo "SKIP nvcc not found: the CUDA backend library needs the CUDA toolkit (the CPU program does not)"
+    exit 77
+fi
+cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+mkdir -p build/cuda build/kernels
+kernels/check_build.sh all > build/kernels/check.log 2>&1 || { cat build/kernels/check.log; exit 1; }
+gencode="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_100,code=sm_100"
+gencode="$gencode -gencode arch=compute_90,code=compute_90"
+# shellcheck disable=SC2086
+nvcc -c -std=c++17 -O2 $gencode -Werror all-warnings -Xcompiler -fPIC,-Wall,-Wextra,-Werror -I. -Ikernels \
+    -o build/cuda/backend_cuda.o kernels/backend_cuda.cu
+for f in comm_nccl plugin_cuda; do
+    gcc -std=c11 -O2 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I. -Ikernels -I"$cuda_home/include" \
+        -c -o "build/cuda/$f.o" "kernels/$f.c"
+done
+objs=$(grep -l '^#include "common.cuh"' kernels/*.cu | grep -v 'kernels/backend_' | sed 's|kernels/\(.*\)\.cu|build/kernels/\1.o|')
+libdirs=""
+for d in "$cuda_home/lib64" "$cuda_home/lib"; do [ -d "$d" ] && libdirs="$libdirs -L$d -Xlinker -rpath=$d"; done
+# shellcheck disable=SC2086
+nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/comm_nccl.o build/cuda/plugin_cuda.o $libdirs -lcublas -lnccl -ldl -lpthread
+mv "$out.tmp" "$out"
+echo "built $out ($(du -h "$out" | cut -f1)); exports: $(nm -D --defined-only "$out" | awk '$2 == "T" && $3 ~ /^mgt_cuda_api_get$/ { print $3 }');" \
+    "needs: $(readelf -d "$out" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"

@@ -1,0 +1,111 @@
+/* kernels/launchers.h: the host-side interface of kernels/<op>.cu: error codes, the per-thread
+   last error and the launchers (defined in the op files, declared here).
+
+   Included by kernels/common.cuh for the kernels, and by host code that calls the launchers
+   without compiling device code (kernels/backend_cuda.cu): that code includes the real CUDA
+   headers first (cuda_runtime.h, cuda_bf16.h, cuda_fp16.h), while the kernels, compiled on the CPU,
+   take the same names (cudaStream_t, __nv_bfloat16, __half) from the SIMT shim. The shim and the
+   real runtime headers cannot share a translation unit (both define dim3), so this header
+   includes neither: whoever includes it has cudaStream_t, __nv_bfloat16 and __half already. The
+   names and the mangled symbols are the same either way, so the two kinds of objects link. */
+#ifndef MGT_KERNELS_LAUNCHERS_H
+#define MGT_KERNELS_LAUNCHERS_H
+
+#include <stddef.h> // defines: size_t
+
+/* ---- errors ------------------------------------------------------------------------------------ */
+
+enum {
+    MGT_KERNEL_OK = 0,
+    MGT_KERNEL_INVALID = -1, /* a precondition of the launcher does not hold (shape, null pointer, alias) */
+    MGT_KERNEL_LAUNCH = -2   /* the launch itself failed (cudaGetLastError) */
+};
+
+typedef struct mgt_kernel_error {
+    int code;
+    const char *file;
+    int line;
+    const char *what; /* the failed condition, or the CUDA error string */
+} mgt_kernel_error;
+
+/* the last failure of a launcher on this thread (code 0 when none failed yet) */
+inline mgt_kernel_error &mgt_kernel_last_error() {
+    static thread_local mgt_kernel_error e = {0, "", 0, ""};
+    return e;
+}
+inline int mgt_kernel_fail(int code, const char *file, int line, const char *what) {
+    mgt_kernel_error &e = mgt_kernel_last_error();
+    e.code = code;
+    e.file = file;
+    e.line = line;
+    e.what = what;
+    return code;
+}
+
+/* ---- launchers (0 = ok, negative = MGT_KERNEL_*) ---------------------------------------------- */
+
+/* encoder.cu: vocabulary-parallel token + position embedding */
+template <class floatX> /* out (B,T,C) = wte[tok - vocab_start] for tok in [vocab_start, vocab_start + vocab_rows), else 0; + wpe[t] when wpe */
+int mgt_cuda_encoder_forward(floatX *out, const int *tokens, const floatX *wte, int vocab_start, int vocab_rows, const floatX *wpe, int B, int T,
+                             int C, cudaStream_t stream);
+template <class floatX> /* dwte (vocab_rows,C) += and dwpe (T,C) += (when dwpe) in fp32, positions added in order */
+int mgt_cuda_encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *tokens, int vocab_start, int vocab_rows, int B, int T, int C,
+                              cudaStream_t stream);
+
+/* layernorm.cu: eps 1e-5; mean and rstd (N) in fp32 */
+template <class floatX>
+int mgt_cuda_layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight, const floatX *bias, int N, int C,
+                               cudaStream_t stream);
+/* bytes of scratch that mgt_cuda_layernorm_backward needs for (N, C) */
+size_t mgt_cuda_layernorm_backward_scratch(int N, int C);
+template <class floatX> /* dinp (N,C) +=, dweight (C) += and dbias (C) += in fp32 */
+int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
+                                const float *mean, const float *rstd, int N, int C, cudaStream_t stream);
+
+/* attention.cu: the causal softmax between the batched GEMMs; rows of (BNH = B*NH, T, T) */
+template <class floatX> /* att = softmax(scale * scores) over j <= t, 0 above the diagonal; att may be scores */
+int mgt_cuda_softmax_forward(floatX *att, const floatX *scores, float scale, int BNH, int T, cudaStream_t stream);
+template <class floatX> /* dscores = scale * P * (dP - rowsum(P * dP)), 0 above the diagonal; dscores may be datt */
+int mgt_cuda_softmax_backward(floatX *dscores, const floatX *datt, const floatX *att, float scale, int BNH, int T, cudaStream_t stream);
+
+/* gelu.cu: tanh approximation */
+template <class floatX> int mgt_cuda_gelu_forward(floatX *out, const floatX *inp, size_t n, cudaStream_t stream);
+template <class floatX> /* dinp = gelu'(inp) * dout (dinp may alias inp or dout) */
+int mgt_cuda_gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, size_t n, cudaStream_t stream);
+
+/* residual.cu */
+/* y += x; the backend table's add_inplace is the float one (gradient shards) */
+template <class floatX> int mgt_cuda_add_inplace(floatX *y, const floatX *x, size_t n, cudaStream_t stream);
+template <class floatX> /* out (N,C) += residual (N,C) + bias (C) */
+int mgt_cuda_bias_residual(floatX *out, const floatX *residual, const floatX *bias, int N, int C, cudaStream_t stream);
+size_t mgt_cuda_bias_backward_scratch(int N, int C);
+template <class floatX> /* dbias (C) += column sums of dout (N,C) in fp32, in a fixed order */
+int mgt_cuda_bias_backward(float *dbias, float *scratch, const floatX *dout, int N, int C, cudaStream_t stream);
+
+/* crossentropy.cu: vocabulary-parallel, the semantics of mgt.h's xent_partial / xent_finish */
+template <class floatX> /* part (N,3) = (max, sum exp(l - max), target logit or 0); logits (N,Vl) become exp(l - max) */
+int mgt_cuda_xent_partial(float *part, floatX *logits, const int *targets, int N, int vocab_start, int Vl, int V, cudaStream_t stream);
+template <class floatX> /* losses (N) from parts (tp,N,3); logits become (softmax - onehot) * grad_scale when grad_scale != 0 */
+int mgt_cuda_xent_finish(double *losses, floatX *logits, const float *parts, int tp, const int *targets, int N, int vocab_start, int Vl,
+                         int V, float grad_scale, cudaStream_t stream);
+
+/* adamw.cu: mgt.h's AdamW (torch.optim.AdamW); grad_scale multiplies the gradient (clipping, 1/loss scale) */
+int mgt_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                   float weight_decay, float grad_scale, float bias_correction1, float bias_correction2, cudaStream_t stream);
+template <class floatX> /* the update on fp32 master weights and moments from the fp32 grad, writing param_copy = round(master) */
+int mgt_cuda_adamw_master(floatX *param_copy, float *master, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                          float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2,
+                          cudaStream_t stream);
+
+/* cast.cu: between fp32 and the 16-bit types (round to nearest even) */
+template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cudaStream_t stream);
+
+/* norm.cu: sum of squares in fixed blocks of MGT_SS_BLOCK elements, each in fp64, added in block order;
+   the backend table's sum_squares and scale are the float ones (gradients) */
+#define MGT_SS_BLOCK 65536
+size_t mgt_cuda_sum_squares_scratch(size_t n);
+template <class floatX> /* *out (one double in device memory) = sum of x[i]^2 */
+int mgt_cuda_sum_squares(double *out, double *scratch, const floatX *x, size_t n, cudaStream_t stream);
+template <class floatX> int mgt_cuda_scale(floatX *x, float factor, size_t n, cudaStream_t stream); /* x *= factor */
+
+#endif /* MGT_KERNELS_LAUNCHERS_H */

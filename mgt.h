@@ -267,6 +267,13 @@ struct mgt_comm {
        send and one receive */
     mgt_result (*sendrecv)(mgt_comm *c, int send_peer, const void *send, int recv_peer, void *recv, size_t count, int dtype);
     mgt_result (*barrier)(mgt_comm *c, const mgt_group *g);
+    /* optional (NULL where every call completes before it returns, as the local communicator's
+       do). A communicator that runs on its own stream (NCCL) orders the compute after each call;
+       defer() exempts the next call, whose result the compute that follows does not read (a DP
+       bucket reduced while backward goes on, a ZeRO-3 prefetch), until sync(), after which the
+       compute sees everything issued so far */
+    void (*defer)(mgt_comm *c);
+    mgt_result (*sync)(mgt_comm *c);
     mgt_comm_stats stats;
     void *impl;
 };
@@ -3827,13 +3834,20 @@ static mgt_result mgt__sum_over(mgt__rank *rk, const mgt_group *g, double *value
     return res;
 }
 
-/* ZeRO-3: brings a unit's parameters into a gather buffer (all-gather of the DP shards) */
+/* communication that the compute next does not read, and the point where it must have arrived
+   (see mgt_comm.defer) */
+static void mgt__comm_defer(mgt__rank *rk) { if (rk->comm->defer) rk->comm->defer(rk->comm); }
+static mgt_result mgt__comm_sync(mgt__rank *rk) { return rk->comm->sync ? rk->comm->sync(rk->comm) : MGT_OK; }
+
+/* ZeRO-3: brings a unit's parameters into a gather buffer (all-gather of the DP shards); a unit
+   prefetched earlier is waited for here */
 static mgt_result mgt__fetch(mgt__rank *rk, int u) {
     const mgt__unit *un = &rk->lay.u[u];
     size_t s = un->size / (size_t)rk->run->plan.dp;
     int slot;
     if (rk->run->plan.zero < 3) return MGT_OK;
-    for (slot = 0; slot < 2; slot++) if (rk->gathered[slot] == u) return MGT_OK;
+    for (slot = 0; slot < 2; slot++)
+        if (rk->gathered[slot] == u) return mgt__comm_sync(rk);
     slot = rk->gathered[0] < 0 ? 0 : 1;
     if (rk->gathered[slot] >= 0) rk->unit_param[rk->gathered[slot]] = NULL;
     MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, (char *)rk->pshard + un->shard_offset * rk->shape.elt, rk->gather[slot], s, rk->be->dtype));
@@ -3846,6 +3860,7 @@ static mgt_result mgt__fetch(mgt__rank *rk, int u) {
 static mgt_result mgt__prefetch(mgt__rank *rk, int u) {
     if (rk->run->plan.zero < 3 || u < 0 || u >= rk->lay.nu || rk->unit_param[u]) return MGT_OK;
     if (rk->gathered[0] >= 0 && rk->gathered[1] >= 0) return MGT_OK;
+    mgt__comm_defer(rk);
     return mgt__fetch(rk, u);
 }
 static void mgt__release(mgt__rank *rk, int u) {
@@ -4001,6 +4016,7 @@ static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
     while (first > 0 && rk->bucket_of_unit[first - 1] == k) first--;
     while (last + 1 < rk->lay.nu && rk->bucket_of_unit[last + 1] == k) last++;
     if (u != first) return MGT_OK; /* backward finishes a bucket at its lowest unit */
+    mgt__comm_defer(rk); /* read again only by the update */
     return mgt__all_reduce(rk, &rk->dp_g, rk->grads + rk->lay.u[first].offset,
                            rk->lay.u[last].offset + rk->lay.u[last].size - rk->lay.u[first].offset);
 }
@@ -4277,6 +4293,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
     }
     MGT__TRY(mgt__schedule(rk, rows, grad_scale));
     MGT__TRY(mgt__reduce_gradients(rk));
+    MGT__TRY(mgt__comm_sync(rk)); /* the deferred buckets and prefetches have arrived */
     sumsq = mgt__local_sumsq(rk);
 #ifdef MGT_TESTING
     if (run->step + 1 >= mgt__test_nan_from && run->step + 1 <= mgt__test_nan_to && rk->rank == 0) sumsq = NAN;

@@ -70,6 +70,7 @@ typedef struct mgt__nccl {
     int ngroups;
     cudaStream_t compute, stream;
     cudaEvent_t ready, done; /* compute -> communication, communication -> compute */
+    int defer_next;          /* the next call does not order the compute after it (mgt_comm.defer) */
     mgt__nccl_timed timed[MGT__NCCL_PENDING];
     int timed_head, timed_count;
     void *stage; /* device copy of host buffers */
@@ -154,8 +155,11 @@ static mgt_result mgt__nccl_begin(mgt__nccl *c, int coll, mgt__nccl_timed **t) {
 static mgt_result mgt__nccl_end(mgt__nccl *c, mgt__nccl_timed *t, double bytes) {
     MGT__CUDA_TRY(c, "timing communication", cudaEventRecord(t->end, c->stream));
     c->timed_count++;
-    MGT__CUDA_TRY(c, "ordering compute after communication", cudaEventRecord(c->done, c->stream));
-    MGT__CUDA_TRY(c, "ordering compute after communication", cudaStreamWaitEvent(c->compute, c->done, 0));
+    if (c->defer_next) c->defer_next = 0; /* the compute goes on; mgt__nccl_sync orders it later */
+    else {
+        MGT__CUDA_TRY(c, "ordering compute after communication", cudaEventRecord(c->done, c->stream));
+        MGT__CUDA_TRY(c, "ordering compute after communication", cudaStreamWaitEvent(c->compute, c->done, 0));
+    }
     c->comm.stats.calls[t->coll]++;
     c->comm.stats.bytes[t->coll] += bytes;
     return mgt__nccl_collect(c, 0);
@@ -276,6 +280,17 @@ static mgt_result mgt__nccl_barrier(mgt_comm *cm, const mgt_group *g) {
     return r;
 }
 
+/* mgt_comm.defer and .sync: a deferred call leaves the compute stream free (a DP bucket reduced
+   while backward goes on, a ZeRO-3 prefetch gathered while this unit computes); sync makes the
+   compute wait for everything on the communication stream so far */
+static void mgt__nccl_defer(mgt_comm *cm) { ((mgt__nccl *)cm)->defer_next = 1; }
+static mgt_result mgt__nccl_sync(mgt_comm *cm) {
+    mgt__nccl *c = (mgt__nccl *)cm;
+    MGT__CUDA_TRY(c, "ordering compute after communication", cudaEventRecord(c->done, c->stream));
+    MGT__CUDA_TRY(c, "ordering compute after communication", cudaStreamWaitEvent(c->compute, c->done, 0));
+    return MGT_OK;
+}
+
 /* send and recv go over the world communicator, peer = global rank. NCCL's send completes when the
    peer receives (unlike the local communicator's buffered send), which the pipeline schedule must
    respect: every send is matched by a receive the peer posts without waiting for this rank, or
@@ -390,6 +405,8 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
     c->comm.broadcast = mgt__nccl_broadcast;
     c->comm.send = mgt__nccl_send;
     c->comm.sendrecv = mgt__nccl_sendrecv;
+    c->comm.defer = mgt__nccl_defer;
+    c->comm.sync = mgt__nccl_sync;
     c->comm.recv = mgt__nccl_recv;
     c->comm.barrier = mgt__nccl_barrier;
     c->comm.impl = c;

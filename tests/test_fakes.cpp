@@ -576,8 +576,11 @@ static void test_streams() {
     CK(cudaMemcpyAsync(hx, y, n * 4, cudaMemcpyDeviceToHost, s1));
     CHECK(mgt_fake_queued(s1) == 4 && hx[10] == 10.0f, "%zu queued, hx[10] = %g before synchronising",
           mgt_fake_queued(s1), hx[10]);
-    CHECK(cudaStreamQuery(s1) == cudaSuccess, "a query runs the queue");
-    CHECK(mgt_fake_queued(s1) == 0 && hx[10] == 21.0f && hx[999] == 1999.0f, "after: hx[10] = %g", hx[10]);
+    CHECK(cudaStreamQuery(s1) == cudaErrorNotReady && mgt_fake_queued(s1) == 4 && hx[10] == 10.0f,
+          "a query of a busy stream says not ready and runs nothing (%zu queued)", mgt_fake_queued(s1));
+    CK(cudaStreamSynchronize(s1));
+    CHECK(mgt_fake_queued(s1) == 0 && hx[10] == 21.0f && hx[999] == 1999.0f && cudaStreamQuery(s1) == cudaSuccess,
+          "after synchronising: hx[10] = %g, the query says done", hx[10]);
     /* s1 -> event -> s2: ordered, no hazard; the event runs s1 when s2 needs it */
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
@@ -624,7 +627,9 @@ static void test_streams() {
     CK(cudaLaunchHostFunc(s1, [](void *f) { *(int *)f = 1; }, &flag));
     CHECK(flag == 0, "host function ran early");
     CK(cudaEventRecord(e0, s1));
-    CHECK(cudaEventQuery(e0) == cudaSuccess && flag == 1, "cudaEventQuery runs the stream through the event");
+    CHECK(cudaEventQuery(e0) == cudaErrorNotReady && flag == 0, "cudaEventQuery of a pending event: not ready, nothing runs");
+    CK(cudaEventSynchronize(e0));
+    CHECK(cudaEventQuery(e0) == cudaSuccess && flag == 1, "after cudaEventSynchronize the event is complete");
     /* allocation failures are returned, not fatal */
     mgt_fake_fail_malloc_after(0);
     void *z = nullptr;

@@ -803,7 +803,7 @@ static void mgt_tui__bar(mgt_tui *t, WINDOW *w, int y, int x, int width, const m
 static void mgt_tui__draw_ranks(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_RANKS];
     int H, W, row, barw, wide, slow = mgt_tui__straggler(t), comm_view = t->ui.view == MGT_TUI_COMM, c;
-    char line[600], a[16], b[16], title[96];
+    char line[600], a[40], b[16], title[96];
     if (!w) return;
     werase(w);
     snprintf(title, sizeof title, comm_view ? "communication per rank: ms in the last step, < the slowest (%d ranks)" : "ranks (%d)", t->nranks);
@@ -837,10 +837,11 @@ static void mgt_tui__draw_ranks(mgt_tui *t) {
         return;
     }
     /* columns: rank dp tp pp device | bar | shares | memory by category | peak | gpu; narrow: no
-       shares (the bar shows them) and buffers + workspace in one column; wide: current/peak each */
+       shares (the bar shows them) and buffers + workspace in one column; wide: current/peak each,
+       and the GPU's power and temperature beside its utilisation */
     wide = W >= 140 ? 2 : W >= 100 ? 1 : 0;
     {
-        int ncat = wide ? MGT_MEM_COUNT : MGT_MEM_WORKSPACE, rest = (wide ? 12 : 0) + ncat * (wide == 2 ? 12 : 6) + 7 + 5;
+        int ncat = wide ? MGT_MEM_COUNT : MGT_MEM_WORKSPACE, rest = (wide ? 12 : 0) + ncat * (wide == 2 ? 12 : 6) + 7 + (wide == 2 ? 16 : 5);
         int n;
         barw = mgt_tui__clamp(W - 1 - 20 - rest, 6, 40);
         n = snprintf(line, sizeof line, "rank dp tp pp dev %-*s", barw + 1, barw >= 19 ? "compute/comm/bubble" : "cmp/com/bub");
@@ -850,14 +851,16 @@ static void mgt_tui__draw_ranks(mgt_tui *t) {
             snprintf(nm, sizeof nm, "%.5s", !wide && c == MGT_MEM_BUFFERS ? "buf+w" : mgt_mem_category_name(c));
             n += snprintf(line + n, sizeof line - (size_t)n, wide == 2 ? " %11s" : " %5s", nm);
         }
-        snprintf(line + n, sizeof line - (size_t)n, " %6s %4s", "peak", "gpu");
+        snprintf(line + n, sizeof line - (size_t)n, wide == 2 ? " %6s %15s" : " %6s %4s", "peak", wide == 2 ? "gpu  power temp" : "gpu");
         wattron(w, A_BOLD); mgt_tui__put(w, 1, 1, line); wattroff(w, A_BOLD);
         for (row = 0; row < t->L.rank_rows && t->ui.scroll + row < t->nranks; row++) {
             const mgt_rank_stats *r = &t->ranks[t->ui.scroll + row];
             double tot = r->compute_s + r->comm_s + r->bubble_s;
             size_t peak = 0;
             int y = 2 + row, marked = t->nranks > 1 && r->rank == slow && tot > 0;
-            snprintf(line, sizeof line, "%4d %2d %2d %2d %-4.4s", r->rank, r->dp, r->tp, r->pp, r->device[0] ? r->device : "?");
+            if (!strncmp(r->device, "cuda:", 5)) snprintf(a, sizeof a, "%s%s", strlen(r->device) > 6 ? "g" : "gpu", r->device + 5); /* gpu3, g12 */
+            else snprintf(a, sizeof a, "%s", r->device[0] ? r->device : "?");
+            snprintf(line, sizeof line, "%4d %2d %2d %2d %-4.4s", r->rank, r->dp, r->tp, r->pp, a);
             if (marked) { mgt_tui__attr(t, w, MGT_TUI__C_BAD, 1); wattron(w, A_BOLD); mgt_tui__put(w, y, 0, "!"); }
             mgt_tui__put(w, y, 1, line);
             if (marked) { mgt_tui__attr(t, w, MGT_TUI__C_BAD, 0); wattroff(w, A_BOLD); }
@@ -879,7 +882,15 @@ static void mgt_tui__draw_ranks(mgt_tui *t) {
             mgt_tui_fmt_bytes((double)peak, a, sizeof a);
             if (r->has_gpu_util) snprintf(b, sizeof b, "%3.0f%%", r->gpu_util);
             else snprintf(b, sizeof b, "n/a");
-            snprintf(line + n, sizeof line - (size_t)n, " %6s %4s", a, b);
+            n += snprintf(line + n, sizeof line - (size_t)n, " %6s %4s", a, b);
+            if (wide == 2) {
+                char pw[16], tc[16];
+                if (r->has_gpu_power) snprintf(pw, sizeof pw, "%4.0fW", r->gpu_power_w);
+                else snprintf(pw, sizeof pw, "n/a");
+                if (r->has_gpu_temp) snprintf(tc, sizeof tc, "%3.0fC", r->gpu_temp_c);
+                else snprintf(tc, sizeof tc, "n/a");
+                snprintf(line + n, sizeof line - (size_t)n, " %5s %4s", pw, tc);
+            }
             mgt_tui__put(w, y, 20 + barw, line);
         }
     }

@@ -724,8 +724,13 @@ cudaError_t cudaStreamSynchronize(cudaStream_t h) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t h) {
-    /* a poll is a point where a GPU would have made progress: run the queue */
-    return cudaStreamSynchronize(h);
+    /* as cudaEventQuery: cudaErrorNotReady while operations are queued, and nothing runs */
+    {
+        lock_t lk(mu);
+        CUstream_st *s = resolve("cudaStreamQuery", h);
+        if (s->enq > s->done) return cudaErrorNotReady;
+    }
+    return cudaStreamSynchronize(h); /* empty: joins the host with it */
 }
 cudaError_t cudaStreamGetDevice(cudaStream_t h, int *device) {
     if (!device) return err(cudaErrorInvalidValue);
@@ -812,8 +817,16 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-    /* a poll is a point where a GPU would have made progress: run through the record */
-    return cudaEventSynchronize(e);
+    /* complete: the host has seen it, so what it enqueues next happens after it, as on a GPU. Not
+       complete: cudaErrorNotReady (not an error: the last error stays) and nothing runs, since a
+       poll that ran the queue would order the host after it and hide a missing wait from the
+       hazard check (a removed cudaStreamWaitEvent in comm_nccl.c passed while it did) */
+    lock_t lk(mu);
+    CUevent_st *ev = event("cudaEventQuery", e);
+    if (!ev->s) return cudaSuccess;
+    if (ev->s->done < ev->seq) return cudaErrorNotReady;
+    join(host_vc, ev->vc);
+    return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     lock_t lk(mu);

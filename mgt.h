@@ -270,10 +270,10 @@ struct mgt_comm {
     /* optional (NULL where every call completes before it returns, as the local communicator's
        do). A communicator that runs on its own stream (NCCL) orders the compute after each call;
        defer() exempts the next call, whose result the compute that follows does not read (a DP
-       bucket reduced while backward goes on, a ZeRO-3 prefetch), until sync(), after which the
-       compute sees everything issued so far */
-    void (*defer)(mgt_comm *c);
-    mgt_result (*sync)(mgt_comm *c);
+       bucket reduced while backward goes on, a ZeRO-3 prefetch), and returns its ticket; after
+       sync(ticket) the compute sees that call and those before it (ticket -1: every call) */
+    long (*defer)(mgt_comm *c);
+    mgt_result (*sync)(mgt_comm *c, long ticket);
     mgt_comm_stats stats;
     void *impl;
 };
@@ -3766,10 +3766,17 @@ struct mgt__rank {
     float **unit_grad;            /* and its gradients */
     void *gather[2];              /* zero 3: gathered units */
     int gathered[2];              /* unit in each gather buffer, -1 none */
-    float *unit_gbuf;             /* zero >= 2: a block's gradients until they are reduce-scattered */
+    long gather_ticket[2];        /* the deferred all-gather that filled it (a prefetch), or -1 */
+    float *unit_gbuf[2];          /* zero >= 2: a block's gradients until they are reduce-scattered; two,
+                                     so one block's reduce-scatter runs while the next computes */
     float *keep_gbuf[2];          /* zero >= 2: the embedding and head units' gradients, kept for the
                                      step because the tied embedding is reduced at its end */
-    float *rs_tmp;                /* zero >= 2: reduce-scatter result before accumulation */
+    float *rs_tmp;                /* zero >= 2: reduce-scatter result before accumulation (slot 0, and the
+                                     embedding and head units) */
+    float *rs_tmp1;               /* and slot 1's */
+    int gslot, gpending[2];       /* the slot the next block takes; the unit whose reduce-scatter each
+                                     slot holds, not yet added to the shard (-1 none) */
+    long gticket[2];              /* and that reduce-scatter's ticket (mgt_comm.defer) */
     size_t max_unit, max_block, keep_size[2];
     mgt__acts *acts;              /* activation sets: one per micro-batch in flight */
     int nsets;
@@ -3836,8 +3843,8 @@ static mgt_result mgt__sum_over(mgt__rank *rk, const mgt_group *g, double *value
 
 /* communication that the compute next does not read, and the point where it must have arrived
    (see mgt_comm.defer) */
-static void mgt__comm_defer(mgt__rank *rk) { if (rk->comm->defer) rk->comm->defer(rk->comm); }
-static mgt_result mgt__comm_sync(mgt__rank *rk) { return rk->comm->sync ? rk->comm->sync(rk->comm) : MGT_OK; }
+static long mgt__comm_defer(mgt__rank *rk) { return rk->comm->defer ? rk->comm->defer(rk->comm) : -1; }
+static mgt_result mgt__comm_sync(mgt__rank *rk, long ticket) { return rk->comm->sync ? rk->comm->sync(rk->comm, ticket) : MGT_OK; }
 
 /* ZeRO-3: brings a unit's parameters into a gather buffer (all-gather of the DP shards); a unit
    prefetched earlier is waited for here */
@@ -3847,9 +3854,10 @@ static mgt_result mgt__fetch(mgt__rank *rk, int u) {
     int slot;
     if (rk->run->plan.zero < 3) return MGT_OK;
     for (slot = 0; slot < 2; slot++)
-        if (rk->gathered[slot] == u) return mgt__comm_sync(rk);
+        if (rk->gathered[slot] == u) return mgt__comm_sync(rk, rk->gather_ticket[slot]);
     slot = rk->gathered[0] < 0 ? 0 : 1;
     if (rk->gathered[slot] >= 0) rk->unit_param[rk->gathered[slot]] = NULL;
+    rk->gather_ticket[slot] = -1; /* waited for by the compute at once, unless a prefetch defers it */
     MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, (char *)rk->pshard + un->shard_offset * rk->shape.elt, rk->gather[slot], s, rk->be->dtype));
     rk->gathered[slot] = u;
     rk->unit_param[u] = rk->gather[slot];
@@ -3858,10 +3866,13 @@ static mgt_result mgt__fetch(mgt__rank *rk, int u) {
 /* ZeRO-3: gathers the unit needed next while a slot is free, so that a backend with a second
    stream overlaps it with this unit's compute (on CPU ranks the order is what matters) */
 static mgt_result mgt__prefetch(mgt__rank *rk, int u) {
+    long ticket;
     if (rk->run->plan.zero < 3 || u < 0 || u >= rk->lay.nu || rk->unit_param[u]) return MGT_OK;
     if (rk->gathered[0] >= 0 && rk->gathered[1] >= 0) return MGT_OK;
-    mgt__comm_defer(rk);
-    return mgt__fetch(rk, u);
+    ticket = mgt__comm_defer(rk);
+    MGT__TRY(mgt__fetch(rk, u));
+    rk->gather_ticket[rk->gathered[0] == u ? 0 : 1] = ticket;
+    return MGT_OK;
 }
 static void mgt__release(mgt__rank *rk, int u) {
     int slot;
@@ -3872,18 +3883,36 @@ static void mgt__release(mgt__rank *rk, int u) {
 
 /* ZeRO-2/3: a block's gradients are ready: reduce-scatter them and add this rank's slice to its
    gradient shard; the embedding and head units wait for the end of the step (tied embedding) */
-static mgt_result mgt__block_grads_done(mgt__rank *rk, int u) {
-    const mgt__unit *un = &rk->lay.u[u];
-    size_t s = un->size / (size_t)rk->run->plan.dp;
-    if (rk->run->plan.zero < 2) return MGT_OK;
-    MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->unit_gbuf, rk->rs_tmp, s, MGT_F32));
-    rk->be->add_inplace(rk->be, rk->gshard + un->shard_offset, rk->rs_tmp, s);
+/* ZeRO-2/3: the reduce-scatter a slot holds, waited for and added to the gradient shard */
+static mgt_result mgt__block_grads_flush(mgt__rank *rk, int slot) {
+    int u = rk->gpending[slot];
+    if (u < 0) return MGT_OK;
+    MGT__TRY(mgt__comm_sync(rk, rk->gticket[slot]));
+    rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, slot ? rk->rs_tmp1 : rk->rs_tmp, rk->lay.u[u].size / (size_t)rk->run->plan.dp);
+    rk->gpending[slot] = -1;
     return MGT_OK;
 }
-static void mgt__block_grads_begin(mgt__rank *rk, int u) {
-    if (rk->run->plan.zero < 2) return;
-    rk->be->zero(rk->be, rk->unit_gbuf, sizeof(float) * rk->lay.u[u].size);
-    rk->unit_grad[u] = rk->unit_gbuf;
+/* the block's gradients are complete: their reduce-scatter is issued, and added to the shard when
+   the next block's are complete (or at the end of the step), so a communicator with its own
+   stream runs it while the next block computes */
+static mgt_result mgt__block_grads_done(mgt__rank *rk, int u) {
+    int slot = rk->gslot;
+    if (rk->run->plan.zero < 2) return MGT_OK;
+    MGT__TRY(mgt__block_grads_flush(rk, 1 - slot)); /* the previous block's, which ran while this one computed */
+    rk->gticket[slot] = mgt__comm_defer(rk);
+    MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->unit_gbuf[slot], slot ? rk->rs_tmp1 : rk->rs_tmp,
+                                      rk->lay.u[u].size / (size_t)rk->run->plan.dp, MGT_F32));
+    rk->gpending[slot] = u;
+    rk->gslot = 1 - slot;
+    return MGT_OK;
+}
+static mgt_result mgt__block_grads_begin(mgt__rank *rk, int u) {
+    int slot = rk->gslot;
+    if (rk->run->plan.zero < 2) return MGT_OK;
+    MGT__TRY(mgt__block_grads_flush(rk, slot)); /* the slot's previous block has arrived */
+    rk->be->zero(rk->be, rk->unit_gbuf[slot], sizeof(float) * rk->lay.u[u].size);
+    rk->unit_grad[u] = rk->unit_gbuf[slot];
+    return MGT_OK;
 }
 
 /* forward of block b: reads resid[b], writes resid[b+1] */
@@ -4033,7 +4062,7 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
         int u = mgt__u_block(rk, b);
         MGT__TRY(mgt__fetch(rk, u));
         if (b > 0) MGT__TRY(mgt__prefetch(rk, u - 1));
-        mgt__block_grads_begin(rk, u);
+        MGT__TRY(mgt__block_grads_begin(rk, u));
         if (recompute) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
         MGT__TRY(mgt__block_backward(rk, A, b));
         mgt__release(rk, u);
@@ -4175,6 +4204,8 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
             MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->grads + rk->lay.u[u].offset, rk->grads + lo, hi - lo, MGT_F32));
         }
     } else if (p->zero >= 2) { /* the embedding and head units, kept whole for the tied embedding */
+        MGT__TRY(mgt__block_grads_flush(rk, rk->gslot)); /* the older pending block first: the same order of additions */
+        MGT__TRY(mgt__block_grads_flush(rk, 1 - rk->gslot));
         for (u = 0; u < rk->lay.nu; u++) {
             size_t s = rk->lay.u[u].size / (size_t)p->dp;
             if (mgt__is_block_unit(rk, u)) continue;
@@ -4293,7 +4324,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
     }
     MGT__TRY(mgt__schedule(rk, rows, grad_scale));
     MGT__TRY(mgt__reduce_gradients(rk));
-    MGT__TRY(mgt__comm_sync(rk)); /* the deferred buckets and prefetches have arrived */
+    MGT__TRY(mgt__comm_sync(rk, -1)); /* the deferred buckets and prefetches have arrived */
     sumsq = mgt__local_sumsq(rk);
 #ifdef MGT_TESTING
     if (run->step + 1 >= mgt__test_nan_from && run->step + 1 <= mgt__test_nan_to && rk->rank == 0) sumsq = NAN;
@@ -5098,7 +5129,9 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->master, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
         be->free(be, rk->grads, full, MGT_MEM_GRADS);
         be->free(be, rk->gshard, sh, MGT_MEM_GRADS);
-        be->free(be, rk->unit_gbuf, sizeof(float) * rk->max_block, MGT_MEM_GRADS);
+        be->free(be, rk->unit_gbuf[0], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
+        be->free(be, rk->unit_gbuf[1], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
+        be->free(be, rk->rs_tmp1, sizeof(float) * rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS);
         for (u = 0; u < 2; u++) be->free(be, rk->keep_gbuf[u], sizeof(float) * rk->keep_size[u], MGT_MEM_GRADS);
         be->free(be, rk->rs_tmp, sizeof(float) * rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS);
         be->free(be, rk->m, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
@@ -5266,7 +5299,12 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
             for (u = 0; u < rk->lay.nu; u++) rk->unit_grad[u] = rk->grads + rk->lay.u[u].offset;
         } else {
             MGT__ALLOC(rk->gshard, rk->shard, MGT_MEM_GRADS)
-            if (rk->max_block) MGT__ALLOC(rk->unit_gbuf, rk->max_block, MGT_MEM_GRADS)
+            if (rk->max_block) {
+                MGT__ALLOC(rk->unit_gbuf[0], rk->max_block, MGT_MEM_GRADS)
+                MGT__ALLOC(rk->unit_gbuf[1], rk->max_block, MGT_MEM_GRADS)
+                MGT__ALLOC(rk->rs_tmp1, rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS)
+            }
+            rk->gpending[0] = rk->gpending[1] = -1;
             MGT__ALLOC(rk->rs_tmp, rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS)
             for (u = 0, k = 0; u < rk->lay.nu; u++) {
                 rk->unit_grad[u] = NULL;
@@ -5371,8 +5409,8 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     o->first_block = p.stage_first[ppr]; o->last_block = p.stage_first[ppr + 1] - 1;
     o->params = S;
     o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? shard : S);
-    o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? max_unit / (size_t)p.dp : 0);
-    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? shard + max_block + keep : S);
+    o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? (max_unit + max_block) / (size_t)p.dp : 0);
+    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? shard + 2 * max_block + keep : S);
     o->mem[MGT_MEM_OPTIMIZER] = (dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? shard : S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
     sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)M : (size_t)(p.pp - ppr < M ? p.pp - ppr : M);

@@ -40,6 +40,7 @@
 
 #define MGT__NCCL_MAX_GROUPS 8 /* kinds of groups a rank belongs to (mgt.h has 5) */
 #define MGT__NCCL_PENDING 64   /* timed calls in flight per rank before the oldest is waited for */
+#define MGT__NCCL_DEFERRED 16  /* events of deferred calls; a later one stands in for an overwritten one */
 
 struct mgt_nccl_world {
     int world;
@@ -71,6 +72,8 @@ typedef struct mgt__nccl {
     cudaStream_t compute, stream;
     cudaEvent_t ready, done; /* compute -> communication, communication -> compute */
     int defer_next;          /* the next call does not order the compute after it (mgt_comm.defer) */
+    long tickets;            /* deferred calls so far; call t completes at deferred[t % MGT__NCCL_DEFERRED] */
+    cudaEvent_t deferred[MGT__NCCL_DEFERRED];
     mgt__nccl_timed timed[MGT__NCCL_PENDING];
     int timed_head, timed_count;
     void *stage; /* device copy of host buffers */
@@ -155,8 +158,10 @@ static mgt_result mgt__nccl_begin(mgt__nccl *c, int coll, mgt__nccl_timed **t) {
 static mgt_result mgt__nccl_end(mgt__nccl *c, mgt__nccl_timed *t, double bytes) {
     MGT__CUDA_TRY(c, "timing communication", cudaEventRecord(t->end, c->stream));
     c->timed_count++;
-    if (c->defer_next) c->defer_next = 0; /* the compute goes on; mgt__nccl_sync orders it later */
-    else {
+    if (c->defer_next) { /* the compute goes on; mgt__nccl_sync orders it later */
+        c->defer_next = 0;
+        MGT__CUDA_TRY(c, "marking deferred communication", cudaEventRecord(c->deferred[(c->tickets - 1) % MGT__NCCL_DEFERRED], c->stream));
+    } else {
         MGT__CUDA_TRY(c, "ordering compute after communication", cudaEventRecord(c->done, c->stream));
         MGT__CUDA_TRY(c, "ordering compute after communication", cudaStreamWaitEvent(c->compute, c->done, 0));
     }
@@ -283,11 +288,19 @@ static mgt_result mgt__nccl_barrier(mgt_comm *cm, const mgt_group *g) {
 /* mgt_comm.defer and .sync: a deferred call leaves the compute stream free (a DP bucket reduced
    while backward goes on, a ZeRO-3 prefetch gathered while this unit computes); sync makes the
    compute wait for everything on the communication stream so far */
-static void mgt__nccl_defer(mgt_comm *cm) { ((mgt__nccl *)cm)->defer_next = 1; }
-static mgt_result mgt__nccl_sync(mgt_comm *cm) {
+static long mgt__nccl_defer(mgt_comm *cm) {
     mgt__nccl *c = (mgt__nccl *)cm;
-    MGT__CUDA_TRY(c, "ordering compute after communication", cudaEventRecord(c->done, c->stream));
-    MGT__CUDA_TRY(c, "ordering compute after communication", cudaStreamWaitEvent(c->compute, c->done, 0));
+    c->defer_next = 1;
+    return c->tickets++;
+}
+/* a ticket's event may since have been recorded again by a later deferred call: waiting for that
+   later point of the same stream is later than needed, never too early */
+static mgt_result mgt__nccl_sync(mgt_comm *cm, long ticket) {
+    mgt__nccl *c = (mgt__nccl *)cm;
+    cudaEvent_t e = c->done;
+    if (ticket >= 0 && ticket < c->tickets) e = c->deferred[ticket % MGT__NCCL_DEFERRED];
+    else MGT__CUDA_TRY(c, "ordering compute after communication", cudaEventRecord(c->done, c->stream));
+    MGT__CUDA_TRY(c, "ordering compute after communication", cudaStreamWaitEvent(c->compute, e, 0));
     return MGT_OK;
 }
 
@@ -415,6 +428,7 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
     MGT__CUDA_TRY(c, "making the communication stream", cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     MGT__CUDA_TRY(c, "making events", cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
     MGT__CUDA_TRY(c, "making events", cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+    for (i = 0; i < MGT__NCCL_DEFERRED; i++) MGT__CUDA_TRY(c, "making events", cudaEventCreateWithFlags(&c->deferred[i], cudaEventDisableTiming));
     for (i = 0; i < MGT__NCCL_PENDING; i++) {
         MGT__CUDA_TRY(c, "making timing events", cudaEventCreate(&c->timed[i].start));
         MGT__CUDA_TRY(c, "making timing events", cudaEventCreate(&c->timed[i].end));
@@ -461,6 +475,8 @@ void mgt_nccl_comm_destroy(mgt_comm *cm) {
     }
     if (c->ready) cudaEventDestroy(c->ready);
     if (c->done) cudaEventDestroy(c->done);
+    for (i = 0; i < MGT__NCCL_DEFERRED; i++)
+        if (c->deferred[i]) cudaEventDestroy(c->deferred[i]);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->stage) cudaFree(c->stage);
     free(c);

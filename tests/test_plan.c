@@ -119,7 +119,24 @@ int main(void) {
         compare(&l, 4, &opt[i], &par[i], &grad[i]);
     }
     check(opt[1] * 2 == opt[0] && opt[2] == opt[1] && opt[3] == opt[1], "ZeRO 1/2/3 over dp 2 halve the optimizer state: %zu -> %zu bytes", opt[0], opt[1]);
-    check(grad[2] < grad[1] && grad[1] == grad[0], "ZeRO 2 shards the gradients (a block's and the embedding's kept whole): %zu -> %zu bytes", grad[1], grad[2]);
+    /* ZeRO 2 keeps two blocks' gradients whole (one reduce-scatters while the next computes) and the
+       units of the tied embedding: on this 4-block toy at dp 2 that is more than it shards away
+       (measured above, exact against the plan), so the saving is asserted on GPT-2 124M at dp 8 */
+    {
+        mgt_config big;
+        mgt_rank_plan z1, z2;
+        mgt_config_init(&big);
+        mgt_config_set(&big, "model.n_layer=12"); mgt_config_set(&big, "model.n_head=12"); mgt_config_set(&big, "model.d_model=768");
+        mgt_config_set(&big, "model.seq_len=1024"); mgt_config_set(&big, "model.vocab_size=50257"); mgt_config_set(&big, "data.tokenizer=gpt2");
+        mgt_config_set(&big, "train.global_batch=64"); mgt_config_set(&big, "train.micro_batch=8"); mgt_config_set(&big, "parallel.dp=8");
+        mgt_config_set(&big, "parallel.zero=1");
+        mgt_plan_rank(&big, 0, &z1);
+        mgt_config_set(&big, "parallel.zero=2");
+        mgt_plan_rank(&big, 0, &z2);
+        check(grad[1] == grad[0] && z2.mem[MGT_MEM_GRADS] < z1.mem[MGT_MEM_GRADS],
+              "ZeRO 2 shards the gradients: toy dp 2 %zu -> %zu bytes (two blocks and the tied units kept whole); GPT-2 124M dp 8: %.0f -> %.0f MiB",
+              grad[1], grad[2], z1.mem[MGT_MEM_GRADS] / 1048576.0, z2.mem[MGT_MEM_GRADS] / 1048576.0);
+    }
     check(par[3] * 2 == par[0] && par[2] == par[0], "ZeRO 3 halves the parameters (gather buffers count as buffers): %zu -> %zu bytes", par[0], par[3]);
     /* 16-bit storage: the same exactness over a subset (every ZeRO stage, tp, pp with both schedules,
        recompute, mixtures); parameters at 2 bytes, fp32 gradients, master weights with the moments */

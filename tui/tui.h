@@ -838,17 +838,17 @@ static void mgt_tui__draw_ranks(mgt_tui *t) {
     }
     /* columns: rank dp tp pp device | bar | shares | memory by category | peak | gpu; narrow: no
        shares (the bar shows them) and buffers + workspace in one column; wide: current/peak each,
-       and the GPU's power and temperature beside its utilisation */
-    wide = W >= 140 ? 2 : W >= 100 ? 1 : 0;
+       and the GPU's power and temperature beside its utilisation (from 150 columns) */
+    wide = W >= 150 ? 2 : W >= 100 ? 1 : 0;
     {
-        int ncat = wide ? MGT_MEM_COUNT : MGT_MEM_WORKSPACE, rest = (wide ? 12 : 0) + ncat * (wide == 2 ? 12 : 6) + 7 + (wide == 2 ? 16 : 5);
+        int ncat = wide ? MGT_MEM_COUNT : MGT_MEM_WORKSPACE, rest = (wide ? 15 : 0) + ncat * (wide == 2 ? 12 : 6) + 7 + (wide == 2 ? 16 : 5);
         int n;
         barw = mgt_tui__clamp(W - 1 - 20 - rest, 6, 40);
         n = snprintf(line, sizeof line, "rank dp tp pp dev %-*s", barw + 1, barw >= 19 ? "compute/comm/bubble" : "cmp/com/bub");
         if (wide) n += snprintf(line + n, sizeof line - (size_t)n, " cmp%% com%% bub%%");
         for (c = 0; c < ncat; c++) {
-            char nm[8];
-            snprintf(nm, sizeof nm, "%.5s", !wide && c == MGT_MEM_BUFFERS ? "buf+w" : mgt_mem_category_name(c));
+            char nm[16];
+            snprintf(nm, sizeof nm, wide == 2 ? "%.11s" : "%.5s", !wide && c == MGT_MEM_BUFFERS ? "buf+w" : mgt_mem_category_name(c));
             n += snprintf(line + n, sizeof line - (size_t)n, wide == 2 ? " %11s" : " %5s", nm);
         }
         snprintf(line + n, sizeof line - (size_t)n, wide == 2 ? " %6s %15s" : " %6s %4s", "peak", wide == 2 ? "gpu  power temp" : "gpu");

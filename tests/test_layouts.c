@@ -11,7 +11,8 @@
    checking fakes of cudart, cuBLAS and NCCL, and must follow the same one-rank CPU runs within the
    same bounds, plus the one-rank layout itself on the GPU.
 
-   usage: test_layouts [--quick]   (--quick: smaller shapes and 6 steps, for the sanitizers) */
+   usage: test_layouts [--quick [--once]]   (--quick: smaller shapes and 6 steps, for the
+   sanitizers; --once: the matrix without gradient accumulation only, for the slowest of them) */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 #include "train_util.h"
@@ -145,6 +146,7 @@ int main(int argc, char **argv) {
     const layout one = {1, 1, 1, 0, "1f1b"};
     const layout *list = all;
     int n = (int)(sizeof all / sizeof all[0]), quick = argc > 1 && !strcmp(argv[1], "--quick"), i, acc, s;
+    int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2;
     double base[40], got[40];
     mgt_config cfg;
     mgt_run *ref, *run;
@@ -161,7 +163,7 @@ int main(int argc, char **argv) {
 #endif
     make_workdir(dir, sizeof dir, "test_layouts", 100000, 3);
 
-    for (acc = 0; acc < 2; acc++) {
+    for (acc = 0; acc < passes; acc++) {
         config(&cfg, &one, acc, "one", quick, "fp32");
         ref = train(&cfg, steps, base, NULL);
         printf("     1 rank%s: loss %.6f -> %.6f over %d steps\n", acc ? ", accumulation 2" : "", base[0], base[steps - 1], steps);
@@ -239,7 +241,8 @@ int main(int argc, char **argv) {
         printf("     bf16 spread over the subset: loss %.2e, weights %.2e\n", worst_loss, worst_w);
     }
 #ifdef MGT_TEST_CUDA
-    check(gpu_runs == 2 * n + 3 + 10, "%d runs on the CUDA backend (the matrix twice, the moving checkpoint, the bf16 subset)", gpu_runs);
+    check(gpu_runs == passes * n + 3 + 10, "%d runs on the CUDA backend (the matrix %s, the moving checkpoint, the bf16 subset)", gpu_runs,
+          passes == 2 ? "twice" : "once");
 #endif
     return finish(dir, "layouts");
 }

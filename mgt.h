@@ -210,7 +210,8 @@ MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, si
    of them get MGT_ERROR_COMM with a message naming both calls. Reductions sum the members'
    contributions in group order (member 0 + member 1 + ...), element by element, so results are the
    same on every member and do not depend on timing; bf16 and f16 are summed in fp32 and rounded
-   once, to nearest even. After any communication error the whole world has failed: every pending
+   once, to nearest even (the local communicator; NCCL's ring rounds each partial sum, so from 3
+   members its 16-bit sums may differ in the last bit). After any communication error the whole world has failed: every pending
    and later call returns MGT_ERROR_COMM at once. */
 
 
@@ -434,7 +435,9 @@ typedef struct mgt_stats {
 
 /* One rank's statistics: of the last step and cumulative. Times are wall seconds of the rank's
    thread: communication is time inside collectives (waiting included), bubble is time waiting for
-   other pipeline stages (send/recv), compute is the rest of the step. */
+   other pipeline stages (send/recv), compute is the rest of the step. On a GPU the first two are
+   the communication stream's time inside NCCL calls (CUDA events); where they overlap compute,
+   compute (still the rest of the step) is only the part that nothing overlapped. */
 typedef struct mgt_rank_stats {
     int rank, dp, tp, pp;               /* coordinates in the grid */
     int first_block, last_block;        /* blocks of its pipeline stage, inclusive */
@@ -4281,11 +4284,12 @@ static void mgt__comm_delta(mgt_comm_stats *out, const mgt_comm_stats *now, cons
 /* the end of a rank's work: a GPU rank waits for its streams (the step's time is the devices' too)
    and reports the first failure of an op or a collective */
 static mgt_result mgt__settle(mgt__rank *rk) {
+    mgt_result comm = rk->run->cuda ? rk->run->cuda->comm_settle(rk->comm) : MGT_OK;
     const char *e;
-    if (rk->run->cuda) MGT__TRY(rk->run->cuda->comm_settle(rk->comm));
     if (rk->be->finish) rk->be->finish(rk->be);
     e = rk->be->error ? rk->be->error(rk->be) : NULL;
-    return e ? mgt__fail(MGT_ERROR_DEVICE, "%s", e) : MGT_OK;
+    /* the rank's own first fault comes first: a failed kernel also fails the communication after it */
+    return e ? mgt__fail(MGT_ERROR_DEVICE, "%s", e) : comm;
 }
 
 #ifdef MGT_TESTING
@@ -5121,6 +5125,11 @@ static void mgt__rank_free(mgt__rank *rk) {
     mgt__unmirror(rk, 0);
     if (be) {
         mgt__enter(be);
+        /* the communicator first: it waits for its stream, which may still read the buffers below */
+        if (rk->comm && rk->run->cuda) {
+            rk->run->cuda->comm_destroy(rk->comm);
+            rk->comm = NULL;
+        }
         size_t full = sizeof(float) * rk->lay.size, sh = sizeof(float) * rk->shard, e = be->elt;
         be->free(be, rk->params, e * rk->lay.size, MGT_MEM_PARAMS);
         be->free(be, rk->pshard, e * rk->shard, MGT_MEM_PARAMS);
@@ -5138,7 +5147,6 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->v, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
         be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
         be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
-        if (rk->comm && rk->run->cuda) rk->run->cuda->comm_destroy(rk->comm);
         if (rk->run->cuda) rk->run->cuda->backend_destroy(be);
         else mgt__cpu_backend_destroy(be);
     }

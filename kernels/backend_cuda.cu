@@ -208,10 +208,11 @@ static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, c
     for (b = 0; b < B; b++) {
         const void *q = mgt__at(qkv, (size_t)b * T * 3 * C, e), *k = mgt__at(q, (size_t)C, e);
         void *s = (void *)mgt__at(att, (size_t)b * NH * TT, e);
-        /* scores (Tq,Tk) row-major = column-major (Tk x Tq) = K^T' Q over hs */
-        mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, k, 3 * C, hs, q, 3 * C, hs, 0.0f, s, T, (long long)TT, NH, "attention scores");
+        /* scores (Tq,Tk) row-major = column-major (Tk x Tq) = K^T' Q over hs, scaled by 1/sqrt(hs) in
+           the GEMM: unscaled they are sqrt(hs) times larger in 16 bits, where fp16 overflows sooner */
+        mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f / sqrtf((float)hs), k, 3 * C, hs, q, 3 * C, hs, 0.0f, s, T, (long long)TT, NH, "attention scores");
     }
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_softmax_forward<floatX>((floatX *)att, (const floatX *)att, 1.0f / sqrtf((float)hs), B * NH, T, c->stream),
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_softmax_forward<floatX>((floatX *)att, (const floatX *)att, 1.0f, B * NH, T, c->stream),
                                     "softmax forward"));
     for (b = 0; b < B; b++) {
         const void *v = mgt__at(qkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e), *p = mgt__at(att, (size_t)b * NH * TT, e);

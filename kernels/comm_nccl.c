@@ -50,7 +50,7 @@ struct mgt_nccl_world {
     pthread_mutex_t mu; /* guards splits: every communicator made, for abort */
     ncclComm_t *all;
     int nall, capall;
-    int aborted; /* the communicators are gone: destroy must not touch them */
+    int aborted; /* the communicators are gone: calls and destroy must not touch them (atomic) */
 };
 
 typedef struct mgt__nccl_group {
@@ -69,6 +69,7 @@ typedef struct mgt__nccl {
     int device;
     mgt__nccl_group groups[MGT__NCCL_MAX_GROUPS];
     int ngroups;
+    ncclComm_t wcomm; /* the world communicator (send and recv), the world's to destroy */
     cudaStream_t compute, stream;
     cudaEvent_t ready, done; /* compute -> communication, communication -> compute */
     int defer_next;          /* the next call does not order the compute after it (mgt_comm.defer) */
@@ -130,7 +131,10 @@ static mgt_result mgt__nccl_collect(mgt__nccl *c, int wait) {
     while (c->timed_count > 0) {
         mgt__nccl_timed *t = &c->timed[c->timed_head];
         if (wait) MGT__CUDA_TRY(c, "waiting for communication", cudaEventSynchronize(t->end));
-        else if (cudaEventQuery(t->end) != cudaSuccess) break;
+        else if (cudaEventQuery(t->end) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not ready is no error, but runtimes may leave it as the last error, and the next kernel launch check would fail on it */
+            break;
+        }
         mgt__nccl_account(c, t);
         c->timed_head = (c->timed_head + 1) % MGT__NCCL_PENDING;
         c->timed_count--;
@@ -140,7 +144,23 @@ static mgt_result mgt__nccl_collect(mgt__nccl *c, int wait) {
 
 /* ---- a call: after the compute stream's work, before its next work */
 
+/* after mgt_nccl_world_abort the communicators are freed: a rank that reaches its next call fails
+   it instead (one caught inside a call when the abort came is what ncclCommAbort unblocks) */
+static int mgt__nccl_aborted(const mgt__nccl *c) { return __atomic_load_n(&c->w->aborted, __ATOMIC_ACQUIRE); }
+static mgt_result mgt__nccl_gone(mgt__nccl *c) {
+    c->defer_next = 0;
+    return mgt__nccl_report(c->w->fail, "NCCL on rank %d (device %d): the world was aborted after another rank's error", c->comm.rank, c->device);
+}
+
+/* a call with nothing to move: done, and a defer before it applies to none (the next call must
+   not inherit it, or the compute would read that call's result too early) */
+static mgt_result mgt__nccl_nothing(mgt__nccl *c) {
+    c->defer_next = 0;
+    return MGT_OK;
+}
+
 static mgt_result mgt__nccl_begin(mgt__nccl *c, int coll, mgt__nccl_timed **t) {
+    if (mgt__nccl_aborted(c)) return mgt__nccl_gone(c);
     if (c->timed_count == MGT__NCCL_PENDING) { /* the oldest must be done to reuse its events */
         mgt__nccl_timed *old = &c->timed[c->timed_head];
         MGT__CUDA_TRY(c, "waiting for communication", cudaEventSynchronize(old->end));
@@ -255,24 +275,24 @@ static mgt_result mgt__nccl_run(mgt__nccl *c, const mgt__nccl_call *k) {
 static mgt_result mgt__nccl_all_reduce(mgt_comm *cm, const mgt_group *g, void *buf, size_t count, int dtype) {
     size_t b = count * mgt__nccl_elt(dtype);
     mgt__nccl_call k = {MGT_COLL_ALL_REDUCE, "all-reduce", g, buf, NULL, b, 0, count, dtype, 0, (double)b};
-    return count ? mgt__nccl_run((mgt__nccl *)cm, &k) : MGT_OK;
+    return count ? mgt__nccl_run((mgt__nccl *)cm, &k) : mgt__nccl_nothing((mgt__nccl *)cm);
 }
 static mgt_result mgt__nccl_reduce_scatter(mgt_comm *cm, const mgt_group *g, const void *send, void *recv, size_t recv_count, int dtype) {
     size_t b = recv_count * mgt__nccl_elt(dtype);
     mgt__nccl_call k = {MGT_COLL_REDUCE_SCATTER, "reduce-scatter", g, send, recv, b * (size_t)g->size, b, recv_count, dtype, 0,
                         (double)(b * (size_t)g->size)};
-    return recv_count ? mgt__nccl_run((mgt__nccl *)cm, &k) : MGT_OK;
+    return recv_count ? mgt__nccl_run((mgt__nccl *)cm, &k) : mgt__nccl_nothing((mgt__nccl *)cm);
 }
 static mgt_result mgt__nccl_all_gather(mgt_comm *cm, const mgt_group *g, const void *send, void *recv, size_t send_count, int dtype) {
     size_t b = send_count * mgt__nccl_elt(dtype);
     mgt__nccl_call k = {MGT_COLL_ALL_GATHER, "all-gather", g, send, recv, b, b * (size_t)g->size, send_count, dtype, 0,
                         (double)(b * (size_t)g->size)};
-    return send_count ? mgt__nccl_run((mgt__nccl *)cm, &k) : MGT_OK;
+    return send_count ? mgt__nccl_run((mgt__nccl *)cm, &k) : mgt__nccl_nothing((mgt__nccl *)cm);
 }
 static mgt_result mgt__nccl_broadcast(mgt_comm *cm, const mgt_group *g, void *buf, size_t count, int dtype, int root_index) {
     size_t b = count * mgt__nccl_elt(dtype);
     mgt__nccl_call k = {MGT_COLL_BROADCAST, "broadcast", g, buf, NULL, b, 0, count, dtype, root_index, (double)b};
-    return count ? mgt__nccl_run((mgt__nccl *)cm, &k) : MGT_OK;
+    return count ? mgt__nccl_run((mgt__nccl *)cm, &k) : mgt__nccl_nothing((mgt__nccl *)cm);
 }
 /* NCCL has no barrier: a one-element all-reduce that the host waits for */
 static mgt_result mgt__nccl_barrier(mgt_comm *cm, const mgt_group *g) {
@@ -311,9 +331,9 @@ static mgt_result mgt__nccl_sync(mgt_comm *cm, long ticket) {
 static mgt_result mgt__nccl_p2p(mgt_comm *cm, int is_send, int peer, void *buf, size_t count, int dtype) {
     mgt__nccl *c = (mgt__nccl *)cm;
     mgt__nccl_timed *t;
-    ncclComm_t wc = c->w->comms[cm->rank];
+    ncclComm_t wc = c->wcomm;
     size_t b = count * mgt__nccl_elt(dtype);
-    if (!count) return MGT_OK;
+    if (!count) return mgt__nccl_nothing(c);
     if (!mgt__nccl_on_device(buf))
         return mgt__nccl_report(c->w->fail, "NCCL %s from rank %d to rank %d: the buffer %p is not device memory", is_send ? "send" : "recv",
                                 is_send ? cm->rank : peer, is_send ? peer : cm->rank, buf);
@@ -326,10 +346,10 @@ static mgt_result mgt__nccl_p2p(mgt_comm *cm, int is_send, int peer, void *buf, 
 static mgt_result mgt__nccl_sendrecv(mgt_comm *cm, int send_peer, const void *send, int recv_peer, void *recv, size_t count, int dtype) {
     mgt__nccl *c = (mgt__nccl *)cm;
     mgt__nccl_timed *t;
-    ncclComm_t wc = c->w->comms[cm->rank];
+    ncclComm_t wc = c->wcomm;
     size_t b = count * mgt__nccl_elt(dtype);
     ncclResult_t rs, rr, re;
-    if (!count) return MGT_OK;
+    if (!count) return mgt__nccl_nothing(c);
     if (!mgt__nccl_on_device(send) || !mgt__nccl_on_device(recv))
         return mgt__nccl_report(c->w->fail, "NCCL sendrecv on rank %d (to %d, from %d): the buffers %p and %p must be device memory", cm->rank, send_peer,
                                 recv_peer, send, recv);
@@ -410,6 +430,7 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
     c->w = w;
     c->device = w->devices[rank];
     c->compute = (cudaStream_t)compute_stream;
+    c->wcomm = w->comms[rank];
     c->comm.rank = rank;
     c->comm.world = w->world;
     c->comm.all_reduce = mgt__nccl_all_reduce;
@@ -440,8 +461,8 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
         gr->id = g->id;
         gr->size = g->size;
         if (g->size == 1) continue;
-        if (g->size == w->world) { gr->comm = w->comms[rank]; continue; }
-        MGT__NCCL_TRY(c, "split", g->id, w->comms[rank], ncclCommSplit(w->comms[rank], member ? g->id : NCCL_SPLIT_NOCOLOR, g->index, &gr->comm, NULL));
+        if (g->size == w->world) { gr->comm = c->wcomm; continue; }
+        MGT__NCCL_TRY(c, "split", g->id, c->wcomm, ncclCommSplit(c->wcomm, member ? g->id : NCCL_SPLIT_NOCOLOR, g->index, &gr->comm, NULL));
         if (!member) { c->ngroups--; continue; } /* NCCL gives no communicator to a rank outside */
         if (mgt__nccl_remember(w, gr->comm) != MGT_OK) return MGT_ERROR_MEMORY;
     }
@@ -453,6 +474,7 @@ mgt_result mgt_nccl_settle(mgt_comm *cm) {
     int i;
     MGT__CUDA_TRY(c, "waiting for communication", cudaStreamSynchronize(c->stream));
     if (mgt__nccl_collect(c, 1) != MGT_OK) return MGT_ERROR_COMM;
+    if (mgt__nccl_aborted(c)) return mgt__nccl_gone(c);
     for (i = 0; i < c->ngroups; i++) { /* network and peer failures arrive asynchronously */
         ncclResult_t async = ncclSuccess;
         if (c->groups[i].comm && ncclCommGetAsyncError(c->groups[i].comm, &async) == ncclSuccess && async != ncclSuccess)
@@ -467,8 +489,8 @@ void mgt_nccl_comm_destroy(mgt_comm *cm) {
     int i;
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
-    for (i = 0; i < c->ngroups && !c->w->aborted; i++) /* the world communicator belongs to the world */
-        if (c->groups[i].comm && c->groups[i].comm != c->w->comms[cm->rank]) ncclCommDestroy(c->groups[i].comm);
+    for (i = 0; i < c->ngroups && !mgt__nccl_aborted(c); i++) /* the world communicator belongs to the world */
+        if (c->groups[i].comm && c->groups[i].comm != c->wcomm) ncclCommDestroy(c->groups[i].comm);
     for (i = 0; i < MGT__NCCL_PENDING; i++) {
         if (c->timed[i].start) cudaEventDestroy(c->timed[i].start);
         if (c->timed[i].end) cudaEventDestroy(c->timed[i].end);
@@ -487,7 +509,7 @@ void mgt_nccl_world_abort(mgt_nccl_world *w) {
     int i;
     pthread_mutex_lock(&w->mu);
     if (w->aborted) { pthread_mutex_unlock(&w->mu); return; }
-    w->aborted = 1;
+    __atomic_store_n(&w->aborted, 1, __ATOMIC_RELEASE);
     for (i = 0; i < w->nall; i++) ncclCommAbort(w->all[i]);
     w->nall = 0;
     for (i = 0; i < w->world; i++)

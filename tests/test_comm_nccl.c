@@ -1,8 +1,8 @@
 /* tests/test_comm_nccl.c: kernels/comm_nccl.c (mgt_comm over NCCL) on rank threads, linked with the
    checking fakes of cudart and NCCL (tests/fakes/): the groups of a dp 2 x tp 2 x pp 2 grid made as
    mgt.h makes them, every collective in place and out of place, fp32 / bf16 / f64, send/recv
-   between pipeline stages, a barrier, host buffers, statistics, and an unknown group reported
-   rather than crashing. The fakes run each stream as a deferred queue and check that buffers are
+   between pipeline stages, a barrier, host buffers, statistics, an unknown group reported
+   rather than crashing, a defer carried by an empty call, and calls after the world's abort. The fakes run each stream as a deferred queue and check that buffers are
    used in stream order, so reading a result on the compute stream without the events that
    comm_nccl.c records would be reported by them. */
 #include "kernels/comm_nccl.h" /* defines: mgt_nccl_world_create, mgt_nccl_comm_create.. */
@@ -108,6 +108,9 @@ static void *rank_main(void *arg) {
     for (i = 0; i < N; i++) host[i] = value(rank, i);
     d = device_floats(host, N);
     CHECK(c->all_reduce(c, &g.tp, d, N, MGT_F32) == MGT_OK, "%s", last_error);
+    /* the call polled its pending timings (not ready): the fake leaves cudaErrorNotReady as the last
+       error, as runtimes may, and a kernel launched next would take it for its own failure */
+    CHECK(cudaPeekAtLastError() == cudaSuccess, "the last error after a collective: %s", cudaGetErrorName(cudaPeekAtLastError()));
     to_host(host, d, N, compute);
     for (i = 0, bad = 0; i < N; i++) {
         for (want = 0, j = 0; j < TP; j++) want += value(g.tp.ranks[j], i);
@@ -230,6 +233,45 @@ static void *rank_main(void *arg) {
     CHECK(c->stats.calls[MGT_COLL_BARRIER] == 1, "barrier calls");
     for (i = 0, bad = 0; i < MGT_COLL_COUNT; i++) bad += !(c->stats.seconds[i] >= 0);
     CHECK(!bad, "seconds are times");
+
+    /* a defer applies to the next call that moves data: one of zero elements takes it with it, so
+       the call after it orders the compute stream after itself (else the fakes report reading d) */
+    for (i = 0; i < N; i++) host[i] = value(rank, i);
+    d = device_floats(host, N);
+    (void)c->defer(c);
+    CHECK(c->all_reduce(c, &g.tp, d, 0, MGT_F32) == MGT_OK, "%s", last_error);
+    CHECK(c->all_reduce(c, &g.tp, d, N, MGT_F32) == MGT_OK, "%s", last_error);
+    to_host(host, d, N, compute);
+    CHECK(host[3] == value(g.tp.ranks[0], 3) + value(g.tp.ranks[1], 3), "the all-reduce after an empty deferred one: %g", host[3]);
+    cudaFree(d);
+    mgt_nccl_comm_destroy(c);
+    cudaStreamDestroy(compute);
+    return NULL;
+}
+
+/* after one rank's error mgt_nccl_world_abort frees every communicator: the other ranks' next
+   calls and their settle fail with the reason instead of using freed communicators */
+static pthread_barrier_t abort_barrier;
+static void *abort_main(void *arg) {
+    int rank = (int)(size_t)arg;
+    grid_rank g;
+    const mgt_group *groups[5];
+    cudaStream_t compute;
+    mgt_comm *c = NULL;
+    float *d = NULL;
+    grid(&g, rank);
+    groups[0] = &g.tp; groups[1] = &g.dp; groups[2] = &g.pp; groups[3] = &g.emb; groups[4] = &g.all;
+    cudaSetDevice(rank);
+    cudaStreamCreate(&compute);
+    CHECK(mgt_nccl_comm_create(world, rank, compute, groups, 5, &c) == MGT_OK, "comm_create: %s", last_error);
+    cudaMalloc((void **)&d, N * sizeof(float));
+    pthread_barrier_wait(&abort_barrier);
+    if (rank == 0) mgt_nccl_world_abort(world);
+    pthread_barrier_wait(&abort_barrier);
+    CHECK(c->all_reduce(c, &g.dp, d, N, MGT_F32) == MGT_ERROR_COMM && strstr(last_error, "aborted"), "all-reduce after the abort: %s", last_error);
+    CHECK(c->send(c, g.pp.ranks[1 - g.ppr], d, N, MGT_F32) == MGT_ERROR_COMM, "send after the abort: %s", last_error);
+    CHECK(mgt_nccl_settle(c) == MGT_ERROR_COMM && strstr(last_error, "aborted"), "settle after the abort: %s", last_error);
+    cudaFree(d);
     mgt_nccl_comm_destroy(c);
     cudaStreamDestroy(compute);
     return NULL;
@@ -245,6 +287,13 @@ int main(void) {
     if (r != MGT_OK) return 1;
     for (i = 0; i < W; i++) pthread_create(&t[i], NULL, rank_main, (void *)(size_t)i);
     for (i = 0; i < W; i++) pthread_join(t[i], NULL);
+    mgt_nccl_world_destroy(world);
+
+    CHECK(mgt_nccl_world_create(W, devices, fail, &world) == MGT_OK, "second world: %s", last_error);
+    pthread_barrier_init(&abort_barrier, NULL, W);
+    for (i = 0; i < W; i++) pthread_create(&t[i], NULL, abort_main, (void *)(size_t)i);
+    for (i = 0; i < W; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&abort_barrier);
     mgt_nccl_world_destroy(world);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -728,7 +728,7 @@ cudaError_t cudaStreamQuery(cudaStream_t h) {
     {
         lock_t lk(mu);
         CUstream_st *s = resolve("cudaStreamQuery", h);
-        if (s->enq > s->done) return cudaErrorNotReady;
+        if (s->enq > s->done) return err(cudaErrorNotReady);
     }
     return cudaStreamSynchronize(h); /* empty: joins the host with it */
 }
@@ -818,13 +818,14 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     /* complete: the host has seen it, so what it enqueues next happens after it, as on a GPU. Not
-       complete: cudaErrorNotReady (not an error: the last error stays) and nothing runs, since a
+       complete: cudaErrorNotReady, left as the last error too (some runtimes do; a caller must clear
+       it, or its next launch check fails), and nothing runs, since a
        poll that ran the queue would order the host after it and hide a missing wait from the
        hazard check (a removed cudaStreamWaitEvent in comm_nccl.c passed while it did) */
     lock_t lk(mu);
     CUevent_st *ev = event("cudaEventQuery", e);
     if (!ev->s) return cudaSuccess;
-    if (ev->s->done < ev->seq) return cudaErrorNotReady;
+    if (ev->s->done < ev->seq) return err(cudaErrorNotReady);
     join(host_vc, ev->vc);
     return cudaSuccess;
 }

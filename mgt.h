@@ -211,8 +211,8 @@ MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, si
    contributions in group order (member 0 + member 1 + ...), element by element, so results are the
    same on every member and do not depend on timing; bf16 and f16 are summed in fp32 and rounded
    once, to nearest even (the local communicator; NCCL's ring rounds each partial sum, so from 3
-   members its 16-bit sums may differ in the last bit). After any communication error the whole world has failed: every pending
-   and later call returns MGT_ERROR_COMM at once. */
+   members its 16-bit sums may differ in the last bit). After any communication error the whole
+   world has failed: every pending and later call returns MGT_ERROR_COMM at once. */
 
 
 /* element types of communication buffers; bf16 and f16 are reduced in fp32, f64 in fp64 */

@@ -132,7 +132,7 @@ static mgt_result mgt__nccl_collect(mgt__nccl *c, int wait) {
         mgt__nccl_timed *t = &c->timed[c->timed_head];
         if (wait) MGT__CUDA_TRY(c, "waiting for communication", cudaEventSynchronize(t->end));
         else if (cudaEventQuery(t->end) != cudaSuccess) {
-            (void)cudaGetLastError(); /* not ready is no error, but runtimes may leave it as the last error, and the next kernel launch check would fail on it */
+            (void)cudaGetLastError(); /* not ready is no error, but may stay as the last error and fail the next launch check */
             break;
         }
         mgt__nccl_account(c, t);
@@ -148,7 +148,6 @@ static mgt_result mgt__nccl_collect(mgt__nccl *c, int wait) {
    it instead (one caught inside a call when the abort came is what ncclCommAbort unblocks) */
 static int mgt__nccl_aborted(const mgt__nccl *c) { return __atomic_load_n(&c->w->aborted, __ATOMIC_ACQUIRE); }
 static mgt_result mgt__nccl_gone(mgt__nccl *c) {
-    c->defer_next = 0;
     return mgt__nccl_report(c->w->fail, "NCCL on rank %d (device %d): the world was aborted after another rank's error", c->comm.rank, c->device);
 }
 
@@ -237,6 +236,7 @@ static mgt_result mgt__nccl_run(mgt__nccl *c, const mgt__nccl_call *k) {
     void *out = k->out ? k->out : (void *)k->in;
     int host = !mgt__nccl_on_device(k->in) || (k->out && !mgt__nccl_on_device(k->out));
     ncclDataType_t type = mgt__nccl_type(k->dtype);
+    if (!k->count) return mgt__nccl_nothing(c);
     if (!gr)
         return mgt__nccl_report(c->w->fail, "NCCL %s on group %d from rank %d: the rank was not given this group when its communicator was made",
                                 k->name, k->g->id, c->comm.rank);
@@ -275,24 +275,24 @@ static mgt_result mgt__nccl_run(mgt__nccl *c, const mgt__nccl_call *k) {
 static mgt_result mgt__nccl_all_reduce(mgt_comm *cm, const mgt_group *g, void *buf, size_t count, int dtype) {
     size_t b = count * mgt__nccl_elt(dtype);
     mgt__nccl_call k = {MGT_COLL_ALL_REDUCE, "all-reduce", g, buf, NULL, b, 0, count, dtype, 0, (double)b};
-    return count ? mgt__nccl_run((mgt__nccl *)cm, &k) : mgt__nccl_nothing((mgt__nccl *)cm);
+    return mgt__nccl_run((mgt__nccl *)cm, &k);
 }
 static mgt_result mgt__nccl_reduce_scatter(mgt_comm *cm, const mgt_group *g, const void *send, void *recv, size_t recv_count, int dtype) {
     size_t b = recv_count * mgt__nccl_elt(dtype);
     mgt__nccl_call k = {MGT_COLL_REDUCE_SCATTER, "reduce-scatter", g, send, recv, b * (size_t)g->size, b, recv_count, dtype, 0,
                         (double)(b * (size_t)g->size)};
-    return recv_count ? mgt__nccl_run((mgt__nccl *)cm, &k) : mgt__nccl_nothing((mgt__nccl *)cm);
+    return mgt__nccl_run((mgt__nccl *)cm, &k);
 }
 static mgt_result mgt__nccl_all_gather(mgt_comm *cm, const mgt_group *g, const void *send, void *recv, size_t send_count, int dtype) {
     size_t b = send_count * mgt__nccl_elt(dtype);
     mgt__nccl_call k = {MGT_COLL_ALL_GATHER, "all-gather", g, send, recv, b, b * (size_t)g->size, send_count, dtype, 0,
                         (double)(b * (size_t)g->size)};
-    return send_count ? mgt__nccl_run((mgt__nccl *)cm, &k) : mgt__nccl_nothing((mgt__nccl *)cm);
+    return mgt__nccl_run((mgt__nccl *)cm, &k);
 }
 static mgt_result mgt__nccl_broadcast(mgt_comm *cm, const mgt_group *g, void *buf, size_t count, int dtype, int root_index) {
     size_t b = count * mgt__nccl_elt(dtype);
     mgt__nccl_call k = {MGT_COLL_BROADCAST, "broadcast", g, buf, NULL, b, 0, count, dtype, root_index, (double)b};
-    return count ? mgt__nccl_run((mgt__nccl *)cm, &k) : mgt__nccl_nothing((mgt__nccl *)cm);
+    return mgt__nccl_run((mgt__nccl *)cm, &k);
 }
 /* NCCL has no barrier: a one-element all-reduce that the host waits for */
 static mgt_result mgt__nccl_barrier(mgt_comm *cm, const mgt_group *g) {

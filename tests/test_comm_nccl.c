@@ -1,10 +1,11 @@
 /* tests/test_comm_nccl.c: kernels/comm_nccl.c (mgt_comm over NCCL) on rank threads, linked with the
    checking fakes of cudart and NCCL (tests/fakes/): the groups of a dp 2 x tp 2 x pp 2 grid made as
    mgt.h makes them, every collective in place and out of place, fp32 / bf16 / f64, send/recv
-   between pipeline stages, a barrier, host buffers, statistics, an unknown group reported
-   rather than crashing, a defer carried by an empty call, and calls after the world's abort. The fakes run each stream as a deferred queue and check that buffers are
-   used in stream order, so reading a result on the compute stream without the events that
-   comm_nccl.c records would be reported by them. */
+   between pipeline stages, a barrier, host buffers, statistics, an unknown group reported rather
+   than crashing, a defer carried by an empty call, and calls after the world's abort. The fakes
+   run each stream as a deferred queue and check that buffers are used in stream order, so reading
+   a result on the compute stream without the events that comm_nccl.c records would be reported
+   by them. */
 #include "kernels/comm_nccl.h" /* defines: mgt_nccl_world_create, mgt_nccl_comm_create.. */
 
 #include <cuda_runtime.h> /* defines: cudaMalloc, cudaMemcpy, cudaStreamCreate */

@@ -819,9 +819,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     /* complete: the host has seen it, so what it enqueues next happens after it, as on a GPU. Not
        complete: cudaErrorNotReady, left as the last error too (some runtimes do; a caller must clear
-       it, or its next launch check fails), and nothing runs, since a
-       poll that ran the queue would order the host after it and hide a missing wait from the
-       hazard check (a removed cudaStreamWaitEvent in comm_nccl.c passed while it did) */
+       it, or its next launch check fails), and nothing runs, since a poll that ran the queue would
+       order the host after it and hide a missing wait from the hazard check (a removed
+       cudaStreamWaitEvent in comm_nccl.c passed while it did) */
     lock_t lk(mu);
     CUevent_st *ev = event("cudaEventQuery", e);
     if (!ev->s) return cudaSuccess;

@@ -44,7 +44,7 @@ static void usage(FILE *f) {
             "mgt " MGT_VERSION_STRING ": train GPT-style transformers from an INI preset\n"
             "\n"
             "usage:\n"
-            "  mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--no-tui] [--tui-frames N]\n"
+            "  mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--overwrite] [--no-tui] [--tui-frames N]\n"
             "  mgt sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
             "  mgt check PRESET [--set section.key=value]...    print the resolved preset and the layout\n"
             "  mgt keys [--markdown]                            every preset key with its default and range\n"
@@ -57,7 +57,7 @@ static void usage(FILE *f) {
 /* PRESET plus --set overrides; other options are left to the caller through `extra` */
 typedef struct options {
     const char *preset, *resume, *prompt;
-    int no_tui, tokens, top_k, steps, markdown;
+    int no_tui, tokens, top_k, steps, markdown, overwrite;
     double temperature;
     unsigned long long seed;
 } options;
@@ -76,6 +76,7 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
             continue; /* --set is applied after the preset is loaded */
         }
         if (!strcmp(a, "--no-tui")) { o->no_tui = 1; continue; }
+        if (!strcmp(a, "--overwrite") && !strcmp(argv[1], "train")) { o->overwrite = 1; continue; }
         if (a[0] == '-') { fprintf(stderr, "mgt: unknown option %s\n\n", a); usage(stderr); return 2; }
         if (o->preset) { fprintf(stderr, "mgt: one preset at a time (got %s and %s)\n", o->preset, a); return 2; }
         o->preset = a;
@@ -441,6 +442,7 @@ static int cmd_train(int argc, char **argv) {
     mgt_set_logger(print_log, NULL);
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
     if (o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
+    if ((r = mgt_run_claim(run, o.overwrite)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -515,6 +517,7 @@ static int cmd_train(int argc, char **argv) {
         printf("interrupted at step %d: checkpoint %s\nresume with: mgt train", st.step, path);
         for (rc = 2; rc < argc; rc++) { /* the same command, with --resume latest */
             if (!strcmp(argv[rc], "--resume")) { rc++; continue; }
+            if (!strcmp(argv[rc], "--overwrite")) continue; /* it would delete what resuming needs */
             printf(strpbrk(argv[rc], " \t'\"$") ? " '%s'" : " %s", argv[rc]);
         }
         printf(" --resume latest\n");

@@ -477,6 +477,14 @@ MGTDEF mgt_result mgt_run_step_tokens(mgt_run *run, const uint16_t *rows);
 MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int threads);
 MGTDEF mgt_result mgt_run_eval(mgt_run *run, double *val_loss); /* eval_batches micro-batches of val */
 MGTDEF mgt_result mgt_run_save(mgt_run *run, char *path, size_t cap); /* checkpoint now; its path */
+/* Takes the run's checkpoint folder: locks it (flock on <dir>/mgt.lock; a second run into the same
+   folder is refused, naming the process that holds it), removes temporary files a killed run left
+   there, and refuses (MGT_ERROR_CONFIG) a folder that holds checkpoints of another run, or of this
+   run from after the step it resumed at, unless overwrite, which deletes those. Then it starts
+   metrics.jsonl afresh, or for a resumed run keeps its lines up to the resumed step. Call it after
+   mgt_run_resume and before training; the first step or save calls it with overwrite 0 when the
+   caller did not. */
+MGTDEF mgt_result mgt_run_claim(mgt_run *run, int overwrite);
 MGTDEF mgt_result mgt_run_resume(mgt_run *run, const char *checkpoint); /* file, folder or "latest" */
 MGTDEF void mgt_run_stats(const mgt_run *run, mgt_stats *out);
 /* Statistics published for readers on other threads (a dashboard): each call holds a lock only to
@@ -563,6 +571,7 @@ MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_to
 #include <dirent.h>    /* defines: opendir, readdir */
 #include <sys/mman.h>  /* defines: mmap */
 #include <sys/stat.h>  /* defines: stat, mkdir */
+#include <sys/file.h>  /* defines: flock (a run's lock on its checkpoint folder) */
 #include <dlfcn.h>     /* defines: dlopen, dlsym (the CUDA backend library) */
 #include <cblas.h>     /* defines: cblas_sgemm */
 #include <ini.h>       /* defines: ini_parse_stream (inih) */
@@ -606,6 +615,7 @@ MGT__PRINTF(2, 3) static mgt_result mgt__fail(mgt_result result, const char *fmt
     va_end(ap);
     return result;
 }
+#define MGT__TRY(expr) do { mgt_result mgt__r = (expr); if (mgt__r != MGT_OK) return mgt__r; } while (0)
 MGT__PRINTF(2, 3) static void mgt__log(int level, const char *fmt, ...) {
     char text[1024];
     va_list ap;
@@ -2494,26 +2504,47 @@ typedef struct mgt__st_tensor {
 } mgt__st_tensor;
 
 typedef struct mgt__st_file {
-    unsigned char *buf;         /* the whole file */
-    size_t size, data_start;
+    unsigned char *buf;         /* the whole file (the data section moved to `data`) */
+    size_t size, data_start;    /* data_start: the data section's offset in the file */
+    unsigned char *data;        /* the data section, 8-byte aligned whatever the header's length */
+    size_t checksum_at;         /* offset in the file of the checksum's 16 hex digits; 0: none */
     mgt__st_tensor *t;
     int n;
     char **meta;                /* nmeta pairs: key, value */
     int nmeta;
 } mgt__st_file;
 
-static uint64_t mgt__checksum_update(uint64_t h, const void *data, size_t bytes) { /* 64-bit FNV-1a over words */
+/* 64-bit FNV-1a over 8-byte words, streamed: the bytes may come in pieces of any size and hash as
+   one run (a checkpoint hashes its length, header and tensors as they are written) */
+typedef struct mgt__hash { uint64_t h; unsigned char tail[8]; size_t ntail; } mgt__hash;
+static void mgt__hash_init(mgt__hash *s) { s->h = 0xcbf29ce484222325ULL; s->ntail = 0; }
+static void mgt__hash_word(mgt__hash *s, const unsigned char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    s->h = (s->h ^ w) * 0x100000001b3ULL;
+}
+static void mgt__hash_update(mgt__hash *s, const void *data, size_t bytes) {
     const unsigned char *p = (const unsigned char *)data;
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
+    if (s->ntail) { /* complete a word begun by the previous piece */
+        size_t take = 8 - s->ntail < bytes ? 8 - s->ntail : bytes;
+        memcpy(s->tail + s->ntail, p, take);
+        s->ntail += take;
+        p += take;
+        bytes -= take;
+        if (s->ntail < 8) return;
+        mgt__hash_word(s, s->tail);
+        s->ntail = 0;
     }
-    for (; i < bytes; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    for (; bytes >= 8; p += 8, bytes -= 8) mgt__hash_word(s, p);
+    memcpy(s->tail + s->ntail, p, bytes);
+    s->ntail += bytes;
+}
+static uint64_t mgt__hash_final(const mgt__hash *s) {
+    uint64_t h = s->h;
+    size_t i;
+    for (i = 0; i < s->ntail; i++) h = (h ^ s->tail[i]) * 0x100000001b3ULL;
     return h;
 }
-#define MGT__CHECKSUM_INIT 0xcbf29ce484222325ULL
 
 /* JSON string with escapes into a growing buffer */
 typedef struct mgt__buf { char *p; size_t n, cap; int oom; } mgt__buf;
@@ -2580,16 +2611,21 @@ static mgt_result mgt__fsync_dir(const char *path) {
     return MGT_OK;
 }
 
+/* The checksum of a checkpoint covers the whole file: the header length, the header (with the 16
+   hex digits of the checksum itself read as '0') and the tensors, so no bit of it can change
+   unnoticed. */
+static const char mgt__checksum_zeros[16] = {'0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0'};
+
 /* writes path atomically: path.tmp, fsync, rename, fsync of the folder. meta: nmeta key/value pairs. */
 static mgt_result mgt__st_write(const char *path, const mgt__st_out *t, int n, const char *const *meta, int nmeta) {
     mgt__buf h;
-    char tmp[1300];
-    uint64_t sum = MGT__CHECKSUM_INIT, len;
-    size_t off = 0;
+    mgt__hash sum;
+    char tmp[1300], digits[17];
+    uint64_t len;
+    size_t off = 0, sum_at;
     int i, ok = 1;
     FILE *f;
     memset(&h, 0, sizeof h);
-    for (i = 0; i < n; i++) sum = mgt__checksum_update(sum, t[i].data, t[i].bytes);
     mgt__buf_str(&h, "{\"__metadata__\":{");
     for (i = 0; i < nmeta; i++) {
         mgt__buf_json_string(&h, meta[2 * i]);
@@ -2597,7 +2633,10 @@ static mgt_result mgt__st_write(const char *path, const mgt__st_out *t, int n, c
         mgt__buf_json_string(&h, meta[2 * i + 1]);
         mgt__buf_str(&h, ",");
     }
-    mgt__buf_printf(&h, "\"checksum\":\"%016llx\"}", (unsigned long long)sum);
+    mgt__buf_str(&h, "\"checksum\":\"");
+    sum_at = h.n;
+    mgt__buf_put(&h, mgt__checksum_zeros, 16);
+    mgt__buf_str(&h, "\"}");
     for (i = 0; i < n; i++) {
         mgt__buf_str(&h, ",");
         mgt__buf_json_string(&h, t[i].name);
@@ -2610,10 +2649,16 @@ static mgt_result mgt__st_write(const char *path, const mgt__st_out *t, int n, c
     mgt__buf_str(&h, "}");
     while (!h.oom && h.n % 8) mgt__buf_str(&h, " ");
     if (h.oom) { free(h.p); return mgt__fail(MGT_ERROR_MEMORY, "out of memory writing %s", path); }
+    len = (uint64_t)h.n;
+    mgt__hash_init(&sum);
+    mgt__hash_update(&sum, &len, 8);
+    mgt__hash_update(&sum, h.p, h.n);
+    for (i = 0; i < n; i++) mgt__hash_update(&sum, t[i].data, t[i].bytes);
+    snprintf(digits, sizeof digits, "%016llx", (unsigned long long)mgt__hash_final(&sum));
+    memcpy(h.p + sum_at, digits, 16);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     f = fopen(tmp, "wb");
     if (!f) { free(h.p); return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s", tmp, strerror(errno)); }
-    len = (uint64_t)h.n;
     ok &= fwrite(&len, 8, 1, f) == 1;
     ok &= fwrite(h.p, 1, h.n, f) == h.n;
     for (i = 0; i < n && ok; i++) ok &= fwrite(t[i].data, 1, t[i].bytes, f) == t[i].bytes;
@@ -2624,7 +2669,7 @@ static mgt_result mgt__st_write(const char *path, const mgt__st_out *t, int n, c
     if (!ok || rename(tmp, path)) {
         int e = errno;
         remove(tmp);
-        return mgt__fail(MGT_ERROR_IO, "%s: cannot write: %s (is the disk full?)", path, strerror(e));
+        return mgt__fail(MGT_ERROR_IO, "%s: cannot write: %s%s", path, strerror(e), e == ENOSPC || e == EDQUOT ? " (the disk is full)" : "");
     }
     return mgt__fsync_dir(path);
 }
@@ -2703,32 +2748,33 @@ static void mgt__st_close(mgt__st_file *f) {
     memset(f, 0, sizeof *f);
 }
 
-static mgt_result mgt__st_open(mgt__st_file *f, const char *path) {
+/* reads a safetensors file, or only its header (header_only: no tensor data, `data` is NULL) */
+static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_only) {
     FILE *fp;
     uint64_t hlen;
     const char *p, *end;
     long long sz;
+    size_t want;
     int cap_t = 0, cap_m = 0;
-    const char *sum_text = NULL;
     memset(f, 0, sizeof *f);
     fp = fopen(path, "rb");
     if (!fp) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(fp, 0, SEEK_END) || (sz = ftell(fp)) < 8 || fseek(fp, 0, SEEK_SET)) {
+    if (fseek(fp, 0, SEEK_END) || (sz = ftell(fp)) < 8 || fseek(fp, 0, SEEK_SET) || fread(&hlen, 8, 1, fp) != 1) {
         fclose(fp);
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: too short to be a safetensors file", path);
     }
     f->size = (size_t)sz;
-    f->buf = (unsigned char *)MGT_MALLOC(f->size + 1);
-    if (!f->buf) { fclose(fp); return mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory (%zu bytes)", path, f->size); }
-    if (fread(f->buf, 1, f->size, fp) != f->size) { fclose(fp); mgt__st_close(f); return mgt__fail(MGT_ERROR_IO, "%s: read error", path); }
-    fclose(fp);
-    memcpy(&hlen, f->buf, 8);
     if (hlen > f->size - 8) {
-        mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: header of %llu bytes in a %zu-byte file", path, (unsigned long long)hlen, f->size);
-        mgt__st_close(f);
-        return MGT_ERROR_CHECKPOINT;
+        fclose(fp);
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: header of %llu bytes in a %zu-byte file", path, (unsigned long long)hlen, f->size);
     }
     f->data_start = 8 + (size_t)hlen;
+    want = header_only ? f->data_start : f->size;
+    f->buf = (unsigned char *)MGT_MALLOC(want + 8); /* room to align the data section, and a terminator */
+    if (!f->buf) { fclose(fp); return mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory (%zu bytes)", path, want); }
+    memcpy(f->buf, &hlen, 8);
+    if (fread(f->buf + 8, 1, want - 8, fp) != want - 8) { fclose(fp); mgt__st_close(f); return mgt__fail(MGT_ERROR_IO, "%s: read error", path); }
+    fclose(fp);
     {
         unsigned char save = f->buf[f->data_start];
         f->buf[f->data_start] = 0; /* terminate the header for parsing */
@@ -2749,7 +2795,15 @@ static mgt_result mgt__st_open(mgt__st_file *f, const char *path) {
                     if (*p == '}') { p++; break; }
                     memset(&k, 0, sizeof k);
                     memset(&v, 0, sizeof v);
-                    if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':') || !mgt__json_string(&p, &v)) { free(k.p); free(v.p); goto bad; }
+                    if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { free(k.p); goto bad; }
+                    mgt__json_ws(&p);
+                    if (!strcmp(k.p, "checksum")) f->checksum_at = (size_t)(p + 1 - (const char *)f->buf);
+                    if (!mgt__json_string(&p, &v)) { free(k.p); free(v.p); goto bad; }
+                    {
+                        int i;
+                        for (i = 0; i < f->nmeta; i++)
+                            if (!strcmp(f->meta[2 * i], k.p)) { free(k.p); free(v.p); goto bad; } /* a key twice: which one counts? */
+                    }
                     if (f->nmeta == cap_m) {
                         char **m;
                         cap_m = cap_m ? 2 * cap_m : 16;
@@ -2813,25 +2867,17 @@ static mgt_result mgt__st_open(mgt__st_file *f, const char *path) {
         if (p > end) goto bad;
         f->buf[f->data_start] = save;
     }
-    {
-        int i;
-        for (i = 0; i < f->nmeta; i++) if (!strcmp(f->meta[2 * i], "checksum")) sum_text = f->meta[2 * i + 1];
-    }
-    if (sum_text) {
-        uint64_t sum = mgt__checksum_update(MGT__CHECKSUM_INIT, f->buf + f->data_start, f->size - f->data_start);
-        char text[32];
-        snprintf(text, sizeof text, "%016llx", (unsigned long long)sum);
-        if (strcmp(text, sum_text)) {
-            mgt__fail(MGT_ERROR_CHECKPOINT, "%s: checksum mismatch (stored %s, computed %s): the file is damaged; resume from an older checkpoint", path, sum_text, text);
-            mgt__st_close(f);
-            return MGT_ERROR_CHECKPOINT;
-        }
-    }
+    if (header_only) return MGT_OK;
+    /* a header whose length is not a multiple of 8 leaves the tensors unaligned: move them */
+    f->data = f->buf + ((f->data_start + 7) & ~(size_t)7);
+    if (f->data != f->buf + f->data_start) memmove(f->data, f->buf + f->data_start, f->size - f->data_start);
     return MGT_OK;
 bad:
     mgt__st_close(f);
     return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: malformed safetensors header", path);
 }
+
+static mgt_result mgt__st_open(mgt__st_file *f, const char *path) { return mgt__st_read(f, path, 0); }
 
 static const mgt__st_tensor *mgt__st_find(const mgt__st_file *f, const char *name) {
     int i;
@@ -2843,7 +2889,59 @@ static const char *mgt__st_meta(const mgt__st_file *f, const char *key) {
     for (i = 0; i < f->nmeta; i++) if (!strcmp(f->meta[2 * i], key)) return f->meta[2 * i + 1];
     return NULL;
 }
-static const void *mgt__st_data(const mgt__st_file *f, const mgt__st_tensor *t) { return f->buf + f->data_start + t->begin; }
+static const void *mgt__st_data(const mgt__st_file *f, const mgt__st_tensor *t) { return f->data + t->begin; }
+
+#define MGT__CHECKPOINT_FORMAT "mgt-checkpoint-2"
+
+/* a metadata number, strictly: the whole text is an integer in [lo, hi] */
+static int mgt__meta_int(const mgt__st_file *f, const char *key, long long lo, long long hi, long long *out) {
+    const char *text = mgt__st_meta(f, key);
+    char *end;
+    long long v;
+    if (!text) return 0;
+    errno = 0;
+    v = strtoll(text, &end, 10);
+    if (end == text || *end || errno || v < lo || v > hi || !(text[0] == '-' || (text[0] >= '0' && text[0] <= '9'))) return 0;
+    *out = v;
+    return 1;
+}
+
+/* opens an mgt checkpoint: a safetensors file of our format whose checksum covers every byte */
+static mgt_result mgt__checkpoint_open(mgt__st_file *f, const char *path) {
+    const char *format, *sum_text;
+    mgt__hash sum;
+    char text[17];
+    MGT__TRY(mgt__st_open(f, path));
+    format = mgt__st_meta(f, "format");
+    sum_text = mgt__st_meta(f, "checksum");
+    if (!format || strncmp(format, "mgt-checkpoint-", 15)) {
+        mgt__st_close(f);
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not an mgt checkpoint (no \"format\": \"" MGT__CHECKPOINT_FORMAT "\" in its metadata)", path);
+    }
+    if (strcmp(format, MGT__CHECKPOINT_FORMAT)) {
+        mgt__fail(MGT_ERROR_CHECKPOINT, "%s: checkpoint format '%s'; this mgt reads " MGT__CHECKPOINT_FORMAT "%s", path, format,
+                  !strcmp(format, "mgt-checkpoint-1") ? " (format 1, of mgt 0.1.0, has a checksum that leaves its header unchecked)" : "");
+        mgt__st_close(f);
+        return MGT_ERROR_CHECKPOINT;
+    }
+    if (!sum_text || !f->checksum_at || strlen(sum_text) != 16 || f->checksum_at + 16 > f->data_start ||
+        memcmp(f->buf + f->checksum_at, sum_text, 16)) {
+        mgt__st_close(f);
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no checksum of 16 hex digits in its metadata, so it cannot be trusted", path);
+    }
+    mgt__hash_init(&sum);
+    mgt__hash_update(&sum, f->buf, f->checksum_at);
+    mgt__hash_update(&sum, mgt__checksum_zeros, 16);
+    mgt__hash_update(&sum, f->buf + f->checksum_at + 16, f->data_start - f->checksum_at - 16);
+    mgt__hash_update(&sum, f->data, f->size - f->data_start);
+    snprintf(text, sizeof text, "%016llx", (unsigned long long)mgt__hash_final(&sum));
+    if (strcmp(text, sum_text)) {
+        mgt__fail(MGT_ERROR_CHECKPOINT, "%s: checksum mismatch (stored %s, computed %s): the file is damaged; resume from an older checkpoint", path, sum_text, text);
+        mgt__st_close(f);
+        return MGT_ERROR_CHECKPOINT;
+    }
+    return MGT_OK;
+}
 
 /* ---- communication: the in-process world of rank threads ---------------------------------------
    mgt__local_world runs `world` ranks as threads of this process, one mgt_comm each; a rank's
@@ -3622,6 +3720,12 @@ struct mgt_run {
     int good_steps;                  /* fp16: finite steps since the scale last changed */
     int last_skipped;
     int saved_step;                  /* step of the newest checkpoint written or loaded, -1 none */
+    char saved_path[1200];           /* and its file */
+    char run_id[17];                 /* 16 hex digits, stored in its checkpoints; a resumed run keeps the
+                                        checkpoint's, so pruning and the folder check know their own */
+    int resumed;                     /* continues a checkpoint (mgt_run_resume) */
+    int claimed, lock_fd;            /* holds its checkpoint folder (mgt_run_claim): the flock'd mgt.lock */
+    int metrics_failed;              /* a metrics line could not be written: warned once, no more lines */
     double loss, lr, grad_norm, step_s, val_loss, elapsed_s;
     int has_val_loss, val_step;
     long long tokens_seen;
@@ -3698,23 +3802,189 @@ MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap)
     return MGT_OK;
 }
 
-static void mgt__prune_checkpoints(const mgt_run *r) {
-    int steps[4096], n = 0, i, j;
+/* the run id stored in a checkpoint (its header only is read); "" when it has none or is unreadable */
+static void mgt__checkpoint_run_id(const char *path, char *id, size_t cap) {
+    mgt__st_file f;
+    const char *v;
+    id[0] = 0;
+    if (mgt__st_read(&f, path, 1) != MGT_OK) return;
+    v = mgt__st_meta(&f, "run_id");
+    if (v) mgt__strlcpy(id, v, cap);
+    mgt__st_close(&f);
+}
+
+/* the steps of the checkpoints in dir, newest first; mine: 1 keeps only this run's, 0 only the
+   others' (another run id, or this run's from after its current step); returns the count */
+static int mgt__list_checkpoints(const mgt_run *r, int mine, int *steps, int cap) {
+    int n = 0, i, j;
     DIR *d = opendir(r->dir);
     struct dirent *e;
-    if (!d) return;
-    while ((e = readdir(d)) && n < 4096) {
+    if (!d) return 0;
+    while ((e = readdir(d)) && n < cap) {
+        char path[1200], id[40];
         int s = mgt__checkpoint_step(e->d_name);
-        if (s >= 0) steps[n++] = s;
+        if (s < 0) continue;
+        snprintf(path, sizeof path, "%s/%s", r->dir, e->d_name);
+        mgt__checkpoint_run_id(path, id, sizeof id);
+        if ((!strcmp(id, r->run_id) && s <= r->step) == mine) steps[n++] = s;
     }
     closedir(d);
-    for (i = 1; i < n; i++) /* newest first */
+    for (i = 1; i < n; i++)
         for (j = i; j > 0 && steps[j] > steps[j - 1]; j--) { int t = steps[j]; steps[j] = steps[j - 1]; steps[j - 1] = t; }
+    return n;
+}
+
+/* checkpoint.keep: the newest of this run's checkpoints stay; another run's are never touched */
+static void mgt__prune_checkpoints(const mgt_run *r) {
+    int steps[4096], n = mgt__list_checkpoints(r, 1, steps, 4096), i;
     for (i = r->cfg.checkpoint.keep; i < n; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
         remove(path);
     }
+}
+
+/* the lock file's text: who holds the folder */
+static void mgt__lock_owner_text(char *buf, size_t cap) {
+    char cmd[512];
+    size_t n = 0, i;
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    cmd[0] = 0;
+    if (f) {
+        n = fread(cmd, 1, sizeof cmd - 1, f);
+        fclose(f);
+        for (i = 0; i + 1 < n; i++) if (!cmd[i]) cmd[i] = ' ';
+        cmd[n] = 0;
+    }
+    snprintf(buf, cap, "process %ld (%s)\n", (long)getpid(), cmd[0] ? cmd : "unknown command");
+}
+
+/* metrics.jsonl of a resumed run: the lines of steps after the resumed one were trained again, so
+   they go (written to a temporary file and renamed over it) */
+static mgt_result mgt__metrics_truncate(const char *path, int step) {
+    char tmp[sizeof(((mgt_run *)0)->metrics_path) + 8], line[1 << 14];
+    FILE *in, *out;
+    struct stat st;
+    int ok = 1, keep = 1;
+    if (stat(path, &st) || !S_ISREG(st.st_mode)) return MGT_OK; /* none yet, or not a file (a pipe, /dev/null) */
+    in = fopen(path, "r");
+    if (!in) return mgt__fail(MGT_ERROR_IO, "%s: cannot read: %s", path, strerror(errno));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    out = fopen(tmp, "w");
+    if (!out) { fclose(in); return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s", tmp, strerror(errno)); }
+    while (fgets(line, sizeof line, in)) {
+        int s;
+        /* a line's step decides; a continuation of a line longer than the buffer follows its start */
+        if (line[0] == '{' && sscanf(line, "{\"step\":%d", &s) == 1) keep = s <= step;
+        if (keep) ok &= fputs(line, out) >= 0;
+    }
+    ok &= !ferror(in);
+    fclose(in);
+    ok &= fflush(out) == 0 && fsync(fileno(out)) == 0;
+    ok &= fclose(out) == 0;
+    if (!ok || rename(tmp, path)) {
+        int e = errno;
+        remove(tmp);
+        return mgt__fail(MGT_ERROR_IO, "%s: cannot rewrite for the resumed step %d: %s", path, step, strerror(e));
+    }
+    return MGT_OK;
+}
+
+static mgt_result mgt__open_metrics(mgt_run *r) {
+    char folder[sizeof r->metrics_path];
+    char *slash;
+    if (r->metrics) { fclose(r->metrics); r->metrics = NULL; }
+    if (!strcmp(r->cfg.log.metrics, "none")) return MGT_OK;
+    mgt__strlcpy(folder, r->metrics_path, sizeof folder);
+    slash = strrchr(folder, '/');
+    if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt__mkdirs(folder)); }
+    /* a new run starts a new file; a resumed one continues the lines up to its step */
+    if (r->resumed) MGT__TRY(mgt__metrics_truncate(r->metrics_path, r->step));
+    r->metrics = fopen(r->metrics_path, r->resumed ? "a" : "w");
+    if (!r->metrics) return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno));
+    return MGT_OK;
+}
+
+static mgt_result mgt__claim(mgt_run *r, int overwrite) {
+    char lock_path[1200], where[300];
+    int steps[4096], n, i;
+    if (r->inference) return MGT_OK;
+    if (!r->claimed) {
+        int fd;
+        DIR *d;
+        struct dirent *e;
+        MGT__TRY(mgt__mkdirs(r->dir));
+        snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", r->dir);
+        fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot create the run's lock file: %s", lock_path, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB)) {
+            char owner[600];
+            ssize_t got = pread(fd, owner, sizeof owner - 1, 0);
+            int e = errno;
+            close(fd);
+            if (e != EWOULDBLOCK && got < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot lock: %s", lock_path, strerror(e));
+            owner[got > 0 ? got : 0] = 0;
+            if (got > 0 && owner[got - 1] == '\n') owner[got - 1] = 0;
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s is in use by another run: %s; wait for it to end, or give this run another [checkpoint] dir",
+                             mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where), r->dir, owner[0] ? owner : "a process that left no name");
+        }
+        {
+            char owner[600];
+            mgt__lock_owner_text(owner, sizeof owner);
+            if (ftruncate(fd, 0) || pwrite(fd, owner, strlen(owner), 0) < 0) { /* the lock still holds; only the name is missing */ }
+        }
+        r->lock_fd = fd;
+        r->claimed = 1;
+        /* temporary files left by a run that was killed while writing: nobody else writes here now */
+        if ((d = opendir(r->dir))) {
+            while ((e = readdir(d))) {
+                size_t len = strlen(e->d_name);
+                if (len > 4 && !strcmp(e->d_name + len - 4, ".tmp") && (!strncmp(e->d_name, "step_", 5) || !strncmp(e->d_name, "metrics", 7))) {
+                    char path[1200];
+                    snprintf(path, sizeof path, "%s/%s", r->dir, e->d_name);
+                    if (!remove(path)) mgt__log(MGT_LOG_INFO, "removed %s, left by a run that stopped while writing it", path);
+                }
+            }
+            closedir(d);
+        }
+    }
+    /* the folder holds one run's history: another run's checkpoints (or this run's from after the
+       step it resumed) would be taken by --resume latest and pruned alike */
+    n = mgt__list_checkpoints(r, 0, steps, 4096);
+    if (n > 0 && !overwrite) {
+        char list[200] = "";
+        for (i = n - 1; i >= 0 && strlen(list) < 120; i--)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%sstep_%08d", list[0] ? ", " : "", steps[i]);
+        if (i >= 0) snprintf(list + strlen(list), sizeof list - strlen(list), ", ...");
+        mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
+        if (r->resumed)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s holds %d checkpoint%s of another run or of steps after %d (%s); training on from step %d would mix two "
+                             "histories: give this run another [checkpoint] dir, or add --overwrite to delete them",
+                             where, r->dir, n, n == 1 ? "" : "s", r->step, list, r->step);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s already holds %d checkpoint%s of another run (%s); continue that run with --resume latest, "
+                         "train into another [checkpoint] dir, or add --overwrite to delete them and start afresh",
+                         where, r->dir, n, n == 1 ? "" : "s", list);
+    }
+    for (i = 0; i < n; i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
+        if (remove(path)) return mgt__fail(MGT_ERROR_IO, "%s: cannot delete (--overwrite): %s", path, strerror(errno));
+        mgt__log(MGT_LOG_INFO, "--overwrite: deleted %s", path);
+    }
+    return mgt__open_metrics(r);
+}
+
+static mgt_result mgt__claim_once(mgt_run *r) { return r->claimed || r->inference ? MGT_OK : mgt__claim(r, 0); }
+/* before a step: a run that will write metrics or checkpoints takes its folder before it trains
+   (a run that writes nothing, as `mgt bench`'s, takes it only if it saves) */
+static mgt_result mgt__claim_before_step(mgt_run *r) {
+    return strcmp(r->cfg.log.metrics, "none") || r->cfg.checkpoint.every > 0 ? mgt__claim_once(r) : MGT_OK;
+}
+
+MGTDEF mgt_result mgt_run_claim(mgt_run *r, int overwrite) {
+    if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: run is NULL");
+    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: this run was opened for sampling only");
+    return mgt__claim(r, overwrite);
 }
 
 static mgt_result mgt__resolve_checkpoint(const char *what, const char *dir, char *path, size_t cap) {
@@ -3734,12 +4004,17 @@ MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg)
     if (!checkpoint || !cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_checkpoint_config: checkpoint and cfg are required");
     res = mgt__resolve_checkpoint(checkpoint, ".", path, sizeof path);
     if (res != MGT_OK) return res;
-    res = mgt__st_open(&f, path);
+    res = mgt__checkpoint_open(&f, path);
     if (res != MGT_OK) return res;
     preset = mgt__st_meta(&f, "preset");
     mgt_config_init(cfg);
     res = preset ? mgt_config_load_string(cfg, preset, path) : mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no preset in its metadata", path);
     mgt__st_close(&f);
+    if (res == MGT_OK && mgt_config_validate(cfg) != MGT_OK) { /* as `mgt train` would refuse it */
+        char why[1024];
+        mgt__strlcpy(why, mgt_last_error(), sizeof why);
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the preset stored in it is not valid: %s", path, why);
+    }
     return res;
 }
 
@@ -3802,7 +4077,6 @@ struct mgt__rank {
     pthread_t thread;
 };
 
-#define MGT__TRY(expr) do { mgt_result mgt__r = (expr); if (mgt__r != MGT_OK) return mgt__r; } while (0)
 
 /* tensor t's compute copy, in the storage type (typed float * for fp32 tools: index it only when
    shape.elt is 4), and its fp32 gradient */
@@ -4660,6 +4934,7 @@ MGTDEF mgt_result mgt_run_step(mgt_run *r) {
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step: run is NULL");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step: this run was opened for sampling only");
     if (!r->has_train) return mgt__fail(MGT_ERROR_CONFIG, "[data] train is empty: set it to a token shard");
+    MGT__TRY(mgt__claim_before_step(r));
     MGT__TRY(mgt__train_step(r, mgt__loader_get(&r->train, r->step)));
     return mgt__after_step(r);
 }
@@ -4672,6 +4947,7 @@ MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint16_t *rows) {
     for (i = 0; i < n; i++)
         if (rows[i] >= r->cfg.model.vocab_size)
             return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %d at %d is beyond vocab_size %d", rows[i], i, r->cfg.model.vocab_size);
+    MGT__TRY(mgt__claim_before_step(r));
     MGT__TRY(mgt__train_step(r, rows));
     return mgt__after_step(r);
 }
@@ -4800,7 +5076,12 @@ static mgt_result mgt__metrics_line(mgt_run *r, int with_val) {
         }
         fprintf(r->metrics, "]}\n");
     }
-    if (fflush(r->metrics)) return mgt__fail(MGT_ERROR_IO, "%s: cannot write metrics: %s", r->metrics_path, strerror(errno));
+    if (fflush(r->metrics) || ferror(r->metrics)) { /* metrics are a record of the run, not the run: warn once and train on */
+        mgt__event(r, MGT_LOG_WARN, "step %d: cannot write %s: %s; training goes on without metrics lines", st.step, r->metrics_path, strerror(errno));
+        fclose(r->metrics);
+        r->metrics = NULL;
+        r->metrics_failed = 1;
+    }
     return MGT_OK;
 }
 
@@ -4988,14 +5269,16 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     float **bufs[3] = {NULL, NULL, NULL};
     int i, k, n = 0, bytes_preset = 1 << 16, ok = 1, state;
     mgt_result res;
-    const char *meta[16];
+    const char *meta[18];
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: run is NULL");
+    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: this run was opened for sampling only");
     snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, r->step);
     if (path_out) mgt__strlcpy(path_out, path, cap);
-    if (r->saved_step == r->step) return MGT_OK;
-    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: this run was opened for sampling only");
-    MGT__TRY(mgt__mkdirs(r->dir));
+    /* this step is saved already when its file is this folder's (a run resumed from another
+       folder and not trained further is saved here too) */
+    if (r->saved_step == r->step && !strcmp(r->saved_path, path) && !access(path, F_OK)) return MGT_OK;
+    MGT__TRY(mgt__claim_once(r));
     MGT__TRY(mgt__global_layout(&r->cfg, &g));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_CHECKPOINTING);
@@ -5033,7 +5316,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
         snprintf(seed_text, sizeof seed_text, "%d", r->cfg.train.seed);
         snprintf(tokens_text, sizeof tokens_text, "%lld", r->tokens_seen);
         snprintf(loss_text, sizeof loss_text, "%.17g", r->loss);
-        meta[0] = "format"; meta[1] = "mgt-checkpoint-1";
+        meta[0] = "format"; meta[1] = MGT__CHECKPOINT_FORMAT;
         meta[2] = "step"; meta[3] = step_text;
         meta[4] = "seed"; meta[5] = seed_text;
         meta[6] = "tokens_seen"; meta[7] = tokens_text;
@@ -5045,8 +5328,9 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
         snprintf(skipped_text, sizeof skipped_text, "%d %d", r->skipped, r->good_steps);
         snprintf(scale_text, sizeof scale_text, "%.17g", r->loss_scale);
         meta[12] = "skipped_steps"; meta[13] = skipped_text;
-        meta[14] = "loss_scale"; meta[15] = scale_text;
-        res = ok ? mgt__st_write(path, out, n, meta, r->dtype == MGT_F16 ? 8 : 7) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
+        meta[14] = "run_id"; meta[15] = r->run_id;
+        meta[16] = "loss_scale"; meta[17] = scale_text;
+        res = ok ? mgt__st_write(path, out, n, meta, r->dtype == MGT_F16 ? 9 : 8) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     }
     for (i = 0; i < n; i++) MGT_FREE((void *)out[i].name);
     MGT_FREE(out);
@@ -5056,8 +5340,41 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     mgt_run_set_state(r, state);
     if (res != MGT_OK) return res;
     r->saved_step = r->step;
+    mgt__strlcpy(r->saved_path, path, sizeof r->saved_path);
     mgt__prune_checkpoints(r);
     mgt__event(r, MGT_LOG_INFO, "step %d: checkpoint %s", r->step, path);
+    return MGT_OK;
+}
+
+/* the run state a checkpoint's metadata holds, each number parsed strictly and range-checked */
+typedef struct mgt__resume_meta { long long step, seed, tokens, skipped, good; double loss_scale; int has_scale; const char *run_id; } mgt__resume_meta;
+static mgt_result mgt__resume_meta_read(const mgt__st_file *f, const char *path, mgt__resume_meta *m) {
+    const char *skipped = mgt__st_meta(f, "skipped_steps"), *scale = mgt__st_meta(f, "loss_scale"), *bad = NULL;
+    memset(m, 0, sizeof *m);
+    if (!mgt__meta_int(f, "step", 0, 2000000000, &m->step)) bad = "step";
+    else if (!mgt__meta_int(f, "seed", 0, 2147483647, &m->seed)) bad = "seed";
+    else if (!mgt__meta_int(f, "tokens_seen", 0, (long long)1 << 62, &m->tokens)) bad = "tokens_seen";
+    else if (!(m->run_id = mgt__st_meta(f, "run_id")) || strlen(m->run_id) != 16 || strspn(m->run_id, "0123456789abcdef") != 16) bad = "run_id";
+    else {
+        int a = 0, b = 0, len = -1;
+        if (!skipped || sscanf(skipped, "%d %d%n", &a, &b, &len) != 2 || len != (int)strlen(skipped) || a < 0 || a > m->step || b < 0 ||
+            skipped[0] < '0' || skipped[0] > '9')
+            bad = "skipped_steps";
+        m->skipped = a;
+        m->good = b;
+    }
+    if (!bad && scale) { /* an fp16 run's dynamic loss scale: a power of two in [1, 2^100] */
+        char *end;
+        int e;
+        m->loss_scale = strtod(scale, &end);
+        if (end == scale || *end || !(m->loss_scale >= 1 && m->loss_scale <= ldexp(1.0, 100)) || frexp(m->loss_scale, &e) != 0.5) bad = "loss_scale";
+        m->has_scale = 1;
+    }
+    if (bad) {
+        const char *v = mgt__st_meta(f, bad);
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: metadata \"%s\" is %s%s%s, not a valid value; the file was not written by mgt or is damaged", path, bad,
+                         v ? "\"" : "missing", v ? v : "", v ? "\"" : "");
+    }
     return MGT_OK;
 }
 
@@ -5065,24 +5382,21 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     char path[1200];
     mgt__st_file f;
     mgt__layout g;
-    const char *step_text, *seed_text, *tokens_text, *skipped_text, *scale_text;
+    mgt__resume_meta meta;
     mgt_result res = MGT_OK;
-    float **tensors;
+    float **tensors, **copies = NULL;
     int k, t;
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
     if (!r || !what) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_resume: run and checkpoint are required");
     MGT__TRY(mgt__resolve_checkpoint(what, r->dir, path, sizeof path));
-    MGT__TRY(mgt__st_open(&f, path));
-    step_text = mgt__st_meta(&f, "step");
-    seed_text = mgt__st_meta(&f, "seed");
-    tokens_text = mgt__st_meta(&f, "tokens_seen");
-    skipped_text = mgt__st_meta(&f, "skipped_steps");
-    scale_text = mgt__st_meta(&f, "loss_scale");
-    if (!step_text || !seed_text) { mgt__st_close(&f); return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not an mgt checkpoint (no step in its metadata)", path); }
+    MGT__TRY(mgt__checkpoint_open(&f, path));
+    if ((res = mgt__resume_meta_read(&f, path, &meta)) != MGT_OK) { mgt__st_close(&f); return res; }
     if ((res = mgt__global_layout(&r->cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
     tensors = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
-    if (tensors) res = mgt__mirror_all(r);
-    for (k = 0; k < (r->inference ? 1 : 3) && res == MGT_OK && tensors; k++) {
+    copies = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
+    if (copies) memset(copies, 0, sizeof(float *) * (size_t)g.n);
+    if (tensors && copies) res = mgt__mirror_all(r);
+    for (k = 0; k < (r->inference ? 1 : 3) && res == MGT_OK && tensors && copies; k++) {
         for (t = 0; t < g.n && res == MGT_OK; t++) { /* check every tensor before changing anything */
             const mgt_tensor_info *x = &g.t[t].info;
             char name[128];
@@ -5094,27 +5408,41 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
                      s->end - s->begin != sizeof(float) * x->numel)
                 res = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' is %s [%lld,%lld] but the preset's model needs F32 [%d,%d]; use the preset the run was trained with",
                                 path, name, s->dtype, s->shape[0], s->ndim > 1 ? s->shape[1] : 0, x->shape[0], x->shape[1]);
-            else tensors[t] = (float *)mgt__st_data(&f, s);
+            else if (s->begin % sizeof(float)) { /* an offset safetensors allows but a float load does not: read a copy */
+                MGT_FREE(copies[t]);
+                copies[t] = (float *)MGT_MALLOC(sizeof(float) * x->numel);
+                if (!copies[t]) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+                else memcpy(copies[t], mgt__st_data(&f, s), sizeof(float) * x->numel);
+                tensors[t] = copies[t];
+            } else tensors[t] = (float *)(void *)mgt__st_data(&f, s);
         }
         if (res == MGT_OK) mgt__exchange(r, k, &g, tensors, 0);
     }
     mgt__unmirror_all(r, res == MGT_OK);
-    if (!tensors) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (!tensors || !copies) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     if (res == MGT_OK) {
-        r->step = atoi(step_text);
+        r->step = (int)meta.step;
         r->saved_step = r->step;
-        r->tokens_seen = tokens_text ? atoll(tokens_text) : 0;
-        r->skipped = r->good_steps = r->skipped_in_row = 0;
-        if (skipped_text && sscanf(skipped_text, "%d %d", &r->skipped, &r->good_steps) != 2) r->skipped = r->good_steps = 0;
-        if (r->dtype == MGT_F16 && scale_text && atof(scale_text) >= 1) r->loss_scale = atof(scale_text); /* an fp16 run's scale; others start afresh */
+        mgt__strlcpy(r->saved_path, path, sizeof r->saved_path);
+        mgt__strlcpy(r->run_id, meta.run_id, sizeof r->run_id);
+        r->resumed = 1;
+        r->tokens_seen = meta.tokens;
+        r->skipped = (int)meta.skipped;
+        r->good_steps = (int)meta.good;
+        r->skipped_in_row = 0;
+        if (r->dtype == MGT_F16 && meta.has_scale) r->loss_scale = meta.loss_scale; /* an fp16 run's scale; others start afresh */
         else if (r->dtype == MGT_F16) r->good_steps = 0;
-        if (atoi(seed_text) != r->cfg.train.seed)
-            mgt__log(MGT_LOG_WARN, "%s was trained with seed %s, this preset has %d: the data order changes", path, seed_text, r->cfg.train.seed);
+        if (meta.seed != r->cfg.train.seed)
+            mgt__log(MGT_LOG_WARN, "%s was trained with seed %lld, this preset has %d: the data order changes", path, meta.seed, r->cfg.train.seed);
         mgt__log(MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
     }
+    if (copies) for (t = 0; t < g.n; t++) MGT_FREE(copies[t]);
+    MGT_FREE(copies);
     MGT_FREE(tensors);
     mgt__layout_free(&g);
     mgt__st_close(&f);
+    /* a run that holds its folder already checks it again for the step it now continues */
+    if (res == MGT_OK && r->claimed) res = mgt__claim(r, 0);
     return res;
 }
 
@@ -5174,6 +5502,7 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->has_train) mgt__loader_close(&r->train);
     if (r->has_val) mgt__loader_close(&r->val);
     if (r->metrics) fclose(r->metrics);
+    if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
     if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
     if (r->world) mgt__local_world_destroy(r->world);
     if (r->nccl_world) r->cuda->world_destroy(r->nccl_world);
@@ -5575,6 +5904,15 @@ static mgt_result mgt__choose_device(mgt_run *r) {
     return MGT_OK;
 }
 
+/* 64 random bits (the kernel's; else time, process and address), as 16 hex digits */
+static void mgt__new_run_id(char *id, size_t cap) {
+    uint64_t x = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, &x, sizeof x) != (ssize_t)sizeof x) x = mgt__mix64((uint64_t)(mgt__now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)id);
+    if (fd >= 0) close(fd);
+    snprintf(id, cap, "%016llx", (unsigned long long)x);
+}
+
 static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) {
     mgt_run *r;
     int i, total;
@@ -5585,6 +5923,8 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     r->cfg = *cfg;
     r->inference = inference;
     r->saved_step = -1;
+    r->lock_fd = -1;
+    mgt__new_run_id(r->run_id, sizeof r->run_id);
     r->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
     r->loss_scale = r->dtype == MGT_F16 ? cfg->precision.loss_scale : 1.0;
     mgt__plan_make(cfg, &r->plan);
@@ -5667,16 +6007,7 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
     }
     if (cfg->log.metrics[0]) mgt__strlcpy(r->metrics_path, cfg->log.metrics, sizeof r->metrics_path);
     else snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", r->dir);
-    if (strcmp(cfg->log.metrics, "none")) {
-        char folder[sizeof r->metrics_path];
-        char *slash;
-        mgt__strlcpy(folder, r->metrics_path, sizeof folder);
-        slash = strrchr(folder, '/');
-        if (slash) { *slash = 0; res = mgt__mkdirs(folder); if (res != MGT_OK) { mgt_run_destroy(r); return res; } }
-        r->metrics = fopen(r->metrics_path, "a");
-        if (!r->metrics) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno)); }
-    }
-    *out = r;
+    *out = r; /* the folder and metrics.jsonl are taken by mgt_run_claim, after a resume */
     return MGT_OK;
 }
 

@@ -20,7 +20,7 @@ def main():
         meta = f.metadata()
         names = list(f.keys())
         tensors = {k: f.get_tensor(k) for k in names}
-    assert meta["format"] == "mgt-checkpoint-1", meta.get("format")
+    assert meta["format"] == "mgt-checkpoint-2", meta.get("format")
     ini = configparser.ConfigParser(inline_comment_prefixes=(";",))
     ini.read_string(meta["preset"])
     L = ini.getint("model", "n_layer")

@@ -32,8 +32,9 @@ start() { # cols rows extra-args...
   # fails under load ("server exited unexpectedly")
   tm kill-server 2> /dev/null
   NSOCK=$((NSOCK + 1)) SOCK=$TMP/tmux$NSOCK.sock
+  CKDIR=$TMP/ck$NSOCK # a folder per run: a new run into a folder with checkpoints is refused
   tm new-session -d -s t -x "$cols" -y "$rows" \
-    "env TERM=xterm-256color LANG=$LOC LC_ALL=$LOC MGT_BASELINES=$TMP/baselines$cols ./mgt train tests/presets/tui.ini --set checkpoint.dir=$TMP/ck$cols $*; echo \"EXIT=\$?\"; sleep 120"
+    "env TERM=xterm-256color LANG=$LOC LC_ALL=$LOC MGT_BASELINES=$TMP/baselines$cols ./mgt train tests/presets/tui.ini --set checkpoint.dir=$CKDIR $*; echo \"EXIT=\$?\"; sleep 120"
 }
 wait_for() { # regex seconds: until the screen matches
   local i
@@ -63,7 +64,7 @@ check_size() { # cols rows stop-key
   s1=$(step); sleep 1.5; s2=$(step)
   [ "$s1" = "$s2" ] || fail "the step advances while paused ($s1 then $s2)"
   send s; sleep 1.5
-  ls "$TMP/ck$cols"/step_*.safetensors > /dev/null 2>&1 || fail "s wrote no checkpoint"
+  ls "$CKDIR"/step_*.safetensors > /dev/null 2>&1 || fail "s wrote no checkpoint"
   send p; wait_for 'RUNNING' 5 || fail "p does not resume"
   sleep 1; s2=$(step)
   [ "$s2" -gt "$s1" ] || fail "the step does not advance after resuming ($s1 then $s2)"
@@ -77,7 +78,7 @@ check_size() { # cols rows stop-key
   grep -Eq "^dashboard: .*, speedup ($([ -s "$TMP/baselines$cols" ] && echo '[0-9]+\.[0-9]{2}x' || echo 'n/a')) .* 2 ranks: dp 2 x tp 1 x pp 1, zero 0, 1f1b, 1 micro-batch$" \
     "$TMP/joined" || fail "the summary lacks the speedup or the layout"
   [ "$(tm display -p -t t '#{alternate_on}')" = 0 ] || fail "the terminal is still on the alternate screen"
-  s2=$(ls "$TMP/ck$cols"/step_*.safetensors | tail -1)
+  s2=$(ls "$CKDIR"/step_*.safetensors | tail -1)
   [ -s "$s2" ] || fail "no checkpoint after $key"
   cp "$TMP/screen" "$TMP/final_$cols"
   echo "ok $SIZE: steps advance, figures, ranks, all-reduce traffic, pause/resume, s, $key -> exit 130 with $(basename "$s2")"

@@ -170,6 +170,12 @@ rc1=$RC
 run t2 "$MGT" train "$P" --no-tui --set checkpoint.dir=t2 --resume flipped.safetensors
 if [ "$rc1" = 2 ] && [ "$RC" = 2 ] && has t1.err "checksum mismatch" && has t2.err "checksum mismatch"; then ok "a changed header byte (step 6 -> 2) fails the checksum (sample and resume)"
 else fail "header flip: sample exit $rc1, resume exit $RC; $(head -c 200 t1.err) / $(head -c 200 t2.err)"; fi
+# tensors whose byte size is not a multiple of 8 (d_model 9: LayerNorm weights of 36 bytes): the
+# writer hashed each tensor as its own run of words and the reader the whole data as one
+train o1 --set checkpoint.dir=odd9 --set model.d_model=9 --set model.n_head=3 --set train.steps=2
+run o2 "$MGT" sample odd9 --tokens 3
+if [ "$RC" -eq 0 ]; then ok "a model with tensors of 36 bytes (d_model 9) reads back its checkpoint"
+else fail "d_model 9: exit $RC; $(head -c 300 o2.err)"; fi
 cp $C nosum.safetensors && ck nosum nosum.safetensors
 run t3 "$MGT" sample nosum.safetensors --tokens 3
 if [ "$RC" -eq 2 ] && has t3.err "has no checksum"; then ok "a checkpoint without a checksum is refused"

@@ -5,7 +5,7 @@
      gcc -std=c99 -O2 -Wall -Wextra -Werror -o /tmp/test_prepare tests/test_prepare.c
      /tmp/test_prepare [BPE_DIR]     # run from the repo root
 
-   BPE_DIR defaults to ../shared/data/gpt2-bpe; without it the GPT-2 part is
+   BPE_DIR defaults to data/gpt2-bpe (./setup.sh --gpt2), else ../shared/data/gpt2-bpe; without it the GPT-2 part is
    skipped (the byte tokenizer part always runs). Exit 0 pass, 1 fail.
    The error cases print their messages to stderr: that is expected. */
 #define _POSIX_C_SOURCE 200809L
@@ -235,7 +235,8 @@ static void test_gpt2(const char *bpe_dir) {
 }
 
 int main(int argc, char **argv) {
-    const char *bpe_dir = argc > 1 ? argv[1] : "../shared/data/gpt2-bpe";
+    /* the project's copy (./setup.sh --gpt2 fetches it), else the shared data beside the checkout */
+    const char *bpe_dir = argc > 1 ? argv[1] : access("data/gpt2-bpe/encoder.json", R_OK) == 0 ? "data/gpt2-bpe" : "../shared/data/gpt2-bpe";
     char probe[600];
     if (!mkdtemp(dir)) { printf("mkdtemp failed\n"); return 1; }
     test_shard_write();

@@ -6,7 +6,7 @@
      gcc -std=c99 -O2 -Wall -Wextra -Werror -o /tmp/test_tokenizer tests/test_tokenizer.c
      /tmp/test_tokenizer [BPE_DIR] [TINYSHAKESPEARE] [FIXTURE]   # run from the repo root
 
-   Defaults: ../shared/data/gpt2-bpe, ../shared/data/tinyshakespeare/input.txt,
+   Defaults: data/gpt2-bpe (./setup.sh --gpt2), else ../shared/data/gpt2-bpe, ../shared/data/tinyshakespeare/input.txt,
    tests/fixtures/tokenizer_gpt2.txt. Exit 0 pass, 1 fail, 77 skip (no GPT-2 files). */
 #define _POSIX_C_SOURCE 200809L
 #define MGT_TOKENIZER_IMPLEMENTATION
@@ -293,7 +293,8 @@ static void test_speed(mgt_tokenizer *tok, const char *path) {
 }
 
 int main(int argc, char **argv) {
-    const char *bpe_dir = argc > 1 ? argv[1] : "../shared/data/gpt2-bpe";
+    /* the project's copy (./setup.sh --gpt2 fetches it), else the shared data beside the checkout */
+    const char *bpe_dir = argc > 1 ? argv[1] : access("data/gpt2-bpe/encoder.json", R_OK) == 0 ? "data/gpt2-bpe" : "../shared/data/gpt2-bpe";
     const char *shakespeare = argc > 2 ? argv[2] : "../shared/data/tinyshakespeare/input.txt";
     const char *fixture = argc > 3 ? argv[3] : "tests/fixtures/tokenizer_gpt2.txt";
     mgt_tokenizer *tok;

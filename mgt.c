@@ -514,7 +514,8 @@ static int cmd_train(int argc, char **argv) {
     mgt_run_stats(run, &st);
     format_bytes((double)(st.mem_peak[MGT_MEM_ACTIVATIONS]), mem, sizeof mem);
     if (interrupted) {
-        printf("interrupted at step %d: checkpoint %s\nresume with: mgt train", st.step, path);
+        /* the command as it was typed (./mgt in the tree, mgt when installed on the PATH) */
+        printf("interrupted at step %d: checkpoint %s\nresume with: %s train", st.step, path, argv[0]);
         for (rc = 2; rc < argc; rc++) { /* the same command, with --resume latest */
             if (!strcmp(argv[rc], "--resume")) { rc++; continue; }
             if (!strcmp(argv[rc], "--overwrite")) continue; /* it would delete what resuming needs */

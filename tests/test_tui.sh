@@ -72,7 +72,7 @@ check_size() { # cols rows stop-key
   wait_for 'EXIT=' 20 || fail "$key did not end the run"
   grep -q 'EXIT=130' "$TMP/screen" || fail "exit status is not 130"
   grep -q '^dashboard: step [0-9]*/100000 .*loss [0-9.]*' "$TMP/screen" || fail "no summary after the dashboard closed"
-  grep -q 'resume with: mgt train' "$TMP/screen" || fail "no resume hint"
+  grep -q 'resume with: ./mgt train' "$TMP/screen" || fail "no resume hint"
   tm capture-pane -p -J -t t > "$TMP/joined" # long lines whole
   grep -q '| 2 ranks: dp 2 x tp 1 x pp 1, zero 0, 1f1b, 1 micro-batch of 4 |' "$TMP/joined" || fail "the printed header does not show the layout"
   grep -Eq "^dashboard: .*, speedup ($([ -s "$TMP/baselines$cols" ] && echo '[0-9]+\.[0-9]{2}x' || echo 'n/a')) .* 2 ranks: dp 2 x tp 1 x pp 1, zero 0, 1f1b, 1 micro-batch$" \

@@ -3875,7 +3875,8 @@ static mgt_result mgt__metrics_truncate(const char *path, int step) {
     while (fgets(line, sizeof line, in)) {
         int s;
         /* a line's step decides; a continuation of a line longer than the buffer follows its start */
-        if (line[0] == '{' && sscanf(line, "{\"step\":%d", &s) == 1) keep = s <= step;
+        const char *at = line[0] == '{' ? strstr(line, "\"step\":") : NULL;
+        if (at && sscanf(at, "\"step\":%d", &s) == 1) keep = s <= step;
         if (keep) ok &= fputs(line, out) >= 0;
     }
     ok &= !ferror(in);
@@ -4719,7 +4720,7 @@ static double mgt__gather_loss(mgt_run *r) {
     return sum;
 }
 
-static mgt_result mgt__metrics_line(mgt_run *r, int with_val);
+static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line);
 
 MGTDEF const char *mgt_state_name(int state) {
     static const char *names[] = {"starting", "running", "paused", "evaluating", "checkpointing", "finished", "failed"};
@@ -4925,7 +4926,7 @@ static mgt_result mgt__after_step(mgt_run *r) {
         MGT__TRY(mgt_run_eval(r, &vl));
         evaluated = 1;
     }
-    if (r->step % cfg->log.every == 0 || r->step == cfg->train.steps || evaluated) MGT__TRY(mgt__metrics_line(r, evaluated));
+    MGT__TRY(mgt__metrics_line(r, r->step % cfg->log.every == 0 || r->step == cfg->train.steps, evaluated));
     if (cfg->checkpoint.every > 0 && r->step % cfg->checkpoint.every == 0) return mgt_run_save(r, NULL, 0);
     return MGT_OK;
 }
@@ -5050,35 +5051,67 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->step_skipped = r->last_skipped;
 }
 
-static mgt_result mgt__metrics_line(mgt_run *r, int with_val) {
+/* a JSON number, or null where it is not finite (JSON has no inf or nan) */
+static void mgt__json_number(FILE *f, const char *key, const char *fmt, double v) {
+    fprintf(f, ",\"%s\":", key);
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else fputs("null", f);
+}
+
+/* metrics.jsonl: one JSON object a line, each with a "type" (README, "metrics.jsonl"):
+   train (a logged step), eval (a validation), ranks (per-rank figures of a logged step) */
+static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
     mgt_stats st;
-    if (!r->metrics) return MGT_OK;
+    FILE *f = r->metrics;
+    double elapsed = mgt__now() - r->created_s;
+    size_t peak = 0;
+    int c;
+    if (!f) return MGT_OK;
     mgt_run_stats(r, &st);
-    fprintf(r->metrics, "{\"step\":%d,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,\"tokens\":%lld",
-            st.step, isfinite(st.loss) ? st.loss : -1.0, st.lr, isfinite(st.grad_norm) ? st.grad_norm : -1.0, st.tokens_per_s, st.step_ms, st.tokens_seen);
-    if (st.step_skipped) fprintf(r->metrics, ",\"skipped\":true"); /* loss/grad_norm -1: not finite (JSON has no inf) */
-    if (r->dtype == MGT_F16) fprintf(r->metrics, ",\"loss_scale\":%g", st.loss_scale);
-    if (with_val) fprintf(r->metrics, ",\"val_loss\":%.6f", st.val_loss);
-    fprintf(r->metrics, "}\n");
-    if (r->plan.world > 1) { /* and a line of per-rank summaries of the same step */
-        int i, c;
-        fprintf(r->metrics, "{\"step\":%d,\"ranks\":[", st.step);
+    for (c = 0; c < MGT_MEM_COUNT; c++) peak += st.mem_peak[c];
+    if (train_line) {
+        fprintf(f, "{\"type\":\"train\",\"step\":%d", st.step);
+        mgt__json_number(f, "loss", "%.6f", st.loss);
+        mgt__json_number(f, "lr", "%.6e", st.lr);
+        mgt__json_number(f, "grad_norm", "%.6f", st.grad_norm);
+        if (st.step_skipped) fputs(",\"skipped\":true", f);
+        if (r->dtype == MGT_F16) mgt__json_number(f, "loss_scale", "%g", st.loss_scale);
+        fprintf(f, ",\"tokens\":%lld", st.tokens_seen);
+        mgt__json_number(f, "tokens_per_s", "%.1f", st.tokens_per_s);
+        mgt__json_number(f, "step_s", "%.6f", st.step_ms / 1e3);
+        if (st.has_mfu) mgt__json_number(f, "mfu", "%.4f", st.mfu);
+        fprintf(f, ",\"mem_peak\":%zu", peak);
+        mgt__json_number(f, "elapsed_s", "%.3f", elapsed);
+        fputs("}\n", f);
+    }
+    if (train_line && r->plan.world > 1) {
+        int i;
+        fprintf(f, "{\"type\":\"ranks\",\"step\":%d", st.step);
+        mgt__json_number(f, "elapsed_s", "%.3f", elapsed);
+        fputs(",\"ranks\":[", f);
         for (i = 0; i < r->plan.world; i++) {
             mgt_rank_stats rs;
             mgt__fill_rank_stats(r, i, &rs);
-            fprintf(r->metrics, "%s{\"rank\":%d,\"dp\":%d,\"tp\":%d,\"pp\":%d,\"step_s\":%.6f,\"compute_s\":%.6f,\"comm_s\":%.6f,\"bubble_s\":%.6f,\"comm\":{",
+            fprintf(f, "%s{\"rank\":%d,\"dp\":%d,\"tp\":%d,\"pp\":%d,\"step_s\":%.6f,\"compute_s\":%.6f,\"comm_s\":%.6f,\"bubble_s\":%.6f,\"comm\":{",
                     i ? "," : "", i, rs.dp, rs.tp, rs.pp, rs.step_s, rs.compute_s, rs.comm_s, rs.bubble_s);
             for (c = 0; c < MGT_COLL_COUNT; c++)
-                fprintf(r->metrics, "%s\"%s\":{\"calls\":%lld,\"bytes\":%.0f,\"s\":%.6f}", c ? "," : "", mgt_coll_name(c), rs.calls[c], rs.bytes[c], rs.seconds[c]);
-            fprintf(r->metrics, "},\"mem_peak\":{");
-            for (c = 0; c < MGT_MEM_COUNT; c++) fprintf(r->metrics, "%s\"%s\":%zu", c ? "," : "", mgt_mem_category_name(c), rs.mem_peak[c]);
-            fprintf(r->metrics, "}}");
+                fprintf(f, "%s\"%s\":{\"calls\":%lld,\"bytes\":%.0f,\"s\":%.6f}", c ? "," : "", mgt_coll_name(c), rs.calls[c], rs.bytes[c], rs.seconds[c]);
+            fputs("},\"mem_peak\":{", f);
+            for (c = 0; c < MGT_MEM_COUNT; c++) fprintf(f, "%s\"%s\":%zu", c ? "," : "", mgt_mem_category_name(c), rs.mem_peak[c]);
+            fputs("}}", f);
         }
-        fprintf(r->metrics, "]}\n");
+        fputs("]}\n", f);
     }
-    if (fflush(r->metrics) || ferror(r->metrics)) { /* metrics are a record of the run, not the run: warn once and train on */
+    if (eval_line) {
+        fprintf(f, "{\"type\":\"eval\",\"step\":%d", st.step);
+        mgt__json_number(f, "val_loss", "%.6f", st.val_loss);
+        fprintf(f, ",\"tokens\":%lld", st.tokens_seen);
+        mgt__json_number(f, "elapsed_s", "%.3f", elapsed);
+        fputs("}\n", f);
+    }
+    if (fflush(f) || ferror(f)) { /* metrics are a record of the run, not the run: warn once and train on */
         mgt__event(r, MGT_LOG_WARN, "step %d: cannot write %s: %s; training goes on without metrics lines", st.step, r->metrics_path, strerror(errno));
-        fclose(r->metrics);
+        fclose(f);
         r->metrics = NULL;
         r->metrics_failed = 1;
     }

@@ -169,22 +169,40 @@ if grep -Eq '^step 20/20 ' train.out && [ "$(grep -E "$LINE_RE" train.out | head
 if python3 - ck/metrics.jsonl <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-need = ["step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms"]
-assert len(rows) == 20, "%d rows" % len(rows)
-for i, r in enumerate(rows):
+train = [r for r in rows if r.get("type") == "train"]
+evals = [r for r in rows if r.get("type") == "eval"]
+assert len(train) == 20 and len(rows) == 24, "%d rows, %d train" % (len(rows), len(train))
+need = ["step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_s", "mem_peak", "elapsed_s"]
+for i, r in enumerate(train):
     for k in need:
-        assert k in r and isinstance(r[k], (int, float)), "row %d lacks %s: %r" % (i, k, r)
-    assert r["step"] == i + 1, r
-    assert ("val_loss" in r) == (r["step"] % 5 == 0), "val_loss on step %d: %r" % (r["step"], r)
+        assert k in r and isinstance(r[k], (int, float)), "train row %d lacks %s: %r" % (i, k, r)
+    assert r["step"] == i + 1 and r["tokens"] == 64 * (i + 1), r
+    assert "step_ms" not in r and "val_loss" not in r, r
+assert [r["step"] for r in evals] == [5, 10, 15, 20], evals
+for r in evals:
+    assert set(r) == {"type", "step", "val_loss", "tokens", "elapsed_s"} and r["val_loss"] > 0, r
+times = [r["elapsed_s"] for r in rows]
+assert times == sorted(times), "elapsed_s goes back: %r" % times
 EOF
-then ok "metrics.jsonl: 20 JSON lines with step, loss, lr, grad_norm, tokens_per_s, step_ms; val_loss on eval steps only"
+then ok "metrics.jsonl: 20 train lines (step, loss, lr, grad_norm, tokens, tokens_per_s, step_s, mem_peak, elapsed_s) and 4 eval lines, typed"
 else fail "metrics.jsonl (see the python error above)"; fi
 if python3 -c "
 import json, sys
-rows = [json.loads(l) for l in open('ck/metrics.jsonl')]
+rows = [json.loads(l) for l in open('ck/metrics.jsonl') if json.loads(l)['type'] == 'train']
 log = {int(l.split()[1].split('/')[0]): float(l.split('|')[1].split()[1]) for l in open('train.out') if l.startswith('step ')}
 sys.exit(0 if all(abs(r['loss'] - log[r['step']]) < 6e-5 for r in rows) else 1)"; then
     ok "metrics.jsonl losses agree with the log lines"; else fail "metrics.jsonl losses differ from the log lines"; fi
+run ranks "$MGT" train "$P/tiny.ini" --no-tui --set checkpoint.dir=ranks --set parallel.dp=2 --set train.steps=3 --set parallel.threads=2
+if [ "$RC" -eq 0 ] && python3 - ranks/metrics.jsonl <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["type"] for r in rows] == ["train", "ranks"] * 3 + ["eval"], [r["type"] for r in rows]
+for r in rows[1:6:2]:
+    assert len(r["ranks"]) == 2 and {"rank", "dp", "step_s", "compute_s", "comm_s", "comm", "mem_peak"} <= set(r["ranks"][1]), r
+    assert r["ranks"][0]["comm"]["all-reduce"]["calls"] > 0, r
+EOF
+then ok "metrics.jsonl of 2 ranks: a typed ranks line after each train line"
+else fail "ranks lines: exit $RC; $(head -c 300 ranks.err)"; fi
 
 ckpts=$(cd ck && ls step_*.safetensors 2>/dev/null | tr '\n' ' ')
 if [ "$ckpts" = "step_00000015.safetensors step_00000020.safetensors " ]; then ok "checkpoints every 5 steps, only the newest keep=2 kept"

@@ -30,7 +30,7 @@ RC=0
 run() { local name=$1; shift; "$@" >"$T/$name.out" 2>"$T/$name.err"; RC=$?; }
 has() { grep -qF -- "$2" "$T/$1"; } # has FILE PATTERN
 train() { local name=$1; shift; run "$name" "$MGT" train "$P" --no-tui "$@"; }
-steps_in() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["step"]) for l in open(sys.argv[1]) if "\"ranks\"" not in l))' "$1"; }
+steps_in() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["step"]) for l in open(sys.argv[1]) if json.loads(l)["type"] == "train"))' "$1"; }
 seq_line() { seq -s ' ' "$1" "$2"; }
 
 # re-signs a checkpoint after editing it as a writer other than mgt might have: the checksum is

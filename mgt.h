@@ -162,7 +162,8 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(checkpoint, keep, INT, "3", 1, 1000000, "", "newest checkpoints kept")
 #define MGT_KEYS_log(X)                                                                            \
     X(log, every, INT, "10", 1, 2000000000, "", "steps between log lines and metrics")             \
-    X(log, metrics, STR, "", 0, 0, "", "metrics.jsonl path; empty is <checkpoint dir>/metrics.jsonl")
+    X(log, metrics, STR, "", 0, 0, "", "metrics.jsonl path; empty is <checkpoint dir>/metrics.jsonl")      \
+    X(log, tensorboard, STR, "", 0, 0, "", "folder for TensorBoard event files; empty is none")
 
 #define MGT_CONFIG_KEYS(X) \
     MGT_KEYS_model(X) MGT_KEYS_data(X) MGT_KEYS_train(X) MGT_KEYS_parallel(X) \
@@ -3731,6 +3732,7 @@ struct mgt_run {
     long long tokens_seen;
     char dir[MGT_STR_MAX + 32], metrics_path[MGT_STR_MAX + 64];
     FILE *metrics;
+    FILE *tensorboard;               /* the event file of [log] tensorboard, or NULL */
     /* statistics published for readers on other threads, behind stats_mu */
     pthread_mutex_t stats_mu;
     mgt_stats *history;           /* a ring of the last MGT__HISTORY steps */
@@ -3891,10 +3893,12 @@ static mgt_result mgt__metrics_truncate(const char *path, int step) {
     return MGT_OK;
 }
 
+static mgt_result mgt__tensorboard_open(mgt_run *r); /* [log] tensorboard's event file */
 static mgt_result mgt__open_metrics(mgt_run *r) {
     char folder[sizeof r->metrics_path];
     char *slash;
     if (r->metrics) { fclose(r->metrics); r->metrics = NULL; }
+    MGT__TRY(mgt__tensorboard_open(r));
     if (!strcmp(r->cfg.log.metrics, "none")) return MGT_OK;
     mgt__strlcpy(folder, r->metrics_path, sizeof folder);
     slash = strrchr(folder, '/');
@@ -3979,7 +3983,7 @@ static mgt_result mgt__claim_once(mgt_run *r) { return r->claimed || r->inferenc
 /* before a step: a run that will write metrics or checkpoints takes its folder before it trains
    (a run that writes nothing, as `mgt bench`'s, takes it only if it saves) */
 static mgt_result mgt__claim_before_step(mgt_run *r) {
-    return strcmp(r->cfg.log.metrics, "none") || r->cfg.checkpoint.every > 0 ? mgt__claim_once(r) : MGT_OK;
+    return strcmp(r->cfg.log.metrics, "none") || r->cfg.log.tensorboard[0] || r->cfg.checkpoint.every > 0 ? mgt__claim_once(r) : MGT_OK;
 }
 
 MGTDEF mgt_result mgt_run_claim(mgt_run *r, int overwrite) {
@@ -5051,6 +5055,134 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->step_skipped = r->last_skipped;
 }
 
+/* ---- TensorBoard event files: TFRecord framing around Event protocol buffers ----------------------
+   A record is a little-endian uint64 length, the masked CRC-32C of those 8 bytes, the data, and the
+   masked CRC-32C of the data. The data is an Event message: wall_time (field 1, double), step
+   (field 2, varint), file_version (field 3, "brain.Event:2" in the first record), summary (field
+   5): a Summary of repeated Value (field 1) {tag (field 1, string), simple_value (field 2, float)}.
+   These few fields are what TensorBoard's scalar dashboard reads. */
+static uint32_t mgt__crc32c(const unsigned char *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    size_t i;
+    int k;
+    for (i = 0; i < n; i++) {
+        c ^= p[i];
+        for (k = 0; k < 8; k++) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u))); /* reflected Castagnoli */
+    }
+    return ~c;
+}
+static uint32_t mgt__crc_masked(const unsigned char *p, size_t n) { uint32_t c = mgt__crc32c(p, n); return ((c >> 15) | (c << 17)) + 0xa282ead8u; }
+
+typedef struct mgt__pb { unsigned char b[4096]; size_t n; } mgt__pb; /* an encoded message; a step's scalars fit */
+static void mgt__pb_bytes(mgt__pb *m, const void *p, size_t n) {
+    if (m->n + n <= sizeof m->b) memcpy(m->b + m->n, p, n);
+    m->n += n; /* past the end: the caller sees n > sizeof b and drops the record */
+}
+static void mgt__pb_varint(mgt__pb *m, uint64_t v) {
+    unsigned char c[10];
+    size_t k = 0;
+    do { c[k++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); v >>= 7; } while (v);
+    mgt__pb_bytes(m, c, k);
+}
+static void mgt__pb_le(mgt__pb *m, uint64_t v, int bytes) {
+    unsigned char c[8];
+    int k;
+    for (k = 0; k < bytes; k++) c[k] = (unsigned char)(v >> (8 * k));
+    mgt__pb_bytes(m, c, (size_t)bytes);
+}
+static void mgt__pb_lendelim(mgt__pb *m, int field, const void *p, size_t n) {
+    mgt__pb_varint(m, (uint64_t)field << 3 | 2);
+    mgt__pb_varint(m, n);
+    mgt__pb_bytes(m, p, n);
+}
+static void mgt__tb_scalar(mgt__pb *summary, const char *tag, double value) {
+    mgt__pb v;
+    float f = (float)value;
+    uint32_t bits;
+    if (!isfinite(value)) return; /* TensorBoard would plot nan as a gap at best */
+    v.n = 0;
+    mgt__pb_lendelim(&v, 1, tag, strlen(tag));
+    memcpy(&bits, &f, 4);
+    mgt__pb_varint(&v, 2 << 3 | 5);
+    mgt__pb_le(&v, bits, 4);
+    if (v.n <= sizeof v.b) mgt__pb_lendelim(summary, 1, v.b, v.n);
+}
+/* one record of an Event with the given step and either a file version or a summary */
+static int mgt__tb_event(FILE *f, double wall_time, long long step, const char *file_version, const mgt__pb *summary) {
+    mgt__pb e;
+    uint64_t len, bits;
+    unsigned char head[12];
+    uint32_t crc;
+    e.n = 0;
+    memcpy(&bits, &wall_time, 8);
+    mgt__pb_varint(&e, 1 << 3 | 1);
+    mgt__pb_le(&e, bits, 8);
+    mgt__pb_varint(&e, 2 << 3 | 0);
+    mgt__pb_varint(&e, (uint64_t)step);
+    if (file_version) mgt__pb_lendelim(&e, 3, file_version, strlen(file_version));
+    if (summary) mgt__pb_lendelim(&e, 5, summary->b, summary->n);
+    if (e.n > sizeof e.b) return 0;
+    len = e.n;
+    for (crc = 0; crc < 8; crc++) head[crc] = (unsigned char)(len >> (8 * crc));
+    crc = mgt__crc_masked(head, 8);
+    memcpy(head + 8, &crc, 4); /* little-endian hosts (x86-64, aarch64) */
+    if (fwrite(head, 1, 12, f) != 12 || fwrite(e.b, 1, e.n, f) != e.n) return 0;
+    crc = mgt__crc_masked(e.b, e.n);
+    return fwrite(&crc, 4, 1, f) == 1 && fflush(f) == 0;
+}
+
+static mgt_result mgt__tensorboard_open(mgt_run *r) {
+    char path[MGT_STR_MAX + 160], host[64] = "localhost";
+    if (r->tensorboard) { fclose(r->tensorboard); r->tensorboard = NULL; }
+    if (!r->cfg.log.tensorboard[0]) return MGT_OK;
+    MGT__TRY(mgt__mkdirs(r->cfg.log.tensorboard));
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    /* TensorBoard reads every events.out.tfevents.* of the folder: a resumed run adds its own file */
+    snprintf(path, sizeof path, "%s/events.out.tfevents.%lld.%s.%ld.mgt", r->cfg.log.tensorboard, (long long)time(NULL), host, (long)getpid());
+    r->tensorboard = fopen(path, "wb");
+    if (!r->tensorboard) return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s ([log] tensorboard)", path, strerror(errno));
+    if (!mgt__tb_event(r->tensorboard, (double)time(NULL), r->step, "brain.Event:2", NULL))
+        return mgt__fail(MGT_ERROR_IO, "%s: cannot write: %s ([log] tensorboard)", path, strerror(errno));
+    return MGT_OK;
+}
+
+/* the scalars of a logged step (train_line) or a validation, as metrics.jsonl's lines hold them */
+static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_line, int eval_line) {
+    mgt__pb sum;
+    struct timespec now;
+    int c;
+    if (!r->tensorboard) return;
+    sum.n = 0;
+    if (train_line) {
+        size_t peak = 0;
+        mgt__tb_scalar(&sum, "train/loss", st->loss);
+        mgt__tb_scalar(&sum, "train/lr", st->lr);
+        mgt__tb_scalar(&sum, "train/grad_norm", st->grad_norm);
+        mgt__tb_scalar(&sum, "perf/tokens_per_s", st->tokens_per_s);
+        mgt__tb_scalar(&sum, "perf/step_s", st->step_ms / 1e3);
+        if (st->has_mfu) mgt__tb_scalar(&sum, "perf/mfu", st->mfu);
+        for (c = 0; c < MGT_MEM_COUNT; c++) peak += st->mem_peak[c];
+        mgt__tb_scalar(&sum, "memory/peak_bytes", (double)peak);
+        if (r->dtype == MGT_F16) mgt__tb_scalar(&sum, "train/loss_scale", st->loss_scale);
+        if (r->plan.world > 1) { /* rank 0's time inside each kind of collective in the last step */
+            mgt_rank_stats rs;
+            char tag[64];
+            mgt__fill_rank_stats(r, 0, &rs);
+            for (c = 0; c < MGT_COLL_COUNT; c++)
+                if (rs.calls[c]) { snprintf(tag, sizeof tag, "comm/%s_s", mgt_coll_name(c)); mgt__tb_scalar(&sum, tag, rs.seconds[c]); }
+        }
+    }
+    if (eval_line) mgt__tb_scalar(&sum, "eval/val_loss", st->val_loss);
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (sum.n > sizeof sum.b || !mgt__tb_event(r->tensorboard, (double)now.tv_sec + now.tv_nsec * 1e-9, st->step, NULL, &sum)) {
+        mgt__event(r, MGT_LOG_WARN, "step %d: cannot write the TensorBoard events of [log] tensorboard = %s: %s; training goes on without them", st->step,
+                   r->cfg.log.tensorboard, strerror(errno));
+        fclose(r->tensorboard);
+        r->tensorboard = NULL;
+    }
+}
+
 /* a JSON number, or null where it is not finite (JSON has no inf or nan) */
 static void mgt__json_number(FILE *f, const char *key, const char *fmt, double v) {
     fprintf(f, ",\"%s\":", key);
@@ -5066,8 +5198,9 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
     double elapsed = mgt__now() - r->created_s;
     size_t peak = 0;
     int c;
-    if (!f) return MGT_OK;
     mgt_run_stats(r, &st);
+    mgt__tensorboard_step(r, &st, train_line, eval_line);
+    if (!f) return MGT_OK;
     for (c = 0; c < MGT_MEM_COUNT; c++) peak += st.mem_peak[c];
     if (train_line) {
         fprintf(f, "{\"type\":\"train\",\"step\":%d", st.step);
@@ -5535,6 +5668,7 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->has_train) mgt__loader_close(&r->train);
     if (r->has_val) mgt__loader_close(&r->val);
     if (r->metrics) fclose(r->metrics);
+    if (r->tensorboard) fclose(r->tensorboard);
     if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
     if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
     if (r->world) mgt__local_world_destroy(r->world);

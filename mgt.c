@@ -32,11 +32,27 @@ static int fail(mgt_result r) {
     return exit_code(r);
 }
 
+/* The headless log. While a step runs, its information lines (a validation, a checkpoint) wait
+   in held_lines, so they follow that step's own line; warnings go to stderr at once. */
+static char held_lines[4096];
+static int holding;
 static void print_log(void *user, int level, const char *message) {
     (void)user;
     if (level == MGT_LOG_WARN) fprintf(stderr, "mgt: warning: %s\n", message);
+    else if (holding && strlen(held_lines) + strlen(message) + 4 < sizeof held_lines)
+        snprintf(held_lines + strlen(held_lines), sizeof held_lines - strlen(held_lines), "  %s\n", message);
     else printf("  %s\n", message);
     fflush(stdout);
+}
+static void print_held(void) {
+    fputs(held_lines, stdout);
+    held_lines[0] = 0;
+    fflush(stdout);
+}
+
+static void format_hms(double seconds, char *out, size_t cap) {
+    int s = seconds > 0 && seconds < 3.6e8 ? (int)(seconds + 0.5) : 0; /* under 100000 hours */
+    snprintf(out, cap, "%d:%02d:%02d", s / 3600 % 100000, s / 60 % 60, s % 60);
 }
 
 static void usage(FILE *f) {
@@ -139,18 +155,41 @@ static double baseline_find(const char *key, char *date, size_t cap) {
     return found;
 }
 
-static void baseline_record(const char *key, double tok_s) {
+static void baseline_record(const char *key, double tok_s, const char *what) {
     char path[1024], dir[1024], when[64], *slash;
     time_t now = time(NULL);
     FILE *f;
     if (!baseline_path(path, sizeof path)) return;
     snprintf(dir, sizeof dir, "%s", path);
     if ((slash = strrchr(dir, '/')) && slash != dir) { *slash = 0; if (mgt__mkdirs(dir) != MGT_OK) { fprintf(stderr, "mgt: warning: %s\n", mgt_last_error()); return; } }
-    if (!(f = fopen(path, "a"))) { fprintf(stderr, "mgt: warning: %s: cannot record the single-rank baseline: %s\n", path, strerror(errno)); return; }
+    if (!(f = fopen(path, "a"))) { fprintf(stderr, "mgt: warning: %s: cannot record %s: %s\n", path, what, strerror(errno)); return; }
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     fprintf(f, "%s\t%.1f\t%s\n", key, tok_s, when);
-    if (fclose(f)) fprintf(stderr, "mgt: warning: %s: cannot record the single-rank baseline: %s\n", path, strerror(errno));
-    else printf("recorded as the single-rank baseline of this model in %s: a run on more ranks shows its speedup against it\n", path);
+    if (fclose(f)) fprintf(stderr, "mgt: warning: %s: cannot record %s: %s\n", path, what, strerror(errno));
+    else if (!strcmp(what, "the single-rank baseline"))
+        printf("recorded as the single-rank baseline of this model in %s: a run on more ranks shows its speedup against it\n", path);
+}
+
+/* The CPU's peak for MFU: the whole machine's sgemm rate (every core, n = 1024, the median over
+   about 2 s), measured by `mgt bench` or, the first time `mgt train` needs it, over 0.3 s; kept in
+   the baselines file under "host=... sgemm threads=N". */
+static void sgemm_key(char *out, size_t cap) {
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    snprintf(out, cap, "host=%s sgemm threads=%d", host, mgt__cpu_count());
+}
+static double machine_sgemm(double seconds, int remeasure, char *date, size_t cap) {
+    char key[320];
+    double g;
+    sgemm_key(key, sizeof key);
+    if (!remeasure && (g = baseline_find(key, date, cap)) > 0) return g;
+    g = mgt_cpu_sgemm_gflops(0, seconds);
+    if (g > 0) {
+        time_t now = time(NULL);
+        strftime(date, cap, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        baseline_record(key, g, "the machine's sgemm rate");
+    }
+    return g;
 }
 
 /* After a failed step: the error, what it means for the run, and the newest checkpoint. A periodic
@@ -416,6 +455,8 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
     return 0;
 }
 
+static int plan_world(const mgt_config *c) { return c->parallel.dp * c->parallel.tp * c->parallel.pp; }
+
 static int cmd_train(int argc, char **argv) {
     mgt_config cfg;
     options o;
@@ -443,22 +484,31 @@ static int cmd_train(int argc, char **argv) {
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
     if (o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
     if ((r = mgt_run_claim(run, o.overwrite)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
+    if (!strcmp(mgt_run_device(run), "cpu") && cfg.parallel.peak_gflops <= 0) { /* MFU against this machine's measured sgemm */
+        char measured[64], source[96];
+        double machine = machine_sgemm(0.3, 0, measured, sizeof measured);
+        snprintf(source, sizeof source, "this machine's sgemm, measured %s", measured);
+        if (machine > 0) mgt_run_set_peak(run, machine / plan_world(&cfg), source);
+    }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    mgt_run_stats(run, &st);
+    mgt_run_stats(run, &st); /* after set_peak: the banner names the peak */
     start_step = st.step;
     format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
                           st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
     mgt__plan_make(&cfg, &plan);
     if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan.world, plan.world == 1 ? "" : "s");
     else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
-    printf("mgt %s | %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d, %s, %d micro-batch%s of %d | %s | %s | "
-           "%d x %d tokens per step | %s | %s\n", MGT_VERSION_STRING, o.preset, (double)st.params / 1e6, plan.world, plan.world == 1 ? "" : "s",
-           plan.dp, plan.tp, plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", plan.micro_steps, plan.micro_steps == 1 ? "" : "es",
-           cfg.train.micro_batch, where, dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0],
+    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
+           "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, o.preset, (double)st.params / 1e6, plan.world,
+           plan.world == 1 ? "" : "s", plan.dp, plan.tp, plan.pp, plan.zero, plan.pp > 1 ? ", " : "",
+           plan.pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "", plan.micro_steps, plan.micro_steps == 1 ? "" : "es",
+           cfg.train.micro_batch, cfg.train.micro_batch == 1 ? "" : "s", where, dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0],
            cfg.train.global_batch, cfg.model.seq_len, mem, mgt_run_dir(run));
+    if (st.peak_gflops > 0)
+        printf("MFU against %.1f GFLOP/s (%s)\n", st.peak_gflops, strcmp(st.peak_source, "preset") ? st.peak_source : "[parallel] peak_gflops x ranks");
     if (plan.world > 1) { /* the speedup is shown only against a measured single rank of the same model */
         char key[512];
         baseline_key(&cfg, st.threads, key, sizeof key);
@@ -496,18 +546,39 @@ static int cmd_train(int argc, char **argv) {
         if (rc > 0) { mgt_run_destroy(run); return 1; }
         if (rc == 0) st.step = cfg.train.steps; /* skips the log loop */
     }
-    while (st.step < cfg.train.steps) {
-        if (mgt_stop_requested) { interrupted = 1; break; }
-        if ((r = mgt_run_step(run)) != MGT_OK) {
-            report_train_failure(run, mgt_last_error(), st.step);
-            mgt_run_destroy(run);
-            return 1;
-        }
-        mgt_run_stats(run, &st);
-        if (st.step % cfg.log.every == 0 || st.step == cfg.train.steps || st.step == start_step + 1) {
-            printf("step %d/%d | loss %.4f | lr %.2e | norm %.2f | %.0f tok/s | %.1f ms\n", st.step, st.steps, st.loss, st.lr, st.grad_norm,
-                   st.tokens_per_s, st.step_ms);
-            fflush(stdout);
+    {
+        /* the log line: the loss and its smoothed curve (an exponential average, debiased as
+           TensorBoard's), MFU, memory, the wall time since training began and the time left at the
+           mean pace of this process's steps */
+        double ema = 0, ema_weight = 0, t_start = mgt__now();
+        while (st.step < cfg.train.steps) {
+            if (mgt_stop_requested) { interrupted = 1; break; }
+            holding = 1;
+            r = mgt_run_step(run);
+            holding = 0;
+            if (r != MGT_OK) {
+                print_held();
+                report_train_failure(run, mgt_last_error(), st.step);
+                mgt_run_destroy(run);
+                return 1;
+            }
+            mgt_run_stats(run, &st);
+            if (isfinite(st.loss)) { ema = 0.9 * ema + 0.1 * st.loss; ema_weight = 0.9 * ema_weight + 0.1; }
+            if (st.step % cfg.log.every == 0 || st.step == cfg.train.steps || st.step == start_step + 1) {
+                char mfu[16] = "n/a", memory[32], elapsed[16], eta[16];
+                double wall = mgt__now() - t_start;
+                size_t bytes = 0;
+                int c;
+                for (c = 0; c < MGT_MEM_COUNT; c++) bytes += st.mem_current[c];
+                format_bytes((double)bytes, memory, sizeof memory);
+                if (st.has_mfu) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * st.mfu);
+                format_hms(wall, elapsed, sizeof elapsed);
+                format_hms(wall / (st.step - start_step) * (cfg.train.steps - st.step), eta, sizeof eta);
+                printf("step %d/%d | loss %.4f (smoothed %.4f) | lr %.2e | norm %.2f | %.0f tok/s | %.1f ms | mfu %s | mem %s | %s elapsed, eta %s\n",
+                       st.step, st.steps, st.loss, ema_weight > 0 ? ema / ema_weight : st.loss, st.lr, st.grad_norm, st.tokens_per_s, st.step_ms, mfu,
+                       memory, elapsed, eta);
+            }
+            print_held();
         }
     }
     if ((r = mgt_run_save(run, path, sizeof path)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
@@ -525,8 +596,8 @@ static int cmd_train(int argc, char **argv) {
         mgt_run_destroy(run);
         return 130;
     }
-    printf("done: %d steps, final loss %.4f%s, %.1f s in steps, activations %s; checkpoint %s\n", st.step, st.loss,
-           st.has_val_loss ? "" : "", st.elapsed_s, mem, path);
+    printf("done: %d step%s, final loss %.4f, %.1f s in steps, activations %s; checkpoint %s\n", st.step, st.step == 1 ? "" : "s", st.loss,
+           st.elapsed_s, mem, path);
     if (st.has_val_loss) printf("val loss %.4f at step %d\n", st.val_loss, st.val_step);
     if (base_tok_s > 0 && st.step > start_step && st.elapsed_s > start_elapsed) {
         double tok_s = (double)(st.step - start_step) * cfg.train.global_batch * cfg.model.seq_len / (st.elapsed_s - start_elapsed);
@@ -701,21 +772,25 @@ static int cmd_keys(int argc, char **argv) {
     return 0;
 }
 
-/* GFLOP/s of an n x n x n sgemm: on the calling thread alone, or split over the run's threads */
-static double bench_sgemm(mgt_backend *be, int n, int pooled) {
+/* GFLOP/s of an n x n x n sgemm on the calling thread alone (BLAS single-threaded, as a rank's
+   pool calls it), the median of repetitions over about half a second */
+static double bench_sgemm_1thread(int n) {
     float *a = (float *)calloc((size_t)n * (size_t)n, sizeof(float)), *b = (float *)calloc((size_t)n * (size_t)n, sizeof(float));
     float *c = (float *)calloc((size_t)n * (size_t)n, sizeof(float));
-    double t0, t = 0, flops = 2.0 * n * n * (double)n;
-    int reps = 0, i;
+    double t = 0, rates[64], flops = 2.0 * n * n * (double)n;
+    int reps = 0, i, j;
     for (i = 0; i < n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
-    do {
-        t0 = mgt__now();
-        if (pooled) mgt__gemm(be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL);
-        else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        if (reps++ > 0) t += mgt__now() - t0; /* the first call warms caches and BLAS buffers */
-    } while (t < 0.5 || reps < 4);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); /* warms caches and BLAS buffers */
+    while (reps < 64 && (reps < 3 || t < 0.5)) {
+        double t0 = mgt__now(), dt;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        dt = mgt__now() - t0;
+        t += dt;
+        rates[reps++] = flops / dt * 1e-9;
+    }
+    for (i = 1; i < reps; i++) for (j = i; j > 0 && rates[j] < rates[j - 1]; j--) { double x = rates[j]; rates[j] = rates[j - 1]; rates[j - 1] = x; }
     free(a); free(b); free(c);
-    return flops * (reps - 1) / t * 1e-9;
+    return rates[reps / 2];
 }
 
 static int cmd_bench(int argc, char **argv) {
@@ -726,7 +801,8 @@ static int cmd_bench(int argc, char **argv) {
     mgt_stats st;
     int rc, i, steps, warmup = 2, rows, vocab;
     uint16_t *tokens;
-    double t0, elapsed, tok_s, gflops, sgemm1, sgemmN;
+    double t0, elapsed, tok_s, gflops, sgemm1, machine;
+    char measured[64];
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     steps = o.steps > 0 ? o.steps : 5;
@@ -740,9 +816,10 @@ static int cmd_bench(int argc, char **argv) {
            cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.global_batch,
            cfg.train.micro_batch, cfg.train.recompute ? "full" : "none", st.threads);
     fflush(stdout);
-    sgemm1 = bench_sgemm(run->ranks[0].be, 1024, 0);
-    sgemmN = bench_sgemm(run->ranks[0].be, 1024, 1);
-    printf("sgemm 1024^3:   %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", sgemm1, sgemmN, st.threads);
+    sgemm1 = bench_sgemm_1thread(1024);
+    machine = machine_sgemm(2.0, 1, measured, sizeof measured);
+    printf("sgemm 1024^3:   %.1f GFLOP/s on 1 thread; %.1f GFLOP/s on the machine's %d threads together (the median over 2 s): the peak of MFU\n",
+           sgemm1, machine, mgt__cpu_count());
     fflush(stdout);
     rows = cfg.train.global_batch * (cfg.model.seq_len + 1);
     vocab = cfg.data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : 256;
@@ -757,8 +834,9 @@ static int cmd_bench(int argc, char **argv) {
     mgt_run_stats(run, &st);
     tok_s = (double)steps * cfg.train.global_batch * cfg.model.seq_len / elapsed;
     gflops = tok_s * st.flops_per_token * 1e-9;
-    printf("train step:     %.1f ms, %.0f tokens/s, %.1f GFLOP/s (%.0f MFLOP per token), %.0f%% of the %d-thread sgemm\n",
-           elapsed / steps * 1e3, tok_s, gflops, st.flops_per_token * 1e-6, 100.0 * gflops / sgemmN, st.threads);
+    printf("train step:     %.1f ms, %.0f tokens/s, %.1f GFLOP/s (%.0f MFLOP per token), %.0f%% of the machine's sgemm (%d rank%s, %d thread%s in all)\n",
+           elapsed / steps * 1e3, tok_s, gflops, st.flops_per_token * 1e-6, 100.0 * gflops / machine, cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp,
+           cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp == 1 ? "" : "s", st.threads, st.threads == 1 ? "" : "s");
     printf("memory peak:    params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
            st.mem_peak[MGT_MEM_PARAMS] / 1048576.0, st.mem_peak[MGT_MEM_GRADS] / 1048576.0, st.mem_peak[MGT_MEM_OPTIMIZER] / 1048576.0,
            st.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0);
@@ -766,7 +844,7 @@ static int cmd_bench(int argc, char **argv) {
         char key[512], date[64];
         double base;
         baseline_key(&cfg, st.threads, key, sizeof key);
-        if (cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp == 1) baseline_record(key, tok_s);
+        if (cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp == 1) baseline_record(key, tok_s, "the single-rank baseline");
         else if ((base = baseline_find(key, date, sizeof date)) > 0)
             printf("speedup:        %.2fx over one rank (%.0f tokens/s measured by mgt bench at %s)\n", tok_s / base, base, date);
         else printf("speedup:        n/a: no single-rank measurement of this model; `mgt bench` with parallel.dp, tp and pp = 1 makes one\n");

@@ -422,7 +422,8 @@ typedef struct mgt_stats {
     double gflops;              /* achieved by the last step */
     double mfu;                 /* against peak_gflops; valid when has_mfu */
     int has_mfu;
-    double peak_gflops;
+    double peak_gflops;         /* of all ranks: the preset's, or set by mgt_run_set_peak */
+    char peak_source[64];       /* "preset", or what mgt_run_set_peak said (e.g. "sgemm measured at start") */
     long long tokens_seen;
     size_t params;              /* parameter count (without vocabulary padding) */
     size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT];
@@ -499,6 +500,12 @@ MGTDEF int mgt_run_history(const mgt_run *run, int from, mgt_stats *out, int max
 MGTDEF int mgt_run_ranks(const mgt_run *run, mgt_rank_stats *out, int max);
 MGTDEF int mgt_run_events(const mgt_run *run, int from, mgt_event *out, int max);
 MGTDEF int mgt_run_state(const mgt_run *run);
+/* GFLOP/s of 1024^3 sgemms split over `threads` (0: every core) of a pool as a rank's, the median
+   of repetitions over about `seconds` (0 or less when it cannot measure): a CPU's peak for MFU */
+MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds);
+/* the peak of one rank MFU is reckoned against when the preset states none (parallel.peak_gflops
+   = 0), and where it comes from, shown beside MFU */
+MGTDEF void mgt_run_set_peak(mgt_run *run, double gflops_per_rank, const char *source);
 MGTDEF void mgt_run_set_state(mgt_run *run, int state); /* for drivers: paused, finished, failed */
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *run);
 MGTDEF const char *mgt_run_dir(const mgt_run *run);        /* checkpoint folder in use */
@@ -3727,6 +3734,8 @@ struct mgt_run {
     int resumed;                     /* continues a checkpoint (mgt_run_resume) */
     int claimed, lock_fd;            /* holds its checkpoint folder (mgt_run_claim): the flock'd mgt.lock */
     int metrics_failed;              /* a metrics line could not be written: warned once, no more lines */
+    double peak_per_rank;            /* mgt_run_set_peak's GFLOP/s, used when the preset states none */
+    char peak_source[64];
     double loss, lr, grad_norm, step_s, val_loss, elapsed_s;
     int has_val_loss, val_step;
     long long tokens_seen;
@@ -5037,8 +5046,9 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->samples_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch / r->step_s : 0;
     st->flops_per_token = mgt__flops_per_token(r);
     st->gflops = st->tokens_per_s * st->flops_per_token * 1e-9;
-    st->peak_gflops = r->cfg.parallel.peak_gflops * r->plan.world;
-    st->has_mfu = st->peak_gflops > 0 && st->gflops > 0; /* against the peak the preset states */
+    st->peak_gflops = (r->cfg.parallel.peak_gflops > 0 ? r->cfg.parallel.peak_gflops : r->peak_per_rank) * r->plan.world;
+    mgt__strlcpy(st->peak_source, r->cfg.parallel.peak_gflops > 0 ? "preset" : r->peak_per_rank > 0 ? r->peak_source : "", sizeof st->peak_source);
+    st->has_mfu = st->peak_gflops > 0 && st->gflops > 0; /* against the peak the preset states, or one measured */
     st->mfu = st->has_mfu ? st->gflops / st->peak_gflops : 0;
     st->tokens_seen = r->tokens_seen;
     st->params = mgt__global_params(&r->cfg);
@@ -6034,7 +6044,9 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
             if (!mgt__cuda_api && !access(path, F_OK)) mgt__cuda_api = mgt__cuda_try(path, tried, sizeof tried);
             if (!mgt__cuda_api) mgt__cuda_api = mgt__cuda_try("libmgt_cuda.so", tried, sizeof tried);
         }
-        if (!mgt__cuda_api)
+        if (!mgt__cuda_api && (!tried[0] || (strstr(tried, "No such file") && !strstr(tried, "libmgt_cuda.so: undefined"))) && !(env && env[0]))
+            snprintf(mgt__cuda_why, sizeof mgt__cuda_why, "no CUDA library built; `ninja cuda` builds one"); /* the usual CPU machine: one short line */
+        else if (!mgt__cuda_api)
             snprintf(mgt__cuda_why, sizeof mgt__cuda_why, "the CUDA backend library is not built or cannot load (%s); build it with `ninja cuda`",
                      tried[0] ? tried : "not found");
     }
@@ -6069,6 +6081,40 @@ static mgt_result mgt__choose_device(mgt_run *r) {
     }
     r->cuda = api;
     return MGT_OK;
+}
+
+MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
+    const int n = 1024;
+    mgt_backend *be;
+    float *a, *b, *c;
+    double rates[256], t_all = 0;
+    int reps = 0, i, j;
+    if (mgt__cpu_backend_create_typed(&be, threads > 0 ? threads : mgt__cpu_count(), 0, MGT_F32, 0) != MGT_OK) return 0;
+    a = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
+    b = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
+    c = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
+    if (a && b && c) {
+        for (i = 0; i < n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
+        mgt__gemm(be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL); /* warms caches and BLAS buffers */
+        while (reps < 256 && (reps < 3 || t_all < seconds)) {
+            double t0 = mgt__now(), dt;
+            mgt__gemm(be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL);
+            dt = mgt__now() - t0;
+            t_all += dt;
+            rates[reps++] = 2.0 * n * n * (double)n / dt * 1e-9;
+        }
+        for (i = 1; i < reps; i++) /* the median: a shared machine's slow repetitions do not pull it down */
+            for (j = i; j > 0 && rates[j] < rates[j - 1]; j--) { double t = rates[j]; rates[j] = rates[j - 1]; rates[j - 1] = t; }
+    }
+    MGT_FREE(a); MGT_FREE(b); MGT_FREE(c);
+    mgt__cpu_backend_destroy(be);
+    return reps ? rates[reps / 2] : 0;
+}
+
+MGTDEF void mgt_run_set_peak(mgt_run *r, double gflops_per_rank, const char *source) {
+    if (!r) return;
+    r->peak_per_rank = gflops_per_rank > 0 && isfinite(gflops_per_rank) ? gflops_per_rank : 0;
+    mgt__strlcpy(r->peak_source, source ? source : "", sizeof r->peak_source);
 }
 
 /* 64 random bits (the kernel's; else time, process and address), as 16 hex digits */

@@ -53,7 +53,7 @@ check_size() { # cols rows stop-key
   grep -Eq 'tokens/s +[0-9.]+[kMG]? ' "$TMP/screen" || fail "tokens/s is not a number"
   grep -q 'RUNNING' "$TMP/screen" || fail "state is not RUNNING"
   grep -q ' | dp2 tp1 pp1 zero0 1f1b mb1 | ' "$TMP/screen" || fail "the header does not show the layout"
-  if [ -s "$TMP/baselines$cols" ]; then grep -Eq 'speedup +[0-9]+\.[0-9]{2}x over 1 rank' "$TMP/screen" || fail "no speedup over the measured single rank"
+  if grep -qs 'batch=' "$TMP/baselines$cols"; then grep -Eq 'speedup +[0-9]+\.[0-9]{2}x over 1 rank' "$TMP/screen" || fail "no speedup over the measured single rank"
   else grep -Eq 'speedup +n/a' "$TMP/screen" || fail "a speedup without a single-rank measurement"; fi
   for r in 0 1; do grep -Eq "^. +$r +$r +0 +0 cpu" "$TMP/screen" || fail "rank $r has no row"; done
   if [ "$cols" -ge 152 ]; then grep -Eq 'all-reduce +[1-9][0-9]* +[0-9.]+[BKMG]' "$TMP/screen" || fail "no all-reduce traffic in the overview"; fi
@@ -74,8 +74,8 @@ check_size() { # cols rows stop-key
   grep -q '^dashboard: step [0-9]*/100000 .*loss [0-9.]*' "$TMP/screen" || fail "no summary after the dashboard closed"
   grep -q 'resume with: ./mgt train' "$TMP/screen" || fail "no resume hint"
   tm capture-pane -p -J -t t > "$TMP/joined" # long lines whole
-  grep -q '| 2 ranks: dp 2 x tp 1 x pp 1, zero 0, 1f1b, 1 micro-batch of 4 |' "$TMP/joined" || fail "the printed header does not show the layout"
-  grep -Eq "^dashboard: .*, speedup ($([ -s "$TMP/baselines$cols" ] && echo '[0-9]+\.[0-9]{2}x' || echo 'n/a')) .* 2 ranks: dp 2 x tp 1 x pp 1, zero 0, 1f1b, 1 micro-batch$" \
+  grep -q '| 2 ranks: dp 2 x tp 1 x pp 1, zero 0 | 1 micro-batch of 4 sequences |' "$TMP/joined" || fail "the printed header does not show the layout"
+  grep -Eq "^dashboard: .*, speedup ($(grep -qs 'batch=' "$TMP/baselines$cols" && echo '[0-9]+\.[0-9]{2}x' || echo 'n/a')) .* 2 ranks: dp 2 x tp 1 x pp 1, zero 0, 1f1b, 1 micro-batch$" \
     "$TMP/joined" || fail "the summary lacks the speedup or the layout"
   [ "$(tm display -p -t t '#{alternate_on}')" = 0 ] || fail "the terminal is still on the alternate screen"
   s2=$(ls "$CKDIR"/step_*.safetensors | tail -1)

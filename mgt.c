@@ -480,6 +480,7 @@ static int cmd_train(int argc, char **argv) {
     argv = args; /* freed at exit */
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
+    if (!cfg.log.metrics[0]) mgt__strlcpy(cfg.log.metrics, "auto", sizeof cfg.log.metrics); /* mgt train keeps metrics unless told not to */
     mgt_set_logger(print_log, NULL);
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
     if (o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }

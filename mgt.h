@@ -162,7 +162,7 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(checkpoint, keep, INT, "3", 1, 1000000, "", "newest checkpoints kept")
 #define MGT_KEYS_log(X)                                                                            \
     X(log, every, INT, "10", 1, 2000000000, "", "steps between log lines and metrics")             \
-    X(log, metrics, STR, "", 0, 0, "", "metrics.jsonl path; empty is <checkpoint dir>/metrics.jsonl")      \
+    X(log, metrics, STR, "", 0, 0, "", "metrics.jsonl path; auto is <checkpoint dir>/metrics.jsonl (mgt train's default); empty is none") \
     X(log, tensorboard, STR, "", 0, 0, "", "folder for TensorBoard event files; empty is none")
 
 #define MGT_CONFIG_KEYS(X) \
@@ -3903,12 +3903,14 @@ static mgt_result mgt__metrics_truncate(const char *path, int step) {
 }
 
 static mgt_result mgt__tensorboard_open(mgt_run *r); /* [log] tensorboard's event file */
+/* a program that embeds mgt writes no metrics unless asked: empty (the default) and "none" are off */
+static int mgt__metrics_on(const mgt_config *c) { return c->log.metrics[0] && strcmp(c->log.metrics, "none"); }
 static mgt_result mgt__open_metrics(mgt_run *r) {
     char folder[sizeof r->metrics_path];
     char *slash;
     if (r->metrics) { fclose(r->metrics); r->metrics = NULL; }
     MGT__TRY(mgt__tensorboard_open(r));
-    if (!strcmp(r->cfg.log.metrics, "none")) return MGT_OK;
+    if (!mgt__metrics_on(&r->cfg)) return MGT_OK;
     mgt__strlcpy(folder, r->metrics_path, sizeof folder);
     slash = strrchr(folder, '/');
     if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt__mkdirs(folder)); }
@@ -3992,7 +3994,7 @@ static mgt_result mgt__claim_once(mgt_run *r) { return r->claimed || r->inferenc
 /* before a step: a run that will write metrics or checkpoints takes its folder before it trains
    (a run that writes nothing, as `mgt bench`'s, takes it only if it saves) */
 static mgt_result mgt__claim_before_step(mgt_run *r) {
-    return strcmp(r->cfg.log.metrics, "none") || r->cfg.log.tensorboard[0] || r->cfg.checkpoint.every > 0 ? mgt__claim_once(r) : MGT_OK;
+    return mgt__metrics_on(&r->cfg) || r->cfg.log.tensorboard[0] || r->cfg.checkpoint.every > 0 ? mgt__claim_once(r) : MGT_OK;
 }
 
 MGTDEF mgt_result mgt_run_claim(mgt_run *r, int overwrite) {
@@ -6218,7 +6220,7 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
         if (dot && dot != stem) *dot = 0;
         snprintf(r->dir, sizeof r->dir, "runs/%s", stem);
     }
-    if (cfg->log.metrics[0]) mgt__strlcpy(r->metrics_path, cfg->log.metrics, sizeof r->metrics_path);
+    if (strcmp(cfg->log.metrics, "auto")) mgt__strlcpy(r->metrics_path, cfg->log.metrics, sizeof r->metrics_path);
     else snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", r->dir);
     *out = r; /* the folder and metrics.jsonl are taken by mgt_run_claim, after a resume */
     return MGT_OK;

@@ -28,6 +28,9 @@ sed "s#= build/testdata/#= $ROOT/build/testdata/#" tests/presets/embed.ini >"$T/
 if [ -f build/testdata/tiny_train.bin ] && (cd "$T/elsewhere" && ./prog "$T/embed.ini" >out.txt 2>&1) && grep -q "^step 5 loss" "$T/elsewhere/out.txt"; then
     ok "the example trains 5 steps"
 else fail "the example: $(tail -3 "$T/elsewhere/out.txt" 2>&1)"; fi
+left=$(cd "$T/elsewhere" && ls -A | tr '\n' ' ')
+if [ "$left" = "out.txt prog prog.c " ] && [ ! -e "$ROOT/build/testdata/embed_run" ]; then ok "the example wrote no files (no metrics, no folder) unless asked"
+else fail "files the example left: $left $(ls -d "$ROOT/build/testdata/embed_run" 2>&1)"; fi
 
 # the resume hint names the command that works: the installed one by its path here
 (cd "$T" && python3 -c "print('the cat sat on the mat. ' * 400)" >t.txt && "$T/prefix/bin/mgt" prepare --tokenizer byte t.txt -o tk >/dev/null 2>&1)

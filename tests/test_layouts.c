@@ -11,8 +11,10 @@
    checking fakes of cudart, cuBLAS and NCCL, and must follow the same one-rank CPU runs within the
    same bounds, plus the one-rank layout itself on the GPU.
 
-   usage: test_layouts [--quick [--once]]   (--quick: smaller shapes and 6 steps, for the
-   sanitizers; --once: the matrix without gradient accumulation only, for the slowest of them) */
+   usage: test_layouts [--quick [--once]] [--only TEXT]   (--quick: smaller shapes and 6 steps, for
+   the sanitizers; --once: the matrix without gradient accumulation only, for the slowest of them;
+   --only: just the matrix layouts whose name contains TEXT, e.g. dp2-tp1-pp1-z3, without the
+   checkpoint and bf16 parts: one layout to look at while working on it) */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 #include "train_util.h"
@@ -147,6 +149,9 @@ int main(int argc, char **argv) {
     const layout *list = all;
     int n = (int)(sizeof all / sizeof all[0]), quick = argc > 1 && !strcmp(argv[1], "--quick"), i, acc, s;
     int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2;
+    const char *only = NULL;
+    for (i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--only")) only = argv[i + 1];
     double base[40], got[40];
     mgt_config cfg;
     mgt_run *ref, *run;
@@ -172,6 +177,7 @@ int main(int argc, char **argv) {
             double e = 0, w;
             char name[64];
             snprintf(name, sizeof name, "dp%d-tp%d-pp%d-z%d-%s-a%d", l->dp, l->tp, l->pp, l->zero, l->sched, acc);
+            if (only && !strstr(name, only)) continue;
             config(&cfg, l, acc, name, quick, "fp32");
             run = train(&cfg, steps, got, NULL);
             for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
@@ -184,6 +190,7 @@ int main(int argc, char **argv) {
         }
         mgt_run_destroy(ref);
     }
+    if (only) return finish(dir, "layouts");
 
     /* a checkpoint of one layout resumes under another: dp2-zero3 -> tp2-pp2 -> 1 rank */
     {

@@ -6,7 +6,8 @@
    provoked on purpose in a child process (this program re-run with --die NAME), whose stderr must
    hold the expected "mgt fake ..." line and which must end with SIGABRT. */
 #include "tests/fakes/fake_core.h" /* defines: mgtfake::float_to_half, float_to_bf16 (the fakes' own) */
-#include "tests/fakes/fakes.h"     /* defines: mgt_fake_queued, mgt_fake_fail_malloc_after */
+#include "tests/fakes/fakes.h"     /* defines: mgt_fake_queued, mgt_fake_fail_malloc_after, mgt_fake_step_counts */
+#include "kernels/fake_note.h"     /* defines: mgt_cuda_fake_note, MGT_NOTE_* (the backend's step brackets) */
 #include <cublasLt.h>          /* defines: cublasLtMatmul */
 #include <cublas_v2.h>         /* defines: cublasGemmEx, cublasSgemm */
 #include <cuda_runtime_api.h>  /* defines: cudaMalloc, cudaStream_t, cudaEvent_t */
@@ -353,6 +354,7 @@ static void test_nccl(int n) {
     std::vector<ncclComm_t> comms((size_t)n);
     CK(ncclCommInitAll(comms.data(), n, nullptr));
     std::mutex m;
+    host_barrier counted(n);
     int bad = 0;
     run_ranks(n, [&](int r) {
         int errs = 0;
@@ -395,6 +397,7 @@ static void test_nccl(int n) {
             ncclGroupEnd();
         }
         int queued = (int)mgt_fake_queued(s);
+        counted.arrive(); /* a rank that waits runs its peers' launched parts, as their GPUs would */
         cudaStreamSynchronize(s);
         float tri = (float)(n * (n + 1) / 2);
         std::vector<float> vb = fetch(b, C), vg = fetch(g, 3 * C), va = fetch(a, C * n);
@@ -447,15 +450,19 @@ static void test_init_rank() { /* ncclGetUniqueId + ncclCommInitRank, three thre
     std::mutex m;
     run_ranks(3, [&](int r) {
         cudaSetDevice(r + 2);
-        ncclComm_t c;
-        int e = ncclCommInitRank(&c, 3, id, r) != ncclSuccess, dev = -1;
-        ncclCommCuDevice(c, &dev);
+        /* memory first: an allocation (or a copy from pageable memory) while a peer's collective waits
+           for this rank would hold the driver's lock that the peer's next allocation needs (the
+           deadlock of the death test driver_lock); ncclCommInitRank then works as a barrier */
         float *p;
         cudaMalloc((void **)&p, 4);
         float v = 10.0f * (float)r;
         cudaMemcpy(p, &v, 4, cudaMemcpyHostToDevice);
+        ncclComm_t c;
+        int e = ncclCommInitRank(&c, 3, id, r) != ncclSuccess, dev = -1;
+        ncclCommCuDevice(c, &dev);
         ncclBroadcast(p, p, 1, ncclFloat32, 1, c, nullptr); /* the legacy stream */
-        cudaMemcpy(&v, p, 4, cudaMemcpyDeviceToHost);         /* synchronises it */
+        cudaStreamSynchronize(nullptr);                     /* every rank runs its part */
+        cudaMemcpy(&v, p, 4, cudaMemcpyDeviceToHost);
         e += dev != r + 2 || v != 10.0f;
         ncclCommDestroy(c);
         cudaFree(p);
@@ -576,8 +583,11 @@ static void test_streams() {
     CK(cudaMemcpyAsync(hx, y, n * 4, cudaMemcpyDeviceToHost, s1));
     CHECK(mgt_fake_queued(s1) == 4 && hx[10] == 10.0f, "%zu queued, hx[10] = %g before synchronising",
           mgt_fake_queued(s1), hx[10]);
-    CHECK(cudaStreamQuery(s1) == cudaErrorNotReady && mgt_fake_queued(s1) == 4 && hx[10] == 10.0f,
-          "a query of a busy stream says not ready and runs nothing (%zu queued)", mgt_fake_queued(s1));
+    /* a query answers what the host could see at the call, and makes the device progress: a wait
+       loop's next query sees the work done, but the host has not synchronised until it does */
+    CHECK(cudaStreamQuery(s1) == cudaErrorNotReady && mgt_fake_queued(s1) == 0 && hx[10] == 21.0f,
+          "a query of a busy stream says not ready and runs it (%zu queued)", mgt_fake_queued(s1));
+    CHECK(cudaStreamQuery(s1) == cudaSuccess, "the next query sees it done");
     CK(cudaStreamSynchronize(s1));
     CHECK(mgt_fake_queued(s1) == 0 && hx[10] == 21.0f && hx[999] == 1999.0f && cudaStreamQuery(s1) == cudaSuccess,
           "after synchronising: hx[10] = %g, the query says done", hx[10]);
@@ -627,9 +637,10 @@ static void test_streams() {
     CK(cudaLaunchHostFunc(s1, [](void *f) { *(int *)f = 1; }, &flag));
     CHECK(flag == 0, "host function ran early");
     CK(cudaEventRecord(e0, s1));
-    CHECK(cudaEventQuery(e0) == cudaErrorNotReady && flag == 0, "cudaEventQuery of a pending event: not ready, nothing runs");
+    CHECK(cudaEventQuery(e0) == cudaErrorNotReady && flag == 1, "cudaEventQuery of a pending event: not ready, but it ran");
+    CHECK(cudaGetLastError() == cudaErrorNotReady, "cudaErrorNotReady stays the last error, as on some runtimes");
+    CHECK(cudaEventQuery(e0) == cudaSuccess && flag == 1, "the next query sees the event complete");
     CK(cudaEventSynchronize(e0));
-    CHECK(cudaEventQuery(e0) == cudaSuccess && flag == 1, "after cudaEventSynchronize the event is complete");
     /* allocation failures are returned, not fatal */
     mgt_fake_fail_malloc_after(0);
     void *z = nullptr;
@@ -649,12 +660,181 @@ static void test_streams() {
     CHECK(mgt_fake_live_allocations(0) == 0, "%zu allocations left", mgt_fake_live_allocations(0));
 }
 
-/* ---- failures, each in a child ------------------------------------------------------------------ */
+
+/* ---- polls, non-blocking communicators, steps -------------------------------------------------- */
 static cudaStream_t nb_stream() {
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     return s;
 }
+
+/* a host that only polls (cudaEventQuery in a loop, as a wait with a deadline does) still gets its
+   collectives done: each poll makes its device progress, an all-reduce resumes where it stopped */
+static int poll_event(cudaEvent_t e, int max_polls) { /* 0 done, else the last error */
+    for (int i = 0; i < max_polls; i++) {
+        cudaError_t q = cudaEventQuery(e);
+        if (q == cudaSuccess) return 0;
+        if (q != cudaErrorNotReady) return (int)q;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return (int)cudaErrorNotReady;
+}
+static void make_nonblocking(ncclComm_t *c, int n, int first_device) { /* one thread, as comm_nccl.c makes its world */
+    ncclUniqueId id;
+    ncclGetUniqueId(&id);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclGroupStart();
+    for (int i = 0; i < n; i++) {
+        cudaSetDevice(first_device + i);
+        ncclCommInitRankConfig(&c[i], n, id, i, &cfg);
+    }
+    ncclGroupEnd();
+    cudaSetDevice(0);
+}
+static void test_poll() {
+    ncclComm_t c[3];
+    make_nonblocking(c, 3, 0);
+    int bad = 0, states = 0;
+    for (int i = 0; i < 3; i++) {
+        ncclResult_t st = ncclInProgress;
+        CK(ncclCommGetAsyncError(c[i], &st));
+        states += st == ncclSuccess;
+    }
+    CHECK(states == 3, "the non-blocking world is ready once every rank joined (%d of 3)", states);
+    std::mutex m;
+    run_ranks(3, [&](int r) {
+        cudaSetDevice(r);
+        cudaStream_t s = nb_stream();
+        cudaEvent_t done;
+        cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+        float *p, h[8] = {0};
+        cudaMalloc((void **)&p, sizeof h);
+        fake_fill(p, (float)(r + 1), 8, s);
+        /* a split without blocking: in progress until every rank has split */
+        ncclComm_t sub = nullptr;
+        ncclResult_t sr = ncclCommSplit(c[r], r < 2 ? 0 : NCCL_SPLIT_NOCOLOR, r, &sub, nullptr);
+        ncclResult_t st = ncclInProgress;
+        for (int i = 0; i < 10000 && st == ncclInProgress; i++) {
+            ncclCommGetAsyncError(c[r], &st);
+            if (st == ncclInProgress) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+        int e = (sr != ncclSuccess && sr != ncclInProgress) || st != ncclSuccess || (r < 2) != (sub != nullptr);
+        if (sub) {
+            ncclResult_t ss = ncclInProgress;
+            ncclCommGetAsyncError(sub, &ss);
+            e += ss != ncclSuccess;
+        }
+        ncclAllReduce(p, p, 8, ncclFloat32, ncclSum, c[r], s);
+        cudaEventRecord(done, s);
+        e += poll_event(done, 20000) != 0;
+        cudaMemcpy(h, p, sizeof h, cudaMemcpyDeviceToHost);
+        e += h[0] != 6.0f || h[7] != 6.0f;
+        if (sub) { /* polled too: the split communicator works */
+            ncclAllReduce(p, p, 8, ncclFloat32, ncclSum, sub, s);
+            cudaEventRecord(done, s);
+            e += poll_event(done, 20000) != 0;
+            cudaMemcpy(h, p, sizeof h, cudaMemcpyDeviceToHost);
+            e += h[3] != 12.0f;
+            ncclCommFinalize(sub);
+            ncclCommDestroy(sub);
+        }
+        ncclCommFinalize(c[r]);
+        ncclCommDestroy(c[r]);
+        cudaFree(p);
+        cudaEventDestroy(done);
+        cudaStreamDestroy(s);
+        std::lock_guard<std::mutex> lk(m);
+        bad += e;
+    });
+    CHECK(bad == 0, "%d ranks went wrong polling their collectives", bad);
+}
+
+/* the backend's step brackets: what a step did, counted per device */
+static void test_step_counts() {
+    cudaSetDevice(5);
+    cudaStream_t s = nb_stream();
+    cudaEvent_t e;
+    cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    float *d, *pinned;
+    cudaMalloc((void **)&d, 64);
+    CK(cudaHostAlloc((void **)&pinned, 64, cudaHostAllocDefault));
+    mgt_cuda_fake_note(5, MGT_NOTE_STEP_BEGIN, nullptr);
+    mgt_cuda_fake_note(5, MGT_NOTE_OP, "test op");
+    fake_fill(d, 2.0f, 16, s);
+    CK(cudaMemcpyAsync(pinned, d, 64, cudaMemcpyDeviceToHost, s)); /* pinned: asynchronous */
+    CK(cudaEventRecord(e, s));
+    int polls = 0;
+    while (cudaEventQuery(e) == cudaErrorNotReady) polls++;
+    mgt_cuda_fake_note(5, MGT_NOTE_STEP_END, nullptr);
+    mgt_fake_counts last, total;
+    mgt_fake_step_counts(5, &last, &total);
+    CHECK(last.steps == 1 && last.d2h == 1 && last.d2h_bytes == 64 && last.waits == 1 && last.polls == polls && last.ops == 3 &&
+              total.steps == 1 && pinned[15] == 2.0f,
+          "one step: %ld copies to the host, %ld waits, %ld polls, %ld operations (%g)", last.d2h, last.waits, last.polls, last.ops,
+          pinned[15]);
+    cudaFree(d);
+    cudaFreeHost(pinned);
+    cudaEventDestroy(e);
+    cudaStreamDestroy(s);
+    cudaSetDevice(0);
+}
+
+/* MGT_FAKE_* fault injectors, each in a child (the fakes read the environment once): this program is
+   run again with --fault NAME and that variable set; it prints what it saw and exits 0 */
+static int fault_kernel() { /* MGT_FAKE_KERNEL_FAULT=fake_fill */
+    cudaStream_t s = nb_stream();
+    cudaEvent_t e;
+    cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    float *d;
+    cudaMalloc((void **)&d, 64);
+    fake_fill(d, 1.0f, 16, s);
+    cudaEventRecord(e, s);
+    int q = poll_event(e, 1000);
+    cudaError_t last = cudaGetLastError(), again = cudaGetLastError();
+    printf("poll: %s, last error %s then %s, copy %s\n", cudaGetErrorName((cudaError_t)q), cudaGetErrorName(last),
+           cudaGetErrorName(again), cudaGetErrorName(cudaMemcpyAsync(d, d + 8, 4, cudaMemcpyDeviceToDevice, s)));
+    return 0;
+}
+static int fault_nccl(bool stall) { /* MGT_FAKE_STALL_RANK=1 or MGT_FAKE_NCCL_ERROR=1 */
+    ncclComm_t c[2];
+    make_nonblocking(c, 2, 0);
+    host_barrier b(2);
+    run_ranks(2, [&](int r) {
+        cudaSetDevice(r);
+        cudaStream_t s = nb_stream();
+        cudaEvent_t e;
+        cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+        float *d;
+        cudaMalloc((void **)&d, 64);
+        cudaMemsetAsync(d, 0, 64, s);
+        ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, c[r], s); /* the warm-up, outside any step */
+        cudaEventRecord(e, s);
+        int warm = poll_event(e, 20000);
+        b.arrive();
+        mgt_cuda_fake_note(r, MGT_NOTE_STEP_BEGIN, nullptr);
+        ncclResult_t call = ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, c[r], s);
+        cudaEventRecord(e, s);
+        int q = poll_event(e, 500); /* 0.1 s or more: the peer never arrives */
+        ncclResult_t st = ncclSuccess;
+        ncclCommGetAsyncError(c[r], &st);
+        b.arrive();
+        if (r == 0) printf("rank 1: %s\n", ncclGetLastError(c[1]));
+        b.arrive();
+        printf("rank %d: warm-up %s, call %s, poll %s, state %s\n", r, warm ? "failed" : "done", ncclGetErrorString(call),
+               cudaGetErrorName((cudaError_t)q), ncclGetErrorString(st));
+        b.arrive();
+        ncclCommAbort(c[r]); /* each rank its own: the waits end */
+        int after = poll_event(e, 20000);
+        mgt_cuda_fake_note(r, MGT_NOTE_STEP_END, nullptr);
+        printf("rank %d: after the abort the poll %s\n", r, after ? "still waits" : "ends");
+        cudaFree(d);
+        (void)stall;
+    });
+    return 0;
+}
+
+/* ---- failures, each in a child ------------------------------------------------------------------ */
 static void two_ranks(const std::function<void(int, ncclComm_t, cudaStream_t, float *)> &f) {
     ncclComm_t c[2];
     ncclCommInitAll(c, 2, nullptr);
@@ -806,6 +986,115 @@ static const death deaths[] = {
              b.arrive();
          });
      }},
+    {"step_malloc", "mgt fake cudaMalloc: cudaMalloc of 16 bytes on device 0 inside a step (during matmul forward (N 4)): an allocation may wait", [] {
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         mgt_cuda_fake_note(0, MGT_NOTE_OP, "matmul forward (N 4)");
+         void *p;
+         cudaMalloc(&p, 16);
+     }},
+    {"step_free", "mgt fake cudaFree: cudaFree of", [] {
+         void *p;
+         cudaMalloc(&p, 16);
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         cudaFree(p);
+     }},
+    {"step_pinned_alloc", "mgt fake cudaHostAlloc: cudaHostAlloc of 64 bytes on device 0 inside a step", [] {
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         void *p;
+         cudaHostAlloc(&p, 64, cudaHostAllocDefault);
+     }},
+    {"step_pageable", "cudaMemcpyDeviceToHost of 4 bytes into pageable host memory on device 0 inside a step (during download)", [] {
+         float *d, h[1];
+         cudaMalloc((void **)&d, 16);
+         cudaStream_t s = nb_stream();
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         mgt_cuda_fake_note(0, MGT_NOTE_OP, "download");
+         cudaMemcpyAsync(h, d, 4, cudaMemcpyDeviceToHost, s);
+     }},
+    {"step_stream_sync", "mgt fake cudaStreamSynchronize: cudaStreamSynchronize of stream 8 (device 0) on device 0 inside a step (during the start of a step): an unbounded host wait", [] {
+         cudaStream_t s = nb_stream();
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         cudaStreamSynchronize(s);
+     }},
+    {"step_event_sync", "mgt fake cudaEventSynchronize: cudaEventSynchronize on device 0 inside a step", [] {
+         cudaEvent_t e;
+         cudaEventCreate(&e);
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         cudaEventSynchronize(e);
+     }},
+    {"step_device_sync", "mgt fake cudaDeviceSynchronize: cudaDeviceSynchronize on device 0 inside a step", [] {
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         cudaDeviceSynchronize();
+     }},
+    {"step_legacy", "on the legacy default stream on device 0 inside a step", [] {
+         float *d;
+         cudaMalloc((void **)&d, 16);
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         cudaMemset(d, 0, 16);
+     }},
+    {"step_event_create", "mgt fake cudaEventCreate: making an event on device 0 inside a step", [] {
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         cudaEvent_t e;
+         cudaEventCreate(&e);
+     }},
+    {"step_first_collective", "mgt fake ncclAllReduce: the first collective of rank 0 of a 2-rank communicator", [] {
+         two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             mgt_cuda_fake_note(r, MGT_NOTE_STEP_BEGIN, nullptr);
+             ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, c, s);
+         });
+     }},
+    {"step_first_send", "mgt fake ncclSend: the first send between ranks 0 and 1", [] {
+         host_barrier b(2);
+         two_ranks([&](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, c, s); /* a warm communicator, but no pair warmed up */
+             cudaStreamSynchronize(s);
+             if (r == 1) b.arrive(); /* rank 0 first */
+             mgt_cuda_fake_note(r, MGT_NOTE_STEP_BEGIN, nullptr);
+             if (r == 0) ncclSend(p, 4, ncclFloat32, 1, c, s);
+             else ncclRecv(p, 4, ncclFloat32, 0, c, s);
+             if (r == 0) b.arrive();
+         });
+     }},
+    {"step_lazy_workspace", "mgt fake cublasGemmEx: cublasGemmEx on a handle without a workspace on device 0 inside a step", [] {
+         float *d, one = 1, zero = 0;
+         cudaMalloc((void **)&d, 64);
+         cublasHandle_t h;
+         cublasCreate(&h);
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, CUDA_R_32F, 2, d + 4, CUDA_R_32F, 2, &zero, d + 8,
+                      CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+     }},
+    {"in_progress_call", "mgt fake ncclAllReduce: a communicator of device 0 still being split", [] {
+         ncclComm_t c[2];
+         make_nonblocking(c, 2, 0);
+         float *p;
+         cudaMalloc((void **)&p, 16);
+         ncclComm_t sub;
+         ncclCommSplit(c[0], 0, 0, &sub, nullptr); /* rank 1 never splits: in progress */
+         ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, sub, nullptr);
+     }},
+    {"driver_lock", "waits for the driver's lock, held by a thread in cudaMalloc of 16 bytes on device 0, for cudaMalloc of 16 bytes on device 1", [] {
+         /* rank 0 allocates while its all-reduce waits for rank 1, whose thread then allocates before
+            it launches its part: the driver's lock, held by rank 0 while it waits for its device,
+            keeps rank 1 out (jax #11637; NCCL's "Using multiple NCCL communicators concurrently").
+            Had rank 1 launched first, its GPU would run its part and rank 0's wait would end. */
+         host_barrier b(2);
+         two_ranks([&](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             b.arrive();
+             if (r == 0) {
+                 ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, c, s);
+                 b.arrive();
+                 void *q;
+                 cudaMalloc(&q, 16); /* waits for device 0's streams: the all-reduce */
+             } else {
+                 b.arrive();
+                 std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                 void *q;
+                 cudaMalloc(&q, 16); /* needs the lock before it launches its all-reduce */
+                 ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, c, s);
+             }
+         });
+     }},
     {"deadlock", "mgt fake deadlock: every rank waits", [] {
          two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
              ncclRecv(p, 4, ncclFloat32, 1 - r, c, s); /* both receive first: nobody sends */
@@ -840,7 +1129,60 @@ static void expect_death(const char *self, const death &d) {
     if (getenv("MGT_FAKE_SHOW")) printf("--die %s:\n%s", d.name, err.c_str());
 }
 
+struct fault_case {
+    const char *name, *env, *value;
+    std::vector<const char *> expect;
+};
+static const fault_case faults[] = {
+    {"kernel", "MGT_FAKE_KERNEL_FAULT", "fake_fill",
+     {"mgt fake: kernel fake_fill_kernel faults on device 0 (MGT_FAKE_KERNEL_FAULT=fake_fill)",
+      "poll: cudaErrorIllegalAddress, last error cudaErrorIllegalAddress then cudaErrorIllegalAddress, copy cudaErrorIllegalAddress"}},
+    {"stall", "MGT_FAKE_STALL_RANK", "1",
+     {"mgt fake: stalling (MGT_FAKE_STALL_RANK) rank 1's NCCL call 1 inside steps, ncclAllReduce #1 as rank 1 of a 2-rank communicator",
+      "rank 1: warm-up done, call NCCL operation in progress, poll cudaSuccess, state NCCL operation in progress",
+      "rank 0: warm-up done, call no error, poll cudaErrorNotReady, state no error", "rank 0: after the abort the poll ends",
+      "rank 1: after the abort the poll ends"}},
+    {"nccl_error", "MGT_FAKE_NCCL_ERROR", "1",
+     {"mgt fake: failing (MGT_FAKE_NCCL_ERROR) rank 1's NCCL call 1 inside steps, ncclAllReduce #1",
+      "rank 1: mgt fake: rank 1's ncclAllReduce #1 failed asynchronously (MGT_FAKE_NCCL_ERROR)",
+      "rank 1: warm-up done, call no error, poll cudaErrorNotReady, state remote process exited or there was a network error",
+      "rank 0: warm-up done, call no error, poll cudaErrorNotReady, state no error", "rank 1: after the abort the poll ends"}},
+};
+static void expect_fault(const char *self, const fault_case &f) {
+    int fd[2];
+    if (pipe(fd) != 0) { perror("pipe"); exit(1); }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        setenv(f.env, f.value, 1);
+        execl(self, self, "--fault", f.name, (char *)nullptr);
+        _exit(127);
+    }
+    close(fd[1]);
+    std::string out;
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(fd[0], buf, sizeof buf)) > 0) out.append(buf, (size_t)k);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    bool all = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    for (const char *e : f.expect) all = all && out.find(e) != std::string::npos;
+    CHECK(all, "--fault %s (%s=%s): status %d, output:\n%s", f.name, f.env, f.value, status, out.c_str());
+    if (getenv("MGT_FAKE_SHOW")) printf("--fault %s:\n%s", f.name, out.c_str());
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--fault")) {
+        setvbuf(stdout, nullptr, _IONBF, 0);
+        if (!strcmp(argv[2], "kernel")) return fault_kernel();
+        if (!strcmp(argv[2], "stall")) return fault_nccl(true);
+        if (!strcmp(argv[2], "nccl_error")) return fault_nccl(false);
+        return 2;
+    }
     if (argc == 3 && !strcmp(argv[1], "--die")) {
         for (const death &d : deaths)
             if (!strcmp(d.name, argv[2])) {
@@ -858,7 +1200,10 @@ int main(int argc, char **argv) {
     test_init_rank();
     test_abort();
     test_overlap();
+    test_poll();
+    test_step_counts();
     for (const death &d : deaths) expect_death(argv[0], d);
+    for (const fault_case &f : faults) expect_fault(argv[0], f);
     printf("%d checks, %d failed\n", checks, failures);
     return failures != 0;
 }

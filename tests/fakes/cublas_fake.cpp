@@ -24,7 +24,9 @@
    CHECKS (abort with "mgt fake <api>: ..."): the argument rules cuBLAS answers with
    CUBLAS_STATUS_INVALID_VALUE (negative sizes, lda/ldb/ldc too small, a batch count below 0),
    a type combination or compute type not listed above, a handle used after cublasDestroy or on a
-   device other than its own, device pointer mode (not faked). */
+   device other than its own, device pointer mode (not faked); inside a step of the handle's device
+   (kernels/fake_note.h), a GEMM on a handle without cublasSetWorkspace (cuBLAS would allocate its
+   workspace lazily) and making a handle. */
 #include "fake_core.h" /* defines: mgtfake::enqueue, mem_use, fail, bf16/half conversions */
 #include <cublasLt.h>  /* defines: the cuBLASLt declarations faked here */
 #include <cublas_v2.h> /* defines: the declarations faked here */
@@ -181,6 +183,13 @@ static cublasStatus_t gemm(const char *api, cublasHandle_t hd, cublasOperation_t
                            const void *B, cudaDataType bt, int ldb, long long sb, const void *beta, void *C,
                            cudaDataType ct, int ldc, long long sc, int batch, cublasComputeType_t compute) {
     cublasContext *h = handle(api, hd);
+    {
+        lock_t lk(mu);
+        if (!h->workspace)
+            step_check(api, h->device, strf("%s on a handle without a workspace", api),
+                       "cuBLAS then allocates its workspace on first use, which may synchronise the device: give every handle one "
+                       "with cublasSetWorkspace when the run is created");
+    }
     if (!compute_ok(compute))
         fail(api, "compute type %d is not faked (only the CUBLAS_COMPUTE_32F family, with float alpha/beta)", (int)compute);
     gemm_args g{ta, tb, m, n, k, host_scalar(api, alpha, "alpha"), host_scalar(api, beta, "beta"), A, B, C, at, bt, ct,
@@ -237,6 +246,7 @@ extern "C" {
 cublasStatus_t cublasCreate_v2(cublasHandle_t *out) {
     if (!out) return CUBLAS_STATUS_INVALID_VALUE;
     lock_t lk(mu);
+    step_check("cublasCreate", current_device(), "making a cuBLAS handle", "handles are made when the run is created");
     cublasContext *h = new cublasContext{current_device(), nullptr, nullptr, 0, CUBLAS_DEFAULT_MATH};
     handles.insert(h);
     *out = h;

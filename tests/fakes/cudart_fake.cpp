@@ -50,6 +50,7 @@
    NOT FAKED: graphs and capture, cudaMallocAsync and pools, managed memory, IPC, peer access
    calls, textures, cudaStreamPerThread (aborts): each is a link error or a loud failure. */
 #include "fakes.h"     /* defines: mgt_fake_* test hooks */
+#include "kernels/fake_note.h" /* defines: mgt_cuda_fake_note, MGT_NOTE_* (what the backend tells the fakes) */
 #include "fake_core.h" /* defines: mgtfake::enqueue, mem_use, wait */
 #include <cuda_runtime_api.h> /* defines: the declarations faked here */
 #include <stdarg.h>  /* defines: va_list */
@@ -154,6 +155,10 @@ static thread_rec *self_rec() { /* mu held */
     return self_slot.rec;
 }
 const void *thread_token() { return self_rec(); }
+/* the thread that selected each device last (cudaSetDevice): a rank's thread, for a communicator no
+   thread has called yet (made by ncclCommInitAll on another thread) */
+static std::vector<thread_rec *> &device_thread = *new std::vector<thread_rec *>(64, nullptr);
+const void *device_owner(int device) { return device >= 0 && device < 64 ? device_thread[(size_t)device] : nullptr; }
 bool thread_is_waiting(const void *t) { return static_cast<const thread_rec *>(t)->waiting; }
 bool thread_is_gone(const void *t) { return static_cast<const thread_rec *>(t)->gone; }
 void set_owner_check(bool (*f)(std::string *)) { owners_stuck = f; }
@@ -194,6 +199,28 @@ void wait(lock_t &lk, const std::function<bool()> &ready, const std::string &wha
     me->waiting = false;
 }
 
+/* ---- the driver's lock --------------------------------------------------------------------------
+   cudaMalloc, cudaFree, cudaMallocHost, cudaHostAlloc, cudaFreeHost and copies between the device and
+   pageable host memory may synchronise: the driver updates its page tables under a lock of the
+   process and waits, holding it, for the device (an allocation or free: every stream of its
+   device; a copy: its stream). The fake does both. A thread that makes such a call while a stream of
+   its device holds a collective waiting for a rank whose thread then needs the lock (to make the
+   same kind of call before it runs its part) deadlocks, as on GPUs, and the deadlock check names
+   both. */
+static const void *driver_owner = nullptr;
+static std::string driver_what;
+static void driver_acquire(lock_t &lk, const std::string &what) {
+    thread_rec *me = self_rec();
+    if (driver_owner != me)
+        wait(lk, [] { return driver_owner == nullptr; }, "the driver's lock, held by a thread in " + driver_what + ", for " + what);
+    driver_owner = me;
+    driver_what = what;
+}
+static void driver_release() {
+    driver_owner = nullptr;
+    progress();
+}
+
 } // namespace mgtfake
 
 using namespace mgtfake;
@@ -229,6 +256,31 @@ static bool protect = true; /* MGT_FAKE_NO_PROTECT=1 turns the host-access check
 static struct sigaction old_segv;
 static thread_local int cur_device = 0;
 static thread_local cudaError_t last_error = cudaSuccess;
+
+/* per device, under mu: the step its rank is in (the backend's notes, kernels/fake_note.h), the op
+   it named last, the sticky error of a faulted kernel, and what its steps did */
+struct dev_state {
+    bool in_step = false;
+    std::string op = "no op yet";
+    cudaError_t sticky = cudaSuccess;
+    std::string fault; /* the kernel that faulted */
+    mgt_fake_counts cur{}, last{}, total{};
+};
+static dev_state *const dstate = new dev_state[64]; /* never freed, as the other tables */
+static dev_state &dev(int device) {
+    if (device < 0 || device >= 64) fail("device", "device %d is not one of the fake's", device);
+    return dstate[device];
+}
+bool mgtfake::in_step(int device) { return device >= 0 && device < 64 && dstate[device].in_step; }
+std::string mgtfake::step_op(int device) { return dev(device).op; }
+cudaError_t mgtfake::device_fault(int device) { return device >= 0 && device < 64 ? dstate[device].sticky : cudaSuccess; }
+void mgtfake::step_check(const char *api, int device, const std::string &what, const char *why) {
+    if (in_step(device))
+        fail(api, "%s on device %d inside a step (during %s): %s", what.c_str(), device, dstate[device].op.c_str(), why);
+}
+static void count_wait(int device) {
+    if (in_step(device)) dstate[device].cur.waits++;
+}
 
 static alloc *find_alloc(const void *p);
 /* a fault inside device memory: the host (or a kernel, through a pointer that is not one of its
@@ -291,7 +343,7 @@ bool mgtfake::is_device_memory(const void *p, int *device) {
 struct op {
     uint64_t seq;
     std::vector<std::pair<CUstream_st *, uint64_t>> deps; /* run those streams this far first */
-    std::function<void()> run;
+    std::function<bool(int mode)> step; /* RUN_TRY, RUN_BLOCK, RUN_ABANDON (fake_core.h): true once done */
     std::vector<alloc *> opens; /* device memory it may touch: readable while it runs */
 };
 static void set_open(const std::vector<alloc *> &as, int delta) { /* mu held */
@@ -350,40 +402,79 @@ static std::string sname(const CUstream_st *s) {
     return s->legacy ? strf("the default stream of device %d", s->device) : strf("stream %d (device %d)", s->id, s->device);
 }
 
-/* run s until operation `seq` is done (mu held; released while an operation runs) */
-static void run_until(lock_t &lk, CUstream_st *s, uint64_t seq) {
+/* run s until operation `seq` is done (mu held; released while an operation runs). mode RUN_BLOCK
+   waits where it must (another thread running the queue, a collective's peers); RUN_TRY stops there
+   instead and returns false: a host that polls makes the device progress as far as it can. On a
+   device whose kernel faulted, operations are abandoned instead of run. */
+static bool run_until(lock_t &lk, CUstream_st *s, uint64_t seq, int mode = RUN_BLOCK) {
     while (s->done < seq) {
         if (s->busy) { /* another thread runs it */
+            if (mode == RUN_TRY) return false;
             wait(lk, [&] { return !s->busy || s->done >= seq; }, "the queue of " + sname(s) + " that another thread runs");
             continue;
         }
-        op o = std::move(s->q.front());
-        s->q.pop_front();
+        op &o = s->q.front(); /* stays valid: only the thread that set busy pops it, and pushes keep references */
         s->busy = true;
-        for (auto &d : o.deps) run_until(lk, d.first, d.second);
+        while (!o.deps.empty()) {
+            std::pair<CUstream_st *, uint64_t> d = o.deps.back();
+            if (!run_until(lk, d.first, d.second, mode)) {
+                s->busy = false;
+                return false;
+            }
+            o.deps.pop_back();
+        }
         thread_rec *me = self_rec();
+        int how = dstate[s->device].sticky != cudaSuccess ? RUN_ABANDON : mode;
         me->running++;
         set_open(o.opens, +1);
         lk.unlock();
-        o.run();
-        o.run = nullptr; /* release what the operation held (a kernel's arguments) outside the lock */
+        bool done = o.step(how);
+        if (done) o.step = nullptr; /* release what the operation held (a kernel's arguments) outside the lock */
         lk.lock();
         set_open(o.opens, -1);
         me->running--;
-        s->done = o.seq;
         s->busy = false;
+        if (!done) {
+            progress();
+            return false;
+        }
+        s->done = o.seq;
+        s->q.pop_front();
         progress();
     }
+    return true;
 }
+static void count_wait(int device);
 static void sync_stream(lock_t &lk, CUstream_st *s) {
     run_until(lk, s, s->enq);
     join(host_vc, s->vc);
+    count_wait(s->device);
+}
+/* every stream of a device through what is queued now: what the driver may wait for in an
+   allocation or a free (the host learns nothing from it: no clock is joined) */
+static void drain_device(lock_t &lk, int device) {
+    for (size_t i = 0; i < streams.size(); i++) {
+        CUstream_st *s = streams[i];
+        if (s->device == device && !s->destroyed) run_until(lk, s, s->enq);
+    }
 }
 void mgtfake::synchronize(const ticket &t) {
     lock_t lk(mu);
     CUstream_st *s = static_cast<CUstream_st *>(t.stream);
     run_until(lk, s, t.seq);
     join(host_vc, s->vc); /* conservative: the stream's clock may be ahead of t, never behind */
+    count_wait(s->device);
+}
+bool mgtfake::help_run(lock_t &lk, const ticket &t) {
+    CUstream_st *s = static_cast<CUstream_st *>(t.stream);
+    if (s->done >= t.seq) return true;
+    if (s->busy || s->destroyed) return false;
+    thread_rec *me = self_rec();
+    bool was = me->waiting;
+    me->waiting = false;
+    bool done = run_until(lk, s, t.seq, RUN_TRY);
+    me->waiting = was;
+    return done;
 }
 int mgtfake::stream_device(const char *api, cudaStream_t h) {
     lock_t lk(mu);
@@ -413,14 +504,31 @@ static void track(const char *api, CUstream_st *s, const vclock &vc, alloc *a, s
     a->recs.swap(keep);
 }
 
+static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std::string &what, const std::vector<mem_use> &acc,
+                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock);
 ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::string &what,
                         const std::vector<mem_use> &acc, std::function<void()> run,
                         const std::function<void(const ticket &)> &under_lock) {
+    return enqueue_op(api, h, device, what, acc, [run](int mode) {
+        if (mode != RUN_ABANDON) run();
+        return true;
+    }, under_lock);
+}
+ticket mgtfake::enqueue_step(const char *api, cudaStream_t h, int device, const std::string &what,
+                             const std::vector<mem_use> &acc, std::function<bool(int)> step) {
+    return enqueue_op(api, h, device, what, acc, std::move(step), nullptr);
+}
+static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std::string &what, const std::vector<mem_use> &acc,
+                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock) {
     lock_t lk(mu);
     CUstream_st *s = resolve(api, h);
     int want = device == -1 ? cur_device : device == -2 ? s->device : device;
     if (s->device != want)
         fail(api, "%s belongs to device %d, but the call is for device %d, %s", sname(s).c_str(), s->device, want, what.c_str());
+    if (s->legacy)
+        step_check(api, s->device, what + " on the legacy default stream",
+                   "that stream waits for every blocking stream of the device and they for it (use the rank's own streams)");
+    if (in_step(s->device)) dstate[s->device].cur.ops++;
     op o;
     join(s->vc, host_vc);
     if (s->legacy) { /* waits for every blocking stream of its device */
@@ -457,11 +565,36 @@ ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::
         track(api, s, s->vc, a, lo, hi, x.write, x.role + (" of " + what));
         if (a->device >= 0 && std::find(o.opens.begin(), o.opens.end(), a) == o.opens.end()) o.opens.push_back(a);
     }
-    o.run = std::move(run);
+    o.step = std::move(step);
     s->q.push_back(std::move(o));
     ticket t{s, s->enq};
     if (under_lock) under_lock(t);
     return t;
+}
+
+/* MGT_FAKE_KERNEL_FAULT=NAME[:R]: the first kernel whose name contains NAME faults when it runs (on
+   device R only, when given), as an illegal memory access would: the device's context keeps the
+   error (sticky), its later operations are abandoned, and its calls answer the error */
+static bool kernel_faults(int device, const std::string &name) {
+    static const char *env = getenv("MGT_FAKE_KERNEL_FAULT");
+    if (!env || !*env) return false;
+    std::string want = env;
+    int only = -1;
+    size_t colon = want.rfind(':');
+    if (colon != std::string::npos) {
+        only = atoi(want.c_str() + colon + 1);
+        want.resize(colon);
+    }
+    if (name.find(want) == std::string::npos || (only >= 0 && only != device)) return false;
+    lock_t lk(mu);
+    dev_state &d = dev(device);
+    if (d.sticky != cudaSuccess) return true;
+    d.sticky = cudaErrorIllegalAddress;
+    d.fault = name;
+    fprintf(stderr, "mgt fake: kernel %s faults on device %d (MGT_FAKE_KERNEL_FAULT=%s), during %s\n", name.c_str(), device, env,
+            d.op.c_str());
+    progress();
+    return true;
 }
 
 /* the shim's hook (kernels/cuda_cpu.h): MGT_LAUNCH hands its launch here when the fakes are linked */
@@ -472,7 +605,12 @@ extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, vo
                                   "argument 7", "argument 8", "argument 9", "argument 10+"};
     for (int i = 0; i < nptrs; i++) acc.push_back({ptrs[i], 0, writes[i] != 0, names[std::min(i, 9)], false});
     std::shared_ptr<void> hold(ctx, drop); /* freed with the queued function, even if never run */
-    enqueue("kernel launch", stream, -1, strf("kernel %s", kernel), acc, [run, hold] { run(hold.get()); });
+    int device = stream_device("kernel launch", stream);
+    std::string name = kernel;
+    enqueue_op("kernel launch", stream, -1, strf("kernel %s", kernel), acc, [run, hold, device, name](int mode) {
+        if (mode != RUN_ABANDON && !kernel_faults(device, name)) run(hold.get());
+        return true;
+    }, nullptr);
 }
 
 /* ---- the API ------------------------------------------------------------------------------------ */
@@ -490,6 +628,7 @@ cudaError_t cudaSetDevice(int device) {
     init_devices();
     if (device < 0 || device >= ndevices) return err(cudaErrorInvalidDevice);
     cur_device = device;
+    device_thread[(size_t)device] = self_rec();
     return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int *device) {
@@ -575,11 +714,17 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
     return cudaSuccess;
 }
 
-static cudaError_t do_malloc(void **p, size_t bytes, int device) {
+static cudaError_t do_malloc(const char *api, void **p, size_t bytes, int device) {
     lock_t lk(mu);
     init_devices();
     if (!p) return err(cudaErrorInvalidValue);
     *p = nullptr;
+    step_check(api, cur_device, strf("%s of %zu bytes", api, bytes),
+               "an allocation may wait for every stream of the device (make it when the run is created)");
+    if (device_fault(cur_device) != cudaSuccess) return err(device_fault(cur_device));
+    driver_acquire(lk, strf("%s of %zu bytes on device %d", api, bytes, cur_device));
+    drain_device(lk, cur_device); /* the driver may wait for the device */
+    driver_release();
     if (malloc_failures_after == 0) return err(cudaErrorMemoryAllocation);
     if (malloc_failures_after > 0) malloc_failures_after--;
     if (device >= 0 && bytes > device_bytes - used_bytes[device]) return err(cudaErrorMemoryAllocation);
@@ -602,6 +747,11 @@ static cudaError_t do_malloc(void **p, size_t bytes, int device) {
 static cudaError_t do_free(const char *api, void *p, bool device) {
     lock_t lk(mu);
     if (!p) return cudaSuccess;
+    {
+        alloc *a = find_alloc(p);
+        int d = a && a->device >= 0 ? a->device : cur_device;
+        step_check(api, d, strf("%s of %p", api, p), "a free may wait for every stream of the device (free when the run ends)");
+    }
     auto it = allocs.find((uintptr_t)p);
     if (it == allocs.end() || (it->second->device >= 0) != device) {
         alloc *a = find_alloc(p);
@@ -613,6 +763,14 @@ static cudaError_t do_free(const char *api, void *p, bool device) {
         if (at(host_vc, r.stream) < r.seq)
             fail(api, "%p (%zu bytes, %s) is still in use: %s, which the host has not synchronised with", p, a->bytes,
                  a->device >= 0 ? strf("device %d", a->device).c_str() : "pinned host", describe(r).c_str());
+    {
+        int d = a->device >= 0 ? a->device : cur_device;
+        driver_acquire(lk, strf("%s of %zu bytes on device %d", api, a->bytes, d));
+        drain_device(lk, d); /* the driver may wait for the device */
+        driver_release();
+        it = allocs.find((uintptr_t)p); /* the table may have changed while mu was released */
+        if (it == allocs.end()) fail(api, "%p was freed by another thread meanwhile", p);
+    }
     if (a->device >= 0) {
         used_bytes[a->device] -= a->bytes;
         munmap(a->base, a->mapped); /* a stale pointer now faults */
@@ -633,9 +791,13 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
     if (a && a->device < 0) attr->hostPointer = (void *)p;
     return cudaSuccess;
 }
-cudaError_t cudaMalloc(void **p, size_t bytes) { return do_malloc(p, bytes, cur_device); }
+cudaError_t cudaMalloc(void **p, size_t bytes) { return do_malloc("cudaMalloc", p, bytes, cur_device); }
 cudaError_t cudaFree(void *p) { return do_free("cudaFree", p, true); }
-cudaError_t cudaMallocHost(void **p, size_t bytes) { return do_malloc(p, bytes, -1); }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return do_malloc("cudaMallocHost", p, bytes, -1); }
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) {
+    if (flags & ~(unsigned)cudaHostAllocPortable) return err(cudaErrorInvalidValue); /* mapped and write-combined are not faked */
+    return do_malloc("cudaHostAlloc", p, bytes, -1);
+}
 cudaError_t cudaFreeHost(void *p) { return do_free("cudaFreeHost", p, false); }
 
 static const char *kind_name(cudaMemcpyKind k) {
@@ -647,8 +809,11 @@ static const char *kind_name(cudaMemcpyKind k) {
     default: return "cudaMemcpyDefault";
     }
 }
-static ticket memcpy_enqueue(const char *api, void *dst, const void *src, size_t n, cudaMemcpyKind kind,
-                             cudaStream_t s, bool *sync_now) {
+/* a copy: checked, counted, and for pageable host memory done as the driver does it (under its lock:
+   the stream drained before a copy from pageable memory, which is staged at the call; a copy into
+   pageable memory complete before the call returns). `sync`: cudaMemcpy, complete on return. */
+static cudaError_t memcpy_call(const char *api, void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s,
+                               bool sync) {
     int ddev = -2, sdev = -2;
     bool dd = is_device_memory(dst, &ddev), sd = is_device_memory(src, &sdev);
     bool want_dd = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
@@ -658,28 +823,41 @@ static ticket memcpy_enqueue(const char *api, void *dst, const void *src, size_t
              dd ? "device memory" : "host memory", dst);
     std::string what = strf("%s of %zu bytes", kind_name(kind), n);
     std::vector<mem_use> acc = {{src, n, false, "source", true}, {dst, n, true, "destination", true}};
-    *sync_now = false;
     /* a copy may go to a stream of another device than the current one (CUDA's programming guide) */
-    if (n == 0) return enqueue(api, s, -2, what, {}, [] {});
-    if (sdev == -2) { /* pageable source: staged at the call */
+    int device = stream_device(api, s);
+    bool pageable = (sd != dd) && (sd ? ddev == -2 : sdev == -2); /* between the device and pageable host memory */
+    {
+        lock_t lk(mu);
+        if (device_fault(device) != cudaSuccess) return err(device_fault(device));
+        if (pageable)
+            step_check(api, device, what + strf(" %s pageable host memory", sd ? "into" : "from"),
+                       "the driver stages it under a lock of the process and waits for the stream (use pinned memory: cudaHostAlloc)");
+        if (in_step(device) && n > 0 && sd && !dd) dstate[device].cur.d2h++, dstate[device].cur.d2h_bytes += (long)n;
+        if (in_step(device) && n > 0 && dd && !sd) dstate[device].cur.h2d++, dstate[device].cur.h2d_bytes += (long)n;
+        if (pageable && n > 0) {
+            driver_acquire(lk, what + strf(" on device %d", device));
+            if (!sd) run_until(lk, resolve(api, s), resolve(api, s)->enq); /* a stream sync before the copy */
+        }
+    }
+    ticket t;
+    if (n == 0) t = enqueue(api, s, -2, what, {}, [] {});
+    else if (sdev == -2) { /* pageable source: staged at the call */
         std::shared_ptr<char> stage((char *)malloc(n), free);
         if (!stage) fail(api, "out of host memory staging %zu bytes", n);
         memcpy(stage.get(), src, n);
-        return enqueue(api, s, -2, what, acc, [dst, stage, n] { memcpy(dst, stage.get(), n); });
-    }
-    *sync_now = ddev == -2; /* pageable destination: complete before returning */
-    return enqueue(api, s, -2, what, acc, [dst, src, n] { memmove(dst, src, n); });
+        t = enqueue(api, s, -2, what, acc, [dst, stage, n] { memcpy(dst, stage.get(), n); });
+    } else
+        t = enqueue(api, s, -2, what, acc, [dst, src, n] { memmove(dst, src, n); });
+    if (sync || (pageable && sd && n > 0) || (!sd && !dd && n > 0)) synchronize(t); /* into pageable memory, host to host: complete on return */
+    lock_t lk(mu);
+    if (pageable && n > 0) driver_release();
+    return device_fault(device) != cudaSuccess ? err(device_fault(device)) : cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
-    bool now;
-    ticket t = memcpy_enqueue("cudaMemcpyAsync", dst, src, n, kind, s, &now);
-    if (now) synchronize(t);
-    return cudaSuccess;
+    return memcpy_call("cudaMemcpyAsync", dst, src, n, kind, s, false);
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
-    bool now;
-    synchronize(memcpy_enqueue("cudaMemcpy", dst, src, n, kind, nullptr, &now));
-    return cudaSuccess;
+    return memcpy_call("cudaMemcpy", dst, src, n, kind, nullptr, true);
 }
 cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t n, cudaStream_t s) {
     int dd = -2, sd = -2;
@@ -691,6 +869,11 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int 
     return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s);
 }
 cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
+    {
+        int device = stream_device("cudaMemsetAsync", s);
+        lock_t lk(mu);
+        if (device_fault(device) != cudaSuccess) return err(device_fault(device));
+    }
     enqueue("cudaMemsetAsync", s, -1, strf("cudaMemsetAsync of %zu bytes", n), {{p, n, true, "destination", false}},
             [p, value, n] { memset(p, value, n); });
     return cudaSuccess;
@@ -706,6 +889,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned int flags) {
     if (!out || (flags & ~(unsigned)cudaStreamNonBlocking)) return err(cudaErrorInvalidValue);
     lock_t lk(mu);
     resolve("cudaStreamCreate", nullptr); /* the legacy streams exist first */
+    step_check("cudaStreamCreate", cur_device, "making a stream", "everything a step uses is made when the run is created");
     *out = new_stream(cur_device, false, flags & cudaStreamNonBlocking);
     return cudaSuccess;
 }
@@ -714,23 +898,33 @@ cudaError_t cudaStreamDestroy(cudaStream_t h) {
     lock_t lk(mu);
     CUstream_st *s = resolve("cudaStreamDestroy", h);
     if (s->legacy) fail("cudaStreamDestroy", "the default stream cannot be destroyed");
+    step_check("cudaStreamDestroy", s->device, "destroying " + sname(s), "streams live as long as the run");
     run_until(lk, s, s->enq); /* CUDA finishes the queued work; the host does not wait for it */
     s->destroyed = true;
     return cudaSuccess;
 }
+static const char *unbounded_wait =
+    "an unbounded host wait (a stalled peer hangs it for ever): poll an event of the rank's own streams with a deadline";
 cudaError_t cudaStreamSynchronize(cudaStream_t h) {
     lock_t lk(mu);
-    sync_stream(lk, resolve("cudaStreamSynchronize", h));
-    return cudaSuccess;
+    CUstream_st *s = resolve("cudaStreamSynchronize", h);
+    step_check("cudaStreamSynchronize", s->device, "cudaStreamSynchronize of " + sname(s), unbounded_wait);
+    sync_stream(lk, s);
+    return device_fault(s->device) != cudaSuccess ? err(device_fault(s->device)) : cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t h) {
-    /* as cudaEventQuery: cudaErrorNotReady while operations are queued, and nothing runs */
-    {
-        lock_t lk(mu);
-        CUstream_st *s = resolve("cudaStreamQuery", h);
-        if (s->enq > s->done) return err(cudaErrorNotReady);
+    /* as cudaEventQuery: cudaErrorNotReady while operations are queued (the device progresses) */
+    lock_t lk(mu);
+    CUstream_st *s = resolve("cudaStreamQuery", h);
+    if (s->enq > s->done) {
+        run_until(lk, s, s->enq, RUN_TRY);
+        if (in_step(s->device)) dstate[s->device].cur.polls++;
+        return err(device_fault(s->device) != cudaSuccess ? device_fault(s->device) : cudaErrorNotReady);
     }
-    return cudaStreamSynchronize(h); /* empty: joins the host with it */
+    if (device_fault(s->device) != cudaSuccess) return err(device_fault(s->device));
+    join(host_vc, s->vc); /* empty: the host is joined with it */
+    count_wait(s->device);
+    return cudaSuccess;
 }
 cudaError_t cudaStreamGetDevice(cudaStream_t h, int *device) {
     if (!device) return err(cudaErrorInvalidValue);
@@ -740,9 +934,11 @@ cudaError_t cudaStreamGetDevice(cudaStream_t h, int *device) {
 cudaError_t cudaDeviceSynchronize(void) {
     lock_t lk(mu);
     resolve("cudaDeviceSynchronize", nullptr);
+    step_check("cudaDeviceSynchronize", cur_device, "cudaDeviceSynchronize",
+               "it waits for every stream of the device, the communication stream's collectives included, without a deadline");
     for (size_t i = 0; i < streams.size(); i++)
         if (streams[i]->device == cur_device && !streams[i]->destroyed) sync_stream(lk, streams[i]);
-    return cudaSuccess;
+    return device_fault(cur_device) != cudaSuccess ? err(device_fault(cur_device)) : cudaSuccess;
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
     if (!fn) return err(cudaErrorInvalidValue);
@@ -759,6 +955,7 @@ static CUevent_st *event(const char *api, cudaEvent_t e) {
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned int flags) {
     if (!out) return err(cudaErrorInvalidValue);
     lock_t lk(mu);
+    step_check("cudaEventCreate", cur_device, "making an event", "everything a step uses is made when the run is created");
     CUevent_st *e = new CUevent_st{cur_device, !(flags & cudaEventDisableTiming), false, nullptr, 0, {}, 0.0};
     events.insert(e);
     *out = (cudaEvent_t)e;
@@ -768,6 +965,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *out) { return cudaEventCreateWithFlags(
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     lock_t lk(mu);
     CUevent_st *ev = event("cudaEventDestroy", e);
+    step_check("cudaEventDestroy", ev->device, "destroying an event", "events live as long as the run");
     events.erase(ev);
     dead_events.insert(ev); /* kept, so a later use is reported rather than undefined */
     return cudaSuccess;
@@ -777,6 +975,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t h) {
     {
         lock_t lk(mu);
         ev = event("cudaEventRecord", e);
+        if (device_fault(ev->device) != cudaSuccess) return err(device_fault(ev->device));
     }
     auto seq = std::make_shared<uint64_t>(0);
     enqueue("cudaEventRecord", h, ev->device, "cudaEventRecord", {}, [ev, seq] {
@@ -811,22 +1010,33 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned int flag
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     lock_t lk(mu);
     CUevent_st *ev = event("cudaEventSynchronize", e);
+    step_check("cudaEventSynchronize", ev->device, "cudaEventSynchronize", unbounded_wait);
     if (!ev->s) return cudaSuccess;
     run_until(lk, ev->s, ev->seq);
     join(host_vc, ev->vc);
-    return cudaSuccess;
+    count_wait(ev->device);
+    return device_fault(ev->device) != cudaSuccess ? err(device_fault(ev->device)) : cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     /* complete: the host has seen it, so what it enqueues next happens after it, as on a GPU. Not
        complete: cudaErrorNotReady, left as the last error too (some runtimes do; a caller must clear
-       it, or its next launch check fails), and nothing runs, since a poll that ran the queue would
-       order the host after it and hide a missing wait from the hazard check (a removed
-       cudaStreamWaitEvent in comm_nccl.c passed while it did) */
+       it, or its next launch check fails). The query makes the device progress (the fake has no
+       device of its own): it runs the event's stream as far as it can without waiting for other
+       threads, but answers what the host could see at the call, so one query never completes work
+       it finds pending: a poll that answered from the queue it ran would order the host after it and
+       hide a missing wait from the hazard check (a removed cudaStreamWaitEvent in comm_nccl.c passed
+       while it did). A wait loop's next query sees what this one ran. */
     lock_t lk(mu);
     CUevent_st *ev = event("cudaEventQuery", e);
     if (!ev->s) return cudaSuccess;
-    if (ev->s->done < ev->seq) return err(cudaErrorNotReady);
+    if (ev->s->done < ev->seq) {
+        run_until(lk, ev->s, ev->seq, RUN_TRY);
+        if (in_step(ev->device)) dstate[ev->device].cur.polls++;
+        return err(device_fault(ev->device) != cudaSuccess ? device_fault(ev->device) : cudaErrorNotReady);
+    }
+    if (device_fault(ev->device) != cudaSuccess) return err(device_fault(ev->device));
     join(host_vc, ev->vc);
+    count_wait(ev->device);
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
@@ -842,9 +1052,16 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = last_error;
     last_error = cudaSuccess;
+    {
+        lock_t lk(mu);
+        if (device_fault(cur_device) != cudaSuccess) return device_fault(cur_device); /* sticky: never cleared */
+    }
     return e;
 }
-cudaError_t cudaPeekAtLastError(void) { return last_error; }
+cudaError_t cudaPeekAtLastError(void) {
+    lock_t lk(mu);
+    return device_fault(cur_device) != cudaSuccess ? device_fault(cur_device) : last_error;
+}
 const char *cudaGetErrorName(cudaError_t e) {
     switch (e) {
     case cudaSuccess: return "cudaSuccess";
@@ -854,6 +1071,7 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     default: return "cudaErrorUnknown (not produced by the fake)";
     }
 }
@@ -866,6 +1084,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidDeviceFunction: return "invalid device function";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     default: return "unknown error (not produced by the fake)";
     }
 }
@@ -885,6 +1104,34 @@ size_t mgt_fake_queued(cudaStream_t h) {
     lock_t lk(mu);
     CUstream_st *s = resolve("mgt_fake_queued", h);
     return (size_t)(s->enq - s->done);
+}
+void mgt_fake_step_counts(int device, mgt_fake_counts *last, mgt_fake_counts *total) {
+    lock_t lk(mu);
+    if (last) *last = dev(device).last;
+    if (total) *total = dev(device).total;
+}
+
+/* the backend's notes (kernels/fake_note.h) */
+void mgt_cuda_fake_note(int device, int what, const char *label) {
+    lock_t lk(mu);
+    init_devices();
+    dev_state &d = dev(device);
+    if (what == MGT_NOTE_STEP_BEGIN) {
+        if (d.in_step) fail("mgt_cuda_fake_note", "device %d begins a step inside a step (during %s)", device, d.op.c_str());
+        d.in_step = true;
+        d.cur = mgt_fake_counts{};
+        d.op = "the start of a step";
+    } else if (what == MGT_NOTE_STEP_END) {
+        if (!d.in_step) fail("mgt_cuda_fake_note", "device %d ends a step it did not begin", device);
+        d.in_step = false;
+        d.cur.steps = 1;
+        d.last = d.cur;
+        d.total.steps++;
+        d.total.d2h += d.cur.d2h, d.total.d2h_bytes += d.cur.d2h_bytes, d.total.h2d += d.cur.h2d, d.total.h2d_bytes += d.cur.h2d_bytes;
+        d.total.waits += d.cur.waits, d.total.polls += d.cur.polls, d.total.ops += d.cur.ops;
+        d.op = "no step";
+    } else if (what == MGT_NOTE_OP && label)
+        d.op = label;
 }
 
 } /* extern "C" */

@@ -3,8 +3,8 @@
    The state of every fake lives behind one mutex (mgtfake::mu). Stream operations are enqueued
    with mgtfake::enqueue, which checks each pointer the operation touches (a live allocation of the
    stream's device, inside its bounds) and the cross-stream hazards, then queues the work; the work
-   itself runs later, outside the mutex, when something synchronises with the stream. Blocking
-   waits go through mgtfake::wait, which reports a deadlock instead of hanging. */
+   itself runs later, outside the mutex, when something synchronises with the stream or polls it.
+   Blocking waits go through mgtfake::wait, which reports a deadlock instead of hanging. */
 #ifndef MGT_FAKE_CORE_H
 #define MGT_FAKE_CORE_H
 
@@ -37,6 +37,7 @@ void progress(); /* something moved: call with mu held */
 void set_owner_check(bool (*all_owners_stuck)(std::string *why));
 bool thread_is_waiting(const void *thread_token);
 const void *thread_token(); /* identifies the calling thread (mu held) */
+const void *device_owner(int device); /* the thread that selected the device last, or NULL (mu held) */
 bool thread_is_gone(const void *thread_token);
 
 /* one pointer an operation touches; bytes == 0: a kernel argument, whose extent is unknown (the
@@ -59,9 +60,30 @@ struct ticket {
 ticket enqueue(const char *api, cudaStream_t stream, int device, const std::string &what,
                const std::vector<mem_use> &acc, std::function<void()> run,
                const std::function<void(const ticket &)> &under_lock = nullptr);
+/* an operation that may have to wait for other threads (an NCCL call: its peers): step(mode) is
+   called, without mu, when the stream reaches it, and again after it returned false.
+   RUN_TRY: go as far as possible without waiting, false if not finished (a host poll makes the
+   device progress); RUN_BLOCK: finish, waiting (through mgtfake::wait) where needed;
+   RUN_ABANDON: the device faulted: end at once without doing the rest (true) */
+enum { RUN_TRY = 0, RUN_BLOCK = 1, RUN_ABANDON = 2 };
+ticket enqueue_step(const char *api, cudaStream_t stream, int device, const std::string &what,
+                    const std::vector<mem_use> &acc, std::function<bool(int mode)> step);
 void synchronize(const ticket &t); /* run the stream through t, as the calling host thread */
+/* mu held: run the stream through t as far as it can go without waiting, as its device would run
+   work already launched whatever its host thread does; the calling thread, which may be inside a
+   wait, counts as running meanwhile. True once t is done. */
+bool help_run(lock_t &lk, const ticket &t);
 int stream_device(const char *api, cudaStream_t stream);
 bool is_device_memory(const void *p, int *device); /* a live cudaMalloc allocation */
+
+/* steps (kernels/fake_note.h), with mu held: whether `device` is inside a step of its rank, the op
+   its backend named last, and the check that fails a call made inside one */
+bool in_step(int device);
+std::string step_op(int device);
+void step_check(const char *api, int device, const std::string &what, const char *why);
+/* with mu held: the sticky error of a device one of whose kernels faulted (MGT_FAKE_KERNEL_FAULT),
+   or cudaSuccess */
+cudaError_t device_fault(int device);
 
 /* 16-bit floats: round to nearest even, NaN kept */
 inline float bf16_to_float(uint16_t h) {

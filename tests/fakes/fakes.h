@@ -7,7 +7,9 @@
    stderr and aborts, so a test that provokes one runs it in a child process and reads the line.
 
    Environment: MGT_FAKE_DEVICES (default 8), MGT_FAKE_DEVICE_MIB (default 81559, an H100's),
-   MGT_FAKE_TIMEOUT_S (default 120: the last resort when a wait is not a provable deadlock). */
+   MGT_FAKE_TIMEOUT_S (default 120: the last resort when a wait is not a provable deadlock), and
+   the fault injectors MGT_FAKE_STALL_RANK, MGT_FAKE_STALL_CALL, MGT_FAKE_NCCL_ERROR and
+   MGT_FAKE_KERNEL_FAULT (tests/fakes/README.md). */
 #ifndef MGT_FAKES_H
 #define MGT_FAKES_H
 
@@ -26,6 +28,19 @@ void mgt_fake_fail_malloc_after(long n);
 size_t mgt_fake_live_allocations(int device);
 /* operations enqueued on a stream and not run yet (0 or NULL: the current device's legacy stream) */
 size_t mgt_fake_queued(struct CUstream_st *stream);
+
+/* what a device did inside the steps its backend bracketed (kernels/fake_note.h) */
+typedef struct mgt_fake_counts {
+    long steps;          /* steps ended */
+    long d2h, d2h_bytes; /* copies from the device to host memory */
+    long h2d, h2d_bytes; /* and from host memory to the device */
+    long waits;          /* host synchronisations: a cudaEventQuery or cudaStreamQuery that answered
+                            cudaSuccess, a cudaEvent/Stream/DeviceSynchronize */
+    long polls;          /* queries that answered cudaErrorNotReady (a wait in progress) */
+    long ops;            /* stream operations enqueued: kernels, GEMMs, copies, NCCL calls, events */
+} mgt_fake_counts;
+/* the device's counts of its last step (last) and of all its steps so far (total); either may be NULL */
+void mgt_fake_step_counts(int device, mgt_fake_counts *last, mgt_fake_counts *total);
 
 #ifdef __cplusplus
 }

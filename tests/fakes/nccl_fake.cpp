@@ -5,19 +5,30 @@
 
    MODEL
    - Communicators: ncclCommInitAll (one per device, made by one thread), ncclGetUniqueId +
-     ncclCommInitRank (each rank thread joins; the call returns when all have), ncclCommSplit
-     (color/key, NCCL_SPLIT_NOCOLOR; ranks ordered by key, then parent rank). One thread drives each
-     rank (a group spanning several ranks on one thread is not supported).
+     ncclCommInitRank / ncclCommInitRankConfig (each rank joins; a blocking join returns when all
+     have, a non-blocking one (config blocking = 0, or inside ncclGroupStart/End) at once, its
+     state ncclInProgress until all have), ncclCommSplit (color/key, NCCL_SPLIT_NOCOLOR; ranks
+     ordered by key, then parent rank; non-blocking as its config or its parent says: the new
+     handle at once, in progress until every rank of the parent has split), ncclCommFinalize,
+     ncclCommDestroy, ncclCommAbort. ncclCommGetAsyncError answers the state: ncclInProgress,
+     ncclSuccess, or an error (an injected one, or ncclUnhandledCudaError on a device whose kernel
+     faulted). One thread drives each rank (a group spanning several ranks on one thread is not
+     supported, but for initialisation).
    - Every collective and send/recv is a stream operation (tests/fakes/cudart_fake.cpp): it is
-     checked and enqueued at the call and performed when its stream runs, so a host that forgets
-     to synchronise, or orders streams wrongly, sees it. The send buffer is read and the receive
-     buffer written, as device memory of the communicator's device, with the hazard check.
-   - When the stream runs, a collective meets the other ranks at a rendezvous keyed by
-     (communicator, sequence number); the last rank to arrive computes it for everyone. Sums are
-     accumulated in rank order in fp32 (fp32, bf16, fp16: rounded once at the end) or fp64
-     (ncclFloat64, ncclInt32), so results are deterministic. Ops: ncclSum, ncclAvg, ncclMax,
-     ncclMin (ncclProd and custom ops abort as unsupported). Types: fp32, fp64, bf16, fp16,
-     int32 for reductions; any type for broadcast, all-gather, send and recv.
+     checked and enqueued at the call and performed when its stream runs (a host that
+     synchronises, or one that polls: the operation then goes as far as it can without waiting and
+     resumes at the next poll), so a host that forgets to synchronise, or orders streams wrongly,
+     sees it. A rank waiting for a peer whose part is launched (enqueued) runs the peer's stream up
+     to it, as the peer's GPU would whatever the peer's host thread does meanwhile; a part that was
+     never launched (its host thread blocked before the call) is what a rank waits for in vain. The send buffer is read and the receive buffer written, as device memory of the
+     communicator's device, with the hazard check.
+   - When the stream runs, a collective arrives at a rendezvous keyed by (communicator, sequence
+     number) with a copy of its input; the last rank to arrive computes every rank's result, which
+     each rank then copies into its own buffer. Sums are accumulated in rank order in fp32 (fp32,
+     bf16, fp16: rounded once at the end) or fp64 (ncclFloat64, ncclInt32), so results are
+     deterministic. Ops: ncclSum, ncclAvg, ncclMax, ncclMin (ncclProd and custom ops abort as
+     unsupported). Types: fp32, fp64, bf16, fp16, int32 for reductions; any type for broadcast,
+     all-gather, send and recv.
    - ncclGroupStart/End collect a thread's calls and enqueue them as one operation per stream that
      posts every send and arrives at every collective before it waits for anything, so the sends
      and receives of a ring inside a group do not deadlock (outside a group a send waits for its
@@ -31,14 +42,34 @@
      count or type; a peer or root outside the communicator, a send to oneself;
    - ncclCommDestroy with operations still queued, with a collective other ranks issued and this
      rank never did, or with a send to it never received (or a receive never sent);
+   - a call on a non-blocking communicator whose state is still ncclInProgress (its creation, or its
+     previous call, has not finished: poll ncclCommGetAsyncError first);
+   - inside a step of the calling rank's device (kernels/fake_note.h): creating, splitting,
+     finalizing or destroying a communicator, the first collective of a communicator and the first
+     send or receive between two of its ranks in each direction (NCCL connects lazily, allocating
+     and synchronising: warm every communicator and pipeline pair up when the run is created);
    - a deadlock: every thread that owns a live rank waits inside the fakes (a rendezvous, a receive,
-     an unreceived send) and nothing moved for a second; the report lists what each waits for. */
+     an unreceived send, the driver's lock) and nothing moved for a second; the report lists what
+     each waits for.
+
+   FAULTS (tests/fakes/README.md), counted over the NCCL calls (collectives, sends and receives)
+   that rank R's thread makes inside steps:
+   - MGT_FAKE_STALL_RANK=R, MGT_FAKE_STALL_CALL=N (default 1): rank R never arrives at its N-th call:
+     the call answers ncclInProgress and its communicator stays in progress, enqueueing nothing,
+     until it is aborted;
+   - MGT_FAKE_NCCL_ERROR=R (with MGT_FAKE_STALL_CALL=N): rank R's N-th call is enqueued but never
+     arrives, and its communicator reports ncclRemoteError asynchronously (ncclGetLastError says
+     why) until it is aborted.
+   Each prints one line, "mgt fake: ...", naming the call, its communicator and sequence number. */
 #include "fake_core.h" /* defines: mgtfake::enqueue, wait, mem_use, fail */
 #include <nccl.h>      /* defines: the declarations faked here */
-#include <stdlib.h>    /* defines: malloc */
+#include <stdio.h>     /* defines: fprintf, snprintf */
+#include <stdlib.h>    /* defines: getenv, atoi */
 #include <unistd.h>    /* defines: getpid */
 #include <algorithm>   /* defines: std::sort */
 #include <map>         /* defines: std::map */
+#include <memory>      /* defines: std::shared_ptr */
+#include <set>         /* defines: std::set */
 
 using namespace mgtfake;
 
@@ -54,12 +85,16 @@ struct sig {
 };
 struct group_t;
 struct ncclComm {
-    group_t *g;
+    group_t *g; /* nullptr while a non-blocking split is in progress */
     int rank, device;
-    bool destroyed;
+    bool destroyed, nonblocking;
     const void *owner; /* the thread that drives this rank, for the deadlock check */
     uint64_t coll_enq, split_enq;
-    long pending; /* operations enqueued and not yet performed */
+    long pending;        /* operations enqueued and not yet performed */
+    ncclResult_t state;  /* what ncclCommGetAsyncError answers */
+    std::string error;   /* ncclGetLastError, after an injected error */
+    bool warm;           /* a collective was issued outside any step: NCCL has connected its ranks */
+    std::set<std::pair<int, int>> p2p_warm; /* (peer, 0 send / 1 receive) used outside any step */
 };
 struct sig_rec {
     int rank, seen;
@@ -68,22 +103,24 @@ struct sig_rec {
 struct slot {
     int arrived = 0, left = 0;
     bool done = false;
-    std::vector<std::pair<const void *, void *>> bufs; /* per rank: send, receive */
+    std::vector<std::vector<char>> in, out; /* per rank: a copy of its input when it arrived, its result */
+    std::map<int, ticket> launched;         /* per rank: where its part waits in its stream */
 };
 struct posted {
-    const void *buf;
+    std::shared_ptr<std::vector<char>> data; /* the send buffer, copied when the send was posted */
     bool consumed;
 };
 struct chan {
     uint64_t nsend = 0, nrecv = 0;
     std::map<uint64_t, sig> send_sig, recv_sig; /* calls whose partner has not been called yet */
     std::map<uint64_t, posted> post;
+    std::map<uint64_t, ticket> sent, received; /* where each send and receive waits in its stream */
 };
 struct split_slot {
     int arrived = 0, left = 0;
     bool done = false;
     std::vector<std::pair<int, int>> ck; /* per parent rank: color, key */
-    std::vector<ncclComm *> out;
+    std::vector<ncclComm *> out;         /* per parent rank: its new communicator (made when it arrives) */
 };
 struct group_t {
     int id, n, joined;
@@ -95,6 +132,7 @@ struct group_t {
     std::map<uint64_t, split_slot> splits;
 };
 static std::vector<group_t *> &groups = *new std::vector<group_t *>; /* never freed, as cudart's tables */
+static std::set<ncclComm *> &comms_made = *new std::set<ncclComm *>;
 static std::map<std::string, group_t *> &by_id = *new std::map<std::string, group_t *>;
 
 static size_t type_size(ncclDataType_t t) {
@@ -124,6 +162,7 @@ static bool same(const sig &a, const sig &b) {
            ((a.k != ALLREDUCE && a.k != REDUCESCATTER) || a.op == b.op) && (a.k != BROADCAST || a.root == b.root);
 }
 static std::string where(const ncclComm *c) {
+    if (!c->g) return strf("a communicator of device %d still being split", c->device);
     return strf("rank %d of a %d-rank communicator (#%d, device %d)", c->rank, c->g->n, c->g->id, c->device);
 }
 
@@ -136,8 +175,9 @@ static bool all_owners_stuck(std::string *why) { /* mu held */
         }
         for (ncclComm *c : g->comms) {
             if (c->destroyed) continue;
-            if (!c->owner || !(thread_is_waiting(c->owner) || thread_is_gone(c->owner))) {
-                *why = c->owner ? "the thread of " + where(c) + " is running" : "no thread has used " + where(c) + " yet";
+            const void *owner = c->owner ? c->owner : device_owner(c->device); /* made on another thread: its device's */
+            if (!owner || !(thread_is_waiting(owner) || thread_is_gone(owner))) {
+                *why = owner ? "the thread of " + where(c) + " is running" : "no thread has used " + where(c) + " yet";
                 return false;
             }
             live++;
@@ -157,20 +197,47 @@ static group_t *new_group(int n) { /* mu held */
     groups.push_back(g);
     return g;
 }
-static ncclComm *new_comm(group_t *g, int rank, int device, const void *owner) {
-    ncclComm *c = new ncclComm{g, rank, device, false, owner, 0, 0, 0};
-    g->comms[(size_t)rank] = c;
-    g->joined++;
+static ncclComm *make_comm(int device, const void *owner, bool nonblocking) { /* mu held */
+    ncclComm *c = new ncclComm{nullptr, -1, device, false, nonblocking, owner, 0, 0, 0, ncclSuccess, {}, false, {}};
+    comms_made.insert(c);
     return c;
 }
-static ncclComm *comm(const char *api, ncclComm_t c) { /* mu held */
-    for (group_t *g : groups)
-        for (ncclComm *x : g->comms)
-            if (x == c) {
-                if (c->destroyed) fail(api, "communicator %p (%s) was destroyed", (void *)c, where(c).c_str());
-                return c;
-            }
-    fail(api, "%p is not a communicator made by ncclCommInitAll/InitRank/Split", (void *)c);
+static void attach(group_t *g, int rank, ncclComm *c) { /* mu held: c becomes rank `rank` of g */
+    c->g = g;
+    c->rank = rank;
+    g->comms[(size_t)rank] = c;
+    g->joined++;
+}
+static ncclComm *new_comm(group_t *g, int rank, int device, const void *owner) {
+    ncclComm *c = make_comm(device, owner, false);
+    attach(g, rank, c);
+    return c;
+}
+/* mu held: a live communicator; `any_state`: also one still in progress (the calls that ask, end or
+   abort it) */
+static ncclComm *comm(const char *api, ncclComm_t c, bool any_state = false) {
+    if (!comms_made.count(c)) fail(api, "%p is not a communicator made by ncclCommInitAll/InitRank/Split", (void *)c);
+    if (c->destroyed) fail(api, "communicator %p (%s) was destroyed", (void *)c, where(c).c_str());
+    if (!any_state && c->state == ncclInProgress)
+        fail(api, "%s of a non-blocking communicator whose state is still ncclInProgress (its creation or its previous call has "
+             "not finished: poll ncclCommGetAsyncError until ncclSuccess first)", where(c).c_str());
+    return c;
+}
+
+/* ---- fault injection (the header's FAULTS) ------------------------------------------------------ */
+enum fault { NO_FAULT, STALL, ASYNC_ERROR };
+static fault injected(ncclComm *c, const char *api) { /* mu held: counts rank c's calls inside steps */
+    static const char *stall = getenv("MGT_FAKE_STALL_RANK"), *error = getenv("MGT_FAKE_NCCL_ERROR"), *call = getenv("MGT_FAKE_STALL_CALL");
+    static long counts[64];
+    int r = stall && *stall ? atoi(stall) : error && *error ? atoi(error) : -1;
+    if (r < 0 || c->device != r || c->device >= 64 || !in_step(c->device)) return NO_FAULT;
+    long n = call && *call ? atol(call) : 1;
+    if (++counts[c->device] != n) return NO_FAULT;
+    fault f = stall && *stall ? STALL : ASYNC_ERROR;
+    fprintf(stderr, "mgt fake: %s rank %d's NCCL call %ld inside steps, %s #%llu as %s, during %s\n",
+            f == STALL ? "stalling (MGT_FAKE_STALL_RANK)" : "failing (MGT_FAKE_NCCL_ERROR)", r, n, api,
+            (unsigned long long)c->coll_enq, where(c).c_str(), step_op(c->device).c_str());
+    return f;
 }
 
 /* ---- the operations ------------------------------------------------------------------------------ */
@@ -200,13 +267,13 @@ static void st(void *p, size_t i, ncclDataType_t t, double v) {
     default: ((int32_t *)p)[i] = (int32_t)v;
     }
 }
-/* reduce element i over the ranks' send buffers, in rank order: fp32 unless fp64/int32 */
+/* reduce element i over the ranks' inputs, in rank order: fp32 unless fp64/int32 */
 static double reduce(const slot &sl, int n, size_t i, const sig &s) {
     bool wide = s.type == ncclFloat64 || s.type == ncclInt32;
-    double acc = ld(sl.bufs[0].first, i, s.type);
+    double acc = ld(sl.in[0].data(), i, s.type);
     float accf = (float)acc;
     for (int r = 1; r < n; r++) {
-        double v = ld(sl.bufs[(size_t)r].first, i, s.type);
+        double v = ld(sl.in[(size_t)r].data(), i, s.type);
         if (s.op == ncclMax) acc = std::max(acc, v);
         else if (s.op == ncclMin) acc = std::min(acc, v);
         else if (wide) acc += v;
@@ -216,104 +283,203 @@ static double reduce(const slot &sl, int n, size_t i, const sig &s) {
     if (s.op == ncclAvg) return wide ? acc / n : (double)(accf / (float)n);
     return wide ? acc : (double)accf;
 }
-static void perform(group_t *g, const sig &s, const slot &sl) { /* every rank arrived; mu held */
+static size_t in_bytes(const nop &o) {
+    size_t b = o.s.count * type_size(o.s.type);
+    return o.s.k == REDUCESCATTER ? b * (size_t)o.c->g->n : b;
+}
+static size_t out_bytes(const nop &o) {
+    size_t b = o.s.count * type_size(o.s.type);
+    return o.s.k == ALLGATHER ? b * (size_t)o.c->g->n : b;
+}
+static void perform(group_t *g, const sig &s, slot &sl) { /* every rank arrived; mu held */
     int n = g->n;
     size_t es = type_size(s.type), c = s.count;
+    sl.out.assign((size_t)n, {});
     if (s.k == ALLREDUCE || s.k == REDUCESCATTER) {
         size_t total = s.k == ALLREDUCE ? c : c * (size_t)n;
-        std::vector<double> out(total);
-        for (size_t i = 0; i < total; i++) out[i] = reduce(sl, n, i, s);
-        for (int r = 0; r < n; r++)
-            for (size_t i = 0; i < c; i++)
-                st(sl.bufs[(size_t)r].second, i, s.type, out[s.k == ALLREDUCE ? i : (size_t)r * c + i]);
+        std::vector<double> res(total);
+        for (size_t i = 0; i < total; i++) res[i] = reduce(sl, n, i, s);
+        for (int r = 0; r < n; r++) {
+            sl.out[(size_t)r].resize(c * es);
+            for (size_t i = 0; i < c; i++) st(sl.out[(size_t)r].data(), i, s.type, res[s.k == ALLREDUCE ? i : (size_t)r * c + i]);
+        }
     } else if (s.k == ALLGATHER) {
         std::vector<char> all((size_t)n * c * es);
-        for (int r = 0; r < n; r++) memcpy(all.data() + (size_t)r * c * es, sl.bufs[(size_t)r].first, c * es);
-        for (int r = 0; r < n; r++) memcpy(sl.bufs[(size_t)r].second, all.data(), all.size());
+        for (int r = 0; r < n; r++) memcpy(all.data() + (size_t)r * c * es, sl.in[(size_t)r].data(), c * es);
+        for (int r = 0; r < n; r++) sl.out[(size_t)r] = all;
     } else { /* BROADCAST */
-        std::vector<char> data((const char *)sl.bufs[(size_t)s.root].first, (const char *)sl.bufs[(size_t)s.root].first + c * es);
-        for (int r = 0; r < n; r++) memcpy(sl.bufs[(size_t)r].second, data.data(), data.size());
+        for (int r = 0; r < n; r++) sl.out[(size_t)r] = sl.in[(size_t)s.root];
     }
 }
 static std::string wait_what(const nop &o) {
     return strf("%s #%llu as %s", desc(o.s).c_str(), (unsigned long long)o.k, where(o.c).c_str());
 }
-/* post every send and arrive at every collective, then wait for receives and results, then for the
-   sends to be taken: the order that lets a group's send/recv pairs meet */
-static void run_ops(const std::vector<nop> &ops) {
-    lock_t lk(mu);
-    for (const nop &o : ops)
-        if (o.c->g->aborted) { /* like NCCL after an abort: the operation ends, its result undefined */
-            for (const nop &x : ops) x.c->pending--;
-            progress();
-            return;
-        }
-    for (const nop &o : ops) {
-        group_t *g = o.c->g;
-        if (o.s.k == SEND) {
-            g->chans[{o.c->rank, o.s.root}].post[o.k] = posted{o.send, false};
-        } else if (o.s.k != RECV) {
-            slot &sl = g->slots[o.k];
-            if (sl.bufs.empty()) sl.bufs.resize((size_t)g->n);
-            sl.bufs[(size_t)o.c->rank] = {o.send, o.recv};
-            if (++sl.arrived == g->n) {
-                perform(g, o.s, sl);
-                sl.done = true;
-            }
-        }
-        progress();
-    }
-    for (const nop &o : ops) {
-        group_t *g = o.c->g;
-        if (o.s.k == RECV) {
-            chan &ch = g->chans[{o.s.root, o.c->rank}];
-            wait(lk, [&] { return ch.post.count(o.k) > 0 || g->aborted; }, wait_what(o));
-            if (g->aborted) continue;
-            memcpy(o.recv, ch.post[o.k].buf, o.s.count * type_size(o.s.type));
-            ch.post[o.k].consumed = true;
-            progress();
-        } else if (o.s.k != SEND) {
-            wait(lk, [&] { return g->slots[o.k].done || g->aborted; }, wait_what(o));
-        }
-    }
-    for (const nop &o : ops) {
-        group_t *g = o.c->g;
-        if (o.s.k == SEND) {
-            chan &ch = g->chans[{o.c->rank, o.s.root}];
-            wait(lk, [&] { return ch.post[o.k].consumed || g->aborted; }, wait_what(o) + ", not yet received");
-            ch.post.erase(o.k);
-        } else if (o.s.k != RECV && ++g->slots[o.k].left == g->n) {
-            g->slots.erase(o.k);
-        }
-        o.c->pending--;
-        progress();
-    }
+
+/* one stream operation: the calls of a group (or one call) on one stream, in stages that a host poll
+   may run one at a time: post every send and arrive at every collective, then take the receives and
+   results, then wait for the sends to be taken (the order that lets a group's send/recv pairs meet) */
+struct nexec {
+    std::vector<nop> ops;
+    int phase = 0;
+    std::vector<char> fin; /* per op: its part of the current stage is done */
+    bool hang = false;     /* MGT_FAKE_NCCL_ERROR: never arrives, never completes until an abort */
+};
+static bool aborted(const nexec &x) {
+    for (const nop &o : x.ops)
+        if (o.c->g->aborted) return true;
+    return false;
 }
-static void submit(const char *api, std::vector<nop> ops) {
+static void end_all(nexec &x) {
+    for (const nop &o : x.ops) o.c->pending--;
+    x.phase = 3;
+    progress();
+}
+/* mu held through lk; mode: RUN_TRY, RUN_BLOCK or RUN_ABANDON (fake_core.h); true once done */
+static bool advance(nexec &x, int mode, lock_t &lk) {
+    size_t n = x.ops.size(), i;
+    if (x.phase == 3) return true;
+    if (x.phase == 0) {
+        /* like NCCL after an abort: the operation ends, its result undefined */
+        if (mode == RUN_ABANDON || aborted(x)) { end_all(x); return true; }
+        if (x.hang) {
+            if (mode == RUN_TRY) return false;
+            wait(lk, [&] { return aborted(x); }, wait_what(x.ops[0]) + ", which never arrives (MGT_FAKE_NCCL_ERROR)");
+            end_all(x);
+            return true;
+        }
+        for (const nop &o : x.ops) {
+            group_t *g = o.c->g;
+            if (o.s.k == SEND) {
+                auto data = std::make_shared<std::vector<char>>((const char *)o.send, (const char *)o.send + in_bytes(o));
+                g->chans[{o.c->rank, o.s.root}].post[o.k] = posted{data, false};
+            } else if (o.s.k != RECV) {
+                slot &sl = g->slots[o.k];
+                if (sl.in.empty()) sl.in.resize((size_t)g->n);
+                if (o.s.k != BROADCAST || o.c->rank == o.s.root)
+                    sl.in[(size_t)o.c->rank].assign((const char *)o.send, (const char *)o.send + in_bytes(o));
+                if (++sl.arrived == g->n) {
+                    perform(g, o.s, sl);
+                    sl.in.clear();
+                    sl.done = true;
+                }
+            }
+            progress();
+        }
+        x.fin.assign(n, 0);
+        x.phase = 1;
+    }
+    if (x.phase == 1) {
+        for (i = 0; i < n; i++) {
+            const nop &o = x.ops[i];
+            group_t *g = o.c->g;
+            if (x.fin[i] || o.s.k == SEND) continue;
+            std::function<bool()> ready;
+            if (o.s.k == RECV) {
+                chan &ch = g->chans[{o.s.root, o.c->rank}];
+                ready = [&ch, &o, g, &lk] { /* the peer's send, launched, runs on its device */
+                    if (ch.post.count(o.k) || g->aborted) return true;
+                    if (ch.sent.count(o.k)) help_run(lk, ch.sent[o.k]);
+                    return ch.post.count(o.k) > 0 || g->aborted;
+                };
+            } else
+                ready = [&o, g, &lk] { /* the peers' parts, launched, run on their devices */
+                    if (g->slots[o.k].done || g->aborted) return true;
+                    std::map<int, ticket> launched = g->slots[o.k].launched;
+                    for (auto &kv : launched)
+                        if (kv.first != o.c->rank) help_run(lk, kv.second);
+                    return g->slots[o.k].done || g->aborted;
+                };
+            if (!ready()) {
+                if (mode == RUN_TRY) return false;
+                if (mode == RUN_BLOCK) wait(lk, ready, wait_what(o));
+            }
+            if (ready() && !g->aborted) {
+                if (o.s.k == RECV) {
+                    posted &p = g->chans[{o.s.root, o.c->rank}].post[o.k];
+                    memcpy(o.recv, p.data->data(), out_bytes(o));
+                    p.consumed = true;
+                } else {
+                    const std::vector<char> &res = g->slots[o.k].out[(size_t)o.c->rank];
+                    memcpy(o.recv, res.data(), out_bytes(o));
+                }
+                progress();
+            }
+            x.fin[i] = 1;
+        }
+        x.fin.assign(n, 0);
+        x.phase = 2;
+    }
+    for (i = 0; i < n; i++) { /* phase 2: the sends have been taken */
+        const nop &o = x.ops[i];
+        group_t *g = o.c->g;
+        if (x.fin[i] || o.s.k != SEND) continue;
+        chan &ch = g->chans[{o.c->rank, o.s.root}];
+        auto ready = [&ch, &o, g, &lk] { /* the peer's receive, launched, runs on its device */
+            if (ch.post[o.k].consumed || g->aborted) return true;
+            if (ch.received.count(o.k)) help_run(lk, ch.received[o.k]);
+            return ch.post[o.k].consumed || g->aborted;
+        };
+        if (!ready()) {
+            if (mode == RUN_TRY) return false;
+            if (mode == RUN_BLOCK) wait(lk, ready, wait_what(o) + ", not yet received");
+        }
+        if (ready()) { /* abandoned: the peer may still take it */
+            ch.post.erase(o.k);
+            ch.sent.erase(o.k);
+            ch.received.erase(o.k);
+        }
+        x.fin[i] = 1;
+    }
+    for (const nop &o : x.ops)
+        if (o.s.k != SEND && o.s.k != RECV && ++o.c->g->slots[o.k].left == o.c->g->n) o.c->g->slots.erase(o.k);
+    end_all(x);
+    return true;
+}
+static void submit(const char *api, std::vector<nop> ops, bool hang = false) {
     std::vector<mem_use> acc;
     std::string what;
     for (const nop &o : ops) {
-        size_t es = type_size(o.s.type), in = o.s.count * es, out = in;
-        if (o.s.k == REDUCESCATTER) in *= (size_t)o.c->g->n;
-        if (o.s.k == ALLGATHER) out *= (size_t)o.c->g->n;
-        if (o.s.k != RECV && (o.s.k != BROADCAST || o.c->rank == o.s.root)) acc.push_back({o.send, in, false, "send buffer", false});
-        if (o.s.k != SEND) acc.push_back({o.recv, out, true, "receive buffer", false});
+        if (o.s.k != RECV && (o.s.k != BROADCAST || o.c->rank == o.s.root)) acc.push_back({o.send, in_bytes(o), false, "send buffer", false});
+        if (o.s.k != SEND) acc.push_back({o.recv, out_bytes(o), true, "receive buffer", false});
         what += (what.empty() ? "" : " + ") + desc(o.s);
         if (o.c->device != ops[0].c->device) fail(api, "a group with ranks of devices %d and %d on one stream", ops[0].c->device, o.c->device);
     }
-    enqueue(api, ops[0].stream, ops[0].c->device, what + " as " + where(ops[0].c), acc, [ops] { run_ops(ops); });
+    auto x = std::make_shared<nexec>();
+    x->ops = std::move(ops);
+    x->hang = hang;
+    const nop &o0 = x->ops[0];
+    ticket t = enqueue_step(api, o0.stream, o0.c->device, what + " as " + where(o0.c), acc, [x](int mode) {
+        lock_t lk(mu);
+        return advance(*x, mode, lk);
+    });
+    lock_t lk(mu); /* launched: a peer waiting for it may run it, as this rank's device would */
+    for (const nop &o : x->ops) {
+        group_t *g = o.c->g;
+        if (o.s.k == SEND) g->chans[{o.c->rank, o.s.root}].sent[o.k] = t;
+        else if (o.s.k == RECV) g->chans[{o.s.root, o.c->rank}].received[o.k] = t;
+        else g->slots[o.k].launched[o.c->rank] = t;
+    }
+    progress();
 }
 
 static thread_local int group_depth = 0;
 static thread_local std::vector<nop> grouped;
+static thread_local std::vector<ncclComm *> group_inits; /* blocking inits inside the group: done at its end */
 
 static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send, void *recv, cudaStream_t stream) {
     nop o;
+    fault f = NO_FAULT;
     {
         lock_t lk(mu);
         ncclComm *c = comm(api, cm);
         group_t *g = c->g;
         c->owner = thread_token();
+        if (device_fault(c->device) != cudaSuccess) { /* the context is gone: NCCL cannot launch */
+            c->state = ncclUnhandledCudaError;
+            c->error = strf("mgt fake: a kernel faulted on device %d (%s)", c->device, cudaGetErrorString(device_fault(c->device)));
+            return ncclUnhandledCudaError;
+        }
+        if (c->state != ncclSuccess) return c->state;
         if (s.type < 0 || s.type >= ncclNumTypes) fail(api, "invalid data type %d, %s", (int)s.type, where(c).c_str());
         bool reduces = s.k == ALLREDUCE || s.k == REDUCESCATTER;
         if (reduces && (s.op == ncclProd || (unsigned)s.op >= ncclNumOps))
@@ -324,6 +490,29 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
         if ((s.k == BROADCAST || s.k == SEND || s.k == RECV) && (s.root < 0 || s.root >= g->n))
             fail(api, "%s names rank %d, outside the communicator, %s", desc(s).c_str(), s.root, where(c).c_str());
         if ((s.k == SEND || s.k == RECV) && s.root == c->rank) fail(api, "%s to itself, %s", desc(s).c_str(), where(c).c_str());
+        /* NCCL connects on first use: a collective sets up the communicator's rings and trees, a send or
+           receive its pair's channel, allocating device memory and synchronising */
+        if (s.k == SEND || s.k == RECV) {
+            std::pair<int, int> pd(s.root, s.k == SEND ? 0 : 1);
+            if (!c->p2p_warm.count(pd)) {
+                step_check(api, c->device, strf("the first %s between ranks %d and %d of communicator #%d (%s)", s.k == SEND ? "send" : "receive",
+                                                c->rank, s.root, g->id, desc(s).c_str()),
+                           "NCCL connects a pair on its first send or receive, allocating and synchronising: send and receive once "
+                           "between every pipeline pair when the run is created");
+                c->p2p_warm.insert(pd);
+            }
+        } else if (!c->warm) {
+            step_check(api, c->device, strf("the first collective of %s, %s", where(c).c_str(), desc(s).c_str()),
+                       "NCCL connects a communicator on its first collective, allocating and synchronising: run one on every "
+                       "communicator when the run is created");
+            c->warm = true;
+        }
+        f = injected(c, api);
+        if (f == STALL) { /* never arrives: the call stays in progress, nothing is enqueued */
+            c->state = ncclInProgress;
+            c->error = strf("mgt fake: rank %d stalled in %s (MGT_FAKE_STALL_RANK)", c->device, api);
+            return ncclInProgress;
+        }
         if (s.k == SEND || s.k == RECV) { /* the k-th send a->b meets the k-th recv on b from a */
             bool snd = s.k == SEND;
             chan &ch = g->chans[snd ? std::make_pair(c->rank, s.root) : std::make_pair(s.root, c->rank)];
@@ -347,6 +536,10 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
                      "called %s", (unsigned long long)o.k, g->n, g->id, r.rank, desc(r.s).c_str(), c->rank, desc(s).c_str());
             if (++r.seen == g->n) g->sigs.erase(o.k);
         }
+        if (f == ASYNC_ERROR) {
+            c->state = ncclRemoteError;
+            c->error = strf("mgt fake: rank %d's %s #%llu failed asynchronously (MGT_FAKE_NCCL_ERROR)", c->device, api, (unsigned long long)o.k);
+        }
         o.c = c;
         c->pending++;
     }
@@ -354,12 +547,16 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
     o.send = send;
     o.recv = recv;
     o.stream = stream;
-    if (group_depth > 0) grouped.push_back(o);
+    if (f == ASYNC_ERROR) submit(api, {o}, true);
+    else if (group_depth > 0) grouped.push_back(o);
     else submit(api, {o});
     return ncclSuccess;
 }
 
-static ncclComm *split_join(ncclComm *c, int color, int key) { /* the blocking host-side split */
+/* the host side of a split: every rank of the parent arrives with its color and key; the last one
+   makes the new communicators. Blocking: returns when all have arrived; non-blocking: at once, the
+   new communicator (and the parent) in progress until then */
+static ncclComm *split_join(ncclComm *c, int color, int key, bool nonblocking) {
     lock_t lk(mu);
     group_t *g = c->g;
     c->owner = thread_token();
@@ -367,6 +564,10 @@ static ncclComm *split_join(ncclComm *c, int color, int key) { /* the blocking h
     split_slot &sl = g->splits[k];
     if (sl.ck.empty()) sl.ck.assign((size_t)g->n, {0, 0}), sl.out.assign((size_t)g->n, nullptr);
     sl.ck[(size_t)c->rank] = {color, key};
+    ncclComm *mine = color == NCCL_SPLIT_NOCOLOR ? nullptr : make_comm(c->device, c->owner, nonblocking);
+    sl.out[(size_t)c->rank] = mine;
+    if (mine) mine->state = ncclInProgress;
+    if (nonblocking) c->state = ncclInProgress;
     if (++sl.arrived == g->n) { /* the last to arrive makes every new communicator */
         std::map<int, std::vector<std::pair<int, int>>> members; /* color -> (key, parent rank) */
         for (int r = 0; r < g->n; r++)
@@ -375,18 +576,19 @@ static ncclComm *split_join(ncclComm *c, int color, int key) { /* the blocking h
             std::sort(m.second.begin(), m.second.end());
             group_t *ng = new_group((int)m.second.size());
             for (size_t i = 0; i < m.second.size(); i++) {
-                ncclComm *p = g->comms[(size_t)m.second[i].second];
-                sl.out[(size_t)p->rank] = new_comm(ng, (int)i, p->device, p->owner);
+                ncclComm *made = sl.out[(size_t)m.second[i].second];
+                attach(ng, (int)i, made);
+                made->state = ncclSuccess;
             }
         }
+        for (ncclComm *p : g->comms)
+            if (p && p->state == ncclInProgress) p->state = ncclSuccess; /* the parents' split is over */
         sl.done = true;
     }
     progress();
-    wait(lk, [&] { return sl.done; }, strf("ncclCommSplit #%llu as %s", (unsigned long long)k, where(c).c_str()));
-    ncclComm *out = sl.out[(size_t)c->rank];
-    if (out) out->owner = c->owner;
+    if (!nonblocking) wait(lk, [&] { return sl.done; }, strf("ncclCommSplit #%llu as %s", (unsigned long long)k, where(c).c_str()));
     if (++sl.left == g->n) g->splits.erase(k);
-    return out;
+    return mine;
 }
 
 extern "C" {
@@ -404,9 +606,15 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     snprintf(id->internal, sizeof id->internal, "mgt fake nccl id %d.%llu", (int)getpid(), (unsigned long long)++counter);
     return ncclSuccess;
 }
-ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank) {
+/* config->blocking 0: non-blocking; NCCL_CONFIG_UNDEF_INT or 1: blocking */
+static bool config_nonblocking(const ncclConfig_t *config, bool dflt) {
+    return config && config->blocking != NCCL_CONFIG_UNDEF_INT ? config->blocking == 0 : dflt;
+}
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config) {
     if (!out || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+    bool nb = config_nonblocking(config, false);
     lock_t lk(mu);
+    step_check("ncclCommInitRank", current_device(), "making a communicator", "communicators are made when the run is created");
     std::string key(id.internal, sizeof id.internal);
     group_t *&g = by_id[key];
     if (!g) g = new_group(nranks);
@@ -415,10 +623,23 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
              id.internal, nranks, g->n);
     if (g->comms[(size_t)rank]) fail("ncclCommInitRank", "rank %d of unique id '%s' joins twice", rank, id.internal);
     ncclComm *c = new_comm(g, rank, current_device(), thread_token());
+    c->nonblocking = nb;
     progress();
-    wait(lk, [&] { return g->joined == g->n; }, strf("ncclCommInitRank as %s", where(c).c_str()));
+    if (g->joined == g->n) { /* the last: every non-blocking member is ready */
+        for (ncclComm *m : g->comms)
+            if (m->state == ncclInProgress) m->state = ncclSuccess;
+    } else if (nb || group_depth > 0) {
+        c->state = ncclInProgress; /* until the others have joined */
+        if (!nb) group_inits.push_back(c);
+    }
     *out = c;
+    if (nb) return c->state;
+    if (group_depth > 0) return ncclSuccess; /* joined at the group's end */
+    wait(lk, [&] { return g->joined == g->n; }, strf("ncclCommInitRank as %s", where(c).c_str()));
     return ncclSuccess;
+}
+ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank) {
+    return ncclCommInitRankConfig(out, nranks, id, rank, nullptr);
 }
 ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
     int count = 0;
@@ -433,27 +654,32 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
     for (int i = 0; i < ndev; i++) comms[i] = new_comm(g, i, devlist ? devlist[i] : i, nullptr);
     return ncclSuccess;
 }
-ncclResult_t ncclCommSplit(ncclComm_t parent, int color, int key, ncclComm_t *out, ncclConfig_t *) {
+ncclResult_t ncclCommSplit(ncclComm_t parent, int color, int key, ncclComm_t *out, ncclConfig_t *config) {
     if (!out || (color < 0 && color != NCCL_SPLIT_NOCOLOR)) return ncclInvalidArgument;
     ncclComm *c;
+    bool nb;
     {
         lock_t lk(mu);
         c = comm("ncclCommSplit", parent);
+        step_check("ncclCommSplit", c->device, "splitting " + where(c), "communicators are made when the run is created");
+        nb = config_nonblocking(config, c->nonblocking); /* no config: the parent's */
     }
-    *out = split_join(c, color, key);
-    return ncclSuccess;
+    *out = split_join(c, color, key, nb);
+    lock_t lk(mu);
+    return nb ? c->state : ncclSuccess;
 }
 static ncclResult_t destroy(const char *api, ncclComm_t cm, bool check) {
     lock_t lk(mu);
-    ncclComm *c = comm(api, cm);
+    ncclComm *c = comm(api, cm, true);
     group_t *g = c->g;
+    if (check) step_check(api, c->device, "ending " + where(c), "communicators live as long as the run");
     if (check && c->pending)
         fail(api, "%ld operations of %s are still queued: synchronise its streams first", c->pending, where(c).c_str());
-    for (auto &kv : g->sigs)
+    for (auto &kv : g ? g->sigs : std::map<uint64_t, sig_rec>())
         if (check && kv.first >= c->coll_enq)
             fail(api, "collective #%llu %s that rank %d issued was never issued by %s", (unsigned long long)kv.first,
                  desc(kv.second.s).c_str(), kv.second.rank, where(c).c_str());
-    for (auto &kv : g->chans) {
+    for (auto &kv : g ? g->chans : std::map<std::pair<int, int>, chan>()) {
         if (!check) break;
         if (kv.first.second == c->rank && !kv.second.send_sig.empty())
             fail(api, "unmatched send: rank %d called %s (#%llu to this rank), never received by %s", kv.first.first,
@@ -465,9 +691,15 @@ static ncclResult_t destroy(const char *api, ncclComm_t cm, bool check) {
                  where(c).c_str());
     }
     c->destroyed = true; /* kept, so a later use is reported */
-    if (!check) g->aborted = true;
+    if (!check && g) g->aborted = true;
     progress();
     return ncclSuccess;
+}
+ncclResult_t ncclCommFinalize(ncclComm_t cm) {
+    lock_t lk(mu);
+    ncclComm *c = comm("ncclCommFinalize", cm);
+    step_check("ncclCommFinalize", c->device, "finalizing " + where(c), "communicators live as long as the run");
+    return ncclSuccess; /* nothing is left in flight to flush once its streams were synchronised (destroy checks) */
 }
 ncclResult_t ncclCommDestroy(ncclComm_t c) { return destroy("ncclCommDestroy", c, true); }
 ncclResult_t ncclCommAbort(ncclComm_t c) { return destroy("ncclCommAbort", c, false); }
@@ -486,25 +718,36 @@ ncclResult_t ncclCommUserRank(const ncclComm_t cm, int *rank) {
 ncclResult_t ncclCommCuDevice(const ncclComm_t cm, int *device) {
     lock_t lk(mu);
     if (!device) return ncclInvalidArgument;
-    *device = comm("ncclCommCuDevice", cm)->device;
+    *device = comm("ncclCommCuDevice", cm, true)->device;
     return ncclSuccess;
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t cm, ncclResult_t *e) {
     lock_t lk(mu);
-    comm("ncclCommGetAsyncError", cm);
+    ncclComm *c = comm("ncclCommGetAsyncError", cm, true);
     if (!e) return ncclInvalidArgument;
-    *e = ncclSuccess; /* failures abort instead */
+    if (device_fault(c->device) != cudaSuccess && c->state == ncclSuccess) {
+        c->state = ncclUnhandledCudaError;
+        c->error = strf("mgt fake: a kernel faulted on device %d (%s)", c->device, cudaGetErrorString(device_fault(c->device)));
+    }
+    *e = c->state;
     return ncclSuccess;
 }
 const char *ncclGetErrorString(ncclResult_t r) {
     switch (r) {
     case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclInvalidArgument: return "invalid argument";
     case ncclInvalidUsage: return "invalid usage";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
     default: return "an NCCL result the fake does not produce";
     }
 }
-const char *ncclGetLastError(ncclComm_t) { return ""; }
+const char *ncclGetLastError(ncclComm_t cm) {
+    lock_t lk(mu);
+    if (!cm || !comms_made.count(cm)) return "";
+    return cm->error.c_str(); /* the communicator is never freed: the string stays */
+}
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                            cudaStream_t s) {
@@ -543,6 +786,11 @@ ncclResult_t ncclGroupEnd(void) {
         submit("ncclGroupEnd", mine);
         all.swap(rest);
     }
+    std::vector<ncclComm *> inits;
+    inits.swap(group_inits);
+    lock_t lk(mu);
+    for (ncclComm *c : inits) /* blocking communicators made inside the group: ready when it ends */
+        wait(lk, [c] { return c->g->joined == c->g->n; }, strf("ncclCommInitRank (in a group) as %s", where(c).c_str()));
     return ncclSuccess;
 }
 

@@ -150,7 +150,8 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
     X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \
-    X(parallel, peak_gflops, FLOAT, "0", 0, 1e9, "", "a rank's peak GFLOP/s for MFU; 0 is unknown (n/a)")
+    X(parallel, peak_gflops, FLOAT, "0", 0, 1e9, "", "a rank's peak GFLOP/s for MFU; 0 is unknown (n/a)") \
+    X(parallel, timeout_s, FLOAT, "300", 1, 86400, "", "GPU ranks: a wait for a peer or the device that takes longer aborts the run, naming the rank and call")
 #define MGT_KEYS_precision(X)                                                                      \
     X(precision, dtype, ENUM, "fp32", 0, 0, "fp32|bf16|fp16", "storage of parameters and activations; fp32 master weights") \
     X(precision, loss_scale, FLOAT, "65536", 1, 1e30, "", "fp16: initial dynamic loss scale, a power of two")        \
@@ -303,6 +304,15 @@ MGTDEF const char *mgt_mem_category_name(int category);
    cross-entropy partials, master weights and AdamW moments. A 16-bit op computes in fp32 and rounds
    what it stores once, to nearest even (the numerics of a GPU kernel templated on the storage type). */
 typedef struct mgt_backend mgt_backend;
+/* the largest operands of a rank's ops, for mgt_backend.reserve */
+typedef struct mgt_backend_limits {
+    int B, T, C;                          /* a micro-batch: N = B*T rows of C channels */
+    int NH;                               /* attention heads of the rank (its TP share) */
+    int OC;                               /* the widest matmul output with a bias */
+    size_t norm_tensors, norm_elements;   /* what one sum_squares_many call covers at most */
+    size_t upload_bytes;                  /* the largest upload inside a step */
+    int uploads;                          /* uploads a step makes */
+} mgt_backend_limits;
 struct mgt_backend {
     const char *name;
     int dtype;       /* storage type of the `void *` tensors */
@@ -358,6 +368,17 @@ struct mgt_backend {
     void (*cast)(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n);
     size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT]; /* bytes by category, kept by alloc and free */
     void *impl;
+    /* ---- optional (NULL on CPU), for a backend whose steps must not allocate or wait without a
+       deadline (the CUDA backend): reserve makes everything a step uses from the largest operands,
+       once, when the run is created (0, or -1 with error() set); step(be, 1) and step(be, 0)
+       bracket each training step and forward-only pass; sum_squares_many (*out = the sum of squares
+       of count fp32 vectors, in a fixed order) and sum_doubles (*out = (accumulate ? *out : 0) + the
+       sum of x[0..n)) leave their result in backend memory, so the gradient norm, the loss and the
+       skip decision cost one download per step */
+    int (*reserve)(mgt_backend *be, const mgt_backend_limits *limits);
+    void (*step)(mgt_backend *be, int begin);
+    void (*sum_squares_many)(mgt_backend *be, double *out, int count, const float *const *x, const size_t *n);
+    void (*sum_doubles)(mgt_backend *be, double *out, const double *x, size_t n, int accumulate);
 };
 
 /* ---- 3c. the CUDA backend library --------------------------------------------------------------
@@ -368,7 +389,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 1 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 2 /* the table's version: the library and this header must agree */
 
 typedef struct mgt_gpu_info {
     char name[96];
@@ -390,12 +411,13 @@ typedef struct mgt_cuda_api {
     int (*probe)(int *devices, char *why, size_t cap); /* 0 with the GPU count, or -1 with why */
     int (*info)(int device, mgt_gpu_info *out);
     int (*reading)(int device, mgt_gpu_reading *out);
-    int (*backend_create)(int device, int dtype, mgt_backend **out, char *why, size_t cap);
+    /* a backend of a rank of `world` (its waits go through the world's watchdog) */
+    int (*backend_create)(void *world, int device, int dtype, mgt_backend **out, char *why, size_t cap);
     void (*backend_destroy)(mgt_backend *be);
     void *(*backend_stream)(mgt_backend *be); /* the cudaStream_t its ops are enqueued on */
     /* NCCL: one world (ncclCommInitAll) on the calling thread, then each rank's communicator on its
        own thread, all at once (the group splits are collective); settle ends a step (waits, times) */
-    mgt_result (*world_create)(int world, const int *devices, mgt_fail_fn fail, void **world_out);
+    mgt_result (*world_create)(int world, const int *devices, double timeout_s, mgt_fail_fn fail, void **world_out);
     mgt_result (*comm_create)(void *world, int rank, void *stream, const mgt_group *const *groups, int ngroups, mgt_comm **out);
     mgt_result (*comm_settle)(mgt_comm *comm);
     void (*comm_destroy)(mgt_comm *comm);
@@ -4091,6 +4113,11 @@ struct mgt__rank {
     mgt_result result;
     char error[1024];
     pthread_t thread;
+    /* a backend with sum_squares_many (GPU): the step's statistics stay in its memory until one
+       download, [0] the sum of squares, [1] the loss, then a double per rank of the world */
+    double *dstat;
+    const float **ss_x;           /* the vectors of this rank's sum of squares, and their lengths */
+    size_t *ss_n;
 };
 
 
@@ -4286,8 +4313,11 @@ static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scal
     be->xent_partial(be, part, A->logits, A->targets, N, rk->tpr * s->Vl, s->Vl, V);
     if (rk->tp_g.size > 1) MGT__TRY(rk->comm->all_gather(rk->comm, &rk->tp_g, part, A->xent, (size_t)N * 3, MGT_F32));
     be->xent_finish(be, A->losses, A->logits, A->xent, s->tp, A->targets, N, rk->tpr * s->Vl, s->Vl, V, grad_scale);
-    be->download(be, rk->host_io, A->losses, sizeof(double) * (size_t)N);
-    for (i = 0; i < N; i++) sum += ((const double *)rk->host_io)[i];
+    if (rk->dstat) be->sum_doubles(be, rk->dstat + 1, A->losses, (size_t)N, 1); /* stays on the device until the step's download */
+    else {
+        be->download(be, rk->host_io, A->losses, sizeof(double) * (size_t)N);
+        for (i = 0; i < N; i++) sum += ((const double *)rk->host_io)[i];
+    }
     *loss_sum = sum;
     mgt__release(rk, u_head);
     mgt__release(rk, rk->lay.t[mgt__t_wte(rk)].unit);
@@ -4513,7 +4543,7 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
    tensors on TP rank 0 only, the tied copy of wte never: every parameter exactly once */
 static double mgt__local_sumsq(mgt__rank *rk) {
     double sum = 0;
-    int u, t;
+    int u, t, k = 0;
     for (u = 0; u < rk->lay.nu; u++) {
         size_t lo, hi;
         mgt__unit_slice(rk, u, &lo, &hi);
@@ -4521,10 +4551,31 @@ static double mgt__local_sumsq(mgt__rank *rk) {
             const mgt__tensor *x = &rk->lay.t[t];
             size_t a = x->offset > lo ? x->offset : lo, b = x->offset + mgt__tensor_storage(x) < hi ? x->offset + mgt__tensor_storage(x) : hi;
             if (a >= b || x->tied_copy || (x->tp_replicated && rk->tpr != 0)) continue;
+            if (rk->dstat) { /* listed, for one multi-tensor sum */
+                rk->ss_x[k] = mgt__slice_ptr(rk, rk->grads, rk->run->plan.zero >= 2 ? rk->gshard : NULL, u, a);
+                rk->ss_n[k++] = b - a;
+                continue;
+            }
             sum += rk->be->sum_squares(rk->be, mgt__slice_ptr(rk, rk->grads, rk->run->plan.zero >= 2 ? rk->gshard : NULL, u, a), b - a);
         }
     }
+    if (rk->dstat) rk->be->sum_squares_many(rk->be, rk->dstat, k, rk->ss_x, rk->ss_n); /* into dstat[0], on the device */
     return sum;
+}
+
+/* GPU ranks: this rank's sum of squares (dstat[0]) summed over the world in member order on the device,
+   and the step's loss (dstat[1]), copied to the host together: the step's one download */
+static mgt_result mgt__device_stats(mgt__rank *rk, double *sumsq) {
+    double host[2];
+    (void)mgt__local_sumsq(rk);
+    if (rk->world_g.size > 1) { /* each rank's double as 2 floats of raw bytes, then summed in member order */
+        MGT__TRY(rk->comm->all_gather(rk->comm, &rk->world_g, rk->dstat, rk->dstat + 2, 2, MGT_F32));
+        rk->be->sum_doubles(rk->be, rk->dstat, rk->dstat + 2, (size_t)rk->world_g.size, 0);
+    }
+    rk->be->download(rk->be, host, rk->dstat, sizeof host);
+    *sumsq = host[0];
+    rk->loss_sum = host[1];
+    return MGT_OK;
 }
 
 /* AdamW on this rank's part (step: updates done before this one); grad_scale undoes the loss
@@ -4610,6 +4661,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
         nanosleep(&ts, NULL);
     }
 #endif
+    if (rk->dstat) rk->be->zero(rk->be, rk->dstat, 2 * sizeof(double));
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
         rk->be->zero(rk->be, rk->gshard, sizeof(float) * rk->shard);
@@ -4619,11 +4671,18 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
     MGT__TRY(mgt__schedule(rk, rows, grad_scale));
     MGT__TRY(mgt__reduce_gradients(rk));
     MGT__TRY(mgt__comm_sync(rk, -1)); /* the deferred buckets and prefetches have arrived */
+    if (rk->dstat) {
+        MGT__TRY(mgt__device_stats(rk, &sumsq));
+#ifdef MGT_TESTING
+        if (run->step + 1 >= mgt__test_nan_from && run->step + 1 <= mgt__test_nan_to) sumsq = NAN; /* every rank: rank 0's in the sum */
+#endif
+    } else {
     sumsq = mgt__local_sumsq(rk);
 #ifdef MGT_TESTING
     if (run->step + 1 >= mgt__test_nan_from && run->step + 1 <= mgt__test_nan_to && rk->rank == 0) sumsq = NAN;
 #endif
     if (rk->world_g.size > 1) MGT__TRY(mgt__sum_over(rk, &rk->world_g, &sumsq));
+    }
     norm = sqrt(sumsq) / loss_scale;
     rk->norm = norm;
     rk->skipped = !isfinite(norm);
@@ -4649,7 +4708,9 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
 static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint16_t *rows, int micro_batches) {
     int m;
     rk->loss_sum = 0;
+    if (rk->dstat) rk->be->zero(rk->be, rk->dstat + 1, sizeof(double));
     for (m = 0; m < micro_batches; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, 0.0f, 0, 1));
+    if (rk->dstat && rk->last) rk->be->download(rk->be, &rk->loss_sum, rk->dstat + 1, sizeof(double)); /* one download */
     return mgt__settle(rk);
 }
 
@@ -4662,19 +4723,36 @@ static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &
 static mgt_result mgt__rank_connect(mgt__rank *rk) {
     mgt_run *r = rk->run;
     const mgt_group *groups[5];
+    int i, s, dt = rk->be->dtype;
+    char *buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
     groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g;
-    return r->cuda->comm_create(r->nccl_world, rk->rank, r->cuda->backend_stream(rk->be), groups, 5, &rk->comm);
+    MGT__TRY(r->cuda->comm_create(r->nccl_world, rk->rank, r->cuda->backend_stream(rk->be), groups, 5, &rk->comm));
+    /* NCCL connects on first use, allocating and synchronising: one collective on every group and a
+       send/receive with each pipeline neighbour, now, so that no step does anything for the first time */
+    for (i = 0; i < 5; i++)
+        if (groups[i]->size > 1 && groups[i]->ranks[groups[i]->index] == rk->rank) MGT__TRY(rk->comm->barrier(rk->comm, groups[i]));
+    for (s = 0; s + 1 < r->plan.pp; s++) /* pairs in stage order: no cycle of waits */
+        if (rk->ppr == s || rk->ppr == s + 1) {
+            int peer = rk->pp_g.ranks[rk->ppr == s ? s + 1 : s];
+            MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
+        }
+    MGT__TRY(r->cuda->comm_settle(rk->comm));
+    memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
+    return MGT_OK;
 }
 
 static void mgt__enter(mgt_backend *be) { if (be->enter) be->enter(be); }
 
 static mgt_result mgt__rank_run_cmd(mgt__rank *rk) {
     mgt_run *r = rk->run;
+    mgt_result res;
     mgt__enter(rk->be);
     if (r->cmd == MGT__CMD_CONNECT) return mgt__rank_connect(rk);
-    if (r->cmd == MGT__CMD_STEP) return mgt__rank_train_step(rk, r->cmd_rows);
-    if (r->cmd == MGT__CMD_FORWARD) return mgt__rank_forward_only(rk, r->cmd_rows, r->cmd_micro);
-    return MGT_OK;
+    if (r->cmd != MGT__CMD_STEP && r->cmd != MGT__CMD_FORWARD) return MGT_OK;
+    if (rk->be->step) rk->be->step(rk->be, 1); /* a step: nothing is made or waited for without a deadline until its end */
+    res = r->cmd == MGT__CMD_STEP ? mgt__rank_train_step(rk, r->cmd_rows) : mgt__rank_forward_only(rk, r->cmd_rows, r->cmd_micro);
+    if (rk->be->step) rk->be->step(rk->be, 0);
+    return res;
 }
 
 static void *mgt__rank_main(void *arg) {
@@ -5653,10 +5731,13 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->v, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
         be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
         be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
+        be->free(be, rk->dstat, sizeof(double) * (size_t)(2 + rk->run->plan.world), MGT_MEM_BUFFERS);
         if (rk->run->cuda) rk->run->cuda->backend_destroy(be);
         else mgt__cpu_backend_destroy(be);
     }
     MGT_FREE(rk->host_io);
+    MGT_FREE(rk->ss_x);
+    MGT_FREE(rk->ss_n);
     if (rk->acts) for (u = 0; u < rk->nsets; u++) { MGT_FREE(rk->acts[u].resid); MGT_FREE(rk->acts[u].layer); }
     MGT_FREE(rk->acts);
     MGT_FREE(rk->unit_param);
@@ -5783,7 +5864,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->device = -1;
     if (r->cuda) { /* rank i on GPU i */
         char why[600];
-        if (r->cuda->backend_create(index, r->dtype, &rk->be, why, sizeof why) != 0)
+        if (r->cuda->backend_create(r->nccl_world, index, r->dtype, &rk->be, why, sizeof why) != 0)
             return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index, why);
         rk->device = index;
         mgt__enter(rk->be);
@@ -5793,6 +5874,21 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     be = rk->be;
     rk->host_io = MGT_MALLOC(sizeof(double) * (size_t)rk->shape.B * (size_t)rk->shape.T); /* 2N ints or N doubles */
     if (!rk->host_io) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (be->reserve) { /* GPU: everything a step uses, made now from the largest operands */
+        mgt_backend_limits lim;
+        memset(&lim, 0, sizeof lim);
+        lim.B = rk->shape.B;
+        lim.T = rk->shape.T;
+        lim.C = rk->shape.C;
+        lim.NH = rk->shape.NHl;
+        lim.OC = 3 * rk->shape.Cl > rk->shape.Hl ? 3 * rk->shape.Cl : rk->shape.Hl;
+        lim.norm_tensors = (size_t)rk->lay.n;
+        lim.norm_elements = rk->lay.size;
+        lim.upload_bytes = sizeof(int) * (size_t)rk->shape.B * (size_t)rk->shape.T;
+        lim.uploads = 2 * (r->inference ? 1 : M);
+        if (be->reserve(be, &lim) != 0)
+            return mgt__fail(MGT_ERROR_MEMORY, "rank %d cannot reserve what its steps use: %s", index, be->error ? be->error(be) : "?");
+    }
     /* parameters, gradients and AdamW moments, sharded over DP as the ZeRO stage says */
     rk->unit_param = (void **)MGT_MALLOC(sizeof(void *) * (size_t)rk->lay.nu);
     rk->unit_grad = (float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.nu);
@@ -5833,6 +5929,12 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         MGT__ALLOC(rk->m, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
         MGT__ALLOC(rk->v, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
         if (r->dtype != MGT_F32) MGT__ALLOC(rk->master, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
+    }
+    if (be->sum_squares_many && be->sum_doubles) { /* the step's statistics, on the device until one download */
+        MGT__ALLOC_AS(double *, rk->dstat, sizeof(double) * (size_t)(2 + W), MGT_MEM_BUFFERS)
+        rk->ss_x = (const float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.n);
+        rk->ss_n = (size_t *)MGT_MALLOC(sizeof(size_t) * (size_t)rk->lay.n);
+        if (!rk->ss_x || !rk->ss_n) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     }
 #undef MGT__ALLOC
 #undef MGT__ALLOC_AS
@@ -6164,7 +6266,7 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
             int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)r->plan.world);
             if (!devices) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
             for (i = 0; devices && i < r->plan.world; i++) devices[i] = i;
-            if (devices) res = r->cuda->world_create(r->plan.world, devices, mgt__fail_message, &r->nccl_world);
+            if (devices) res = r->cuda->world_create(r->plan.world, devices, r->cfg.parallel.timeout_s, mgt__fail_message, &r->nccl_world);
             MGT_FREE(devices);
         } else if (res == MGT_OK)
             res = mgt__local_world_create(&r->world, r->plan.world);

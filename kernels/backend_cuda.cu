@@ -3,46 +3,82 @@
 
    Every op is enqueued on the backend's stream and returns at once; the runtime sees the results
    in stream order, the communicator (kernels/comm_nccl.c) orders itself after this stream with
-   events. What the host reads waits: download, sum_squares (one double); upload waits too, so
-   the runtime may reuse its host buffer at once. The table's ops return nothing, so the first
-   failure (a launch, a cuBLAS call, an allocation) is kept, like CUDA's sticky errors, and the
-   table's error() reports it; ops after a failure do nothing.
+   events. The table's ops return nothing, so the first failure (a launch, a cuBLAS call, a wait
+   that failed) is kept, like CUDA's sticky errors, and the table's error() reports it; ops after a
+   failure do nothing.
+
+   A step does nothing for the first time (issue 13: a GPU step must not hang). reserve(), called
+   when the run is created, makes everything a step uses, sized from the largest operands: the
+   scratch of the op that needs most (the attention's dP, the bias and LayerNorm partial sums, the
+   chunks of the multi-tensor sum of squares), the vector of ones of the bias GEMM, the cuBLAS
+   workspace (cublasSetWorkspace: cuBLAS would otherwise allocate it on its first GEMM), and the
+   pinned host memory that crosses PCIe: a ring of slots for the token uploads (at least two, as
+   many as a step uploads, so no upload waits) and a buffer for the step's downloads. Between
+   step(be, 1) and step(be, 0) nothing is allocated or freed, no copy touches pageable memory, and
+   the only host waits are on events of this stream: the download of the step's statistics and
+   the step's end, each through the world's watchdog (mgt_nccl_wait: the [parallel] timeout_s
+   deadline, NCCL's asynchronous errors, the world's abort). Outside steps (creation, checkpoints,
+   sampling) uploads and downloads may use any host memory and still wait with the deadline.
+
+   MGT_CUDA_SYNC=1 waits for every op before the next starts, so the first failing op is named with
+   its shapes and the launch sites of its kernels (kernels/<op>.cu:line), instead of surfacing at
+   the next wait under whatever waited.
 
    GEMMs: cublasGemmEx with the storage type for A and B, fp32 accumulation (CUBLAS_COMPUTE_32F),
    and C in the storage type, or in fp32 for the parameter gradients (accumulated with beta = 1, as
    Megatron's main_grad). Row-major (rows, cols) tensors are column-major (cols x rows) to cuBLAS,
    so out = inp W^T is computed as out^T = W^T' inp^T with the operands swapped. A forward bias
    goes through the same GEMM: out = ones x bias^T (k = 1, a vector of ones in the storage type
-   kept for the largest row count seen) before out += inp W^T; dbias is the bias kernel's.
+   reserved for the largest row count) before out += inp W^T; dbias is the bias kernel's.
    Attention: per batch row b, strided-batched GEMMs over the heads read q, k and v in place in the
    (B, T, 3C) qkv tensor (head h at column h*hs, leading dimension 3C), with the causal softmax
    kernel in between; the scores live in att (B, NH, T, T), as on the CPU backend. */
 #include <cublas_v2.h>    /* defines: cublasHandle_t, cublasGemmEx, cublasGemmStridedBatchedEx */
 #include <cuda_runtime.h> /* defines: cudaMalloc, cudaMemcpyAsync, cudaStream_t */
+#include <sched.h>        /* defines: sched_yield */
 #include <stdarg.h>       /* defines: va_list */
 #include <stdio.h>        /* defines: vsnprintf */
-#include <stdlib.h>       /* defines: calloc, free */
-#include <string.h>       /* defines: memset */
+#include <stdlib.h>       /* defines: calloc, free, getenv */
+#include <string.h>       /* defines: memset, memcpy */
+#include <time.h>         /* defines: clock_gettime, nanosleep */
 
 #include <cuda_bf16.h>    /* defines: __nv_bfloat16 */
 #include <cuda_fp16.h>    /* defines: __half */
 
-#include "launchers.h"      /* defines: the mgt_cuda_* launchers of kernels/<op>.cu, mgt_kernel_last_error */
+#include "launchers.h"      /* defines: the mgt_cuda_* launchers of kernels/<op>.cu, mgt_kernel_last_error, mgt_kernel_launches */
 #include "backend_cuda.h"   /* defines: mgt_cuda_backend_create.. */
+#include "comm_nccl.h"      /* defines: mgt_nccl_wait, mgt_nccl_step, mgt_nccl_fail (the watchdog) */
+#include "fake_note.h"      /* defines: mgt_cuda_fake_note (the checking fakes' hook; null in the library) */
 
 typedef struct mgt__cuda {
     mgt_backend be; /* first member: the runtime holds a mgt_backend * */
-    int device;
+    int device, rank;
+    mgt_nccl_world *world; /* the watchdog of its waits, or NULL (a backend of its own: its own deadline) */
     cudaStream_t stream;
     cublasHandle_t blas;
     cudaDataType_t type; /* cuBLAS's name for be.dtype */
-    void *work;          /* scratch of one op at a time (stream order keeps uses apart) */
+    void *blas_work;     /* cuBLAS's workspace (cublasSetWorkspace) */
+    size_t blas_work_bytes;
+    void *work; /* scratch of one op at a time (stream order keeps uses apart) */
     size_t work_bytes;
     void *ones; /* ones in the storage type */
     size_t ones_count;
-    double *scalar; /* a device double for sum_squares */
+    double *scalar;          /* a device double for sum_squares */
+    char *up;                /* pinned ring of upload slots */
+    size_t up_slot;          /* bytes per slot */
+    int up_slots, up_next;   /* slots, and the next one to use */
+    cudaEvent_t *up_done;    /* per slot: its copy is done */
+    unsigned char *up_busy;  /* per slot: a copy may still read it */
+    char *down;              /* pinned buffer of the downloads inside a step */
+    size_t down_bytes;
+    cudaEvent_t ev;          /* what the host waits for */
+    int reserved, in_step, sync_mode;
+    /* the op running now (MGT_CUDA_SYNC, the fakes, messages) */
+    const char *op_name;
+    int op_line, op_pending;
+    char op_desc[200];
     int failed;
-    char error[1024];
+    char error[4096];
 } mgt__cuda;
 
 #define MGT__CU(be) ((mgt__cuda *)(be))
@@ -75,7 +111,82 @@ static void mgt__kernel_ok(mgt__cuda *c, int rc, const char *op) {
                    e.line, e.what);
 }
 
-/* ---- memory */
+/* ---- host waits: on an event of this stream, with a deadline */
+
+static double mgt__cuda_now() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+/* waits for the stream's work so far; `what` names it in a message. Through the world's watchdog,
+   or (a backend of its own) a poll with the default deadline */
+static int mgt__cuda_wait(mgt__cuda *c, const char *what) {
+    if (c->failed) return 0;
+    if (!mgt__cuda_ok(c, cudaEventRecord(c->ev, c->stream), "marking what the host waits for")) return 0;
+    if (c->world) {
+        char why[4096];
+        if (mgt_nccl_wait(c->world, c->rank, c->ev, what, why, sizeof why) == MGT_OK) return 1;
+        mgt__cuda_fail(c, "%s", why);
+        return 0;
+    }
+    double start = mgt__cuda_now();
+    for (int spins = 0;; spins++) {
+        cudaError_t q = cudaEventQuery(c->ev);
+        if (q == cudaSuccess) return 1;
+        (void)cudaGetLastError();
+        if (q != cudaErrorNotReady) return mgt__cuda_ok(c, q, what);
+        if (mgt__cuda_now() - start > 300.0) {
+            mgt__cuda_fail(c, "device %d: waited 300 s for %s", c->device, what);
+            return 0;
+        }
+        if (spins < 64) sched_yield();
+        else {
+            struct timespec ts = {0, 20000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* ---- ops: each names itself first (MGT_CUDA_SYNC, the fakes' checks, messages) */
+
+/* MGT_CUDA_SYNC=1: the previous op is waited for before the next starts, so the first failure names it */
+static void mgt__cuda_check_op(mgt__cuda *c) {
+    char what[600];
+    const mgt_kernel_sites &k = mgt_kernel_launches();
+    c->op_pending = 0;
+    snprintf(what, sizeof what, "%s (backend_cuda.cu:%d", c->op_desc, c->op_line);
+    for (int i = 0; i < k.n && i < 4; i++) {
+        size_t n = strlen(what);
+        snprintf(what + n, sizeof what - n, "%s%s:%d", i ? ", " : "; its kernels launched at ", k.file[i], k.line[i]);
+    }
+    size_t n = strlen(what);
+    snprintf(what + n, sizeof what - n, ") to finish (MGT_CUDA_SYNC=1 waits for every op)");
+    mgt__cuda_wait(c, what);
+}
+__attribute__((format(printf, 4, 5))) static void mgt__cuda_op(mgt__cuda *c, const char *name, int line, const char *fmt, ...) {
+    if (c->failed) return;
+    if (c->op_pending && c->sync_mode) mgt__cuda_check_op(c);
+    c->op_name = name;
+    c->op_line = line;
+    c->op_pending = 1;
+    mgt_kernel_launches().n = 0;
+    if (c->sync_mode || mgt_cuda_fake_note) {
+        va_list ap;
+        size_t n;
+        snprintf(c->op_desc, sizeof c->op_desc, "%s (", name);
+        n = strlen(c->op_desc);
+        va_start(ap, fmt);
+        vsnprintf(c->op_desc + n, sizeof c->op_desc - n, fmt, ap);
+        va_end(ap);
+        n = strlen(c->op_desc);
+        snprintf(c->op_desc + n, sizeof c->op_desc - n, ")");
+        if (mgt_cuda_fake_note) mgt_cuda_fake_note(c->device, MGT_NOTE_OP, c->op_desc);
+    } else
+        snprintf(c->op_desc, sizeof c->op_desc, "%s", name);
+}
+#define MGT__OP(c, name, ...) mgt__cuda_op((c), (name), __LINE__, __VA_ARGS__)
+
+/* ---- memory: allocations are made when the run is created, never inside a step */
 
 static void mgt__cuda_account(mgt_backend *be, long long bytes, int category) {
     be->mem_current[category] = (size_t)((long long)be->mem_current[category] + bytes);
@@ -86,6 +197,10 @@ static void *mgt__cuda_alloc(mgt_backend *be, size_t bytes, int category) {
     mgt__cuda *c = MGT__CU(be);
     void *p = NULL;
     if (c->failed) return NULL;
+    if (c->in_step) {
+        mgt__cuda_fail(c, "device %d: %zu bytes allocated inside a step (an allocation may wait for every stream of the device)", c->device, bytes);
+        return NULL;
+    }
     if (!mgt__cuda_ok(c, cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc")) return NULL;
     if (!mgt__cuda_ok(c, cudaMemsetAsync(p, 0, bytes, c->stream), "zeroing new memory")) {
         cudaFree(p);
@@ -97,19 +212,30 @@ static void *mgt__cuda_alloc(mgt_backend *be, size_t bytes, int category) {
 static void mgt__cuda_free(mgt_backend *be, void *p, size_t bytes, int category) {
     mgt__cuda *c = MGT__CU(be);
     if (!p) return;
-    /* the stream may still use it: cudaFree waits for the device, but say so rather than rely on it */
-    mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "waiting before a free");
+    if (c->in_step) {
+        mgt__cuda_fail(c, "device %d: %zu bytes freed inside a step (a free may wait for every stream of the device)", c->device, bytes);
+        return;
+    }
+    /* the stream may still use it: wait for it (with the deadline) rather than rely on cudaFree's own
+       wait; after a failure the memory is left to the process's end */
+    if (!c->failed && !mgt__cuda_wait(c, "the stream, before freeing memory it may use")) return;
+    if (c->failed) return;
     mgt__cuda_ok(c, cudaFree(p), "cudaFree");
     mgt__cuda_account(be, -(long long)bytes, category);
 }
 
-/* scratch of at least `bytes`, valid until the next op that asks for scratch */
+/* scratch of at least `bytes`, valid until the next op that asks for scratch: reserved when the run
+   was created; a backend without reserve (a test of its own) grows it outside steps */
 static void *mgt__cuda_work(mgt__cuda *c, size_t bytes) {
     if (bytes <= c->work_bytes) return c->work;
+    if (c->reserved || c->in_step) {
+        mgt__cuda_fail(c, "device %d: %s needs %zu bytes of scratch, %zu were reserved when the run was made", c->device, c->op_desc, bytes,
+                       c->work_bytes);
+        return NULL;
+    }
     if (c->work) mgt__cuda_free(&c->be, c->work, c->work_bytes, MGT_MEM_WORKSPACE);
     c->work = NULL;
     c->work_bytes = 0;
-    bytes = bytes + bytes / 4; /* grows a few times in the first step, then never */
     c->work = mgt__cuda_alloc(&c->be, bytes, MGT_MEM_WORKSPACE);
     if (c->work) c->work_bytes = bytes;
     return c->work;
@@ -124,12 +250,17 @@ static void *mgt__cuda_work(mgt__cuda *c, size_t bytes) {
         else { typedef float floatX; call; }                                                           \
     } while (0)
 
-/* a vector of n ones in the storage type */
+/* a vector of n ones in the storage type, filled outside steps (reserve, or first use in a backend
+   of its own) */
 static const void *mgt__cuda_ones(mgt__cuda *c, size_t n) {
     float *host;
     float *one32;
     size_t i;
     if (n <= c->ones_count) return c->ones;
+    if (c->reserved || c->in_step) {
+        mgt__cuda_fail(c, "device %d: %s needs %zu ones, %zu were reserved when the run was made", c->device, c->op_desc, n, c->ones_count);
+        return NULL;
+    }
     if (c->ones) mgt__cuda_free(&c->be, c->ones, c->ones_count * c->be.elt, MGT_MEM_WORKSPACE);
     c->ones = mgt__cuda_alloc(&c->be, n * c->be.elt, MGT_MEM_WORKSPACE);
     c->ones_count = 0;
@@ -143,7 +274,7 @@ static const void *mgt__cuda_ones(mgt__cuda *c, size_t n) {
     }
     for (i = 0; i < n; i++) host[i] = 1.0f;
     mgt__cuda_ok(c, cudaMemcpyAsync(one32, host, n * sizeof(float), cudaMemcpyHostToDevice, c->stream), "copying ones");
-    mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "copying ones"); /* host is freed next */
+    mgt__cuda_wait(c, "the copy of a vector of ones"); /* host is freed next */
     free(host);
     if (c->be.dtype == MGT_F32) mgt__cuda_ok(c, cudaMemcpyAsync(c->ones, one32, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream), "ones");
     else MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_cast<floatX, float>((floatX *)c->ones, one32, n, c->stream), "cast"));
@@ -173,6 +304,7 @@ static const char *mgt__at(const void *p, size_t elements, size_t elt) { return 
 /* out (N,OC) = inp (N,C) W^T + bias, W (OC,C) */
 static void mgt__cuda_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "matmul forward", "N %d, C %d, OC %d%s", N, C, OC, bias ? ", bias" : "");
     float beta = 0.0f;
     if (bias) { /* out = ones (N) x bias (OC): column-major (OC x N) = bias (OC x 1) x ones^T (1 x N) */
         const void *ones = mgt__cuda_ones(c, (size_t)N);
@@ -185,6 +317,7 @@ static void mgt__cuda_matmul_forward(mgt_backend *be, void *out, const void *inp
 /* dbias (OC) += column sums of dout (N,OC), by the kernel (a fixed order of additions) */
 static void mgt__cuda_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int OC) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "bias backward", "N %d, OC %d", N, OC);
     float *scratch = (float *)mgt__cuda_work(c, mgt_cuda_bias_backward_scratch(N, OC));
     if (c->failed || !scratch) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_bias_backward<floatX>(dbias, scratch, (const floatX *)dout, N, OC, c->stream), "bias backward"));
@@ -194,6 +327,7 @@ static void mgt__cuda_bias_backward(mgt_backend *be, float *dbias, const void *d
 static void mgt__cuda_matmul_backward(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                                       const void *weight, int N, int C, int OC) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "matmul backward", "N %d, C %d, OC %d%s", N, C, OC, dbias ? ", bias" : "");
     if (dinp) mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, weight, C, dout, OC, 0.0f, dinp, c->type, C, "matmul backward (input)");
     mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, CUDA_R_32F, C, "matmul backward (weight)");
     if (dbias) mgt__cuda_bias_backward(be, dbias, dout, N, OC);
@@ -203,6 +337,7 @@ static void mgt__cuda_matmul_backward(mgt_backend *be, void *dinp, float *dweigh
 
 static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "attention forward", "B %d, T %d, C %d, NH %d", B, T, C, NH);
     size_t e = be->elt, TT = (size_t)T * (size_t)T;
     int hs = C / NH, b;
     for (b = 0; b < B; b++) {
@@ -224,6 +359,7 @@ static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, c
 
 static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "attention backward", "B %d, T %d, C %d, NH %d", B, T, C, NH);
     size_t e = be->elt, TT = (size_t)T * (size_t)T;
     int hs = C / NH, b;
     void *ds = mgt__cuda_work(c, (size_t)B * NH * TT * e); /* dP, then dscores in place */
@@ -255,6 +391,7 @@ static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void
 static void mgt__cuda_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int vocab_start, int vocab_rows, const void *wpe,
                                       int B, int T, int C) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "encoder forward", "B %d, T %d, C %d, vocabulary rows %d", B, T, C, vocab_rows);
     if (c->failed) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_encoder_forward<floatX>((floatX *)out, tokens, (const floatX *)wte, vocab_start, vocab_rows,
                                                                        (const floatX *)wpe, B, T, C, c->stream),
@@ -263,6 +400,7 @@ static void mgt__cuda_encoder_forward(mgt_backend *be, void *out, const int *tok
 static void mgt__cuda_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vocab_start, int vocab_rows,
                                        int B, int T, int C) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "encoder backward", "B %d, T %d, C %d, vocabulary rows %d", B, T, C, vocab_rows);
     if (c->failed) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_encoder_backward<floatX>(dwte, dwpe, (const floatX *)dout, tokens, vocab_start, vocab_rows, B, T, C,
                                                                         c->stream),
@@ -271,6 +409,7 @@ static void mgt__cuda_encoder_backward(mgt_backend *be, float *dwte, float *dwpe
 static void mgt__cuda_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *weight, const void *bias,
                                         int N, int C) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "layernorm forward", "N %d, C %d", N, C);
     if (c->failed) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_layernorm_forward<floatX>((floatX *)out, mean, rstd, (const floatX *)inp, (const floatX *)weight,
                                                                          (const floatX *)bias, N, C, c->stream),
@@ -279,6 +418,7 @@ static void mgt__cuda_layernorm_forward(mgt_backend *be, void *out, float *mean,
 static void mgt__cuda_layernorm_backward(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp, const void *weight,
                                          const float *mean, const float *rstd, int N, int C) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "layernorm backward", "N %d, C %d", N, C);
     float *scratch = (float *)mgt__cuda_work(c, mgt_cuda_layernorm_backward_scratch(N, C));
     if (c->failed || !scratch) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_layernorm_backward<floatX>((floatX *)dinp, dweight, dbias, scratch, (const floatX *)dout,
@@ -287,22 +427,26 @@ static void mgt__cuda_layernorm_backward(mgt_backend *be, void *dinp, float *dwe
 }
 static void mgt__cuda_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "gelu forward", "n %zu", n);
     if (c->failed) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_gelu_forward<floatX>((floatX *)out, (const floatX *)inp, n, c->stream), "gelu forward"));
 }
 static void mgt__cuda_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "gelu backward", "n %zu", n);
     if (c->failed) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_gelu_backward<floatX>((floatX *)dinp, (const floatX *)inp, (const floatX *)dout, n, c->stream),
                                     "gelu backward"));
 }
 static void mgt__cuda_add_inplace(mgt_backend *be, float *y, const float *x, size_t n) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "add", "n %zu", n);
     if (c->failed) return;
     mgt__kernel_ok(c, mgt_cuda_add_inplace<float>(y, x, n, c->stream), "add");
 }
 static void mgt__cuda_bias_residual(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "bias residual", "N %d, C %d", N, C);
     if (c->failed) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_bias_residual<floatX>((floatX *)out, (const floatX *)residual, (const floatX *)bias, N, C, c->stream),
                                     "bias residual"));
@@ -310,6 +454,7 @@ static void mgt__cuda_bias_residual(mgt_backend *be, void *out, const void *resi
 
 static void mgt__cuda_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "cross-entropy partials", "N %d, Vl %d, V %d", N, Vl, V);
     if (c->failed) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_xent_partial<floatX>(part, (floatX *)logits, targets, N, vocab_start, Vl, V, c->stream),
                                     "cross-entropy partials"));
@@ -317,6 +462,7 @@ static void mgt__cuda_xent_partial(mgt_backend *be, float *part, void *logits, c
 static void mgt__cuda_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
                                   int Vl, int V, float grad_scale) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "cross-entropy", "N %d, Vl %d, V %d, tp %d", N, Vl, V, tp);
     if (c->failed) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_xent_finish<floatX>(losses, (floatX *)logits, parts, tp, targets, N, vocab_start, Vl, V, grad_scale,
                                                                    c->stream),
@@ -325,18 +471,41 @@ static void mgt__cuda_xent_finish(mgt_backend *be, double *losses, void *logits,
 
 static double mgt__cuda_sum_squares(mgt_backend *be, const float *x, size_t n) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "sum of squares", "n %zu", n);
     double *scratch = (double *)mgt__cuda_work(c, mgt_cuda_sum_squares_scratch(n)), out = 0.0;
     if (c->failed || !scratch) return 0.0;
     mgt__kernel_ok(c, mgt_cuda_sum_squares<float>(c->scalar, scratch, x, n, c->stream), "sum of squares");
     if (c->failed) return 0.0;
-    mgt__cuda_ok(c, cudaMemcpyAsync(&out, c->scalar, sizeof out, cudaMemcpyDeviceToHost, c->stream), "copying a sum of squares");
-    mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "copying a sum of squares");
+    c->be.download(&c->be, &out, c->scalar, sizeof out);
     return out;
+}
+
+/* the multi-tensor sum of squares: every tensor's block sums into one array, then one sum (no host wait) */
+static void mgt__cuda_sum_squares_many(mgt_backend *be, double *out, int count, const float *const *x, const size_t *n) {
+    mgt__cuda *c = MGT__CU(be);
+    size_t chunks = 0, at = 0;
+    int t;
+    MGT__OP(c, "sum of squares", "%d tensors", count);
+    for (t = 0; t < count; t++) chunks += mgt_cuda_sum_squares_chunks(n[t]);
+    double *scratch = (double *)mgt__cuda_work(c, (chunks ? chunks : 1) * sizeof(double));
+    if (c->failed || !scratch) return;
+    for (t = 0; t < count && !c->failed; t++) {
+        mgt__kernel_ok(c, mgt_cuda_sum_squares_blocks<float>(scratch + at, x[t], n[t], c->stream), "sum of squares");
+        at += mgt_cuda_sum_squares_chunks(n[t]);
+    }
+    if (!c->failed) mgt__kernel_ok(c, mgt_cuda_sum_doubles(out, scratch, chunks, 0, c->stream), "sum of squares");
+}
+static void mgt__cuda_sum_doubles(mgt_backend *be, double *out, const double *x, size_t n, int accumulate) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "sum", "n %zu%s", n, accumulate ? ", accumulated" : "");
+    if (c->failed) return;
+    mgt__kernel_ok(c, mgt_cuda_sum_doubles(out, x, n, accumulate, c->stream), "sum");
 }
 
 static void mgt__cuda_adamw(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                             float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "AdamW", "n %zu", n);
     if (c->failed) return;
     if (!param_copy || be->dtype == MGT_F32) {
         mgt__kernel_ok(c, mgt_cuda_adamw(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1, bias_correction2,
@@ -352,17 +521,20 @@ static void mgt__cuda_adamw(mgt_backend *be, float *param, void *param_copy, con
 }
 static void mgt__cuda_scale(mgt_backend *be, float *x, float factor, size_t n) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "scale", "n %zu", n);
     if (c->failed) return;
     mgt__kernel_ok(c, mgt_cuda_scale<float>(x, factor, n, c->stream), "scale");
 }
 static void mgt__cuda_zero(mgt_backend *be, void *x, size_t bytes) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "zero", "%zu bytes", bytes);
     if (c->failed || !bytes) return;
     mgt__cuda_ok(c, cudaMemsetAsync(x, 0, bytes, c->stream), "zeroing");
 }
 
 static void mgt__cuda_cast(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n) {
     mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "cast", "n %zu, type %d to %d", n, src_dtype, dst_dtype);
     int rc = MGT_KERNEL_OK;
     if (c->failed || !n) return;
     if (dst_dtype == src_dtype) {
@@ -381,12 +553,41 @@ static void mgt__cuda_cast(mgt_backend *be, void *dst, int dst_dtype, const void
 
 /* ---- host memory, threads, errors */
 
+/* inside a step: through a slot of the pinned ring (the source is copied there, the copy runs while the
+   host goes on; a slot is reused after its copy is done, which a step's worth of slots makes true
+   without waiting); outside: straight from the caller's memory, then waited for */
 static void mgt__cuda_upload(mgt_backend *be, void *dst, const void *host_src, size_t bytes) {
     mgt__cuda *c = MGT__CU(be);
     if (c->failed || !bytes) return;
-    if (mgt__cuda_ok(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), "copying to the device"))
-        mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "copying to the device"); /* the host buffer is free again */
+    if (!c->in_step) {
+        if (mgt__cuda_ok(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), "copying to the device"))
+            mgt__cuda_wait(c, "a copy to the device"); /* the host buffer is free again */
+        return;
+    }
+    if (bytes > c->up_slot || !c->up_slots) {
+        mgt__cuda_fail(c, "device %d: an upload of %zu bytes inside a step, more than the %zu reserved when the run was made", c->device, bytes,
+                       c->up_slot);
+        return;
+    }
+    int k = c->up_next;
+    c->up_next = (c->up_next + 1) % c->up_slots;
+    char *slot = c->up + (size_t)k * c->up_slot;
+    if (c->up_busy[k]) { /* the ring came round within a step: wait for that slot's copy */
+        if (c->world) {
+            char why[4096];
+            if (mgt_nccl_wait(c->world, c->rank, c->up_done[k], "an earlier upload from the same pinned slot", why, sizeof why) != MGT_OK) {
+                mgt__cuda_fail(c, "%s", why);
+                return;
+            }
+        } else if (!mgt__cuda_ok(c, cudaEventSynchronize(c->up_done[k]), "an earlier upload from the same pinned slot"))
+            return;
+    }
+    memcpy(slot, host_src, bytes);
+    if (mgt__cuda_ok(c, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, c->stream), "copying to the device") &&
+        mgt__cuda_ok(c, cudaEventRecord(c->up_done[k], c->stream), "marking an upload"))
+        c->up_busy[k] = 1;
 }
+/* inside a step through the pinned buffer, the one host wait of a download; outside into any memory */
 static void mgt__cuda_download(mgt_backend *be, void *host_dst, const void *src, size_t bytes) {
     mgt__cuda *c = MGT__CU(be);
     if (c->failed) {
@@ -394,19 +595,75 @@ static void mgt__cuda_download(mgt_backend *be, void *host_dst, const void *src,
         return;
     }
     if (!bytes) return;
-    if (mgt__cuda_ok(c, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "copying to the host"))
-        mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "copying to the host");
+    if (c->in_step && bytes > c->down_bytes) {
+        mgt__cuda_fail(c, "device %d: a download of %zu bytes inside a step, more than the %zu reserved when the run was made", c->device, bytes,
+                       c->down_bytes);
+    } else if (c->in_step) {
+        if (mgt__cuda_ok(c, cudaMemcpyAsync(c->down, src, bytes, cudaMemcpyDeviceToHost, c->stream), "copying to the host") &&
+            mgt__cuda_wait(c, "a copy to the host (the step's statistics)"))
+            memcpy(host_dst, c->down, bytes);
+    } else if (mgt__cuda_ok(c, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "copying to the host"))
+        mgt__cuda_wait(c, "a copy to the host");
     if (c->failed) memset(host_dst, 0, bytes);
 }
 static void mgt__cuda_enter(mgt_backend *be) {
     mgt__cuda *c = MGT__CU(be);
     mgt__cuda_ok(c, cudaSetDevice(c->device), "cudaSetDevice");
 }
+/* the end of a rank's step: its stream is done (then every upload slot is free again) */
 static void mgt__cuda_finish(mgt_backend *be) {
     mgt__cuda *c = MGT__CU(be);
-    mgt__cuda_ok(c, cudaStreamSynchronize(c->stream), "waiting for the device");
+    if (c->sync_mode && c->op_pending) mgt__cuda_check_op(c);
+    if (mgt__cuda_wait(c, "the step's compute (its compute stream)"))
+        for (int k = 0; k < c->up_slots; k++) c->up_busy[k] = 0;
 }
 static const char *mgt__cuda_error(mgt_backend *be) { return MGT__CU(be)->failed ? MGT__CU(be)->error : NULL; }
+
+/* the runtime's bracket of a step (or a forward-only pass): nothing is made, freed or waited for
+   without a deadline between them */
+static void mgt__cuda_step(mgt_backend *be, int begin) {
+    mgt__cuda *c = MGT__CU(be);
+    if (begin) c->up_next = 0;
+    c->in_step = begin;
+    c->op_pending = 0;
+    snprintf(c->op_desc, sizeof c->op_desc, "%s", begin ? "the start of a step" : "no step");
+    if (c->world) mgt_nccl_step(c->world, c->rank, begin);
+    if (mgt_cuda_fake_note) mgt_cuda_fake_note(c->device, begin ? MGT_NOTE_STEP_BEGIN : MGT_NOTE_STEP_END, NULL);
+}
+
+/* everything a step uses, from the largest operands (mgt_backend_limits) */
+static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
+    mgt__cuda *c = MGT__CU(be);
+    size_t N = (size_t)l->B * (size_t)l->T, work = 0, need;
+    if (c->failed) return -1;
+    snprintf(c->op_desc, sizeof c->op_desc, "reserving memory for a step");
+#define MGT__NEED(x) do { need = (x); if (need > work) work = need; } while (0)
+    MGT__NEED((size_t)l->B * (size_t)l->NH * (size_t)l->T * (size_t)l->T * be->elt);  /* attention backward: dP */
+    MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->OC));                        /* the widest bias */
+    MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->C));
+    MGT__NEED(mgt_cuda_layernorm_backward_scratch((int)N, l->C));
+    MGT__NEED((l->norm_elements / MGT_SS_BLOCK + l->norm_tensors + 1) * sizeof(double)); /* the chunks of the multi-tensor norm */
+    MGT__NEED(N * sizeof(float));                                                    /* the ones, filled through fp32 */
+#undef MGT__NEED
+    if (!mgt__cuda_work(c, work) || !mgt__cuda_ones(c, N)) return -1;
+    c->up_slots = l->uploads > 2 ? l->uploads : 2; /* double-buffered at least */
+    c->up_slot = (l->upload_bytes + 255) / 256 * 256;
+    c->down_bytes = 4096;
+    c->up_done = (cudaEvent_t *)calloc((size_t)c->up_slots, sizeof(cudaEvent_t));
+    c->up_busy = (unsigned char *)calloc((size_t)c->up_slots, 1);
+    if (!c->up_done || !c->up_busy) {
+        mgt__cuda_fail(c, "device %d: out of host memory", c->device);
+        return -1;
+    }
+    for (int k = 0; k < c->up_slots; k++)
+        if (!mgt__cuda_ok(c, cudaEventCreateWithFlags(&c->up_done[k], cudaEventDisableTiming), "making events")) return -1;
+    if (!mgt__cuda_ok(c, cudaHostAlloc((void **)&c->up, (size_t)c->up_slots * c->up_slot + 1, cudaHostAllocDefault), "pinned memory for uploads") ||
+        !mgt__cuda_ok(c, cudaHostAlloc((void **)&c->down, c->down_bytes, cudaHostAllocDefault), "pinned memory for downloads"))
+        return -1;
+    mgt__cuda_account(be, (long long)((size_t)c->up_slots * c->up_slot + c->down_bytes), MGT_MEM_BUFFERS); /* host memory, pinned */
+    c->reserved = 1;
+    return mgt__cuda_wait(c, "the ones and the scratch being made") ? 0 : -1;
+}
 
 /* ---- the backend */
 
@@ -416,22 +673,57 @@ extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
     mgt__cuda *c = MGT__CU(be);
     if (!c) return;
     cudaSetDevice(c->device);
-    if (c->stream) cudaStreamSynchronize(c->stream);
-    cudaFree(c->work);
-    cudaFree(c->ones);
-    cudaFree(c->scalar);
+    int idle = 0;
+    if (c->stream && c->ev && cudaEventRecord(c->ev, c->stream) == cudaSuccess) { /* its work ends (bounded: after an abort too) */
+        double start = mgt__cuda_now();
+        for (int spins = 0;; spins++) {
+            cudaError_t q = cudaEventQuery(c->ev);
+            if (q == cudaSuccess) { idle = 1; break; }
+            (void)cudaGetLastError();
+            if (q != cudaErrorNotReady || mgt__cuda_now() - start > mgt_nccl_timeout(c->world)) break;
+            if (spins < 64) sched_yield();
+            else {
+                struct timespec ts = {0, 20000L};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    (void)cudaGetLastError();
+    if (idle) { /* memory the stream may still use is left to the process's end */
+        cudaFree(c->work);
+        cudaFree(c->ones);
+        cudaFree(c->scalar);
+        cudaFree(c->blas_work);
+        cudaFreeHost(c->up);
+        cudaFreeHost(c->down);
+    }
+    for (int k = 0; c->up_done && k < c->up_slots; k++)
+        if (c->up_done[k]) cudaEventDestroy(c->up_done[k]);
+    free(c->up_done);
+    free(c->up_busy);
+    if (c->ev) cudaEventDestroy(c->ev);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
 }
 
-extern "C" int mgt_cuda_backend_create(int device, int dtype, mgt_backend **out, char *why, size_t cap) {
+extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dtype, mgt_backend **out, char *why, size_t cap) {
     mgt__cuda *c = (mgt__cuda *)calloc(1, sizeof *c);
     mgt_backend *be;
+    const char *sync = getenv("MGT_CUDA_SYNC");
+    int major = 0;
     *out = NULL;
     if (!c) { snprintf(why, cap, "out of memory"); return -1; }
     be = &c->be;
     c->device = device;
+    c->world = world;
+    c->rank = world ? mgt_nccl_world_rank(world, device) : -1;
+    if (world && c->rank < 0) {
+        free(c);
+        snprintf(why, cap, "device %d runs no rank of the world", device);
+        return -1;
+    }
+    c->sync_mode = sync && *sync && strcmp(sync, "0") != 0;
     be->name = "cuda";
     be->dtype = dtype;
     be->elt = dtype == MGT_F32 ? 4 : 2;
@@ -464,10 +756,22 @@ extern "C" int mgt_cuda_backend_create(int device, int dtype, mgt_backend **out,
     be->scale = mgt__cuda_scale;
     be->zero = mgt__cuda_zero;
     be->cast = mgt__cuda_cast;
+    be->reserve = mgt__cuda_reserve;
+    be->step = mgt__cuda_step;
+    be->sum_squares_many = mgt__cuda_sum_squares_many;
+    be->sum_doubles = mgt__cuda_sum_doubles;
     be->impl = c;
+    snprintf(c->op_desc, sizeof c->op_desc, "making the backend");
+    /* a cuBLAS workspace of its own (cuBLAS's recommendation: 32 MiB on Hopper and later, 4 MiB before),
+       so its first GEMM allocates nothing */
     if (mgt__cuda_ok(c, cudaSetDevice(device), "cudaSetDevice") && mgt__cuda_ok(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "making a stream") &&
+        mgt__cuda_ok(c, cudaEventCreateWithFlags(&c->ev, cudaEventDisableTiming), "making an event") &&
+        mgt__cuda_ok(c, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "reading the compute capability") &&
         mgt__blas_ok(c, cublasCreate(&c->blas), "cublasCreate") && mgt__blas_ok(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") &&
+        mgt__cuda_ok(c, cudaMalloc(&c->blas_work, c->blas_work_bytes = major >= 9 ? (size_t)32 << 20 : (size_t)4 << 20), "the cuBLAS workspace") &&
+        mgt__blas_ok(c, cublasSetWorkspace(c->blas, c->blas_work, c->blas_work_bytes), "cublasSetWorkspace") &&
         mgt__cuda_ok(c, cudaMalloc((void **)&c->scalar, sizeof(double)), "cudaMalloc")) {
+        mgt__cuda_account(be, (long long)c->blas_work_bytes, MGT_MEM_WORKSPACE);
         *out = be;
         return 0;
     }

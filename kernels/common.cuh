@@ -63,17 +63,19 @@
         if (!(cond)) return mgt_kernel_fail(MGT_KERNEL_INVALID, __FILE__, __LINE__, #cond);     \
     } while (0)
 
-/* after each launch: a bad configuration or a sticky error returns MGT_KERNEL_LAUNCH */
+/* after each launch: the launch site is noted (mgt_kernel_launches); a bad configuration or a sticky
+   error returns MGT_KERNEL_LAUNCH */
 #ifndef MGT_CHECK_LAUNCH
 #ifdef __CUDACC__
 #define MGT_CHECK_LAUNCH()                                                                      \
     do {                                                                                        \
+        mgt_kernel_note_launch(__FILE__, __LINE__);                                             \
         cudaError_t mgt_err_ = cudaGetLastError();                                              \
         if (mgt_err_ != cudaSuccess)                                                            \
             return mgt_kernel_fail(MGT_KERNEL_LAUNCH, __FILE__, __LINE__, cudaGetErrorString(mgt_err_)); \
     } while (0)
 #else
-#define MGT_CHECK_LAUNCH() do {} while (0) /* the shim reports its own launch errors */
+#define MGT_CHECK_LAUNCH() mgt_kernel_note_launch(__FILE__, __LINE__) /* the shim reports its own launch errors */
 #endif
 #endif
 

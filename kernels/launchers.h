@@ -42,6 +42,26 @@ inline int mgt_kernel_fail(int code, const char *file, int line, const char *wha
     return code;
 }
 
+/* the launch sites (file and line of each launch's check) since the caller cleared them, per thread:
+   with MGT_CUDA_SYNC=1 the backend names the launcher whose kernel faulted */
+typedef struct mgt_kernel_sites {
+    int n; /* launches since the clear; the first 4 kept */
+    const char *file[4];
+    int line[4];
+} mgt_kernel_sites;
+inline mgt_kernel_sites &mgt_kernel_launches() {
+    static thread_local mgt_kernel_sites s = {0, {0, 0, 0, 0}, {0, 0, 0, 0}};
+    return s;
+}
+inline void mgt_kernel_note_launch(const char *file, int line) {
+    mgt_kernel_sites &s = mgt_kernel_launches();
+    if (s.n < 4) {
+        s.file[s.n] = file;
+        s.line[s.n] = line;
+    }
+    s.n++;
+}
+
 /* ---- launchers (0 = ok, negative = MGT_KERNEL_*) ---------------------------------------------- */
 
 /* encoder.cu: vocabulary-parallel token + position embedding */
@@ -106,6 +126,13 @@ template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cu
 size_t mgt_cuda_sum_squares_scratch(size_t n);
 template <class floatX> /* *out (one double in device memory) = sum of x[i]^2 */
 int mgt_cuda_sum_squares(double *out, double *scratch, const floatX *x, size_t n, cudaStream_t stream);
+/* a multi-tensor sum of squares: each tensor's block sums into its own part of one array of
+   chunks, mgt_cuda_sum_squares_chunks(n) of them (no host wait), then mgt_cuda_sum_doubles over the
+   whole array: one result for every tensor, in a fixed order */
+size_t mgt_cuda_sum_squares_chunks(size_t n);
+template <class floatX> int mgt_cuda_sum_squares_blocks(double *chunks, const floatX *x, size_t n, cudaStream_t stream);
+/* *out = (accumulate ? *out : 0) + the sum of x[0..n) in a fixed order (one block: a tree over its threads) */
+int mgt_cuda_sum_doubles(double *out, const double *x, size_t n, int accumulate, cudaStream_t stream);
 template <class floatX> int mgt_cuda_scale(floatX *x, float factor, size_t n, cudaStream_t stream); /* x *= factor */
 
 #endif /* MGT_KERNELS_LAUNCHERS_H */

@@ -5,6 +5,8 @@
                   n only, never on the GPU or the timing (it differs from the CPU backend's sum in
                   rounding only). An inf or nan anywhere gives inf or nan: the fp16 loss scaler's
                   overflow check.
+     sum_squares_blocks, sum_doubles: the same two stages apart, so that many tensors' chunks go
+                  into one array and one sum (the multi-tensor norm of a step, and the loss)
      scale        x *= factor
    sum_squares leaves its result in device memory (no host sync); the caller copies it when needed. */
 #include "common.cuh" // defines: launch macros, floatX conversions, MGT_SS_BLOCK, MGT_REQUIRE, MGT_CHECK_LAUNCH
@@ -33,13 +35,15 @@ template <class floatX> __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_su
     if (threadIdx.x == 0) chunks[blockIdx.x] = s[0];
 }
 
-static __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_sum_squares_total_kernel(double *out, const double *chunks, size_t nchunks) {
+/* out[0] = (accumulate ? out[0] : 0) + the sum of x[0..n): thread t adds x[t], x[t + 256].. in order,
+   then the fixed tree */
+static __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_sum_doubles_kernel(double *out, const double *x, size_t n, int accumulate) {
     MGT_SHARED(double, s, MGT_NORM_BLOCK);
     double acc = 0.0;
-    for (size_t i = threadIdx.x; i < nchunks; i += MGT_NORM_BLOCK) acc += chunks[i];
+    for (size_t i = threadIdx.x; i < n; i += MGT_NORM_BLOCK) acc += x[i];
     s[threadIdx.x] = acc;
     mgt_norm_tree(s);
-    if (threadIdx.x == 0) out[0] = s[0];
+    if (threadIdx.x == 0) out[0] = accumulate ? out[0] + s[0] : s[0];
 }
 
 template <class floatX> __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_scale_kernel(floatX *x, float factor, size_t n) {
@@ -57,7 +61,26 @@ template <class floatX> int mgt_cuda_sum_squares(double *out, double *scratch, c
         MGT_LAUNCH(mgt_sum_squares_chunks_kernel<floatX>, (int)nchunks, MGT_NORM_BLOCK, 0, stream, scratch, x, n);
         MGT_CHECK_LAUNCH();
     }
-    MGT_LAUNCH(mgt_sum_squares_total_kernel, 1, MGT_NORM_BLOCK, 0, stream, out, scratch, nchunks); /* n == 0 writes 0 */
+    MGT_LAUNCH(mgt_sum_doubles_kernel, 1, MGT_NORM_BLOCK, 0, stream, out, (const double *)scratch, nchunks, 0); /* n == 0 writes 0 */
+    MGT_CHECK_LAUNCH();
+    return MGT_KERNEL_OK;
+}
+
+size_t mgt_cuda_sum_squares_chunks(size_t n) { return (n + MGT_SS_BLOCK - 1) / MGT_SS_BLOCK; }
+
+template <class floatX> int mgt_cuda_sum_squares_blocks(double *chunks, const floatX *x, size_t n, cudaStream_t stream) {
+    size_t nchunks = mgt_cuda_sum_squares_chunks(n);
+    MGT_REQUIRE(n == 0 || (x && chunks));
+    MGT_REQUIRE(nchunks <= 0x7fffffff);
+    if (n == 0) return MGT_KERNEL_OK;
+    MGT_LAUNCH(mgt_sum_squares_chunks_kernel<floatX>, (int)nchunks, MGT_NORM_BLOCK, 0, stream, chunks, x, n);
+    MGT_CHECK_LAUNCH();
+    return MGT_KERNEL_OK;
+}
+
+int mgt_cuda_sum_doubles(double *out, const double *x, size_t n, int accumulate, cudaStream_t stream) {
+    MGT_REQUIRE(out && (n == 0 || x));
+    MGT_LAUNCH(mgt_sum_doubles_kernel, 1, MGT_NORM_BLOCK, 0, stream, out, x, n, accumulate ? 1 : 0);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }
@@ -72,5 +95,6 @@ template <class floatX> int mgt_cuda_scale(floatX *x, float factor, size_t n, cu
 
 #define MGT_INSTANTIATE(floatX)                                                                            \
     template int mgt_cuda_sum_squares<floatX>(double *, double *, const floatX *, size_t, cudaStream_t);   \
+    template int mgt_cuda_sum_squares_blocks<floatX>(double *, const floatX *, size_t, cudaStream_t);      \
     template int mgt_cuda_scale<floatX>(floatX *, float, size_t, cudaStream_t);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -585,9 +585,13 @@ static void test_streams() {
           mgt_fake_queued(s1), hx[10]);
     /* a query answers what the host could see at the call, and makes the device progress: a wait
        loop's next query sees the work done, but the host has not synchronised until it does */
-    CHECK(cudaStreamQuery(s1) == cudaErrorNotReady && mgt_fake_queued(s1) == 0 && hx[10] == 21.0f,
-          "a query of a busy stream says not ready and runs it (%zu queued)", mgt_fake_queued(s1));
-    CHECK(cudaStreamQuery(s1) == cudaSuccess, "the next query sees it done");
+    CHECK(cudaStreamQuery(s1) == cudaErrorNotReady && mgt_fake_queued(s1) < 4, "a query of a busy stream says not ready and runs some of it (%zu queued)",
+          mgt_fake_queued(s1));
+    {
+        int polls = 0;
+        while (cudaStreamQuery(s1) == cudaErrorNotReady && polls < 1000) polls++;
+        CHECK(mgt_fake_queued(s1) == 0 && hx[10] == 21.0f, "a wait loop of queries sees it done (%d more polls)", polls);
+    }
     CK(cudaStreamSynchronize(s1));
     CHECK(mgt_fake_queued(s1) == 0 && hx[10] == 21.0f && hx[999] == 1999.0f && cudaStreamQuery(s1) == cudaSuccess,
           "after synchronising: hx[10] = %g, the query says done", hx[10]);
@@ -637,7 +641,7 @@ static void test_streams() {
     CK(cudaLaunchHostFunc(s1, [](void *f) { *(int *)f = 1; }, &flag));
     CHECK(flag == 0, "host function ran early");
     CK(cudaEventRecord(e0, s1));
-    CHECK(cudaEventQuery(e0) == cudaErrorNotReady && flag == 1, "cudaEventQuery of a pending event: not ready, but it ran");
+    CHECK(cudaEventQuery(e0) == cudaErrorNotReady && flag == 1, "cudaEventQuery of a pending event: not ready, but it ran (one short operation)");
     CHECK(cudaGetLastError() == cudaErrorNotReady, "cudaErrorNotReady stays the last error, as on some runtimes");
     CHECK(cudaEventQuery(e0) == cudaSuccess && flag == 1, "the next query sees the event complete");
     CK(cudaEventSynchronize(e0));

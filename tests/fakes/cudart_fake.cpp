@@ -406,8 +406,10 @@ static std::string sname(const CUstream_st *s) {
    waits where it must (another thread running the queue, a collective's peers); RUN_TRY stops there
    instead and returns false: a host that polls makes the device progress as far as it can. On a
    device whose kernel faulted, operations are abandoned instead of run. */
+static thread_local double poll_until = 0; /* a poll's device work ends after this time (0: none) */
 static bool run_until(lock_t &lk, CUstream_st *s, uint64_t seq, int mode = RUN_BLOCK) {
     while (s->done < seq) {
+        if (mode == RUN_TRY && poll_until > 0 && now_s() > poll_until) return false; /* the poll's share of device time is up */
         if (s->busy) { /* another thread runs it */
             if (mode == RUN_TRY) return false;
             wait(lk, [&] { return !s->busy || s->done >= seq; }, "the queue of " + sname(s) + " that another thread runs");
@@ -917,7 +919,9 @@ cudaError_t cudaStreamQuery(cudaStream_t h) {
     lock_t lk(mu);
     CUstream_st *s = resolve("cudaStreamQuery", h);
     if (s->enq > s->done) {
+        poll_until = now_s() + 0.002;
         run_until(lk, s, s->enq, RUN_TRY);
+        poll_until = 0;
         if (in_step(s->device)) dstate[s->device].cur.polls++;
         return err(device_fault(s->device) != cudaSuccess ? device_fault(s->device) : cudaErrorNotReady);
     }
@@ -1025,12 +1029,15 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
        threads, but answers what the host could see at the call, so one query never completes work
        it finds pending: a poll that answered from the queue it ran would order the host after it and
        hide a missing wait from the hazard check (a removed cudaStreamWaitEvent in comm_nccl.c passed
-       while it did). A wait loop's next query sees what this one ran. */
+       while it did). A wait loop's next query sees what this one ran. A poll runs about 2 ms of
+       operations at most, so a host that polls with a deadline checks it between them. */
     lock_t lk(mu);
     CUevent_st *ev = event("cudaEventQuery", e);
     if (!ev->s) return cudaSuccess;
     if (ev->s->done < ev->seq) {
+        poll_until = now_s() + 0.002; /* about 2 ms of device work per poll: the host's deadline is checked between polls */
         run_until(lk, ev->s, ev->seq, RUN_TRY);
+        poll_until = 0;
         if (in_step(ev->device)) dstate[ev->device].cur.polls++;
         return err(device_fault(ev->device) != cudaSuccess ? device_fault(ev->device) : cudaErrorNotReady);
     }

@@ -226,7 +226,7 @@ static ncclComm *comm(const char *api, ncclComm_t c, bool any_state = false) {
 
 /* ---- fault injection (the header's FAULTS) ------------------------------------------------------ */
 enum fault { NO_FAULT, STALL, ASYNC_ERROR };
-static fault injected(ncclComm *c, const char *api) { /* mu held: counts rank c's calls inside steps */
+static fault injected(ncclComm *c, const char *api, const sig &sg) { /* mu held: counts rank c's calls inside steps */
     static const char *stall = getenv("MGT_FAKE_STALL_RANK"), *error = getenv("MGT_FAKE_NCCL_ERROR"), *call = getenv("MGT_FAKE_STALL_CALL");
     static long counts[64];
     int r = stall && *stall ? atoi(stall) : error && *error ? atoi(error) : -1;
@@ -234,9 +234,10 @@ static fault injected(ncclComm *c, const char *api) { /* mu held: counts rank c'
     long n = call && *call ? atol(call) : 1;
     if (++counts[c->device] != n) return NO_FAULT;
     fault f = stall && *stall ? STALL : ASYNC_ERROR;
+    uint64_t k = sg.k == SEND ? c->g->chans[{c->rank, sg.root}].nsend : sg.k == RECV ? c->g->chans[{sg.root, c->rank}].nrecv : c->coll_enq;
     fprintf(stderr, "mgt fake: %s rank %d's NCCL call %ld inside steps, %s #%llu as %s, during %s\n",
-            f == STALL ? "stalling (MGT_FAKE_STALL_RANK)" : "failing (MGT_FAKE_NCCL_ERROR)", r, n, api,
-            (unsigned long long)c->coll_enq, where(c).c_str(), step_op(c->device).c_str());
+            f == STALL ? "stalling (MGT_FAKE_STALL_RANK)" : "failing (MGT_FAKE_NCCL_ERROR)", r, n, api, (unsigned long long)k,
+            where(c).c_str(), step_op(c->device).c_str());
     return f;
 }
 
@@ -507,7 +508,7 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
                        "communicator when the run is created");
             c->warm = true;
         }
-        f = injected(c, api);
+        f = injected(c, api, s);
         if (f == STALL) { /* never arrives: the call stays in progress, nothing is enqueued */
             c->state = ncclInProgress;
             c->error = strf("mgt fake: rank %d stalled in %s (MGT_FAKE_STALL_RANK)", c->device, api);

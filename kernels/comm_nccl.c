@@ -253,6 +253,12 @@ static mgt_result mgt__nccl_failure(mgt_nccl_world *w, int r, mgt_result result,
     mgt__nccl_cat(msg, sizeof msg, " every rank is stopped (the communicators aborted); nothing after the last checkpoint is saved%s", tail ? tail : "");
     pthread_mutex_lock(&w->mu);
     if (!w->why[0]) snprintf(w->why, sizeof w->why, "%.4095s", msg);
+    else { /* another rank failed at the same moment and was first: its message stands */
+        char first[4096];
+        snprintf(first, sizeof first, "%.4095s", w->why);
+        snprintf(msg, sizeof msg, "stopped with the world: %.4000s", first);
+        result = MGT_ERROR_COMM;
+    }
     pthread_mutex_unlock(&w->mu);
     mgt_nccl_world_abort(w);
     if (why) snprintf(why, cap, "%.4095s", msg);
@@ -878,7 +884,7 @@ mgt_result mgt_nccl_settle(mgt_comm *cm) {
     int i;
     if (mgt__nccl_world_aborted(c->w)) return mgt__nccl_echo(c->w, NULL, 0);
     MGT__CUDA_TRY(c, "marking the end of communication", cudaEventRecord(c->end, c->stream));
-    if (mgt_nccl_wait(c->w, c->rank, c->end, "the step's communication (its communication stream)", NULL, 0) != MGT_OK) return MGT_ERROR_COMM;
+    if (mgt_nccl_wait(c->w, c->rank, c->end, "the work of its communication stream", NULL, 0) != MGT_OK) return MGT_ERROR_COMM;
     for (i = 0; i < c->ntimed; i++) { /* all done: the stream's end is after them */
         float ms = 0;
         if (cudaEventElapsedTime(&ms, c->timed[i].start, c->timed[i].end) == cudaSuccess) c->comm.stats.seconds[c->timed[i].coll] += ms / 1000.0;

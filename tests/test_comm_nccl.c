@@ -5,8 +5,10 @@
    than crashing, a defer carried by an empty call, and calls after the world's abort. The fakes
    run each stream as a deferred queue and check that buffers are used in stream order, so reading
    a result on the compute stream without the events that comm_nccl.c records would be reported
-   by them. */
+   by them; the staged host all-gather runs inside a step the fakes watch (no allocation, no
+   pageable copy, no unbounded wait there). */
 #include "kernels/comm_nccl.h" /* defines: mgt_nccl_world_create, mgt_nccl_comm_create.. */
+#include "kernels/fake_note.h" /* defines: mgt_cuda_fake_note (the fakes' step brackets) */
 
 #include <cuda_runtime.h> /* defines: cudaMalloc, cudaMemcpy, cudaStreamCreate */
 #include <math.h>         /* defines: fabs */
@@ -109,8 +111,8 @@ static void *rank_main(void *arg) {
     for (i = 0; i < N; i++) host[i] = value(rank, i);
     d = device_floats(host, N);
     CHECK(c->all_reduce(c, &g.tp, d, N, MGT_F32) == MGT_OK, "%s", last_error);
-    /* the call polled its pending timings (not ready): the fake leaves cudaErrorNotReady as the last
-       error, as runtimes may, and a kernel launched next would take it for its own failure */
+    /* a call that polls (an event, a communicator in progress) clears the cudaErrorNotReady that the
+       fake, as runtimes may, leaves as the last error: a kernel launched next would take it for its own */
     CHECK(cudaPeekAtLastError() == cudaSuccess, "the last error after a collective: %s", cudaGetErrorName(cudaPeekAtLastError()));
     to_host(host, d, N, compute);
     for (i = 0, bad = 0; i < N; i++) {
@@ -204,10 +206,13 @@ static void *rank_main(void *arg) {
         cudaFree(d16);
     }
 
-    /* host buffers, as mgt.h's sum of doubles over a group: all-gathered through the stage */
+    /* host buffers, as mgt.h's sum of doubles over a group: all-gathered through the stage, which was
+       made with the communicator: inside a step (the fakes fail an allocation or a pageable copy there) */
     {
         double mine = 0.1 * (rank + 1), all[W];
+        mgt_cuda_fake_note(rank, MGT_NOTE_STEP_BEGIN, NULL);
         CHECK(c->all_gather(c, &g.all, &mine, all, 1, MGT_F64) == MGT_OK, "%s", last_error);
+        mgt_cuda_fake_note(rank, MGT_NOTE_STEP_END, NULL);
         for (i = 0, bad = 0; i < W; i++) bad += all[i] != 0.1 * (i + 1);
         CHECK(!bad, "%d gathered doubles wrong", bad);
     }

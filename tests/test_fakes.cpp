@@ -1041,7 +1041,7 @@ static const death deaths[] = {
          cudaEvent_t e;
          cudaEventCreate(&e);
      }},
-    {"step_first_collective", "mgt fake ncclAllReduce: the first collective of rank 0 of a 2-rank communicator", [] {
+    {"step_first_collective", "mgt fake ncclAllReduce: the first collective of rank ", [] {
          two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
              mgt_cuda_fake_note(r, MGT_NOTE_STEP_BEGIN, nullptr);
              ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, c, s);

@@ -10,6 +10,8 @@
      nccl_error  MGT_FAKE_NCCL_ERROR=1: rank 1's first call inside a step fails asynchronously
      fault       MGT_FAKE_KERNEL_FAULT=layernorm_forward:1: rank 1's first LayerNorm kernel faults
      fault_sync  the same with MGT_CUDA_SYNC=1, which names the op and its kernel's launch site
+     nccl_error_wait (dp2) rank 1's last call of the step fails asynchronously: only the wait's
+                 checks of ncclCommGetAsyncError can see it, and must, well before the deadline
    and the parent checks: the child exits 1 (what the CLI returns) within timeout_s plus a margin,
    its one message names rank 1, its GPU and the NCCL call the fake stalled or failed (the fake's
    own line says which: its kind and sequence number) with its group, or the faulting op; every rank
@@ -137,6 +139,9 @@ static const fault_case cases[] = {
     {"nccl_error", {"MGT_FAKE_NCCL_ERROR=1", NULL}},
     {"fault", {"MGT_FAKE_KERNEL_FAULT=layernorm_forward:1", NULL}},
     {"fault_sync", {"MGT_FAKE_KERNEL_FAULT=layernorm_forward:1", "MGT_CUDA_SYNC=1"}},
+    /* dp2 only: the step's last call (the world's all-gather of the norm) fails asynchronously; no later
+       call finds it, the wait for the statistics must, long before its deadline */
+    {"nccl_error_wait", {"MGT_FAKE_NCCL_ERROR=1", "MGT_FAKE_STALL_CALL=5"}},
 };
 
 static void run_case(const char *self, const layout *l, const fault_case *f) {
@@ -182,7 +187,10 @@ static void run_case(const char *self, const layout *l, const fault_case *f) {
     ok = WIFEXITED(status) && WEXITSTATUS(status) == 1 && t_fault && secs < TIMEOUT_S + MARGIN_S && threads_ok && !strstr(out, "Sanitizer") &&
          strstr(out, "mgt: ");
     if (strcmp(f->name, "stall")) ok = ok && strstr(out, "rank 1 (GPU 1)"); /* the rank that failed reports it */
-    if (!strcmp(f->name, "stall") || !strcmp(f->name, "nccl_error")) {
+    if (!strcmp(f->name, "nccl_error_wait"))
+        ok = ok && injected_call(out, call, sizeof call) && strstr(out, call) && strstr(out, "asynchronous error") &&
+             strstr(out, "while waiting for") && secs < 1.5;
+    else if (!strcmp(f->name, "stall") || !strcmp(f->name, "nccl_error")) {
         char stuck[96], issuing[96];
         ok = ok && injected_call(out, call, sizeof call) && strstr(out, call);
         /* the stalled rank is named: it reports its own call still in progress, or another rank's
@@ -260,8 +268,9 @@ int main(int argc, char **argv) {
     for (i = 0; i < (int)(sizeof layouts / sizeof layouts[0]); i++)
         for (j = 0; j < (int)(sizeof cases / sizeof cases[0]); j++) {
             if (argc == 3 && !strcmp(argv[1], "--case") && !strstr(argv[2], layouts[i].name) && !strstr(argv[2], cases[j].name)) continue;
+            if (!strcmp(cases[j].name, "nccl_error_wait") && strcmp(layouts[i].name, "dp2")) continue;
             /* ASan: every layout stalls, and one other fault each; TSan (the slowest): three cases */
-            if (SANITIZED && !TSAN && argc == 1 && j > 0 && j != 1 + i % 3) continue;
+            if (SANITIZED && !TSAN && argc == 1 && j > 0 && j != 1 + i % 4) continue;
             if (TSAN && argc == 1 && !(i == 3 && j == 0) && !(i == 2 && j == 1) && !(i == 1 && j == 3)) continue;
             run_case(argv[0], &layouts[i], &cases[j]);
         }

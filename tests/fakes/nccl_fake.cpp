@@ -44,6 +44,9 @@
      rank never did, or with a send to it never received (or a receive never sent);
    - a call on a non-blocking communicator whose state is still ncclInProgress (its creation, or its
      previous call, has not finished: poll ncclCommGetAsyncError first);
+   - ncclCommAbort or ncclCommDestroy of a communicator that another thread is inside an NCCL call
+     on (NCCL frees it under that thread); ncclCommGetAsyncError of a communicator in progress takes
+     a millisecond, as NCCL's progress engine runs inside it, so such a window is wide;
    - inside a step of the calling rank's device (kernels/fake_note.h): creating, splitting,
      finalizing or destroying a communicator, the first collective of a communicator and the first
      send or receive between two of its ranks in each direction (NCCL connects lazily, allocating
@@ -56,7 +59,7 @@
    that rank R's thread makes inside steps:
    - MGT_FAKE_STALL_RANK=R, MGT_FAKE_STALL_CALL=N (default 1): rank R never arrives at its N-th call:
      the call answers ncclInProgress and its communicator stays in progress, enqueueing nothing,
-     until it is aborted;
+     until it is aborted (a blocking communicator keeps the thread inside the call instead);
    - MGT_FAKE_NCCL_ERROR=R (with MGT_FAKE_STALL_CALL=N): rank R's N-th call is enqueued but never
      arrives, and its communicator reports ncclRemoteError asynchronously (ncclGetLastError says
      why) until it is aborted.
@@ -70,6 +73,8 @@
 #include <map>         /* defines: std::map */
 #include <memory>      /* defines: std::shared_ptr */
 #include <set>         /* defines: std::set */
+#include <chrono>      /* defines: std::chrono::milliseconds */
+#include <thread>      /* defines: std::this_thread::sleep_for */
 
 using namespace mgtfake;
 
@@ -95,6 +100,8 @@ struct ncclComm {
     std::string error;   /* ncclGetLastError, after an injected error */
     bool warm;           /* a collective was issued outside any step: NCCL has connected its ranks */
     std::set<std::pair<int, int>> p2p_warm; /* (peer, 0 send / 1 receive) used outside any step */
+    int inside;          /* NCCL calls on it in progress (a thread inside one), for the abort check */
+    const void *inside_thread;
 };
 struct sig_rec {
     int rank, seen;
@@ -198,7 +205,7 @@ static group_t *new_group(int n) { /* mu held */
     return g;
 }
 static ncclComm *make_comm(int device, const void *owner, bool nonblocking) { /* mu held */
-    ncclComm *c = new ncclComm{nullptr, -1, device, false, nonblocking, owner, 0, 0, 0, ncclSuccess, {}, false, {}};
+    ncclComm *c = new ncclComm{nullptr, -1, device, false, nonblocking, owner, 0, 0, 0, ncclSuccess, {}, false, {}, 0, nullptr};
     comms_made.insert(c);
     return c;
 }
@@ -223,6 +230,17 @@ static ncclComm *comm(const char *api, ncclComm_t c, bool any_state = false) {
              "not finished: poll ncclCommGetAsyncError until ncclSuccess first)", where(c).c_str());
     return c;
 }
+
+/* a thread inside an NCCL call on c (mu held at both ends): ncclCommAbort from another thread meanwhile
+   would free the communicator under it */
+struct inside_call {
+    ncclComm *c;
+    inside_call(ncclComm *comm) : c(comm) {
+        c->inside++;
+        c->inside_thread = thread_token();
+    }
+    ~inside_call() { c->inside--; }
+};
 
 /* ---- fault injection (the header's FAULTS) ------------------------------------------------------ */
 enum fault { NO_FAULT, STALL, ASYNC_ERROR };
@@ -470,9 +488,10 @@ static thread_local std::vector<ncclComm *> group_inits; /* blocking inits insid
 static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send, void *recv, cudaStream_t stream) {
     nop o;
     fault f = NO_FAULT;
+    lock_t lk(mu);
+    ncclComm *c = comm(api, cm);
+    inside_call in(c);
     {
-        lock_t lk(mu);
-        ncclComm *c = comm(api, cm);
         group_t *g = c->g;
         c->owner = thread_token();
         if (device_fault(c->device) != cudaSuccess) { /* the context is gone: NCCL cannot launch */
@@ -512,7 +531,10 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
         if (f == STALL) { /* never arrives: the call stays in progress, nothing is enqueued */
             c->state = ncclInProgress;
             c->error = strf("mgt fake: rank %d stalled in %s (MGT_FAKE_STALL_RANK)", c->device, api);
-            return ncclInProgress;
+            if (c->nonblocking) return ncclInProgress;
+            /* a blocking communicator keeps the host thread inside the call until it is aborted */
+            wait(lk, [g] { return g->aborted; }, strf("%s stalled inside a blocking call (MGT_FAKE_STALL_RANK) as %s", api, where(c).c_str()));
+            return ncclInvalidUsage;
         }
         if (s.k == SEND || s.k == RECV) { /* the k-th send a->b meets the k-th recv on b from a */
             bool snd = s.k == SEND;
@@ -548,9 +570,11 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
     o.send = send;
     o.recv = recv;
     o.stream = stream;
+    lk.unlock(); /* still inside the call: submit enqueues on the stream */
     if (f == ASYNC_ERROR) submit(api, {o}, true);
     else if (group_depth > 0) grouped.push_back(o);
     else submit(api, {o});
+    lk.lock();
     return ncclSuccess;
 }
 
@@ -673,6 +697,9 @@ static ncclResult_t destroy(const char *api, ncclComm_t cm, bool check) {
     lock_t lk(mu);
     ncclComm *c = comm(api, cm, true);
     group_t *g = c->g;
+    if (c->inside && c->inside_thread != thread_token())
+        fail(api, "%s while another thread is inside an NCCL call on it: NCCL frees the communicator under that thread (abort a rank's "
+             "communicators when its thread is outside NCCL)", where(c).c_str());
     if (check) step_check(api, c->device, "ending " + where(c), "communicators live as long as the run");
     if (check && c->pending)
         fail(api, "%ld operations of %s are still queued: synchronise its streams first", c->pending, where(c).c_str());
@@ -725,7 +752,14 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t cm, int *device) {
 ncclResult_t ncclCommGetAsyncError(ncclComm_t cm, ncclResult_t *e) {
     lock_t lk(mu);
     ncclComm *c = comm("ncclCommGetAsyncError", cm, true);
+    inside_call in(c);
     if (!e) return ncclInvalidArgument;
+    if (c->state == ncclInProgress) { /* NCCL's progress engine runs inside this call: a while */
+        lk.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        lk.lock();
+        if (c->destroyed) fail("ncclCommGetAsyncError", "%s was freed while this thread was inside the call", where(c).c_str());
+    }
     if (device_fault(c->device) != cudaSuccess && c->state == ncclSuccess) {
         c->state = ncclUnhandledCudaError;
         c->error = strf("mgt fake: a kernel faulted on device %d (%s)", c->device, cudaGetErrorString(device_fault(c->device)));

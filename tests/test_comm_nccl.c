@@ -6,7 +6,8 @@
    run each stream as a deferred queue and check that buffers are used in stream order, so reading
    a result on the compute stream without the events that comm_nccl.c records would be reported
    by them; the staged host all-gather runs inside a step the fakes watch (no allocation, no
-   pageable copy, no unbounded wait there). */
+   pageable copy, no unbounded wait there); and a world aborted while a stalled rank's thread is
+   inside NCCL (in a child, --stalled-abort) waits for it to leave. */
 #include "kernels/comm_nccl.h" /* defines: mgt_nccl_world_create, mgt_nccl_comm_create.. */
 #include "kernels/fake_note.h" /* defines: mgt_cuda_fake_note (the fakes' step brackets) */
 
@@ -16,6 +17,9 @@
 #include <stdio.h>        /* defines: printf, snprintf */
 #include <stdlib.h>       /* defines: malloc, free */
 #include <string.h>       /* defines: strstr, strncpy */
+#include <sys/wait.h>     /* defines: waitpid */
+#include <time.h>         /* defines: nanosleep */
+#include <unistd.h>       /* defines: fork, execl, pipe */
 
 #define DP 2
 #define TP 2
@@ -283,10 +287,87 @@ static void *abort_main(void *arg) {
     return NULL;
 }
 
-int main(void) {
+/* the abort's order: rank 1 stalls in its first call of a step (MGT_FAKE_STALL_RANK=1, set by the
+   parent: the fakes read it once) and polls ncclCommGetAsyncError, inside NCCL most of the time (the
+   fake's progress engine takes a millisecond there); rank 0 aborts the world meanwhile. The abort
+   takes each rank's guard, so it waits for rank 1's thread to leave NCCL; without it the fakes report
+   a communicator aborted under a thread inside it. Run as this program's --stalled-abort child. */
+static void *stalled_main(void *arg) {
+    int rank = (int)(size_t)arg;
+    grid_rank g;
+    const mgt_group *groups[5];
+    cudaStream_t compute;
+    mgt_comm *c = NULL;
+    float *d = NULL;
+    grid(&g, rank);
+    groups[0] = &g.tp; groups[1] = &g.dp; groups[2] = &g.pp; groups[3] = &g.emb; groups[4] = &g.all;
+    cudaSetDevice(rank);
+    cudaStreamCreate(&compute);
+    CHECK(mgt_nccl_comm_create(world, rank, compute, groups, 5, &c) == MGT_OK, "comm_create: %s", last_error);
+    cudaMalloc((void **)&d, N * sizeof(float));
+    CHECK(c->barrier(c, &g.tp) == MGT_OK, "the TP group's warm-up: %s", last_error); /* connected before the step */
+    pthread_barrier_wait(&abort_barrier);
+    if (rank == 1) {
+        mgt_result r;
+        mgt_cuda_fake_note(rank, MGT_NOTE_STEP_BEGIN, NULL);
+        r = c->all_reduce(c, &g.tp, d, N, MGT_F32); /* stalls until the abort */
+        mgt_cuda_fake_note(rank, MGT_NOTE_STEP_END, NULL);
+        CHECK(r == MGT_ERROR_COMM && strstr(last_error, "stopped with the world"), "the stalled call after the abort: %s", last_error);
+        printf("rank 1 returned: %s\n", last_error);
+    } else if (rank == 0) {
+        struct timespec ts = {0, 300000000L};
+        nanosleep(&ts, NULL);
+        mgt_nccl_world_abort(world);
+    }
+    pthread_barrier_wait(&abort_barrier);
+    cudaFree(d);
+    mgt_nccl_comm_destroy(c);
+    cudaStreamDestroy(compute);
+    return NULL;
+}
+static int stalled_abort(void) {
+    pthread_t t[W];
+    int devices[W], i, rank = -1;
+    for (i = 0; i < W; i++) devices[i] = i;
+    CHECK(mgt_nccl_world_create(W, devices, 60.0, fail, &world) == MGT_OK, "world: %s", last_error);
+    pthread_barrier_init(&abort_barrier, NULL, W);
+    for (i = 0; i < W; i++) pthread_create(&t[i], NULL, stalled_main, (void *)(size_t)i);
+    for (i = 0; i < W; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&abort_barrier);
+    mgt_nccl_world_destroy(world);
+    return failures ? 1 : 0;
+}
+/* runs this program as --stalled-abort with MGT_FAKE_STALL_RANK=1 and reads what it says */
+static void expect_stalled_abort(const char *self) {
+    int fd[2], status = 0, rank = -1;
+    char out[8192];
+    ssize_t n = 0, k;
+    pid_t pid;
+    if (pipe(fd) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        setenv("MGT_FAKE_STALL_RANK", "1", 1);
+        execl(self, self, "--stalled-abort", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    while (n < (ssize_t)sizeof out - 1 && (k = read(fd[0], out + n, sizeof out - 1 - (size_t)n)) > 0) n += k;
+    out[n] = 0;
+    close(fd[0]);
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(out, "rank 1 returned: stopped with the world"),
+          "a stalled rank inside NCCL, the world aborted by another (status %d):\n%s", status, out);
+}
+
+int main(int argc, char **argv) {
     pthread_t t[W];
     int devices[W], i, rank = -1;
     mgt_result r;
+    if (argc == 2 && !strcmp(argv[1], "--stalled-abort")) return stalled_abort();
     for (i = 0; i < W; i++) devices[i] = i;
     r = mgt_nccl_world_create(W, devices, 60.0, fail, &world);
     CHECK(r == MGT_OK, "world: %s", last_error);
@@ -301,6 +382,7 @@ int main(void) {
     for (i = 0; i < W; i++) pthread_join(t[i], NULL);
     pthread_barrier_destroy(&abort_barrier);
     mgt_nccl_world_destroy(world);
+    expect_stalled_abort(argv[0]);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -748,6 +748,21 @@ static int cmd_plan(int argc, char **argv) {
         printf("%5d %3d %2d %2d  %3d-%-3d %11s %10s %10s %12s %10s %10s\n", i, p.dp, p.tp, p.pp, p.first_block, p.last_block, mem[MGT_MEM_PARAMS],
                mem[MGT_MEM_GRADS], mem[MGT_MEM_OPTIMIZER], mem[MGT_MEM_ACTIVATIONS], mem[MGT_MEM_BUFFERS], set);
     }
+    if (cfg.parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (issue 13): the busiest rank's */
+        mgt_rank_plan p, most;
+        char s[4][16];
+        memset(&most, 0, sizeof most);
+        for (i = 0; i < world && mgt_plan_rank(&cfg, i, &p) == MGT_OK; i++)
+            if (p.cuda_scratch + p.cuda_nccl_estimate >= most.cuda_scratch + most.cuda_nccl_estimate) most = p;
+        format_bytes((double)most.cuda_scratch, s[0], sizeof s[0]);
+        format_bytes((double)most.cuda_attention, s[1], sizeof s[1]);
+        format_bytes((double)most.cuda_cublas, s[2], sizeof s[2]);
+        format_bytes((double)most.cuda_nccl_estimate, s[3], sizeof s[3]);
+        format_bytes((double)most.cuda_context_estimate, set, sizeof set);
+        printf("\nper GPU, the CUDA backend's own: scratch %s (attention %s) and cuBLAS workspace %s, in the totals; not in them,\n"
+               "estimates: NCCL's buffers about %s (%d communicator%s) and the CUDA context about %s\n", s[0], s[1], s[2], s[3],
+               most.cuda_communicators, most.cuda_communicators == 1 ? "" : "s", set);
+    }
     printf("\nbytes moved per step, all ranks (each rank counts what it sends or receives):\n");
     for (c = 0; c < MGT_COLL_COUNT; c++) {
         format_bytes(total[c], set, sizeof set);

@@ -558,6 +558,14 @@ typedef struct mgt_rank_plan {
     size_t mem[MGT_MEM_COUNT];     /* predicted bytes by memory category */
     double bytes[MGT_COLL_COUNT];  /* predicted bytes per optimizer step, counted as mgt_comm_stats counts them */
     int micro_in_flight;           /* activation sets it keeps (the pipeline schedule's depth) */
+    /* device = cuda: what the CUDA backend (kernels/backend_cuda.cu) holds beyond the runtime's
+       categories. In mem[MGT_MEM_WORKSPACE] (in place of the CPU backend's scratch): its scratch, sized
+       for the op that needs most (attention's dP), the ones of its bias GEMM and cuBLAS's workspace.
+       Not in mem, because they are estimates: NCCL's buffers (per communicator of more than one rank,
+       the communicators this rank is in) and the CUDA context */
+    size_t cuda_scratch, cuda_attention, cuda_cublas;
+    size_t cuda_nccl_estimate, cuda_context_estimate;
+    int cuda_communicators;
 } mgt_rank_plan;
 /* The plan of `rank` (0 .. dp*tp*pp - 1) under cfg; threads is the CPU threads of the run (0: every core). */
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *out);
@@ -6051,6 +6059,26 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
         sh.B = (int)B; sh.T = (int)T; sh.C = (int)C; sh.Cl = (int)Cl; sh.Hl = (int)Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)Vl;
         sh.first = first; sh.last = last;
         o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
+    }
+    if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (its reserve: issue 13) */
+        size_t ss = (S / 65536 + (size_t)(4 + 12 * nb + 2) + 1) * sizeof(double), oc = 3 * Cl > Hl ? 3 * Cl : Hl, k;
+        int kinds[5], g;
+        o->cuda_attention = B * (size_t)(cfg->model.n_head / p.tp) * T * T * e;
+        o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for, then the ones */
+        if ((k = 64 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (64 parts) */
+        if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;    /* the widest bias's (64 parts) */
+        if ((k = N * f) > o->cuda_scratch) o->cuda_scratch = k;
+        if (ss > o->cuda_scratch) o->cuda_scratch = ss;                   /* the chunks of the multi-tensor norm */
+        o->cuda_scratch += N * e;                                         /* the ones */
+        o->cuda_cublas = (size_t)32 << 20;                                /* sm_90 and later; 4 MiB before */
+        o->mem[MGT_MEM_WORKSPACE] = o->cuda_scratch + o->cuda_cublas;
+        /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
+           world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
+           and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
+        kinds[0] = p.tp; kinds[1] = p.dp; kinds[2] = p.pp; kinds[3] = p.pp > 1 && (first || last) ? 2 : 1; kinds[4] = p.world;
+        for (g = 0; g < 5; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p.world || g == 4);
+        o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
+        o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
     }
     /* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
     {

@@ -73,6 +73,8 @@ typedef struct mgt__cuda {
     size_t down_bytes;
     cudaEvent_t ev;          /* what the host waits for */
     int reserved, in_step, sync_mode;
+    int nccl_counted;  /* NCCL's device memory (measured by the communicator) is in mem_current[MGT_MEM_BUFFERS] */
+    size_t nccl_bytes;
     /* the op running now (MGT_CUDA_SYNC, the fakes, messages) */
     const char *op_name;
     int op_line, op_pending;
@@ -559,6 +561,7 @@ static void mgt__cuda_cast(mgt_backend *be, void *dst, int dst_dtype, const void
 static void mgt__cuda_upload(mgt_backend *be, void *dst, const void *host_src, size_t bytes) {
     mgt__cuda *c = MGT__CU(be);
     if (c->failed || !bytes) return;
+    MGT__OP(c, "upload", "%zu bytes", bytes);
     if (!c->in_step) {
         if (mgt__cuda_ok(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), "copying to the device"))
             mgt__cuda_wait(c, "a copy to the device"); /* the host buffer is free again */
@@ -595,6 +598,7 @@ static void mgt__cuda_download(mgt_backend *be, void *host_dst, const void *src,
         return;
     }
     if (!bytes) return;
+    MGT__OP(c, "download", "%zu bytes", bytes);
     if (c->in_step && bytes > c->down_bytes) {
         mgt__cuda_fail(c, "device %d: a download of %zu bytes inside a step, more than the %zu reserved when the run was made", c->device, bytes,
                        c->down_bytes);
@@ -624,6 +628,12 @@ static const char *mgt__cuda_error(mgt_backend *be) { return MGT__CU(be)->failed
 static void mgt__cuda_step(mgt_backend *be, int begin) {
     mgt__cuda *c = MGT__CU(be);
     if (begin) c->up_next = 0;
+    if (begin && c->world && !c->nccl_counted) { /* NCCL's own memory, measured after its warm-up: among the buffers */
+        size_t nccl = mgt_nccl_memory(c->world, c->rank);
+        mgt__cuda_account(be, (long long)nccl, MGT_MEM_BUFFERS);
+        c->nccl_bytes = nccl;
+        c->nccl_counted = 1;
+    }
     c->in_step = begin;
     c->op_pending = 0;
     snprintf(c->op_desc, sizeof c->op_desc, "%s", begin ? "the start of a step" : "no step");
@@ -660,8 +670,7 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
     if (!mgt__cuda_ok(c, cudaHostAlloc((void **)&c->up, (size_t)c->up_slots * c->up_slot + 1, cudaHostAllocDefault), "pinned memory for uploads") ||
         !mgt__cuda_ok(c, cudaHostAlloc((void **)&c->down, c->down_bytes, cudaHostAllocDefault), "pinned memory for downloads"))
         return -1;
-    mgt__cuda_account(be, (long long)((size_t)c->up_slots * c->up_slot + c->down_bytes), MGT_MEM_BUFFERS); /* host memory, pinned */
-    c->reserved = 1;
+    c->reserved = 1; /* (the pinned memory is the host's: not counted among the device's categories) */
     return mgt__cuda_wait(c, "the ones and the scratch being made") ? 0 : -1;
 }
 
@@ -701,6 +710,7 @@ extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
         if (c->up_done[k]) cudaEventDestroy(c->up_done[k]);
     free(c->up_done);
     free(c->up_busy);
+    if (c->nccl_counted) mgt__cuda_account(be, -(long long)c->nccl_bytes, MGT_MEM_BUFFERS);
     if (c->ev) cudaEventDestroy(c->ev);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);

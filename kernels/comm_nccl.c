@@ -74,6 +74,7 @@ typedef struct mgt__nccl_rank {
     double last_call_s;
     int in_step;
     long step, step_calls; /* steps begun; NCCL calls made inside steps, all steps together */
+    size_t nccl_bytes;     /* NCCL's device memory, measured after the warm-up */
 } mgt__nccl_rank;
 
 struct mgt_nccl_world {
@@ -120,6 +121,8 @@ struct mgt__nccl {
     long untimed;
     void *stage, *pinned; /* host buffers' device copy and their pinned copy */
     size_t stage_bytes;
+    size_t free_before;   /* the device's free memory before the communicators were made */
+    int measured;         /* NCCL's memory measured (at the first settle: after mgt.h's warm-up) */
 };
 
 /* ---- clocks, messages ---- */
@@ -784,6 +787,15 @@ void mgt_nccl_step(mgt_nccl_world *w, int r, int begin) {
     pthread_mutex_unlock(&me->guard);
 }
 
+size_t mgt_nccl_memory(const mgt_nccl_world *w, int r) {
+    size_t n;
+    mgt__nccl_rank *me = &((mgt_nccl_world *)w)->ranks[r];
+    pthread_mutex_lock(&me->guard);
+    n = me->nccl_bytes;
+    pthread_mutex_unlock(&me->guard);
+    return n;
+}
+
 mgt_result mgt_nccl_fail(mgt_nccl_world *w, int r, mgt_result result, const char *reason, char *why, size_t cap) {
     return mgt__nccl_failure(w, r, result, why, cap, NULL, "%s", reason);
 }
@@ -834,6 +846,10 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
     pthread_mutex_unlock(&me->guard);
     /* everything a call uses, made now: streams, events, the staging of host buffers */
     MGT__CUDA_TRY(c, "selecting the device", cudaSetDevice(c->device));
+    {
+        size_t total = 0;
+        if (cudaMemGetInfo(&c->free_before, &total) != cudaSuccess) (void)cudaGetLastError();
+    }
     MGT__CUDA_TRY(c, "making the communication stream", cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     MGT__CUDA_TRY(c, "making events", cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
     MGT__CUDA_TRY(c, "making events", cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
@@ -891,6 +907,17 @@ mgt_result mgt_nccl_settle(mgt_comm *cm) {
         else (void)cudaGetLastError();
     }
     c->ntimed = 0;
+    if (!c->measured) { /* NCCL allocates as it connects: measured once, after the warm-up */
+        size_t now = 0, total = 0;
+        mgt__nccl_rank *me = &c->w->ranks[c->rank];
+        c->measured = 1;
+        if (cudaMemGetInfo(&now, &total) == cudaSuccess && c->free_before > now + c->stage_bytes) {
+            pthread_mutex_lock(&me->guard);
+            me->nccl_bytes = c->free_before - now - c->stage_bytes;
+            pthread_mutex_unlock(&me->guard);
+        } else
+            (void)cudaGetLastError();
+    }
     {
         int gi;
         ncclResult_t e = mgt__nccl_async(c->w, c->rank, &gi); /* network and peer failures arrive asynchronously */

@@ -62,6 +62,10 @@ mgt_result mgt_nccl_wait(mgt_nccl_world *w, int rank, void *event, const char *w
 /* the rank's host is in a step (begin 1) or between steps (0): what other ranks' messages say of it,
    and the numbering of its calls inside steps */
 void mgt_nccl_step(mgt_nccl_world *w, int rank, int begin);
+/* the device memory NCCL holds for rank r, measured (cudaMemGetInfo) around the making of its
+   communicators and the warm-up that connects them (mgt.h's, ended by the first mgt_nccl_settle);
+   0 before that */
+size_t mgt_nccl_memory(const mgt_nccl_world *w, int rank);
 /* a failure the rank's backend found itself (a kernel fault): reported with every rank's state, the
    world aborted; returns `result` with the message in `why` */
 mgt_result mgt_nccl_fail(mgt_nccl_world *w, int rank, mgt_result result, const char *reason, char *why, size_t cap);

@@ -673,18 +673,17 @@ static int cmd_check(int argc, char **argv) {
     char text[16384];
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
-    if (cfg.data.train[0]) {
-        size_t n;
-        mgt_result r = mgt_shard_check(cfg.data.train, cfg.model.vocab_size, &n);
-        if (r != MGT_OK) return fail(r);
-        if (n < (size_t)cfg.model.seq_len + 1) { fprintf(stderr, "mgt: %s has %zu tokens, fewer than seq_len + 1\n", cfg.data.train, n); return 2; }
-    }
-    if (cfg.data.val[0]) {
-        mgt_result r = mgt_shard_check(cfg.data.val, cfg.model.vocab_size, NULL);
-        if (r != MGT_OK) return fail(r);
+    int n_files[2] = {0, 0};
+    size_t n_tokens[2] = {0, 0};
+    for (i = 0; i < 2; i++) { /* the shards as a run reads them: every file of the globs, each long enough */
+        const char *spec = i ? cfg.data.val : cfg.data.train;
+        mgt_result r;
+        if (spec[0] && (r = mgt_data_check(spec, cfg.model.vocab_size, cfg.model.seq_len, &n_files[i], &n_tokens[i])) != MGT_OK) return fail(r);
     }
     mgt_config_format(&cfg, text, sizeof text);
     printf("; %s, resolved\n%s\n", o.preset, text);
+    for (i = 0; i < 2; i++)
+        if (n_files[i]) printf("; data.%s: %d shard%s, %zu tokens\n", i ? "val" : "train", n_files[i], n_files[i] == 1 ? "" : "s", n_tokens[i]);
     mgt__plan_make(&cfg, &plan);
     threads = cfg.parallel.threads ? cfg.parallel.threads : mgt__cpu_count();
     printf("; layout\n");

@@ -120,8 +120,8 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(model, seq_len, INT, "128", 2, 65536, "", "context length in tokens")                        \
     X(model, vocab_size, INT, "256", 2, 65536, "", "token ids; at least the tokenizer's vocabulary")
 #define MGT_KEYS_data(X)                                                                           \
-    X(data, train, STR, "data/quickstart_train.bin", 0, 0, "", "training token shard (llm.c .bin)") \
-    X(data, val, STR, "data/quickstart_val.bin", 0, 0, "", "validation shard; empty for none")     \
+    X(data, train, STR, "data/quickstart_train.bin", 0, 0, "", "training token shards (llm.c .bin): files or globs, comma-separated") \
+    X(data, val, STR, "data/quickstart_val.bin", 0, 0, "", "validation shards, as train; empty for none") \
     X(data, tokenizer, ENUM, "byte", 0, 0, "byte|gpt2", "how the shards were tokenized")           \
     X(data, bpe_dir, STR, "data/gpt2-bpe", 0, 0, "", "folder of encoder.json and vocab.bpe (gpt2)")
 #define MGT_KEYS_train(X)                                                                          \
@@ -546,6 +546,10 @@ MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg)
 MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap);
 /* Checks a token shard: magic, version, size, ids below vocab_size; sets *n_tokens. */
 MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_tokens);
+/* Checks the shards of a data spec as a run reads them (data.train: comma-separated files or glob
+   patterns, each pattern's files in name order; every shard holds at least seq_len + 1 tokens);
+   sets how many files and tokens in all (either may be NULL). */
+MGTDEF mgt_result mgt_data_check(const char *spec, int vocab_size, int seq_len, int *n_files, size_t *n_tokens);
 
 #ifdef __cplusplus
 }
@@ -577,6 +581,7 @@ MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_to
 #include <unistd.h>    /* defines: sysconf, fsync, close */
 #include <fcntl.h>     /* defines: open */
 #include <dirent.h>    /* defines: opendir, readdir */
+#include <glob.h>      /* defines: glob (data.train = data/fineweb_train_*.bin) */
 #include <sys/mman.h>  /* defines: mmap */
 #include <sys/stat.h>  /* defines: stat, mkdir */
 #include <sys/file.h>  /* defines: flock (a run's lock on its checkpoint folder) */
@@ -2400,32 +2405,46 @@ MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_to
     return MGT_OK;
 }
 
-/* where sequence i of step `step` starts: a pure function of (seed, step, i), whatever the layout */
-static size_t mgt__sequence_offset(const mgt__shard *s, uint64_t seed, uint64_t stream, uint64_t step, uint64_t i, int T) {
-    return (size_t)(mgt__hash3(seed ^ stream, step, i) % (uint64_t)(s->n - (size_t)T));
-}
 #define MGT__STREAM_TRAIN 0x747261696eULL
 #define MGT__STREAM_VAL 0x76616cULL
 
-/* fills rows (count, T+1) of the given step; the loader thread prefetches the next step */
+/* The shards of data.train (or data.val): a comma-separated list of files or glob patterns, each
+   pattern's files in name order. A sequence never crosses shards: shard k offers n_k - T starts,
+   and the starts of all shards are numbered one after the other, so sequence i of step `step`
+   starts at start number hash(seed, step, i) mod (all starts): a pure function of (seed, step, i)
+   whatever the layout, and with one shard the same positions as ever. */
 typedef struct mgt__loader {
-    mgt__shard shard;
+    mgt__shard *shards;
+    int nshards;
+    size_t *first_start;        /* nshards + 1: the number of the first start of each shard, then the total */
     int T, rows;
     uint64_t seed;
     uint16_t *buf[2];
     long long buf_step[2], want;
-    int busy, quit, started;
+    int busy, quit, started, inited;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } mgt__loader;
 
+/* the T + 1 tokens of sequence i of a step */
+static const uint16_t *mgt__loader_sequence(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i) {
+    size_t g = (size_t)(mgt__hash3(ld->seed ^ stream, step, i) % (uint64_t)ld->first_start[ld->nshards]);
+    int lo = 0, hi = ld->nshards - 1;
+    while (lo < hi) { /* the shard whose starts hold g */
+        int mid = (lo + hi + 1) / 2;
+        if (ld->first_start[mid] <= g) lo = mid;
+        else hi = mid - 1;
+    }
+    return ld->shards[lo].tokens + (g - ld->first_start[lo]);
+}
+
+/* fills rows (count, T+1) of the given step; the loader thread prefetches the next step */
 static void mgt__loader_fill(const mgt__loader *ld, long long step, uint16_t *out) {
     int i;
-    for (i = 0; i < ld->rows; i++) {
-        size_t off = mgt__sequence_offset(&ld->shard, ld->seed, MGT__STREAM_TRAIN, (uint64_t)step, (uint64_t)i, ld->T);
-        memcpy(out + (size_t)i * (size_t)(ld->T + 1), ld->shard.tokens + off, sizeof(uint16_t) * (size_t)(ld->T + 1));
-    }
+    for (i = 0; i < ld->rows; i++)
+        memcpy(out + (size_t)i * (size_t)(ld->T + 1), mgt__loader_sequence(ld, MGT__STREAM_TRAIN, (uint64_t)step, (uint64_t)i),
+               sizeof(uint16_t) * (size_t)(ld->T + 1));
 }
 
 static void *mgt__loader_main(void *arg) {
@@ -2462,31 +2481,96 @@ static const uint16_t *mgt__loader_get(mgt__loader *ld, long long step) {
     return ld->buf[step & 1];
 }
 
-static mgt_result mgt__loader_open(mgt__loader *ld, const char *path, const char *key, int vocab_size, int T, int rows, uint64_t seed, int prefetch) {
-    mgt_result r;
-    memset(ld, 0, sizeof *ld);
-    r = mgt__shard_open(&ld->shard, path, key, vocab_size);
-    if (r != MGT_OK) return r;
-    if (ld->shard.n < (size_t)T + 1) {
-        size_t n = ld->shard.n;
-        mgt__shard_close(&ld->shard);
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: %s has %zu tokens, fewer than seq_len + 1 = %d; lower [model] seq_len or use more data", key, path, n, T + 1);
+static void mgt__loader_close(mgt__loader *ld);
+
+/* the files of a data spec: comma-separated paths or glob patterns, each pattern's matches in name
+   order; a pattern that matches nothing is an error naming it */
+static mgt_result mgt__data_files(const char *spec, const char *key, glob_t *files) {
+    char item[MGT_STR_MAX];
+    const char *p = spec;
+    int flags = 0;
+    memset(files, 0, sizeof *files);
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        int rc;
+        while (n && (*p == ' ' || *p == '\t')) { p++; n--; }
+        memcpy(item, p, n);
+        item[n] = 0;
+        while (n && (item[n - 1] == ' ' || item[n - 1] == '\t')) item[--n] = 0;
+        p += strcspn(p, ",");
+        if (*p == ',') p++;
+        if (!item[0]) continue;
+        rc = glob(item, flags | GLOB_ERR, NULL, files);
+        if (rc == GLOB_NOMATCH) {
+            if (!strpbrk(item, "*?[")) { /* a plain path: reading it says why it fails */
+                rc = glob(item, flags | GLOB_NOCHECK, NULL, files);
+            } else {
+                if (flags) globfree(files);
+                return mgt__fail(MGT_ERROR_DATA, "%s: '%s' matches no file (make the shards with `mgt prepare`, or check the pattern)", key, item);
+            }
+        }
+        if (rc != 0) {
+            if (flags) globfree(files);
+            return mgt__fail(rc == GLOB_NOSPACE ? MGT_ERROR_MEMORY : MGT_ERROR_DATA, "%s: cannot list '%s': %s", key, item, strerror(errno));
+        }
+        flags = GLOB_APPEND;
     }
+    if (!flags) return mgt__fail(MGT_ERROR_DATA, "%s: '%s' names no file", key, spec);
+    return MGT_OK;
+}
+
+static mgt_result mgt__loader_open(mgt__loader *ld, const char *spec, const char *key, int vocab_size, int T, int rows, uint64_t seed, int prefetch) {
+    mgt_result r;
+    glob_t files;
+    size_t k;
+    memset(ld, 0, sizeof *ld);
+    MGT__TRY(mgt__data_files(spec, key, &files));
+    ld->shards = (mgt__shard *)MGT_MALLOC(sizeof(mgt__shard) * files.gl_pathc);
+    ld->first_start = (size_t *)MGT_MALLOC(sizeof(size_t) * (files.gl_pathc + 1));
+    if (!ld->shards || !ld->first_start) { globfree(&files); mgt__loader_close(ld); return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the data loader"); }
+    ld->first_start[0] = 0;
+    for (k = 0; k < files.gl_pathc; k++) {
+        const char *path = files.gl_pathv[k];
+        r = mgt__shard_open(&ld->shards[k], path, key, vocab_size);
+        if (r != MGT_OK) { globfree(&files); mgt__loader_close(ld); return r; }
+        ld->nshards++;
+        if (ld->shards[k].n < (size_t)T + 1) {
+            mgt__fail(MGT_ERROR_CONFIG, "%s: %s has %zu tokens, fewer than seq_len + 1 = %d; lower [model] seq_len or use more data", key, path, ld->shards[k].n, T + 1);
+            globfree(&files);
+            mgt__loader_close(ld);
+            return MGT_ERROR_CONFIG;
+        }
+        ld->first_start[k + 1] = ld->first_start[k] + (ld->shards[k].n - (size_t)T);
+    }
+    globfree(&files);
     ld->T = T;
     ld->rows = rows;
     ld->seed = seed;
     ld->buf_step[0] = ld->buf_step[1] = -1;
     ld->buf[0] = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)rows * (size_t)(T + 1) * 2);
-    if (!ld->buf[0]) { mgt__shard_close(&ld->shard); return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the data loader"); }
+    if (!ld->buf[0]) { mgt__loader_close(ld); return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the data loader"); }
     ld->buf[1] = ld->buf[0] + (size_t)rows * (size_t)(T + 1);
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv, NULL);
+    ld->inited = 1;
     if (prefetch && !pthread_create(&ld->thread, NULL, mgt__loader_main, ld)) ld->started = 1;
     return MGT_OK;
 }
 
+/* a data spec's shards, as a run would read them: the files, their tokens in all */
+MGTDEF mgt_result mgt_data_check(const char *spec, int vocab_size, int seq_len, int *n_files, size_t *n_tokens) {
+    mgt__loader ld;
+    int k;
+    if (!spec) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_data_check: spec is required");
+    MGT__TRY(mgt__loader_open(&ld, spec, "data", vocab_size, seq_len, 1, 0, 0));
+    if (n_files) *n_files = ld.nshards;
+    if (n_tokens) for (*n_tokens = 0, k = 0; k < ld.nshards; k++) *n_tokens += ld.shards[k].n;
+    mgt__loader_close(&ld);
+    return MGT_OK;
+}
+
 static void mgt__loader_close(mgt__loader *ld) {
-    if (!ld->buf[0]) return;
+    int k;
     if (ld->started) {
         pthread_mutex_lock(&ld->mu);
         ld->quit = 1;
@@ -2494,10 +2578,14 @@ static void mgt__loader_close(mgt__loader *ld) {
         pthread_mutex_unlock(&ld->mu);
         pthread_join(ld->thread, NULL);
     }
-    pthread_mutex_destroy(&ld->mu);
-    pthread_cond_destroy(&ld->cv);
+    if (ld->inited) {
+        pthread_mutex_destroy(&ld->mu);
+        pthread_cond_destroy(&ld->cv);
+    }
     MGT_FREE(ld->buf[0]);
-    mgt__shard_close(&ld->shard);
+    for (k = 0; k < ld->nshards; k++) mgt__shard_close(&ld->shards[k]);
+    MGT_FREE(ld->shards);
+    MGT_FREE(ld->first_start);
     memset(ld, 0, sizeof *ld);
 }
 
@@ -4996,10 +5084,8 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     n = r->cfg.train.eval_batches * GB; /* the same sequences whatever the layout */
     rows = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)n * (size_t)(T + 1));
     if (!rows) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for validation batches");
-    for (j = 0; j < n; j++) {
-        size_t off = mgt__sequence_offset(&r->val.shard, r->val.seed, MGT__STREAM_VAL, 0, (uint64_t)j, T);
-        memcpy(rows + (size_t)j * (size_t)(T + 1), r->val.shard.tokens + off, sizeof(uint16_t) * (size_t)(T + 1));
-    }
+    for (j = 0; j < n; j++)
+        memcpy(rows + (size_t)j * (size_t)(T + 1), mgt__loader_sequence(&r->val, MGT__STREAM_VAL, 0, (uint64_t)j), sizeof(uint16_t) * (size_t)(T + 1));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_EVALUATING);
     res = mgt__forward_loss(r, rows, r->cfg.train.eval_batches, &r->val_loss);

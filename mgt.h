@@ -753,9 +753,49 @@ static int mgt__edit_distance(const char *a, const char *b) {
     return prev[lb];
 }
 
+/* what people coming from nanoGPT, llm.c, Hugging Face, Megatron and DeepSpeed type, and mgt's key */
+static const char *const mgt__key_aliases[][2] = {
+    {"learning_rate", "[train] lr"}, {"max_lr", "[train] lr"}, {"min_learning_rate", "[train] min_lr"}, {"lr_min", "[train] min_lr"},
+    {"batch_size", "[train] global_batch (sequences per step) or micro_batch (per forward pass)"}, {"total_batch_size", "[train] global_batch"},
+    {"global_batch_size", "[train] global_batch"}, {"micro_batch_size", "[train] micro_batch"}, {"per_device_train_batch_size", "[train] micro_batch"},
+    {"gradient_accumulation_steps", "[train] global_batch (accumulation = global_batch / (micro_batch x dp))"},
+    {"max_steps", "[train] steps"}, {"max_iters", "[train] steps"}, {"num_iterations", "[train] steps"}, {"train_steps", "[train] steps"},
+    {"iterations", "[train] steps"}, {"warmup_steps", "[train] warmup"}, {"warmup_iters", "[train] warmup"}, {"lr_warmup_steps", "[train] warmup"},
+    {"lr_decay_style", "[train] schedule"}, {"lr_scheduler_type", "[train] schedule"}, {"decay_lr", "[train] schedule"},
+    {"max_grad_norm", "[train] grad_clip"}, {"clip_grad", "[train] grad_clip"}, {"gradient_clipping", "[train] grad_clip"},
+    {"adam_beta1", "[train] beta1"}, {"adam_beta2", "[train] beta2"}, {"adam_epsilon", "[train] eps"}, {"adam_eps", "[train] eps"},
+    {"eval_interval", "[train] eval_every"}, {"val_loss_every", "[train] eval_every"}, {"eval_steps", "[train] eval_every"},
+    {"eval_iters", "[train] eval_batches"}, {"val_max_steps", "[train] eval_batches"},
+    {"gradient_checkpointing", "[train] recompute = full"}, {"activation_checkpointing", "[train] recompute = full"}, {"recompute_activations", "[train] recompute = full"},
+    {"n_embd", "[model] d_model"}, {"n_embed", "[model] d_model"}, {"hidden_size", "[model] d_model"}, {"dim", "[model] d_model"},
+    {"block_size", "[model] seq_len"}, {"n_ctx", "[model] seq_len"}, {"n_positions", "[model] seq_len"}, {"max_seq_len", "[model] seq_len"},
+    {"seq_length", "[model] seq_len"}, {"sequence_length", "[model] seq_len"}, {"max_position_embeddings", "[model] seq_len"},
+    {"n_layers", "[model] n_layer"}, {"num_layers", "[model] n_layer"}, {"num_hidden_layers", "[model] n_layer"},
+    {"n_heads", "[model] n_head"}, {"num_heads", "[model] n_head"}, {"num_attention_heads", "[model] n_head"}, {"vocab", "[model] vocab_size"},
+    {"tensor_model_parallel_size", "[parallel] tp"}, {"tensor_parallel_size", "[parallel] tp"}, {"pipeline_model_parallel_size", "[parallel] pp"},
+    {"pipeline_parallel_size", "[parallel] pp"}, {"data_parallel_size", "[parallel] dp"}, {"zero_stage", "[parallel] zero"}, {"stage", "[parallel] zero"},
+    {"bf16", "[precision] dtype = bf16"}, {"fp16", "[precision] dtype = fp16"}, {"mixed_precision", "[precision] dtype"},
+    {"out_dir", "[checkpoint] dir"}, {"output_dir", "[checkpoint] dir"}, {"save_steps", "[checkpoint] every"}, {"checkpoint_every", "[checkpoint] every"},
+    {"save_total_limit", "[checkpoint] keep"}, {"log_interval", "[log] every"}, {"logging_steps", "[log] every"}, {"log_every", "[log] every"},
+    {"input_bin", "[data] train"}, {"train_bin", "[data] train"}, {"input_val_bin", "[data] val"}, {"val_bin", "[data] val"}, {"dataset", "[data] train"},
+};
+
 /* "did you mean" text for an unknown section or key */
 static void mgt__suggest(const char *section, const char *name, char *out, size_t cap) {
     int i, best = -1, best_d = 1 << 30, section_known = 0;
+    char lower[64];
+    for (i = 0; name[i] && i < 63; i++) lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+    lower[i] = 0;
+    for (i = 0; i < (int)(sizeof mgt__key_aliases / sizeof mgt__key_aliases[0]); i++)
+        if (!strcmp(lower, mgt__key_aliases[i][0])) {
+            snprintf(out, cap, "unknown key '%s'%s%s%s; mgt calls it %s", name, section[0] ? " in [" : "", section, section[0] ? "]" : "", mgt__key_aliases[i][1]);
+            return;
+        }
+    for (i = 0; i < MGT_CONFIG_NKEYS; i++) /* a key of mgt's in another section */
+        if (!strcmp(lower, mgt__keys[i].info.name) && strcmp(section, mgt__keys[i].info.section)) {
+            snprintf(out, cap, "unknown key '%s' in [%s]; '%s' belongs in [%s]", name, section, mgt__keys[i].info.name, mgt__keys[i].info.section);
+            return;
+        }
     for (i = 0; i < MGT_CONFIG_NKEYS; i++) if (!strcmp(mgt__keys[i].info.section, section)) section_known = 1;
     if (!section_known) {
         const char *sections[] = {

@@ -97,6 +97,11 @@ expect_err "unknown section: line of the header, nearest section suggested" 2 "$
 expect_err "unknown section with no keys is still reported" 2 "$MGT" check "$B/unknown_section_empty.ini" --set data.train= --set data.val= -- \
     "unknown_section_empty.ini:4:" "[modle]" "[model]"
 expect_err "unknown key: n_layers -> n_layer" 2 "$MGT" check "$B/unknown_key.ini" -- "unknown_key.ini:3:" "n_layers" "did you mean 'n_layer'"
+for pair in "train.learning_rate [train] lr" "model.block_size [model] seq_len" "train.max_iters [train] steps" "model.n_embd [model] d_model" \
+    "train.warmup_steps [train] warmup" "train.batch_size [train] global_batch" "parallel.zero_stage [parallel] zero" "model.lr belongs in [train]"; do
+    set -- $pair
+    expect_err "--set $1: the name other tools use leads to mgt's (${*:2})" 2 "$MGT" check "$P/tiny.ini" --set "$1=1" -- "${*:2}"
+done
 expect_err "malformed integer" 2 "$MGT" check "$B/not_integer.ini" -- "not_integer.ini:4:" "n_layer" "not an integer" "1..1024"
 expect_err "malformed number" 2 "$MGT" check "$B/not_number.ini" -- "not_number.ini:3:" "lr" "not a number" "0..10"
 expect_err "value not one of the choices" 2 "$MGT" check "$B/not_choice.ini" -- "not_choice.ini:2:" "schedule" "cosin" "cosine|linear|constant"

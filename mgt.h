@@ -770,8 +770,8 @@ static const char *const mgt__key_aliases[][2] = {
     {"n_embd", "[model] d_model"}, {"n_embed", "[model] d_model"}, {"hidden_size", "[model] d_model"}, {"dim", "[model] d_model"},
     {"block_size", "[model] seq_len"}, {"n_ctx", "[model] seq_len"}, {"n_positions", "[model] seq_len"}, {"max_seq_len", "[model] seq_len"},
     {"seq_length", "[model] seq_len"}, {"sequence_length", "[model] seq_len"}, {"max_position_embeddings", "[model] seq_len"},
-    {"n_layers", "[model] n_layer"}, {"num_layers", "[model] n_layer"}, {"num_hidden_layers", "[model] n_layer"},
-    {"n_heads", "[model] n_head"}, {"num_heads", "[model] n_head"}, {"num_attention_heads", "[model] n_head"}, {"vocab", "[model] vocab_size"},
+    {"num_layers", "[model] n_layer"}, {"num_hidden_layers", "[model] n_layer"},
+    {"num_heads", "[model] n_head"}, {"num_attention_heads", "[model] n_head"}, {"vocab", "[model] vocab_size"},
     {"tensor_model_parallel_size", "[parallel] tp"}, {"tensor_parallel_size", "[parallel] tp"}, {"pipeline_model_parallel_size", "[parallel] pp"},
     {"pipeline_parallel_size", "[parallel] pp"}, {"data_parallel_size", "[parallel] dp"}, {"zero_stage", "[parallel] zero"}, {"stage", "[parallel] zero"},
     {"bf16", "[precision] dtype = bf16"}, {"fp16", "[precision] dtype = fp16"}, {"mixed_precision", "[precision] dtype"},
@@ -788,7 +788,8 @@ static void mgt__suggest(const char *section, const char *name, char *out, size_
     lower[i] = 0;
     for (i = 0; i < (int)(sizeof mgt__key_aliases / sizeof mgt__key_aliases[0]); i++)
         if (!strcmp(lower, mgt__key_aliases[i][0])) {
-            snprintf(out, cap, "unknown key '%s'%s%s%s; mgt calls it %s", name, section[0] ? " in [" : "", section, section[0] ? "]" : "", mgt__key_aliases[i][1]);
+            snprintf(out, cap, "unknown key '%s'%s%s%s; did you mean %s? (mgt's name for it)", name, section[0] ? " in [" : "", section, section[0] ? "]" : "",
+                     mgt__key_aliases[i][1]);
             return;
         }
     for (i = 0; i < MGT_CONFIG_NKEYS; i++) /* a key of mgt's in another section */

@@ -59,7 +59,7 @@ class GPT(nn.Module):
         for b in self.blocks:
             x = b(x)
         logits = self.lnf(x) @ self.wte.weight.T  # the tied head
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def preset_shape(path):
@@ -108,7 +108,7 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    print("torch %s, %d threads; mgt %s" % (torch.__version__, a.threads,
+    print("torch %s, %d threads; %s" % (torch.__version__, a.threads,
           subprocess.run(["./mgt", "version"], capture_output=True, text=True).stdout.strip()))
     print("%-30s %12s %12s %12s %10s %10s" % ("preset", "eager tok/s", "compile tok/s", "mgt tok/s", "mgt/eager", "mgt/compile"))
     for preset in a.presets:

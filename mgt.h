@@ -631,6 +631,36 @@ static void mgt__strlcpy(char *dst, const char *src, size_t cap) {
     dst[n] = 0;
 }
 
+/* Opens path read-only if it is a regular file; anything else (a folder, /dev/null, a FIFO, a
+   socket) is refused before a byte is read. O_NONBLOCK makes open() of a FIFO return at once
+   instead of waiting for a writer; the flag is cleared once fstat shows a regular file. Returns the
+   descriptor (and *st when st is not NULL), or -1 with why = strerror ("No such file or
+   directory") or what the path is ("it is a folder, not a file"), for a message such as
+   "%s: cannot open the preset: %s". */
+static int mgt__open_regular(const char *path, struct stat *st, char *why, size_t cap) {
+    struct stat s;
+    const char *kind;
+    int fd = open(path, O_RDONLY | O_NONBLOCK), flags;
+    if (fd < 0) { snprintf(why, cap, "%s", strerror(errno)); return -1; }
+    if (fstat(fd, &s)) { snprintf(why, cap, "%s", strerror(errno)); close(fd); return -1; }
+    if (S_ISREG(s.st_mode)) {
+        if ((flags = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) {
+            snprintf(why, cap, "%s", strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (st) *st = s;
+        return fd;
+    }
+    kind = S_ISDIR(s.st_mode) ? "a folder" : S_ISFIFO(s.st_mode) ? "a FIFO (named pipe)" : S_ISCHR(s.st_mode) ? "a character device"
+         : S_ISBLK(s.st_mode) ? "a block device" : S_ISSOCK(s.st_mode) ? "a socket" : NULL;
+    if (kind) snprintf(why, cap, "it is %s, not a file", kind);
+    else snprintf(why, cap, "it is not a regular file");
+    close(fd);
+    errno = EINVAL;
+    return -1;
+}
+
 /* ---- counter-based random numbers: every value is a pure function of its keys --------------- */
 
 static uint64_t mgt__mix64(uint64_t x) { /* splitmix64 finaliser */
@@ -935,10 +965,17 @@ static mgt_result mgt__config_parse(mgt_config *cfg, mgt__ini_state *st, const c
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path) {
     mgt__ini_state st;
     mgt_result r;
+    char why[128];
+    int fd;
     if (!cfg || !path) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_load: cfg and path are required");
     memset(&st, 0, sizeof st);
-    st.file = fopen(path, "r");
-    if (!st.file) return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot open the preset: %s (check the path; presets live in presets/)", path, strerror(errno));
+    fd = mgt__open_regular(path, NULL, why, sizeof why);
+    if (fd < 0) return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot open the preset: %s (check the path; presets live in presets/)", path, why);
+    if (!(st.file = fdopen(fd, "r"))) {
+        int e = errno;
+        close(fd);
+        return mgt__fail(MGT_ERROR_IO, "%s: cannot open the preset: %s", path, strerror(e));
+    }
     r = mgt__config_parse(cfg, &st, path);
     fclose(st.file);
     return r;
@@ -2337,10 +2374,11 @@ static mgt_result mgt__shard_open(mgt__shard *s, const char *path, const char *k
     struct stat st;
     size_t i, count;
     uint16_t max_token = 0;
+    char why[128];
     memset(s, 0, sizeof *s);
-    fd = open(path, O_RDONLY);
-    if (fd < 0) return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot open the token shard: %s (make it with `mgt prepare`, see README)", key, path, strerror(errno));
-    if (fstat(fd, &st) || (size_t)st.st_size < MGT_SHARD_HEADER_BYTES) {
+    fd = mgt__open_regular(path, &st, why, sizeof why);
+    if (fd < 0) return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot open the token shard: %s (make it with `mgt prepare`, see README)", key, path, why);
+    if ((size_t)st.st_size < MGT_SHARD_HEADER_BYTES) {
         close(fd);
         return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: %lld bytes, shorter than the 1024-byte header", key, path, (long long)st.st_size);
     }

@@ -129,6 +129,13 @@ expect_err "dp = 2 in a file with the default batch: the batch does not divide, 
     "batch_dp.ini:4:" "global_batch = 8" "micro_batch x dp = 8 x 2" "dp from"
 expect_err "tp must divide n_head" 2 "$MGT" check "$P/tiny.ini" --set parallel.tp=3 -- "tp = 3" "n_head"
 expect_err "pp must not exceed n_layer" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=9 -- "pp = 9" "n_layer"
+
+# a preset is a regular file: never an empty preset, never a wait on a FIFO
+mkdir -p preset_dir && mkfifo preset_fifo
+expect_err "a folder as preset is refused" 2 "$MGT" check preset_dir -- "preset_dir: cannot open the preset: it is a folder, not a file"
+expect_err "/dev/null as preset is refused" 2 "$MGT" check /dev/null -- "/dev/null" "character device, not a file"
+expect_err "a FIFO as preset is refused at once" 2 timeout 10 "$MGT" check preset_fifo -- "preset_fifo" "FIFO (named pipe), not a file"
+
 if [ -e ck ] || [ -e runs ]; then fail "a rejected preset wrote files: $(ls -d ck runs 2>/dev/null)"; else ok "rejected presets wrote nothing"; fi
 
 run check "$MGT" check "$P/tiny.ini"
@@ -152,6 +159,14 @@ expect_err "token id >= vocab_size (train)" 2 "$MGT" train "$P/tiny.ini" --no-tu
 expect_err "token id >= vocab_size (val)" 2 "$MGT" train "$P/tiny.ini" --no-tui --set data.val=bigtoken.bin -- "bigtoken.bin" "300"
 expect_err "check also validates the train shard" 2 "$MGT" check "$P/tiny.ini" --set data.train=magic.bin -- "magic.bin"
 expect_err "check also validates the val shard" 2 "$MGT" check "$P/tiny.ini" --set data.val=no_such_val.bin -- "no_such_val.bin"
+mkfifo shard_fifo && mkdir -p shard_dir bpe_fifo bpe_dir/encoder.json && mkfifo bpe_fifo/encoder.json
+expect_err "a FIFO as the train shard is refused at once" 2 timeout 10 "$MGT" train "$P/tiny.ini" --no-tui --set data.train=shard_fifo -- \
+    "[data] train: shard_fifo: cannot open the token shard: it is a FIFO (named pipe), not a file"
+expect_err "a folder as the val shard is refused" 2 "$MGT" train "$P/tiny.ini" --no-tui --set data.val=shard_dir -- "shard_dir" "a folder, not a file"
+expect_err "a FIFO as encoder.json is refused at once" 2 timeout 10 "$MGT" prepare --tokenizer gpt2 --bpe-dir bpe_fifo text.txt -o bpe_out -- \
+    "bpe_fifo/encoder.json: is a FIFO (named pipe), not a file"
+expect_err "a folder as encoder.json is refused" 2 "$MGT" prepare --tokenizer gpt2 --bpe-dir bpe_dir text.txt -o bpe_out -- \
+    "bpe_dir/encoder.json: is a folder, not a file"
 if [ -e ck ]; then fail "a run rejected for its data wrote $T/ck"; else ok "runs rejected for their data wrote nothing"; fi
 
 # ---- 3. training contract -----------------------------------------------------------------------

@@ -66,6 +66,7 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
     int i;
     mgt_result r;
     mgt_config_init(cfg);
+    mgt_set_logger(print_log, NULL); /* warnings about the preset (a repeated [section]) */
     for (i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--set") || !strcmp(a, "--resume") || !strcmp(a, "--steps")) {

@@ -886,47 +886,167 @@ MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, si
     }
 }
 
+/* Preset text goes through inih one physical line per reader call, so inih's line numbers are the
+   file's. inih reads at most `num` bytes of a line (INI_MAX_LINE: 200 in Debian's build, which has
+   neither INI_ALLOW_REALLOC nor INI_USE_STACK 0) and would read the rest as the next line; the
+   reader reads each line whole instead and hands inih what it needs of it: a longer comment or
+   blank line shortened (inih ignores it), a longer [section] header up to its ']', a longer
+   key = value line as "key =" with the value kept aside for the handler (st->long_value), cut where
+   inih cuts a value (mgt__ini_value). A NUL byte is refused: a preset is text. */
+enum { MGT__NSECTIONS = 0
+#define MGT__COUNT_SECTION(s) +1
+    MGT_CONFIG_SECTIONS(MGT__COUNT_SECTION)
+#undef MGT__COUNT_SECTION
+};
+static const char *const mgt__section_names[MGT__NSECTIONS] = {
+#define MGT__SECTION_NAME(s) #s,
+    MGT_CONFIG_SECTIONS(MGT__SECTION_NAME)
+#undef MGT__SECTION_NAME
+};
+#define MGT__INI_LINE_MAX 65536 /* a longer line is refused: not a preset */
+
 typedef struct mgt__ini_state {
     mgt_config *cfg;
-    const char *text;   /* for string input */
-    FILE *file;         /* for file input */
-    int line;           /* line the reader returned last: inih calls the handler for it */
-    int failed;
+    const char *text;        /* for string input */
+    FILE *file;              /* for file input */
+    int line;                /* line the reader returned last: inih calls the handler for it */
+    mgt_result failed;       /* the error that ended the parse, MGT_OK while none */
+    char *buf;               /* that line, whole */
+    size_t cap;
+    const char *long_value;  /* its value when inih got "key =" without it, else NULL */
+    int last_key;            /* the key inih continues with an indented line (its prev_name); -1 after a header */
+    int key_line[MGT_CONFIG_NKEYS];   /* the line of this text that set each key, 0 for none */
+    int section_line[MGT__NSECTIONS]; /* the line of each section's first header, 0 for none */
 } mgt__ini_state;
+
+static int mgt__ini_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; } /* isspace in "C" */
+/* inih's scan for one of `chars` or an inline comment (a ';' after a space) */
+static char *mgt__ini_find(char *s, const char *chars) {
+    int was_space = 0;
+    while (*s && !(chars && strchr(chars, *s)) && !(was_space && *s == ';')) { was_space = mgt__ini_space((unsigned char)*s); s++; }
+    return s;
+}
+/* what inih makes of the text after a key's '=': up to an inline comment, spaces stripped */
+static char *mgt__ini_value(char *v) {
+    char *end = mgt__ini_find(v, NULL);
+    *end = 0;
+    while (end > v && mgt__ini_space((unsigned char)end[-1])) *--end = 0;
+    while (mgt__ini_space((unsigned char)*v)) v++;
+    return v;
+}
+
+/* the next physical line into st->buf, without its '\n': 1, or 0 at the end or on an error (st->failed) */
+static int mgt__ini_getline(mgt__ini_state *st) {
+    size_t n = 0;
+    int c, any = 0;
+    for (;;) {
+        if (st->file) { if ((c = getc(st->file)) == EOF) break; }
+        else { if (!*st->text) break; c = (unsigned char)*st->text++; }
+        any = 1;
+        if (c == '\n') break;
+        if (c == 0) {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a NUL byte at column %zu: a preset is INI text (UTF-8); is this a binary or UTF-16 file?",
+                                   st->cfg->path, st->line + 1, n + 1);
+            return 0;
+        }
+        if (n + 1 >= st->cap) {
+            size_t cap = st->cap ? 2 * st->cap : 256;
+            char *p;
+            if (cap > MGT__INI_LINE_MAX) {
+                st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a line of more than %d characters: not a preset", st->cfg->path, st->line + 1,
+                                       MGT__INI_LINE_MAX);
+                return 0;
+            }
+            if (!(p = (char *)realloc(st->buf, cap))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+            st->buf = p;
+            st->cap = cap;
+        }
+        st->buf[n++] = (char)c;
+    }
+    if (st->file && ferror(st->file)) {
+        st->failed = mgt__fail(MGT_ERROR_IO, "%s:%d: cannot read the preset: %s", st->cfg->path, st->line + 1, strerror(errno));
+        return 0;
+    }
+    if (!any) return 0;
+    if (!st->buf) { /* a first line that is empty */
+        if (!(st->buf = (char *)realloc(NULL, 256))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+        st->cap = 256;
+    }
+    if (n > 0 && st->buf[n - 1] == '\r') n--; /* CRLF; inih strips it too */
+    st->buf[n] = 0;
+    return 1;
+}
+
+/* a [section] header, its name from s to close: an unknown section fails at its own line (inih
+   reports keys, not sections); a repeated one is a warning naming both lines */
+static int mgt__ini_section(mgt__ini_state *st, const char *s, const char *close) {
+    char name[64], why[256];
+    size_t len = (size_t)(close - s), n = len < sizeof name - 1 ? len : sizeof name - 1;
+    int i;
+    memcpy(name, s, n);
+    name[n] = 0;
+    for (i = 0; i < MGT__NSECTIONS; i++)
+        if (len == strlen(mgt__section_names[i]) && !strncmp(s, mgt__section_names[i], len)) break;
+    if (i == MGT__NSECTIONS) {
+        mgt__suggest(name, "", why, sizeof why);
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
+        return 0;
+    }
+    if (st->section_line[i])
+        mgt__log(MGT_LOG_WARN, "%s:%d: [%s] again (first at %s:%d): the keys under both headers are read as one [%s] section", st->cfg->path, st->line,
+                 name, st->cfg->path, st->section_line[i], name);
+    else st->section_line[i] = st->line;
+    return 1;
+}
 
 static char *mgt__ini_reader(char *str, int num, void *stream) {
     mgt__ini_state *st = (mgt__ini_state *)stream;
-    char *r;
-    if (st->file) r = fgets(str, num, st->file);
-    else {
-        int i = 0;
-        if (!*st->text) return NULL;
-        while (i < num - 1 && *st->text) { str[i++] = *st->text; if (*st->text++ == '\n') break; }
-        str[i] = 0;
-        r = str;
-    }
-    if (r) {
-        const char *p = str;
-        st->line++;
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p == '[') { /* inih reports keys, not sections: check the section at its own line */
-            char name[64];
-            size_t n = 0;
-            int i, known = 0;
-            p++;
-            while (*p && *p != ']' && n < sizeof name - 1) name[n++] = *p++;
-            name[n] = 0;
-            for (i = 0; i < MGT_CONFIG_NKEYS; i++) known |= !strcmp(mgt__keys[i].info.section, name);
-            if (*p == ']' && !known) {
-                char why[256];
-                mgt__suggest(name, "", why, sizeof why);
-                mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
-                st->failed = 1;
-                return NULL; /* ends the parse */
+    size_t room = num > 2 ? (size_t)num - 2 : 0, hand; /* what fits beside '\n' and the terminator */
+    char *line, *p;
+    if (st->failed || !mgt__ini_getline(st)) return NULL;
+    st->line++;
+    st->long_value = NULL;
+    line = p = st->buf;
+    if (st->line == 1 && !strncmp(p, "\xEF\xBB\xBF", 3)) p += 3; /* a UTF-8 byte-order mark, which inih skips */
+    while (mgt__ini_space((unsigned char)*p)) p++;
+    hand = strlen(p); /* inih gets the line from p: without the indentation and the mark, which it skips */
+    if (!*p || *p == ';' || *p == '#') { /* blank or a comment: inih reads nothing of it */
+        if (hand > room) hand = room;
+    } else if (p > line && st->last_key >= 0) { /* inih would continue the previous key's value */
+        const mgt_key_info *k = &mgt__keys[st->last_key].info;
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: an indented line continues the value of [%s] %s (%s:%d) in INI; a value is one line: "
+                               "remove the indentation", st->cfg->path, st->line, k->section, k->name, st->cfg->path, st->key_line[st->last_key]);
+        return NULL;
+    } else if (*p == '[') {
+        char *close = mgt__ini_find(p + 1, "]");
+        if (*close != ']') {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a [section] header without its ']' (before any ; comment)", st->cfg->path, st->line);
+            return NULL;
+        }
+        if (!mgt__ini_section(st, p + 1, close)) return NULL;
+        st->last_key = -1;
+        hand = (size_t)(close + 1 - p); /* inih ignores what follows the ']'; a known name fits */
+    } else {
+        char *sep = mgt__ini_find(p, "=:");
+        if (*sep != '=' && *sep != ':') {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: not an INI line (expected [section], key = value or a ; comment)", st->cfg->path, st->line);
+            return NULL;
+        }
+        if (hand > room) { /* too long for inih's buffer: the value goes around it */
+            if ((size_t)(sep + 1 - p) > room) {
+                *sep = 0;
+                st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a key name of %zu characters: not a key of mgt (see `mgt keys`)", st->cfg->path, st->line,
+                                       strlen(p));
+                return NULL;
             }
+            st->long_value = mgt__ini_value(sep + 1);
+            hand = (size_t)(sep + 1 - p);
         }
     }
-    return r;
+    memcpy(str, p, hand);
+    str[hand] = '\n';
+    str[hand + 1] = 0;
+    return str;
 }
 
 static int mgt__ini_handler(void *user, const char *section, const char *name, const char *value) {
@@ -934,20 +1054,25 @@ static int mgt__ini_handler(void *user, const char *section, const char *name, c
     char why[512];
     int key;
     if (st->failed) return 0;
+    if (st->long_value) value = st->long_value;
     key = mgt__find_key(section, name);
     if (key < 0) {
         if (!section[0]) snprintf(why, sizeof why, "key '%s' outside a section; put it under its [section] (see `mgt keys`)", name);
         else mgt__suggest(section, name, why, sizeof why);
-        mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
-        st->failed = 1;
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
+        return 0;
+    }
+    if (st->key_line[key]) {
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s is set again (first at %s:%d); a preset sets a key once: delete one of the two lines",
+                               st->cfg->path, st->line, section, name, st->cfg->path, st->key_line[key]);
         return 0;
     }
     if (!mgt__set_value(st->cfg, key, value, why, sizeof why)) {
-        mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: %s", st->cfg->path, st->line, section, name, why);
-        st->failed = 1;
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: %s", st->cfg->path, st->line, section, name, why);
         return 0;
     }
-    st->cfg->line[key] = st->line;
+    st->cfg->line[key] = st->key_line[key] = st->line;
+    st->last_key = key;
     return 1;
 }
 
@@ -955,8 +1080,11 @@ static mgt_result mgt__config_parse(mgt_config *cfg, mgt__ini_state *st, const c
     int rc;
     mgt__strlcpy(cfg->path, name, sizeof cfg->path);
     st->cfg = cfg;
+    st->last_key = -1;
     rc = ini_parse_stream(mgt__ini_reader, st, mgt__ini_handler, st);
-    if (st->failed) return MGT_ERROR_CONFIG;
+    free(st->buf);
+    st->buf = NULL;
+    if (st->failed) return st->failed;
     if (rc > 0) return mgt__fail(MGT_ERROR_CONFIG, "%s:%d: not an INI line (expected [section], key = value or a ; comment)", name, rc);
     if (rc < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot read the preset", name);
     return MGT_OK;

@@ -130,11 +130,33 @@ expect_err "dp = 2 in a file with the default batch: the batch does not divide, 
 expect_err "tp must divide n_head" 2 "$MGT" check "$P/tiny.ini" --set parallel.tp=3 -- "tp = 3" "n_head"
 expect_err "pp must not exceed n_layer" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=9 -- "pp = 9" "n_layer"
 
-# a preset is a regular file: never an empty preset, never a wait on a FIFO
+# a preset is a regular text file, read whole, each key once: never an empty preset, never a wait on
+# a FIFO, never the tail of a long line as a key of its own
 mkdir -p preset_dir && mkfifo preset_fifo
+printf '[model]\nn_layer = 2\n\0\n' > nul.ini
 expect_err "a folder as preset is refused" 2 "$MGT" check preset_dir -- "preset_dir: cannot open the preset: it is a folder, not a file"
 expect_err "/dev/null as preset is refused" 2 "$MGT" check /dev/null -- "/dev/null" "character device, not a file"
 expect_err "a FIFO as preset is refused at once" 2 timeout 10 "$MGT" check preset_fifo -- "preset_fifo" "FIFO (named pipe), not a file"
+expect_err "a NUL byte in a preset is refused at its line" 2 "$MGT" check nul.ini -- "nul.ini:3:" "NUL byte"
+python3 - <<'EOF2'
+data = "[data]\ntrain = tk_train.bin\nval = tk_val.bin\n"
+open("long_comment.ini", "w").write("[model]\n; " + "x" * 197 + "n_layer = 7\n" + data)  # inih's 199th byte starts "n_layer = 7"
+open("long_lines.ini", "w").write("[checkpoint]\ndir = " + "d" * 230 + "\n[model]\nn_layers = 3\n")
+open("dup.ini", "w").write("[model]\nn_layer = 2\nn_layer = 3\n")
+open("indent.ini", "w").write("[data]\ntrain = tk_train.bin\n  val = tk_val.bin\n")
+open("sections.ini", "w").write("[model]\nn_layer = 1\n" + data + "[model]\nn_head = 1\n")
+EOF2
+run long_comment "$MGT" check long_comment.ini
+if [ "$RC" -eq 0 ] && grep -Eq '^n_layer += 4 ' long_comment.out; then ok "the tail of a long comment is not a key (n_layer stays 4)"
+else fail "long comment: exit $RC, $(grep '^n_layer' long_comment.out); $(head -c 300 long_comment.err)"; fi
+expect_err "after a 236-character line errors name the right line" 2 "$MGT" check long_lines.ini -- "long_lines.ini:4:" "n_layers"
+expect_err "a key set twice names both lines" 2 "$MGT" check dup.ini -- "dup.ini:3:" "dup.ini:2" "n_layer" "set again"
+expect_err "an indented line (INI's continued value) is refused" 2 "$MGT" check indent.ini -- "indent.ini:3:" "indent.ini:2" "[data] train" \
+    "remove the indentation"
+run sections "$MGT" check sections.ini
+if [ "$RC" -eq 0 ] && grep -Eq '^n_head += 1 ' sections.out && grep -q 'warning: sections.ini:6: \[model\] again (first at sections.ini:1)' sections.err
+then ok "a repeated [section] is read, with a warning naming both lines"
+else fail "repeated section: exit $RC; $(head -c 300 sections.err)"; fi
 
 if [ -e ck ] || [ -e runs ]; then fail "a rejected preset wrote files: $(ls -d ck runs 2>/dev/null)"; else ok "rejected presets wrote nothing"; fi
 

@@ -107,7 +107,8 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
 /* ---- 2. presets ----------------------------------------------------------------------------- */
 
 /* Every preset key: X(section, key, type, default, min, max, choices, help).
-   Types: INT (int), FLOAT (double), STR (char[MGT_STR_MAX]), ENUM (int index into choices).
+   Types: INT (int), FLOAT (double), STR (char[MGT_STR_MAX]: up to 255 bytes of UTF-8 text without
+   control characters), ENUM (int index into choices).
    This one table makes the struct, the defaults, the INI handler, --set, `mgt check` and the
    README's key reference. */
 #define MGT_STR_MAX 256
@@ -199,8 +200,8 @@ MGTDEF void mgt_config_init(mgt_config *cfg);                     /* every key a
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path); /* INI file over cfg */
 MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, const char *name);
 MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment); /* "section.key=value" */
-MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* consistency between keys */
-MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text */
+MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
+MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text, to read (checkpoints store JSON) */
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
 MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, size_t cap);
 
@@ -732,7 +733,7 @@ static int mgt__choice_index(const char *choices, const char *value) {
     return -1;
 }
 static void mgt__choice_name(const char *choices, int index, char *out, size_t cap) {
-    const char *p = choices;
+    const char *p = index >= 0 ? choices : NULL;
     while (index-- > 0 && p) { p = strchr(p, '|'); if (p) p++; }
     if (!p) { mgt__strlcpy(out, "?", cap); return; }
     {
@@ -799,11 +800,38 @@ static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t 
     return buf;
 }
 
-/* Parses one value into cfg; on error writes what is valid into why. */
+/* why a string value is refused (NULL when it is fine): a value is UTF-8 text of one line, so that
+   any value stores exactly in a checkpoint's JSON and prints as it is */
+static const char *mgt__str_problem(const char *s, char *why, size_t cap) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    if (n >= MGT_STR_MAX) { snprintf(why, cap, "a value of %zu bytes is longer than %d", n, MGT_STR_MAX - 1); return why; }
+    while (*p) {
+        int len = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : (*p & 0xf8) == 0xf0 ? 4 : 0, i;
+        unsigned cp = len == 1 ? *p : len == 2 ? *p & 0x1fu : len == 3 ? *p & 0x0fu : *p & 0x07u;
+        if (*p < 0x20 || *p == 0x7f) {
+            snprintf(why, cap, "byte %d is the control character 0x%02x; a value is text on one line", (int)(p - (const unsigned char *)s) + 1, *p);
+            return why;
+        }
+        for (i = 1; i < len; i++) {
+            if ((p[i] & 0xc0) != 0x80) { len = 0; break; }
+            cp = cp << 6 | (p[i] & 0x3fu);
+        }
+        if (!len || (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff)) {
+            snprintf(why, cap, "byte %d is not UTF-8 text; a value is UTF-8", (int)(p - (const unsigned char *)s) + 1);
+            return why;
+        }
+        p += len;
+    }
+    return NULL;
+}
+
+/* Parses one value into cfg; on error writes what is valid into why. A string is taken as it is
+   (inih has already stripped a file's spaces around it); numbers and choices may have spaces. */
 static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why, size_t cap) {
     const mgt__key *k = &mgt__keys[key];
     char *field = (char *)cfg + k->offset, *end;
-    while (*value == ' ' || *value == '\t') value++;
+    if (k->type != MGT__T_STR) while (*value == ' ' || *value == '\t') value++;
     switch (k->type) {
     case MGT__T_INT: {
         long long v;
@@ -826,6 +854,7 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
         errno = 0;
         v = strtod(value, &end);
         while (*end == ' ' || *end == '\t') end++;
+        if (errno == ERANGE && isfinite(v)) errno = 0; /* a subnormal number, or below it: the nearest double */
         if (!*value || *end || errno || v != v) {
             snprintf(why, cap, "'%s' is not a number (valid: %g..%g)", value, k->info.min, k->info.max);
             return 0;
@@ -847,11 +876,9 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
         return 1;
     }
     default:
-        if (strlen(value) >= MGT_STR_MAX) {
-            snprintf(why, cap, "value is longer than %d characters", MGT_STR_MAX - 1);
-            return 0;
-        }
-        mgt__strlcpy(field, value, MGT_STR_MAX);
+        if (mgt__str_problem(value, why, cap)) return 0;
+        memset(field, 0, MGT_STR_MAX); /* the same value is the same bytes */
+        memcpy(field, value, strlen(value));
         return 1;
     }
 }
@@ -1147,6 +1174,22 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     char w1[300], w2[300], w3[300], w4[300];
     int tok_vocab;
     if (!cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_validate: cfg is required");
+    { /* each key as a file or --set could give it (a program may set fields directly) */
+        int i;
+        for (i = 0; i < MGT_CONFIG_NKEYS; i++) {
+            mgt_config copy;
+            char text[MGT_STR_MAX + 64], why[512];
+            const mgt__key *k = &mgt__keys[i];
+            if (k->type == MGT__T_STR && !memchr((const char *)cfg + k->offset, 0, MGT_STR_MAX))
+                return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: not a string (no terminating NUL in %d bytes)",
+                                 cfg->line[i] ? mgt__where(cfg, i, w1, sizeof w1) : "set by the program", k->info.section, k->info.name, MGT_STR_MAX);
+            mgt_config_value_string(cfg, i, text, sizeof text);
+            copy = *cfg;
+            if (!mgt__set_value(&copy, i, text, why, sizeof why)) /* a default is valid: line 0 here is a program's assignment */
+                return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: %s", cfg->line[i] ? mgt__where(cfg, i, w1, sizeof w1) : "set by the program",
+                                 k->info.section, k->info.name, why);
+        }
+    }
     {
         int e;
         if (frexp(cfg->precision.loss_scale, &e) != 0.5) /* a power of two scales and unscales exactly */
@@ -3892,6 +3935,72 @@ static mgt_result mgt__resolve_checkpoint(const char *what, const char *dir, cha
     return MGT_OK;
 }
 
+/* ---- the preset a checkpoint stores: every key exactly ----------------------------------------
+   A JSON object of "section.key": "value" strings, each value as mgt_config_value_string gives it
+   (floats in the shortest text that reads back to the same double), in the order of the key table:
+   {"model.n_layer":"2",...,"log.metrics":""}. Every value any valid config holds comes back
+   byte for byte, where INI text (mgt_config_format, for reading) would strip spaces, cut at ';'
+   and split long lines. Restoring checks each value as a preset line is checked. */
+static int mgt__config_store(const mgt_config *cfg, char *out, size_t cap) { /* length, or -1 when cap is too small */
+    mgt__buf b;
+    char name[80], value[MGT_STR_MAX + 64];
+    int i, n;
+    memset(&b, 0, sizeof b);
+    mgt__buf_str(&b, "{");
+    for (i = 0; i < MGT_CONFIG_NKEYS; i++) {
+        snprintf(name, sizeof name, "%s.%s", mgt__keys[i].info.section, mgt__keys[i].info.name);
+        mgt_config_value_string(cfg, i, value, sizeof value);
+        if (i) mgt__buf_str(&b, ",");
+        mgt__buf_json_string(&b, name);
+        mgt__buf_str(&b, ":");
+        mgt__buf_json_string(&b, value);
+    }
+    mgt__buf_str(&b, "}");
+    n = !b.oom && b.n < cap ? (int)b.n : -1;
+    if (n >= 0) memcpy(out, b.p, b.n + 1);
+    free(b.p);
+    return n;
+}
+
+static mgt_result mgt__config_restore(mgt_config *cfg, const char *json, const char *name) {
+    const char *p = json;
+    int seen[MGT_CONFIG_NKEYS], first = 1;
+    mgt_result r = MGT_OK;
+    memset(seen, 0, sizeof seen);
+    mgt__strlcpy(cfg->path, name, sizeof cfg->path);
+    if (!mgt__json_expect(&p, '{')) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is not a JSON object", name);
+    for (;;) {
+        mgt__buf k, v;
+        char why[512], *dot;
+        int key;
+        mgt__json_ws(&p);
+        if (*p == '}') { p++; break; }
+        if (!first && !mgt__json_expect(&p, ',')) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is malformed near byte %d", name, (int)(p - json));
+        first = 0;
+        memset(&k, 0, sizeof k);
+        memset(&v, 0, sizeof v);
+        if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':') || !mgt__json_string(&p, &v) || strlen(k.p) != k.n || strlen(v.p) != v.n) {
+            free(k.p);
+            free(v.p);
+            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is malformed near byte %d", name, (int)(p - json));
+        }
+        dot = strchr(k.p, '.');
+        if (dot) *dot = 0;
+        key = dot ? mgt__find_key(k.p, dot + 1) : -1;
+        if (dot) *dot = '.';
+        if (key < 0) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has the key '%s', unknown to mgt %s", name, k.p, MGT_VERSION_STRING);
+        else if (seen[key]) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has '%s' twice", name, k.p);
+        else if (!mgt__set_value(cfg, key, v.p, why, sizeof why)) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset's %s: %s", name, k.p, why);
+        else { seen[key] = 1; cfg->line[key] = 0; }
+        free(k.p);
+        free(v.p);
+        if (r != MGT_OK) return r;
+    }
+    mgt__json_ws(&p);
+    if (*p) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has text after its end (byte %d)", name, (int)(p - json));
+    return MGT_OK;
+}
+
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg) {
     mgt__st_file f;
     const char *preset;
@@ -3904,7 +4013,8 @@ MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg)
     if (res != MGT_OK) return res;
     preset = mgt__st_meta(&f, "preset");
     mgt_config_init(cfg);
-    res = preset ? mgt_config_load_string(cfg, preset, path) : mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no preset in its metadata", path);
+    res = !preset ? mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no preset in its metadata", path)
+        : preset[0] == '{' ? mgt__config_restore(cfg, preset, path) : mgt_config_load_string(cfg, preset, path); /* INI: checkpoints before JSON */
     mgt__st_close(&f);
     return res;
 }
@@ -5180,7 +5290,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     preset = (char *)MGT_MALLOC((size_t)bytes_preset);
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     else {
-        mgt_config_format(&r->cfg, preset, (size_t)bytes_preset);
+        ok = mgt__config_store(&r->cfg, preset, (size_t)bytes_preset) >= 0; /* 64 KiB: every value 255 escaped bytes is ~30 */
         for (k = 0; k < 3; k++)
             for (i = 0; i < g.n; i++) {
                 char *name = (char *)MGT_MALLOC(96);

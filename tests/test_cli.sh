@@ -303,6 +303,19 @@ run s4 "$MGT" sample full --tokens 10 --seed 3
 if [ "$RC" -eq 0 ] && [ -s s4.out ]; then ok "sample accepts a checkpoint folder"; else fail "sample full/: exit $RC; $(head -c 300 s4.err)"; fi
 expect_err "sample of a missing checkpoint exits 2" 2 "$MGT" sample full/step_00099999.safetensors --tokens 5 -- "step_00099999.safetensors"
 
+# the stored preset comes back exactly: a checkpoint folder of 150 characters with ';', '=' and spaces
+LONGDIR="ck ;x = \"q\" #$(printf 'd%.0s' $(seq 130)) ; e "
+run longdir "$MGT" train "$P/tiny.ini" --no-tui --set train.steps=2 --set train.eval_every=0 --set "checkpoint.dir=$LONGDIR"
+run longdir_sample "$MGT" sample "$LONGDIR" --tokens 5 --seed 1
+if [ "$RC" -eq 0 ] && python3 - "$LONGDIR" <<'EOF2'
+import json, struct, sys
+d = open(sys.argv[1] + "/step_00000002.safetensors", "rb").read()
+meta = json.loads(d[8:8 + struct.unpack("<Q", d[:8])[0]])["__metadata__"]
+assert json.loads(meta["preset"])["checkpoint.dir"] == sys.argv[1], json.loads(meta["preset"])["checkpoint.dir"]
+EOF2
+then ok "a checkpoint.dir of ${#LONGDIR} characters with ';' and spaces is stored exactly and samples"
+else fail "long checkpoint.dir: sample exit $RC; $(head -c 300 longdir_sample.err) $(head -c 300 longdir.err)"; fi
+
 cp "$CK" corrupt.safetensors
 python3 - corrupt.safetensors <<'EOF'
 import struct, sys

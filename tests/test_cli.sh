@@ -303,6 +303,21 @@ run s4 "$MGT" sample full --tokens 10 --seed 3
 if [ "$RC" -eq 0 ] && [ -s s4.out ]; then ok "sample accepts a checkpoint folder"; else fail "sample full/: exit $RC; $(head -c 300 s4.err)"; fi
 expect_err "sample of a missing checkpoint exits 2" 2 "$MGT" sample full/step_00099999.safetensors --tokens 5 -- "step_00099999.safetensors"
 
+# every numeric option as strictly as a preset value: the whole text, finite, in range; exit 2
+expect_err "sample --tokens abc" 2 "$MGT" sample "$CK" --tokens abc -- "mgt sample: --tokens 'abc' is not an integer (valid: 0..1000000)"
+expect_err "sample --tokens 2147483647" 2 "$MGT" sample "$CK" --tokens 2147483647 -- "--tokens 2147483647 is out of range (valid: 0..1000000)"
+expect_err "sample --temperature nan" 2 "$MGT" sample "$CK" --temperature nan -- "--temperature 'nan' is not a finite number (valid: 0..1000)"
+expect_err "sample --temperature -1" 2 "$MGT" sample "$CK" --temperature -1 -- "--temperature -1 is out of range"
+expect_err "sample --top-k 5x" 2 "$MGT" sample "$CK" --top-k 5x -- "--top-k '5x' is not an integer (valid: 0..65536)"
+expect_err "sample --seed -1" 2 "$MGT" sample "$CK" --seed -1 -- "--seed -1 is out of range (valid: 0..2147483647)"
+expect_err "sample of two checkpoints" 2 "$MGT" sample "$CK" "$CK" -- "one checkpoint at a time"
+expect_err "bench --steps x" 2 "$MGT" bench "$P/tiny.ini" --steps x -- "mgt bench: --steps 'x' is not an integer (valid: 1..1000000)"
+expect_err "bench --steps 2147483647" 2 "$MGT" bench "$P/tiny.ini" --steps 2147483647 -- "--steps 2147483647 is out of range"
+expect_err "train --steps is not a train option" 2 "$MGT" train "$P/tiny.ini" --no-tui --steps 5 -- "--steps is an option of mgt bench" \
+    "--set train.steps=N"
+expect_err "plan --gpus 0" 2 "$MGT" plan "$P/tiny.ini" --gpus 0 -- "mgt plan: --gpus 0 is out of range (valid: 1..4096)"
+expect_err "train --tui-frames x" 2 "$MGT" train "$P/tiny.ini" --no-tui --tui-frames x -- "mgt train: --tui-frames 'x' is not an integer"
+
 # the stored preset comes back exactly: a checkpoint folder of 150 characters with ';', '=' and spaces
 LONGDIR="ck ;x = \"q\" #$(printf 'd%.0s' $(seq 130)) ; e "
 run longdir "$MGT" train "$P/tiny.ini" --no-tui --set train.steps=2 --set train.eval_every=0 --set "checkpoint.dir=$LONGDIR"

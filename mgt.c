@@ -459,19 +459,16 @@ static int cmd_train(int argc, char **argv) {
     struct sigaction sa;
     int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0;
     double v;
-    char **args = (char **)malloc(sizeof(char *) * (size_t)(argc + 1));
-    if (!args) return 1;
-    for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option */
+    for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option: taken out of argv in place */
         if (i >= 2 && !strcmp(argv[i], "--tui-frames") && i + 1 < argc) {
-            if (!option_number("train", "--tui-frames", argv[++i], 1, 1, 1000000000, &v)) { free(args); return 2; }
+            if (!option_number("train", "--tui-frames", argv[++i], 1, 1, 1000000000, &v)) return 2;
             tui_frames = (int)v;
             continue;
         }
-        args[nargs++] = argv[i];
+        argv[nargs++] = argv[i];
     }
-    args[nargs] = NULL;
+    argv[nargs] = NULL;
     argc = nargs;
-    argv = args; /* freed at exit */
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     mgt_set_logger(print_log, NULL);

@@ -331,6 +331,23 @@ EOF2
 then ok "a checkpoint.dir of ${#LONGDIR} characters with ';' and spaces is stored exactly and samples"
 else fail "long checkpoint.dir: sample exit $RC; $(head -c 300 longdir_sample.err) $(head -c 300 longdir.err)"; fi
 
+# LeakSanitizer on the driver (build/asan/mgt, built by `ninja sanitized`): every command frees what it allocates
+if [ -x "$ROOT/build/asan/mgt" ]; then
+    A="$ROOT/build/asan/mgt"
+    run asan_train "$A" train "$P/tiny.ini" --no-tui --set train.steps=2 --set checkpoint.dir=asan_ck
+    r1=$RC
+    run asan_sample "$A" sample asan_ck --tokens 5
+    r2=$RC
+    run asan_check "$A" check "$P/tiny.ini"
+    r3=$RC
+    run asan_bad "$A" check dup.ini
+    if [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ "$RC" -eq 2 ] && ! grep -q Sanitizer asan_*.err; then
+        ok "under ASan+LSan: train, sample, check and a refused preset, no leak"
+    else fail "ASan: exit $r1/$r2/$r3/$RC; $(grep -h -A3 Sanitizer asan_*.err | head -8)"; fi
+else
+    echo "skip - ASan driver: build/asan/mgt not built (ninja build/asan/mgt)"
+fi
+
 cp "$CK" corrupt.safetensors
 python3 - corrupt.safetensors <<'EOF'
 import struct, sys

@@ -70,6 +70,31 @@ static void usage(FILE *f) {
             "  mgt version\n");
 }
 
+/* The value of a numeric option, as strictly as a preset's: the whole text, a finite number in
+   lo..hi, an integer where `integer` is set. Otherwise prints the option, the value and what is
+   valid, for example "mgt sample: --tokens 'abc' is not an integer (valid: 0..1000000)", and
+   returns 0 (the caller exits 2). */
+static int option_number(const char *cmd, const char *opt, const char *text, int integer, double lo, double hi, double *out) {
+    char *end, range[96];
+    double v;
+    errno = 0;
+    if (integer) v = (double)strtoll(text, &end, 10);
+    else v = strtod(text, &end);
+    if (!integer && errno == ERANGE && isfinite(v)) errno = 0; /* a subnormal number: the nearest double */
+    if (integer) snprintf(range, sizeof range, "%.0f..%.0f", lo, hi);
+    else snprintf(range, sizeof range, "%g..%g", lo, hi);
+    if (end == text || *end || mgt__ini_space((unsigned char)text[0]) || v != v || (!integer && isinf(v) && errno != ERANGE)) {
+        fprintf(stderr, "mgt %s: %s '%s' is not %s (valid: %s)\n", cmd, opt, text, integer ? "an integer" : "a finite number", range);
+        return 0;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "mgt %s: %s %s is out of range (valid: %s)\n", cmd, opt, text, range);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 /* PRESET plus --set overrides; other options are left to the caller through `extra` */
 typedef struct options {
     const char *preset, *resume, *prompt;
@@ -81,14 +106,20 @@ typedef struct options {
 static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int need_preset) {
     int i;
     mgt_result r;
+    double v;
     mgt_config_init(cfg);
+    mgt_set_logger(print_log, NULL); /* warnings about the preset (a repeated [section]) */
     for (i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--set") || !strcmp(a, "--resume") || !strcmp(a, "--steps")) {
             if (i + 1 >= argc) { fprintf(stderr, "mgt: %s needs a value\n", a); return 2; }
             i++;
             if (!strcmp(a, "--resume")) o->resume = argv[i];
-            else if (!strcmp(a, "--steps")) o->steps = atoi(argv[i]);
+            else if (!strcmp(a, "--steps")) {
+                if (strcmp(argv[1], "bench")) { fprintf(stderr, "mgt %s: --steps is an option of mgt bench; the steps of training are --set train.steps=N\n", argv[1]); return 2; }
+                if (!option_number("bench", "--steps", argv[i], 1, 1, 1000000, &v)) return 2;
+                o->steps = (int)v;
+            }
             continue; /* --set is applied after the preset is loaded */
         }
         if (!strcmp(a, "--no-tui")) { o->no_tui = 1; continue; }
@@ -469,15 +500,17 @@ static int cmd_train(int argc, char **argv) {
     double base_tok_s = 0, start_elapsed;
     struct sigaction sa;
     int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0;
-    char **args = (char **)malloc(sizeof(char *) * (size_t)(argc + 1));
-    if (!args) return 1;
-    for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option */
-        if (i >= 2 && !strcmp(argv[i], "--tui-frames") && i + 1 < argc) { tui_frames = atoi(argv[++i]); continue; }
-        args[nargs++] = argv[i];
+    double v;
+    for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option: taken out of argv in place */
+        if (i >= 2 && !strcmp(argv[i], "--tui-frames") && i + 1 < argc) {
+            if (!option_number("train", "--tui-frames", argv[++i], 1, 1, 1000000000, &v)) return 2;
+            tui_frames = (int)v;
+            continue;
+        }
+        argv[nargs++] = argv[i];
     }
-    args[nargs] = NULL;
+    argv[nargs] = NULL;
     argc = nargs;
-    argv = args; /* freed at exit */
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     if (!cfg.log.metrics[0]) mgt__strlcpy(cfg.log.metrics, "auto", sizeof cfg.log.metrics); /* mgt train keeps metrics unless told not to */
@@ -612,7 +645,7 @@ static int cmd_train(int argc, char **argv) {
 static int cmd_sample(int argc, char **argv) {
     const char *checkpoint = NULL, *prompt = "";
     int tokens = 200, top_k = 0, i, n, rc = 0;
-    double temperature = 1.0;
+    double temperature = 1.0, v;
     unsigned long long seed = 1;
     mgt_run *run;
     mgt_result r;
@@ -626,15 +659,15 @@ static int cmd_sample(int argc, char **argv) {
         const char *a = argv[i];
         int has = i + 1 < argc;
         if (!strcmp(a, "--prompt") && has) prompt = argv[++i];
-        else if (!strcmp(a, "--tokens") && has) tokens = atoi(argv[++i]);
-        else if (!strcmp(a, "--temperature") && has) temperature = atof(argv[++i]);
-        else if (!strcmp(a, "--top-k") && has) top_k = atoi(argv[++i]);
-        else if (!strcmp(a, "--seed") && has) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--tokens") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 1000000, &v)) return 2; tokens = (int)v; }
+        else if (!strcmp(a, "--temperature") && has) { if (!option_number("sample", a, argv[++i], 0, 0, 1000, &temperature)) return 2; }
+        else if (!strcmp(a, "--top-k") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 65536, &v)) return 2; top_k = (int)v; }
+        else if (!strcmp(a, "--seed") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 2147483647, &v)) return 2; seed = (unsigned long long)v; }
         else if (a[0] == '-') { fprintf(stderr, "mgt sample: unknown option or missing value: %s\n\n", a); usage(stderr); return 2; }
+        else if (checkpoint) { fprintf(stderr, "mgt sample: one checkpoint at a time (got %s and %s)\n", checkpoint, a); return 2; }
         else checkpoint = a;
     }
     if (!checkpoint) { fprintf(stderr, "mgt sample: needs a checkpoint file or folder, for example runs/quickstart\n"); return 2; }
-    if (tokens < 0 || temperature < 0 || top_k < 0) { fprintf(stderr, "mgt sample: --tokens, --temperature and --top-k must not be negative\n"); return 2; }
     if ((r = mgt_run_open(&run, checkpoint, 0)) != MGT_OK) return fail(r);
     cfg = mgt_run_config(run);
     if (mgt_tok_open(&tok, cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? "gpt2" : "byte", cfg->data.bpe_dir, err, sizeof err)) {
@@ -716,10 +749,14 @@ static int cmd_plan(int argc, char **argv) {
     mgt_config cfg;
     options o;
     int rc, i, c, gpus = 0, world;
-    double total[MGT_COLL_COUNT] = {0};
+    double total[MGT_COLL_COUNT] = {0}, v;
     char mem[MGT_MEM_COUNT][16], set[64];
     for (i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--gpus")) { gpus = atoi(argv[i + 1]); argv[i] = argv[i + 1] = (char *)"--no-tui"; }
+        if (!strcmp(argv[i], "--gpus")) {
+            if (!option_number("plan", "--gpus", argv[i + 1], 1, 1, 4096, &v)) return 2;
+            gpus = (int)v;
+            argv[i] = argv[i + 1] = (char *)"--no-tui";
+        }
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;

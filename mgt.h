@@ -107,7 +107,8 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
 /* ---- 2. presets ----------------------------------------------------------------------------- */
 
 /* Every preset key: X(section, key, type, default, min, max, choices, help).
-   Types: INT (int), FLOAT (double), STR (char[MGT_STR_MAX]), ENUM (int index into choices).
+   Types: INT (int), FLOAT (double), STR (char[MGT_STR_MAX]: up to 255 bytes of UTF-8 text without
+   control characters), ENUM (int index into choices).
    This one table makes the struct, the defaults, the INI handler, --set, `mgt check` and the
    README's key reference. */
 #define MGT_STR_MAX 256
@@ -200,8 +201,8 @@ MGTDEF void mgt_config_init(mgt_config *cfg);                     /* every key a
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path); /* INI file over cfg */
 MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, const char *name);
 MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment); /* "section.key=value" */
-MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* consistency between keys */
-MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text */
+MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
+MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text, to read (checkpoints store JSON) */
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
 MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, size_t cap);
 
@@ -654,6 +655,36 @@ static void mgt__strlcpy(char *dst, const char *src, size_t cap) {
     dst[n] = 0;
 }
 
+/* Opens path read-only if it is a regular file; anything else (a folder, /dev/null, a FIFO, a
+   socket) is refused before a byte is read. O_NONBLOCK makes open() of a FIFO return at once
+   instead of waiting for a writer; the flag is cleared once fstat shows a regular file. Returns the
+   descriptor (and *st when st is not NULL), or -1 with why = strerror ("No such file or
+   directory") or what the path is ("it is a folder, not a file"), for a message such as
+   "%s: cannot open the preset: %s". */
+static int mgt__open_regular(const char *path, struct stat *st, char *why, size_t cap) {
+    struct stat s;
+    const char *kind;
+    int fd = open(path, O_RDONLY | O_NONBLOCK), flags;
+    if (fd < 0) { snprintf(why, cap, "%s", strerror(errno)); return -1; }
+    if (fstat(fd, &s)) { snprintf(why, cap, "%s", strerror(errno)); close(fd); return -1; }
+    if (S_ISREG(s.st_mode)) {
+        if ((flags = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) {
+            snprintf(why, cap, "%s", strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (st) *st = s;
+        return fd;
+    }
+    kind = S_ISDIR(s.st_mode) ? "a folder" : S_ISFIFO(s.st_mode) ? "a FIFO (named pipe)" : S_ISCHR(s.st_mode) ? "a character device"
+         : S_ISBLK(s.st_mode) ? "a block device" : S_ISSOCK(s.st_mode) ? "a socket" : NULL;
+    if (kind) snprintf(why, cap, "it is %s, not a file", kind);
+    else snprintf(why, cap, "it is not a regular file");
+    close(fd);
+    errno = EINVAL;
+    return -1;
+}
+
 /* ---- counter-based random numbers: every value is a pure function of its keys --------------- */
 
 static uint64_t mgt__mix64(uint64_t x) { /* splitmix64 finaliser */
@@ -725,7 +756,7 @@ static int mgt__choice_index(const char *choices, const char *value) {
     return -1;
 }
 static void mgt__choice_name(const char *choices, int index, char *out, size_t cap) {
-    const char *p = choices;
+    const char *p = index >= 0 ? choices : NULL;
     while (index-- > 0 && p) { p = strchr(p, '|'); if (p) p++; }
     if (!p) { mgt__strlcpy(out, "?", cap); return; }
     {
@@ -833,11 +864,38 @@ static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t 
     return buf;
 }
 
-/* Parses one value into cfg; on error writes what is valid into why. */
+/* why a string value is refused (NULL when it is fine): a value is UTF-8 text of one line, so that
+   any value stores exactly in a checkpoint's JSON and prints as it is */
+static const char *mgt__str_problem(const char *s, char *why, size_t cap) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    if (n >= MGT_STR_MAX) { snprintf(why, cap, "a value of %zu bytes is longer than %d", n, MGT_STR_MAX - 1); return why; }
+    while (*p) {
+        int len = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : (*p & 0xf8) == 0xf0 ? 4 : 0, i;
+        unsigned cp = len == 1 ? *p : len == 2 ? *p & 0x1fu : len == 3 ? *p & 0x0fu : *p & 0x07u;
+        if (*p < 0x20 || *p == 0x7f) {
+            snprintf(why, cap, "byte %d is the control character 0x%02x; a value is text on one line", (int)(p - (const unsigned char *)s) + 1, *p);
+            return why;
+        }
+        for (i = 1; i < len; i++) {
+            if ((p[i] & 0xc0) != 0x80) { len = 0; break; }
+            cp = cp << 6 | (p[i] & 0x3fu);
+        }
+        if (!len || (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff)) {
+            snprintf(why, cap, "byte %d is not UTF-8 text; a value is UTF-8", (int)(p - (const unsigned char *)s) + 1);
+            return why;
+        }
+        p += len;
+    }
+    return NULL;
+}
+
+/* Parses one value into cfg; on error writes what is valid into why. A string is taken as it is
+   (inih has already stripped a file's spaces around it); numbers and choices may have spaces. */
 static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why, size_t cap) {
     const mgt__key *k = &mgt__keys[key];
     char *field = (char *)cfg + k->offset, *end;
-    while (*value == ' ' || *value == '\t') value++;
+    if (k->type != MGT__T_STR) while (*value == ' ' || *value == '\t') value++;
     switch (k->type) {
     case MGT__T_INT: {
         long long v;
@@ -860,6 +918,7 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
         errno = 0;
         v = strtod(value, &end);
         while (*end == ' ' || *end == '\t') end++;
+        if (errno == ERANGE && isfinite(v)) errno = 0; /* a subnormal number, or below it: the nearest double */
         if (!*value || *end || errno || v != v) {
             snprintf(why, cap, "'%s' is not a number (valid: %g..%g)", value, k->info.min, k->info.max);
             return 0;
@@ -881,11 +940,9 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
         return 1;
     }
     default:
-        if (strlen(value) >= MGT_STR_MAX) {
-            snprintf(why, cap, "value is longer than %d characters", MGT_STR_MAX - 1);
-            return 0;
-        }
-        mgt__strlcpy(field, value, MGT_STR_MAX);
+        if (mgt__str_problem(value, why, cap)) return 0;
+        memset(field, 0, MGT_STR_MAX); /* the same value is the same bytes */
+        memcpy(field, value, strlen(value));
         return 1;
     }
 }
@@ -920,47 +977,167 @@ MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, si
     }
 }
 
+/* Preset text goes through inih one physical line per reader call, so inih's line numbers are the
+   file's. inih reads at most `num` bytes of a line (INI_MAX_LINE: 200 in Debian's build, which has
+   neither INI_ALLOW_REALLOC nor INI_USE_STACK 0) and would read the rest as the next line; the
+   reader reads each line whole instead and hands inih what it needs of it: a longer comment or
+   blank line shortened (inih ignores it), a longer [section] header up to its ']', a longer
+   key = value line as "key =" with the value kept aside for the handler (st->long_value), cut where
+   inih cuts a value (mgt__ini_value). A NUL byte is refused: a preset is text. */
+enum { MGT__NSECTIONS = 0
+#define MGT__COUNT_SECTION(s) +1
+    MGT_CONFIG_SECTIONS(MGT__COUNT_SECTION)
+#undef MGT__COUNT_SECTION
+};
+static const char *const mgt__section_names[MGT__NSECTIONS] = {
+#define MGT__SECTION_NAME(s) #s,
+    MGT_CONFIG_SECTIONS(MGT__SECTION_NAME)
+#undef MGT__SECTION_NAME
+};
+#define MGT__INI_LINE_MAX 65536 /* a longer line is refused: not a preset */
+
 typedef struct mgt__ini_state {
     mgt_config *cfg;
-    const char *text;   /* for string input */
-    FILE *file;         /* for file input */
-    int line;           /* line the reader returned last: inih calls the handler for it */
-    int failed;
+    const char *text;        /* for string input */
+    FILE *file;              /* for file input */
+    int line;                /* line the reader returned last: inih calls the handler for it */
+    mgt_result failed;       /* the error that ended the parse, MGT_OK while none */
+    char *buf;               /* that line, whole */
+    size_t cap;
+    const char *long_value;  /* its value when inih got "key =" without it, else NULL */
+    int last_key;            /* the key inih continues with an indented line (its prev_name); -1 after a header */
+    int key_line[MGT_CONFIG_NKEYS];   /* the line of this text that set each key, 0 for none */
+    int section_line[MGT__NSECTIONS]; /* the line of each section's first header, 0 for none */
 } mgt__ini_state;
+
+static int mgt__ini_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; } /* isspace in "C" */
+/* inih's scan for one of `chars` or an inline comment (a ';' after a space) */
+static char *mgt__ini_find(char *s, const char *chars) {
+    int was_space = 0;
+    while (*s && !(chars && strchr(chars, *s)) && !(was_space && *s == ';')) { was_space = mgt__ini_space((unsigned char)*s); s++; }
+    return s;
+}
+/* what inih makes of the text after a key's '=': up to an inline comment, spaces stripped */
+static char *mgt__ini_value(char *v) {
+    char *end = mgt__ini_find(v, NULL);
+    *end = 0;
+    while (end > v && mgt__ini_space((unsigned char)end[-1])) *--end = 0;
+    while (mgt__ini_space((unsigned char)*v)) v++;
+    return v;
+}
+
+/* the next physical line into st->buf, without its '\n': 1, or 0 at the end or on an error (st->failed) */
+static int mgt__ini_getline(mgt__ini_state *st) {
+    size_t n = 0;
+    int c, any = 0;
+    for (;;) {
+        if (st->file) { if ((c = getc(st->file)) == EOF) break; }
+        else { if (!*st->text) break; c = (unsigned char)*st->text++; }
+        any = 1;
+        if (c == '\n') break;
+        if (c == 0) {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a NUL byte at column %zu: a preset is INI text (UTF-8); is this a binary or UTF-16 file?",
+                                   st->cfg->path, st->line + 1, n + 1);
+            return 0;
+        }
+        if (n + 1 >= st->cap) {
+            size_t cap = st->cap ? 2 * st->cap : 256;
+            char *p;
+            if (cap > MGT__INI_LINE_MAX) {
+                st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a line of more than %d characters: not a preset", st->cfg->path, st->line + 1,
+                                       MGT__INI_LINE_MAX);
+                return 0;
+            }
+            if (!(p = (char *)realloc(st->buf, cap))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+            st->buf = p;
+            st->cap = cap;
+        }
+        st->buf[n++] = (char)c;
+    }
+    if (st->file && ferror(st->file)) {
+        st->failed = mgt__fail(MGT_ERROR_IO, "%s:%d: cannot read the preset: %s", st->cfg->path, st->line + 1, strerror(errno));
+        return 0;
+    }
+    if (!any) return 0;
+    if (!st->buf) { /* a first line that is empty */
+        if (!(st->buf = (char *)realloc(NULL, 256))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+        st->cap = 256;
+    }
+    if (n > 0 && st->buf[n - 1] == '\r') n--; /* CRLF; inih strips it too */
+    st->buf[n] = 0;
+    return 1;
+}
+
+/* a [section] header, its name from s to close: an unknown section fails at its own line (inih
+   reports keys, not sections); a repeated one is a warning naming both lines */
+static int mgt__ini_section(mgt__ini_state *st, const char *s, const char *close) {
+    char name[64], why[256];
+    size_t len = (size_t)(close - s), n = len < sizeof name - 1 ? len : sizeof name - 1;
+    int i;
+    memcpy(name, s, n);
+    name[n] = 0;
+    for (i = 0; i < MGT__NSECTIONS; i++)
+        if (len == strlen(mgt__section_names[i]) && !strncmp(s, mgt__section_names[i], len)) break;
+    if (i == MGT__NSECTIONS) {
+        mgt__suggest(name, "", why, sizeof why);
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
+        return 0;
+    }
+    if (st->section_line[i])
+        mgt__log(MGT_LOG_WARN, "%s:%d: [%s] again (first at %s:%d): the keys under both headers are read as one [%s] section", st->cfg->path, st->line,
+                 name, st->cfg->path, st->section_line[i], name);
+    else st->section_line[i] = st->line;
+    return 1;
+}
 
 static char *mgt__ini_reader(char *str, int num, void *stream) {
     mgt__ini_state *st = (mgt__ini_state *)stream;
-    char *r;
-    if (st->file) r = fgets(str, num, st->file);
-    else {
-        int i = 0;
-        if (!*st->text) return NULL;
-        while (i < num - 1 && *st->text) { str[i++] = *st->text; if (*st->text++ == '\n') break; }
-        str[i] = 0;
-        r = str;
-    }
-    if (r) {
-        const char *p = str;
-        st->line++;
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p == '[') { /* inih reports keys, not sections: check the section at its own line */
-            char name[64];
-            size_t n = 0;
-            int i, known = 0;
-            p++;
-            while (*p && *p != ']' && n < sizeof name - 1) name[n++] = *p++;
-            name[n] = 0;
-            for (i = 0; i < MGT_CONFIG_NKEYS; i++) known |= !strcmp(mgt__keys[i].info.section, name);
-            if (*p == ']' && !known) {
-                char why[256];
-                mgt__suggest(name, "", why, sizeof why);
-                mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
-                st->failed = 1;
-                return NULL; /* ends the parse */
+    size_t room = num > 2 ? (size_t)num - 2 : 0, hand; /* what fits beside '\n' and the terminator */
+    char *line, *p;
+    if (st->failed || !mgt__ini_getline(st)) return NULL;
+    st->line++;
+    st->long_value = NULL;
+    line = p = st->buf;
+    if (st->line == 1 && !strncmp(p, "\xEF\xBB\xBF", 3)) p += 3; /* a UTF-8 byte-order mark, which inih skips */
+    while (mgt__ini_space((unsigned char)*p)) p++;
+    hand = strlen(p); /* inih gets the line from p: without the indentation and the mark, which it skips */
+    if (!*p || *p == ';' || *p == '#') { /* blank or a comment: inih reads nothing of it */
+        if (hand > room) hand = room;
+    } else if (p > line && st->last_key >= 0) { /* inih would continue the previous key's value */
+        const mgt_key_info *k = &mgt__keys[st->last_key].info;
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: an indented line continues the value of [%s] %s (%s:%d) in INI; a value is one line: "
+                               "remove the indentation", st->cfg->path, st->line, k->section, k->name, st->cfg->path, st->key_line[st->last_key]);
+        return NULL;
+    } else if (*p == '[') {
+        char *close = mgt__ini_find(p + 1, "]");
+        if (*close != ']') {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a [section] header without its ']' (before any ; comment)", st->cfg->path, st->line);
+            return NULL;
+        }
+        if (!mgt__ini_section(st, p + 1, close)) return NULL;
+        st->last_key = -1;
+        hand = (size_t)(close + 1 - p); /* inih ignores what follows the ']'; a known name fits */
+    } else {
+        char *sep = mgt__ini_find(p, "=:");
+        if (*sep != '=' && *sep != ':') {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: not an INI line (expected [section], key = value or a ; comment)", st->cfg->path, st->line);
+            return NULL;
+        }
+        if (hand > room) { /* too long for inih's buffer: the value goes around it */
+            if ((size_t)(sep + 1 - p) > room) {
+                *sep = 0;
+                st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a key name of %zu characters: not a key of mgt (see `mgt keys`)", st->cfg->path, st->line,
+                                       strlen(p));
+                return NULL;
             }
+            st->long_value = mgt__ini_value(sep + 1);
+            hand = (size_t)(sep + 1 - p);
         }
     }
-    return r;
+    memcpy(str, p, hand);
+    str[hand] = '\n';
+    str[hand + 1] = 0;
+    return str;
 }
 
 static int mgt__ini_handler(void *user, const char *section, const char *name, const char *value) {
@@ -968,20 +1145,25 @@ static int mgt__ini_handler(void *user, const char *section, const char *name, c
     char why[512];
     int key;
     if (st->failed) return 0;
+    if (st->long_value) value = st->long_value;
     key = mgt__find_key(section, name);
     if (key < 0) {
         if (!section[0]) snprintf(why, sizeof why, "key '%s' outside a section; put it under its [section] (see `mgt keys`)", name);
         else mgt__suggest(section, name, why, sizeof why);
-        mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
-        st->failed = 1;
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
+        return 0;
+    }
+    if (st->key_line[key]) {
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s is set again (first at %s:%d); a preset sets a key once: delete one of the two lines",
+                               st->cfg->path, st->line, section, name, st->cfg->path, st->key_line[key]);
         return 0;
     }
     if (!mgt__set_value(st->cfg, key, value, why, sizeof why)) {
-        mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: %s", st->cfg->path, st->line, section, name, why);
-        st->failed = 1;
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: %s", st->cfg->path, st->line, section, name, why);
         return 0;
     }
-    st->cfg->line[key] = st->line;
+    st->cfg->line[key] = st->key_line[key] = st->line;
+    st->last_key = key;
     return 1;
 }
 
@@ -989,8 +1171,11 @@ static mgt_result mgt__config_parse(mgt_config *cfg, mgt__ini_state *st, const c
     int rc;
     mgt__strlcpy(cfg->path, name, sizeof cfg->path);
     st->cfg = cfg;
+    st->last_key = -1;
     rc = ini_parse_stream(mgt__ini_reader, st, mgt__ini_handler, st);
-    if (st->failed) return MGT_ERROR_CONFIG;
+    free(st->buf);
+    st->buf = NULL;
+    if (st->failed) return st->failed;
     if (rc > 0) return mgt__fail(MGT_ERROR_CONFIG, "%s:%d: not an INI line (expected [section], key = value or a ; comment)", name, rc);
     if (rc < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot read the preset", name);
     return MGT_OK;
@@ -999,10 +1184,17 @@ static mgt_result mgt__config_parse(mgt_config *cfg, mgt__ini_state *st, const c
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path) {
     mgt__ini_state st;
     mgt_result r;
+    char why[128];
+    int fd;
     if (!cfg || !path) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_load: cfg and path are required");
     memset(&st, 0, sizeof st);
-    st.file = fopen(path, "r");
-    if (!st.file) return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot open the preset: %s (check the path; presets live in presets/)", path, strerror(errno));
+    fd = mgt__open_regular(path, NULL, why, sizeof why);
+    if (fd < 0) return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot open the preset: %s (check the path; presets live in presets/)", path, why);
+    if (!(st.file = fdopen(fd, "r"))) {
+        int e = errno;
+        close(fd);
+        return mgt__fail(MGT_ERROR_IO, "%s: cannot open the preset: %s", path, strerror(e));
+    }
     r = mgt__config_parse(cfg, &st, path);
     fclose(st.file);
     return r;
@@ -1046,6 +1238,22 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     char w1[300], w2[300], w3[300], w4[300];
     int tok_vocab;
     if (!cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_validate: cfg is required");
+    { /* each key as a file or --set could give it (a program may set fields directly) */
+        int i;
+        for (i = 0; i < MGT_CONFIG_NKEYS; i++) {
+            mgt_config copy;
+            char text[MGT_STR_MAX + 64], why[512];
+            const mgt__key *k = &mgt__keys[i];
+            if (k->type == MGT__T_STR && !memchr((const char *)cfg + k->offset, 0, MGT_STR_MAX))
+                return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: not a string (no terminating NUL in %d bytes)",
+                                 cfg->line[i] ? mgt__where(cfg, i, w1, sizeof w1) : "set by the program", k->info.section, k->info.name, MGT_STR_MAX);
+            mgt_config_value_string(cfg, i, text, sizeof text);
+            copy = *cfg;
+            if (!mgt__set_value(&copy, i, text, why, sizeof why)) /* a default is valid: line 0 here is a program's assignment */
+                return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: %s", cfg->line[i] ? mgt__where(cfg, i, w1, sizeof w1) : "set by the program",
+                                 k->info.section, k->info.name, why);
+        }
+    }
     {
         int e;
         if (frexp(cfg->precision.loss_scale, &e) != 0.5) /* a power of two scales and unscales exactly */
@@ -2401,10 +2609,11 @@ static mgt_result mgt__shard_open(mgt__shard *s, const char *path, const char *k
     struct stat st;
     size_t i, count;
     uint16_t max_token = 0;
+    char why[128];
     memset(s, 0, sizeof *s);
-    fd = open(path, O_RDONLY);
-    if (fd < 0) return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot open the token shard: %s (make it with `mgt prepare`, see README)", key, path, strerror(errno));
-    if (fstat(fd, &st) || (size_t)st.st_size < MGT_SHARD_HEADER_BYTES) {
+    fd = mgt__open_regular(path, &st, why, sizeof why);
+    if (fd < 0) return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot open the token shard: %s (make it with `mgt prepare`, see README)", key, path, why);
+    if ((size_t)st.st_size < MGT_SHARD_HEADER_BYTES) {
         close(fd);
         return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: %lld bytes, shorter than the 1024-byte header", key, path, (long long)st.st_size);
     }
@@ -2890,17 +3099,20 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
     FILE *fp;
     uint64_t hlen;
     const char *p, *end;
-    long long sz;
+    struct stat st;
     size_t want;
-    int cap_t = 0, cap_m = 0;
+    char why[256];
+    int cap_t = 0, cap_m = 0, fd;
     memset(f, 0, sizeof *f);
-    fp = fopen(path, "rb");
-    if (!fp) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(fp, 0, SEEK_END) || (sz = ftell(fp)) < 8 || fseek(fp, 0, SEEK_SET) || fread(&hlen, 8, 1, fp) != 1) {
+    fd = mgt__open_regular(path, &st, why, sizeof why);
+    if (fd < 0) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: cannot open the checkpoint: %s", path, why);
+    fp = fdopen(fd, "rb");
+    if (!fp) { close(fd); return mgt__fail(MGT_ERROR_MEMORY, "%s: cannot open: %s", path, strerror(errno)); }
+    if (st.st_size < 8 || fread(&hlen, 8, 1, fp) != 1) {
         fclose(fp);
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: too short to be a safetensors file", path);
     }
-    f->size = (size_t)sz;
+    f->size = (size_t)st.st_size;
     if (hlen > f->size - 8) {
         fclose(fp);
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: header of %llu bytes in a %zu-byte file", path, (unsigned long long)hlen, f->size);
@@ -4141,6 +4353,72 @@ static mgt_result mgt__resolve_checkpoint(const char *what, const char *dir, cha
     return MGT_OK;
 }
 
+/* ---- the preset a checkpoint stores: every key exactly ----------------------------------------
+   A JSON object of "section.key": "value" strings, each value as mgt_config_value_string gives it
+   (floats in the shortest text that reads back to the same double), in the order of the key table:
+   {"model.n_layer":"2",...,"log.metrics":""}. Every value any valid config holds comes back
+   byte for byte, where INI text (mgt_config_format, for reading) would strip spaces, cut at ';'
+   and split long lines. Restoring checks each value as a preset line is checked. */
+static int mgt__config_store(const mgt_config *cfg, char *out, size_t cap) { /* length, or -1 when cap is too small */
+    mgt__buf b;
+    char name[80], value[MGT_STR_MAX + 64];
+    int i, n;
+    memset(&b, 0, sizeof b);
+    mgt__buf_str(&b, "{");
+    for (i = 0; i < MGT_CONFIG_NKEYS; i++) {
+        snprintf(name, sizeof name, "%s.%s", mgt__keys[i].info.section, mgt__keys[i].info.name);
+        mgt_config_value_string(cfg, i, value, sizeof value);
+        if (i) mgt__buf_str(&b, ",");
+        mgt__buf_json_string(&b, name);
+        mgt__buf_str(&b, ":");
+        mgt__buf_json_string(&b, value);
+    }
+    mgt__buf_str(&b, "}");
+    n = !b.oom && b.n < cap ? (int)b.n : -1;
+    if (n >= 0) memcpy(out, b.p, b.n + 1);
+    free(b.p);
+    return n;
+}
+
+static mgt_result mgt__config_restore(mgt_config *cfg, const char *json, const char *name) {
+    const char *p = json;
+    int seen[MGT_CONFIG_NKEYS], first = 1;
+    mgt_result r = MGT_OK;
+    memset(seen, 0, sizeof seen);
+    mgt__strlcpy(cfg->path, name, sizeof cfg->path);
+    if (!mgt__json_expect(&p, '{')) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is not a JSON object", name);
+    for (;;) {
+        mgt__buf k, v;
+        char why[512], *dot;
+        int key;
+        mgt__json_ws(&p);
+        if (*p == '}') { p++; break; }
+        if (!first && !mgt__json_expect(&p, ',')) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is malformed near byte %d", name, (int)(p - json));
+        first = 0;
+        memset(&k, 0, sizeof k);
+        memset(&v, 0, sizeof v);
+        if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':') || !mgt__json_string(&p, &v) || strlen(k.p) != k.n || strlen(v.p) != v.n) {
+            free(k.p);
+            free(v.p);
+            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is malformed near byte %d", name, (int)(p - json));
+        }
+        dot = strchr(k.p, '.');
+        if (dot) *dot = 0;
+        key = dot ? mgt__find_key(k.p, dot + 1) : -1;
+        if (dot) *dot = '.';
+        if (key < 0) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has the key '%s', unknown to mgt %s", name, k.p, MGT_VERSION_STRING);
+        else if (seen[key]) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has '%s' twice", name, k.p);
+        else if (!mgt__set_value(cfg, key, v.p, why, sizeof why)) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset's %s: %s", name, k.p, why);
+        else { seen[key] = 1; cfg->line[key] = 0; }
+        free(k.p);
+        free(v.p);
+        if (r != MGT_OK) return r;
+    }
+    mgt__json_ws(&p);
+    if (*p) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has text after its end (byte %d)", name, (int)(p - json));
+    return MGT_OK;
+}
+
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg) {
     mgt__st_file f;
     const char *preset;
@@ -4153,7 +4431,8 @@ MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg)
     if (res != MGT_OK) return res;
     preset = mgt__st_meta(&f, "preset");
     mgt_config_init(cfg);
-    res = preset ? mgt_config_load_string(cfg, preset, path) : mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no preset in its metadata", path);
+    res = preset && preset[0] == '{' ? mgt__config_restore(cfg, preset, path)
+                                     : mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no preset (a JSON object) in its metadata", path);
     mgt__st_close(&f);
     if (res == MGT_OK && mgt_config_validate(cfg) != MGT_OK) { /* as `mgt train` would refuse it */
         char why[1024];
@@ -5602,7 +5881,18 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     preset = (char *)MGT_MALLOC((size_t)bytes_preset);
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     else {
-        mgt_config_format(&r->cfg, preset, (size_t)bytes_preset);
+        mgt_config stored = r->cfg;
+        char where[4096];
+        /* the BPE files by their absolute path, so `mgt sample` decodes from any folder */
+        if (stored.data.tokenizer == MGT_TOKENIZER_GPT2 && stored.data.bpe_dir[0] != '/' && getcwd(where, sizeof where) &&
+            strlen(where) + 1 + strlen(stored.data.bpe_dir) < sizeof stored.data.bpe_dir)
+        {
+            size_t n = strlen(where);
+            where[n] = '/';
+            mgt__strlcpy(where + n + 1, r->cfg.data.bpe_dir, sizeof where - n - 1);
+            mgt__strlcpy(stored.data.bpe_dir, where, sizeof stored.data.bpe_dir);
+        }
+        ok = mgt__config_store(&stored, preset, (size_t)bytes_preset) >= 0; /* 64 KiB: every value 255 escaped bytes is ~30 */
         for (k = 0; k < 3; k++)
             for (i = 0; i < g.n; i++) {
                 char *name = (char *)MGT_MALLOC(96);

@@ -196,7 +196,7 @@ cp $C fmt1.safetensors && ck meta fmt1.safetensors format mgt-checkpoint-1
 run t6 "$MGT" sample fmt1.safetensors --tokens 3
 if [ "$RC" -eq 2 ] && has t6.err "format 1"; then ok "a format-1 checkpoint (header unchecked) is refused, saying why"
 else fail "format 1: exit $RC; $(head -c 300 t6.err)"; fi
-cp $C inconsistent.safetensors && ck preset inconsistent.safetensors "n_head        = 2" "n_head        = 3"
+cp $C inconsistent.safetensors && ck preset inconsistent.safetensors "\"model.n_head\":\"2\"" "\"model.n_head\":\"3\""
 run t7 "$MGT" sample inconsistent.safetensors --tokens 3
 if [ "$RC" -eq 2 ] && has t7.err "the preset stored in it is not valid" && has t7.err "n_head = 3"; then ok "sample validates the stored preset as train does (n_head 3, d_model 32)"
 else fail "inconsistent stored preset: exit $RC; $(head -c 300 t7.err)"; fi

@@ -13,8 +13,8 @@
 # 80x24, 120x40 (1 rank), 160x48 and 200x60 (8 ranks) every row between header and footer begins
 # and ends with a box border (a long checkpoint path, the ! marker) and the progress bar ends in
 # the same column; "(1 rank)"; a footer message clears after 5 s; q and Ctrl-C leave the summary
-# "stopped"; the header's elapsed time and the events' times are one clock, h:mm:ss; the
-# dashboard's own figures only with MGT_TUI_DEBUG=1.
+# "stopped"; the header's elapsed time and the events' times are one clock, h:mm:ss; the loss
+# chart's range leaves out the warmup spike; the dashboard's own figures only with MGT_TUI_DEBUG=1.
 # Skips (77) without tmux or python3.
 set -u
 cd "$(dirname "$0")/.."
@@ -53,6 +53,8 @@ if what == 'clock':  # the header's elapsed time is the run's clock: at least th
     ok = re.fullmatch(r'[0-9]+:[0-5][0-9]:[0-5][0-9]', el) and ev and all(re.fullmatch(r'[0-9]+:[0-5][0-9]:[0-5][0-9]', e) for e in ev) \
         and clock(el) >= clock(ev[-1])
     print('elapsed %s, newest event at %s' % (el, ev[-1] if ev else None)); sys.exit(0 if ok else 1)
+if what == 'loss_top':  # the loss chart's highest y label
+    print(re.match(r'^\u2502 +([0-9.]+) ', lines[4]).group(1))
 PY
 }
 fail() { echo "FAIL ($SIZE): $*"; echo "--- screen:"; cat "$TMP/screen"; exit 1; }
@@ -104,6 +106,9 @@ check_size() { # cols rows stop-key
     grep -E "^│[ !] +$r +$r +0 +0 cpu" "$TMP/screen" | grep -Eq ' [0-9.]+KiB +[0-9.]+KiB ' || fail "rank $r: memory without its unit"
     if grep -E "^│[ !] +$r +$r +0 +0 cpu" "$TMP/screen" | grep -Eq ' [0-9.]+[KMG] '; then fail "rank $r: memory as a bare count (136K)"; fi
   done
+  py loss_top > "$TMP/why"
+  awk '{ exit !($1 < 2) }' "$TMP/why" || fail "the loss chart's top is $(cat "$TMP/why"): the warmup spike sets the range"
+  grep -q 'cut above: max 5' "$TMP/screen" || fail "the loss chart does not say what it cut off"
   views "$cols" "$rows"
   if [ "$cols" -ge 160 ]; then grep -Eq 'all-reduce +[1-9][0-9]* +[0-9.]+(B|KiB|MiB|GiB) ' "$TMP/screen" || fail "no all-reduce traffic in the overview"; fi
   send 3; wait_for 'communication, per step' 3 || fail "3 does not show the communication view"

@@ -1,7 +1,7 @@
 /* tests/test_tui_layout.c - the dashboard's pure parts, without a terminal: the layout of every
    view for 80x24, 120x40, 160x48, 200x60 (and a few odd sizes) with 1, 2, 8 and 64 ranks; key
    handling (views, scrolling, flags); bus-bandwidth factors; number formatting; the rank table's
-   columns, the header's progress bar, text cut to a box. Regression tests
+   columns, the header's progress bar, text cut to a box, the loss chart's range. Regression tests
    are named after the bug they caught (nvtop's habit). */
 #define MGT_TUI_IMPLEMENTATION
 #define MGT_TUI_LAYOUT_ONLY
@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <math.h>
 
 static int failures;
 #define CHECK(cond, ...)                                                      \
@@ -114,6 +115,7 @@ static void test_keys(void) {
     CHECK(mgt_tui_key(&ui, 'p', &L) == MGT_TUI_PAUSE, "p pauses");
     CHECK(mgt_tui_key(&ui, 's', &L) == MGT_TUI_SAVE, "s saves");
     CHECK(mgt_tui_key(&ui, 'x', &L) == 0, "unknown keys do nothing");
+    CHECK(mgt_tui_key(&ui, 'r', &L) == MGT_TUI_RAW, "r: raw or smoothed loss");
     CHECK(mgt_tui_key(&ui, '\t', &L) == MGT_TUI_REDRAW && ui.view == MGT_TUI_RANKS, "Tab: ranks");
     CHECK(mgt_tui_key(&ui, '\t', &L) == MGT_TUI_REDRAW && ui.view == MGT_TUI_COMM, "Tab: communication");
     CHECK(mgt_tui_key(&ui, '\t', &L) == MGT_TUI_REDRAW && ui.view == MGT_TUI_OVERVIEW, "Tab: overview again");
@@ -289,6 +291,54 @@ static void test_sparkline_glued_to_step_time(void) {
     for (ms = 1e-3; ms < 1e12; ms *= 1.1) { mgt_tui_fmt_ms(ms, b, sizeof b); CHECK(strlen(b) <= 8, "%g ms: %s", ms, b); }
 }
 
+/* issue 12.4: the loss chart spanned every loss so far, so after a warmup spike from 10.9 the slow
+   decline below 3.2 was a flat line along the bottom */
+static void test_loss_chart_flat_after_warmup(void) {
+    enum { N = 2000, DW = 140 };
+    static float raw[N], sm[N], col[DW];
+    double lo, hi, rmin = 1e9, rmax = -1e9;
+    unsigned r = 12345;
+    int i, px;
+    for (i = 0; i < N; i++) { /* 10.9 falling to 3.2 within 60 steps, then 3.2 -> 2.9 slowly, with noise */
+        double base = i < 60 ? 3.2 + 7.7 * exp(-i / 12.0) : 3.2 - 0.3 * (i - 60) / (N - 60.0);
+        r = r * 1103515245u + 12345u;
+        raw[i] = (float)(base + 0.04 * (((r >> 16) & 1023) / 1023.0 - 0.5));
+        if (raw[i] < rmin) rmin = raw[i];
+        if (raw[i] > rmax) rmax = raw[i];
+    }
+    /* the old range: every raw loss, the decline a few percent of the chart's height */
+    CHECK((3.2 - 2.9) / (rmax - rmin) < 0.05, "the old range is %.3f..%.3f", rmin, rmax);
+    mgt_tui_smooth(raw, N, MGT_TUI_SMOOTHING, sm);
+    CHECK(fabs(sm[0] - raw[0]) < 1e-6, "debiased: the first smoothed value is the first loss (%f, %f)", sm[0], raw[0]);
+    for (px = 0; px < DW; px++) { /* the chart's dot columns: the mean of the smoothed steps in each */
+        int a = px * N / DW, b = (px + 1) * N / DW, j;
+        double s = 0;
+        for (j = a; j < b; j++) s += sm[j];
+        col[px] = (float)(s / (b - a));
+    }
+    mgt_tui_loss_range(col, DW, &lo, &hi);
+    CHECK(lo <= 2.92 && lo > 2.8, "lo %.3f: the lowest smoothed value in view, with a margin", lo);
+    CHECK(hi >= 3.2 && hi < 3.6, "hi %.3f: the spike cut off, the decline from 3.2 in view", hi);
+    CHECK((3.2 - 2.9) / (hi - lo) >= 0.5, "the decline takes %.0f%% of the height", 100 * (3.2 - 2.9) / (hi - lo));
+    /* a late rise stays in view */
+    for (px = DW - 10; px < DW; px++) col[px] = 5.0f;
+    mgt_tui_loss_range(col, DW, &lo, &hi);
+    CHECK(hi >= 5.0, "a rise at the end is cut off: hi %.3f", hi);
+    /* early in the run (the spike is most of it) the spike is what is shown */
+    mgt_tui_loss_range(sm, 40, &lo, &hi);
+    CHECK(hi > 6 && lo < sm[39], "early: %.3f..%.3f", lo, hi);
+    /* flat, one value, none, non-finite */
+    for (i = 0; i < 10; i++) col[i] = 2.5f;
+    mgt_tui_loss_range(col, 10, &lo, &hi); CHECK(lo < 2.5 && hi > 2.5 && hi - lo < 0.01, "flat: %f..%f", lo, hi);
+    mgt_tui_loss_range(col, 1, &lo, &hi); CHECK(lo < 2.5 && hi > 2.5, "one value: %f..%f", lo, hi);
+    mgt_tui_loss_range(col, 0, &lo, &hi); CHECK(lo < hi, "none: %f..%f", lo, hi);
+    col[0] = (float)NAN; col[1] = (float)INFINITY;
+    mgt_tui_loss_range(col, 3, &lo, &hi); CHECK(isfinite(lo) && isfinite(hi) && lo < 2.5 && hi > 2.5, "non-finite skipped: %f..%f", lo, hi);
+    raw[0] = (float)NAN; raw[1] = 4; raw[2] = (float)NAN;
+    mgt_tui_smooth(raw, 3, 0.9, sm);
+    CHECK(isnan(sm[0]) && sm[1] == 4 && sm[2] == 4, "smooth skips non-finite: %f %f %f", sm[0], sm[1], sm[2]);
+}
+
 int main(void) {
     test_layouts();
     test_specific();
@@ -301,7 +351,8 @@ int main(void) {
     test_rank_headers_cut_at_120_columns();
     test_progress_bar_changes_width_between_views();
     test_sparkline_glued_to_step_time();
+    test_loss_chart_flat_after_warmup();
     if (failures) { printf("%d failures\n", failures); return 1; }
-    printf("test_tui_layout: layouts of 9 sizes x 6 rank counts x 3 views, keys, bandwidth factors, formats, rank columns, progress bar, fitting: ok\n");
+    printf("test_tui_layout: layouts of 9 sizes x 6 rank counts x 3 views, keys, bandwidth factors, formats, rank columns, progress bar, fitting, loss range: ok\n");
     return 0;
 }

@@ -48,9 +48,12 @@ enum {
     MGT_TUI_SAVE = 4,    /* s: checkpoint now */
     MGT_TUI_REDRAW = 8,  /* the view changed (Tab, scroll, help): draw again */
     MGT_TUI_CLOSED = 16, /* the frame limit was reached */
-    MGT_TUI_DREW = 32    /* mgt_tui_frame drew the screen (the data, the view or the size changed) */
+    MGT_TUI_DREW = 32,   /* mgt_tui_frame drew the screen (the data, the view or the size changed) */
+    MGT_TUI_RAW = 64     /* r: the loss chart switches between the smoothed curve and the raw losses
+                            (mgt_tui_frame acts on it and does not return it) */
 };
 #define MGT_TUI_MESSAGE_S 5.0 /* seconds a footer message stays (htop's are a few seconds too) */
+#define MGT_TUI_SMOOTHING 0.9 /* the loss curve's EMA weight of the past */
 
 typedef struct mgt_tui_rect { int y, x, h, w; } mgt_tui_rect; /* h == 0: not shown */
 
@@ -111,6 +114,15 @@ int mgt_tui_progress_width(int cols, int steps);
    now (buffers and workspace as one), 1 also the shares in percent and each category apart, 2
    current/peak of each and the GPU's power and temperature. */
 int mgt_tui_rank_columns(int w, int *barw, char *header, size_t cap);
+/* The loss curve TensorBoard draws: an exponential moving average debiased for its start (alpha
+   0.9: the weight of the past); non-finite losses are skipped (out holds the last average, NAN
+   before any). out may be raw. */
+void mgt_tui_smooth(const float *raw, int n, double alpha, float *out);
+/* The loss chart's y range for the values drawn (the smoothed curve, one value per dot column):
+   from the lowest to the median plus twice the median's distance from it, so a warmup spike of
+   less than half the window is cut off at the top, and always up to the highest value of the last
+   quarter (a late rise stays in view); 5% of margin either side. */
+void mgt_tui_loss_range(const float *v, int n, double *lo, double *hi);
 
 #ifndef MGT_TUI_LAYOUT_ONLY
 struct mgt_run;
@@ -163,8 +175,8 @@ void mgt_tui_restore_terminal(void);
 
 #include <stdio.h>  /* defines: snprintf */
 #include <string.h> /* defines: memset, strlen */
-#include <stdlib.h> /* defines: malloc, realloc, free, getenv, setenv */
-#include <math.h>   /* defines: isfinite, fabs */
+#include <stdlib.h> /* defines: malloc, realloc, qsort, free, getenv, setenv */
+#include <math.h>   /* defines: isfinite, fabs, NAN, HUGE_VAL */
 
 static mgt_tui_rect mgt_tui__rect(int y, int x, int h, int w) {
     mgt_tui_rect r;
@@ -256,6 +268,7 @@ int mgt_tui_key(mgt_tui_ui *ui, int key, const mgt_tui_panes *L) {
     case 'p': case 'P': case ' ': return MGT_TUI_PAUSE;
     case 's': case 'S': return MGT_TUI_SAVE;
     case '?': case 'h': ui->help = !ui->help; return MGT_TUI_REDRAW;
+    case 'r': case 'R': return MGT_TUI_RAW;
     case '\t': ui->view = (ui->view + 1) % MGT_TUI_VIEWS; ui->scroll = 0; return MGT_TUI_REDRAW;
     case MGT_TUI__KEY_BTAB: ui->view = (ui->view + MGT_TUI_VIEWS - 1) % MGT_TUI_VIEWS; ui->scroll = 0; return MGT_TUI_REDRAW;
     case '1': case '2': case '3': ui->view = key - '1'; ui->scroll = 0; return MGT_TUI_REDRAW;
@@ -420,6 +433,48 @@ int mgt_tui_rank_columns(int w, int *barw, char *h, size_t cap) {
     return form;
 }
 
+void mgt_tui_smooth(const float *raw, int n, double alpha, float *out) {
+    double acc = 0, weight = 0;
+    int i;
+    for (i = 0; i < n; i++) {
+        double x = raw[i];
+        if (isfinite(x)) { acc = alpha * acc + (1 - alpha) * x; weight = alpha * weight + (1 - alpha); }
+        out[i] = weight > 0 ? (float)(acc / weight) : (float)NAN;
+    }
+}
+
+static int mgt_tui__cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+void mgt_tui_loss_range(const float *v, int n, double *lo, double *hi) {
+    float *s = n > 0 ? (float *)malloc(sizeof *s * (size_t)n) : NULL;
+    int i, k = 0;
+    double med, span, tail_max = -HUGE_VAL;
+    *lo = 0; *hi = 1;
+    for (i = 0; i < n; i++) {
+        if (!isfinite(v[i])) continue;
+        if (s) s[k] = v[i];
+        k++;
+        if (i >= n - n / 4 - 1 && v[i] > tail_max) tail_max = v[i];
+    }
+    if (!s || k == 0) { free(s); return; }
+    qsort(s, (size_t)k, sizeof *s, mgt_tui__cmp_float);
+    med = k % 2 ? s[k / 2] : 0.5 * ((double)s[k / 2 - 1] + s[k / 2]);
+    *lo = s[0];
+    *hi = med + 2 * (med - *lo);
+    if (*hi > s[k - 1]) *hi = s[k - 1];
+    if (tail_max > *hi) *hi = tail_max;
+    free(s);
+    span = *hi - *lo;
+    if (span < 1e-3 * (fabs(med) > 1 ? fabs(med) : 1)) { /* flat: a range around it */
+        double pad = 5e-4 * (fabs(med) > 1 ? fabs(med) : 1);
+        *lo -= pad; *hi += pad;
+    } else {
+        *lo -= 0.05 * span; *hi += 0.05 * span;
+    }
+}
+
 #ifndef MGT_TUI_LAYOUT_ONLY
 /* ---- the dashboard (ncursesw) ------------------------------------------------------------------ */
 #include <locale.h>  /* defines: setlocale */
@@ -437,7 +492,7 @@ enum { MGT_TUI__C_TITLE = 1, MGT_TUI__C_GOOD, MGT_TUI__C_COMM, MGT_TUI__C_BAD, M
 
 typedef struct mgt_tui__point { /* one published step, what the charts need */
     int step;
-    float loss, tok_s, samp_s, step_ms, mfu;
+    float loss, sm, tok_s, samp_s, step_ms, mfu; /* sm: the smoothed loss (mgt_tui_smooth) */
     unsigned char has_mfu;
 } mgt_tui__point;
 typedef struct mgt_tui__val { int step; float loss; } mgt_tui__val;
@@ -461,10 +516,10 @@ struct mgt_tui {
     mgt_rank_stats *ranks;
     mgt_event ev[MGT_TUI__EVENTS];
     int nev;                  /* events read in all; the newest MGT_TUI__EVENTS are in ev */
-    double best, ema;
+    double best, ema, ema_acc, ema_w; /* ema: the smoothed loss now (mgt_tui_smooth's average, kept step by step) */
     double t_open, t_refresh, cpu_open; /* cpu_open: CPU time of the dashboard's thread */
     int frames, dirty, draws;
-    int stopping, debug;
+    int stopping, raw, debug;  /* raw: the loss chart shows raw losses (r) */
     char message[160];
     double message_t;          /* when the message was set (mgt_tui__now) */
 };
@@ -633,10 +688,13 @@ void mgt_tui_refresh(mgt_tui *t) {
             p->step_ms = (float)s->step_ms;
             p->mfu = (float)s->mfu;
             p->has_mfu = (unsigned char)(s->has_mfu != 0);
-            if (isfinite(s->loss)) {
+            if (isfinite(s->loss)) { /* as mgt_tui_smooth, one step at a time */
                 if (s->loss < t->best) t->best = s->loss;
-                t->ema = t->npts == 1 ? s->loss : 0.9 * t->ema + 0.1 * s->loss;
+                t->ema_acc = MGT_TUI_SMOOTHING * t->ema_acc + (1 - MGT_TUI_SMOOTHING) * s->loss;
+                t->ema_w = MGT_TUI_SMOOTHING * t->ema_w + (1 - MGT_TUI_SMOOTHING);
+                t->ema = t->ema_acc / t->ema_w;
             }
+            p->sm = t->ema_w > 0 ? (float)t->ema : (float)NAN;
             mgt_tui__take_val(t, s);
             t->last = *s;
             t->has_last = 1;
@@ -786,8 +844,9 @@ static void mgt_tui__draw_header(mgt_tui *t) {
     wnoutrefresh(w);
 }
 
-static void mgt_tui__axis(char *out, size_t cap, double v) { /* 6 characters whatever the size */
-    if (fabs(v) < 99.9995) snprintf(out, cap, "%6.3f", v);
+static void mgt_tui__axis(char *out, size_t cap, double v, double span) { /* 6 characters whatever the size */
+    if (fabs(v) < 9.99995 && span < 0.02) snprintf(out, cap, "%6.4f", v);
+    else if (fabs(v) < 99.9995) snprintf(out, cap, "%6.3f", v);
     else if (fabs(v) < 9999.5) snprintf(out, cap, "%6.1f", v);
     else snprintf(out, cap, "%6.0e", v);
 }
@@ -796,11 +855,12 @@ static void mgt_tui__draw_loss(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_LOSS];
     char buf[160], a[32], b[32];
     int H, W, gw, gh, i, x0 = 8, first, last, px, prev_py = -1;
-    float lo = 0, hi = 0;
+    double lo, hi, top = -HUGE_VAL; /* top: the highest value drawn, shown when it lies above the range */
     unsigned char *grid;
+    float *col;
     if (!w) return;
     werase(w);
-    mgt_tui__box(t, w, "train loss");
+    mgt_tui__box(t, w, t->raw ? "train loss, raw (r: smoothed)" : "train loss, smoothed (r: raw)");
     getmaxyx(w, H, W);
     if (t->has_last) {
         snprintf(buf, sizeof buf, "now %.4f  best %.4f  smoothed %.4f", t->last.loss, t->best, t->ema);
@@ -815,49 +875,38 @@ static void mgt_tui__draw_loss(mgt_tui *t) {
     }
     first = t->pts[0].step;
     last = t->pts[t->npts - 1].step;
-    for (i = 0; i < t->npts; i++) {
-        float l = t->pts[i].loss;
-        if (!isfinite(l)) continue;
-        if (i == 0 || l < lo) lo = l;
-        if (i == 0 || l > hi) hi = l;
-    }
-    for (i = 0; i < t->nvals; i++) {
-        if (t->vals[i].loss < lo) lo = t->vals[i].loss;
-        if (t->vals[i].loss > hi) hi = t->vals[i].loss;
-    }
-    if (hi - lo < 1e-6f) { hi += 0.5f; lo -= 0.5f; }
-    /* y labels */
-    mgt_tui__axis(a, sizeof a, hi); mgt_tui__put(t, w, 2, 1, a);
-    mgt_tui__axis(a, sizeof a, (lo + hi) / 2); mgt_tui__put(t, w, 2 + (gh - 1) / 2, 1, a);
-    mgt_tui__axis(a, sizeof a, lo); mgt_tui__put(t, w, 1 + gh, 1, a);
-    /* x labels */
-    snprintf(a, sizeof a, "%d", first);
-    snprintf(b, sizeof b, "%d", last);
-    mgt_tui__put(t, w, gh + 2, x0, a);
-    mgt_tui__put(t, w, gh + 2, x0 + gw - (int)strlen(b), b);
-    mgt_tui__put(t, w, gh + 2, x0 + gw / 2 - 2, "step");
-    /* dots: 2 x 4 per cell with braille, 1 x 3 with blocks/ASCII */
     {
         int sx = t->utf8 ? 2 : 1, sy = t->utf8 ? 4 : 3, DW = gw * sx, DH = gh * sy, cy, cx;
         grid = (unsigned char *)calloc((size_t)DW * (size_t)DH, 1);
-        if (!grid) { wnoutrefresh(w); return; }
-        for (px = 0; px < DW; px++) { /* the mean loss of the steps that fall in this dot column */
+        col = (float *)malloc(sizeof *col * (size_t)DW);
+        if (!grid || !col) { free(grid); free(col); wnoutrefresh(w); return; }
+        for (px = 0; px < DW; px++) { /* the mean (smoothed or raw) loss of the steps that fall in this dot column */
             double s = 0;
-            int cnt = 0, j, lo_i, hi_i, py;
+            int cnt = 0, j, lo_i, hi_i;
             lo_i = (int)((double)px * t->npts / DW);
             hi_i = mgt_tui__max(lo_i + 1, (int)((double)(px + 1) * t->npts / DW));
-            if (lo_i >= t->npts) break;
-            for (j = lo_i; j < hi_i && j < t->npts; j++) if (isfinite(t->pts[j].loss)) { s += t->pts[j].loss; cnt++; }
-            if (!cnt) continue;
-            py = (int)((hi - s / cnt) / (hi - lo) * (DH - 1) + 0.5);
-            py = mgt_tui__clamp(py, 0, DH - 1);
-            if (prev_py >= 0) { /* join to the previous column */
-                int y, y0 = mgt_tui__min(prev_py, py), y1 = mgt_tui__max(prev_py, py);
+            for (j = lo_i; j < hi_i && j < t->npts; j++) {
+                float v = t->raw ? t->pts[j].loss : t->pts[j].sm;
+                if (isfinite(v)) { s += v; cnt++; }
+            }
+            col[px] = cnt ? (float)(s / cnt) : (float)NAN;
+        }
+        mgt_tui_loss_range(col, DW, &lo, &hi);
+        for (px = 0; px < DW; px++) {
+            int py;
+            if (!isfinite(col[px])) continue;
+            if (col[px] > top) top = col[px];
+            py = (int)((hi - col[px]) / (hi - lo) * (DH - 1) + 0.5);
+            if (py < 0) { prev_py = -2; continue; } /* above the range (a warmup spike): not drawn */
+            py = mgt_tui__min(py, DH - 1);
+            if (prev_py != -1) { /* join to the previous column, or to the top where the curve comes down into view */
+                int y, y0 = mgt_tui__min(mgt_tui__max(prev_py, 0), py), y1 = mgt_tui__max(prev_py, py);
                 for (y = y0; y <= y1; y++) grid[(size_t)y * DW + px] = 1;
             }
             grid[(size_t)py * DW + px] = 1;
             prev_py = py;
         }
+        free(col);
         mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 1);
         for (cy = 0; cy < gh; cy++)
             for (cx = 0; cx < gw; cx++) {
@@ -881,15 +930,25 @@ static void mgt_tui__draw_loss(mgt_tui *t) {
         mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 0);
         free(grid);
     }
-    /* validation points */
+    /* y labels (drawn after the curve: a clipped curve runs along the top) */
+    mgt_tui__axis(a, sizeof a, hi, hi - lo); mgt_tui__put(t, w, 2, 1, a);
+    mgt_tui__axis(a, sizeof a, (lo + hi) / 2, hi - lo); mgt_tui__put(t, w, 2 + (gh - 1) / 2, 1, a);
+    mgt_tui__axis(a, sizeof a, lo, hi - lo); mgt_tui__put(t, w, 1 + gh, 1, a);
+    /* x labels */
+    snprintf(a, sizeof a, "%d", first);
+    snprintf(b, sizeof b, "%d", last);
+    mgt_tui__put(t, w, gh + 2, x0, a);
+    mgt_tui__put(t, w, gh + 2, x0 + gw - (int)strlen(b), b);
+    mgt_tui__put(t, w, gh + 2, x0 + gw / 2 - 2, "step");
+    /* validation points inside the range */
     mgt_tui__attr(t, w, MGT_TUI__C_VAL, 1);
     wattron(w, A_BOLD);
     for (i = 0; i < t->nvals; i++) {
         int cx = last > first ? (int)((double)(t->vals[i].step - first) / (last - first) * (gw - 1) + 0.5) : gw - 1;
         int cy = (int)((hi - t->vals[i].loss) / (hi - lo) * (gh - 1) + 0.5);
-        if (cx < 0 || cx >= gw) continue;
-        if (t->utf8) mvwaddstr(w, 2 + mgt_tui__clamp(cy, 0, gh - 1), x0 + cx, "\xe2\x97\x86"); /* a diamond */
-        else mvwaddch(w, 2 + mgt_tui__clamp(cy, 0, gh - 1), x0 + cx, 'o');
+        if (cx < 0 || cx >= gw || cy < 0 || cy >= gh) continue;
+        if (t->utf8) mvwaddstr(w, 2 + cy, x0 + cx, "\xe2\x97\x86"); /* a diamond */
+        else mvwaddch(w, 2 + cy, x0 + cx, 'o');
     }
     wattroff(w, A_BOLD);
     if (t->nvals > 0) {
@@ -897,6 +956,10 @@ static void mgt_tui__draw_loss(mgt_tui *t) {
         mgt_tui__put_to(t, w, H - 1, mgt_tui__max(2, W - (int)strlen(buf) - 2), W - 2, buf);
     }
     mgt_tui__attr(t, w, MGT_TUI__C_VAL, 0);
+    if (top > hi) { /* the part of the curve above the range is not drawn: say how high it went */
+        snprintf(buf, sizeof buf, " cut above: max %.4g ", top);
+        mgt_tui__put_to(t, w, H - 1, 2, W / 2, buf);
+    }
     wnoutrefresh(w);
 }
 
@@ -1187,6 +1250,7 @@ static void mgt_tui__draw_help(mgt_tui *t) {
         "Tab      next view: overview, ranks, communication",
         "1 2 3    overview / ranks / communication",
         "arrows   scroll the rank table (PgUp/PgDn, Home/End)",
+        "r        loss chart: smoothed (EMA 0.9) or raw losses",
         "?        this help; any key closes it",
         "",
         "bar: compute | communication | bubble (pipeline wait)",
@@ -1254,7 +1318,8 @@ int mgt_tui_frame(mgt_tui *t) {
         if (ch == KEY_RESIZE) mgt_tui__relayout(t);
         else {
             int f = mgt_tui_key(&t->ui, ch, &t->L);
-            flags |= f & ~MGT_TUI_REDRAW;
+            if (f & MGT_TUI_RAW) { t->raw = !t->raw; t->dirty = 1; }
+            flags |= f & ~(MGT_TUI_REDRAW | MGT_TUI_RAW);
             if (f & MGT_TUI_REDRAW) t->dirty = 1;
         }
         wtimeout(stdscr, 0);

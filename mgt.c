@@ -425,6 +425,7 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
     opt.preset = preset;
     opt.max_frames = max_frames;
     opt.base_tokens_per_s = base_tok_s;
+    opt.run_time_s = mgt__now() - run->created_s; /* the run's clock, which stamps its events */
     if (ab && getenv("MGT_TUI_REFRESH_MS")) { /* A/B only: draw more often, so that the cost of one screen stands out of the noise */
         int ms = atoi(getenv("MGT_TUI_REFRESH_MS"));
         opt.refresh_s = ms > 0 ? ms * 1e-3 : 0;
@@ -453,7 +454,10 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
         flags = mgt_tui_frame(t);
         if (ab && (flags & MGT_TUI_DREW)) ab->draws++;
         if (mgt_stop_requested || (flags & (MGT_TUI_STOP | MGT_TUI_CLOSED))) {
-            if (!stopping) mgt_tui_message(t, "stopping after this step; a checkpoint follows");
+            if (!stopping) {
+                mgt_tui_message(t, "stopping after this step; a checkpoint follows");
+                mgt_tui_stopping(t);
+            }
             stopping = 1;
             __atomic_store_n(&c.stop, 1, __ATOMIC_SEQ_CST);
         }
@@ -468,6 +472,8 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
         }
     }
     pthread_join(th, NULL);
+    mgt_run_stats(run, &st);
+    if (st.step < st.steps) mgt_tui_stopping(t); /* ended early, whichever way (q, a signal, the frame limit, A/B): the summary says stopped */
     mgt_tui_refresh(t);
     mgt_tui_summary(t, summary, sizeof summary);
     mgt_tui_close(t);

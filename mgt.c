@@ -55,19 +55,62 @@ static void format_hms(double seconds, char *out, size_t cap) {
     snprintf(out, cap, "%d:%02d:%02d", s / 3600 % 100000, s / 60 % 60, s % 60);
 }
 
+/* every command: its usage line, what it does, and its options (`mgt CMD --help`) */
+static const struct command_help {
+    const char *name, *usage, *text;
+} commands[] = {
+    {"train", "mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--overwrite] [--no-tui] [--tui-frames N]",
+     "Trains the model of PRESET, under the dashboard in a terminal, else printing a line every log.every steps.\n"
+     "  --set section.key=value   override a preset key (repeatable; `mgt keys` lists them)\n"
+     "  --resume DIR|FILE|latest  continue from a checkpoint (latest: the newest in checkpoint.dir)\n"
+     "  --overwrite               delete the checkpoints another run left in checkpoint.dir and start afresh\n"
+     "  --no-tui                  the log, not the dashboard, even in a terminal\n"
+     "  --tui-frames N            close the dashboard after N frames (and stop with a checkpoint)\n"
+     "Ctrl-C or SIGTERM finishes the step, writes a checkpoint and exits 130. Exit 2: bad input, nothing run; 1: failed."},
+    {"sample", "mgt sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--bpe-dir DIR]",
+     "Continues a prompt with a checkpoint's model (a file, or a folder's newest); the preset stored in it says the rest.\n"
+     "  --prompt TEXT        the text to continue (default: the start of a document)\n"
+     "  --tokens N           tokens to write, 0..1000000 (200)\n"
+     "  --temperature T      0 is greedy (1)\n"
+     "  --top-k K            sample among the K most likely; 0 is all (0)\n"
+     "  --seed S             the sampling seed, 0..2147483647 (1)\n"
+     "  --bpe-dir DIR        GPT-2's encoder.json and vocab.bpe, where the checkpoint's data.bpe_dir is not"},
+    {"check", "mgt check PRESET [--set section.key=value]...",
+     "Validates PRESET and its data, and prints the resolved preset (every key) and the layout: ranks, micro-batches,\n"
+     "parameters, memory by category, tensors."},
+    {"keys", "mgt keys [--markdown]", "Every preset key with its type, default, valid values and meaning (--markdown: README's table)."},
+    {"prepare", "mgt prepare --tokenizer byte|gpt2 [--bpe-dir DIR] [--val-fraction F] INPUT... -o PREFIX",
+     "Tokenizes text files into PREFIX_train.bin and PREFIX_val.bin (llm.c's shard format); `mgt prepare --help` has more."},
+    {"bench", "mgt bench PRESET [--steps N] [--set section.key=value]...",
+     "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s against this machine's sgemm, memory, and\n"
+     "the speedup over one rank. One rank's figure is kept as the baseline of `mgt train`'s speedup.\n"
+     "  --steps N            timed steps after 2 warm-up steps, 1..1000000 (5)"},
+    {"plan", "mgt plan PRESET [--gpus N] [--set section.key=value]...",
+     "Memory and traffic of every rank of PRESET's layout, in closed form, without running anything.\n"
+     "  --gpus N             plan for N ranks: dp becomes N / (tp x pp)"},
+    {"version", "mgt version", "Prints the version."},
+};
+
 static void usage(FILE *f) {
-    fprintf(f,
-            "mgt " MGT_VERSION_STRING ": train GPT-style transformers from an INI preset\n"
-            "\n"
-            "usage:\n"
-            "  mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--overwrite] [--no-tui] [--tui-frames N]\n"
-            "  mgt sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-            "  mgt check PRESET [--set section.key=value]...    print the resolved preset and the layout\n"
-            "  mgt keys [--markdown]                            every preset key with its default and range\n"
-            "  mgt prepare --tokenizer byte|gpt2 [--bpe-dir DIR] [--val-fraction F] INPUT... -o PREFIX\n"
-            "  mgt bench PRESET [--steps N] [--set section.key=value]...   tokens/s and GFLOP/s\n"
-            "  mgt plan PRESET [--gpus N] [--set section.key=value]...     memory and traffic per rank\n"
-            "  mgt version\n");
+    size_t i;
+    fprintf(f, "mgt " MGT_VERSION_STRING ": train GPT-style transformers from an INI preset\n\nusage:\n");
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  %s\n", commands[i].usage);
+    fprintf(f, "\n`mgt COMMAND --help` says more about each.\n");
+}
+
+/* `mgt CMD --help` or `-h` anywhere among CMD's arguments: its help on stdout, exit 0 */
+static int command_help(int argc, char **argv) {
+    size_t i;
+    int a;
+    for (a = 2; a < argc; a++)
+        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) break;
+    if (a >= argc || !strcmp(argv[1], "prepare")) return -1; /* prepare prints its own */
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) {
+            printf("usage: %s\n\n%s\n", commands[i].usage, commands[i].text);
+            return 0;
+        }
+    return -1;
 }
 
 /* The value of a numeric option, as strictly as a preset's: the whole text, a finite number in
@@ -649,7 +692,7 @@ static int cmd_train(int argc, char **argv) {
 }
 
 static int cmd_sample(int argc, char **argv) {
-    const char *checkpoint = NULL, *prompt = "";
+    const char *checkpoint = NULL, *prompt = "", *bpe_dir = NULL;
     int tokens = 200, top_k = 0, i, n, rc = 0;
     double temperature = 1.0, v;
     unsigned long long seed = 1;
@@ -665,6 +708,7 @@ static int cmd_sample(int argc, char **argv) {
         const char *a = argv[i];
         int has = i + 1 < argc;
         if (!strcmp(a, "--prompt") && has) prompt = argv[++i];
+        else if (!strcmp(a, "--bpe-dir") && has) bpe_dir = argv[++i];
         else if (!strcmp(a, "--tokens") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 1000000, &v)) return 2; tokens = (int)v; }
         else if (!strcmp(a, "--temperature") && has) { if (!option_number("sample", a, argv[++i], 0, 0, 1000, &temperature)) return 2; }
         else if (!strcmp(a, "--top-k") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 65536, &v)) return 2; top_k = (int)v; }
@@ -676,8 +720,8 @@ static int cmd_sample(int argc, char **argv) {
     if (!checkpoint) { fprintf(stderr, "mgt sample: needs a checkpoint file or folder, for example runs/quickstart\n"); return 2; }
     if ((r = mgt_run_open(&run, checkpoint, 0)) != MGT_OK) return fail(r);
     cfg = mgt_run_config(run);
-    if (mgt_tok_open(&tok, cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? "gpt2" : "byte", cfg->data.bpe_dir, err, sizeof err)) {
-        fprintf(stderr, "mgt sample: %s\n", err);
+    if (mgt_tok_open(&tok, cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? "gpt2" : "byte", bpe_dir ? bpe_dir : cfg->data.bpe_dir, err, sizeof err)) {
+        fprintf(stderr, "mgt sample: %s%s\n", err, bpe_dir ? "" : " (the checkpoint's data.bpe_dir; --bpe-dir DIR names another folder)");
         mgt_run_destroy(run);
         return 2;
     }
@@ -800,6 +844,7 @@ static int cmd_plan(int argc, char **argv) {
 
 static int cmd_keys(int argc, char **argv) {
     int n, i, markdown = argc > 2 && !strcmp(argv[2], "--markdown");
+    if (argc > 2 + markdown) { fprintf(stderr, "mgt keys: unknown option %s (usage: mgt keys [--markdown])\n", argv[2 + markdown]); return 2; }
     const mgt_key_info *k = mgt_config_keys(&n);
     if (markdown) printf("| key | type | default | valid | meaning |\n|---|---|---|---|---|\n");
     for (i = 0; i < n; i++) {
@@ -899,6 +944,8 @@ static int cmd_bench(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
+    int rc;
+    if (argc > 2 && (rc = command_help(argc, argv)) >= 0) return rc;
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);
     if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
@@ -906,7 +953,11 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "prepare")) return mgt_prepare_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc, argv);
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("mgt %s\n", MGT_VERSION_STRING); return 0; }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        if (argc > 2) { fprintf(stderr, "mgt version: takes no arguments (got %s)\n", argv[2]); return 2; }
+        printf("mgt %s\n", MGT_VERSION_STRING);
+        return 0;
+    }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
     if (cmd[0]) fprintf(stderr, "mgt: unknown command '%s'\n\n", cmd);
     usage(stderr);

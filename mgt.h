@@ -1008,6 +1008,7 @@ typedef struct mgt__ini_state {
     int last_key;            /* the key inih continues with an indented line (its prev_name); -1 after a header */
     int key_line[MGT_CONFIG_NKEYS];   /* the line of this text that set each key, 0 for none */
     int section_line[MGT__NSECTIONS]; /* the line of each section's first header, 0 for none */
+    char base[MGT_STR_MAX];  /* a preset file's folder, with its '/': the paths in it are relative to it */
 } mgt__ini_state;
 
 static int mgt__ini_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; } /* isspace in "C" */
@@ -1140,6 +1141,46 @@ static char *mgt__ini_reader(char *str, int num, void *stream) {
     return str;
 }
 
+/* path, relative to the folder base (ending in '/', or "" for the working directory), as a path
+   relative to the working directory; a leading "../" takes back a folder of base ("presets/" and
+   "../data/x.bin" make "data/x.bin"). 0 when it does not fit cap. */
+static int mgt__join_path(const char *base, const char *path, char *out, size_t cap) {
+    size_t keep = strlen(base);
+    if (!path[0] || path[0] == '/' || !base[0]) return (size_t)snprintf(out, cap, "%s", path) < cap;
+    while (path[0] == '.' && path[1] == '/') path += 2; /* ./x is x */
+    while (!strncmp(path, "../", 3) && keep > 0) {
+        size_t start = keep - 1; /* the last folder of base: base[start..keep) is "name/" */
+        while (start > 0 && base[start - 1] != '/') start--;
+        if (keep - start == 3 && !strncmp(base + start, "../", 3)) break; /* base is above the working directory already */
+        if (keep - start == 2 && !strncmp(base + start, "./", 2)) { keep = start; continue; }
+        keep = start;
+        path += 3;
+    }
+    return (size_t)snprintf(out, cap, "%.*s%s", (int)keep, base, path) < cap;
+}
+
+/* a preset file's path keys (every STR key) relative to its folder; data lists item by item */
+static int mgt__preset_path(const mgt__ini_state *st, int key, const char *value, char *out, size_t cap) {
+    const char *name = mgt__keys[key].info.name;
+    size_t used = 0;
+    int list = !strcmp(mgt__keys[key].info.section, "data") && (!strcmp(name, "train") || !strcmp(name, "val"));
+    if (!strcmp(name, "metrics") && (!strcmp(value, "auto") || !strcmp(value, "none"))) return (size_t)snprintf(out, cap, "%s", value) < cap;
+    out[0] = 0;
+    for (;;) {
+        char item[MGT_STR_MAX], joined[MGT_STR_MAX];
+        size_t n = list ? strcspn(value, ",") : strlen(value), lead = 0;
+        while (lead < n && (value[lead] == ' ' || value[lead] == '\t')) lead++;
+        if (n - lead >= sizeof item) return 0;
+        memcpy(item, value + lead, n - lead);
+        item[n - lead] = 0;
+        if (!mgt__join_path(st->base, item, joined, sizeof joined)) return 0;
+        if ((size_t)snprintf(out + used, cap - used, "%s%s", used ? "," : "", joined) >= cap - used) return 0;
+        used = strlen(out);
+        if (!list || !value[n]) return 1;
+        value += n + 1;
+    }
+}
+
 static int mgt__ini_handler(void *user, const char *section, const char *name, const char *value) {
     mgt__ini_state *st = (mgt__ini_state *)user;
     char why[512];
@@ -1158,7 +1199,19 @@ static int mgt__ini_handler(void *user, const char *section, const char *name, c
                                st->cfg->path, st->line, section, name, st->cfg->path, st->key_line[key]);
         return 0;
     }
-    if (!mgt__set_value(st->cfg, key, value, why, sizeof why)) {
+    if (mgt__keys[key].type == MGT__T_STR && st->base[0]) {
+        char path[MGT_STR_MAX];
+        if (!mgt__preset_path(st, key, value, path, sizeof path)) {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: '%s' relative to the preset's folder %s is longer than %d characters", st->cfg->path,
+                                   st->line, section, name, value, st->base, MGT_STR_MAX - 1);
+            return 0;
+        }
+        value = path;
+        if (!mgt__set_value(st->cfg, key, value, why, sizeof why)) {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: %s", st->cfg->path, st->line, section, name, why);
+            return 0;
+        }
+    } else if (!mgt__set_value(st->cfg, key, value, why, sizeof why)) {
         st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: %s", st->cfg->path, st->line, section, name, why);
         return 0;
     }
@@ -1190,6 +1243,12 @@ MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path) {
     memset(&st, 0, sizeof st);
     fd = mgt__open_regular(path, NULL, why, sizeof why);
     if (fd < 0) return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot open the preset: %s (check the path; presets live in presets/)", path, why);
+    if (strrchr(path, '/')) { /* its paths are relative to its folder, as most tools' config files' are */
+        size_t n = (size_t)(strrchr(path, '/') - path) + 1;
+        if (n >= sizeof st.base) { close(fd); return mgt__fail(MGT_ERROR_CONFIG, "%s: the preset's folder is longer than %d characters", path, MGT_STR_MAX - 1); }
+        memcpy(st.base, path, n);
+        st.base[n] = 0;
+    }
     if (!(st.file = fdopen(fd, "r"))) {
         int e = errno;
         close(fd);

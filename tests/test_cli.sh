@@ -25,6 +25,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 cd "$T" || exit 1
+cp "$P/tiny.ini" "$P/long.ini" . && P=$T # a preset's paths are relative to its folder: here, beside the test's data
 export MGT_BASELINES="$T/baselines.tsv" # mgt bench records single-rank figures here, not in ~/.cache
 
 PASS=0

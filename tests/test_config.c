@@ -47,6 +47,11 @@ static mgt_result load_text(mgt_config *cfg, const char *name, const char *text)
     return mgt_config_load(cfg, path);
 }
 static int has(const char *needle) { return strstr(mgt_last_error(), needle) != NULL; }
+/* a path key of a preset in dir: its value is relative to dir, so it reads dir/value */
+static const char *rel(const char *path) {
+    size_t n = strlen(dir);
+    return !strncmp(path, dir, n) && path[n] == '/' ? path + n + 1 : "(not in the preset's folder)";
+}
 static const char *said(mgt_result r) { return r == MGT_OK ? "ok" : mgt_last_error(); }
 
 static void test_files(void) {
@@ -98,8 +103,8 @@ static void test_long_lines(void) {
     want[230] = 0;
     snprintf(text, sizeof text, "[checkpoint]\ndir = %s   ; the folder\n[model]\nn_layer = 3\n", want);
     r = load_text(&cfg, "long_value.ini", text);
-    check(r == MGT_OK && !strcmp(cfg.checkpoint.dir, want) && cfg.model.n_layer == 3, "a value of 230 characters is read whole (%zu read)",
-          strlen(cfg.checkpoint.dir));
+    check(r == MGT_OK && !strcmp(rel(cfg.checkpoint.dir), want) && cfg.model.n_layer == 3, "a value of 230 characters is read whole (%zu read)",
+          strlen(rel(cfg.checkpoint.dir)));
     snprintf(text, sizeof text, "[checkpoint]\ndir = %s\n[model]\nn_layers = 3\n", want);
     r = load_text(&cfg, "long_lines.ini", text);
     check(r == MGT_ERROR_CONFIG && has("long_lines.ini:4:") && has("n_layers"), "after a long line, errors name the right line: %s", mgt_last_error());
@@ -161,7 +166,7 @@ static void test_duplicates(void) {
     check(r == MGT_ERROR_CONFIG && has("indent.ini:3:") && has("indent.ini:2") && has("train") && has("indent"),
           "an indented line (INI would append it to train's value) is refused: %s", mgt_last_error());
     r = load_text(&cfg, "indent_ok.ini", "[data]\n  train = a.bin\n");
-    check(r == MGT_OK && !strcmp(cfg.data.train, "a.bin"), "an indented first key of a section is a key: %s", said(r));
+    check(r == MGT_OK && !strcmp(rel(cfg.data.train), "a.bin"), "an indented first key of a section is a key: %s", said(r));
     r = load_text(&cfg, "one.ini", "[model]\nn_layer = 2\n");
     if (r == MGT_OK) r = mgt_config_load(&cfg, cfg.path); /* the same file over the same config: each load on its own */
     check(r == MGT_OK, "a second load over a config is not a duplicate: %s", said(r));
@@ -320,7 +325,7 @@ static void test_checkpoints(void) {
                                           "data.val=", "data.tokenizer=byte", "train.steps=1", "train.global_batch=1", "train.micro_batch=1",
                                           "train.eval_every=0", "parallel.device=cpu", "parallel.dp=1", "parallel.tp=1", "parallel.pp=1",
                                           "parallel.zero=0", "parallel.threads=1", "precision.dtype=fp32", "precision.loss_scale=65536",
-                                          "checkpoint.every=0", "log.metrics=none"};
+                                          "checkpoint.every=0", "log.metrics=none", "log.tensorboard="};
             for (k = 0; k < (int)(sizeof fixed / sizeof fixed[0]); k++) mgt_config_set(&a, fixed[k]);
             if (a.train.min_lr > a.train.lr) a.train.min_lr = a.train.lr;
         }
@@ -345,11 +350,52 @@ static void test_checkpoints(void) {
     }
 }
 
+/* a preset file's paths are relative to its folder (every STR key; data lists item by item; a
+   leading ../ takes back a folder); --set and load_string values are the working directory's */
+static void test_relative_paths(void) {
+    mgt_config cfg;
+    char path[700], want[700], sub[650];
+    mgt_result r;
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    mkdir(sub, 0777);
+    snprintf(path, sizeof path, "%s/p.ini", sub);
+    {
+        const char *text = "[data]\ntrain = a.bin, ../shards/b_*.bin\nval = /abs/v.bin\nbpe_dir = ../../gpt2\n[checkpoint]\ndir = ./runs/x\n"
+                           "[log]\nmetrics = auto\ntensorboard = tb\n";
+        write_file(path, text, strlen(text));
+    }
+    mgt_config_init(&cfg);
+    r = mgt_config_load(&cfg, path);
+    snprintf(want, sizeof want, "%s/sub/a.bin,%s/shards/b_*.bin", dir, dir);
+    check(r == MGT_OK && !strcmp(cfg.data.train, want), "data.train relative to the preset's folder, item by item: '%s' (want '%s')", cfg.data.train, want);
+    check(!strcmp(cfg.data.val, "/abs/v.bin"), "an absolute path stays: %s", cfg.data.val);
+    snprintf(want, sizeof want, "%.*s/gpt2", (int)(strrchr(dir, '/') - dir), dir); /* ../../ from dir/sub/: dir's own folder */
+    check(!strcmp(cfg.data.bpe_dir, want), "bpe_dir: '%s' (want '%s')", cfg.data.bpe_dir, want);
+    snprintf(want, sizeof want, "%s/sub/runs/x", dir);
+    check(!strcmp(cfg.checkpoint.dir, want), "./ is the preset's folder: %s", cfg.checkpoint.dir);
+    check(!strcmp(cfg.log.metrics, "auto"), "metrics = auto stays a word: %s", cfg.log.metrics);
+    snprintf(want, sizeof want, "%s/sub/tb", dir);
+    check(!strcmp(cfg.log.tensorboard, want), "tensorboard: %s", cfg.log.tensorboard);
+    check(mgt_config_set(&cfg, "data.train=c.bin") == MGT_OK && !strcmp(cfg.data.train, "c.bin"), "--set is the working directory's: %s", cfg.data.train);
+    check(mgt_config_load_string(&cfg, "[data]\nval = d.bin\n", "text") == MGT_OK && !strcmp(cfg.data.val, "d.bin"), "a preset from a string: %s", cfg.data.val);
+    {
+        char out[64];
+        check(mgt__join_path("presets/", "../data/x.bin", out, sizeof out) && !strcmp(out, "data/x.bin"), "presets/ + ../data/x.bin: %s", out);
+        check(mgt__join_path("a/b/", "../../../x", out, sizeof out) && !strcmp(out, "../x"), "a/b/ + ../../../x: %s", out);
+        check(mgt__join_path("../p/", "../../x", out, sizeof out) && !strcmp(out, "../../x"), "../p/ + ../../x: %s", out);
+        check(mgt__join_path("", "x", out, sizeof out) && !strcmp(out, "x"), "no folder: %s", out);
+        check(!mgt__join_path("a/", "0123456789012345678901234567890123456789012345678901234567890123", out, sizeof out), "too long is refused");
+    }
+    unlink(path);
+    rmdir(sub);
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     alarm(300);
     make_workdir(dir, sizeof dir, "config", 20000, 1);
     test_files();
+    test_relative_paths();
     test_long_lines();
     test_duplicates();
     test_values();

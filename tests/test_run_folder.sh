@@ -22,6 +22,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 cd "$T" || exit 1
+cp "$P" . && P=$T/tiny.ini # a preset's paths are relative to its folder: here, beside the test's data
 
 PASS=0 FAILS=0
 ok() { echo "ok - $*"; PASS=$((PASS + 1)); }

@@ -10,9 +10,10 @@ ROOT=$(pwd)
 T=$(mktemp -d "${TMPDIR:-/tmp}/mgt_test_tb.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
+cp "$ROOT/tests/presets/tiny.ini" . # a preset's paths are relative to its folder: here, beside the test's data
 python3 -c "print('the cat sat on the mat and the dog ran far away. ' * 300)" >t.txt
 "$ROOT/mgt" prepare --tokenizer byte t.txt -o tk >/dev/null 2>&1 || { echo "FAIL - mgt prepare"; exit 1; }
-"$ROOT/mgt" train "$ROOT/tests/presets/tiny.ini" --no-tui --set log.tensorboard=tb --set parallel.dp=2 --set parallel.threads=2 \
+"$ROOT/mgt" train tiny.ini --no-tui --set log.tensorboard=tb --set parallel.dp=2 --set parallel.threads=2 \
     --set train.steps=12 --set log.every=3 >train.out 2>&1 || { echo "FAIL - mgt train: $(tail -3 train.out)"; exit 1; }
 python3 - <<'EOF'
 import glob, json, struct, sys

@@ -549,8 +549,9 @@ MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap)
 MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_tokens);
 /* Checks the shards of a data spec as a run reads them (data.train: comma-separated files or glob
    patterns, each pattern's files in name order; every shard holds at least seq_len + 1 tokens);
-   sets how many files and tokens in all (either may be NULL). */
-MGTDEF mgt_result mgt_data_check(const char *spec, int vocab_size, int seq_len, int *n_files, size_t *n_tokens);
+   sets how many files and tokens in all (either may be NULL). name (such as "[data] train", or NULL)
+   begins the messages. */
+MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_size, int seq_len, int *n_files, size_t *n_tokens);
 
 #ifdef __cplusplus
 }
@@ -2656,6 +2657,7 @@ typedef struct mgt__shard {
     size_t n;
     void *map;
     size_t map_len;
+    unsigned long long dev, ino;  /* the file's identity: train and val sharing a shard is worth a word */
 } mgt__shard;
 
 static void mgt__shard_close(mgt__shard *s) {
@@ -2672,6 +2674,8 @@ static mgt_result mgt__shard_open(mgt__shard *s, const char *path, const char *k
     memset(s, 0, sizeof *s);
     fd = mgt__open_regular(path, &st, why, sizeof why);
     if (fd < 0) return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot open the token shard: %s (make it with `mgt prepare`, see README)", key, path, why);
+    s->dev = (unsigned long long)st.st_dev;
+    s->ino = (unsigned long long)st.st_ino;
     if ((size_t)st.st_size < MGT_SHARD_HEADER_BYTES) {
         close(fd);
         return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: %lld bytes, shorter than the 1024-byte header", key, path, (long long)st.st_size);
@@ -2792,27 +2796,37 @@ static const uint16_t *mgt__loader_get(mgt__loader *ld, long long step) {
 
 static void mgt__loader_close(mgt__loader *ld);
 
+static int mgt__strcmp_ptr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 /* the files of a data spec: comma-separated paths or glob patterns, each pattern's matches in name
-   order; a pattern that matches nothing is an error naming it */
+   order (bytes, whatever the locale); a pattern that matches nothing is an error naming it, an
+   existing file is itself even when its name has glob characters; a file listed twice counts once */
 static mgt_result mgt__data_files(const char *spec, const char *key, glob_t *files) {
     char item[MGT_STR_MAX];
     const char *p = spec;
     int flags = 0;
+    size_t before = 0, i, j, kept;
     memset(files, 0, sizeof *files);
     while (*p) {
         size_t n = strcspn(p, ",");
         int rc;
+        struct stat st;
         while (n && (*p == ' ' || *p == '\t')) { p++; n--; }
+        if (n >= sizeof item) {
+            if (flags) globfree(files);
+            return mgt__fail(MGT_ERROR_DATA, "%s: an item of '%.60s...' is longer than %d characters", key, spec, (int)sizeof item - 1);
+        }
         memcpy(item, p, n);
         item[n] = 0;
         while (n && (item[n - 1] == ' ' || item[n - 1] == '\t')) item[--n] = 0;
         p += strcspn(p, ",");
         if (*p == ',') p++;
         if (!item[0]) continue;
-        rc = glob(item, flags | GLOB_ERR, NULL, files);
+        rc = glob(item, flags | GLOB_ERR | GLOB_NOSORT, NULL, files);
         if (rc == GLOB_NOMATCH) {
-            if (!strpbrk(item, "*?[")) { /* a plain path: reading it says why it fails */
-                rc = glob(item, flags | GLOB_NOCHECK, NULL, files);
+            if (!strpbrk(item, "*?[") || !stat(item, &st)) { /* a plain path (reading it says why it fails), or a file named so */
+                rc = glob(item, flags | GLOB_NOCHECK | GLOB_NOESCAPE | GLOB_NOSORT, NULL, files);
+                if (rc == 0 && strpbrk(item, "*?[")) { /* GLOB_NOCHECK gave the pattern back: it is the file's name */ }
             } else {
                 if (flags) globfree(files);
                 return mgt__fail(MGT_ERROR_DATA, "%s: '%s' matches no file (make the shards with `mgt prepare`, or check the pattern)", key, item);
@@ -2822,9 +2836,33 @@ static mgt_result mgt__data_files(const char *spec, const char *key, glob_t *fil
             if (flags) globfree(files);
             return mgt__fail(rc == GLOB_NOSPACE ? MGT_ERROR_MEMORY : MGT_ERROR_DATA, "%s: cannot list '%s': %s", key, item, strerror(errno));
         }
+        qsort(files->gl_pathv + before, files->gl_pathc - before, sizeof(char *), mgt__strcmp_ptr);
+        before = files->gl_pathc;
         flags = GLOB_APPEND;
     }
     if (!flags) return mgt__fail(MGT_ERROR_DATA, "%s: '%s' names no file", key, spec);
+    { /* the same file twice (by its identity, not its name) counts once */
+        struct stat st;
+        unsigned long long *id = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * (files->gl_pathc + 1));
+        if (!id) { globfree(files); return mgt__fail(MGT_ERROR_MEMORY, "out of memory listing %s", key); }
+        for (i = 0, kept = 0; i < files->gl_pathc; i++) {
+            int seen = 0;
+            char *t;
+            if (!stat(files->gl_pathv[i], &st)) {
+                for (j = 0; j < kept && !seen; j++) seen = id[2 * j] == (unsigned long long)st.st_dev && id[2 * j + 1] == (unsigned long long)st.st_ino;
+                id[2 * kept] = (unsigned long long)st.st_dev;
+                id[2 * kept + 1] = (unsigned long long)st.st_ino;
+            } else id[2 * kept] = id[2 * kept + 1] = ~0ULL - kept; /* unreadable: kept, reading it says why */
+            if (seen) continue;
+            t = files->gl_pathv[kept];
+            files->gl_pathv[kept] = files->gl_pathv[i];
+            files->gl_pathv[i] = t;
+            kept++;
+        }
+        free(id);
+        for (i = kept; i < files->gl_pathc; i++) { free(files->gl_pathv[i]); files->gl_pathv[i] = NULL; }
+    }
+    files->gl_pathc = kept;
     return MGT_OK;
 }
 
@@ -2867,11 +2905,11 @@ static mgt_result mgt__loader_open(mgt__loader *ld, const char *spec, const char
 }
 
 /* a data spec's shards, as a run would read them: the files, their tokens in all */
-MGTDEF mgt_result mgt_data_check(const char *spec, int vocab_size, int seq_len, int *n_files, size_t *n_tokens) {
+MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_size, int seq_len, int *n_files, size_t *n_tokens) {
     mgt__loader ld;
     int k;
     if (!spec) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_data_check: spec is required");
-    MGT__TRY(mgt__loader_open(&ld, spec, "data", vocab_size, seq_len, 1, 0, 0));
+    MGT__TRY(mgt__loader_open(&ld, spec, name ? name : "data", vocab_size, seq_len, 1, 0, 0));
     if (n_files) *n_files = ld.nshards;
     if (n_tokens) for (*n_tokens = 0, k = 0; k < ld.nshards; k++) *n_tokens += ld.shards[k].n;
     mgt__loader_close(&ld);
@@ -2919,14 +2957,19 @@ typedef struct mgt__st_file {
     int nmeta;
 } mgt__st_file;
 
-/* 64-bit FNV-1a over 8-byte words, streamed: the bytes may come in pieces of any size and hash as
-   one run (a checkpoint hashes its length, header and tensors as they are written) */
+/* A checkpoint's checksum: h = mix(h ^ word) over its 8-byte little-endian words, then
+   h = mix(h ^ byte) over the bytes of a last partial word, from h = 0xcbf29ce484222325, where mix
+   is splitmix64's finaliser. mix is a bijection that spreads every bit over every other, so a
+   change of one word always changes the result and any other damage goes unnoticed with a chance
+   of 2^-64 (FNV's multiply alone, which this replaced, never carries a change to lower bits: two
+   flipped top bits cancelled). Streamed: the bytes may come in pieces of any size and hash as one
+   run (a checkpoint hashes its length, header and tensors as they are written). */
 typedef struct mgt__hash { uint64_t h; unsigned char tail[8]; size_t ntail; } mgt__hash;
 static void mgt__hash_init(mgt__hash *s) { s->h = 0xcbf29ce484222325ULL; s->ntail = 0; }
 static void mgt__hash_word(mgt__hash *s, const unsigned char *p) {
     uint64_t w;
     memcpy(&w, p, 8);
-    s->h = (s->h ^ w) * 0x100000001b3ULL;
+    s->h = mgt__mix64(s->h ^ w);
 }
 static void mgt__hash_update(mgt__hash *s, const void *data, size_t bytes) {
     const unsigned char *p = (const unsigned char *)data;
@@ -2947,7 +2990,7 @@ static void mgt__hash_update(mgt__hash *s, const void *data, size_t bytes) {
 static uint64_t mgt__hash_final(const mgt__hash *s) {
     uint64_t h = s->h;
     size_t i;
-    for (i = 0; i < s->ntail; i++) h = (h ^ s->tail[i]) * 0x100000001b3ULL;
+    for (i = 0; i < s->ntail; i++) h = mgt__mix64(h ^ s->tail[i]);
     return h;
 }
 
@@ -4132,8 +4175,8 @@ struct mgt_run {
     char run_id[17];                 /* 16 hex digits, stored in its checkpoints; a resumed run keeps the
                                         checkpoint's, so pruning and the folder check know their own */
     int resumed;                     /* continues a checkpoint (mgt_run_resume) */
+    int resumed_elsewhere;           /* from a checkpoint in another folder than dir */
     int claimed, lock_fd;            /* holds its checkpoint folder (mgt_run_claim): the flock'd mgt.lock */
-    int metrics_failed;              /* a metrics line could not be written: warned once, no more lines */
     double peak_per_rank;            /* mgt_run_set_peak's GFLOP/s, used when the preset states none */
     char peak_source[64];
     double loss, lr, grad_norm, step_s, val_loss, elapsed_s;
@@ -4190,10 +4233,14 @@ static mgt_result mgt__mkdirs(const char *path) {
     return MGT_OK;
 }
 
+/* the step of a checkpoint's file name, which must be exactly what mgt writes (step_%08d.safetensors:
+   the folder check and pruning delete files by that name) */
 static int mgt__checkpoint_step(const char *name) {
+    char canonical[48];
     int step, len = 0;
-    if (sscanf(name, "step_%d.safetensors%n", &step, &len) == 1 && len == (int)strlen(name) && step >= 0) return step;
-    return -1;
+    if (sscanf(name, "step_%d.safetensors%n", &step, &len) != 1 || len != (int)strlen(name) || step < 0) return -1;
+    snprintf(canonical, sizeof canonical, "step_%08d.safetensors", step);
+    return strcmp(canonical, name) ? -1 : step;
 }
 
 MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap) {
@@ -4224,40 +4271,101 @@ static void mgt__checkpoint_run_id(const char *path, char *id, size_t cap) {
     mgt__st_close(&f);
 }
 
-/* the steps of the checkpoints in dir, newest first; mine: 1 keeps only this run's, 0 only the
-   others' (another run id, or this run's from after its current step); returns the count */
-static int mgt__list_checkpoints(const mgt_run *r, int mine, int *steps, int cap) {
-    int n = 0, i, j;
-    DIR *d = opendir(r->dir);
+/* Whose history a checkpoint in the run's folder is: the run's own when it has the run's id and a
+   step in [first, last], where first is 0 for a new run or one resumed from this folder, and the
+   resumed step for a run resumed from another folder (what this folder held before then is
+   another line of history, even with the same id); last is the run's step. */
+typedef struct mgt__history { const char *run_id; int first, last; } mgt__history;
+static mgt__history mgt__own_history(const mgt_run *r) {
+    mgt__history h;
+    h.run_id = r->run_id;
+    h.first = r->resumed_elsewhere ? r->step : 0;
+    h.last = r->step;
+    return h;
+}
+
+/* the steps of the checkpoints in dir, newest first, in a growing array the caller frees; mine: 1
+   keeps only those of history h, 0 only the others; returns the count, or -1 out of memory */
+static int mgt__list_checkpoints(const char *dir, const mgt__history *h, int mine, int **steps) {
+    int n = 0, cap = 0, i, j;
+    DIR *d = opendir(dir);
     struct dirent *e;
+    *steps = NULL;
     if (!d) return 0;
-    while ((e = readdir(d)) && n < cap) {
+    while ((e = readdir(d))) {
         char path[1200], id[40];
         int s = mgt__checkpoint_step(e->d_name);
         if (s < 0) continue;
-        snprintf(path, sizeof path, "%s/%s", r->dir, e->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         mgt__checkpoint_run_id(path, id, sizeof id);
-        if ((!strcmp(id, r->run_id) && s <= r->step) == mine) steps[n++] = s;
+        if ((!strcmp(id, h->run_id) && s >= h->first && s <= h->last) != mine) continue;
+        if (n == cap) {
+            int *grown = (int *)realloc(*steps, sizeof(int) * (size_t)(cap = cap ? 2 * cap : 64));
+            if (!grown) { closedir(d); free(*steps); *steps = NULL; return -1; }
+            *steps = grown;
+        }
+        (*steps)[n++] = s;
     }
     closedir(d);
     for (i = 1; i < n; i++)
-        for (j = i; j > 0 && steps[j] > steps[j - 1]; j--) { int t = steps[j]; steps[j] = steps[j - 1]; steps[j - 1] = t; }
+        for (j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) { int t = (*steps)[j]; (*steps)[j] = (*steps)[j - 1]; (*steps)[j - 1] = t; }
     return n;
 }
 
 /* checkpoint.keep: the newest of this run's checkpoints stay; another run's are never touched */
 static void mgt__prune_checkpoints(const mgt_run *r) {
-    int steps[4096], n = mgt__list_checkpoints(r, 1, steps, 4096), i;
+    mgt__history h = mgt__own_history(r);
+    int *steps, n = mgt__list_checkpoints(r->dir, &h, 1, &steps), i;
     for (i = r->cfg.checkpoint.keep; i < n; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
         remove(path);
     }
+    free(steps);
 }
 
-/* the lock file's text: who holds the folder */
+/* The run's folder holds one line of history: another's checkpoints (another run's, this run's
+   from after the step it resumed, or any the folder held before a run resumed from elsewhere
+   came) would be taken by --resume latest and pruned alike. Refuses such a folder, or with
+   overwrite deletes them (listing again until none is left). */
+static mgt_result mgt__check_folder(mgt_run *r, const mgt__history *h, int resumed, int overwrite) {
+    char where[300];
+    for (;;) {
+        int *steps, n = mgt__list_checkpoints(r->dir, h, 0, &steps), i;
+        if (n < 0) return mgt__fail(MGT_ERROR_MEMORY, "out of memory listing %s", r->dir);
+        if (n == 0) return MGT_OK;
+        if (!overwrite) {
+            char list[200] = "";
+            for (i = n - 1; i >= 0 && strlen(list) < 120; i--)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%sstep_%08d", list[0] ? ", " : "", steps[i]);
+            if (i >= 0) snprintf(list + strlen(list), sizeof list - strlen(list), ", ...");
+            free(steps);
+            mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
+            if (resumed)
+                return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s holds %d checkpoint%s of another run, of another line of this run's history or "
+                                 "of steps after %d (%s); training on from step %d would mix two histories: give this run another [checkpoint] dir, "
+                                 "or add --overwrite to delete them", where, r->dir, n, n == 1 ? "" : "s", h->last, list, h->last);
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s already holds %d checkpoint%s of another run (%s); continue that run with "
+                             "--resume latest, train into another [checkpoint] dir, or add --overwrite to delete them and start afresh",
+                             where, r->dir, n, n == 1 ? "" : "s", list);
+        }
+        for (i = 0; i < n; i++) {
+            char path[1200];
+            snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
+            if (remove(path)) {
+                int e = errno;
+                free(steps);
+                return mgt__fail(MGT_ERROR_IO, "%s: cannot delete (--overwrite): %s", path, strerror(e));
+            }
+            mgt__log(MGT_LOG_INFO, "--overwrite: deleted %s", path);
+        }
+        free(steps);
+    }
+}
+
+/* the lock file's text: who holds the folder, on which machine */
 static void mgt__lock_owner_text(char *buf, size_t cap) {
-    char cmd[512];
+    char cmd[512], host[128] = "?";
     size_t n = 0, i;
     FILE *f = fopen("/proc/self/cmdline", "rb");
     cmd[0] = 0;
@@ -4267,16 +4375,20 @@ static void mgt__lock_owner_text(char *buf, size_t cap) {
         for (i = 0; i + 1 < n; i++) if (!cmd[i]) cmd[i] = ' ';
         cmd[n] = 0;
     }
-    snprintf(buf, cap, "process %ld (%s)\n", (long)getpid(), cmd[0] ? cmd : "unknown command");
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    if (snprintf(buf, cap, "process %ld on %s (%s)\n", (long)getpid(), host, cmd[0] ? cmd : "unknown command") >= (int)cap && cap > 1)
+        buf[cap - 2] = '\n'; /* a long command line, cut */
 }
 
-/* metrics.jsonl of a resumed run: the lines of steps after the resumed one were trained again, so
-   they go (written to a temporary file and renamed over it) */
+/* metrics.jsonl of a run resumed from its own folder: the lines of steps after the resumed one
+   were trained again, so they go, as does a last line a killed run left unfinished (written to a
+   temporary file and renamed over it) */
 static mgt_result mgt__metrics_truncate(const char *path, int step) {
     char tmp[sizeof(((mgt_run *)0)->metrics_path) + 8], line[1 << 14];
     FILE *in, *out;
     struct stat st;
-    int ok = 1, keep = 1;
+    int ok = 1, keep = 1, at_start = 1;
     if (stat(path, &st) || !S_ISREG(st.st_mode)) return MGT_OK; /* none yet, or not a file (a pipe, /dev/null) */
     in = fopen(path, "r");
     if (!in) return mgt__fail(MGT_ERROR_IO, "%s: cannot read: %s", path, strerror(errno));
@@ -4284,11 +4396,15 @@ static mgt_result mgt__metrics_truncate(const char *path, int step) {
     out = fopen(tmp, "w");
     if (!out) { fclose(in); return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s", tmp, strerror(errno)); }
     while (fgets(line, sizeof line, in)) {
-        int s;
-        /* a line's step decides; a continuation of a line longer than the buffer follows its start */
-        const char *at = line[0] == '{' ? strstr(line, "\"step\":") : NULL;
-        if (at && sscanf(at, "\"step\":%d", &s) == 1) keep = s <= step;
+        size_t len = strlen(line);
+        int whole = len > 0 && line[len - 1] == '\n', s;
+        if (at_start) { /* a line's step decides for it and its continuations (lines longer than the buffer) */
+            const char *at = strstr(line, "\"step\":");
+            keep = line[0] == '{' && at && sscanf(at, "\"step\":%d", &s) == 1 && s <= step;
+        }
+        if (!whole && feof(in)) break; /* the unfinished last line of a killed run */
         if (keep) ok &= fputs(line, out) >= 0;
+        at_start = whole;
     }
     ok &= !ferror(in);
     fclose(in);
@@ -4308,37 +4424,44 @@ static int mgt__metrics_on(const mgt_config *c) { return c->log.metrics[0] && st
 static mgt_result mgt__open_metrics(mgt_run *r) {
     char folder[sizeof r->metrics_path];
     char *slash;
+    int continues = r->resumed && !r->resumed_elsewhere; /* the file holds this history up to the resumed step */
     if (r->metrics) { fclose(r->metrics); r->metrics = NULL; }
     MGT__TRY(mgt__tensorboard_open(r));
     if (!mgt__metrics_on(&r->cfg)) return MGT_OK;
     mgt__strlcpy(folder, r->metrics_path, sizeof folder);
     slash = strrchr(folder, '/');
     if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt__mkdirs(folder)); }
-    /* a new run starts a new file; a resumed one continues the lines up to its step */
-    if (r->resumed) MGT__TRY(mgt__metrics_truncate(r->metrics_path, r->step));
-    r->metrics = fopen(r->metrics_path, r->resumed ? "a" : "w");
+    /* a new run, or one resumed from another folder, starts a new file */
+    if (continues) MGT__TRY(mgt__metrics_truncate(r->metrics_path, r->step));
+    r->metrics = fopen(r->metrics_path, continues ? "a" : "w");
     if (!r->metrics) return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno));
     return MGT_OK;
 }
 
 static mgt_result mgt__claim(mgt_run *r, int overwrite) {
     char lock_path[1200], where[300];
-    int steps[4096], n, i;
+    mgt__history h;
     if (r->inference) return MGT_OK;
     if (!r->claimed) {
-        int fd;
+        int fd, e;
         DIR *d;
-        struct dirent *e;
+        struct dirent *de;
         MGT__TRY(mgt__mkdirs(r->dir));
         snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", r->dir);
         fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0 && errno == EACCES) fd = open(lock_path, O_RDONLY | O_CLOEXEC); /* another user's lock file: flock needs no write */
         if (fd < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot create the run's lock file: %s", lock_path, strerror(errno));
         if (flock(fd, LOCK_EX | LOCK_NB)) {
             char owner[600];
-            ssize_t got = pread(fd, owner, sizeof owner - 1, 0);
-            int e = errno;
+            ssize_t got;
+            e = errno;
+            if (e != EWOULDBLOCK) { /* no lock to be had here (some network file systems): say so rather than "in use" */
+                close(fd);
+                return mgt__fail(MGT_ERROR_IO, "%s: cannot lock: %s; the checkpoint folder must be on a file system with flock (a local disk)", lock_path,
+                                 strerror(e));
+            }
+            got = pread(fd, owner, sizeof owner - 1, 0);
             close(fd);
-            if (e != EWOULDBLOCK && got < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot lock: %s", lock_path, strerror(e));
             owner[got > 0 ? got : 0] = 0;
             if (got > 0 && owner[got - 1] == '\n') owner[got - 1] = 0;
             return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s is in use by another run: %s; wait for it to end, or give this run another [checkpoint] dir",
@@ -4353,40 +4476,19 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
         r->claimed = 1;
         /* temporary files left by a run that was killed while writing: nobody else writes here now */
         if ((d = opendir(r->dir))) {
-            while ((e = readdir(d))) {
-                size_t len = strlen(e->d_name);
-                if (len > 4 && !strcmp(e->d_name + len - 4, ".tmp") && (!strncmp(e->d_name, "step_", 5) || !strncmp(e->d_name, "metrics", 7))) {
+            while ((de = readdir(d))) {
+                size_t len = strlen(de->d_name);
+                if (len > 4 && !strcmp(de->d_name + len - 4, ".tmp") && (!strncmp(de->d_name, "step_", 5) || !strncmp(de->d_name, "metrics", 7))) {
                     char path[1200];
-                    snprintf(path, sizeof path, "%s/%s", r->dir, e->d_name);
+                    snprintf(path, sizeof path, "%s/%s", r->dir, de->d_name);
                     if (!remove(path)) mgt__log(MGT_LOG_INFO, "removed %s, left by a run that stopped while writing it", path);
                 }
             }
             closedir(d);
         }
     }
-    /* the folder holds one run's history: another run's checkpoints (or this run's from after the
-       step it resumed) would be taken by --resume latest and pruned alike */
-    n = mgt__list_checkpoints(r, 0, steps, 4096);
-    if (n > 0 && !overwrite) {
-        char list[200] = "";
-        for (i = n - 1; i >= 0 && strlen(list) < 120; i--)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%sstep_%08d", list[0] ? ", " : "", steps[i]);
-        if (i >= 0) snprintf(list + strlen(list), sizeof list - strlen(list), ", ...");
-        mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
-        if (r->resumed)
-            return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s holds %d checkpoint%s of another run or of steps after %d (%s); training on from step %d would mix two "
-                             "histories: give this run another [checkpoint] dir, or add --overwrite to delete them",
-                             where, r->dir, n, n == 1 ? "" : "s", r->step, list, r->step);
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s already holds %d checkpoint%s of another run (%s); continue that run with --resume latest, "
-                         "train into another [checkpoint] dir, or add --overwrite to delete them and start afresh",
-                         where, r->dir, n, n == 1 ? "" : "s", list);
-    }
-    for (i = 0; i < n; i++) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
-        if (remove(path)) return mgt__fail(MGT_ERROR_IO, "%s: cannot delete (--overwrite): %s", path, strerror(errno));
-        mgt__log(MGT_LOG_INFO, "--overwrite: deleted %s", path);
-    }
+    h = mgt__own_history(r);
+    MGT__TRY(mgt__check_folder(r, &h, r->resumed, overwrite));
     return mgt__open_metrics(r);
 }
 
@@ -5536,8 +5638,10 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
    A record is a little-endian uint64 length, the masked CRC-32C of those 8 bytes, the data, and the
    masked CRC-32C of the data. The data is an Event message: wall_time (field 1, double), step
    (field 2, varint), file_version (field 3, "brain.Event:2" in the first record), summary (field
-   5): a Summary of repeated Value (field 1) {tag (field 1, string), simple_value (field 2, float)}.
-   These few fields are what TensorBoard's scalar dashboard reads. */
+   5): a Summary of repeated Value (field 1) {tag (field 1, string), simple_value (field 2, float)},
+   session_log (field 7): {status (field 1): START = 1}, which makes TensorBoard drop the points of
+   earlier files from its step on (a resumed run's). These few fields are what TensorBoard's scalar
+   dashboard reads. */
 static uint32_t mgt__crc32c(const unsigned char *p, size_t n) {
     uint32_t c = 0xffffffffu;
     size_t i;
@@ -5584,12 +5688,13 @@ static void mgt__tb_scalar(mgt__pb *summary, const char *tag, double value) {
     mgt__pb_le(&v, bits, 4);
     if (v.n <= sizeof v.b) mgt__pb_lendelim(summary, 1, v.b, v.n);
 }
-/* one record of an Event with the given step and either a file version or a summary */
-static int mgt__tb_event(FILE *f, double wall_time, long long step, const char *file_version, const mgt__pb *summary) {
+/* one record of an Event with the given step and a file version, a summary or a session log */
+static int mgt__tb_event(FILE *f, double wall_time, long long step, const char *file_version, const mgt__pb *summary, const mgt__pb *session_log) {
     mgt__pb e;
     uint64_t len, bits;
-    unsigned char head[12];
+    unsigned char head[12], tail[4];
     uint32_t crc;
+    int k;
     e.n = 0;
     memcpy(&bits, &wall_time, 8);
     mgt__pb_varint(&e, 1 << 3 | 1);
@@ -5598,14 +5703,16 @@ static int mgt__tb_event(FILE *f, double wall_time, long long step, const char *
     mgt__pb_varint(&e, (uint64_t)step);
     if (file_version) mgt__pb_lendelim(&e, 3, file_version, strlen(file_version));
     if (summary) mgt__pb_lendelim(&e, 5, summary->b, summary->n);
+    if (session_log) mgt__pb_lendelim(&e, 7, session_log->b, session_log->n);
     if (e.n > sizeof e.b) return 0;
     len = e.n;
-    for (crc = 0; crc < 8; crc++) head[crc] = (unsigned char)(len >> (8 * crc));
+    for (k = 0; k < 8; k++) head[k] = (unsigned char)(len >> (8 * k));
     crc = mgt__crc_masked(head, 8);
-    memcpy(head + 8, &crc, 4); /* little-endian hosts (x86-64, aarch64) */
+    for (k = 0; k < 4; k++) head[8 + k] = (unsigned char)(crc >> (8 * k));
     if (fwrite(head, 1, 12, f) != 12 || fwrite(e.b, 1, e.n, f) != e.n) return 0;
     crc = mgt__crc_masked(e.b, e.n);
-    return fwrite(&crc, 4, 1, f) == 1 && fflush(f) == 0;
+    for (k = 0; k < 4; k++) tail[k] = (unsigned char)(crc >> (8 * k));
+    return fwrite(tail, 1, 4, f) == 4 && fflush(f) == 0;
 }
 
 static mgt_result mgt__tensorboard_open(mgt_run *r) {
@@ -5619,8 +5726,17 @@ static mgt_result mgt__tensorboard_open(mgt_run *r) {
     snprintf(path, sizeof path, "%s/events.out.tfevents.%lld.%s.%ld.mgt", r->cfg.log.tensorboard, (long long)time(NULL), host, (long)getpid());
     r->tensorboard = fopen(path, "wb");
     if (!r->tensorboard) return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s ([log] tensorboard)", path, strerror(errno));
-    if (!mgt__tb_event(r->tensorboard, (double)time(NULL), r->step, "brain.Event:2", NULL))
+    if (!mgt__tb_event(r->tensorboard, (double)time(NULL), r->step, "brain.Event:2", NULL, NULL))
         return mgt__fail(MGT_ERROR_IO, "%s: cannot write: %s ([log] tensorboard)", path, strerror(errno));
+    if (r->resumed) { /* SessionLog{status: START} at the next step: TensorBoard drops the earlier files' points from there on,
+                         which the resumed run trains again */
+        mgt__pb start;
+        start.n = 0;
+        mgt__pb_varint(&start, 1 << 3 | 0);
+        mgt__pb_varint(&start, 1);
+        if (!mgt__tb_event(r->tensorboard, (double)time(NULL), r->step + 1, NULL, NULL, &start))
+            return mgt__fail(MGT_ERROR_IO, "%s: cannot write: %s ([log] tensorboard)", path, strerror(errno));
+    }
     return MGT_OK;
 }
 
@@ -5652,7 +5768,7 @@ static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_lin
     }
     if (eval_line) mgt__tb_scalar(&sum, "eval/val_loss", st->val_loss);
     clock_gettime(CLOCK_REALTIME, &now);
-    if (sum.n > sizeof sum.b || !mgt__tb_event(r->tensorboard, (double)now.tv_sec + now.tv_nsec * 1e-9, st->step, NULL, &sum)) {
+    if (sum.n > sizeof sum.b || !mgt__tb_event(r->tensorboard, (double)now.tv_sec + now.tv_nsec * 1e-9, st->step, NULL, &sum, NULL)) {
         mgt__event(r, MGT_LOG_WARN, "step %d: cannot write the TensorBoard events of [log] tensorboard = %s: %s; training goes on without them", st->step,
                    r->cfg.log.tensorboard, strerror(errno));
         fclose(r->tensorboard);
@@ -5675,6 +5791,7 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
     double elapsed = mgt__now() - r->created_s;
     size_t peak = 0;
     int c;
+    if (!train_line && !eval_line) return MGT_OK;
     mgt_run_stats(r, &st);
     mgt__tensorboard_step(r, &st, train_line, eval_line);
     if (!f) return MGT_OK;
@@ -5723,7 +5840,6 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
         mgt__event(r, MGT_LOG_WARN, "step %d: cannot write %s: %s; training goes on without metrics lines", st.step, r->metrics_path, strerror(errno));
         fclose(f);
         r->metrics = NULL;
-        r->metrics_failed = 1;
     }
     return MGT_OK;
 }
@@ -6039,12 +6155,26 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     mgt__resume_meta meta;
     mgt_result res = MGT_OK;
     float **tensors, **copies = NULL;
-    int k, t;
+    int k, t, elsewhere;
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
     if (!r || !what) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_resume: run and checkpoint are required");
     MGT__TRY(mgt__resolve_checkpoint(what, r->dir, path, sizeof path));
     MGT__TRY(mgt__checkpoint_open(&f, path));
     if ((res = mgt__resume_meta_read(&f, path, &meta)) != MGT_OK) { mgt__st_close(&f); return res; }
+    { /* is the checkpoint in the run's own folder (the same folder, however it is named)? */
+        char folder[1200];
+        struct stat a, b;
+        const char *slash = strrchr(path, '/');
+        snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+        elsewhere = stat(folder, &a) || stat(r->dir, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino;
+    }
+    if (r->claimed) { /* a run that holds its folder checks it for the history it would continue before changing anything */
+        mgt__history h;
+        h.run_id = meta.run_id;
+        h.first = elsewhere ? (int)meta.step : 0;
+        h.last = (int)meta.step;
+        if ((res = mgt__check_folder(r, &h, 1, 0)) != MGT_OK) { mgt__st_close(&f); return res; }
+    }
     if ((res = mgt__global_layout(&r->cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
     tensors = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
     copies = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
@@ -6080,6 +6210,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         mgt__strlcpy(r->saved_path, path, sizeof r->saved_path);
         mgt__strlcpy(r->run_id, meta.run_id, sizeof r->run_id);
         r->resumed = 1;
+        r->resumed_elsewhere = elsewhere;
         r->tokens_seen = meta.tokens;
         r->skipped = (int)meta.skipped;
         r->good_steps = (int)meta.good;
@@ -6095,8 +6226,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     MGT_FREE(tensors);
     mgt__layout_free(&g);
     mgt__st_close(&f);
-    /* a run that holds its folder already checks it again for the step it now continues */
-    if (res == MGT_OK && r->claimed) res = mgt__claim(r, 0);
+    if (res == MGT_OK && r->claimed) res = mgt__open_metrics(r); /* its metrics continue this history */
     return res;
 }
 
@@ -6567,7 +6697,8 @@ MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
     float *a, *b, *c;
     double rates[256], t_all = 0;
     int reps = 0, i, j;
-    if (mgt__cpu_backend_create_typed(&be, threads > 0 ? threads : mgt__cpu_count(), 0, MGT_F32, 0) != MGT_OK) return 0;
+    if (threads <= 0 || threads > 4096) threads = mgt__cpu_count();
+    if (mgt__cpu_backend_create_typed(&be, threads, 0, MGT_F32, 0) != MGT_OK) return 0;
     a = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
     b = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
     c = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
@@ -6685,6 +6816,17 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
         res = mgt__loader_open(&r->val, cfg->data.val, "[data] val", cfg->model.vocab_size, cfg->model.seq_len, 1, (uint64_t)cfg->train.seed, 0);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         r->has_val = 1;
+        if (r->has_train) { /* validating on shards it also trains on measures memory, not generalisation */
+            int a, b;
+            for (a = 0; a < r->train.nshards; a++)
+                for (b = 0; b < r->val.nshards; b++)
+                    if (r->train.shards[a].dev == r->val.shards[b].dev && r->train.shards[a].ino == r->val.shards[b].ino) {
+                        mgt__log(MGT_LOG_WARN, "[data] val's shard %d is also [data] train's shard %d: the validation loss is of data the run trains on",
+                                 b + 1, a + 1);
+                        a = r->train.nshards;
+                        break;
+                    }
+        }
     }
     if (cfg->checkpoint.dir[0]) mgt__strlcpy(r->dir, cfg->checkpoint.dir, sizeof r->dir);
     else {

@@ -74,25 +74,40 @@ int main(void) {
 
     /* a list, with spaces: the order given */
     snprintf(spec, sizeof spec, "%s/s_000003.bin , %s/s_00000[12].bin", dir, dir);
-    CHECK(mgt_data_check(spec, 256, T, &n_files, &n_tokens) == MGT_OK && n_files == 3 && n_tokens == 450, "list: %d files, %zu tokens: %s", n_files,
+    CHECK(mgt_data_check(spec, NULL, 256, T, &n_files, &n_tokens) == MGT_OK && n_files == 3 && n_tokens == 450, "list: %d files, %zu tokens: %s", n_files,
           n_tokens, mgt_last_error());
     CHECK(mgt__loader_open(&ld, spec, "[data] train", 256, T, 1, 1, 0) == MGT_OK && ld.shards[0].n == 50 && ld.shards[2].n == 300, "list order");
     mgt__loader_close(&ld);
 
+    /* a file named twice counts once; a file whose name has glob characters is itself */
+    snprintf(spec, sizeof spec, "%s/s_000001.bin,%s/s_00000[1].bin,%s/s_*.bin", dir, dir, dir);
+    CHECK(mgt_data_check(spec, NULL, 256, T, &n_files, &n_tokens) == MGT_OK && n_files == 3 && n_tokens == 450, "duplicates: %d files, %zu tokens", n_files,
+          n_tokens);
+    write_shard("sh[1].bin", 40, 1);
+    snprintf(spec, sizeof spec, "%s/sh[1].bin", dir);
+    CHECK(mgt_data_check(spec, NULL, 256, T, &n_files, &n_tokens) == MGT_OK && n_files == 1 && n_tokens == 40, "sh[1].bin: %s", mgt_last_error());
+    {
+        char huge[2000];
+        memset(huge, 'a', sizeof huge - 1);
+        huge[sizeof huge - 1] = 0;
+        CHECK(mgt_data_check(huge, NULL, 256, T, NULL, NULL) == MGT_ERROR_DATA && strstr(mgt_last_error(), "longer than"), "a 2000-byte item: %s",
+              mgt_last_error());
+    }
+
     /* errors name what is wrong */
     snprintf(spec, sizeof spec, "%s/nothing_*.bin", dir);
-    CHECK(mgt_data_check(spec, 256, T, NULL, NULL) == MGT_ERROR_DATA && strstr(mgt_last_error(), "matches no file") &&
+    CHECK(mgt_data_check(spec, NULL, 256, T, NULL, NULL) == MGT_ERROR_DATA && strstr(mgt_last_error(), "matches no file") &&
           strstr(mgt_last_error(), "nothing_*.bin"), "no match: %s", mgt_last_error());
     snprintf(spec, sizeof spec, "%s/s_*.bin,%s/short.bin", dir, dir);
-    CHECK(mgt_data_check(spec, 256, T, NULL, NULL) == MGT_ERROR_CONFIG && strstr(mgt_last_error(), "short.bin has 10 tokens"), "short: %s", mgt_last_error());
+    CHECK(mgt_data_check(spec, NULL, 256, T, NULL, NULL) == MGT_ERROR_CONFIG && strstr(mgt_last_error(), "short.bin has 10 tokens"), "short: %s", mgt_last_error());
     snprintf(spec, sizeof spec, "%s/missing.bin", dir);
-    CHECK(mgt_data_check(spec, 256, T, NULL, NULL) == MGT_ERROR_DATA && strstr(mgt_last_error(), "missing.bin: cannot open"), "missing: %s", mgt_last_error());
-    CHECK(mgt_data_check(" , ", 256, T, NULL, NULL) == MGT_ERROR_DATA, "an empty list is refused");
+    CHECK(mgt_data_check(spec, NULL, 256, T, NULL, NULL) == MGT_ERROR_DATA && strstr(mgt_last_error(), "missing.bin: cannot open"), "missing: %s", mgt_last_error());
+    CHECK(mgt_data_check(" , ", NULL, 256, T, NULL, NULL) == MGT_ERROR_DATA, "an empty list is refused");
 
     {
-        const char *names[] = {"s_000001.bin", "s_000002.bin", "s_000003.bin", "short.bin"};
+        const char *names[] = {"s_000001.bin", "s_000002.bin", "s_000003.bin", "short.bin", "sh[1].bin"};
         char path[256];
-        for (i = 0; i < 4; i++) { snprintf(path, sizeof path, "%s/%s", dir, names[i]); unlink(path); }
+        for (i = 0; i < 5; i++) { snprintf(path, sizeof path, "%s/%s", dir, names[i]); unlink(path); }
         rmdir(dir);
     }
     if (failures) { printf("%d FAILED\n", failures); return 1; }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # tests/test_fuzz.sh - a short, fixed run of each libFuzzer target (tests/fuzz/, `ninja fuzz`):
 # FUZZ_SECONDS (8) seconds each with a fixed seed (FUZZ_SEED, 1; 0 draws one), on a copy of its
-# committed seed corpus, one job. A crash, a sanitizer report or a broken property fails the test
-# with the target, the first lines of the report, and the input kept under build/logs/fuzz/ with
-# the command that reproduces it. Exits 77 with a SKIP line only when the targets were built
-# without libFuzzer (tests/fuzz/cc.sh builds stubs then). Longer runs: README, Tests.
+# committed seed corpus, in one process (no -jobs: that would leave fuzz-0.log behind). A crash, a
+# sanitizer report or a broken property fails the test with the target, the first lines of the
+# report, and the input kept under build/logs/fuzz/ with the command that reproduces it. Exits 77
+# with a SKIP line only when the targets were built without libFuzzer (tests/fuzz/cc.sh builds
+# stubs then). Longer runs: README, Tests.
 #
 # The preset target runs with MGT_FUZZ_ROUNDTRIP=report: the stored-preset round trip through
 # mgt_config_format and mgt_config_load_string has known failures (README, Tests); they are
@@ -31,7 +32,7 @@ for t in $targets; do
     dict=()
     [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
     start=$(date +%s.%N)
-    MGT_FUZZ_ROUNDTRIP=$ROUNDTRIP "$bin" -seed="$seed" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -jobs=1 -workers=1 \
+    MGT_FUZZ_ROUNDTRIP=$ROUNDTRIP "$bin" -seed="$seed" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$work/$t-" "${dict[@]}" "$work/$t" > "$work/$t.log" 2>&1
     rc=$?
     end=$(date +%s.%N)

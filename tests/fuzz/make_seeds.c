@@ -6,7 +6,8 @@
                  the smallest the presets allow with the byte tokenizer) saved by mgt_run_save:
                  fresh, after two steps in fp32, and after one step in fp16 (loss-scale metadata)
      tokenizer   a small byte-level BPE vocabulary (the 256 bytes, some merges, <|endoftext|>) as
-                 encoder.json NUL vocab.bpe NUL text, and plain texts
+                 encoder.json NUL vocab.bpe NUL text, its merges alone (vocab.bpe NUL text),
+                 and plain texts
    Run from the repository root:  ninja build/fuzz/make_seeds && build/fuzz/make_seeds
    The files are deterministic; commit what changes. */
 #define MGT_IMPLEMENTATION
@@ -242,7 +243,7 @@ static void tokenizer_seeds(void) {
                                   "they're we've I'll he'd you'm 'S"};
     static char buf[32768];
     char chars[64];
-    size_t n = 0, k;
+    size_t n = 0, k, bpe;
     int id = 0, i;
     n += (size_t)snprintf(buf + n, sizeof buf - n, "{");
     for (i = 0; i < 256; i++) { /* the bytes: the odd ones as \u escapes, as GPT-2's file has them */
@@ -261,6 +262,7 @@ static void tokenizer_seeds(void) {
     }
     n += (size_t)snprintf(buf + n, sizeof buf - n, ", \"<|endoftext|>\": %d}\n", id++);
     buf[n++] = 0;
+    bpe = n;
     n += (size_t)snprintf(buf + n, sizeof buf - n, "#version: 0.2\n");
     for (i = 0; i < (int)(sizeof merges / sizeof merges[0]); i++) {
         k = word_chars(merges[i][0], chars);
@@ -281,6 +283,10 @@ static void tokenizer_seeds(void) {
         memcpy(seed + n, texts[i], len);
         snprintf(name, sizeof name, "vocab_%d", i);
         put("tokenizer", name, seed, n + len);
+        if (i < 2) { /* vocab.bpe NUL text: the target writes encoder.json */
+            snprintf(name, sizeof name, "merges_%d", i);
+            put("tokenizer", name, seed + bpe, n - bpe + len);
+        }
         snprintf(text_name, sizeof text_name, "text_%d", i);
         put("tokenizer", text_name, texts[i], len);
     }

@@ -1,13 +1,15 @@
 /* What the fuzz targets share: a private temporary folder for the files the library reads by path,
    and splitting an input into NUL-separated parts. Include after mgt.h (or data/tokenizer.h) with
-   its implementation. Each process (each libFuzzer job) has its own folder; it is removed at exit
-   and when a sanitizer reports (the death callback), so a crash leaves nothing behind. */
+   its implementation. Each process (each libFuzzer job) has its own folder, named with its pid; it
+   is removed at exit. A crash skips that (libFuzzer owns the sanitizers' death callback), so each
+   target, when it starts, removes the folders of processes that no longer run. */
 #include <dirent.h>                       /* defines: opendir, readdir */
+#include <errno.h>                        /* defines: errno, ESRCH */
+#include <signal.h>                       /* defines: kill */
 #include <stdio.h>                        /* defines: snprintf, fprintf */
 #include <stdlib.h>                       /* defines: mkdtemp, atexit, getenv, abort */
 #include <string.h>                       /* defines: memcpy, memchr */
-#include <unistd.h>                       /* defines: unlink, rmdir */
-#include <sanitizer/common_interface_defs.h> /* defines: __sanitizer_set_death_callback */
+#include <unistd.h>                       /* defines: unlink, rmdir, getpid */
 
 /* Every UndefinedBehaviorSanitizer report stops the target (halt_on_error), but those that
    tests/fuzz/ubsan.supp names: known findings, until they are fixed. UBSAN_OPTIONS overrides. */
@@ -20,29 +22,50 @@ const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stackt
 
 static char fuzz_dir[256];
 
-static void fuzz_cleanup(void) {
+static void fuzz_rmdir(const char *dir) {
     DIR *d;
     struct dirent *e;
     char path[600];
-    if (!fuzz_dir[0] || !(d = opendir(fuzz_dir))) return;
+    if (!(d = opendir(dir))) return;
     while ((e = readdir(d)))
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", fuzz_dir, e->d_name);
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             unlink(path);
         }
     closedir(d);
-    rmdir(fuzz_dir);
+    rmdir(dir);
+}
+
+static void fuzz_cleanup(void) {
+    if (fuzz_dir[0]) fuzz_rmdir(fuzz_dir);
     fuzz_dir[0] = 0;
 }
 
-/* makes the folder once: $TMPDIR/mgt_fuzz_<name>_XXXXXX */
+/* makes the folder once: $TMPDIR/mgt_fuzz_<name>_<pid>_XXXXXX, after removing those of <name>
+   whose process is gone */
 FUZZ_HELPER const char *fuzz_tmpdir(const char *name) {
     if (!fuzz_dir[0]) {
         const char *tmp = getenv("TMPDIR");
-        snprintf(fuzz_dir, sizeof fuzz_dir, "%s/mgt_fuzz_%s_XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+        char prefix[128], stale[600];
+        DIR *d;
+        struct dirent *e;
+        tmp = tmp && *tmp ? tmp : "/tmp";
+        snprintf(prefix, sizeof prefix, "mgt_fuzz_%s_", name);
+        if ((d = opendir(tmp))) {
+            while ((e = readdir(d))) {
+                long pid;
+                char *end;
+                if (strncmp(e->d_name, prefix, strlen(prefix))) continue;
+                pid = strtol(e->d_name + strlen(prefix), &end, 10);
+                if (*end != '_' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+                snprintf(stale, sizeof stale, "%s/%s", tmp, e->d_name);
+                fuzz_rmdir(stale);
+            }
+            closedir(d);
+        }
+        snprintf(fuzz_dir, sizeof fuzz_dir, "%s/%s%ld_XXXXXX", tmp, prefix, (long)getpid());
         if (!mkdtemp(fuzz_dir)) { perror("mkdtemp"); abort(); }
         atexit(fuzz_cleanup);
-        __sanitizer_set_death_callback(fuzz_cleanup);
     }
     return fuzz_dir;
 }

@@ -1327,14 +1327,14 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                          mgt__where(cfg, a, w1, sizeof w1), cfg->model.d_model, cfg->model.n_head, mgt__where(cfg, MGT__KEY(model, d_model), w2, sizeof w2),
                          mgt__where(cfg, MGT__KEY(model, n_head), w3, sizeof w3));
     }
-    if (cfg->train.global_batch % (cfg->train.micro_batch * cfg->parallel.dp)) {
+    if ((long long)cfg->train.global_batch % ((long long)cfg->train.micro_batch * cfg->parallel.dp)) { /* 1e6 x 4096 does not fit an int */
         int keys[3], k, primary;
         keys[0] = MGT__KEY(parallel, dp); keys[1] = MGT__KEY(train, global_batch); keys[2] = MGT__KEY(train, micro_batch);
         for (primary = keys[1], k = 2; k >= 0; k--) if (cfg->line[keys[k]] != 0) primary = keys[k]; /* a key the user set */
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s, dp from %s); make global_batch a multiple of %d",
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s, dp from %s); make global_batch a multiple of %lld",
                          mgt__where(cfg, primary, w1, sizeof w1), cfg->train.global_batch, cfg->train.micro_batch, cfg->parallel.dp,
                          mgt__where(cfg, keys[1], w2, sizeof w2), mgt__where(cfg, keys[2], w3, sizeof w3), mgt__where(cfg, keys[0], w4, sizeof w4),
-                         cfg->train.micro_batch * cfg->parallel.dp);
+                         (long long)cfg->train.micro_batch * cfg->parallel.dp);
     }
     if (cfg->model.n_head % cfg->parallel.tp) {
         int a = MGT__KEY(parallel, tp), b = MGT__KEY(model, n_head);
@@ -1559,16 +1559,16 @@ typedef struct mgt__args {
    below 2e-8 before rounding). Branch-free and without libm calls, so that loops calling it
    vectorise (libm's expf and floorf would not, short of -ffast-math). */
 static float mgt__expf(float x) {
-    float k, r, p, scale;
+    float k, r, p, scale, c;
     int32_t bits;
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 trick */
-    r = x - k * 0.693145751953125f - k * 1.428606765330187e-06f;
+    c = x >= -87.0f ? x : -87.0f; /* a NaN becomes -87 here, so the int conversion below is defined... */
+    c = c <= 88.0f ? c : 88.0f;
+    k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 trick */
+    r = c - k * 0.693145751953125f - k * 1.428606765330187e-06f;
     p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    bits = ((int32_t)k + 127) << 23;
+    bits = (int32_t)((uint32_t)((int32_t)k + 127) << 23);
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return x == x ? p * scale : x; /* ...and comes back as the NaN it was */
 }
 static float mgt__tanhf(float x) { return 1.0f - 2.0f / (mgt__expf(2.0f * x) + 1.0f); }
 

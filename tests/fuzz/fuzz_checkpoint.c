@@ -1,7 +1,7 @@
 /* libFuzzer target: the checkpoint loader, through sampling and resume.
    Input: a safetensors file (8-byte header length, JSON header with the metadata and the tensors,
    then the data), as mgt_run_save writes it. Before it is written to the target's temporary folder,
-   a `"checksum":"<16 hex>"` in its header is replaced with the checksum of its data, so mutated
+   a `"checksum":"<16 hex>"` in its header is replaced with the checksum of the file, so mutated
    weights get past the checksum to the code that uses them (the mismatch path is one comparison;
    an input can still drop the checksum or spell it otherwise). Then, as `mgt sample` and
    `mgt train --resume` do:
@@ -39,7 +39,8 @@ static void tiny_config(mgt_config *cfg) {
     mgt_config_set(cfg, set);
 }
 
-/* the checksum a `"checksum":"` in the header claims, made true for the data as it is */
+/* the checksum a `"checksum":"` in the header claims, made true for the file as it is (the whole
+   file, the 16 digits read as '0', as mgt__checkpoint_open computes it) */
 static void fix_checksum(uint8_t *buf, size_t size) {
     static const char key[] = "\"checksum\":\"";
     uint64_t hlen;
@@ -49,9 +50,13 @@ static void fix_checksum(uint8_t *buf, size_t size) {
     if (hlen > size - 8) return;
     for (i = 8; i + k + 16 <= 8 + hlen; i++)
         if (!memcmp(buf + i, key, k)) {
-            uint64_t sum = mgt__checksum_update(MGT__CHECKSUM_INIT, buf + 8 + hlen, size - 8 - (size_t)hlen);
+            mgt__hash sum;
             char text[17];
-            snprintf(text, sizeof text, "%016llx", (unsigned long long)sum);
+            mgt__hash_init(&sum);
+            mgt__hash_update(&sum, buf, i + k);
+            mgt__hash_update(&sum, mgt__checksum_zeros, 16);
+            mgt__hash_update(&sum, buf + i + k + 16, size - i - k - 16);
+            snprintf(text, sizeof text, "%016llx", (unsigned long long)mgt__hash_final(&sum));
             memcpy(buf + i + k, text, 16);
             return;
         }

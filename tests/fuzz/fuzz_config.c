@@ -7,9 +7,9 @@
    - an error leaves a message in mgt_last_error();
    - the stored-preset round trip: a preset that loaded and validated, stored the way a checkpoint
      stores it (store_preset below) and read back (restore_preset), equals the original key by
-     key and still validates. Today a checkpoint stores mgt_config_format()'s text as a JSON string
-     in its safetensors metadata and mgt_checkpoint_config reads it back with
-     mgt_config_load_string; switch these two functions when the checkpoint's serializer changes.
+     key and still validates. A checkpoint stores the preset as a JSON object of "section.key":
+     "value" strings (mgt__config_store) and mgt_checkpoint_config reads it back
+     (mgt__config_restore).
    A round-trip difference aborts with both values and the stored line; with MGT_FUZZ_ROUNDTRIP=report
    it is printed (once per key) and the run goes on.
    Build: `ninja build/fuzz/config`; run: see README (Tests, fuzzing). */
@@ -21,24 +21,23 @@ static int report_only; /* MGT_FUZZ_ROUNDTRIP=report: print round-trip differenc
 
 /* ---- the checkpoint's preset, stored and restored: the two functions to switch ------------------ */
 
-/* the preset as the checkpoint's metadata holds it: the JSON string mgt_run_save writes (format,
-   then escaped); returns 0, or -1 when it does not fit (a run's save would fail the same way) */
+/* the preset as the checkpoint's metadata holds it: mgt__config_store's JSON object, as mgt_run_save
+   writes it; returns 0, or -1 when it does not fit (a run's save would fail the same way) */
 static int store_preset(const mgt_config *cfg, mgt__buf *stored) {
     static char text[1 << 16]; /* mgt_run_save's buffer */
     memset(stored, 0, sizeof *stored);
-    if (mgt_config_format(cfg, text, sizeof text) < 0) return -1;
-    mgt__buf_json_string(stored, text);
+    if (mgt__config_store(cfg, text, sizeof text) < 0) return -1;
+    mgt__buf_str(stored, text);
     return stored->oom ? -1 : 0;
 }
 
-/* the preset read back from the metadata as mgt_checkpoint_config reads it: the safetensors header's
-   JSON string, then mgt_config_load_string over the defaults; the text read is left in *text */
+/* the preset read back from the metadata as mgt_checkpoint_config reads it (mgt__config_restore
+   over the defaults); the text read is left in *text */
 static mgt_result restore_preset(const mgt__buf *stored, mgt_config *cfg, mgt__buf *text) {
-    const char *p = stored->p;
     memset(text, 0, sizeof *text);
+    mgt__buf_str(text, stored->p);
     mgt_config_init(cfg);
-    if (!mgt__json_string(&p, text)) return mgt__fail(MGT_ERROR_CHECKPOINT, "the stored preset is not a JSON string");
-    return mgt_config_load_string(cfg, text->p, "checkpoint");
+    return mgt__config_restore(cfg, stored->p, "checkpoint");
 }
 
 /* ----------------------------------------------------------------------------------------------- */

@@ -23,7 +23,7 @@ static void check_loader(const char *path, int vocab, int rows, int prefetch, si
         if (n_checked >= T + 1) fail("the loader refuses a shard that checks and is long enough");
         return;
     }
-    if (ld.shard.n != n_checked) fail("the loader and mgt_shard_check disagree on the token count");
+    if (ld.nshards != 1 || ld.shards[0].n != n_checked) fail("the loader and mgt_shard_check disagree on the token count");
     for (step = 0; step < 3; step++) {
         const uint16_t *x = mgt__loader_get(&ld, step);
         int i, t;
@@ -32,7 +32,7 @@ static void check_loader(const char *path, int vocab, int rows, int prefetch, si
             int found = 0;
             size_t off;
             for (t = 0; t <= T; t++) if (row[t] >= vocab) fail("a token at or above vocab_size");
-            for (off = 0; off + T + 1 <= ld.shard.n && !found; off++) found = !memcmp(row, ld.shard.tokens + off, sizeof(uint16_t) * (T + 1));
+            for (off = 0; off + T + 1 <= ld.shards[0].n && !found; off++) found = !memcmp(row, ld.shards[0].tokens + off, sizeof(uint16_t) * (T + 1));
             if (!found) fail("a row that is no window of the shard");
         }
     }

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Writes the reproducers of tests/fuzz/crashes/ (README.md there says what each shows).
+"""Writes the reproducers of tests/fuzz/regressions/ (README.md there says what each shows).
 
 The checkpoint ones start from the seed tests/fuzz/corpus/checkpoint/fp32_step0.safetensors and
-change one thing each. Run from the repository root: python3 tests/fuzz/crashes/make.py
+change one thing each. Run from the repository root: python3 tests/fuzz/regressions/make.py
 """
 import json
 import struct
 
 SEED = "tests/fuzz/corpus/checkpoint/fp32_step0.safetensors"
-OUT = "tests/fuzz/crashes/"
+OUT = "tests/fuzz/regressions/"
 
 
 def read(path):

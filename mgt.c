@@ -150,10 +150,15 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
     int i;
     mgt_result r;
     double v;
+    int train = !strcmp(argv[1], "train");
     mgt_config_init(cfg);
     mgt_set_logger(print_log, NULL); /* warnings about the preset (a repeated [section]) */
     for (i = 2; i < argc; i++) {
         const char *a = argv[i];
+        if (!train && (!strcmp(a, "--resume") || !strcmp(a, "--no-tui") || !strcmp(a, "--overwrite"))) { /* options of mgt train only */
+            fprintf(stderr, "mgt %s: %s is an option of mgt train (see mgt %s --help)\n", argv[1], a, argv[1]);
+            return 2;
+        }
         if (!strcmp(a, "--set") || !strcmp(a, "--resume") || !strcmp(a, "--steps")) {
             if (i + 1 >= argc) { fprintf(stderr, "mgt: %s needs a value\n", a); return 2; }
             i++;
@@ -166,8 +171,8 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
             continue; /* --set is applied after the preset is loaded */
         }
         if (!strcmp(a, "--no-tui")) { o->no_tui = 1; continue; }
-        if (!strcmp(a, "--overwrite") && !strcmp(argv[1], "train")) { o->overwrite = 1; continue; }
-        if (a[0] == '-') { fprintf(stderr, "mgt: unknown option %s\n\n", a); usage(stderr); return 2; }
+        if (!strcmp(a, "--overwrite")) { o->overwrite = 1; continue; }
+        if (a[0] == '-') { fprintf(stderr, "mgt %s: unknown option %s (see mgt %s --help)\n", argv[1], a, argv[1]); return 2; }
         if (o->preset) { fprintf(stderr, "mgt: one preset at a time (got %s and %s)\n", o->preset, a); return 2; }
         o->preset = a;
     }

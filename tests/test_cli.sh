@@ -91,6 +91,16 @@ else fail "prepare: exit $RC; $(cat prepare.err)"; fi
 
 expect_err "prepare with a missing input exits 2 and names it" 2 "$MGT" prepare --tokenizer byte no_such_input.txt -o x -- "no_such_input.txt"
 
+# ---- 0. help: every command, exit 0; an option of another command is an error --------------------
+for c in train sample check keys prepare bench plan version; do
+    run help "$MGT" "$c" --help
+    if [ "$RC" -eq 0 ] && head -1 help.out | grep -q "^usage: mgt $c"; then ok "mgt $c --help: usage on stdout, exit 0"
+    else fail "mgt $c --help: exit $RC; $(head -2 help.out help.err)"; fi
+done
+expect_err "mgt plan --resume: an option of mgt train, exit 2" 2 "$MGT" plan "$ROOT/presets/quickstart.ini" --resume x -- "--resume is an option of mgt train"
+expect_err "mgt bench --no-tui: an option of mgt train, exit 2" 2 "$MGT" bench "$ROOT/presets/quickstart.ini" --no-tui -- "--no-tui is an option of mgt train"
+expect_err "mgt keys with a stray argument exits 2" 2 "$MGT" keys --bogus -- "unknown option --bogus"
+
 # ---- 1. preset errors: exit 2, file:line, key, what is valid ------------------------------------
 
 expect_err "unknown section: line of the header, nearest section suggested" 2 "$MGT" check "$B/unknown_section.ini" -- \
@@ -394,6 +404,25 @@ expect_err "resume from a corrupted checkpoint: checksum error, exit 2" 2 "$MGT"
     --resume latest -- "checksum"
 head -c 500 "$CK" >cut.safetensors
 expect_err "truncated checkpoint exits 2 and gives the real file size" 2 "$MGT" sample cut.safetensors --tokens 5 -- "cut.safetensors" "500-byte"
+
+# a GPT-2-tokenized run samples from any folder: the checkpoint stores the BPE folder's absolute
+# path; --bpe-dir names another when the files moved
+BPE=""
+for d in "$ROOT/data/gpt2-bpe" "$ROOT/../shared/data/gpt2-bpe"; do [ -f "$d/vocab.bpe" ] && BPE=$d && break; done
+if [ -n "$BPE" ]; then
+    mkdir -p g/bpe && cp "$BPE/encoder.json" "$BPE/vocab.bpe" g/bpe/
+    run gprep "$MGT" prepare --tokenizer gpt2 --bpe-dir g/bpe text.txt -o g/tk
+    run gtrain "$MGT" train "$P/tiny.ini" --no-tui --set data.tokenizer=gpt2 --set data.bpe_dir=g/bpe --set model.vocab_size=50257 \
+        --set data.train=g/tk_train.bin --set data.val=g/tk_val.bin --set checkpoint.dir=g/ck --set train.steps=2
+    mkdir -p elsewhere
+    (cd elsewhere && "$MGT" sample ../g/ck --tokens 5 --prompt "The quick" >../gs1.out 2>../gs1.err); rc1=$?
+    mv g/bpe g/bpe_moved
+    (cd elsewhere && "$MGT" sample ../g/ck --tokens 5 >../gs2.out 2>../gs2.err); rc2=$?
+    (cd elsewhere && "$MGT" sample ../g/ck --tokens 5 --bpe-dir ../g/bpe_moved >../gs3.out 2>../gs3.err); rc3=$?
+    if [ "$rc1" -eq 0 ] && grep -q "^The quick" gs1.out && [ "$rc2" -eq 2 ] && grep -q -- "--bpe-dir DIR" gs2.err && [ "$rc3" -eq 0 ]; then
+        ok "a GPT-2 run samples from another folder (absolute bpe_dir stored); moved files: exit 2 naming --bpe-dir, which works"
+    else fail "gpt2 sample elsewhere: exit $rc1/$rc2/$rc3; $(head -c 200 gs1.err) / $(head -c 200 gs2.err) / $(head -c 200 gs3.err)"; fi
+else ok "# skipped: no GPT-2 BPE files (./setup.sh --gpt2)"; fi
 
 # ---- 6. the header names the layout; a speedup only against a measured single rank of the model --
 

@@ -2234,9 +2234,12 @@ typedef struct mgt__acts {
     int *inputs, *targets;                 /* (N) */
 } mgt__acts;
 
-static void *mgt__carve(char **cursor, size_t bytes) {
-    void *p = *cursor;
-    *cursor += (bytes + 63) & ~(size_t)63;
+/* consecutive 64-byte aligned pieces of one block; a NULL base only measures (offsets, never
+   pointers, are added up: arithmetic on a null pointer is undefined) */
+typedef struct mgt__cursor { char *base; size_t used; } mgt__cursor;
+static void *mgt__carve(mgt__cursor *c, size_t bytes) {
+    void *p = c->base ? c->base + c->used : NULL;
+    c->used += (bytes + 63) & ~(size_t)63;
     return p;
 }
 
@@ -2244,7 +2247,7 @@ typedef struct mgt__shape { int B, T, C, Cl, Hl, NHl, Vl, tp, nblocks, first, la
 
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
-    char *cur = base;
+    mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
     int sets = s->nblocks == 0 ? 0 : (s->recompute ? 1 : s->nblocks);
     for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, N * C * e);
@@ -2274,19 +2277,19 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
-    return (size_t)(cur - base);
+    return cur.used;
 }
 
 /* gradient scratch shared by the micro-batches of a rank (one backward at a time), storage type */
 typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch; } mgt__grad_scratch;
 static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
-    char *cur = base;
+    mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
     g->dres = mgt__carve(&cur, N * (size_t)s->C * e);
     g->dln = mgt__carve(&cur, N * (size_t)s->C * e);
     g->dqkv = mgt__carve(&cur, N * 3 * (size_t)s->Cl * e);
     g->dfch = mgt__carve(&cur, N * (size_t)s->Hl * e);
-    return (size_t)(cur - base);
+    return cur.used;
 }
 
 /* fp32 workspace of the CPU backend's 16-bit ops on a rank of this shape: the most any one op

@@ -772,8 +772,23 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+/* OpenBLAS's pthreads build starts its threads in a library constructor, before main, from
+   OPENBLAS_NUM_THREADS or the core count. mgt calls BLAS from its own threads, one call on each, so
+   those threads would only idle, each holding a GEMM buffer (128 MiB of address space); under a
+   tight ulimit -v one that cannot get its buffer retries forever, and exit, which joins it, never
+   returns. So when OpenBLAS started threads, mgt runs itself again with OPENBLAS_NUM_THREADS=1 (the
+   same process, once: the variable is then 1). Where that fails (no /proc), the library stops
+   them at its first run (mgt.h, BLAS). */
+static void blas_threads_off(char **argv) {
+    const char *v = getenv("OPENBLAS_NUM_THREADS");
+    if (!openblas_get_num_threads || !openblas_get_parallel || openblas_get_parallel() != 1 || openblas_get_num_threads() <= 1) return;
+    if (v && !strcmp(v, "1")) return;
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
+    blas_threads_off(argv);
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);
     if (!strcmp(cmd, "check")) return cmd_check(argc, argv);

@@ -633,6 +633,13 @@ static int cmd_check(int argc, char **argv) {
                plan.zero ? shard : lay.size, lay.n, ppr == 0 ? " +embedding" : "", ppr == plan.pp - 1 ? " +head" : "");
     }
     mgt__layout_free(&lay);
+    { /* whether it fits this machine: the same check mgt train makes before it allocates */
+        mgt_fit fit;
+        mgt_result r = mgt_plan_fit(&cfg, &fit);
+        fflush(stdout);
+        if (r != MGT_OK) return fail(r);
+        printf("\n%s%s\n", fit.fits ? "" : "warning: ", fit.text);
+    }
     return 0;
 }
 

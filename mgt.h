@@ -524,6 +524,29 @@ typedef struct mgt_rank_plan {
 /* The plan of `rank` (0 .. dp*tp*pp - 1) under cfg; threads is the CPU threads of the run (0: every core). */
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *out);
 
+/* Does a run of cfg fit this machine? What the planner says its ranks need, against what the
+   machine has, before anything is allocated; mgt_run_create and mgt_run_open refuse a run that does
+   not fit, and `mgt check` prints the comparison. CPU ranks live in one process: the sum over ranks,
+   plus their threads, the BLAS buffers and a checkpoint's copies, against 90% of MemAvailable
+   (/proc/meminfo; the rest is for the page cache of the data and what the plan does not count), and
+   the address space the run adds against what ulimit -v (RLIMIT_AS) leaves. GPU ranks: each rank
+   against its device's free memory, less a reserve for cuBLAS and NCCL; the host against the copies a
+   checkpoint makes. MGT_OK when it fits or nothing could be checked; MGT_ERROR_CONFIG when it does
+   not, with the numbers and what would make it fit (the same line is in out->text). With the
+   environment variable MGT_MEMORY_CHECK=off a run that does not fit is only warned about (MGT_OK,
+   fits 0, enforced 0): MemAvailable does not count swap, and memory may be freed meanwhile. */
+typedef struct mgt_fit {
+    int device;                /* MGT_DEVICE_CPU or MGT_DEVICE_CUDA: where the ranks would run */
+    int checked;               /* 0: nothing to compare with (no /proc/meminfo; a cuda preset here without GPUs) */
+    int fits, enforced;        /* enforced 0 under MGT_MEMORY_CHECK=off */
+    double host_need, host_have; /* bytes of RAM the run needs, and what mgt may use (-1: unknown) */
+    double as_need, as_have;   /* address space the run adds, and what ulimit -v leaves (-1: unlimited) */
+    int gpu_rank;              /* GPU: the rank with the least headroom (-1 on CPU) */
+    double gpu_need, gpu_have; /* its need, and its device's free memory */
+    char text[1024];           /* the comparison and its verdict in one line; the levers when it does not fit */
+} mgt_fit;
+MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out);
+
 /* Reads the resolved preset stored in a checkpoint (so `mgt sample` needs no preset file). */
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg);
 /* Newest checkpoint file in a folder into path; MGT_ERROR_CHECKPOINT when there is none. */
@@ -1323,6 +1346,19 @@ static void mgt__blas_setup_locked(void) {
     mgt__blas.slots = mgt__cpu_count();
     if (pool && mgt__blas.slots > pool - mgt__blas.openblas_threads) mgt__blas.slots = pool - mgt__blas.openblas_threads;
     if (mgt__blas.slots < 1) mgt__blas.slots = 1;
+}
+
+/* calls allowed at once, and the address space OpenBLAS's buffers for them still need */
+static int mgt__blas_slots(size_t *still_needed) {
+    int n;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    n = mgt__blas.slots;
+    if (still_needed)
+        *still_needed = mgt__blas.ready || !mgt__blas.alloc ? 0
+                        : (size_t)n * (mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes : MGT__BLAS_BUFFER_GUESS);
+    pthread_mutex_unlock(&mgt__blas.mu);
+    return n;
 }
 
 /* once per process, from the first CPU backend: one thread, OpenBLAS's own threads stopped, and
@@ -5610,6 +5646,242 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     return MGT_OK;
 }
 
+/* ---- does a run fit this machine (mgt_plan_fit): the plan against MemAvailable, ulimit -v, GPU memory ---- */
+
+#define MGT__HOST_SHARE 0.9 /* of MemAvailable a run may plan on: the rest is the page cache of its data, other programs, what no plan counts */
+#define MGT__THREAD_RESIDENT 262144.0 /* a thread's touched stack and bookkeeping (1024 rank threads measured 240 MB) */
+#define MGT__ARENA_BYTES 67108864.0 /* glibc gives a thread that allocates its own arena: 64 MiB of address space, at most 8 per core */
+#define MGT__GPU_RESERVE 268435456.0 /* per GPU, and per NCCL communicator: cuBLAS workspaces, NCCL buffers, rounding */
+
+/* snprintf for messages that may be cut at cap (the compiler is not asked to prove they are not) */
+MGT__PRINTF(3, 4) static int mgt__textf(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return n < 0 ? 0 : (size_t)n < cap ? n : (int)(cap ? cap - 1 : 0);
+}
+
+static void mgt__fmt_bytes(double b, char *out, size_t cap) {
+    if (b >= 1099511627776.0) mgt__textf(out, cap, "%.1f TiB", b / 1099511627776.0);
+    else if (b >= 1073741824.0) mgt__textf(out, cap, "%.1f GiB", b / 1073741824.0);
+    else if (b >= 10485760.0) mgt__textf(out, cap, "%.0f MiB", b / 1048576.0);
+    else if (b >= 1048576.0) mgt__textf(out, cap, "%.1f MiB", b / 1048576.0);
+    else mgt__textf(out, cap, "%.0f KiB", b / 1024.0);
+}
+
+/* a /proc/meminfo line ("MemAvailable:") in bytes, -1 when it cannot be read */
+static double mgt__meminfo(const char *key) {
+    char line[256];
+    double v = -1;
+    size_t n = strlen(key);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) { v = strtod(line + n, NULL) * 1024.0; break; }
+    fclose(f);
+    return v;
+}
+
+typedef struct mgt__need {
+    double host, as;      /* RAM, and the address space the run adds (CPU) */
+    double planned;       /* what `mgt plan` shows, summed over the ranks (CPU) */
+    double state;         /* of it: parameters, gradients and optimizer state */
+    double checkpoint;    /* a checkpoint's fp32 copies (parameters and both moments) */
+    double threads;       /* threads the run starts */
+    int gpu_rank;         /* GPU: the rank with the least headroom, what it needs and its excess over its device's free memory */
+    double gpu_need, gpu_excess;
+} mgt__need;
+
+/* What a run of cfg needs, from the plan of each rank. gpu_free[i] (nfree of them): free memory of
+   rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0, or -1
+   when cfg is not valid (mgt_last_error says why). */
+static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gpu_free, int nfree, mgt__need *n) {
+    mgt_config cfg = *cfg0;
+    int world, r, c, threads, per_rank, cores = mgt__cpu_count();
+    double least = -1;
+    memset(n, 0, sizeof *n);
+    n->gpu_rank = -1;
+    if (inference) cfg.train.micro_batch = cfg.train.global_batch = 1; /* sampling: one sequence, no optimizer */
+    if (mgt_config_validate(&cfg) != MGT_OK) return -1;
+    world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+    for (r = 0; gpu_free && r < nfree; r++) least = least < 0 || gpu_free[r] < least ? gpu_free[r] : least;
+    for (r = 0; r < world; r++) {
+        mgt_rank_plan p;
+        double rank = 0, reserve = MGT__GPU_RESERVE, have;
+        if (mgt_plan_rank(&cfg, r, &p) != MGT_OK) return -1;
+        if (inference) p.mem[MGT_MEM_GRADS] = p.mem[MGT_MEM_OPTIMIZER] = p.mem[MGT_MEM_BUFFERS] = 0;
+        n->state += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_GRADS] + p.mem[MGT_MEM_OPTIMIZER]);
+        for (c = 0; c < MGT_MEM_COUNT; c++)
+            if (!gpu_free || c != MGT_MEM_WORKSPACE) rank += (double)p.mem[c]; /* the workspace is the CPU backend's */
+        if (!gpu_free) { n->planned += rank; continue; }
+        /* NCCL: a communicator for the world and for each kind of group with more than one member */
+        reserve *= 1 + (world > 1) + (cfg.parallel.tp > 1) + (cfg.parallel.dp > 1) + 2 * (cfg.parallel.pp > 1);
+        rank += reserve;
+        n->host += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_OPTIMIZER]); /* a checkpoint copies the rank to the host */
+        have = r < nfree ? gpu_free[r] : least;
+        if (have >= 0 && (n->gpu_rank < 0 || rank - have > n->gpu_excess)) { n->gpu_rank = r; n->gpu_need = rank; n->gpu_excess = rank - have; }
+    }
+    n->checkpoint = 12.0 * (double)mgt__global_params(&cfg); /* saving gathers, resuming reads, three fp32 copies */
+    n->host += n->planned + n->checkpoint;
+    if (gpu_free) return 0;
+    threads = cfg.parallel.threads > 0 ? cfg.parallel.threads : cores;
+    per_rank = threads / world > 0 ? threads / world : 1;
+    n->threads = (world > 1 ? world : 0) + (double)world * (per_rank - 1) + (!inference && cfg.data.train[0] ? 1 : 0); /* ranks, pools, loader */
+    n->host += n->threads * MGT__THREAD_RESIDENT;
+    {
+        pthread_attr_t a;
+        size_t stack = 8 << 20, blas = 0;
+        struct stat st;
+        if (pthread_attr_init(&a) == 0) { pthread_attr_getstacksize(&a, &stack); pthread_attr_destroy(&a); }
+        mgt__blas_slots(&blas);
+        n->as = n->planned + n->checkpoint + n->threads * (double)stack + (n->threads < 8.0 * cores ? n->threads : 8.0 * cores) * MGT__ARENA_BYTES +
+                (double)blas + 64.0 * 1048576.0; /* and the libraries' own allocations */
+        if (!inference && cfg.data.train[0] && stat(cfg.data.train, &st) == 0) n->as += (double)st.st_size; /* the shards are mapped */
+        if (!inference && cfg.data.val[0] && stat(cfg.data.val, &st) == 0) n->as += (double)st.st_size;
+    }
+    return 0;
+}
+
+static int mgt__need_fits(const mgt__need *n, const mgt_fit *f) {
+    return (f->host_have < 0 || n->host <= f->host_have) && (f->as_have < 0 || n->as <= f->as_have) && (n->gpu_rank < 0 || n->gpu_excess <= 0);
+}
+
+/* appends "key = value (needs X)" to buf when cfg with that change fits; returns whether it did */
+static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inference, const double *gpu_free, int nfree, const mgt_fit *f,
+                      const char *what) {
+    mgt__need n;
+    char b[32];
+    size_t used = strlen(buf);
+    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0 || !mgt__need_fits(&n, f)) return 0;
+    mgt__fmt_bytes(gpu_free ? n.gpu_need : n.host, b, sizeof b);
+    mgt__textf(buf + used, cap - used, "%s%s (%s%s)", used ? ", or " : "", what, b, gpu_free ? " per GPU" : "");
+    return 1;
+}
+
+/* The comparison for a run of cfg on the CPU (gpu_free NULL) or on GPUs (gpu_free[rank], nfree of
+   them) into out; MGT_ERROR_CONFIG with the same line as the error when it does not fit and the
+   check is enforced. */
+static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
+    mgt__need n;
+    char need[32], have[32], avail_text[32], as_need[32], as_have[32], extra[32], cmp[640], levers[400] = "", what[96];
+    double avail = mgt__meminfo("MemAvailable:"), mapped = 0;
+    const char *env = getenv("MGT_MEMORY_CHECK");
+    struct rlimit lim;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, used;
+    memset(out, 0, sizeof *out);
+    out->device = gpu_free ? MGT_DEVICE_CUDA : MGT_DEVICE_CPU;
+    out->enforced = !(env && !strcmp(env, "off"));
+    out->host_have = avail >= 0 ? MGT__HOST_SHARE * avail : -1;
+    out->as_have = -1;
+    if (!gpu_free && getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+        mgt__self_memory(&mapped, NULL);
+        out->as_have = (double)lim.rlim_cur > mapped ? (double)lim.rlim_cur - mapped : 0;
+    }
+    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0) return MGT_ERROR_CONFIG;
+    out->host_need = n.host;
+    out->as_need = gpu_free ? 0 : n.as;
+    out->gpu_rank = n.gpu_rank;
+    out->gpu_need = n.gpu_need;
+    out->gpu_have = n.gpu_rank >= 0 ? n.gpu_need - n.gpu_excess : -1;
+    out->checked = out->host_have >= 0 || out->as_have >= 0 || n.gpu_rank >= 0;
+    out->fits = mgt__need_fits(&n, out);
+    /* the comparison */
+    mgt__fmt_bytes(n.host, need, sizeof need);
+    mgt__fmt_bytes(out->host_have, have, sizeof have);
+    mgt__fmt_bytes(avail, avail_text, sizeof avail_text);
+    used = 0;
+    if (gpu_free && n.gpu_rank >= 0) {
+        char gn[32], gh[32];
+        mgt__fmt_bytes(n.gpu_need, gn, sizeof gn);
+        mgt__fmt_bytes(out->gpu_have, gh, sizeof gh);
+        used = mgt__textf(cmp, sizeof cmp, "GPU memory: rank %d needs %s (its plan and a reserve for cuBLAS and NCCL) and GPU %d has %s free%s; ",
+                        n.gpu_rank, gn, n.gpu_rank, gh, world > 1 ? " (the least headroom of the ranks)" : "");
+    }
+    if (gpu_free) {
+        mgt__textf(cmp + used, sizeof cmp - (size_t)used, "host memory: checkpoints need %s of the %s mgt may use (%.0f%% of MemAvailable %s)", need,
+                 have, 100 * MGT__HOST_SHARE, avail_text);
+    } else {
+        mgt__fmt_bytes(n.host - n.planned, extra, sizeof extra);
+        mgt__fmt_bytes(n.planned, what, sizeof what);
+        used = mgt__textf(cmp, sizeof cmp, "memory: %d rank%s %s (%s planned, as `mgt plan` shows, and %s for %.0f thread%s and a checkpoint's copies)",
+                        world, world == 1 ? " needs" : "s need", need, what, extra, n.threads, n.threads == 1 ? "" : "s");
+        if (out->host_have >= 0)
+            used += mgt__textf(cmp + used, sizeof cmp - (size_t)used, ", mgt may use %s (%.0f%% of MemAvailable %s)", have, 100 * MGT__HOST_SHARE, avail_text);
+        else
+            used += mgt__textf(cmp + used, sizeof cmp - (size_t)used, ", MemAvailable unknown (no /proc/meminfo)");
+        mgt__fmt_bytes(n.as, as_need, sizeof as_need);
+        mgt__fmt_bytes(out->as_have, as_have, sizeof as_have);
+        mgt__fmt_bytes(mapped, extra, sizeof extra);
+        if (out->as_have >= 0 && used < (int)sizeof cmp)
+            mgt__textf(cmp + used, sizeof cmp - (size_t)used, "; address space: the run adds %s, ulimit -v (RLIMIT_AS) leaves %s (%s already mapped)", as_need,
+                     as_have, extra);
+    }
+    if (out->fits) {
+        mgt__textf(out->text, sizeof out->text, "%s: fits", cmp);
+        return MGT_OK;
+    }
+    /* what would make it fit, each tried with the planner */
+    {
+        mgt_config c = *cfg;
+        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0;
+        for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
+            if (per_dp % m) continue;
+            c.train.micro_batch = m;
+            mgt__textf(what, sizeof what, "train.micro_batch = %d", m);
+            found = mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what);
+        }
+        c = *cfg;
+        if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+            c.train.recompute = MGT_RECOMPUTE_FULL;
+            if (!mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
+                for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
+                    if (per_dp % m) continue;
+                    c.train.micro_batch = m;
+                    mgt__textf(what, sizeof what, "train.recompute = full with train.micro_batch = %d", m);
+                    if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+                }
+        }
+        c = *cfg;
+        for (z = cfg->parallel.zero + 1; cfg->parallel.dp > 1 && z <= 3 && !inference; z++) {
+            c.parallel.zero = z;
+            mgt__textf(what, sizeof what, "parallel.zero = %d", z);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+        c = *cfg;
+        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && cfg->model.n_head % t == 0; t *= 2) { /* more GPUs, each holding less */
+            c.parallel.tp = t;
+            mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+        c = *cfg;
+        for (t = 2 * cfg->parallel.pp; gpu_free && t <= cfg->model.n_layer && t <= 256; t *= 2) {
+            c.parallel.pp = t;
+            mgt__textf(what, sizeof what, "parallel.pp = %d on %d GPUs", t, world / cfg->parallel.pp * t);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+    }
+    {
+        char state[32], at[MGT_STR_MAX + 8] = "", raise[96] = "";
+        int host_short = out->host_have >= 0 && n.host > out->host_have, as_short = out->as_have >= 0 && n.as > out->as_have;
+        size_t len = strlen(levers);
+        mgt__fmt_bytes(n.state, state, sizeof state);
+        if (cfg->path[0]) mgt__textf(at, sizeof at, "%s: ", cfg->path);
+        if (as_short && !host_short) /* the address space alone: ulimit -v counts KiB */
+            mgt__textf(raise, sizeof raise, "%sulimit -v %.0f or more", len ? ", or with " : "", (mapped + n.as) / 1024.0 + 1);
+        if (levers[0] || raise[0])
+            mgt__textf(out->text, sizeof out->text, "%sdoes not fit this machine: %s; it fits with %s%s%s", at, cmp, levers, raise,
+                     out->enforced ? "; MGT_MEMORY_CHECK=off runs it anyway" : "");
+        else
+            mgt__textf(out->text, sizeof out->text,
+                     "%sdoes not fit this machine: %s; neither a smaller micro-batch, recompute nor ZeRO%s makes it fit: parameters, gradients and "
+                     "optimizer state alone take %s; train a smaller model, or on a machine with more memory%s",
+                     at, cmp, gpu_free ? " nor more GPUs for tp or pp" : "", state, out->enforced ? "; MGT_MEMORY_CHECK=off runs it anyway" : "");
+    }
+    return out->enforced ? mgt__fail(MGT_ERROR_CONFIG, "%s", out->text) : MGT_OK;
+}
+
 /* ---- the CUDA backend library: opened on first use (section 3c) ------------------------------ */
 
 static pthread_mutex_t mgt__cuda_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -5684,31 +5956,70 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
     return api;
 }
 
+/* The CUDA library when a run of cfg goes to GPUs: device cuda or auto, and a GPU for each of its
+   `world` ranks; else NULL with why (device cpu: why is empty) */
+static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char *why, size_t cap) {
+    const mgt_cuda_api *api;
+    int devices = 0;
+    why[0] = 0;
+    if (cfg->parallel.device == MGT_DEVICE_CPU) return NULL;
+    api = mgt_cuda_load(why, cap);
+    if (api && api->probe(&devices, why, cap) != 0) api = NULL;
+    if (api && devices < world) {
+        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d), this machine has %d", world, cfg->parallel.dp, cfg->parallel.tp,
+                 cfg->parallel.pp, devices);
+        api = NULL;
+    }
+    return api;
+}
+
 /* where a run's ranks go: the CPU, or one GPU each (device cuda, or auto when GPUs work). Sets
    r->cuda (NULL: CPU); a run that asked for cuda and cannot have it fails with what to do. */
 static mgt_result mgt__choose_device(mgt_run *r) {
     const mgt_config *cfg = &r->cfg;
-    char why[900] = "", where[300];
-    int devices = 0, want = cfg->parallel.device;
-    const mgt_cuda_api *api;
-    r->cuda = NULL;
-    if (want == MGT_DEVICE_CPU) return MGT_OK;
-    api = mgt_cuda_load(why, sizeof why);
-    if (api && api->probe(&devices, why, sizeof why) != 0) api = NULL;
-    if (api && devices < r->plan.world) {
-        snprintf(why, sizeof why, "the run needs %d GPUs (dp %d x tp %d x pp %d), this machine has %d", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp,
-                 devices);
-        api = NULL;
-    }
-    if (!api && want == MGT_DEVICE_CUDA)
+    char why[900], where[300];
+    r->cuda = mgt__gpus_for(cfg, r->plan.world, why, sizeof why);
+    if (r->cuda || cfg->parallel.device == MGT_DEVICE_CPU) return MGT_OK;
+    if (cfg->parallel.device == MGT_DEVICE_CUDA)
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] device = cuda, but no usable GPU: %s; set device = cpu (or auto) to train on the CPU",
                          mgt__where(cfg, mgt__find_key("parallel", "device"), where, sizeof where), why);
-    if (!api) {
-        mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
+    mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
+    return MGT_OK;
+}
+
+/* the fit of cfg on the CPU (api NULL) or on the GPUs of api, one rank each */
+static mgt_result mgt__fit_on(const mgt_config *cfg, const mgt_cuda_api *api, int inference, mgt_fit *out) {
+    double *free_bytes = NULL;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, i;
+    mgt_result res;
+    if (api) {
+        free_bytes = (double *)MGT_MALLOC(sizeof(double) * (size_t)world);
+        if (!free_bytes) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        for (i = 0; i < world; i++) {
+            mgt_gpu_info info;
+            free_bytes[i] = api->info(i, &info) == 0 && info.memory_free > 0 ? (double)info.memory_free : -1;
+        }
+    }
+    res = mgt__fit(cfg, inference, free_bytes, api ? world : 0, out);
+    MGT_FREE(free_bytes);
+    return res;
+}
+
+MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
+    const mgt_cuda_api *api;
+    char why[900];
+    if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_fit: cfg and out are required");
+    memset(out, 0, sizeof *out);
+    MGT__TRY(mgt_config_validate(cfg));
+    api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
+    if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
+        out->device = MGT_DEVICE_CUDA;
+        out->fits = 1;
+        out->gpu_rank = -1;
+        snprintf(out->text, sizeof out->text, "GPU memory not checked: no usable GPU here (%s)", why);
         return MGT_OK;
     }
-    r->cuda = api;
-    return MGT_OK;
+    return mgt__fit_on(cfg, api, 0, out);
 }
 
 static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) {
@@ -5730,6 +6041,22 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     r->state = MGT_STATE_STARTING;
     pthread_cond_init(&r->cv_cmd, NULL);
     pthread_cond_init(&r->cv_done, NULL);
+    { /* where the ranks go, and whether they fit there, before anything large is allocated */
+        mgt_fit fit;
+        mgt_result res = mgt__choose_device(r);
+        if (res == MGT_OK) res = mgt__fit_on(cfg, r->cuda, inference, &fit);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+        if (!fit.fits) {
+            mgt__log(MGT_LOG_WARN, "MGT_MEMORY_CHECK=off: %s", fit.text);
+            mgt__event(r, MGT_LOG_WARN, "the run does not fit this machine's memory (MGT_MEMORY_CHECK=off): it may fail or swap");
+        } else if (fit.host_have > 0 && fit.host_need > 0.5 * fit.host_have / MGT__HOST_SHARE) {
+            char need[32], avail[32];
+            mgt__fmt_bytes(fit.host_need, need, sizeof need);
+            mgt__fmt_bytes(fit.host_have / MGT__HOST_SHARE, avail, sizeof avail);
+            mgt__event(r, MGT_LOG_WARN, "the run takes %s of RAM, %.0f%% of what this machine has available (MemAvailable %s): other programs may run short",
+                       need, 100 * fit.host_need * MGT__HOST_SHARE / fit.host_have, avail);
+        }
+    }
     /* the cores are divided evenly between the ranks, at least one thread each */
     total = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
     r->threads_per_rank = total / r->plan.world > 0 ? total / r->plan.world : 1;
@@ -5740,14 +6067,14 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
     memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
     {
-        mgt_result res = mgt__choose_device(r);
-        if (res == MGT_OK && r->cuda) {
+        mgt_result res = MGT_OK;
+        if (r->cuda) {
             int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)r->plan.world);
             if (!devices) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
             for (i = 0; devices && i < r->plan.world; i++) devices[i] = i;
             if (devices) res = r->cuda->world_create(r->plan.world, devices, mgt__fail_message, &r->nccl_world);
             MGT_FREE(devices);
-        } else if (res == MGT_OK)
+        } else
             res = mgt__local_world_create(&r->world, r->plan.world);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }

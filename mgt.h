@@ -6024,7 +6024,7 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
 
 static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) {
     mgt_run *r;
-    int i, total;
+    int i, total, cores;
     *out = NULL;
     r = (mgt_run *)MGT_MALLOC(sizeof *r);
     if (!r) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -6058,8 +6058,15 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
         }
     }
     /* the cores are divided evenly between the ranks, at least one thread each */
-    total = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
+    cores = mgt__cpu_count();
+    total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     r->threads_per_rank = total / r->plan.world > 0 ? total / r->plan.world : 1;
+    if (!r->cuda && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
+        mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
+                   "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
+    if (!r->cuda && r->plan.world > cores)
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
+                   "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);

@@ -6,7 +6,8 @@
 # - past the check (MGT_MEMORY_CHECK=off), out of memory exits 1 within seconds at every limit,
 #   whether OpenBLAS's buffers or the run's own memory find no room (it used to hang: OpenBLAS
 #   retried its allocation forever, in a GEMM or in a thread that exit waits for);
-# - OpenBLAS starts no threads of its own, even when OPENBLAS_NUM_THREADS asks for some.
+# - OpenBLAS starts no threads of its own, even when OPENBLAS_NUM_THREADS asks for some;
+# - more threads than cores, and more ranks than cores, are warned about.
 #
 # Run from the repository root after `ninja mgt`:   tests/test_resources.sh   (MGT=path tests another build)
 # Prints `ok - ...` or `FAIL - ...` per check; exits 0 only if every check passes. About 15 s.
@@ -30,6 +31,7 @@ trap 'exit 1' INT TERM
 cd "$T" || exit 1
 export MGT_BASELINES="$T/baselines.tsv"
 unset MGT_MEMORY_CHECK
+CORES=$(getconf _NPROCESSORS_ONLN)
 
 PASS=0
 FAILS=0
@@ -144,6 +146,21 @@ for env in OPENBLAS_NUM_THREADS=4 "-u OPENBLAS_NUM_THREADS"; do
     if [ "$N" -eq 2 ]; then ok "env $env: training has 2 threads (main, data loader): OpenBLAS started none"
     else fail "env $env: training has $N threads, want 2 (main, data loader); $(show th.err)"; fi
 done
+rm -rf ck
+
+# ---- threads and ranks beyond the cores are warned about ------------------------------------------
+
+run many "${TRAIN[@]}" --set train.steps=1 --set parallel.threads=$((2 * CORES + 1)) --set train.eval_every=0
+if [ "$RC" -eq 0 ] && has "$T/many.err" "warning: [parallel] threads = $((2 * CORES + 1)) on $CORES cores" "threads = 0"; then
+    ok "parallel.threads = $((2 * CORES + 1)) on $CORES cores: warned, with the numbers and the fix"
+else fail "parallel.threads beyond the cores: exit $RC, no warning; $(show many.err)"; fi
+DP=$((2 * CORES))
+run ranks "${TRAIN[@]}" --set train.steps=1 --set parallel.dp=$DP --set train.global_batch=$DP --set train.micro_batch=1 --set train.eval_every=0
+if [ "$RC" -eq 0 ] && has "$T/ranks.err" "warning: $DP ranks (dp $DP x tp 1 x pp 1) on $CORES cores"; then ok "dp $DP on $CORES cores: warned"
+else fail "more ranks than cores: exit $RC, no warning; $(show ranks.err)"; fi
+run quiet "${TRAIN[@]}" --set train.steps=1 --set train.eval_every=0
+if [ "$RC" -eq 0 ] && ! grep -q "warning" "$T/quiet.err"; then ok "one rank of one thread: no warning"
+else fail "tiny preset: exit $RC or an unexpected warning; $(show quiet.err)"; fi
 rm -rf ck
 
 echo "# $PASS passed, $FAILS failed"

@@ -784,13 +784,19 @@ static int cmd_bench(int argc, char **argv) {
    those threads would only idle, each holding a GEMM buffer (128 MiB of address space); under a
    tight ulimit -v one that cannot get its buffer retries forever, and exit, which joins it, never
    returns. So when OpenBLAS started threads, mgt runs itself again with OPENBLAS_NUM_THREADS=1 (the
-   same process, once: the variable is then 1). Where that fails (no /proc), the library stops
-   them at its first run (mgt.h, BLAS). */
+   same process, once: the variable is then 1), from its own path rather than /proc/self/exe, so
+   that its name stays mgt (ps, pgrep). Where that fails (no /proc, the binary replaced), the
+   library stops them at its first run (mgt.h, BLAS). */
 static void blas_threads_off(char **argv) {
     const char *v = getenv("OPENBLAS_NUM_THREADS");
+    char self[4096];
+    ssize_t n;
     if (!openblas_get_num_threads || !openblas_get_parallel || openblas_get_parallel() != 1 || openblas_get_num_threads() <= 1) return;
     if (v && !strcmp(v, "1")) return;
-    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv("/proc/self/exe", argv);
+    n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof self - 1) return;
+    self[n] = 0;
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv(self, argv);
 }
 
 int main(int argc, char **argv) {

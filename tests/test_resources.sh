@@ -7,10 +7,11 @@
 #   whether OpenBLAS's buffers or the run's own memory find no room (it used to hang: OpenBLAS
 #   retried its allocation forever, in a GEMM or in a thread that exit waits for);
 # - OpenBLAS starts no threads of its own, even when OPENBLAS_NUM_THREADS asks for some;
+# - 2048 CPU ranks train (1.1 GB, a few seconds);
 # - more threads than cores, and more ranks than cores, are warned about.
 #
 # Run from the repository root after `ninja mgt`:   tests/test_resources.sh   (MGT=path tests another build)
-# Prints `ok - ...` or `FAIL - ...` per check; exits 0 only if every check passes. About 15 s.
+# Prints `ok - ...` or `FAIL - ...` per check; exits 0 only if every check passes. About 20 s.
 set -u
 
 ROOT=$(pwd)
@@ -146,6 +147,15 @@ for env in OPENBLAS_NUM_THREADS=4 "-u OPENBLAS_NUM_THREADS"; do
     if [ "$N" -eq 2 ]; then ok "env $env: training has 2 threads (main, data loader): OpenBLAS started none"
     else fail "env $env: training has $N threads, want 2 (main, data loader); $(show th.err)"; fi
 done
+rm -rf ck
+
+# ---- 2048 CPU ranks train: no OpenBLAS buffer limit, no deadlock check over every pair of ranks ----
+
+run wide timeout -k 2 90 "${TRAIN[@]}" --set parallel.dp=256 --set parallel.tp=8 --set model.n_head=16 --set model.d_model=64 \
+    --set model.n_layer=1 --set train.global_batch=256 --set train.micro_batch=1 --set train.steps=2 --set train.eval_every=0 \
+    --set checkpoint.every=0 --set log.metrics=none
+if [ "$RC" -eq 0 ] && has "$T/wide.out" "2048 ranks: dp 256 x tp 8" "done: 2 steps"; then ok "2048 ranks (dp 256 x tp 8) train 2 steps in $SECS s"
+else fail "2048 ranks: exit $RC after $SECS s (killed at 90 s: it took 179 s when each wait compared every pair of ranks); $(tail -c 400 "$T/wide.err")"; fi
 rm -rf ck
 
 # ---- threads and ranks beyond the cores are warned about ------------------------------------------

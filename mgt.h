@@ -8,6 +8,10 @@
 
      Other files include it without the define. Link with inih (`pkg-config --libs inih`), a CBLAS
      (`pkg-config --libs openblas`, or any library that provides cblas_sgemm), -lpthread and -lm.
+     With OpenBLAS, run the program with OPENBLAS_NUM_THREADS=1: mgt calls BLAS from its own threads,
+     and OpenBLAS's pthreads build otherwise starts threads of its own before main (see "BLAS" in
+     the implementation). A run checks that it fits the machine's memory before it allocates
+     (mgt_plan_fit); MGT_MEMORY_CHECK=off in the environment makes that a warning.
 
    CONTENTS
      1. results and errors        mgt_result, mgt_last_error(), mgt_set_logger()

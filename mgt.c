@@ -800,6 +800,13 @@ static int cmd_check(int argc, char **argv) {
                plan.zero ? shard : lay.size, lay.n, ppr == 0 ? " +embedding" : "", ppr == plan.pp - 1 ? " +head" : "");
     }
     mgt__layout_free(&lay);
+    { /* whether it fits this machine: the same check mgt train makes before it allocates */
+        mgt_fit fit;
+        mgt_result r = mgt_plan_fit(&cfg, &fit);
+        fflush(stdout);
+        if (r != MGT_OK) return fail(r);
+        printf("\n%s%s\n", fit.fits ? "" : "warning: ", fit.text);
+    }
     return 0;
 }
 
@@ -952,9 +959,30 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+/* OpenBLAS's pthreads build starts its threads in a library constructor, before main, from
+   OPENBLAS_NUM_THREADS or the core count. mgt calls BLAS from its own threads, one call on each, so
+   those threads would only idle, each holding a GEMM buffer (128 MiB of address space); under a
+   tight ulimit -v one that cannot get its buffer retries forever, and exit, which joins it, never
+   returns. So when OpenBLAS started threads, mgt runs itself again with OPENBLAS_NUM_THREADS=1 (the
+   same process, once: the variable is then 1), from its own path rather than /proc/self/exe, so
+   that its name stays mgt (ps, pgrep). Where that fails (no /proc, the binary replaced), the
+   library stops them at its first run (mgt.h, BLAS). */
+static void blas_threads_off(char **argv) {
+    const char *v = getenv("OPENBLAS_NUM_THREADS");
+    char self[4096];
+    ssize_t n;
+    if (!openblas_get_num_threads || !openblas_get_parallel || openblas_get_parallel() != 1 || openblas_get_num_threads() <= 1) return;
+    if (v && !strcmp(v, "1")) return;
+    n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof self - 1) return;
+    self[n] = 0;
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv(self, argv);
+}
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
     int rc;
+    blas_threads_off(argv);
     if (argc > 2 && (rc = command_help(argc, argv)) >= 0) return rc;
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);

@@ -8,6 +8,10 @@
 
      Other files include it without the define. Link with inih (`pkg-config --libs inih`), a CBLAS
      (`pkg-config --libs openblas`, or any library that provides cblas_sgemm), -lpthread and -lm.
+     With OpenBLAS, run the program with OPENBLAS_NUM_THREADS=1: mgt calls BLAS from its own threads,
+     and OpenBLAS's pthreads build otherwise starts threads of its own before main (see "BLAS" in
+     the implementation). A run checks that it fits the machine's memory before it allocates
+     (mgt_plan_fit); MGT_MEMORY_CHECK=off in the environment makes that a warning.
 
    CONTENTS
      1. results and errors        mgt_result, mgt_last_error(), mgt_set_logger()
@@ -541,6 +545,29 @@ typedef struct mgt_rank_plan {
 /* The plan of `rank` (0 .. dp*tp*pp - 1) under cfg; threads is the CPU threads of the run (0: every core). */
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *out);
 
+/* Does a run of cfg fit this machine? What the planner says its ranks need, against what the
+   machine has, before anything is allocated; mgt_run_create and mgt_run_open refuse a run that does
+   not fit, and `mgt check` prints the comparison. CPU ranks live in one process: the sum over ranks,
+   plus their threads, the BLAS buffers and a checkpoint's copies, against 90% of MemAvailable
+   (/proc/meminfo; the rest is for the page cache of the data and what the plan does not count), and
+   the address space the run adds against what ulimit -v (RLIMIT_AS) leaves. GPU ranks: each rank
+   against its device's free memory, less a reserve for cuBLAS and NCCL; the host against the copies a
+   checkpoint makes. MGT_OK when it fits or nothing could be checked; MGT_ERROR_CONFIG when it does
+   not, with the numbers and what would make it fit (the same line is in out->text). With the
+   environment variable MGT_MEMORY_CHECK=off a run that does not fit is only warned about (MGT_OK,
+   fits 0, enforced 0): MemAvailable does not count swap, and memory may be freed meanwhile. */
+typedef struct mgt_fit {
+    int device;                /* MGT_DEVICE_CPU or MGT_DEVICE_CUDA: where the ranks would run */
+    int checked;               /* 0: nothing to compare with (no /proc/meminfo; a cuda preset here without GPUs) */
+    int fits, enforced;        /* enforced 0 under MGT_MEMORY_CHECK=off */
+    double host_need, host_have; /* bytes of RAM the run needs, and what mgt may use (-1: unknown) */
+    double as_need, as_have;   /* address space the run adds, and what ulimit -v leaves (-1: unlimited) */
+    int gpu_rank;              /* GPU: the rank with the least headroom (-1 on CPU) */
+    double gpu_need, gpu_have; /* its need, and its device's free memory */
+    char text[1024];           /* the comparison and its verdict in one line; the levers when it does not fit */
+} mgt_fit;
+MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out);
+
 /* Reads the resolved preset stored in a checkpoint (so `mgt sample` needs no preset file). */
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg);
 /* Newest checkpoint file in a folder into path; MGT_ERROR_CHECKPOINT when there is none. */
@@ -587,6 +614,7 @@ MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_s
 #include <sys/mman.h>  /* defines: mmap */
 #include <sys/stat.h>  /* defines: stat, mkdir */
 #include <sys/file.h>  /* defines: flock (a run's lock on its checkpoint folder) */
+#include <sys/resource.h> /* defines: getrlimit, RLIMIT_AS */
 #include <dlfcn.h>     /* defines: dlopen, dlsym (the CUDA backend library) */
 #include <cblas.h>     /* defines: cblas_sgemm */
 #include <ini.h>       /* defines: ini_parse_stream (inih) */
@@ -1572,6 +1600,161 @@ static float mgt__expf(float x) {
 }
 static float mgt__tanhf(float x) { return 1.0f - 2.0f / (mgt__expf(2.0f * x) + 1.0f); }
 
+static int mgt__cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}
+
+/* ---- BLAS: single-threaded calls from the pools' threads, at most mgt__blas.slots at a time ------
+   Every thread of every rank's pool calls cblas_sgemm on its own block, so BLAS must run each call
+   on the calling thread and start no threads of its own. OpenBLAS's pthreads build (Debian's
+   default) starts them in a library constructor, before main, from OPENBLAS_NUM_THREADS or the core
+   count: each idles here but holds a GEMM buffer (128 MiB of address space), and one that cannot
+   allocate it (a tight ulimit -v) retries forever, so the program never exits (exit joins it). The
+   driver therefore runs with OPENBLAS_NUM_THREADS=1 (mgt.c); a program that embeds mgt.h should
+   too. At its first CPU backend the library sets OpenBLAS to one thread and stops threads it had
+   started (as OpenBLAS's own fork handler does), which helps where they got their buffers.
+   OpenBLAS hands each call a buffer from a pool sized when it was built (2 x MAX_THREADS, at least
+   50: 128 for Debian's): a call that finds none free prints "This library was built to support a
+   maximum of 128 threads" and crashes, and one whose buffer cannot be allocated retries forever.
+   So at most `slots` calls run at once (the cores: more would only take turns, and never more than
+   the pool), and OpenBLAS allocates those `slots` buffers when the first CPU backend is created,
+   after a check that the address space has room for them: a run that does not fit fails there
+   with the numbers (MGT_ERROR_MEMORY), before its own memory, never inside a GEMM. Other BLAS
+   libraries (no OpenBLAS symbols) are only limited to `slots` calls at a time. */
+#if defined(__GNUC__) || defined(__clang__)
+extern void openblas_set_num_threads(int) __attribute__((weak));
+extern int openblas_get_num_threads(void) __attribute__((weak));
+extern int openblas_get_parallel(void) __attribute__((weak)); /* 0 serial, 1 pthreads, 2 OpenMP */
+extern char *openblas_get_config(void) __attribute__((weak)); /* "... MAX_THREADS=64" */
+extern void *blas_memory_alloc(int) __attribute__((weak));    /* its GEMM buffers (exported, internal) */
+extern void blas_memory_free(void *) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak)); /* stops its threads (its fork handler's call) */
+#define MGT__OPENBLAS(fn) (fn) /* NULL where the BLAS is not OpenBLAS */
+#else
+#define MGT__OPENBLAS(fn) NULL /* no weak symbols: OpenBLAS is left as it is */
+#endif
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t free_slot;
+    int slots, busy;       /* calls allowed at once (0: not set up yet), calls running */
+    int ready;             /* OpenBLAS holds `slots` buffers (or is not OpenBLAS) */
+    int openblas_threads;  /* OpenBLAS's threads when mgt first looked, the calling one included */
+    size_t buffer_bytes;   /* address space of one OpenBLAS buffer, as measured (0: not yet) */
+    void (*set_threads)(int);
+    int (*get_threads)(void), (*parallel)(void), (*shutdown)(void);
+    char *(*config)(void);
+    void *(*alloc)(int);
+    void (*release)(void *);
+} mgt__blas = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+
+#define MGT__BLAS_BUFFER_GUESS ((size_t)128 << 20) /* x86-64 OpenBLAS builds; measured once allocated */
+
+/* the process's mapped address space (VmSize) and resident memory, in bytes; 0 when unknown */
+static void mgt__self_memory(double *mapped, double *resident) {
+    unsigned long long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &pages, &rss) != 2) pages = rss = 0;
+        fclose(f);
+    }
+    if (mapped) *mapped = (double)pages * (double)sysconf(_SC_PAGESIZE);
+    if (resident) *resident = (double)rss * (double)sysconf(_SC_PAGESIZE);
+}
+
+/* sets `slots` (under mu): the cores, and no more than OpenBLAS's buffer pool less its threads' */
+static void mgt__blas_setup_locked(void) {
+    int pool = 0;
+    const char *c;
+    if (mgt__blas.slots) return;
+    mgt__blas.set_threads = MGT__OPENBLAS(openblas_set_num_threads);
+    mgt__blas.get_threads = MGT__OPENBLAS(openblas_get_num_threads);
+    mgt__blas.parallel = MGT__OPENBLAS(openblas_get_parallel);
+    mgt__blas.shutdown = MGT__OPENBLAS(blas_thread_shutdown_);
+    mgt__blas.config = MGT__OPENBLAS(openblas_get_config);
+    mgt__blas.alloc = MGT__OPENBLAS(blas_memory_alloc);
+    mgt__blas.release = MGT__OPENBLAS(blas_memory_free);
+    c = mgt__blas.config ? mgt__blas.config() : NULL;
+    if (c && strstr(c, "MAX_THREADS=")) pool = 2 * atoi(strstr(c, "MAX_THREADS=") + 12);
+    if (c && pool < 50) pool = 50;
+    mgt__blas.openblas_threads = mgt__blas.get_threads ? mgt__blas.get_threads() : 1;
+    mgt__blas.slots = mgt__cpu_count();
+    if (pool && mgt__blas.slots > pool - mgt__blas.openblas_threads) mgt__blas.slots = pool - mgt__blas.openblas_threads;
+    if (mgt__blas.slots < 1) mgt__blas.slots = 1;
+}
+
+/* calls allowed at once, and the address space OpenBLAS's buffers for them still need */
+static int mgt__blas_slots(size_t *still_needed) {
+    int n;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    n = mgt__blas.slots;
+    if (still_needed)
+        *still_needed = mgt__blas.ready || !mgt__blas.alloc ? 0
+                        : (size_t)n * (mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes : MGT__BLAS_BUFFER_GUESS);
+    pthread_mutex_unlock(&mgt__blas.mu);
+    return n;
+}
+
+/* once per process, from the first CPU backend: one thread, OpenBLAS's own threads stopped, and
+   `slots` buffers allocated, each after a probe of the address space it needs */
+static mgt_result mgt__blas_prepare(void) {
+    mgt_result res = MGT_OK;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    if (!mgt__blas.ready) {
+        void *held[4096];
+        int n = 0, i, want = mgt__blas.slots < 4096 ? mgt__blas.slots : 4096;
+        if (mgt__blas.set_threads) mgt__blas.set_threads(1); /* before the shutdown, which it would undo */
+        if (mgt__blas.shutdown && mgt__blas.parallel && mgt__blas.parallel() == 1 && mgt__blas.openblas_threads > 1) mgt__blas.shutdown();
+        for (; mgt__blas.alloc && mgt__blas.release && n < want; n++) {
+            size_t probe = mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes + ((size_t)1 << 20) : 2 * MGT__BLAS_BUFFER_GUESS;
+            double before, after;
+            void *p = malloc(probe); /* a fresh mapping, not touched: address space only */
+            if (!p) {
+                double have, mapped;
+                struct rlimit lim;
+                char limit[160] = "";
+                mgt__self_memory(&mapped, NULL);
+                have = getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY ? (double)lim.rlim_cur : -1;
+                if (have >= 0) snprintf(limit, sizeof limit, " of the %.0f MiB that ulimit -v (RLIMIT_AS) allows; raise ulimit -v", have / 1048576.0);
+                res = mgt__fail(MGT_ERROR_MEMORY,
+                                "out of memory: OpenBLAS needs a buffer of %.0f MiB of address space for each GEMM running at once (%d here, one per "
+                                "core) and there is no room for %s: this process maps %.0f MiB%s%s",
+                                (double)(mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes : MGT__BLAS_BUFFER_GUESS) / 1048576.0, want,
+                                n ? "the next" : "the first", mapped / 1048576.0, limit,
+                                mgt__blas.openblas_threads > 1 ? "; OPENBLAS_NUM_THREADS=1 in the environment keeps OpenBLAS's own threads from taking theirs" : "");
+                break;
+            }
+            free(p);
+            mgt__self_memory(&before, NULL);
+            held[n] = mgt__blas.alloc(0);
+            mgt__self_memory(&after, NULL);
+            if (after > before && (size_t)(after - before) > mgt__blas.buffer_bytes) mgt__blas.buffer_bytes = (size_t)(after - before);
+        }
+        for (i = 0; i < n; i++) if (held[i]) mgt__blas.release(held[i]);
+        mgt__blas.ready = res == MGT_OK;
+    }
+    pthread_mutex_unlock(&mgt__blas.mu);
+    return res;
+}
+
+/* C = alpha op(A) op(B) + beta C on the calling thread, waiting while `slots` calls run */
+static void mgt__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                       float *C, int ldc) {
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    while (mgt__blas.busy >= mgt__blas.slots) pthread_cond_wait(&mgt__blas.free_slot, &mgt__blas.mu);
+    mgt__blas.busy++;
+    pthread_mutex_unlock(&mgt__blas.mu);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas.busy--;
+    pthread_cond_signal(&mgt__blas.free_slot);
+    pthread_mutex_unlock(&mgt__blas.mu);
+}
+
 /* sgemm on row-major matrices, split across the pool along the larger of M and N.
    Each thread calls a single-threaded BLAS on its block, so the rank owns its cores. */
 typedef struct mgt__gemm_args {
@@ -1609,8 +1792,7 @@ static void mgt__gemm_task(void *ctx, int tid, int nth) {
             for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + lo, sizeof(float) * (size_t)N);
         }
     }
-    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, M, N, g->K,
-                g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
+    mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
 }
 
 static void mgt__gemm(mgt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -2252,16 +2434,6 @@ static void mgt__t_adamw(mgt_backend *be, float *param, void *param_copy, const 
 #undef MGT__F
 #undef MGT__CF
 
-/* OpenBLAS would start its own threads inside each call; the pool already owns the cores */
-#if defined(__GNUC__) || defined(__clang__)
-extern void openblas_set_num_threads(int) __attribute__((weak));
-#endif
-
-static int mgt__cpu_count(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (int)n;
-}
-
 /* a CPU backend of `threads` threads storing `dtype`; wide_floats of fp32 workspace for 16-bit ops */
 static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, size_t scratch_per_thread, int dtype, size_t wide_floats) {
     mgt_backend *be = (mgt_backend *)MGT_MALLOC(sizeof *be);
@@ -2269,9 +2441,10 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     if (!be || !cpu) { MGT_FREE(be); MGT_FREE(cpu); return mgt__fail(MGT_ERROR_MEMORY, "out of memory creating the CPU backend"); }
     memset(be, 0, sizeof *be);
     memset(cpu, 0, sizeof *cpu);
-#if defined(__GNUC__) || defined(__clang__)
-    if (openblas_set_num_threads) openblas_set_num_threads(1);
-#endif
+    {
+        mgt_result res = mgt__blas_prepare();
+        if (res != MGT_OK) { MGT_FREE(be); MGT_FREE(cpu); return res; }
+    }
     be->name = "cpu";
     be->dtype = dtype;
     be->elt = mgt__dtype_size(dtype);
@@ -2566,9 +2739,12 @@ typedef struct mgt__acts {
     int *inputs, *targets;                 /* (N) */
 } mgt__acts;
 
-static void *mgt__carve(char **cursor, size_t bytes) {
-    void *p = *cursor;
-    *cursor += (bytes + 63) & ~(size_t)63;
+/* consecutive 64-byte aligned pieces of one block; a NULL base only measures (offsets, never
+   pointers, are added up: arithmetic on a null pointer is undefined) */
+typedef struct mgt__cursor { char *base; size_t used; } mgt__cursor;
+static void *mgt__carve(mgt__cursor *c, size_t bytes) {
+    void *p = c->base ? c->base + c->used : NULL;
+    c->used += (bytes + 63) & ~(size_t)63;
     return p;
 }
 
@@ -2576,7 +2752,7 @@ typedef struct mgt__shape { int B, T, C, Cl, Hl, NHl, Vl, tp, nblocks, first, la
 
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
-    char *cur = base;
+    mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
     int sets = s->nblocks == 0 ? 0 : (s->recompute ? 1 : s->nblocks);
     for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, N * C * e);
@@ -2606,19 +2782,19 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
-    return (size_t)(cur - base);
+    return cur.used;
 }
 
 /* gradient scratch shared by the micro-batches of a rank (one backward at a time), storage type */
 typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch; } mgt__grad_scratch;
 static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
-    char *cur = base;
+    mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
     g->dres = mgt__carve(&cur, N * (size_t)s->C * e);
     g->dln = mgt__carve(&cur, N * (size_t)s->C * e);
     g->dqkv = mgt__carve(&cur, N * 3 * (size_t)s->Cl * e);
     g->dfch = mgt__carve(&cur, N * (size_t)s->Hl * e);
-    return (size_t)(cur - base);
+    return cur.used;
 }
 
 /* fp32 workspace of the CPU backend's 16-bit ops on a rank of this shape: the most any one op
@@ -3628,16 +3804,32 @@ static int mgt__lcomm_waits_for(const mgt__local_world *w, int r, int p) {
         if (q->rv->ranks[i] == p) return !q->rv->here[i];
     return 0;
 }
+/* Live ranks: the running ones, then every blocked rank that waits for a live one, to a fixed
+   point; blocked ranks left over can never go on. Runs at every wait, so each sweep is linear: a
+   rendezvous makes its waiting members live when one of its absent members is, a receive when its
+   sender is (comparing every pair of ranks made a step of 2048 CPU ranks take 56 s instead of 1). */
 static void mgt__lcomm_check_deadlock(mgt__local_world *w) {
-    int r, p, changed = 1, dead = 0, first;
+    int r, p, i, changed = 1, dead = 0, first;
+    const mgt__lcomm_rv *rv;
     char why[4096];
     for (r = 0; r < w->world; r++) w->live[r] = !w->ranks[r].done && !mgt__lcomm_blocked(w, r);
     while (changed) {
         changed = 0;
+        for (rv = w->rvs; rv; rv = rv->next) {
+            int absent_live = 0;
+            if (rv->complete) continue;
+            for (i = 0; i < rv->size && !absent_live; i++) absent_live = !rv->here[i] && w->live[rv->ranks[i]];
+            for (i = 0; absent_live && i < rv->size; i++) {
+                const mgt__lcomm_rank *q = &w->ranks[p = rv->ranks[i]];
+                if (rv->here[i] && !w->live[p] && !q->done && q->wait == MGT__LCOMM_WAIT_RV && q->rv == rv) { w->live[p] = 1; changed = 1; }
+            }
+        }
         for (r = 0; r < w->world; r++) {
-            if (w->live[r] || !mgt__lcomm_blocked(w, r)) continue;
-            for (p = 0; p < w->world; p++)
-                if (w->live[p] && mgt__lcomm_waits_for(w, r, p)) { w->live[r] = 1; changed = 1; break; }
+            const mgt__lcomm_rank *q = &w->ranks[r];
+            if (!w->live[r] && !q->done && q->wait == MGT__LCOMM_WAIT_RECV && mgt__lcomm_blocked(w, r) && w->live[q->wait_peer]) {
+                w->live[r] = 1;
+                changed = 1;
+            }
         }
     }
     for (r = 0; r < w->world; r++) dead += !w->live[r] && mgt__lcomm_blocked(w, r);
@@ -6588,6 +6780,242 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     return MGT_OK;
 }
 
+/* ---- does a run fit this machine (mgt_plan_fit): the plan against MemAvailable, ulimit -v, GPU memory ---- */
+
+#define MGT__HOST_SHARE 0.9 /* of MemAvailable a run may plan on: the rest is the page cache of its data, other programs, what no plan counts */
+#define MGT__THREAD_RESIDENT 262144.0 /* a thread's touched stack and bookkeeping (1024 rank threads measured 240 MB) */
+#define MGT__ARENA_BYTES 67108864.0 /* glibc gives a thread that allocates its own arena: 64 MiB of address space, at most 8 per core */
+#define MGT__GPU_RESERVE 268435456.0 /* per GPU, and per NCCL communicator: cuBLAS workspaces, NCCL buffers, rounding */
+
+/* snprintf for messages that may be cut at cap (the compiler is not asked to prove they are not) */
+MGT__PRINTF(3, 4) static int mgt__textf(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return n < 0 ? 0 : (size_t)n < cap ? n : (int)(cap ? cap - 1 : 0);
+}
+
+static void mgt__fmt_bytes(double b, char *out, size_t cap) {
+    if (b >= 1099511627776.0) mgt__textf(out, cap, "%.1f TiB", b / 1099511627776.0);
+    else if (b >= 1073741824.0) mgt__textf(out, cap, "%.1f GiB", b / 1073741824.0);
+    else if (b >= 10485760.0) mgt__textf(out, cap, "%.0f MiB", b / 1048576.0);
+    else if (b >= 1048576.0) mgt__textf(out, cap, "%.1f MiB", b / 1048576.0);
+    else mgt__textf(out, cap, "%.0f KiB", b / 1024.0);
+}
+
+/* a /proc/meminfo line ("MemAvailable:") in bytes, -1 when it cannot be read */
+static double mgt__meminfo(const char *key) {
+    char line[256];
+    double v = -1;
+    size_t n = strlen(key);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) { v = strtod(line + n, NULL) * 1024.0; break; }
+    fclose(f);
+    return v;
+}
+
+typedef struct mgt__need {
+    double host, as;      /* RAM, and the address space the run adds (CPU) */
+    double planned;       /* what `mgt plan` shows, summed over the ranks (CPU) */
+    double state;         /* of it: parameters, gradients and optimizer state */
+    double checkpoint;    /* a checkpoint's fp32 copies (parameters and both moments) */
+    double threads;       /* threads the run starts */
+    int gpu_rank;         /* GPU: the rank with the least headroom, what it needs and its excess over its device's free memory */
+    double gpu_need, gpu_excess;
+} mgt__need;
+
+/* What a run of cfg needs, from the plan of each rank. gpu_free[i] (nfree of them): free memory of
+   rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0, or -1
+   when cfg is not valid (mgt_last_error says why). */
+static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gpu_free, int nfree, mgt__need *n) {
+    mgt_config cfg = *cfg0;
+    int world, r, c, threads, per_rank, cores = mgt__cpu_count();
+    double least = -1;
+    memset(n, 0, sizeof *n);
+    n->gpu_rank = -1;
+    if (inference) cfg.train.micro_batch = cfg.train.global_batch = 1; /* sampling: one sequence, no optimizer */
+    if (mgt_config_validate(&cfg) != MGT_OK) return -1;
+    world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+    for (r = 0; gpu_free && r < nfree; r++) least = least < 0 || gpu_free[r] < least ? gpu_free[r] : least;
+    for (r = 0; r < world; r++) {
+        mgt_rank_plan p;
+        double rank = 0, reserve = MGT__GPU_RESERVE, have;
+        if (mgt_plan_rank(&cfg, r, &p) != MGT_OK) return -1;
+        if (inference) p.mem[MGT_MEM_GRADS] = p.mem[MGT_MEM_OPTIMIZER] = p.mem[MGT_MEM_BUFFERS] = 0;
+        n->state += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_GRADS] + p.mem[MGT_MEM_OPTIMIZER]);
+        for (c = 0; c < MGT_MEM_COUNT; c++)
+            if (!gpu_free || c != MGT_MEM_WORKSPACE) rank += (double)p.mem[c]; /* the workspace is the CPU backend's */
+        if (!gpu_free) { n->planned += rank; continue; }
+        /* NCCL: a communicator for the world and for each kind of group with more than one member */
+        reserve *= 1 + (world > 1) + (cfg.parallel.tp > 1) + (cfg.parallel.dp > 1) + 2 * (cfg.parallel.pp > 1);
+        rank += reserve;
+        n->host += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_OPTIMIZER]); /* a checkpoint copies the rank to the host */
+        have = r < nfree ? gpu_free[r] : least;
+        if (have >= 0 && (n->gpu_rank < 0 || rank - have > n->gpu_excess)) { n->gpu_rank = r; n->gpu_need = rank; n->gpu_excess = rank - have; }
+    }
+    n->checkpoint = 12.0 * (double)mgt__global_params(&cfg); /* saving gathers, resuming reads, three fp32 copies */
+    n->host += n->planned + n->checkpoint;
+    if (gpu_free) return 0;
+    threads = cfg.parallel.threads > 0 ? cfg.parallel.threads : cores;
+    per_rank = threads / world > 0 ? threads / world : 1;
+    n->threads = (world > 1 ? world : 0) + (double)world * (per_rank - 1) + (!inference && cfg.data.train[0] ? 1 : 0); /* ranks, pools, loader */
+    n->host += n->threads * MGT__THREAD_RESIDENT;
+    {
+        pthread_attr_t a;
+        size_t stack = 8 << 20, blas = 0;
+        struct stat st;
+        if (pthread_attr_init(&a) == 0) { pthread_attr_getstacksize(&a, &stack); pthread_attr_destroy(&a); }
+        mgt__blas_slots(&blas);
+        n->as = n->planned + n->checkpoint + n->threads * (double)stack + (n->threads < 8.0 * cores ? n->threads : 8.0 * cores) * MGT__ARENA_BYTES +
+                (double)blas + 64.0 * 1048576.0; /* and the libraries' own allocations */
+        if (!inference && cfg.data.train[0] && stat(cfg.data.train, &st) == 0) n->as += (double)st.st_size; /* the shards are mapped */
+        if (!inference && cfg.data.val[0] && stat(cfg.data.val, &st) == 0) n->as += (double)st.st_size;
+    }
+    return 0;
+}
+
+static int mgt__need_fits(const mgt__need *n, const mgt_fit *f) {
+    return (f->host_have < 0 || n->host <= f->host_have) && (f->as_have < 0 || n->as <= f->as_have) && (n->gpu_rank < 0 || n->gpu_excess <= 0);
+}
+
+/* appends "key = value (needs X)" to buf when cfg with that change fits; returns whether it did */
+static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inference, const double *gpu_free, int nfree, const mgt_fit *f,
+                      const char *what) {
+    mgt__need n;
+    char b[32];
+    size_t used = strlen(buf);
+    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0 || !mgt__need_fits(&n, f)) return 0;
+    mgt__fmt_bytes(gpu_free ? n.gpu_need : n.host, b, sizeof b);
+    mgt__textf(buf + used, cap - used, "%s%s (%s%s)", used ? ", or " : "", what, b, gpu_free ? " per GPU" : "");
+    return 1;
+}
+
+/* The comparison for a run of cfg on the CPU (gpu_free NULL) or on GPUs (gpu_free[rank], nfree of
+   them) into out; MGT_ERROR_CONFIG with the same line as the error when it does not fit and the
+   check is enforced. */
+static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
+    mgt__need n;
+    char need[32], have[32], avail_text[32], as_need[32], as_have[32], extra[32], cmp[640], levers[400] = "", what[96];
+    double avail = mgt__meminfo("MemAvailable:"), mapped = 0;
+    const char *env = getenv("MGT_MEMORY_CHECK");
+    struct rlimit lim;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, used;
+    memset(out, 0, sizeof *out);
+    out->device = gpu_free ? MGT_DEVICE_CUDA : MGT_DEVICE_CPU;
+    out->enforced = !(env && !strcmp(env, "off"));
+    out->host_have = avail >= 0 ? MGT__HOST_SHARE * avail : -1;
+    out->as_have = -1;
+    if (!gpu_free && getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+        mgt__self_memory(&mapped, NULL);
+        out->as_have = (double)lim.rlim_cur > mapped ? (double)lim.rlim_cur - mapped : 0;
+    }
+    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0) return MGT_ERROR_CONFIG;
+    out->host_need = n.host;
+    out->as_need = gpu_free ? 0 : n.as;
+    out->gpu_rank = n.gpu_rank;
+    out->gpu_need = n.gpu_need;
+    out->gpu_have = n.gpu_rank >= 0 ? n.gpu_need - n.gpu_excess : -1;
+    out->checked = out->host_have >= 0 || out->as_have >= 0 || n.gpu_rank >= 0;
+    out->fits = mgt__need_fits(&n, out);
+    /* the comparison */
+    mgt__fmt_bytes(n.host, need, sizeof need);
+    mgt__fmt_bytes(out->host_have, have, sizeof have);
+    mgt__fmt_bytes(avail, avail_text, sizeof avail_text);
+    used = 0;
+    if (gpu_free && n.gpu_rank >= 0) {
+        char gn[32], gh[32];
+        mgt__fmt_bytes(n.gpu_need, gn, sizeof gn);
+        mgt__fmt_bytes(out->gpu_have, gh, sizeof gh);
+        used = mgt__textf(cmp, sizeof cmp, "GPU memory: rank %d needs %s (its plan and a reserve for cuBLAS and NCCL) and GPU %d has %s free%s; ",
+                        n.gpu_rank, gn, n.gpu_rank, gh, world > 1 ? " (the least headroom of the ranks)" : "");
+    }
+    if (gpu_free) {
+        mgt__textf(cmp + used, sizeof cmp - (size_t)used, "host memory: checkpoints need %s of the %s mgt may use (%.0f%% of MemAvailable %s)", need,
+                 have, 100 * MGT__HOST_SHARE, avail_text);
+    } else {
+        mgt__fmt_bytes(n.host - n.planned, extra, sizeof extra);
+        mgt__fmt_bytes(n.planned, what, sizeof what);
+        used = mgt__textf(cmp, sizeof cmp, "memory: %d rank%s %s (%s planned, as `mgt plan` shows, and %s for %.0f thread%s and a checkpoint's copies)",
+                        world, world == 1 ? " needs" : "s need", need, what, extra, n.threads, n.threads == 1 ? "" : "s");
+        if (out->host_have >= 0)
+            used += mgt__textf(cmp + used, sizeof cmp - (size_t)used, ", mgt may use %s (%.0f%% of MemAvailable %s)", have, 100 * MGT__HOST_SHARE, avail_text);
+        else
+            used += mgt__textf(cmp + used, sizeof cmp - (size_t)used, ", MemAvailable unknown (no /proc/meminfo)");
+        mgt__fmt_bytes(n.as, as_need, sizeof as_need);
+        mgt__fmt_bytes(out->as_have, as_have, sizeof as_have);
+        mgt__fmt_bytes(mapped, extra, sizeof extra);
+        if (out->as_have >= 0 && used < (int)sizeof cmp)
+            mgt__textf(cmp + used, sizeof cmp - (size_t)used, "; address space: the run adds %s, ulimit -v (RLIMIT_AS) leaves %s (%s already mapped)", as_need,
+                     as_have, extra);
+    }
+    if (out->fits) {
+        mgt__textf(out->text, sizeof out->text, "%s: fits", cmp);
+        return MGT_OK;
+    }
+    /* what would make it fit, each tried with the planner */
+    {
+        mgt_config c = *cfg;
+        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0;
+        for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
+            if (per_dp % m) continue;
+            c.train.micro_batch = m;
+            mgt__textf(what, sizeof what, "train.micro_batch = %d", m);
+            found = mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what);
+        }
+        c = *cfg;
+        if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+            c.train.recompute = MGT_RECOMPUTE_FULL;
+            if (!mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
+                for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
+                    if (per_dp % m) continue;
+                    c.train.micro_batch = m;
+                    mgt__textf(what, sizeof what, "train.recompute = full with train.micro_batch = %d", m);
+                    if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+                }
+        }
+        c = *cfg;
+        for (z = cfg->parallel.zero + 1; cfg->parallel.dp > 1 && z <= 3 && !inference; z++) {
+            c.parallel.zero = z;
+            mgt__textf(what, sizeof what, "parallel.zero = %d", z);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+        c = *cfg;
+        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && cfg->model.n_head % t == 0; t *= 2) { /* more GPUs, each holding less */
+            c.parallel.tp = t;
+            mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+        c = *cfg;
+        for (t = 2 * cfg->parallel.pp; gpu_free && t <= cfg->model.n_layer && t <= 256; t *= 2) {
+            c.parallel.pp = t;
+            mgt__textf(what, sizeof what, "parallel.pp = %d on %d GPUs", t, world / cfg->parallel.pp * t);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+    }
+    {
+        char state[32], at[MGT_STR_MAX + 8] = "", raise[96] = "";
+        int host_short = out->host_have >= 0 && n.host > out->host_have, as_short = out->as_have >= 0 && n.as > out->as_have;
+        size_t len = strlen(levers);
+        mgt__fmt_bytes(n.state, state, sizeof state);
+        if (cfg->path[0]) mgt__textf(at, sizeof at, "%s: ", cfg->path);
+        if (as_short && !host_short) /* the address space alone: ulimit -v counts KiB */
+            mgt__textf(raise, sizeof raise, "%sulimit -v %.0f or more", len ? ", or with " : "", (mapped + n.as) / 1024.0 + 1);
+        if (levers[0] || raise[0])
+            mgt__textf(out->text, sizeof out->text, "%sdoes not fit this machine: %s; it fits with %s%s%s", at, cmp, levers, raise,
+                     out->enforced ? "; MGT_MEMORY_CHECK=off runs it anyway" : "");
+        else
+            mgt__textf(out->text, sizeof out->text,
+                     "%sdoes not fit this machine: %s; neither a smaller micro-batch, recompute nor ZeRO%s makes it fit: parameters, gradients and "
+                     "optimizer state alone take %s; train a smaller model, or on a machine with more memory%s",
+                     at, cmp, gpu_free ? " nor more GPUs for tp or pp" : "", state, out->enforced ? "; MGT_MEMORY_CHECK=off runs it anyway" : "");
+    }
+    return out->enforced ? mgt__fail(MGT_ERROR_CONFIG, "%s", out->text) : MGT_OK;
+}
+
 /* ---- the CUDA backend library: opened on first use (section 3c) ------------------------------ */
 
 static pthread_mutex_t mgt__cuda_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -6664,31 +7092,70 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
     return api;
 }
 
+/* The CUDA library when a run of cfg goes to GPUs: device cuda or auto, and a GPU for each of its
+   `world` ranks; else NULL with why (device cpu: why is empty) */
+static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char *why, size_t cap) {
+    const mgt_cuda_api *api;
+    int devices = 0;
+    why[0] = 0;
+    if (cfg->parallel.device == MGT_DEVICE_CPU) return NULL;
+    api = mgt_cuda_load(why, cap);
+    if (api && api->probe(&devices, why, cap) != 0) api = NULL;
+    if (api && devices < world) {
+        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d), this machine has %d", world, cfg->parallel.dp, cfg->parallel.tp,
+                 cfg->parallel.pp, devices);
+        api = NULL;
+    }
+    return api;
+}
+
 /* where a run's ranks go: the CPU, or one GPU each (device cuda, or auto when GPUs work). Sets
    r->cuda (NULL: CPU); a run that asked for cuda and cannot have it fails with what to do. */
 static mgt_result mgt__choose_device(mgt_run *r) {
     const mgt_config *cfg = &r->cfg;
-    char why[900] = "", where[300];
-    int devices = 0, want = cfg->parallel.device;
-    const mgt_cuda_api *api;
-    r->cuda = NULL;
-    if (want == MGT_DEVICE_CPU) return MGT_OK;
-    api = mgt_cuda_load(why, sizeof why);
-    if (api && api->probe(&devices, why, sizeof why) != 0) api = NULL;
-    if (api && devices < r->plan.world) {
-        snprintf(why, sizeof why, "the run needs %d GPUs (dp %d x tp %d x pp %d), this machine has %d", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp,
-                 devices);
-        api = NULL;
-    }
-    if (!api && want == MGT_DEVICE_CUDA)
+    char why[900], where[300];
+    r->cuda = mgt__gpus_for(cfg, r->plan.world, why, sizeof why);
+    if (r->cuda || cfg->parallel.device == MGT_DEVICE_CPU) return MGT_OK;
+    if (cfg->parallel.device == MGT_DEVICE_CUDA)
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] device = cuda, but no usable GPU: %s; set device = cpu (or auto) to train on the CPU",
                          mgt__where(cfg, mgt__find_key("parallel", "device"), where, sizeof where), why);
-    if (!api) {
-        mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
+    mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
+    return MGT_OK;
+}
+
+/* the fit of cfg on the CPU (api NULL) or on the GPUs of api, one rank each */
+static mgt_result mgt__fit_on(const mgt_config *cfg, const mgt_cuda_api *api, int inference, mgt_fit *out) {
+    double *free_bytes = NULL;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, i;
+    mgt_result res;
+    if (api) {
+        free_bytes = (double *)MGT_MALLOC(sizeof(double) * (size_t)world);
+        if (!free_bytes) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        for (i = 0; i < world; i++) {
+            mgt_gpu_info info;
+            free_bytes[i] = api->info(i, &info) == 0 && info.memory_free > 0 ? (double)info.memory_free : -1;
+        }
+    }
+    res = mgt__fit(cfg, inference, free_bytes, api ? world : 0, out);
+    MGT_FREE(free_bytes);
+    return res;
+}
+
+MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
+    const mgt_cuda_api *api;
+    char why[900];
+    if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_fit: cfg and out are required");
+    memset(out, 0, sizeof *out);
+    MGT__TRY(mgt_config_validate(cfg));
+    api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
+    if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
+        out->device = MGT_DEVICE_CUDA;
+        out->fits = 1;
+        out->gpu_rank = -1;
+        snprintf(out->text, sizeof out->text, "GPU memory not checked: no usable GPU here (%s)", why);
         return MGT_OK;
     }
-    r->cuda = api;
-    return MGT_OK;
+    return mgt__fit_on(cfg, api, 0, out);
 }
 
 MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
@@ -6737,7 +7204,7 @@ static void mgt__new_run_id(char *id, size_t cap) {
 
 static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) {
     mgt_run *r;
-    int i, total;
+    int i, total, cores;
     *out = NULL;
     r = (mgt_run *)MGT_MALLOC(sizeof *r);
     if (!r) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -6756,9 +7223,32 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     r->state = MGT_STATE_STARTING;
     pthread_cond_init(&r->cv_cmd, NULL);
     pthread_cond_init(&r->cv_done, NULL);
+    { /* where the ranks go, and whether they fit there, before anything large is allocated */
+        mgt_fit fit;
+        mgt_result res = mgt__choose_device(r);
+        if (res == MGT_OK) res = mgt__fit_on(cfg, r->cuda, inference, &fit);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+        if (!fit.fits) {
+            mgt__log(MGT_LOG_WARN, "MGT_MEMORY_CHECK=off: %s", fit.text);
+            mgt__event(r, MGT_LOG_WARN, "the run does not fit this machine's memory (MGT_MEMORY_CHECK=off): it may fail or swap");
+        } else if (fit.host_have > 0 && fit.host_need > 0.5 * fit.host_have / MGT__HOST_SHARE) {
+            char need[32], avail[32];
+            mgt__fmt_bytes(fit.host_need, need, sizeof need);
+            mgt__fmt_bytes(fit.host_have / MGT__HOST_SHARE, avail, sizeof avail);
+            mgt__event(r, MGT_LOG_WARN, "the run takes %s of RAM, %.0f%% of what this machine has available (MemAvailable %s): other programs may run short",
+                       need, 100 * fit.host_need * MGT__HOST_SHARE / fit.host_have, avail);
+        }
+    }
     /* the cores are divided evenly between the ranks, at least one thread each */
-    total = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
+    cores = mgt__cpu_count();
+    total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     r->threads_per_rank = total / r->plan.world > 0 ? total / r->plan.world : 1;
+    if (!r->cuda && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
+        mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
+                   "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
+    if (!r->cuda && r->plan.world > cores)
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
+                   "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);
@@ -6766,14 +7256,14 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
     memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
     {
-        mgt_result res = mgt__choose_device(r);
-        if (res == MGT_OK && r->cuda) {
+        mgt_result res = MGT_OK;
+        if (r->cuda) {
             int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)r->plan.world);
             if (!devices) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
             for (i = 0; devices && i < r->plan.world; i++) devices[i] = i;
             if (devices) res = r->cuda->world_create(r->plan.world, devices, mgt__fail_message, &r->nccl_world);
             MGT_FREE(devices);
-        } else if (res == MGT_OK)
+        } else
             res = mgt__local_world_create(&r->world, r->plan.world);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }

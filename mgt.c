@@ -85,9 +85,13 @@ static const struct command_help {
      "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s against this machine's sgemm, memory, and\n"
      "the speedup over one rank. One rank's figure is kept as the baseline of `mgt train`'s speedup.\n"
      "  --steps N            timed steps after 2 warm-up steps, 1..1000000 (5)"},
-    {"plan", "mgt plan PRESET [--gpus N] [--set section.key=value]...",
+    {"plan", "mgt plan PRESET [--gpus N] [--gpu a100|h100|h200|b200|cpu] [--gpus-per-node N] [--trace FILE] [--set section.key=value]...",
      "Memory and traffic of every rank of PRESET's layout, in closed form, without running anything.\n"
-     "  --gpus N             plan for N ranks: dp becomes N / (tp x pp)"},
+     "  --gpus N             plan for N ranks: dp becomes N / (tp x pp)\n"
+     "  --gpu NAME           also PREDICT one step on NAME (the step simulator: the runtime with modelled costs):\n"
+     "                       time per op family, exposed communication, bubble, step time, tokens/s, MFU, memory\n"
+     "  --gpus-per-node N    GPUs that share a node's links (8); collectives beyond them cross the network\n"
+     "  --trace FILE         with --gpu: the simulated step as Chrome trace JSON (open it in Perfetto)"},
     {"version", "mgt version", "Prints the version."},
 };
 
@@ -798,6 +802,66 @@ static int cmd_check(int argc, char **argv) {
     return 0;
 }
 
+/* mgt plan --gpu NAME: one step of the layout simulated on NAME (mgt.h section 3d), printed as
+   predicted: per rank, then for the step */
+static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node, const char *trace) {
+    mgt_sim_options o;
+    mgt_sim_result res;
+    mgt_result r;
+    double fam[MGT_SIM_FAMILIES] = {0}, comm[MGT_COLL_COUNT] = {0}, exposed[MGT_COLL_COUNT] = {0}, bubble = 0, host = 0, compute = 0;
+    int i, c, world, slowest = 0, threads;
+    world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    mgt_sim_options_init(&o);
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if ((r = mgt_sim_device_find(gpu, threads / world > 0 ? threads / world : 1, &o.device)) != MGT_OK) {
+        fprintf(stderr, "mgt plan: --gpu: %s\n", mgt_last_error());
+        return 2;
+    }
+    o.gpus_per_node = per_node;
+    o.trace = trace;
+    if ((r = mgt_sim_run(cfg, &o, &res)) != MGT_OK) return fail(r);
+    printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
+           "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
+           world, o.device.title, per_node, res.wall_s);
+    printf(" rank  dp tp pp   step ms  compute    gemm  attention  other   exposed comm  bubble  host-bound  memory\n");
+    for (i = 0; i < res.world; i++) {
+        const mgt_sim_rank *k = &res.ranks[i];
+        double ex = 0, other = k->compute_s - k->busy_s[MGT_SIM_GEMM] - k->busy_s[MGT_SIM_ATTENTION], mem = 0;
+        for (c = 0; c < MGT_COLL_COUNT; c++) ex += k->exposed_s[c];
+        for (c = 0; c < MGT_MEM_COUNT; c++) mem += (double)k->mem_peak[c];
+        if (k->step_s - k->compute_s < res.ranks[slowest].step_s - res.ranks[slowest].compute_s) slowest = i; /* the busiest rank */
+        if (res.world > 16 && i >= 8 && i < res.world - 8) { if (i == 8) printf("  ...\n"); continue; }
+        printf("%5d %3d %2d %2d %9.2f %8.2f %7.2f %10.2f %6.2f %14.2f %7.2f %11.2f %6.1f GiB\n", i, k->dp, k->tp, k->pp, k->step_s * 1e3, k->compute_s * 1e3,
+               k->busy_s[MGT_SIM_GEMM] * 1e3, k->busy_s[MGT_SIM_ATTENTION] * 1e3, other * 1e3, ex * 1e3, k->bubble_s * 1e3, k->host_s * 1e3,
+               mem / 1073741824.0 + o.device.reserve_gib);
+    }
+    {
+        const mgt_sim_rank *k = &res.ranks[slowest];
+        for (c = 0; c < MGT_SIM_FAMILIES; c++) fam[c] = k->busy_s[c];
+        for (c = 0; c < MGT_COLL_COUNT; c++) { comm[c] = k->comm_s[c]; exposed[c] = k->exposed_s[c]; }
+        bubble = k->bubble_s;
+        host = k->host_s;
+        compute = k->compute_s;
+    }
+    printf("\nthe step, as its busiest rank (%d) spends it (PREDICTED):\n", slowest);
+    printf("  compute        %9.2f ms:", compute * 1e3);
+    for (c = 0; c < MGT_SIM_FAMILIES; c++) if (fam[c] > 0) printf(" %s %.2f", mgt_sim_family_name(c), fam[c] * 1e3);
+    printf("\n  communication  (time on the communication stream, and what the compute waited for it)\n");
+    for (c = 0; c < MGT_COLL_COUNT; c++)
+        if (comm[c] > 0) printf("    %-15s %9.2f ms, exposed %.2f ms\n", mgt_coll_name(c), comm[c] * 1e3, exposed[c] * 1e3);
+    printf("  bubble         %9.2f ms (waiting for pipeline peers)\n", bubble * 1e3);
+    if (host > 0) printf("  host-bound     %9.2f ms (the device waiting for kernel launches)\n", host * 1e3);
+    printf("  step           %9.2f ms\n", res.step_s * 1e3);
+    printf("  tokens/s       %9.0f (%.0f per GPU)\n", res.tokens_per_s, res.tokens_per_s / res.world);
+    printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
+           o.device.tensor_tflops[cfg->precision.dtype]);
+    printf("  memory         %9.2f GiB on the fullest GPU (of %.0f GiB), with %.1f GiB for the CUDA context, cuBLAS and NCCL%s\n", res.mem_peak_gib,
+           o.device.mem_gib, o.device.reserve_gib, o.device.mem_gib > 0 && res.mem_peak_gib > o.device.mem_gib ? ": DOES NOT FIT" : "");
+    if (trace) printf("  trace          %s (Chrome trace JSON: chrome://tracing or ui.perfetto.dev)\n", trace);
+    mgt_sim_result_free(&res);
+    return 0;
+}
+
 /* mgt plan PRESET [--gpus N]: what each rank holds and moves per step, from the closed-form plan */
 static int cmd_plan(int argc, char **argv) {
     mgt_config cfg;
@@ -805,12 +869,31 @@ static int cmd_plan(int argc, char **argv) {
     int rc, i, c, gpus = 0, world;
     double total[MGT_COLL_COUNT] = {0}, v;
     char mem[MGT_MEM_COUNT][16], set[64];
+    const char *gpu = NULL, *trace = NULL;
+    int per_node = 8;
     for (i = 2; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--gpus")) {
             if (!option_number("plan", "--gpus", argv[i + 1], 1, 1, 4096, &v)) return 2;
             gpus = (int)v;
             argv[i] = argv[i + 1] = (char *)"--no-tui";
+        } else if (!strcmp(argv[i], "--gpus-per-node")) {
+            if (!option_number("plan", "--gpus-per-node", argv[i + 1], 1, 1, 4096, &v)) return 2;
+            per_node = (int)v;
+            argv[i] = argv[i + 1] = (char *)"--no-tui";
+        } else if (!strcmp(argv[i], "--gpu") || !strcmp(argv[i], "--trace")) {
+            *(!strcmp(argv[i], "--gpu") ? &gpu : &trace) = argv[i + 1];
+            argv[i] = argv[i + 1] = (char *)"--no-tui";
         }
+    if (trace && !gpu) { fprintf(stderr, "mgt plan: --trace needs --gpu NAME (the device whose step it simulates)\n"); return 2; }
+    if (gpu) { /* a known name, before anything is printed */
+        const mgt_sim_device *table;
+        char lower[32] = "";
+        int n = mgt_sim_devices(&table), k;
+        for (k = 0; gpu[k] && k < 31; k++) lower[k] = (char)(gpu[k] >= 'A' && gpu[k] <= 'Z' ? gpu[k] + 32 : gpu[k]);
+        lower[k] = 0;
+        for (k = 0; k < n && strcmp(lower, table[k].name); k++) {}
+        if (k == n) { fprintf(stderr, "mgt plan: --gpu %s: unknown device (a100, h100, h200, b200 or cpu)\n", gpu); return 2; }
+    }
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
@@ -843,7 +926,7 @@ static int cmd_plan(int argc, char **argv) {
         format_bytes(total[c], set, sizeof set);
         if (total[c] > 0) printf("  %-15s %s\n", mgt_coll_name(c), set);
     }
-    return 0;
+    return gpu ? print_predicted(&cfg, gpu, per_node, trace) : 0;
 }
 
 static int cmd_keys(int argc, char **argv) {

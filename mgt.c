@@ -855,7 +855,7 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     printf("  tokens/s       %9.0f (%.0f per GPU)\n", res.tokens_per_s, res.tokens_per_s / res.world);
     printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
            o.device.tensor_tflops[cfg->precision.dtype]);
-    printf("  memory         %9.2f GiB on the fullest GPU (of %.0f GiB), with %.1f GiB for the CUDA context, cuBLAS and NCCL%s\n", res.mem_peak_gib,
+    printf("  memory         %9.2f GiB on the fullest GPU (of %.0f GiB), with %.1f GiB for the CUDA context, cuBLAS and NCCL\n                 and the attention scratch of a micro-batch%s\n", res.mem_peak_gib,
            o.device.mem_gib, o.device.reserve_gib, o.device.mem_gib > 0 && res.mem_peak_gib > o.device.mem_gib ? ": DOES NOT FIT" : "");
     if (trace) printf("  trace          %s (Chrome trace JSON: chrome://tracing or ui.perfetto.dev)\n", trace);
     mgt_sim_result_free(&res);

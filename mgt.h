@@ -7885,6 +7885,9 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
             for (c = 0; c < MGT_SIM_FAMILIES; c++) o->compute_s += o->busy_s[c];
             for (c = 0; c < MGT_MEM_COUNT; c++) { o->mem_peak[c] = rk->be->mem_peak[c]; used += (double)rk->be->mem_peak[c]; }
             if (o->step_s > out->step_s) out->step_s = o->step_s;
+            if (!opt->device.host_sync) /* the CUDA backend's attention scratch: a micro-batch's scores */
+                used += (double)cfg->train.micro_batch * (double)(cfg->model.n_head / p.tp) * (double)cfg->model.seq_len * (double)cfg->model.seq_len *
+                        (double)rk->be->elt;
             used = used / 1073741824.0 + opt->device.reserve_gib;
             if (used > out->mem_peak_gib) out->mem_peak_gib = used;
         }

@@ -813,16 +813,25 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
     mgt_sim_options_init(&o);
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if ((r = mgt_sim_device_find(gpu, threads / world > 0 ? threads / world : 1, &o.device)) != MGT_OK) {
+    if ((r = mgt_sim_device_find(gpu, threads, &o.device)) != MGT_OK) {
         fprintf(stderr, "mgt plan: --gpu: %s\n", mgt_last_error());
         return 2;
+    }
+    if (o.device.host_sync) { /* the CPU: its cores are divided between the ranks, as mgt train divides them */
+        for (c = 0; c < 3; c++) o.device.tensor_tflops[c] /= world;
+        o.device.vector_tflops /= world;
     }
     o.gpus_per_node = per_node;
     o.trace = trace;
     if ((r = mgt_sim_run(cfg, &o, &res)) != MGT_OK) return fail(r);
-    printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
-           "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
-           world, o.device.title, per_node, res.wall_s);
+    if (o.device.host_sync)
+        printf("\nPREDICTED one optimizer step on %d CPU rank%s of this machine (%d threads in all; sgemm %.1f GFLOP/s a rank, copies %.1f GB/s),\n"
+               "by mgt's step simulator: the runtime with modelled costs; simulated in %.2f s\n\n", world, world > 1 ? "s" : "", threads,
+               o.device.tensor_tflops[0] * 1e3, o.device.intra_gbps, res.wall_s);
+    else
+        printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
+               "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
+               world, o.device.title, per_node, res.wall_s);
     printf(" rank  dp tp pp   step ms  compute    gemm  attention  other   exposed comm  bubble  host-bound  memory\n");
     for (i = 0; i < res.world; i++) {
         const mgt_sim_rank *k = &res.ranks[i];
@@ -855,8 +864,11 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     printf("  tokens/s       %9.0f (%.0f per GPU)\n", res.tokens_per_s, res.tokens_per_s / res.world);
     printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
            o.device.tensor_tflops[cfg->precision.dtype]);
-    printf("  memory         %9.2f GiB on the fullest GPU (of %.0f GiB), with %.1f GiB for the CUDA context, cuBLAS and NCCL\n                 and the attention scratch of a micro-batch%s\n", res.mem_peak_gib,
-           o.device.mem_gib, o.device.reserve_gib, o.device.mem_gib > 0 && res.mem_peak_gib > o.device.mem_gib ? ": DOES NOT FIT" : "");
+    if (o.device.host_sync) printf("  memory         %9.2f GiB on the fullest rank (what the runtime allocates)\n", res.mem_peak_gib);
+    else
+        printf("  memory         %9.2f GiB on the fullest GPU (of %.0f GiB), with %.1f GiB for the CUDA context, cuBLAS and NCCL\n"
+               "                 and the attention scratch of a micro-batch%s\n",
+               res.mem_peak_gib, o.device.mem_gib, o.device.reserve_gib, res.mem_peak_gib > o.device.mem_gib ? ": DOES NOT FIT" : "");
     if (trace) printf("  trace          %s (Chrome trace JSON: chrome://tracing or ui.perfetto.dev)\n", trace);
     mgt_sim_result_free(&res);
     return 0;

@@ -158,6 +158,50 @@ static void gpt3(void) {
     mgt_sim_result_free(&res);
 }
 
+/* every layout the CPU backend trains simulates, and each rank's memory by category is what the
+   closed-form plan (mgt_plan_rank) says the runtime allocates (the CPU backend's workspace aside) */
+static void layouts(void) {
+    static const struct { int dp, tp, pp, zero, recompute, micro; const char *sched, *dtype; } L[] = {
+        {1, 1, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 1, 0, 0, 1, "1f1b", "bf16"}, {2, 1, 1, 0, 0, 2, "1f1b", "fp32"}, {2, 1, 1, 1, 0, 2, "1f1b", "bf16"},
+        {2, 1, 1, 2, 0, 1, "1f1b", "fp16"}, {2, 1, 1, 3, 1, 2, "1f1b", "bf16"}, {1, 2, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 2, 0, 0, 1, "1f1b", "fp32"},
+        {1, 1, 2, 0, 0, 1, "gpipe", "bf16"}, {2, 2, 2, 1, 1, 1, "1f1b", "bf16"}, {2, 2, 2, 3, 0, 1, "gpipe", "fp32"}, {1, 2, 4, 0, 1, 1, "1f1b", "fp32"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof L / sizeof L[0]; i++) {
+        mgt_config cfg;
+        mgt_sim_options o;
+        mgt_sim_result res;
+        char kv[64];
+        int r, c;
+        small(&cfg, L[i].dp, L[i].tp, L[i].pp, 1, L[i].sched);
+        snprintf(kv, sizeof kv, "train.micro_batch=%d", L[i].micro); set(&cfg, kv);
+        set(&cfg, "train.global_batch=8");
+        snprintf(kv, sizeof kv, "parallel.zero=%d", L[i].zero); set(&cfg, kv);
+        snprintf(kv, sizeof kv, "precision.dtype=%s", L[i].dtype); set(&cfg, kv);
+        set(&cfg, L[i].recompute ? "train.recompute=full" : "train.recompute=none");
+        mgt_sim_options_init(&o);
+        o.gpus_per_node = 2;
+        if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) {
+            printf("FAIL layout dp %d tp %d pp %d zero %d %s: %s\n", L[i].dp, L[i].tp, L[i].pp, L[i].zero, L[i].sched, mgt_last_error());
+            failures++;
+            continue;
+        }
+        for (r = 0; r < res.world; r++) {
+            mgt_rank_plan p;
+            mgt_plan_rank(&cfg, r, &p);
+            CHECK(res.ranks[r].step_s > 0 && res.ranks[r].step_s >= res.ranks[r].compute_s - 1e-12, "layout %zu rank %d: step %g, compute %g", i, r,
+                  res.ranks[r].step_s, res.ranks[r].compute_s);
+            for (c = 0; c < MGT_MEM_COUNT; c++)
+                if (c != MGT_MEM_WORKSPACE)
+                    CHECK(res.ranks[r].mem_peak[c] >= p.mem[c] && res.ranks[r].mem_peak[c] <= p.mem[c] + 4096 + p.mem[c] / 50,
+                          "layout %zu rank %d: %s %zu bytes simulated, %zu planned", i, r, mgt_mem_category_name(c), res.ranks[r].mem_peak[c], p.mem[c]);
+        }
+        printf("layout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned\n", L[i].dp, L[i].tp, L[i].pp, L[i].zero,
+               L[i].sched, L[i].dtype, L[i].recompute ? " recompute" : "", res.step_s * 1e3);
+        mgt_sim_result_free(&res);
+    }
+}
+
 int main(int argc, char **argv) {
     int big = !(argc > 1 && !strcmp(argv[1], "--quick"));
     bubble(4, 8, "gpipe");
@@ -168,6 +212,7 @@ int main(int argc, char **argv) {
     last_member();
     overlap(0);
     overlap(2);
+    layouts();
     if (big) gpt3();
     if (failures) { printf("test_sim: %d failures\n", failures); return 1; }
     printf("test_sim: ok\n");

@@ -85,13 +85,15 @@ static const struct command_help {
      "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s against this machine's sgemm, memory, and\n"
      "the speedup over one rank. One rank's figure is kept as the baseline of `mgt train`'s speedup.\n"
      "  --steps N            timed steps after 2 warm-up steps, 1..1000000 (5)"},
-    {"plan", "mgt plan PRESET [--gpus N] [--gpu a100|h100|h200|b200|cpu] [--gpus-per-node N] [--trace FILE] [--set section.key=value]...",
+    {"plan", "mgt plan PRESET [--gpus N] [--gpu a100|h100|h200|b200|cpu] [--gpus-per-node N] [--trace FILE] [--search] [--set section.key=value]...",
      "Memory and traffic of every rank of PRESET's layout, in closed form, without running anything.\n"
      "  --gpus N             plan for N ranks: dp becomes N / (tp x pp)\n"
      "  --gpu NAME           also PREDICT one step on NAME (the step simulator: the runtime with modelled costs):\n"
      "                       time per op family, exposed communication, bubble, step time, tokens/s, MFU, memory\n"
      "  --gpus-per-node N    GPUs that share a node's links (8); collectives beyond them cross the network\n"
-     "  --trace FILE         with --gpu: the simulated step as Chrome trace JSON (open it in Perfetto)"},
+     "  --trace FILE         with --gpu: the simulated step as Chrome trace JSON (open it in Perfetto)\n"
+     "  --search             with --gpu: every layout of the GPUs (dp, tp, pp, zero, micro_batch, recompute, schedule)\n"
+     "                       that fits their memory, simulated; prints the fastest ten"},
     {"version", "mgt version", "Prints the version."},
 };
 
@@ -874,6 +876,95 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     return 0;
 }
 
+/* mgt plan --search: the layouts of `world` GPUs that fit the device's memory (closed-form plan plus
+   the CUDA reserve and attention scratch), each simulated; the fastest ten, PREDICTED */
+typedef struct search_row { int dp, tp, pp, zero, micro, recompute, gpipe; double step_s, tok_s, mfu, mem_gib, bubble_s, exposed_s; } search_row;
+static int search_cmp(const void *a, const void *b) {
+    double x = ((const search_row *)a)->tok_s, y = ((const search_row *)b)->tok_s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+/* GiB the fullest rank of cfg needs on a GPU, or -1 when cfg is not a valid layout */
+static double search_mem(const mgt_config *cfg, const mgt_sim_device *d) {
+    int r, c, world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    double worst = 0;
+    if (mgt_config_validate(cfg) != MGT_OK) return -1;
+    for (r = 0; r < world; r++) {
+        mgt_rank_plan p;
+        double used = 0;
+        if (r >= cfg->parallel.tp * cfg->parallel.dp && (r / (cfg->parallel.tp * cfg->parallel.dp)) != cfg->parallel.pp - 1 &&
+            r % (cfg->parallel.tp * cfg->parallel.dp)) continue; /* one rank per middle stage: they hold alike */
+        if (mgt_plan_rank(cfg, r, &p) != MGT_OK) return -1;
+        for (c = 0; c < MGT_MEM_COUNT; c++) if (c != MGT_MEM_WORKSPACE) used += (double)p.mem[c];
+        if (used > worst) worst = used;
+    }
+    return worst / 1073741824.0 + d->reserve_gib +
+           (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * cfg->model.seq_len *
+               (cfg->precision.dtype == 0 ? 4 : 2) / 1073741824.0;
+}
+static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node) {
+    mgt_sim_options o;
+    search_row *rows = NULL;
+    int n = 0, cap = 0, tried = 0, tp, pp, zero, micro, rec, sched, i;
+    double t0 = mgt__now();
+    mgt_sim_options_init(&o);
+    if (mgt_sim_device_find(gpu, 0, &o.device) != MGT_OK || o.device.host_sync) {
+        fprintf(stderr, "mgt plan: --search is for GPUs (a100, h100, h200, b200)\n");
+        return 2;
+    }
+    o.gpus_per_node = per_node;
+    for (tp = 1; tp <= world && tp <= per_node; tp++) {
+        if (world % tp || base->model.n_head % tp) continue;
+        for (pp = 1; pp <= world / tp && pp <= base->model.n_layer && pp <= 256; pp++) {
+            int dp = world / tp / pp;
+            if ((world / tp) % pp || base->train.global_batch % dp) continue;
+            for (zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+                for (micro = base->train.global_batch / dp; micro >= 1; micro--) {
+                    if ((base->train.global_batch / dp) % micro) continue;
+                    for (sched = 0; sched < (pp > 1 ? 2 : 1); sched++)
+                        for (rec = 0; rec < 2; rec++) {
+                            mgt_config cfg = *base;
+                            mgt_sim_result res;
+                            double mem, exposed = 0;
+                            int c;
+                            cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
+                            cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            mem = search_mem(&cfg, &o.device);
+                            if (mem < 0 || mem > o.device.mem_gib) continue;
+                            tried++;
+                            if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { fprintf(stderr, "mgt plan: --search: %s\n", mgt_last_error()); continue; }
+                            if (n == cap) {
+                                search_row *g = (search_row *)realloc(rows, sizeof *rows * (size_t)(cap = cap ? 2 * cap : 64));
+                                if (!g) { mgt_sim_result_free(&res); free(rows); return fail(MGT_ERROR_MEMORY); }
+                                rows = g;
+                            }
+                            for (c = 0; c < MGT_COLL_COUNT; c++) exposed += res.ranks[0].exposed_s[c];
+                            rows[n].dp = dp; rows[n].tp = tp; rows[n].pp = pp; rows[n].zero = zero; rows[n].micro = micro; rows[n].recompute = rec;
+                            rows[n].gpipe = sched; rows[n].step_s = res.step_s; rows[n].tok_s = res.tokens_per_s; rows[n].mfu = res.mfu;
+                            rows[n].mem_gib = res.mem_peak_gib; rows[n].bubble_s = res.ranks[0].bubble_s; rows[n].exposed_s = exposed;
+                            n++;
+                            mgt_sim_result_free(&res);
+                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
+                        }
+                }
+        }
+    }
+    if (!n) {
+        printf("\nPREDICTED: no layout of %d x %s fits its %.0f GiB (with global batch %d)\n", world, o.device.title, o.device.mem_gib, base->train.global_batch);
+        free(rows);
+        return 1;
+    }
+    qsort(rows, (size_t)n, sizeof *rows, search_cmp);
+    printf("\nPREDICTED fastest layouts of %d x %s (%d per node), global batch %d: %d layouts fit and were simulated in %.1f s\n\n", world,
+           o.device.title, per_node, base->train.global_batch, tried, mgt__now() - t0);
+    printf("   dp  tp  pp zero micro recompute schedule   step ms   tokens/s    MFU  memory GiB  bubble ms  exposed comm ms (rank 0)\n");
+    for (i = 0; i < n && i < 10; i++)
+        printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", rows[i].dp, rows[i].tp, rows[i].pp, rows[i].zero, rows[i].micro,
+               rows[i].recompute ? "full" : "none", rows[i].pp > 1 ? (rows[i].gpipe ? "gpipe" : "1f1b") : "-", rows[i].step_s * 1e3, rows[i].tok_s,
+               100 * rows[i].mfu, rows[i].mem_gib, rows[i].bubble_s * 1e3, rows[i].exposed_s * 1e3);
+    free(rows);
+    return 0;
+}
+
 /* mgt plan PRESET [--gpus N]: what each rank holds and moves per step, from the closed-form plan */
 static int cmd_plan(int argc, char **argv) {
     mgt_config cfg;
@@ -882,7 +973,9 @@ static int cmd_plan(int argc, char **argv) {
     double total[MGT_COLL_COUNT] = {0}, v;
     char mem[MGT_MEM_COUNT][16], set[64];
     const char *gpu = NULL, *trace = NULL;
-    int per_node = 8;
+    int per_node = 8, search = 0;
+    for (i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--search")) { search = 1; argv[i] = (char *)"--no-tui"; }
     for (i = 2; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--gpus")) {
             if (!option_number("plan", "--gpus", argv[i + 1], 1, 1, 4096, &v)) return 2;
@@ -896,7 +989,7 @@ static int cmd_plan(int argc, char **argv) {
             *(!strcmp(argv[i], "--gpu") ? &gpu : &trace) = argv[i + 1];
             argv[i] = argv[i + 1] = (char *)"--no-tui";
         }
-    if (trace && !gpu) { fprintf(stderr, "mgt plan: --trace needs --gpu NAME (the device whose step it simulates)\n"); return 2; }
+    if ((trace || search) && !gpu) { fprintf(stderr, "mgt plan: %s needs --gpu NAME (the device whose step it simulates)\n", trace ? "--trace" : "--search"); return 2; }
     if (gpu) { /* a known name, before anything is printed */
         const mgt_sim_device *table;
         char lower[32] = "";
@@ -918,6 +1011,7 @@ static int cmd_plan(int argc, char **argv) {
         if (mgt_config_set(&cfg, set) != MGT_OK || mgt_config_validate(&cfg) != MGT_OK) return fail(MGT_ERROR_CONFIG);
         world = gpus;
     }
+    if (search) return search_layouts(&cfg, gpu, world, per_node);
     printf("plan of %s: %d ranks = dp %d x tp %d x pp %d, zero %d, %s, micro_batch %d, recompute %s\n\n", o.preset, world, cfg.parallel.dp, cfg.parallel.tp,
            cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", cfg.train.micro_batch,
            cfg.train.recompute ? "full" : "none");

@@ -820,8 +820,15 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
         return 2;
     }
     if (o.device.host_sync) { /* the CPU: its cores are divided between the ranks, as mgt train divides them */
+        char date[64];
+        double peak = threads == (int)sysconf(_SC_NPROCESSORS_ONLN) ? machine_sgemm(0.3, 0, date, sizeof date) : 0;
+        if (peak > 0) { /* the machine's peak as MFU takes it (the largest measured): the same prediction run after run */
+            o.device.vector_tflops *= peak * 1e-3 / o.device.tensor_tflops[0];
+            for (c = 0; c < 3; c++) o.device.tensor_tflops[c] = peak * 1e-3;
+        }
         for (c = 0; c < 3; c++) o.device.tensor_tflops[c] /= world;
         o.device.vector_tflops /= world;
+        o.device.transc_gps /= world;
     }
     o.gpus_per_node = per_node;
     o.trace = trace;

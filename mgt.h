@@ -443,6 +443,7 @@ typedef struct mgt_sim_device {
     double link_frac;       /* achievable fraction of the link bandwidth (NCCL bus bandwidth / link) */
     double reserve_gib;     /* what the CUDA backend holds beside the model: context, cuBLAS, NCCL */
     int host_sync;          /* 1: ops and calls run on the rank's thread one after another (the CPU) */
+    double transc_gps;      /* exp and tanh per second, G (0: a quarter of vector_tflops, a GPU's special function units) */
 } mgt_sim_device;
 
 /* the built-in devices (the "cpu" entry holds this machine's figures once mgt_sim_device_find measured it) */
@@ -456,6 +457,7 @@ typedef struct mgt_sim_op {
     const char *name;       /* the backend entry: "matmul_forward", ... */
     int family;             /* MGT_SIM_* */
     double gemm_flops, gemm_bytes, flops, bytes;
+    double transcendentals; /* exp and tanh of the non-GEMM part */
     double m, n, k;         /* the GEMM's dimensions (0 when none) */
     int kernels;            /* launches */
     int rank;               /* whose op */
@@ -7104,13 +7106,13 @@ MGTDEF const char *mgt_sim_family_name(int family) { return family >= 0 && famil
    Achievable fractions and latencies are assumptions, stated there too.
    name title {TF32, BF16, FP16 TFLOP/s} fp32 TFLOP/s, GB/s, GiB, gemm_frac, gemm_dim, vector_frac,
    mem_frac, launch us, NVLink GB/s, NIC GB/s, latency inside/between nodes us, per ring step us,
-   link_frac, reserve GiB, host_sync */
+   link_frac, reserve GiB, host_sync, exp/tanh G/s (0: vector_tflops / 4) */
 static mgt_sim_device mgt__sim_table[] = {
-    {"a100", "NVIDIA A100 SXM4 80GB", {156, 312, 312}, 19.5, 2039, 80, 0.80, 64, 0.5, 0.80, 4, 300, 25, 10, 20, 0.5, 0.80, 1.0, 0},
-    {"h100", "NVIDIA H100 SXM5 80GB", {494.7, 989.4, 989.4}, 66.9, 3350, 80, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0},
-    {"h200", "NVIDIA H200 SXM 141GB", {494.7, 989.4, 989.4}, 66.9, 4800, 141, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0},
-    {"b200", "NVIDIA B200 (HGX) 180GB", {1100, 2250, 2250}, 75, 7700, 180, 0.70, 64, 0.5, 0.85, 4, 900, 50, 10, 20, 0.5, 0.80, 1.0, 0},
-    {"cpu", "this machine (measured)", {0, 0, 0}, 0, 0, 0, 1.0, 0, 1.0, 1.0, 2, 0, 0, 2, 2, 0.2, 1.0, 0, 1},
+    {"a100", "NVIDIA A100 SXM4 80GB", {156, 312, 312}, 19.5, 2039, 80, 0.80, 64, 0.5, 0.80, 4, 300, 25, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"h100", "NVIDIA H100 SXM5 80GB", {494.7, 989.4, 989.4}, 66.9, 3350, 80, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"h200", "NVIDIA H200 SXM 141GB", {494.7, 989.4, 989.4}, 66.9, 4800, 141, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"b200", "NVIDIA B200 (HGX) 180GB", {1100, 2250, 2250}, 75, 7700, 180, 0.70, 64, 0.5, 0.85, 4, 900, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"cpu", "this machine (measured)", {0, 0, 0}, 0, 0, 0, 1.0, 0, 1.0, 1.0, 2, 0, 0, 2, 2, 0.2, 1.0, 0, 1, 0},
 };
 enum { MGT__SIM_NDEVICES = (int)(sizeof mgt__sim_table / sizeof mgt__sim_table[0]) };
 static pthread_mutex_t mgt__sim_cpu_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -7142,6 +7144,29 @@ static double mgt__sim_copy_rate(size_t bytes) {
     return rates[n / 2];
 }
 
+/* exp per second of the CPU backend's vectorised mgt__expf on the calling thread (the median of a few runs) */
+static double mgt__sim_exp_rate(void) {
+    enum { n = 1 << 16 };
+    float *x = (float *)MGT_MALLOC(sizeof(float) * n);
+    double rates[7], sink = 0;
+    int i, r, j;
+    if (!x) return 0;
+    for (i = 0; i < n; i++) x[i] = -8.0f + 8.0f * (float)i / n;
+    for (r = 0; r < 7; r++) {
+        double t0 = mgt__now(), dt;
+        for (j = 0; j < 16; j++) {
+            for (i = 0; i < n; i++) x[i] = mgt__expf(x[i]) - 1.0f;
+            sink += x[j];
+        }
+        dt = mgt__now() - t0;
+        rates[r] = dt > 0 ? 16.0 * n / dt : 0;
+    }
+    for (i = 1; i < 7; i++)
+        for (j = i; j > 0 && rates[j] < rates[j - 1]; j--) { double t = rates[j]; rates[j] = rates[j - 1]; rates[j - 1] = t; }
+    MGT_FREE(x);
+    return sink == sink ? rates[3] : rates[3]; /* sink keeps the loop */
+}
+
 MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_device *out) {
     int i, j;
     if (!name || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_device_find: name and out are required");
@@ -7160,6 +7185,7 @@ MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_dev
                 d->mem_gbps = copy * 2e-9;        /* memcpy reads and writes each byte */
                 d->intra_gbps = d->inter_gbps = copy * 1e-9;
                 d->mem_gib = 0;
+                d->transc_gps = mgt__sim_exp_rate() * threads * 1e-9;
                 mgt__sim_cpu_threads = threads;
             }
             *out = *d;
@@ -7191,7 +7217,10 @@ static double mgt__sim_price(const mgt_sim_device *d, int dtype, const mgt_sim_o
         eff = d->gemm_frac * (dmin > 0 ? dmin / (dmin + d->gemm_dim) : 1.0);
         t += mgt__sim_max(op->gemm_flops / (d->tensor_tflops[dtype >= 0 && dtype < 3 ? dtype : 0] * 1e12 * eff), op->gemm_bytes / bw);
     }
-    if (op->flops > 0 || op->bytes > 0) t += mgt__sim_max(op->flops / (d->vector_tflops * 1e12 * d->vector_frac), op->bytes / bw);
+    if (op->flops > 0 || op->bytes > 0) {
+        double transc = d->transc_gps > 0 ? d->transc_gps * 1e9 : d->vector_tflops * 1e12 / 4;
+        t += mgt__sim_max(op->flops / (d->vector_tflops * 1e12 * d->vector_frac) + op->transcendentals / transc, op->bytes / bw);
+    }
     return t;
 }
 
@@ -7230,10 +7259,11 @@ static void mgt__sim_run_op(mgt_backend *be, const mgt_sim_op *op) {
     mgt__sim_trace(rk, op->name, start, sec, 0);
 }
 
-/* one entry of the cost table */
-static void mgt__sim_charge(mgt_backend *be, const char *name, int family, double gemm_flops, double gemm_bytes, double flops, double bytes,
-                            double m, double n, double k, int kernels) {
+/* one entry of the cost table (transc: exp and tanh among the flops' elements) */
+static void mgt__sim_charge_t(mgt_backend *be, const char *name, int family, double gemm_flops, double gemm_bytes, double flops, double bytes,
+                              double transc, double m, double n, double k, int kernels) {
     mgt_sim_op op;
+    op.transcendentals = transc;
     op.name = name;
     op.family = family;
     op.gemm_flops = gemm_flops;
@@ -7246,6 +7276,10 @@ static void mgt__sim_charge(mgt_backend *be, const char *name, int family, doubl
     op.kernels = kernels;
     op.rank = ((mgt__sim_rank *)be->impl)->rank;
     mgt__sim_run_op(be, &op);
+}
+static void mgt__sim_charge(mgt_backend *be, const char *name, int family, double gemm_flops, double gemm_bytes, double flops, double bytes,
+                            double m, double n, double k, int kernels) {
+    mgt__sim_charge_t(be, name, family, gemm_flops, gemm_bytes, flops, bytes, 0, m, n, k, kernels);
 }
 
 /* ---- the backend: every op's FLOPs and bytes as formulas of its shapes (N = B*T rows, e = the
@@ -7288,7 +7322,7 @@ static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, flo
 static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
     double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E; /* S: elements of the scores */
     (void)out; (void)att; (void)qkv;
-    mgt__sim_charge(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (4 * N * C + 2 * S) * e, 5 * S, 2 * S * e, T, T, C / (double)NH, 3);
+    mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (4 * N * C + 2 * S) * e, 5 * S, 2 * S * e, S, T, T, C / (double)NH, 3);
 }
 static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
     double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E;
@@ -7297,11 +7331,11 @@ static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void 
 }
 static void mgt__sim_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
     (void)out; (void)inp;
-    mgt__sim_charge(be, "gelu_forward", MGT_SIM_ELEMENTWISE, 0, 0, 10.0 * (double)n, 2.0 * (double)n * MGT__SIM_E, 0, 0, 0, 1);
+    mgt__sim_charge_t(be, "gelu_forward", MGT_SIM_ELEMENTWISE, 0, 0, 10.0 * (double)n, 2.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
     (void)dinp; (void)inp; (void)dout;
-    mgt__sim_charge(be, "gelu_backward", MGT_SIM_ELEMENTWISE, 0, 0, 15.0 * (double)n, 3.0 * (double)n * MGT__SIM_E, 0, 0, 0, 1);
+    mgt__sim_charge_t(be, "gelu_backward", MGT_SIM_ELEMENTWISE, 0, 0, 15.0 * (double)n, 3.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_add_inplace(mgt_backend *be, float *y, const float *x, size_t n) {
     (void)y; (void)x;
@@ -7317,7 +7351,7 @@ static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *do
 }
 static void mgt__sim_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vs, int Vl, int V) {
     (void)part; (void)logits; (void)targets; (void)vs; (void)V;
-    mgt__sim_charge(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, 2.0 * N * Vl * MGT__SIM_E + 16.0 * N, 0, 0, 0, 1);
+    mgt__sim_charge_t(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, 2.0 * N * Vl * MGT__SIM_E + 16.0 * N, (double)N * Vl, 0, 0, 0, 1);
 }
 static void mgt__sim_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vs, int Vl, int V,
                                  float grad_scale) {

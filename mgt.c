@@ -810,7 +810,7 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     mgt_sim_options o;
     mgt_sim_result res;
     mgt_result r;
-    double fam[MGT_SIM_FAMILIES] = {0}, comm[MGT_COLL_COUNT] = {0}, exposed[MGT_COLL_COUNT] = {0}, bubble = 0, host = 0, compute = 0;
+    double fam[MGT_SIM_FAMILIES] = {0}, comm[MGT_COLL_COUNT] = {0}, exposed[MGT_COLL_COUNT] = {0}, bubble = 0, host = 0, compute = 0, scratch = 0;
     int i, c, world, slowest = 0, threads;
     world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
     mgt_sim_options_init(&o);
@@ -841,6 +841,9 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
         printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
                "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
                world, o.device.title, per_node, res.wall_s);
+    if (!o.device.host_sync) /* the CUDA backend's attention scratch of a micro-batch, as the summary counts it */
+        scratch = (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * cfg->model.seq_len *
+                  (cfg->precision.dtype == 0 ? 4 : 2) / 1073741824.0;
     printf(" rank  dp tp pp   step ms  compute    gemm  attention  other   exposed comm  bubble  host-bound  memory\n");
     for (i = 0; i < res.world; i++) {
         const mgt_sim_rank *k = &res.ranks[i];
@@ -851,7 +854,7 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
         if (res.world > 16 && i >= 8 && i < res.world - 8) { if (i == 8) printf("  ...\n"); continue; }
         printf("%5d %3d %2d %2d %9.2f %8.2f %7.2f %10.2f %6.2f %14.2f %7.2f %11.2f %6.1f GiB\n", i, k->dp, k->tp, k->pp, k->step_s * 1e3, k->compute_s * 1e3,
                k->busy_s[MGT_SIM_GEMM] * 1e3, k->busy_s[MGT_SIM_ATTENTION] * 1e3, other * 1e3, ex * 1e3, k->bubble_s * 1e3, k->host_s * 1e3,
-               mem / 1073741824.0 + o.device.reserve_gib);
+               mem / 1073741824.0 + o.device.reserve_gib + scratch);
     }
     {
         const mgt_sim_rank *k = &res.ranks[slowest];

@@ -85,9 +85,15 @@ static const struct command_help {
      "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s against this machine's sgemm, memory, and\n"
      "the speedup over one rank. One rank's figure is kept as the baseline of `mgt train`'s speedup.\n"
      "  --steps N            timed steps after 2 warm-up steps, 1..1000000 (5)"},
-    {"plan", "mgt plan PRESET [--gpus N] [--set section.key=value]...",
+    {"plan", "mgt plan PRESET [--gpus N] [--gpu a100|h100|h200|b200|cpu] [--gpus-per-node N] [--trace FILE] [--search] [--set section.key=value]...",
      "Memory and traffic of every rank of PRESET's layout, in closed form, without running anything.\n"
-     "  --gpus N             plan for N ranks: dp becomes N / (tp x pp)"},
+     "  --gpus N             plan for N ranks: dp becomes N / (tp x pp)\n"
+     "  --gpu NAME           also PREDICT one step on NAME (the step simulator: the runtime with modelled costs):\n"
+     "                       time per op family, exposed communication, bubble, step time, tokens/s, MFU, memory\n"
+     "  --gpus-per-node N    GPUs that share a node's links (8); collectives beyond them cross the network\n"
+     "  --trace FILE         with --gpu: the simulated step as Chrome trace JSON (open it in Perfetto)\n"
+     "  --search             with --gpu: every layout of the GPUs (dp, tp, pp, zero, micro_batch, recompute, schedule)\n"
+     "                       that fits their memory, simulated; prints the fastest ten"},
     {"version", "mgt version", "Prints the version."},
 };
 
@@ -810,6 +816,177 @@ static int cmd_check(int argc, char **argv) {
     return 0;
 }
 
+/* mgt plan --gpu NAME: one step of the layout simulated on NAME (mgt.h section 3d), printed as
+   predicted: per rank, then for the step */
+static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node, const char *trace) {
+    mgt_sim_options o;
+    mgt_sim_result res;
+    mgt_result r;
+    double fam[MGT_SIM_FAMILIES] = {0}, comm[MGT_COLL_COUNT] = {0}, exposed[MGT_COLL_COUNT] = {0}, bubble = 0, host = 0, compute = 0, scratch = 0;
+    int i, c, world, slowest = 0, threads;
+    world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    mgt_sim_options_init(&o);
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if ((r = mgt_sim_device_find(gpu, threads, &o.device)) != MGT_OK) {
+        fprintf(stderr, "mgt plan: --gpu: %s\n", mgt_last_error());
+        return 2;
+    }
+    if (o.device.host_sync) { /* the CPU: its cores are divided between the ranks, as mgt train divides them */
+        char date[64];
+        double peak = threads == (int)sysconf(_SC_NPROCESSORS_ONLN) ? machine_sgemm(0.3, 0, date, sizeof date) : 0;
+        if (peak > 0) { /* the machine's peak as MFU takes it (the largest measured): the same prediction run after run */
+            o.device.vector_tflops *= peak * 1e-3 / o.device.tensor_tflops[0];
+            for (c = 0; c < 3; c++) o.device.tensor_tflops[c] = peak * 1e-3;
+        }
+        for (c = 0; c < 3; c++) o.device.tensor_tflops[c] /= world;
+        o.device.vector_tflops /= world;
+        o.device.transc_gps /= world;
+    }
+    o.gpus_per_node = per_node;
+    o.trace = trace;
+    if ((r = mgt_sim_run(cfg, &o, &res)) != MGT_OK) return fail(r);
+    if (o.device.host_sync)
+        printf("\nPREDICTED one optimizer step on %d CPU rank%s of this machine (%d threads in all; sgemm %.1f GFLOP/s a rank, copies %.1f GB/s),\n"
+               "by mgt's step simulator: the runtime with modelled costs; simulated in %.2f s\n\n", world, world > 1 ? "s" : "", threads,
+               o.device.tensor_tflops[0] * 1e3, o.device.intra_gbps, res.wall_s);
+    else
+        printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
+               "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
+               world, o.device.title, per_node, res.wall_s);
+    if (!o.device.host_sync) /* the CUDA backend's attention scratch of a micro-batch, as the summary counts it */
+        scratch = (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * cfg->model.seq_len *
+                  (cfg->precision.dtype == 0 ? 4 : 2) / 1073741824.0;
+    printf(" rank  dp tp pp   step ms  compute    gemm  attention  other   exposed comm  bubble  host-bound  memory\n");
+    for (i = 0; i < res.world; i++) {
+        const mgt_sim_rank *k = &res.ranks[i];
+        double ex = 0, other = k->compute_s - k->busy_s[MGT_SIM_GEMM] - k->busy_s[MGT_SIM_ATTENTION], mem = 0;
+        for (c = 0; c < MGT_COLL_COUNT; c++) ex += k->exposed_s[c];
+        for (c = 0; c < MGT_MEM_COUNT; c++) mem += (double)k->mem_peak[c];
+        if (k->step_s - k->compute_s < res.ranks[slowest].step_s - res.ranks[slowest].compute_s) slowest = i; /* the busiest rank */
+        if (res.world > 16 && i >= 8 && i < res.world - 8) { if (i == 8) printf("  ...\n"); continue; }
+        printf("%5d %3d %2d %2d %9.2f %8.2f %7.2f %10.2f %6.2f %14.2f %7.2f %11.2f %6.1f GiB\n", i, k->dp, k->tp, k->pp, k->step_s * 1e3, k->compute_s * 1e3,
+               k->busy_s[MGT_SIM_GEMM] * 1e3, k->busy_s[MGT_SIM_ATTENTION] * 1e3, other * 1e3, ex * 1e3, k->bubble_s * 1e3, k->host_s * 1e3,
+               mem / 1073741824.0 + o.device.reserve_gib + scratch);
+    }
+    {
+        const mgt_sim_rank *k = &res.ranks[slowest];
+        for (c = 0; c < MGT_SIM_FAMILIES; c++) fam[c] = k->busy_s[c];
+        for (c = 0; c < MGT_COLL_COUNT; c++) { comm[c] = k->comm_s[c]; exposed[c] = k->exposed_s[c]; }
+        bubble = k->bubble_s;
+        host = k->host_s;
+        compute = k->compute_s;
+    }
+    printf("\nthe step, as its busiest rank (%d) spends it (PREDICTED):\n", slowest);
+    printf("  compute        %9.2f ms:", compute * 1e3);
+    for (c = 0; c < MGT_SIM_FAMILIES; c++) if (fam[c] > 0) printf(" %s %.2f", mgt_sim_family_name(c), fam[c] * 1e3);
+    printf("\n  communication  (time on the communication stream, and what the compute waited for it)\n");
+    for (c = 0; c < MGT_COLL_COUNT; c++)
+        if (comm[c] > 0) printf("    %-15s %9.2f ms, exposed %.2f ms\n", mgt_coll_name(c), comm[c] * 1e3, exposed[c] * 1e3);
+    printf("  bubble         %9.2f ms (waiting for pipeline peers)\n", bubble * 1e3);
+    if (host > 0) printf("  host-bound     %9.2f ms (the device waiting for kernel launches)\n", host * 1e3);
+    printf("  step           %9.2f ms\n", res.step_s * 1e3);
+    printf("  tokens/s       %9.0f (%.0f per GPU)\n", res.tokens_per_s, res.tokens_per_s / res.world);
+    printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
+           o.device.tensor_tflops[cfg->precision.dtype]);
+    if (o.device.host_sync) printf("  memory         %9.2f GiB on the fullest rank (what the runtime allocates)\n", res.mem_peak_gib);
+    else
+        printf("  memory         %9.2f GiB on the fullest GPU (of %.0f GiB), with %.1f GiB for the CUDA context, cuBLAS and NCCL\n"
+               "                 and the attention scratch of a micro-batch%s\n",
+               res.mem_peak_gib, o.device.mem_gib, o.device.reserve_gib, res.mem_peak_gib > o.device.mem_gib ? ": DOES NOT FIT" : "");
+    if (trace) printf("  trace          %s (Chrome trace JSON: chrome://tracing or ui.perfetto.dev)\n", trace);
+    mgt_sim_result_free(&res);
+    return 0;
+}
+
+/* mgt plan --search: the layouts of `world` GPUs that fit the device's memory (closed-form plan plus
+   the CUDA reserve and attention scratch), each simulated; the fastest ten, PREDICTED */
+typedef struct search_row { int dp, tp, pp, zero, micro, recompute, gpipe; double step_s, tok_s, mfu, mem_gib, bubble_s, exposed_s; } search_row;
+static int search_cmp(const void *a, const void *b) {
+    double x = ((const search_row *)a)->tok_s, y = ((const search_row *)b)->tok_s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+/* GiB the fullest rank of cfg needs on a GPU, or -1 when cfg is not a valid layout */
+static double search_mem(const mgt_config *cfg, const mgt_sim_device *d) {
+    int r, c, world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    double worst = 0;
+    if (mgt_config_validate(cfg) != MGT_OK) return -1;
+    for (r = 0; r < world; r++) {
+        mgt_rank_plan p;
+        double used = 0;
+        if (r >= cfg->parallel.tp * cfg->parallel.dp && (r / (cfg->parallel.tp * cfg->parallel.dp)) != cfg->parallel.pp - 1 &&
+            r % (cfg->parallel.tp * cfg->parallel.dp)) continue; /* one rank per middle stage: they hold alike */
+        if (mgt_plan_rank(cfg, r, &p) != MGT_OK) return -1;
+        for (c = 0; c < MGT_MEM_COUNT; c++) if (c != MGT_MEM_WORKSPACE) used += (double)p.mem[c];
+        if (used > worst) worst = used;
+    }
+    return worst / 1073741824.0 + d->reserve_gib +
+           (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * cfg->model.seq_len *
+               (cfg->precision.dtype == 0 ? 4 : 2) / 1073741824.0;
+}
+static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node) {
+    mgt_sim_options o;
+    search_row *rows = NULL;
+    int n = 0, cap = 0, tried = 0, tp, pp, zero, micro, rec, sched, i;
+    double t0 = mgt__now();
+    mgt_sim_options_init(&o);
+    if (mgt_sim_device_find(gpu, 0, &o.device) != MGT_OK || o.device.host_sync) {
+        fprintf(stderr, "mgt plan: --search is for GPUs (a100, h100, h200, b200)\n");
+        return 2;
+    }
+    o.gpus_per_node = per_node;
+    for (tp = 1; tp <= world && tp <= per_node; tp++) {
+        if (world % tp || base->model.n_head % tp) continue;
+        for (pp = 1; pp <= world / tp && pp <= base->model.n_layer && pp <= 256; pp++) {
+            int dp = world / tp / pp;
+            if ((world / tp) % pp || base->train.global_batch % dp) continue;
+            for (zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+                for (micro = base->train.global_batch / dp; micro >= 1; micro--) {
+                    if ((base->train.global_batch / dp) % micro) continue;
+                    for (sched = 0; sched < (pp > 1 ? 2 : 1); sched++)
+                        for (rec = 0; rec < 2; rec++) {
+                            mgt_config cfg = *base;
+                            mgt_sim_result res;
+                            double mem, exposed = 0;
+                            int c;
+                            cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
+                            cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            mem = search_mem(&cfg, &o.device);
+                            if (mem < 0 || mem > o.device.mem_gib) continue;
+                            tried++;
+                            if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { fprintf(stderr, "mgt plan: --search: %s\n", mgt_last_error()); continue; }
+                            if (n == cap) {
+                                search_row *g = (search_row *)realloc(rows, sizeof *rows * (size_t)(cap = cap ? 2 * cap : 64));
+                                if (!g) { mgt_sim_result_free(&res); free(rows); return fail(MGT_ERROR_MEMORY); }
+                                rows = g;
+                            }
+                            for (c = 0; c < MGT_COLL_COUNT; c++) exposed += res.ranks[0].exposed_s[c];
+                            rows[n].dp = dp; rows[n].tp = tp; rows[n].pp = pp; rows[n].zero = zero; rows[n].micro = micro; rows[n].recompute = rec;
+                            rows[n].gpipe = sched; rows[n].step_s = res.step_s; rows[n].tok_s = res.tokens_per_s; rows[n].mfu = res.mfu;
+                            rows[n].mem_gib = res.mem_peak_gib; rows[n].bubble_s = res.ranks[0].bubble_s; rows[n].exposed_s = exposed;
+                            n++;
+                            mgt_sim_result_free(&res);
+                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
+                        }
+                }
+        }
+    }
+    if (!n) {
+        printf("\nPREDICTED: no layout of %d x %s fits its %.0f GiB (with global batch %d)\n", world, o.device.title, o.device.mem_gib, base->train.global_batch);
+        free(rows);
+        return 1;
+    }
+    qsort(rows, (size_t)n, sizeof *rows, search_cmp);
+    printf("\nPREDICTED fastest layouts of %d x %s (%d per node), global batch %d: %d layouts fit and were simulated in %.1f s\n\n", world,
+           o.device.title, per_node, base->train.global_batch, tried, mgt__now() - t0);
+    printf("   dp  tp  pp zero micro recompute schedule   step ms   tokens/s    MFU  memory GiB  bubble ms  exposed comm ms (rank 0)\n");
+    for (i = 0; i < n && i < 10; i++)
+        printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", rows[i].dp, rows[i].tp, rows[i].pp, rows[i].zero, rows[i].micro,
+               rows[i].recompute ? "full" : "none", rows[i].pp > 1 ? (rows[i].gpipe ? "gpipe" : "1f1b") : "-", rows[i].step_s * 1e3, rows[i].tok_s,
+               100 * rows[i].mfu, rows[i].mem_gib, rows[i].bubble_s * 1e3, rows[i].exposed_s * 1e3);
+    free(rows);
+    return 0;
+}
+
 /* mgt plan PRESET [--gpus N]: what each rank holds and moves per step, from the closed-form plan */
 static int cmd_plan(int argc, char **argv) {
     mgt_config cfg;
@@ -817,12 +994,36 @@ static int cmd_plan(int argc, char **argv) {
     int rc, i, c, gpus = 0, world;
     double total[MGT_COLL_COUNT] = {0}, v;
     char mem[MGT_MEM_COUNT][16], set[64];
-    for (i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--gpus")) {
-            if (!option_number("plan", "--gpus", argv[i + 1], 1, 1, 4096, &v)) return 2;
-            gpus = (int)v;
-            argv[i] = argv[i + 1] = (char *)"--no-tui";
+    const char *gpu = NULL, *trace = NULL;
+    int per_node = 8, search = 0;
+    { /* plan's own options, taken out of argv (kept in order) before parse_common reads the rest */
+        int kept = 2;
+        for (i = 2; i < argc; i++) {
+            int has = i + 1 < argc;
+            if (!strcmp(argv[i], "--search")) search = 1;
+            else if (!strcmp(argv[i], "--gpus") && has) {
+                if (!option_number("plan", "--gpus", argv[++i], 1, 1, 4096, &v)) return 2;
+                gpus = (int)v;
+            } else if (!strcmp(argv[i], "--gpus-per-node") && has) {
+                if (!option_number("plan", "--gpus-per-node", argv[++i], 1, 1, 4096, &v)) return 2;
+                per_node = (int)v;
+            } else if (!strcmp(argv[i], "--gpu") && has) gpu = argv[++i];
+            else if (!strcmp(argv[i], "--trace") && has) trace = argv[++i];
+            else argv[kept++] = argv[i];
         }
+        argv[kept] = NULL;
+        argc = kept;
+    }
+    if ((trace || search) && !gpu) { fprintf(stderr, "mgt plan: %s needs --gpu NAME (the device whose step it simulates)\n", trace ? "--trace" : "--search"); return 2; }
+    if (gpu) { /* a known name, before anything is printed */
+        const mgt_sim_device *table;
+        char lower[32] = "";
+        int n = mgt_sim_devices(&table), k;
+        for (k = 0; gpu[k] && k < 31; k++) lower[k] = (char)(gpu[k] >= 'A' && gpu[k] <= 'Z' ? gpu[k] + 32 : gpu[k]);
+        lower[k] = 0;
+        for (k = 0; k < n && strcmp(lower, table[k].name); k++) {}
+        if (k == n) { fprintf(stderr, "mgt plan: --gpu %s: unknown device (a100, h100, h200, b200 or cpu)\n", gpu); return 2; }
+    }
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
@@ -835,6 +1036,7 @@ static int cmd_plan(int argc, char **argv) {
         if (mgt_config_set(&cfg, set) != MGT_OK || mgt_config_validate(&cfg) != MGT_OK) return fail(MGT_ERROR_CONFIG);
         world = gpus;
     }
+    if (search) return search_layouts(&cfg, gpu, world, per_node);
     printf("plan of %s: %d ranks = dp %d x tp %d x pp %d, zero %d, %s, micro_batch %d, recompute %s\n\n", o.preset, world, cfg.parallel.dp, cfg.parallel.tp,
            cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", cfg.train.micro_batch,
            cfg.train.recompute ? "full" : "none");
@@ -855,7 +1057,7 @@ static int cmd_plan(int argc, char **argv) {
         format_bytes(total[c], set, sizeof set);
         if (total[c] > 0) printf("  %-15s %s\n", mgt_coll_name(c), set);
     }
-    return 0;
+    return gpu ? print_predicted(&cfg, gpu, per_node, trace) : 0;
 }
 
 static int cmd_keys(int argc, char **argv) {

@@ -414,6 +414,96 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap);
 /* uses api (from a statically linked mgt_cuda_api_get()) instead of loading the library */
 MGTDEF void mgt_cuda_use(const mgt_cuda_api *api);
 
+/* ---- 3d. the step simulator ------------------------------------------------------------------
+   mgt_sim_run drives the runtime above (presets, plan, schedules, buckets, ZeRO, TP, PP) with a
+   third backend and a third communicator that compute nothing and touch no data: each op and each
+   collective advances virtual clocks of its rank (host, compute stream, communication stream) by a
+   modelled cost, and waits, deferred calls and tickets, send/recv and collectives order the clocks
+   as the CUDA backend and NCCL order work. Ops are priced by a roofline per device (peak FLOP/s
+   of the storage type, memory bandwidth, achievable fractions, GEMM efficiency by shape, launch
+   overhead), collectives by an alpha-beta model with NCCL's ring factors over the link they cross
+   (inside a node, between nodes). Memory is counted, never allocated. Everything it says is a
+   PREDICTION under these assumptions. */
+enum { /* op families, as the simulator reports them */
+    MGT_SIM_GEMM, MGT_SIM_ATTENTION, MGT_SIM_NORM, MGT_SIM_ELEMENTWISE, MGT_SIM_EMBEDDING, MGT_SIM_LOSS, MGT_SIM_OPTIMIZER,
+    MGT_SIM_FAMILIES
+};
+MGTDEF const char *mgt_sim_family_name(int family); /* "gemm", "attention", ... */
+
+typedef struct mgt_sim_device {
+    char name[32];          /* "a100", "h100", "h200", "b200", "cpu" */
+    char title[64];         /* "NVIDIA H100 SXM 80GB" */
+    double tensor_tflops[3];/* dense GEMM peak by storage type: [MGT_F32] (TF32 on GPUs), [MGT_BF16], [MGT_F16] */
+    double vector_tflops;   /* fp32 FLOP/s of the non-GEMM kernels */
+    double mem_gbps;        /* device memory bandwidth, GB/s */
+    double mem_gib;         /* device memory */
+    double gemm_frac;       /* achievable fraction of the GEMM peak on large shapes */
+    double gemm_dim;        /* a GEMM's efficiency is gemm_frac * d / (d + gemm_dim), d its smallest dimension */
+    double vector_frac, mem_frac; /* achievable fractions of vector_tflops and mem_gbps */
+    double launch_us;       /* host time to launch a kernel or enqueue a collective */
+    double intra_gbps, inter_gbps; /* per GPU and direction: inside a node (NVLink), between nodes (NIC) */
+    double intra_lat_us, inter_lat_us; /* per collective call */
+    double step_lat_us;     /* per ring step */
+    double link_frac;       /* achievable fraction of the link bandwidth (NCCL bus bandwidth / link) */
+    double reserve_gib;     /* what the CUDA backend holds beside the model: context, cuBLAS, NCCL */
+    int host_sync;          /* 1: ops and calls run on the rank's thread one after another (the CPU) */
+    double transc_gps;      /* exp and tanh per second, G (0: a quarter of vector_tflops, a GPU's special function units) */
+} mgt_sim_device;
+
+/* the built-in devices (the "cpu" entry holds this machine's figures once mgt_sim_device_find measured it) */
+MGTDEF int mgt_sim_devices(const mgt_sim_device **table);
+/* a device by name (case-insensitive; "a100", "h100", "h200", "b200", "cpu"). "cpu" measures this
+   machine once (sgemm rate of `threads` threads, memory bandwidth, the local communicator's copy rate) */
+MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_device *out);
+
+/* one op as the simulator prices it: FLOPs and bytes of its GEMM part and of the rest */
+typedef struct mgt_sim_op {
+    const char *name;       /* the backend entry: "matmul_forward", ... */
+    int family;             /* MGT_SIM_* */
+    double gemm_flops, gemm_bytes, flops, bytes;
+    double transcendentals; /* exp and tanh of the non-GEMM part */
+    double m, n, k;         /* the GEMM's dimensions (0 when none) */
+    int kernels;            /* launches */
+    int rank;               /* whose op */
+} mgt_sim_op;
+/* optional: prices an op instead of the model (modelled: the model's seconds); tests use it */
+typedef double (*mgt_sim_cost_fn)(void *user, const mgt_sim_op *op, double modelled);
+
+typedef struct mgt_sim_options {
+    mgt_sim_device device;
+    int gpus_per_node;      /* ranks per node: collectives within it use intra_*, across nodes inter_* */
+    mgt_sim_cost_fn cost;   /* NULL: the model */
+    void *cost_user;
+    const char *trace;      /* a Chrome trace JSON file of the simulated step, or NULL */
+} mgt_sim_options;
+MGTDEF void mgt_sim_options_init(mgt_sim_options *opt); /* h100, 8 per node */
+
+typedef struct mgt_sim_rank {
+    int rank, dp, tp, pp;
+    double step_s;                      /* when its last work of the step ended */
+    double busy_s[MGT_SIM_FAMILIES];    /* compute stream busy, by op family */
+    double compute_s;                   /* their sum */
+    double comm_s[MGT_COLL_COUNT];      /* communication stream busy, by collective */
+    double exposed_s[MGT_COLL_COUNT];   /* compute stream waiting for it, by collective */
+    double bubble_s;                    /* compute stream waiting for a pipeline peer to send */
+    double host_s;                      /* compute stream waiting for the host (launch-bound) */
+    long long calls[MGT_COLL_COUNT];
+    double bytes[MGT_COLL_COUNT];       /* as mgt_comm_stats counts them */
+    size_t mem_peak[MGT_MEM_COUNT];     /* as the backend's allocator counts them */
+} mgt_sim_rank;
+
+typedef struct mgt_sim_result {
+    int world;
+    double step_s;                      /* the slowest rank's */
+    double tokens_per_s, flops_per_token, mfu; /* mfu against the storage type's dense peak */
+    double mem_peak_gib;                /* the fullest rank's, with the device reserve */
+    double wall_s;                      /* what the simulation took on this machine */
+    mgt_sim_rank *ranks;                /* world of them; mgt_sim_result_free */
+} mgt_sim_result;
+/* one simulated optimizer step of cfg (data is not read) */
+MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt, mgt_sim_result *out);
+MGTDEF void mgt_sim_result_free(mgt_sim_result *res);
+
 
 
 typedef struct mgt_stats {
@@ -4339,6 +4429,12 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
     pthread_mutex_unlock(&w->mu);
 }
 
+/* ---- 3d. the step simulator (defined at the end of the implementation): what the runtime calls */
+typedef struct mgt__sim_world mgt__sim_world;
+static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out);
+static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank);
+static void mgt__sim_abort(mgt__sim_world *w);
+
 /* ---- runs: the ranks of a layout, driven from the caller's thread ---------------------------- */
 
 enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
@@ -4352,6 +4448,7 @@ struct mgt_run {
     mgt__local_world *world;         /* CPU ranks' communication */
     const mgt_cuda_api *cuda;        /* GPU ranks: the CUDA backend library; NULL on the CPU */
     void *nccl_world;                /* and their NCCL communicators */
+    mgt__sim_world *sim;             /* simulated ranks (section 3d): their backends and communicators; NULL otherwise */
     double gpu_read_s;               /* when the GPUs were last read */
     int inference, threads_per_rank;
     mgt__loader train, val;
@@ -5455,6 +5552,7 @@ static void *mgt__rank_main(void *arg) {
             mgt__strlcpy(rk->error, mgt_last_error(), sizeof rk->error);
             /* peers waiting on this rank fail instead of hanging */
             if (r->cuda) r->cuda->world_abort(r->nccl_world);
+            else if (r->sim) mgt__sim_abort(r->sim);
             else mgt__local_rank_done(rk->comm);
         }
         pthread_mutex_lock(&r->mu);
@@ -6452,7 +6550,7 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
         be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
         if (rk->run->cuda) rk->run->cuda->backend_destroy(be);
-        else mgt__cpu_backend_destroy(be);
+        else if (!rk->run->sim) mgt__cpu_backend_destroy(be); /* a simulated backend is its world's */
     }
     MGT_FREE(rk->host_io);
     if (rk->acts) for (u = 0; u < rk->nsets; u++) { MGT_FREE(rk->acts[u].resid); MGT_FREE(rk->acts[u].layer); }
@@ -6579,7 +6677,8 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.first = rk->first;
     rk->shape.elt = mgt__dtype_size(r->dtype);
     rk->device = -1;
-    if (r->cuda) { /* rank i on GPU i */
+    if (r->sim) MGT__TRY(mgt__sim_backend(r->sim, index, r->dtype, &rk->be));
+    else if (r->cuda) { /* rank i on GPU i */
         char why[600];
         if (r->cuda->backend_create(index, r->dtype, &rk->be, why, sizeof why) != 0)
             return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index, why);
@@ -6666,7 +6765,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         if (!rk->gs_block) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for gradient scratch");
         mgt__scratch_layout(&rk->gs, (char *)rk->gs_block, &rk->shape);
     }
-    { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each */
+    if (!r->sim) { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each (simulated ones hold nothing) */
         int t;
         MGT__TRY(mgt__mirror(rk));
         for (t = 0; t < rk->lay.n; t++) {
@@ -7202,7 +7301,10 @@ static void mgt__new_run_id(char *id, size_t cap) {
     snprintf(id, cap, "%016llx", (unsigned long long)x);
 }
 
-static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) {
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim);
+static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) { return mgt__run_alloc_on(out, cfg, inference, NULL); }
+/* sim: the simulated world whose backends and communicators the ranks use (section 3d), or NULL */
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim) {
     mgt_run *r;
     int i, total, cores;
     *out = NULL;
@@ -7223,7 +7325,7 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     r->state = MGT_STATE_STARTING;
     pthread_cond_init(&r->cv_cmd, NULL);
     pthread_cond_init(&r->cv_done, NULL);
-    { /* where the ranks go, and whether they fit there, before anything large is allocated */
+    if (!sim) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
         mgt_fit fit;
         mgt_result res = mgt__choose_device(r);
         if (res == MGT_OK) res = mgt__fit_on(cfg, r->cuda, inference, &fit);
@@ -7255,6 +7357,7 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     if (r->ranks) memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world); /* destroy may walk them */
     if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
     memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
+    r->sim = sim;
     {
         mgt_result res = MGT_OK;
         if (r->cuda) {
@@ -7263,13 +7366,14 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
             for (i = 0; devices && i < r->plan.world; i++) devices[i] = i;
             if (devices) res = r->cuda->world_create(r->plan.world, devices, mgt__fail_message, &r->nccl_world);
             MGT_FREE(devices);
-        } else
+        } else if (!sim)
             res = mgt__local_world_create(&r->world, r->plan.world);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     for (i = 0; i < r->plan.world; i++) {
         mgt_result res = mgt__rank_init(r, &r->ranks[i], i);
-        if (!r->cuda) r->ranks[i].comm = mgt__local_comm(r->world, i);
+        if (sim) r->ranks[i].comm = mgt__sim_comm(sim, i);
+        else if (!r->cuda) r->ranks[i].comm = mgt__local_comm(r->world, i);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     if (r->plan.world > 1) {
@@ -7420,6 +7524,910 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     MGT_FREE(logits);
     MGT_FREE(raw);
     return max_new;
+}
+
+
+/* ---- 3d. the step simulator: a backend and a communicator that keep clocks ----------------------
+   Each rank has three clocks: its host thread (th), its compute stream (tc) and its communication
+   stream (tm), in seconds from the start of the step. An op costs the host a launch and runs on
+   the compute stream once both are there; a collective starts on the communication stream after
+   the compute enqueued before it (NCCL's ordering) and completes when its last member has issued
+   it, plus its cost; the compute waits for it, unless the call was deferred, until sync(ticket). A
+   send occupies the sender's stream for its cost (buffered: it does not wait for the receiver); a
+   receive completes at max(its issue, the send's issue) + the cost. Devices with host_sync (the
+   CPU) run everything on the rank's thread, one thing after another. No data is read or written:
+   alloc returns addresses inside a reserved range that is never mapped, and host buffers a call
+   writes (a gathered norm, downloaded losses) get zeros. */
+
+#define MGT__SIM_TICKETS 64
+#define MGT__SIM_PCIE 25e9 /* bytes/s of host-device copies (PCIe 4.0 x16, what one direction achieves) */
+
+typedef struct mgt__sim_event { const char *name; double start, dur; int stream; } mgt__sim_event;
+
+typedef struct mgt__sim_rank {
+    mgt__sim_world *w;
+    int rank;
+    mgt_backend be;
+    mgt_comm comm;
+    double th, tc, tm;              /* host, compute stream, communication stream */
+    int tm_coll;                    /* the collective the communication stream ends with */
+    int defer_next;
+    long tickets;
+    double ticket_end[MGT__SIM_TICKETS];
+    int ticket_coll[MGT__SIM_TICKETS];
+    int seq_id[8];                  /* calls made on each group so far */
+    long seq[8];
+    int nseq;
+    mgt_sim_rank st;
+    mgt__sim_event *ev;             /* the trace, when asked for */
+    size_t nev, cap_ev;
+} mgt__sim_rank;
+
+typedef struct mgt__sim_slot { int arrived, left, done; double issue, cost, end; } mgt__sim_slot;
+typedef struct mgt__sim_group {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int known, inter;               /* inter: its members span nodes */
+    mgt__sim_slot slot[2];          /* a member cannot be two calls ahead: each call waits for all */
+} mgt__sim_group;
+typedef struct mgt__sim_msg { int src, taken; double issue, cost; } mgt__sim_msg;
+typedef struct mgt__sim_box {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mgt__sim_msg *msg;
+    size_t n, head, cap;
+} mgt__sim_box;
+
+struct mgt__sim_world {
+    mgt_sim_options opt;
+    int world, ngroups, aborted;
+    mgt__sim_rank *ranks;
+    mgt__sim_group *groups;
+    mgt__sim_box *boxes;
+    char *base;                     /* the reserved, never mapped, range the fake pointers lie in */
+    size_t span, bump;
+    pthread_mutex_t mu;
+};
+
+static const char *const mgt__sim_family_names[MGT_SIM_FAMILIES] = {"gemm", "attention", "norm", "elementwise", "embedding", "loss", "optimizer"};
+MGTDEF const char *mgt_sim_family_name(int family) { return family >= 0 && family < MGT_SIM_FAMILIES ? mgt__sim_family_names[family] : "?"; }
+
+/* The devices: dense peaks (no structured sparsity), per GPU; sources in README ("Predicted speed").
+   Achievable fractions and latencies are assumptions, stated there too.
+   name title {TF32, BF16, FP16 TFLOP/s} fp32 TFLOP/s, GB/s, GiB, gemm_frac, gemm_dim, vector_frac,
+   mem_frac, launch us, NVLink GB/s, NIC GB/s, latency inside/between nodes us, per ring step us,
+   link_frac, reserve GiB, host_sync, exp/tanh G/s (0: vector_tflops / 4) */
+static mgt_sim_device mgt__sim_table[] = {
+    {"a100", "NVIDIA A100 SXM4 80GB", {156, 312, 312}, 19.5, 2039, 80, 0.80, 64, 0.5, 0.80, 4, 300, 25, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"h100", "NVIDIA H100 SXM5 80GB", {494.7, 989.4, 989.4}, 66.9, 3350, 80, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"h200", "NVIDIA H200 SXM 141GB", {494.7, 989.4, 989.4}, 66.9, 4800, 141, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"b200", "NVIDIA B200 (HGX) 180GB", {1100, 2250, 2250}, 75, 7700, 180, 0.70, 64, 0.5, 0.85, 4, 900, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"cpu", "this machine (measured)", {0, 0, 0}, 0, 0, 0, 1.0, 0, 1.0, 1.0, 2, 0, 0, 2, 2, 0.2, 1.0, 0, 1, 0},
+};
+enum { MGT__SIM_NDEVICES = (int)(sizeof mgt__sim_table / sizeof mgt__sim_table[0]) };
+static pthread_mutex_t mgt__sim_cpu_mu = PTHREAD_MUTEX_INITIALIZER;
+static int mgt__sim_cpu_threads; /* the thread count the cpu entry was measured with, 0 none */
+
+MGTDEF int mgt_sim_devices(const mgt_sim_device **table) {
+    if (table) *table = mgt__sim_table;
+    return MGT__SIM_NDEVICES;
+}
+
+/* bytes/s of memcpy over `bytes`, the median of a few repetitions on the calling thread */
+static double mgt__sim_copy_rate(size_t bytes) {
+    char *a = (char *)MGT_MALLOC(bytes), *b = (char *)MGT_MALLOC(bytes);
+    double rates[9];
+    int i, j, n = 9;
+    if (!a || !b) { MGT_FREE(a); MGT_FREE(b); return 0; }
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    for (i = 0; i < n; i++) {
+        double t0 = mgt__now(), dt;
+        memcpy(i % 2 ? a : b, i % 2 ? b : a, bytes);
+        dt = mgt__now() - t0;
+        rates[i] = dt > 0 ? (double)bytes / dt : 0;
+    }
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && rates[j] < rates[j - 1]; j--) { double t = rates[j]; rates[j] = rates[j - 1]; rates[j - 1] = t; }
+    MGT_FREE(a);
+    MGT_FREE(b);
+    return rates[n / 2];
+}
+
+/* exp per second of the CPU backend's vectorised mgt__expf on the calling thread (the median of a few runs) */
+static double mgt__sim_exp_rate(void) {
+    enum { n = 1 << 16 };
+    float *x = (float *)MGT_MALLOC(sizeof(float) * n);
+    double rates[7], sink = 0;
+    int i, r, j;
+    if (!x) return 0;
+    for (i = 0; i < n; i++) x[i] = -8.0f + 8.0f * (float)i / n;
+    for (r = 0; r < 7; r++) {
+        double t0 = mgt__now(), dt;
+        for (j = 0; j < 16; j++) {
+            for (i = 0; i < n; i++) x[i] = mgt__expf(x[i]) - 1.0f;
+            sink += x[j];
+        }
+        dt = mgt__now() - t0;
+        rates[r] = dt > 0 ? 16.0 * n / dt : 0;
+    }
+    for (i = 1; i < 7; i++)
+        for (j = i; j > 0 && rates[j] < rates[j - 1]; j--) { double t = rates[j]; rates[j] = rates[j - 1]; rates[j - 1] = t; }
+    MGT_FREE(x);
+    return sink == sink ? rates[3] : rates[3]; /* sink keeps the loop */
+}
+
+MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_device *out) {
+    int i, j;
+    if (!name || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_device_find: name and out are required");
+    for (i = 0; i < MGT__SIM_NDEVICES; i++) {
+        const char *a = name, *b = mgt__sim_table[i].name;
+        for (j = 0; a[j] && b[j] && (a[j] | 0x20) == (b[j] | 0x20); j++) {}
+        if (a[j] || b[j]) continue;
+        if (mgt__sim_table[i].host_sync) { /* this machine: measured once per thread count */
+            mgt_sim_device *d = &mgt__sim_table[i];
+            if (threads < 1) threads = mgt__cpu_count();
+            pthread_mutex_lock(&mgt__sim_cpu_mu);
+            if (mgt__sim_cpu_threads != threads) {
+                double gf = mgt_cpu_sgemm_gflops(threads, 0.3), copy = mgt__sim_copy_rate((size_t)64 << 20);
+                d->tensor_tflops[0] = d->tensor_tflops[1] = d->tensor_tflops[2] = gf * 1e-3;
+                d->vector_tflops = gf * 1e-3 / 8; /* loops that vectorise, without the GEMM's reuse */
+                d->mem_gbps = copy * 2e-9;        /* memcpy reads and writes each byte */
+                d->intra_gbps = d->inter_gbps = copy * 1e-9;
+                d->mem_gib = 0;
+                d->transc_gps = mgt__sim_exp_rate() * threads * 1e-9;
+                mgt__sim_cpu_threads = threads;
+            }
+            *out = *d;
+            pthread_mutex_unlock(&mgt__sim_cpu_mu);
+        } else
+            *out = mgt__sim_table[i];
+        return MGT_OK;
+    }
+    return mgt__fail(MGT_ERROR_ARGUMENT, "unknown device '%s' (a100, h100, h200, b200 or cpu)", name);
+}
+
+MGTDEF void mgt_sim_options_init(mgt_sim_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->device = mgt__sim_table[1];
+    opt->gpus_per_node = 8;
+}
+
+/* ---- prices */
+
+static double mgt__sim_max(double a, double b) { return a > b ? a : b; }
+
+/* seconds of op on the device, storage type dtype: the GEMM part's roofline plus the rest's */
+static double mgt__sim_price(const mgt_sim_device *d, int dtype, const mgt_sim_op *op) {
+    double t = 0, bw = d->mem_gbps * 1e9 * d->mem_frac;
+    if (op->gemm_flops > 0 || op->gemm_bytes > 0) {
+        double dmin = op->m < op->n ? op->m : op->n, eff;
+        dmin = op->k < dmin ? op->k : dmin;
+        eff = d->gemm_frac * (dmin > 0 ? dmin / (dmin + d->gemm_dim) : 1.0);
+        t += mgt__sim_max(op->gemm_flops / (d->tensor_tflops[dtype >= 0 && dtype < 3 ? dtype : 0] * 1e12 * eff), op->gemm_bytes / bw);
+    }
+    if (op->flops > 0 || op->bytes > 0) {
+        double transc = d->transc_gps > 0 ? d->transc_gps * 1e9 : d->vector_tflops * 1e12 / 4;
+        t += mgt__sim_max(op->flops / (d->vector_tflops * 1e12 * d->vector_frac) + op->transcendentals / transc, op->bytes / bw);
+    }
+    return t;
+}
+
+static void mgt__sim_trace(mgt__sim_rank *rk, const char *name, double start, double dur, int stream) {
+    if (!rk->w->opt.trace || dur <= 0) return;
+    if (rk->nev == rk->cap_ev) {
+        size_t cap = rk->cap_ev ? 2 * rk->cap_ev : 1024;
+        mgt__sim_event *p = (mgt__sim_event *)realloc(rk->ev, sizeof *p * cap);
+        if (!p) return; /* the trace is best effort */
+        rk->ev = p;
+        rk->cap_ev = cap;
+    }
+    rk->ev[rk->nev].name = name;
+    rk->ev[rk->nev].start = start;
+    rk->ev[rk->nev].dur = dur;
+    rk->ev[rk->nev++].stream = stream;
+}
+
+/* the compute stream runs op: launched by the host, started when both are there */
+static void mgt__sim_run_op(mgt_backend *be, const mgt_sim_op *op) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    const mgt_sim_options *o = &rk->w->opt;
+    double sec = mgt__sim_price(&o->device, be->dtype, op), start;
+    if (o->cost) sec = o->cost(o->cost_user, op, sec);
+    if (o->device.host_sync) {
+        start = mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
+        sec += op->kernels * o->device.launch_us * 1e-6;
+        rk->th = rk->tc = rk->tm = start + sec;
+    } else {
+        rk->th += op->kernels * o->device.launch_us * 1e-6;
+        if (rk->th > rk->tc) rk->st.host_s += rk->th - rk->tc;
+        start = mgt__sim_max(rk->tc, rk->th);
+        rk->tc = start + sec;
+    }
+    rk->st.busy_s[op->family] += sec;
+    mgt__sim_trace(rk, op->name, start, sec, 0);
+}
+
+/* one entry of the cost table (transc: exp and tanh among the flops' elements) */
+static void mgt__sim_charge_t(mgt_backend *be, const char *name, int family, double gemm_flops, double gemm_bytes, double flops, double bytes,
+                              double transc, double m, double n, double k, int kernels) {
+    mgt_sim_op op;
+    op.transcendentals = transc;
+    op.name = name;
+    op.family = family;
+    op.gemm_flops = gemm_flops;
+    op.gemm_bytes = gemm_bytes;
+    op.flops = flops;
+    op.bytes = bytes;
+    op.m = m;
+    op.n = n;
+    op.k = k;
+    op.kernels = kernels;
+    op.rank = ((mgt__sim_rank *)be->impl)->rank;
+    mgt__sim_run_op(be, &op);
+}
+static void mgt__sim_charge(mgt_backend *be, const char *name, int family, double gemm_flops, double gemm_bytes, double flops, double bytes,
+                            double m, double n, double k, int kernels) {
+    mgt__sim_charge_t(be, name, family, gemm_flops, gemm_bytes, flops, bytes, 0, m, n, k, kernels);
+}
+
+/* ---- the backend: every op's FLOPs and bytes as formulas of its shapes (N = B*T rows, e = the
+   storage type's bytes, fp32 parameter gradients and statistics). Attention is the CUDA backend's:
+   batched GEMMs over the whole T x T scores (materialised) and a softmax kernel between them. */
+#define MGT__SIM_E ((double)be->elt)
+static void mgt__sim_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int vs, int vr, const void *wpe, int B, int T, int C) {
+    double N = (double)B * T;
+    (void)out; (void)tokens; (void)wte; (void)vs; (void)vr;
+    mgt__sim_charge(be, "encoder_forward", MGT_SIM_EMBEDDING, 0, 0, N * C, N * 4 + N * C * MGT__SIM_E * (wpe ? 3 : 2), 0, 0, 0, 1);
+}
+static void mgt__sim_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vs, int vr, int B, int T, int C) {
+    double N = (double)B * T;
+    (void)dwte; (void)dout; (void)tokens; (void)vs; (void)vr;
+    mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, 2 * N * C, N * 4 + N * C * MGT__SIM_E + 8 * N * C + (dwpe ? 8.0 * T * C : 0), 0, 0, 0,
+                    dwpe ? 2 : 1);
+}
+static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
+    (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b;
+    mgt__sim_charge(be, "layernorm_forward", MGT_SIM_NORM, 0, 0, 8.0 * N * C, 2.0 * N * C * MGT__SIM_E + 8.0 * N + 2.0 * C * MGT__SIM_E, 0, 0, 0, 1);
+}
+static void mgt__sim_layernorm_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,
+                                        const float *rstd, int N, int C) {
+    (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd;
+    mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, 4.0 * N * C * MGT__SIM_E + 8.0 * N + 16.0 * C, 0, 0, 0, 1);
+}
+static void mgt__sim_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    double n = N, c = C, oc = OC;
+    (void)out; (void)inp; (void)w;
+    mgt__sim_charge(be, "matmul_forward", MGT_SIM_GEMM, 2 * n * c * oc, (n * c + c * oc + n * oc + (bias ? oc : 0)) * MGT__SIM_E, 0, 0, n, oc, c, 1);
+}
+static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C,
+                                     int OC) {
+    double n = N, c = C, oc = OC, k = dinp ? 2 : 1;
+    (void)dw; (void)dout; (void)inp; (void)w;
+    mgt__sim_charge(be, "matmul_backward", MGT_SIM_GEMM, k * 2 * n * c * oc,
+                    (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? n * oc * MGT__SIM_E + 8 * oc : 0,
+                    n, oc, c, (int)k + (db ? 1 : 0));
+}
+static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
+    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E; /* S: elements of the scores */
+    (void)out; (void)att; (void)qkv;
+    mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (4 * N * C + 2 * S) * e, 5 * S, 2 * S * e, S, T, T, C / (double)NH, 3);
+}
+static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
+    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E;
+    (void)dqkv; (void)dout; (void)qkv; (void)att;
+    mgt__sim_charge(be, "attention_backward", MGT_SIM_ATTENTION, 8 * N * T * C, (8 * N * C + 4 * S) * e, 4 * S, 3 * S * e, T, T, C / (double)NH, 5);
+}
+static void mgt__sim_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
+    (void)out; (void)inp;
+    mgt__sim_charge_t(be, "gelu_forward", MGT_SIM_ELEMENTWISE, 0, 0, 10.0 * (double)n, 2.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
+    (void)dinp; (void)inp; (void)dout;
+    mgt__sim_charge_t(be, "gelu_backward", MGT_SIM_ELEMENTWISE, 0, 0, 15.0 * (double)n, 3.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_add_inplace(mgt_backend *be, float *y, const float *x, size_t n) {
+    (void)y; (void)x;
+    mgt__sim_charge(be, "add_inplace", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 12.0 * (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_bias_residual(mgt_backend *be, void *out, const void *res, const void *bias, int N, int C) {
+    (void)out; (void)res; (void)bias;
+    mgt__sim_charge(be, "bias_residual", MGT_SIM_ELEMENTWISE, 0, 0, 2.0 * N * C, (3.0 * N * C + C) * MGT__SIM_E, 0, 0, 0, 1);
+}
+static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int C) {
+    (void)dbias; (void)dout;
+    mgt__sim_charge(be, "bias_backward", MGT_SIM_ELEMENTWISE, 0, 0, (double)N * C, (double)N * C * MGT__SIM_E + 8.0 * C, 0, 0, 0, 1);
+}
+static void mgt__sim_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vs, int Vl, int V) {
+    (void)part; (void)logits; (void)targets; (void)vs; (void)V;
+    mgt__sim_charge_t(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, 2.0 * N * Vl * MGT__SIM_E + 16.0 * N, (double)N * Vl, 0, 0, 0, 1);
+}
+static void mgt__sim_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vs, int Vl, int V,
+                                 float grad_scale) {
+    (void)losses; (void)logits; (void)parts; (void)targets; (void)vs; (void)V;
+    mgt__sim_charge(be, "xent_finish", MGT_SIM_LOSS, 0, 0, grad_scale != 0 ? 2.0 * N * Vl : 4.0 * N * tp,
+                    (grad_scale != 0 ? 2.0 * N * Vl * MGT__SIM_E : 0) + 12.0 * N * tp + 12.0 * N, 0, 0, 0, 1);
+}
+static double mgt__sim_sum_squares(mgt_backend *be, const float *x, size_t n) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    (void)x;
+    mgt__sim_charge(be, "sum_squares", MGT_SIM_OPTIMIZER, 0, 0, 2.0 * (double)n, 4.0 * (double)n, 0, 0, 0, 1);
+    rk->th = mgt__sim_max(rk->th, rk->tc); /* the host reads the result */
+    return 0.0;
+}
+static void mgt__sim_adamw(mgt_backend *be, float *param, void *copy, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
+                           float wd, float gs, float bc1, float bc2) {
+    (void)param; (void)grad; (void)m; (void)v; (void)lr; (void)b1; (void)b2; (void)eps; (void)wd; (void)gs; (void)bc1; (void)bc2;
+    mgt__sim_charge(be, "adamw", MGT_SIM_OPTIMIZER, 0, 0, 15.0 * (double)n, (28.0 + (copy ? MGT__SIM_E : 0)) * (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_scale(mgt_backend *be, float *x, float f, size_t n) {
+    (void)x; (void)f;
+    mgt__sim_charge(be, "scale", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 8.0 * (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_zero(mgt_backend *be, void *x, size_t bytes) {
+    (void)x;
+    mgt__sim_charge(be, "zero", MGT_SIM_ELEMENTWISE, 0, 0, 0, (double)bytes, 0, 0, 0, 1);
+}
+static void mgt__sim_cast(mgt_backend *be, void *dst, int dt, const void *src, int st, size_t n) {
+    (void)dst; (void)src;
+    mgt__sim_charge(be, "cast", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, (double)n * (double)(mgt__dtype_size(dt) + mgt__dtype_size(st)), 0, 0, 0, 1);
+}
+#undef MGT__SIM_E
+
+/* memory: counted, and answered with an address that is never mapped */
+static void *mgt__sim_alloc(mgt_backend *be, size_t bytes, int category) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    mgt__sim_world *w = rk->w;
+    size_t at;
+    if (category < 0 || category >= MGT_MEM_COUNT) return NULL;
+    pthread_mutex_lock(&w->mu);
+    bytes = (bytes + 255) & ~(size_t)255;
+    if (w->bump + bytes > w->span) w->bump = 0; /* addresses are reused: nothing is ever stored */
+    at = bytes > w->span ? 0 : w->bump;
+    w->bump += bytes > w->span ? 0 : bytes;
+    pthread_mutex_unlock(&w->mu);
+    be->mem_current[category] += bytes;
+    if (be->mem_current[category] > be->mem_peak[category]) be->mem_peak[category] = be->mem_current[category];
+    return w->base + at;
+}
+static void mgt__sim_free(mgt_backend *be, void *ptr, size_t bytes, int category) {
+    if (!ptr || category < 0 || category >= MGT_MEM_COUNT) return;
+    bytes = (bytes + 255) & ~(size_t)255;
+    be->mem_current[category] -= bytes < be->mem_current[category] ? bytes : be->mem_current[category];
+}
+static int mgt__sim_is_device(const mgt__sim_world *w, const void *p) {
+    return (const char *)p >= w->base && (const char *)p < w->base + w->span;
+}
+/* seconds of a copy between host and device memory (PCIe; memory on the CPU), as the cost function says */
+static double mgt__sim_copy_cost(mgt__sim_rank *rk, const char *name, size_t bytes) {
+    const mgt_sim_options *o = &rk->w->opt;
+    mgt_sim_op op;
+    double sec = (double)bytes / (o->device.host_sync ? o->device.mem_gbps * 1e9 : MGT__SIM_PCIE);
+    memset(&op, 0, sizeof op);
+    op.name = name;
+    op.family = MGT_SIM_ELEMENTWISE;
+    op.bytes = (double)bytes;
+    op.kernels = 1;
+    op.rank = rk->rank;
+    return o->cost ? o->cost(o->cost_user, &op, sec) : sec;
+}
+static void mgt__sim_upload(mgt_backend *be, void *dst, const void *src, size_t bytes) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    double sec = mgt__sim_copy_cost(rk, "upload", bytes);
+    (void)dst; (void)src;
+    if (rk->w->opt.device.host_sync) { rk->th = rk->tc = rk->tm = mgt__sim_max(rk->th, rk->tc) + sec; return; }
+    rk->th += rk->w->opt.device.launch_us * 1e-6;
+    rk->tc = mgt__sim_max(rk->tc, rk->th) + sec;
+}
+static void mgt__sim_download(mgt_backend *be, void *host_dst, const void *src, size_t bytes) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    (void)src;
+    if (host_dst && !mgt__sim_is_device(rk->w, host_dst)) memset(host_dst, 0, bytes); /* the host reads zeros */
+    rk->th = mgt__sim_max(rk->th, rk->tc) + mgt__sim_copy_cost(rk, "download", bytes);
+    if (rk->w->opt.device.host_sync) rk->tc = rk->tm = rk->th;
+}
+static void mgt__sim_finish(mgt_backend *be) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    double t = mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
+    rk->th = rk->tc = rk->tm = t;
+}
+
+/* ---- the communicator */
+
+/* the cost of a collective over n members moving `bytes` (the buffer NCCL's bus bandwidth is
+   counted against): ring all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n, broadcast 1 */
+static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int inter, double bytes) {
+    double steps, factor, bw = (inter ? d->inter_gbps : d->intra_gbps) * 1e9 * d->link_frac;
+    if (n <= 1) return 0;
+    if (coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_BARRIER) { steps = 2.0 * (n - 1); factor = 2.0 * (n - 1) / n; }
+    else if (coll == MGT_COLL_BROADCAST) { steps = n - 1; factor = 1; }
+    else { steps = n - 1; factor = (double)(n - 1) / n; }
+    if (coll == MGT_COLL_BARRIER) bytes = 0;
+    return ((inter ? d->inter_lat_us : d->intra_lat_us) + steps * d->step_lat_us) * 1e-6 + (bw > 0 ? factor * bytes / bw : 0);
+}
+static int mgt__sim_inter(const mgt__sim_world *w, int a, int b) {
+    int per = w->opt.gpus_per_node > 0 ? w->opt.gpus_per_node : 1;
+    return a / per != b / per;
+}
+static double mgt__sim_p2p_cost(const mgt__sim_world *w, int a, int b, double bytes) {
+    const mgt_sim_device *d = &w->opt.device;
+    int inter = mgt__sim_inter(w, a, b);
+    double bw = (inter ? d->inter_gbps : d->intra_gbps) * 1e9 * d->link_frac;
+    return (inter ? d->inter_lat_us : d->intra_lat_us) * 1e-6 + (bw > 0 ? bytes / bw : 0);
+}
+
+/* where the communication stream may start a call: after the compute enqueued before it */
+static double mgt__sim_issue(mgt__sim_rank *rk, int host_buffer) {
+    if (rk->w->opt.device.host_sync) return mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
+    rk->th += rk->w->opt.device.launch_us * 1e-6;
+    if (host_buffer) rk->th = mgt__sim_max(rk->th, rk->tc); /* NCCL stages a host buffer after the compute */
+    return mgt__sim_max(rk->tm, mgt__sim_max(rk->tc, rk->th));
+}
+/* the call [issue, end) is on the communication stream; the compute waits for it unless deferred */
+static void mgt__sim_complete(mgt__sim_rank *rk, int coll, double issue, double end, double peer_ready, int deferred, int host_buffer, const char *name) {
+    double wait;
+    rk->tm = end;
+    rk->tm_coll = coll;
+    rk->st.comm_s[coll] += end - issue;
+    mgt__sim_trace(rk, name, issue, end - issue, 1);
+    if (rk->w->opt.device.host_sync) {
+        wait = end - issue;
+        rk->th = rk->tc = end;
+    } else if (deferred) {
+        long t = rk->tickets - 1;
+        rk->ticket_end[t % MGT__SIM_TICKETS] = end;
+        rk->ticket_coll[t % MGT__SIM_TICKETS] = coll;
+        wait = 0;
+        issue = rk->tc;
+    } else {
+        wait = end > rk->tc ? end - rk->tc : 0;
+        issue = rk->tc;
+        if (end > rk->tc) rk->tc = end;
+        if (host_buffer) rk->th = mgt__sim_max(rk->th, end);
+    }
+    if (wait > 0) { /* waiting for a pipeline peer to send is the bubble; the rest is communication */
+        double bubble = coll == MGT_COLL_SEND_RECV && peer_ready > issue ? (peer_ready < end ? peer_ready : end) - issue : 0;
+        rk->st.bubble_s += bubble;
+        rk->st.exposed_s[coll] += wait - bubble;
+        rk->comm.stats.seconds[coll] += wait;
+    }
+}
+
+static long mgt__sim_next_seq(mgt__sim_rank *rk, int id) {
+    int i;
+    for (i = 0; i < rk->nseq; i++)
+        if (rk->seq_id[i] == id) return rk->seq[i]++;
+    if (rk->nseq < 8) { rk->seq_id[rk->nseq] = id; rk->seq[rk->nseq++] = 1; }
+    return 0;
+}
+
+static mgt_result mgt__sim_aborted(mgt__sim_rank *rk) {
+    return mgt__fail(MGT_ERROR_COMM, "simulated rank %d: the world was aborted after another rank's error", rk->rank);
+}
+
+/* a collective over g: completes at the last member's issue plus its cost */
+static mgt_result mgt__sim_collective(mgt_comm *c, const mgt_group *g, int coll, double cost_bytes, double counted, void *host_out, size_t host_bytes) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)c->impl;
+    mgt__sim_world *w = rk->w;
+    int deferred = rk->defer_next, host = host_out && !mgt__sim_is_device(w, host_out);
+    double issue, end, cost;
+    mgt__sim_group *gr;
+    mgt__sim_slot *s;
+    long seq;
+    rk->defer_next = 0;
+    if (!g || g->id < 0 || g->id >= w->ngroups) return mgt__fail(MGT_ERROR_ARGUMENT, "simulated %s: group %d is not of this world", mgt_coll_name(coll), g ? g->id : -1);
+    c->stats.calls[coll]++;
+    c->stats.bytes[coll] += counted;
+    rk->st.calls[coll]++;
+    rk->st.bytes[coll] += counted;
+    if (host) memset(host_out, 0, host_bytes);
+    if (g->size <= 1) return MGT_OK;
+    issue = mgt__sim_issue(rk, host);
+    gr = &w->groups[g->id];
+    seq = mgt__sim_next_seq(rk, g->id);
+    pthread_mutex_lock(&gr->mu);
+    if (!gr->known) {
+        int i;
+        for (i = 1; i < g->size; i++) gr->inter |= mgt__sim_inter(w, g->ranks[0], g->ranks[i]);
+        gr->known = 1;
+    }
+    cost = mgt__sim_coll_cost(&w->opt.device, coll, g->size, gr->inter, cost_bytes);
+    s = &gr->slot[seq % 2];
+    if (s->arrived == 0) { s->issue = issue; s->cost = cost; }
+    s->issue = mgt__sim_max(s->issue, issue);
+    s->cost = mgt__sim_max(s->cost, cost);
+    if (++s->arrived == g->size) {
+        s->end = s->issue + s->cost;
+        s->done = 1;
+        pthread_cond_broadcast(&gr->cv);
+    }
+    while (!s->done && !w->aborted) pthread_cond_wait(&gr->cv, &gr->mu);
+    if (!s->done) { pthread_mutex_unlock(&gr->mu); return mgt__sim_aborted(rk); }
+    end = s->end;
+    if (++s->left == g->size) memset(s, 0, sizeof *s);
+    pthread_mutex_unlock(&gr->mu);
+    mgt__sim_complete(rk, coll, issue, end, 0, deferred, host, mgt_coll_name(coll));
+    return MGT_OK;
+}
+
+static size_t mgt__sim_elt(int dtype) { return dtype == MGT_F64 ? 8 : dtype == MGT_F32 ? 4 : 2; }
+
+static mgt_result mgt__sim_all_reduce(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype) {
+    double b = (double)(count * mgt__sim_elt(dtype));
+    if (!count) { ((mgt__sim_rank *)c->impl)->defer_next = 0; return MGT_OK; }
+    return mgt__sim_collective(c, g, MGT_COLL_ALL_REDUCE, b, b, buf, count * mgt__sim_elt(dtype));
+}
+static mgt_result mgt__sim_reduce_scatter(mgt_comm *c, const mgt_group *g, const void *send, void *recv, size_t recv_count, int dtype) {
+    double b = (double)(recv_count * mgt__sim_elt(dtype)) * (g ? g->size : 1);
+    (void)send;
+    if (!recv_count) { ((mgt__sim_rank *)c->impl)->defer_next = 0; return MGT_OK; }
+    return mgt__sim_collective(c, g, MGT_COLL_REDUCE_SCATTER, b, b, recv, recv_count * mgt__sim_elt(dtype));
+}
+static mgt_result mgt__sim_all_gather(mgt_comm *c, const mgt_group *g, const void *send, void *recv, size_t send_count, int dtype) {
+    double b = (double)(send_count * mgt__sim_elt(dtype)) * (g ? g->size : 1);
+    (void)send;
+    if (!send_count) { ((mgt__sim_rank *)c->impl)->defer_next = 0; return MGT_OK; }
+    return mgt__sim_collective(c, g, MGT_COLL_ALL_GATHER, b, b, recv, (size_t)b);
+}
+static mgt_result mgt__sim_broadcast(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype, int root) {
+    double b = (double)(count * mgt__sim_elt(dtype));
+    (void)root;
+    if (!count) { ((mgt__sim_rank *)c->impl)->defer_next = 0; return MGT_OK; }
+    return mgt__sim_collective(c, g, MGT_COLL_BROADCAST, b, b, buf, count * mgt__sim_elt(dtype));
+}
+static mgt_result mgt__sim_barrier(mgt_comm *c, const mgt_group *g) { return mgt__sim_collective(c, g, MGT_COLL_BARRIER, 0, 0, NULL, 0); }
+
+/* point to point: the send is posted to the peer's box with its issue time and cost */
+static mgt_result mgt__sim_post(mgt__sim_rank *rk, int peer, double issue, double cost) {
+    mgt__sim_world *w = rk->w;
+    mgt__sim_box *b;
+    if (peer < 0 || peer >= w->world) return mgt__fail(MGT_ERROR_ARGUMENT, "simulated send from rank %d to rank %d of %d", rk->rank, peer, w->world);
+    b = &w->boxes[peer];
+    pthread_mutex_lock(&b->mu);
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 16;
+        mgt__sim_msg *m = (mgt__sim_msg *)realloc(b->msg, sizeof *m * cap);
+        if (!m) { pthread_mutex_unlock(&b->mu); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+        b->msg = m;
+        b->cap = cap;
+    }
+    b->msg[b->n].src = rk->rank;
+    b->msg[b->n].taken = 0;
+    b->msg[b->n].issue = issue;
+    b->msg[b->n++].cost = cost;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return MGT_OK;
+}
+/* the oldest message from peer, waited for */
+static mgt_result mgt__sim_take(mgt__sim_rank *rk, int peer, double *issue, double *cost) {
+    mgt__sim_world *w = rk->w;
+    mgt__sim_box *b = &w->boxes[rk->rank];
+    size_t i;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        for (i = b->head; i < b->n; i++)
+            if (!b->msg[i].taken && b->msg[i].src == peer) break;
+        if (i < b->n || w->aborted) break;
+        pthread_cond_wait(&b->cv, &b->mu);
+    }
+    if (i >= b->n) { pthread_mutex_unlock(&b->mu); return mgt__sim_aborted(rk); }
+    b->msg[i].taken = 1;
+    *issue = b->msg[i].issue;
+    *cost = b->msg[i].cost;
+    while (b->head < b->n && b->msg[b->head].taken) b->head++;
+    if (b->head == b->n) b->head = b->n = 0;
+    pthread_mutex_unlock(&b->mu);
+    return MGT_OK;
+}
+static mgt_result mgt__sim_sendrecv_impl(mgt_comm *c, int send_peer, int recv_peer, size_t count, int dtype) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)c->impl;
+    double bytes = (double)(count * mgt__sim_elt(dtype)), issue, end, peer_issue = 0, peer_cost = 0, scost = 0;
+    rk->defer_next = 0;
+    if (!count) return MGT_OK;
+    issue = mgt__sim_issue(rk, 0);
+    end = issue;
+    if (send_peer >= 0) {
+        scost = mgt__sim_p2p_cost(rk->w, rk->rank, send_peer, bytes);
+        MGT__TRY(mgt__sim_post(rk, send_peer, issue, scost));
+        end = issue + scost;
+        c->stats.calls[MGT_COLL_SEND_RECV]++;
+        c->stats.bytes[MGT_COLL_SEND_RECV] += bytes;
+        rk->st.calls[MGT_COLL_SEND_RECV]++;
+        rk->st.bytes[MGT_COLL_SEND_RECV] += bytes;
+    }
+    if (recv_peer >= 0) {
+        if (recv_peer >= rk->w->world) return mgt__fail(MGT_ERROR_ARGUMENT, "simulated recv on rank %d from rank %d", rk->rank, recv_peer);
+        MGT__TRY(mgt__sim_take(rk, recv_peer, &peer_issue, &peer_cost));
+        if (rk->w->opt.device.host_sync) end = mgt__sim_max(end, peer_issue + peer_cost); /* the sender copied it */
+        else end = mgt__sim_max(end, mgt__sim_max(issue, peer_issue) + peer_cost);
+        c->stats.calls[MGT_COLL_SEND_RECV]++;
+        c->stats.bytes[MGT_COLL_SEND_RECV] += bytes;
+        rk->st.calls[MGT_COLL_SEND_RECV]++;
+        rk->st.bytes[MGT_COLL_SEND_RECV] += bytes;
+    }
+    mgt__sim_complete(rk, MGT_COLL_SEND_RECV, issue, end, recv_peer >= 0 ? peer_issue : 0, 0, 0,
+                      send_peer >= 0 && recv_peer >= 0 ? "sendrecv" : send_peer >= 0 ? "send" : "recv");
+    return MGT_OK;
+}
+static mgt_result mgt__sim_send(mgt_comm *c, int peer, const void *buf, size_t count, int dtype) {
+    (void)buf;
+    return mgt__sim_sendrecv_impl(c, peer, -1, count, dtype);
+}
+static mgt_result mgt__sim_recv(mgt_comm *c, int peer, void *buf, size_t count, int dtype) {
+    (void)buf;
+    return mgt__sim_sendrecv_impl(c, -1, peer, count, dtype);
+}
+static mgt_result mgt__sim_sendrecv(mgt_comm *c, int send_peer, const void *send, int recv_peer, void *recv, size_t count, int dtype) {
+    (void)send; (void)recv;
+    return mgt__sim_sendrecv_impl(c, send_peer, recv_peer, count, dtype);
+}
+static long mgt__sim_defer(mgt_comm *c) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)c->impl;
+    if (rk->w->opt.device.host_sync) return -1; /* every call completes before it returns */
+    rk->defer_next = 1;
+    return rk->tickets++;
+}
+static mgt_result mgt__sim_sync(mgt_comm *c, long ticket) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)c->impl;
+    double e = rk->tm;
+    int coll = rk->tm_coll;
+    if (rk->w->opt.device.host_sync) return MGT_OK;
+    if (ticket >= 0 && ticket < rk->tickets && ticket >= rk->tickets - MGT__SIM_TICKETS) {
+        e = rk->ticket_end[ticket % MGT__SIM_TICKETS];
+        coll = rk->ticket_coll[ticket % MGT__SIM_TICKETS];
+    }
+    if (e > rk->tc) {
+        rk->st.exposed_s[coll] += e - rk->tc;
+        rk->comm.stats.seconds[coll] += e - rk->tc;
+        rk->tc = e;
+    }
+    return MGT_OK;
+}
+
+/* ---- the world */
+
+static void mgt__sim_world_destroy(mgt__sim_world *w) {
+    int i;
+    if (!w) return;
+    for (i = 0; w->groups && i < w->ngroups; i++) { pthread_mutex_destroy(&w->groups[i].mu); pthread_cond_destroy(&w->groups[i].cv); }
+    for (i = 0; w->boxes && i < w->world; i++) { pthread_mutex_destroy(&w->boxes[i].mu); pthread_cond_destroy(&w->boxes[i].cv); free(w->boxes[i].msg); }
+    for (i = 0; w->ranks && i < w->world; i++) free(w->ranks[i].ev);
+    if (w->base) munmap(w->base, w->span);
+    pthread_mutex_destroy(&w->mu);
+    MGT_FREE(w->groups);
+    MGT_FREE(w->boxes);
+    MGT_FREE(w->ranks);
+    MGT_FREE(w);
+}
+
+/* a range of addresses that nothing may use: reserved without access, never touched */
+static void *mgt__sim_reserve(size_t span) {
+    void *p;
+#ifdef MAP_ANONYMOUS
+    p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS
+#ifdef MAP_NORESERVE
+                                          | MAP_NORESERVE
+#endif
+             , -1, 0);
+#else
+    int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE, fd, 0);
+    close(fd);
+#endif
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const mgt_sim_options *opt) {
+    mgt__sim_world *w;
+    int i;
+    *out = NULL;
+    w = (mgt__sim_world *)MGT_MALLOC(sizeof *w);
+    if (!w) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    w->opt = *opt;
+    w->world = world;
+    w->ngroups = 5 * world;
+    for (w->span = (size_t)1 << 40; w->span >= ((size_t)1 << 30) && !(w->base = (char *)mgt__sim_reserve(w->span)); w->span >>= 2) {}
+    w->ranks = (mgt__sim_rank *)MGT_MALLOC(sizeof(mgt__sim_rank) * (size_t)world);
+    w->groups = (mgt__sim_group *)MGT_MALLOC(sizeof(mgt__sim_group) * (size_t)w->ngroups);
+    w->boxes = (mgt__sim_box *)MGT_MALLOC(sizeof(mgt__sim_box) * (size_t)world);
+    if (!w->base || !w->ranks || !w->groups || !w->boxes) {
+        if (!w->base) w->span = 0;
+        MGT_FREE(w->groups); w->groups = NULL;
+        MGT_FREE(w->boxes); w->boxes = NULL;
+        mgt__sim_world_destroy(w);
+        return mgt__fail(MGT_ERROR_MEMORY, "out of memory (or address space) for a simulated world of %d ranks", world);
+    }
+    memset(w->ranks, 0, sizeof(mgt__sim_rank) * (size_t)world);
+    memset(w->groups, 0, sizeof(mgt__sim_group) * (size_t)w->ngroups);
+    memset(w->boxes, 0, sizeof(mgt__sim_box) * (size_t)world);
+    for (i = 0; i < w->ngroups; i++) { pthread_mutex_init(&w->groups[i].mu, NULL); pthread_cond_init(&w->groups[i].cv, NULL); }
+    for (i = 0; i < world; i++) {
+        mgt__sim_rank *rk = &w->ranks[i];
+        mgt_backend *be = &rk->be;
+        mgt_comm *c = &rk->comm;
+        pthread_mutex_init(&w->boxes[i].mu, NULL);
+        pthread_cond_init(&w->boxes[i].cv, NULL);
+        rk->w = w;
+        rk->rank = i;
+        be->name = "sim";
+        be->host_memory = 0;
+        be->alloc = mgt__sim_alloc;
+        be->free = mgt__sim_free;
+        be->upload = mgt__sim_upload;
+        be->download = mgt__sim_download;
+        be->finish = mgt__sim_finish;
+        be->encoder_forward = mgt__sim_encoder_forward;
+        be->encoder_backward = mgt__sim_encoder_backward;
+        be->layernorm_forward = mgt__sim_layernorm_forward;
+        be->layernorm_backward = mgt__sim_layernorm_backward;
+        be->matmul_forward = mgt__sim_matmul_forward;
+        be->matmul_backward = mgt__sim_matmul_backward;
+        be->attention_forward = mgt__sim_attention_forward;
+        be->attention_backward = mgt__sim_attention_backward;
+        be->gelu_forward = mgt__sim_gelu_forward;
+        be->gelu_backward = mgt__sim_gelu_backward;
+        be->add_inplace = mgt__sim_add_inplace;
+        be->bias_residual = mgt__sim_bias_residual;
+        be->bias_backward = mgt__sim_bias_backward;
+        be->xent_partial = mgt__sim_xent_partial;
+        be->xent_finish = mgt__sim_xent_finish;
+        be->sum_squares = mgt__sim_sum_squares;
+        be->adamw = mgt__sim_adamw;
+        be->scale = mgt__sim_scale;
+        be->zero = mgt__sim_zero;
+        be->cast = mgt__sim_cast;
+        be->impl = rk;
+        c->rank = i;
+        c->world = world;
+        c->all_reduce = mgt__sim_all_reduce;
+        c->reduce_scatter = mgt__sim_reduce_scatter;
+        c->all_gather = mgt__sim_all_gather;
+        c->broadcast = mgt__sim_broadcast;
+        c->send = mgt__sim_send;
+        c->recv = mgt__sim_recv;
+        c->sendrecv = mgt__sim_sendrecv;
+        c->barrier = mgt__sim_barrier;
+        c->defer = mgt__sim_defer;
+        c->sync = mgt__sim_sync;
+        c->impl = rk;
+    }
+    *out = w;
+    return MGT_OK;
+}
+
+static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out) {
+    mgt_backend *be = &w->ranks[rank].be;
+    be->dtype = dtype;
+    be->elt = mgt__dtype_size(dtype);
+    *out = be;
+    return MGT_OK;
+}
+static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank) { return &w->ranks[rank].comm; }
+
+/* after a rank's error: every waiting and later call fails */
+static void mgt__sim_abort(mgt__sim_world *w) {
+    int i;
+    for (i = 0; i < w->ngroups; i++) {
+        pthread_mutex_lock(&w->groups[i].mu);
+        w->aborted = 1;
+        pthread_cond_broadcast(&w->groups[i].cv);
+        pthread_mutex_unlock(&w->groups[i].mu);
+    }
+    for (i = 0; i < w->world; i++) {
+        pthread_mutex_lock(&w->boxes[i].mu);
+        w->aborted = 1;
+        pthread_cond_broadcast(&w->boxes[i].cv);
+        pthread_mutex_unlock(&w->boxes[i].mu);
+    }
+}
+
+/* every clock and count back to zero, between steps (the rank threads are idle) */
+static void mgt__sim_reset(mgt__sim_world *w) {
+    int i;
+    for (i = 0; i < w->world; i++) {
+        mgt__sim_rank *rk = &w->ranks[i];
+        rk->th = rk->tc = rk->tm = 0;
+        rk->defer_next = 0;
+        memset(&rk->st, 0, sizeof rk->st);
+        rk->nev = 0;
+    }
+}
+
+static mgt_result mgt__sim_write_trace(const mgt__sim_world *w, const char *path) {
+    FILE *f = fopen(path, "w");
+    int i, first = 1;
+    size_t k;
+    if (!f) return mgt__fail(MGT_ERROR_IO, "cannot write the trace %s: %s", path, strerror(errno));
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"note\":\"PREDICTED by mgt's step simulator on %s\"},\"traceEvents\":[\n", w->opt.device.name);
+    for (i = 0; i < w->world; i++) {
+        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", first ? "" : ",\n", i, i);
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}}", i);
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"communication\"}}", i);
+        first = 0;
+        for (k = 0; k < w->ranks[i].nev; k++) {
+            const mgt__sim_event *e = &w->ranks[i].ev[k];
+            fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", e->name, i, e->stream, e->start * 1e6, e->dur * 1e6);
+        }
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0) return mgt__fail(MGT_ERROR_IO, "cannot write the trace %s", path);
+    return MGT_OK;
+}
+
+MGTDEF void mgt_sim_result_free(mgt_sim_result *res) {
+    if (!res) return;
+    MGT_FREE(res->ranks);
+    res->ranks = NULL;
+}
+
+MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt, mgt_sim_result *out) {
+    mgt__plan p;
+    mgt__sim_world *w = NULL;
+    mgt_run *r = NULL;
+    uint16_t *rows = NULL;
+    mgt_result res;
+    double t0 = mgt__now(), peak, tokens;
+    int i, c;
+    if (!cfg || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: cfg, opt and out are required");
+    memset(out, 0, sizeof *out);
+    if (opt->device.tensor_tflops[0] <= 0 || opt->device.mem_gbps <= 0 || opt->device.vector_tflops <= 0)
+        return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: device '%s' has no peak or bandwidth (for cpu, use mgt_sim_device_find)", opt->device.name);
+    MGT__TRY(mgt_config_validate(cfg));
+    mgt__plan_make(cfg, &p);
+    MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
+    res = mgt__run_alloc_on(&r, cfg, 0, w);
+    if (res == MGT_OK) {
+        rows = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
+        if (!rows) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        else memset(rows, 0, sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
+    }
+    if (res == MGT_OK) {
+        mgt__sim_reset(w);
+        res = mgt__run_cmd(r, MGT__CMD_STEP, rows, 0);
+    }
+    if (res == MGT_OK) {
+        out->ranks = (mgt_sim_rank *)MGT_MALLOC(sizeof(mgt_sim_rank) * (size_t)p.world);
+        if (!out->ranks) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    }
+    if (res == MGT_OK) {
+        out->world = p.world;
+        for (i = 0; i < p.world; i++) {
+            mgt_sim_rank *o = &out->ranks[i];
+            mgt__rank *rk = &r->ranks[i];
+            double used = 0;
+            *o = w->ranks[i].st;
+            o->rank = i;
+            o->dp = rk->dpr;
+            o->tp = rk->tpr;
+            o->pp = rk->ppr;
+            o->step_s = mgt__sim_max(w->ranks[i].tc, mgt__sim_max(w->ranks[i].tm, w->ranks[i].th));
+            for (c = 0; c < MGT_SIM_FAMILIES; c++) o->compute_s += o->busy_s[c];
+            for (c = 0; c < MGT_MEM_COUNT; c++) { o->mem_peak[c] = rk->be->mem_peak[c]; used += (double)rk->be->mem_peak[c]; }
+            if (o->step_s > out->step_s) out->step_s = o->step_s;
+            if (!opt->device.host_sync) /* the CUDA backend's attention scratch: a micro-batch's scores */
+                used += (double)cfg->train.micro_batch * (double)(cfg->model.n_head / p.tp) * (double)cfg->model.seq_len * (double)cfg->model.seq_len *
+                        (double)rk->be->elt;
+            used = used / 1073741824.0 + opt->device.reserve_gib;
+            if (used > out->mem_peak_gib) out->mem_peak_gib = used;
+        }
+        tokens = (double)cfg->train.global_batch * cfg->model.seq_len;
+        out->tokens_per_s = out->step_s > 0 ? tokens / out->step_s : 0;
+        out->flops_per_token = mgt__flops_per_token(r);
+        peak = opt->device.tensor_tflops[r->dtype >= 0 && r->dtype < 3 ? r->dtype : 0] * 1e12 * p.world;
+        out->mfu = peak > 0 ? out->tokens_per_s * out->flops_per_token / peak : 0;
+        if (opt->trace && opt->trace[0]) res = mgt__sim_write_trace(w, opt->trace);
+    }
+    MGT_FREE(rows);
+    if (r) mgt_run_destroy(r);
+    mgt__sim_world_destroy(w);
+    if (res != MGT_OK) mgt_sim_result_free(out);
+    out->wall_s = mgt__now() - t0;
+    return res;
 }
 
 #ifdef __cplusplus

@@ -358,6 +358,18 @@ expect_err "bench --steps 2147483647" 2 "$MGT" bench "$P/tiny.ini" --steps 21474
 expect_err "train --steps is not a train option" 2 "$MGT" train "$P/tiny.ini" --no-tui --steps 5 -- "--steps is an option of mgt bench" \
     "--set train.steps=N"
 expect_err "plan --gpus 0" 2 "$MGT" plan "$P/tiny.ini" --gpus 0 -- "mgt plan: --gpus 0 is out of range (valid: 1..4096)"
+expect_err "plan --gpu unknown" 2 "$MGT" plan "$P/tiny.ini" --gpu h9 -- "mgt plan: --gpu h9: unknown device (a100, h100, h200, b200 or cpu)"
+expect_err "plan --trace without --gpu" 2 "$MGT" plan "$P/tiny.ini" --trace "$T/t.json" -- "--trace needs --gpu NAME"
+expect_err "plan --search on the cpu" 2 "$MGT" plan "$P/tiny.ini" --gpu cpu --search -- "--search is for GPUs"
+# the step simulator: a PREDICTED step on 2 H100s in two nodes, its trace, and a search
+run plan_gpu "$MGT" plan "$P/tiny.ini" --gpu H100 --gpus 2 --gpus-per-node 1 --trace "$T/t.json"
+if [ "$RC" -eq 0 ] && grep -q "^PREDICTED one optimizer step on 2 x NVIDIA H100" "$T/plan_gpu.out" && grep -q "^  tokens/s " "$T/plan_gpu.out" &&
+   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert any(e.get('ph')=='X' for e in d['traceEvents'])" "$T/t.json"; then
+    ok "plan --gpu h100 predicts a step and writes its trace"
+else fail "plan --gpu h100: exit $RC; $(tail -c 400 "$T/plan_gpu.out") $(head -c 400 "$T/plan_gpu.err")"; fi
+run plan_search "$MGT" plan "$P/tiny.ini" --gpu a100 --gpus 2 --search
+if [ "$RC" -eq 0 ] && grep -q "^PREDICTED fastest layouts of 2 x NVIDIA A100" "$T/plan_search.out"; then ok "plan --search lists the fastest layouts"
+else fail "plan --search: exit $RC; $(tail -c 400 "$T/plan_search.out") $(head -c 400 "$T/plan_search.err")"; fi
 expect_err "train --tui-frames x" 2 "$MGT" train "$P/tiny.ini" --no-tui --tui-frames x -- "mgt train: --tui-frames 'x' is not an integer"
 
 # the stored preset comes back exactly: a checkpoint folder of 150 characters with ';', '=' and spaces

@@ -55,19 +55,93 @@ static void format_hms(double seconds, char *out, size_t cap) {
     snprintf(out, cap, "%d:%02d:%02d", s / 3600 % 100000, s / 60 % 60, s % 60);
 }
 
+/* every command: its usage line, what it does, and its options (`mgt CMD --help`) */
+static const struct command_help {
+    const char *name, *usage, *text;
+} commands[] = {
+    {"train", "mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--overwrite] [--no-tui] [--tui-frames N]",
+     "Trains the model of PRESET, under the dashboard in a terminal, else printing a line every log.every steps.\n"
+     "  --set section.key=value   override a preset key (repeatable; `mgt keys` lists them)\n"
+     "  --resume DIR|FILE|latest  continue from a checkpoint (latest: the newest in checkpoint.dir)\n"
+     "  --overwrite               delete the checkpoints another run left in checkpoint.dir and start afresh\n"
+     "  --no-tui                  the log, not the dashboard, even in a terminal\n"
+     "  --tui-frames N            close the dashboard after N frames (and stop with a checkpoint)\n"
+     "Ctrl-C or SIGTERM finishes the step, writes a checkpoint and exits 130. Exit 2: bad input, nothing run; 1: failed."},
+    {"sample", "mgt sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--bpe-dir DIR]",
+     "Continues a prompt with a checkpoint's model (a file, or a folder's newest); the preset stored in it says the rest.\n"
+     "  --prompt TEXT        the text to continue (default: the start of a document)\n"
+     "  --tokens N           tokens to write, 0..1000000 (200)\n"
+     "  --temperature T      0 is greedy (1)\n"
+     "  --top-k K            sample among the K most likely; 0 is all (0)\n"
+     "  --seed S             the sampling seed, 0..2147483647 (1)\n"
+     "  --bpe-dir DIR        GPT-2's encoder.json and vocab.bpe, where the checkpoint's data.bpe_dir is not"},
+    {"check", "mgt check PRESET [--set section.key=value]...",
+     "Validates PRESET and its data, and prints the resolved preset (every key) and the layout: ranks, micro-batches,\n"
+     "parameters, memory by category, tensors."},
+    {"keys", "mgt keys [--markdown]", "Every preset key with its type, default, valid values and meaning (--markdown: README's table)."},
+    {"prepare", "mgt prepare --tokenizer byte|gpt2 [--bpe-dir DIR] [--val-fraction F] INPUT... -o PREFIX",
+     "Tokenizes text files into PREFIX_train.bin and PREFIX_val.bin (llm.c's shard format); `mgt prepare --help` has more."},
+    {"bench", "mgt bench PRESET [--steps N] [--set section.key=value]...",
+     "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s against this machine's sgemm, memory, and\n"
+     "the speedup over one rank. One rank's figure is kept as the baseline of `mgt train`'s speedup.\n"
+     "  --steps N            timed steps after 2 warm-up steps, 1..1000000 (5)"},
+    {"plan", "mgt plan PRESET [--gpus N] [--gpu a100|h100|h200|b200|cpu] [--gpus-per-node N] [--trace FILE] [--search] [--set section.key=value]...",
+     "Memory and traffic of every rank of PRESET's layout, in closed form, without running anything.\n"
+     "  --gpus N             plan for N ranks: dp becomes N / (tp x pp)\n"
+     "  --gpu NAME           also PREDICT one step on NAME (the step simulator: the runtime with modelled costs):\n"
+     "                       time per op family, exposed communication, bubble, step time, tokens/s, MFU, memory\n"
+     "  --gpus-per-node N    GPUs that share a node's links (8); collectives beyond them cross the network\n"
+     "  --trace FILE         with --gpu: the simulated step as Chrome trace JSON (open it in Perfetto)\n"
+     "  --search             with --gpu: every layout of the GPUs (dp, tp, pp, zero, micro_batch, recompute, schedule)\n"
+     "                       that fits their memory, simulated; prints the fastest ten"},
+    {"version", "mgt version", "Prints the version."},
+};
+
 static void usage(FILE *f) {
-    fprintf(f,
-            "mgt " MGT_VERSION_STRING ": train GPT-style transformers from an INI preset\n"
-            "\n"
-            "usage:\n"
-            "  mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--overwrite] [--no-tui] [--tui-frames N]\n"
-            "  mgt sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-            "  mgt check PRESET [--set section.key=value]...    print the resolved preset and the layout\n"
-            "  mgt keys [--markdown]                            every preset key with its default and range\n"
-            "  mgt prepare --tokenizer byte|gpt2 [--bpe-dir DIR] [--val-fraction F] INPUT... -o PREFIX\n"
-            "  mgt bench PRESET [--steps N] [--set section.key=value]...   tokens/s and GFLOP/s\n"
-            "  mgt plan PRESET [--gpus N] [--set section.key=value]...     memory and traffic per rank\n"
-            "  mgt version\n");
+    size_t i;
+    fprintf(f, "mgt " MGT_VERSION_STRING ": train GPT-style transformers from an INI preset\n\nusage:\n");
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  %s\n", commands[i].usage);
+    fprintf(f, "\n`mgt COMMAND --help` says more about each.\n");
+}
+
+/* `mgt CMD --help` or `-h` anywhere among CMD's arguments: its help on stdout, exit 0 */
+static int command_help(int argc, char **argv) {
+    size_t i;
+    int a;
+    for (a = 2; a < argc; a++)
+        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) break;
+    if (a >= argc || !strcmp(argv[1], "prepare")) return -1; /* prepare prints its own */
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) {
+            printf("usage: %s\n\n%s\n", commands[i].usage, commands[i].text);
+            return 0;
+        }
+    return -1;
+}
+
+/* The value of a numeric option, as strictly as a preset's: the whole text, a finite number in
+   lo..hi, an integer where `integer` is set. Otherwise prints the option, the value and what is
+   valid, for example "mgt sample: --tokens 'abc' is not an integer (valid: 0..1000000)", and
+   returns 0 (the caller exits 2). */
+static int option_number(const char *cmd, const char *opt, const char *text, int integer, double lo, double hi, double *out) {
+    char *end, range[96];
+    double v;
+    errno = 0;
+    if (integer) v = (double)strtoll(text, &end, 10);
+    else v = strtod(text, &end);
+    if (!integer && errno == ERANGE && isfinite(v)) errno = 0; /* a subnormal number: the nearest double */
+    if (integer) snprintf(range, sizeof range, "%.0f..%.0f", lo, hi);
+    else snprintf(range, sizeof range, "%g..%g", lo, hi);
+    if (end == text || *end || mgt__ini_space((unsigned char)text[0]) || v != v || (!integer && isinf(v) && errno != ERANGE)) {
+        fprintf(stderr, "mgt %s: %s '%s' is not %s (valid: %s)\n", cmd, opt, text, integer ? "an integer" : "a finite number", range);
+        return 0;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "mgt %s: %s %s is out of range (valid: %s)\n", cmd, opt, text, range);
+        return 0;
+    }
+    *out = v;
+    return 1;
 }
 
 /* PRESET plus --set overrides; other options are left to the caller through `extra` */
@@ -81,19 +155,30 @@ typedef struct options {
 static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int need_preset) {
     int i;
     mgt_result r;
+    double v;
+    int train = !strcmp(argv[1], "train");
     mgt_config_init(cfg);
+    mgt_set_logger(print_log, NULL); /* warnings about the preset (a repeated [section]) */
     for (i = 2; i < argc; i++) {
         const char *a = argv[i];
+        if (!train && (!strcmp(a, "--resume") || !strcmp(a, "--no-tui") || !strcmp(a, "--overwrite"))) { /* options of mgt train only */
+            fprintf(stderr, "mgt %s: %s is an option of mgt train (see mgt %s --help)\n", argv[1], a, argv[1]);
+            return 2;
+        }
         if (!strcmp(a, "--set") || !strcmp(a, "--resume") || !strcmp(a, "--steps")) {
             if (i + 1 >= argc) { fprintf(stderr, "mgt: %s needs a value\n", a); return 2; }
             i++;
             if (!strcmp(a, "--resume")) o->resume = argv[i];
-            else if (!strcmp(a, "--steps")) o->steps = atoi(argv[i]);
+            else if (!strcmp(a, "--steps")) {
+                if (strcmp(argv[1], "bench")) { fprintf(stderr, "mgt %s: --steps is an option of mgt bench; the steps of training are --set train.steps=N\n", argv[1]); return 2; }
+                if (!option_number("bench", "--steps", argv[i], 1, 1, 1000000, &v)) return 2;
+                o->steps = (int)v;
+            }
             continue; /* --set is applied after the preset is loaded */
         }
         if (!strcmp(a, "--no-tui")) { o->no_tui = 1; continue; }
-        if (!strcmp(a, "--overwrite") && !strcmp(argv[1], "train")) { o->overwrite = 1; continue; }
-        if (a[0] == '-') { fprintf(stderr, "mgt: unknown option %s\n\n", a); usage(stderr); return 2; }
+        if (!strcmp(a, "--overwrite")) { o->overwrite = 1; continue; }
+        if (a[0] == '-') { fprintf(stderr, "mgt %s: unknown option %s (see mgt %s --help)\n", argv[1], a, argv[1]); return 2; }
         if (o->preset) { fprintf(stderr, "mgt: one preset at a time (got %s and %s)\n", o->preset, a); return 2; }
         o->preset = a;
     }
@@ -137,8 +222,9 @@ static void baseline_key(const mgt_config *c, int threads, char *out, size_t cap
              c->train.recompute, dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0]);
 }
 
-/* the newest measurement with this key: its tokens/s (0 when there is none) and date */
-static double baseline_find(const char *key, char *date, size_t cap) {
+/* the newest measurement with this key (the largest, when largest is set: a machine's peak is what
+   it reaches when nothing else runs): its value (0 when there is none) and date */
+static double baseline_find(const char *key, char *date, size_t cap, int largest) {
     char path[1024], line[1024];
     double found = 0;
     size_t n = strlen(key);
@@ -148,6 +234,7 @@ static double baseline_find(const char *key, char *date, size_t cap) {
         char when[64];
         double v;
         if (strncmp(line, key, n) || line[n] != '\t' || sscanf(line + n + 1, "%lf\t%63s", &v, when) != 2 || !(v > 0)) continue;
+        if (largest && v < found) continue;
         found = v;
         snprintf(date, cap, "%s", when);
     }
@@ -172,7 +259,8 @@ static void baseline_record(const char *key, double tok_s, const char *what) {
 
 /* The CPU's peak for MFU: the whole machine's sgemm rate (every core, n = 1024, the median over
    about 2 s), measured by `mgt bench` or, the first time `mgt train` needs it, over 0.3 s; kept in
-   the baselines file under "host=... sgemm threads=N". */
+   the baselines file under "host=... sgemm threads=N", of which mgt train takes the largest (a
+   measurement on a busy machine is low, never high). */
 static void sgemm_key(char *out, size_t cap) {
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
@@ -182,7 +270,7 @@ static double machine_sgemm(double seconds, int remeasure, char *date, size_t ca
     char key[320];
     double g;
     sgemm_key(key, sizeof key);
-    if (!remeasure && (g = baseline_find(key, date, cap)) > 0) return g;
+    if (!remeasure && (g = baseline_find(key, date, cap, 1)) > 0) return g;
     g = mgt_cpu_sgemm_gflops(0, seconds);
     if (g > 0) {
         time_t now = time(NULL);
@@ -394,6 +482,7 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
     opt.preset = preset;
     opt.max_frames = max_frames;
     opt.base_tokens_per_s = base_tok_s;
+    opt.run_time_s = mgt__now() - run->created_s; /* the run's clock, which stamps its events */
     if (ab && getenv("MGT_TUI_REFRESH_MS")) { /* A/B only: draw more often, so that the cost of one screen stands out of the noise */
         int ms = atoi(getenv("MGT_TUI_REFRESH_MS"));
         opt.refresh_s = ms > 0 ? ms * 1e-3 : 0;
@@ -422,7 +511,10 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
         flags = mgt_tui_frame(t);
         if (ab && (flags & MGT_TUI_DREW)) ab->draws++;
         if (mgt_stop_requested || (flags & (MGT_TUI_STOP | MGT_TUI_CLOSED))) {
-            if (!stopping) mgt_tui_message(t, "stopping after this step; a checkpoint follows");
+            if (!stopping) {
+                mgt_tui_message(t, "stopping after this step; a checkpoint follows");
+                mgt_tui_stopping(t);
+            }
             stopping = 1;
             __atomic_store_n(&c.stop, 1, __ATOMIC_SEQ_CST);
         }
@@ -437,6 +529,8 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
         }
     }
     pthread_join(th, NULL);
+    mgt_run_stats(run, &st);
+    if (st.step < st.steps) mgt_tui_stopping(t); /* ended early, whichever way (q, a signal, the frame limit, A/B): the summary says stopped */
     mgt_tui_refresh(t);
     mgt_tui_summary(t, summary, sizeof summary);
     mgt_tui_close(t);
@@ -469,15 +563,17 @@ static int cmd_train(int argc, char **argv) {
     double base_tok_s = 0, start_elapsed;
     struct sigaction sa;
     int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0;
-    char **args = (char **)malloc(sizeof(char *) * (size_t)(argc + 1));
-    if (!args) return 1;
-    for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option */
-        if (i >= 2 && !strcmp(argv[i], "--tui-frames") && i + 1 < argc) { tui_frames = atoi(argv[++i]); continue; }
-        args[nargs++] = argv[i];
+    double v;
+    for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option: taken out of argv in place */
+        if (i >= 2 && !strcmp(argv[i], "--tui-frames") && i + 1 < argc) {
+            if (!option_number("train", "--tui-frames", argv[++i], 1, 1, 1000000000, &v)) return 2;
+            tui_frames = (int)v;
+            continue;
+        }
+        argv[nargs++] = argv[i];
     }
-    args[nargs] = NULL;
+    argv[nargs] = NULL;
     argc = nargs;
-    argv = args; /* freed at exit */
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     if (!cfg.log.metrics[0]) mgt__strlcpy(cfg.log.metrics, "auto", sizeof cfg.log.metrics); /* mgt train keeps metrics unless told not to */
@@ -513,7 +609,7 @@ static int cmd_train(int argc, char **argv) {
     if (plan.world > 1) { /* the speedup is shown only against a measured single rank of the same model */
         char key[512];
         baseline_key(&cfg, st.threads, key, sizeof key);
-        if ((base_tok_s = baseline_find(key, base_date, sizeof base_date)) > 0)
+        if ((base_tok_s = baseline_find(key, base_date, sizeof base_date, 0)) > 0)
             printf("speedup against one rank of this model: %.0f tokens/s, measured by mgt bench at %s\n", base_tok_s, base_date);
     }
     if (start_step > 0) printf("resuming at step %d of %d\n", start_step, cfg.train.steps);
@@ -610,9 +706,9 @@ static int cmd_train(int argc, char **argv) {
 }
 
 static int cmd_sample(int argc, char **argv) {
-    const char *checkpoint = NULL, *prompt = "";
+    const char *checkpoint = NULL, *prompt = "", *bpe_dir = NULL;
     int tokens = 200, top_k = 0, i, n, rc = 0;
-    double temperature = 1.0;
+    double temperature = 1.0, v;
     unsigned long long seed = 1;
     mgt_run *run;
     mgt_result r;
@@ -626,19 +722,20 @@ static int cmd_sample(int argc, char **argv) {
         const char *a = argv[i];
         int has = i + 1 < argc;
         if (!strcmp(a, "--prompt") && has) prompt = argv[++i];
-        else if (!strcmp(a, "--tokens") && has) tokens = atoi(argv[++i]);
-        else if (!strcmp(a, "--temperature") && has) temperature = atof(argv[++i]);
-        else if (!strcmp(a, "--top-k") && has) top_k = atoi(argv[++i]);
-        else if (!strcmp(a, "--seed") && has) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--bpe-dir") && has) bpe_dir = argv[++i];
+        else if (!strcmp(a, "--tokens") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 1000000, &v)) return 2; tokens = (int)v; }
+        else if (!strcmp(a, "--temperature") && has) { if (!option_number("sample", a, argv[++i], 0, 0, 1000, &temperature)) return 2; }
+        else if (!strcmp(a, "--top-k") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 65536, &v)) return 2; top_k = (int)v; }
+        else if (!strcmp(a, "--seed") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 2147483647, &v)) return 2; seed = (unsigned long long)v; }
         else if (a[0] == '-') { fprintf(stderr, "mgt sample: unknown option or missing value: %s\n\n", a); usage(stderr); return 2; }
+        else if (checkpoint) { fprintf(stderr, "mgt sample: one checkpoint at a time (got %s and %s)\n", checkpoint, a); return 2; }
         else checkpoint = a;
     }
     if (!checkpoint) { fprintf(stderr, "mgt sample: needs a checkpoint file or folder, for example runs/quickstart\n"); return 2; }
-    if (tokens < 0 || temperature < 0 || top_k < 0) { fprintf(stderr, "mgt sample: --tokens, --temperature and --top-k must not be negative\n"); return 2; }
     if ((r = mgt_run_open(&run, checkpoint, 0)) != MGT_OK) return fail(r);
     cfg = mgt_run_config(run);
-    if (mgt_tok_open(&tok, cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? "gpt2" : "byte", cfg->data.bpe_dir, err, sizeof err)) {
-        fprintf(stderr, "mgt sample: %s\n", err);
+    if (mgt_tok_open(&tok, cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? "gpt2" : "byte", bpe_dir ? bpe_dir : cfg->data.bpe_dir, err, sizeof err)) {
+        fprintf(stderr, "mgt sample: %s%s\n", err, bpe_dir ? "" : " (the checkpoint's data.bpe_dir; --bpe-dir DIR names another folder)");
         mgt_run_destroy(run);
         return 2;
     }
@@ -673,18 +770,18 @@ static int cmd_check(int argc, char **argv) {
     char text[16384];
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
-    if (cfg.data.train[0]) {
-        size_t n;
-        mgt_result r = mgt_shard_check(cfg.data.train, cfg.model.vocab_size, &n);
-        if (r != MGT_OK) return fail(r);
-        if (n < (size_t)cfg.model.seq_len + 1) { fprintf(stderr, "mgt: %s has %zu tokens, fewer than seq_len + 1\n", cfg.data.train, n); return 2; }
-    }
-    if (cfg.data.val[0]) {
-        mgt_result r = mgt_shard_check(cfg.data.val, cfg.model.vocab_size, NULL);
-        if (r != MGT_OK) return fail(r);
+    int n_files[2] = {0, 0};
+    size_t n_tokens[2] = {0, 0};
+    for (i = 0; i < 2; i++) { /* the shards as a run reads them: every file of the globs, each long enough */
+        const char *spec = i ? cfg.data.val : cfg.data.train;
+        mgt_result r;
+        if (spec[0] && (r = mgt_data_check(spec, i ? "[data] val" : "[data] train", cfg.model.vocab_size, cfg.model.seq_len, &n_files[i], &n_tokens[i])) != MGT_OK)
+            return fail(r);
     }
     mgt_config_format(&cfg, text, sizeof text);
     printf("; %s, resolved\n%s\n", o.preset, text);
+    for (i = 0; i < 2; i++)
+        if (n_files[i]) printf("; data.%s: %d shard%s, %zu tokens\n", i ? "val" : "train", n_files[i], n_files[i] == 1 ? "" : "s", n_tokens[i]);
     mgt__plan_make(&cfg, &plan);
     threads = cfg.parallel.threads ? cfg.parallel.threads : mgt__cpu_count();
     printf("; layout\n");
@@ -709,6 +806,184 @@ static int cmd_check(int argc, char **argv) {
                plan.zero ? shard : lay.size, lay.n, ppr == 0 ? " +embedding" : "", ppr == plan.pp - 1 ? " +head" : "");
     }
     mgt__layout_free(&lay);
+    { /* whether it fits this machine: the same check mgt train makes before it allocates */
+        mgt_fit fit;
+        mgt_result r = mgt_plan_fit(&cfg, &fit);
+        fflush(stdout);
+        if (r != MGT_OK) return fail(r);
+        printf("\n%s%s\n", fit.fits ? "" : "warning: ", fit.text);
+    }
+    return 0;
+}
+
+/* mgt plan --gpu NAME: one step of the layout simulated on NAME (mgt.h section 3d), printed as
+   predicted: per rank, then for the step */
+static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node, const char *trace) {
+    mgt_sim_options o;
+    mgt_sim_result res;
+    mgt_result r;
+    double fam[MGT_SIM_FAMILIES] = {0}, comm[MGT_COLL_COUNT] = {0}, exposed[MGT_COLL_COUNT] = {0}, bubble = 0, host = 0, compute = 0, scratch = 0;
+    int i, c, world, slowest = 0, threads;
+    world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    mgt_sim_options_init(&o);
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if ((r = mgt_sim_device_find(gpu, threads, &o.device)) != MGT_OK) {
+        fprintf(stderr, "mgt plan: --gpu: %s\n", mgt_last_error());
+        return 2;
+    }
+    if (o.device.host_sync) { /* the CPU: its cores are divided between the ranks, as mgt train divides them */
+        char date[64];
+        double peak = threads == (int)sysconf(_SC_NPROCESSORS_ONLN) ? machine_sgemm(0.3, 0, date, sizeof date) : 0;
+        if (peak > 0) { /* the machine's peak as MFU takes it (the largest measured): the same prediction run after run */
+            o.device.vector_tflops *= peak * 1e-3 / o.device.tensor_tflops[0];
+            for (c = 0; c < 3; c++) o.device.tensor_tflops[c] = peak * 1e-3;
+        }
+        for (c = 0; c < 3; c++) o.device.tensor_tflops[c] /= world;
+        o.device.vector_tflops /= world;
+        o.device.transc_gps /= world;
+    }
+    o.gpus_per_node = per_node;
+    o.trace = trace;
+    if ((r = mgt_sim_run(cfg, &o, &res)) != MGT_OK) return fail(r);
+    if (o.device.host_sync)
+        printf("\nPREDICTED one optimizer step on %d CPU rank%s of this machine (%d threads in all; sgemm %.1f GFLOP/s a rank, copies %.1f GB/s),\n"
+               "by mgt's step simulator: the runtime with modelled costs; simulated in %.2f s\n\n", world, world > 1 ? "s" : "", threads,
+               o.device.tensor_tflops[0] * 1e3, o.device.intra_gbps, res.wall_s);
+    else
+        printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
+               "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
+               world, o.device.title, per_node, res.wall_s);
+    if (!o.device.host_sync) /* the CUDA backend's attention scratch of a micro-batch, as the summary counts it */
+        scratch = (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * cfg->model.seq_len *
+                  (cfg->precision.dtype == 0 ? 4 : 2) / 1073741824.0;
+    printf(" rank  dp tp pp   step ms  compute    gemm  attention  other   exposed comm  bubble  host-bound  memory\n");
+    for (i = 0; i < res.world; i++) {
+        const mgt_sim_rank *k = &res.ranks[i];
+        double ex = 0, other = k->compute_s - k->busy_s[MGT_SIM_GEMM] - k->busy_s[MGT_SIM_ATTENTION], mem = 0;
+        for (c = 0; c < MGT_COLL_COUNT; c++) ex += k->exposed_s[c];
+        for (c = 0; c < MGT_MEM_COUNT; c++) mem += (double)k->mem_peak[c];
+        if (k->step_s - k->compute_s < res.ranks[slowest].step_s - res.ranks[slowest].compute_s) slowest = i; /* the busiest rank */
+        if (res.world > 16 && i >= 8 && i < res.world - 8) { if (i == 8) printf("  ...\n"); continue; }
+        printf("%5d %3d %2d %2d %9.2f %8.2f %7.2f %10.2f %6.2f %14.2f %7.2f %11.2f %6.1f GiB\n", i, k->dp, k->tp, k->pp, k->step_s * 1e3, k->compute_s * 1e3,
+               k->busy_s[MGT_SIM_GEMM] * 1e3, k->busy_s[MGT_SIM_ATTENTION] * 1e3, other * 1e3, ex * 1e3, k->bubble_s * 1e3, k->host_s * 1e3,
+               mem / 1073741824.0 + o.device.reserve_gib + scratch);
+    }
+    {
+        const mgt_sim_rank *k = &res.ranks[slowest];
+        for (c = 0; c < MGT_SIM_FAMILIES; c++) fam[c] = k->busy_s[c];
+        for (c = 0; c < MGT_COLL_COUNT; c++) { comm[c] = k->comm_s[c]; exposed[c] = k->exposed_s[c]; }
+        bubble = k->bubble_s;
+        host = k->host_s;
+        compute = k->compute_s;
+    }
+    printf("\nthe step, as its busiest rank (%d) spends it (PREDICTED):\n", slowest);
+    printf("  compute        %9.2f ms:", compute * 1e3);
+    for (c = 0; c < MGT_SIM_FAMILIES; c++) if (fam[c] > 0) printf(" %s %.2f", mgt_sim_family_name(c), fam[c] * 1e3);
+    printf("\n  communication  (time on the communication stream, and what the compute waited for it)\n");
+    for (c = 0; c < MGT_COLL_COUNT; c++)
+        if (comm[c] > 0) printf("    %-15s %9.2f ms, exposed %.2f ms\n", mgt_coll_name(c), comm[c] * 1e3, exposed[c] * 1e3);
+    printf("  bubble         %9.2f ms (waiting for pipeline peers)\n", bubble * 1e3);
+    if (host > 0) printf("  host-bound     %9.2f ms (the device waiting for kernel launches)\n", host * 1e3);
+    printf("  step           %9.2f ms\n", res.step_s * 1e3);
+    printf("  tokens/s       %9.0f (%.0f per GPU)\n", res.tokens_per_s, res.tokens_per_s / res.world);
+    printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
+           o.device.tensor_tflops[cfg->precision.dtype]);
+    if (o.device.host_sync) printf("  memory         %9.2f GiB on the fullest rank (what the runtime allocates)\n", res.mem_peak_gib);
+    else
+        printf("  memory         %9.2f GiB on the fullest GPU (of %.0f GiB), with %.1f GiB for the CUDA context, cuBLAS and NCCL\n"
+               "                 and the attention scratch of a micro-batch%s\n",
+               res.mem_peak_gib, o.device.mem_gib, o.device.reserve_gib, res.mem_peak_gib > o.device.mem_gib ? ": DOES NOT FIT" : "");
+    if (trace) printf("  trace          %s (Chrome trace JSON: chrome://tracing or ui.perfetto.dev)\n", trace);
+    mgt_sim_result_free(&res);
+    return 0;
+}
+
+/* mgt plan --search: the layouts of `world` GPUs that fit the device's memory (closed-form plan plus
+   the CUDA reserve and attention scratch), each simulated; the fastest ten, PREDICTED */
+typedef struct search_row { int dp, tp, pp, zero, micro, recompute, gpipe; double step_s, tok_s, mfu, mem_gib, bubble_s, exposed_s; } search_row;
+static int search_cmp(const void *a, const void *b) {
+    double x = ((const search_row *)a)->tok_s, y = ((const search_row *)b)->tok_s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+/* GiB the fullest rank of cfg needs on a GPU, or -1 when cfg is not a valid layout */
+static double search_mem(const mgt_config *cfg, const mgt_sim_device *d) {
+    int r, c, world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    double worst = 0;
+    if (mgt_config_validate(cfg) != MGT_OK) return -1;
+    for (r = 0; r < world; r++) {
+        mgt_rank_plan p;
+        double used = 0;
+        if (r >= cfg->parallel.tp * cfg->parallel.dp && (r / (cfg->parallel.tp * cfg->parallel.dp)) != cfg->parallel.pp - 1 &&
+            r % (cfg->parallel.tp * cfg->parallel.dp)) continue; /* one rank per middle stage: they hold alike */
+        if (mgt_plan_rank(cfg, r, &p) != MGT_OK) return -1;
+        for (c = 0; c < MGT_MEM_COUNT; c++) if (c != MGT_MEM_WORKSPACE) used += (double)p.mem[c];
+        if (used > worst) worst = used;
+    }
+    return worst / 1073741824.0 + d->reserve_gib +
+           (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * cfg->model.seq_len *
+               (cfg->precision.dtype == 0 ? 4 : 2) / 1073741824.0;
+}
+static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node) {
+    mgt_sim_options o;
+    search_row *rows = NULL;
+    int n = 0, cap = 0, tried = 0, tp, pp, zero, micro, rec, sched, i;
+    double t0 = mgt__now();
+    mgt_sim_options_init(&o);
+    if (mgt_sim_device_find(gpu, 0, &o.device) != MGT_OK || o.device.host_sync) {
+        fprintf(stderr, "mgt plan: --search is for GPUs (a100, h100, h200, b200)\n");
+        return 2;
+    }
+    o.gpus_per_node = per_node;
+    for (tp = 1; tp <= world && tp <= per_node; tp++) {
+        if (world % tp || base->model.n_head % tp) continue;
+        for (pp = 1; pp <= world / tp && pp <= base->model.n_layer && pp <= 256; pp++) {
+            int dp = world / tp / pp;
+            if ((world / tp) % pp || base->train.global_batch % dp) continue;
+            for (zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+                for (micro = base->train.global_batch / dp; micro >= 1; micro--) {
+                    if ((base->train.global_batch / dp) % micro) continue;
+                    for (sched = 0; sched < (pp > 1 ? 2 : 1); sched++)
+                        for (rec = 0; rec < 2; rec++) {
+                            mgt_config cfg = *base;
+                            mgt_sim_result res;
+                            double mem, exposed = 0;
+                            int c;
+                            cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
+                            cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            mem = search_mem(&cfg, &o.device);
+                            if (mem < 0 || mem > o.device.mem_gib) continue;
+                            tried++;
+                            if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { fprintf(stderr, "mgt plan: --search: %s\n", mgt_last_error()); continue; }
+                            if (n == cap) {
+                                search_row *g = (search_row *)realloc(rows, sizeof *rows * (size_t)(cap = cap ? 2 * cap : 64));
+                                if (!g) { mgt_sim_result_free(&res); free(rows); return fail(MGT_ERROR_MEMORY); }
+                                rows = g;
+                            }
+                            for (c = 0; c < MGT_COLL_COUNT; c++) exposed += res.ranks[0].exposed_s[c];
+                            rows[n].dp = dp; rows[n].tp = tp; rows[n].pp = pp; rows[n].zero = zero; rows[n].micro = micro; rows[n].recompute = rec;
+                            rows[n].gpipe = sched; rows[n].step_s = res.step_s; rows[n].tok_s = res.tokens_per_s; rows[n].mfu = res.mfu;
+                            rows[n].mem_gib = res.mem_peak_gib; rows[n].bubble_s = res.ranks[0].bubble_s; rows[n].exposed_s = exposed;
+                            n++;
+                            mgt_sim_result_free(&res);
+                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
+                        }
+                }
+        }
+    }
+    if (!n) {
+        printf("\nPREDICTED: no layout of %d x %s fits its %.0f GiB (with global batch %d)\n", world, o.device.title, o.device.mem_gib, base->train.global_batch);
+        free(rows);
+        return 1;
+    }
+    qsort(rows, (size_t)n, sizeof *rows, search_cmp);
+    printf("\nPREDICTED fastest layouts of %d x %s (%d per node), global batch %d: %d layouts fit and were simulated in %.1f s\n\n", world,
+           o.device.title, per_node, base->train.global_batch, tried, mgt__now() - t0);
+    printf("   dp  tp  pp zero micro recompute schedule   step ms   tokens/s    MFU  memory GiB  bubble ms  exposed comm ms (rank 0)\n");
+    for (i = 0; i < n && i < 10; i++)
+        printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", rows[i].dp, rows[i].tp, rows[i].pp, rows[i].zero, rows[i].micro,
+               rows[i].recompute ? "full" : "none", rows[i].pp > 1 ? (rows[i].gpipe ? "gpipe" : "1f1b") : "-", rows[i].step_s * 1e3, rows[i].tok_s,
+               100 * rows[i].mfu, rows[i].mem_gib, rows[i].bubble_s * 1e3, rows[i].exposed_s * 1e3);
+    free(rows);
     return 0;
 }
 
@@ -717,10 +992,38 @@ static int cmd_plan(int argc, char **argv) {
     mgt_config cfg;
     options o;
     int rc, i, c, gpus = 0, world;
-    double total[MGT_COLL_COUNT] = {0};
+    double total[MGT_COLL_COUNT] = {0}, v;
     char mem[MGT_MEM_COUNT][16], set[64];
-    for (i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--gpus")) { gpus = atoi(argv[i + 1]); argv[i] = argv[i + 1] = (char *)"--no-tui"; }
+    const char *gpu = NULL, *trace = NULL;
+    int per_node = 8, search = 0;
+    { /* plan's own options, taken out of argv (kept in order) before parse_common reads the rest */
+        int kept = 2;
+        for (i = 2; i < argc; i++) {
+            int has = i + 1 < argc;
+            if (!strcmp(argv[i], "--search")) search = 1;
+            else if (!strcmp(argv[i], "--gpus") && has) {
+                if (!option_number("plan", "--gpus", argv[++i], 1, 1, 4096, &v)) return 2;
+                gpus = (int)v;
+            } else if (!strcmp(argv[i], "--gpus-per-node") && has) {
+                if (!option_number("plan", "--gpus-per-node", argv[++i], 1, 1, 4096, &v)) return 2;
+                per_node = (int)v;
+            } else if (!strcmp(argv[i], "--gpu") && has) gpu = argv[++i];
+            else if (!strcmp(argv[i], "--trace") && has) trace = argv[++i];
+            else argv[kept++] = argv[i];
+        }
+        argv[kept] = NULL;
+        argc = kept;
+    }
+    if ((trace || search) && !gpu) { fprintf(stderr, "mgt plan: %s needs --gpu NAME (the device whose step it simulates)\n", trace ? "--trace" : "--search"); return 2; }
+    if (gpu) { /* a known name, before anything is printed */
+        const mgt_sim_device *table;
+        char lower[32] = "";
+        int n = mgt_sim_devices(&table), k;
+        for (k = 0; gpu[k] && k < 31; k++) lower[k] = (char)(gpu[k] >= 'A' && gpu[k] <= 'Z' ? gpu[k] + 32 : gpu[k]);
+        lower[k] = 0;
+        for (k = 0; k < n && strcmp(lower, table[k].name); k++) {}
+        if (k == n) { fprintf(stderr, "mgt plan: --gpu %s: unknown device (a100, h100, h200, b200 or cpu)\n", gpu); return 2; }
+    }
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
@@ -733,6 +1036,7 @@ static int cmd_plan(int argc, char **argv) {
         if (mgt_config_set(&cfg, set) != MGT_OK || mgt_config_validate(&cfg) != MGT_OK) return fail(MGT_ERROR_CONFIG);
         world = gpus;
     }
+    if (search) return search_layouts(&cfg, gpu, world, per_node);
     printf("plan of %s: %d ranks = dp %d x tp %d x pp %d, zero %d, %s, micro_batch %d, recompute %s\n\n", o.preset, world, cfg.parallel.dp, cfg.parallel.tp,
            cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", cfg.train.micro_batch,
            cfg.train.recompute ? "full" : "none");
@@ -768,11 +1072,12 @@ static int cmd_plan(int argc, char **argv) {
         format_bytes(total[c], set, sizeof set);
         if (total[c] > 0) printf("  %-15s %s\n", mgt_coll_name(c), set);
     }
-    return 0;
+    return gpu ? print_predicted(&cfg, gpu, per_node, trace) : 0;
 }
 
 static int cmd_keys(int argc, char **argv) {
     int n, i, markdown = argc > 2 && !strcmp(argv[2], "--markdown");
+    if (argc > 2 + markdown) { fprintf(stderr, "mgt keys: unknown option %s (usage: mgt keys [--markdown])\n", argv[2 + markdown]); return 2; }
     const mgt_key_info *k = mgt_config_keys(&n);
     if (markdown) printf("| key | type | default | valid | meaning |\n|---|---|---|---|---|\n");
     for (i = 0; i < n; i++) {
@@ -823,7 +1128,8 @@ static int cmd_bench(int argc, char **argv) {
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     steps = o.steps > 0 ? o.steps : 5;
     cfg.data.train[0] = cfg.data.val[0] = 0;  /* synthetic tokens: the benchmark needs no data */
-    mgt__strlcpy(cfg.log.metrics, "none", sizeof cfg.log.metrics);
+    mgt__strlcpy(cfg.log.metrics, "none", sizeof cfg.log.metrics); /* a benchmark writes no record of a run and takes no folder */
+    cfg.log.tensorboard[0] = 0;
     cfg.checkpoint.every = 0;
     cfg.train.steps = warmup + steps;
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
@@ -861,7 +1167,7 @@ static int cmd_bench(int argc, char **argv) {
         double base;
         baseline_key(&cfg, st.threads, key, sizeof key);
         if (cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp == 1) baseline_record(key, tok_s, "the single-rank baseline");
-        else if ((base = baseline_find(key, date, sizeof date)) > 0)
+        else if ((base = baseline_find(key, date, sizeof date, 0)) > 0)
             printf("speedup:        %.2fx over one rank (%.0f tokens/s measured by mgt bench at %s)\n", tok_s / base, base, date);
         else printf("speedup:        n/a: no single-rank measurement of this model; `mgt bench` with parallel.dp, tp and pp = 1 makes one\n");
     }
@@ -870,8 +1176,31 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+/* OpenBLAS's pthreads build starts its threads in a library constructor, before main, from
+   OPENBLAS_NUM_THREADS or the core count. mgt calls BLAS from its own threads, one call on each, so
+   those threads would only idle, each holding a GEMM buffer (128 MiB of address space); under a
+   tight ulimit -v one that cannot get its buffer retries forever, and exit, which joins it, never
+   returns. So when OpenBLAS started threads, mgt runs itself again with OPENBLAS_NUM_THREADS=1 (the
+   same process, once: the variable is then 1), from its own path rather than /proc/self/exe, so
+   that its name stays mgt (ps, pgrep). Where that fails (no /proc, the binary replaced), the
+   library stops them at its first run (mgt.h, BLAS). */
+static void blas_threads_off(char **argv) {
+    const char *v = getenv("OPENBLAS_NUM_THREADS");
+    char self[4096];
+    ssize_t n;
+    if (!openblas_get_num_threads || !openblas_get_parallel || openblas_get_parallel() != 1 || openblas_get_num_threads() <= 1) return;
+    if (v && !strcmp(v, "1")) return;
+    n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof self - 1) return;
+    self[n] = 0;
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv(self, argv);
+}
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
+    int rc;
+    blas_threads_off(argv);
+    if (argc > 2 && (rc = command_help(argc, argv)) >= 0) return rc;
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);
     if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
@@ -879,7 +1208,11 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "prepare")) return mgt_prepare_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc, argv);
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("mgt %s\n", MGT_VERSION_STRING); return 0; }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        if (argc > 2) { fprintf(stderr, "mgt version: takes no arguments (got %s)\n", argv[2]); return 2; }
+        printf("mgt %s\n", MGT_VERSION_STRING);
+        return 0;
+    }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
     if (cmd[0]) fprintf(stderr, "mgt: unknown command '%s'\n\n", cmd);
     usage(stderr);

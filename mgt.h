@@ -8,6 +8,10 @@
 
      Other files include it without the define. Link with inih (`pkg-config --libs inih`), a CBLAS
      (`pkg-config --libs openblas`, or any library that provides cblas_sgemm), -lpthread and -lm.
+     With OpenBLAS, run the program with OPENBLAS_NUM_THREADS=1: mgt calls BLAS from its own threads,
+     and OpenBLAS's pthreads build otherwise starts threads of its own before main (see "BLAS" in
+     the implementation). A run checks that it fits the machine's memory before it allocates
+     (mgt_plan_fit); MGT_MEMORY_CHECK=off in the environment makes that a warning.
 
    CONTENTS
      1. results and errors        mgt_result, mgt_last_error(), mgt_set_logger()
@@ -107,7 +111,8 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
 /* ---- 2. presets ----------------------------------------------------------------------------- */
 
 /* Every preset key: X(section, key, type, default, min, max, choices, help).
-   Types: INT (int), FLOAT (double), STR (char[MGT_STR_MAX]), ENUM (int index into choices).
+   Types: INT (int), FLOAT (double), STR (char[MGT_STR_MAX]: up to 255 bytes of UTF-8 text without
+   control characters), ENUM (int index into choices).
    This one table makes the struct, the defaults, the INI handler, --set, `mgt check` and the
    README's key reference. */
 #define MGT_STR_MAX 256
@@ -120,8 +125,8 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(model, seq_len, INT, "128", 2, 65536, "", "context length in tokens")                        \
     X(model, vocab_size, INT, "256", 2, 65536, "", "token ids; at least the tokenizer's vocabulary")
 #define MGT_KEYS_data(X)                                                                           \
-    X(data, train, STR, "data/quickstart_train.bin", 0, 0, "", "training token shard (llm.c .bin)") \
-    X(data, val, STR, "data/quickstart_val.bin", 0, 0, "", "validation shard; empty for none")     \
+    X(data, train, STR, "data/quickstart_train.bin", 0, 0, "", "training token shards (llm.c .bin): files or globs, comma-separated") \
+    X(data, val, STR, "data/quickstart_val.bin", 0, 0, "", "validation shards, as train; empty for none") \
     X(data, tokenizer, ENUM, "byte", 0, 0, "byte|gpt2", "how the shards were tokenized")           \
     X(data, bpe_dir, STR, "data/gpt2-bpe", 0, 0, "", "folder of encoder.json and vocab.bpe (gpt2)")
 #define MGT_KEYS_train(X)                                                                          \
@@ -201,8 +206,8 @@ MGTDEF void mgt_config_init(mgt_config *cfg);                     /* every key a
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path); /* INI file over cfg */
 MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, const char *name);
 MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment); /* "section.key=value" */
-MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* consistency between keys */
-MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text */
+MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
+MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text, to read (checkpoints store JSON) */
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
 MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, size_t cap);
 
@@ -431,6 +436,96 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap);
 /* uses api (from a statically linked mgt_cuda_api_get()) instead of loading the library */
 MGTDEF void mgt_cuda_use(const mgt_cuda_api *api);
 
+/* ---- 3d. the step simulator ------------------------------------------------------------------
+   mgt_sim_run drives the runtime above (presets, plan, schedules, buckets, ZeRO, TP, PP) with a
+   third backend and a third communicator that compute nothing and touch no data: each op and each
+   collective advances virtual clocks of its rank (host, compute stream, communication stream) by a
+   modelled cost, and waits, deferred calls and tickets, send/recv and collectives order the clocks
+   as the CUDA backend and NCCL order work. Ops are priced by a roofline per device (peak FLOP/s
+   of the storage type, memory bandwidth, achievable fractions, GEMM efficiency by shape, launch
+   overhead), collectives by an alpha-beta model with NCCL's ring factors over the link they cross
+   (inside a node, between nodes). Memory is counted, never allocated. Everything it says is a
+   PREDICTION under these assumptions. */
+enum { /* op families, as the simulator reports them */
+    MGT_SIM_GEMM, MGT_SIM_ATTENTION, MGT_SIM_NORM, MGT_SIM_ELEMENTWISE, MGT_SIM_EMBEDDING, MGT_SIM_LOSS, MGT_SIM_OPTIMIZER,
+    MGT_SIM_FAMILIES
+};
+MGTDEF const char *mgt_sim_family_name(int family); /* "gemm", "attention", ... */
+
+typedef struct mgt_sim_device {
+    char name[32];          /* "a100", "h100", "h200", "b200", "cpu" */
+    char title[64];         /* "NVIDIA H100 SXM 80GB" */
+    double tensor_tflops[3];/* dense GEMM peak by storage type: [MGT_F32] (TF32 on GPUs), [MGT_BF16], [MGT_F16] */
+    double vector_tflops;   /* fp32 FLOP/s of the non-GEMM kernels */
+    double mem_gbps;        /* device memory bandwidth, GB/s */
+    double mem_gib;         /* device memory */
+    double gemm_frac;       /* achievable fraction of the GEMM peak on large shapes */
+    double gemm_dim;        /* a GEMM's efficiency is gemm_frac * d / (d + gemm_dim), d its smallest dimension */
+    double vector_frac, mem_frac; /* achievable fractions of vector_tflops and mem_gbps */
+    double launch_us;       /* host time to launch a kernel or enqueue a collective */
+    double intra_gbps, inter_gbps; /* per GPU and direction: inside a node (NVLink), between nodes (NIC) */
+    double intra_lat_us, inter_lat_us; /* per collective call */
+    double step_lat_us;     /* per ring step */
+    double link_frac;       /* achievable fraction of the link bandwidth (NCCL bus bandwidth / link) */
+    double reserve_gib;     /* what the CUDA backend holds beside the model: context, cuBLAS, NCCL */
+    int host_sync;          /* 1: ops and calls run on the rank's thread one after another (the CPU) */
+    double transc_gps;      /* exp and tanh per second, G (0: a quarter of vector_tflops, a GPU's special function units) */
+} mgt_sim_device;
+
+/* the built-in devices (the "cpu" entry holds this machine's figures once mgt_sim_device_find measured it) */
+MGTDEF int mgt_sim_devices(const mgt_sim_device **table);
+/* a device by name (case-insensitive; "a100", "h100", "h200", "b200", "cpu"). "cpu" measures this
+   machine once (sgemm rate of `threads` threads, memory bandwidth, the local communicator's copy rate) */
+MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_device *out);
+
+/* one op as the simulator prices it: FLOPs and bytes of its GEMM part and of the rest */
+typedef struct mgt_sim_op {
+    const char *name;       /* the backend entry: "matmul_forward", ... */
+    int family;             /* MGT_SIM_* */
+    double gemm_flops, gemm_bytes, flops, bytes;
+    double transcendentals; /* exp and tanh of the non-GEMM part */
+    double m, n, k;         /* the GEMM's dimensions (0 when none) */
+    int kernels;            /* launches */
+    int rank;               /* whose op */
+} mgt_sim_op;
+/* optional: prices an op instead of the model (modelled: the model's seconds); tests use it */
+typedef double (*mgt_sim_cost_fn)(void *user, const mgt_sim_op *op, double modelled);
+
+typedef struct mgt_sim_options {
+    mgt_sim_device device;
+    int gpus_per_node;      /* ranks per node: collectives within it use intra_*, across nodes inter_* */
+    mgt_sim_cost_fn cost;   /* NULL: the model */
+    void *cost_user;
+    const char *trace;      /* a Chrome trace JSON file of the simulated step, or NULL */
+} mgt_sim_options;
+MGTDEF void mgt_sim_options_init(mgt_sim_options *opt); /* h100, 8 per node */
+
+typedef struct mgt_sim_rank {
+    int rank, dp, tp, pp;
+    double step_s;                      /* when its last work of the step ended */
+    double busy_s[MGT_SIM_FAMILIES];    /* compute stream busy, by op family */
+    double compute_s;                   /* their sum */
+    double comm_s[MGT_COLL_COUNT];      /* communication stream busy, by collective */
+    double exposed_s[MGT_COLL_COUNT];   /* compute stream waiting for it, by collective */
+    double bubble_s;                    /* compute stream waiting for a pipeline peer to send */
+    double host_s;                      /* compute stream waiting for the host (launch-bound) */
+    long long calls[MGT_COLL_COUNT];
+    double bytes[MGT_COLL_COUNT];       /* as mgt_comm_stats counts them */
+    size_t mem_peak[MGT_MEM_COUNT];     /* as the backend's allocator counts them */
+} mgt_sim_rank;
+
+typedef struct mgt_sim_result {
+    int world;
+    double step_s;                      /* the slowest rank's */
+    double tokens_per_s, flops_per_token, mfu; /* mfu against the storage type's dense peak */
+    double mem_peak_gib;                /* the fullest rank's, with the device reserve */
+    double wall_s;                      /* what the simulation took on this machine */
+    mgt_sim_rank *ranks;                /* world of them; mgt_sim_result_free */
+} mgt_sim_result;
+/* one simulated optimizer step of cfg (data is not read) */
+MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt, mgt_sim_result *out);
+MGTDEF void mgt_sim_result_free(mgt_sim_result *res);
+
 
 
 typedef struct mgt_stats {
@@ -570,12 +665,40 @@ typedef struct mgt_rank_plan {
 /* The plan of `rank` (0 .. dp*tp*pp - 1) under cfg; threads is the CPU threads of the run (0: every core). */
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *out);
 
+/* Does a run of cfg fit this machine? What the planner says its ranks need, against what the
+   machine has, before anything is allocated; mgt_run_create and mgt_run_open refuse a run that does
+   not fit, and `mgt check` prints the comparison. CPU ranks live in one process: the sum over ranks,
+   plus their threads, the BLAS buffers and a checkpoint's copies, against 90% of MemAvailable
+   (/proc/meminfo; the rest is for the page cache of the data and what the plan does not count), and
+   the address space the run adds against what ulimit -v (RLIMIT_AS) leaves. GPU ranks: each rank
+   against its device's free memory, less a reserve for cuBLAS and NCCL; the host against the copies a
+   checkpoint makes. MGT_OK when it fits or nothing could be checked; MGT_ERROR_CONFIG when it does
+   not, with the numbers and what would make it fit (the same line is in out->text). With the
+   environment variable MGT_MEMORY_CHECK=off a run that does not fit is only warned about (MGT_OK,
+   fits 0, enforced 0): MemAvailable does not count swap, and memory may be freed meanwhile. */
+typedef struct mgt_fit {
+    int device;                /* MGT_DEVICE_CPU or MGT_DEVICE_CUDA: where the ranks would run */
+    int checked;               /* 0: nothing to compare with (no /proc/meminfo; a cuda preset here without GPUs) */
+    int fits, enforced;        /* enforced 0 under MGT_MEMORY_CHECK=off */
+    double host_need, host_have; /* bytes of RAM the run needs, and what mgt may use (-1: unknown) */
+    double as_need, as_have;   /* address space the run adds, and what ulimit -v leaves (-1: unlimited) */
+    int gpu_rank;              /* GPU: the rank with the least headroom (-1 on CPU) */
+    double gpu_need, gpu_have; /* its need, and its device's free memory */
+    char text[1024];           /* the comparison and its verdict in one line; the levers when it does not fit */
+} mgt_fit;
+MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out);
+
 /* Reads the resolved preset stored in a checkpoint (so `mgt sample` needs no preset file). */
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg);
 /* Newest checkpoint file in a folder into path; MGT_ERROR_CHECKPOINT when there is none. */
 MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap);
 /* Checks a token shard: magic, version, size, ids below vocab_size; sets *n_tokens. */
 MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_tokens);
+/* Checks the shards of a data spec as a run reads them (data.train: comma-separated files or glob
+   patterns, each pattern's files in name order; every shard holds at least seq_len + 1 tokens);
+   sets how many files and tokens in all (either may be NULL). name (such as "[data] train", or NULL)
+   begins the messages. */
+MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_size, int seq_len, int *n_files, size_t *n_tokens);
 
 #ifdef __cplusplus
 }
@@ -607,9 +730,11 @@ MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_to
 #include <unistd.h>    /* defines: sysconf, fsync, close */
 #include <fcntl.h>     /* defines: open */
 #include <dirent.h>    /* defines: opendir, readdir */
+#include <glob.h>      /* defines: glob (data.train = data/fineweb_train_*.bin) */
 #include <sys/mman.h>  /* defines: mmap */
 #include <sys/stat.h>  /* defines: stat, mkdir */
 #include <sys/file.h>  /* defines: flock (a run's lock on its checkpoint folder) */
+#include <sys/resource.h> /* defines: getrlimit, RLIMIT_AS */
 #include <dlfcn.h>     /* defines: dlopen, dlsym (the CUDA backend library) */
 #include <cblas.h>     /* defines: cblas_sgemm */
 #include <ini.h>       /* defines: ini_parse_stream (inih) */
@@ -677,6 +802,36 @@ static void mgt__strlcpy(char *dst, const char *src, size_t cap) {
     if (n >= cap) n = cap - 1;
     memcpy(dst, src, n);
     dst[n] = 0;
+}
+
+/* Opens path read-only if it is a regular file; anything else (a folder, /dev/null, a FIFO, a
+   socket) is refused before a byte is read. O_NONBLOCK makes open() of a FIFO return at once
+   instead of waiting for a writer; the flag is cleared once fstat shows a regular file. Returns the
+   descriptor (and *st when st is not NULL), or -1 with why = strerror ("No such file or
+   directory") or what the path is ("it is a folder, not a file"), for a message such as
+   "%s: cannot open the preset: %s". */
+static int mgt__open_regular(const char *path, struct stat *st, char *why, size_t cap) {
+    struct stat s;
+    const char *kind;
+    int fd = open(path, O_RDONLY | O_NONBLOCK), flags;
+    if (fd < 0) { snprintf(why, cap, "%s", strerror(errno)); return -1; }
+    if (fstat(fd, &s)) { snprintf(why, cap, "%s", strerror(errno)); close(fd); return -1; }
+    if (S_ISREG(s.st_mode)) {
+        if ((flags = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) {
+            snprintf(why, cap, "%s", strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (st) *st = s;
+        return fd;
+    }
+    kind = S_ISDIR(s.st_mode) ? "a folder" : S_ISFIFO(s.st_mode) ? "a FIFO (named pipe)" : S_ISCHR(s.st_mode) ? "a character device"
+         : S_ISBLK(s.st_mode) ? "a block device" : S_ISSOCK(s.st_mode) ? "a socket" : NULL;
+    if (kind) snprintf(why, cap, "it is %s, not a file", kind);
+    else snprintf(why, cap, "it is not a regular file");
+    close(fd);
+    errno = EINVAL;
+    return -1;
 }
 
 /* ---- counter-based random numbers: every value is a pure function of its keys --------------- */
@@ -750,7 +905,7 @@ static int mgt__choice_index(const char *choices, const char *value) {
     return -1;
 }
 static void mgt__choice_name(const char *choices, int index, char *out, size_t cap) {
-    const char *p = choices;
+    const char *p = index >= 0 ? choices : NULL;
     while (index-- > 0 && p) { p = strchr(p, '|'); if (p) p++; }
     if (!p) { mgt__strlcpy(out, "?", cap); return; }
     {
@@ -778,9 +933,50 @@ static int mgt__edit_distance(const char *a, const char *b) {
     return prev[lb];
 }
 
+/* what people coming from nanoGPT, llm.c, Hugging Face, Megatron and DeepSpeed type, and mgt's key */
+static const char *const mgt__key_aliases[][2] = {
+    {"learning_rate", "[train] lr"}, {"max_lr", "[train] lr"}, {"min_learning_rate", "[train] min_lr"}, {"lr_min", "[train] min_lr"},
+    {"batch_size", "[train] global_batch (sequences per step) or micro_batch (per forward pass)"}, {"total_batch_size", "[train] global_batch"},
+    {"global_batch_size", "[train] global_batch"}, {"micro_batch_size", "[train] micro_batch"}, {"per_device_train_batch_size", "[train] micro_batch"},
+    {"gradient_accumulation_steps", "[train] global_batch (accumulation = global_batch / (micro_batch x dp))"},
+    {"max_steps", "[train] steps"}, {"max_iters", "[train] steps"}, {"num_iterations", "[train] steps"}, {"train_steps", "[train] steps"},
+    {"iterations", "[train] steps"}, {"warmup_steps", "[train] warmup"}, {"warmup_iters", "[train] warmup"}, {"lr_warmup_steps", "[train] warmup"},
+    {"lr_decay_style", "[train] schedule"}, {"lr_scheduler_type", "[train] schedule"}, {"decay_lr", "[train] schedule"},
+    {"max_grad_norm", "[train] grad_clip"}, {"clip_grad", "[train] grad_clip"}, {"gradient_clipping", "[train] grad_clip"},
+    {"adam_beta1", "[train] beta1"}, {"adam_beta2", "[train] beta2"}, {"adam_epsilon", "[train] eps"}, {"adam_eps", "[train] eps"},
+    {"eval_interval", "[train] eval_every"}, {"val_loss_every", "[train] eval_every"}, {"eval_steps", "[train] eval_every"},
+    {"eval_iters", "[train] eval_batches"}, {"val_max_steps", "[train] eval_batches"},
+    {"gradient_checkpointing", "[train] recompute = full"}, {"activation_checkpointing", "[train] recompute = full"}, {"recompute_activations", "[train] recompute = full"},
+    {"n_embd", "[model] d_model"}, {"n_embed", "[model] d_model"}, {"hidden_size", "[model] d_model"}, {"dim", "[model] d_model"},
+    {"block_size", "[model] seq_len"}, {"n_ctx", "[model] seq_len"}, {"n_positions", "[model] seq_len"}, {"max_seq_len", "[model] seq_len"},
+    {"seq_length", "[model] seq_len"}, {"sequence_length", "[model] seq_len"}, {"max_position_embeddings", "[model] seq_len"},
+    {"num_layers", "[model] n_layer"}, {"num_hidden_layers", "[model] n_layer"},
+    {"num_heads", "[model] n_head"}, {"num_attention_heads", "[model] n_head"}, {"vocab", "[model] vocab_size"},
+    {"tensor_model_parallel_size", "[parallel] tp"}, {"tensor_parallel_size", "[parallel] tp"}, {"pipeline_model_parallel_size", "[parallel] pp"},
+    {"pipeline_parallel_size", "[parallel] pp"}, {"data_parallel_size", "[parallel] dp"}, {"zero_stage", "[parallel] zero"}, {"stage", "[parallel] zero"},
+    {"bf16", "[precision] dtype = bf16"}, {"fp16", "[precision] dtype = fp16"}, {"mixed_precision", "[precision] dtype"},
+    {"out_dir", "[checkpoint] dir"}, {"output_dir", "[checkpoint] dir"}, {"save_steps", "[checkpoint] every"}, {"checkpoint_every", "[checkpoint] every"},
+    {"save_total_limit", "[checkpoint] keep"}, {"log_interval", "[log] every"}, {"logging_steps", "[log] every"}, {"log_every", "[log] every"},
+    {"input_bin", "[data] train"}, {"train_bin", "[data] train"}, {"input_val_bin", "[data] val"}, {"val_bin", "[data] val"}, {"dataset", "[data] train"},
+};
+
 /* "did you mean" text for an unknown section or key */
 static void mgt__suggest(const char *section, const char *name, char *out, size_t cap) {
     int i, best = -1, best_d = 1 << 30, section_known = 0;
+    char lower[64];
+    for (i = 0; name[i] && i < 63; i++) lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+    lower[i] = 0;
+    for (i = 0; i < (int)(sizeof mgt__key_aliases / sizeof mgt__key_aliases[0]); i++)
+        if (!strcmp(lower, mgt__key_aliases[i][0])) {
+            snprintf(out, cap, "unknown key '%s'%s%s%s; did you mean %s? (mgt's name for it)", name, section[0] ? " in [" : "", section, section[0] ? "]" : "",
+                     mgt__key_aliases[i][1]);
+            return;
+        }
+    for (i = 0; i < MGT_CONFIG_NKEYS; i++) /* a key of mgt's in another section */
+        if (!strcmp(lower, mgt__keys[i].info.name) && strcmp(section, mgt__keys[i].info.section)) {
+            snprintf(out, cap, "unknown key '%s' in [%s]; '%s' belongs in [%s]", name, section, mgt__keys[i].info.name, mgt__keys[i].info.section);
+            return;
+        }
     for (i = 0; i < MGT_CONFIG_NKEYS; i++) if (!strcmp(mgt__keys[i].info.section, section)) section_known = 1;
     if (!section_known) {
         const char *sections[] = {
@@ -817,11 +1013,38 @@ static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t 
     return buf;
 }
 
-/* Parses one value into cfg; on error writes what is valid into why. */
+/* why a string value is refused (NULL when it is fine): a value is UTF-8 text of one line, so that
+   any value stores exactly in a checkpoint's JSON and prints as it is */
+static const char *mgt__str_problem(const char *s, char *why, size_t cap) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    if (n >= MGT_STR_MAX) { snprintf(why, cap, "a value of %zu bytes is longer than %d", n, MGT_STR_MAX - 1); return why; }
+    while (*p) {
+        int len = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : (*p & 0xf8) == 0xf0 ? 4 : 0, i;
+        unsigned cp = len == 1 ? *p : len == 2 ? *p & 0x1fu : len == 3 ? *p & 0x0fu : *p & 0x07u;
+        if (*p < 0x20 || *p == 0x7f) {
+            snprintf(why, cap, "byte %d is the control character 0x%02x; a value is text on one line", (int)(p - (const unsigned char *)s) + 1, *p);
+            return why;
+        }
+        for (i = 1; i < len; i++) {
+            if ((p[i] & 0xc0) != 0x80) { len = 0; break; }
+            cp = cp << 6 | (p[i] & 0x3fu);
+        }
+        if (!len || (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff)) {
+            snprintf(why, cap, "byte %d is not UTF-8 text; a value is UTF-8", (int)(p - (const unsigned char *)s) + 1);
+            return why;
+        }
+        p += len;
+    }
+    return NULL;
+}
+
+/* Parses one value into cfg; on error writes what is valid into why. A string is taken as it is
+   (inih has already stripped a file's spaces around it); numbers and choices may have spaces. */
 static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why, size_t cap) {
     const mgt__key *k = &mgt__keys[key];
     char *field = (char *)cfg + k->offset, *end;
-    while (*value == ' ' || *value == '\t') value++;
+    if (k->type != MGT__T_STR) while (*value == ' ' || *value == '\t') value++;
     switch (k->type) {
     case MGT__T_INT: {
         long long v;
@@ -844,6 +1067,7 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
         errno = 0;
         v = strtod(value, &end);
         while (*end == ' ' || *end == '\t') end++;
+        if (errno == ERANGE && isfinite(v)) errno = 0; /* a subnormal number, or below it: the nearest double */
         if (!*value || *end || errno || v != v) {
             snprintf(why, cap, "'%s' is not a number (valid: %g..%g)", value, k->info.min, k->info.max);
             return 0;
@@ -865,11 +1089,9 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
         return 1;
     }
     default:
-        if (strlen(value) >= MGT_STR_MAX) {
-            snprintf(why, cap, "value is longer than %d characters", MGT_STR_MAX - 1);
-            return 0;
-        }
-        mgt__strlcpy(field, value, MGT_STR_MAX);
+        if (mgt__str_problem(value, why, cap)) return 0;
+        memset(field, 0, MGT_STR_MAX); /* the same value is the same bytes */
+        memcpy(field, value, strlen(value));
         return 1;
     }
 }
@@ -904,47 +1126,208 @@ MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, si
     }
 }
 
+/* Preset text goes through inih one physical line per reader call, so inih's line numbers are the
+   file's. inih reads at most `num` bytes of a line (INI_MAX_LINE: 200 in Debian's build, which has
+   neither INI_ALLOW_REALLOC nor INI_USE_STACK 0) and would read the rest as the next line; the
+   reader reads each line whole instead and hands inih what it needs of it: a longer comment or
+   blank line shortened (inih ignores it), a longer [section] header up to its ']', a longer
+   key = value line as "key =" with the value kept aside for the handler (st->long_value), cut where
+   inih cuts a value (mgt__ini_value). A NUL byte is refused: a preset is text. */
+enum { MGT__NSECTIONS = 0
+#define MGT__COUNT_SECTION(s) +1
+    MGT_CONFIG_SECTIONS(MGT__COUNT_SECTION)
+#undef MGT__COUNT_SECTION
+};
+static const char *const mgt__section_names[MGT__NSECTIONS] = {
+#define MGT__SECTION_NAME(s) #s,
+    MGT_CONFIG_SECTIONS(MGT__SECTION_NAME)
+#undef MGT__SECTION_NAME
+};
+#define MGT__INI_LINE_MAX 65536 /* a longer line is refused: not a preset */
+
 typedef struct mgt__ini_state {
     mgt_config *cfg;
-    const char *text;   /* for string input */
-    FILE *file;         /* for file input */
-    int line;           /* line the reader returned last: inih calls the handler for it */
-    int failed;
+    const char *text;        /* for string input */
+    FILE *file;              /* for file input */
+    int line;                /* line the reader returned last: inih calls the handler for it */
+    mgt_result failed;       /* the error that ended the parse, MGT_OK while none */
+    char *buf;               /* that line, whole */
+    size_t cap;
+    const char *long_value;  /* its value when inih got "key =" without it, else NULL */
+    int last_key;            /* the key inih continues with an indented line (its prev_name); -1 after a header */
+    int key_line[MGT_CONFIG_NKEYS];   /* the line of this text that set each key, 0 for none */
+    int section_line[MGT__NSECTIONS]; /* the line of each section's first header, 0 for none */
+    char base[MGT_STR_MAX];  /* a preset file's folder, with its '/': the paths in it are relative to it */
 } mgt__ini_state;
+
+static int mgt__ini_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; } /* isspace in "C" */
+/* inih's scan for one of `chars` or an inline comment (a ';' after a space) */
+static char *mgt__ini_find(char *s, const char *chars) {
+    int was_space = 0;
+    while (*s && !(chars && strchr(chars, *s)) && !(was_space && *s == ';')) { was_space = mgt__ini_space((unsigned char)*s); s++; }
+    return s;
+}
+/* what inih makes of the text after a key's '=': up to an inline comment, spaces stripped */
+static char *mgt__ini_value(char *v) {
+    char *end = mgt__ini_find(v, NULL);
+    *end = 0;
+    while (end > v && mgt__ini_space((unsigned char)end[-1])) *--end = 0;
+    while (mgt__ini_space((unsigned char)*v)) v++;
+    return v;
+}
+
+/* the next physical line into st->buf, without its '\n': 1, or 0 at the end or on an error (st->failed) */
+static int mgt__ini_getline(mgt__ini_state *st) {
+    size_t n = 0;
+    int c, any = 0;
+    for (;;) {
+        if (st->file) { if ((c = getc(st->file)) == EOF) break; }
+        else { if (!*st->text) break; c = (unsigned char)*st->text++; }
+        any = 1;
+        if (c == '\n') break;
+        if (c == 0) {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a NUL byte at column %zu: a preset is INI text (UTF-8); is this a binary or UTF-16 file?",
+                                   st->cfg->path, st->line + 1, n + 1);
+            return 0;
+        }
+        if (n + 1 >= st->cap) {
+            size_t cap = st->cap ? 2 * st->cap : 256;
+            char *p;
+            if (cap > MGT__INI_LINE_MAX) {
+                st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a line of more than %d characters: not a preset", st->cfg->path, st->line + 1,
+                                       MGT__INI_LINE_MAX);
+                return 0;
+            }
+            if (!(p = (char *)realloc(st->buf, cap))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+            st->buf = p;
+            st->cap = cap;
+        }
+        st->buf[n++] = (char)c;
+    }
+    if (st->file && ferror(st->file)) {
+        st->failed = mgt__fail(MGT_ERROR_IO, "%s:%d: cannot read the preset: %s", st->cfg->path, st->line + 1, strerror(errno));
+        return 0;
+    }
+    if (!any) return 0;
+    if (!st->buf) { /* a first line that is empty */
+        if (!(st->buf = (char *)realloc(NULL, 256))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+        st->cap = 256;
+    }
+    if (n > 0 && st->buf[n - 1] == '\r') n--; /* CRLF; inih strips it too */
+    st->buf[n] = 0;
+    return 1;
+}
+
+/* a [section] header, its name from s to close: an unknown section fails at its own line (inih
+   reports keys, not sections); a repeated one is a warning naming both lines */
+static int mgt__ini_section(mgt__ini_state *st, const char *s, const char *close) {
+    char name[64], why[256];
+    size_t len = (size_t)(close - s), n = len < sizeof name - 1 ? len : sizeof name - 1;
+    int i;
+    memcpy(name, s, n);
+    name[n] = 0;
+    for (i = 0; i < MGT__NSECTIONS; i++)
+        if (len == strlen(mgt__section_names[i]) && !strncmp(s, mgt__section_names[i], len)) break;
+    if (i == MGT__NSECTIONS) {
+        mgt__suggest(name, "", why, sizeof why);
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
+        return 0;
+    }
+    if (st->section_line[i])
+        mgt__log(MGT_LOG_WARN, "%s:%d: [%s] again (first at %s:%d): the keys under both headers are read as one [%s] section", st->cfg->path, st->line,
+                 name, st->cfg->path, st->section_line[i], name);
+    else st->section_line[i] = st->line;
+    return 1;
+}
 
 static char *mgt__ini_reader(char *str, int num, void *stream) {
     mgt__ini_state *st = (mgt__ini_state *)stream;
-    char *r;
-    if (st->file) r = fgets(str, num, st->file);
-    else {
-        int i = 0;
-        if (!*st->text) return NULL;
-        while (i < num - 1 && *st->text) { str[i++] = *st->text; if (*st->text++ == '\n') break; }
-        str[i] = 0;
-        r = str;
-    }
-    if (r) {
-        const char *p = str;
-        st->line++;
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p == '[') { /* inih reports keys, not sections: check the section at its own line */
-            char name[64];
-            size_t n = 0;
-            int i, known = 0;
-            p++;
-            while (*p && *p != ']' && n < sizeof name - 1) name[n++] = *p++;
-            name[n] = 0;
-            for (i = 0; i < MGT_CONFIG_NKEYS; i++) known |= !strcmp(mgt__keys[i].info.section, name);
-            if (*p == ']' && !known) {
-                char why[256];
-                mgt__suggest(name, "", why, sizeof why);
-                mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
-                st->failed = 1;
-                return NULL; /* ends the parse */
+    size_t room = num > 2 ? (size_t)num - 2 : 0, hand; /* what fits beside '\n' and the terminator */
+    char *line, *p;
+    if (st->failed || !mgt__ini_getline(st)) return NULL;
+    st->line++;
+    st->long_value = NULL;
+    line = p = st->buf;
+    if (st->line == 1 && !strncmp(p, "\xEF\xBB\xBF", 3)) p += 3; /* a UTF-8 byte-order mark, which inih skips */
+    while (mgt__ini_space((unsigned char)*p)) p++;
+    hand = strlen(p); /* inih gets the line from p: without the indentation and the mark, which it skips */
+    if (!*p || *p == ';' || *p == '#') { /* blank or a comment: inih reads nothing of it */
+        if (hand > room) hand = room;
+    } else if (p > line && st->last_key >= 0) { /* inih would continue the previous key's value */
+        const mgt_key_info *k = &mgt__keys[st->last_key].info;
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: an indented line continues the value of [%s] %s (%s:%d) in INI; a value is one line: "
+                               "remove the indentation", st->cfg->path, st->line, k->section, k->name, st->cfg->path, st->key_line[st->last_key]);
+        return NULL;
+    } else if (*p == '[') {
+        char *close = mgt__ini_find(p + 1, "]");
+        if (*close != ']') {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a [section] header without its ']' (before any ; comment)", st->cfg->path, st->line);
+            return NULL;
+        }
+        if (!mgt__ini_section(st, p + 1, close)) return NULL;
+        st->last_key = -1;
+        hand = (size_t)(close + 1 - p); /* inih ignores what follows the ']'; a known name fits */
+    } else {
+        char *sep = mgt__ini_find(p, "=:");
+        if (*sep != '=' && *sep != ':') {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: not an INI line (expected [section], key = value or a ; comment)", st->cfg->path, st->line);
+            return NULL;
+        }
+        if (hand > room) { /* too long for inih's buffer: the value goes around it */
+            if ((size_t)(sep + 1 - p) > room) {
+                *sep = 0;
+                st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: a key name of %zu characters: not a key of mgt (see `mgt keys`)", st->cfg->path, st->line,
+                                       strlen(p));
+                return NULL;
             }
+            st->long_value = mgt__ini_value(sep + 1);
+            hand = (size_t)(sep + 1 - p);
         }
     }
-    return r;
+    memcpy(str, p, hand);
+    str[hand] = '\n';
+    str[hand + 1] = 0;
+    return str;
+}
+
+/* path, relative to the folder base (ending in '/', or "" for the working directory), as a path
+   relative to the working directory; a leading "../" takes back a folder of base ("presets/" and
+   "../data/x.bin" make "data/x.bin"). 0 when it does not fit cap. */
+static int mgt__join_path(const char *base, const char *path, char *out, size_t cap) {
+    size_t keep = strlen(base);
+    if (!path[0] || path[0] == '/' || !base[0]) return (size_t)snprintf(out, cap, "%s", path) < cap;
+    while (path[0] == '.' && path[1] == '/') path += 2; /* ./x is x */
+    while (!strncmp(path, "../", 3) && keep > 0) {
+        size_t start = keep - 1; /* the last folder of base: base[start..keep) is "name/" */
+        while (start > 0 && base[start - 1] != '/') start--;
+        if (keep - start == 3 && !strncmp(base + start, "../", 3)) break; /* base is above the working directory already */
+        if (keep - start == 2 && !strncmp(base + start, "./", 2)) { keep = start; continue; }
+        keep = start;
+        path += 3;
+    }
+    return (size_t)snprintf(out, cap, "%.*s%s", (int)keep, base, path) < cap;
+}
+
+/* a preset file's path keys (every STR key) relative to its folder; data lists item by item */
+static int mgt__preset_path(const mgt__ini_state *st, int key, const char *value, char *out, size_t cap) {
+    const char *name = mgt__keys[key].info.name;
+    size_t used = 0;
+    int list = !strcmp(mgt__keys[key].info.section, "data") && (!strcmp(name, "train") || !strcmp(name, "val"));
+    if (!strcmp(name, "metrics") && (!strcmp(value, "auto") || !strcmp(value, "none"))) return (size_t)snprintf(out, cap, "%s", value) < cap;
+    out[0] = 0;
+    for (;;) {
+        char item[MGT_STR_MAX], joined[MGT_STR_MAX];
+        size_t n = list ? strcspn(value, ",") : strlen(value), lead = 0;
+        while (lead < n && (value[lead] == ' ' || value[lead] == '\t')) lead++;
+        if (n - lead >= sizeof item) return 0;
+        memcpy(item, value + lead, n - lead);
+        item[n - lead] = 0;
+        if (!mgt__join_path(st->base, item, joined, sizeof joined)) return 0;
+        if ((size_t)snprintf(out + used, cap - used, "%s%s", used ? "," : "", joined) >= cap - used) return 0;
+        used = strlen(out);
+        if (!list || !value[n]) return 1;
+        value += n + 1;
+    }
 }
 
 static int mgt__ini_handler(void *user, const char *section, const char *name, const char *value) {
@@ -952,20 +1335,37 @@ static int mgt__ini_handler(void *user, const char *section, const char *name, c
     char why[512];
     int key;
     if (st->failed) return 0;
+    if (st->long_value) value = st->long_value;
     key = mgt__find_key(section, name);
     if (key < 0) {
         if (!section[0]) snprintf(why, sizeof why, "key '%s' outside a section; put it under its [section] (see `mgt keys`)", name);
         else mgt__suggest(section, name, why, sizeof why);
-        mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
-        st->failed = 1;
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s", st->cfg->path, st->line, why);
         return 0;
     }
-    if (!mgt__set_value(st->cfg, key, value, why, sizeof why)) {
-        mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: %s", st->cfg->path, st->line, section, name, why);
-        st->failed = 1;
+    if (st->key_line[key]) {
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s is set again (first at %s:%d); a preset sets a key once: delete one of the two lines",
+                               st->cfg->path, st->line, section, name, st->cfg->path, st->key_line[key]);
         return 0;
     }
-    st->cfg->line[key] = st->line;
+    if (mgt__keys[key].type == MGT__T_STR && st->base[0]) {
+        char path[MGT_STR_MAX];
+        if (!mgt__preset_path(st, key, value, path, sizeof path)) {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: '%s' relative to the preset's folder %s is longer than %d characters", st->cfg->path,
+                                   st->line, section, name, value, st->base, MGT_STR_MAX - 1);
+            return 0;
+        }
+        value = path;
+        if (!mgt__set_value(st->cfg, key, value, why, sizeof why)) {
+            st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: %s", st->cfg->path, st->line, section, name, why);
+            return 0;
+        }
+    } else if (!mgt__set_value(st->cfg, key, value, why, sizeof why)) {
+        st->failed = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [%s] %s: %s", st->cfg->path, st->line, section, name, why);
+        return 0;
+    }
+    st->cfg->line[key] = st->key_line[key] = st->line;
+    st->last_key = key;
     return 1;
 }
 
@@ -973,8 +1373,11 @@ static mgt_result mgt__config_parse(mgt_config *cfg, mgt__ini_state *st, const c
     int rc;
     mgt__strlcpy(cfg->path, name, sizeof cfg->path);
     st->cfg = cfg;
+    st->last_key = -1;
     rc = ini_parse_stream(mgt__ini_reader, st, mgt__ini_handler, st);
-    if (st->failed) return MGT_ERROR_CONFIG;
+    free(st->buf);
+    st->buf = NULL;
+    if (st->failed) return st->failed;
     if (rc > 0) return mgt__fail(MGT_ERROR_CONFIG, "%s:%d: not an INI line (expected [section], key = value or a ; comment)", name, rc);
     if (rc < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot read the preset", name);
     return MGT_OK;
@@ -983,10 +1386,23 @@ static mgt_result mgt__config_parse(mgt_config *cfg, mgt__ini_state *st, const c
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path) {
     mgt__ini_state st;
     mgt_result r;
+    char why[128];
+    int fd;
     if (!cfg || !path) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_load: cfg and path are required");
     memset(&st, 0, sizeof st);
-    st.file = fopen(path, "r");
-    if (!st.file) return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot open the preset: %s (check the path; presets live in presets/)", path, strerror(errno));
+    fd = mgt__open_regular(path, NULL, why, sizeof why);
+    if (fd < 0) return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot open the preset: %s (check the path; presets live in presets/)", path, why);
+    if (strrchr(path, '/')) { /* its paths are relative to its folder, as most tools' config files' are */
+        size_t n = (size_t)(strrchr(path, '/') - path) + 1;
+        if (n >= sizeof st.base) { close(fd); return mgt__fail(MGT_ERROR_CONFIG, "%s: the preset's folder is longer than %d characters", path, MGT_STR_MAX - 1); }
+        memcpy(st.base, path, n);
+        st.base[n] = 0;
+    }
+    if (!(st.file = fdopen(fd, "r"))) {
+        int e = errno;
+        close(fd);
+        return mgt__fail(MGT_ERROR_IO, "%s: cannot open the preset: %s", path, strerror(e));
+    }
     r = mgt__config_parse(cfg, &st, path);
     fclose(st.file);
     return r;
@@ -1030,6 +1446,22 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     char w1[300], w2[300], w3[300], w4[300];
     int tok_vocab;
     if (!cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_validate: cfg is required");
+    { /* each key as a file or --set could give it (a program may set fields directly) */
+        int i;
+        for (i = 0; i < MGT_CONFIG_NKEYS; i++) {
+            mgt_config copy;
+            char text[MGT_STR_MAX + 64], why[512];
+            const mgt__key *k = &mgt__keys[i];
+            if (k->type == MGT__T_STR && !memchr((const char *)cfg + k->offset, 0, MGT_STR_MAX))
+                return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: not a string (no terminating NUL in %d bytes)",
+                                 cfg->line[i] ? mgt__where(cfg, i, w1, sizeof w1) : "set by the program", k->info.section, k->info.name, MGT_STR_MAX);
+            mgt_config_value_string(cfg, i, text, sizeof text);
+            copy = *cfg;
+            if (!mgt__set_value(&copy, i, text, why, sizeof why)) /* a default is valid: line 0 here is a program's assignment */
+                return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: %s", cfg->line[i] ? mgt__where(cfg, i, w1, sizeof w1) : "set by the program",
+                                 k->info.section, k->info.name, why);
+        }
+    }
     {
         int e;
         if (frexp(cfg->precision.loss_scale, &e) != 0.5) /* a power of two scales and unscales exactly */
@@ -1043,14 +1475,14 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                          mgt__where(cfg, a, w1, sizeof w1), cfg->model.d_model, cfg->model.n_head, mgt__where(cfg, MGT__KEY(model, d_model), w2, sizeof w2),
                          mgt__where(cfg, MGT__KEY(model, n_head), w3, sizeof w3));
     }
-    if (cfg->train.global_batch % (cfg->train.micro_batch * cfg->parallel.dp)) {
+    if ((long long)cfg->train.global_batch % ((long long)cfg->train.micro_batch * cfg->parallel.dp)) { /* 1e6 x 4096 does not fit an int */
         int keys[3], k, primary;
         keys[0] = MGT__KEY(parallel, dp); keys[1] = MGT__KEY(train, global_batch); keys[2] = MGT__KEY(train, micro_batch);
         for (primary = keys[1], k = 2; k >= 0; k--) if (cfg->line[keys[k]] != 0) primary = keys[k]; /* a key the user set */
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s, dp from %s); make global_batch a multiple of %d",
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s, dp from %s); make global_batch a multiple of %lld",
                          mgt__where(cfg, primary, w1, sizeof w1), cfg->train.global_batch, cfg->train.micro_batch, cfg->parallel.dp,
                          mgt__where(cfg, keys[1], w2, sizeof w2), mgt__where(cfg, keys[2], w3, sizeof w3), mgt__where(cfg, keys[0], w4, sizeof w4),
-                         cfg->train.micro_batch * cfg->parallel.dp);
+                         (long long)cfg->train.micro_batch * cfg->parallel.dp);
     }
     if (cfg->model.n_head % cfg->parallel.tp) {
         int a = MGT__KEY(parallel, tp), b = MGT__KEY(model, n_head);
@@ -1275,18 +1707,173 @@ typedef struct mgt__args {
    below 2e-8 before rounding). Branch-free and without libm calls, so that loops calling it
    vectorise (libm's expf and floorf would not, short of -ffast-math). */
 static float mgt__expf(float x) {
-    float k, r, p, scale;
+    float k, r, p, scale, c;
     int32_t bits;
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 trick */
-    r = x - k * 0.693145751953125f - k * 1.428606765330187e-06f;
+    c = x >= -87.0f ? x : -87.0f; /* a NaN becomes -87 here, so the int conversion below is defined... */
+    c = c <= 88.0f ? c : 88.0f;
+    k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 trick */
+    r = c - k * 0.693145751953125f - k * 1.428606765330187e-06f;
     p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    bits = ((int32_t)k + 127) << 23;
+    bits = (int32_t)((uint32_t)((int32_t)k + 127) << 23);
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return x == x ? p * scale : x; /* ...and comes back as the NaN it was */
 }
 static float mgt__tanhf(float x) { return 1.0f - 2.0f / (mgt__expf(2.0f * x) + 1.0f); }
+
+static int mgt__cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}
+
+/* ---- BLAS: single-threaded calls from the pools' threads, at most mgt__blas.slots at a time ------
+   Every thread of every rank's pool calls cblas_sgemm on its own block, so BLAS must run each call
+   on the calling thread and start no threads of its own. OpenBLAS's pthreads build (Debian's
+   default) starts them in a library constructor, before main, from OPENBLAS_NUM_THREADS or the core
+   count: each idles here but holds a GEMM buffer (128 MiB of address space), and one that cannot
+   allocate it (a tight ulimit -v) retries forever, so the program never exits (exit joins it). The
+   driver therefore runs with OPENBLAS_NUM_THREADS=1 (mgt.c); a program that embeds mgt.h should
+   too. At its first CPU backend the library sets OpenBLAS to one thread and stops threads it had
+   started (as OpenBLAS's own fork handler does), which helps where they got their buffers.
+   OpenBLAS hands each call a buffer from a pool sized when it was built (2 x MAX_THREADS, at least
+   50: 128 for Debian's): a call that finds none free prints "This library was built to support a
+   maximum of 128 threads" and crashes, and one whose buffer cannot be allocated retries forever.
+   So at most `slots` calls run at once (the cores: more would only take turns, and never more than
+   the pool), and OpenBLAS allocates those `slots` buffers when the first CPU backend is created,
+   after a check that the address space has room for them: a run that does not fit fails there
+   with the numbers (MGT_ERROR_MEMORY), before its own memory, never inside a GEMM. Other BLAS
+   libraries (no OpenBLAS symbols) are only limited to `slots` calls at a time. */
+#if defined(__GNUC__) || defined(__clang__)
+extern void openblas_set_num_threads(int) __attribute__((weak));
+extern int openblas_get_num_threads(void) __attribute__((weak));
+extern int openblas_get_parallel(void) __attribute__((weak)); /* 0 serial, 1 pthreads, 2 OpenMP */
+extern char *openblas_get_config(void) __attribute__((weak)); /* "... MAX_THREADS=64" */
+extern void *blas_memory_alloc(int) __attribute__((weak));    /* its GEMM buffers (exported, internal) */
+extern void blas_memory_free(void *) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak)); /* stops its threads (its fork handler's call) */
+#define MGT__OPENBLAS(fn) (fn) /* NULL where the BLAS is not OpenBLAS */
+#else
+#define MGT__OPENBLAS(fn) NULL /* no weak symbols: OpenBLAS is left as it is */
+#endif
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t free_slot;
+    int slots, busy;       /* calls allowed at once (0: not set up yet), calls running */
+    int ready;             /* OpenBLAS holds `slots` buffers (or is not OpenBLAS) */
+    int openblas_threads;  /* OpenBLAS's threads when mgt first looked, the calling one included */
+    size_t buffer_bytes;   /* address space of one OpenBLAS buffer, as measured (0: not yet) */
+    void (*set_threads)(int);
+    int (*get_threads)(void), (*parallel)(void), (*shutdown)(void);
+    char *(*config)(void);
+    void *(*alloc)(int);
+    void (*release)(void *);
+} mgt__blas = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+
+#define MGT__BLAS_BUFFER_GUESS ((size_t)128 << 20) /* x86-64 OpenBLAS builds; measured once allocated */
+
+/* the process's mapped address space (VmSize) and resident memory, in bytes; 0 when unknown */
+static void mgt__self_memory(double *mapped, double *resident) {
+    unsigned long long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &pages, &rss) != 2) pages = rss = 0;
+        fclose(f);
+    }
+    if (mapped) *mapped = (double)pages * (double)sysconf(_SC_PAGESIZE);
+    if (resident) *resident = (double)rss * (double)sysconf(_SC_PAGESIZE);
+}
+
+/* sets `slots` (under mu): the cores, and no more than OpenBLAS's buffer pool less its threads' */
+static void mgt__blas_setup_locked(void) {
+    int pool = 0;
+    const char *c;
+    if (mgt__blas.slots) return;
+    mgt__blas.set_threads = MGT__OPENBLAS(openblas_set_num_threads);
+    mgt__blas.get_threads = MGT__OPENBLAS(openblas_get_num_threads);
+    mgt__blas.parallel = MGT__OPENBLAS(openblas_get_parallel);
+    mgt__blas.shutdown = MGT__OPENBLAS(blas_thread_shutdown_);
+    mgt__blas.config = MGT__OPENBLAS(openblas_get_config);
+    mgt__blas.alloc = MGT__OPENBLAS(blas_memory_alloc);
+    mgt__blas.release = MGT__OPENBLAS(blas_memory_free);
+    c = mgt__blas.config ? mgt__blas.config() : NULL;
+    if (c && strstr(c, "MAX_THREADS=")) pool = 2 * atoi(strstr(c, "MAX_THREADS=") + 12);
+    if (c && pool < 50) pool = 50;
+    mgt__blas.openblas_threads = mgt__blas.get_threads ? mgt__blas.get_threads() : 1;
+    mgt__blas.slots = mgt__cpu_count();
+    if (pool && mgt__blas.slots > pool - mgt__blas.openblas_threads) mgt__blas.slots = pool - mgt__blas.openblas_threads;
+    if (mgt__blas.slots < 1) mgt__blas.slots = 1;
+}
+
+/* calls allowed at once, and the address space OpenBLAS's buffers for them still need */
+static int mgt__blas_slots(size_t *still_needed) {
+    int n;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    n = mgt__blas.slots;
+    if (still_needed)
+        *still_needed = mgt__blas.ready || !mgt__blas.alloc ? 0
+                        : (size_t)n * (mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes : MGT__BLAS_BUFFER_GUESS);
+    pthread_mutex_unlock(&mgt__blas.mu);
+    return n;
+}
+
+/* once per process, from the first CPU backend: one thread, OpenBLAS's own threads stopped, and
+   `slots` buffers allocated, each after a probe of the address space it needs */
+static mgt_result mgt__blas_prepare(void) {
+    mgt_result res = MGT_OK;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    if (!mgt__blas.ready) {
+        void *held[4096];
+        int n = 0, i, want = mgt__blas.slots < 4096 ? mgt__blas.slots : 4096;
+        if (mgt__blas.set_threads) mgt__blas.set_threads(1); /* before the shutdown, which it would undo */
+        if (mgt__blas.shutdown && mgt__blas.parallel && mgt__blas.parallel() == 1 && mgt__blas.openblas_threads > 1) mgt__blas.shutdown();
+        for (; mgt__blas.alloc && mgt__blas.release && n < want; n++) {
+            size_t probe = mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes + ((size_t)1 << 20) : 2 * MGT__BLAS_BUFFER_GUESS;
+            double before, after;
+            void *p = malloc(probe); /* a fresh mapping, not touched: address space only */
+            if (!p) {
+                double have, mapped;
+                struct rlimit lim;
+                char limit[160] = "";
+                mgt__self_memory(&mapped, NULL);
+                have = getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY ? (double)lim.rlim_cur : -1;
+                if (have >= 0) snprintf(limit, sizeof limit, " of the %.0f MiB that ulimit -v (RLIMIT_AS) allows; raise ulimit -v", have / 1048576.0);
+                res = mgt__fail(MGT_ERROR_MEMORY,
+                                "out of memory: OpenBLAS needs a buffer of %.0f MiB of address space for each GEMM running at once (%d here, one per "
+                                "core) and there is no room for %s: this process maps %.0f MiB%s%s",
+                                (double)(mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes : MGT__BLAS_BUFFER_GUESS) / 1048576.0, want,
+                                n ? "the next" : "the first", mapped / 1048576.0, limit,
+                                mgt__blas.openblas_threads > 1 ? "; OPENBLAS_NUM_THREADS=1 in the environment keeps OpenBLAS's own threads from taking theirs" : "");
+                break;
+            }
+            free(p);
+            mgt__self_memory(&before, NULL);
+            held[n] = mgt__blas.alloc(0);
+            mgt__self_memory(&after, NULL);
+            if (after > before && (size_t)(after - before) > mgt__blas.buffer_bytes) mgt__blas.buffer_bytes = (size_t)(after - before);
+        }
+        for (i = 0; i < n; i++) if (held[i]) mgt__blas.release(held[i]);
+        mgt__blas.ready = res == MGT_OK;
+    }
+    pthread_mutex_unlock(&mgt__blas.mu);
+    return res;
+}
+
+/* C = alpha op(A) op(B) + beta C on the calling thread, waiting while `slots` calls run */
+static void mgt__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                       float *C, int ldc) {
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    while (mgt__blas.busy >= mgt__blas.slots) pthread_cond_wait(&mgt__blas.free_slot, &mgt__blas.mu);
+    mgt__blas.busy++;
+    pthread_mutex_unlock(&mgt__blas.mu);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas.busy--;
+    pthread_cond_signal(&mgt__blas.free_slot);
+    pthread_mutex_unlock(&mgt__blas.mu);
+}
 
 /* sgemm on row-major matrices, split across the pool along the larger of M and N.
    Each thread calls a single-threaded BLAS on its block, so the rank owns its cores. */
@@ -1325,8 +1912,7 @@ static void mgt__gemm_task(void *ctx, int tid, int nth) {
             for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + lo, sizeof(float) * (size_t)N);
         }
     }
-    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, M, N, g->K,
-                g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
+    mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
 }
 
 static void mgt__gemm(mgt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -1968,16 +2554,6 @@ static void mgt__t_adamw(mgt_backend *be, float *param, void *param_copy, const 
 #undef MGT__F
 #undef MGT__CF
 
-/* OpenBLAS would start its own threads inside each call; the pool already owns the cores */
-#if defined(__GNUC__) || defined(__clang__)
-extern void openblas_set_num_threads(int) __attribute__((weak));
-#endif
-
-static int mgt__cpu_count(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (int)n;
-}
-
 /* a CPU backend of `threads` threads storing `dtype`; wide_floats of fp32 workspace for 16-bit ops */
 static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, size_t scratch_per_thread, int dtype, size_t wide_floats) {
     mgt_backend *be = (mgt_backend *)MGT_MALLOC(sizeof *be);
@@ -1985,9 +2561,10 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     if (!be || !cpu) { MGT_FREE(be); MGT_FREE(cpu); return mgt__fail(MGT_ERROR_MEMORY, "out of memory creating the CPU backend"); }
     memset(be, 0, sizeof *be);
     memset(cpu, 0, sizeof *cpu);
-#if defined(__GNUC__) || defined(__clang__)
-    if (openblas_set_num_threads) openblas_set_num_threads(1);
-#endif
+    {
+        mgt_result res = mgt__blas_prepare();
+        if (res != MGT_OK) { MGT_FREE(be); MGT_FREE(cpu); return res; }
+    }
     be->name = "cpu";
     be->dtype = dtype;
     be->elt = mgt__dtype_size(dtype);
@@ -2282,9 +2859,12 @@ typedef struct mgt__acts {
     int *inputs, *targets;                 /* (N) */
 } mgt__acts;
 
-static void *mgt__carve(char **cursor, size_t bytes) {
-    void *p = *cursor;
-    *cursor += (bytes + 63) & ~(size_t)63;
+/* consecutive 64-byte aligned pieces of one block; a NULL base only measures (offsets, never
+   pointers, are added up: arithmetic on a null pointer is undefined) */
+typedef struct mgt__cursor { char *base; size_t used; } mgt__cursor;
+static void *mgt__carve(mgt__cursor *c, size_t bytes) {
+    void *p = c->base ? c->base + c->used : NULL;
+    c->used += (bytes + 63) & ~(size_t)63;
     return p;
 }
 
@@ -2292,7 +2872,7 @@ typedef struct mgt__shape { int B, T, C, Cl, Hl, NHl, Vl, tp, nblocks, first, la
 
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
-    char *cur = base;
+    mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
     int sets = s->nblocks == 0 ? 0 : (s->recompute ? 1 : s->nblocks);
     for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, N * C * e);
@@ -2322,19 +2902,19 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
-    return (size_t)(cur - base);
+    return cur.used;
 }
 
 /* gradient scratch shared by the micro-batches of a rank (one backward at a time), storage type */
 typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch; } mgt__grad_scratch;
 static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
-    char *cur = base;
+    mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
     g->dres = mgt__carve(&cur, N * (size_t)s->C * e);
     g->dln = mgt__carve(&cur, N * (size_t)s->C * e);
     g->dqkv = mgt__carve(&cur, N * 3 * (size_t)s->Cl * e);
     g->dfch = mgt__carve(&cur, N * (size_t)s->Hl * e);
-    return (size_t)(cur - base);
+    return cur.used;
 }
 
 /* fp32 workspace of the CPU backend's 16-bit ops on a rank of this shape: the most any one op
@@ -2373,6 +2953,7 @@ typedef struct mgt__shard {
     size_t n;
     void *map;
     size_t map_len;
+    unsigned long long dev, ino;  /* the file's identity: train and val sharing a shard is worth a word */
 } mgt__shard;
 
 static void mgt__shard_close(mgt__shard *s) {
@@ -2385,10 +2966,13 @@ static mgt_result mgt__shard_open(mgt__shard *s, const char *path, const char *k
     struct stat st;
     size_t i, count;
     uint16_t max_token = 0;
+    char why[128];
     memset(s, 0, sizeof *s);
-    fd = open(path, O_RDONLY);
-    if (fd < 0) return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot open the token shard: %s (make it with `mgt prepare`, see README)", key, path, strerror(errno));
-    if (fstat(fd, &st) || (size_t)st.st_size < MGT_SHARD_HEADER_BYTES) {
+    fd = mgt__open_regular(path, &st, why, sizeof why);
+    if (fd < 0) return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot open the token shard: %s (make it with `mgt prepare`, see README)", key, path, why);
+    s->dev = (unsigned long long)st.st_dev;
+    s->ino = (unsigned long long)st.st_ino;
+    if ((size_t)st.st_size < MGT_SHARD_HEADER_BYTES) {
         close(fd);
         return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: %lld bytes, shorter than the 1024-byte header", key, path, (long long)st.st_size);
     }
@@ -2430,32 +3014,46 @@ MGTDEF mgt_result mgt_shard_check(const char *path, int vocab_size, size_t *n_to
     return MGT_OK;
 }
 
-/* where sequence i of step `step` starts: a pure function of (seed, step, i), whatever the layout */
-static size_t mgt__sequence_offset(const mgt__shard *s, uint64_t seed, uint64_t stream, uint64_t step, uint64_t i, int T) {
-    return (size_t)(mgt__hash3(seed ^ stream, step, i) % (uint64_t)(s->n - (size_t)T));
-}
 #define MGT__STREAM_TRAIN 0x747261696eULL
 #define MGT__STREAM_VAL 0x76616cULL
 
-/* fills rows (count, T+1) of the given step; the loader thread prefetches the next step */
+/* The shards of data.train (or data.val): a comma-separated list of files or glob patterns, each
+   pattern's files in name order. A sequence never crosses shards: shard k offers n_k - T starts,
+   and the starts of all shards are numbered one after the other, so sequence i of step `step`
+   starts at start number hash(seed, step, i) mod (all starts): a pure function of (seed, step, i)
+   whatever the layout, and with one shard the same positions as ever. */
 typedef struct mgt__loader {
-    mgt__shard shard;
+    mgt__shard *shards;
+    int nshards;
+    size_t *first_start;        /* nshards + 1: the number of the first start of each shard, then the total */
     int T, rows;
     uint64_t seed;
     uint16_t *buf[2];
     long long buf_step[2], want;
-    int busy, quit, started;
+    int busy, quit, started, inited;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } mgt__loader;
 
+/* the T + 1 tokens of sequence i of a step */
+static const uint16_t *mgt__loader_sequence(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i) {
+    size_t g = (size_t)(mgt__hash3(ld->seed ^ stream, step, i) % (uint64_t)ld->first_start[ld->nshards]);
+    int lo = 0, hi = ld->nshards - 1;
+    while (lo < hi) { /* the shard whose starts hold g */
+        int mid = (lo + hi + 1) / 2;
+        if (ld->first_start[mid] <= g) lo = mid;
+        else hi = mid - 1;
+    }
+    return ld->shards[lo].tokens + (g - ld->first_start[lo]);
+}
+
+/* fills rows (count, T+1) of the given step; the loader thread prefetches the next step */
 static void mgt__loader_fill(const mgt__loader *ld, long long step, uint16_t *out) {
     int i;
-    for (i = 0; i < ld->rows; i++) {
-        size_t off = mgt__sequence_offset(&ld->shard, ld->seed, MGT__STREAM_TRAIN, (uint64_t)step, (uint64_t)i, ld->T);
-        memcpy(out + (size_t)i * (size_t)(ld->T + 1), ld->shard.tokens + off, sizeof(uint16_t) * (size_t)(ld->T + 1));
-    }
+    for (i = 0; i < ld->rows; i++)
+        memcpy(out + (size_t)i * (size_t)(ld->T + 1), mgt__loader_sequence(ld, MGT__STREAM_TRAIN, (uint64_t)step, (uint64_t)i),
+               sizeof(uint16_t) * (size_t)(ld->T + 1));
 }
 
 static void *mgt__loader_main(void *arg) {
@@ -2492,31 +3090,130 @@ static const uint16_t *mgt__loader_get(mgt__loader *ld, long long step) {
     return ld->buf[step & 1];
 }
 
-static mgt_result mgt__loader_open(mgt__loader *ld, const char *path, const char *key, int vocab_size, int T, int rows, uint64_t seed, int prefetch) {
-    mgt_result r;
-    memset(ld, 0, sizeof *ld);
-    r = mgt__shard_open(&ld->shard, path, key, vocab_size);
-    if (r != MGT_OK) return r;
-    if (ld->shard.n < (size_t)T + 1) {
-        size_t n = ld->shard.n;
-        mgt__shard_close(&ld->shard);
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: %s has %zu tokens, fewer than seq_len + 1 = %d; lower [model] seq_len or use more data", key, path, n, T + 1);
+static void mgt__loader_close(mgt__loader *ld);
+
+static int mgt__strcmp_ptr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* the files of a data spec: comma-separated paths or glob patterns, each pattern's matches in name
+   order (bytes, whatever the locale); a pattern that matches nothing is an error naming it, an
+   existing file is itself even when its name has glob characters; a file listed twice counts once */
+static mgt_result mgt__data_files(const char *spec, const char *key, glob_t *files) {
+    char item[MGT_STR_MAX];
+    const char *p = spec;
+    int flags = 0;
+    size_t before = 0, i, j, kept;
+    memset(files, 0, sizeof *files);
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        int rc;
+        struct stat st;
+        while (n && (*p == ' ' || *p == '\t')) { p++; n--; }
+        if (n >= sizeof item) {
+            if (flags) globfree(files);
+            return mgt__fail(MGT_ERROR_DATA, "%s: an item of '%.60s...' is longer than %d characters", key, spec, (int)sizeof item - 1);
+        }
+        memcpy(item, p, n);
+        item[n] = 0;
+        while (n && (item[n - 1] == ' ' || item[n - 1] == '\t')) item[--n] = 0;
+        p += strcspn(p, ",");
+        if (*p == ',') p++;
+        if (!item[0]) continue;
+        rc = glob(item, flags | GLOB_ERR | GLOB_NOSORT, NULL, files);
+        if (rc == GLOB_NOMATCH) {
+            if (!strpbrk(item, "*?[") || !stat(item, &st)) { /* a plain path (reading it says why it fails), or a file named so */
+                rc = glob(item, flags | GLOB_NOCHECK | GLOB_NOESCAPE | GLOB_NOSORT, NULL, files);
+                if (rc == 0 && strpbrk(item, "*?[")) { /* GLOB_NOCHECK gave the pattern back: it is the file's name */ }
+            } else {
+                if (flags) globfree(files);
+                return mgt__fail(MGT_ERROR_DATA, "%s: '%s' matches no file (make the shards with `mgt prepare`, or check the pattern)", key, item);
+            }
+        }
+        if (rc != 0) {
+            if (flags) globfree(files);
+            return mgt__fail(rc == GLOB_NOSPACE ? MGT_ERROR_MEMORY : MGT_ERROR_DATA, "%s: cannot list '%s': %s", key, item, strerror(errno));
+        }
+        qsort(files->gl_pathv + before, files->gl_pathc - before, sizeof(char *), mgt__strcmp_ptr);
+        before = files->gl_pathc;
+        flags = GLOB_APPEND;
     }
+    if (!flags) return mgt__fail(MGT_ERROR_DATA, "%s: '%s' names no file", key, spec);
+    { /* the same file twice (by its identity, not its name) counts once */
+        struct stat st;
+        unsigned long long *id = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * (files->gl_pathc + 1));
+        if (!id) { globfree(files); return mgt__fail(MGT_ERROR_MEMORY, "out of memory listing %s", key); }
+        for (i = 0, kept = 0; i < files->gl_pathc; i++) {
+            int seen = 0;
+            char *t;
+            if (!stat(files->gl_pathv[i], &st)) {
+                for (j = 0; j < kept && !seen; j++) seen = id[2 * j] == (unsigned long long)st.st_dev && id[2 * j + 1] == (unsigned long long)st.st_ino;
+                id[2 * kept] = (unsigned long long)st.st_dev;
+                id[2 * kept + 1] = (unsigned long long)st.st_ino;
+            } else id[2 * kept] = id[2 * kept + 1] = ~0ULL - kept; /* unreadable: kept, reading it says why */
+            if (seen) continue;
+            t = files->gl_pathv[kept];
+            files->gl_pathv[kept] = files->gl_pathv[i];
+            files->gl_pathv[i] = t;
+            kept++;
+        }
+        free(id);
+        for (i = kept; i < files->gl_pathc; i++) { free(files->gl_pathv[i]); files->gl_pathv[i] = NULL; }
+    }
+    files->gl_pathc = kept;
+    return MGT_OK;
+}
+
+static mgt_result mgt__loader_open(mgt__loader *ld, const char *spec, const char *key, int vocab_size, int T, int rows, uint64_t seed, int prefetch) {
+    mgt_result r;
+    glob_t files;
+    size_t k;
+    memset(ld, 0, sizeof *ld);
+    MGT__TRY(mgt__data_files(spec, key, &files));
+    ld->shards = (mgt__shard *)MGT_MALLOC(sizeof(mgt__shard) * files.gl_pathc);
+    ld->first_start = (size_t *)MGT_MALLOC(sizeof(size_t) * (files.gl_pathc + 1));
+    if (!ld->shards || !ld->first_start) { globfree(&files); mgt__loader_close(ld); return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the data loader"); }
+    ld->first_start[0] = 0;
+    for (k = 0; k < files.gl_pathc; k++) {
+        const char *path = files.gl_pathv[k];
+        r = mgt__shard_open(&ld->shards[k], path, key, vocab_size);
+        if (r != MGT_OK) { globfree(&files); mgt__loader_close(ld); return r; }
+        ld->nshards++;
+        if (ld->shards[k].n < (size_t)T + 1) {
+            mgt__fail(MGT_ERROR_CONFIG, "%s: %s has %zu tokens, fewer than seq_len + 1 = %d; lower [model] seq_len or use more data", key, path, ld->shards[k].n, T + 1);
+            globfree(&files);
+            mgt__loader_close(ld);
+            return MGT_ERROR_CONFIG;
+        }
+        ld->first_start[k + 1] = ld->first_start[k] + (ld->shards[k].n - (size_t)T);
+    }
+    globfree(&files);
     ld->T = T;
     ld->rows = rows;
     ld->seed = seed;
     ld->buf_step[0] = ld->buf_step[1] = -1;
     ld->buf[0] = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)rows * (size_t)(T + 1) * 2);
-    if (!ld->buf[0]) { mgt__shard_close(&ld->shard); return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the data loader"); }
+    if (!ld->buf[0]) { mgt__loader_close(ld); return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the data loader"); }
     ld->buf[1] = ld->buf[0] + (size_t)rows * (size_t)(T + 1);
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv, NULL);
+    ld->inited = 1;
     if (prefetch && !pthread_create(&ld->thread, NULL, mgt__loader_main, ld)) ld->started = 1;
     return MGT_OK;
 }
 
+/* a data spec's shards, as a run would read them: the files, their tokens in all */
+MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_size, int seq_len, int *n_files, size_t *n_tokens) {
+    mgt__loader ld;
+    int k;
+    if (!spec) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_data_check: spec is required");
+    MGT__TRY(mgt__loader_open(&ld, spec, name ? name : "data", vocab_size, seq_len, 1, 0, 0));
+    if (n_files) *n_files = ld.nshards;
+    if (n_tokens) for (*n_tokens = 0, k = 0; k < ld.nshards; k++) *n_tokens += ld.shards[k].n;
+    mgt__loader_close(&ld);
+    return MGT_OK;
+}
+
 static void mgt__loader_close(mgt__loader *ld) {
-    if (!ld->buf[0]) return;
+    int k;
     if (ld->started) {
         pthread_mutex_lock(&ld->mu);
         ld->quit = 1;
@@ -2524,10 +3221,14 @@ static void mgt__loader_close(mgt__loader *ld) {
         pthread_mutex_unlock(&ld->mu);
         pthread_join(ld->thread, NULL);
     }
-    pthread_mutex_destroy(&ld->mu);
-    pthread_cond_destroy(&ld->cv);
+    if (ld->inited) {
+        pthread_mutex_destroy(&ld->mu);
+        pthread_cond_destroy(&ld->cv);
+    }
     MGT_FREE(ld->buf[0]);
-    mgt__shard_close(&ld->shard);
+    for (k = 0; k < ld->nshards; k++) mgt__shard_close(&ld->shards[k]);
+    MGT_FREE(ld->shards);
+    MGT_FREE(ld->first_start);
     memset(ld, 0, sizeof *ld);
 }
 
@@ -2552,14 +3253,19 @@ typedef struct mgt__st_file {
     int nmeta;
 } mgt__st_file;
 
-/* 64-bit FNV-1a over 8-byte words, streamed: the bytes may come in pieces of any size and hash as
-   one run (a checkpoint hashes its length, header and tensors as they are written) */
+/* A checkpoint's checksum: h = mix(h ^ word) over its 8-byte little-endian words, then
+   h = mix(h ^ byte) over the bytes of a last partial word, from h = 0xcbf29ce484222325, where mix
+   is splitmix64's finaliser. mix is a bijection that spreads every bit over every other, so a
+   change of one word always changes the result and any other damage goes unnoticed with a chance
+   of 2^-64 (FNV's multiply alone, which this replaced, never carries a change to lower bits: two
+   flipped top bits cancelled). Streamed: the bytes may come in pieces of any size and hash as one
+   run (a checkpoint hashes its length, header and tensors as they are written). */
 typedef struct mgt__hash { uint64_t h; unsigned char tail[8]; size_t ntail; } mgt__hash;
 static void mgt__hash_init(mgt__hash *s) { s->h = 0xcbf29ce484222325ULL; s->ntail = 0; }
 static void mgt__hash_word(mgt__hash *s, const unsigned char *p) {
     uint64_t w;
     memcpy(&w, p, 8);
-    s->h = (s->h ^ w) * 0x100000001b3ULL;
+    s->h = mgt__mix64(s->h ^ w);
 }
 static void mgt__hash_update(mgt__hash *s, const void *data, size_t bytes) {
     const unsigned char *p = (const unsigned char *)data;
@@ -2580,7 +3286,7 @@ static void mgt__hash_update(mgt__hash *s, const void *data, size_t bytes) {
 static uint64_t mgt__hash_final(const mgt__hash *s) {
     uint64_t h = s->h;
     size_t i;
-    for (i = 0; i < s->ntail; i++) h = (h ^ s->tail[i]) * 0x100000001b3ULL;
+    for (i = 0; i < s->ntail; i++) h = mgt__mix64(h ^ s->tail[i]);
     return h;
 }
 
@@ -2791,17 +3497,20 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
     FILE *fp;
     uint64_t hlen;
     const char *p, *end;
-    long long sz;
+    struct stat st;
     size_t want;
-    int cap_t = 0, cap_m = 0;
+    char why[256];
+    int cap_t = 0, cap_m = 0, fd;
     memset(f, 0, sizeof *f);
-    fp = fopen(path, "rb");
-    if (!fp) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(fp, 0, SEEK_END) || (sz = ftell(fp)) < 8 || fseek(fp, 0, SEEK_SET) || fread(&hlen, 8, 1, fp) != 1) {
+    fd = mgt__open_regular(path, &st, why, sizeof why);
+    if (fd < 0) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: cannot open the checkpoint: %s", path, why);
+    fp = fdopen(fd, "rb");
+    if (!fp) { close(fd); return mgt__fail(MGT_ERROR_MEMORY, "%s: cannot open: %s", path, strerror(errno)); }
+    if (st.st_size < 8 || fread(&hlen, 8, 1, fp) != 1) {
         fclose(fp);
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: too short to be a safetensors file", path);
     }
-    f->size = (size_t)sz;
+    f->size = (size_t)st.st_size;
     if (hlen > f->size - 8) {
         fclose(fp);
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: header of %llu bytes in a %zu-byte file", path, (unsigned long long)hlen, f->size);
@@ -3215,16 +3924,32 @@ static int mgt__lcomm_waits_for(const mgt__local_world *w, int r, int p) {
         if (q->rv->ranks[i] == p) return !q->rv->here[i];
     return 0;
 }
+/* Live ranks: the running ones, then every blocked rank that waits for a live one, to a fixed
+   point; blocked ranks left over can never go on. Runs at every wait, so each sweep is linear: a
+   rendezvous makes its waiting members live when one of its absent members is, a receive when its
+   sender is (comparing every pair of ranks made a step of 2048 CPU ranks take 56 s instead of 1). */
 static void mgt__lcomm_check_deadlock(mgt__local_world *w) {
-    int r, p, changed = 1, dead = 0, first;
+    int r, p, i, changed = 1, dead = 0, first;
+    const mgt__lcomm_rv *rv;
     char why[4096];
     for (r = 0; r < w->world; r++) w->live[r] = !w->ranks[r].done && !mgt__lcomm_blocked(w, r);
     while (changed) {
         changed = 0;
+        for (rv = w->rvs; rv; rv = rv->next) {
+            int absent_live = 0;
+            if (rv->complete) continue;
+            for (i = 0; i < rv->size && !absent_live; i++) absent_live = !rv->here[i] && w->live[rv->ranks[i]];
+            for (i = 0; absent_live && i < rv->size; i++) {
+                const mgt__lcomm_rank *q = &w->ranks[p = rv->ranks[i]];
+                if (rv->here[i] && !w->live[p] && !q->done && q->wait == MGT__LCOMM_WAIT_RV && q->rv == rv) { w->live[p] = 1; changed = 1; }
+            }
+        }
         for (r = 0; r < w->world; r++) {
-            if (w->live[r] || !mgt__lcomm_blocked(w, r)) continue;
-            for (p = 0; p < w->world; p++)
-                if (w->live[p] && mgt__lcomm_waits_for(w, r, p)) { w->live[r] = 1; changed = 1; break; }
+            const mgt__lcomm_rank *q = &w->ranks[r];
+            if (!w->live[r] && !q->done && q->wait == MGT__LCOMM_WAIT_RECV && mgt__lcomm_blocked(w, r) && w->live[q->wait_peer]) {
+                w->live[r] = 1;
+                changed = 1;
+            }
         }
     }
     for (r = 0; r < w->world; r++) dead += !w->live[r] && mgt__lcomm_blocked(w, r);
@@ -3734,6 +4459,12 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
     pthread_mutex_unlock(&w->mu);
 }
 
+/* ---- 3d. the step simulator (defined at the end of the implementation): what the runtime calls */
+typedef struct mgt__sim_world mgt__sim_world;
+static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out);
+static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank);
+static void mgt__sim_abort(mgt__sim_world *w);
+
 /* ---- runs: the ranks of a layout, driven from the caller's thread ---------------------------- */
 
 enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
@@ -3747,6 +4478,7 @@ struct mgt_run {
     mgt__local_world *world;         /* CPU ranks' communication */
     const mgt_cuda_api *cuda;        /* GPU ranks: the CUDA backend library; NULL on the CPU */
     void *nccl_world;                /* and their NCCL communicators */
+    mgt__sim_world *sim;             /* simulated ranks (section 3d): their backends and communicators; NULL otherwise */
     double gpu_read_s;               /* when the GPUs were last read */
     int inference, threads_per_rank;
     mgt__loader train, val;
@@ -3762,8 +4494,8 @@ struct mgt_run {
     char run_id[17];                 /* 16 hex digits, stored in its checkpoints; a resumed run keeps the
                                         checkpoint's, so pruning and the folder check know their own */
     int resumed;                     /* continues a checkpoint (mgt_run_resume) */
+    int resumed_elsewhere;           /* from a checkpoint in another folder than dir */
     int claimed, lock_fd;            /* holds its checkpoint folder (mgt_run_claim): the flock'd mgt.lock */
-    int metrics_failed;              /* a metrics line could not be written: warned once, no more lines */
     double peak_per_rank;            /* mgt_run_set_peak's GFLOP/s, used when the preset states none */
     char peak_source[64];
     double loss, lr, grad_norm, step_s, val_loss, elapsed_s;
@@ -3820,10 +4552,14 @@ static mgt_result mgt__mkdirs(const char *path) {
     return MGT_OK;
 }
 
+/* the step of a checkpoint's file name, which must be exactly what mgt writes (step_%08d.safetensors:
+   the folder check and pruning delete files by that name) */
 static int mgt__checkpoint_step(const char *name) {
+    char canonical[48];
     int step, len = 0;
-    if (sscanf(name, "step_%d.safetensors%n", &step, &len) == 1 && len == (int)strlen(name) && step >= 0) return step;
-    return -1;
+    if (sscanf(name, "step_%d.safetensors%n", &step, &len) != 1 || len != (int)strlen(name) || step < 0) return -1;
+    snprintf(canonical, sizeof canonical, "step_%08d.safetensors", step);
+    return strcmp(canonical, name) ? -1 : step;
 }
 
 MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap) {
@@ -3854,40 +4590,101 @@ static void mgt__checkpoint_run_id(const char *path, char *id, size_t cap) {
     mgt__st_close(&f);
 }
 
-/* the steps of the checkpoints in dir, newest first; mine: 1 keeps only this run's, 0 only the
-   others' (another run id, or this run's from after its current step); returns the count */
-static int mgt__list_checkpoints(const mgt_run *r, int mine, int *steps, int cap) {
-    int n = 0, i, j;
-    DIR *d = opendir(r->dir);
+/* Whose history a checkpoint in the run's folder is: the run's own when it has the run's id and a
+   step in [first, last], where first is 0 for a new run or one resumed from this folder, and the
+   resumed step for a run resumed from another folder (what this folder held before then is
+   another line of history, even with the same id); last is the run's step. */
+typedef struct mgt__history { const char *run_id; int first, last; } mgt__history;
+static mgt__history mgt__own_history(const mgt_run *r) {
+    mgt__history h;
+    h.run_id = r->run_id;
+    h.first = r->resumed_elsewhere ? r->step : 0;
+    h.last = r->step;
+    return h;
+}
+
+/* the steps of the checkpoints in dir, newest first, in a growing array the caller frees; mine: 1
+   keeps only those of history h, 0 only the others; returns the count, or -1 out of memory */
+static int mgt__list_checkpoints(const char *dir, const mgt__history *h, int mine, int **steps) {
+    int n = 0, cap = 0, i, j;
+    DIR *d = opendir(dir);
     struct dirent *e;
+    *steps = NULL;
     if (!d) return 0;
-    while ((e = readdir(d)) && n < cap) {
+    while ((e = readdir(d))) {
         char path[1200], id[40];
         int s = mgt__checkpoint_step(e->d_name);
         if (s < 0) continue;
-        snprintf(path, sizeof path, "%s/%s", r->dir, e->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         mgt__checkpoint_run_id(path, id, sizeof id);
-        if ((!strcmp(id, r->run_id) && s <= r->step) == mine) steps[n++] = s;
+        if ((!strcmp(id, h->run_id) && s >= h->first && s <= h->last) != mine) continue;
+        if (n == cap) {
+            int *grown = (int *)realloc(*steps, sizeof(int) * (size_t)(cap = cap ? 2 * cap : 64));
+            if (!grown) { closedir(d); free(*steps); *steps = NULL; return -1; }
+            *steps = grown;
+        }
+        (*steps)[n++] = s;
     }
     closedir(d);
     for (i = 1; i < n; i++)
-        for (j = i; j > 0 && steps[j] > steps[j - 1]; j--) { int t = steps[j]; steps[j] = steps[j - 1]; steps[j - 1] = t; }
+        for (j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) { int t = (*steps)[j]; (*steps)[j] = (*steps)[j - 1]; (*steps)[j - 1] = t; }
     return n;
 }
 
 /* checkpoint.keep: the newest of this run's checkpoints stay; another run's are never touched */
 static void mgt__prune_checkpoints(const mgt_run *r) {
-    int steps[4096], n = mgt__list_checkpoints(r, 1, steps, 4096), i;
+    mgt__history h = mgt__own_history(r);
+    int *steps, n = mgt__list_checkpoints(r->dir, &h, 1, &steps), i;
     for (i = r->cfg.checkpoint.keep; i < n; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
         remove(path);
     }
+    free(steps);
 }
 
-/* the lock file's text: who holds the folder */
+/* The run's folder holds one line of history: another's checkpoints (another run's, this run's
+   from after the step it resumed, or any the folder held before a run resumed from elsewhere
+   came) would be taken by --resume latest and pruned alike. Refuses such a folder, or with
+   overwrite deletes them (listing again until none is left). */
+static mgt_result mgt__check_folder(mgt_run *r, const mgt__history *h, int resumed, int overwrite) {
+    char where[300];
+    for (;;) {
+        int *steps, n = mgt__list_checkpoints(r->dir, h, 0, &steps), i;
+        if (n < 0) return mgt__fail(MGT_ERROR_MEMORY, "out of memory listing %s", r->dir);
+        if (n == 0) return MGT_OK;
+        if (!overwrite) {
+            char list[200] = "";
+            for (i = n - 1; i >= 0 && strlen(list) < 120; i--)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%sstep_%08d", list[0] ? ", " : "", steps[i]);
+            if (i >= 0) snprintf(list + strlen(list), sizeof list - strlen(list), ", ...");
+            free(steps);
+            mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
+            if (resumed)
+                return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s holds %d checkpoint%s of another run, of another line of this run's history or "
+                                 "of steps after %d (%s); training on from step %d would mix two histories: give this run another [checkpoint] dir, "
+                                 "or add --overwrite to delete them", where, r->dir, n, n == 1 ? "" : "s", h->last, list, h->last);
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s already holds %d checkpoint%s of another run (%s); continue that run with "
+                             "--resume latest, train into another [checkpoint] dir, or add --overwrite to delete them and start afresh",
+                             where, r->dir, n, n == 1 ? "" : "s", list);
+        }
+        for (i = 0; i < n; i++) {
+            char path[1200];
+            snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
+            if (remove(path)) {
+                int e = errno;
+                free(steps);
+                return mgt__fail(MGT_ERROR_IO, "%s: cannot delete (--overwrite): %s", path, strerror(e));
+            }
+            mgt__log(MGT_LOG_INFO, "--overwrite: deleted %s", path);
+        }
+        free(steps);
+    }
+}
+
+/* the lock file's text: who holds the folder, on which machine */
 static void mgt__lock_owner_text(char *buf, size_t cap) {
-    char cmd[512];
+    char cmd[512], host[128] = "?";
     size_t n = 0, i;
     FILE *f = fopen("/proc/self/cmdline", "rb");
     cmd[0] = 0;
@@ -3897,16 +4694,20 @@ static void mgt__lock_owner_text(char *buf, size_t cap) {
         for (i = 0; i + 1 < n; i++) if (!cmd[i]) cmd[i] = ' ';
         cmd[n] = 0;
     }
-    snprintf(buf, cap, "process %ld (%s)\n", (long)getpid(), cmd[0] ? cmd : "unknown command");
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    if (snprintf(buf, cap, "process %ld on %s (%s)\n", (long)getpid(), host, cmd[0] ? cmd : "unknown command") >= (int)cap && cap > 1)
+        buf[cap - 2] = '\n'; /* a long command line, cut */
 }
 
-/* metrics.jsonl of a resumed run: the lines of steps after the resumed one were trained again, so
-   they go (written to a temporary file and renamed over it) */
+/* metrics.jsonl of a run resumed from its own folder: the lines of steps after the resumed one
+   were trained again, so they go, as does a last line a killed run left unfinished (written to a
+   temporary file and renamed over it) */
 static mgt_result mgt__metrics_truncate(const char *path, int step) {
     char tmp[sizeof(((mgt_run *)0)->metrics_path) + 8], line[1 << 14];
     FILE *in, *out;
     struct stat st;
-    int ok = 1, keep = 1;
+    int ok = 1, keep = 1, at_start = 1;
     if (stat(path, &st) || !S_ISREG(st.st_mode)) return MGT_OK; /* none yet, or not a file (a pipe, /dev/null) */
     in = fopen(path, "r");
     if (!in) return mgt__fail(MGT_ERROR_IO, "%s: cannot read: %s", path, strerror(errno));
@@ -3914,11 +4715,15 @@ static mgt_result mgt__metrics_truncate(const char *path, int step) {
     out = fopen(tmp, "w");
     if (!out) { fclose(in); return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s", tmp, strerror(errno)); }
     while (fgets(line, sizeof line, in)) {
-        int s;
-        /* a line's step decides; a continuation of a line longer than the buffer follows its start */
-        const char *at = line[0] == '{' ? strstr(line, "\"step\":") : NULL;
-        if (at && sscanf(at, "\"step\":%d", &s) == 1) keep = s <= step;
+        size_t len = strlen(line);
+        int whole = len > 0 && line[len - 1] == '\n', s;
+        if (at_start) { /* a line's step decides for it and its continuations (lines longer than the buffer) */
+            const char *at = strstr(line, "\"step\":");
+            keep = line[0] == '{' && at && sscanf(at, "\"step\":%d", &s) == 1 && s <= step;
+        }
+        if (!whole && feof(in)) break; /* the unfinished last line of a killed run */
         if (keep) ok &= fputs(line, out) >= 0;
+        at_start = whole;
     }
     ok &= !ferror(in);
     fclose(in);
@@ -3938,37 +4743,44 @@ static int mgt__metrics_on(const mgt_config *c) { return c->log.metrics[0] && st
 static mgt_result mgt__open_metrics(mgt_run *r) {
     char folder[sizeof r->metrics_path];
     char *slash;
+    int continues = r->resumed && !r->resumed_elsewhere; /* the file holds this history up to the resumed step */
     if (r->metrics) { fclose(r->metrics); r->metrics = NULL; }
     MGT__TRY(mgt__tensorboard_open(r));
     if (!mgt__metrics_on(&r->cfg)) return MGT_OK;
     mgt__strlcpy(folder, r->metrics_path, sizeof folder);
     slash = strrchr(folder, '/');
     if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt__mkdirs(folder)); }
-    /* a new run starts a new file; a resumed one continues the lines up to its step */
-    if (r->resumed) MGT__TRY(mgt__metrics_truncate(r->metrics_path, r->step));
-    r->metrics = fopen(r->metrics_path, r->resumed ? "a" : "w");
+    /* a new run, or one resumed from another folder, starts a new file */
+    if (continues) MGT__TRY(mgt__metrics_truncate(r->metrics_path, r->step));
+    r->metrics = fopen(r->metrics_path, continues ? "a" : "w");
     if (!r->metrics) return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno));
     return MGT_OK;
 }
 
 static mgt_result mgt__claim(mgt_run *r, int overwrite) {
     char lock_path[1200], where[300];
-    int steps[4096], n, i;
+    mgt__history h;
     if (r->inference) return MGT_OK;
     if (!r->claimed) {
-        int fd;
+        int fd, e;
         DIR *d;
-        struct dirent *e;
+        struct dirent *de;
         MGT__TRY(mgt__mkdirs(r->dir));
         snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", r->dir);
         fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0 && errno == EACCES) fd = open(lock_path, O_RDONLY | O_CLOEXEC); /* another user's lock file: flock needs no write */
         if (fd < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot create the run's lock file: %s", lock_path, strerror(errno));
         if (flock(fd, LOCK_EX | LOCK_NB)) {
             char owner[600];
-            ssize_t got = pread(fd, owner, sizeof owner - 1, 0);
-            int e = errno;
+            ssize_t got;
+            e = errno;
+            if (e != EWOULDBLOCK) { /* no lock to be had here (some network file systems): say so rather than "in use" */
+                close(fd);
+                return mgt__fail(MGT_ERROR_IO, "%s: cannot lock: %s; the checkpoint folder must be on a file system with flock (a local disk)", lock_path,
+                                 strerror(e));
+            }
+            got = pread(fd, owner, sizeof owner - 1, 0);
             close(fd);
-            if (e != EWOULDBLOCK && got < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot lock: %s", lock_path, strerror(e));
             owner[got > 0 ? got : 0] = 0;
             if (got > 0 && owner[got - 1] == '\n') owner[got - 1] = 0;
             return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s is in use by another run: %s; wait for it to end, or give this run another [checkpoint] dir",
@@ -3983,40 +4795,19 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
         r->claimed = 1;
         /* temporary files left by a run that was killed while writing: nobody else writes here now */
         if ((d = opendir(r->dir))) {
-            while ((e = readdir(d))) {
-                size_t len = strlen(e->d_name);
-                if (len > 4 && !strcmp(e->d_name + len - 4, ".tmp") && (!strncmp(e->d_name, "step_", 5) || !strncmp(e->d_name, "metrics", 7))) {
+            while ((de = readdir(d))) {
+                size_t len = strlen(de->d_name);
+                if (len > 4 && !strcmp(de->d_name + len - 4, ".tmp") && (!strncmp(de->d_name, "step_", 5) || !strncmp(de->d_name, "metrics", 7))) {
                     char path[1200];
-                    snprintf(path, sizeof path, "%s/%s", r->dir, e->d_name);
+                    snprintf(path, sizeof path, "%s/%s", r->dir, de->d_name);
                     if (!remove(path)) mgt__log(MGT_LOG_INFO, "removed %s, left by a run that stopped while writing it", path);
                 }
             }
             closedir(d);
         }
     }
-    /* the folder holds one run's history: another run's checkpoints (or this run's from after the
-       step it resumed) would be taken by --resume latest and pruned alike */
-    n = mgt__list_checkpoints(r, 0, steps, 4096);
-    if (n > 0 && !overwrite) {
-        char list[200] = "";
-        for (i = n - 1; i >= 0 && strlen(list) < 120; i--)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%sstep_%08d", list[0] ? ", " : "", steps[i]);
-        if (i >= 0) snprintf(list + strlen(list), sizeof list - strlen(list), ", ...");
-        mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
-        if (r->resumed)
-            return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s holds %d checkpoint%s of another run or of steps after %d (%s); training on from step %d would mix two "
-                             "histories: give this run another [checkpoint] dir, or add --overwrite to delete them",
-                             where, r->dir, n, n == 1 ? "" : "s", r->step, list, r->step);
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s already holds %d checkpoint%s of another run (%s); continue that run with --resume latest, "
-                         "train into another [checkpoint] dir, or add --overwrite to delete them and start afresh",
-                         where, r->dir, n, n == 1 ? "" : "s", list);
-    }
-    for (i = 0; i < n; i++) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
-        if (remove(path)) return mgt__fail(MGT_ERROR_IO, "%s: cannot delete (--overwrite): %s", path, strerror(errno));
-        mgt__log(MGT_LOG_INFO, "--overwrite: deleted %s", path);
-    }
+    h = mgt__own_history(r);
+    MGT__TRY(mgt__check_folder(r, &h, r->resumed, overwrite));
     return mgt__open_metrics(r);
 }
 
@@ -4042,6 +4833,72 @@ static mgt_result mgt__resolve_checkpoint(const char *what, const char *dir, cha
     return MGT_OK;
 }
 
+/* ---- the preset a checkpoint stores: every key exactly ----------------------------------------
+   A JSON object of "section.key": "value" strings, each value as mgt_config_value_string gives it
+   (floats in the shortest text that reads back to the same double), in the order of the key table:
+   {"model.n_layer":"2",...,"log.metrics":""}. Every value any valid config holds comes back
+   byte for byte, where INI text (mgt_config_format, for reading) would strip spaces, cut at ';'
+   and split long lines. Restoring checks each value as a preset line is checked. */
+static int mgt__config_store(const mgt_config *cfg, char *out, size_t cap) { /* length, or -1 when cap is too small */
+    mgt__buf b;
+    char name[80], value[MGT_STR_MAX + 64];
+    int i, n;
+    memset(&b, 0, sizeof b);
+    mgt__buf_str(&b, "{");
+    for (i = 0; i < MGT_CONFIG_NKEYS; i++) {
+        snprintf(name, sizeof name, "%s.%s", mgt__keys[i].info.section, mgt__keys[i].info.name);
+        mgt_config_value_string(cfg, i, value, sizeof value);
+        if (i) mgt__buf_str(&b, ",");
+        mgt__buf_json_string(&b, name);
+        mgt__buf_str(&b, ":");
+        mgt__buf_json_string(&b, value);
+    }
+    mgt__buf_str(&b, "}");
+    n = !b.oom && b.n < cap ? (int)b.n : -1;
+    if (n >= 0) memcpy(out, b.p, b.n + 1);
+    free(b.p);
+    return n;
+}
+
+static mgt_result mgt__config_restore(mgt_config *cfg, const char *json, const char *name) {
+    const char *p = json;
+    int seen[MGT_CONFIG_NKEYS], first = 1;
+    mgt_result r = MGT_OK;
+    memset(seen, 0, sizeof seen);
+    mgt__strlcpy(cfg->path, name, sizeof cfg->path);
+    if (!mgt__json_expect(&p, '{')) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is not a JSON object", name);
+    for (;;) {
+        mgt__buf k, v;
+        char why[512], *dot;
+        int key;
+        mgt__json_ws(&p);
+        if (*p == '}') { p++; break; }
+        if (!first && !mgt__json_expect(&p, ',')) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is malformed near byte %d", name, (int)(p - json));
+        first = 0;
+        memset(&k, 0, sizeof k);
+        memset(&v, 0, sizeof v);
+        if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':') || !mgt__json_string(&p, &v) || strlen(k.p) != k.n || strlen(v.p) != v.n) {
+            free(k.p);
+            free(v.p);
+            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is malformed near byte %d", name, (int)(p - json));
+        }
+        dot = strchr(k.p, '.');
+        if (dot) *dot = 0;
+        key = dot ? mgt__find_key(k.p, dot + 1) : -1;
+        if (dot) *dot = '.';
+        if (key < 0) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has the key '%s', unknown to mgt %s", name, k.p, MGT_VERSION_STRING);
+        else if (seen[key]) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has '%s' twice", name, k.p);
+        else if (!mgt__set_value(cfg, key, v.p, why, sizeof why)) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset's %s: %s", name, k.p, why);
+        else { seen[key] = 1; cfg->line[key] = 0; }
+        free(k.p);
+        free(v.p);
+        if (r != MGT_OK) return r;
+    }
+    mgt__json_ws(&p);
+    if (*p) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has text after its end (byte %d)", name, (int)(p - json));
+    return MGT_OK;
+}
+
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg) {
     mgt__st_file f;
     const char *preset;
@@ -4054,7 +4911,8 @@ MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg)
     if (res != MGT_OK) return res;
     preset = mgt__st_meta(&f, "preset");
     mgt_config_init(cfg);
-    res = preset ? mgt_config_load_string(cfg, preset, path) : mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no preset in its metadata", path);
+    res = preset && preset[0] == '{' ? mgt__config_restore(cfg, preset, path)
+                                     : mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no preset (a JSON object) in its metadata", path);
     mgt__st_close(&f);
     if (res == MGT_OK && mgt_config_validate(cfg) != MGT_OK) { /* as `mgt train` would refuse it */
         char why[1024];
@@ -4780,6 +5638,7 @@ static void *mgt__rank_main(void *arg) {
             mgt__strlcpy(rk->error, mgt_last_error(), sizeof rk->error);
             /* peers waiting on this rank fail instead of hanging */
             if (r->cuda) r->cuda->world_abort(r->nccl_world);
+            else if (r->sim) mgt__sim_abort(r->sim);
             else mgt__local_rank_done(rk->comm);
         }
         pthread_mutex_lock(&r->mu);
@@ -5082,10 +5941,8 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     n = r->cfg.train.eval_batches * GB; /* the same sequences whatever the layout */
     rows = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)n * (size_t)(T + 1));
     if (!rows) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for validation batches");
-    for (j = 0; j < n; j++) {
-        size_t off = mgt__sequence_offset(&r->val.shard, r->val.seed, MGT__STREAM_VAL, 0, (uint64_t)j, T);
-        memcpy(rows + (size_t)j * (size_t)(T + 1), r->val.shard.tokens + off, sizeof(uint16_t) * (size_t)(T + 1));
-    }
+    for (j = 0; j < n; j++)
+        memcpy(rows + (size_t)j * (size_t)(T + 1), mgt__loader_sequence(&r->val, MGT__STREAM_VAL, 0, (uint64_t)j), sizeof(uint16_t) * (size_t)(T + 1));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_EVALUATING);
     res = mgt__forward_loss(r, rows, r->cfg.train.eval_batches, &r->val_loss);
@@ -5157,8 +6014,10 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
    A record is a little-endian uint64 length, the masked CRC-32C of those 8 bytes, the data, and the
    masked CRC-32C of the data. The data is an Event message: wall_time (field 1, double), step
    (field 2, varint), file_version (field 3, "brain.Event:2" in the first record), summary (field
-   5): a Summary of repeated Value (field 1) {tag (field 1, string), simple_value (field 2, float)}.
-   These few fields are what TensorBoard's scalar dashboard reads. */
+   5): a Summary of repeated Value (field 1) {tag (field 1, string), simple_value (field 2, float)},
+   session_log (field 7): {status (field 1): START = 1}, which makes TensorBoard drop the points of
+   earlier files from its step on (a resumed run's). These few fields are what TensorBoard's scalar
+   dashboard reads. */
 static uint32_t mgt__crc32c(const unsigned char *p, size_t n) {
     uint32_t c = 0xffffffffu;
     size_t i;
@@ -5205,12 +6064,13 @@ static void mgt__tb_scalar(mgt__pb *summary, const char *tag, double value) {
     mgt__pb_le(&v, bits, 4);
     if (v.n <= sizeof v.b) mgt__pb_lendelim(summary, 1, v.b, v.n);
 }
-/* one record of an Event with the given step and either a file version or a summary */
-static int mgt__tb_event(FILE *f, double wall_time, long long step, const char *file_version, const mgt__pb *summary) {
+/* one record of an Event with the given step and a file version, a summary or a session log */
+static int mgt__tb_event(FILE *f, double wall_time, long long step, const char *file_version, const mgt__pb *summary, const mgt__pb *session_log) {
     mgt__pb e;
     uint64_t len, bits;
-    unsigned char head[12];
+    unsigned char head[12], tail[4];
     uint32_t crc;
+    int k;
     e.n = 0;
     memcpy(&bits, &wall_time, 8);
     mgt__pb_varint(&e, 1 << 3 | 1);
@@ -5219,14 +6079,16 @@ static int mgt__tb_event(FILE *f, double wall_time, long long step, const char *
     mgt__pb_varint(&e, (uint64_t)step);
     if (file_version) mgt__pb_lendelim(&e, 3, file_version, strlen(file_version));
     if (summary) mgt__pb_lendelim(&e, 5, summary->b, summary->n);
+    if (session_log) mgt__pb_lendelim(&e, 7, session_log->b, session_log->n);
     if (e.n > sizeof e.b) return 0;
     len = e.n;
-    for (crc = 0; crc < 8; crc++) head[crc] = (unsigned char)(len >> (8 * crc));
+    for (k = 0; k < 8; k++) head[k] = (unsigned char)(len >> (8 * k));
     crc = mgt__crc_masked(head, 8);
-    memcpy(head + 8, &crc, 4); /* little-endian hosts (x86-64, aarch64) */
+    for (k = 0; k < 4; k++) head[8 + k] = (unsigned char)(crc >> (8 * k));
     if (fwrite(head, 1, 12, f) != 12 || fwrite(e.b, 1, e.n, f) != e.n) return 0;
     crc = mgt__crc_masked(e.b, e.n);
-    return fwrite(&crc, 4, 1, f) == 1 && fflush(f) == 0;
+    for (k = 0; k < 4; k++) tail[k] = (unsigned char)(crc >> (8 * k));
+    return fwrite(tail, 1, 4, f) == 4 && fflush(f) == 0;
 }
 
 static mgt_result mgt__tensorboard_open(mgt_run *r) {
@@ -5240,8 +6102,17 @@ static mgt_result mgt__tensorboard_open(mgt_run *r) {
     snprintf(path, sizeof path, "%s/events.out.tfevents.%lld.%s.%ld.mgt", r->cfg.log.tensorboard, (long long)time(NULL), host, (long)getpid());
     r->tensorboard = fopen(path, "wb");
     if (!r->tensorboard) return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s ([log] tensorboard)", path, strerror(errno));
-    if (!mgt__tb_event(r->tensorboard, (double)time(NULL), r->step, "brain.Event:2", NULL))
+    if (!mgt__tb_event(r->tensorboard, (double)time(NULL), r->step, "brain.Event:2", NULL, NULL))
         return mgt__fail(MGT_ERROR_IO, "%s: cannot write: %s ([log] tensorboard)", path, strerror(errno));
+    if (r->resumed) { /* SessionLog{status: START} at the next step: TensorBoard drops the earlier files' points from there on,
+                         which the resumed run trains again */
+        mgt__pb start;
+        start.n = 0;
+        mgt__pb_varint(&start, 1 << 3 | 0);
+        mgt__pb_varint(&start, 1);
+        if (!mgt__tb_event(r->tensorboard, (double)time(NULL), r->step + 1, NULL, NULL, &start))
+            return mgt__fail(MGT_ERROR_IO, "%s: cannot write: %s ([log] tensorboard)", path, strerror(errno));
+    }
     return MGT_OK;
 }
 
@@ -5273,7 +6144,7 @@ static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_lin
     }
     if (eval_line) mgt__tb_scalar(&sum, "eval/val_loss", st->val_loss);
     clock_gettime(CLOCK_REALTIME, &now);
-    if (sum.n > sizeof sum.b || !mgt__tb_event(r->tensorboard, (double)now.tv_sec + now.tv_nsec * 1e-9, st->step, NULL, &sum)) {
+    if (sum.n > sizeof sum.b || !mgt__tb_event(r->tensorboard, (double)now.tv_sec + now.tv_nsec * 1e-9, st->step, NULL, &sum, NULL)) {
         mgt__event(r, MGT_LOG_WARN, "step %d: cannot write the TensorBoard events of [log] tensorboard = %s: %s; training goes on without them", st->step,
                    r->cfg.log.tensorboard, strerror(errno));
         fclose(r->tensorboard);
@@ -5296,6 +6167,7 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
     double elapsed = mgt__now() - r->created_s;
     size_t peak = 0;
     int c;
+    if (!train_line && !eval_line) return MGT_OK;
     mgt_run_stats(r, &st);
     mgt__tensorboard_step(r, &st, train_line, eval_line);
     if (!f) return MGT_OK;
@@ -5344,7 +6216,6 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
         mgt__event(r, MGT_LOG_WARN, "step %d: cannot write %s: %s; training goes on without metrics lines", st.step, r->metrics_path, strerror(errno));
         fclose(f);
         r->metrics = NULL;
-        r->metrics_failed = 1;
     }
     return MGT_OK;
 }
@@ -5561,7 +6432,18 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     preset = (char *)MGT_MALLOC((size_t)bytes_preset);
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     else {
-        mgt_config_format(&r->cfg, preset, (size_t)bytes_preset);
+        mgt_config stored = r->cfg;
+        char where[4096];
+        /* the BPE files by their absolute path, so `mgt sample` decodes from any folder */
+        if (stored.data.tokenizer == MGT_TOKENIZER_GPT2 && stored.data.bpe_dir[0] != '/' && getcwd(where, sizeof where) &&
+            strlen(where) + 1 + strlen(stored.data.bpe_dir) < sizeof stored.data.bpe_dir)
+        {
+            size_t n = strlen(where);
+            where[n] = '/';
+            mgt__strlcpy(where + n + 1, r->cfg.data.bpe_dir, sizeof where - n - 1);
+            mgt__strlcpy(stored.data.bpe_dir, where, sizeof stored.data.bpe_dir);
+        }
+        ok = mgt__config_store(&stored, preset, (size_t)bytes_preset) >= 0; /* 64 KiB: every value 255 escaped bytes is ~30 */
         for (k = 0; k < 3; k++)
             for (i = 0; i < g.n; i++) {
                 char *name = (char *)MGT_MALLOC(96);
@@ -5649,12 +6531,26 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     mgt__resume_meta meta;
     mgt_result res = MGT_OK;
     float **tensors, **copies = NULL;
-    int k, t;
+    int k, t, elsewhere;
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
     if (!r || !what) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_resume: run and checkpoint are required");
     MGT__TRY(mgt__resolve_checkpoint(what, r->dir, path, sizeof path));
     MGT__TRY(mgt__checkpoint_open(&f, path));
     if ((res = mgt__resume_meta_read(&f, path, &meta)) != MGT_OK) { mgt__st_close(&f); return res; }
+    { /* is the checkpoint in the run's own folder (the same folder, however it is named)? */
+        char folder[1200];
+        struct stat a, b;
+        const char *slash = strrchr(path, '/');
+        snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+        elsewhere = stat(folder, &a) || stat(r->dir, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino;
+    }
+    if (r->claimed) { /* a run that holds its folder checks it for the history it would continue before changing anything */
+        mgt__history h;
+        h.run_id = meta.run_id;
+        h.first = elsewhere ? (int)meta.step : 0;
+        h.last = (int)meta.step;
+        if ((res = mgt__check_folder(r, &h, 1, 0)) != MGT_OK) { mgt__st_close(&f); return res; }
+    }
     if ((res = mgt__global_layout(&r->cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
     tensors = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
     copies = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
@@ -5690,6 +6586,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         mgt__strlcpy(r->saved_path, path, sizeof r->saved_path);
         mgt__strlcpy(r->run_id, meta.run_id, sizeof r->run_id);
         r->resumed = 1;
+        r->resumed_elsewhere = elsewhere;
         r->tokens_seen = meta.tokens;
         r->skipped = (int)meta.skipped;
         r->good_steps = (int)meta.good;
@@ -5705,8 +6602,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     MGT_FREE(tensors);
     mgt__layout_free(&g);
     mgt__st_close(&f);
-    /* a run that holds its folder already checks it again for the step it now continues */
-    if (res == MGT_OK && r->claimed) res = mgt__claim(r, 0);
+    if (res == MGT_OK && r->claimed) res = mgt__open_metrics(r); /* its metrics continue this history */
     return res;
 }
 
@@ -5741,7 +6637,7 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
         be->free(be, rk->dstat, sizeof(double) * (size_t)(2 + rk->run->plan.world), MGT_MEM_BUFFERS);
         if (rk->run->cuda) rk->run->cuda->backend_destroy(be);
-        else mgt__cpu_backend_destroy(be);
+        else if (!rk->run->sim) mgt__cpu_backend_destroy(be); /* a simulated backend is its world's */
     }
     MGT_FREE(rk->host_io);
     MGT_FREE(rk->ss_x);
@@ -5870,7 +6766,8 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.first = rk->first;
     rk->shape.elt = mgt__dtype_size(r->dtype);
     rk->device = -1;
-    if (r->cuda) { /* rank i on GPU i */
+    if (r->sim) MGT__TRY(mgt__sim_backend(r->sim, index, r->dtype, &rk->be));
+    else if (r->cuda) { /* rank i on GPU i */
         char why[600];
         if (r->cuda->backend_create(r->nccl_world, index, r->dtype, &rk->be, why, sizeof why) != 0)
             return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index, why);
@@ -5978,7 +6875,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         if (!rk->gs_block) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for gradient scratch");
         mgt__scratch_layout(&rk->gs, (char *)rk->gs_block, &rk->shape);
     }
-    { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each */
+    if (!r->sim) { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each (simulated ones hold nothing) */
         int t;
         MGT__TRY(mgt__mirror(rk));
         for (t = 0; t < rk->lay.n; t++) {
@@ -6112,6 +7009,242 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     return MGT_OK;
 }
 
+/* ---- does a run fit this machine (mgt_plan_fit): the plan against MemAvailable, ulimit -v, GPU memory ---- */
+
+#define MGT__HOST_SHARE 0.9 /* of MemAvailable a run may plan on: the rest is the page cache of its data, other programs, what no plan counts */
+#define MGT__THREAD_RESIDENT 262144.0 /* a thread's touched stack and bookkeeping (1024 rank threads measured 240 MB) */
+#define MGT__ARENA_BYTES 67108864.0 /* glibc gives a thread that allocates its own arena: 64 MiB of address space, at most 8 per core */
+#define MGT__GPU_RESERVE 268435456.0 /* per GPU, and per NCCL communicator: cuBLAS workspaces, NCCL buffers, rounding */
+
+/* snprintf for messages that may be cut at cap (the compiler is not asked to prove they are not) */
+MGT__PRINTF(3, 4) static int mgt__textf(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return n < 0 ? 0 : (size_t)n < cap ? n : (int)(cap ? cap - 1 : 0);
+}
+
+static void mgt__fmt_bytes(double b, char *out, size_t cap) {
+    if (b >= 1099511627776.0) mgt__textf(out, cap, "%.1f TiB", b / 1099511627776.0);
+    else if (b >= 1073741824.0) mgt__textf(out, cap, "%.1f GiB", b / 1073741824.0);
+    else if (b >= 10485760.0) mgt__textf(out, cap, "%.0f MiB", b / 1048576.0);
+    else if (b >= 1048576.0) mgt__textf(out, cap, "%.1f MiB", b / 1048576.0);
+    else mgt__textf(out, cap, "%.0f KiB", b / 1024.0);
+}
+
+/* a /proc/meminfo line ("MemAvailable:") in bytes, -1 when it cannot be read */
+static double mgt__meminfo(const char *key) {
+    char line[256];
+    double v = -1;
+    size_t n = strlen(key);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) { v = strtod(line + n, NULL) * 1024.0; break; }
+    fclose(f);
+    return v;
+}
+
+typedef struct mgt__need {
+    double host, as;      /* RAM, and the address space the run adds (CPU) */
+    double planned;       /* what `mgt plan` shows, summed over the ranks (CPU) */
+    double state;         /* of it: parameters, gradients and optimizer state */
+    double checkpoint;    /* a checkpoint's fp32 copies (parameters and both moments) */
+    double threads;       /* threads the run starts */
+    int gpu_rank;         /* GPU: the rank with the least headroom, what it needs and its excess over its device's free memory */
+    double gpu_need, gpu_excess;
+} mgt__need;
+
+/* What a run of cfg needs, from the plan of each rank. gpu_free[i] (nfree of them): free memory of
+   rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0, or -1
+   when cfg is not valid (mgt_last_error says why). */
+static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gpu_free, int nfree, mgt__need *n) {
+    mgt_config cfg = *cfg0;
+    int world, r, c, threads, per_rank, cores = mgt__cpu_count();
+    double least = -1;
+    memset(n, 0, sizeof *n);
+    n->gpu_rank = -1;
+    if (inference) cfg.train.micro_batch = cfg.train.global_batch = 1; /* sampling: one sequence, no optimizer */
+    if (mgt_config_validate(&cfg) != MGT_OK) return -1;
+    world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+    for (r = 0; gpu_free && r < nfree; r++) least = least < 0 || gpu_free[r] < least ? gpu_free[r] : least;
+    for (r = 0; r < world; r++) {
+        mgt_rank_plan p;
+        double rank = 0, reserve = MGT__GPU_RESERVE, have;
+        if (mgt_plan_rank(&cfg, r, &p) != MGT_OK) return -1;
+        if (inference) p.mem[MGT_MEM_GRADS] = p.mem[MGT_MEM_OPTIMIZER] = p.mem[MGT_MEM_BUFFERS] = 0;
+        n->state += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_GRADS] + p.mem[MGT_MEM_OPTIMIZER]);
+        for (c = 0; c < MGT_MEM_COUNT; c++)
+            if (!gpu_free || c != MGT_MEM_WORKSPACE) rank += (double)p.mem[c]; /* the workspace is the CPU backend's */
+        if (!gpu_free) { n->planned += rank; continue; }
+        /* NCCL: a communicator for the world and for each kind of group with more than one member */
+        reserve *= 1 + (world > 1) + (cfg.parallel.tp > 1) + (cfg.parallel.dp > 1) + 2 * (cfg.parallel.pp > 1);
+        rank += reserve;
+        n->host += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_OPTIMIZER]); /* a checkpoint copies the rank to the host */
+        have = r < nfree ? gpu_free[r] : least;
+        if (have >= 0 && (n->gpu_rank < 0 || rank - have > n->gpu_excess)) { n->gpu_rank = r; n->gpu_need = rank; n->gpu_excess = rank - have; }
+    }
+    n->checkpoint = 12.0 * (double)mgt__global_params(&cfg); /* saving gathers, resuming reads, three fp32 copies */
+    n->host += n->planned + n->checkpoint;
+    if (gpu_free) return 0;
+    threads = cfg.parallel.threads > 0 ? cfg.parallel.threads : cores;
+    per_rank = threads / world > 0 ? threads / world : 1;
+    n->threads = (world > 1 ? world : 0) + (double)world * (per_rank - 1) + (!inference && cfg.data.train[0] ? 1 : 0); /* ranks, pools, loader */
+    n->host += n->threads * MGT__THREAD_RESIDENT;
+    {
+        pthread_attr_t a;
+        size_t stack = 8 << 20, blas = 0;
+        struct stat st;
+        if (pthread_attr_init(&a) == 0) { pthread_attr_getstacksize(&a, &stack); pthread_attr_destroy(&a); }
+        mgt__blas_slots(&blas);
+        n->as = n->planned + n->checkpoint + n->threads * (double)stack + (n->threads < 8.0 * cores ? n->threads : 8.0 * cores) * MGT__ARENA_BYTES +
+                (double)blas + 64.0 * 1048576.0; /* and the libraries' own allocations */
+        if (!inference && cfg.data.train[0] && stat(cfg.data.train, &st) == 0) n->as += (double)st.st_size; /* the shards are mapped */
+        if (!inference && cfg.data.val[0] && stat(cfg.data.val, &st) == 0) n->as += (double)st.st_size;
+    }
+    return 0;
+}
+
+static int mgt__need_fits(const mgt__need *n, const mgt_fit *f) {
+    return (f->host_have < 0 || n->host <= f->host_have) && (f->as_have < 0 || n->as <= f->as_have) && (n->gpu_rank < 0 || n->gpu_excess <= 0);
+}
+
+/* appends "key = value (needs X)" to buf when cfg with that change fits; returns whether it did */
+static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inference, const double *gpu_free, int nfree, const mgt_fit *f,
+                      const char *what) {
+    mgt__need n;
+    char b[32];
+    size_t used = strlen(buf);
+    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0 || !mgt__need_fits(&n, f)) return 0;
+    mgt__fmt_bytes(gpu_free ? n.gpu_need : n.host, b, sizeof b);
+    mgt__textf(buf + used, cap - used, "%s%s (%s%s)", used ? ", or " : "", what, b, gpu_free ? " per GPU" : "");
+    return 1;
+}
+
+/* The comparison for a run of cfg on the CPU (gpu_free NULL) or on GPUs (gpu_free[rank], nfree of
+   them) into out; MGT_ERROR_CONFIG with the same line as the error when it does not fit and the
+   check is enforced. */
+static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
+    mgt__need n;
+    char need[32], have[32], avail_text[32], as_need[32], as_have[32], extra[32], cmp[640], levers[400] = "", what[96];
+    double avail = mgt__meminfo("MemAvailable:"), mapped = 0;
+    const char *env = getenv("MGT_MEMORY_CHECK");
+    struct rlimit lim;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, used;
+    memset(out, 0, sizeof *out);
+    out->device = gpu_free ? MGT_DEVICE_CUDA : MGT_DEVICE_CPU;
+    out->enforced = !(env && !strcmp(env, "off"));
+    out->host_have = avail >= 0 ? MGT__HOST_SHARE * avail : -1;
+    out->as_have = -1;
+    if (!gpu_free && getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+        mgt__self_memory(&mapped, NULL);
+        out->as_have = (double)lim.rlim_cur > mapped ? (double)lim.rlim_cur - mapped : 0;
+    }
+    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0) return MGT_ERROR_CONFIG;
+    out->host_need = n.host;
+    out->as_need = gpu_free ? 0 : n.as;
+    out->gpu_rank = n.gpu_rank;
+    out->gpu_need = n.gpu_need;
+    out->gpu_have = n.gpu_rank >= 0 ? n.gpu_need - n.gpu_excess : -1;
+    out->checked = out->host_have >= 0 || out->as_have >= 0 || n.gpu_rank >= 0;
+    out->fits = mgt__need_fits(&n, out);
+    /* the comparison */
+    mgt__fmt_bytes(n.host, need, sizeof need);
+    mgt__fmt_bytes(out->host_have, have, sizeof have);
+    mgt__fmt_bytes(avail, avail_text, sizeof avail_text);
+    used = 0;
+    if (gpu_free && n.gpu_rank >= 0) {
+        char gn[32], gh[32];
+        mgt__fmt_bytes(n.gpu_need, gn, sizeof gn);
+        mgt__fmt_bytes(out->gpu_have, gh, sizeof gh);
+        used = mgt__textf(cmp, sizeof cmp, "GPU memory: rank %d needs %s (its plan and a reserve for cuBLAS and NCCL) and GPU %d has %s free%s; ",
+                        n.gpu_rank, gn, n.gpu_rank, gh, world > 1 ? " (the least headroom of the ranks)" : "");
+    }
+    if (gpu_free) {
+        mgt__textf(cmp + used, sizeof cmp - (size_t)used, "host memory: checkpoints need %s of the %s mgt may use (%.0f%% of MemAvailable %s)", need,
+                 have, 100 * MGT__HOST_SHARE, avail_text);
+    } else {
+        mgt__fmt_bytes(n.host - n.planned, extra, sizeof extra);
+        mgt__fmt_bytes(n.planned, what, sizeof what);
+        used = mgt__textf(cmp, sizeof cmp, "memory: %d rank%s %s (%s planned, as `mgt plan` shows, and %s for %.0f thread%s and a checkpoint's copies)",
+                        world, world == 1 ? " needs" : "s need", need, what, extra, n.threads, n.threads == 1 ? "" : "s");
+        if (out->host_have >= 0)
+            used += mgt__textf(cmp + used, sizeof cmp - (size_t)used, ", mgt may use %s (%.0f%% of MemAvailable %s)", have, 100 * MGT__HOST_SHARE, avail_text);
+        else
+            used += mgt__textf(cmp + used, sizeof cmp - (size_t)used, ", MemAvailable unknown (no /proc/meminfo)");
+        mgt__fmt_bytes(n.as, as_need, sizeof as_need);
+        mgt__fmt_bytes(out->as_have, as_have, sizeof as_have);
+        mgt__fmt_bytes(mapped, extra, sizeof extra);
+        if (out->as_have >= 0 && used < (int)sizeof cmp)
+            mgt__textf(cmp + used, sizeof cmp - (size_t)used, "; address space: the run adds %s, ulimit -v (RLIMIT_AS) leaves %s (%s already mapped)", as_need,
+                     as_have, extra);
+    }
+    if (out->fits) {
+        mgt__textf(out->text, sizeof out->text, "%s: fits", cmp);
+        return MGT_OK;
+    }
+    /* what would make it fit, each tried with the planner */
+    {
+        mgt_config c = *cfg;
+        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0;
+        for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
+            if (per_dp % m) continue;
+            c.train.micro_batch = m;
+            mgt__textf(what, sizeof what, "train.micro_batch = %d", m);
+            found = mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what);
+        }
+        c = *cfg;
+        if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+            c.train.recompute = MGT_RECOMPUTE_FULL;
+            if (!mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
+                for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
+                    if (per_dp % m) continue;
+                    c.train.micro_batch = m;
+                    mgt__textf(what, sizeof what, "train.recompute = full with train.micro_batch = %d", m);
+                    if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+                }
+        }
+        c = *cfg;
+        for (z = cfg->parallel.zero + 1; cfg->parallel.dp > 1 && z <= 3 && !inference; z++) {
+            c.parallel.zero = z;
+            mgt__textf(what, sizeof what, "parallel.zero = %d", z);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+        c = *cfg;
+        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && cfg->model.n_head % t == 0; t *= 2) { /* more GPUs, each holding less */
+            c.parallel.tp = t;
+            mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+        c = *cfg;
+        for (t = 2 * cfg->parallel.pp; gpu_free && t <= cfg->model.n_layer && t <= 256; t *= 2) {
+            c.parallel.pp = t;
+            mgt__textf(what, sizeof what, "parallel.pp = %d on %d GPUs", t, world / cfg->parallel.pp * t);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+    }
+    {
+        char state[32], at[MGT_STR_MAX + 8] = "", raise[96] = "";
+        int host_short = out->host_have >= 0 && n.host > out->host_have, as_short = out->as_have >= 0 && n.as > out->as_have;
+        size_t len = strlen(levers);
+        mgt__fmt_bytes(n.state, state, sizeof state);
+        if (cfg->path[0]) mgt__textf(at, sizeof at, "%s: ", cfg->path);
+        if (as_short && !host_short) /* the address space alone: ulimit -v counts KiB */
+            mgt__textf(raise, sizeof raise, "%sulimit -v %.0f or more", len ? ", or with " : "", (mapped + n.as) / 1024.0 + 1);
+        if (levers[0] || raise[0])
+            mgt__textf(out->text, sizeof out->text, "%sdoes not fit this machine: %s; it fits with %s%s%s", at, cmp, levers, raise,
+                     out->enforced ? "; MGT_MEMORY_CHECK=off runs it anyway" : "");
+        else
+            mgt__textf(out->text, sizeof out->text,
+                     "%sdoes not fit this machine: %s; neither a smaller micro-batch, recompute nor ZeRO%s makes it fit: parameters, gradients and "
+                     "optimizer state alone take %s; train a smaller model, or on a machine with more memory%s",
+                     at, cmp, gpu_free ? " nor more GPUs for tp or pp" : "", state, out->enforced ? "; MGT_MEMORY_CHECK=off runs it anyway" : "");
+    }
+    return out->enforced ? mgt__fail(MGT_ERROR_CONFIG, "%s", out->text) : MGT_OK;
+}
+
 /* ---- the CUDA backend library: opened on first use (section 3c) ------------------------------ */
 
 static pthread_mutex_t mgt__cuda_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -6188,31 +7321,70 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
     return api;
 }
 
+/* The CUDA library when a run of cfg goes to GPUs: device cuda or auto, and a GPU for each of its
+   `world` ranks; else NULL with why (device cpu: why is empty) */
+static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char *why, size_t cap) {
+    const mgt_cuda_api *api;
+    int devices = 0;
+    why[0] = 0;
+    if (cfg->parallel.device == MGT_DEVICE_CPU) return NULL;
+    api = mgt_cuda_load(why, cap);
+    if (api && api->probe(&devices, why, cap) != 0) api = NULL;
+    if (api && devices < world) {
+        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d), this machine has %d", world, cfg->parallel.dp, cfg->parallel.tp,
+                 cfg->parallel.pp, devices);
+        api = NULL;
+    }
+    return api;
+}
+
 /* where a run's ranks go: the CPU, or one GPU each (device cuda, or auto when GPUs work). Sets
    r->cuda (NULL: CPU); a run that asked for cuda and cannot have it fails with what to do. */
 static mgt_result mgt__choose_device(mgt_run *r) {
     const mgt_config *cfg = &r->cfg;
-    char why[900] = "", where[300];
-    int devices = 0, want = cfg->parallel.device;
-    const mgt_cuda_api *api;
-    r->cuda = NULL;
-    if (want == MGT_DEVICE_CPU) return MGT_OK;
-    api = mgt_cuda_load(why, sizeof why);
-    if (api && api->probe(&devices, why, sizeof why) != 0) api = NULL;
-    if (api && devices < r->plan.world) {
-        snprintf(why, sizeof why, "the run needs %d GPUs (dp %d x tp %d x pp %d), this machine has %d", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp,
-                 devices);
-        api = NULL;
-    }
-    if (!api && want == MGT_DEVICE_CUDA)
+    char why[900], where[300];
+    r->cuda = mgt__gpus_for(cfg, r->plan.world, why, sizeof why);
+    if (r->cuda || cfg->parallel.device == MGT_DEVICE_CPU) return MGT_OK;
+    if (cfg->parallel.device == MGT_DEVICE_CUDA)
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] device = cuda, but no usable GPU: %s; set device = cpu (or auto) to train on the CPU",
                          mgt__where(cfg, mgt__find_key("parallel", "device"), where, sizeof where), why);
-    if (!api) {
-        mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
+    mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
+    return MGT_OK;
+}
+
+/* the fit of cfg on the CPU (api NULL) or on the GPUs of api, one rank each */
+static mgt_result mgt__fit_on(const mgt_config *cfg, const mgt_cuda_api *api, int inference, mgt_fit *out) {
+    double *free_bytes = NULL;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, i;
+    mgt_result res;
+    if (api) {
+        free_bytes = (double *)MGT_MALLOC(sizeof(double) * (size_t)world);
+        if (!free_bytes) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        for (i = 0; i < world; i++) {
+            mgt_gpu_info info;
+            free_bytes[i] = api->info(i, &info) == 0 && info.memory_free > 0 ? (double)info.memory_free : -1;
+        }
+    }
+    res = mgt__fit(cfg, inference, free_bytes, api ? world : 0, out);
+    MGT_FREE(free_bytes);
+    return res;
+}
+
+MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
+    const mgt_cuda_api *api;
+    char why[900];
+    if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_fit: cfg and out are required");
+    memset(out, 0, sizeof *out);
+    MGT__TRY(mgt_config_validate(cfg));
+    api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
+    if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
+        out->device = MGT_DEVICE_CUDA;
+        out->fits = 1;
+        out->gpu_rank = -1;
+        snprintf(out->text, sizeof out->text, "GPU memory not checked: no usable GPU here (%s)", why);
         return MGT_OK;
     }
-    r->cuda = api;
-    return MGT_OK;
+    return mgt__fit_on(cfg, api, 0, out);
 }
 
 MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
@@ -6221,7 +7393,8 @@ MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
     float *a, *b, *c;
     double rates[256], t_all = 0;
     int reps = 0, i, j;
-    if (mgt__cpu_backend_create_typed(&be, threads > 0 ? threads : mgt__cpu_count(), 0, MGT_F32, 0) != MGT_OK) return 0;
+    if (threads <= 0 || threads > 4096) threads = mgt__cpu_count();
+    if (mgt__cpu_backend_create_typed(&be, threads, 0, MGT_F32, 0) != MGT_OK) return 0;
     a = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
     b = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
     c = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
@@ -6258,9 +7431,12 @@ static void mgt__new_run_id(char *id, size_t cap) {
     snprintf(id, cap, "%016llx", (unsigned long long)x);
 }
 
-static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) {
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim);
+static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) { return mgt__run_alloc_on(out, cfg, inference, NULL); }
+/* sim: the simulated world whose backends and communicators the ranks use (section 3d), or NULL */
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim) {
     mgt_run *r;
-    int i, total;
+    int i, total, cores;
     *out = NULL;
     r = (mgt_run *)MGT_MALLOC(sizeof *r);
     if (!r) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -6279,30 +7455,55 @@ static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int infer
     r->state = MGT_STATE_STARTING;
     pthread_cond_init(&r->cv_cmd, NULL);
     pthread_cond_init(&r->cv_done, NULL);
+    if (!sim) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
+        mgt_fit fit;
+        mgt_result res = mgt__choose_device(r);
+        if (res == MGT_OK) res = mgt__fit_on(cfg, r->cuda, inference, &fit);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+        if (!fit.fits) {
+            mgt__log(MGT_LOG_WARN, "MGT_MEMORY_CHECK=off: %s", fit.text);
+            mgt__event(r, MGT_LOG_WARN, "the run does not fit this machine's memory (MGT_MEMORY_CHECK=off): it may fail or swap");
+        } else if (fit.host_have > 0 && fit.host_need > 0.5 * fit.host_have / MGT__HOST_SHARE) {
+            char need[32], avail[32];
+            mgt__fmt_bytes(fit.host_need, need, sizeof need);
+            mgt__fmt_bytes(fit.host_have / MGT__HOST_SHARE, avail, sizeof avail);
+            mgt__event(r, MGT_LOG_WARN, "the run takes %s of RAM, %.0f%% of what this machine has available (MemAvailable %s): other programs may run short",
+                       need, 100 * fit.host_need * MGT__HOST_SHARE / fit.host_have, avail);
+        }
+    }
     /* the cores are divided evenly between the ranks, at least one thread each */
-    total = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
+    cores = mgt__cpu_count();
+    total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     r->threads_per_rank = total / r->plan.world > 0 ? total / r->plan.world : 1;
+    if (!r->cuda && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
+        mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
+                   "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
+    if (!r->cuda && r->plan.world > cores)
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
+                   "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->ranks) memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world); /* destroy may walk them */
     if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
     memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
+    r->sim = sim;
     {
-        mgt_result res = mgt__choose_device(r);
-        if (res == MGT_OK && r->cuda) {
+        mgt_result res = MGT_OK;
+        if (r->cuda) {
             int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)r->plan.world);
             if (!devices) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
             for (i = 0; devices && i < r->plan.world; i++) devices[i] = i;
             if (devices) res = r->cuda->world_create(r->plan.world, devices, r->cfg.parallel.timeout_s, mgt__fail_message, &r->nccl_world);
             MGT_FREE(devices);
-        } else if (res == MGT_OK)
+        } else if (!sim)
             res = mgt__local_world_create(&r->world, r->plan.world);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     for (i = 0; i < r->plan.world; i++) {
         mgt_result res = mgt__rank_init(r, &r->ranks[i], i);
-        if (!r->cuda) r->ranks[i].comm = mgt__local_comm(r->world, i);
+        if (sim) r->ranks[i].comm = mgt__sim_comm(sim, i);
+        else if (!r->cuda) r->ranks[i].comm = mgt__local_comm(r->world, i);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     if (r->plan.world > 1) {
@@ -6339,6 +7540,17 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
         res = mgt__loader_open(&r->val, cfg->data.val, "[data] val", cfg->model.vocab_size, cfg->model.seq_len, 1, (uint64_t)cfg->train.seed, 0);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         r->has_val = 1;
+        if (r->has_train) { /* validating on shards it also trains on measures memory, not generalisation */
+            int a, b;
+            for (a = 0; a < r->train.nshards; a++)
+                for (b = 0; b < r->val.nshards; b++)
+                    if (r->train.shards[a].dev == r->val.shards[b].dev && r->train.shards[a].ino == r->val.shards[b].ino) {
+                        mgt__log(MGT_LOG_WARN, "[data] val's shard %d is also [data] train's shard %d: the validation loss is of data the run trains on",
+                                 b + 1, a + 1);
+                        a = r->train.nshards;
+                        break;
+                    }
+        }
     }
     if (cfg->checkpoint.dir[0]) mgt__strlcpy(r->dir, cfg->checkpoint.dir, sizeof r->dir);
     else {
@@ -6442,6 +7654,910 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     MGT_FREE(logits);
     MGT_FREE(raw);
     return max_new;
+}
+
+
+/* ---- 3d. the step simulator: a backend and a communicator that keep clocks ----------------------
+   Each rank has three clocks: its host thread (th), its compute stream (tc) and its communication
+   stream (tm), in seconds from the start of the step. An op costs the host a launch and runs on
+   the compute stream once both are there; a collective starts on the communication stream after
+   the compute enqueued before it (NCCL's ordering) and completes when its last member has issued
+   it, plus its cost; the compute waits for it, unless the call was deferred, until sync(ticket). A
+   send occupies the sender's stream for its cost (buffered: it does not wait for the receiver); a
+   receive completes at max(its issue, the send's issue) + the cost. Devices with host_sync (the
+   CPU) run everything on the rank's thread, one thing after another. No data is read or written:
+   alloc returns addresses inside a reserved range that is never mapped, and host buffers a call
+   writes (a gathered norm, downloaded losses) get zeros. */
+
+#define MGT__SIM_TICKETS 64
+#define MGT__SIM_PCIE 25e9 /* bytes/s of host-device copies (PCIe 4.0 x16, what one direction achieves) */
+
+typedef struct mgt__sim_event { const char *name; double start, dur; int stream; } mgt__sim_event;
+
+typedef struct mgt__sim_rank {
+    mgt__sim_world *w;
+    int rank;
+    mgt_backend be;
+    mgt_comm comm;
+    double th, tc, tm;              /* host, compute stream, communication stream */
+    int tm_coll;                    /* the collective the communication stream ends with */
+    int defer_next;
+    long tickets;
+    double ticket_end[MGT__SIM_TICKETS];
+    int ticket_coll[MGT__SIM_TICKETS];
+    int seq_id[8];                  /* calls made on each group so far */
+    long seq[8];
+    int nseq;
+    mgt_sim_rank st;
+    mgt__sim_event *ev;             /* the trace, when asked for */
+    size_t nev, cap_ev;
+} mgt__sim_rank;
+
+typedef struct mgt__sim_slot { int arrived, left, done; double issue, cost, end; } mgt__sim_slot;
+typedef struct mgt__sim_group {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int known, inter;               /* inter: its members span nodes */
+    mgt__sim_slot slot[2];          /* a member cannot be two calls ahead: each call waits for all */
+} mgt__sim_group;
+typedef struct mgt__sim_msg { int src, taken; double issue, cost; } mgt__sim_msg;
+typedef struct mgt__sim_box {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mgt__sim_msg *msg;
+    size_t n, head, cap;
+} mgt__sim_box;
+
+struct mgt__sim_world {
+    mgt_sim_options opt;
+    int world, ngroups, aborted;
+    mgt__sim_rank *ranks;
+    mgt__sim_group *groups;
+    mgt__sim_box *boxes;
+    char *base;                     /* the reserved, never mapped, range the fake pointers lie in */
+    size_t span, bump;
+    pthread_mutex_t mu;
+};
+
+static const char *const mgt__sim_family_names[MGT_SIM_FAMILIES] = {"gemm", "attention", "norm", "elementwise", "embedding", "loss", "optimizer"};
+MGTDEF const char *mgt_sim_family_name(int family) { return family >= 0 && family < MGT_SIM_FAMILIES ? mgt__sim_family_names[family] : "?"; }
+
+/* The devices: dense peaks (no structured sparsity), per GPU; sources in README ("Predicted speed").
+   Achievable fractions and latencies are assumptions, stated there too.
+   name title {TF32, BF16, FP16 TFLOP/s} fp32 TFLOP/s, GB/s, GiB, gemm_frac, gemm_dim, vector_frac,
+   mem_frac, launch us, NVLink GB/s, NIC GB/s, latency inside/between nodes us, per ring step us,
+   link_frac, reserve GiB, host_sync, exp/tanh G/s (0: vector_tflops / 4) */
+static mgt_sim_device mgt__sim_table[] = {
+    {"a100", "NVIDIA A100 SXM4 80GB", {156, 312, 312}, 19.5, 2039, 80, 0.80, 64, 0.5, 0.80, 4, 300, 25, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"h100", "NVIDIA H100 SXM5 80GB", {494.7, 989.4, 989.4}, 66.9, 3350, 80, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"h200", "NVIDIA H200 SXM 141GB", {494.7, 989.4, 989.4}, 66.9, 4800, 141, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"b200", "NVIDIA B200 (HGX) 180GB", {1100, 2250, 2250}, 75, 7700, 180, 0.70, 64, 0.5, 0.85, 4, 900, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
+    {"cpu", "this machine (measured)", {0, 0, 0}, 0, 0, 0, 1.0, 0, 1.0, 1.0, 2, 0, 0, 2, 2, 0.2, 1.0, 0, 1, 0},
+};
+enum { MGT__SIM_NDEVICES = (int)(sizeof mgt__sim_table / sizeof mgt__sim_table[0]) };
+static pthread_mutex_t mgt__sim_cpu_mu = PTHREAD_MUTEX_INITIALIZER;
+static int mgt__sim_cpu_threads; /* the thread count the cpu entry was measured with, 0 none */
+
+MGTDEF int mgt_sim_devices(const mgt_sim_device **table) {
+    if (table) *table = mgt__sim_table;
+    return MGT__SIM_NDEVICES;
+}
+
+/* bytes/s of memcpy over `bytes`, the median of a few repetitions on the calling thread */
+static double mgt__sim_copy_rate(size_t bytes) {
+    char *a = (char *)MGT_MALLOC(bytes), *b = (char *)MGT_MALLOC(bytes);
+    double rates[9];
+    int i, j, n = 9;
+    if (!a || !b) { MGT_FREE(a); MGT_FREE(b); return 0; }
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    for (i = 0; i < n; i++) {
+        double t0 = mgt__now(), dt;
+        memcpy(i % 2 ? a : b, i % 2 ? b : a, bytes);
+        dt = mgt__now() - t0;
+        rates[i] = dt > 0 ? (double)bytes / dt : 0;
+    }
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && rates[j] < rates[j - 1]; j--) { double t = rates[j]; rates[j] = rates[j - 1]; rates[j - 1] = t; }
+    MGT_FREE(a);
+    MGT_FREE(b);
+    return rates[n / 2];
+}
+
+/* exp per second of the CPU backend's vectorised mgt__expf on the calling thread (the median of a few runs) */
+static double mgt__sim_exp_rate(void) {
+    enum { n = 1 << 16 };
+    float *x = (float *)MGT_MALLOC(sizeof(float) * n);
+    double rates[7], sink = 0;
+    int i, r, j;
+    if (!x) return 0;
+    for (i = 0; i < n; i++) x[i] = -8.0f + 8.0f * (float)i / n;
+    for (r = 0; r < 7; r++) {
+        double t0 = mgt__now(), dt;
+        for (j = 0; j < 16; j++) {
+            for (i = 0; i < n; i++) x[i] = mgt__expf(x[i]) - 1.0f;
+            sink += x[j];
+        }
+        dt = mgt__now() - t0;
+        rates[r] = dt > 0 ? 16.0 * n / dt : 0;
+    }
+    for (i = 1; i < 7; i++)
+        for (j = i; j > 0 && rates[j] < rates[j - 1]; j--) { double t = rates[j]; rates[j] = rates[j - 1]; rates[j - 1] = t; }
+    MGT_FREE(x);
+    return sink == sink ? rates[3] : rates[3]; /* sink keeps the loop */
+}
+
+MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_device *out) {
+    int i, j;
+    if (!name || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_device_find: name and out are required");
+    for (i = 0; i < MGT__SIM_NDEVICES; i++) {
+        const char *a = name, *b = mgt__sim_table[i].name;
+        for (j = 0; a[j] && b[j] && (a[j] | 0x20) == (b[j] | 0x20); j++) {}
+        if (a[j] || b[j]) continue;
+        if (mgt__sim_table[i].host_sync) { /* this machine: measured once per thread count */
+            mgt_sim_device *d = &mgt__sim_table[i];
+            if (threads < 1) threads = mgt__cpu_count();
+            pthread_mutex_lock(&mgt__sim_cpu_mu);
+            if (mgt__sim_cpu_threads != threads) {
+                double gf = mgt_cpu_sgemm_gflops(threads, 0.3), copy = mgt__sim_copy_rate((size_t)64 << 20);
+                d->tensor_tflops[0] = d->tensor_tflops[1] = d->tensor_tflops[2] = gf * 1e-3;
+                d->vector_tflops = gf * 1e-3 / 8; /* loops that vectorise, without the GEMM's reuse */
+                d->mem_gbps = copy * 2e-9;        /* memcpy reads and writes each byte */
+                d->intra_gbps = d->inter_gbps = copy * 1e-9;
+                d->mem_gib = 0;
+                d->transc_gps = mgt__sim_exp_rate() * threads * 1e-9;
+                mgt__sim_cpu_threads = threads;
+            }
+            *out = *d;
+            pthread_mutex_unlock(&mgt__sim_cpu_mu);
+        } else
+            *out = mgt__sim_table[i];
+        return MGT_OK;
+    }
+    return mgt__fail(MGT_ERROR_ARGUMENT, "unknown device '%s' (a100, h100, h200, b200 or cpu)", name);
+}
+
+MGTDEF void mgt_sim_options_init(mgt_sim_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->device = mgt__sim_table[1];
+    opt->gpus_per_node = 8;
+}
+
+/* ---- prices */
+
+static double mgt__sim_max(double a, double b) { return a > b ? a : b; }
+
+/* seconds of op on the device, storage type dtype: the GEMM part's roofline plus the rest's */
+static double mgt__sim_price(const mgt_sim_device *d, int dtype, const mgt_sim_op *op) {
+    double t = 0, bw = d->mem_gbps * 1e9 * d->mem_frac;
+    if (op->gemm_flops > 0 || op->gemm_bytes > 0) {
+        double dmin = op->m < op->n ? op->m : op->n, eff;
+        dmin = op->k < dmin ? op->k : dmin;
+        eff = d->gemm_frac * (dmin > 0 ? dmin / (dmin + d->gemm_dim) : 1.0);
+        t += mgt__sim_max(op->gemm_flops / (d->tensor_tflops[dtype >= 0 && dtype < 3 ? dtype : 0] * 1e12 * eff), op->gemm_bytes / bw);
+    }
+    if (op->flops > 0 || op->bytes > 0) {
+        double transc = d->transc_gps > 0 ? d->transc_gps * 1e9 : d->vector_tflops * 1e12 / 4;
+        t += mgt__sim_max(op->flops / (d->vector_tflops * 1e12 * d->vector_frac) + op->transcendentals / transc, op->bytes / bw);
+    }
+    return t;
+}
+
+static void mgt__sim_trace(mgt__sim_rank *rk, const char *name, double start, double dur, int stream) {
+    if (!rk->w->opt.trace || dur <= 0) return;
+    if (rk->nev == rk->cap_ev) {
+        size_t cap = rk->cap_ev ? 2 * rk->cap_ev : 1024;
+        mgt__sim_event *p = (mgt__sim_event *)realloc(rk->ev, sizeof *p * cap);
+        if (!p) return; /* the trace is best effort */
+        rk->ev = p;
+        rk->cap_ev = cap;
+    }
+    rk->ev[rk->nev].name = name;
+    rk->ev[rk->nev].start = start;
+    rk->ev[rk->nev].dur = dur;
+    rk->ev[rk->nev++].stream = stream;
+}
+
+/* the compute stream runs op: launched by the host, started when both are there */
+static void mgt__sim_run_op(mgt_backend *be, const mgt_sim_op *op) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    const mgt_sim_options *o = &rk->w->opt;
+    double sec = mgt__sim_price(&o->device, be->dtype, op), start;
+    if (o->cost) sec = o->cost(o->cost_user, op, sec);
+    if (o->device.host_sync) {
+        start = mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
+        sec += op->kernels * o->device.launch_us * 1e-6;
+        rk->th = rk->tc = rk->tm = start + sec;
+    } else {
+        rk->th += op->kernels * o->device.launch_us * 1e-6;
+        if (rk->th > rk->tc) rk->st.host_s += rk->th - rk->tc;
+        start = mgt__sim_max(rk->tc, rk->th);
+        rk->tc = start + sec;
+    }
+    rk->st.busy_s[op->family] += sec;
+    mgt__sim_trace(rk, op->name, start, sec, 0);
+}
+
+/* one entry of the cost table (transc: exp and tanh among the flops' elements) */
+static void mgt__sim_charge_t(mgt_backend *be, const char *name, int family, double gemm_flops, double gemm_bytes, double flops, double bytes,
+                              double transc, double m, double n, double k, int kernels) {
+    mgt_sim_op op;
+    op.transcendentals = transc;
+    op.name = name;
+    op.family = family;
+    op.gemm_flops = gemm_flops;
+    op.gemm_bytes = gemm_bytes;
+    op.flops = flops;
+    op.bytes = bytes;
+    op.m = m;
+    op.n = n;
+    op.k = k;
+    op.kernels = kernels;
+    op.rank = ((mgt__sim_rank *)be->impl)->rank;
+    mgt__sim_run_op(be, &op);
+}
+static void mgt__sim_charge(mgt_backend *be, const char *name, int family, double gemm_flops, double gemm_bytes, double flops, double bytes,
+                            double m, double n, double k, int kernels) {
+    mgt__sim_charge_t(be, name, family, gemm_flops, gemm_bytes, flops, bytes, 0, m, n, k, kernels);
+}
+
+/* ---- the backend: every op's FLOPs and bytes as formulas of its shapes (N = B*T rows, e = the
+   storage type's bytes, fp32 parameter gradients and statistics). Attention is the CUDA backend's:
+   batched GEMMs over the whole T x T scores (materialised) and a softmax kernel between them. */
+#define MGT__SIM_E ((double)be->elt)
+static void mgt__sim_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int vs, int vr, const void *wpe, int B, int T, int C) {
+    double N = (double)B * T;
+    (void)out; (void)tokens; (void)wte; (void)vs; (void)vr;
+    mgt__sim_charge(be, "encoder_forward", MGT_SIM_EMBEDDING, 0, 0, N * C, N * 4 + N * C * MGT__SIM_E * (wpe ? 3 : 2), 0, 0, 0, 1);
+}
+static void mgt__sim_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vs, int vr, int B, int T, int C) {
+    double N = (double)B * T;
+    (void)dwte; (void)dout; (void)tokens; (void)vs; (void)vr;
+    mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, 2 * N * C, N * 4 + N * C * MGT__SIM_E + 8 * N * C + (dwpe ? 8.0 * T * C : 0), 0, 0, 0,
+                    dwpe ? 2 : 1);
+}
+static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
+    (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b;
+    mgt__sim_charge(be, "layernorm_forward", MGT_SIM_NORM, 0, 0, 8.0 * N * C, 2.0 * N * C * MGT__SIM_E + 8.0 * N + 2.0 * C * MGT__SIM_E, 0, 0, 0, 1);
+}
+static void mgt__sim_layernorm_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,
+                                        const float *rstd, int N, int C) {
+    (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd;
+    mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, 4.0 * N * C * MGT__SIM_E + 8.0 * N + 16.0 * C, 0, 0, 0, 1);
+}
+static void mgt__sim_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    double n = N, c = C, oc = OC;
+    (void)out; (void)inp; (void)w;
+    mgt__sim_charge(be, "matmul_forward", MGT_SIM_GEMM, 2 * n * c * oc, (n * c + c * oc + n * oc + (bias ? oc : 0)) * MGT__SIM_E, 0, 0, n, oc, c, 1);
+}
+static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C,
+                                     int OC) {
+    double n = N, c = C, oc = OC, k = dinp ? 2 : 1;
+    (void)dw; (void)dout; (void)inp; (void)w;
+    mgt__sim_charge(be, "matmul_backward", MGT_SIM_GEMM, k * 2 * n * c * oc,
+                    (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? n * oc * MGT__SIM_E + 8 * oc : 0,
+                    n, oc, c, (int)k + (db ? 1 : 0));
+}
+static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
+    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E; /* S: elements of the scores */
+    (void)out; (void)att; (void)qkv;
+    mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (4 * N * C + 2 * S) * e, 5 * S, 2 * S * e, S, T, T, C / (double)NH, 3);
+}
+static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
+    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E;
+    (void)dqkv; (void)dout; (void)qkv; (void)att;
+    mgt__sim_charge(be, "attention_backward", MGT_SIM_ATTENTION, 8 * N * T * C, (8 * N * C + 4 * S) * e, 4 * S, 3 * S * e, T, T, C / (double)NH, 5);
+}
+static void mgt__sim_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
+    (void)out; (void)inp;
+    mgt__sim_charge_t(be, "gelu_forward", MGT_SIM_ELEMENTWISE, 0, 0, 10.0 * (double)n, 2.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
+    (void)dinp; (void)inp; (void)dout;
+    mgt__sim_charge_t(be, "gelu_backward", MGT_SIM_ELEMENTWISE, 0, 0, 15.0 * (double)n, 3.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_add_inplace(mgt_backend *be, float *y, const float *x, size_t n) {
+    (void)y; (void)x;
+    mgt__sim_charge(be, "add_inplace", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 12.0 * (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_bias_residual(mgt_backend *be, void *out, const void *res, const void *bias, int N, int C) {
+    (void)out; (void)res; (void)bias;
+    mgt__sim_charge(be, "bias_residual", MGT_SIM_ELEMENTWISE, 0, 0, 2.0 * N * C, (3.0 * N * C + C) * MGT__SIM_E, 0, 0, 0, 1);
+}
+static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int C) {
+    (void)dbias; (void)dout;
+    mgt__sim_charge(be, "bias_backward", MGT_SIM_ELEMENTWISE, 0, 0, (double)N * C, (double)N * C * MGT__SIM_E + 8.0 * C, 0, 0, 0, 1);
+}
+static void mgt__sim_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vs, int Vl, int V) {
+    (void)part; (void)logits; (void)targets; (void)vs; (void)V;
+    mgt__sim_charge_t(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, 2.0 * N * Vl * MGT__SIM_E + 16.0 * N, (double)N * Vl, 0, 0, 0, 1);
+}
+static void mgt__sim_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vs, int Vl, int V,
+                                 float grad_scale) {
+    (void)losses; (void)logits; (void)parts; (void)targets; (void)vs; (void)V;
+    mgt__sim_charge(be, "xent_finish", MGT_SIM_LOSS, 0, 0, grad_scale != 0 ? 2.0 * N * Vl : 4.0 * N * tp,
+                    (grad_scale != 0 ? 2.0 * N * Vl * MGT__SIM_E : 0) + 12.0 * N * tp + 12.0 * N, 0, 0, 0, 1);
+}
+static double mgt__sim_sum_squares(mgt_backend *be, const float *x, size_t n) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    (void)x;
+    mgt__sim_charge(be, "sum_squares", MGT_SIM_OPTIMIZER, 0, 0, 2.0 * (double)n, 4.0 * (double)n, 0, 0, 0, 1);
+    rk->th = mgt__sim_max(rk->th, rk->tc); /* the host reads the result */
+    return 0.0;
+}
+static void mgt__sim_adamw(mgt_backend *be, float *param, void *copy, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
+                           float wd, float gs, float bc1, float bc2) {
+    (void)param; (void)grad; (void)m; (void)v; (void)lr; (void)b1; (void)b2; (void)eps; (void)wd; (void)gs; (void)bc1; (void)bc2;
+    mgt__sim_charge(be, "adamw", MGT_SIM_OPTIMIZER, 0, 0, 15.0 * (double)n, (28.0 + (copy ? MGT__SIM_E : 0)) * (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_scale(mgt_backend *be, float *x, float f, size_t n) {
+    (void)x; (void)f;
+    mgt__sim_charge(be, "scale", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 8.0 * (double)n, 0, 0, 0, 1);
+}
+static void mgt__sim_zero(mgt_backend *be, void *x, size_t bytes) {
+    (void)x;
+    mgt__sim_charge(be, "zero", MGT_SIM_ELEMENTWISE, 0, 0, 0, (double)bytes, 0, 0, 0, 1);
+}
+static void mgt__sim_cast(mgt_backend *be, void *dst, int dt, const void *src, int st, size_t n) {
+    (void)dst; (void)src;
+    mgt__sim_charge(be, "cast", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, (double)n * (double)(mgt__dtype_size(dt) + mgt__dtype_size(st)), 0, 0, 0, 1);
+}
+#undef MGT__SIM_E
+
+/* memory: counted, and answered with an address that is never mapped */
+static void *mgt__sim_alloc(mgt_backend *be, size_t bytes, int category) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    mgt__sim_world *w = rk->w;
+    size_t at;
+    if (category < 0 || category >= MGT_MEM_COUNT) return NULL;
+    pthread_mutex_lock(&w->mu);
+    bytes = (bytes + 255) & ~(size_t)255;
+    if (w->bump + bytes > w->span) w->bump = 0; /* addresses are reused: nothing is ever stored */
+    at = bytes > w->span ? 0 : w->bump;
+    w->bump += bytes > w->span ? 0 : bytes;
+    pthread_mutex_unlock(&w->mu);
+    be->mem_current[category] += bytes;
+    if (be->mem_current[category] > be->mem_peak[category]) be->mem_peak[category] = be->mem_current[category];
+    return w->base + at;
+}
+static void mgt__sim_free(mgt_backend *be, void *ptr, size_t bytes, int category) {
+    if (!ptr || category < 0 || category >= MGT_MEM_COUNT) return;
+    bytes = (bytes + 255) & ~(size_t)255;
+    be->mem_current[category] -= bytes < be->mem_current[category] ? bytes : be->mem_current[category];
+}
+static int mgt__sim_is_device(const mgt__sim_world *w, const void *p) {
+    return (const char *)p >= w->base && (const char *)p < w->base + w->span;
+}
+/* seconds of a copy between host and device memory (PCIe; memory on the CPU), as the cost function says */
+static double mgt__sim_copy_cost(mgt__sim_rank *rk, const char *name, size_t bytes) {
+    const mgt_sim_options *o = &rk->w->opt;
+    mgt_sim_op op;
+    double sec = (double)bytes / (o->device.host_sync ? o->device.mem_gbps * 1e9 : MGT__SIM_PCIE);
+    memset(&op, 0, sizeof op);
+    op.name = name;
+    op.family = MGT_SIM_ELEMENTWISE;
+    op.bytes = (double)bytes;
+    op.kernels = 1;
+    op.rank = rk->rank;
+    return o->cost ? o->cost(o->cost_user, &op, sec) : sec;
+}
+static void mgt__sim_upload(mgt_backend *be, void *dst, const void *src, size_t bytes) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    double sec = mgt__sim_copy_cost(rk, "upload", bytes);
+    (void)dst; (void)src;
+    if (rk->w->opt.device.host_sync) { rk->th = rk->tc = rk->tm = mgt__sim_max(rk->th, rk->tc) + sec; return; }
+    rk->th += rk->w->opt.device.launch_us * 1e-6;
+    rk->tc = mgt__sim_max(rk->tc, rk->th) + sec;
+}
+static void mgt__sim_download(mgt_backend *be, void *host_dst, const void *src, size_t bytes) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    (void)src;
+    if (host_dst && !mgt__sim_is_device(rk->w, host_dst)) memset(host_dst, 0, bytes); /* the host reads zeros */
+    rk->th = mgt__sim_max(rk->th, rk->tc) + mgt__sim_copy_cost(rk, "download", bytes);
+    if (rk->w->opt.device.host_sync) rk->tc = rk->tm = rk->th;
+}
+static void mgt__sim_finish(mgt_backend *be) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    double t = mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
+    rk->th = rk->tc = rk->tm = t;
+}
+
+/* ---- the communicator */
+
+/* the cost of a collective over n members moving `bytes` (the buffer NCCL's bus bandwidth is
+   counted against): ring all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n, broadcast 1 */
+static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int inter, double bytes) {
+    double steps, factor, bw = (inter ? d->inter_gbps : d->intra_gbps) * 1e9 * d->link_frac;
+    if (n <= 1) return 0;
+    if (coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_BARRIER) { steps = 2.0 * (n - 1); factor = 2.0 * (n - 1) / n; }
+    else if (coll == MGT_COLL_BROADCAST) { steps = n - 1; factor = 1; }
+    else { steps = n - 1; factor = (double)(n - 1) / n; }
+    if (coll == MGT_COLL_BARRIER) bytes = 0;
+    return ((inter ? d->inter_lat_us : d->intra_lat_us) + steps * d->step_lat_us) * 1e-6 + (bw > 0 ? factor * bytes / bw : 0);
+}
+static int mgt__sim_inter(const mgt__sim_world *w, int a, int b) {
+    int per = w->opt.gpus_per_node > 0 ? w->opt.gpus_per_node : 1;
+    return a / per != b / per;
+}
+static double mgt__sim_p2p_cost(const mgt__sim_world *w, int a, int b, double bytes) {
+    const mgt_sim_device *d = &w->opt.device;
+    int inter = mgt__sim_inter(w, a, b);
+    double bw = (inter ? d->inter_gbps : d->intra_gbps) * 1e9 * d->link_frac;
+    return (inter ? d->inter_lat_us : d->intra_lat_us) * 1e-6 + (bw > 0 ? bytes / bw : 0);
+}
+
+/* where the communication stream may start a call: after the compute enqueued before it */
+static double mgt__sim_issue(mgt__sim_rank *rk, int host_buffer) {
+    if (rk->w->opt.device.host_sync) return mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
+    rk->th += rk->w->opt.device.launch_us * 1e-6;
+    if (host_buffer) rk->th = mgt__sim_max(rk->th, rk->tc); /* NCCL stages a host buffer after the compute */
+    return mgt__sim_max(rk->tm, mgt__sim_max(rk->tc, rk->th));
+}
+/* the call [issue, end) is on the communication stream; the compute waits for it unless deferred */
+static void mgt__sim_complete(mgt__sim_rank *rk, int coll, double issue, double end, double peer_ready, int deferred, int host_buffer, const char *name) {
+    double wait;
+    rk->tm = end;
+    rk->tm_coll = coll;
+    rk->st.comm_s[coll] += end - issue;
+    mgt__sim_trace(rk, name, issue, end - issue, 1);
+    if (rk->w->opt.device.host_sync) {
+        wait = end - issue;
+        rk->th = rk->tc = end;
+    } else if (deferred) {
+        long t = rk->tickets - 1;
+        rk->ticket_end[t % MGT__SIM_TICKETS] = end;
+        rk->ticket_coll[t % MGT__SIM_TICKETS] = coll;
+        wait = 0;
+        issue = rk->tc;
+    } else {
+        wait = end > rk->tc ? end - rk->tc : 0;
+        issue = rk->tc;
+        if (end > rk->tc) rk->tc = end;
+        if (host_buffer) rk->th = mgt__sim_max(rk->th, end);
+    }
+    if (wait > 0) { /* waiting for a pipeline peer to send is the bubble; the rest is communication */
+        double bubble = coll == MGT_COLL_SEND_RECV && peer_ready > issue ? (peer_ready < end ? peer_ready : end) - issue : 0;
+        rk->st.bubble_s += bubble;
+        rk->st.exposed_s[coll] += wait - bubble;
+        rk->comm.stats.seconds[coll] += wait;
+    }
+}
+
+static long mgt__sim_next_seq(mgt__sim_rank *rk, int id) {
+    int i;
+    for (i = 0; i < rk->nseq; i++)
+        if (rk->seq_id[i] == id) return rk->seq[i]++;
+    if (rk->nseq < 8) { rk->seq_id[rk->nseq] = id; rk->seq[rk->nseq++] = 1; }
+    return 0;
+}
+
+static mgt_result mgt__sim_aborted(mgt__sim_rank *rk) {
+    return mgt__fail(MGT_ERROR_COMM, "simulated rank %d: the world was aborted after another rank's error", rk->rank);
+}
+
+/* a collective over g: completes at the last member's issue plus its cost */
+static mgt_result mgt__sim_collective(mgt_comm *c, const mgt_group *g, int coll, double cost_bytes, double counted, void *host_out, size_t host_bytes) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)c->impl;
+    mgt__sim_world *w = rk->w;
+    int deferred = rk->defer_next, host = host_out && !mgt__sim_is_device(w, host_out);
+    double issue, end, cost;
+    mgt__sim_group *gr;
+    mgt__sim_slot *s;
+    long seq;
+    rk->defer_next = 0;
+    if (!g || g->id < 0 || g->id >= w->ngroups) return mgt__fail(MGT_ERROR_ARGUMENT, "simulated %s: group %d is not of this world", mgt_coll_name(coll), g ? g->id : -1);
+    c->stats.calls[coll]++;
+    c->stats.bytes[coll] += counted;
+    rk->st.calls[coll]++;
+    rk->st.bytes[coll] += counted;
+    if (host) memset(host_out, 0, host_bytes);
+    if (g->size <= 1) return MGT_OK;
+    issue = mgt__sim_issue(rk, host);
+    gr = &w->groups[g->id];
+    seq = mgt__sim_next_seq(rk, g->id);
+    pthread_mutex_lock(&gr->mu);
+    if (!gr->known) {
+        int i;
+        for (i = 1; i < g->size; i++) gr->inter |= mgt__sim_inter(w, g->ranks[0], g->ranks[i]);
+        gr->known = 1;
+    }
+    cost = mgt__sim_coll_cost(&w->opt.device, coll, g->size, gr->inter, cost_bytes);
+    s = &gr->slot[seq % 2];
+    if (s->arrived == 0) { s->issue = issue; s->cost = cost; }
+    s->issue = mgt__sim_max(s->issue, issue);
+    s->cost = mgt__sim_max(s->cost, cost);
+    if (++s->arrived == g->size) {
+        s->end = s->issue + s->cost;
+        s->done = 1;
+        pthread_cond_broadcast(&gr->cv);
+    }
+    while (!s->done && !w->aborted) pthread_cond_wait(&gr->cv, &gr->mu);
+    if (!s->done) { pthread_mutex_unlock(&gr->mu); return mgt__sim_aborted(rk); }
+    end = s->end;
+    if (++s->left == g->size) memset(s, 0, sizeof *s);
+    pthread_mutex_unlock(&gr->mu);
+    mgt__sim_complete(rk, coll, issue, end, 0, deferred, host, mgt_coll_name(coll));
+    return MGT_OK;
+}
+
+static size_t mgt__sim_elt(int dtype) { return dtype == MGT_F64 ? 8 : dtype == MGT_F32 ? 4 : 2; }
+
+static mgt_result mgt__sim_all_reduce(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype) {
+    double b = (double)(count * mgt__sim_elt(dtype));
+    if (!count) { ((mgt__sim_rank *)c->impl)->defer_next = 0; return MGT_OK; }
+    return mgt__sim_collective(c, g, MGT_COLL_ALL_REDUCE, b, b, buf, count * mgt__sim_elt(dtype));
+}
+static mgt_result mgt__sim_reduce_scatter(mgt_comm *c, const mgt_group *g, const void *send, void *recv, size_t recv_count, int dtype) {
+    double b = (double)(recv_count * mgt__sim_elt(dtype)) * (g ? g->size : 1);
+    (void)send;
+    if (!recv_count) { ((mgt__sim_rank *)c->impl)->defer_next = 0; return MGT_OK; }
+    return mgt__sim_collective(c, g, MGT_COLL_REDUCE_SCATTER, b, b, recv, recv_count * mgt__sim_elt(dtype));
+}
+static mgt_result mgt__sim_all_gather(mgt_comm *c, const mgt_group *g, const void *send, void *recv, size_t send_count, int dtype) {
+    double b = (double)(send_count * mgt__sim_elt(dtype)) * (g ? g->size : 1);
+    (void)send;
+    if (!send_count) { ((mgt__sim_rank *)c->impl)->defer_next = 0; return MGT_OK; }
+    return mgt__sim_collective(c, g, MGT_COLL_ALL_GATHER, b, b, recv, (size_t)b);
+}
+static mgt_result mgt__sim_broadcast(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype, int root) {
+    double b = (double)(count * mgt__sim_elt(dtype));
+    (void)root;
+    if (!count) { ((mgt__sim_rank *)c->impl)->defer_next = 0; return MGT_OK; }
+    return mgt__sim_collective(c, g, MGT_COLL_BROADCAST, b, b, buf, count * mgt__sim_elt(dtype));
+}
+static mgt_result mgt__sim_barrier(mgt_comm *c, const mgt_group *g) { return mgt__sim_collective(c, g, MGT_COLL_BARRIER, 0, 0, NULL, 0); }
+
+/* point to point: the send is posted to the peer's box with its issue time and cost */
+static mgt_result mgt__sim_post(mgt__sim_rank *rk, int peer, double issue, double cost) {
+    mgt__sim_world *w = rk->w;
+    mgt__sim_box *b;
+    if (peer < 0 || peer >= w->world) return mgt__fail(MGT_ERROR_ARGUMENT, "simulated send from rank %d to rank %d of %d", rk->rank, peer, w->world);
+    b = &w->boxes[peer];
+    pthread_mutex_lock(&b->mu);
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 16;
+        mgt__sim_msg *m = (mgt__sim_msg *)realloc(b->msg, sizeof *m * cap);
+        if (!m) { pthread_mutex_unlock(&b->mu); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+        b->msg = m;
+        b->cap = cap;
+    }
+    b->msg[b->n].src = rk->rank;
+    b->msg[b->n].taken = 0;
+    b->msg[b->n].issue = issue;
+    b->msg[b->n++].cost = cost;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return MGT_OK;
+}
+/* the oldest message from peer, waited for */
+static mgt_result mgt__sim_take(mgt__sim_rank *rk, int peer, double *issue, double *cost) {
+    mgt__sim_world *w = rk->w;
+    mgt__sim_box *b = &w->boxes[rk->rank];
+    size_t i;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        for (i = b->head; i < b->n; i++)
+            if (!b->msg[i].taken && b->msg[i].src == peer) break;
+        if (i < b->n || w->aborted) break;
+        pthread_cond_wait(&b->cv, &b->mu);
+    }
+    if (i >= b->n) { pthread_mutex_unlock(&b->mu); return mgt__sim_aborted(rk); }
+    b->msg[i].taken = 1;
+    *issue = b->msg[i].issue;
+    *cost = b->msg[i].cost;
+    while (b->head < b->n && b->msg[b->head].taken) b->head++;
+    if (b->head == b->n) b->head = b->n = 0;
+    pthread_mutex_unlock(&b->mu);
+    return MGT_OK;
+}
+static mgt_result mgt__sim_sendrecv_impl(mgt_comm *c, int send_peer, int recv_peer, size_t count, int dtype) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)c->impl;
+    double bytes = (double)(count * mgt__sim_elt(dtype)), issue, end, peer_issue = 0, peer_cost = 0, scost = 0;
+    rk->defer_next = 0;
+    if (!count) return MGT_OK;
+    issue = mgt__sim_issue(rk, 0);
+    end = issue;
+    if (send_peer >= 0) {
+        scost = mgt__sim_p2p_cost(rk->w, rk->rank, send_peer, bytes);
+        MGT__TRY(mgt__sim_post(rk, send_peer, issue, scost));
+        end = issue + scost;
+        c->stats.calls[MGT_COLL_SEND_RECV]++;
+        c->stats.bytes[MGT_COLL_SEND_RECV] += bytes;
+        rk->st.calls[MGT_COLL_SEND_RECV]++;
+        rk->st.bytes[MGT_COLL_SEND_RECV] += bytes;
+    }
+    if (recv_peer >= 0) {
+        if (recv_peer >= rk->w->world) return mgt__fail(MGT_ERROR_ARGUMENT, "simulated recv on rank %d from rank %d", rk->rank, recv_peer);
+        MGT__TRY(mgt__sim_take(rk, recv_peer, &peer_issue, &peer_cost));
+        if (rk->w->opt.device.host_sync) end = mgt__sim_max(end, peer_issue + peer_cost); /* the sender copied it */
+        else end = mgt__sim_max(end, mgt__sim_max(issue, peer_issue) + peer_cost);
+        c->stats.calls[MGT_COLL_SEND_RECV]++;
+        c->stats.bytes[MGT_COLL_SEND_RECV] += bytes;
+        rk->st.calls[MGT_COLL_SEND_RECV]++;
+        rk->st.bytes[MGT_COLL_SEND_RECV] += bytes;
+    }
+    mgt__sim_complete(rk, MGT_COLL_SEND_RECV, issue, end, recv_peer >= 0 ? peer_issue : 0, 0, 0,
+                      send_peer >= 0 && recv_peer >= 0 ? "sendrecv" : send_peer >= 0 ? "send" : "recv");
+    return MGT_OK;
+}
+static mgt_result mgt__sim_send(mgt_comm *c, int peer, const void *buf, size_t count, int dtype) {
+    (void)buf;
+    return mgt__sim_sendrecv_impl(c, peer, -1, count, dtype);
+}
+static mgt_result mgt__sim_recv(mgt_comm *c, int peer, void *buf, size_t count, int dtype) {
+    (void)buf;
+    return mgt__sim_sendrecv_impl(c, -1, peer, count, dtype);
+}
+static mgt_result mgt__sim_sendrecv(mgt_comm *c, int send_peer, const void *send, int recv_peer, void *recv, size_t count, int dtype) {
+    (void)send; (void)recv;
+    return mgt__sim_sendrecv_impl(c, send_peer, recv_peer, count, dtype);
+}
+static long mgt__sim_defer(mgt_comm *c) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)c->impl;
+    if (rk->w->opt.device.host_sync) return -1; /* every call completes before it returns */
+    rk->defer_next = 1;
+    return rk->tickets++;
+}
+static mgt_result mgt__sim_sync(mgt_comm *c, long ticket) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)c->impl;
+    double e = rk->tm;
+    int coll = rk->tm_coll;
+    if (rk->w->opt.device.host_sync) return MGT_OK;
+    if (ticket >= 0 && ticket < rk->tickets && ticket >= rk->tickets - MGT__SIM_TICKETS) {
+        e = rk->ticket_end[ticket % MGT__SIM_TICKETS];
+        coll = rk->ticket_coll[ticket % MGT__SIM_TICKETS];
+    }
+    if (e > rk->tc) {
+        rk->st.exposed_s[coll] += e - rk->tc;
+        rk->comm.stats.seconds[coll] += e - rk->tc;
+        rk->tc = e;
+    }
+    return MGT_OK;
+}
+
+/* ---- the world */
+
+static void mgt__sim_world_destroy(mgt__sim_world *w) {
+    int i;
+    if (!w) return;
+    for (i = 0; w->groups && i < w->ngroups; i++) { pthread_mutex_destroy(&w->groups[i].mu); pthread_cond_destroy(&w->groups[i].cv); }
+    for (i = 0; w->boxes && i < w->world; i++) { pthread_mutex_destroy(&w->boxes[i].mu); pthread_cond_destroy(&w->boxes[i].cv); free(w->boxes[i].msg); }
+    for (i = 0; w->ranks && i < w->world; i++) free(w->ranks[i].ev);
+    if (w->base) munmap(w->base, w->span);
+    pthread_mutex_destroy(&w->mu);
+    MGT_FREE(w->groups);
+    MGT_FREE(w->boxes);
+    MGT_FREE(w->ranks);
+    MGT_FREE(w);
+}
+
+/* a range of addresses that nothing may use: reserved without access, never touched */
+static void *mgt__sim_reserve(size_t span) {
+    void *p;
+#ifdef MAP_ANONYMOUS
+    p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS
+#ifdef MAP_NORESERVE
+                                          | MAP_NORESERVE
+#endif
+             , -1, 0);
+#else
+    int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE, fd, 0);
+    close(fd);
+#endif
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const mgt_sim_options *opt) {
+    mgt__sim_world *w;
+    int i;
+    *out = NULL;
+    w = (mgt__sim_world *)MGT_MALLOC(sizeof *w);
+    if (!w) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    w->opt = *opt;
+    w->world = world;
+    w->ngroups = 5 * world;
+    for (w->span = (size_t)1 << 40; w->span >= ((size_t)1 << 30) && !(w->base = (char *)mgt__sim_reserve(w->span)); w->span >>= 2) {}
+    w->ranks = (mgt__sim_rank *)MGT_MALLOC(sizeof(mgt__sim_rank) * (size_t)world);
+    w->groups = (mgt__sim_group *)MGT_MALLOC(sizeof(mgt__sim_group) * (size_t)w->ngroups);
+    w->boxes = (mgt__sim_box *)MGT_MALLOC(sizeof(mgt__sim_box) * (size_t)world);
+    if (!w->base || !w->ranks || !w->groups || !w->boxes) {
+        if (!w->base) w->span = 0;
+        MGT_FREE(w->groups); w->groups = NULL;
+        MGT_FREE(w->boxes); w->boxes = NULL;
+        mgt__sim_world_destroy(w);
+        return mgt__fail(MGT_ERROR_MEMORY, "out of memory (or address space) for a simulated world of %d ranks", world);
+    }
+    memset(w->ranks, 0, sizeof(mgt__sim_rank) * (size_t)world);
+    memset(w->groups, 0, sizeof(mgt__sim_group) * (size_t)w->ngroups);
+    memset(w->boxes, 0, sizeof(mgt__sim_box) * (size_t)world);
+    for (i = 0; i < w->ngroups; i++) { pthread_mutex_init(&w->groups[i].mu, NULL); pthread_cond_init(&w->groups[i].cv, NULL); }
+    for (i = 0; i < world; i++) {
+        mgt__sim_rank *rk = &w->ranks[i];
+        mgt_backend *be = &rk->be;
+        mgt_comm *c = &rk->comm;
+        pthread_mutex_init(&w->boxes[i].mu, NULL);
+        pthread_cond_init(&w->boxes[i].cv, NULL);
+        rk->w = w;
+        rk->rank = i;
+        be->name = "sim";
+        be->host_memory = 0;
+        be->alloc = mgt__sim_alloc;
+        be->free = mgt__sim_free;
+        be->upload = mgt__sim_upload;
+        be->download = mgt__sim_download;
+        be->finish = mgt__sim_finish;
+        be->encoder_forward = mgt__sim_encoder_forward;
+        be->encoder_backward = mgt__sim_encoder_backward;
+        be->layernorm_forward = mgt__sim_layernorm_forward;
+        be->layernorm_backward = mgt__sim_layernorm_backward;
+        be->matmul_forward = mgt__sim_matmul_forward;
+        be->matmul_backward = mgt__sim_matmul_backward;
+        be->attention_forward = mgt__sim_attention_forward;
+        be->attention_backward = mgt__sim_attention_backward;
+        be->gelu_forward = mgt__sim_gelu_forward;
+        be->gelu_backward = mgt__sim_gelu_backward;
+        be->add_inplace = mgt__sim_add_inplace;
+        be->bias_residual = mgt__sim_bias_residual;
+        be->bias_backward = mgt__sim_bias_backward;
+        be->xent_partial = mgt__sim_xent_partial;
+        be->xent_finish = mgt__sim_xent_finish;
+        be->sum_squares = mgt__sim_sum_squares;
+        be->adamw = mgt__sim_adamw;
+        be->scale = mgt__sim_scale;
+        be->zero = mgt__sim_zero;
+        be->cast = mgt__sim_cast;
+        be->impl = rk;
+        c->rank = i;
+        c->world = world;
+        c->all_reduce = mgt__sim_all_reduce;
+        c->reduce_scatter = mgt__sim_reduce_scatter;
+        c->all_gather = mgt__sim_all_gather;
+        c->broadcast = mgt__sim_broadcast;
+        c->send = mgt__sim_send;
+        c->recv = mgt__sim_recv;
+        c->sendrecv = mgt__sim_sendrecv;
+        c->barrier = mgt__sim_barrier;
+        c->defer = mgt__sim_defer;
+        c->sync = mgt__sim_sync;
+        c->impl = rk;
+    }
+    *out = w;
+    return MGT_OK;
+}
+
+static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out) {
+    mgt_backend *be = &w->ranks[rank].be;
+    be->dtype = dtype;
+    be->elt = mgt__dtype_size(dtype);
+    *out = be;
+    return MGT_OK;
+}
+static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank) { return &w->ranks[rank].comm; }
+
+/* after a rank's error: every waiting and later call fails */
+static void mgt__sim_abort(mgt__sim_world *w) {
+    int i;
+    for (i = 0; i < w->ngroups; i++) {
+        pthread_mutex_lock(&w->groups[i].mu);
+        w->aborted = 1;
+        pthread_cond_broadcast(&w->groups[i].cv);
+        pthread_mutex_unlock(&w->groups[i].mu);
+    }
+    for (i = 0; i < w->world; i++) {
+        pthread_mutex_lock(&w->boxes[i].mu);
+        w->aborted = 1;
+        pthread_cond_broadcast(&w->boxes[i].cv);
+        pthread_mutex_unlock(&w->boxes[i].mu);
+    }
+}
+
+/* every clock and count back to zero, between steps (the rank threads are idle) */
+static void mgt__sim_reset(mgt__sim_world *w) {
+    int i;
+    for (i = 0; i < w->world; i++) {
+        mgt__sim_rank *rk = &w->ranks[i];
+        rk->th = rk->tc = rk->tm = 0;
+        rk->defer_next = 0;
+        memset(&rk->st, 0, sizeof rk->st);
+        rk->nev = 0;
+    }
+}
+
+static mgt_result mgt__sim_write_trace(const mgt__sim_world *w, const char *path) {
+    FILE *f = fopen(path, "w");
+    int i, first = 1;
+    size_t k;
+    if (!f) return mgt__fail(MGT_ERROR_IO, "cannot write the trace %s: %s", path, strerror(errno));
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"note\":\"PREDICTED by mgt's step simulator on %s\"},\"traceEvents\":[\n", w->opt.device.name);
+    for (i = 0; i < w->world; i++) {
+        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", first ? "" : ",\n", i, i);
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}}", i);
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"communication\"}}", i);
+        first = 0;
+        for (k = 0; k < w->ranks[i].nev; k++) {
+            const mgt__sim_event *e = &w->ranks[i].ev[k];
+            fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", e->name, i, e->stream, e->start * 1e6, e->dur * 1e6);
+        }
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0) return mgt__fail(MGT_ERROR_IO, "cannot write the trace %s", path);
+    return MGT_OK;
+}
+
+MGTDEF void mgt_sim_result_free(mgt_sim_result *res) {
+    if (!res) return;
+    MGT_FREE(res->ranks);
+    res->ranks = NULL;
+}
+
+MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt, mgt_sim_result *out) {
+    mgt__plan p;
+    mgt__sim_world *w = NULL;
+    mgt_run *r = NULL;
+    uint16_t *rows = NULL;
+    mgt_result res;
+    double t0 = mgt__now(), peak, tokens;
+    int i, c;
+    if (!cfg || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: cfg, opt and out are required");
+    memset(out, 0, sizeof *out);
+    if (opt->device.tensor_tflops[0] <= 0 || opt->device.mem_gbps <= 0 || opt->device.vector_tflops <= 0)
+        return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: device '%s' has no peak or bandwidth (for cpu, use mgt_sim_device_find)", opt->device.name);
+    MGT__TRY(mgt_config_validate(cfg));
+    mgt__plan_make(cfg, &p);
+    MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
+    res = mgt__run_alloc_on(&r, cfg, 0, w);
+    if (res == MGT_OK) {
+        rows = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
+        if (!rows) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        else memset(rows, 0, sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
+    }
+    if (res == MGT_OK) {
+        mgt__sim_reset(w);
+        res = mgt__run_cmd(r, MGT__CMD_STEP, rows, 0);
+    }
+    if (res == MGT_OK) {
+        out->ranks = (mgt_sim_rank *)MGT_MALLOC(sizeof(mgt_sim_rank) * (size_t)p.world);
+        if (!out->ranks) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    }
+    if (res == MGT_OK) {
+        out->world = p.world;
+        for (i = 0; i < p.world; i++) {
+            mgt_sim_rank *o = &out->ranks[i];
+            mgt__rank *rk = &r->ranks[i];
+            double used = 0;
+            *o = w->ranks[i].st;
+            o->rank = i;
+            o->dp = rk->dpr;
+            o->tp = rk->tpr;
+            o->pp = rk->ppr;
+            o->step_s = mgt__sim_max(w->ranks[i].tc, mgt__sim_max(w->ranks[i].tm, w->ranks[i].th));
+            for (c = 0; c < MGT_SIM_FAMILIES; c++) o->compute_s += o->busy_s[c];
+            for (c = 0; c < MGT_MEM_COUNT; c++) { o->mem_peak[c] = rk->be->mem_peak[c]; used += (double)rk->be->mem_peak[c]; }
+            if (o->step_s > out->step_s) out->step_s = o->step_s;
+            if (!opt->device.host_sync) /* the CUDA backend's attention scratch: a micro-batch's scores */
+                used += (double)cfg->train.micro_batch * (double)(cfg->model.n_head / p.tp) * (double)cfg->model.seq_len * (double)cfg->model.seq_len *
+                        (double)rk->be->elt;
+            used = used / 1073741824.0 + opt->device.reserve_gib;
+            if (used > out->mem_peak_gib) out->mem_peak_gib = used;
+        }
+        tokens = (double)cfg->train.global_batch * cfg->model.seq_len;
+        out->tokens_per_s = out->step_s > 0 ? tokens / out->step_s : 0;
+        out->flops_per_token = mgt__flops_per_token(r);
+        peak = opt->device.tensor_tflops[r->dtype >= 0 && r->dtype < 3 ? r->dtype : 0] * 1e12 * p.world;
+        out->mfu = peak > 0 ? out->tokens_per_s * out->flops_per_token / peak : 0;
+        if (opt->trace && opt->trace[0]) res = mgt__sim_write_trace(w, opt->trace);
+    }
+    MGT_FREE(rows);
+    if (r) mgt_run_destroy(r);
+    mgt__sim_world_destroy(w);
+    if (res != MGT_OK) mgt_sim_result_free(out);
+    out->wall_s = mgt__now() - t0;
+    return res;
 }
 
 #ifdef __cplusplus

@@ -3,6 +3,11 @@
    USAGE
      Define MGT_TOKENIZER_IMPLEMENTATION in exactly one C or C++ file before
      including this header; other files include it for the declarations only.
+     The implementation opens the BPE files with POSIX open/fstat/fdopen (a
+     folder, /dev/null or a FIFO is refused, never read or waited on): under
+     strict -std=c99 this header defines _POSIX_C_SOURCE itself when it is
+     included before any system header; otherwise define
+     _POSIX_C_SOURCE 200809L at the top of the implementing file.
 
        #define MGT_TOKENIZER_IMPLEMENTATION
        #include "data/tokenizer.h"
@@ -47,6 +52,12 @@
      called from any thread. mgt_tok_encode updates the tokenizer's word cache:
      use one tokenizer per encoding thread.
 */
+#if defined(MGT_TOKENIZER_IMPLEMENTATION) && defined(__STRICT_ANSI__) && !defined(_FEATURES_H) && \
+    !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) && !defined(_GNU_SOURCE) &&            \
+    !defined(_DEFAULT_SOURCE) && !defined(_WIN32)
+#define _POSIX_C_SOURCE 200809L /* open, fstat, fdopen: BPE files must be regular files (see USAGE) */
+#endif
+
 #ifndef MGT_TOKENIZER_H
 #define MGT_TOKENIZER_H
 
@@ -103,6 +114,11 @@ MGT_TOKDEF int  mgt_tok_decode(const mgt_tokenizer *tok, int id, const char **by
 #include <stdio.h>   /* defines: FILE, fopen, fread, snprintf */
 #include <stdlib.h>  /* defines: malloc, realloc, free */
 #include <string.h>  /* defines: memcpy, memcmp, strcmp, strerror, strlen */
+#ifndef _WIN32
+#include <fcntl.h>     /* defines: open, fcntl, O_NONBLOCK */
+#include <sys/stat.h>  /* defines: fstat, S_ISREG */
+#include <unistd.h>    /* defines: close */
+#endif
 
 /* Allocator hooks: define all three or none, beside MGT_TOKENIZER_IMPLEMENTATION. */
 #if defined(MGT_TOK_MALLOC) && defined(MGT_TOK_REALLOC) && defined(MGT_TOK_FREE)
@@ -466,14 +482,46 @@ static long mgt__tok_unbyte(char *s, size_t n) {
 
 /* ---- file and JSON reading --------------------------------------------- */
 
-static char *mgt__tok_read_file(const char *path, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t cap = 0, len = 0;
-    if (!f) {
+/* path opened for reading if it is a regular file (mgt.h's mgt__open_regular, for this header
+   alone): a folder, /dev/null or a FIFO is refused before a byte is read, and O_NONBLOCK keeps
+   open() of a FIFO from waiting for a writer. NULL with the reason in err otherwise. */
+static FILE *mgt__tok_open_regular(const char *path, char *err, size_t errlen) {
+#ifndef _WIN32
+    struct stat st;
+    const char *kind;
+    FILE *f;
+    int fd = open(path, O_RDONLY | O_NONBLOCK), flags;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         mgt__tok_err(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+        if (fd >= 0) close(fd);
         return NULL;
     }
+    if (!S_ISREG(st.st_mode)) {
+        kind = S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+             : S_ISCHR(st.st_mode) ? "a character device" : "not a regular file";
+        mgt__tok_err(err, errlen, "%s: is %s, not a file", path, kind);
+        close(fd);
+        return NULL;
+    }
+    if ((flags = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1 ||
+        (f = fdopen(fd, "rb")) == NULL) {
+        mgt__tok_err(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    return f;
+#else
+    FILE *f = fopen(path, "rb");
+    if (!f) mgt__tok_err(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+    return f;
+#endif
+}
+
+static char *mgt__tok_read_file(const char *path, size_t *n, char *err, size_t errlen) {
+    FILE *f = mgt__tok_open_regular(path, err, errlen);
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    if (!f) return NULL;
     for (;;) {
         size_t got;
         if (mgt__tok_grow((void **)&buf, &cap, len + 65536 + 1, 1)) {

@@ -15,6 +15,7 @@
 #      a second, much tighter estimate of the same figure (it assumes cost proportional to screens).
 #   tests/bench_tui.sh [PRESET [PAIRS [W [AMP]]]]  (default: tests/presets/tui.ini 150 1 10)
 #   AA=1 tests/bench_tui.sh ...   both windows of every pair quiet: the statistic's own noise (run 1 only)
+# MGT_TUI_DEBUG=1: the summary's line of the dashboard's own figures (frames drawn, its CPU time)
 set -u
 cd "$(dirname "$0")/.."
 preset=${1:-tests/presets/tui.ini} pairs=${2:-150} window=${3:-1} amp=${4:-10}
@@ -28,7 +29,7 @@ ab() { # name, extra environment: one run; its last lines in $TMP/name
   local name=$1 i; shift
   rm -rf "$TMP/ck"
   tmux -S "$TMP/sock" new-session -d -x 160 -y 48 \
-    "env LANG=C.UTF-8 TERM=xterm-256color MGT_TUI_AB=$window:$pairs${AA:+:aa} $* ./mgt train $args; sleep 600"
+    "env LANG=C.UTF-8 TERM=xterm-256color MGT_TUI_DEBUG=1 MGT_TUI_AB=$window:$pairs${AA:+:aa} $* ./mgt train $args; sleep 600"
   local limit; limit=$(awk -v p="$pairs" -v w="$window" 'BEGIN { printf "%d", (2 * p + 2) * w * 1.5 + 120 }')
   for ((i = 0; i < limit; i++)); do # the run stops by itself after the last pair
     sleep 1

@@ -8,6 +8,7 @@ tests/make_parity_fixture.py from the checkpoint's weights.
 
 CI does not need it; README records what it printed."""
 import configparser
+import json
 import sys
 
 import numpy as np
@@ -21,12 +22,17 @@ def main():
         names = list(f.keys())
         tensors = {k: f.get_tensor(k) for k in names}
     assert meta["format"] == "mgt-checkpoint-2", meta.get("format")
-    ini = configparser.ConfigParser(inline_comment_prefixes=(";",))
-    ini.read_string(meta["preset"])
-    L = ini.getint("model", "n_layer")
-    C = ini.getint("model", "d_model")
-    V = ini.getint("model", "vocab_size")
-    T = ini.getint("model", "seq_len")
+    if meta["preset"].startswith("{"):  # every key as "section.key": "value"
+        preset = json.loads(meta["preset"])
+        getint = lambda section, key: int(preset[section + "." + key])
+    else:  # checkpoints from before the JSON preset: INI text
+        ini = configparser.ConfigParser(inline_comment_prefixes=(";",))
+        ini.read_string(meta["preset"])
+        getint = ini.getint
+    L = getint("model", "n_layer")
+    C = getint("model", "d_model")
+    V = getint("model", "vocab_size")
+    T = getint("model", "seq_len")
     weights = [n for n in names if not n.startswith("optim.")]
     assert tensors["wte"].shape == (V, C) and tensors["wpe"].shape == (T, C)
     assert len(weights) == 2 + 12 * L + 2, len(weights)
@@ -41,7 +47,7 @@ def main():
             import torch
             sys.path.insert(0, "tests")
             import make_parity_fixture as ref  # the fixture's independent GPT-2
-            ref.L, ref.NH, ref.V = L, ini.getint("model", "n_head"), V
+            ref.L, ref.NH, ref.V = L, getint("model", "n_head"), V
         except ImportError as e:
             print(f"(no loss check: {e})")
             return

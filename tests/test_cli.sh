@@ -25,6 +25,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 cd "$T" || exit 1
+cp "$P/tiny.ini" "$P/long.ini" . && P=$T # a preset's paths are relative to its folder: here, beside the test's data
 export MGT_BASELINES="$T/baselines.tsv" # mgt bench records single-rank figures here, not in ~/.cache
 
 PASS=0
@@ -90,6 +91,16 @@ else fail "prepare: exit $RC; $(cat prepare.err)"; fi
 
 expect_err "prepare with a missing input exits 2 and names it" 2 "$MGT" prepare --tokenizer byte no_such_input.txt -o x -- "no_such_input.txt"
 
+# ---- 0. help: every command, exit 0; an option of another command is an error --------------------
+for c in train sample check keys prepare bench plan version; do
+    run help "$MGT" "$c" --help
+    if [ "$RC" -eq 0 ] && head -1 help.out | grep -q "^usage: mgt $c"; then ok "mgt $c --help: usage on stdout, exit 0"
+    else fail "mgt $c --help: exit $RC; $(head -2 help.out help.err)"; fi
+done
+expect_err "mgt plan --resume: an option of mgt train, exit 2" 2 "$MGT" plan "$ROOT/presets/quickstart.ini" --resume x -- "--resume is an option of mgt train"
+expect_err "mgt bench --no-tui: an option of mgt train, exit 2" 2 "$MGT" bench "$ROOT/presets/quickstart.ini" --no-tui -- "--no-tui is an option of mgt train"
+expect_err "mgt keys with a stray argument exits 2" 2 "$MGT" keys --bogus -- "unknown option --bogus"
+
 # ---- 1. preset errors: exit 2, file:line, key, what is valid ------------------------------------
 
 expect_err "unknown section: line of the header, nearest section suggested" 2 "$MGT" check "$B/unknown_section.ini" -- \
@@ -97,6 +108,11 @@ expect_err "unknown section: line of the header, nearest section suggested" 2 "$
 expect_err "unknown section with no keys is still reported" 2 "$MGT" check "$B/unknown_section_empty.ini" --set data.train= --set data.val= -- \
     "unknown_section_empty.ini:4:" "[modle]" "[model]"
 expect_err "unknown key: n_layers -> n_layer" 2 "$MGT" check "$B/unknown_key.ini" -- "unknown_key.ini:3:" "n_layers" "did you mean 'n_layer'"
+for pair in "train.learning_rate [train] lr" "model.block_size [model] seq_len" "train.max_iters [train] steps" "model.n_embd [model] d_model" \
+    "train.warmup_steps [train] warmup" "train.batch_size [train] global_batch" "parallel.zero_stage [parallel] zero" "model.lr belongs in [train]"; do
+    set -- $pair
+    expect_err "--set $1: the name other tools use leads to mgt's (${*:2})" 2 "$MGT" check "$P/tiny.ini" --set "$1=1" -- "${*:2}"
+done
 expect_err "malformed integer" 2 "$MGT" check "$B/not_integer.ini" -- "not_integer.ini:4:" "n_layer" "not an integer" "1..1024"
 expect_err "malformed number" 2 "$MGT" check "$B/not_number.ini" -- "not_number.ini:3:" "lr" "not a number" "0..10"
 expect_err "value not one of the choices" 2 "$MGT" check "$B/not_choice.ini" -- "not_choice.ini:2:" "schedule" "cosin" "cosine|linear|constant"
@@ -129,6 +145,35 @@ expect_err "dp = 2 in a file with the default batch: the batch does not divide, 
     "batch_dp.ini:4:" "global_batch = 8" "micro_batch x dp = 8 x 2" "dp from"
 expect_err "tp must divide n_head" 2 "$MGT" check "$P/tiny.ini" --set parallel.tp=3 -- "tp = 3" "n_head"
 expect_err "pp must not exceed n_layer" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=9 -- "pp = 9" "n_layer"
+
+# a preset is a regular text file, read whole, each key once: never an empty preset, never a wait on
+# a FIFO, never the tail of a long line as a key of its own
+mkdir -p preset_dir && mkfifo preset_fifo
+printf '[model]\nn_layer = 2\n\0\n' > nul.ini
+expect_err "a folder as preset is refused" 2 "$MGT" check preset_dir -- "preset_dir: cannot open the preset: it is a folder, not a file"
+expect_err "/dev/null as preset is refused" 2 "$MGT" check /dev/null -- "/dev/null" "character device, not a file"
+expect_err "a FIFO as preset is refused at once" 2 timeout 10 "$MGT" check preset_fifo -- "preset_fifo" "FIFO (named pipe), not a file"
+expect_err "a NUL byte in a preset is refused at its line" 2 "$MGT" check nul.ini -- "nul.ini:3:" "NUL byte"
+python3 - <<'EOF2'
+data = "[data]\ntrain = tk_train.bin\nval = tk_val.bin\n"
+open("long_comment.ini", "w").write("[model]\n; " + "x" * 197 + "n_layer = 7\n" + data)  # inih's 199th byte starts "n_layer = 7"
+open("long_lines.ini", "w").write("[checkpoint]\ndir = " + "d" * 230 + "\n[model]\nn_layers = 3\n")
+open("dup.ini", "w").write("[model]\nn_layer = 2\nn_layer = 3\n")
+open("indent.ini", "w").write("[data]\ntrain = tk_train.bin\n  val = tk_val.bin\n")
+open("sections.ini", "w").write("[model]\nn_layer = 1\n" + data + "[model]\nn_head = 1\n")
+EOF2
+run long_comment "$MGT" check long_comment.ini
+if [ "$RC" -eq 0 ] && grep -Eq '^n_layer += 4 ' long_comment.out; then ok "the tail of a long comment is not a key (n_layer stays 4)"
+else fail "long comment: exit $RC, $(grep '^n_layer' long_comment.out); $(head -c 300 long_comment.err)"; fi
+expect_err "after a 236-character line errors name the right line" 2 "$MGT" check long_lines.ini -- "long_lines.ini:4:" "n_layers"
+expect_err "a key set twice names both lines" 2 "$MGT" check dup.ini -- "dup.ini:3:" "dup.ini:2" "n_layer" "set again"
+expect_err "an indented line (INI's continued value) is refused" 2 "$MGT" check indent.ini -- "indent.ini:3:" "indent.ini:2" "[data] train" \
+    "remove the indentation"
+run sections "$MGT" check sections.ini
+if [ "$RC" -eq 0 ] && grep -Eq '^n_head += 1 ' sections.out && grep -q 'warning: sections.ini:6: \[model\] again (first at sections.ini:1)' sections.err
+then ok "a repeated [section] is read, with a warning naming both lines"
+else fail "repeated section: exit $RC; $(head -c 300 sections.err)"; fi
+
 if [ -e ck ] || [ -e runs ]; then fail "a rejected preset wrote files: $(ls -d ck runs 2>/dev/null)"; else ok "rejected presets wrote nothing"; fi
 
 run check "$MGT" check "$P/tiny.ini"
@@ -152,6 +197,14 @@ expect_err "token id >= vocab_size (train)" 2 "$MGT" train "$P/tiny.ini" --no-tu
 expect_err "token id >= vocab_size (val)" 2 "$MGT" train "$P/tiny.ini" --no-tui --set data.val=bigtoken.bin -- "bigtoken.bin" "300"
 expect_err "check also validates the train shard" 2 "$MGT" check "$P/tiny.ini" --set data.train=magic.bin -- "magic.bin"
 expect_err "check also validates the val shard" 2 "$MGT" check "$P/tiny.ini" --set data.val=no_such_val.bin -- "no_such_val.bin"
+mkfifo shard_fifo && mkdir -p shard_dir bpe_fifo bpe_dir/encoder.json && mkfifo bpe_fifo/encoder.json
+expect_err "a FIFO as the train shard is refused at once" 2 timeout 10 "$MGT" train "$P/tiny.ini" --no-tui --set data.train=shard_fifo -- \
+    "[data] train: shard_fifo: cannot open the token shard: it is a FIFO (named pipe), not a file"
+expect_err "a folder as the val shard is refused" 2 "$MGT" train "$P/tiny.ini" --no-tui --set data.val=shard_dir -- "shard_dir" "a folder, not a file"
+expect_err "a FIFO as encoder.json is refused at once" 2 timeout 10 "$MGT" prepare --tokenizer gpt2 --bpe-dir bpe_fifo text.txt -o bpe_out -- \
+    "bpe_fifo/encoder.json: is a FIFO (named pipe), not a file"
+expect_err "a folder as encoder.json is refused" 2 "$MGT" prepare --tokenizer gpt2 --bpe-dir bpe_dir text.txt -o bpe_out -- \
+    "bpe_dir/encoder.json: is a folder, not a file"
 if [ -e ck ]; then fail "a run rejected for its data wrote $T/ck"; else ok "runs rejected for their data wrote nothing"; fi
 
 # ---- 3. training contract -----------------------------------------------------------------------
@@ -292,6 +345,63 @@ run s4 "$MGT" sample full --tokens 10 --seed 3
 if [ "$RC" -eq 0 ] && [ -s s4.out ]; then ok "sample accepts a checkpoint folder"; else fail "sample full/: exit $RC; $(head -c 300 s4.err)"; fi
 expect_err "sample of a missing checkpoint exits 2" 2 "$MGT" sample full/step_00099999.safetensors --tokens 5 -- "step_00099999.safetensors"
 
+# every numeric option as strictly as a preset value: the whole text, finite, in range; exit 2
+expect_err "sample --tokens abc" 2 "$MGT" sample "$CK" --tokens abc -- "mgt sample: --tokens 'abc' is not an integer (valid: 0..1000000)"
+expect_err "sample --tokens 2147483647" 2 "$MGT" sample "$CK" --tokens 2147483647 -- "--tokens 2147483647 is out of range (valid: 0..1000000)"
+expect_err "sample --temperature nan" 2 "$MGT" sample "$CK" --temperature nan -- "--temperature 'nan' is not a finite number (valid: 0..1000)"
+expect_err "sample --temperature -1" 2 "$MGT" sample "$CK" --temperature -1 -- "--temperature -1 is out of range"
+expect_err "sample --top-k 5x" 2 "$MGT" sample "$CK" --top-k 5x -- "--top-k '5x' is not an integer (valid: 0..65536)"
+expect_err "sample --seed -1" 2 "$MGT" sample "$CK" --seed -1 -- "--seed -1 is out of range (valid: 0..2147483647)"
+expect_err "sample of two checkpoints" 2 "$MGT" sample "$CK" "$CK" -- "one checkpoint at a time"
+expect_err "bench --steps x" 2 "$MGT" bench "$P/tiny.ini" --steps x -- "mgt bench: --steps 'x' is not an integer (valid: 1..1000000)"
+expect_err "bench --steps 2147483647" 2 "$MGT" bench "$P/tiny.ini" --steps 2147483647 -- "--steps 2147483647 is out of range"
+expect_err "train --steps is not a train option" 2 "$MGT" train "$P/tiny.ini" --no-tui --steps 5 -- "--steps is an option of mgt bench" \
+    "--set train.steps=N"
+expect_err "plan --gpus 0" 2 "$MGT" plan "$P/tiny.ini" --gpus 0 -- "mgt plan: --gpus 0 is out of range (valid: 1..4096)"
+expect_err "plan --gpu unknown" 2 "$MGT" plan "$P/tiny.ini" --gpu h9 -- "mgt plan: --gpu h9: unknown device (a100, h100, h200, b200 or cpu)"
+expect_err "plan --trace without --gpu" 2 "$MGT" plan "$P/tiny.ini" --trace "$T/t.json" -- "--trace needs --gpu NAME"
+expect_err "plan --search on the cpu" 2 "$MGT" plan "$P/tiny.ini" --gpu cpu --search -- "--search is for GPUs"
+# the step simulator: a PREDICTED step on 2 H100s in two nodes, its trace, and a search
+run plan_gpu "$MGT" plan "$P/tiny.ini" --gpu H100 --gpus 2 --gpus-per-node 1 --trace "$T/t.json"
+if [ "$RC" -eq 0 ] && grep -q "^PREDICTED one optimizer step on 2 x NVIDIA H100" "$T/plan_gpu.out" && grep -q "^  tokens/s " "$T/plan_gpu.out" &&
+   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert any(e.get('ph')=='X' for e in d['traceEvents'])" "$T/t.json"; then
+    ok "plan --gpu h100 predicts a step and writes its trace"
+else fail "plan --gpu h100: exit $RC; $(tail -c 400 "$T/plan_gpu.out") $(head -c 400 "$T/plan_gpu.err")"; fi
+run plan_search "$MGT" plan "$P/tiny.ini" --gpu a100 --gpus 2 --search
+if [ "$RC" -eq 0 ] && grep -q "^PREDICTED fastest layouts of 2 x NVIDIA A100" "$T/plan_search.out"; then ok "plan --search lists the fastest layouts"
+else fail "plan --search: exit $RC; $(tail -c 400 "$T/plan_search.out") $(head -c 400 "$T/plan_search.err")"; fi
+expect_err "train --tui-frames x" 2 "$MGT" train "$P/tiny.ini" --no-tui --tui-frames x -- "mgt train: --tui-frames 'x' is not an integer"
+
+# the stored preset comes back exactly: a checkpoint folder of 150 characters with ';', '=' and spaces
+LONGDIR="ck ;x = \"q\" #$(printf 'd%.0s' $(seq 130)) ; e "
+run longdir "$MGT" train "$P/tiny.ini" --no-tui --set train.steps=2 --set train.eval_every=0 --set "checkpoint.dir=$LONGDIR"
+run longdir_sample "$MGT" sample "$LONGDIR" --tokens 5 --seed 1
+if [ "$RC" -eq 0 ] && python3 - "$LONGDIR" <<'EOF2'
+import json, struct, sys
+d = open(sys.argv[1] + "/step_00000002.safetensors", "rb").read()
+meta = json.loads(d[8:8 + struct.unpack("<Q", d[:8])[0]])["__metadata__"]
+assert json.loads(meta["preset"])["checkpoint.dir"] == sys.argv[1], json.loads(meta["preset"])["checkpoint.dir"]
+EOF2
+then ok "a checkpoint.dir of ${#LONGDIR} characters with ';' and spaces is stored exactly and samples"
+else fail "long checkpoint.dir: sample exit $RC; $(head -c 300 longdir_sample.err) $(head -c 300 longdir.err)"; fi
+
+# LeakSanitizer on the driver (build/asan/mgt, built by `ninja sanitized`): every command frees what it allocates
+if [ -x "$ROOT/build/asan/mgt" ]; then
+    A="$ROOT/build/asan/mgt"
+    run asan_train "$A" train "$P/tiny.ini" --no-tui --set train.steps=2 --set checkpoint.dir=asan_ck
+    r1=$RC
+    run asan_sample "$A" sample asan_ck --tokens 5
+    r2=$RC
+    run asan_check "$A" check "$P/tiny.ini"
+    r3=$RC
+    run asan_bad "$A" check dup.ini
+    if [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ "$RC" -eq 2 ] && ! grep -q Sanitizer asan_*.err; then
+        ok "under ASan+LSan: train, sample, check and a refused preset, no leak"
+    else fail "ASan: exit $r1/$r2/$r3/$RC; $(grep -h -A3 Sanitizer asan_*.err | head -8)"; fi
+else
+    echo "skip - ASan driver: build/asan/mgt not built (ninja build/asan/mgt)"
+fi
+
 cp "$CK" corrupt.safetensors
 python3 - corrupt.safetensors <<'EOF'
 import struct, sys
@@ -306,6 +416,25 @@ expect_err "resume from a corrupted checkpoint: checksum error, exit 2" 2 "$MGT"
     --resume latest -- "checksum"
 head -c 500 "$CK" >cut.safetensors
 expect_err "truncated checkpoint exits 2 and gives the real file size" 2 "$MGT" sample cut.safetensors --tokens 5 -- "cut.safetensors" "500-byte"
+
+# a GPT-2-tokenized run samples from any folder: the checkpoint stores the BPE folder's absolute
+# path; --bpe-dir names another when the files moved
+BPE=""
+for d in "$ROOT/data/gpt2-bpe" "$ROOT/../shared/data/gpt2-bpe"; do [ -f "$d/vocab.bpe" ] && BPE=$d && break; done
+if [ -n "$BPE" ]; then
+    mkdir -p g/bpe && cp "$BPE/encoder.json" "$BPE/vocab.bpe" g/bpe/
+    run gprep "$MGT" prepare --tokenizer gpt2 --bpe-dir g/bpe text.txt -o g/tk
+    run gtrain "$MGT" train "$P/tiny.ini" --no-tui --set data.tokenizer=gpt2 --set data.bpe_dir=g/bpe --set model.vocab_size=50257 \
+        --set data.train=g/tk_train.bin --set data.val=g/tk_val.bin --set checkpoint.dir=g/ck --set train.steps=2
+    mkdir -p elsewhere
+    (cd elsewhere && "$MGT" sample ../g/ck --tokens 5 --prompt "The quick" >../gs1.out 2>../gs1.err); rc1=$?
+    mv g/bpe g/bpe_moved
+    (cd elsewhere && "$MGT" sample ../g/ck --tokens 5 >../gs2.out 2>../gs2.err); rc2=$?
+    (cd elsewhere && "$MGT" sample ../g/ck --tokens 5 --bpe-dir ../g/bpe_moved >../gs3.out 2>../gs3.err); rc3=$?
+    if [ "$rc1" -eq 0 ] && grep -q "^The quick" gs1.out && [ "$rc2" -eq 2 ] && grep -q -- "--bpe-dir DIR" gs2.err && [ "$rc3" -eq 0 ]; then
+        ok "a GPT-2 run samples from another folder (absolute bpe_dir stored); moved files: exit 2 naming --bpe-dir, which works"
+    else fail "gpt2 sample elsewhere: exit $rc1/$rc2/$rc3; $(head -c 200 gs1.err) / $(head -c 200 gs2.err) / $(head -c 200 gs3.err)"; fi
+else ok "# skipped: no GPT-2 BPE files (./setup.sh --gpt2)"; fi
 
 # ---- 6. the header names the layout; a speedup only against a measured single rank of the model --
 

@@ -19,9 +19,11 @@ cleanup() {
     if [ -n "$BGPID" ]; then kill "$BGPID" 2>/dev/null; wait "$BGPID" 2>/dev/null; fi
     rm -rf "$T"
 }
+export MGT_BASELINES="$T/baselines.tsv" # the sgemm rate mgt train measures is kept here, not in ~/.cache
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 cd "$T" || exit 1
+cp "$P" . && P=$T/tiny.ini # a preset's paths are relative to its folder: here, beside the test's data
 
 PASS=0 FAILS=0
 ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
@@ -34,13 +36,18 @@ steps_in() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["step
 seq_line() { seq -s ' ' "$1" "$2"; }
 
 # re-signs a checkpoint after editing it as a writer other than mgt might have: the checksum is
-# FNV-1a 64 over 8-byte words of the whole file, its own 16 digits read as '0' (see mgt__hash)
+# splitmix64's finaliser over 8-byte words of the whole file, its own 16 digits read as '0' (see mgt__hash)
 cat >"$T/ckpt.py" <<'EOF'
 import json, re, struct, sys
-def fnv(b):
+M64 = 2**64 - 1
+def mix(x):  # splitmix64's finaliser
+    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M64
+    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M64
+    return x ^ (x >> 31)
+def checksum(b):
     h, n = 0xcbf29ce484222325, len(b) // 8 * 8
-    for (w,) in struct.iter_unpack("<Q", b[:n]): h = ((h ^ w) * 0x100000001b3) & (2**64 - 1)
-    for c in b[n:]: h = ((h ^ c) * 0x100000001b3) & (2**64 - 1)
+    for (w,) in struct.iter_unpack("<Q", b[:n]): h = mix(h ^ w)
+    for c in b[n:]: h = mix(h ^ c)
     return h
 def load(path):
     d = open(path, "rb").read(); n = struct.unpack("<Q", d[:8])[0]
@@ -48,10 +55,10 @@ def load(path):
 def save(path, header, data, pad=8):
     header["__metadata__"]["checksum"] = "0" * 16
     text = json.dumps(header, separators=(",", ":")).encode()
-    if pad: text += b" " * (-len(text) % pad)
+    text += b" " * (-len(text) % 8) + (b"" if pad else b"   ")  # unpadded: a length of 3 mod 8
     raw = struct.pack("<Q", len(text)) + text + data
     at = raw.index(b'"checksum":"' + b"0" * 16) + 12
-    raw = raw[:at] + b"%016x" % fnv(raw) + raw[at + 16:]
+    raw = raw[:at] + b"%016x" % checksum(raw) + raw[at + 16:]
     open(path, "wb").write(raw)
 cmd, path = sys.argv[1], sys.argv[2]
 h, data = load(path)
@@ -61,7 +68,7 @@ elif cmd == "preset":  # preset FILE OLD NEW: replace text in the stored preset 
     m = h["__metadata__"]; assert sys.argv[3] in m["preset"], m["preset"]
     m["preset"] = m["preset"].replace(sys.argv[3], sys.argv[4]); save(path, h, data)
 elif cmd == "odd":     # odd FILE: a header length that is not a multiple of 8 (legal safetensors)
-    save(path, h, data, pad=0); assert (len(open(path, "rb").read()) - len(data)) % 8 != 0
+    save(path, h, data, pad=0)
 elif cmd == "shift":   # shift FILE: a 1-byte tensor first, so every float tensor starts at an odd offset
     for k, v in h.items():
         if k != "__metadata__": v["data_offsets"] = [o + 1 for o in v["data_offsets"]]
@@ -69,6 +76,9 @@ elif cmd == "shift":   # shift FILE: a 1-byte tensor first, so every float tenso
 elif cmd == "flip":    # flip FILE OLD NEW: edit the raw header bytes, no re-signing (a damaged file)
     raw = open(path, "rb").read(); assert raw.count(sys.argv[3].encode()) == 1
     open(path, "wb").write(raw.replace(sys.argv[3].encode(), sys.argv[4].encode()))
+elif cmd == "topbits": # topbits FILE: the sign bits of two floats 4096 bytes apart, no re-signing
+    raw = bytearray(open(path, "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
+    raw[8 + n + 7] ^= 0x80; raw[8 + n + 4103] ^= 0x80; open(path, "wb").write(raw)
 elif cmd == "nosum":   # nosum FILE: remove the checksum key, keeping the header length
     raw = open(path, "rb").read(); m = re.search(rb',"checksum":"[0-9a-f]{16}"', raw)
     open(path, "wb").write(raw[:m.start()] + b" " * (m.end() - m.start()) + raw[m.end():])
@@ -121,7 +131,7 @@ else fail "pruning: exit $RC; $(ls pr | tr '\n' ' ')"; fi
 BGPID=$!
 for _ in $(seq 500); do grep -q process lk/mgt.lock 2>/dev/null && break; sleep 0.02; done
 train l2 --set checkpoint.dir=lk --set train.steps=5
-if [ "$RC" -eq 2 ] && has l2.err "lk is in use by another run: process $BGPID (" && has l2.err "checkpoint.dir=lk"; then ok "a second run into a folder in use exits 2 naming the first one's process ($BGPID)"
+if [ "$RC" -eq 2 ] && has l2.err "lk is in use by another run: process $BGPID on $(hostname) (" && has l2.err "checkpoint.dir=lk"; then ok "a second run into a folder in use exits 2 naming the first one's process ($BGPID)"
 else fail "lock: exit $RC (want 2); $(head -c 300 l2.err); lock file: $(cat lk/mgt.lock 2>&1)"; fi
 kill -TERM $BGPID; wait $BGPID; rc=$?; BGPID=
 if [ "$rc" -eq 130 ] && ls lk | grep -q safetensors; then ok "the first run is undisturbed: SIGTERM saves its checkpoint (exit 130)"
@@ -142,6 +152,34 @@ else fail "stale tmp: $(ls mr | tr '\n' ' ')"; fi
 train m3 --set checkpoint.dir=mr --set train.steps=12 --resume mr/step_00000005.safetensors
 if [ "$RC" -eq 2 ] && has m3.err "steps after 5" && has m3.err "--overwrite"; then ok "resuming an older checkpoint into a folder with later ones exits 2 (two histories)"
 else fail "resume older: exit $RC; $(head -c 300 m3.err)"; fi
+
+# a fork: a run resumed from another folder's step 5 into fb, then the original's step 20 resumed
+# into fb too. fb's step 10 has the same run id but is another line of history: refused
+K=(--set checkpoint.keep=10)
+train k1 --set checkpoint.dir=fa --set train.steps=20 "${K[@]}"
+train k2 --set checkpoint.dir=fb --set train.steps=10 --resume fa/step_00000005.safetensors --set train.lr=1e-2 "${K[@]}"
+train k3 --set checkpoint.dir=fb --set train.steps=25 --resume fa/step_00000020.safetensors "${K[@]}"
+if [ "$RC" -eq 2 ] && has k3.err "another line of this run's history" && [ ! -f fb/step_00000025.safetensors ]; then
+    ok "resuming into a folder that holds a fork of the same run (same id, resumed elsewhere) exits 2"
+else fail "fork: exit $RC; $(head -c 300 k3.err); $(ls fb | tr '\n' ' ')"; fi
+if [ "$(steps_in fb/metrics.jsonl)" = "$(seq_line 6 10)" ]; then ok "a run resumed from another folder starts its own metrics.jsonl (steps 6..10)"
+else fail "fork metrics: $(steps_in fb/metrics.jsonl)"; fi
+
+# names mgt does not write (step_5.safetensors) are not checkpoints: never taken, never deleted
+train w1 --set checkpoint.dir=ow --set train.steps=5
+cp fa/step_00000020.safetensors ow/step_5.safetensors
+train w2 --set checkpoint.dir=ow --set train.steps=7 --resume latest --overwrite
+if [ "$RC" -eq 0 ] && [ -f ow/step_5.safetensors ] && [ -f ow/step_00000007.safetensors ] && has w2.out "resumed from ow/step_00000005.safetensors"; then
+    ok "step_5.safetensors is not a checkpoint: --resume latest and --overwrite leave it alone"
+else fail "non-canonical name: exit $RC; $(ls ow | tr '\n' ' '); $(head -c 300 w2.err)"; fi
+
+# a killed run's unfinished last metrics line goes when a resume cuts the file back
+train u1 --set checkpoint.dir=un --set train.steps=8 --set checkpoint.every=4
+rm un/step_00000008.safetensors
+printf '{"type":"tr' >>un/metrics.jsonl
+train u2 --set checkpoint.dir=un --set train.steps=8 --resume latest
+if [ "$RC" -eq 0 ] && [ "$(steps_in un/metrics.jsonl)" = "$(seq_line 1 8)" ]; then ok "an unfinished last metrics line is dropped on resume (steps 1..8, each line JSON)"
+else fail "unfinished line: exit $RC; $(tail -c 300 un/metrics.jsonl)"; fi
 
 # ---- 4. a failed metrics write does not end the run ----------------------------------------------
 
@@ -176,6 +214,10 @@ train o1 --set checkpoint.dir=odd9 --set model.d_model=9 --set model.n_head=3 --
 run o2 "$MGT" sample odd9 --tokens 3
 if [ "$RC" -eq 0 ]; then ok "a model with tensors of 36 bytes (d_model 9) reads back its checkpoint"
 else fail "d_model 9: exit $RC; $(head -c 300 o2.err)"; fi
+cp $C topbits.safetensors && ck topbits topbits.safetensors
+run t11 "$MGT" sample topbits.safetensors --tokens 3
+if [ "$RC" -eq 2 ] && has t11.err "checksum mismatch"; then ok "two flipped top bits (sign bits of two floats) fail the checksum"
+else fail "top bits: exit $RC; $(head -c 300 t11.err)"; fi
 cp $C nosum.safetensors && ck nosum nosum.safetensors
 run t3 "$MGT" sample nosum.safetensors --tokens 3
 if [ "$RC" -eq 2 ] && has t3.err "has no checksum"; then ok "a checkpoint without a checksum is refused"
@@ -196,7 +238,7 @@ cp $C fmt1.safetensors && ck meta fmt1.safetensors format mgt-checkpoint-1
 run t6 "$MGT" sample fmt1.safetensors --tokens 3
 if [ "$RC" -eq 2 ] && has t6.err "format 1"; then ok "a format-1 checkpoint (header unchecked) is refused, saying why"
 else fail "format 1: exit $RC; $(head -c 300 t6.err)"; fi
-cp $C inconsistent.safetensors && ck preset inconsistent.safetensors "n_head        = 2" "n_head        = 3"
+cp $C inconsistent.safetensors && ck preset inconsistent.safetensors "\"model.n_head\":\"2\"" "\"model.n_head\":\"3\""
 run t7 "$MGT" sample inconsistent.safetensors --tokens 3
 if [ "$RC" -eq 2 ] && has t7.err "the preset stored in it is not valid" && has t7.err "n_head = 3"; then ok "sample validates the stored preset as train does (n_head 3, d_model 32)"
 else fail "inconsistent stored preset: exit $RC; $(head -c 300 t7.err)"; fi

@@ -8,12 +8,18 @@ set -u
 ROOT=$(pwd)
 [ -x "$ROOT/mgt" ] || { echo "FAIL - run from the repository root after \`ninja mgt\`"; exit 1; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/mgt_test_tb.XXXXXX") || exit 1
+export MGT_BASELINES="$T/baselines.tsv" # the sgemm rate mgt train measures is kept here, not in ~/.cache
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
+cp "$ROOT/tests/presets/tiny.ini" . # a preset's paths are relative to its folder: here, beside the test's data
 python3 -c "print('the cat sat on the mat and the dog ran far away. ' * 300)" >t.txt
 "$ROOT/mgt" prepare --tokenizer byte t.txt -o tk >/dev/null 2>&1 || { echo "FAIL - mgt prepare"; exit 1; }
-"$ROOT/mgt" train "$ROOT/tests/presets/tiny.ini" --no-tui --set log.tensorboard=tb --set parallel.dp=2 --set parallel.threads=2 \
-    --set train.steps=12 --set log.every=3 >train.out 2>&1 || { echo "FAIL - mgt train: $(tail -3 train.out)"; exit 1; }
+"$ROOT/mgt" train tiny.ini --no-tui --set log.tensorboard=tb --set parallel.dp=2 --set parallel.threads=2 \
+    --set train.steps=12 --set log.every=3 --set checkpoint.every=3 --set checkpoint.keep=10 >train.out 2>&1 || { echo "FAIL - mgt train: $(tail -3 train.out)"; exit 1; }
+cp -r tb tb_first
+# a resume from step 6: a second event file that starts with SessionLog START at step 7
+"$ROOT/mgt" train tiny.ini --no-tui --set log.tensorboard=tb --set parallel.dp=2 --set parallel.threads=2 --set train.steps=12 --set log.every=3 \
+    --set checkpoint.keep=10 --resume ck/step_00000006.safetensors --overwrite >resume.out 2>&1 || { echo "FAIL - resume: $(tail -3 resume.out)"; exit 1; }
 python3 - <<'EOF'
 import glob, json, struct, sys
 
@@ -54,7 +60,7 @@ def check(cond, what):
     print(("ok - " if cond else "FAIL - ") + what)
     fails += not cond
 
-files = glob.glob("tb/events.out.tfevents.*")
+files = glob.glob("tb_first/events.out.tfevents.*")
 check(len(files) == 1, "one event file in tb/: %s" % files)
 raw = open(files[0], "rb").read()
 events, i, framing_ok = [], 0, True
@@ -67,6 +73,7 @@ while i < len(raw):
     events.append(data)
     i += 16 + n
 check(framing_ok and i == len(raw), "%d records, every length and data CRC-32C (masked) right, no bytes left over" % len(events))
+check(len(events) == 1 + 6, "a record per step with a train or eval line (3, 5, 6, 9, 10, 12) and the version: %d" % len(events))
 first = {f: v for f, w, v in fields(events[0])}
 check(first.get(3) == b"brain.Event:2" and struct.unpack("<d", first[1])[0] > 1.6e9, "the first Event: file_version brain.Event:2, a wall time")
 series = {}
@@ -84,6 +91,15 @@ check(all(abs(v - r["lr"]) < 1e-7 for (_, v), r in zip(series["train/lr"], train
 check([s for s, _ in series.get("eval/val_loss", [])] == [r["step"] for r in evals] == [5, 10, 12], "eval/val_loss at steps 5, 10, 12")
 want = {"train/grad_norm", "perf/tokens_per_s", "perf/step_s", "memory/peak_bytes", "comm/all-reduce_s"}
 check(want <= set(series), "scalars %s present (of %s)" % (sorted(want), sorted(series)))
+second = sorted(set(glob.glob("tb/events.out.tfevents.*")) - set(f.replace("tb_first/", "tb/") for f in files))
+check(len(second) == 1, "the resumed run writes a file of its own: %s" % second)
+if second:
+    raw, recs, i = open(second[0], "rb").read(), [], 0
+    while i < len(raw):
+        n = struct.unpack("<Q", raw[i:i + 8])[0]; recs.append(raw[i + 12:i + 12 + n]); i += 16 + n
+    ev = {f: v for f, w, v in fields(recs[1])}
+    log = {f: v for f, w, v in fields(ev.get(7, b""))}
+    check(ev.get(2) == 7 and log.get(1) == 1, "its second record: SessionLog START (status 1) at step 7, so TensorBoard drops the first file's steps from 7")
 print("# %d failed" % fails)
 sys.exit(1 if fails else 0)
 EOF

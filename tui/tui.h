@@ -22,6 +22,10 @@
 
    OPTIONS
      MGT_TUI_LAYOUT_ONLY  beside MGT_TUI_IMPLEMENTATION: only the pure functions (no ncurses)
+
+   ENVIRONMENT
+     NO_COLOR=1           no colours (no-color.org)
+     MGT_TUI_DEBUG=1      the summary adds the dashboard's own figures (frames drawn, its CPU time)
 */
 #ifndef MGT_TUI_H_INCLUDED
 #define MGT_TUI_H_INCLUDED
@@ -44,13 +48,17 @@ enum {
     MGT_TUI_SAVE = 4,    /* s: checkpoint now */
     MGT_TUI_REDRAW = 8,  /* the view changed (Tab, scroll, help): draw again */
     MGT_TUI_CLOSED = 16, /* the frame limit was reached */
-    MGT_TUI_DREW = 32    /* mgt_tui_frame drew the screen (the data, the view or the size changed) */
+    MGT_TUI_DREW = 32,   /* mgt_tui_frame drew the screen (the data, the view or the size changed) */
+    MGT_TUI_RAW = 64     /* r: the loss chart switches between the smoothed curve and the raw losses
+                            (mgt_tui_frame acts on it and does not return it) */
 };
+#define MGT_TUI_MESSAGE_S 5.0 /* seconds a footer message stays (htop's are a few seconds too) */
+#define MGT_TUI_SMOOTHING 0.9 /* the loss curve's EMA weight of the past */
 
 typedef struct mgt_tui_rect { int y, x, h, w; } mgt_tui_rect; /* h == 0: not shown */
 
 /* Windows of one view. Overview: header, loss chart, throughput, ranks (compact), communication
-   (only from 152 columns), events, footer. Ranks: header, the full rank table, events, footer.
+   (only from 160 columns), events, footer. Ranks: header, the full rank table, events, footer.
    Communication: header, the table per collective, per-rank communication times, events, footer.
    The help box lies over the others when shown. */
 typedef struct mgt_tui_panes {
@@ -76,12 +84,45 @@ int mgt_tui_key(mgt_tui_ui *ui, int key, const mgt_tui_panes *layout);
    all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n, broadcast and send/recv 1. */
 double mgt_tui_busbw_factor(int coll, int n);
 
-/* "812K", "12.3M", "1.50G": at most 5 characters */
+/* Memory in IEC units: "0B", "512B", "812KiB", "12.3MiB", "1.50GiB": at most 7 characters */
 void mgt_tui_fmt_bytes(double bytes, char *out, size_t cap);
-/* "12.3k", "4.56M": at most 6 characters */
+/* The same in at most 6 characters (2 significant digits from 10 up): "1.4MiB", "14MiB", "812KiB" */
+void mgt_tui_fmt_bytes_short(double bytes, char *out, size_t cap);
+/* "12.3k", "4.56M": at most 6 characters; the caller names what is counted */
 void mgt_tui_fmt_count(double v, char *out, size_t cap);
-/* "1:02:03" or "2:03" */
+/* the run's clock, always h:mm:ss: "0:00:05", "1:02:03" */
 void mgt_tui_fmt_duration(double seconds, char *out, size_t cap);
+/* a step time in at most 8 characters: "0.85 ms", "45.6 ms", "812.3 ms", "1.23 s", "123 s" */
+void mgt_tui_fmt_ms(double ms, char *out, size_t cap);
+/* a count with its noun: "1 rank", "8 ranks" */
+void mgt_tui_fmt_n(long long n, const char *one, const char *many, char *out, size_t cap);
+/* what one rank computes per step: "1 micro-batch x 4 seq", "2 micro-batches x 8 seq" */
+void mgt_tui_fmt_micro(int micro_steps, int micro_batch, char *out, size_t cap);
+/* Text cut to width columns (UTF-8 characters counted as one column each): when too long, the last
+   word holding a '/' (a path) loses its front, from a '/' where one falls right ("step 20:
+   checkpoint .../runs/x/step_00000020.safetensors"), else the text its end; "..." is one U+2026
+   character when utf8. Returns the columns written. */
+int mgt_tui_fit(const char *text, int width, int utf8, char *out, size_t cap);
+/* The first of n alternatives (richest first) that fits in width columns, else the last cut to
+   fit (mgt_tui_fit). Returns the index of the one taken. */
+int mgt_tui_pick(const char *const *alternatives, int n, int width, int utf8, char *out, size_t cap);
+/* The progress bar's width in the header's second line of a terminal cols wide: the same in every
+   view (the line's other fields are written at their widest widths) */
+int mgt_tui_progress_width(int cols, int steps);
+/* The rank table's columns for a window w columns wide: their names (written from the window's
+   column 1) and the width of the compute/comm/bubble bar. Returns the form: 0 memory per category
+   now (buffers and workspace as one), 1 also the shares in percent and each category apart, 2
+   current/peak of each and the GPU's power and temperature. */
+int mgt_tui_rank_columns(int w, int *barw, char *header, size_t cap);
+/* The loss curve TensorBoard draws: an exponential moving average debiased for its start (alpha
+   0.9: the weight of the past); non-finite losses are skipped (out holds the last average, NAN
+   before any). out may be raw. */
+void mgt_tui_smooth(const float *raw, int n, double alpha, float *out);
+/* The loss chart's y range for the values drawn (the smoothed curve, one value per dot column):
+   from the lowest to the median plus twice the median's distance from it, so a warmup spike of
+   less than half the window is cut off at the top, and always up to the highest value of the last
+   quarter (a late rise stays in view); 5% of margin either side. */
+void mgt_tui_loss_range(const float *v, int n, double *lo, double *hi);
 
 #ifndef MGT_TUI_LAYOUT_ONLY
 struct mgt_run;
@@ -94,6 +135,9 @@ typedef struct mgt_tui_options {
     int mono;             /* 1: no colours (also when NO_COLOR is set and not empty) */
     const char *preset;   /* shown in the header */
     double base_tokens_per_s; /* a single rank's measured tokens/s on the same model (mgt bench); 0: speedup n/a */
+    double run_time_s;    /* the run's clock when the dashboard opens: seconds since the run was
+                             created, the clock of mgt_event.time_s (mgt.c passes it); the header's
+                             elapsed time and the summary count on from it. 0: the run starts now */
 } mgt_tui_options;
 
 /* Takes the terminal (initscr). run must outlive the dashboard. Returns 0, or -1 with no change
@@ -103,12 +147,17 @@ int mgt_tui_open(mgt_tui **out, const struct mgt_run *run, const mgt_tui_options
 void mgt_tui_refresh(mgt_tui *t);
 /* One frame; returns MGT_TUI_* flags of the keys pressed (and MGT_TUI_CLOSED at the limit). */
 int mgt_tui_frame(mgt_tui *t);
-/* A line for the footer (what the driver did: "checkpoint requested", "paused"). */
+/* A line for the footer (what the driver did: "checkpoint requested", "paused"); it clears after
+   MGT_TUI_MESSAGE_S seconds. */
 void mgt_tui_message(mgt_tui *t, const char *text);
+/* The driver is stopping the run before its end (q, Ctrl-C, the frame limit): the header shows
+   STOPPING and the summary the state "stopped" unless the run finished or failed. */
+void mgt_tui_stopping(mgt_tui *t);
 /* Gives the terminal back (endwin) and frees the dashboard. */
 void mgt_tui_close(mgt_tui *t);
-/* The last screen's key figures, a few lines, for stdout after the dashboard closed, and the CPU
-   time the dashboard's thread used (call it on that thread). */
+/* The last screen's key figures, a few lines, for stdout after the dashboard closed. With
+   MGT_TUI_DEBUG=1 in the environment a line more: the frames drawn and the CPU time the
+   dashboard's thread used (call it on that thread). */
 void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap);
 /* For crash-signal handlers: gives the terminal back if a dashboard holds it. */
 void mgt_tui_restore_terminal(void);
@@ -126,6 +175,8 @@ void mgt_tui_restore_terminal(void);
 
 #include <stdio.h>  /* defines: snprintf */
 #include <string.h> /* defines: memset, strlen */
+#include <stdlib.h> /* defines: malloc, realloc, qsort, free, getenv, setenv */
+#include <math.h>   /* defines: isfinite, fabs, NAN, HUGE_VAL */
 
 static mgt_tui_rect mgt_tui__rect(int y, int x, int h, int w) {
     mgt_tui_rect r;
@@ -154,9 +205,10 @@ int mgt_tui_layout(int cols, int rows, int nranks, int view, mgt_tui_panes *L) {
     ev_h = mgt_tui__clamp(avail / 5, 4, 12);
     body = avail - ev_h;
     if (L->view == MGT_TUI_OVERVIEW) {
-        int wide = cols >= 152, bottom, chart_h, thr_w;
+        int wide = cols >= 160, bottom, chart_h, thr_w;
         /* the rank table takes what it needs up to 2/5 of the body (at least one row), the
-           communication table beside it from 140 columns, the charts the rest */
+           communication table beside it from 160 columns (both then at least 80 wide), the charts
+           the rest */
         bottom = mgt_tui__min(wide ? mgt_tui__max(need, comm_need) : need, mgt_tui__max(wide ? comm_need : 4, body * 2 / 5));
         chart_h = body - bottom;
         thr_w = mgt_tui__clamp(cols * 2 / 5, 32, 64);
@@ -183,7 +235,7 @@ int mgt_tui_layout(int cols, int rows, int nranks, int view, mgt_tui_panes *L) {
     }
     L->rank_rows = L->ranks.h - 3;
     L->max_scroll = mgt_tui__max(0, nranks - L->rank_rows);
-    L->help = mgt_tui__rect((rows - 16) / 2, (cols - 60) / 2, 16, 60);
+    L->help = mgt_tui__rect((rows - 20) / 2, (cols - 64) / 2, 20, 64);
     return 1;
 }
 
@@ -216,6 +268,7 @@ int mgt_tui_key(mgt_tui_ui *ui, int key, const mgt_tui_panes *L) {
     case 'p': case 'P': case ' ': return MGT_TUI_PAUSE;
     case 's': case 'S': return MGT_TUI_SAVE;
     case '?': case 'h': ui->help = !ui->help; return MGT_TUI_REDRAW;
+    case 'r': case 'R': return MGT_TUI_RAW;
     case '\t': ui->view = (ui->view + 1) % MGT_TUI_VIEWS; ui->scroll = 0; return MGT_TUI_REDRAW;
     case MGT_TUI__KEY_BTAB: ui->view = (ui->view + MGT_TUI_VIEWS - 1) % MGT_TUI_VIEWS; ui->scroll = 0; return MGT_TUI_REDRAW;
     case '1': case '2': case '3': ui->view = key - '1'; ui->scroll = 0; return MGT_TUI_REDRAW;
@@ -240,16 +293,19 @@ double mgt_tui_busbw_factor(int coll, int n) {
     }
 }
 
-void mgt_tui_fmt_bytes(double b, char *out, size_t cap) {
-    const char *unit = "KMGTP";
+static void mgt_tui__bytes(double b, char *out, size_t cap, int digits) {
+    static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
     int u = 0;
-    if (b < 1024) { snprintf(out, cap, "%.0fB", b < 0 ? 0 : b); return; }
+    if (!(b >= 0)) b = 0;
+    if (b < 1023.5) { snprintf(out, cap, "%.0fB", b); return; }
     b /= 1024;
     while (b >= 999.5 && u < 4) { b /= 1024; u++; }
-    if (b >= 99.5) snprintf(out, cap, "%.0f%c", b, unit[u]);
-    else if (b >= 9.95) snprintf(out, cap, "%.1f%c", b, unit[u]);
-    else snprintf(out, cap, "%.2f%c", b, unit[u]);
+    if (b >= 99.5 || (digits == 2 && b >= 9.95)) snprintf(out, cap, "%.0f%s", b, unit[u]);
+    else if (b >= 9.95 || digits == 2) snprintf(out, cap, "%.1f%s", b, unit[u]);
+    else snprintf(out, cap, "%.2f%s", b, unit[u]);
 }
+void mgt_tui_fmt_bytes(double b, char *out, size_t cap) { mgt_tui__bytes(b, out, cap, 3); }
+void mgt_tui_fmt_bytes_short(double b, char *out, size_t cap) { mgt_tui__bytes(b, out, cap, 2); }
 
 void mgt_tui_fmt_count(double v, char *out, size_t cap) {
     const char *unit = " kMGT";
@@ -261,19 +317,170 @@ void mgt_tui_fmt_count(double v, char *out, size_t cap) {
 
 void mgt_tui_fmt_duration(double s, char *out, size_t cap) {
     long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
-    if (t >= 3600) snprintf(out, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    else snprintf(out, cap, "%ld:%02ld", t / 60, t % 60);
+    snprintf(out, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+void mgt_tui_fmt_ms(double ms, char *out, size_t cap) {
+    if (!(ms >= 0)) snprintf(out, cap, "n/a");
+    else if (ms < 9.995) snprintf(out, cap, "%.2f ms", ms);
+    else if (ms < 999.95) snprintf(out, cap, "%.1f ms", ms);
+    else if (ms < 9995) snprintf(out, cap, "%.2f s", ms / 1e3);
+    else if (ms < 99950) snprintf(out, cap, "%.1f s", ms / 1e3);
+    else if (ms < 99999500) snprintf(out, cap, "%.0f s", ms / 1e3);
+    else snprintf(out, cap, ">1e5 s");
+}
+
+void mgt_tui_fmt_n(long long n, const char *one, const char *many, char *out, size_t cap) {
+    snprintf(out, cap, "%lld %s", n, n == 1 ? one : many);
+}
+
+void mgt_tui_fmt_micro(int micro_steps, int micro_batch, char *out, size_t cap) {
+    snprintf(out, cap, "%d micro-batch%s x %d seq", micro_steps, micro_steps == 1 ? "" : "es", micro_batch);
+}
+
+/* columns of the first nbytes bytes of a UTF-8 string: one per character */
+static int mgt_tui__cols(const char *s, size_t nbytes) {
+    int n = 0;
+    size_t i;
+    for (i = 0; i < nbytes && s[i]; i++) if (((unsigned char)s[i] & 0xc0) != 0x80) n++;
+    return n;
+}
+/* the byte offset after cols characters */
+static size_t mgt_tui__skip(const char *s, int cols) {
+    size_t i = 0;
+    while (s[i] && cols > 0) {
+        i++;
+        while (((unsigned char)s[i] & 0xc0) == 0x80) i++;
+        cols--;
+    }
+    return i;
+}
+
+int mgt_tui_fit(const char *in, int width, int utf8, char *out, size_t cap) {
+    const char *dots = utf8 ? "\xe2\x80\xa6" : "...";
+    int ndots = utf8 ? 1 : 3, n = mgt_tui__cols(in, strlen(in)), excess = n - width;
+    size_t len = strlen(in), tok = len, tend = len, i, cut;
+    if (!cap) return 0;
+    out[0] = 0;
+    if (width <= 0) return 0;
+    if (excess <= 0) { snprintf(out, cap, "%s", in); return n; }
+    /* the last word with a '/': [tok, tend) */
+    for (i = len; i > 0; i--) {
+        size_t b = i - 1, e;
+        if (in[b] != '/') continue;
+        while (b > 0 && in[b - 1] != ' ') b--;
+        e = i;
+        while (in[e] && in[e] != ' ') e++;
+        tok = b;
+        tend = e;
+        break;
+    }
+    if (tok < len) {
+        int tcols = mgt_tui__cols(in + tok, tend - tok), keep = tcols - excess - ndots; /* columns of the word's tail kept */
+        if (keep >= 8) {
+            size_t from = tok + mgt_tui__skip(in + tok, tcols - keep), slash;
+            for (slash = from; slash < tend && in[slash] != '/'; slash++) {}
+            if (slash < tend && tend - slash >= 8) from = slash; /* the tail starts at a folder */
+            snprintf(out, cap, "%.*s%s%s", (int)tok, in, dots, in + from);
+            return mgt_tui__cols(out, strlen(out));
+        }
+    }
+    if (width <= ndots) { cut = mgt_tui__skip(in, width); snprintf(out, cap, "%.*s", (int)cut, in); return width; }
+    cut = mgt_tui__skip(in, width - ndots);
+    snprintf(out, cap, "%.*s%s", (int)cut, in, dots);
+    return width;
+}
+
+int mgt_tui_pick(const char *const *alt, int n, int width, int utf8, char *out, size_t cap) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (mgt_tui__cols(alt[i], strlen(alt[i])) <= width) { snprintf(out, cap, "%s", alt[i]); return i; }
+    mgt_tui_fit(n > 0 ? alt[n - 1] : "", width, utf8, out, cap);
+    return n - 1;
+}
+
+/* the header's second line: " step <step>/<steps> [bar] <pct>% | elapsed h:mm:ss | ETA h:mm:ss | <view>" */
+#define MGT_TUI__PROGRESS_TAIL " 100.0% | elapsed 0:00:00 | ETA 0:00:00 | overview" /* the longest view name */
+int mgt_tui_progress_width(int cols, int steps) {
+    char head[48];
+    int n = snprintf(head, sizeof head, " step %d/%d ", steps, steps);
+    return mgt_tui__clamp(cols - n - 2 - (int)strlen(MGT_TUI__PROGRESS_TAIL) - 1, 5, 80);
+}
+
+/* rank table: the row starts with a marker column (! on the rank that computed longest), then
+   "rank dp tp pp dev" (19 columns from column 1), a space, the bar from column 21, the fields */
+#define MGT_TUI__BAR_X 21
+static const char *const mgt_tui__mem_short[6] = {"param", "grads", "optim", "activ", "buf+w", ""};
+static const char *const mgt_tui__mem_mid[6] = {"params", "grads", "optim", "activ", "buffers", "work"};
+static const char *const mgt_tui__mem_long[6] = {"params", "grads", "optimizer", "activations", "buffers", "workspace"};
+static int mgt_tui__rank_fields(int form) { /* the fields' width after the bar */
+    return form == 2 ? 15 + 6 * 14 + 8 + 16 : form == 1 ? 15 + 6 * 8 + 8 + 5 : 5 * 7 + 7 + 5;
+}
+int mgt_tui_rank_columns(int w, int *barw, char *h, size_t cap) {
+    int form = 2, room, n, c;
+    for (; form > 0; form--) {
+        room = w - 1 - MGT_TUI__BAR_X - mgt_tui__rank_fields(form);
+        if (room >= (form == 2 ? 15 : 12)) break;
+    }
+    room = w - 1 - MGT_TUI__BAR_X - mgt_tui__rank_fields(form);
+    *barw = mgt_tui__clamp(room, 4, 40);
+    if (!cap) return form;
+    n = snprintf(h, cap, " rank dp tp pp dev %-*s", *barw, *barw >= 19 ? "compute/comm/bubble" : *barw >= 11 ? "cmp/com/bub" : "c/c/b");
+    if (form > 0 && n > 0 && (size_t)n < cap) n += snprintf(h + n, cap - (size_t)n, " cmp%% com%% bub%%");
+    for (c = 0; c < (form ? 6 : 5) && n > 0 && (size_t)n < cap; c++)
+        n += snprintf(h + n, cap - (size_t)n, form == 2 ? " %13s" : form == 1 ? " %7s" : " %6s", form == 2 ? mgt_tui__mem_long[c] : form == 1 ? mgt_tui__mem_mid[c] : mgt_tui__mem_short[c]);
+    if (n > 0 && (size_t)n < cap) snprintf(h + n, cap - (size_t)n, form == 2 ? " %7s  gpu power temp" : form == 1 ? " %7s  gpu" : " %6s  gpu", "peak");
+    return form;
+}
+
+void mgt_tui_smooth(const float *raw, int n, double alpha, float *out) {
+    double acc = 0, weight = 0;
+    int i;
+    for (i = 0; i < n; i++) {
+        double x = raw[i];
+        if (isfinite(x)) { acc = alpha * acc + (1 - alpha) * x; weight = alpha * weight + (1 - alpha); }
+        out[i] = weight > 0 ? (float)(acc / weight) : (float)NAN;
+    }
+}
+
+static int mgt_tui__cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+void mgt_tui_loss_range(const float *v, int n, double *lo, double *hi) {
+    float *s = n > 0 ? (float *)malloc(sizeof *s * (size_t)n) : NULL;
+    int i, k = 0;
+    double med, span, tail_max = -HUGE_VAL;
+    *lo = 0; *hi = 1;
+    for (i = 0; i < n; i++) {
+        if (!isfinite(v[i])) continue;
+        if (s) s[k] = v[i];
+        k++;
+        if (i >= n - n / 4 - 1 && v[i] > tail_max) tail_max = v[i];
+    }
+    if (!s || k == 0) { free(s); return; }
+    qsort(s, (size_t)k, sizeof *s, mgt_tui__cmp_float);
+    med = k % 2 ? s[k / 2] : 0.5 * ((double)s[k / 2 - 1] + s[k / 2]);
+    *lo = s[0];
+    *hi = med + 2 * (med - *lo);
+    if (*hi > s[k - 1]) *hi = s[k - 1];
+    if (tail_max > *hi) *hi = tail_max;
+    free(s);
+    span = *hi - *lo;
+    if (span < 1e-3 * (fabs(med) > 1 ? fabs(med) : 1)) { /* flat: a range around it */
+        double pad = 5e-4 * (fabs(med) > 1 ? fabs(med) : 1);
+        *lo -= pad; *hi += pad;
+    } else {
+        *lo -= 0.05 * span; *hi += 0.05 * span;
+    }
 }
 
 #ifndef MGT_TUI_LAYOUT_ONLY
 /* ---- the dashboard (ncursesw) ------------------------------------------------------------------ */
-#include <stdlib.h>  /* defines: malloc, realloc, free */
-#include <math.h>    /* defines: isfinite, floor */
 #include <locale.h>  /* defines: setlocale */
 #include <langinfo.h> /* defines: nl_langinfo, CODESET */
 #include <time.h>    /* defines: clock_gettime */
 #include <unistd.h>  /* defines: isatty */
-#include <stdlib.h>  /* defines: setenv */
 
 #ifndef MGT_H_INCLUDED
 #error "include mgt.h before tui/tui.h"
@@ -285,7 +492,7 @@ enum { MGT_TUI__C_TITLE = 1, MGT_TUI__C_GOOD, MGT_TUI__C_COMM, MGT_TUI__C_BAD, M
 
 typedef struct mgt_tui__point { /* one published step, what the charts need */
     int step;
-    float loss, tok_s, samp_s, step_ms, mfu;
+    float loss, sm, tok_s, samp_s, step_ms, mfu; /* sm: the smoothed loss (mgt_tui_smooth) */
     unsigned char has_mfu;
 } mgt_tui__point;
 typedef struct mgt_tui__val { int step; float loss; } mgt_tui__val;
@@ -309,9 +516,12 @@ struct mgt_tui {
     mgt_rank_stats *ranks;
     mgt_event ev[MGT_TUI__EVENTS];
     int nev;                  /* events read in all; the newest MGT_TUI__EVENTS are in ev */
-    double best, ema, t_open, t_refresh, cpu_open; /* cpu_open: CPU time of the dashboard's thread */
+    double best, ema, ema_acc, ema_w; /* ema: the smoothed loss now (mgt_tui_smooth's average, kept step by step) */
+    double t_open, t_refresh, cpu_open; /* cpu_open: CPU time of the dashboard's thread */
     int frames, dirty, draws;
+    int stopping, raw, debug;  /* raw: the loss chart shows raw losses (r) */
     char message[160];
+    double message_t;          /* when the message was set (mgt_tui__now) */
 };
 
 static mgt_tui *mgt_tui__active;
@@ -399,6 +609,7 @@ int mgt_tui_open(mgt_tui **out, const mgt_run *run, const mgt_tui_options *opt) 
     t->last_val_step = -1;
     t->t_open = mgt_tui__now();
     t->cpu_open = mgt_tui__cpu();
+    t->debug = getenv("MGT_TUI_DEBUG") && !strcmp(getenv("MGT_TUI_DEBUG"), "1");
     t->t_refresh = -1e9;
     mgt_tui__relayout(t);
     *out = t;
@@ -420,8 +631,18 @@ void mgt_tui_close(mgt_tui *t) {
 void mgt_tui_message(mgt_tui *t, const char *text) {
     if (!t) return;
     snprintf(t->message, sizeof t->message, "%s", text ? text : "");
+    t->message_t = mgt_tui__now();
     t->dirty = 1;
 }
+
+void mgt_tui_stopping(mgt_tui *t) {
+    if (!t) return;
+    t->stopping = 1;
+    t->dirty = 1;
+}
+
+/* the run's clock: seconds since the run was created (mgt_event.time_s) */
+static double mgt_tui__clock(const mgt_tui *t) { return t->opt.run_time_s + (mgt_tui__now() - t->t_open); }
 
 /* a validation point of a history entry, once per validated step */
 static void mgt_tui__take_val(mgt_tui *t, const mgt_stats *s) {
@@ -467,10 +688,13 @@ void mgt_tui_refresh(mgt_tui *t) {
             p->step_ms = (float)s->step_ms;
             p->mfu = (float)s->mfu;
             p->has_mfu = (unsigned char)(s->has_mfu != 0);
-            if (isfinite(s->loss)) {
+            if (isfinite(s->loss)) { /* as mgt_tui_smooth, one step at a time */
                 if (s->loss < t->best) t->best = s->loss;
-                t->ema = t->npts == 1 ? s->loss : 0.9 * t->ema + 0.1 * s->loss;
+                t->ema_acc = MGT_TUI_SMOOTHING * t->ema_acc + (1 - MGT_TUI_SMOOTHING) * s->loss;
+                t->ema_w = MGT_TUI_SMOOTHING * t->ema_w + (1 - MGT_TUI_SMOOTHING);
+                t->ema = t->ema_acc / t->ema_w;
             }
+            p->sm = t->ema_w > 0 ? (float)t->ema : (float)NAN;
             mgt_tui__take_val(t, s);
             t->last = *s;
             t->has_last = 1;
@@ -494,15 +718,17 @@ static void mgt_tui__attr(mgt_tui *t, WINDOW *w, int pair, int on) {
     if (on) wattron(w, a); else wattroff(w, a);
 }
 
-/* a string clipped to the window's width from column x */
-static void mgt_tui__put(WINDOW *w, int y, int x, const char *s) {
-    int maxy, maxx, room;
-    getmaxyx(w, maxy, maxx);
-    room = maxx - x;
-    if (y < 0 || y >= maxy || room <= 0) return;
-    if ((int)strlen(s) <= room) mvwaddstr(w, y, x, s);
-    else mvwaddnstr(w, y, x, s, room); /* callers keep Unicode out of strings that can be clipped */
+/* a string from column x, cut (mgt_tui_fit) to end before column `end` */
+static void mgt_tui__put_to(mgt_tui *t, WINDOW *w, int y, int x, int end, const char *s) {
+    char buf[640];
+    if (y < 0 || y >= getmaxy(w) || end - x <= 0) return;
+    mgt_tui_fit(s, end - x, t->utf8, buf, sizeof buf);
+    mvwaddstr(w, y, x, buf);
 }
+/* inside a box: before its right border */
+static void mgt_tui__put(mgt_tui *t, WINDOW *w, int y, int x, const char *s) { mgt_tui__put_to(t, w, y, x, getmaxx(w) - 1, s); }
+/* in a window without a border (header, footer): to its last column */
+static void mgt_tui__put_all(mgt_tui *t, WINDOW *w, int y, int x, const char *s) { mgt_tui__put_to(t, w, y, x, getmaxx(w), s); }
 
 static void mgt_tui__box(mgt_tui *t, WINDOW *w, const char *title) {
     char buf[200];
@@ -513,7 +739,7 @@ static void mgt_tui__box(mgt_tui *t, WINDOW *w, const char *title) {
     snprintf(buf, sizeof buf, " %s ", title);
     mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 1);
     wattron(w, A_BOLD);
-    mgt_tui__put(w, 0, 2, buf);
+    mgt_tui__put_to(t, w, 0, 2, getmaxx(w) - 2, buf);
     wattroff(w, A_BOLD);
     mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 0);
 }
@@ -544,54 +770,67 @@ static void mgt_tui__spark(mgt_tui *t, WINDOW *w, int y, int x, int width, const
 #undef MGT_TUI__V
 }
 
+static const char *mgt_tui__view_name(int view) { return view == MGT_TUI_OVERVIEW ? "overview" : view == MGT_TUI_RANKS ? "ranks" : "comm"; }
+
+/* micro-batches per step and rank */
+static int mgt_tui__micro_steps(const mgt_config *c) {
+    return c->train.micro_batch > 0 && c->parallel.dp > 0 ? c->train.global_batch / (c->parallel.dp * c->train.micro_batch) : 1;
+}
+
 /* ---- windows ---- */
 static void mgt_tui__draw_header(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_HEADER];
     const mgt_config *c = &t->cfg;
     static const char *dtypes[] = {"fp32", "bf16", "fp16"};
-    char line[512], el[32], eta[32];
-    int step = t->has_last ? t->last.step : 0, steps = t->cfg.train.steps, barw, fill, i, micro, zero;
+    char alt[5][512], line[512], st[32], el[32], eta[32], micro[64], nr[32], lay[96], lay_short[96];
+    const char *alts[5], *preset = t->opt.preset ? t->opt.preset : "(preset)", *base, *dev = mgt_run_device(t->run), *dt;
+    int step = t->has_last ? t->last.step : 0, steps = t->cfg.train.steps, barw, fill, i, k, zero, stopping;
     double frac = steps > 0 ? (double)step / steps : 0, per_step;
     if (!w) return;
     werase(w);
-    micro = c->train.micro_batch > 0 ? c->train.global_batch / (c->parallel.dp * c->train.micro_batch) : 1;
     zero = c->parallel.dp > 1 ? c->parallel.zero : 0; /* as the plan has it: ZeRO over one data-parallel rank changes nothing */
-    snprintf(line, sizeof line, " %s%s%s%s | %d x %s | dp%d tp%d pp%d zero%d %s mb%d | %s ", t->cols >= 120 ? "mgt " : "",
-             t->cols >= 120 ? MGT_VERSION_STRING : "", t->cols >= 120 ? " | " : "",
-             !t->opt.preset ? "(preset)" : t->cols >= 120 || !strrchr(t->opt.preset, '/') ? t->opt.preset : strrchr(t->opt.preset, '/') + 1, t->nranks, t->nranks > 0 && t->ranks[0].device[0] ? t->ranks[0].device : "cpu",
-             c->parallel.dp, c->parallel.tp, c->parallel.pp, zero, c->parallel.pp_schedule ? "gpipe" : "1f1b", micro,
-             dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0]);
+    base = strrchr(preset, '/') ? strrchr(preset, '/') + 1 : preset;
+    dt = dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0];
+    mgt_tui_fmt_micro(mgt_tui__micro_steps(c), c->train.micro_batch, micro, sizeof micro);
+    mgt_tui_fmt_n(t->nranks, "rank", "ranks", nr, sizeof nr);
+    snprintf(lay, sizeof lay, "dp%d tp%d pp%d zero%d %s", c->parallel.dp, c->parallel.tp, c->parallel.pp, zero, c->parallel.pp_schedule ? "gpipe" : "1f1b");
+    /* narrow: the ZeRO stage and the pipeline schedule only where they do something */
+    k = snprintf(lay_short, sizeof lay_short, "dp%d tp%d pp%d", c->parallel.dp, c->parallel.tp, c->parallel.pp);
+    if (zero && k > 0 && (size_t)k < sizeof lay_short) k += snprintf(lay_short + k, sizeof lay_short - (size_t)k, " zero%d", zero);
+    if (c->parallel.pp > 1 && k > 0 && (size_t)k < sizeof lay_short) snprintf(lay_short + k, sizeof lay_short - (size_t)k, " %s", c->parallel.pp_schedule ? "gpipe" : "1f1b");
+    snprintf(alt[0], sizeof alt[0], " mgt %s | %s | %s | %s: %s | %s | %s", MGT_VERSION_STRING, preset, dev, nr, lay, micro, dt);
+    snprintf(alt[1], sizeof alt[1], " %s | %s | %s: %s | %s | %s", base, dev, nr, lay, micro, dt);
+    snprintf(alt[2], sizeof alt[2], " %s | %s | %s: %s | %s | %s", base, dev, nr, lay_short, micro, dt);
+    snprintf(alt[3], sizeof alt[3], " %s | %s | %s | %s | %s", base, dev, lay_short, micro, dt); /* the rank count is dp x tp x pp, and in the ranks box's title */
+    snprintf(alt[4], sizeof alt[4], " %s | %s: %s | %s | %s", dev, nr, lay_short, micro, dt);
+    for (i = 0; i < 5; i++) alts[i] = alt[i];
+    stopping = t->stopping && t->state != MGT_STATE_FINISHED && t->state != MGT_STATE_FAILED;
+    snprintf(st, sizeof st, " %s ", stopping ? "stopping" : mgt_state_name(t->state));
+    for (k = 0; st[k]; k++) if (st[k] >= 'a' && st[k] <= 'z') st[k] = (char)(st[k] - 32);
+    mgt_tui_pick(alts, 5, t->cols - (int)strlen(st) - 1, t->utf8, line, sizeof line);
     mgt_tui__attr(t, w, MGT_TUI__C_BAR, 1);
     wmove(w, 0, 0);
     for (i = 0; i < t->cols; i++) waddch(w, ' ');
-    mgt_tui__put(w, 0, 0, line);
+    mgt_tui__put_all(t, w, 0, 0, line);
     {
-        int pair = t->state == MGT_STATE_FAILED ? MGT_TUI__C_BAD : t->state == MGT_STATE_PAUSED ? MGT_TUI__C_COMM : MGT_TUI__C_GOOD;
-        char st[32];
-        int k;
-        snprintf(st, sizeof st, " %s ", mgt_state_name(t->state));
-        for (k = 0; st[k]; k++) if (st[k] >= 'a' && st[k] <= 'z') st[k] = (char)(st[k] - 32);
+        int pair = t->state == MGT_STATE_FAILED ? MGT_TUI__C_BAD : t->state == MGT_STATE_PAUSED || stopping ? MGT_TUI__C_COMM : MGT_TUI__C_GOOD;
         mgt_tui__attr(t, w, MGT_TUI__C_BAR, 0);
         wattron(w, A_BOLD | A_REVERSE);
         mgt_tui__attr(t, w, pair, 1);
-        mgt_tui__put(w, 0, mgt_tui__max(0, t->cols - (int)strlen(st)), st);
+        mgt_tui__put_all(t, w, 0, mgt_tui__max(0, t->cols - (int)strlen(st)), st);
         mgt_tui__attr(t, w, pair, 0);
         wattroff(w, A_BOLD | A_REVERSE);
     }
+    /* the second line: every field at a fixed width, so the bar is as wide in every view */
     per_step = t->has_last && t->npts > 0 ? t->last.elapsed_s / t->npts : 0;
-    mgt_tui_fmt_duration(t->has_last ? t->last.elapsed_s : 0, el, sizeof el);
-    if (per_step > 0) mgt_tui_fmt_duration(per_step * (steps - step), eta, sizeof eta);
-    else snprintf(eta, sizeof eta, "--:--");
-    {
-        char tail[200];
-        snprintf(tail, sizeof tail, " %5.1f%% | elapsed %s | ETA %s | %s", 100 * frac, el, eta,
-                 t->ui.view == MGT_TUI_OVERVIEW ? "overview" : t->ui.view == MGT_TUI_RANKS ? "ranks" : "communication");
-        snprintf(line, sizeof line, " step %d/%d ", step, steps);
-        barw = mgt_tui__clamp(t->cols - (int)strlen(line) - (int)strlen(tail) - 3, 5, 80);
-    }
-    mgt_tui__put(w, 1, 0, line);
+    mgt_tui_fmt_duration(mgt_tui__clock(t), el, sizeof el);
+    if (per_step > 0 && t->state != MGT_STATE_FINISHED) mgt_tui_fmt_duration(per_step * (steps - step), eta, sizeof eta);
+    else snprintf(eta, sizeof eta, "n/a");
+    barw = mgt_tui_progress_width(t->cols, steps);
+    k = snprintf(line, sizeof line, " step %*d/%d ", snprintf(NULL, 0, "%d", steps), step, steps);
+    mgt_tui__put_all(t, w, 1, 0, line);
     fill = (int)(frac * barw + 0.5);
-    wmove(w, 1, (int)strlen(line));
+    wmove(w, 1, k);
     waddch(w, '[');
     mgt_tui__attr(t, w, MGT_TUI__C_GOOD, 1);
     for (i = 0; i < barw; i++) {
@@ -600,14 +839,14 @@ static void mgt_tui__draw_header(mgt_tui *t) {
     }
     mgt_tui__attr(t, w, MGT_TUI__C_GOOD, 0);
     waddch(w, ']');
-    snprintf(line, sizeof line, " %5.1f%% | elapsed %s | ETA %s | %s", 100 * frac, el, eta,
-             t->ui.view == MGT_TUI_OVERVIEW ? "overview" : t->ui.view == MGT_TUI_RANKS ? "ranks" : "communication");
-    mgt_tui__put(w, 1, getcurx(w), line);
+    snprintf(line, sizeof line, " %5.1f%% | elapsed %7s | ETA %7s | %s", 100 * frac, el, eta, mgt_tui__view_name(t->ui.view));
+    mgt_tui__put_all(t, w, 1, k + barw + 2, line);
     wnoutrefresh(w);
 }
 
-static void mgt_tui__axis(char *out, size_t cap, double v) { /* 6 characters whatever the size */
-    if (fabs(v) < 99.9995) snprintf(out, cap, "%6.3f", v);
+static void mgt_tui__axis(char *out, size_t cap, double v, double span) { /* 6 characters whatever the size */
+    if (fabs(v) < 9.99995 && span < 0.02) snprintf(out, cap, "%6.4f", v);
+    else if (fabs(v) < 99.9995) snprintf(out, cap, "%6.3f", v);
     else if (fabs(v) < 9999.5) snprintf(out, cap, "%6.1f", v);
     else snprintf(out, cap, "%6.0e", v);
 }
@@ -616,69 +855,58 @@ static void mgt_tui__draw_loss(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_LOSS];
     char buf[160], a[32], b[32];
     int H, W, gw, gh, i, x0 = 8, first, last, px, prev_py = -1;
-    float lo = 0, hi = 0;
+    double lo, hi, top = -HUGE_VAL; /* top: the highest value drawn, shown when it lies above the range */
     unsigned char *grid;
+    float *col;
     if (!w) return;
     werase(w);
-    mgt_tui__box(t, w, "train loss");
+    mgt_tui__box(t, w, t->raw ? "train loss, raw (r: smoothed)" : "train loss, smoothed (r: raw)");
     getmaxyx(w, H, W);
     if (t->has_last) {
         snprintf(buf, sizeof buf, "now %.4f  best %.4f  smoothed %.4f", t->last.loss, t->best, t->ema);
-        mgt_tui__put(w, 1, 2, buf);
+        mgt_tui__put(t, w, 1, 2, buf);
     }
     gh = H - 4; /* rows of the plot: below the border and the figures, above the x labels and the border */
     gw = W - x0 - 2;
     if (t->npts < 1 || gh < 2 || gw < 4) {
-        mgt_tui__put(w, 2, 2, "waiting for the first step...");
+        mgt_tui__put(t, w, 2, 2, "waiting for the first step...");
         wnoutrefresh(w);
         return;
     }
     first = t->pts[0].step;
     last = t->pts[t->npts - 1].step;
-    for (i = 0; i < t->npts; i++) {
-        float l = t->pts[i].loss;
-        if (!isfinite(l)) continue;
-        if (i == 0 || l < lo) lo = l;
-        if (i == 0 || l > hi) hi = l;
-    }
-    for (i = 0; i < t->nvals; i++) {
-        if (t->vals[i].loss < lo) lo = t->vals[i].loss;
-        if (t->vals[i].loss > hi) hi = t->vals[i].loss;
-    }
-    if (hi - lo < 1e-6f) { hi += 0.5f; lo -= 0.5f; }
-    /* y labels */
-    mgt_tui__axis(a, sizeof a, hi); mgt_tui__put(w, 2, 1, a);
-    mgt_tui__axis(a, sizeof a, (lo + hi) / 2); mgt_tui__put(w, 2 + (gh - 1) / 2, 1, a);
-    mgt_tui__axis(a, sizeof a, lo); mgt_tui__put(w, 1 + gh, 1, a);
-    /* x labels */
-    snprintf(a, sizeof a, "%d", first);
-    snprintf(b, sizeof b, "%d", last);
-    mgt_tui__put(w, gh + 2, x0, a);
-    mgt_tui__put(w, gh + 2, x0 + gw - (int)strlen(b), b);
-    mgt_tui__put(w, gh + 2, x0 + gw / 2 - 2, "step");
-    /* dots: 2 x 4 per cell with braille, 1 x 3 with blocks/ASCII */
     {
         int sx = t->utf8 ? 2 : 1, sy = t->utf8 ? 4 : 3, DW = gw * sx, DH = gh * sy, cy, cx;
         grid = (unsigned char *)calloc((size_t)DW * (size_t)DH, 1);
-        if (!grid) { wnoutrefresh(w); return; }
-        for (px = 0; px < DW; px++) { /* the mean loss of the steps that fall in this dot column */
+        col = (float *)malloc(sizeof *col * (size_t)DW);
+        if (!grid || !col) { free(grid); free(col); wnoutrefresh(w); return; }
+        for (px = 0; px < DW; px++) { /* the mean (smoothed or raw) loss of the steps that fall in this dot column */
             double s = 0;
-            int cnt = 0, j, lo_i, hi_i, py;
+            int cnt = 0, j, lo_i, hi_i;
             lo_i = (int)((double)px * t->npts / DW);
             hi_i = mgt_tui__max(lo_i + 1, (int)((double)(px + 1) * t->npts / DW));
-            if (lo_i >= t->npts) break;
-            for (j = lo_i; j < hi_i && j < t->npts; j++) if (isfinite(t->pts[j].loss)) { s += t->pts[j].loss; cnt++; }
-            if (!cnt) continue;
-            py = (int)((hi - s / cnt) / (hi - lo) * (DH - 1) + 0.5);
-            py = mgt_tui__clamp(py, 0, DH - 1);
-            if (prev_py >= 0) { /* join to the previous column */
-                int y, y0 = mgt_tui__min(prev_py, py), y1 = mgt_tui__max(prev_py, py);
+            for (j = lo_i; j < hi_i && j < t->npts; j++) {
+                float v = t->raw ? t->pts[j].loss : t->pts[j].sm;
+                if (isfinite(v)) { s += v; cnt++; }
+            }
+            col[px] = cnt ? (float)(s / cnt) : (float)NAN;
+        }
+        mgt_tui_loss_range(col, DW, &lo, &hi);
+        for (px = 0; px < DW; px++) {
+            int py;
+            if (!isfinite(col[px])) continue;
+            if (col[px] > top) top = col[px];
+            py = (int)((hi - col[px]) / (hi - lo) * (DH - 1) + 0.5);
+            if (py < 0) { prev_py = -2; continue; } /* above the range (a warmup spike): not drawn */
+            py = mgt_tui__min(py, DH - 1);
+            if (prev_py != -1) { /* join to the previous column, or to the top where the curve comes down into view */
+                int y, y0 = mgt_tui__min(mgt_tui__max(prev_py, 0), py), y1 = mgt_tui__max(prev_py, py);
                 for (y = y0; y <= y1; y++) grid[(size_t)y * DW + px] = 1;
             }
             grid[(size_t)py * DW + px] = 1;
             prev_py = py;
-            if (t->npts < DW && hi_i - lo_i == 1) { /* fewer steps than dots: stretch */ }
         }
+        free(col);
         mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 1);
         for (cy = 0; cy < gh; cy++)
             for (cx = 0; cx < gw; cx++) {
@@ -702,22 +930,36 @@ static void mgt_tui__draw_loss(mgt_tui *t) {
         mgt_tui__attr(t, w, MGT_TUI__C_TITLE, 0);
         free(grid);
     }
-    /* validation points */
+    /* y labels (drawn after the curve: a clipped curve runs along the top) */
+    mgt_tui__axis(a, sizeof a, hi, hi - lo); mgt_tui__put(t, w, 2, 1, a);
+    mgt_tui__axis(a, sizeof a, (lo + hi) / 2, hi - lo); mgt_tui__put(t, w, 2 + (gh - 1) / 2, 1, a);
+    mgt_tui__axis(a, sizeof a, lo, hi - lo); mgt_tui__put(t, w, 1 + gh, 1, a);
+    /* x labels */
+    snprintf(a, sizeof a, "%d", first);
+    snprintf(b, sizeof b, "%d", last);
+    mgt_tui__put(t, w, gh + 2, x0, a);
+    mgt_tui__put(t, w, gh + 2, x0 + gw - (int)strlen(b), b);
+    mgt_tui__put(t, w, gh + 2, x0 + gw / 2 - 2, "step");
+    /* validation points inside the range */
     mgt_tui__attr(t, w, MGT_TUI__C_VAL, 1);
     wattron(w, A_BOLD);
     for (i = 0; i < t->nvals; i++) {
         int cx = last > first ? (int)((double)(t->vals[i].step - first) / (last - first) * (gw - 1) + 0.5) : gw - 1;
         int cy = (int)((hi - t->vals[i].loss) / (hi - lo) * (gh - 1) + 0.5);
-        if (cx < 0 || cx >= gw) continue;
-        if (t->utf8) mvwaddstr(w, 2 + mgt_tui__clamp(cy, 0, gh - 1), x0 + cx, "\xe2\x97\x86"); /* a diamond */
-        else mvwaddch(w, 2 + mgt_tui__clamp(cy, 0, gh - 1), x0 + cx, 'o');
+        if (cx < 0 || cx >= gw || cy < 0 || cy >= gh) continue;
+        if (t->utf8) mvwaddstr(w, 2 + cy, x0 + cx, "\xe2\x97\x86"); /* a diamond */
+        else mvwaddch(w, 2 + cy, x0 + cx, 'o');
     }
     wattroff(w, A_BOLD);
     if (t->nvals > 0) {
         snprintf(buf, sizeof buf, " val %.4f @%d ", t->vals[t->nvals - 1].loss, t->vals[t->nvals - 1].step);
-        mgt_tui__put(w, H - 1, mgt_tui__max(2, W - (int)strlen(buf) - 2), buf);
+        mgt_tui__put_to(t, w, H - 1, mgt_tui__max(2, W - (int)strlen(buf) - 2), W - 2, buf);
     }
     mgt_tui__attr(t, w, MGT_TUI__C_VAL, 0);
+    if (top > hi) { /* the part of the curve above the range is not drawn: say how high it went */
+        snprintf(buf, sizeof buf, " cut above: max %.4g ", top);
+        mgt_tui__put_to(t, w, H - 1, 2, W / 2, buf);
+    }
     wnoutrefresh(w);
 }
 
@@ -735,42 +977,45 @@ static double mgt_tui__speedup(const mgt_tui *t) {
 
 static void mgt_tui__draw_throughput(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_THR];
-    int H, W, y = 1, sw;
+    int H, W, y = 1;
     char v[32], line[96];
     const mgt_stats *s = &t->last;
     if (!w) return;
     werase(w);
     mgt_tui__box(t, w, "throughput");
     getmaxyx(w, H, W);
-    sw = W - 23;
-    if (!t->has_last) { mgt_tui__put(w, 1, 2, "n/a until the first step"); wnoutrefresh(w); return; }
+    if (!t->has_last) { mgt_tui__put(t, w, 1, 2, "n/a until the first step"); wnoutrefresh(w); return; }
+    /* label (10) and value (8) from column 2, a space, the sparkline from column 22 to the border;
+       a longer value pushes the sparkline right, never touches it */
 #define MGT_TUI__ROW(label, text, field, show)                                                            \
     if (y < H - 1) {                                                                                      \
+        int sx_;                                                                                          \
         snprintf(line, sizeof line, "%-10s %8s", label, text);                                           \
-        mgt_tui__put(w, y, 2, line);                                                                      \
-        if (show && sw > 2) mgt_tui__spark(t, w, y, 22, sw, &t->pts[0].field, (int)sizeof(mgt_tui__point), t->npts); \
+        mgt_tui__put(t, w, y, 2, line);                                                                   \
+        sx_ = mgt_tui__max(22, 2 + (int)strlen(line) + 1);                                               \
+        if (show && W - 1 - sx_ > 2) mgt_tui__spark(t, w, y, sx_, W - 1 - sx_, &t->pts[0].field, (int)sizeof(mgt_tui__point), t->npts); \
         y++;                                                                                              \
     }
     mgt_tui_fmt_count(s->tokens_per_s, v, sizeof v);
     MGT_TUI__ROW("tokens/s", v, tok_s, 1)
     mgt_tui_fmt_count(s->samples_per_s, v, sizeof v);
     MGT_TUI__ROW("samples/s", v, samp_s, 1)
-    snprintf(v, sizeof v, "%.1f ms", s->step_ms);
+    mgt_tui_fmt_ms(s->step_ms, v, sizeof v);
     MGT_TUI__ROW("step", v, step_ms, 1)
     if (s->has_mfu) snprintf(v, sizeof v, "%.1f%%", 100 * s->mfu);
     else snprintf(v, sizeof v, "n/a");
     MGT_TUI__ROW("MFU", v, mfu, s->has_mfu)
 #undef MGT_TUI__ROW
-    if (y < H - 1) { mgt_tui_fmt_count(s->gflops, v, sizeof v); snprintf(line, sizeof line, "%-10s %8s GFLOP/s", "compute", v); mgt_tui__put(w, y++, 2, line); }
-    if (y < H - 1) { mgt_tui_fmt_count((double)s->tokens_seen, v, sizeof v); snprintf(line, sizeof line, "%-10s %8s tokens", "seen", v); mgt_tui__put(w, y++, 2, line); }
-    if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8.2e", "lr", s->lr); mgt_tui__put(w, y++, 2, line); }
-    if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8.3f", "grad norm", s->grad_norm); mgt_tui__put(w, y++, 2, line); }
+    if (y < H - 1) { mgt_tui_fmt_count(s->gflops, v, sizeof v); snprintf(line, sizeof line, "%-10s %8s GFLOP/s", "compute", v); mgt_tui__put(t, w, y++, 2, line); }
+    if (y < H - 1) { mgt_tui_fmt_count((double)s->tokens_seen, v, sizeof v); snprintf(line, sizeof line, "%-10s %8s tokens", "seen", v); mgt_tui__put(t, w, y++, 2, line); }
+    if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8.2e", "lr", s->lr); mgt_tui__put(t, w, y++, 2, line); }
+    if (y < H - 1) { snprintf(line, sizeof line, "%-10s %8.3f", "grad norm", s->grad_norm); mgt_tui__put(t, w, y++, 2, line); }
     if (y < H - 1) { /* measured against a single rank when the driver has a measurement of one, else unknown */
         double x = mgt_tui__speedup(t);
         if (x > 0) snprintf(v, sizeof v, "%.2fx", x);
         else snprintf(v, sizeof v, "n/a");
         snprintf(line, sizeof line, "%-10s %8s%s", "speedup", v, x > 0 && W >= 46 ? " over 1 rank (bench)" : "");
-        mgt_tui__put(w, y++, 2, line);
+        mgt_tui__put(t, w, y++, 2, line);
     }
     wnoutrefresh(w);
 }
@@ -802,16 +1047,18 @@ static void mgt_tui__bar(mgt_tui *t, WINDOW *w, int y, int x, int width, const m
 
 static void mgt_tui__draw_ranks(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_RANKS];
-    int H, W, row, barw, wide, slow = mgt_tui__straggler(t), comm_view = t->ui.view == MGT_TUI_COMM, c;
-    char line[600], a[40], b[16], title[96];
+    int H, W, row, barw, form, slow = mgt_tui__straggler(t), comm_view = t->ui.view == MGT_TUI_COMM, c;
+    char line[600], a[40], b[16], title[96], nr[32];
     if (!w) return;
     werase(w);
-    snprintf(title, sizeof title, comm_view ? "communication per rank: ms in the last step, < the slowest (%d ranks)" : "ranks (%d)", t->nranks);
+    mgt_tui_fmt_n(t->nranks, "rank", "ranks", nr, sizeof nr);
+    if (comm_view) snprintf(title, sizeof title, "communication per rank: ms in the last step, < the slowest (%s)", nr);
+    else snprintf(title, sizeof title, "ranks (%d)", t->nranks);
     mgt_tui__box(t, w, title);
     getmaxyx(w, H, W);
     if (t->L.max_scroll > 0) {
         snprintf(line, sizeof line, " %d-%d of %d, arrows scroll ", t->ui.scroll, mgt_tui__min(t->nranks, t->ui.scroll + t->L.rank_rows) - 1, t->nranks);
-        mgt_tui__put(w, H - 1, mgt_tui__max(2, W - (int)strlen(line) - 2), line);
+        mgt_tui__put_to(t, w, H - 1, mgt_tui__max(2, W - (int)strlen(line) - 2), W - 2, line);
     }
     if (comm_view) {
         int n = 0;
@@ -819,7 +1066,7 @@ static void mgt_tui__draw_ranks(mgt_tui *t) {
         n += snprintf(line + n, sizeof line - (size_t)n, "rank dp tp pp ");
         for (c = 0; c < MGT_COLL_BARRIER; c++) n += snprintf(line + n, sizeof line - (size_t)n, "%8s ", short_names[c]);
         snprintf(line + n, sizeof line - (size_t)n, " comm%% bub%%");
-        wattron(w, A_BOLD); mgt_tui__put(w, 1, 1, line); wattroff(w, A_BOLD);
+        wattron(w, A_BOLD); mgt_tui__put(t, w, 1, 1, line); wattroff(w, A_BOLD);
         for (row = 0; row < t->L.rank_rows && t->ui.scroll + row < t->nranks; row++) {
             const mgt_rank_stats *r = &t->ranks[t->ui.scroll + row];
             double tot = r->compute_s + r->comm_s + r->bubble_s;
@@ -831,68 +1078,61 @@ static void mgt_tui__draw_ranks(mgt_tui *t) {
                 else n += snprintf(line + n, sizeof line - (size_t)n, "%8.2f%c", r->seconds[c] * 1e3, max && t->nranks > 1 ? '<' : ' ');
             }
             snprintf(line + n, sizeof line - (size_t)n, " %5.1f %4.1f", tot > 0 ? 100 * r->comm_s / tot : 0, tot > 0 ? 100 * r->bubble_s / tot : 0);
-            mgt_tui__put(w, 2 + row, 1, line);
+            mgt_tui__put(t, w, 2 + row, 1, line);
         }
         wnoutrefresh(w);
         return;
     }
-    /* columns: rank dp tp pp device | bar | shares | memory by category | peak | gpu; narrow: no
-       shares (the bar shows them) and buffers + workspace in one column; wide: current/peak each,
-       and the GPU's power and temperature beside its utilisation (from 150 columns) */
-    wide = W >= 150 ? 2 : W >= 100 ? 1 : 0;
-    {
-        int ncat = wide ? MGT_MEM_COUNT : MGT_MEM_WORKSPACE, rest = (wide ? 15 : 0) + ncat * (wide == 2 ? 12 : 6) + 7 + (wide == 2 ? 16 : 5);
-        int n;
-        barw = mgt_tui__clamp(W - 1 - 20 - rest, 6, 40);
-        n = snprintf(line, sizeof line, "rank dp tp pp dev %-*s", barw + 1, barw >= 19 ? "compute/comm/bubble" : "cmp/com/bub");
-        if (wide) n += snprintf(line + n, sizeof line - (size_t)n, " cmp%% com%% bub%%");
+    /* the columns (mgt_tui_rank_columns): a marker column, rank dp tp pp device, the bar, then form
+       0: memory now by category (buffers + workspace as one), the peak, GPU utilisation; 1: also
+       the shares in percent and each category apart; 2: current/peak of each category and the
+       GPU's power and temperature */
+    form = mgt_tui_rank_columns(W, &barw, line, sizeof line);
+    wattron(w, A_BOLD); mgt_tui__put(t, w, 1, 1, line); wattroff(w, A_BOLD);
+    for (row = 0; row < t->L.rank_rows && t->ui.scroll + row < t->nranks; row++) {
+        const mgt_rank_stats *r = &t->ranks[t->ui.scroll + row];
+        double tot = r->compute_s + r->comm_s + r->bubble_s;
+        size_t peak = 0;
+        int n = 0, y = 2 + row, marked = t->nranks > 1 && r->rank == slow && tot > 0, ncat = form ? MGT_MEM_COUNT : MGT_MEM_WORKSPACE;
+        if (!strncmp(r->device, "cuda:", 5)) snprintf(a, sizeof a, "%s%s", strlen(r->device) > 6 ? "g" : "gpu", r->device + 5); /* gpu3, g12 */
+        else snprintf(a, sizeof a, "%s", r->device[0] ? r->device : "?");
+        if (marked) { mgt_tui__attr(t, w, MGT_TUI__C_BAD, 1); wattron(w, A_BOLD); mgt_tui__put(t, w, y, 1, "!"); }
+        snprintf(line, sizeof line, "%4d %2d %2d %2d %-4.4s", r->rank, r->dp, r->tp, r->pp, a);
+        mgt_tui__put(t, w, y, 2, line);
+        if (marked) { mgt_tui__attr(t, w, MGT_TUI__C_BAD, 0); wattroff(w, A_BOLD); }
+        if (MGT_TUI__BAR_X + barw < W - 1) mgt_tui__bar(t, w, y, MGT_TUI__BAR_X, barw, r);
+        line[0] = 0;
+        if (form > 0)
+            n = snprintf(line, sizeof line, " %4.0f %4.0f %4.0f", tot > 0 ? 100 * r->compute_s / tot : 0, tot > 0 ? 100 * r->comm_s / tot : 0,
+                         tot > 0 ? 100 * r->bubble_s / tot : 0);
+        for (c = 0; c < MGT_MEM_COUNT; c++) peak += r->mem_peak[c];
         for (c = 0; c < ncat; c++) {
-            char nm[16];
-            snprintf(nm, sizeof nm, wide == 2 ? "%.11s" : "%.5s", !wide && c == MGT_MEM_BUFFERS ? "buf+w" : mgt_mem_category_name(c));
-            n += snprintf(line + n, sizeof line - (size_t)n, wide == 2 ? " %11s" : " %5s", nm);
-        }
-        snprintf(line + n, sizeof line - (size_t)n, wide == 2 ? " %6s %15s" : " %6s %4s", "peak", wide == 2 ? "gpu  power temp" : "gpu");
-        wattron(w, A_BOLD); mgt_tui__put(w, 1, 1, line); wattroff(w, A_BOLD);
-        for (row = 0; row < t->L.rank_rows && t->ui.scroll + row < t->nranks; row++) {
-            const mgt_rank_stats *r = &t->ranks[t->ui.scroll + row];
-            double tot = r->compute_s + r->comm_s + r->bubble_s;
-            size_t peak = 0;
-            int y = 2 + row, marked = t->nranks > 1 && r->rank == slow && tot > 0;
-            if (!strncmp(r->device, "cuda:", 5)) snprintf(a, sizeof a, "%s%s", strlen(r->device) > 6 ? "g" : "gpu", r->device + 5); /* gpu3, g12 */
-            else snprintf(a, sizeof a, "%s", r->device[0] ? r->device : "?");
-            snprintf(line, sizeof line, "%4d %2d %2d %2d %-4.4s", r->rank, r->dp, r->tp, r->pp, a);
-            if (marked) { mgt_tui__attr(t, w, MGT_TUI__C_BAD, 1); wattron(w, A_BOLD); mgt_tui__put(w, y, 0, "!"); }
-            mgt_tui__put(w, y, 1, line);
-            if (marked) { mgt_tui__attr(t, w, MGT_TUI__C_BAD, 0); wattroff(w, A_BOLD); }
-            mgt_tui__bar(t, w, y, 20, barw, r);
-            n = 0;
-            line[0] = 0;
-            if (wide)
-                n = snprintf(line, sizeof line, " %4.0f %4.0f %4.0f", tot > 0 ? 100 * r->compute_s / tot : 0, tot > 0 ? 100 * r->comm_s / tot : 0,
-                             tot > 0 ? 100 * r->bubble_s / tot : 0);
-            for (c = 0; c < MGT_MEM_COUNT; c++) peak += r->mem_peak[c];
-            for (c = 0; c < ncat; c++) {
-                double cur = (double)r->mem_current[c];
-                if (!wide && c == MGT_MEM_BUFFERS) cur += (double)r->mem_current[MGT_MEM_WORKSPACE];
-                mgt_tui_fmt_bytes(cur, a, sizeof a);
-                mgt_tui_fmt_bytes((double)r->mem_peak[c], b, sizeof b);
-                if (wide == 2) n += snprintf(line + n, sizeof line - (size_t)n, " %5s/%-5s", a, b);
-                else n += snprintf(line + n, sizeof line - (size_t)n, " %5s", a);
+            double cur = (double)r->mem_current[c];
+            if (!form && c == MGT_MEM_BUFFERS) cur += (double)r->mem_current[MGT_MEM_WORKSPACE];
+            if (form == 2) {
+                mgt_tui_fmt_bytes_short(cur, a, sizeof a);
+                mgt_tui_fmt_bytes_short((double)r->mem_peak[c], b, sizeof b);
+                n += snprintf(line + n, sizeof line - (size_t)n, " %6s/%-6s", a, b);
+            } else {
+                if (form == 1) mgt_tui_fmt_bytes(cur, a, sizeof a);
+                else mgt_tui_fmt_bytes_short(cur, a, sizeof a);
+                n += snprintf(line + n, sizeof line - (size_t)n, form == 1 ? " %7s" : " %6s", a);
             }
-            mgt_tui_fmt_bytes((double)peak, a, sizeof a);
-            if (r->has_gpu_util) snprintf(b, sizeof b, "%3.0f%%", r->gpu_util);
-            else snprintf(b, sizeof b, "n/a");
-            n += snprintf(line + n, sizeof line - (size_t)n, " %6s %4s", a, b);
-            if (wide == 2) {
-                char pw[16], tc[16];
-                if (r->has_gpu_power) snprintf(pw, sizeof pw, "%4.0fW", r->gpu_power_w);
-                else snprintf(pw, sizeof pw, "n/a");
-                if (r->has_gpu_temp) snprintf(tc, sizeof tc, "%3.0fC", r->gpu_temp_c);
-                else snprintf(tc, sizeof tc, "n/a");
-                snprintf(line + n, sizeof line - (size_t)n, " %5s %4s", pw, tc);
-            }
-            mgt_tui__put(w, y, 20 + barw, line);
         }
+        if (form) mgt_tui_fmt_bytes((double)peak, a, sizeof a);
+        else mgt_tui_fmt_bytes_short((double)peak, a, sizeof a);
+        if (r->has_gpu_util) snprintf(b, sizeof b, "%3.0f%%", r->gpu_util);
+        else snprintf(b, sizeof b, "n/a");
+        n += snprintf(line + n, sizeof line - (size_t)n, form ? " %7s %4s" : " %6s %4s", a, b);
+        if (form == 2) {
+            char pw[16], tc[16];
+            if (r->has_gpu_power) snprintf(pw, sizeof pw, "%4.0fW", r->gpu_power_w);
+            else snprintf(pw, sizeof pw, "n/a");
+            if (r->has_gpu_temp) snprintf(tc, sizeof tc, "%3.0fC", r->gpu_temp_c);
+            else snprintf(tc, sizeof tc, "n/a");
+            snprintf(line + n, sizeof line - (size_t)n, " %5s %4s", pw, tc);
+        }
+        mgt_tui__put(t, w, y, MGT_TUI__BAR_X + barw, line);
     }
     wnoutrefresh(w);
 }
@@ -908,15 +1148,14 @@ static int mgt_tui__group(const mgt_tui *t, int coll) {
 
 static void mgt_tui__draw_comm(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_COMM];
-    int H, W, c, y = 2;
+    int H, c, y = 2;
     char line[300], by[16], cl[24];
     if (!w) return;
     werase(w);
     mgt_tui__box(t, w, "communication, per step");
-    getmaxyx(w, H, W);
-    (void)W;
+    H = getmaxy(w);
     wattron(w, A_BOLD);
-    mgt_tui__put(w, 1, 1, "collective      calls   bytes  ms/step algbw GB/s busbw GB/s   n  slowest");
+    mgt_tui__put(t, w, 1, 1, "collective      calls   bytes  ms/step algbw GB/s busbw GB/s   n  slowest");
     wattroff(w, A_BOLD);
     for (c = 0; c < MGT_COLL_BARRIER && y < H - 2; c++, y++) {
         long long calls = 0;
@@ -934,7 +1173,7 @@ static void mgt_tui__draw_comm(mgt_tui *t) {
         if (!users) {
             snprintf(line, sizeof line, "%-14s %6d %7s %8s %10s %10s", mgt_coll_name(c), 0, "-", "-", "-", "-");
             mgt_tui__attr(t, w, MGT_TUI__C_DIM, 1);
-            mgt_tui__put(w, y, 1, line);
+            mgt_tui__put(t, w, y, 1, line);
             mgt_tui__attr(t, w, MGT_TUI__C_DIM, 0);
             continue;
         }
@@ -949,33 +1188,32 @@ static void mgt_tui__draw_comm(mgt_tui *t) {
             snprintf(ms, sizeof ms, "r%d %.2fms", slow, maxs * 1e3);
             snprintf(line, sizeof line, "%-14s %6s %7s %8.2f %10.3f %10.3f %3d  %s", mgt_coll_name(c), cl, by, secs * 1e3, alg, bus, n, ms);
         }
-        mgt_tui__put(w, y, 1, line);
+        mgt_tui__put(t, w, y, 1, line);
     }
     mgt_tui__attr(t, w, MGT_TUI__C_DIM, 1);
-    mgt_tui__put(w, H - 2, 1, "means over calling ranks; busbw = algbw x NCCL factor, n = dp (or tp)");
+    mgt_tui__put(t, w, H - 2, 1, "means over calling ranks; busbw = algbw x NCCL factor, n = dp (or tp)");
     mgt_tui__attr(t, w, MGT_TUI__C_DIM, 0);
     wnoutrefresh(w);
 }
 
 static void mgt_tui__draw_events(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_EVENTS];
-    int H, W, rows, i, first;
+    int H, rows, i, first;
     char line[300];
     if (!w) return;
     werase(w);
     mgt_tui__box(t, w, "events");
-    getmaxyx(w, H, W);
-    (void)W;
+    H = getmaxy(w);
     rows = H - 2;
     first = mgt_tui__max(mgt_tui__max(0, t->nev - MGT_TUI__EVENTS), t->nev - rows);
-    if (t->nev == 0) mgt_tui__put(w, 1, 2, "none yet (validations, checkpoints and warnings appear here)");
+    if (t->nev == 0) mgt_tui__put(t, w, 1, 2, "none yet (validations, checkpoints and warnings appear here)");
     for (i = first; i < t->nev; i++) {
         const mgt_event *e = &t->ev[i % MGT_TUI__EVENTS];
         char tm[32];
-        mgt_tui_fmt_duration(e->time_s, tm, sizeof tm);
-        snprintf(line, sizeof line, "%7s  %s%s", tm, e->level == MGT_LOG_WARN ? "warning: " : "", e->text);
+        mgt_tui_fmt_duration(e->time_s, tm, sizeof tm); /* the run's clock, as the header's elapsed */
+        snprintf(line, sizeof line, "%8s  %s%s", tm, e->level == MGT_LOG_WARN ? "warning: " : "", e->text);
         if (e->level == MGT_LOG_WARN) mgt_tui__attr(t, w, MGT_TUI__C_BAD, 1);
-        mgt_tui__put(w, 1 + i - first, 1, line);
+        mgt_tui__put(t, w, 1 + i - first, 1, line); /* a long path keeps its tail, inside the border */
         if (e->level == MGT_LOG_WARN) mgt_tui__attr(t, w, MGT_TUI__C_BAD, 0);
     }
     wnoutrefresh(w);
@@ -983,16 +1221,22 @@ static void mgt_tui__draw_events(mgt_tui *t) {
 
 static void mgt_tui__draw_footer(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_FOOTER];
-    char line[300];
+    char keys[160], line[300];
+    int kw;
     if (!w) return;
     werase(w);
-    snprintf(line, sizeof line, " q stop  p %s  s checkpoint  Tab view  arrows scroll  ? help ", t->state == MGT_STATE_PAUSED ? "resume" : "pause");
-    wattron(w, A_REVERSE);
-    mgt_tui__put(w, 0, 0, line);
-    wattroff(w, A_REVERSE);
+    kw = snprintf(keys, sizeof keys, " q stop  p %s  s checkpoint  Tab view  arrows scroll  ? help ", t->state == MGT_STATE_PAUSED ? "resume" : "pause");
+    if (t->message[0] && kw + 2 + (int)strlen(t->message) > t->cols) kw = 0; /* a message too long to sit beside the keys takes their place for a while */
+    if (kw) {
+        wattron(w, A_REVERSE);
+        mgt_tui__put_all(t, w, 0, 0, keys);
+        wattroff(w, A_REVERSE);
+    }
     if (t->message[0]) {
-        snprintf(line, sizeof line, "  %s", t->message);
-        mgt_tui__put(w, 0, (int)strlen(" q stop  p resume  s checkpoint  Tab view  arrows scroll  ? help "), line);
+        snprintf(line, sizeof line, "%s%s", kw ? "  " : " ", t->message);
+        wattron(w, A_BOLD);
+        mgt_tui__put_all(t, w, 0, kw, line);
+        wattroff(w, A_BOLD);
     }
     wnoutrefresh(w);
 }
@@ -1006,18 +1250,22 @@ static void mgt_tui__draw_help(mgt_tui *t) {
         "Tab      next view: overview, ranks, communication",
         "1 2 3    overview / ranks / communication",
         "arrows   scroll the rank table (PgUp/PgDn, Home/End)",
+        "r        loss chart: smoothed (EMA 0.9) or raw losses",
         "?        this help; any key closes it",
         "",
         "bar: compute | communication | bubble (pipeline wait)",
         "! marks the rank that computed longest last step",
-        "n/a: the device does not report it (MFU, GPU util)",
+        "memory (B, KiB, MiB, GiB): params, grads, optim(izer),",
+        "  activ(ations), buffers, work(space), buf+w; peak: all",
+        "n/a: not measured here (MFU without a peak, GPU on CPU)",
         "busbw: NCCL factors, all-reduce 2(n-1)/n, rs/ag (n-1)/n",
+        "times: h:mm:ss since the run started (header, events)",
     };
     int i;
     if (!w || !t->ui.help) return;
     werase(w);
     mgt_tui__box(t, w, "help");
-    for (i = 0; i < (int)(sizeof lines / sizeof lines[0]); i++) mgt_tui__put(w, 2 + i, 3, lines[i]);
+    for (i = 0; i < (int)(sizeof lines / sizeof lines[0]); i++) mgt_tui__put(t, w, 2 + i, 3, lines[i]);
     wnoutrefresh(w);
 }
 
@@ -1027,8 +1275,8 @@ static void mgt_tui__draw(mgt_tui *t) {
         werase(stdscr);
         snprintf(line, sizeof line, "mgt: the dashboard needs %dx%d (this terminal is %dx%d); step %d/%d, loss %.4f", MGT_TUI_MIN_COLS,
                  MGT_TUI_MIN_ROWS, t->cols, t->rows, t->has_last ? t->last.step : 0, t->cfg.train.steps, t->has_last ? t->last.loss : 0.0);
-        mgt_tui__put(stdscr, 0, 0, line);
-        mgt_tui__put(stdscr, 1, 0, "q stops, p pauses, s checkpoints");
+        mgt_tui__put_all(t, stdscr, 0, 0, line);
+        mgt_tui__put_all(t, stdscr, 1, 0, "q stops, p pauses, s checkpoints");
         wnoutrefresh(stdscr);
         doupdate();
         return;
@@ -1053,6 +1301,10 @@ int mgt_tui_frame(mgt_tui *t) {
         mgt_tui_refresh(t);
         t->t_refresh = now;
     }
+    if (t->message[0] && now - t->message_t >= MGT_TUI_MESSAGE_S) { /* messages expire, as htop's do */
+        t->message[0] = 0;
+        t->dirty = 1;
+    }
     if (t->dirty) {
         mgt_tui__draw(t);
         t->dirty = 0;
@@ -1066,7 +1318,8 @@ int mgt_tui_frame(mgt_tui *t) {
         if (ch == KEY_RESIZE) mgt_tui__relayout(t);
         else {
             int f = mgt_tui_key(&t->ui, ch, &t->L);
-            flags |= f & ~MGT_TUI_REDRAW;
+            if (f & MGT_TUI_RAW) { t->raw = !t->raw; t->dirty = 1; }
+            flags |= f & ~(MGT_TUI_REDRAW | MGT_TUI_RAW);
             if (f & MGT_TUI_REDRAW) t->dirty = 1;
         }
         wtimeout(stdscr, 0);
@@ -1084,27 +1337,33 @@ int mgt_tui_frame(mgt_tui *t) {
 }
 
 void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap) {
-    char tok[16], el[32], mfu[16], speedup[24];
-    const mgt_config *c = &t->cfg;
-    int n, zero = c->parallel.dp > 1 ? c->parallel.zero : 0, micro;
+    char tok[16], el[32], mfu[16], speedup[24], ms[16], micro[64], nr[32];
+    const mgt_config *c;
+    const char *state;
+    int n, zero;
     if (!t || !cap) return;
-    micro = c->train.micro_batch > 0 && c->parallel.dp > 0 ? c->train.global_batch / (c->parallel.dp * c->train.micro_batch) : 1;
-    if (t->has_last && t->last.has_mfu) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * t->last.mfu);
+    c = &t->cfg;
+    zero = c->parallel.dp > 1 ? c->parallel.zero : 0;
+    if (!t->has_last) { snprintf(out, cap, "dashboard closed before the first step finished\n"); return; }
+    /* a run the driver stopped before its end was interrupted, whatever the run's state says */
+    state = t->stopping && t->state != MGT_STATE_FINISHED && t->state != MGT_STATE_FAILED ? "stopped" : mgt_state_name(t->state);
+    if (t->last.has_mfu) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * t->last.mfu);
     else snprintf(mfu, sizeof mfu, "n/a");
     if (mgt_tui__speedup(t) > 0) snprintf(speedup, sizeof speedup, "%.2fx", mgt_tui__speedup(t));
     else snprintf(speedup, sizeof speedup, "n/a");
-    if (!t->has_last) { snprintf(out, cap, "dashboard closed before the first step finished\n"); return; }
     mgt_tui_fmt_count(t->last.tokens_per_s, tok, sizeof tok);
-    mgt_tui_fmt_duration(t->last.elapsed_s, el, sizeof el);
-    n = snprintf(out, cap, "dashboard: step %d/%d (%s) | loss %.4f, best %.4f, smoothed %.4f", t->last.step, t->cfg.train.steps,
-                 mgt_state_name(t->state), t->last.loss, t->best, t->ema);
+    mgt_tui_fmt_ms(t->last.step_ms, ms, sizeof ms);
+    mgt_tui_fmt_duration(mgt_tui__clock(t), el, sizeof el);
+    mgt_tui_fmt_micro(mgt_tui__micro_steps(c), c->train.micro_batch, micro, sizeof micro);
+    mgt_tui_fmt_n(t->nranks, "rank", "ranks", nr, sizeof nr);
+    n = snprintf(out, cap, "dashboard: step %d/%d (%s) | loss %.4f, best %.4f, smoothed %.4f", t->last.step, t->cfg.train.steps, state,
+                 t->last.loss, t->best, t->ema);
     if (n > 0 && (size_t)n < cap && t->nvals > 0)
         n += snprintf(out + n, cap - (size_t)n, ", val %.4f at step %d", t->vals[t->nvals - 1].loss, t->vals[t->nvals - 1].step);
     if (n > 0 && (size_t)n < cap)
-        n += snprintf(out + n, cap - (size_t)n, "\ndashboard: %s tok/s, %.1f ms/step, MFU %s, speedup %s | %s elapsed | %d rank%s: dp %d x tp %d x pp %d, zero %d, %s, "
-                      "%d micro-batch%s\n", tok, t->last.step_ms, mfu, speedup, el, t->nranks, t->nranks == 1 ? "" : "s", c->parallel.dp, c->parallel.tp,
-                      c->parallel.pp, zero, c->parallel.pp_schedule ? "gpipe" : "1f1b", micro, micro == 1 ? "" : "es");
-    if (n > 0 && (size_t)n < cap) { /* called on the dashboard's thread: its CPU time is the cost of drawing */
+        n += snprintf(out + n, cap - (size_t)n, "\ndashboard: %s tokens/s, %s/step, MFU %s, speedup %s | %s elapsed | %s: dp %d x tp %d x pp %d, zero %d, %s, %s\n",
+                      tok, ms, mfu, speedup, el, nr, c->parallel.dp, c->parallel.tp, c->parallel.pp, zero, c->parallel.pp_schedule ? "gpipe" : "1f1b", micro);
+    if (t->debug && n > 0 && (size_t)n < cap) { /* MGT_TUI_DEBUG=1; on the dashboard's thread, its CPU time is the cost of drawing */
         double cpu = mgt_tui__cpu() - t->cpu_open, wall = mgt_tui__now() - t->t_open;
         n += snprintf(out + n, cap - (size_t)n, "dashboard: %d frames (%d drawn), %.3f s of CPU in %.1f s (%.2f%% of one core)\n", t->frames, t->draws, cpu, wall,
                       wall > 0 ? 100 * cpu / wall : 0.0);

@@ -1,0 +1,306 @@
+/* Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/), made by the current
+   code so they are what mgt really reads and writes:
+     config      the repository's presets (good and bad), some with --set assignments after NULs
+     shard       token shards: byte ids, GPT-2 ids, empty, truncated, a wrong magic
+     checkpoint  checkpoints of a tiny model (n_layer 1, d_model 8, n_head 1, seq_len 4, vocab 256:
+                 the smallest the presets allow with the byte tokenizer) saved by mgt_run_save:
+                 fresh, after two steps in fp32, and after one step in fp16 (loss-scale metadata)
+     tokenizer   a small byte-level BPE vocabulary (the 256 bytes, some merges, <|endoftext|>) as
+                 encoder.json NUL vocab.bpe NUL text, its merges alone (vocab.bpe NUL text),
+                 and plain texts
+   Run from the repository root:  ninja build/fuzz/make_seeds && build/fuzz/make_seeds
+   The files are deterministic; commit what changes. */
+#define MGT_IMPLEMENTATION
+#include "mgt.h"
+#include <sys/stat.h> /* defines: mkdir */
+
+static char root[1024]; /* the repository root, absolute */
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "make_seeds: %s: %s\n", what, detail);
+    exit(1);
+}
+
+static void put(const char *target, const char *name, const void *data, size_t n) {
+    char path[1400];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/%s", root, target);
+    mkdir(path, 0777);
+    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/%s/%s", root, target, name);
+    f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f)) die(path, strerror(errno));
+}
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long len;
+    if (!f || fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) die(path, "cannot read");
+    buf = (char *)malloc((size_t)len + 1);
+    if (!buf || fread(buf, 1, (size_t)len, f) != (size_t)len) die(path, "cannot read");
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+
+/* ---- config: a preset file, then assignments after NULs ---------------------------------------- */
+
+static void config_seed(const char *name, const char *preset, const char *const *sets, int nsets) {
+    char path[1200], out[8192];
+    size_t n = 0, len;
+    char *text;
+    int i;
+    if (preset) {
+        snprintf(path, sizeof path, "%s/%s", root, preset);
+        text = slurp(path, &len);
+        if (len > 4096) die(path, "preset too long for a seed");
+        memcpy(out, text, len);
+        n = len;
+        free(text);
+    }
+    for (i = 0; i < nsets; i++) {
+        len = strlen(sets[i]);
+        out[n++] = 0;
+        memcpy(out + n, sets[i], len);
+        n += len;
+    }
+    put("config", name, out, n);
+}
+
+static void config_seeds(void) {
+    static const char *presets[] = {"presets/quickstart.ini", "presets/gpt2_124m_1gpu.ini", "presets/gpt2_1558m_tp2_pp2_dp2.ini",
+                                    "presets/gpt2_1558m_dp8_zero3.ini", "presets/bench_small.ini", "tests/presets/tiny.ini",
+                                    "tests/presets/tui.ini", "tests/presets/bad/batch_dp.ini", "tests/presets/bad/heads.ini",
+                                    "tests/presets/bad/not_ini.ini", "tests/presets/bad/unknown_section.ini",
+                                    "tests/presets/bad/vocab_gpt2.ini", "tests/presets/bad/out_of_range.ini"};
+    static const char *sets_tiny[] = {"train.steps=5", "data.val=", "precision.dtype=fp16", "precision.loss_scale=1024"};
+    static const char *sets_layout[] = {"parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.zero=3"};
+    static const char *sets_strings[] = {"data.train=/data/fineweb/train_000001.bin", "checkpoint.dir=runs/x y", "log.metrics=none",
+                                         "train.schedule=linear"};
+    static const char *sets_floats[] = {"train.lr=6e-4", "train.min_lr=6e-5", "parallel.bucket_mb=0.5", "train.beta2=0.999"};
+    char name[64];
+    size_t i;
+    for (i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        const char *base = strrchr(presets[i], '/') + 1;
+        snprintf(name, sizeof name, "%s%s", strstr(presets[i], "/bad/") ? "bad_" : "", base);
+        config_seed(name, presets[i], NULL, 0);
+    }
+    config_seed("tiny_set.ini", "tests/presets/tiny.ini", sets_tiny, 4);
+    config_seed("quickstart_layout.ini", "presets/quickstart.ini", sets_layout, 4);
+    config_seed("empty_strings.ini", NULL, sets_strings, 4);
+    config_seed("empty_floats.ini", NULL, sets_floats, 4);
+}
+
+/* libFuzzer dictionary of the preset reader, from the key table: "[section]", "key = ",
+   "section.key=", each choice; written to tests/fuzz/config.dict */
+static void dict_entry(FILE *f, const char *text) {
+    fputc('"', f);
+    for (; *text; text++) {
+        unsigned char c = (unsigned char)*text;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+    fputs("\"\n", f);
+}
+static void config_dict(void) {
+    char path[1200], text[200];
+    const mgt_key_info *keys;
+    int n, i;
+    FILE *f;
+    static const char *extra[] = {"\n", " ; ", "=", ".", "\n[", "]\n", "1e30", "-1", "0x10", "2147483648", "65536", "4096", "1000000", "nan", "inf",
+                                  "\xef\xbb\xbf"};
+    snprintf(path, sizeof path, "%s/tests/fuzz/config.dict", root);
+    f = fopen(path, "w");
+    if (!f) die(path, strerror(errno));
+    fprintf(f, "# libFuzzer dictionary of build/fuzz/config, written by tests/fuzz/make_seeds.c from the key table\n");
+    keys = mgt_config_keys(&n);
+    for (i = 0; i < n; i++) {
+        const char *c = keys[i].choices;
+        if (i == 0 || strcmp(keys[i].section, keys[i - 1].section)) {
+            snprintf(text, sizeof text, "[%s]", keys[i].section);
+            dict_entry(f, text);
+        }
+        snprintf(text, sizeof text, "%s = ", keys[i].name);
+        dict_entry(f, text);
+        snprintf(text, sizeof text, "%s.%s=", keys[i].section, keys[i].name);
+        dict_entry(f, text);
+        while (*c) {
+            size_t len = strcspn(c, "|");
+            snprintf(text, sizeof text, "%.*s", (int)len, c);
+            dict_entry(f, text);
+            c += len + (c[len] == '|');
+        }
+    }
+    for (i = 0; i < (int)(sizeof extra / sizeof extra[0]); i++) dict_entry(f, extra[i]);
+    if (fclose(f)) die(path, strerror(errno));
+}
+
+/* ---- shards ------------------------------------------------------------------------------------ */
+
+static void shard_seed(const char *name, int magic, int version, int count, const uint16_t *tokens, int n) {
+    unsigned char buf[1024 + 2 * 64];
+    int header[256] = {0};
+    header[0] = magic;
+    header[1] = version;
+    header[2] = count;
+    memcpy(buf, header, sizeof header);
+    memcpy(buf + 1024, tokens, sizeof(uint16_t) * (size_t)n);
+    put("shard", name, buf, 1024 + 2 * (size_t)n);
+}
+
+static void shard_seeds(void) {
+    uint16_t text[24], gpt2[12] = {15496, 995, 11, 50256, 464, 3797, 3332, 319, 262, 2603, 13, 198};
+    const char *s = "the cat sat on a mat.\nab";
+    int i;
+    for (i = 0; i < 24; i++) text[i] = (uint16_t)(unsigned char)s[i];
+    shard_seed("byte_24.bin", MGT_SHARD_MAGIC, 1, 24, text, 24);
+    shard_seed("byte_5.bin", MGT_SHARD_MAGIC, 1, 5, text, 5);   /* exactly seq_len + 1 of the targets */
+    shard_seed("gpt2_12.bin", MGT_SHARD_MAGIC, 1, 12, gpt2, 12);
+    shard_seed("empty.bin", MGT_SHARD_MAGIC, 1, 0, text, 0);
+    shard_seed("truncated.bin", MGT_SHARD_MAGIC, 1, 30, text, 24);
+    shard_seed("magic.bin", 20240801, 1, 24, text, 24);
+}
+
+/* ---- checkpoints of the tiny model ------------------------------------------------------------ */
+
+static void checkpoint_seed(const char *name, const char *dtype, int steps) {
+    mgt_config cfg;
+    mgt_run *run;
+    char set[64], path[1200], *data;
+    uint16_t rows[5 * 2];
+    size_t n;
+    int i;
+    mgt_config_init(&cfg);
+    mgt_config_set(&cfg, "model.n_layer=1");
+    mgt_config_set(&cfg, "model.n_head=1");
+    mgt_config_set(&cfg, "model.d_model=8");
+    mgt_config_set(&cfg, "model.seq_len=4");
+    mgt_config_set(&cfg, "train.global_batch=2");
+    mgt_config_set(&cfg, "train.micro_batch=1");
+    mgt_config_set(&cfg, "train.steps=10");
+    mgt_config_set(&cfg, "train.warmup=1");
+    mgt_config_set(&cfg, "parallel.threads=1");
+    mgt_config_set(&cfg, "parallel.device=cpu");
+    mgt_config_set(&cfg, "data.train=");
+    mgt_config_set(&cfg, "data.val=");
+    mgt_config_set(&cfg, "log.metrics=none");
+    mgt_config_set(&cfg, "checkpoint.dir=ck"); /* relative: the stored preset names no temporary folder */
+    snprintf(set, sizeof set, "precision.dtype=%s", dtype);
+    mgt_config_set(&cfg, set);
+    if (mgt_run_create(&run, &cfg) != MGT_OK) die("mgt_run_create", mgt_last_error());
+    for (i = 0; i < steps; i++) {
+        int k;
+        for (k = 0; k < 10; k++) rows[k] = (uint16_t)("the cat sat"[(i + k) % 11]);
+        if (mgt_run_step_tokens(run, rows) != MGT_OK) die("mgt_run_step_tokens", mgt_last_error());
+    }
+    if (mgt_run_save(run, path, sizeof path) != MGT_OK) die("mgt_run_save", mgt_last_error());
+    mgt_run_destroy(run);
+    data = slurp(path, &n);
+    put("checkpoint", name, data, n);
+    free(data);
+    remove(path);
+}
+
+static void checkpoint_seeds(void) {
+    char tmp[] = "/tmp/mgt_make_seeds_XXXXXX";
+    if (!mkdtemp(tmp) || chdir(tmp)) die("mkdtemp", strerror(errno));
+    checkpoint_seed("fp32_step0.safetensors", "fp32", 0);
+    checkpoint_seed("fp32_step2.safetensors", "fp32", 2);
+    checkpoint_seed("fp16_step1.safetensors", "fp16", 1);
+    rmdir("ck");
+    if (chdir(root) || rmdir(tmp)) die(tmp, strerror(errno));
+}
+
+/* ---- tokenizer -------------------------------------------------------------------------------- */
+
+/* GPT-2's byte-level text of byte b: b itself when printable, else U+0100 + k for the k-th other */
+static int byte_char(int b) {
+    int c, k = 0;
+    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) return b;
+    for (c = 0; c < b; c++) if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))) k++;
+    return 256 + k;
+}
+static size_t utf8(int cp, char *out) {
+    if (cp < 0x80) { out[0] = (char)cp; return 1; }
+    out[0] = (char)(0xC0 | (cp >> 6));
+    out[1] = (char)(0x80 | (cp & 63));
+    return 2;
+}
+/* a word's byte-level text */
+static size_t word_chars(const char *w, char *out) {
+    size_t n = 0;
+    for (; *w; w++) n += utf8(byte_char((unsigned char)*w), out + n);
+    return n;
+}
+
+static void tokenizer_seeds(void) {
+    /* merges in rank order; every merged token is created before it is used */
+    static const char *merges[][2] = {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"a", "t"}, {" ", "c"}, {" c", "at"},
+                                      {" ", "s"}, {" s", "at"}, {"o", "n"}, {" ", "on"}, {"e", "r"}, {"'", "s"}, {"1", "2"}};
+    static const char *texts[] = {"the cat sat on the mat", "Hello world! It's 12 o'clock.\n\n  spaces   and\ttabs",
+                                  "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 \xff\xfe broken \xe2\x82",
+                                  "they're we've I'll he'd you'm 'S"};
+    static char buf[32768];
+    char chars[64];
+    size_t n = 0, k, bpe;
+    int id = 0, i;
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "{");
+    for (i = 0; i < 256; i++) { /* the bytes: the odd ones as \u escapes, as GPT-2's file has them */
+        int cp = byte_char(i);
+        if (cp >= 256 || i == '"' || i == '\\') n += (size_t)snprintf(buf + n, sizeof buf - n, "%s\"\\u%04x\": %d", i ? ", " : "", cp, id++);
+        else {
+            k = utf8(cp, chars);
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s\"%.*s\": %d", i ? ", " : "", (int)k, chars, id++);
+        }
+    }
+    for (i = 0; i < (int)(sizeof merges / sizeof merges[0]); i++) {
+        char both[32];
+        snprintf(both, sizeof both, "%s%s", merges[i][0], merges[i][1]);
+        k = word_chars(both, chars);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, ", \"%.*s\": %d", (int)k, chars, id++);
+    }
+    n += (size_t)snprintf(buf + n, sizeof buf - n, ", \"<|endoftext|>\": %d}\n", id++);
+    buf[n++] = 0;
+    bpe = n;
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "#version: 0.2\n");
+    for (i = 0; i < (int)(sizeof merges / sizeof merges[0]); i++) {
+        k = word_chars(merges[i][0], chars);
+        memcpy(buf + n, chars, k);
+        n += k;
+        buf[n++] = ' ';
+        k = word_chars(merges[i][1], chars);
+        memcpy(buf + n, chars, k);
+        n += k;
+        buf[n++] = '\n';
+    }
+    buf[n++] = 0;
+    for (i = 0; i < (int)(sizeof texts / sizeof texts[0]); i++) {
+        char name[32], text_name[32];
+        size_t len = strlen(texts[i]);
+        static char seed[32768 + 128];
+        memcpy(seed, buf, n);
+        memcpy(seed + n, texts[i], len);
+        snprintf(name, sizeof name, "vocab_%d", i);
+        put("tokenizer", name, seed, n + len);
+        if (i < 2) { /* vocab.bpe NUL text: the target writes encoder.json */
+            snprintf(name, sizeof name, "merges_%d", i);
+            put("tokenizer", name, seed + bpe, n - bpe + len);
+        }
+        snprintf(text_name, sizeof text_name, "text_%d", i);
+        put("tokenizer", text_name, texts[i], len);
+    }
+}
+
+int main(void) {
+    char dir[1100];
+    if (!getcwd(root, sizeof root)) die("getcwd", strerror(errno));
+    snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus", root);
+    if (mkdir(dir, 0777) && errno != EEXIST) die(dir, strerror(errno));
+    config_seeds();
+    config_dict();
+    shard_seeds();
+    tokenizer_seeds();
+    checkpoint_seeds();
+    return 0;
+}

@@ -1,0 +1,220 @@
+/* The step simulator (mgt.h section 3d) where its schedule is exact: the bubble of a pipeline of
+   p equal stages and m micro-batches is (p-1)/(m+p-1) under GPipe and 1F1B; a collective cannot
+   complete before its last member issues it; a deferred DP bucket (and a ZeRO-2 reduce-scatter)
+   overlaps the backward of later blocks; and a 175B-parameter model on 1024 simulated GPUs runs in
+   seconds with bounded memory. Ops are priced by the test where the figure must be exact (only the
+   blocks' GEMMs and attention cost time, links are free), by the H100 model elsewhere. */
+#define MGT_IMPLEMENTATION
+#include "mgt.h"
+#include <stdio.h>
+
+static int failures;
+#define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static void set(mgt_config *cfg, const char *kv) {
+    if (mgt_config_set(cfg, kv) != MGT_OK) { printf("FAIL --set %s: %s\n", kv, mgt_last_error()); failures++; }
+}
+
+/* a small model whose head GEMM (Vl = 256 columns) differs from every block GEMM (C = 96, 3C, 4C) */
+static void small(mgt_config *cfg, int dp, int tp, int pp, int micro_steps, const char *sched) {
+    char kv[64];
+    mgt_config_init(cfg);
+    set(cfg, "model.n_layer=8");
+    set(cfg, "model.n_head=4");
+    set(cfg, "model.d_model=96");
+    set(cfg, "model.seq_len=32");
+    set(cfg, "model.vocab_size=256");
+    set(cfg, "train.micro_batch=2");
+    set(cfg, "data.train=");
+    set(cfg, "data.val=");
+    snprintf(kv, sizeof kv, "train.global_batch=%d", 2 * dp * micro_steps); set(cfg, kv);
+    snprintf(kv, sizeof kv, "parallel.dp=%d", dp); set(cfg, kv);
+    snprintf(kv, sizeof kv, "parallel.tp=%d", tp); set(cfg, kv);
+    snprintf(kv, sizeof kv, "parallel.pp=%d", pp); set(cfg, kv);
+    snprintf(kv, sizeof kv, "parallel.pp_schedule=%s", sched); set(cfg, kv);
+}
+
+/* free links, no launches: only what the cost function says takes time */
+static void ideal(mgt_sim_options *o) {
+    mgt_sim_options_init(o);
+    o->device.launch_us = 0;
+    o->device.intra_gbps = o->device.inter_gbps = 1e12;
+    o->device.intra_lat_us = o->device.inter_lat_us = o->device.step_lat_us = 0;
+}
+
+/* 1 ms for each block GEMM and attention call (a block: 5 forward, 5 backward), nothing else;
+   rank `slow` (user) twice that */
+static double block_cost(void *user, const mgt_sim_op *op, double modelled) {
+    int slow = user ? *(const int *)user : -1;
+    (void)modelled;
+    if ((op->family == MGT_SIM_GEMM && op->n != 256) || op->family == MGT_SIM_ATTENTION) return op->rank == slow ? 2e-3 : 1e-3;
+    return 0;
+}
+
+static void bubble(int p, int m, const char *sched) {
+    mgt_config cfg;
+    mgt_sim_options o;
+    mgt_sim_result res;
+    double tf, expect;
+    int i;
+    small(&cfg, 1, 1, p, m, sched);
+    ideal(&o);
+    o.cost = block_cost;
+    if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { printf("FAIL bubble p=%d m=%d %s: %s\n", p, m, sched, mgt_last_error()); failures++; return; }
+    tf = 8 / p * 5e-3; /* a stage's forward of one micro-batch; its backward takes as long */
+    expect = (m + p - 1) * 2 * tf;
+    CHECK(fabs(res.step_s - expect) < 1e-9, "%s p=%d m=%d: step %.6f s, expected (m+p-1)(tf+tb) = %.6f s", sched, p, m, res.step_s, expect);
+    for (i = 0; i < res.world; i++) {
+        double idle = (res.ranks[i].step_s - res.ranks[i].compute_s) / res.ranks[i].step_s, want = (double)(p - 1) / (m + p - 1);
+        CHECK(fabs(res.ranks[i].compute_s - m * 2 * tf) < 1e-9, "%s p=%d m=%d rank %d: compute %.6f s, expected %.6f", sched, p, m, i, res.ranks[i].compute_s, m * 2 * tf);
+        CHECK(fabs(idle - want) < 1e-9, "%s p=%d m=%d rank %d: bubble %.6f, expected (p-1)/(m+p-1) = %.6f", sched, p, m, i, idle, want);
+    }
+    printf("bubble %-5s p=%d m=%2d: step %.1f ms, bubble %.4f (expected %.4f)\n", sched, p, m, res.step_s * 1e3,
+           (res.ranks[0].step_s - res.ranks[0].compute_s) / res.ranks[0].step_s, (double)(p - 1) / (m + p - 1));
+    mgt_sim_result_free(&res);
+}
+
+/* dp 2 with rank 1 twice as slow: rank 0's all-reduces wait for it, so both end together */
+static void last_member(void) {
+    mgt_config cfg;
+    mgt_sim_options o;
+    mgt_sim_result res;
+    int slow = 1;
+    small(&cfg, 2, 1, 1, 2, "1f1b");
+    ideal(&o);
+    o.cost = block_cost;
+    o.cost_user = &slow;
+    if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { printf("FAIL last member: %s\n", mgt_last_error()); failures++; return; }
+    CHECK(fabs(res.ranks[1].compute_s - 2 * res.ranks[0].compute_s) < 1e-9, "the slow rank computes %.6f s, the other %.6f s", res.ranks[1].compute_s,
+          res.ranks[0].compute_s);
+    CHECK(res.ranks[0].step_s >= res.ranks[1].compute_s - 1e-12, "rank 0 ended at %.6f s, before its peer issued the last all-reduce at %.6f s",
+          res.ranks[0].step_s, res.ranks[1].compute_s);
+    CHECK(fabs(res.ranks[0].exposed_s[MGT_COLL_ALL_REDUCE] - (res.ranks[1].compute_s - res.ranks[0].compute_s)) < 1e-9,
+          "rank 0 waited %.6f s in all-reduces, expected its peer's extra %.6f s", res.ranks[0].exposed_s[MGT_COLL_ALL_REDUCE],
+          res.ranks[1].compute_s - res.ranks[0].compute_s);
+    printf("last member: rank 0 computes %.1f ms, waits %.1f ms for rank 1 in all-reduce, ends at %.1f ms with it\n", res.ranks[0].compute_s * 1e3,
+           res.ranks[0].exposed_s[MGT_COLL_ALL_REDUCE] * 1e3, res.ranks[0].step_s * 1e3);
+    mgt_sim_result_free(&res);
+}
+
+/* GPT-2 124M shapes on 2 H100s between nodes (slow links): the buckets of later blocks reduce while
+   earlier blocks compute backward, so the step is shorter than compute plus communication */
+static void overlap(int zero) {
+    mgt_config cfg;
+    mgt_sim_options o;
+    mgt_sim_result res;
+    char kv[64];
+    double comm = 0;
+    int c, coll = zero ? MGT_COLL_REDUCE_SCATTER : MGT_COLL_ALL_REDUCE;
+    mgt_config_init(&cfg);
+    set(&cfg, "model.n_layer=12"); set(&cfg, "model.n_head=12"); set(&cfg, "model.d_model=768"); set(&cfg, "model.seq_len=1024");
+    set(&cfg, "model.vocab_size=50257"); set(&cfg, "train.micro_batch=8"); set(&cfg, "train.global_batch=16"); set(&cfg, "parallel.dp=2");
+    set(&cfg, "precision.dtype=bf16"); set(&cfg, "data.train="); set(&cfg, "data.val=");
+    snprintf(kv, sizeof kv, "parallel.zero=%d", zero); set(&cfg, kv);
+    mgt_sim_options_init(&o);
+    o.gpus_per_node = 1;
+    if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { printf("FAIL overlap: %s\n", mgt_last_error()); failures++; return; }
+    for (c = 0; c < MGT_COLL_COUNT; c++) comm += res.ranks[0].comm_s[c];
+    CHECK(res.step_s < res.ranks[0].compute_s + comm - 1e-6, "zero %d: step %.3f ms is not below compute %.3f + communication %.3f ms", zero, res.step_s * 1e3,
+          res.ranks[0].compute_s * 1e3, comm * 1e3);
+    CHECK(res.ranks[0].exposed_s[coll] < 0.9 * res.ranks[0].comm_s[coll], "zero %d: %s exposed %.3f of %.3f ms: no overlap", zero, mgt_coll_name(coll),
+          res.ranks[0].exposed_s[coll] * 1e3, res.ranks[0].comm_s[coll] * 1e3);
+    printf("overlap zero %d: step %.2f ms < compute %.2f + communication %.2f ms (%s %.2f ms, %.2f exposed)\n", zero, res.step_s * 1e3,
+           res.ranks[0].compute_s * 1e3, comm * 1e3, mgt_coll_name(coll), res.ranks[0].comm_s[coll] * 1e3, res.ranks[0].exposed_s[coll] * 1e3);
+    mgt_sim_result_free(&res);
+}
+
+/* GPT-3 175B (96 x 12288, 2048 tokens) on 1024 H100s: tp 8 x pp 16 x dp 8 */
+static long peak_rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kib = atol(line + 6);
+    if (f) fclose(f);
+    return kib;
+}
+static void gpt3(void) {
+    mgt_config cfg;
+    mgt_sim_options o;
+    mgt_sim_result res;
+    long rss;
+    mgt_config_init(&cfg);
+    set(&cfg, "model.n_layer=96"); set(&cfg, "model.n_head=96"); set(&cfg, "model.d_model=12288"); set(&cfg, "model.seq_len=2048");
+    set(&cfg, "model.vocab_size=50257"); set(&cfg, "train.micro_batch=1"); set(&cfg, "train.global_batch=128");
+    set(&cfg, "parallel.dp=8"); set(&cfg, "parallel.tp=8"); set(&cfg, "parallel.pp=16"); set(&cfg, "parallel.zero=1");
+    set(&cfg, "train.recompute=full"); set(&cfg, "precision.dtype=bf16"); set(&cfg, "data.train="); set(&cfg, "data.val=");
+    mgt_sim_options_init(&o);
+    if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { printf("FAIL 175B: %s\n", mgt_last_error()); failures++; return; }
+    rss = peak_rss_kib();
+    CHECK(res.world == 1024, "world %d", res.world);
+    CHECK(res.wall_s < 60, "the simulation took %.1f s", res.wall_s);
+    CHECK(rss > 0 && rss < 2L * 1024 * 1024, "peak resident memory %ld KiB", rss);
+    CHECK(res.mfu > 0.05 && res.mfu < 0.8, "MFU %.3f", res.mfu);
+    CHECK(res.mem_peak_gib > 5 && res.mem_peak_gib < 80, "memory per GPU %.1f GiB", res.mem_peak_gib);
+    printf("175B on 1024 H100 (tp 8, pp 16, dp 8, ZeRO 1, recompute): PREDICTED step %.2f s, %.0f tokens/s, MFU %.1f%%, %.1f GiB per GPU; "
+           "simulated in %.1f s, peak RSS %.0f MiB\n",
+           res.step_s, res.tokens_per_s, 100 * res.mfu, res.mem_peak_gib, res.wall_s, rss / 1024.0);
+    mgt_sim_result_free(&res);
+}
+
+/* every layout the CPU backend trains simulates, and each rank's memory by category is what the
+   closed-form plan (mgt_plan_rank) says the runtime allocates (the CPU backend's workspace aside) */
+static void layouts(void) {
+    static const struct { int dp, tp, pp, zero, recompute, micro; const char *sched, *dtype; } L[] = {
+        {1, 1, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 1, 0, 0, 1, "1f1b", "bf16"}, {2, 1, 1, 0, 0, 2, "1f1b", "fp32"}, {2, 1, 1, 1, 0, 2, "1f1b", "bf16"},
+        {2, 1, 1, 2, 0, 1, "1f1b", "fp16"}, {2, 1, 1, 3, 1, 2, "1f1b", "bf16"}, {1, 2, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 2, 0, 0, 1, "1f1b", "fp32"},
+        {1, 1, 2, 0, 0, 1, "gpipe", "bf16"}, {2, 2, 2, 1, 1, 1, "1f1b", "bf16"}, {2, 2, 2, 3, 0, 1, "gpipe", "fp32"}, {1, 2, 4, 0, 1, 1, "1f1b", "fp32"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof L / sizeof L[0]; i++) {
+        mgt_config cfg;
+        mgt_sim_options o;
+        mgt_sim_result res;
+        char kv[64];
+        int r, c;
+        small(&cfg, L[i].dp, L[i].tp, L[i].pp, 1, L[i].sched);
+        snprintf(kv, sizeof kv, "train.micro_batch=%d", L[i].micro); set(&cfg, kv);
+        set(&cfg, "train.global_batch=8");
+        snprintf(kv, sizeof kv, "parallel.zero=%d", L[i].zero); set(&cfg, kv);
+        snprintf(kv, sizeof kv, "precision.dtype=%s", L[i].dtype); set(&cfg, kv);
+        set(&cfg, L[i].recompute ? "train.recompute=full" : "train.recompute=none");
+        mgt_sim_options_init(&o);
+        o.gpus_per_node = 2;
+        if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) {
+            printf("FAIL layout dp %d tp %d pp %d zero %d %s: %s\n", L[i].dp, L[i].tp, L[i].pp, L[i].zero, L[i].sched, mgt_last_error());
+            failures++;
+            continue;
+        }
+        for (r = 0; r < res.world; r++) {
+            mgt_rank_plan p;
+            mgt_plan_rank(&cfg, r, &p);
+            CHECK(res.ranks[r].step_s > 0 && res.ranks[r].step_s >= res.ranks[r].compute_s - 1e-12, "layout %zu rank %d: step %g, compute %g", i, r,
+                  res.ranks[r].step_s, res.ranks[r].compute_s);
+            for (c = 0; c < MGT_MEM_COUNT; c++)
+                if (c != MGT_MEM_WORKSPACE)
+                    CHECK(res.ranks[r].mem_peak[c] >= p.mem[c] && res.ranks[r].mem_peak[c] <= p.mem[c] + 4096 + p.mem[c] / 50,
+                          "layout %zu rank %d: %s %zu bytes simulated, %zu planned", i, r, mgt_mem_category_name(c), res.ranks[r].mem_peak[c], p.mem[c]);
+        }
+        printf("layout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned\n", L[i].dp, L[i].tp, L[i].pp, L[i].zero,
+               L[i].sched, L[i].dtype, L[i].recompute ? " recompute" : "", res.step_s * 1e3);
+        mgt_sim_result_free(&res);
+    }
+}
+
+int main(int argc, char **argv) {
+    int big = !(argc > 1 && !strcmp(argv[1], "--quick"));
+    bubble(4, 8, "gpipe");
+    bubble(4, 8, "1f1b");
+    bubble(2, 5, "gpipe");
+    bubble(4, 3, "1f1b");
+    bubble(8, 16, "1f1b");
+    last_member();
+    overlap(0);
+    overlap(2);
+    layouts();
+    if (big) gpt3();
+    if (failures) { printf("test_sim: %d failures\n", failures); return 1; }
+    printf("test_sim: ok\n");
+    return 0;
+}

@@ -7067,6 +7067,7 @@ static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gp
     memset(n, 0, sizeof *n);
     n->gpu_rank = -1;
     if (inference) cfg.train.micro_batch = cfg.train.global_batch = 1; /* sampling: one sequence, no optimizer */
+    if (gpu_free) cfg.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13) */
     if (mgt_config_validate(&cfg) != MGT_OK) return -1;
     world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
     for (r = 0; gpu_free && r < nfree; r++) least = least < 0 || gpu_free[r] < least ? gpu_free[r] : least;
@@ -7076,8 +7077,7 @@ static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gp
         if (mgt_plan_rank(&cfg, r, &p) != MGT_OK) return -1;
         if (inference) p.mem[MGT_MEM_GRADS] = p.mem[MGT_MEM_OPTIMIZER] = p.mem[MGT_MEM_BUFFERS] = 0;
         n->state += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_GRADS] + p.mem[MGT_MEM_OPTIMIZER]);
-        for (c = 0; c < MGT_MEM_COUNT; c++)
-            if (!gpu_free || c != MGT_MEM_WORKSPACE) rank += (double)p.mem[c]; /* the workspace is the CPU backend's */
+        for (c = 0; c < MGT_MEM_COUNT; c++) rank += (double)p.mem[c]; /* on GPUs the workspace is the CUDA backend's scratch and cuBLAS's */
         if (!gpu_free) { n->planned += rank; continue; }
         /* NCCL: a communicator for the world and for each kind of group with more than one member */
         reserve *= 1 + (world > 1) + (cfg.parallel.tp > 1) + (cfg.parallel.dp > 1) + 2 * (cfg.parallel.pp > 1);

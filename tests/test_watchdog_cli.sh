@@ -26,6 +26,7 @@ words = "the cat sat on a mat and the dog ran far away".split()
 open("t.txt", "w").write("\n".join(" ".join(random.choice(words) for _ in range(10)) for _ in range(800)))
 PY
 "$MGT" prepare --tokenizer byte t.txt -o tk > prepare.log 2>&1 || { cat prepare.log; exit 1; }
+cp "$ROOT/tests/presets/tiny.ini" tiny.ini # beside its data: presets name files relative to themselves
 sets="--set parallel.device=cuda --set parallel.timeout_s=3 --set train.steps=3 --set train.eval_every=0 --set checkpoint.every=0"
 sets="$sets --set data.val= --set log.every=1"
 
@@ -43,7 +44,7 @@ train() {
     secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 }
 
-train good "$MGT" train "$ROOT/tests/presets/tiny.ini" --no-tui $sets --set parallel.dp=2
+train good "$MGT" train tiny.ini --no-tui $sets --set parallel.dp=2
 if [ $rc -eq 0 ] && grep -q '^done: 3 steps' good.out && grep -q 'cuda' good.out; then
     ok "dp 2 on the fake GPUs trains: $(grep '^done' good.out)"
 else
@@ -52,7 +53,7 @@ fi
 
 # the stall: the run must end within timeout_s (3) plus the margin, counted from its start (its
 # creation and first step take well under a second here)
-train stall env MGT_FAKE_STALL_RANK=1 "$MGT" train "$ROOT/tests/presets/tiny.ini" --no-tui $sets --set parallel.dp=2
+train stall env MGT_FAKE_STALL_RANK=1 "$MGT" train tiny.ini --no-tui $sets --set parallel.dp=2
 call=$(sed -n "s/.*inside steps, ncclAllReduce #\([0-9]*\) .*/all-reduce #\1/p" stall.err | head -n 1)
 if [ $rc -eq 1 ] && [ -n "$call" ] && awk -v s="$secs" 'BEGIN { exit !(s < 3 + 6) }' && echo "$err" | grep -q "$call on group 2 (DP)" &&
     echo "$err" | grep -Eq "rank 1 \(GPU 1\): NCCL $call|rank 1 issuing $call" && echo "$err" | grep -q 'every rank is stopped'; then
@@ -63,7 +64,7 @@ fi
 [ -n "$(ls ck_stall 2>/dev/null | grep safetensors)" ] && fail "a failed run wrote a checkpoint" || ok "the failed run saved nothing"
 
 pp_sets="--set parallel.pp=2 --set parallel.dp=1"
-train error env MGT_FAKE_NCCL_ERROR=1 "$MGT" train "$ROOT/tests/presets/tiny.ini" --no-tui $sets $pp_sets
+train error env MGT_FAKE_NCCL_ERROR=1 "$MGT" train tiny.ini --no-tui $sets $pp_sets
 if [ $rc -eq 1 ] && awk -v s="$secs" 'BEGIN { exit !(s < 3 + 6) }' && echo "$err" | grep -q 'rank 1 (GPU 1): NCCL reported an asynchronous error' &&
     echo "$err" | grep -q 'recv #1 from rank 0'; then
     ok "an asynchronous NCCL error on pp 2: exit 1 after $secs s: $err"

@@ -22,8 +22,8 @@ static int fake_info(int device, mgt_gpu_info *out) {
     out->memory_free = (size_t)gpu_free[device];
     return 0;
 }
-static mgt_result fake_world_create(int world, const int *devices, mgt_fail_fn fail, void **out) {
-    (void)world; (void)devices; (void)out;
+static mgt_result fake_world_create(int world, const int *devices, double timeout_s, mgt_fail_fn fail, void **out) {
+    (void)world; (void)devices; (void)timeout_s; (void)out;
     worlds++;
     return fail(MGT_ERROR_DEVICE, "fake: the NCCL world is not made in this test");
 }
@@ -73,14 +73,14 @@ int main(void) {
     r = mgt_run_create(&run, &cfg);
     check(r == MGT_ERROR_DEVICE && worlds == 1 && strstr(mgt_last_error(), "fake:"), "a run that fits goes on to its devices");
 
-    /* GPU 1 nearly full: refused before the NCCL world, naming rank 1, the numbers and levers */
-    gpu_free[1] = 3.0 * (1 << 30);
+    /* GPU 1 a third free: refused before the NCCL world, naming rank 1, the numbers and levers */
+    gpu_free[1] = 12.0 * (1 << 30); /* above the 3.7 GiB of state and reserves, below the 25 GiB the micro-batch needs */
     r = mgt_plan_fit(&cfg, &fit);
     printf("     %s\n", mgt_last_error());
     check(r == MGT_ERROR_CONFIG && !fit.fits && fit.gpu_rank == 1 && fit.gpu_have == gpu_free[1] && fit.gpu_need > fit.gpu_have,
-          "one GPU with 3 GiB free: does not fit, the rank of that GPU named");
+          "one GPU with 12 GiB free: does not fit, the rank of that GPU named");
     snprintf(what, sizeof what, "%s", mgt_last_error());
-    check(strstr(what, "rank 1 needs") && strstr(what, "GPU 1 has 3.0 GiB free") && strstr(what, "it fits with") &&
+    check(strstr(what, "rank 1 needs") && strstr(what, "GPU 1 has 12.0 GiB free") && strstr(what, "it fits with") &&
               (strstr(what, "train.micro_batch =") || strstr(what, "train.recompute = full")) && strstr(what, "MGT_MEMORY_CHECK=off"),
           "the message: the rank, its GPU's free memory, a micro-batch or recompute that fits, the override");
     r = mgt_run_create(&run, &cfg);

@@ -853,9 +853,8 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
         printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
                "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
                world, o.device.title, per_node, res.wall_s);
-    if (!o.device.host_sync) /* the CUDA backend's attention scratch of a micro-batch, as the summary counts it */
-        scratch = (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * cfg->model.seq_len *
-                  (cfg->precision.dtype == 0 ? 4 : 2) / 1073741824.0;
+    if (!o.device.host_sync) /* the CUDA backend's attention scratch of a micro-batch (a float per row and head), as the summary counts it */
+        scratch = (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * sizeof(float) / 1073741824.0;
     printf(" rank  dp tp pp   step ms  compute    gemm  attention  other   exposed comm  bubble  host-bound  memory\n");
     for (i = 0; i < res.world; i++) {
         const mgt_sim_rank *k = &res.ranks[i];
@@ -906,9 +905,12 @@ static int search_cmp(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 /* GiB the fullest rank of cfg needs on a GPU, or -1 when cfg is not a valid layout */
-static double search_mem(const mgt_config *cfg, const mgt_sim_device *d) {
+static double search_mem(const mgt_config *layout, const mgt_sim_device *d) {
+    mgt_config gpu = *layout; /* planned as GPU ranks: flash attention's activations */
+    const mgt_config *cfg = &gpu;
     int r, c, world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
     double worst = 0;
+    gpu.parallel.device = MGT_DEVICE_CUDA;
     if (mgt_config_validate(cfg) != MGT_OK) return -1;
     for (r = 0; r < world; r++) {
         mgt_rank_plan p;
@@ -920,8 +922,7 @@ static double search_mem(const mgt_config *cfg, const mgt_sim_device *d) {
         if (used > worst) worst = used;
     }
     return worst / 1073741824.0 + d->reserve_gib +
-           (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * cfg->model.seq_len *
-               (cfg->precision.dtype == 0 ? 4 : 2) / 1073741824.0;
+           (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * sizeof(float) / 1073741824.0;
 }
 static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node) {
     mgt_sim_options o;

@@ -324,6 +324,9 @@ struct mgt_backend {
     size_t elt;      /* its size in bytes: 4 or 2 */
     int host_memory; /* 1: the host may read and write what alloc returns (CPU); 0: only through
                         upload and download (a GPU) */
+    int att_lse;     /* what attention saves in att: 0 the probabilities (B,NH,T,T) in the storage type
+                        (CPU); 1 the logsumexp of each row of scaled scores (B,NH,T) in fp32, flash
+                        attention's O(T) memory (CUDA, and the simulator that models it) */
     void *(*alloc)(mgt_backend *be, size_t bytes, int category); /* zero-filled */
     void (*free)(mgt_backend *be, void *ptr, size_t bytes, int category);
     /* host memory to the backend's and back; both return once host memory may be reused or read */
@@ -347,8 +350,11 @@ struct mgt_backend {
     void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
     void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                             const void *weight, int N, int C, int OC);
+    /* causal self-attention on qkv (B,T,3C); att is what the forward saves for the backward, as
+       att_lse says; the backward also reads the forward's out */
     void (*attention_forward)(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH);
-    void (*attention_backward)(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH);
+    void (*attention_backward)(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out, const void *att, int B, int T, int C,
+                               int NH);
     void (*gelu_forward)(mgt_backend *be, void *out, const void *inp, size_t n);
     void (*gelu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n); /* dinp may be dout */
     void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x (gradient shards) */
@@ -394,7 +400,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 2 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 3 /* the table's version: the library and this header must agree */
 
 typedef struct mgt_gpu_info {
     char name[96];
@@ -2495,9 +2501,11 @@ static void mgt__t_attention_forward(mgt_backend *be, void *out, void *att, cons
     mgt__wide_out(be, out, o, n);
     mgt__wide_out(be, att, a, na);
 }
-static void mgt__t_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
+static void mgt__t_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out, const void *att, int B, int T,
+                                      int C, int NH) {
     size_t n = (size_t)B * T * C;
     float *d;
+    (void)out; /* the probabilities are saved */
     if (!MGT__WIDE(be)) { mgt__cpu_attention_backward(be, MGT__F(dqkv), MGT__CF(dout), MGT__CF(qkv), MGT__CF(att), B, T, C, NH); return; }
     d = mgt__wide_take(be, 3 * n);
     mgt__cpu_attention_backward(be, d, mgt__wide_in(be, dout, n), mgt__wide_in(be, qkv, 3 * n), mgt__wide_in(be, att, (size_t)B * NH * T * T), B, T, C, NH);
@@ -2842,7 +2850,7 @@ static uint64_t mgt__name_key(const char *name) { /* FNV-1a: the generator's str
 typedef struct mgt__layer_acts {
     void *ln1; float *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
     void *qkv;                             /* (N,3Cl) */
-    void *att;                             /* (B,NHl,T,T) */
+    void *att;                             /* (B,NHl,T,T) probabilities, or (B,NHl,T) fp32 logsumexps (att_lse) */
     void *atty;                            /* (N,Cl) */
     void *res2;                            /* (N,C) residual after attention */
     void *ln2; float *ln2_mean, *ln2_rstd; /* (N,C) (N) (N) */
@@ -2868,7 +2876,10 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
     return p;
 }
 
-typedef struct mgt__shape { int B, T, C, Cl, Hl, NHl, Vl, tp, nblocks, first, last, recompute; size_t elt; } mgt__shape;
+typedef struct mgt__shape { int B, T, C, Cl, Hl, NHl, Vl, tp, nblocks, first, last, recompute, att_lse; size_t elt; } mgt__shape;
+
+/* bytes of what attention saves per layer (mgt_backend.att_lse) */
+static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_lse) { return att_lse ? B * NH * T * sizeof(float) : B * NH * T * T * elt; }
 
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
@@ -2882,7 +2893,7 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
         x->ln1_mean = (float *)mgt__carve(&cur, N * f);
         x->ln1_rstd = (float *)mgt__carve(&cur, N * f);
         x->qkv = mgt__carve(&cur, N * 3 * (size_t)s->Cl * e);
-        x->att = mgt__carve(&cur, (size_t)s->B * (size_t)s->NHl * (size_t)s->T * (size_t)s->T * e);
+        x->att = mgt__carve(&cur, mgt__att_bytes((size_t)s->B, (size_t)s->NHl, (size_t)s->T, e, s->att_lse));
         x->atty = mgt__carve(&cur, N * (size_t)s->Cl * e);
         x->res2 = mgt__carve(&cur, N * C * e);
         x->ln2 = mgt__carve(&cur, N * C * e);
@@ -5144,7 +5155,7 @@ static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     be->bias_backward(be, MGT__BG(MGT__PROJB), g->dres, N, C);
     /* dln carries d(atty) (N,Cl), then d(ln1) */
     be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), NULL, g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
-    be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->att, s->B, s->T, s->Cl, s->NHl);
+    be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, 3 * s->Cl);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C));
     be->layernorm_backward(be, g->dres, MGT__BG(MGT__LN1W), MGT__BG(MGT__LN1B), g->dln, A->resid[b], MGT__BP(MGT__LN1W), a->ln1_mean, a->ln1_rstd, N, C);
@@ -6777,6 +6788,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         MGT__TRY(mgt__cpu_backend_create_typed(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len, r->dtype,
                                                mgt__widen_floats(&rk->shape)));
     be = rk->be;
+    rk->shape.att_lse = be->att_lse; /* the size of what attention saves */
     rk->host_io = MGT_MALLOC(sizeof(double) * (size_t)rk->shape.B * (size_t)rk->shape.T); /* 2N ints or N doubles */
     if (!rk->host_io) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     if (be->reserve) { /* GPU: everything a step uses, made now from the largest operands */
@@ -6940,7 +6952,8 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     a_resid = (size_t)(nb + 1) * mgt__pad64b(N * C * e);
     a_layer = (size_t)(nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : nb) *
               (3 * mgt__pad64b(N * C * e) + 4 * mgt__pad64b(N * f) + mgt__pad64b(3 * N * Cl * e) +
-               mgt__pad64b(B * (size_t)(cfg->model.n_head / p.tp) * T * T * e) + mgt__pad64b(N * Cl * e) + 2 * mgt__pad64b(N * Hl * e));
+               mgt__pad64b(mgt__att_bytes(B, (size_t)(cfg->model.n_head / p.tp), T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+               mgt__pad64b(N * Cl * e) + 2 * mgt__pad64b(N * Hl * e));
     a_last = last ? mgt__pad64b(N * C * e) + 2 * mgt__pad64b(N * f) + mgt__pad64b(N * Vl * e) + mgt__pad64b((size_t)p.tp * N * 3 * f) +
                         mgt__pad64b(N * sizeof(double)) : 0;
     a_io = 2 * mgt__pad64b(N * sizeof(int));
@@ -6960,7 +6973,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (its reserve: issue 13) */
         size_t ss = (S / 65536 + (size_t)(4 + 12 * nb + 2) + 1) * sizeof(double), oc = 3 * Cl > Hl ? 3 * Cl : Hl, k;
         int kinds[5], g;
-        o->cuda_attention = B * (size_t)(cfg->model.n_head / p.tp) * T * T * e;
+        o->cuda_attention = B * (size_t)(cfg->model.n_head / p.tp) * T * f; /* flash attention's backward: dout . out per row and head */
         o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for, then the ones */
         if ((k = 64 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (64 parts) */
         if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;    /* the widest bias's (64 parts) */
@@ -7903,8 +7916,7 @@ static void mgt__sim_charge(mgt_backend *be, const char *name, int family, doubl
 }
 
 /* ---- the backend: every op's FLOPs and bytes as formulas of its shapes (N = B*T rows, e = the
-   storage type's bytes, fp32 parameter gradients and statistics). Attention is the CUDA backend's:
-   batched GEMMs over the whole T x T scores (materialised) and a softmax kernel between them. */
+   storage type's bytes, fp32 parameter gradients and statistics), as the CUDA backend runs them. */
 #define MGT__SIM_E ((double)be->elt)
 static void mgt__sim_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int vs, int vr, const void *wpe, int B, int T, int C) {
     double N = (double)B * T;
@@ -7939,15 +7951,38 @@ static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, flo
                     (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? n * oc * MGT__SIM_E + 8 * oc : 0,
                     n, oc, c, (int)k + (db ? 1 : 0));
 }
-static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
-    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E; /* S: elements of the scores */
-    (void)out; (void)att; (void)qkv;
-    mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (4 * N * C + 2 * S) * e, 5 * S, 2 * S * e, S, T, T, C / (double)NH, 3);
+/* Attention on a GPU is flash attention (kernels/attention.cu) on CUDA cores: each (batch, head)
+   computes the causal triangle of 32 x 32 tiles, diagonal tiles whole, W pairs of a query and a key;
+   the forward does 2 products of hs per pair (q.k, p v), the backward 7 (q.k, dout.v, p dout, ds q
+   in the key-tile kernel; q.k, dout.v, ds k in the query-tile kernel: no atomics, so it recomputes
+   the scores), at the vector rate (fp32 FMA, not tensor cores); memory traffic is the tensors
+   themselves, O(B T C) plus fp32 per row and head (K and V tiles re-read by every query tile are
+   assumed to hit L2). On the CPU (host_sync) it is the CPU backend's: GEMMs over the whole T x T
+   scores, materialised, with a softmax between them. */
+static double mgt__sim_attention_pairs(int B, int T, int NH) {
+    double tiles = (double)((T + 31) / 32);
+    return (double)B * NH * 1024.0 * tiles * (tiles + 1) / 2;
 }
-static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
-    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E;
-    (void)dqkv; (void)dout; (void)qkv; (void)att;
-    mgt__sim_charge(be, "attention_backward", MGT_SIM_ATTENTION, 8 * N * T * C, (8 * N * C + 4 * S) * e, 4 * S, 3 * S * e, T, T, C / (double)NH, 5);
+static int mgt__sim_on_cpu(mgt_backend *be) { return ((mgt__sim_rank *)be->impl)->w->opt.device.host_sync; }
+static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
+    double N = (double)B * T, W = mgt__sim_attention_pairs(B, T, NH), hs = C / (double)NH, e = MGT__SIM_E, rows = (double)B * NH * T;
+    double S = (double)B * NH * T * T; /* the scores, on the CPU */
+    (void)out; (void)att; (void)qkv;
+    if (mgt__sim_on_cpu(be))
+        mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (4 * N * C + 2 * S) * e, 5 * S, 2 * S * e, S, T, T, hs, 3);
+    else
+        mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 0, 0, 4 * W * hs + 8 * W, 4 * N * C * e + 4 * rows, W, 0, 0, 0, 1);
+}
+static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out, const void *att, int B, int T, int C,
+                                       int NH) {
+    double N = (double)B * T, W = mgt__sim_attention_pairs(B, T, NH), hs = C / (double)NH, e = MGT__SIM_E, rows = (double)B * NH * T;
+    double S = (double)B * NH * T * T;
+    (void)dqkv; (void)dout; (void)qkv; (void)out; (void)att;
+    if (mgt__sim_on_cpu(be))
+        mgt__sim_charge(be, "attention_backward", MGT_SIM_ATTENTION, 8 * N * T * C, (8 * N * C + 4 * S) * e, 4 * S, 3 * S * e, T, T, hs, 5);
+    else /* the row sums (dout . out), then the two kernels, each reading q, k, v, dout, lse and the row sums */
+        mgt__sim_charge_t(be, "attention_backward", MGT_SIM_ATTENTION, 0, 0, 2 * N * C + 14 * W * hs + 16 * W,
+                          (2 * N * C + 8 * N * C + 3 * N * C) * e + 20 * rows, 2 * W, 0, 0, 0, 3);
 }
 static void mgt__sim_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
     (void)out; (void)inp;
@@ -8386,6 +8421,7 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
         rk->rank = i;
         be->name = "sim";
         be->host_memory = 0;
+        be->att_lse = !w->opt.device.host_sync; /* a GPU's flash attention; the CPU backend saves the probabilities */
         be->alloc = mgt__sim_alloc;
         be->free = mgt__sim_free;
         be->upload = mgt__sim_upload;
@@ -8539,9 +8575,8 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
             for (c = 0; c < MGT_SIM_FAMILIES; c++) o->compute_s += o->busy_s[c];
             for (c = 0; c < MGT_MEM_COUNT; c++) { o->mem_peak[c] = rk->be->mem_peak[c]; used += (double)rk->be->mem_peak[c]; }
             if (o->step_s > out->step_s) out->step_s = o->step_s;
-            if (!opt->device.host_sync) /* the CUDA backend's attention scratch: a micro-batch's scores */
-                used += (double)cfg->train.micro_batch * (double)(cfg->model.n_head / p.tp) * (double)cfg->model.seq_len * (double)cfg->model.seq_len *
-                        (double)rk->be->elt;
+            if (!opt->device.host_sync) /* the CUDA backend's attention scratch: a float per row and head of a micro-batch */
+                used += (double)cfg->train.micro_batch * (double)(cfg->model.n_head / p.tp) * (double)cfg->model.seq_len * sizeof(float);
             used = used / 1073741824.0 + opt->device.reserve_gib;
             if (used > out->mem_peak_gib) out->mem_peak_gib = used;
         }

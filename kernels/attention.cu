@@ -1,81 +1,380 @@
-/* The fused causal softmax of attention. Attention itself runs as batched GEMMs on the host side
-   (cuBLAS): scores = Q K^T per (batch, head), then this softmax, then out = P V; backward
-   dP = dY V^T, this kernel, then dQ = dS K and dK = dS^T Q. Rows are the BNH*T rows of
-   (B*NH, T, T); row t of each (b,h) matrix sees columns 0..t.
-     forward   att[t][j] = exp(scale * s[t][j] - max) / sum over j <= t, 0 for j > t
-     backward  dscores[t][j] = scale * P[t][j] * (dP[t][j] - sum over k <= t of P[t][k] * dP[t][k]),
-               0 for j > t
-   as mgt.h's mgt__attn_fwd_task / mgt__attn_bwd_task (which fold scale into the GEMMs: pass
-   scale = 1 to do the same here). One warp per row, fp32 math; the output may overwrite the input
-   (every lane reads its whole part of the row before the warp reduction, and writes after it). */
+/* Causal flash attention, forward and backward, on the (B, T, 3C) qkv layout: head h of row (b, t)
+   reads q at column h*hs, k at C + h*hs and v at 2C + h*hs (C = NH*hs); out (B, T, C) is written
+   at h*hs. The T x T scores never exist: a block keeps one tile of 32 query rows (or key rows) in
+   shared memory, streams the other side's tiles through, and keeps an online softmax (Milakov and
+   Gimelshein; FlashAttention, Dao et al. 2022), so attention's memory is O(B NH T): the forward
+   saves only the logsumexp of each row of scaled scores, lse (B, NH, T) in fp32, for the backward.
+     forward   s[t][j] = scale q_t . k_j (j <= t), out_t = sum_j exp(s[t][j] - lse_t) v_j,
+               lse_t = log sum_j exp(s[t][j])
+     backward  P recomputed from lse; D_t = dout_t . out_t (= sum_j P dP); dS = P (dP - D),
+               dP[t][j] = dout_t . v_j; dq = scale dS k, dk = scale dS^T q, dv = P^T dout
+   Every sum is fp32 in a fixed order (no atomics): the backward runs one kernel over key tiles for
+   dk and dv and one over query tiles for dq, so it recomputes the scores twice (7 T x T products
+   against the forward's 2) and results never depend on timing.
+   These kernels run on CUDA cores (fp32 FMA): the storage type is widened when a tile is loaded.
+   One warp owns 8 rows of a tile and a lane stands for one column of the other side for the dot
+   products; a tile of scores or probabilities then goes through shared memory (written by the
+   warp, read by every lane after __syncwarp), and lane r < 8 keeps the running max and sum of the
+   warp's row r. Tiles are fp32 rows of stride hs|1 (odd: a lane reading its own row and 31 lanes
+   reading one row are both free of bank conflicts). */
 #include "common.cuh" // defines: launch macros, floatX conversions, warp sums, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
-#define MGT_SOFTMAX_BLOCK 256
-#define MGT_SOFTMAX_WARPS (MGT_SOFTMAX_BLOCK / MGT_WARP)
+#define MGT_ATTN_TILE 32  /* query or key rows per tile: one per lane */
+#define MGT_ATTN_BLOCK 128 /* 4 warps */
+#define MGT_ATTN_ROWS (MGT_ATTN_TILE / (MGT_ATTN_BLOCK / MGT_WARP)) /* rows a warp owns: 8 */
+#define MGT_ATTN_MAX_HS 128
 
+/* loops over a warp's rows and a lane's columns unrolled, so their arrays stay in registers (the
+   shim's compilers do not know the pragma) */
+#ifdef __CUDACC__
+#define MGT_UNROLL _Pragma("unroll")
+#else
+#define MGT_UNROLL
+#endif
+
+__device__ __forceinline__ int mgt_attn_stride(int hs) { return hs | 1; }
+
+/* rows t0.. of one head's part (column offset `col`) of a (B, T, width) tensor into a fp32 tile; 0 past T */
 template <class floatX>
-__global__ void __launch_bounds__(MGT_SOFTMAX_BLOCK) mgt_softmax_forward_kernel(floatX *att, const floatX *scores, float scale, int rows, int T) {
-    int lane = (int)threadIdx.x % MGT_WARP, row = (int)blockIdx.x * MGT_SOFTMAX_WARPS + (int)threadIdx.x / MGT_WARP;
-    if (row >= rows) return; /* whole warps leave together */
-    int t = row % T;
-    const floatX *s = scores + (size_t)row * (size_t)T;
-    floatX *p = att + (size_t)row * (size_t)T;
-    /* online max and sum per lane, then combined across the warp */
-    float m = -INFINITY, sum = 0.0f;
-    for (int j = lane; j <= t; j += MGT_WARP) {
-        float x = scale * mgt_to_f32(s[j]);
-        if (x > m) {
-            sum = sum * expf(m - x) + 1.0f;
-            m = x;
-        } else {
-            sum += expf(x - m);
+__device__ __forceinline__ void mgt_attn_load(float *tile, const floatX *src, size_t width, int t0, int T, int hs) {
+    int S = mgt_attn_stride(hs);
+    for (int i = (int)threadIdx.x; i < MGT_ATTN_TILE * hs; i += MGT_ATTN_BLOCK) {
+        int r = i / hs, d = i % hs, t = t0 + r;
+        tile[r * S + d] = t < T ? mgt_to_f32(src[(size_t)t * width + (size_t)d]) : 0.0f;
+    }
+}
+
+#define MGT_ATTN_PSTRIDE (MGT_ATTN_TILE + 1) /* a tile of probabilities: a lane's row and a row across lanes both conflict-free */
+
+/* acc[r][c] += sum over j < jn, in order, of w[row0 + r][j] * tile[j][lane + 32c]: a warp's rows of
+   weights (a (32, 33) tile of probabilities or dS in shared memory) times the rows of a fp32 tile */
+template <int NC>
+__device__ __forceinline__ void mgt_attn_accumulate(float (&acc)[MGT_ATTN_ROWS][NC], const float *w, int row0, const float *tile, int jn, int hs) {
+    int S = mgt_attn_stride(hs), lane = (int)threadIdx.x % MGT_WARP;
+    for (int j = 0; j < jn; j++) {
+        float x[NC];
+MGT_UNROLL
+        for (int c = 0; c < NC; c++) x[c] = lane + 32 * c < hs ? tile[j * S + lane + 32 * c] : 0.0f;
+MGT_UNROLL
+        for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+            float wj = w[(row0 + r) * MGT_ATTN_PSTRIDE + j];
+MGT_UNROLL
+            for (int c = 0; c < NC; c++) acc[r][c] += wj * x[c];
         }
     }
-    float M = mgt_warp_max(m);
-    sum = m == -INFINITY ? 0.0f : sum * expf(m - M); /* a lane with no column adds nothing */
-    float inv = 1.0f / mgt_warp_sum(sum);
-    for (int j = lane; j < T; j += MGT_WARP)
-        p[j] = mgt_from_f32<floatX>(j <= t ? expf(scale * mgt_to_f32(s[j]) - M) * inv : 0.0f);
 }
 
+/* one block per (b, h, query tile); the tiles with most keys start first. Lane r < 8 of a warp keeps
+   the running max and sum of the warp's row r; scores and probabilities pass through shared memory
+   (a warp writes a tile, __syncwarp, every lane reads it) rather than a shuffle per value */
+template <class floatX, int NC>
+__global__ void __launch_bounds__(MGT_ATTN_BLOCK)
+mgt_attention_forward_kernel(floatX *out, float *lse, const floatX *qkv, int T, int NH, int hs, float scale) {
+    MGT_DYNAMIC_SHARED(float, sm);
+    int S = mgt_attn_stride(hs), tiles = (T + MGT_ATTN_TILE - 1) / MGT_ATTN_TILE;
+    int qt = tiles - 1 - (int)blockIdx.x % tiles, bh = (int)blockIdx.x / tiles, b = bh / NH, h = bh % NH;
+    int lane = (int)threadIdx.x % MGT_WARP, warp = (int)threadIdx.x / MGT_WARP, C = NH * hs, q0 = qt * MGT_ATTN_TILE;
+    int row0 = warp * MGT_ATTN_ROWS; /* the warp's first row in the tile */
+    size_t C3 = 3 * (size_t)C;
+    const floatX *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+    float *Qs = sm, *Ks = sm + MGT_ATTN_TILE * S, *Vs = Ks + MGT_ATTN_TILE * S, *Ps = Vs + MGT_ATTN_TILE * S;
+    float *Al = Ps + MGT_ATTN_TILE * MGT_ATTN_PSTRIDE; /* per row: the rescaling of this tile, at the end 1 / sum */
+    mgt_attn_load(Qs, base, C3, q0, T, hs);
+    float m_own = -INFINITY, l_own = 0.0f, o[MGT_ATTN_ROWS][NC];
+MGT_UNROLL
+    for (int r = 0; r < MGT_ATTN_ROWS; r++)
+MGT_UNROLL
+        for (int c = 0; c < NC; c++) o[r][c] = 0.0f;
+    int qlast = min(q0 + MGT_ATTN_TILE, T) - 1;
+    for (int k0 = 0; k0 <= qlast; k0 += MGT_ATTN_TILE) {
+        __syncthreads(); /* the previous tile is read */
+        mgt_attn_load(Ks, base + C, C3, k0, T, hs);
+        mgt_attn_load(Vs, base + 2 * (size_t)C, C3, k0, T, hs);
+        __syncthreads();
+        float s[MGT_ATTN_ROWS];
+MGT_UNROLL
+        for (int r = 0; r < MGT_ATTN_ROWS; r++) s[r] = 0.0f;
+        for (int d = 0; d < hs; d++) {
+            float kd = Ks[lane * S + d];
+MGT_UNROLL
+            for (int r = 0; r < MGT_ATTN_ROWS; r++) s[r] += Qs[(row0 + r) * S + d] * kd;
+        }
+        int kj = k0 + lane;
+MGT_UNROLL
+        for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+            int tq = q0 + row0 + r;
+            Ps[(row0 + r) * MGT_ATTN_PSTRIDE + lane] = kj <= tq && tq < T ? scale * s[r] : -INFINITY;
+        }
+        __syncwarp();
+        if (lane < MGT_ATTN_ROWS) { /* the online softmax of row row0 + lane, in key order */
+            float *x = Ps + (row0 + lane) * MGT_ATTN_PSTRIDE, mx = -INFINITY, sum = 0.0f;
+            for (int j = 0; j < MGT_ATTN_TILE; j++) mx = fmaxf(mx, x[j]);
+            float mnew = fmaxf(m_own, mx), alpha = m_own == -INFINITY ? 0.0f : expf(m_own - mnew); /* nothing summed yet: o is 0 */
+            for (int j = 0; j < MGT_ATTN_TILE; j++) {
+                float p = x[j] == -INFINITY ? 0.0f : expf(x[j] - mnew);
+                x[j] = p;
+                sum += p;
+            }
+            l_own = l_own * alpha + sum;
+            m_own = mnew;
+            Al[row0 + lane] = alpha;
+        }
+        __syncwarp();
+MGT_UNROLL
+        for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+            float alpha = Al[row0 + r];
+MGT_UNROLL
+            for (int c = 0; c < NC; c++) o[r][c] *= alpha;
+        }
+        mgt_attn_accumulate(o, Ps, row0, Vs, min(MGT_ATTN_TILE, qlast + 1 - k0), hs); /* o += P V */
+    }
+    __syncwarp(); /* every lane has read this tile's Al */
+    if (lane < MGT_ATTN_ROWS) {
+        int tq = q0 + row0 + lane;
+        if (tq < T) lse[(size_t)bh * T + tq] = m_own + logf(l_own);
+        Al[row0 + lane] = l_own > 0.0f ? 1.0f / l_own : 0.0f;
+    }
+    __syncwarp();
+MGT_UNROLL
+    for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+        int tq = q0 + row0 + r;
+        if (tq >= T) continue;
+        float inv = Al[row0 + r];
+MGT_UNROLL
+        for (int c = 0; c < NC; c++)
+            if (lane + 32 * c < hs) out[((size_t)b * T + tq) * C + (size_t)h * hs + lane + 32 * c] = mgt_from_f32<floatX>(o[r][c] * inv);
+    }
+}
+
+/* D (B, NH, T) = dout . out per row and head: one warp per (b, t, h) */
 template <class floatX>
-__global__ void __launch_bounds__(MGT_SOFTMAX_BLOCK)
-mgt_softmax_backward_kernel(floatX *dscores, const floatX *datt, const floatX *att, float scale, int rows, int T) {
-    int lane = (int)threadIdx.x % MGT_WARP, row = (int)blockIdx.x * MGT_SOFTMAX_WARPS + (int)threadIdx.x / MGT_WARP;
-    if (row >= rows) return;
-    int t = row % T;
-    const floatX *p = att + (size_t)row * (size_t)T, *dp = datt + (size_t)row * (size_t)T;
-    floatX *ds = dscores + (size_t)row * (size_t)T;
-    float dot = 0.0f;
-    for (int j = lane; j <= t; j += MGT_WARP) dot += mgt_to_f32(p[j]) * mgt_to_f32(dp[j]);
-    dot = mgt_warp_sum(dot);
-    for (int j = lane; j < T; j += MGT_WARP)
-        ds[j] = mgt_from_f32<floatX>(j <= t ? scale * mgt_to_f32(p[j]) * (mgt_to_f32(dp[j]) - dot) : 0.0f);
+__global__ void __launch_bounds__(MGT_ATTN_BLOCK)
+mgt_attention_backward_dot_kernel(float *D, const floatX *dout, const floatX *out, int B, int T, int NH, int hs) {
+    int lane = (int)threadIdx.x % MGT_WARP, row = (int)blockIdx.x * (MGT_ATTN_BLOCK / MGT_WARP) + (int)threadIdx.x / MGT_WARP;
+    if (row >= B * T * NH) return; /* whole warps leave together */
+    int h = row % NH, bt = row / NH, b = bt / T, t = bt % T;
+    size_t at = (size_t)bt * (size_t)(NH * hs) + (size_t)h * hs;
+    float sum = 0.0f;
+    for (int d = lane; d < hs; d += MGT_WARP) sum += mgt_to_f32(dout[at + d]) * mgt_to_f32(out[at + d]);
+    sum = mgt_warp_sum(sum);
+    if (lane == 0) D[((size_t)b * NH + h) * T + t] = sum;
 }
 
-template <class floatX> int mgt_cuda_softmax_forward(floatX *att, const floatX *scores, float scale, int BNH, int T, cudaStream_t stream) {
-    MGT_REQUIRE(BNH > 0 && T > 0 && (long long)BNH * T <= 0x7fffffff);
-    MGT_REQUIRE(att && scores);
-    int rows = BNH * T;
-    MGT_LAUNCH(mgt_softmax_forward_kernel<floatX>, (rows + MGT_SOFTMAX_WARPS - 1) / MGT_SOFTMAX_WARPS, MGT_SOFTMAX_BLOCK, 0, stream, att,
-               scores, scale, rows, T);
+/* dq: one block per (b, h, query tile), over the key tiles up to the diagonal */
+template <class floatX, int NC>
+__global__ void __launch_bounds__(MGT_ATTN_BLOCK, 1) /* ptxas for sm_100 otherwise aims at 64 registers and spills */
+mgt_attention_backward_dq_kernel(floatX *dqkv, const float *D, const floatX *dout, const floatX *qkv, const float *lse, int T, int NH, int hs,
+                                 float scale) {
+    MGT_DYNAMIC_SHARED(float, sm);
+    int S = mgt_attn_stride(hs), tiles = (T + MGT_ATTN_TILE - 1) / MGT_ATTN_TILE;
+    int qt = tiles - 1 - (int)blockIdx.x % tiles, bh = (int)blockIdx.x / tiles, b = bh / NH, h = bh % NH;
+    int lane = (int)threadIdx.x % MGT_WARP, warp = (int)threadIdx.x / MGT_WARP, C = NH * hs, q0 = qt * MGT_ATTN_TILE;
+    int row0 = warp * MGT_ATTN_ROWS;
+    size_t C3 = 3 * (size_t)C;
+    const floatX *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+    float *Qs = sm, *Os = sm + MGT_ATTN_TILE * S, *Ks = Os + MGT_ATTN_TILE * S, *Vs = Ks + MGT_ATTN_TILE * S;
+    float *Ls = Vs + MGT_ATTN_TILE * S, *Ds = Ls + MGT_ATTN_TILE, *Ps = Ds + MGT_ATTN_TILE; /* Ps: dS of the tile */
+    mgt_attn_load(Qs, base, C3, q0, T, hs);
+    mgt_attn_load(Os, dout + (size_t)b * T * C + (size_t)h * hs, (size_t)C, q0, T, hs);
+    if ((int)threadIdx.x < MGT_ATTN_TILE) {
+        int t = q0 + (int)threadIdx.x;
+        Ls[threadIdx.x] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
+        Ds[threadIdx.x] = t < T ? D[(size_t)bh * T + t] : 0.0f;
+    }
+    float dq[MGT_ATTN_ROWS][NC];
+MGT_UNROLL
+    for (int r = 0; r < MGT_ATTN_ROWS; r++)
+MGT_UNROLL
+        for (int c = 0; c < NC; c++) dq[r][c] = 0.0f;
+    int qlast = min(q0 + MGT_ATTN_TILE, T) - 1;
+    for (int k0 = 0; k0 <= qlast; k0 += MGT_ATTN_TILE) {
+        __syncthreads();
+        mgt_attn_load(Ks, base + C, C3, k0, T, hs);
+        mgt_attn_load(Vs, base + 2 * (size_t)C, C3, k0, T, hs);
+        __syncthreads();
+        float s[MGT_ATTN_ROWS], dp[MGT_ATTN_ROWS];
+MGT_UNROLL
+        for (int r = 0; r < MGT_ATTN_ROWS; r++) s[r] = dp[r] = 0.0f;
+        for (int d = 0; d < hs; d++) {
+            float kd = Ks[lane * S + d], vd = Vs[lane * S + d];
+MGT_UNROLL
+            for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+                s[r] += Qs[(row0 + r) * S + d] * kd;
+                dp[r] += Os[(row0 + r) * S + d] * vd;
+            }
+        }
+        int kj = k0 + lane;
+MGT_UNROLL
+        for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+            int row = row0 + r, tq = q0 + row;
+            float p = kj <= tq && tq < T ? expf(scale * s[r] - Ls[row]) : 0.0f;
+            Ps[row * MGT_ATTN_PSTRIDE + lane] = p * (dp[r] - Ds[row]);
+        }
+        __syncwarp();
+        mgt_attn_accumulate(dq, Ps, row0, Ks, min(MGT_ATTN_TILE, qlast + 1 - k0), hs); /* dq += dS K */
+    }
+MGT_UNROLL
+    for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+        int tq = q0 + row0 + r;
+        if (tq >= T) continue;
+MGT_UNROLL
+        for (int c = 0; c < NC; c++)
+            if (lane + 32 * c < hs) dqkv[((size_t)b * T + tq) * C3 + (size_t)h * hs + lane + 32 * c] = mgt_from_f32<floatX>(scale * dq[r][c]);
+    }
+}
+
+/* dk and dv: one block per (b, h, key tile), over the query tiles from the diagonal on; the tiles
+   with most queries start first */
+template <class floatX, int NC>
+__global__ void __launch_bounds__(MGT_ATTN_BLOCK)
+mgt_attention_backward_dkv_kernel(floatX *dqkv, const float *D, const floatX *dout, const floatX *qkv, const float *lse, int T, int NH, int hs,
+                                  float scale) {
+    MGT_DYNAMIC_SHARED(float, sm);
+    int S = mgt_attn_stride(hs), tiles = (T + MGT_ATTN_TILE - 1) / MGT_ATTN_TILE;
+    int kt = (int)blockIdx.x % tiles, bh = (int)blockIdx.x / tiles, b = bh / NH, h = bh % NH;
+    int lane = (int)threadIdx.x % MGT_WARP, warp = (int)threadIdx.x / MGT_WARP, C = NH * hs, k0 = kt * MGT_ATTN_TILE;
+    int row0 = warp * MGT_ATTN_ROWS; /* the warp's first key in the tile */
+    size_t C3 = 3 * (size_t)C;
+    const floatX *base = qkv + (size_t)b * T * C3 + (size_t)h * hs, *obase = dout + (size_t)b * T * C + (size_t)h * hs;
+    float *Ks = sm, *Vs = sm + MGT_ATTN_TILE * S, *Qs = Vs + MGT_ATTN_TILE * S, *Os = Qs + MGT_ATTN_TILE * S;
+    float *Ls = Os + MGT_ATTN_TILE * S, *Ds = Ls + MGT_ATTN_TILE, *Ps = Ds + MGT_ATTN_TILE, *DSs = Ps + MGT_ATTN_TILE * MGT_ATTN_PSTRIDE;
+    mgt_attn_load(Ks, base + C, C3, k0, T, hs);
+    mgt_attn_load(Vs, base + 2 * (size_t)C, C3, k0, T, hs);
+    float dk[MGT_ATTN_ROWS][NC], dv[MGT_ATTN_ROWS][NC];
+MGT_UNROLL
+    for (int r = 0; r < MGT_ATTN_ROWS; r++)
+MGT_UNROLL
+        for (int c = 0; c < NC; c++) dk[r][c] = dv[r][c] = 0.0f;
+    for (int q0 = k0; q0 < T; q0 += MGT_ATTN_TILE) {
+        __syncthreads();
+        mgt_attn_load(Qs, base, C3, q0, T, hs);
+        mgt_attn_load(Os, obase, (size_t)C, q0, T, hs);
+        if ((int)threadIdx.x < MGT_ATTN_TILE) {
+            int t = q0 + (int)threadIdx.x;
+            Ls[threadIdx.x] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
+            Ds[threadIdx.x] = t < T ? D[(size_t)bh * T + t] : 0.0f;
+        }
+        __syncthreads();
+        float p[MGT_ATTN_ROWS], ds[MGT_ATTN_ROWS];
+MGT_UNROLL
+        for (int r = 0; r < MGT_ATTN_ROWS; r++) p[r] = ds[r] = 0.0f;
+        for (int d = 0; d < hs; d++) {
+            float qd = Qs[lane * S + d], od = Os[lane * S + d];
+MGT_UNROLL
+            for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+                p[r] += qd * Ks[(row0 + r) * S + d];
+                ds[r] += od * Vs[(row0 + r) * S + d];
+            }
+        }
+        int tq = q0 + lane;
+MGT_UNROLL
+        for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+            int key = k0 + row0 + r;
+            float pr = key <= tq && tq < T ? expf(scale * p[r] - Ls[lane]) : 0.0f;
+            Ps[(row0 + r) * MGT_ATTN_PSTRIDE + lane] = pr;
+            DSs[(row0 + r) * MGT_ATTN_PSTRIDE + lane] = pr * (ds[r] - Ds[lane]);
+        }
+        __syncwarp();
+        mgt_attn_accumulate(dv, Ps, row0, Os, min(MGT_ATTN_TILE, T - q0), hs);  /* dv += P^T dout */
+        mgt_attn_accumulate(dk, DSs, row0, Qs, min(MGT_ATTN_TILE, T - q0), hs); /* dk += dS^T q */
+    }
+MGT_UNROLL
+    for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+        int key = k0 + row0 + r;
+        if (key >= T) continue;
+        floatX *row = dqkv + ((size_t)b * T + key) * C3 + (size_t)h * hs;
+MGT_UNROLL
+        for (int c = 0; c < NC; c++)
+            if (lane + 32 * c < hs) {
+                row[C + lane + 32 * c] = mgt_from_f32<floatX>(scale * dk[r][c]);
+                row[2 * (size_t)C + lane + 32 * c] = mgt_from_f32<floatX>(dv[r][c]);
+            }
+    }
+}
+
+/* ---- launchers */
+
+/* dynamic shared memory: `tiles` fp32 tiles of (32, hs|1), `ptiles` of (32, 33), `rows` floats per row */
+static size_t mgt_attn_shared(int tiles, int hs, int ptiles, int rows) {
+    return ((size_t)tiles * MGT_ATTN_TILE * (size_t)(hs | 1) + (size_t)ptiles * MGT_ATTN_TILE * MGT_ATTN_PSTRIDE + (size_t)rows * MGT_ATTN_TILE) *
+           sizeof(float);
+}
+
+/* a kernel asking for more than the default 48 KiB of dynamic shared memory must say so (hs >= 80
+   in the backward, > 116 in the forward); the SIMT shim allows up to 227 KiB without it */
+template <class K> static int mgt_attn_allow_shared(K kernel, size_t bytes) {
+#ifdef __CUDACC__
+    if (bytes > 48 * 1024 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess)
+        return mgt_kernel_fail(MGT_KERNEL_LAUNCH, __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
+#else
+    (void)kernel;
+    (void)bytes;
+#endif
+    return MGT_KERNEL_OK;
+}
+
+/* the kernel for a head size: NC = ceil(hs / 32) output columns per lane */
+#define MGT_ATTN_BY_HS(hs, K, ...)                                                                  \
+    ((hs) <= 32 ? K<floatX, 1>(__VA_ARGS__) : (hs) <= 64 ? K<floatX, 2>(__VA_ARGS__) : (hs) <= 96 ? K<floatX, 3>(__VA_ARGS__) \
+                                                                                                  : K<floatX, 4>(__VA_ARGS__))
+
+template <class floatX, int NC>
+static int mgt_attn_forward_nc(floatX *out, float *lse, const floatX *qkv, int B, int T, int NH, int hs, float scale, cudaStream_t stream) {
+    int blocks = B * NH * ((T + MGT_ATTN_TILE - 1) / MGT_ATTN_TILE);
+    size_t shared = mgt_attn_shared(3, hs, 1, 1); /* q, k, v; probabilities; rescaling */
+    void (*attention_forward)(floatX *, float *, const floatX *, int, int, int, float) = mgt_attention_forward_kernel<floatX, NC>;
+    int rc = mgt_attn_allow_shared(attention_forward, shared);
+    if (rc) return rc;
+    MGT_LAUNCH(attention_forward, blocks, MGT_ATTN_BLOCK, shared, stream, out, lse, qkv, T, NH, hs, scale);
+    MGT_CHECK_LAUNCH();
+    return MGT_KERNEL_OK;
+}
+template <class floatX, int NC>
+static int mgt_attn_backward_nc(floatX *dqkv, const float *D, const floatX *dout, const floatX *qkv, const float *lse, int B, int T, int NH, int hs,
+                                float scale, cudaStream_t stream) {
+    int blocks = B * NH * ((T + MGT_ATTN_TILE - 1) / MGT_ATTN_TILE);
+    size_t shared = mgt_attn_shared(4, hs, 2, 2); /* q, dout, k, v; p and dS (dq: dS only); lse and D */
+    void (*attention_backward_dkv)(floatX *, const float *, const floatX *, const floatX *, const float *, int, int, int, float) =
+        mgt_attention_backward_dkv_kernel<floatX, NC>;
+    void (*attention_backward_dq)(floatX *, const float *, const floatX *, const floatX *, const float *, int, int, int, float) =
+        mgt_attention_backward_dq_kernel<floatX, NC>;
+    int rc = mgt_attn_allow_shared(attention_backward_dkv, shared);
+    if (!rc) rc = mgt_attn_allow_shared(attention_backward_dq, shared);
+    if (rc) return rc;
+    MGT_LAUNCH(attention_backward_dkv, blocks, MGT_ATTN_BLOCK, shared, stream, dqkv, D, dout, qkv, lse, T, NH, hs, scale);
+    MGT_CHECK_LAUNCH();
+    MGT_LAUNCH(attention_backward_dq, blocks, MGT_ATTN_BLOCK, shared, stream, dqkv, D, dout, qkv, lse, T, NH, hs, scale);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }
 
-template <class floatX>
-int mgt_cuda_softmax_backward(floatX *dscores, const floatX *datt, const floatX *att, float scale, int BNH, int T, cudaStream_t stream) {
-    MGT_REQUIRE(BNH > 0 && T > 0 && (long long)BNH * T <= 0x7fffffff);
-    MGT_REQUIRE(dscores && datt && att);
-    MGT_REQUIRE(dscores != att);
-    int rows = BNH * T;
-    MGT_LAUNCH(mgt_softmax_backward_kernel<floatX>, (rows + MGT_SOFTMAX_WARPS - 1) / MGT_SOFTMAX_WARPS, MGT_SOFTMAX_BLOCK, 0, stream, dscores,
-               datt, att, scale, rows, T);
-    MGT_CHECK_LAUNCH();
-    return MGT_KERNEL_OK;
+template <class floatX> int mgt_cuda_attention_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int NH, int hs, cudaStream_t stream) {
+    MGT_REQUIRE(B > 0 && T > 0 && NH > 0 && hs > 0 && hs <= MGT_ATTN_MAX_HS);
+    MGT_REQUIRE((long long)B * NH * ((T + MGT_ATTN_TILE - 1) / MGT_ATTN_TILE) <= 0x7fffffff && (long long)B * T * 3 * NH * hs <= 0x7fffffffffffLL);
+    MGT_REQUIRE(out && lse && qkv);
+    MGT_REQUIRE((const void *)out != (const void *)qkv);
+    float scale = 1.0f / sqrtf((float)hs);
+    return MGT_ATTN_BY_HS(hs, mgt_attn_forward_nc, out, lse, qkv, B, T, NH, hs, scale, stream);
 }
 
-#define MGT_INSTANTIATE(floatX)                                                                                         \
-    template int mgt_cuda_softmax_forward<floatX>(floatX *, const floatX *, float, int, int, cudaStream_t);             \
-    template int mgt_cuda_softmax_backward<floatX>(floatX *, const floatX *, const floatX *, float, int, int, cudaStream_t);
+size_t mgt_cuda_attention_backward_scratch(int B, int T, int NH) { return (size_t)B * (size_t)NH * (size_t)T * sizeof(float); }
+
+template <class floatX>
+int mgt_cuda_attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *qkv, const floatX *out, const float *lse, int B, int T,
+                                int NH, int hs, cudaStream_t stream) {
+    MGT_REQUIRE(B > 0 && T > 0 && NH > 0 && hs > 0 && hs <= MGT_ATTN_MAX_HS);
+    MGT_REQUIRE((long long)B * T * NH <= 0x7fffffff);
+    MGT_REQUIRE(dqkv && scratch && dout && qkv && out && lse);
+    MGT_REQUIRE((const void *)dqkv != (const void *)qkv && (const void *)dqkv != (const void *)dout && (const void *)dqkv != (const void *)out);
+    float scale = 1.0f / sqrtf((float)hs);
+    int rows = B * T * NH, per = MGT_ATTN_BLOCK / MGT_WARP;
+    MGT_LAUNCH(mgt_attention_backward_dot_kernel<floatX>, (rows + per - 1) / per, MGT_ATTN_BLOCK, 0, stream, scratch, dout, out, B, T, NH, hs);
+    MGT_CHECK_LAUNCH();
+    return MGT_ATTN_BY_HS(hs, mgt_attn_backward_nc, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, scale, stream);
+}
+
+#define MGT_INSTANTIATE(floatX)                                                                                                  \
+    template int mgt_cuda_attention_forward<floatX>(floatX *, float *, const floatX *, int, int, int, int, cudaStream_t);         \
+    template int mgt_cuda_attention_backward<floatX>(floatX *, float *, const floatX *, const floatX *, const floatX *, const float *, int, int, \
+                                                     int, int, cudaStream_t);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

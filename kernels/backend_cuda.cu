@@ -9,7 +9,7 @@
 
    A step does nothing for the first time (issue 13: a GPU step must not hang). reserve(), called
    when the run is created, makes everything a step uses, sized from the largest operands: the
-   scratch of the op that needs most (the attention's dP, the bias and LayerNorm partial sums, the
+   scratch of the op that needs most (attention backward's row sums, the bias and LayerNorm partial sums, the
    chunks of the multi-tensor sum of squares), the vector of ones of the bias GEMM, the cuBLAS
    workspace (cublasSetWorkspace: cuBLAS would otherwise allocate it on its first GEMM), and the
    pinned host memory that crosses PCIe: a ring of slots for the token uploads (at least two, as
@@ -30,10 +30,10 @@
    so out = inp W^T is computed as out^T = W^T' inp^T with the operands swapped. A forward bias
    goes through the same GEMM: out = ones x bias^T (k = 1, a vector of ones in the storage type
    reserved for the largest row count) before out += inp W^T; dbias is the bias kernel's.
-   Attention: per batch row b, strided-batched GEMMs over the heads read q, k and v in place in the
-   (B, T, 3C) qkv tensor (head h at column h*hs, leading dimension 3C), with the causal softmax
-   kernel in between; the scores live in att (B, NH, T, T), as on the CPU backend. */
-#include <cublas_v2.h>    /* defines: cublasHandle_t, cublasGemmEx, cublasGemmStridedBatchedEx */
+   Attention is flash attention (kernels/attention.cu): no T x T scores; att holds the logsumexp of
+   each row and head (B, NH, T) in fp32 (mgt_backend.att_lse), and the backward's scratch is one
+   float per row and head. */
+#include <cublas_v2.h>    /* defines: cublasHandle_t, cublasGemmEx */
 #include <cuda_runtime.h> /* defines: cudaMalloc, cudaMemcpyAsync, cudaStream_t */
 #include <sched.h>        /* defines: sched_yield */
 #include <stdarg.h>       /* defines: va_list */
@@ -293,15 +293,6 @@ static void mgt__gemm(mgt__cuda *c, cublasOperation_t ta, cublasOperation_t tb, 
                                  CUBLAS_GEMM_DEFAULT),
                  what);
 }
-static void mgt__gemm_batched(mgt__cuda *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void *A, int lda,
-                              long long sa, const void *B, int ldb, long long sb, float beta, void *C, int ldc, long long sc, int batch,
-                              const char *what) {
-    if (c->failed) return;
-    mgt__blas_ok(c, cublasGemmStridedBatchedEx(c->blas, ta, tb, m, n, k, &alpha, A, c->type, lda, sa, B, c->type, ldb, sb, &beta, C, c->type, ldc,
-                                               sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 what);
-}
-static const char *mgt__at(const void *p, size_t elements, size_t elt) { return (const char *)p + elements * elt; }
 
 /* out (N,OC) = inp (N,C) W^T + bias, W (OC,C) */
 static void mgt__cuda_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC) {
@@ -335,57 +326,25 @@ static void mgt__cuda_matmul_backward(mgt_backend *be, void *dinp, float *dweigh
     if (dbias) mgt__cuda_bias_backward(be, dbias, dout, N, OC);
 }
 
-/* ---- attention: per batch row, GEMMs batched over the heads on the qkv layout */
+/* ---- attention: flash attention (kernels/attention.cu); att holds the logsumexp per row and head */
 
 static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "attention forward", "B %d, T %d, C %d, NH %d", B, T, C, NH);
-    size_t e = be->elt, TT = (size_t)T * (size_t)T;
-    int hs = C / NH, b;
-    for (b = 0; b < B; b++) {
-        const void *q = mgt__at(qkv, (size_t)b * T * 3 * C, e), *k = mgt__at(q, (size_t)C, e);
-        void *s = (void *)mgt__at(att, (size_t)b * NH * TT, e);
-        /* scores (Tq,Tk) row-major = column-major (Tk x Tq) = K^T' Q over hs, scaled by 1/sqrt(hs) in
-           the GEMM: unscaled they are sqrt(hs) times larger in 16 bits, where fp16 overflows sooner */
-        mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f / sqrtf((float)hs), k, 3 * C, hs, q, 3 * C, hs, 0.0f, s, T, (long long)TT, NH, "attention scores");
-    }
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_softmax_forward<floatX>((floatX *)att, (const floatX *)att, 1.0f, B * NH, T, c->stream),
-                                    "softmax forward"));
-    for (b = 0; b < B; b++) {
-        const void *v = mgt__at(qkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e), *p = mgt__at(att, (size_t)b * NH * TT, e);
-        void *o = (void *)mgt__at(out, (size_t)b * T * C, e);
-        /* out (T,hs) row-major = column-major (hs x T) = V (hs x T) P^T-as-stored (T x T) */
-        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, 3 * C, hs, p, T, (long long)TT, 0.0f, o, C, hs, NH, "attention output");
-    }
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_attention_forward<floatX>((floatX *)out, (float *)att, (const floatX *)qkv, B, T, NH, C / NH, c->stream),
+                                    "attention forward"));
 }
 
-static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
+static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out, const void *att, int B, int T,
+                                         int C, int NH) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "attention backward", "B %d, T %d, C %d, NH %d", B, T, C, NH);
-    size_t e = be->elt, TT = (size_t)T * (size_t)T;
-    int hs = C / NH, b;
-    void *ds = mgt__cuda_work(c, (size_t)B * NH * TT * e); /* dP, then dscores in place */
-    if (!ds) return;
-    for (b = 0; b < B; b++) {
-        const void *v = mgt__at(qkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e), *p = mgt__at(att, (size_t)b * NH * TT, e);
-        const void *d = mgt__at(dout, (size_t)b * T * C, e);
-        void *dp = (void *)mgt__at(ds, (size_t)b * NH * TT, e), *dv = (void *)mgt__at(dqkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e);
-        /* dP (Tq,Tk) = dout V^T: column-major (Tk x Tq) = V^T' dout */
-        mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, 3 * C, hs, d, C, hs, 0.0f, dp, T, (long long)TT, NH, "attention dP");
-        /* dV (Tk,hs) = P^T dout: column-major (hs x Tk) = dout (hs x Tq) P-as-stored^T */
-        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, d, C, hs, p, T, (long long)TT, 0.0f, dv, 3 * C, hs, NH, "attention dV");
-    }
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_softmax_backward<floatX>((floatX *)ds, (const floatX *)ds, (const floatX *)att, 1.0f / sqrtf((float)hs),
-                                                                        B * NH, T, c->stream),
-                                    "softmax backward"));
-    for (b = 0; b < B; b++) {
-        const void *q = mgt__at(qkv, (size_t)b * T * 3 * C, e), *k = mgt__at(q, (size_t)C, e), *s = mgt__at(ds, (size_t)b * NH * TT, e);
-        void *dq = (void *)mgt__at(dqkv, (size_t)b * T * 3 * C, e), *dk = (void *)mgt__at(dq, (size_t)C, e);
-        /* dQ (Tq,hs) = dS K: column-major (hs x Tq) = K (hs x Tk) dS-as-stored (Tk x Tq) */
-        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, 3 * C, hs, s, T, (long long)TT, 0.0f, dq, 3 * C, hs, NH, "attention dQ");
-        /* dK (Tk,hs) = dS^T Q: column-major (hs x Tk) = Q (hs x Tq) dS-as-stored^T */
-        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, 3 * C, hs, s, T, (long long)TT, 0.0f, dk, 3 * C, hs, NH, "attention dK");
-    }
+    float *rows = (float *)mgt__cuda_work(c, mgt_cuda_attention_backward_scratch(B, T, NH)); /* dout . out per row and head */
+    if (c->failed || !rows) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_attention_backward<floatX>((floatX *)dqkv, rows, (const floatX *)dout, (const floatX *)qkv,
+                                                                          (const floatX *)out, (const float *)att, B, T, NH, C / NH, c->stream),
+                                    "attention backward"));
 }
 
 /* ---- elementwise and row ops: the kernels */
@@ -648,7 +607,7 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
     if (c->failed) return -1;
     snprintf(c->op_desc, sizeof c->op_desc, "reserving memory for a step");
 #define MGT__NEED(x) do { need = (x); if (need > work) work = need; } while (0)
-    MGT__NEED((size_t)l->B * (size_t)l->NH * (size_t)l->T * (size_t)l->T * be->elt);  /* attention backward: dP */
+    MGT__NEED(mgt_cuda_attention_backward_scratch(l->B, l->T, l->NH));              /* attention backward: a float per row and head */
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->OC));                        /* the widest bias */
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->C));
     MGT__NEED(mgt_cuda_layernorm_backward_scratch((int)N, l->C));
@@ -739,6 +698,7 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     be->elt = dtype == MGT_F32 ? 4 : 2;
     c->type = dtype == MGT_BF16 ? CUDA_R_16BF : dtype == MGT_F16 ? CUDA_R_16F : CUDA_R_32F;
     be->host_memory = 0;
+    be->att_lse = 1; /* flash attention saves the logsumexp of each row */
     be->alloc = mgt__cuda_alloc;
     be->free = mgt__cuda_free;
     be->upload = mgt__cuda_upload;

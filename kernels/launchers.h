@@ -82,11 +82,14 @@ template <class floatX> /* dinp (N,C) +=, dweight (C) += and dbias (C) += in fp3
 int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
                                 const float *mean, const float *rstd, int N, int C, cudaStream_t stream);
 
-/* attention.cu: the causal softmax between the batched GEMMs; rows of (BNH = B*NH, T, T) */
-template <class floatX> /* att = softmax(scale * scores) over j <= t, 0 above the diagonal; att may be scores */
-int mgt_cuda_softmax_forward(floatX *att, const floatX *scores, float scale, int BNH, int T, cudaStream_t stream);
-template <class floatX> /* dscores = scale * P * (dP - rowsum(P * dP)), 0 above the diagonal; dscores may be datt */
-int mgt_cuda_softmax_backward(floatX *dscores, const floatX *datt, const floatX *att, float scale, int BNH, int T, cudaStream_t stream);
+/* attention.cu: causal flash attention on the (B,T,3C) qkv layout, C = NH*hs, hs <= 128; scale 1/sqrt(hs) */
+template <class floatX> /* out (B,T,C); lse (B,NH,T) fp32: the logsumexp of each row of scaled scores, all the backward needs */
+int mgt_cuda_attention_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int NH, int hs, cudaStream_t stream);
+/* bytes of scratch that mgt_cuda_attention_backward needs: one fp32 per row and head */
+size_t mgt_cuda_attention_backward_scratch(int B, int T, int NH);
+template <class floatX> /* dqkv (B,T,3C) = (written, not added); out and lse are the forward's */
+int mgt_cuda_attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *qkv, const floatX *out, const float *lse, int B, int T,
+                                int NH, int hs, cudaStream_t stream);
 
 /* gelu.cu: tanh approximation */
 template <class floatX> int mgt_cuda_gelu_forward(floatX *out, const floatX *inp, size_t n, cudaStream_t stream);

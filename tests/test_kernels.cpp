@@ -95,7 +95,7 @@ struct family {
     const char *worst_out; // a string literal
     double worst_by_type[3]; // fp32, bf16, fp16 cases (by the case's first type: the storage type)
 };
-static family families[] = {{"encoder", 0, 0, 0, "", "", {0, 0, 0}},  {"layernorm", 0, 0, 0, "", "", {0, 0, 0}},    {"softmax", 0, 0, 0, "", "", {0, 0, 0}},
+static family families[] = {{"encoder", 0, 0, 0, "", "", {0, 0, 0}},  {"layernorm", 0, 0, 0, "", "", {0, 0, 0}},    {"attention", 0, 0, 0, "", "", {0, 0, 0}},
                             {"gelu", 0, 0, 0, "", "", {0, 0, 0}},     {"residual", 0, 0, 0, "", "", {0, 0, 0}},     {"crossentropy", 0, 0, 0, "", "", {0, 0, 0}},
                             {"adamw", 0, 0, 0, "", "", {0, 0, 0}},    {"cast", 0, 0, 0, "", "", {0, 0, 0}},         {"norm", 0, 0, 0, "", "", {0, 0, 0}},
                             {"preconditions", 0, 0, 0, "", "", {0, 0, 0}}};
@@ -412,71 +412,129 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
     }
 }
 
-/* ==== causal softmax of attention ============================================================================ */
-template <class T> static void test_softmax(int BNH, int Tn, float scale, bool in_place, bool random) {
-    size_t n = (size_t)BNH * Tn * Tn;
-    std::vector<T> scores = rnd<T>(n, -8, 8);
-    std::vector<double> P(n);
-    for (int row = 0; row < BNH * Tn; row++) {
-        int t = row % Tn;
-        const T *s = &scores[(size_t)row * Tn];
-        double mx = -INFINITY, sum = 0;
-        for (int j = 0; j <= t; j++) mx = fmax(mx, (double)scale * dv(s[j]));
-        for (int j = 0; j <= t; j++) sum += exp((double)scale * dv(s[j]) - mx);
-        for (int j = 0; j < Tn; j++) P[(size_t)row * Tn + j] = j <= t ? exp((double)scale * dv(s[j]) - mx) / sum : 0.0;
+/* ==== causal flash attention ================================================================================== */
+/* qkv (B,T,3C) with C = NH hs; references in double from the inputs as stored: the exact softmax over
+   j <= t, out, lse, and the exact gradients. The backward gets the forward's out rounded into T (as
+   the kernel would have stored it) and lse rounded to fp32. */
+template <class T> static void test_attention(int B, int Tn, int NH, int hs, bool random) {
+    int C = NH * hs;
+    size_t nq = (size_t)B * Tn * 3 * C, no = (size_t)B * Tn * C, nl = (size_t)B * NH * Tn;
+    const double scale = (double)(1.0f / sqrtf((float)hs)); // the kernel's, in fp32
+    std::vector<T> qkv = rnd<T>(nq, -2, 2), dout = rnd<T>(no, -1, 1);
+    auto Q = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * 3 * C + (size_t)h * hs + d]); };
+    auto K = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * 3 * C + C + (size_t)h * hs + d]); };
+    auto V = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * 3 * C + 2 * C + (size_t)h * hs + d]); };
+    auto dO = [&](int b, int t, int h, int d) { return dv(dout[((size_t)b * Tn + t) * C + (size_t)h * hs + d]); };
+    /* per (b,h): P (T,T), |s| magnitudes, out, lse; then the gradients */
+    std::vector<double> out(no), lse(nl), dq(nq / 3), dk(nq / 3), dvv(nq / 3), out_e(no), lse_e(nl), dq_e(nq / 3), dk_e(nq / 3), dv_e(nq / 3);
+    std::vector<T> out_T(no);
+    /* e32 of each output: F times the sum of its terms' magnitudes, F covering the fp32 dot products
+       (hs terms), the sums over keys (T terms) and the exp of scores off by their own rounding
+       (mag: scale sum |q k| + |s| + |lse|), twice over; in the backward, D from the out the kernel
+       read (rounded into T) adds |dout| |out - rounded out| per row */
+    const double F = 2.0 * (2 * hs + Tn + 32) * U32;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            std::vector<double> P((size_t)Tn * Tn, 0.0), mag((size_t)Tn * Tn, 0.0), dS((size_t)Tn * Tn, 0.0), dP((size_t)Tn * Tn, 0.0);
+            std::vector<double> Dabs(Tn), Dt(Tn);
+            for (int t = 0; t < Tn; t++) {
+                double mx = -INFINITY, sum = 0;
+                std::vector<double> sv(t + 1);
+                for (int j = 0; j <= t; j++) {
+                    double x = 0, xa = 0;
+                    for (int d = 0; d < hs; d++) x += Q(b, t, h, d) * K(b, j, h, d), xa += fabs(Q(b, t, h, d) * K(b, j, h, d));
+                    sv[j] = scale * x;
+                    mag[(size_t)t * Tn + j] = scale * xa;
+                    mx = fmax(mx, sv[j]);
+                }
+                for (int j = 0; j <= t; j++) sum += exp(sv[j] - mx);
+                size_t li = ((size_t)b * NH + h) * Tn + t;
+                lse[li] = mx + log(sum);
+                double magmax = 0;
+                for (int j = 0; j <= t; j++) {
+                    P[(size_t)t * Tn + j] = exp(sv[j] - lse[li]);
+                    // relative error of the kernel's P: its scores, the max and lse are fp32 sums of hs terms
+                    mag[(size_t)t * Tn + j] += fabs(sv[j]) + fabs(lse[li]);
+                    magmax = fmax(magmax, mag[(size_t)t * Tn + j]);
+                }
+                lse_e[li] = F * (magmax + 1);
+                for (int d = 0; d < hs; d++) {
+                    double o = 0, oa = 0;
+                    for (int j = 0; j <= t; j++) o += P[(size_t)t * Tn + j] * V(b, j, h, d), oa += P[(size_t)t * Tn + j] * fabs(V(b, j, h, d)) * (1 + mag[(size_t)t * Tn + j]);
+                    size_t oi = ((size_t)b * Tn + t) * C + (size_t)h * hs + d;
+                    out[oi] = o;
+                    out_e[oi] = F * oa;
+                    out_T[oi] = T((float)o);
+                }
+            }
+            for (int t = 0; t < Tn; t++) { // D from the rounded out, as the kernel sees it
+                double Dx = 0, Da = 0, De = 0;
+                for (int d = 0; d < hs; d++) {
+                    size_t oi = ((size_t)b * Tn + t) * C + (size_t)h * hs + d;
+                    Dx += dO(b, t, h, d) * out[oi], Da += fabs(dO(b, t, h, d) * out[oi]);
+                    De += fabs(dO(b, t, h, d) * (dv(out_T[oi]) - out[oi]));
+                }
+                Dt[t] = Dx;
+                Dabs[t] = Da * F + De;
+                for (int j = 0; j <= t; j++) {
+                    double x = 0;
+                    for (int d = 0; d < hs; d++) x += dO(b, t, h, d) * V(b, j, h, d);
+                    dP[(size_t)t * Tn + j] = x;
+                    dS[(size_t)t * Tn + j] = P[(size_t)t * Tn + j] * (x - Dx);
+                }
+            }
+            for (int t = 0; t < Tn; t++)
+                for (int d = 0; d < hs; d++) {
+                    size_t gi = ((size_t)b * Tn + t) * C + (size_t)h * hs + d;
+                    double g = 0, ga = 0, gk = 0, gka = 0, gv = 0, gva = 0;
+                    for (int j = 0; j <= t; j++) { // dq_t: over keys j <= t
+                        size_t i = (size_t)t * Tn + j;
+                        g += dS[i] * K(b, j, h, d);
+                        ga += fabs(K(b, j, h, d)) * P[i] * (F * (fabs(dP[i]) + fabs(Dt[t]) + fabs(dP[i] - Dt[t]) * (1 + mag[i])) + Dabs[t]);
+                    }
+                    for (int u = t; u < Tn; u++) { // dk_t, dv_t: over queries u >= t
+                        size_t i = (size_t)u * Tn + t;
+                        gk += dS[i] * Q(b, u, h, d);
+                        gka += fabs(Q(b, u, h, d)) * P[i] * (F * (fabs(dP[i]) + fabs(Dt[u]) + fabs(dP[i] - Dt[u]) * (1 + mag[i])) + Dabs[u]);
+                        gv += P[i] * dO(b, u, h, d);
+                        gva += P[i] * fabs(dO(b, u, h, d)) * F * (1 + mag[i]);
+                    }
+                    dq[gi] = scale * g, dq_e[gi] = scale * ga;
+                    dk[gi] = scale * gk, dk_e[gi] = scale * gka;
+                    dvv[gi] = gv, dv_e[gi] = gva;
+                }
+        }
+    {
+        checker ck("attention", "attention_forward<%s> B=%d T=%d NH=%d hs=%d", prec<T>::name, B, Tn, NH, hs);
+        std::vector<T> o;
+        std::vector<float> l;
+        in_orders(ck, random, [&] {
+            o = filled<T>(no, 7.0f);
+            l = filled<float>(nl, 7.0f);
+            ck.rc(mgt_cuda_attention_forward<T>(o.data(), l.data(), qkv.data(), B, Tn, NH, hs, nullptr));
+            return std::vector<blob>{bytes(o), bytes(l)};
+        });
+        for (size_t i = 0; i < no; i++) ck.near("out", i, dv(o[i]), out[i], bnd<T>(out[i], out_e[i]));
+        for (size_t i = 0; i < nl; i++) ck.near("lse", i, (double)l[i], lse[i], bnd<float>(lse[i], lse_e[i]));
     }
     {
-        checker ck("softmax", "softmax_forward<%s> BNH=%d T=%d scale=%g%s", prec<T>::name, BNH, Tn, scale, in_place ? " in place" : "");
-        std::vector<T> att, sc;
+        checker ck("attention", "attention_backward<%s> B=%d T=%d NH=%d hs=%d", prec<T>::name, B, Tn, NH, hs);
+        std::vector<float> l(nl), scratch(nl);
+        for (size_t i = 0; i < nl; i++) l[i] = (float)lse[i];
+        std::vector<T> d;
         in_orders(ck, random, [&] {
-            sc = scores;
-            att = filled<T>(n, 7.0f);
-            T *out = in_place ? sc.data() : att.data();
-            ck.rc(mgt_cuda_softmax_forward<T>(out, sc.data(), scale, BNH, Tn, nullptr));
-            return std::vector<blob>{bytes(in_place ? sc : att)};
+            d = filled<T>(nq, 7.0f);
+            scratch = filled<float>(nl, 7.0f);
+            ck.rc(mgt_cuda_attention_backward<T>(d.data(), scratch.data(), dout.data(), qkv.data(), out_T.data(), l.data(), B, Tn, NH, hs, nullptr));
+            return std::vector<blob>{bytes(d)};
         });
-        const std::vector<T> &got = in_place ? sc : att;
-        /* p = exp(x - M) / sum: x = scale s is rounded (2^-24 |x|), x - M rounds (2^-24 |x - M|, which
-           exp turns into a relative error), exp and the division add a few 2^-24; the sum of t + 1
-           positive terms adds (t + 6) 2^-24 relative (online rescaling per lane, a 5-level tree) */
-        for (int row = 0; row < BNH * Tn; row++) {
-            int t = row % Tn;
-            double mx = -INFINITY;
-            for (int j = 0; j <= t; j++) mx = fmax(mx, (double)scale * dv(scores[(size_t)row * Tn + j]));
-            for (int j = 0; j < Tn; j++) {
-                size_t i = (size_t)row * Tn + j;
-                double x = (double)scale * dv(scores[i]);
-                ck.near("att", i, dv(got[i]), P[i], j <= t ? bnd<T>(P[i], (t + 12 + 2 * (fabs(x) + fabs(mx))) * U32 * P[i]) : 0.0);
+        for (int bt = 0; bt < B * Tn; bt++)
+            for (int c = 0; c < C; c++) {
+                size_t gi = (size_t)bt * C + c, at = (size_t)bt * 3 * C + c;
+                ck.near("dq", at, dv(d[at]), dq[gi], bnd<T>(dq[gi], dq_e[gi]));
+                ck.near("dk", at + C, dv(d[at + C]), dk[gi], bnd<T>(dk[gi], dk_e[gi]));
+                ck.near("dv", at + 2 * C, dv(d[at + 2 * C]), dvv[gi], bnd<T>(dvv[gi], dv_e[gi]));
             }
-        }
-    }
-    {
-        checker ck("softmax", "softmax_backward<%s> BNH=%d T=%d scale=%g%s", prec<T>::name, BNH, Tn, scale, in_place ? " in place" : "");
-        std::vector<T> att(n), datt0 = rnd<T>(n, -1, 1), ds, datt;
-        for (size_t i = 0; i < n; i++) att[i] = T((float)P[i]);
-        in_orders(ck, random, [&] {
-            datt = datt0;
-            ds = filled<T>(n, 7.0f);
-            T *out = in_place ? datt.data() : ds.data();
-            ck.rc(mgt_cuda_softmax_backward<T>(out, datt.data(), att.data(), scale, BNH, Tn, nullptr));
-            return std::vector<blob>{bytes(in_place ? datt : ds)};
-        });
-        const std::vector<T> &got = in_place ? datt : ds;
-        for (int row = 0; row < BNH * Tn; row++) {
-            int t = row % Tn;
-            double dot = 0, adot = 0;
-            for (int j = 0; j <= t; j++) {
-                size_t i = (size_t)row * Tn + j;
-                dot += dv(att[i]) * dv(datt0[i]), adot += fabs(dv(att[i]) * dv(datt0[i]));
-            }
-            for (int j = 0; j < Tn; j++) {
-                size_t i = (size_t)row * Tn + j;
-                double p = dv(att[i]), want = j <= t ? (double)scale * p * (dv(datt0[i]) - dot) : 0.0;
-                // the dot is a (t + 1)-term fp32 sum: (t + 6) 2^-24 sum|p dp|; three roundings on the rest
-                double e32 = fabs(scale * p) * ((t + 6) * U32 * adot + 3 * U32 * (fabs(dv(datt0[i])) + fabs(dot)));
-                ck.near("dscores", i, dv(got[i]), want, j <= t ? bnd<T>(want, e32) : 0.0);
-            }
-        }
     }
 }
 
@@ -910,8 +968,10 @@ static void test_preconditions(void) {
     expect_invalid("encoder_forward null tokens", mgt_cuda_encoder_forward<float>(a, nullptr, b, 0, 4, c, 1, 4, 16, nullptr), "encoder.cu", "tokens");
     expect_invalid("encoder_backward vocab_start < 0", mgt_cuda_encoder_backward<float>(a, b, c, tok, -1, 4, 1, 4, 16, nullptr), "encoder.cu",
                    "vocab_start >= 0");
-    expect_invalid("softmax_forward T = 0", mgt_cuda_softmax_forward<float>(a, b, 1.0f, 2, 0, nullptr), "attention.cu", "T > 0");
-    expect_invalid("softmax_backward dscores = att", mgt_cuda_softmax_backward<float>(a, b, a, 1.0f, 1, 8, nullptr), "attention.cu", "dscores != att");
+    expect_invalid("attention_forward T = 0", mgt_cuda_attention_forward<float>(a, b, a, 2, 0, 1, 8, nullptr), "attention.cu", "T > 0");
+    expect_invalid("attention_forward hs = 129", mgt_cuda_attention_forward<float>(a, b, a + 1, 1, 4, 1, 129, nullptr), "attention.cu", "hs <= MGT_ATTN_MAX_HS");
+    expect_invalid("attention_backward dqkv = qkv", mgt_cuda_attention_backward<float>(a, b, a + 1, a, a + 2, b, 1, 8, 1, 8, nullptr), "attention.cu",
+                   "(const void *)dqkv != (const void *)qkv");
     expect_invalid("gelu_forward null inp", mgt_cuda_gelu_forward<float>(a, nullptr, 8, nullptr), "gelu.cu", "inp");
     expect_invalid("bias_residual out = bias", mgt_cuda_bias_residual<float>(a, b, a, 2, 8, nullptr), "residual.cu", "out != bias");
     expect_invalid("bias_backward C = 0", mgt_cuda_bias_backward<float>(a, b, c, 4, 0, nullptr), "residual.cu", "C > 0");
@@ -976,11 +1036,16 @@ template <class T> static void all_ops(void) {
     if (SIZE >= 1) test_layernorm<T>(200, 45, false);
     if (SIZE >= 1) test_layernorm<T>(520, 5, false); // 58 parts of 9 rows: all 8 warps of a part hold rows
     if (SIZE >= 2) test_layernorm<T>(1000, 67, false); // 63 parts of 16 rows
-    /* softmax: T = 1, 37 (lanes loop twice), 70, 131; in place; scale 1 and 1/sqrt(64) */
-    test_softmax<T>(3, 1, 1.0f, false, r);
-    test_softmax<T>(SIZE ? 3 : 1, 37, 0.125f, false, r);
-    if (SIZE >= 1) test_softmax<T>(2, 70, 1.0f, true, r);
-    if (SIZE >= 1) test_softmax<T>(4, 131, 0.125f, true, false);
+    /* attention: T = 1, odd T within a tile and over several (37, 70: a partial last tile), the head
+       sizes of the presets (32, 64, 80) and the edges of the per-lane columns (20, 96, 128: more than
+       48 KiB of shared memory on a GPU) */
+    test_attention<T>(1, 1, 1, 8, r);
+    test_attention<T>(2, 37, 3, 20, r);
+    test_attention<T>(1, SIZE ? 70 : 33, 2, 64, r);
+    test_attention<T>(1, SIZE ? 45 : 9, 2, 80, r);
+    if (SIZE >= 1) test_attention<T>(2, 33, 2, 32, false);
+    if (SIZE >= 1) test_attention<T>(1, 40, 1, 128, false);
+    if (SIZE >= 2) test_attention<T>(1, 131, 2, 96, false);
     /* gelu: n below and above a block, the three aliasings; grid-stride n */
     test_gelu<T>(1, 0, r);
     test_gelu<T>(1000, 0, r);

@@ -425,7 +425,7 @@ static void test_attention(mgt_backend *be, int B, int T, int C, int NH) {
     snprintf(name, sizeof name, "attention_forward out %s", shape);
     record(name, out, sizeof(float) * no, 0);
 
-    be->attention_backward(be, dqkv, R, qkv, att, B, T, C, NH);
+    be->attention_backward(be, dqkv, R, qkv, out, att, B, T, C, NH);
     fd_grad(attn_obj, &k, k.qkv, nq, g);
     report("attention_backward", "dqkv = fd (=, NaN before)", max_err(dqkv, g, nq), TOL_BWD);
     snprintf(name, sizeof name, "attention_backward dqkv %s", shape);

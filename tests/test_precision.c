@@ -118,8 +118,8 @@ static void test_ops16(int dt) {
         same16("attention_forward out", &out, dt);
         same16("attention_forward att", &att, dt);
         refresh(&att, dt); /* backward reads the stored probabilities */
-        b32->attention_backward(b32, dqkv.f, dout.f, qkv.f, att.f, B, T, C, NH);
-        b16->attention_backward(b16, dqkv.h, dout.h, qkv.h, att.h, B, T, C, NH);
+        b32->attention_backward(b32, dqkv.f, dout.f, qkv.f, out.f, att.f, B, T, C, NH);
+        b16->attention_backward(b16, dqkv.h, dout.h, qkv.h, out.h, att.h, B, T, C, NH);
         same16("attention_backward dqkv", &dqkv, dt);
         pair_free(&qkv); pair_free(&out); pair_free(&att); pair_free(&dout); pair_free(&dqkv);
     }

@@ -159,7 +159,7 @@ static void gpt3(void) {
 }
 
 /* every layout the CPU backend trains simulates, and each rank's memory by category is what the
-   closed-form plan (mgt_plan_rank) says the runtime allocates (the CPU backend's workspace aside) */
+   closed-form plan (mgt_plan_rank) of GPU ranks says the runtime allocates (the workspace aside) */
 static void layouts(void) {
     static const struct { int dp, tp, pp, zero, recompute, micro; const char *sched, *dtype; } L[] = {
         {1, 1, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 1, 0, 0, 1, "1f1b", "bf16"}, {2, 1, 1, 0, 0, 2, "1f1b", "fp32"}, {2, 1, 1, 1, 0, 2, "1f1b", "bf16"},
@@ -188,7 +188,9 @@ static void layouts(void) {
         }
         for (r = 0; r < res.world; r++) {
             mgt_rank_plan p;
-            mgt_plan_rank(&cfg, r, &p);
+            mgt_config gpu = cfg; /* the simulator is the CUDA backend: flash attention's activations */
+            gpu.parallel.device = MGT_DEVICE_CUDA;
+            mgt_plan_rank(&gpu, r, &p);
             CHECK(res.ranks[r].step_s > 0 && res.ranks[r].step_s >= res.ranks[r].compute_s - 1e-12, "layout %zu rank %d: step %g, compute %g", i, r,
                   res.ranks[r].step_s, res.ranks[r].compute_s);
             for (c = 0; c < MGT_MEM_COUNT; c++)

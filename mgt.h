@@ -661,7 +661,8 @@ typedef struct mgt_rank_plan {
     int micro_in_flight;           /* activation sets it keeps (the pipeline schedule's depth) */
     /* device = cuda: what the CUDA backend (kernels/backend_cuda.cu) holds beyond the runtime's
        categories. In mem[MGT_MEM_WORKSPACE] (in place of the CPU backend's scratch): its scratch, sized
-       for the op that needs most (attention's dP), the ones of its bias GEMM and cuBLAS's workspace.
+       for the op that needs most (cuda_attention: the attention backward's float per row and head) and
+       cuBLAS's workspace (also cuBLASLt's).
        Not in mem, because they are estimates: NCCL's buffers (per communicator of more than one rank,
        the communicators this rank is in) and the CUDA context */
     size_t cuda_scratch, cuda_attention, cuda_cublas;
@@ -6974,12 +6975,10 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
         size_t ss = (S / 65536 + (size_t)(4 + 12 * nb + 2) + 1) * sizeof(double), oc = 3 * Cl > Hl ? 3 * Cl : Hl, k;
         int kinds[5], g;
         o->cuda_attention = B * (size_t)(cfg->model.n_head / p.tp) * T * f; /* flash attention's backward: dout . out per row and head */
-        o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for, then the ones */
+        o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for */
         if ((k = 64 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (64 parts) */
         if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;    /* the widest bias's (64 parts) */
-        if ((k = N * f) > o->cuda_scratch) o->cuda_scratch = k;
         if (ss > o->cuda_scratch) o->cuda_scratch = ss;                   /* the chunks of the multi-tensor norm */
-        o->cuda_scratch += N * e;                                         /* the ones */
         o->cuda_cublas = (size_t)32 << 20;                                /* sm_90 and later; 4 MiB before */
         o->mem[MGT_MEM_WORKSPACE] = o->cuda_scratch + o->cuda_cublas;
         /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the

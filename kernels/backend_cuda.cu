@@ -9,9 +9,9 @@
 
    A step does nothing for the first time (issue 13: a GPU step must not hang). reserve(), called
    when the run is created, makes everything a step uses, sized from the largest operands: the
-   scratch of the op that needs most (attention backward's row sums, the bias and LayerNorm partial sums, the
-   chunks of the multi-tensor sum of squares), the vector of ones of the bias GEMM, the cuBLAS
-   workspace (cublasSetWorkspace: cuBLAS would otherwise allocate it on its first GEMM), and the
+   scratch of the op that needs most (attention backward's row sums, the bias and LayerNorm partial
+   sums, the chunks of the multi-tensor sum of squares), the cuBLAS workspace (cublasSetWorkspace:
+   cuBLAS would otherwise allocate it on its first GEMM; cuBLASLt is handed it), and the
    pinned host memory that crosses PCIe: a ring of slots for the token uploads (at least two, as
    many as a step uploads, so no upload waits) and a buffer for the step's downloads. Between
    step(be, 1) and step(be, 0) nothing is allocated or freed, no copy touches pageable memory, and
@@ -27,12 +27,13 @@
    GEMMs: cublasGemmEx with the storage type for A and B, fp32 accumulation (CUBLAS_COMPUTE_32F),
    and C in the storage type, or in fp32 for the parameter gradients (accumulated with beta = 1, as
    Megatron's main_grad). Row-major (rows, cols) tensors are column-major (cols x rows) to cuBLAS,
-   so out = inp W^T is computed as out^T = W^T' inp^T with the operands swapped. A forward bias
-   goes through the same GEMM: out = ones x bias^T (k = 1, a vector of ones in the storage type
-   reserved for the largest row count) before out += inp W^T; dbias is the bias kernel's.
+   so out = inp W^T is computed as out^T = W^T' inp^T with the operands swapped. A GEMM with a
+   forward bias is cuBLASLt's, with the BIAS epilogue (the bias added as out is written); dbias is
+   the bias kernel's.
    Attention is flash attention (kernels/attention.cu): no T x T scores; att holds the logsumexp of
    each row and head (B, NH, T) in fp32 (mgt_backend.att_lse), and the backward's scratch is one
    float per row and head. */
+#include <cublasLt.h>     /* defines: cublasLtMatmul, CUBLASLT_EPILOGUE_BIAS */
 #include <cublas_v2.h>    /* defines: cublasHandle_t, cublasGemmEx */
 #include <cuda_runtime.h> /* defines: cudaMalloc, cudaMemcpyAsync, cudaStream_t */
 #include <sched.h>        /* defines: sched_yield */
@@ -56,13 +57,12 @@ typedef struct mgt__cuda {
     mgt_nccl_world *world; /* the watchdog of its waits, or NULL (a backend of its own: its own deadline) */
     cudaStream_t stream;
     cublasHandle_t blas;
+    cublasLtHandle_t lt; /* the GEMMs with a bias epilogue */
     cudaDataType_t type; /* cuBLAS's name for be.dtype */
-    void *blas_work;     /* cuBLAS's workspace (cublasSetWorkspace) */
+    void *blas_work;     /* cuBLAS's workspace (cublasSetWorkspace), also cuBLASLt's (one stream orders their uses) */
     size_t blas_work_bytes;
     void *work; /* scratch of one op at a time (stream order keeps uses apart) */
     size_t work_bytes;
-    void *ones; /* ones in the storage type */
-    size_t ones_count;
     double *scalar;          /* a device double for sum_squares */
     char *up;                /* pinned ring of upload slots */
     size_t up_slot;          /* bytes per slot */
@@ -252,38 +252,6 @@ static void *mgt__cuda_work(mgt__cuda *c, size_t bytes) {
         else { typedef float floatX; call; }                                                           \
     } while (0)
 
-/* a vector of n ones in the storage type, filled outside steps (reserve, or first use in a backend
-   of its own) */
-static const void *mgt__cuda_ones(mgt__cuda *c, size_t n) {
-    float *host;
-    float *one32;
-    size_t i;
-    if (n <= c->ones_count) return c->ones;
-    if (c->reserved || c->in_step) {
-        mgt__cuda_fail(c, "device %d: %s needs %zu ones, %zu were reserved when the run was made", c->device, c->op_desc, n, c->ones_count);
-        return NULL;
-    }
-    if (c->ones) mgt__cuda_free(&c->be, c->ones, c->ones_count * c->be.elt, MGT_MEM_WORKSPACE);
-    c->ones = mgt__cuda_alloc(&c->be, n * c->be.elt, MGT_MEM_WORKSPACE);
-    c->ones_count = 0;
-    if (!c->ones) return NULL;
-    host = (float *)malloc(n * sizeof(float));
-    one32 = (float *)mgt__cuda_work(c, n * sizeof(float));
-    if (!host || !one32) {
-        free(host);
-        mgt__cuda_fail(c, "device %d: out of memory for a vector of %zu ones", c->device, n);
-        return NULL;
-    }
-    for (i = 0; i < n; i++) host[i] = 1.0f;
-    mgt__cuda_ok(c, cudaMemcpyAsync(one32, host, n * sizeof(float), cudaMemcpyHostToDevice, c->stream), "copying ones");
-    mgt__cuda_wait(c, "the copy of a vector of ones"); /* host is freed next */
-    free(host);
-    if (c->be.dtype == MGT_F32) mgt__cuda_ok(c, cudaMemcpyAsync(c->ones, one32, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream), "ones");
-    else MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_cast<floatX, float>((floatX *)c->ones, one32, n, c->stream), "cast"));
-    c->ones_count = n;
-    return c->ones;
-}
-
 /* ---- GEMMs: column-major, as cuBLAS sees the row-major tensors */
 
 static void mgt__gemm(mgt__cuda *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void *A, int lda,
@@ -294,17 +262,52 @@ static void mgt__gemm(mgt__cuda *c, cublasOperation_t ta, cublasOperation_t tb, 
                  what);
 }
 
+/* out (column-major OC x N) = W^T' inp + bias through cuBLASLt's BIAS epilogue: the bias is added as
+   each tile of out is written, no second GEMM or pass over out. Its descriptors are host objects,
+   made and destroyed per call; the workspace is cuBLAS's, as much as the heuristic asks for */
+static void mgt__gemm_bias(mgt__cuda *c, int OC, int N, int C, const void *weight, const void *inp, const void *bias, void *out) {
+    cublasLtMatmulDesc_t desc = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t algo;
+    int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    uint64_t most = c->blas_work_bytes;
+    int found = 0;
+    float one = 1.0f, zero = 0.0f;
+    if (c->failed) return;
+    memset(&algo, 0, sizeof algo);
+    if (mgt__blas_ok(c, cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate") &&
+        mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "setting TRANSA") &&
+        mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "setting TRANSB") &&
+        mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "setting the epilogue") &&
+        mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "setting the bias") &&
+        mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&la, c->type, (uint64_t)C, (uint64_t)OC, C), "the layout of W") &&
+        mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&lb, c->type, (uint64_t)C, (uint64_t)N, C), "the layout of inp") &&
+        mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&ld, c->type, (uint64_t)OC, (uint64_t)N, OC), "the layout of out") &&
+        mgt__blas_ok(c, cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate") &&
+        mgt__blas_ok(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &most, sizeof most), "the workspace") &&
+        mgt__blas_ok(c, cublasLtMatmulAlgoGetHeuristic(c->lt, desc, la, lb, ld, ld, pref, 1, &algo, &found), "cublasLtMatmulAlgoGetHeuristic")) {
+        if (found < 1)
+            mgt__cuda_fail(c, "device %d: cuBLASLt has no algorithm for %s with a bias epilogue", c->device, c->op_desc);
+        else
+            mgt__blas_ok(c, cublasLtMatmul(c->lt, desc, &one, weight, la, inp, lb, &zero, out, ld, out, ld, &algo.algo, c->blas_work,
+                                           c->blas_work_bytes, c->stream),
+                         "matmul forward (bias epilogue)");
+    }
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+}
+
 /* out (N,OC) = inp (N,C) W^T + bias, W (OC,C) */
 static void mgt__cuda_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "matmul forward", "N %d, C %d, OC %d%s", N, C, OC, bias ? ", bias" : "");
-    float beta = 0.0f;
-    if (bias) { /* out = ones (N) x bias (OC): column-major (OC x N) = bias (OC x 1) x ones^T (1 x N) */
-        const void *ones = mgt__cuda_ones(c, (size_t)N);
-        mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, OC, N, 1, 1.0f, bias, OC, ones, 1, 0.0f, out, c->type, OC, "bias");
-        beta = 1.0f;
-    }
-    mgt__gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, beta, out, c->type, OC, "matmul forward");
+    if (bias) mgt__gemm_bias(c, OC, N, C, weight, inp, bias, out);
+    else mgt__gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, 0.0f, out, c->type, OC, "matmul forward");
 }
 
 /* dbias (OC) += column sums of dout (N,OC), by the kernel (a fixed order of additions) */
@@ -612,9 +615,8 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->C));
     MGT__NEED(mgt_cuda_layernorm_backward_scratch((int)N, l->C));
     MGT__NEED((l->norm_elements / MGT_SS_BLOCK + l->norm_tensors + 1) * sizeof(double)); /* the chunks of the multi-tensor norm */
-    MGT__NEED(N * sizeof(float));                                                    /* the ones, filled through fp32 */
 #undef MGT__NEED
-    if (!mgt__cuda_work(c, work) || !mgt__cuda_ones(c, N)) return -1;
+    if (!mgt__cuda_work(c, work)) return -1;
     c->up_slots = l->uploads > 2 ? l->uploads : 2; /* double-buffered at least */
     c->up_slot = (l->upload_bytes + 255) / 256 * 256;
     c->down_bytes = 4096;
@@ -630,7 +632,7 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
         !mgt__cuda_ok(c, cudaHostAlloc((void **)&c->down, c->down_bytes, cudaHostAllocDefault), "pinned memory for downloads"))
         return -1;
     c->reserved = 1; /* (the pinned memory is the host's: not counted among the device's categories) */
-    return mgt__cuda_wait(c, "the ones and the scratch being made") ? 0 : -1;
+    return mgt__cuda_wait(c, "the scratch being made") ? 0 : -1;
 }
 
 /* ---- the backend */
@@ -659,7 +661,6 @@ extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
     (void)cudaGetLastError();
     if (idle) { /* memory the stream may still use is left to the process's end */
         cudaFree(c->work);
-        cudaFree(c->ones);
         cudaFree(c->scalar);
         cudaFree(c->blas_work);
         cudaFreeHost(c->up);
@@ -671,6 +672,7 @@ extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
     free(c->up_busy);
     if (c->nccl_counted) mgt__cuda_account(be, -(long long)c->nccl_bytes, MGT_MEM_BUFFERS);
     if (c->ev) cudaEventDestroy(c->ev);
+    if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
@@ -738,6 +740,7 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
         mgt__cuda_ok(c, cudaEventCreateWithFlags(&c->ev, cudaEventDisableTiming), "making an event") &&
         mgt__cuda_ok(c, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "reading the compute capability") &&
         mgt__blas_ok(c, cublasCreate(&c->blas), "cublasCreate") && mgt__blas_ok(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") &&
+        mgt__blas_ok(c, cublasLtCreate(&c->lt), "cublasLtCreate") &&
         mgt__cuda_ok(c, cudaMalloc(&c->blas_work, c->blas_work_bytes = major >= 9 ? (size_t)32 << 20 : (size_t)4 << 20), "the cuBLAS workspace") &&
         mgt__blas_ok(c, cublasSetWorkspace(c->blas, c->blas_work, c->blas_work_bytes), "cublasSetWorkspace") &&
         mgt__cuda_ok(c, cudaMalloc((void **)&c->scalar, sizeof(double)), "cudaMalloc")) {

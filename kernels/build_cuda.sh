@@ -32,7 +32,7 @@ objs=$(grep -l '^#include "common.cuh"' kernels/*.cu | grep -v 'kernels/backend_
 libdirs=""
 for d in "$cuda_home/lib64" "$cuda_home/lib"; do [ -d "$d" ] && libdirs="$libdirs -L$d -Xlinker -rpath=$d"; done
 # shellcheck disable=SC2086
-nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/comm_nccl.o build/cuda/plugin_cuda.o $libdirs -lcublas -lnccl -ldl -lpthread
+nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/comm_nccl.o build/cuda/plugin_cuda.o $libdirs -lcublas -lcublasLt -lnccl -ldl -lpthread
 mv "$out.tmp" "$out"
 echo "built $out ($(du -h "$out" | cut -f1)); exports: $(nm -D --defined-only "$out" | awk '$2 == "T" && $3 ~ /^mgt_cuda_api_get$/ { print $3 }');" \
     "needs: $(readelf -d "$out" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"

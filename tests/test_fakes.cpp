@@ -910,6 +910,24 @@ static const death deaths[] = {
          cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 2, 2, 2);
          cublasLtMatmul(h, d, &one, p, l, p + 4, l, &one, p + 8, l, p + 8, l, nullptr, nullptr, 0, nullptr);
      }},
+    {"lt_workspace", "mgt fake cublasLtMatmul: the algorithm needs 4096 bytes of workspace, the call passes 1024", [] {
+         cublasLtHandle_t h;
+         cublasLtMatmulDesc_t d;
+         cublasLtMatrixLayout_t l;
+         cublasLtMatmulPreference_t pref;
+         cublasLtMatmulHeuristicResult_t res;
+         float *p, one = 1.0f;
+         int found = 0;
+         uint64_t most = 4096;
+         cudaMalloc((void **)&p, 8192);
+         cublasLtCreate(&h);
+         cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+         cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 2, 2, 2);
+         cublasLtMatmulPreferenceCreate(&pref);
+         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &most, sizeof most);
+         cublasLtMatmulAlgoGetHeuristic(h, d, l, l, l, l, pref, 1, &res, &found);
+         cublasLtMatmul(h, d, &one, p, l, p + 4, l, &one, p + 8, l, p + 8, l, &res.algo, p + 16, 1024, nullptr); /* less than it asked */
+     }},
     {"host_deref", "mgt fake host access: device memory at", [] {
          float *x;
          cudaMalloc((void **)&x, 1000);

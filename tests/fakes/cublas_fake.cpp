@@ -18,8 +18,10 @@
    apart from C (same type), TRANSA/TRANSB, epilogues DEFAULT, BIAS, RELU, RELU_BIAS, GELU (tanh
    form), GELU_BIAS (a bias of D's type unless BIAS_DATA_TYPE says otherwise, BIAS_BATCH_STRIDE),
    the workspace argument written; the heuristic returns one
-   algorithm that needs no workspace. Auxiliary-output epilogues (GELU_AUX, DGELU, BGRAD*) and
-   other attributes abort as not faked.
+   algorithm, which needs the preference's CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES of workspace up
+   to 1 MiB (as real ones want some: a caller that passes less than the heuristic's workspaceSize,
+   or no workspace, fails). Auxiliary-output epilogues (GELU_AUX, DGELU, BGRAD*) and other
+   attributes abort as not faked.
 
    CHECKS (abort with "mgt fake <api>: ..."): the argument rules cuBLAS answers with
    CUBLAS_STATUS_INVALID_VALUE (negative sizes, lda/ldb/ldc too small, a batch count below 0),
@@ -220,8 +222,9 @@ struct lt_desc {
     int64_t bias_stride;
 };
 struct lt_pref {
-    uint64_t magic;
+    uint64_t magic, max_workspace;
 };
+static const uint64_t LT_ALGO_WORKSPACE_CAP = 1 << 20; /* what the fake's algorithm asks for at most */
 static_assert(sizeof(lt_layout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "lt_layout fits the opaque layout");
 static_assert(sizeof(lt_desc) <= sizeof(cublasLtMatmulDescOpaque_t), "lt_desc fits the opaque descriptor");
 struct cublasLtContext {
@@ -404,6 +407,7 @@ cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *out) {
     if (!out) return CUBLAS_STATUS_INVALID_VALUE;
     *out = new cublasLtMatmulPreferenceOpaque_t();
     (*out)->data[0] = LT_MAGIC;
+    (*out)->data[1] = 0; /* cuBLASLt's default: no workspace */
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t o) {
@@ -411,11 +415,16 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t o) {
     delete o;
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t o, cublasLtMatmulPreferenceAttributes_t,
-                                                    const void *buf, size_t) {
-    lt_get<lt_pref>("cublasLtMatmulPreferenceSetAttribute", o, "matmul preference");
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t o, cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void *buf, size_t bytes) {
+    const char *api = "cublasLtMatmulPreferenceSetAttribute";
+    lt_pref *p = lt_get<lt_pref>(api, o, "matmul preference");
     if (!buf) return CUBLAS_STATUS_INVALID_VALUE;
-    return CUBLAS_STATUS_SUCCESS; /* the fake has one algorithm, needing no workspace */
+    if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) {
+        if (bytes != 8) fail(api, "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES takes a uint64_t, not %zu bytes", bytes);
+        memcpy(&p->max_workspace, buf, 8);
+    }
+    return CUBLAS_STATUS_SUCCESS; /* other preferences do not change the fake's one algorithm */
 }
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
@@ -427,20 +436,26 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
     lt_get<lt_layout>(api, b, "layout B");
     lt_get<lt_layout>(api, c, "layout C");
     lt_get<lt_layout>(api, dd, "layout D");
-    lt_get<lt_pref>(api, p, "matmul preference");
+    lt_pref *pref = lt_get<lt_pref>(api, p, "matmul preference");
     if (requested < 1 || !results || !count) return CUBLAS_STATUS_INVALID_VALUE;
     memset(&results[0], 0, sizeof results[0]);
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
+    results[0].workspaceSize = pref->max_workspace < LT_ALGO_WORKSPACE_CAP ? pref->max_workspace : LT_ALGO_WORKSPACE_CAP;
+    results[0].algo.data[0] = LT_MAGIC; /* the algorithm carries what it needs */
+    results[0].algo.data[1] = results[0].workspaceSize;
     *count = 1;
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
                               cublasLtMatrixLayout_t ad, const void *B, cublasLtMatrixLayout_t bd, const void *beta,
                               const void *C, cublasLtMatrixLayout_t cd, void *D, cublasLtMatrixLayout_t dd,
-                              const cublasLtMatmulAlgo_t *, void *workspace, size_t workspace_bytes,
+                              const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
     const char *api = "cublasLtMatmul";
+    if (algo && algo->data[0] == LT_MAGIC && (workspace_bytes < algo->data[1] || (algo->data[1] && !workspace)))
+        fail(api, "the algorithm needs %llu bytes of workspace, the call passes %zu at %p (give it the workspace the heuristic's "
+             "workspaceSize says, reserved when the run is made)", (unsigned long long)algo->data[1], workspace_bytes, workspace);
     int device;
     {
         lock_t lk(mu);

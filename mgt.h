@@ -123,7 +123,16 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(model, n_head, INT, "4", 1, 1024, "", "attention heads; d_model must divide by it")              \
     X(model, d_model, INT, "128", 8, 65536, "", "channels of the residual stream")                 \
     X(model, seq_len, INT, "128", 2, 65536, "", "context length in tokens")                        \
-    X(model, vocab_size, INT, "256", 2, 65536, "", "token ids; at least the tokenizer's vocabulary")
+    X(model, vocab_size, INT, "256", 2, 65536, "", "token ids; at least the tokenizer's vocabulary") \
+    X(model, norm, ENUM, "layernorm", 0, 0, "layernorm|rmsnorm", "normalisation of each block and the head (GPT-2: layernorm, Llama: rmsnorm)") \
+    X(model, norm_eps, FLOAT, "1e-5", 1e-12, 1, "", "epsilon of the normalisation; layernorm's is 1e-5") \
+    X(model, positions, ENUM, "learned", 0, 0, "learned|rope", "position embedding table (GPT-2) or rotary positions on q and k (Llama)") \
+    X(model, rope_theta, FLOAT, "10000", 1, 1e12, "", "rope: base of the rotation frequencies (Llama 3: 500000)") \
+    X(model, mlp, ENUM, "gelu", 0, 0, "gelu|swiglu", "MLP: fc, GELU, proj (GPT-2) or down(silu(gate) * up) (Llama)") \
+    X(model, d_ff, INT, "0", 0, 1048576, "", "hidden units of the MLP; 0 is 4 x d_model (GPT-2)") \
+    X(model, n_kv_head, INT, "0", 0, 1024, "", "key/value heads (grouped-query attention; 1 is multi-query); 0 is n_head") \
+    X(model, bias, INT, "1", 0, 1, "", "1: the linear layers have biases (GPT-2); 0: none (Llama); LayerNorm keeps its own") \
+    X(model, tied_head, INT, "1", 0, 1, "", "1: the LM head is wte (GPT-2); 0: a separate lm_head matrix (Llama)")
 #define MGT_KEYS_data(X)                                                                           \
     X(data, train, STR, "data/quickstart_train.bin", 0, 0, "", "training token shards (llm.c .bin): files or globs, comma-separated") \
     X(data, val, STR, "data/quickstart_val.bin", 0, 0, "", "validation shards, as train; empty for none") \
@@ -190,6 +199,9 @@ enum { MGT_DEVICE_AUTO, MGT_DEVICE_CPU, MGT_DEVICE_CUDA };
 enum { MGT_TOKENIZER_BYTE, MGT_TOKENIZER_GPT2 };
 enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL };
 enum { MGT_DTYPE_FP32, MGT_DTYPE_BF16, MGT_DTYPE_FP16 };
+enum { MGT_NORM_LAYERNORM, MGT_NORM_RMSNORM };
+enum { MGT_POSITIONS_LEARNED, MGT_POSITIONS_ROPE };
+enum { MGT_MLP_GELU, MGT_MLP_SWIGLU };
 
 typedef struct mgt_config {
     MGT_CONFIG_SECTIONS(MGT__DECL_SECTION)
@@ -347,12 +359,27 @@ struct mgt_backend {
     void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
     void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                             const void *weight, int N, int C, int OC);
-    void (*attention_forward)(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH);
-    void (*attention_backward)(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH);
+    /* causal attention on qkv (B,T,(NH + 2 NKV) hs) laid out [q heads | k heads | v heads], hs = C / NH;
+       query head h reads key/value head h / (NH / NKV) (grouped-query attention; NKV = NH is GPT-2's);
+       out (B,T,C), att (B,NH,T,T) the probabilities */
+    void (*attention_forward)(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV);
+    void (*attention_backward)(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH, int NKV);
     void (*gelu_forward)(mgt_backend *be, void *out, const void *inp, size_t n);
     void (*gelu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n); /* dinp may be dout */
+    /* the Llama family's parts. RMSNorm: out (N,C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps);
+       backward adds into dinp (the residual stream), as layernorm_backward */
+    void (*rmsnorm_forward)(mgt_backend *be, void *out, float *rstd, const void *inp, const void *weight, float eps, int N, int C);
+    void (*rmsnorm_backward)(mgt_backend *be, void *dinp, float *dweight, const void *dout, const void *inp, const void *weight, const float *rstd,
+                             int N, int C);
+    /* rotary positions, in place on the q and k heads of qkv (B,T,(NH + 2 NKV) hs): channels i and i + hs/2 of
+       a head at position t turn by t x theta^(-2i/hs) (Hugging Face's rotate_half); backward turns dqkv back */
+    void (*rope_forward)(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta);
+    void (*rope_backward)(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta);
+    /* SwiGLU: out (N,H) = silu(inp[:, :H]) * inp[:, H:], inp (N,2H) the gate and up projections side by side */
+    void (*swiglu_forward)(mgt_backend *be, void *out, const void *inp, int N, int H);
+    void (*swiglu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H);
     void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x (gradient shards) */
-    void (*bias_residual)(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C); /* out += residual + bias */
+    void (*bias_residual)(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C); /* out += residual + bias (bias may be NULL) */
     void (*bias_backward)(mgt_backend *be, float *dbias, const void *dout, int N, int C);                      /* dbias += column sums */
     /* vocabulary-parallel cross-entropy over this rank's Vl logits (global columns vocab_start..,
        those >= V are padding). xent_partial writes per row (max, sum of exp(logit - max), the target's
@@ -394,7 +421,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 2 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 3 /* the table's version: the library and this header must agree */
 
 typedef struct mgt_gpu_info {
     char name[96];
@@ -952,6 +979,8 @@ static const char *const mgt__key_aliases[][2] = {
     {"seq_length", "[model] seq_len"}, {"sequence_length", "[model] seq_len"}, {"max_position_embeddings", "[model] seq_len"},
     {"num_layers", "[model] n_layer"}, {"num_hidden_layers", "[model] n_layer"},
     {"num_heads", "[model] n_head"}, {"num_attention_heads", "[model] n_head"}, {"vocab", "[model] vocab_size"},
+    {"num_key_value_heads", "[model] n_kv_head"}, {"n_kv_heads", "[model] n_kv_head"}, {"intermediate_size", "[model] d_ff"}, {"ffn_dim", "[model] d_ff"},
+    {"rms_norm_eps", "[model] norm_eps"}, {"layer_norm_epsilon", "[model] norm_eps"}, {"tie_word_embeddings", "[model] tied_head"},
     {"tensor_model_parallel_size", "[parallel] tp"}, {"tensor_parallel_size", "[parallel] tp"}, {"pipeline_model_parallel_size", "[parallel] pp"},
     {"pipeline_parallel_size", "[parallel] pp"}, {"data_parallel_size", "[parallel] dp"}, {"zero_stage", "[parallel] zero"}, {"stage", "[parallel] zero"},
     {"bf16", "[precision] dtype = bf16"}, {"fp16", "[precision] dtype = fp16"}, {"mixed_precision", "[precision] dtype"},
@@ -1490,6 +1519,24 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d does not divide n_head = %d (tp from %s, n_head from %s); tensor parallelism splits the heads, so pick tp among the divisors of n_head",
                          mgt__where(cfg, a, w1, sizeof w1), cfg->parallel.tp, cfg->model.n_head, mgt__where(cfg, MGT__KEY(parallel, tp), w2, sizeof w2),
                          mgt__where(cfg, MGT__KEY(model, n_head), w3, sizeof w3));
+    }
+    {
+        int nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head, dff = cfg->model.d_ff ? cfg->model.d_ff : 4 * cfg->model.d_model;
+        if (cfg->model.n_head % nkv)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] n_kv_head = %d does not divide n_head = %d; each key/value head serves n_head / n_kv_head query heads",
+                             mgt__where(cfg, MGT__KEY(model, n_kv_head), w1, sizeof w1), nkv, cfg->model.n_head);
+        if (nkv % cfg->parallel.tp)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d does not divide n_kv_head = %d (n_kv_head from %s); tensor parallelism splits the key/value heads too, so pick tp among the divisors of n_kv_head",
+                             mgt__where(cfg, MGT__KEY(parallel, tp), w1, sizeof w1), cfg->parallel.tp, nkv, mgt__where(cfg, MGT__KEY(model, n_kv_head), w2, sizeof w2));
+        if (dff % cfg->parallel.tp)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d does not divide the MLP's d_ff = %d (d_ff from %s); tensor parallelism splits its hidden units",
+                             mgt__where(cfg, MGT__KEY(parallel, tp), w1, sizeof w1), cfg->parallel.tp, dff, mgt__where(cfg, MGT__KEY(model, d_ff), w2, sizeof w2));
+        if (cfg->model.positions == MGT_POSITIONS_ROPE && (cfg->model.d_model / cfg->model.n_head) % 2)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] positions = rope rotates pairs of channels, but the head size d_model / n_head = %d is odd",
+                             mgt__where(cfg, MGT__KEY(model, positions), w1, sizeof w1), cfg->model.d_model / cfg->model.n_head);
+        if (cfg->model.norm == MGT_NORM_LAYERNORM && cfg->model.norm_eps != 1e-5)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] norm_eps = %g with norm = layernorm; LayerNorm's epsilon is fixed at 1e-5 (GPT-2's), only rmsnorm takes another",
+                             mgt__where(cfg, MGT__KEY(model, norm_eps), w1, sizeof w1), cfg->model.norm_eps);
     }
     if (cfg->parallel.pp > cfg->model.n_layer || cfg->parallel.pp > 256) {
         int a = MGT__KEY(parallel, pp), b = MGT__KEY(model, n_layer);
@@ -2109,7 +2156,10 @@ static void mgt__bias_residual_task(void *ctx, int tid, int nth) {
     for (r = lo; r < hi; r++) {
         float *o = a->out[0] + r * (size_t)C;
         const float *x = a->in[0] + r * (size_t)C;
-        for (c = 0; c < C; c++) o[c] += x[c] + a->in[1][c];
+        if (a->in[1])
+            for (c = 0; c < C; c++) o[c] += x[c] + a->in[1][c];
+        else
+            for (c = 0; c < C; c++) o[c] += x[c];
     }
 }
 static void mgt__cpu_bias_residual(mgt_backend *be, float *out, const float *residual, const float *bias, int N, int C) {
@@ -2125,76 +2175,82 @@ static void mgt__cpu_bias_backward(mgt_backend *be, float *dbias, const float *d
     mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_task, &a);
 }
 
-/* causal self-attention per (batch, head), on qkv (B,T,3C) laid out [q | k | v], head h on channels
-   h*hs..h*hs+hs-1 of each. att (B,NH,T,T) keeps the softmax probabilities for backward. */
+/* causal self-attention per (batch, key/value head), on qkv (B,T,W) laid out [q | k | v], W = (NH + 2 NKV) hs:
+   query head h on channels h*hs.. of q, its key/value head h / (NH / NKV) on the same channels of k
+   and v. att (B,NH,T,T) keeps the softmax probabilities for backward. The query heads that share a
+   key/value head run in one task, so their dK and dV add up without a race, in head order. */
 static void mgt__attn_fwd_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
-    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], hs = C / NH, C3 = 3 * C, t, j;
+    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], NKV = a->n[4], hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, t, j, g;
     float scale = 1.0f / sqrtf((float)hs);
-    size_t lo, hi, bh;
-    mgt__span((size_t)B * (size_t)NH, tid, nth, 1, &lo, &hi);
-    for (bh = lo; bh < hi; bh++) {
-        size_t b = bh / (size_t)NH, h = bh % (size_t)NH;
-        const float *q = a->in[0] + b * (size_t)T * (size_t)C3 + h * (size_t)hs, *k = q + C, *v = q + 2 * C;
-        float *att = a->out[1] + bh * (size_t)T * (size_t)T, *out = a->out[0] + b * (size_t)T * (size_t)C + h * (size_t)hs;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f, att, T);
-        for (t = 0; t < T; t++) {
-            float *row = att + (size_t)t * (size_t)T, mx = row[0], sum = 0, inv;
-            for (j = 1; j <= t; j++) mx = row[j] > mx ? row[j] : mx;
-            for (j = 0; j <= t; j++) row[j] = mgt__expf(row[j] - mx);
-            sum = mgt__sum8(row, t + 1);
-            inv = 1.0f / sum;
-            for (j = 0; j <= t; j++) row[j] *= inv;
-            for (j = t + 1; j < T; j++) row[j] = 0.0f;
+    size_t lo, hi, bk;
+    mgt__span((size_t)B * (size_t)NKV, tid, nth, 1, &lo, &hi);
+    for (bk = lo; bk < hi; bk++)
+        for (g = 0; g < group; g++) {
+            size_t b = bk / (size_t)NKV, kvh = bk % (size_t)NKV, h = kvh * (size_t)group + (size_t)g, bh = b * (size_t)NH + h;
+            const float *row = a->in[0] + b * (size_t)T * (size_t)W, *q = row + h * (size_t)hs, *k = row + C + kvh * (size_t)hs, *v = k + NKV * hs;
+            float *att = a->out[1] + bh * (size_t)T * (size_t)T, *out = a->out[0] + b * (size_t)T * (size_t)C + h * (size_t)hs;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, W, k, W, 0.0f, att, T);
+            for (t = 0; t < T; t++) {
+                float *p = att + (size_t)t * (size_t)T, mx = p[0], sum = 0, inv;
+                for (j = 1; j <= t; j++) mx = p[j] > mx ? p[j] : mx;
+                for (j = 0; j <= t; j++) p[j] = mgt__expf(p[j] - mx);
+                sum = mgt__sum8(p, t + 1);
+                inv = 1.0f / sum;
+                for (j = 0; j <= t; j++) p[j] *= inv;
+                for (j = t + 1; j < T; j++) p[j] = 0.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, v, W, 0.0f, out, C);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, v, C3, 0.0f, out, C);
-    }
 }
-static void mgt__cpu_attention_forward(mgt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+static void mgt__cpu_attention_forward(mgt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH, int NKV) {
     mgt__args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = out; a.out[1] = att; a.in[0] = qkv; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH;
+    a.out[0] = out; a.out[1] = att; a.in[0] = qkv; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.n[4] = NKV;
     mgt__pool_run(MGT__POOL(be), mgt__attn_fwd_task, &a);
 }
 static void mgt__attn_bwd_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
     const mgt__cpu *cpu = (const mgt__cpu *)a->be->impl;
-    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], hs = C / NH, C3 = 3 * C, t, j;
+    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], NKV = a->n[4], hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, t, j, g;
     float scale = 1.0f / sqrtf((float)hs), *dp = cpu->scratch + (size_t)tid * cpu->scratch_per_thread;
-    size_t lo, hi, bh;
-    mgt__span((size_t)B * (size_t)NH, tid, nth, 1, &lo, &hi);
-    for (bh = lo; bh < hi; bh++) {
-        size_t b = bh / (size_t)NH, h = bh % (size_t)NH, off = b * (size_t)T * (size_t)C3 + h * (size_t)hs;
-        const float *q = a->in[1] + off, *k = q + C, *v = q + 2 * C;
-        const float *att = a->in[2] + bh * (size_t)T * (size_t)T, *dout = a->in[0] + b * (size_t)T * (size_t)C + h * (size_t)hs;
-        float *dq = a->out[0] + off, *dk = dq + C, *dv = dq + 2 * C;
-        /* dP = dY V^T, dV = P^T dY */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout, C, v, C3, 0.0f, dp, T);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, dout, C, 0.0f, dv, C3);
-        /* dS = P * (dP - rowsum(P * dP)), zero above the diagonal */
-        for (t = 0; t < T; t++) {
-            const float *p = att + (size_t)t * (size_t)T;
-            float *d = dp + (size_t)t * (size_t)T, dot = 0, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            int n = t + 1;
-            for (j = 0; j + 8 <= n; j += 8) {
-                int l;
-                for (l = 0; l < 8; l++) acc[l] += p[j + l] * d[j + l];
+    size_t lo, hi, bk;
+    mgt__span((size_t)B * (size_t)NKV, tid, nth, 1, &lo, &hi);
+    for (bk = lo; bk < hi; bk++)
+        for (g = 0; g < group; g++) {
+            size_t b = bk / (size_t)NKV, kvh = bk % (size_t)NKV, h = kvh * (size_t)group + (size_t)g, bh = b * (size_t)NH + h;
+            size_t row = b * (size_t)T * (size_t)W, qoff = row + h * (size_t)hs, koff = row + (size_t)C + kvh * (size_t)hs;
+            const float *q = a->in[1] + qoff, *k = a->in[1] + koff, *v = k + NKV * hs;
+            const float *att = a->in[2] + bh * (size_t)T * (size_t)T, *dout = a->in[0] + b * (size_t)T * (size_t)C + h * (size_t)hs;
+            float *dq = a->out[0] + qoff, *dk = a->out[0] + koff, *dv = dk + NKV * hs, first = g == 0 ? 0.0f : 1.0f; /* the group's first head writes dK, dV */
+            /* dP = dY V^T, dV = P^T dY */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout, C, v, W, 0.0f, dp, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, dout, C, first, dv, W);
+            /* dS = P * (dP - rowsum(P * dP)), zero above the diagonal */
+            for (t = 0; t < T; t++) {
+                const float *p = att + (size_t)t * (size_t)T;
+                float *d = dp + (size_t)t * (size_t)T, dot = 0, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                int n = t + 1;
+                for (j = 0; j + 8 <= n; j += 8) {
+                    int l;
+                    for (l = 0; l < 8; l++) acc[l] += p[j + l] * d[j + l];
+                }
+                for (; j < n; j++) dot += p[j] * d[j];
+                for (j = 0; j < 8; j++) dot += acc[j];
+                for (j = 0; j < n; j++) d[j] = p[j] * (d[j] - dot);
+                for (j = n; j < T; j++) d[j] = 0.0f;
             }
-            for (; j < n; j++) dot += p[j] * d[j];
-            for (j = 0; j < 8; j++) dot += acc[j];
-            for (j = 0; j < n; j++) d[j] = p[j] * (d[j] - dot);
-            for (j = n; j < T; j++) d[j] = 0.0f;
+            /* dQ = scale * dS K, dK = scale * dS^T Q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dp, T, k, W, 0.0f, dq, W);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dp, T, q, W, first, dk, W);
         }
-        /* dQ = scale * dS K, dK = scale * dS^T Q */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dp, T, k, C3, 0.0f, dq, C3);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dp, T, q, C3, 0.0f, dk, C3);
-    }
 }
-static void mgt__cpu_attention_backward(mgt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH) {
+static void mgt__cpu_attention_backward(mgt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH,
+                                        int NKV) {
     mgt__args a;
     if ((size_t)T * (size_t)T > ((mgt__cpu *)be->impl)->scratch_per_thread) abort(); /* sized from seq_len at creation */
     memset(&a, 0, sizeof a);
-    a.out[0] = dqkv; a.in[0] = dout; a.in[1] = qkv; a.in[2] = att; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.be = be;
+    a.out[0] = dqkv; a.in[0] = dout; a.in[1] = qkv; a.in[2] = att; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.n[4] = NKV; a.be = be;
     mgt__pool_run(MGT__POOL(be), mgt__attn_bwd_task, &a);
 }
 
@@ -2230,6 +2286,135 @@ static void mgt__cpu_gelu_backward(mgt_backend *be, float *dinp, const float *in
     memset(&a, 0, sizeof a);
     a.out[0] = dinp; a.in[0] = inp; a.in[1] = dout; a.count = n;
     mgt__pool_run(MGT__POOL(be), mgt__gelu_bwd_task, &a);
+}
+
+/* RMSNorm (Llama): out (N,C) = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps); no mean, no bias */
+static void mgt__rms_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int C = a->n[1], c, j;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *x = a->in[0] + r * (size_t)C;
+        float *o = a->out[0] + r * (size_t)C, ss = 0, s, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (c = 0; c + 8 <= C; c += 8)
+            for (j = 0; j < 8; j++) acc[j] += x[c + j] * x[c + j];
+        for (; c < C; c++) ss += x[c] * x[c];
+        for (j = 0; j < 8; j++) ss += acc[j];
+        s = 1.0f / sqrtf(ss / (float)C + a->f[0]);
+        for (c = 0; c < C; c++) o[c] = x[c] * s * a->in[1][c];
+        a->out[1][r] = s;
+    }
+}
+static void mgt__cpu_rmsnorm_forward(mgt_backend *be, float *out, float *rstd, const float *inp, const float *weight, float eps, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.out[1] = rstd; a.in[0] = inp; a.in[1] = weight; a.f[0] = eps; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__rms_fwd_task, &a);
+}
+/* pass 1 over rows: dinp += rstd * (g - xhat * mean(g * xhat)), g = weight * dout, xhat = inp * rstd */
+static void mgt__rms_bwd_rows_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int C = a->n[1], c, j;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *d = a->in[0] + r * (size_t)C, *x = a->in[1] + r * (size_t)C, *w = a->in[2];
+        float rs = a->in[3][r], mgx = 0, *di = a->out[0] + r * (size_t)C, agx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (c = 0; c + 8 <= C; c += 8)
+            for (j = 0; j < 8; j++) agx[j] += w[c + j] * d[c + j] * x[c + j] * rs;
+        for (; c < C; c++) mgx += w[c] * d[c] * x[c] * rs;
+        for (j = 0; j < 8; j++) mgx += agx[j];
+        mgx /= (float)C;
+        for (c = 0; c < C; c++) di[c] += rs * (w[c] * d[c] - x[c] * rs * mgx);
+    }
+}
+/* pass 2 over channels: dweight += sum dout * xhat (fixed row order) */
+static void mgt__rms_bwd_params_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int N = a->n[0], C = a->n[1], r;
+    size_t lo, hi, c;
+    mgt__span((size_t)C, tid, nth, 16, &lo, &hi);
+    for (r = 0; r < N; r++) {
+        const float *d = a->in[0] + (size_t)r * (size_t)C, *x = a->in[1] + (size_t)r * (size_t)C;
+        float rs = a->in[3][r];
+        for (c = lo; c < hi; c++) a->out[1][c] += d[c] * x[c] * rs;
+    }
+}
+static void mgt__cpu_rmsnorm_backward(mgt_backend *be, float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                                      const float *rstd, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = dinp; a.out[1] = dweight; a.in[0] = dout; a.in[1] = inp; a.in[2] = weight; a.in[3] = rstd; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__rms_bwd_rows_task, &a);
+    mgt__pool_run(MGT__POOL(be), mgt__rms_bwd_params_task, &a);
+}
+
+/* RoPE (Llama), in place on the q and k heads of each row of qkv (B,T,(NH + 2 NKV) hs): the pair
+   (i, i + hs/2) of a head at position t turns by t x theta^(-2i/hs), computed in fp32 as Hugging
+   Face computes its cos/sin tables. `sign` -1 turns back: the backward of a rotation is its inverse. */
+static void mgt__rope_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int T = a->n[1], NH = a->n[2], NKV = a->n[3], hs = a->n[4], half = hs / 2, W = (NH + 2 * NKV) * hs, i, h;
+    float theta = a->f[0], sign = a->f[1];
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0] * (size_t)T, tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        float *row = a->out[0] + r * (size_t)W, pos = (float)(r % (size_t)T);
+        for (i = 0; i < half; i++) {
+            float angle = pos * (1.0f / powf(theta, (float)(2 * i) / (float)hs)), c = cosf(angle), sn = sign * sinf(angle);
+            for (h = 0; h < NH + NKV; h++) { /* the q heads, then the k heads right after them */
+                float *x = row + (size_t)h * (size_t)hs, x0 = x[i], x1 = x[half + i];
+                x[i] = x0 * c - x1 * sn;
+                x[half + i] = x1 * c + x0 * sn;
+            }
+        }
+    }
+}
+static void mgt__cpu_rope(mgt_backend *be, float *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = qkv; a.n[0] = B; a.n[1] = T; a.n[2] = NH; a.n[3] = NKV; a.n[4] = hs; a.f[0] = theta; a.f[1] = sign;
+    mgt__pool_run(MGT__POOL(be), mgt__rope_task, &a);
+}
+/* SwiGLU (Llama): out (N,H) = silu(gate) * up with gate = inp[:, :H], up = inp[:, H:], silu(g) = g sigmoid(g) */
+static void mgt__swiglu_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int H = a->n[1], c;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *g = a->in[0] + r * 2 * (size_t)H, *u = g + H;
+        float *o = a->out[0] + r * (size_t)H;
+        for (c = 0; c < H; c++) o[c] = g[c] / (1.0f + mgt__expf(-g[c])) * u[c];
+    }
+}
+static void mgt__swiglu_bwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int H = a->n[1], c;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *g = a->in[0] + r * 2 * (size_t)H, *u = g + H, *d = a->in[1] + r * (size_t)H;
+        float *dg = a->out[0] + r * 2 * (size_t)H, *du = dg + H;
+        for (c = 0; c < H; c++) {
+            float sig = 1.0f / (1.0f + mgt__expf(-g[c])), gd = d[c];
+            du[c] = gd * g[c] * sig;
+            dg[c] = gd * u[c] * sig * (1.0f + g[c] * (1.0f - sig));
+        }
+    }
+}
+static void mgt__cpu_swiglu_forward(mgt_backend *be, float *out, const float *inp, int N, int H) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.in[0] = inp; a.n[0] = N; a.n[1] = H;
+    mgt__pool_run(MGT__POOL(be), mgt__swiglu_fwd_task, &a);
+}
+static void mgt__cpu_swiglu_backward(mgt_backend *be, float *dinp, const float *inp, const float *dout, int N, int H) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = dinp; a.in[0] = inp; a.in[1] = dout; a.n[0] = N; a.n[1] = H;
+    mgt__pool_run(MGT__POOL(be), mgt__swiglu_bwd_task, &a);
 }
 
 static void mgt__add_task(void *ctx, int tid, int nth) {
@@ -2485,23 +2670,25 @@ static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float
     mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), N, C, OC);
     if (dinp) mgt__wide_out(be, dinp, di, (size_t)N * C);
 }
-static void mgt__t_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
-    size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+static void mgt__t_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV) {
+    size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * (C + 2 * (C / NH) * NKV), na = (size_t)B * NH * T * T;
     float *o, *a;
-    if (!MGT__WIDE(be)) { mgt__cpu_attention_forward(be, MGT__F(out), MGT__F(att), MGT__CF(qkv), B, T, C, NH); return; }
+    if (!MGT__WIDE(be)) { mgt__cpu_attention_forward(be, MGT__F(out), MGT__F(att), MGT__CF(qkv), B, T, C, NH, NKV); return; }
     o = mgt__wide_take(be, n);
     a = mgt__wide_take(be, na);
-    mgt__cpu_attention_forward(be, o, a, mgt__wide_in(be, qkv, 3 * n), B, T, C, NH);
+    mgt__cpu_attention_forward(be, o, a, mgt__wide_in(be, qkv, nqkv), B, T, C, NH, NKV);
     mgt__wide_out(be, out, o, n);
     mgt__wide_out(be, att, a, na);
 }
-static void mgt__t_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
-    size_t n = (size_t)B * T * C;
+static void mgt__t_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH,
+                                      int NKV) {
+    size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * (C + 2 * (C / NH) * NKV);
     float *d;
-    if (!MGT__WIDE(be)) { mgt__cpu_attention_backward(be, MGT__F(dqkv), MGT__CF(dout), MGT__CF(qkv), MGT__CF(att), B, T, C, NH); return; }
-    d = mgt__wide_take(be, 3 * n);
-    mgt__cpu_attention_backward(be, d, mgt__wide_in(be, dout, n), mgt__wide_in(be, qkv, 3 * n), mgt__wide_in(be, att, (size_t)B * NH * T * T), B, T, C, NH);
-    mgt__wide_out(be, dqkv, d, 3 * n);
+    if (!MGT__WIDE(be)) { mgt__cpu_attention_backward(be, MGT__F(dqkv), MGT__CF(dout), MGT__CF(qkv), MGT__CF(att), B, T, C, NH, NKV); return; }
+    d = mgt__wide_take(be, nqkv);
+    mgt__cpu_attention_backward(be, d, mgt__wide_in(be, dout, n), mgt__wide_in(be, qkv, nqkv), mgt__wide_in(be, att, (size_t)B * NH * T * T), B, T, C,
+                                NH, NKV);
+    mgt__wide_out(be, dqkv, d, nqkv);
 }
 static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
     float *o;
@@ -2518,6 +2705,49 @@ static void mgt__t_gelu_backward(mgt_backend *be, void *dinp, const void *inp, c
     d = mgt__wide_take(be, n);
     mgt__cpu_gelu_backward(be, d, x, g, n);
     mgt__wide_out(be, dinp, d, n);
+}
+static void mgt__t_rmsnorm_forward(mgt_backend *be, void *out, float *rstd, const void *inp, const void *w, float eps, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_rmsnorm_forward(be, MGT__F(out), rstd, MGT__CF(inp), MGT__CF(w), eps, N, C); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_rmsnorm_forward(be, o, rstd, mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), eps, N, C);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_rmsnorm_backward(mgt_backend *be, void *dinp, float *dw, const void *dout, const void *inp, const void *w, const float *rstd, int N,
+                                    int C) {
+    size_t n = (size_t)N * C;
+    float *di;
+    if (!MGT__WIDE(be)) { mgt__cpu_rmsnorm_backward(be, MGT__F(dinp), dw, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), rstd, N, C); return; }
+    di = mgt__wide_in(be, dinp, n); /* accumulated into (+=) */
+    mgt__cpu_rmsnorm_backward(be, di, dw, mgt__wide_in(be, dout, n), mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), rstd, N, C);
+    mgt__wide_out(be, dinp, di, n);
+}
+static void mgt__t_rope(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign) {
+    size_t n = (size_t)B * T * (NH + 2 * NKV) * hs;
+    float *x;
+    if (!MGT__WIDE(be)) { mgt__cpu_rope(be, MGT__F(qkv), B, T, NH, NKV, hs, theta, sign); return; }
+    x = mgt__wide_in(be, qkv, n);
+    mgt__cpu_rope(be, x, B, T, NH, NKV, hs, theta, sign);
+    mgt__wide_out(be, qkv, x, n);
+}
+static void mgt__t_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) { mgt__t_rope(be, qkv, B, T, NH, NKV, hs, theta, 1.0f); }
+static void mgt__t_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) { mgt__t_rope(be, dqkv, B, T, NH, NKV, hs, theta, -1.0f); }
+static void mgt__t_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
+    size_t n = (size_t)N * H;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_swiglu_forward(be, MGT__F(out), MGT__CF(inp), N, H); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_swiglu_forward(be, o, mgt__wide_in(be, inp, 2 * n), N, H);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_swiglu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H) {
+    size_t n = (size_t)N * H;
+    float *d;
+    if (!MGT__WIDE(be)) { mgt__cpu_swiglu_backward(be, MGT__F(dinp), MGT__CF(inp), MGT__CF(dout), N, H); return; }
+    d = mgt__wide_take(be, 2 * n);
+    mgt__cpu_swiglu_backward(be, d, mgt__wide_in(be, inp, 2 * n), mgt__wide_in(be, dout, n), N, H);
+    mgt__wide_out(be, dinp, d, 2 * n);
 }
 static void mgt__t_bias_residual(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C) {
     size_t n = (size_t)N * C;
@@ -2584,6 +2814,12 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     be->attention_backward = mgt__t_attention_backward;
     be->gelu_forward = mgt__t_gelu_forward;
     be->gelu_backward = mgt__t_gelu_backward;
+    be->rmsnorm_forward = mgt__t_rmsnorm_forward;
+    be->rmsnorm_backward = mgt__t_rmsnorm_backward;
+    be->rope_forward = mgt__t_rope_forward;
+    be->rope_backward = mgt__t_rope_backward;
+    be->swiglu_forward = mgt__t_swiglu_forward;
+    be->swiglu_backward = mgt__t_swiglu_backward;
     be->add_inplace = mgt__cpu_add_inplace;
     be->bias_residual = mgt__t_bias_residual;
     be->bias_backward = mgt__t_bias_backward;
@@ -2625,19 +2861,48 @@ static void mgt__cpu_backend_destroy(mgt_backend *be) {
 
 /* ---- the plan: ranks, groups, stages -------------------------------------------------------- */
 
+/* The model's shapes from its preset. GPT-2 and the Llama family are settings of one model: the
+   normalisation, the positions, the MLP, the key/value heads, the biases and the head are chosen
+   here, and every size below follows from these numbers (layout, activations, plan, costs). */
+typedef struct mgt__dims {
+    int C, NH, NKV, hs;   /* channels, query heads, key/value heads, head size C / NH */
+    int H;                /* the MLP's hidden units (d_ff) */
+    int qkv;              /* rows of the fused attention input matrix: (NH + 2 NKV) x hs */
+    int fc;               /* rows of the MLP's first matrix: H, or gate and up side by side (2H) */
+    int rms, rope, swiglu, bias, tied;
+} mgt__dims;
+static mgt__dims mgt__model_dims(const mgt_config *cfg) {
+    mgt__dims d;
+    d.C = cfg->model.d_model;
+    d.NH = cfg->model.n_head;
+    d.NKV = cfg->model.n_kv_head ? cfg->model.n_kv_head : d.NH;
+    d.hs = d.C / d.NH;
+    d.H = cfg->model.d_ff ? cfg->model.d_ff : 4 * d.C;
+    d.rms = cfg->model.norm == MGT_NORM_RMSNORM;
+    d.rope = cfg->model.positions == MGT_POSITIONS_ROPE;
+    d.swiglu = cfg->model.mlp == MGT_MLP_SWIGLU;
+    d.bias = cfg->model.bias != 0;
+    d.tied = cfg->model.tied_head != 0;
+    d.qkv = (d.NH + 2 * d.NKV) * d.hs;
+    d.fc = d.swiglu ? 2 * d.H : d.H;
+    return d;
+}
+
 /* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks. */
 typedef struct mgt__plan {
     int world, dp, tp, pp, zero;
     int micro_steps;        /* global_batch / (micro_batch x dp): accumulation and pipeline depth */
     int Vp;                 /* vocabulary padded to a multiple of 128 x tp rows */
     int stage_first[257];   /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
+    mgt__dims dims;         /* the model's shapes */
 } mgt__plan;
 
 #define MGT_MAX_PP 256
 
 static double mgt__block_cost(const mgt_config *cfg) { /* forward FLOPs per token of one block */
-    double C = cfg->model.d_model, T = cfg->model.seq_len;
-    return 24.0 * C * C + 4.0 * T * C;
+    mgt__dims d = mgt__model_dims(cfg);
+    double C = d.C, T = cfg->model.seq_len;
+    return 2.0 * C * ((double)d.qkv + C + (double)d.fc + (double)d.H) + 4.0 * T * C; /* GPT-2: 24 C^2 + 4 T C */
 }
 
 /* contiguous blocks per stage minimising the most expensive stage; the last stage also runs the
@@ -2673,6 +2938,7 @@ static void mgt__plan_make(const mgt_config *cfg, mgt__plan *p) {
     p->world = p->dp * p->tp * p->pp;
     p->micro_steps = cfg->train.global_batch / (cfg->train.micro_batch * p->dp);
     p->Vp = (cfg->model.vocab_size + 128 * p->tp - 1) / (128 * p->tp) * (128 * p->tp);
+    p->dims = mgt__model_dims(cfg);
     mgt__plan_stages(cfg, p);
 }
 
@@ -2722,6 +2988,8 @@ static int mgt__global_row(const mgt__tensor *t, int r) {
 typedef struct mgt__layout {
     mgt__tensor *t;
     int n, cap;
+    int per_block, slot[MGT__BLOCK_TENSORS]; /* tensors of a block, and where each kind is in it (-1: absent) */
+    int emb_tensors;                         /* wte, and wpe with learned positions */
     mgt__unit *u;
     int nu;
     size_t size;
@@ -2771,47 +3039,79 @@ static void mgt__close_unit(mgt__layout *lay, int dp) {
     lay->size = u->offset + u->size;
 }
 
-/* the tensors of pipeline stage `stage` on tensor-parallel rank `tpr` (GPT-2, Megatron splits) */
+/* which of the block tensors (MGT__LN1W..) a model has: GPT-2 all twelve, a model without biases
+   (Llama) only the weights. slot[k] is tensor k's index inside its block, or -1; returns the count */
+static int mgt__block_slots(const mgt__dims *d, int slot[MGT__BLOCK_TENSORS]) {
+    int k, n = 0;
+    for (k = 0; k < MGT__BLOCK_TENSORS; k++) {
+        int norm_bias = k == MGT__LN1B || k == MGT__LN2B, linear_bias = k == MGT__QKVB || k == MGT__PROJB || k == MGT__FCB || k == MGT__FCPROJB;
+        slot[k] = (norm_bias && d->rms) || (linear_bias && !d->bias) ? -1 : n++; /* LayerNorm always has its bias, RMSNorm never */
+    }
+    return n;
+}
+
+/* the tensors of pipeline stage `stage` on tensor-parallel rank `tpr` (Megatron splits). Names are
+   GPT-2's (Hugging Face), whatever the model, so that a checkpoint maps to Hugging Face's names by
+   a table: c_attn.weight holds q, k and v rows one after the other ((NH + 2 NKV) hs rows: Llama's
+   q_proj, k_proj, v_proj), mlp.c_fc.weight holds SwiGLU's gate rows then its up rows (gate_proj,
+   up_proj), mlp.c_proj is down_proj, ln_1/ln_2/ln_f the norms, lm_head.weight a separate head. */
 static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt__plan *p, int stage, int tpr) {
-    int L = cfg->model.n_layer, C = cfg->model.d_model, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp;
-    int Cl = C / tp, Hl = 4 * C / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage], l1 = p->stage_first[stage + 1];
+    mgt__dims d = mgt__model_dims(cfg);
+    int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
+    int Cl = C / tp, KVl = d.NKV / tp * hs, Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage], l1 = p->stage_first[stage + 1];
+    int nb = !d.rms; /* the norms' biases: LayerNorm's */
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)L);
     char name[64];
     lay->n = lay->nu = 0;
     lay->size = 0;
+    lay->per_block = mgt__block_slots(&d, lay->slot);
+    lay->emb_tensors = d.rope ? 1 : 2;
     if (stage == 0) {
         mgt__open_unit(lay);
         mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0);
-        mgt__add(lay, "wpe", T, C, T, C, 0, 0, 1, std, 0, 1);
+        if (!d.rope) mgt__add(lay, "wpe", T, C, T, C, 0, 0, 1, std, 0, 1);
         mgt__close_unit(lay, p->dp);
     }
     for (l = l0; l < l1; l++) {
         mgt__tensor *x;
-        int i;
+        int i, k, kv = d.NKV * hs;
         mgt__open_unit(lay);
 #define MGT__NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
         mgt__add(lay, MGT__NAME("ln_1.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
-        mgt__add(lay, MGT__NAME("ln_1.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
-        x = mgt__add(lay, MGT__NAME("attn.c_attn.weight"), 3 * C, C, 3 * Cl, C, 0, 0, 1, std, 0, 0);
-        for (i = 0, x->nseg = 3; i < 3; i++) { x->seg_local[i] = i * Cl; x->seg_global[i] = i * C + tpr * Cl; x->seg_rows[i] = Cl; }
-        x = mgt__add(lay, MGT__NAME("attn.c_attn.bias"), 3 * C, 0, 3 * Cl, 0, 0, 0, 0, 0, 0, 0);
-        for (i = 0, x->nseg = 3; i < 3; i++) { x->seg_local[i] = i * Cl; x->seg_global[i] = i * C + tpr * Cl; x->seg_rows[i] = Cl; }
+        if (nb) mgt__add(lay, MGT__NAME("ln_1.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        for (k = 0; k < 1 + d.bias; k++) { /* the weight, then the bias: this rank's q heads, k heads, v heads */
+            x = k == 0 ? mgt__add(lay, MGT__NAME("attn.c_attn.weight"), d.qkv, C, Cl + 2 * KVl, C, 0, 0, 1, std, 0, 0)
+                       : mgt__add(lay, MGT__NAME("attn.c_attn.bias"), d.qkv, 0, Cl + 2 * KVl, 0, 0, 0, 0, 0, 0, 0);
+            x->nseg = 3;
+            for (i = 0; i < 3; i++) {
+                x->seg_local[i] = i == 0 ? 0 : Cl + (i - 1) * KVl;
+                x->seg_global[i] = i == 0 ? tpr * Cl : C + (i - 1) * kv + tpr * KVl;
+                x->seg_rows[i] = i == 0 ? Cl : KVl;
+            }
+        }
         mgt__add(lay, MGT__NAME("attn.c_proj.weight"), C, C, C, Cl, 0, tpr * Cl, 1, proj_std, 0, 0);
-        mgt__add(lay, MGT__NAME("attn.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        if (d.bias) mgt__add(lay, MGT__NAME("attn.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
         mgt__add(lay, MGT__NAME("ln_2.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
-        mgt__add(lay, MGT__NAME("ln_2.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
-        mgt__add(lay, MGT__NAME("mlp.c_fc.weight"), 4 * C, C, Hl, C, tpr * Hl, 0, 1, std, 0, 0);
-        mgt__add(lay, MGT__NAME("mlp.c_fc.bias"), 4 * C, 0, Hl, 0, tpr * Hl, 0, 0, 0, 0, 0);
-        mgt__add(lay, MGT__NAME("mlp.c_proj.weight"), C, 4 * C, C, Hl, 0, tpr * Hl, 1, proj_std, 0, 0);
-        mgt__add(lay, MGT__NAME("mlp.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        if (nb) mgt__add(lay, MGT__NAME("ln_2.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        for (k = 0; k < 1 + d.bias; k++) { /* GELU: this rank's hidden units; SwiGLU: its gate units, then its up units */
+            x = k == 0 ? mgt__add(lay, MGT__NAME("mlp.c_fc.weight"), d.fc, C, d.fc / tp, C, tpr * Hl, 0, 1, std, 0, 0)
+                       : mgt__add(lay, MGT__NAME("mlp.c_fc.bias"), d.fc, 0, d.fc / tp, 0, tpr * Hl, 0, 0, 0, 0, 0);
+            if (d.swiglu) {
+                x->nseg = 2;
+                for (i = 0; i < 2; i++) { x->seg_local[i] = i * Hl; x->seg_global[i] = i * d.H + tpr * Hl; x->seg_rows[i] = Hl; }
+            }
+        }
+        mgt__add(lay, MGT__NAME("mlp.c_proj.weight"), C, d.H, C, Hl, 0, tpr * Hl, 1, proj_std, 0, 0);
+        if (d.bias) mgt__add(lay, MGT__NAME("mlp.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
 #undef MGT__NAME
         mgt__close_unit(lay, p->dp);
     }
     if (stage == p->pp - 1) {
         mgt__open_unit(lay);
         mgt__add(lay, "ln_f.weight", C, 0, C, 0, 0, 0, 0, 0, 1, 1);
-        mgt__add(lay, "ln_f.bias", C, 0, C, 0, 0, 0, 0, 0, 0, 1);
-        if (p->pp > 1) mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0)->tied_copy = 1;
+        if (nb) mgt__add(lay, "ln_f.bias", C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        if (!d.tied) mgt__add(lay, "lm_head.weight", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0);
+        else if (p->pp > 1) mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0)->tied_copy = 1;
         mgt__close_unit(lay, p->dp);
     }
 }
@@ -2868,7 +3168,9 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
     return p;
 }
 
-typedef struct mgt__shape { int B, T, C, Cl, Hl, NHl, Vl, tp, nblocks, first, last, recompute; size_t elt; } mgt__shape;
+/* a rank's widths: Cl its query channels (NHl heads), KVl its key or value channels, Hl its MLP hidden
+   units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up) */
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute; size_t elt; } mgt__shape;
 
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
@@ -2881,14 +3183,14 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
         x->ln1 = mgt__carve(&cur, N * C * e);
         x->ln1_mean = (float *)mgt__carve(&cur, N * f);
         x->ln1_rstd = (float *)mgt__carve(&cur, N * f);
-        x->qkv = mgt__carve(&cur, N * 3 * (size_t)s->Cl * e);
+        x->qkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
         x->att = mgt__carve(&cur, (size_t)s->B * (size_t)s->NHl * (size_t)s->T * (size_t)s->T * e);
         x->atty = mgt__carve(&cur, N * (size_t)s->Cl * e);
         x->res2 = mgt__carve(&cur, N * C * e);
         x->ln2 = mgt__carve(&cur, N * C * e);
         x->ln2_mean = (float *)mgt__carve(&cur, N * f);
         x->ln2_rstd = (float *)mgt__carve(&cur, N * f);
-        x->fch = mgt__carve(&cur, N * (size_t)s->Hl * e);
+        x->fch = mgt__carve(&cur, N * (size_t)s->Fl * e);
         x->fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
@@ -2906,14 +3208,15 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
 }
 
 /* gradient scratch shared by the micro-batches of a rank (one backward at a time), storage type */
-typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch; } mgt__grad_scratch;
+typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch, *dact; } mgt__grad_scratch; /* dact: SwiGLU's output gradient */
 static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
     mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
     g->dres = mgt__carve(&cur, N * (size_t)s->C * e);
     g->dln = mgt__carve(&cur, N * (size_t)s->C * e);
-    g->dqkv = mgt__carve(&cur, N * 3 * (size_t)s->Cl * e);
-    g->dfch = mgt__carve(&cur, N * (size_t)s->Hl * e);
+    g->dqkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
+    g->dfch = mgt__carve(&cur, N * (size_t)s->Fl * e);
+    g->dact = s->Fl > s->Hl ? mgt__carve(&cur, N * (size_t)s->Hl * e) : NULL;
     return cur.used;
 }
 
@@ -2921,11 +3224,12 @@ static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__s
    widens (each operand padded to 16 floats, as mgt__wide_take carves it) */
 static size_t mgt__widen_floats(const mgt__shape *s) {
     size_t N = (size_t)s->B * (size_t)s->T, C = (size_t)s->C, Cl = (size_t)s->Cl, Hl = (size_t)s->Hl, Vl = (size_t)s->Vl, T = (size_t)s->T;
+    size_t Q = Cl + 2 * (size_t)s->KVl, F = (size_t)s->Fl; /* the widths of qkv and of the MLP's first matmul */
     size_t att = (size_t)s->B * (size_t)s->NHl * T * T, most = 0, k, mm[5][2];
     int nmm = 4;
 #define MGT__P16(n) (((size_t)(n) + 15) & ~(size_t)15)
 #define MGT__MOST(x) do { size_t mgt__x = (x); if (mgt__x > most) most = mgt__x; } while (0)
-    mm[0][0] = C; mm[0][1] = 3 * Cl; mm[1][0] = Cl; mm[1][1] = C; mm[2][0] = C; mm[2][1] = Hl; mm[3][0] = Hl; mm[3][1] = C;
+    mm[0][0] = C; mm[0][1] = Q; mm[1][0] = Cl; mm[1][1] = C; mm[2][0] = C; mm[2][1] = F; mm[3][0] = Hl; mm[3][1] = C;
     if (s->last) { mm[4][0] = C; mm[4][1] = Vl; nmm = 5; }
     for (k = 0; k < (size_t)nmm; k++) { /* (in, out): forward out, inp, weight, bias; backward dinp, dout, inp, weight */
         size_t in = mm[k][0], out = mm[k][1];
@@ -2934,9 +3238,10 @@ static size_t mgt__widen_floats(const mgt__shape *s) {
     }
     if (s->first) MGT__MOST(MGT__P16(N * C) + MGT__P16(Vl * C) + MGT__P16(T * C)); /* the embedding */
     MGT__MOST(3 * MGT__P16(N * C) + MGT__P16(C));                                  /* LayerNorm backward */
-    MGT__MOST(MGT__P16(N * Cl) + MGT__P16(att) + MGT__P16(3 * N * Cl));            /* attention forward */
-    MGT__MOST(2 * MGT__P16(3 * N * Cl) + MGT__P16(N * Cl) + MGT__P16(att));        /* attention backward */
+    MGT__MOST(MGT__P16(N * Cl) + MGT__P16(att) + MGT__P16(N * Q));                 /* attention forward */
+    MGT__MOST(2 * MGT__P16(N * Q) + MGT__P16(N * Cl) + MGT__P16(att));             /* attention backward */
     MGT__MOST(3 * MGT__P16(N * Hl));                                               /* GELU backward */
+    MGT__MOST(2 * MGT__P16(N * F) + MGT__P16(N * Hl));                             /* SwiGLU backward (RMSNorm and RoPE need less) */
     if (s->last) MGT__MOST(MGT__P16(N * Vl));                                      /* cross-entropy */
 #undef MGT__P16
 #undef MGT__MOST
@@ -4989,16 +5294,27 @@ struct mgt__rank {
 
 /* tensor t's compute copy, in the storage type (typed float * for fp32 tools: index it only when
    shape.elt is 4), and its fp32 gradient */
-static float *mgt__P(mgt__rank *rk, int t) {
-    const mgt__tensor *x = &rk->lay.t[t];
+static float *mgt__P(mgt__rank *rk, int t) { /* NULL for an absent tensor (t < 0: a bias of a model without) */
+    const mgt__tensor *x;
+    if (t < 0) return NULL;
+    x = &rk->lay.t[t];
     return (float *)(void *)((char *)rk->unit_param[x->unit] + (x->offset - rk->lay.u[x->unit].offset) * rk->shape.elt);
 }
-static float *mgt__G(mgt__rank *rk, int t) { const mgt__tensor *x = &rk->lay.t[t]; return rk->unit_grad[x->unit] + (x->offset - rk->lay.u[x->unit].offset); }
+static float *mgt__G(mgt__rank *rk, int t) {
+    const mgt__tensor *x;
+    if (t < 0) return NULL;
+    x = &rk->lay.t[t];
+    return rk->unit_grad[x->unit] + (x->offset - rk->lay.u[x->unit].offset);
+}
 
-/* tensor indices in a rank's layout */
-static int mgt__t_wte(const mgt__rank *rk) { return rk->first ? 0 : rk->lay.n - 1; }         /* the head's wte on the last stage */
-static int mgt__t_block(const mgt__rank *rk, int b, int k) { return (rk->first ? 2 : 0) + b * MGT__BLOCK_TENSORS + k; }
-static int mgt__t_lnf(const mgt__rank *rk) { return (rk->first ? 2 : 0) + rk->nblocks * MGT__BLOCK_TENSORS; }
+/* tensor indices in a rank's layout (-1: the model has no such tensor) */
+static int mgt__t_head(const mgt__rank *rk) { return rk->first && rk->run->plan.pp == 1 && rk->run->plan.dims.tied ? 0 : rk->lay.n - 1; } /* the LM head's matrix */
+static int mgt__t_wpe(const mgt__rank *rk) { return rk->lay.emb_tensors > 1 ? 1 : -1; }
+static int mgt__t_block(const mgt__rank *rk, int b, int k) {
+    return rk->lay.slot[k] < 0 ? -1 : (rk->first ? rk->lay.emb_tensors : 0) + b * rk->lay.per_block + rk->lay.slot[k];
+}
+static int mgt__t_lnf(const mgt__rank *rk) { return (rk->first ? rk->lay.emb_tensors : 0) + rk->nblocks * rk->lay.per_block; }
+static int mgt__t_lnf_bias(const mgt__rank *rk) { return rk->run->plan.dims.rms ? -1 : mgt__t_lnf(rk) + 1; }
 static int mgt__u_block(const mgt__rank *rk, int b) { return (rk->first ? 1 : 0) + b; }
 static int mgt__u_head(const mgt__rank *rk) { return rk->lay.nu - 1; }
 static int mgt__is_block_unit(const mgt__rank *rk, int u) { int b = u - (rk->first ? 1 : 0); return b >= 0 && b < rk->nblocks; }
@@ -5101,28 +5417,46 @@ static mgt_result mgt__block_grads_begin(mgt__rank *rk, int u) {
     return MGT_OK;
 }
 
+/* the block's normalisations: LayerNorm (GPT-2) or RMSNorm (Llama), into the same activations */
+static void mgt__norm_forward(mgt__rank *rk, void *out, float *mean, float *rstd, const void *inp, int t_weight, int t_bias, int N) {
+    mgt_backend *be = rk->be;
+    if (rk->run->plan.dims.rms) be->rmsnorm_forward(be, out, rstd, inp, mgt__P(rk, t_weight), (float)rk->run->cfg.model.norm_eps, N, rk->shape.C);
+    else be->layernorm_forward(be, out, mean, rstd, inp, mgt__P(rk, t_weight), mgt__P(rk, t_bias), N, rk->shape.C);
+}
+static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, const void *inp, const float *mean, const float *rstd, int t_weight,
+                               int t_bias, int N) {
+    mgt_backend *be = rk->be;
+    if (rk->run->plan.dims.rms) be->rmsnorm_backward(be, dinp, mgt__G(rk, t_weight), dout, inp, mgt__P(rk, t_weight), rstd, N, rk->shape.C);
+    else be->layernorm_backward(be, dinp, mgt__G(rk, t_weight), mgt__G(rk, t_bias), dout, inp, mgt__P(rk, t_weight), mean, rstd, N, rk->shape.C);
+}
+
 /* forward of block b: reads resid[b], writes resid[b+1] */
 static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
+    const mgt__dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
-    int C = s->C, N = s->B * s->T;
+    int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
     const void *x = A->resid[b];
     void *out = A->resid[b + 1];
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
-    be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BP(MGT__LN1W), MGT__BP(MGT__LN1B), N, C);
-    be->matmul_forward(be, a->qkv, a->ln1, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, 3 * s->Cl);
-    be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl);
+#define MGT__BT(k) mgt__t_block(rk, b, k)
+    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
+    be->matmul_forward(be, a->qkv, a->ln1, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
+    if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->cfg.model.rope_theta);
+    be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
     be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
     be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
-    be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), N, C);
-    be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Hl);
-    be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * (size_t)s->Hl);
+    mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+    be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
+    if (d->swiglu) be->swiglu_forward(be, a->fch_gelu, a->fch, N, s->Hl);
+    else be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * (size_t)s->Hl);
     be->matmul_forward(be, out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, out, (size_t)N * C));
     be->bias_residual(be, out, a->res2, MGT__BP(MGT__FCPROJB), N, C);
 #undef MGT__BP
+#undef MGT__BT
     return MGT_OK;
 }
 
@@ -5130,26 +5464,35 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
 static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
+    const mgt__dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
     mgt__grad_scratch *g = &rk->gs;
-    int C = s->C, N = s->B * s->T;
+    int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
 #define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
-    be->bias_backward(be, MGT__BG(MGT__FCPROJB), g->dres, N, C);
-    be->matmul_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), NULL, g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
-    be->gelu_backward(be, g->dfch, a->fch, g->dfch, (size_t)N * (size_t)s->Hl);
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, a->ln2, MGT__BP(MGT__FCW), N, C, s->Hl);
+#define MGT__BT(k) mgt__t_block(rk, b, k)
+    if (d->bias) be->bias_backward(be, MGT__BG(MGT__FCPROJB), g->dres, N, C);
+    if (d->swiglu) { /* d(swiglu output) in dact, then d(gate, up) in dfch */
+        be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), NULL, g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
+        be->swiglu_backward(be, g->dfch, a->fch, g->dact, N, s->Hl);
+    } else {
+        be->matmul_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), NULL, g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
+        be->gelu_backward(be, g->dfch, a->fch, g->dfch, (size_t)N * (size_t)s->Hl);
+    }
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, a->ln2, MGT__BP(MGT__FCW), N, C, s->Fl);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C)); /* column-parallel: sum the input gradients */
-    be->layernorm_backward(be, g->dres, MGT__BG(MGT__LN2W), MGT__BG(MGT__LN2B), g->dln, a->res2, MGT__BP(MGT__LN2W), a->ln2_mean, a->ln2_rstd, N, C);
-    be->bias_backward(be, MGT__BG(MGT__PROJB), g->dres, N, C);
+    mgt__norm_backward(rk, g->dres, g->dln, a->res2, a->ln2_mean, a->ln2_rstd, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+    if (d->bias) be->bias_backward(be, MGT__BG(MGT__PROJB), g->dres, N, C);
     /* dln carries d(atty) (N,Cl), then d(ln1) */
     be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), NULL, g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
-    be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->att, s->B, s->T, s->Cl, s->NHl);
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, 3 * s->Cl);
+    be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
+    if (d->rope) be->rope_backward(be, g->dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->cfg.model.rope_theta);
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C));
-    be->layernorm_backward(be, g->dres, MGT__BG(MGT__LN1W), MGT__BG(MGT__LN1B), g->dln, A->resid[b], MGT__BP(MGT__LN1W), a->ln1_mean, a->ln1_rstd, N, C);
+    mgt__norm_backward(rk, g->dres, g->dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
 #undef MGT__BP
 #undef MGT__BG
+#undef MGT__BT
     return MGT_OK;
 }
 
@@ -5157,7 +5500,7 @@ static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
 static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
     const mgt__shape *s = &rk->shape;
     MGT__TRY(mgt__fetch(rk, 0));
-    rk->be->encoder_forward(rk->be, A->resid[0], A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, 1) : NULL,
+    rk->be->encoder_forward(rk->be, A->resid[0], A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL,
                             s->B, s->T, s->C);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, A->resid[0], (size_t)s->B * s->T * s->C));
     return MGT_OK;
@@ -5173,9 +5516,9 @@ static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scal
     float *part = A->xent + (size_t)rk->tpr * (size_t)N * 3;
     double sum = 0;
     MGT__TRY(mgt__fetch(rk, u_head));
-    MGT__TRY(mgt__fetch(rk, rk->lay.t[mgt__t_wte(rk)].unit));
-    be->layernorm_forward(be, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[s->nblocks], mgt__P(rk, mgt__t_lnf(rk)), mgt__P(rk, mgt__t_lnf(rk) + 1), N, s->C);
-    be->matmul_forward(be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, N, s->C, s->Vl);
+    MGT__TRY(mgt__fetch(rk, rk->lay.t[mgt__t_head(rk)].unit));
+    mgt__norm_forward(rk, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[s->nblocks], mgt__t_lnf(rk), mgt__t_lnf_bias(rk), N);
+    be->matmul_forward(be, A->logits, A->lnf, mgt__P(rk, mgt__t_head(rk)), NULL, N, s->C, s->Vl);
     be->xent_partial(be, part, A->logits, A->targets, N, rk->tpr * s->Vl, s->Vl, V);
     if (rk->tp_g.size > 1) MGT__TRY(rk->comm->all_gather(rk->comm, &rk->tp_g, part, A->xent, (size_t)N * 3, MGT_F32));
     be->xent_finish(be, A->losses, A->logits, A->xent, s->tp, A->targets, N, rk->tpr * s->Vl, s->Vl, V, grad_scale);
@@ -5186,21 +5529,20 @@ static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scal
     }
     *loss_sum = sum;
     mgt__release(rk, u_head);
-    mgt__release(rk, rk->lay.t[mgt__t_wte(rk)].unit);
+    mgt__release(rk, rk->lay.t[mgt__t_head(rk)].unit);
     return MGT_OK;
 }
 
 static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
     const mgt__shape *s = &rk->shape;
     mgt_backend *be = rk->be;
-    int N = s->B * s->T, t_lnf = mgt__t_lnf(rk), t_wte = mgt__t_wte(rk);
+    int N = s->B * s->T, t_lnf = mgt__t_lnf(rk), t_wte = mgt__t_head(rk);
     MGT__TRY(mgt__fetch(rk, mgt__u_head(rk)));
     MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
     be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, A->lnf, mgt__P(rk, t_wte), N, s->C, s->Vl);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, rk->gs.dln, (size_t)N * s->C));
     be->zero(be, rk->gs.dres, (size_t)N * s->C * s->elt);
-    be->layernorm_backward(be, rk->gs.dres, mgt__G(rk, t_lnf), mgt__G(rk, t_lnf + 1), rk->gs.dln, A->resid[s->nblocks], mgt__P(rk, t_lnf),
-                           A->lnf_mean, A->lnf_rstd, N, s->C);
+    mgt__norm_backward(rk, rk->gs.dres, rk->gs.dln, A->resid[s->nblocks], A->lnf_mean, A->lnf_rstd, t_lnf, mgt__t_lnf_bias(rk), N);
     mgt__release(rk, mgt__u_head(rk));
     mgt__release(rk, rk->lay.t[t_wte].unit);
     return MGT_OK;
@@ -5261,7 +5603,7 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
     if (rk->first) {
         const mgt__shape *s = &rk->shape;
         MGT__TRY(mgt__fetch(rk, 0));
-        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, 1), rk->gs.dres, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
+        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, mgt__t_wpe(rk)), rk->gs.dres, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
         mgt__release(rk, 0);
         if (last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
     }
@@ -5382,8 +5724,8 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
     const mgt__plan *p = &rk->run->plan;
     int u;
     /* the tied embedding: the first stage's and the last stage's wte gradients are one gradient */
-    if (p->pp > 1 && (rk->first || rk->last)) {
-        int t = rk->first ? 0 : mgt__t_wte(rk); /* the embedding's wte, or the head's copy */
+    if (p->pp > 1 && p->dims.tied && (rk->first || rk->last)) {
+        int t = rk->first ? 0 : mgt__t_head(rk); /* the embedding's wte, or the head's copy */
         MGT__TRY(mgt__all_reduce(rk, &rk->emb_g, mgt__G(rk, t), mgt__tensor_storage(&rk->lay.t[t])));
     }
     if (p->zero == 1) {
@@ -5965,9 +6307,11 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     return MGT_OK;
 }
 
-static size_t mgt__global_params(const mgt_config *cfg) {
-    size_t C = (size_t)cfg->model.d_model;
-    return (size_t)cfg->model.vocab_size * C + (size_t)cfg->model.seq_len * C + (size_t)cfg->model.n_layer * (12 * C * C + 13 * C) + 2 * C;
+static size_t mgt__global_params(const mgt_config *cfg) { /* GPT-2: V C + T C + L (12 C^2 + 13 C) + 2 C */
+    mgt__dims d = mgt__model_dims(cfg);
+    size_t C = (size_t)d.C, V = (size_t)cfg->model.vocab_size, norm = d.rms ? C : 2 * C;
+    size_t block = 2 * norm + (size_t)d.qkv * C + C * C + (size_t)d.fc * C + C * (size_t)d.H + (d.bias ? (size_t)d.qkv + (size_t)d.fc + 2 * C : 0);
+    return V * C * (d.tied ? 1 : 2) + (d.rope ? 0 : (size_t)cfg->model.seq_len * C) + (size_t)cfg->model.n_layer * block + norm;
 }
 static double mgt__flops_per_token(const mgt_run *r) {
     return 6.0 * (double)mgt__global_params(&r->cfg) + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
@@ -6757,7 +7101,9 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.C = cfg->model.d_model;
     rk->shape.tp = p->tp;
     rk->shape.Cl = cfg->model.d_model / p->tp;
-    rk->shape.Hl = 4 * cfg->model.d_model / p->tp;
+    rk->shape.KVl = p->dims.NKV / p->tp * p->dims.hs;
+    rk->shape.Hl = p->dims.H / p->tp;
+    rk->shape.Fl = p->dims.fc / p->tp;
     rk->shape.NHl = cfg->model.n_head / p->tp;
     rk->shape.Vl = p->Vp / p->tp;
     rk->shape.nblocks = rk->nblocks;
@@ -6786,7 +7132,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         lim.T = rk->shape.T;
         lim.C = rk->shape.C;
         lim.NH = rk->shape.NHl;
-        lim.OC = 3 * rk->shape.Cl > rk->shape.Hl ? 3 * rk->shape.Cl : rk->shape.Hl;
+        lim.OC = rk->shape.Cl + 2 * rk->shape.KVl > rk->shape.Fl ? rk->shape.Cl + 2 * rk->shape.KVl : rk->shape.Fl;
         lim.norm_tensors = (size_t)rk->lay.n;
         lim.norm_elements = rk->lay.size;
         lim.upload_bytes = sizeof(int) * (size_t)rk->shape.B * (size_t)rk->shape.T;
@@ -6897,7 +7243,8 @@ static size_t mgt__pad64b(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
     mgt__plan p;
-    size_t C, T, B, N, Cl, Hl, Vl, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float), e;
+    size_t C, T, B, N, Cl, Hl, Q, F, Vl, norm, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float), e;
+    const mgt__dims *d = &p.dims;
     int dtype = cfg ? (cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32) : MGT_F32;
     mgt__shape sh;
     size_t a_resid, a_layer, a_last, a_io, scratch;
@@ -6912,15 +7259,18 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     nb = p.stage_first[ppr + 1] - p.stage_first[ppr];
     M = p.micro_steps;
     C = (size_t)cfg->model.d_model; T = (size_t)cfg->model.seq_len; B = (size_t)cfg->train.micro_batch; N = B * T;
-    Cl = C / (size_t)p.tp; Hl = 4 * C / (size_t)p.tp; Vl = (size_t)p.Vp / (size_t)p.tp;
+    Cl = C / (size_t)p.tp; Hl = (size_t)d->H / (size_t)p.tp; Vl = (size_t)p.Vp / (size_t)p.tp;
+    Q = Cl + 2 * (size_t)(d->NKV / p.tp * d->hs); F = (size_t)d->fc / (size_t)p.tp;
     unit_align = 16 * (size_t)p.dp;
     e = mgt__dtype_size(dtype); /* parameters (the compute copy), activations; gradients stay fp32 */
-    /* parameters: each tensor padded to 16 floats, each unit to 16 x dp */
+    /* parameters: each tensor padded to 16 floats, each unit to 16 x dp; LayerNorm has a bias, RMSNorm
+       none; the linear layers' biases follow [model] bias */
+    norm = (d->rms ? 1 : 2) * mgt__pad16(C);
 #define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
-    block = MGT__UNIT(4 * mgt__pad16(C) + mgt__pad16(3 * Cl * C) + mgt__pad16(3 * Cl) + mgt__pad16(C * Cl) + 2 * mgt__pad16(C) +
-                      mgt__pad16(Hl * C) + mgt__pad16(Hl) + mgt__pad16(C * Hl));
-    emb = first ? MGT__UNIT(mgt__pad16(Vl * C) + mgt__pad16(T * C)) : 0;
-    head = last ? MGT__UNIT(2 * mgt__pad16(C) + (p.pp > 1 ? mgt__pad16(Vl * C) : 0)) : 0;
+    block = MGT__UNIT(2 * norm + mgt__pad16(Q * C) + mgt__pad16(C * Cl) + mgt__pad16(F * C) + mgt__pad16(C * Hl) +
+                      (d->bias ? mgt__pad16(Q) + mgt__pad16(F) + 2 * mgt__pad16(C) : 0));
+    emb = first ? MGT__UNIT(mgt__pad16(Vl * C) + (d->rope ? 0 : mgt__pad16(T * C))) : 0;
+    head = last ? MGT__UNIT(norm + (!d->tied || p.pp > 1 ? mgt__pad16(Vl * C) : 0)) : 0;
 #undef MGT__UNIT
     S = emb + (size_t)nb * block + head;
     shard = S / (size_t)p.dp;
@@ -6939,13 +7289,14 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)M : (size_t)(p.pp - ppr < M ? p.pp - ppr : M);
     a_resid = (size_t)(nb + 1) * mgt__pad64b(N * C * e);
     a_layer = (size_t)(nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : nb) *
-              (3 * mgt__pad64b(N * C * e) + 4 * mgt__pad64b(N * f) + mgt__pad64b(3 * N * Cl * e) +
-               mgt__pad64b(B * (size_t)(cfg->model.n_head / p.tp) * T * T * e) + mgt__pad64b(N * Cl * e) + 2 * mgt__pad64b(N * Hl * e));
+              (3 * mgt__pad64b(N * C * e) + 4 * mgt__pad64b(N * f) + mgt__pad64b(N * Q * e) +
+               mgt__pad64b(B * (size_t)(cfg->model.n_head / p.tp) * T * T * e) + mgt__pad64b(N * Cl * e) + mgt__pad64b(N * F * e) +
+               mgt__pad64b(N * Hl * e));
     a_last = last ? mgt__pad64b(N * C * e) + 2 * mgt__pad64b(N * f) + mgt__pad64b(N * Vl * e) + mgt__pad64b((size_t)p.tp * N * 3 * f) +
                         mgt__pad64b(N * sizeof(double)) : 0;
     a_io = 2 * mgt__pad64b(N * sizeof(int));
     one = a_resid + a_layer + a_last + a_io;
-    scratch = 2 * mgt__pad64b(N * C * e) + mgt__pad64b(3 * N * Cl * e) + mgt__pad64b(N * Hl * e);
+    scratch = 2 * mgt__pad64b(N * C * e) + mgt__pad64b(N * Q * e) + mgt__pad64b(N * F * e) + (F > Hl ? mgt__pad64b(N * Hl * e) : 0);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
@@ -6954,11 +7305,13 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     if (dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
         memset(&sh, 0, sizeof sh);
         sh.B = (int)B; sh.T = (int)T; sh.C = (int)C; sh.Cl = (int)Cl; sh.Hl = (int)Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)Vl;
+        sh.KVl = (int)(Q - Cl) / 2; sh.Fl = (int)F;
         sh.first = first; sh.last = last;
         o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
     }
     if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (its reserve: issue 13) */
-        size_t ss = (S / 65536 + (size_t)(4 + 12 * nb + 2) + 1) * sizeof(double), oc = 3 * Cl > Hl ? 3 * Cl : Hl, k;
+        size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (S / 65536 + (size_t)(4 + per_block * (size_t)nb + 2) + 1) * sizeof(double);
+        size_t oc = Q > F ? Q : F, k;
         int kinds[5], g;
         o->cuda_attention = B * (size_t)(cfg->model.n_head / p.tp) * T * T * e;
         o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for, then the ones */
@@ -6988,7 +7341,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
         }
         if (p.pp > 1) {
             o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * ((first ? 0 : 2) + (last ? 0 : 2)); /* forward and backward, in and out */
-            if (first || last) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(Vl * C * f);        /* the tied embedding */
+            if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(Vl * C * f); /* the tied embedding */
         }
         if (p.dp > 1) {
             double full = (double)(S * f), blocks = (double)((size_t)nb * block * f), fetches;
@@ -6998,9 +7351,9 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
             if (p.zero >= 2) o->bytes[MGT_COLL_REDUCE_SCATTER] += M * blocks + (double)(keep * f);
             if (p.zero == 2) o->bytes[MGT_COLL_ALL_GATHER] += pfull;
             if (p.zero == 3) { /* every use of a unit gathers it: forward and backward of each block, the
-                                 embedding in both directions, the head (and wte with it) in both */
+                                 embedding in both directions, the head (and a tied wte with it) in both */
                 fetches = 2.0 * pblocks + (first ? 2.0 * (double)(emb * e) : 0) + (last ? 2.0 * (double)(head * e) : 0) +
-                          (first && last ? 2.0 * (double)(emb * e) : 0);
+                          (first && last && d->tied ? 2.0 * (double)(emb * e) : 0);
                 o->bytes[MGT_COLL_ALL_GATHER] += M * fetches;
             }
         }
@@ -7616,8 +7969,8 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
         rk->shape.B = 1;
         rk->shape.T = len; /* the buffers are sized for seq_len; a shorter context uses a prefix */
         mgt__stage_forward(rk, A);
-        rk->be->layernorm_forward(rk->be, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[rk->nblocks], mgt__P(rk, mgt__t_lnf(rk)), mgt__P(rk, mgt__t_lnf(rk) + 1), len, rk->shape.C);
-        rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, len, rk->shape.C, rk->shape.Vl);
+        mgt__norm_forward(rk, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[rk->nblocks], mgt__t_lnf(rk), mgt__t_lnf_bias(rk), len);
+        rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_head(rk)), NULL, len, rk->shape.C, rk->shape.Vl);
         rk->shape.T = T;
         rk->shape.B = B0;
         rk->be->download(rk->be, raw, (const char *)A->logits + (size_t)(len - 1) * (size_t)rk->shape.Vl * rk->shape.elt,
@@ -7939,15 +8292,50 @@ static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, flo
                     (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? n * oc * MGT__SIM_E + 8 * oc : 0,
                     n, oc, c, (int)k + (db ? 1 : 0));
 }
-static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
-    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E; /* S: elements of the scores */
+static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV) {
+    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E, KV = (double)C / NH * NKV; /* S: elements of the scores */
     (void)out; (void)att; (void)qkv;
-    mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (4 * N * C + 2 * S) * e, 5 * S, 2 * S * e, S, T, T, C / (double)NH, 3);
+    mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (2 * N * C + 2 * N * KV + 2 * S) * e, 5 * S, 2 * S * e, S, T, T,
+                      C / (double)NH, 3);
 }
-static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
-    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E;
+static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH,
+                                        int NKV) {
+    double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E, KV = (double)C / NH * NKV;
     (void)dqkv; (void)dout; (void)qkv; (void)att;
-    mgt__sim_charge(be, "attention_backward", MGT_SIM_ATTENTION, 8 * N * T * C, (8 * N * C + 4 * S) * e, 4 * S, 3 * S * e, T, T, C / (double)NH, 5);
+    mgt__sim_charge(be, "attention_backward", MGT_SIM_ATTENTION, 8 * N * T * C, (4 * N * C + 4 * N * KV + 4 * S) * e, 4 * S, 3 * S * e, T, T,
+                    C / (double)NH, 5);
+}
+/* the Llama family's ops: memory-bound, one kernel each (the CUDA backend's rmsnorm.cu, rope.cu, swiglu.cu) */
+static void mgt__sim_rmsnorm_forward(mgt_backend *be, void *out, float *rstd, const void *inp, const void *w, float eps, int N, int C) {
+    (void)out; (void)rstd; (void)inp; (void)w; (void)eps;
+    mgt__sim_charge(be, "rmsnorm_forward", MGT_SIM_NORM, 0, 0, 4.0 * N * C, 2.0 * N * C * MGT__SIM_E + 4.0 * N + (double)C * MGT__SIM_E, 0, 0, 0, 1);
+}
+static void mgt__sim_rmsnorm_backward(mgt_backend *be, void *dinp, float *dw, const void *dout, const void *inp, const void *w, const float *rstd, int N,
+                                      int C) {
+    (void)dinp; (void)dw; (void)dout; (void)inp; (void)w; (void)rstd;
+    mgt__sim_charge(be, "rmsnorm_backward", MGT_SIM_NORM, 0, 0, 10.0 * N * C, 4.0 * N * C * MGT__SIM_E + 4.0 * N + 8.0 * C, 0, 0, 0, 2);
+}
+static void mgt__sim_rope(mgt_backend *be, const char *name, int B, int T, int NH, int NKV, int hs) {
+    double N = (double)B * T, n = N * (NH + NKV) * hs; /* the q and k channels, turned in place */
+    mgt__sim_charge_t(be, name, MGT_SIM_ELEMENTWISE, 0, 0, 3.0 * n, 2.0 * n * MGT__SIM_E, N * hs, 0, 0, 0, 1);
+}
+static void mgt__sim_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) {
+    (void)qkv; (void)theta;
+    mgt__sim_rope(be, "rope_forward", B, T, NH, NKV, hs);
+}
+static void mgt__sim_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) {
+    (void)dqkv; (void)theta;
+    mgt__sim_rope(be, "rope_backward", B, T, NH, NKV, hs);
+}
+static void mgt__sim_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
+    double n = (double)N * H;
+    (void)out; (void)inp;
+    mgt__sim_charge_t(be, "swiglu_forward", MGT_SIM_ELEMENTWISE, 0, 0, 5.0 * n, 3.0 * n * MGT__SIM_E, n, 0, 0, 0, 1);
+}
+static void mgt__sim_swiglu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H) {
+    double n = (double)N * H;
+    (void)dinp; (void)inp; (void)dout;
+    mgt__sim_charge_t(be, "swiglu_backward", MGT_SIM_ELEMENTWISE, 0, 0, 10.0 * n, 5.0 * n * MGT__SIM_E, n, 0, 0, 0, 1);
 }
 static void mgt__sim_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
     (void)out; (void)inp;
@@ -7962,8 +8350,8 @@ static void mgt__sim_add_inplace(mgt_backend *be, float *y, const float *x, size
     mgt__sim_charge(be, "add_inplace", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 12.0 * (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_bias_residual(mgt_backend *be, void *out, const void *res, const void *bias, int N, int C) {
-    (void)out; (void)res; (void)bias;
-    mgt__sim_charge(be, "bias_residual", MGT_SIM_ELEMENTWISE, 0, 0, 2.0 * N * C, (3.0 * N * C + C) * MGT__SIM_E, 0, 0, 0, 1);
+    (void)out; (void)res;
+    mgt__sim_charge(be, "bias_residual", MGT_SIM_ELEMENTWISE, 0, 0, (bias ? 2.0 : 1.0) * N * C, (3.0 * N * C + (bias ? C : 0)) * MGT__SIM_E, 0, 0, 0, 1);
 }
 static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int C) {
     (void)dbias; (void)dout;
@@ -8401,6 +8789,12 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
         be->attention_backward = mgt__sim_attention_backward;
         be->gelu_forward = mgt__sim_gelu_forward;
         be->gelu_backward = mgt__sim_gelu_backward;
+        be->rmsnorm_forward = mgt__sim_rmsnorm_forward;
+        be->rmsnorm_backward = mgt__sim_rmsnorm_backward;
+        be->rope_forward = mgt__sim_rope_forward;
+        be->rope_backward = mgt__sim_rope_backward;
+        be->swiglu_forward = mgt__sim_swiglu_forward;
+        be->swiglu_backward = mgt__sim_swiglu_backward;
         be->add_inplace = mgt__sim_add_inplace;
         be->bias_residual = mgt__sim_bias_residual;
         be->bias_backward = mgt__sim_bias_backward;

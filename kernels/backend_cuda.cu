@@ -335,57 +335,73 @@ static void mgt__cuda_matmul_backward(mgt_backend *be, void *dinp, float *dweigh
     if (dbias) mgt__cuda_bias_backward(be, dbias, dout, N, OC);
 }
 
-/* ---- attention: per batch row, GEMMs batched over the heads on the qkv layout */
+/* ---- attention: per batch row, GEMMs batched over the heads on the qkv layout (B,T,W), W = C + 2 KV.
+   Grouped-query attention (NKV < NH key/value heads, KV = NKV hs channels each of k and v): query
+   head h = g x group + j reads key/value head g, so each GEMM below runs once per position j in a
+   group, batched over the NKV groups (query heads group x hs apart, key/value heads hs apart); with
+   NKV = NH that is one call, GPT-2's. dK and dV add the group's heads up (beta 1 after the first). */
 
-static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
+static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV) {
     mgt__cuda *c = MGT__CU(be);
-    MGT__OP(c, "attention forward", "B %d, T %d, C %d, NH %d", B, T, C, NH);
+    MGT__OP(c, "attention forward", "B %d, T %d, C %d, NH %d, NKV %d", B, T, C, NH, NKV);
     size_t e = be->elt, TT = (size_t)T * (size_t)T;
-    int hs = C / NH, b;
-    for (b = 0; b < B; b++) {
-        const void *q = mgt__at(qkv, (size_t)b * T * 3 * C, e), *k = mgt__at(q, (size_t)C, e);
-        void *s = (void *)mgt__at(att, (size_t)b * NH * TT, e);
-        /* scores (Tq,Tk) row-major = column-major (Tk x Tq) = K^T' Q over hs, scaled by 1/sqrt(hs) in
-           the GEMM: unscaled they are sqrt(hs) times larger in 16 bits, where fp16 overflows sooner */
-        mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f / sqrtf((float)hs), k, 3 * C, hs, q, 3 * C, hs, 0.0f, s, T, (long long)TT, NH, "attention scores");
-    }
+    int hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, b, j;
+    for (b = 0; b < B; b++)
+        for (j = 0; j < group; j++) {
+            const void *q = mgt__at(qkv, (size_t)b * T * W + (size_t)j * hs, e), *k = mgt__at(qkv, (size_t)b * T * W + C, e);
+            void *s = (void *)mgt__at(att, ((size_t)b * NH + (size_t)j) * TT, e);
+            /* scores (Tq,Tk) row-major = column-major (Tk x Tq) = K^T' Q over hs, scaled by 1/sqrt(hs) in
+               the GEMM: unscaled they are sqrt(hs) times larger in 16 bits, where fp16 overflows sooner */
+            mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f / sqrtf((float)hs), k, W, hs, q, W, (long long)group * hs, 0.0f, s, T,
+                              (long long)(group * TT), NKV, "attention scores");
+        }
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_softmax_forward<floatX>((floatX *)att, (const floatX *)att, 1.0f, B * NH, T, c->stream),
                                     "softmax forward"));
-    for (b = 0; b < B; b++) {
-        const void *v = mgt__at(qkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e), *p = mgt__at(att, (size_t)b * NH * TT, e);
-        void *o = (void *)mgt__at(out, (size_t)b * T * C, e);
-        /* out (T,hs) row-major = column-major (hs x T) = V (hs x T) P^T-as-stored (T x T) */
-        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, 3 * C, hs, p, T, (long long)TT, 0.0f, o, C, hs, NH, "attention output");
-    }
+    for (b = 0; b < B; b++)
+        for (j = 0; j < group; j++) {
+            const void *v = mgt__at(qkv, (size_t)b * T * W + C + (size_t)NKV * hs, e), *p = mgt__at(att, ((size_t)b * NH + (size_t)j) * TT, e);
+            void *o = (void *)mgt__at(out, (size_t)b * T * C + (size_t)j * hs, e);
+            /* out (T,hs) row-major = column-major (hs x T) = V (hs x T) P^T-as-stored (T x T) */
+            mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, W, hs, p, T, (long long)(group * TT), 0.0f, o, C, (long long)group * hs,
+                              NKV, "attention output");
+        }
 }
 
-static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
+static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH,
+                                         int NKV) {
     mgt__cuda *c = MGT__CU(be);
-    MGT__OP(c, "attention backward", "B %d, T %d, C %d, NH %d", B, T, C, NH);
+    MGT__OP(c, "attention backward", "B %d, T %d, C %d, NH %d, NKV %d", B, T, C, NH, NKV);
     size_t e = be->elt, TT = (size_t)T * (size_t)T;
-    int hs = C / NH, b;
+    int hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, b, j;
     void *ds = mgt__cuda_work(c, (size_t)B * NH * TT * e); /* dP, then dscores in place */
     if (!ds) return;
-    for (b = 0; b < B; b++) {
-        const void *v = mgt__at(qkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e), *p = mgt__at(att, (size_t)b * NH * TT, e);
-        const void *d = mgt__at(dout, (size_t)b * T * C, e);
-        void *dp = (void *)mgt__at(ds, (size_t)b * NH * TT, e), *dv = (void *)mgt__at(dqkv, (size_t)b * T * 3 * C + 2 * (size_t)C, e);
-        /* dP (Tq,Tk) = dout V^T: column-major (Tk x Tq) = V^T' dout */
-        mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, 3 * C, hs, d, C, hs, 0.0f, dp, T, (long long)TT, NH, "attention dP");
-        /* dV (Tk,hs) = P^T dout: column-major (hs x Tk) = dout (hs x Tq) P-as-stored^T */
-        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, d, C, hs, p, T, (long long)TT, 0.0f, dv, 3 * C, hs, NH, "attention dV");
-    }
+    for (b = 0; b < B; b++)
+        for (j = 0; j < group; j++) {
+            const void *v = mgt__at(qkv, (size_t)b * T * W + C + (size_t)NKV * hs, e), *p = mgt__at(att, ((size_t)b * NH + (size_t)j) * TT, e);
+            const void *d = mgt__at(dout, (size_t)b * T * C + (size_t)j * hs, e);
+            void *dp = (void *)mgt__at(ds, ((size_t)b * NH + (size_t)j) * TT, e), *dv = (void *)mgt__at(dqkv, (size_t)b * T * W + C + (size_t)NKV * hs, e);
+            /* dP (Tq,Tk) = dout V^T: column-major (Tk x Tq) = V^T' dout */
+            mgt__gemm_batched(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, W, hs, d, C, (long long)group * hs, 0.0f, dp, T, (long long)(group * TT),
+                              NKV, "attention dP");
+            /* dV (Tk,hs) = P^T dout: column-major (hs x Tk) = dout (hs x Tq) P-as-stored^T */
+            mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, d, C, (long long)group * hs, p, T, (long long)(group * TT), j ? 1.0f : 0.0f, dv,
+                              W, hs, NKV, "attention dV");
+        }
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_softmax_backward<floatX>((floatX *)ds, (const floatX *)ds, (const floatX *)att, 1.0f / sqrtf((float)hs),
                                                                         B * NH, T, c->stream),
                                     "softmax backward"));
-    for (b = 0; b < B; b++) {
-        const void *q = mgt__at(qkv, (size_t)b * T * 3 * C, e), *k = mgt__at(q, (size_t)C, e), *s = mgt__at(ds, (size_t)b * NH * TT, e);
-        void *dq = (void *)mgt__at(dqkv, (size_t)b * T * 3 * C, e), *dk = (void *)mgt__at(dq, (size_t)C, e);
-        /* dQ (Tq,hs) = dS K: column-major (hs x Tq) = K (hs x Tk) dS-as-stored (Tk x Tq) */
-        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, 3 * C, hs, s, T, (long long)TT, 0.0f, dq, 3 * C, hs, NH, "attention dQ");
-        /* dK (Tk,hs) = dS^T Q: column-major (hs x Tk) = Q (hs x Tq) dS-as-stored^T */
-        mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, 3 * C, hs, s, T, (long long)TT, 0.0f, dk, 3 * C, hs, NH, "attention dK");
-    }
+    for (b = 0; b < B; b++)
+        for (j = 0; j < group; j++) {
+            const void *q = mgt__at(qkv, (size_t)b * T * W + (size_t)j * hs, e), *k = mgt__at(qkv, (size_t)b * T * W + C, e);
+            const void *s = mgt__at(ds, ((size_t)b * NH + (size_t)j) * TT, e);
+            void *dq = (void *)mgt__at(dqkv, (size_t)b * T * W + (size_t)j * hs, e), *dk = (void *)mgt__at(dqkv, (size_t)b * T * W + C, e);
+            /* dQ (Tq,hs) = dS K: column-major (hs x Tq) = K (hs x Tk) dS-as-stored (Tk x Tq) */
+            mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, W, hs, s, T, (long long)(group * TT), 0.0f, dq, W, (long long)group * hs, NKV,
+                              "attention dQ");
+            /* dK (Tk,hs) = dS^T Q: column-major (hs x Tk) = Q (hs x Tq) dS-as-stored^T */
+            mgt__gemm_batched(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, W, (long long)group * hs, s, T, (long long)(group * TT), j ? 1.0f : 0.0f, dk,
+                              W, hs, NKV, "attention dK");
+        }
 }
 
 /* ---- elementwise and row ops: the kernels */
@@ -450,8 +466,58 @@ static void mgt__cuda_bias_residual(mgt_backend *be, void *out, const void *resi
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "bias residual", "N %d, C %d", N, C);
     if (c->failed) return;
+    if (!bias) { /* a layer without a bias (Llama): out += residual */
+        MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_add_inplace<floatX>((floatX *)out, (const floatX *)residual, (size_t)N * (size_t)C, c->stream),
+                                        "residual"));
+        return;
+    }
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_bias_residual<floatX>((floatX *)out, (const floatX *)residual, (const floatX *)bias, N, C, c->stream),
                                     "bias residual"));
+}
+
+/* the Llama family's ops (kernels/rmsnorm.cu, rope.cu, swiglu.cu); RMSNorm's scratch is at most LayerNorm's */
+static void mgt__cuda_rmsnorm_forward(mgt_backend *be, void *out, float *rstd, const void *inp, const void *weight, float eps, int N, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "rmsnorm forward", "N %d, C %d", N, C);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rmsnorm_forward<floatX>((floatX *)out, rstd, (const floatX *)inp, (const floatX *)weight, eps, N, C,
+                                                                       c->stream),
+                                    "rmsnorm forward"));
+}
+static void mgt__cuda_rmsnorm_backward(mgt_backend *be, void *dinp, float *dweight, const void *dout, const void *inp, const void *weight,
+                                       const float *rstd, int N, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "rmsnorm backward", "N %d, C %d", N, C);
+    float *scratch = (float *)mgt__cuda_work(c, mgt_cuda_rmsnorm_backward_scratch(N, C));
+    if (c->failed || !scratch) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rmsnorm_backward<floatX>((floatX *)dinp, dweight, scratch, (const floatX *)dout, (const floatX *)inp,
+                                                                        (const floatX *)weight, rstd, N, C, c->stream),
+                                    "rmsnorm backward"));
+}
+static void mgt__cuda_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "rope forward", "B %d, T %d, NH %d, NKV %d, hs %d", B, T, NH, NKV, hs);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rope_forward<floatX>((floatX *)qkv, B, T, NH, NKV, hs, theta, c->stream), "rope forward"));
+}
+static void mgt__cuda_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "rope backward", "B %d, T %d, NH %d, NKV %d, hs %d", B, T, NH, NKV, hs);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rope_backward<floatX>((floatX *)dqkv, B, T, NH, NKV, hs, theta, c->stream), "rope backward"));
+}
+static void mgt__cuda_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "swiglu forward", "N %d, H %d", N, H);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_swiglu_forward<floatX>((floatX *)out, (const floatX *)inp, N, H, c->stream), "swiglu forward"));
+}
+static void mgt__cuda_swiglu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "swiglu backward", "N %d, H %d", N, H);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_swiglu_backward<floatX>((floatX *)dinp, (const floatX *)inp, (const floatX *)dout, N, H, c->stream),
+                                    "swiglu backward"));
 }
 
 static void mgt__cuda_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
@@ -756,6 +822,12 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     be->attention_backward = mgt__cuda_attention_backward;
     be->gelu_forward = mgt__cuda_gelu_forward;
     be->gelu_backward = mgt__cuda_gelu_backward;
+    be->rmsnorm_forward = mgt__cuda_rmsnorm_forward;
+    be->rmsnorm_backward = mgt__cuda_rmsnorm_backward;
+    be->rope_forward = mgt__cuda_rope_forward;
+    be->rope_backward = mgt__cuda_rope_backward;
+    be->swiglu_forward = mgt__cuda_swiglu_forward;
+    be->swiglu_backward = mgt__cuda_swiglu_backward;
     be->add_inplace = mgt__cuda_add_inplace;
     be->bias_residual = mgt__cuda_bias_residual;
     be->bias_backward = mgt__cuda_bias_backward;

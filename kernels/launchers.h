@@ -135,4 +135,20 @@ template <class floatX> int mgt_cuda_sum_squares_blocks(double *chunks, const fl
 int mgt_cuda_sum_doubles(double *out, const double *x, size_t n, int accumulate, cudaStream_t stream);
 template <class floatX> int mgt_cuda_scale(floatX *x, float factor, size_t n, cudaStream_t stream); /* x *= factor */
 
+/* the Llama family's op families: rmsnorm.cu, rope.cu, swiglu.cu (mgt.h's backend table says what each computes) */
+template <class floatX> /* rstd (N) in fp32 */
+int mgt_cuda_rmsnorm_forward(floatX *out, float *rstd, const floatX *inp, const floatX *weight, float eps, int N, int C, cudaStream_t stream);
+/* bytes of scratch that mgt_cuda_rmsnorm_backward needs for (N, C) */
+size_t mgt_cuda_rmsnorm_backward_scratch(int N, int C);
+template <class floatX> /* dinp (N,C) +=, dweight (C) += in fp32, in a fixed order */
+int mgt_cuda_rmsnorm_backward(floatX *dinp, float *dweight, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
+                              const float *rstd, int N, int C, cudaStream_t stream);
+template <class floatX> /* in place on the q and k heads of qkv (B,T,(NH + 2 NKV) hs) */
+int mgt_cuda_rope_forward(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream);
+template <class floatX> int mgt_cuda_rope_backward(floatX *dqkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream);
+template <class floatX> /* out (N,H) = silu(inp[:, :H]) * inp[:, H:] */
+int mgt_cuda_swiglu_forward(floatX *out, const floatX *inp, int N, int H, cudaStream_t stream);
+template <class floatX> /* dinp (N,2H) written */
+int mgt_cuda_swiglu_backward(floatX *dinp, const floatX *inp, const floatX *dout, int N, int H, cudaStream_t stream);
+
 #endif /* MGT_KERNELS_LAUNCHERS_H */

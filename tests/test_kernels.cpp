@@ -98,6 +98,7 @@ struct family {
 static family families[] = {{"encoder", 0, 0, 0, "", "", {0, 0, 0}},  {"layernorm", 0, 0, 0, "", "", {0, 0, 0}},    {"softmax", 0, 0, 0, "", "", {0, 0, 0}},
                             {"gelu", 0, 0, 0, "", "", {0, 0, 0}},     {"residual", 0, 0, 0, "", "", {0, 0, 0}},     {"crossentropy", 0, 0, 0, "", "", {0, 0, 0}},
                             {"adamw", 0, 0, 0, "", "", {0, 0, 0}},    {"cast", 0, 0, 0, "", "", {0, 0, 0}},         {"norm", 0, 0, 0, "", "", {0, 0, 0}},
+                            {"rmsnorm", 0, 0, 0, "", "", {0, 0, 0}},  {"rope", 0, 0, 0, "", "", {0, 0, 0}},         {"swiglu", 0, 0, 0, "", "", {0, 0, 0}},
                             {"preconditions", 0, 0, 0, "", "", {0, 0, 0}}};
 static family *fam(const char *name) {
     for (family &f : families)
@@ -952,6 +953,146 @@ static void test_preconditions(void) {
     ck.rc(mgt_cuda_adamw(nullptr, nullptr, nullptr, nullptr, 0, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr));
 }
 
+/* ==== RMSNorm (Llama) ======================================================================================== */
+template <class T> static void test_rmsnorm(int N, int C, bool random) {
+    const float eps = 1e-5f;
+    std::vector<T> inp = rnd<T>((size_t)N * C, -1, 1.5), w = rnd<T>(C, 0.5, 1.5);
+    for (int c = 0; c < C; c += 5) inp[c] = T(3.0f); // a few outliers in row 0
+    std::vector<double> rs(N);
+    for (int r = 0; r < N; r++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++) ss += dv(inp[(size_t)r * C + c]) * dv(inp[(size_t)r * C + c]);
+        rs[r] = 1.0 / sqrt(ss / C + (double)eps);
+    }
+    {
+        checker ck("rmsnorm", "rmsnorm_forward<%s> N=%d C=%d", prec<T>::name, N, C);
+        std::vector<T> out;
+        std::vector<float> rstd;
+        in_orders(ck, random, [&] {
+            out = filled<T>((size_t)N * C, 7.0f);
+            rstd.assign(N, 7.0f);
+            ck.rc(mgt_cuda_rmsnorm_forward<T>(out.data(), rstd.data(), inp.data(), w.data(), eps, N, C, nullptr));
+            return std::vector<blob>{bytes(out), bytes(rstd)};
+        });
+        /* the sum of squares is a C-term fp32 sum of positive terms (strided per lane, then a 5-level
+           tree): (C + 5) 2^-24 relative, halved by the square root, plus a few roundings: (C + 8) 2^-24;
+           out = x rs w inherits it and two roundings */
+        for (int r = 0; r < N; r++) {
+            double erel = (C + 8) * U32;
+            ck.near("rstd", r, rstd[r], rs[r], erel * rs[r]);
+            for (int c = 0; c < C; c++) {
+                double want = dv(inp[(size_t)r * C + c]) * rs[r] * dv(w[c]);
+                ck.near("out", (size_t)r * C + c, dv(out[(size_t)r * C + c]), want, bnd<T>(want, (erel + 3 * U32) * fabs(want)));
+            }
+        }
+    }
+    {
+        checker ck("rmsnorm", "rmsnorm_backward<%s> N=%d C=%d", prec<T>::name, N, C);
+        std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1), dinp0 = rnd<T>((size_t)N * C, -1, 1), dinp;
+        std::vector<float> dw0 = rnd<float>(C, -1, 1), dw, rstd(N), scratch;
+        for (int r = 0; r < N; r++) rstd[r] = (float)rs[r];
+        size_t sbytes = mgt_cuda_rmsnorm_backward_scratch(N, C);
+        in_orders(ck, random, [&] {
+            dinp = dinp0, dw = dw0;
+            scratch.assign(sbytes / sizeof(float), NAN); // the kernels must write before they read
+            ck.rc(mgt_cuda_rmsnorm_backward<T>(dinp.data(), dw.data(), scratch.data(), dout.data(), inp.data(), w.data(), rstd.data(), N, C, nullptr));
+            return std::vector<blob>{bytes(dinp), bytes(dw)};
+        });
+        std::vector<double> sw(C), mw(C);
+        for (int c = 0; c < C; c++) sw[c] = dw0[c], mw[c] = fabs(sw[c]);
+        for (int r = 0; r < N; r++) {
+            double rr = rstd[r], sgx = 0, agx = 0;
+            for (int c = 0; c < C; c++) {
+                double g = dv(w[c]) * dv(dout[(size_t)r * C + c]), xh = dv(inp[(size_t)r * C + c]) * rr;
+                sgx += g * xh, agx += fabs(g * xh);
+            }
+            double mgx = sgx / C;
+            for (int c = 0; c < C; c++) {
+                size_t i = (size_t)r * C + c;
+                double d = dv(dout[i]), g = dv(w[c]) * d, xh = dv(inp[i]) * rr, want = dv(dinp0[i]) + rr * (g - xh * mgx);
+                /* the row mean is a C-term fp32 sum: (C + 5) 2^-24 of its |terms|; six roundings on the rest */
+                double e32 = (C + 5) * U32 * rr * fabs(xh) * agx / C + 6 * U32 * (fabs(dv(dinp0[i])) + rr * (fabs(g) + fabs(xh * mgx)));
+                ck.near("dinp", i, dv(dinp[i]), want, bnd<T>(want, e32));
+                sw[c] += d * xh, mw[c] += fabs(d * xh);
+            }
+        }
+        for (int c = 0; c < C; c++) ck.near("dweight", c, dw[c], sw[c], bnd<float>(sw[c], (N + 8) * U32 * mw[c]));
+    }
+}
+
+/* ==== RoPE (Llama): q and k heads turned in place, v heads left alone ======================================== */
+template <class T> static void test_rope(int B, int Tn, int NH, int NKV, int hs, float theta, bool random) {
+    int W = (NH + 2 * NKV) * hs, half = hs / 2;
+    size_t n = (size_t)B * Tn * W;
+    std::vector<T> x0 = rnd<T>(n, -2, 2);
+    for (int dir = 0; dir < 2; dir++) {
+        checker ck("rope", "rope_%s<%s> B=%d T=%d NH=%d NKV=%d hs=%d theta=%g", dir ? "backward" : "forward", prec<T>::name, B, Tn, NH, NKV, hs, theta);
+        std::vector<T> x;
+        in_orders(ck, random, [&] {
+            x = x0;
+            ck.rc(dir ? mgt_cuda_rope_backward<T>(x.data(), B, Tn, NH, NKV, hs, theta, nullptr) : mgt_cuda_rope_forward<T>(x.data(), B, Tn, NH, NKV, hs, theta, nullptr));
+            return std::vector<blob>{bytes(x)};
+        });
+        /* the angle t / theta^(2i/hs) in fp32: powf, the exponent's rounding (ln theta 2^-24 relative)
+           and the product make it off by about 16 2^-24 of itself, which cos and sin turn into an
+           absolute error; a few more roundings in the rotation */
+        for (size_t row = 0; row < (size_t)B * Tn; row++)
+            for (int h = 0; h < NH + 2 * NKV; h++)
+                for (int i = 0; i < half; i++) {
+                    size_t a = row * W + (size_t)h * hs + i, b = a + half;
+                    double u = dv(x0[a]), v = dv(x0[b]), angle = (double)(row % Tn) * pow((double)theta, -2.0 * i / hs) * (dir ? -1 : 1);
+                    if (h >= NH + NKV) { // a value head
+                        ck.near("v (untouched)", a, dv(x[a]), u, 0.0);
+                        ck.near("v (untouched)", b, dv(x[b]), v, 0.0);
+                        continue;
+                    }
+                    double wa = u * cos(angle) - v * sin(angle), wb = v * cos(angle) + u * sin(angle);
+                    double e32 = (fabs(u) + fabs(v)) * (16 * U32 * fabs(angle) + 6 * U32);
+                    ck.near("qk", a, dv(x[a]), wa, bnd<T>(wa, e32));
+                    ck.near("qk", b, dv(x[b]), wb, bnd<T>(wb, e32));
+                }
+    }
+}
+
+/* ==== SwiGLU (Llama): out = silu(gate) up ===================================================================== */
+template <class T> static void test_swiglu(int N, int H, bool random) {
+    size_t n = (size_t)N * H;
+    std::vector<T> inp = rnd<T>(2 * n, -6, 6), dout = rnd<T>(n, -1, 1);
+    inp[0] = T(0.0f);
+    {
+        checker ck("swiglu", "swiglu_forward<%s> N=%d H=%d", prec<T>::name, N, H);
+        std::vector<T> out;
+        in_orders(ck, random, [&] {
+            out = filled<T>(n, 7.0f);
+            ck.rc(mgt_cuda_swiglu_forward<T>(out.data(), inp.data(), N, H, nullptr));
+            return std::vector<blob>{bytes(out)};
+        });
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < H; c++) {
+                double g = dv(inp[(size_t)r * 2 * H + c]), u = dv(inp[(size_t)r * 2 * H + H + c]), want = g / (1 + exp(-g)) * u;
+                ck.near("out", (size_t)r * H + c, dv(out[(size_t)r * H + c]), want, bnd<T>(want, 8 * U32 * fabs(want)));
+            }
+    }
+    {
+        checker ck("swiglu", "swiglu_backward<%s> N=%d H=%d", prec<T>::name, N, H);
+        std::vector<T> dinp;
+        in_orders(ck, random, [&] {
+            dinp = filled<T>(2 * n, 7.0f); // every element must be written
+            ck.rc(mgt_cuda_swiglu_backward<T>(dinp.data(), inp.data(), dout.data(), N, H, nullptr));
+            return std::vector<blob>{bytes(dinp)};
+        });
+        /* dg = d u sig (1 + g (1 - sig)) cancels near g = -1.28: its error is relative to d u sig (1 + |g| (1 - sig)) */
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < H; c++) {
+                size_t gi = (size_t)r * 2 * H + c, ui = gi + H;
+                double g = dv(inp[gi]), u = dv(inp[ui]), d = dv(dout[(size_t)r * H + c]), sig = 1 / (1 + exp(-g));
+                double dg = d * u * sig * (1 + g * (1 - sig)), du = d * g * sig;
+                ck.near("dgate", gi, dv(dinp[gi]), dg, bnd<T>(dg, 10 * U32 * fabs(d * u) * sig * (1 + fabs(g) * (1 - sig))));
+                ck.near("dup", ui, dv(dinp[ui]), du, bnd<T>(du, 8 * U32 * fabs(du)));
+            }
+    }
+}
+
 /* ==== the cases ======================================================================================================= */
 template <class T> static void all_ops(void) {
     /* grid-stride shapes (n > 2048 x 256): every type in the plain build, fp32 under ASan (the
@@ -987,6 +1128,17 @@ template <class T> static void all_ops(void) {
     test_gelu<T>(777, 1, r);
     test_gelu<T>(777, 2, r);
     if (big) test_gelu<T>((size_t)2048 * 256 + 1001, 0, false);
+    /* the Llama family: RMSNorm on the layernorm shapes, RoPE with grouped kv heads (Llama 3's theta too), SwiGLU */
+    test_rmsnorm<T>(1, 1, r);
+    test_rmsnorm<T>(19, 37, r);
+    if (SIZE >= 1) test_rmsnorm<T>(70, 131, r);
+    if (SIZE >= 1) test_rmsnorm<T>(520, 5, false);
+    test_rope<T>(2, 5, 3, 1, 8, 10000.0f, r);
+    test_rope<T>(1, 9, 2, 2, 6, 500000.0f, r);
+    if (SIZE >= 1) test_rope<T>(2, 64, 8, 2, 32, 500000.0f, false);
+    test_swiglu<T>(1, 1, r);
+    test_swiglu<T>(7, 37, r);
+    if (big) test_swiglu<T>(1000, 600, false); // 600000 > 2048 x 256: grid-stride
     /* residual: N C not a multiple of a block; bias sums over parts */
     test_residual<T>(1, 5, r);
     test_residual<T>(19, 37, r);

@@ -41,6 +41,9 @@ static char dir[256];
 #define BF16_LOSS_TOL (1.0 / 64)
 #define BF16_WEIGHT_TOL (1.0 / 64)
 static int steps = 20;
+/* 1: the Llama-style model (RMSNorm, RoPE, SwiGLU, grouped-query attention with 8 query heads on 4
+   key/value heads, no biases, a separate LM head) instead of GPT-2's */
+static int llama;
 
 typedef struct layout { int dp, tp, pp, zero; const char *sched; } layout;
 
@@ -54,6 +57,16 @@ static void config(mgt_config *cfg, const layout *l, int accumulate, const char 
     mgt_config_set(cfg, "model.n_layer=4");
     mgt_config_set(cfg, "model.n_head=4");
     mgt_config_set(cfg, quick ? "model.d_model=32" : "model.d_model=64");
+    if (llama) {
+        mgt_config_set(cfg, "model.n_head=8");
+        mgt_config_set(cfg, "model.n_kv_head=4");
+        mgt_config_set(cfg, "model.norm=rmsnorm");
+        mgt_config_set(cfg, "model.positions=rope");
+        mgt_config_set(cfg, "model.mlp=swiglu");
+        mgt_config_set(cfg, quick ? "model.d_ff=88" : "model.d_ff=168"); /* 8/3 d_model, a multiple of tp = 4 */
+        mgt_config_set(cfg, "model.bias=0");
+        mgt_config_set(cfg, "model.tied_head=0");
+    }
     mgt_config_set(cfg, quick ? "model.seq_len=16" : "model.seq_len=32");
     snprintf(set, sizeof set, "train.steps=%d", steps);
     mgt_config_set(cfg, set);
@@ -190,31 +203,55 @@ int main(int argc, char **argv) {
         }
         mgt_run_destroy(ref);
     }
+    /* the Llama-style model under every layout, without accumulation (its paths are GPT-2's): TP
+       splits its query and key/value heads and SwiGLU's gate and up columns, the untied head needs
+       no all-reduce between the first and last stage */
+    llama = 1;
+    config(&cfg, &one, 0, "llama-one", quick, "fp32");
+    ref = train(&cfg, steps, base, NULL);
+    printf("     1 rank llama: loss %.6f -> %.6f over %d steps\n", base[0], base[steps - 1], steps);
+    for (i = 0; i < n; i++) {
+        const layout *l = &list[i];
+        double e = 0, w;
+        char name[64];
+        snprintf(name, sizeof name, "llama-dp%d-tp%d-pp%d-z%d-%s", l->dp, l->tp, l->pp, l->zero, l->sched);
+        if (only && !strstr(name, only)) continue;
+        config(&cfg, l, 0, name, quick, "fp32");
+        run = train(&cfg, steps, got, NULL);
+        for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
+        w = weight_diff(run, ref);
+        check(e <= 1e-5 && w <= 1e-3, "%-28s %d ranks: max loss difference %.2e, max weight difference %.2e", name, l->dp * l->tp * l->pp, e, w);
+        mgt_run_destroy(run);
+    }
+    mgt_run_destroy(ref);
+    llama = 0;
     if (only) return finish(dir, "layouts");
 
-    /* a checkpoint of one layout resumes under another: dp2-zero3 -> tp2-pp2 -> 1 rank */
-    {
+    /* a checkpoint of one layout resumes under another: dp2-zero3 -> tp2-pp2 -> 1 rank, GPT-2 and Llama */
+    for (llama = 0; llama < 2; llama++) {
         const layout a = {2, 1, 1, 3, "1f1b"}, b = {1, 2, 2, 0, "1f1b"};
         int third = steps / 3;
         double e = 0;
-        config(&cfg, &one, 0, "one_again", quick, "fp32");
+        config(&cfg, &one, 0, llama ? "llama_one_again" : "one_again", quick, "fp32");
         ref = train(&cfg, steps, base, NULL);
         mgt_run_destroy(ref);
-        config(&cfg, &a, 0, "moving", quick, "fp32");
+        const char *moving = llama ? "llama_moving" : "moving";
+        config(&cfg, &a, 0, moving, quick, "fp32");
         run = train(&cfg, third, got, NULL);
         mgt_run_save(run, NULL, 0);
         mgt_run_destroy(run);
-        config(&cfg, &b, 0, "moving", quick, "fp32");
+        config(&cfg, &b, 0, moving, quick, "fp32");
         run = train(&cfg, 2 * third, got, "latest");
         mgt_run_save(run, NULL, 0);
         mgt_run_destroy(run);
-        config(&cfg, &one, 0, "moving", quick, "fp32");
+        config(&cfg, &one, 0, moving, quick, "fp32");
         run = train(&cfg, steps, got, "latest");
         mgt_run_destroy(run);
         for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
-        check(e <= 1e-5, "checkpoint moved dp2-zero3 -> tp2-pp2 -> 1 rank at steps %d and %d: max loss difference %.2e over %d steps", third,
-              2 * third, e, steps);
+        check(e <= 1e-5, "%scheckpoint moved dp2-zero3 -> tp2-pp2 -> 1 rank at steps %d and %d: max loss difference %.2e over %d steps",
+              llama ? "llama " : "", third, 2 * third, e, steps);
     }
+    llama = 0;
     /* bf16 storage (fp32 master weights and gradients): a subset covering dp, ZeRO 1/2/3, tp, pp with
        both schedules and a mixture, against one bf16 rank */
     {
@@ -248,7 +285,7 @@ int main(int argc, char **argv) {
         printf("     bf16 spread over the subset: loss %.2e, weights %.2e\n", worst_loss, worst_w);
     }
 #ifdef MGT_TEST_CUDA
-    check(gpu_runs == passes * n + 3 + 10, "%d runs on the CUDA backend (the matrix %s, the moving checkpoint, the bf16 subset)", gpu_runs,
+    check(gpu_runs == passes * n + n + 6 + 10, "%d runs on the CUDA backend (the matrix %s, the Llama matrix, the moving checkpoints, the bf16 subset)", gpu_runs,
           passes == 2 ? "twice" : "once");
 #endif
     return finish(dir, "layouts");

@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
         mgt__stage_forward(rk, A); /* logits only: the head without its loss */
         rk->be->layernorm_forward(rk->be, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[rk->nblocks], mgt__P(rk, mgt__t_lnf(rk)),
                                   mgt__P(rk, mgt__t_lnf(rk) + 1), B * T, rk->shape.C);
-        rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, B * T, rk->shape.C, rk->shape.Vl);
+        rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_head(rk)), NULL, B * T, rk->shape.C, rk->shape.Vl);
         for (i = 0; i < B * T; i++)
             for (v = 0; v < V; v++) {
                 double d = fabs((double)A->logits[(size_t)i * rk->shape.Vl + v] - logits[(size_t)i * V + v]);

@@ -1,0 +1,45 @@
+/* Rotary positions (Llama), in place on the query and key heads of qkv (B,T,(NH + 2 NKV) hs), as
+   mgt.h's mgt__rope_task: the pair of channels (i, i + hs/2) of a head at position t turns by
+     angle = t * (1 / theta^(2i/hs))        (fp32, as Hugging Face computes its cos/sin tables)
+     forward   x_i' = x_i cos - x_{i+hs/2} sin,   x_{i+hs/2}' = x_{i+hs/2} cos + x_i sin
+     backward  the same with -angle (a rotation's inverse), on dqkv
+   The value heads are left alone. One thread per (row, pair, head), the angle's cos and sin
+   computed per thread with the precise cosf/sinf (no tables: nothing to reserve). Math in fp32. */
+#include "common.cuh" // defines: launch macros, floatX conversions, MGT_REQUIRE, MGT_CHECK_LAUNCH
+
+#define MGT_ROPE_BLOCK 256
+
+template <class floatX>
+__global__ void __launch_bounds__(MGT_ROPE_BLOCK) mgt_rope_kernel(floatX *qkv, int T, int NH, int NKV, int hs, float theta, float sign, size_t n) {
+    int half = hs / 2, heads = NH + NKV;
+    size_t W = (size_t)(NH + 2 * NKV) * (size_t)hs;
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (size_t)gridDim.x * blockDim.x) {
+        int h = (int)(idx % (size_t)heads), i = (int)(idx / (size_t)heads % (size_t)half);
+        size_t row = idx / ((size_t)heads * (size_t)half);
+        float angle = (float)(row % (size_t)T) * (1.0f / powf(theta, (float)(2 * i) / (float)hs)), c = cosf(angle), s = sign * sinf(angle);
+        floatX *x = qkv + row * W + (size_t)h * (size_t)hs;
+        float x0 = mgt_to_f32(x[i]), x1 = mgt_to_f32(x[half + i]);
+        x[i] = mgt_from_f32<floatX>(x0 * c - x1 * s);
+        x[half + i] = mgt_from_f32<floatX>(x1 * c + x0 * s);
+    }
+}
+
+template <class floatX> static int mgt_rope(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign, cudaStream_t stream) {
+    MGT_REQUIRE(B > 0 && T > 0 && NH > 0 && NKV > 0 && hs > 0 && hs % 2 == 0 && theta > 0.0f);
+    MGT_REQUIRE(qkv);
+    size_t n = (size_t)B * (size_t)T * (size_t)(hs / 2) * (size_t)(NH + NKV);
+    MGT_LAUNCH(mgt_rope_kernel<floatX>, mgt_grid_for(n, MGT_ROPE_BLOCK), MGT_ROPE_BLOCK, 0, stream, qkv, T, NH, NKV, hs, theta, sign, n);
+    MGT_CHECK_LAUNCH();
+    return MGT_KERNEL_OK;
+}
+template <class floatX> int mgt_cuda_rope_forward(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream) {
+    return mgt_rope<floatX>(qkv, B, T, NH, NKV, hs, theta, 1.0f, stream);
+}
+template <class floatX> int mgt_cuda_rope_backward(floatX *dqkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream) {
+    return mgt_rope<floatX>(dqkv, B, T, NH, NKV, hs, theta, -1.0f, stream);
+}
+
+#define MGT_INSTANTIATE(floatX)                                                                          \
+    template int mgt_cuda_rope_forward<floatX>(floatX *, int, int, int, int, int, float, cudaStream_t);  \
+    template int mgt_cuda_rope_backward<floatX>(floatX *, int, int, int, int, int, float, cudaStream_t);
+MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -4,10 +4,19 @@
      forward   x_i' = x_i cos - x_{i+hs/2} sin,   x_{i+hs/2}' = x_{i+hs/2} cos + x_i sin
      backward  the same with -angle (a rotation's inverse), on dqkv
    The value heads are left alone. One thread per (row, pair, head), the angle's cos and sin
-   computed per thread with the precise cosf/sinf (no tables: nothing to reserve). Math in fp32. */
+   computed per thread (no tables: nothing to reserve). The angle is fp32, as the CPU's and Hugging
+   Face's; its cos and sin come from sincospi in double: cosf/sinf of large arguments take a slow
+   path with local memory (Payne-Hanek), while reducing angle / pi is exact. Math in fp32 otherwise. */
 #include "common.cuh" // defines: launch macros, floatX conversions, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
 #define MGT_ROPE_BLOCK 256
+
+#ifndef __CUDACC__ /* the SIMT shim on the host, whose libm has no sincospi */
+static inline void sincospi(double x, double *s, double *c) {
+    *s = sin(M_PI * x);
+    *c = cos(M_PI * x);
+}
+#endif
 
 template <class floatX>
 __global__ void __launch_bounds__(MGT_ROPE_BLOCK) mgt_rope_kernel(floatX *qkv, int T, int NH, int NKV, int hs, float theta, float sign, size_t n) {
@@ -16,7 +25,10 @@ __global__ void __launch_bounds__(MGT_ROPE_BLOCK) mgt_rope_kernel(floatX *qkv, i
     for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (size_t)gridDim.x * blockDim.x) {
         int h = (int)(idx % (size_t)heads), i = (int)(idx / (size_t)heads % (size_t)half);
         size_t row = idx / ((size_t)heads * (size_t)half);
-        float angle = (float)(row % (size_t)T) * (1.0f / powf(theta, (float)(2 * i) / (float)hs)), c = cosf(angle), s = sign * sinf(angle);
+        float angle = (float)(row % (size_t)T) * (1.0f / powf(theta, (float)(2 * i) / (float)hs));
+        double sd, cd;
+        sincospi((double)angle * 0.318309886183790671538 /* 1/pi */, &sd, &cd);
+        float c = (float)cd, s = sign * (float)sd;
         floatX *x = qkv + row * W + (size_t)h * (size_t)hs;
         float x0 = mgt_to_f32(x[i]), x1 = mgt_to_f32(x[half + i]);
         x[i] = mgt_from_f32<floatX>(x0 * c - x1 * s);

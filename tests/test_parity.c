@@ -6,22 +6,7 @@
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 
-static int failures;
-
-static void check(const char *what, double err, double tol) {
-    int ok = err <= tol && err == err;
-    printf("%-4s %-44s max err %.3e (tolerance %.1e)\n", ok ? "ok" : "FAIL", what, err, tol);
-    if (!ok) failures++;
-}
-
-static const mgt__st_tensor *need(const mgt__st_file *f, const char *name, const char *dtype) {
-    const mgt__st_tensor *t = mgt__st_find(f, name);
-    if (!t || strcmp(t->dtype, dtype)) {
-        printf("FAIL fixture has no %s tensor %s\n", dtype, name);
-        exit(1);
-    }
-    return t;
-}
+#include "parity_util.h" // defines: check, need, scaled_err, failures
 
 /* rows (B, T+1) from inputs x and targets y = x shifted by one */
 static void rows_from(uint16_t *rows, const int32_t *x, const int32_t *y, int B, int T) {
@@ -30,18 +15,6 @@ static void rows_from(uint16_t *rows, const int32_t *x, const int32_t *y, int B,
         for (t = 0; t < T; t++) rows[b * (T + 1) + t] = (uint16_t)x[b * T + t];
         rows[b * (T + 1) + T] = (uint16_t)y[b * T + T - 1];
     }
-}
-
-/* max |a - b| over a tensor, divided by the largest |b| in it: errors relative to the tensor's scale */
-static double scaled_err(const float *a, const float *b, size_t n) {
-    double e = 0, scale = 1e-30;
-    size_t i;
-    for (i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        e = d > e ? d : e;
-        scale = fabs((double)b[i]) > scale ? fabs((double)b[i]) : scale;
-    }
-    return e / scale;
 }
 
 /* the fixture's weights into rank 0 (one rank: local tensors are the global ones, wte padded) */

@@ -7566,7 +7566,10 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
             if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
         }
         c = *cfg;
-        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && cfg->model.n_head % t == 0; t *= 2) { /* more GPUs, each holding less */
+        /* more GPUs, each holding less: tp must divide the key/value heads (and so n_head) and d_ff */
+        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && (c.model.n_kv_head ? c.model.n_kv_head : c.model.n_head) % t == 0 &&
+                                       (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
+             t *= 2) {
             c.parallel.tp = t;
             mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
             if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;

@@ -284,9 +284,32 @@ int main(int argc, char **argv) {
         mgt_run_destroy(ref);
         printf("     bf16 spread over the subset: loss %.2e, weights %.2e\n", worst_loss, worst_w);
     }
+    /* the Llama-style model in bf16 (RMSNorm, RoPE and SwiGLU round as GPT-2's ops do): dp with
+       ZeRO 3, tp (heads and gate/up columns split), pp, against one bf16 rank, the same bounds */
+    {
+        static const layout sub[] = {{2, 1, 1, 3, "1f1b"}, {1, 2, 1, 0, "1f1b"}, {1, 1, 2, 0, "1f1b"}, {2, 2, 2, 1, "1f1b"}};
+        llama = 1;
+        config(&cfg, &one, 0, "llama_one_bf16", quick, "bf16");
+        ref = train(&cfg, steps, base, NULL);
+        for (i = 0; i < (int)(sizeof sub / sizeof sub[0]); i++) {
+            const layout *l = &sub[i];
+            double e = 0, w;
+            char name[64];
+            snprintf(name, sizeof name, "llama-bf16-dp%d-tp%d-pp%d-z%d", l->dp, l->tp, l->pp, l->zero);
+            config(&cfg, l, 0, name, quick, "bf16");
+            run = train(&cfg, steps, got, NULL);
+            for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
+            w = weight_diff_by(run, ref, 1);
+            check(e <= BF16_LOSS_TOL && w <= BF16_WEIGHT_TOL, "%-28s %d ranks: max loss difference %.2e, max weight difference %.2e", name,
+                  l->dp * l->tp * l->pp, e, w);
+            mgt_run_destroy(run);
+        }
+        mgt_run_destroy(ref);
+        llama = 0;
+    }
 #ifdef MGT_TEST_CUDA
-    check(gpu_runs == passes * n + n + 6 + 10, "%d runs on the CUDA backend (the matrix %s, the Llama matrix, the moving checkpoints, the bf16 subset)", gpu_runs,
-          passes == 2 ? "twice" : "once");
+    check(gpu_runs == passes * n + n + 6 + 10 + 4, "%d runs on the CUDA backend (the matrix %s, the Llama matrix, the moving checkpoints, the bf16 subsets)",
+          gpu_runs, passes == 2 ? "twice" : "once");
 #endif
     return finish(dir, "layouts");
 }

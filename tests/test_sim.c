@@ -15,6 +15,8 @@ static void set(mgt_config *cfg, const char *kv) {
     if (mgt_config_set(cfg, kv) != MGT_OK) { printf("FAIL --set %s: %s\n", kv, mgt_last_error()); failures++; }
 }
 
+static int llama; /* 1: small() is a Llama-style model (RMSNorm, RoPE, SwiGLU, 4 query heads on 2 key/value heads, no biases, untied head) */
+
 /* a small model whose head GEMM (Vl = 256 columns) differs from every block GEMM (C = 96, 3C, 4C) */
 static void small(mgt_config *cfg, int dp, int tp, int pp, int micro_steps, const char *sched) {
     char kv[64];
@@ -22,6 +24,10 @@ static void small(mgt_config *cfg, int dp, int tp, int pp, int micro_steps, cons
     set(cfg, "model.n_layer=8");
     set(cfg, "model.n_head=4");
     set(cfg, "model.d_model=96");
+    if (llama) {
+        set(cfg, "model.n_kv_head=2"); set(cfg, "model.norm=rmsnorm"); set(cfg, "model.positions=rope"); set(cfg, "model.mlp=swiglu");
+        set(cfg, "model.d_ff=256"); set(cfg, "model.bias=0"); set(cfg, "model.tied_head=0");
+    }
     set(cfg, "model.seq_len=32");
     set(cfg, "model.vocab_size=256");
     set(cfg, "train.micro_batch=2");
@@ -196,8 +202,8 @@ static void layouts(void) {
                     CHECK(res.ranks[r].mem_peak[c] >= p.mem[c] && res.ranks[r].mem_peak[c] <= p.mem[c] + 4096 + p.mem[c] / 50,
                           "layout %zu rank %d: %s %zu bytes simulated, %zu planned", i, r, mgt_mem_category_name(c), res.ranks[r].mem_peak[c], p.mem[c]);
         }
-        printf("layout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned\n", L[i].dp, L[i].tp, L[i].pp, L[i].zero,
-               L[i].sched, L[i].dtype, L[i].recompute ? " recompute" : "", res.step_s * 1e3);
+        printf("%slayout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned\n", llama ? "llama " : "", L[i].dp, L[i].tp,
+               L[i].pp, L[i].zero, L[i].sched, L[i].dtype, L[i].recompute ? " recompute" : "", res.step_s * 1e3);
         mgt_sim_result_free(&res);
     }
 }
@@ -213,6 +219,9 @@ int main(int argc, char **argv) {
     overlap(0);
     overlap(2);
     layouts();
+    llama = 1; /* the same layouts on the Llama family's ops and shapes */
+    layouts();
+    llama = 0;
     if (big) gpt3();
     if (failures) { printf("test_sim: %d failures\n", failures); return 1; }
     printf("test_sim: ok\n");

@@ -2944,7 +2944,8 @@ static void mgt__plan_make(const mgt_config *cfg, mgt__plan *p) {
 
 /* ---- the model: a rank's tensors in one contiguous buffer, each a slice of a global tensor ---- */
 
-enum { /* tensors of one block, in storage order */
+enum { /* the kinds of tensor of a block, in storage order; a model without biases (Llama) has only
+          some of them (mgt__block_slots) */
     MGT__LN1W, MGT__LN1B, MGT__QKVW, MGT__QKVB, MGT__PROJW, MGT__PROJB,
     MGT__LN2W, MGT__LN2B, MGT__FCW, MGT__FCB, MGT__FCPROJW, MGT__FCPROJB, MGT__BLOCK_TENSORS
 };

@@ -907,6 +907,11 @@ static void test_preconditions(void) {
                    mgt_cuda_layernorm_backward<float>(a, b, c, d, a, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "dinp != dout");
     expect_invalid("layernorm_backward null scratch",
                    mgt_cuda_layernorm_backward<float>(a, b, c, nullptr, d, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "scratch");
+    expect_invalid("rmsnorm_forward out = inp", mgt_cuda_rmsnorm_forward<float>(a, rstd, a, c, 1e-5f, 4, 16, nullptr), "rmsnorm.cu", "out != inp");
+    expect_invalid("rmsnorm_backward dinp = dout", mgt_cuda_rmsnorm_backward<float>(a, b, c, a, d, d, rstd, 4, 16, nullptr), "rmsnorm.cu",
+                   "dinp != dout");
+    expect_invalid("rope_forward odd head size", mgt_cuda_rope_forward<float>(a, 1, 4, 2, 1, 7, 10000.0f, nullptr), "rope.cu", "hs % 2 == 0");
+    expect_invalid("swiglu_backward dinp = inp", mgt_cuda_swiglu_backward<float>(a, a, b, 4, 8, nullptr), "swiglu.cu", "dinp != inp");
     expect_invalid("encoder_forward out = wte", mgt_cuda_encoder_forward<float>(a, tok, a, 0, 4, b, 1, 4, 16, nullptr), "encoder.cu", "out != wte");
     expect_invalid("encoder_forward null tokens", mgt_cuda_encoder_forward<float>(a, nullptr, b, 0, 4, c, 1, 4, 16, nullptr), "encoder.cu", "tokens");
     expect_invalid("encoder_backward vocab_start < 0", mgt_cuda_encoder_backward<float>(a, b, c, tok, -1, 4, 1, 4, 16, nullptr), "encoder.cu",

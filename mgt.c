@@ -834,7 +834,7 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     if (o.device.host_sync) { /* the CPU: its cores are divided between the ranks, as mgt train divides them */
         char date[64];
         double peak = threads == (int)sysconf(_SC_NPROCESSORS_ONLN) ? machine_sgemm(0.3, 0, date, sizeof date) : 0;
-        if (peak > 0) { /* the machine's peak as MFU takes it (the largest measured): the same prediction run after run */
+        if (peak > 0) { /* the machine's peak as MFU takes it (the largest measured): MFU alike in plan and train */
             o.device.vector_tflops *= peak * 1e-3 / o.device.tensor_tflops[0];
             for (c = 0; c < 3; c++) o.device.tensor_tflops[c] = peak * 1e-3;
         }
@@ -846,9 +846,10 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     o.trace = trace;
     if ((r = mgt_sim_run(cfg, &o, &res)) != MGT_OK) return fail(r);
     if (o.device.host_sync)
-        printf("\nPREDICTED one optimizer step on %d CPU rank%s of this machine (%d threads in all; sgemm %.1f GFLOP/s a rank, copies %.1f GB/s),\n"
-               "by mgt's step simulator: the runtime with modelled costs; simulated in %.2f s\n\n", world, world > 1 ? "s" : "", threads,
-               o.device.tensor_tflops[0] * 1e3, o.device.intra_gbps, res.wall_s);
+        printf("\nPREDICTED one optimizer step on %d CPU rank%s of this machine (%d threads in all, %d a rank), by mgt's step simulator: the\n"
+               "runtime with each op priced by running the CPU backend's op of its shape once (%d shapes; %lld ops by the model), collectives\n"
+               "at the copy rate (%.1f GB/s); simulated in %.2f s\n\n", world, world > 1 ? "s" : "", threads, threads / world > 0 ? threads / world : 1,
+               res.shapes_measured, res.ops_modelled, o.device.intra_gbps, res.wall_s);
     else
         printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
                "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
@@ -885,9 +886,13 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     printf("  bubble         %9.2f ms (waiting for pipeline peers)\n", bubble * 1e3);
     if (host > 0) printf("  host-bound     %9.2f ms (the device waiting for kernel launches)\n", host * 1e3);
     printf("  step           %9.2f ms\n", res.step_s * 1e3);
-    printf("  tokens/s       %9.0f (%.0f per GPU)\n", res.tokens_per_s, res.tokens_per_s / res.world);
-    printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
-           o.device.tensor_tflops[cfg->precision.dtype]);
+    printf("  tokens/s       %9.0f (%.0f per %s)\n", res.tokens_per_s, res.tokens_per_s / res.world, o.device.host_sync ? "rank" : "GPU");
+    if (o.device.host_sync)
+        printf("  MFU            %9.1f %% (%.3g GFLOP/token against the machine's sgemm, %.1f GFLOP/s)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
+               o.device.tensor_tflops[cfg->precision.dtype] * 1e3 * world);
+    else
+        printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
+               o.device.tensor_tflops[cfg->precision.dtype]);
     if (o.device.host_sync) printf("  memory         %9.2f GiB on the fullest rank (what the runtime allocates)\n", res.mem_peak_gib);
     else
         printf("  memory         %9.2f GiB on the fullest GPU (of %.0f GiB), with %.1f GiB for the CUDA context, cuBLAS and NCCL\n"

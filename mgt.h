@@ -475,7 +475,9 @@ typedef struct mgt_sim_device {
 /* the built-in devices (the "cpu" entry holds this machine's figures once mgt_sim_device_find measured it) */
 MGTDEF int mgt_sim_devices(const mgt_sim_device **table);
 /* a device by name (case-insensitive; "a100", "h100", "h200", "b200", "cpu"). "cpu" measures this
-   machine once (sgemm rate of `threads` threads, memory bandwidth, the local communicator's copy rate) */
+   machine once (sgemm rate of `threads` threads, memory bandwidth, the local communicator's copy
+   rate); mgt_sim_run on it prices each op by running the CPU backend's op of that shape (once per
+   shape, the median of three) with the threads a rank of the run has, the ranks sharing the machine */
 MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_device *out);
 
 /* one op as the simulator prices it: FLOPs and bytes of its GEMM part and of the rest */
@@ -487,6 +489,7 @@ typedef struct mgt_sim_op {
     double m, n, k;         /* the GEMM's dimensions (0 when none) */
     int kernels;            /* launches */
     int rank;               /* whose op */
+    long long args[6];      /* the call's shape arguments, as the backend entry takes them (the cpu device runs the op with them) */
 } mgt_sim_op;
 /* optional: prices an op instead of the model (modelled: the model's seconds); tests use it */
 typedef double (*mgt_sim_cost_fn)(void *user, const mgt_sim_op *op, double modelled);
@@ -520,6 +523,8 @@ typedef struct mgt_sim_result {
     double tokens_per_s, flops_per_token, mfu; /* mfu against the storage type's dense peak */
     double mem_peak_gib;                /* the fullest rank's, with the device reserve */
     double wall_s;                      /* what the simulation took on this machine */
+    int shapes_measured;                /* the cpu device: op shapes run to price them */
+    long long ops_modelled;             /* the cpu device: ops priced by the model, as none could be run (no memory) */
     mgt_sim_rank *ranks;                /* world of them; mgt_sim_result_free */
 } mgt_sim_result;
 /* one simulated optimizer step of cfg (data is not read) */
@@ -7682,6 +7687,7 @@ typedef struct mgt__sim_rank {
     double th, tc, tm;              /* host, compute stream, communication stream */
     int tm_coll;                    /* the collective the communication stream ends with */
     int defer_next;
+    long long args[6];              /* the shape arguments of the op being charged (MGT__SIM_ARGS) */
     long tickets;
     double ticket_end[MGT__SIM_TICKETS];
     int ticket_coll[MGT__SIM_TICKETS];
@@ -7708,9 +7714,21 @@ typedef struct mgt__sim_box {
     size_t n, head, cap;
 } mgt__sim_box;
 
+typedef struct mgt__sim_measured { const char *op; long long args[6]; int dtype; double sec; } mgt__sim_measured;
 struct mgt__sim_world {
     mgt_sim_options opt;
     int world, ngroups, aborted;
+    /* the cpu device: ops priced by running the CPU backend's (threads of a rank), once per shape */
+    int measure_threads;
+    pthread_mutex_t measure_mu;
+    mgt_backend *measure_be;
+    size_t measure_wide;            /* its fp32 workspace for 16-bit ops */
+    int measure_dtype;
+    float *arena;                   /* the buffers of the op measured */
+    size_t arena_floats;
+    mgt__sim_measured *measured;
+    size_t nmeasured, cap_measured;
+    long long ops_modelled;
     mgt__sim_rank *ranks;
     mgt__sim_group *groups;
     mgt__sim_box *boxes;
@@ -7859,11 +7877,13 @@ static void mgt__sim_trace(mgt__sim_rank *rk, const char *name, double start, do
     rk->ev[rk->nev++].stream = stream;
 }
 
+static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *op);
+
 /* the compute stream runs op: launched by the host, started when both are there */
 static void mgt__sim_run_op(mgt_backend *be, const mgt_sim_op *op) {
     mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
     const mgt_sim_options *o = &rk->w->opt;
-    double sec = mgt__sim_price(&o->device, be->dtype, op), start;
+    double sec = rk->w->measure_threads ? mgt__sim_measure(rk->w, be->dtype, op) : mgt__sim_price(&o->device, be->dtype, op), start;
     if (o->cost) sec = o->cost(o->cost_user, op, sec);
     if (o->device.host_sync) {
         start = mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
@@ -7883,6 +7903,9 @@ static void mgt__sim_run_op(mgt_backend *be, const mgt_sim_op *op) {
 static void mgt__sim_charge_t(mgt_backend *be, const char *name, int family, double gemm_flops, double gemm_bytes, double flops, double bytes,
                               double transc, double m, double n, double k, int kernels) {
     mgt_sim_op op;
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    memcpy(op.args, rk->args, sizeof op.args);
+    memset(rk->args, 0, sizeof rk->args);
     op.transcendentals = transc;
     op.name = name;
     op.family = family;
@@ -7906,35 +7929,46 @@ static void mgt__sim_charge(mgt_backend *be, const char *name, int family, doubl
    storage type's bytes, fp32 parameter gradients and statistics). Attention is the CUDA backend's:
    batched GEMMs over the whole T x T scores (materialised) and a softmax kernel between them. */
 #define MGT__SIM_E ((double)be->elt)
+#define MGT__SIM_ARGS(a0, a1, a2, a3, a4, a5)                                                                         \
+    do {                                                                                                                \
+        long long *args_ = ((mgt__sim_rank *)be->impl)->args;                                                          \
+        args_[0] = (a0); args_[1] = (a1); args_[2] = (a2); args_[3] = (a3); args_[4] = (a4); args_[5] = (a5);          \
+    } while (0)
 static void mgt__sim_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int vs, int vr, const void *wpe, int B, int T, int C) {
     double N = (double)B * T;
     (void)out; (void)tokens; (void)wte; (void)vs; (void)vr;
+    MGT__SIM_ARGS(B, T, C, vs, vr, wpe != NULL);
     mgt__sim_charge(be, "encoder_forward", MGT_SIM_EMBEDDING, 0, 0, N * C, N * 4 + N * C * MGT__SIM_E * (wpe ? 3 : 2), 0, 0, 0, 1);
 }
 static void mgt__sim_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vs, int vr, int B, int T, int C) {
     double N = (double)B * T;
     (void)dwte; (void)dout; (void)tokens; (void)vs; (void)vr;
+    MGT__SIM_ARGS(B, T, C, vs, vr, dwpe != NULL);
     mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, 2 * N * C, N * 4 + N * C * MGT__SIM_E + 8 * N * C + (dwpe ? 8.0 * T * C : 0), 0, 0, 0,
                     dwpe ? 2 : 1);
 }
 static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
     (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b;
+    MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "layernorm_forward", MGT_SIM_NORM, 0, 0, 8.0 * N * C, 2.0 * N * C * MGT__SIM_E + 8.0 * N + 2.0 * C * MGT__SIM_E, 0, 0, 0, 1);
 }
 static void mgt__sim_layernorm_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,
                                         const float *rstd, int N, int C) {
     (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd;
+    MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, 4.0 * N * C * MGT__SIM_E + 8.0 * N + 16.0 * C, 0, 0, 0, 1);
 }
 static void mgt__sim_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
     double n = N, c = C, oc = OC;
     (void)out; (void)inp; (void)w;
+    MGT__SIM_ARGS(N, C, OC, bias != NULL, 0, 0);
     mgt__sim_charge(be, "matmul_forward", MGT_SIM_GEMM, 2 * n * c * oc, (n * c + c * oc + n * oc + (bias ? oc : 0)) * MGT__SIM_E, 0, 0, n, oc, c, 1);
 }
 static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C,
                                      int OC) {
     double n = N, c = C, oc = OC, k = dinp ? 2 : 1;
     (void)dw; (void)dout; (void)inp; (void)w;
+    MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, 0);
     mgt__sim_charge(be, "matmul_backward", MGT_SIM_GEMM, k * 2 * n * c * oc,
                     (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? n * oc * MGT__SIM_E + 8 * oc : 0,
                     n, oc, c, (int)k + (db ? 1 : 0));
@@ -7942,46 +7976,56 @@ static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, flo
 static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
     double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E; /* S: elements of the scores */
     (void)out; (void)att; (void)qkv;
+    MGT__SIM_ARGS(B, T, C, NH, 0, 0);
     mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (4 * N * C + 2 * S) * e, 5 * S, 2 * S * e, S, T, T, C / (double)NH, 3);
 }
 static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int C, int NH) {
     double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E;
     (void)dqkv; (void)dout; (void)qkv; (void)att;
+    MGT__SIM_ARGS(B, T, C, NH, 0, 0);
     mgt__sim_charge(be, "attention_backward", MGT_SIM_ATTENTION, 8 * N * T * C, (8 * N * C + 4 * S) * e, 4 * S, 3 * S * e, T, T, C / (double)NH, 5);
 }
 static void mgt__sim_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
     (void)out; (void)inp;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge_t(be, "gelu_forward", MGT_SIM_ELEMENTWISE, 0, 0, 10.0 * (double)n, 2.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
     (void)dinp; (void)inp; (void)dout;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge_t(be, "gelu_backward", MGT_SIM_ELEMENTWISE, 0, 0, 15.0 * (double)n, 3.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_add_inplace(mgt_backend *be, float *y, const float *x, size_t n) {
     (void)y; (void)x;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge(be, "add_inplace", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 12.0 * (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_bias_residual(mgt_backend *be, void *out, const void *res, const void *bias, int N, int C) {
     (void)out; (void)res; (void)bias;
+    MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "bias_residual", MGT_SIM_ELEMENTWISE, 0, 0, 2.0 * N * C, (3.0 * N * C + C) * MGT__SIM_E, 0, 0, 0, 1);
 }
 static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int C) {
     (void)dbias; (void)dout;
+    MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "bias_backward", MGT_SIM_ELEMENTWISE, 0, 0, (double)N * C, (double)N * C * MGT__SIM_E + 8.0 * C, 0, 0, 0, 1);
 }
 static void mgt__sim_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vs, int Vl, int V) {
     (void)part; (void)logits; (void)targets; (void)vs; (void)V;
+    MGT__SIM_ARGS(N, vs, Vl, V, 0, 0);
     mgt__sim_charge_t(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, 2.0 * N * Vl * MGT__SIM_E + 16.0 * N, (double)N * Vl, 0, 0, 0, 1);
 }
 static void mgt__sim_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vs, int Vl, int V,
                                  float grad_scale) {
     (void)losses; (void)logits; (void)parts; (void)targets; (void)vs; (void)V;
+    MGT__SIM_ARGS(N, vs, Vl, V, tp, grad_scale != 0);
     mgt__sim_charge(be, "xent_finish", MGT_SIM_LOSS, 0, 0, grad_scale != 0 ? 2.0 * N * Vl : 4.0 * N * tp,
                     (grad_scale != 0 ? 2.0 * N * Vl * MGT__SIM_E : 0) + 12.0 * N * tp + 12.0 * N, 0, 0, 0, 1);
 }
 static double mgt__sim_sum_squares(mgt_backend *be, const float *x, size_t n) {
     mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
     (void)x;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge(be, "sum_squares", MGT_SIM_OPTIMIZER, 0, 0, 2.0 * (double)n, 4.0 * (double)n, 0, 0, 0, 1);
     rk->th = mgt__sim_max(rk->th, rk->tc); /* the host reads the result */
     return 0.0;
@@ -7989,21 +8033,26 @@ static double mgt__sim_sum_squares(mgt_backend *be, const float *x, size_t n) {
 static void mgt__sim_adamw(mgt_backend *be, float *param, void *copy, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
                            float wd, float gs, float bc1, float bc2) {
     (void)param; (void)grad; (void)m; (void)v; (void)lr; (void)b1; (void)b2; (void)eps; (void)wd; (void)gs; (void)bc1; (void)bc2;
+    MGT__SIM_ARGS((long long)n, copy != NULL, 0, 0, 0, 0);
     mgt__sim_charge(be, "adamw", MGT_SIM_OPTIMIZER, 0, 0, 15.0 * (double)n, (28.0 + (copy ? MGT__SIM_E : 0)) * (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_scale(mgt_backend *be, float *x, float f, size_t n) {
     (void)x; (void)f;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge(be, "scale", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 8.0 * (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_zero(mgt_backend *be, void *x, size_t bytes) {
     (void)x;
+    MGT__SIM_ARGS((long long)bytes, 0, 0, 0, 0, 0);
     mgt__sim_charge(be, "zero", MGT_SIM_ELEMENTWISE, 0, 0, 0, (double)bytes, 0, 0, 0, 1);
 }
 static void mgt__sim_cast(mgt_backend *be, void *dst, int dt, const void *src, int st, size_t n) {
     (void)dst; (void)src;
+    MGT__SIM_ARGS((long long)n, dt, st, 0, 0, 0);
     mgt__sim_charge(be, "cast", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, (double)n * (double)(mgt__dtype_size(dt) + mgt__dtype_size(st)), 0, 0, 0, 1);
 }
 #undef MGT__SIM_E
+#undef MGT__SIM_ARGS
 
 /* memory: counted, and answered with an address that is never mapped */
 static void *mgt__sim_alloc(mgt_backend *be, size_t bytes, int category) {
@@ -8070,6 +8119,12 @@ static void mgt__sim_finish(mgt_backend *be) {
 static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int inter, double bytes) {
     double steps, factor, bw = (inter ? d->inter_gbps : d->intra_gbps) * 1e9 * d->link_frac;
     if (n <= 1) return 0;
+    if (d->host_sync) { /* the in-process communicator: one rendezvous, then each member reads and writes
+                           the whole buffer itself (all-reduce: n slices in, n out), reduce-scatter reads it
+                           and writes its block; copies priced at the copy rate (a byte read and one written) */
+        factor = coll == MGT_COLL_BARRIER ? 0 : coll == MGT_COLL_REDUCE_SCATTER ? (1.0 + 1.0 / n) / 2 : 1;
+        return d->intra_lat_us * 1e-6 + (bw > 0 ? factor * bytes / bw : 0);
+    }
     if (coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_BARRIER) { steps = 2.0 * (n - 1); factor = 2.0 * (n - 1) / n; }
     else if (coll == MGT_COLL_BROADCAST) { steps = n - 1; factor = 1; }
     else { steps = n - 1; factor = (double)(n - 1) / n; }
@@ -8325,6 +8380,10 @@ static void mgt__sim_world_destroy(mgt__sim_world *w) {
     for (i = 0; w->boxes && i < w->world; i++) { pthread_mutex_destroy(&w->boxes[i].mu); pthread_cond_destroy(&w->boxes[i].cv); free(w->boxes[i].msg); }
     for (i = 0; w->ranks && i < w->world; i++) free(w->ranks[i].ev);
     if (w->base) munmap(w->base, w->span);
+    if (w->measure_be) mgt__cpu_backend_destroy(w->measure_be);
+    MGT_FREE(w->arena);
+    free(w->measured); /* realloc'd */
+    pthread_mutex_destroy(&w->measure_mu);
     pthread_mutex_destroy(&w->mu);
     MGT_FREE(w->groups);
     MGT_FREE(w->boxes);
@@ -8358,6 +8417,7 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
     if (!w) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     memset(w, 0, sizeof *w);
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->measure_mu, NULL);
     w->opt = *opt;
     w->world = world;
     w->ngroups = 5 * world;
@@ -8439,6 +8499,142 @@ static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_b
 }
 static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank) { return &w->ranks[rank].comm; }
 
+/* ---- the cpu device: an op priced by running the CPU backend's op of its shape. mgt__sim_replay
+   calls op on be with buffers carved from arena (floats; tokens and targets in range), or with
+   arena NULL only counts the floats it needs. */
+static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *arena) {
+    const long long *a = op->args;
+    const char *name = op->name;
+    size_t need = 0, i;
+    int *ints;
+#define MGT__TAKE(n) (need += (size_t)(n), arena ? arena + need - (size_t)(n) : NULL)
+    if (!strcmp(name, "encoder_forward") || !strcmp(name, "encoder_backward") || !strcmp(name, "xent_partial") || !strcmp(name, "xent_finish")) {
+        long long rows = name[0] == 'e' ? a[0] * a[1] : a[0], vs = a[1 + (name[0] == 'e' ? 2 : 0)], span = name[0] == 'e' ? a[4] : a[3] - a[1];
+        ints = (int *)MGT__TAKE(rows);
+        for (i = 0; ints && i < (size_t)rows; i++) ints[i] = (int)(vs + (long long)((i * 2654435761u) % (size_t)(span > 0 ? span : 1)));
+        if (!strcmp(name, "encoder_forward")) {
+            float *out = MGT__TAKE(rows * a[2]), *wte = MGT__TAKE(a[4] * a[2]), *wpe = a[5] ? MGT__TAKE(a[1] * a[2]) : NULL;
+            if (arena) be->encoder_forward(be, out, ints, wte, (int)a[3], (int)a[4], wpe, (int)a[0], (int)a[1], (int)a[2]);
+        } else if (!strcmp(name, "encoder_backward")) {
+            float *dwte = MGT__TAKE(a[4] * a[2]), *dwpe = a[5] ? MGT__TAKE(a[1] * a[2]) : NULL, *dout = MGT__TAKE(rows * a[2]);
+            if (arena) be->encoder_backward(be, dwte, dwpe, dout, ints, (int)a[3], (int)a[4], (int)a[0], (int)a[1], (int)a[2]);
+        } else if (!strcmp(name, "xent_partial")) {
+            float *part = MGT__TAKE(3 * rows), *logits = MGT__TAKE(rows * a[2]);
+            if (arena) be->xent_partial(be, part, logits, ints, (int)rows, (int)a[1], (int)a[2], (int)a[3]);
+        } else {
+            float *parts = MGT__TAKE(3 * rows * a[4]), *logits = MGT__TAKE(rows * a[2]);
+            double *losses;
+            need += need & 1; /* doubles on 8 bytes */
+            losses = (double *)(void *)MGT__TAKE(2 * rows);
+            if (arena) be->xent_finish(be, losses, logits, parts, (int)a[4], ints, (int)rows, (int)a[1], (int)a[2], (int)a[3], a[5] ? 1.0f / (float)rows : 0.0f);
+        }
+    } else if (!strcmp(name, "layernorm_forward") || !strcmp(name, "layernorm_backward")) {
+        float *x = MGT__TAKE(a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]), *g = MGT__TAKE(a[0] * a[1]), *mean = MGT__TAKE(a[0]), *rstd = MGT__TAKE(a[0]);
+        float *w = MGT__TAKE(a[1]), *b = MGT__TAKE(a[1]), *dw = MGT__TAKE(a[1]), *db = MGT__TAKE(a[1]);
+        if (arena && name[10] == 'f') be->layernorm_forward(be, y, mean, rstd, x, w, b, (int)a[0], (int)a[1]);
+        else if (arena) be->layernorm_backward(be, y, dw, db, g, x, w, mean, rstd, (int)a[0], (int)a[1]);
+    } else if (!strcmp(name, "matmul_forward") || !strcmp(name, "matmul_backward")) {
+        float *x = MGT__TAKE(a[0] * a[1]), *w = MGT__TAKE(a[1] * a[2]), *y = MGT__TAKE(a[0] * a[2]), *bias = MGT__TAKE(a[2]);
+        float *dx = name[7] == 'b' && a[3] ? MGT__TAKE(a[0] * a[1]) : NULL, *dw = MGT__TAKE(a[1] * a[2]);
+        if (arena && name[7] == 'f') be->matmul_forward(be, y, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
+        else if (arena) be->matmul_backward(be, dx, dw, a[4] ? bias : NULL, y, x, w, (int)a[0], (int)a[1], (int)a[2]);
+    } else if (!strcmp(name, "attention_forward") || !strcmp(name, "attention_backward")) {
+        float *qkv = MGT__TAKE(3 * a[0] * a[1] * a[2]), *dqkv = MGT__TAKE(3 * a[0] * a[1] * a[2]), *y = MGT__TAKE(a[0] * a[1] * a[2]);
+        float *att = MGT__TAKE(a[0] * a[3] * a[1] * a[1]);
+        if (arena && name[10] == 'f') be->attention_forward(be, y, att, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3]);
+        else if (arena) be->attention_backward(be, dqkv, y, qkv, att, (int)a[0], (int)a[1], (int)a[2], (int)a[3]);
+    } else if (!strcmp(name, "bias_residual") || !strcmp(name, "bias_backward")) {
+        float *y = MGT__TAKE(a[0] * a[1]), *x = MGT__TAKE(a[0] * a[1]), *b = MGT__TAKE(a[1]);
+        if (arena && name[5] == 'r') be->bias_residual(be, y, x, b, (int)a[0], (int)a[1]);
+        else if (arena) be->bias_backward(be, b, x, (int)a[0], (int)a[1]);
+    } else if (!strcmp(name, "adamw")) {
+        float *p = MGT__TAKE(a[0]), *g = MGT__TAKE(a[0]), *m = MGT__TAKE(a[0]), *v = MGT__TAKE(a[0]), *copy = a[1] ? MGT__TAKE(a[0]) : NULL;
+        if (arena) be->adamw(be, p, copy, g, m, v, (size_t)a[0], 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 0.5f, 0.5f);
+    } else if (!strcmp(name, "cast")) {
+        float *x = MGT__TAKE(a[0]), *y = MGT__TAKE(a[0]);
+        if (arena) be->cast(be, y, (int)a[1], x, (int)a[2], (size_t)a[0]);
+    } else if (!strcmp(name, "zero")) {
+        float *x = MGT__TAKE((a[0] + 3) / 4);
+        if (arena) be->zero(be, x, (size_t)a[0]);
+    } else { /* gelu_forward, gelu_backward, add_inplace, scale, sum_squares: n elements */
+        float *x = MGT__TAKE(a[0]), *y = MGT__TAKE(a[0]), *g = MGT__TAKE(a[0]);
+        if (strcmp(name, "gelu_forward") && strcmp(name, "gelu_backward") && strcmp(name, "add_inplace") && strcmp(name, "scale") &&
+            strcmp(name, "sum_squares"))
+            return 0; /* not an op of the backend table: the caller prices it by the model */
+        if (!arena) {}
+        else if (!strcmp(name, "gelu_forward")) be->gelu_forward(be, y, x, (size_t)a[0]);
+        else if (!strcmp(name, "gelu_backward")) be->gelu_backward(be, y, x, g, (size_t)a[0]);
+        else if (!strcmp(name, "add_inplace")) be->add_inplace(be, y, x, (size_t)a[0]);
+        else if (!strcmp(name, "scale")) be->scale(be, y, 0.5f, (size_t)a[0]);
+        else (void)be->sum_squares(be, x, (size_t)a[0]);
+    }
+#undef MGT__TAKE
+    return need;
+}
+
+/* seconds of op on this machine: the CPU backend's op of its shape and storage type, run by the
+   threads of a rank, the median of three runs after one that warms caches; measured once per shape.
+   Ops without a replay (a copy) are priced by the model. */
+static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *op) {
+    size_t i, need, scratch = 0;
+    double times[3], sec;
+    int r, j, k;
+    pthread_mutex_lock(&w->measure_mu);
+    for (i = 0; i < w->nmeasured; i++)
+        if (w->measured[i].dtype == dtype && !strcmp(w->measured[i].op, op->name) && !memcmp(w->measured[i].args, op->args, sizeof op->args)) {
+            sec = w->measured[i].sec;
+            pthread_mutex_unlock(&w->measure_mu);
+            return sec;
+        }
+    need = mgt__sim_replay(NULL, op, NULL);
+    if (!strncmp(op->name, "attention", 9)) scratch = (size_t)(op->args[1] * op->args[1]);
+    if (need && (!w->measure_be || w->measure_dtype != dtype || w->measure_wide < need ||
+                 ((mgt__cpu *)w->measure_be->impl)->scratch_per_thread < scratch)) { /* a backend with room for this op */
+        size_t scratch_per_thread = w->measure_be ? ((mgt__cpu *)w->measure_be->impl)->scratch_per_thread : 0;
+        if (w->measure_be) mgt__cpu_backend_destroy(w->measure_be);
+        w->measure_be = NULL;
+        w->measure_wide = need > w->measure_wide ? need : w->measure_wide;
+        if (mgt__cpu_backend_create_typed(&w->measure_be, w->measure_threads, scratch > scratch_per_thread ? scratch : scratch_per_thread, dtype,
+                                          w->measure_wide) != MGT_OK)
+            w->measure_be = NULL;
+        w->measure_dtype = dtype;
+    }
+    if (need > w->arena_floats) {
+        MGT_FREE(w->arena);
+        w->arena = (float *)MGT_MALLOC(sizeof(float) * need);
+        w->arena_floats = w->arena ? need : 0;
+    }
+    if (!need || !w->measure_be || !w->arena) { /* nothing to run, or no memory to run it: the model */
+        w->ops_modelled++;
+        pthread_mutex_unlock(&w->measure_mu);
+        return mgt__sim_price(&w->opt.device, dtype, op);
+    }
+    for (i = 0; i < need; i++) w->arena[i] = 0.01f * (float)(int)(i % 197) - 0.98f; /* fresh, finite, varied: no op's leftovers */
+    mgt__sim_replay(w->measure_be, op, w->arena);
+    for (r = 0; r < 3; r++) {
+        double t0 = mgt__now();
+        mgt__sim_replay(w->measure_be, op, w->arena);
+        times[r] = mgt__now() - t0;
+    }
+    for (j = 1; j < 3; j++)
+        for (k = j; k > 0 && times[k] < times[k - 1]; k--) { double t = times[k]; times[k] = times[k - 1]; times[k - 1] = t; }
+    sec = times[1];
+    if (w->nmeasured == w->cap_measured) {
+        size_t cap = w->cap_measured ? 2 * w->cap_measured : 64;
+        mgt__sim_measured *p = (mgt__sim_measured *)realloc(w->measured, sizeof *p * cap);
+        if (p) { w->measured = p; w->cap_measured = cap; }
+    }
+    if (w->nmeasured < w->cap_measured) {
+        mgt__sim_measured *m = &w->measured[w->nmeasured++];
+        m->op = op->name;
+        memcpy(m->args, op->args, sizeof m->args);
+        m->dtype = dtype;
+        m->sec = sec;
+    }
+    pthread_mutex_unlock(&w->measure_mu);
+    return sec;
+}
+
 /* after a rank's error: every waiting and later call fails */
 static void mgt__sim_abort(mgt__sim_world *w) {
     int i;
@@ -8516,6 +8712,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
         if (!rows) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
         else memset(rows, 0, sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
     }
+    if (res == MGT_OK && opt->device.host_sync) w->measure_threads = r->threads_per_rank; /* the cpu: ops measured, as a rank runs them */
     if (res == MGT_OK) {
         mgt__sim_reset(w);
         res = mgt__run_cmd(r, MGT__CMD_STEP, rows, 0);
@@ -8550,6 +8747,8 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
         out->flops_per_token = mgt__flops_per_token(r);
         peak = opt->device.tensor_tflops[r->dtype >= 0 && r->dtype < 3 ? r->dtype : 0] * 1e12 * p.world;
         out->mfu = peak > 0 ? out->tokens_per_s * out->flops_per_token / peak : 0;
+        out->shapes_measured = (int)w->nmeasured;
+        out->ops_modelled = w->ops_modelled;
         if (opt->trace && opt->trace[0]) res = mgt__sim_write_trace(w, opt->trace);
     }
     MGT_FREE(rows);

@@ -7715,17 +7715,21 @@ typedef struct mgt__sim_box {
 } mgt__sim_box;
 
 typedef struct mgt__sim_measured { const char *op; long long args[6]; int dtype; double sec; } mgt__sim_measured;
+typedef struct mgt__sim_meter {     /* a CPU backend and buffers that run ops of the shapes met so far */
+    mgt_backend *be;
+    size_t wide, scratch;           /* its fp32 workspace for 16-bit ops; attention's per thread */
+    int dtype;
+    float *arena;
+    size_t floats;
+} mgt__sim_meter;
 struct mgt__sim_world {
     mgt_sim_options opt;
     int world, ngroups, aborted;
     /* the cpu device: ops priced by running the CPU backend's (threads of a rank), once per shape */
     int measure_threads;
+    int companions;                 /* the other ranks the machine runs at once, which run the op beside the one timed */
     pthread_mutex_t measure_mu;
-    mgt_backend *measure_be;
-    size_t measure_wide;            /* its fp32 workspace for 16-bit ops */
-    int measure_dtype;
-    float *arena;                   /* the buffers of the op measured */
-    size_t arena_floats;
+    mgt__sim_meter *meters;         /* [0] times, the others are the companions */
     mgt__sim_measured *measured;
     size_t nmeasured, cap_measured;
     long long ops_modelled;
@@ -8380,8 +8384,11 @@ static void mgt__sim_world_destroy(mgt__sim_world *w) {
     for (i = 0; w->boxes && i < w->world; i++) { pthread_mutex_destroy(&w->boxes[i].mu); pthread_cond_destroy(&w->boxes[i].cv); free(w->boxes[i].msg); }
     for (i = 0; w->ranks && i < w->world; i++) free(w->ranks[i].ev);
     if (w->base) munmap(w->base, w->span);
-    if (w->measure_be) mgt__cpu_backend_destroy(w->measure_be);
-    MGT_FREE(w->arena);
+    for (i = 0; w->meters && i <= w->companions; i++) {
+        if (w->meters[i].be) mgt__cpu_backend_destroy(w->meters[i].be);
+        MGT_FREE(w->meters[i].arena);
+    }
+    MGT_FREE(w->meters);
     free(w->measured); /* realloc'd */
     pthread_mutex_destroy(&w->measure_mu);
     pthread_mutex_destroy(&w->mu);
@@ -8572,13 +8579,52 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
     return need;
 }
 
+/* m ready to run op (need floats of buffers, scratch floats a thread for attention); 0 without memory */
+static int mgt__sim_meter_ready(mgt__sim_meter *m, int threads, int dtype, size_t need, size_t scratch) {
+    size_t i;
+    if (!m->be || m->dtype != dtype || m->wide < need || m->scratch < scratch) {
+        if (m->be) mgt__cpu_backend_destroy(m->be);
+        m->be = NULL;
+        m->wide = need > m->wide ? need : m->wide;
+        m->scratch = scratch > m->scratch ? scratch : m->scratch;
+        m->dtype = dtype;
+        if (mgt__cpu_backend_create_typed(&m->be, threads, m->scratch, dtype, m->wide) != MGT_OK) m->be = NULL;
+    }
+    if (need > m->floats) {
+        MGT_FREE(m->arena);
+        m->arena = (float *)MGT_MALLOC(sizeof(float) * need);
+        m->floats = m->arena ? need : 0;
+    }
+    if (!m->be || !m->arena) return 0;
+    for (i = 0; i < need; i++) m->arena[i] = 0.01f * (float)(int)(i % 197) - 0.98f; /* fresh, finite, varied: no op's leftovers */
+    return 1;
+}
+
+typedef struct mgt__sim_companion { mgt__sim_meter *m; const mgt_sim_op *op; volatile int *stop; pthread_mutex_t *mu; } mgt__sim_companion;
+static void *mgt__sim_companion_main(void *arg) { /* another rank of the machine, running the same op meanwhile */
+    mgt__sim_companion *c = (mgt__sim_companion *)arg;
+    for (;;) {
+        int stop;
+        pthread_mutex_lock(c->mu);
+        stop = *c->stop;
+        pthread_mutex_unlock(c->mu);
+        if (stop) return NULL;
+        mgt__sim_replay(c->m->be, c->op, c->m->arena);
+    }
+}
+
 /* seconds of op on this machine: the CPU backend's op of its shape and storage type, run by the
-   threads of a rank, the median of three runs after one that warms caches; measured once per shape.
-   Ops without a replay (a copy) are priced by the model. */
+   threads of a rank while the machine's other ranks run it too (they share memory bandwidth and
+   the cores' clock), the median of three runs after one that warms caches; measured once per
+   shape. Ops without a replay (a copy), or without the memory to run them, are priced by the model. */
 static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *op) {
-    size_t i, need, scratch = 0;
+    size_t i, need;
     double times[3], sec;
-    int r, j, k;
+    int r, j, k, ready, started = 0;
+    volatile int stop = 0;
+    pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_t tid[64];
+    mgt__sim_companion comp[64];
     pthread_mutex_lock(&w->measure_mu);
     for (i = 0; i < w->nmeasured; i++)
         if (w->measured[i].dtype == dtype && !strcmp(w->measured[i].op, op->name) && !memcmp(w->measured[i].args, op->args, sizeof op->args)) {
@@ -8587,35 +8633,34 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
             return sec;
         }
     need = mgt__sim_replay(NULL, op, NULL);
-    if (!strncmp(op->name, "attention", 9)) scratch = (size_t)(op->args[1] * op->args[1]);
-    if (need && (!w->measure_be || w->measure_dtype != dtype || w->measure_wide < need ||
-                 ((mgt__cpu *)w->measure_be->impl)->scratch_per_thread < scratch)) { /* a backend with room for this op */
-        size_t scratch_per_thread = w->measure_be ? ((mgt__cpu *)w->measure_be->impl)->scratch_per_thread : 0;
-        if (w->measure_be) mgt__cpu_backend_destroy(w->measure_be);
-        w->measure_be = NULL;
-        w->measure_wide = need > w->measure_wide ? need : w->measure_wide;
-        if (mgt__cpu_backend_create_typed(&w->measure_be, w->measure_threads, scratch > scratch_per_thread ? scratch : scratch_per_thread, dtype,
-                                          w->measure_wide) != MGT_OK)
-            w->measure_be = NULL;
-        w->measure_dtype = dtype;
-    }
-    if (need > w->arena_floats) {
-        MGT_FREE(w->arena);
-        w->arena = (float *)MGT_MALLOC(sizeof(float) * need);
-        w->arena_floats = w->arena ? need : 0;
-    }
-    if (!need || !w->measure_be || !w->arena) { /* nothing to run, or no memory to run it: the model */
+    ready = need > 0;
+    for (j = 0; ready && j <= w->companions; j++)
+        ready = mgt__sim_meter_ready(&w->meters[j], w->measure_threads, dtype, need,
+                                     !strncmp(op->name, "attention", 9) ? (size_t)(op->args[1] * op->args[1]) : 0);
+    if (!ready) { /* nothing to run, or no memory to run it: the model */
         w->ops_modelled++;
         pthread_mutex_unlock(&w->measure_mu);
         return mgt__sim_price(&w->opt.device, dtype, op);
     }
-    for (i = 0; i < need; i++) w->arena[i] = 0.01f * (float)(int)(i % 197) - 0.98f; /* fresh, finite, varied: no op's leftovers */
-    mgt__sim_replay(w->measure_be, op, w->arena);
+    for (j = 1; j <= w->companions; j++) {
+        comp[j].m = &w->meters[j];
+        comp[j].op = op;
+        comp[j].stop = &stop;
+        comp[j].mu = &stop_mu;
+        if (pthread_create(&tid[j], NULL, mgt__sim_companion_main, &comp[j])) break;
+        started = j;
+    }
+    mgt__sim_replay(w->meters[0].be, op, w->meters[0].arena);
     for (r = 0; r < 3; r++) {
         double t0 = mgt__now();
-        mgt__sim_replay(w->measure_be, op, w->arena);
+        mgt__sim_replay(w->meters[0].be, op, w->meters[0].arena);
         times[r] = mgt__now() - t0;
     }
+    pthread_mutex_lock(&stop_mu);
+    stop = 1;
+    pthread_mutex_unlock(&stop_mu);
+    for (j = 1; j <= started; j++) pthread_join(tid[j], NULL);
+    pthread_mutex_destroy(&stop_mu);
     for (j = 1; j < 3; j++)
         for (k = j; k > 0 && times[k] < times[k - 1]; k--) { double t = times[k]; times[k] = times[k - 1]; times[k - 1] = t; }
     sec = times[1];
@@ -8712,7 +8757,16 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
         if (!rows) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
         else memset(rows, 0, sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
     }
-    if (res == MGT_OK && opt->device.host_sync) w->measure_threads = r->threads_per_rank; /* the cpu: ops measured, as a rank runs them */
+    if (res == MGT_OK && opt->device.host_sync) { /* the cpu: ops measured, as a rank runs them beside the others */
+        int cores = mgt__cpu_count(), on_machine = p.world < cores / r->threads_per_rank ? p.world : cores / r->threads_per_rank;
+        w->companions = on_machine > 1 ? (on_machine - 1 < 63 ? on_machine - 1 : 63) : 0;
+        w->meters = (mgt__sim_meter *)MGT_MALLOC(sizeof(mgt__sim_meter) * (size_t)(w->companions + 1));
+        if (!w->meters) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        else {
+            memset(w->meters, 0, sizeof(mgt__sim_meter) * (size_t)(w->companions + 1));
+            w->measure_threads = r->threads_per_rank;
+        }
+    }
     if (res == MGT_OK) {
         mgt__sim_reset(w);
         res = mgt__run_cmd(r, MGT__CMD_STEP, rows, 0);

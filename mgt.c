@@ -844,6 +844,10 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     }
     o.gpus_per_node = per_node;
     o.trace = trace;
+    if (o.device.host_sync) {
+        fprintf(stderr, "mgt plan: running each op of a step once on this machine to price it (a few times one step's ops)...\n");
+        fflush(stderr);
+    }
     if ((r = mgt_sim_run(cfg, &o, &res)) != MGT_OK) return fail(r);
     if (o.device.host_sync)
         printf("\nPREDICTED one optimizer step on %d CPU rank%s of this machine (%d threads in all, %d a rank), by mgt's step simulator: the\n"

@@ -524,7 +524,7 @@ typedef struct mgt_sim_result {
     double mem_peak_gib;                /* the fullest rank's, with the device reserve */
     double wall_s;                      /* what the simulation took on this machine */
     int shapes_measured;                /* the cpu device: op shapes run to price them */
-    long long ops_modelled;             /* the cpu device: ops priced by the model, as none could be run (no memory) */
+    long long ops_modelled;             /* the cpu device: ops priced by the model, too large to run here (over 2 GiB of buffers) */
     mgt_sim_rank *ranks;                /* world of them; mgt_sim_result_free */
 } mgt_sim_result;
 /* one simulated optimizer step of cfg (data is not read) */
@@ -8579,6 +8579,8 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
     return need;
 }
 
+#define MGT__SIM_MEASURE_BYTES 2147483648.0 /* buffers an op may take to be measured; a larger one is priced by the model */
+
 /* m ready to run op (need floats of buffers, scratch floats a thread for attention); 0 without memory */
 static int mgt__sim_meter_ready(mgt__sim_meter *m, int threads, int dtype, size_t need, size_t scratch) {
     size_t i;
@@ -8616,7 +8618,8 @@ static void *mgt__sim_companion_main(void *arg) { /* another rank of the machine
 /* seconds of op on this machine: the CPU backend's op of its shape and storage type, run by the
    threads of a rank while the machine's other ranks run it too (they share memory bandwidth and
    the cores' clock), the median of three runs after one that warms caches; measured once per
-   shape. Ops without a replay (a copy), or without the memory to run them, are priced by the model. */
+   shape. Ops without a replay (a copy), or whose buffers would pass MGT__SIM_MEASURE_BYTES, are
+   priced by the model. */
 static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *op) {
     size_t i, need;
     double times[3], sec;
@@ -8633,7 +8636,7 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
             return sec;
         }
     need = mgt__sim_replay(NULL, op, NULL);
-    ready = need > 0;
+    ready = need > 0 && (double)need * sizeof(float) * (w->companions + 1) <= MGT__SIM_MEASURE_BYTES;
     for (j = 0; ready && j <= w->companions; j++)
         ready = mgt__sim_meter_ready(&w->meters[j], w->measure_threads, dtype, need,
                                      !strncmp(op->name, "attention", 9) ? (size_t)(op->args[1] * op->args[1]) : 0);

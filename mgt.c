@@ -5,6 +5,7 @@
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 #define MGT_TOKENIZER_IMPLEMENTATION
+#define MGT_TOK_HF /* data.tokenizer = hf: Hugging Face tokenizer.json (links libpcre2-8 and jansson) */
 #include "data/tokenizer.h" /* defines: mgt_tok_open, mgt_tok_encode, mgt_tok_decode */
 #define MGT_PREPARE_IMPLEMENTATION
 #include "data/prepare.h"   /* defines: mgt_prepare_main */

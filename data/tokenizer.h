@@ -935,6 +935,39 @@ static int mgt__tok_json_flag(const json_t *o, const char *key) {
     return json_is_true(v) ? 1 : -1;
 }
 
+/* pattern with \s and \S spelled out as Unicode White_Space, which Hugging Face's regex engine
+   (Oniguruma) means by them; PCRE2's \s also takes U+180E. \S inside a class is left as it is.
+   Returns a buffer to free, or NULL (out of memory). */
+#define MGT__TOK_WHITE_SPACE "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+static char *mgt__tok_hf_spaces(const char *p, size_t n, size_t *out_len) {
+    static const char ws[] = MGT__TOK_WHITE_SPACE;
+    char *out = (char *)MGT_TOK_MALLOC(n * (sizeof ws + 3) + 1);
+    size_t i, o = 0;
+    int in_class = 0;
+    if (!out) return NULL;
+    for (i = 0; i < n; i++) {
+        if (p[i] == '\\' && i + 1 < n && (p[i + 1] == 's' || (p[i + 1] == 'S' && !in_class))) {
+            o += (size_t)sprintf(out + o, "%s%s%s", in_class ? "" : p[i + 1] == 's' ? "[" : "[^", ws,
+                                 in_class ? "" : "]");
+            i++;
+            continue;
+        }
+        if (p[i] == '\\' && i + 1 < n) { out[o++] = p[i++]; out[o++] = p[i]; continue; }
+        if (!in_class && p[i] == '[') {                 /* a ']' first in a class is literal */
+            in_class = 1;
+            out[o++] = p[i];
+            if (i + 1 < n && p[i + 1] == '^') out[o++] = p[++i];
+            if (i + 1 < n && p[i + 1] == ']') out[o++] = p[++i];
+            continue;
+        }
+        if (in_class && p[i] == ']') in_class = 0;
+        out[o++] = p[i];
+    }
+    out[o] = 0;
+    *out_len = o;
+    return out;
+}
+
 /* Appends a pre-tokenizer regex stage (Split behavior Isolated: matches and the text between
    them are pieces). PCRE2_MATCH_INVALID_UTF: bytes that are not UTF-8 never match and stay
    pieces of their own, so any input encodes and decodes back to itself. */
@@ -948,8 +981,18 @@ static int mgt__tok_hf_stage(mgt_tokenizer *t, const char *pattern, size_t len, 
                      MGT__TOK_HF_MAX_STAGES);
         return -1;
     }
-    re = pcre2_compile((PCRE2_SPTR)pattern, len,
+    size_t len0 = len;
+    char *spelled = options & PCRE2_LITERAL ? NULL : mgt__tok_hf_spaces(pattern, len, &len);
+    if (!spelled && !(options & PCRE2_LITERAL)) {
+        mgt__tok_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    re = pcre2_compile((PCRE2_SPTR)(spelled ? spelled : pattern), len,
                        options | PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, NULL);
+    MGT_TOK_FREE(spelled);
+    if (!re && !(options & PCRE2_LITERAL))             /* the error at its place in the file's pattern */
+        pcre2_code_free(pcre2_compile((PCRE2_SPTR)pattern, len0, options | PCRE2_UTF | PCRE2_UCP,
+                                      &code, &at, NULL));
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);

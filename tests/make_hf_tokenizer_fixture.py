@@ -20,6 +20,7 @@ CI never runs this; it only reads what it wrote (the same format as tokenizer_gp
 """
 import json
 import os
+import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,7 +49,20 @@ def hf_strings():
         "  \t\n  x\n\n  y   \n\n\n",
         "caf\u00e9 \u00e0 la cr\u00e8me br\u00fbl\u00e9e, \u4e2d\u6587\u6d4b\u8bd5 \U0001f600\U0001f44d\U0001f3fd",
         "'s's 'll'd x'Y \"quoted\" (paren) [br]",
+        "mongolian\u180evowel separator\u180e\u180e x \u180e's",
     ]
+    # Random mixtures of characters where regex engines may disagree: Unicode white space (\s is
+    # White_Space in Hugging Face's Oniguruma; PCRE2's \s also takes U+180E), case folding
+    # under (?i:) (long s, Kelvin sign, dotted I), letters and numbers of other scripts.
+    rng = random.Random(20240801)
+    pool = list("aZ z9 '\t\n\r.,!?-_sStTmdlrevSLD\"()<>|") + [
+        "  ", "'s", "'LL", "\u00e9", "\u4e2d", "\U0001f600", "\u00a0", "\u3000", "\u00bd", "\u0301",
+        "\u0085", "\u180e", "\u200b", "\u2028", "\u2029", "\u1680", "\u2007", "\u202f", "\u205f",
+        "\ufeff", "\x0b", "\x0c", "\x1c", "\u0660", "\u2167", "\u00b2", "\u0130", "\u017f", "\u212a",
+        "\u1e9e", "\u03c2", "<|eot_id|>", "<|begin_of_text|>", "<|", "|>", "\U0001d7d8", "\u0e01",
+        "\u0903", "\u02b0", "\u3005", "\u00aa", "\u01c5"]
+    for _ in range(60):
+        s.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 50))))
     return s
 
 

@@ -1,4 +1,5 @@
-/* mgt tokenizer.h - v0.1.0 - MIT licence - byte and GPT-2 BPE tokenizers for mgt
+/* mgt tokenizer.h - v0.1.0 - MIT licence - byte, GPT-2 BPE and Hugging Face tokenizer.json
+   (byte-level BPE) tokenizers for mgt
 
    USAGE
      Define MGT_TOKENIZER_IMPLEMENTATION in exactly one C or C++ file before
@@ -10,13 +11,25 @@
      _POSIX_C_SOURCE 200809L at the top of the implementing file.
 
        #define MGT_TOKENIZER_IMPLEMENTATION
+       #define MGT_TOK_HF      // optional: the "hf" tokenizer
        #include "data/tokenizer.h"
 
    CONTENTS
-     1. options           MGT_STATIC, MGT_TOK_MALLOC/REALLOC/FREE
+     1. options           MGT_STATIC, MGT_TOK_MALLOC/REALLOC/FREE, MGT_TOK_HF
      2. API               mgt_tok_open/close/vocab_size/eot/encode/decode
      3. implementation    Unicode tables, UTF-8 pre-tokenizer, JSON reader,
-                          merges, BPE with a word cache
+                          merges, tokenizer.json (MGT_TOK_HF), BPE with a word
+                          cache
+
+   MGT_TOK_HF
+     Define beside MGT_TOKENIZER_IMPLEMENTATION to build the "hf" tokenizer; it
+     then includes <pcre2.h> and <jansson.h> and the program links
+     `pkg-config --libs libpcre2-8 jansson` (Debian: libpcre2-dev,
+     libjansson-dev). Without it nothing here needs either library and
+     mgt_tok_open("hf") fails saying how to get it. A compile-time switch, not
+     dlopen as the CUDA backend: both libraries are small Debian packages with
+     stable C APIs whose types and constants the compiler then checks, and a
+     program that does not ask for hf carries no trace of them.
 
    TOKENIZERS
      "byte"  vocabulary 256, id = byte value, no files, no end-of-text token.
@@ -27,6 +40,25 @@
              written out by hand over UTF-8 (bytes that are not valid UTF-8
              count as one "other" character each, so every input encodes and
              decodes back to itself).
+     "hf"    a Hugging Face tokenizer.json of byte-level BPE (GPT-2, Llama 3,
+             SmolLM; MGT_TOK_HF): model BPE with vocab and merges ("a b" or
+             ["a", "b"]; ignore_merges honoured), added tokens (cut out of the
+             text first, leftmost and then longest, as Hugging Face does; no
+             lstrip/rstrip/single_word), a pre_tokenizer of Split regexes
+             (behavior Isolated), Digits and ByteLevel (last; use_regex adds
+             GPT-2's pattern; no add_prefix_space), no normalizer, the
+             ByteLevel decoder. Patterns run through PCRE2 (UTF, UCP, JIT;
+             \s spelled as Unicode White_Space, as Hugging Face's Oniguruma
+             reads it; bytes that are not UTF-8 never match, so every input
+             round-trips); the JSON through jansson (its errors name line and
+             column; duplicate keys are errors). Anything else (a normalizer
+             such as Qwen 2's NFC, Metaspace, WordPiece, byte_fallback) is
+             refused by name, never tokenized differently. Ids must be below
+             65535: mgt's ids are 16-bit as llm.c's shards are, so Llama 3's
+             128,256 tokens are refused. mgt_tok_eot is the token a document
+             starts with: the one the post-processor's template puts first
+             (Llama 3's <|begin_of_text|>), else the special <|endoftext|>.
+             Checked against `tokenizers` by tests/test_hf_tokenizer.c.
 
    EXAMPLE
        mgt_tokenizer *tok; char err[256];

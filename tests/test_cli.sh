@@ -496,6 +496,17 @@ if [ "$RC" -eq 0 ] && [ "$src" -eq 0 ] && grep -q '^<|begin_of_text|>The' hf_sam
     ok "a model trained on hf shards samples from another folder (the checkpoint stores tokenizer_json absolute)"
 else fail "hf train/sample: train exit $RC; $(head -c 300 hf_train.err) $(head -c 300 hf_sample.err)"; fi
 expect_err "sample --tokenizer-json of a malformed file, exit 2" 2 "$MGT" sample hf_ck --tokens 5 --tokenizer-json bad_tok.json -- "bad_tok.json: malformed JSON"
+if [ -x "$ROOT/build/asan/mgt" ]; then # the hf paths under ASan and LeakSanitizer: prepare, a refusal, sample
+    A="$ROOT/build/asan/mgt"
+    run asan_hf_prepare "$A" prepare --tokenizer hf --tokenizer-json hfp/tok.json text.txt -o asan_hf
+    r1=$RC
+    run asan_hf_bad "$A" prepare --tokenizer hf --tokenizer-json bad_tok.json text.txt -o asan_hf
+    r2=$RC
+    run asan_hf_sample "$A" sample hf_ck --tokens 5 --prompt "<|eot_id|>x"
+    if [ $r1 -eq 0 ] && [ $r2 -eq 2 ] && [ "$RC" -eq 0 ] && ! grep -q Sanitizer asan_hf_*.err; then
+        ok "ASan + LeakSanitizer: hf prepare, a malformed tokenizer.json and hf sampling are clean"
+    else fail "ASan hf: exit $r1/$r2/$RC; $(grep -h -A3 Sanitizer asan_hf_*.err | head -8)"; fi
+fi
 
 echo "# $PASS passed, $FAILS failed"
 [ "$FAILS" -eq 0 ]

@@ -1138,13 +1138,16 @@ static int mgt__tok_hf_doc_start(const json_t *root, const json_t *added) {
         ids = json_object_get(json_object_get(json_object_get(proc, "special_tokens"),
                                               json_string_value(name) ? json_string_value(name)
                                                                       : ""), "ids");
-        if (json_is_integer(json_array_get(ids, 0))) return (int)json_integer_value(json_array_get(ids, 0));
+        if (json_is_integer(json_array_get(ids, 0))) {
+            json_int_t id = json_integer_value(json_array_get(ids, 0));
+            return id >= 0 && id < 65535 ? (int)id : -1;
+        }
     }
     for (k = 0; k < json_array_size(added); k++) {
         const json_t *a = json_array_get(added, k);
         const char *content = mgt__tok_json_str(a, "content", &kind);
         if (content && !strcmp(content, "<|endoftext|>") && mgt__tok_json_flag(a, "special") == 1)
-            return (int)json_integer_value(json_object_get(a, "id"));
+            return (int)json_integer_value(json_object_get(a, "id"));   /* checked by the loader */
     }
     return -1;
 }
@@ -1260,10 +1263,12 @@ static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_
         json_object_foreach((json_t *)vocab, key, val) {
             json_int_t id = json_integer_value(val);
             if (!json_is_integer(val) || id < 0 || id > 65534) {
-                mgt__tok_err(err, errlen, "%s: model.vocab: token \"%.40s\" has id %s%lld: ids are "
-                             "integers 0 .. 65534 (mgt's token ids are 16-bit, as llm.c's shards)",
-                             path, key, json_is_integer(val) ? "" : "not an integer: ",
-                             (long long)id);
+                char what[64];
+                if (json_is_integer(val)) snprintf(what, sizeof what, "id %lld", (long long)id);
+                else snprintf(what, sizeof what, "an id that is %s", mgt__tok_json_kind(val));
+                mgt__tok_err(err, errlen, "%s: model.vocab: token \"%.40s\" has %s: ids are integers "
+                             "0 .. 65534 (mgt's token ids are 16-bit, as llm.c's shards)", path, key,
+                             what);
                 goto done;
             }
             if ((size_t)id + 1 > vocab_size) vocab_size = (size_t)id + 1;

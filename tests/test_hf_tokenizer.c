@@ -245,6 +245,8 @@ static void test_malformed(void) {
         j = tiny_json(bl, "[]", ""); hi = strstr(j, "\"hi\":256");
         memcpy(hi + 5, "-56", 3);
         refused(dir, j, "model.vocab: token \"hi\" has id -56: ids are integers 0 .. 65534");
+        refused(dir, replaced(tiny_json(bl, "[]", ""), "\"hi\":256", "\"hi\":2.5"),
+                "model.vocab: token \"hi\" has an id that is a number: ids are integers");
     }
     refused(dir, "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"decoder\":null}",
             "decoder is null, not ByteLevel");

@@ -717,7 +717,7 @@ static int cmd_sample(int argc, char **argv) {
     mgt_tokenizer *tok;
     char err[512];
     const mgt_config *cfg;
-    uint16_t *ids = NULL;
+    uint32_t *ids = NULL;
     size_t n_ids = 0, cap = 0;
     int *prompt_ids, *out;
     for (i = 2; i < argc; i++) {
@@ -759,7 +759,7 @@ static int cmd_sample(int argc, char **argv) {
     if (mgt_tok_encode(tok, prompt, strlen(prompt), &ids, &n_ids, &cap)) { fprintf(stderr, "mgt sample: out of memory\n"); return 1; }
     prompt_ids = (int *)malloc(sizeof(int) * (n_ids + 1));
     out = (int *)malloc(sizeof(int) * (size_t)(tokens + 1));
-    for (i = 0; i < (int)n_ids; i++) prompt_ids[i] = ids[i];
+    for (i = 0; i < (int)n_ids; i++) prompt_ids[i] = (int)ids[i];
     if (n_ids == 0) prompt_ids[n_ids++] = mgt_tok_eot(tok) >= 0 ? mgt_tok_eot(tok) : '\n'; /* start of a document */
     n = mgt_run_generate(run, prompt_ids, (int)n_ids, out, tokens, temperature, top_k, seed);
     if (n < 0) rc = fail(MGT_ERROR_ARGUMENT);

@@ -53,7 +53,7 @@
 #define MGT_PREPARE_H
 
 #include <stddef.h>  /* defines: size_t */
-#include <stdint.h>  /* defines: uint16_t */
+#include <stdint.h>  /* defines: uint16_t, uint32_t */
 
 #include "tokenizer.h"  /* defines: mgt_tokenizer, mgt_tok_* */
 
@@ -206,6 +206,20 @@ static int mgt__prep_shard_append(mgt__prep_shard *s, const uint16_t *tok, size_
         i += k;
     }
     s->n += n;
+    return 0;
+}
+
+/* Appends tokenizer ids (32-bit) to a shard of 16-bit tokens: mgt_prepare_main refuses a
+   tokenizer with more than 65536 ids before any is written. */
+static int mgt__prep_append_ids(mgt__prep_shard *s, const uint32_t *ids, size_t n, char *err,
+                                size_t errlen) {
+    uint16_t narrow[4096];
+    size_t i, k, j;
+    for (i = 0; i < n; i += k) {
+        k = n - i < 4096 ? n - i : 4096;
+        for (j = 0; j < k; j++) narrow[j] = (uint16_t)ids[i + j];
+        if (mgt__prep_shard_append(s, narrow, k, err, errlen)) return -1;
+    }
     return 0;
 }
 
@@ -364,7 +378,7 @@ static void mgt__prep_progress_line(mgt__prep_progress *pg, size_t tokens) {
 /* Tokenizes one input into the train shard. Returns 0, 1 (run time) or 2 (input). */
 static int mgt__prep_file(const char *path, mgt_tokenizer *tok, mgt__prep_shard *train,
                           mgt__prep_progress *pg, int bpe, char **buf, size_t *cap,
-                          uint16_t **ids, size_t *cap_ids, char *err, size_t errlen) {
+                          uint32_t **ids, size_t *cap_ids, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     size_t len = 0, n;
     int eof = 0;
@@ -416,7 +430,7 @@ static int mgt__prep_file(const char *path, mgt_tokenizer *tok, mgt__prep_shard 
             fclose(f);
             return 2;
         }
-        if (mgt__prep_shard_append(train, *ids, n, err, errlen)) { fclose(f); return 1; }
+        if (mgt__prep_append_ids(train, *ids, n, err, errlen)) { fclose(f); return 1; }
         memmove(*buf, *buf + cut, len - cut);
         len -= cut;
         mgt__prep_progress_line(pg, train->n);
@@ -444,7 +458,7 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
     mgt_tokenizer *tok = NULL;
     mgt__prep_shard train, val;
     mgt__prep_progress pg;
-    uint16_t *ids = NULL;
+    uint32_t *ids = NULL;
     size_t cap = 0, cap_ids = 0, n_total, n_val, plen;
 
     memset(&train, 0, sizeof train);
@@ -524,6 +538,12 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
     if (mgt_tok_open(&tok, kind, strcmp(kind, "hf") ? bpe_dir : json, err, sizeof err)) {
         fprintf(stderr, "mgt prepare: %s%s\n", err, strcmp(kind, "gpt2") ? "" : " (pass --bpe-dir "
                 "DIR, a directory with GPT-2's encoder.json and vocab.bpe)");
+        goto out;
+    }
+    if (mgt_tok_vocab_size(tok) > 65536) {
+        fprintf(stderr, "mgt prepare: %s: %d token ids do not fit llm.c's shards of 16-bit tokens "
+                "(at most 65536 ids); 32-bit shards (llm.c's Llama 3 format) are not written yet\n",
+                json ? json : bpe_dir, mgt_tok_vocab_size(tok));
         goto out;
     }
 

@@ -53,16 +53,16 @@
              round-trips); the JSON through jansson (its errors name line and
              column; duplicate keys are errors). Anything else (a normalizer
              such as Qwen 2's NFC, Metaspace, WordPiece, byte_fallback) is
-             refused by name, never tokenized differently. Ids must be below
-             65535: mgt's ids are 16-bit as llm.c's shards are, so Llama 3's
-             128,256 tokens are refused. mgt_tok_eot is the token a document
+             refused by name, never tokenized differently. Ids are 32-bit
+             (Llama 3's 128,256 tokens; at most 2^24 ids). mgt_tok_eot is the
+             token a document
              starts with: the one the post-processor's template puts first
              (Llama 3's <|begin_of_text|>), else the special <|endoftext|>.
              Checked against `tokenizers` by tests/test_hf_tokenizer.c.
 
    EXAMPLE
        mgt_tokenizer *tok; char err[256];
-       uint16_t *ids = NULL; size_t n = 0, cap = 0;
+       uint32_t *ids = NULL; size_t n = 0, cap = 0;
        if (mgt_tok_open(&tok, "gpt2", "data/gpt2-bpe", err, sizeof err) != 0) {
            fprintf(stderr, "%s\n", err); return 1;
        }
@@ -72,6 +72,10 @@
            fwrite(b, 1, (size_t)len, stdout);
        }
        free(ids); mgt_tok_close(tok);
+
+   IDS
+     32-bit (uint32_t). llm.c's shards hold 16-bit tokens: data/prepare.h refuses
+     a tokenizer of more than 65536 ids.
 
    ERRORS
      Functions return 0 (or a count) on success and -1 on failure; they never
@@ -94,7 +98,7 @@
 #define MGT_TOKENIZER_H
 
 #include <stddef.h>  /* defines: size_t */
-#include <stdint.h>  /* defines: uint16_t, uint32_t */
+#include <stdint.h>  /* defines: uint16_t, uint32_t, uint64_t */
 
 /* MGT_STATIC: define (everywhere) to make every function static. */
 #ifndef MGT_TOKDEF
@@ -130,7 +134,7 @@ MGT_TOKDEF int  mgt_tok_eot(const mgt_tokenizer *tok);
    default, so the caller frees it with free(); *n and *cap updated).
    Returns 0, or -1 (out of memory or bad arguments; *ids, *n stay valid). */
 MGT_TOKDEF int  mgt_tok_encode(mgt_tokenizer *tok, const char *text, size_t len,
-                               uint16_t **ids, size_t *n, size_t *cap);
+                               uint32_t **ids, size_t *n, size_t *cap);
 /* Points *bytes at the bytes of one id (GPT-2 tokens may be partial UTF-8
    sequences) and returns their count, or -1 for an id out of range. */
 MGT_TOKDEF int  mgt_tok_decode(const mgt_tokenizer *tok, int id, const char **bytes);
@@ -326,6 +330,7 @@ static const uint32_t mgt__tok_number_ranges[268] = {
 #define MGT__TOK_GPT2 1
 #define MGT__TOK_HF 2
 #define MGT__TOK_CACHE_MAX_WORD 255     /* longer words are not cached */
+#define MGT__TOK_DEAD 0xFFFFFFFFu       /* a symbol merged into its left neighbour */
 #define MGT__TOK_CACHE_MAX_ENTRIES (1u << 18) /* cache is cleared when full */
 
 enum { MGT__TOK_OTHER = 0, MGT__TOK_LETTER, MGT__TOK_NUMBER, MGT__TOK_SPACE };
@@ -337,7 +342,7 @@ typedef struct {
 
 typedef struct {            /* a BPE merge candidate: pair (left, right) at symbol pos */
     uint32_t rank, pos;
-    uint16_t left, right;
+    uint32_t left, right;
 } mgt__tok_cand;
 
 /* vocabulary hash: token bytes -> id (entries are id + 1, 0 = empty), over off/bytes */
@@ -345,6 +350,7 @@ typedef struct { uint32_t *tab, mask; const uint32_t *off; const char *bytes; } 
 
 #ifdef MGT_TOK_HF
 #define MGT__TOK_HF_MAX_STAGES 8            /* pre-tokenizer regexes applied in turn */
+#define MGT__TOK_HF_MAX_ID ((1 << 24) - 1)  /* ids size tables: Llama 3 has 128,256, Gemma 256,000 */
 #endif
 
 struct mgt_tokenizer {
@@ -352,19 +358,19 @@ struct mgt_tokenizer {
     /* decode table: token id -> bytes[off[id] .. off[id+1]) */
     uint32_t *off;
     char *bytes;
-    uint16_t byte_id[256];                  /* id of each single-byte token */
-    /* merges: key (left << 16 | right) -> rank and merged id; open addressing */
-    uint32_t *mkey, *mrank;
-    uint16_t *mid;
+    uint32_t byte_id[256];                  /* id of each single-byte token */
+    /* merges: key (left << 32 | right) -> rank and merged id; open addressing */
+    uint64_t *mkey;
+    uint32_t *mrank, *mid;
     uint32_t mmask;
     /* word cache: word bytes -> ids */
     uint32_t *ctab, cmask;                  /* entry index + 1, 0 = empty */
     mgt__tok_cache_entry *cent;
     uint32_t ncent;
     char *ckeys; size_t nckeys, capckeys;
-    uint16_t *cids; size_t ncids, capcids;
+    uint32_t *cids; size_t ncids, capcids;
     /* BPE scratch */
-    uint16_t *sym; int32_t *prev, *next; size_t capsym, capprev, capnext;
+    uint32_t *sym; int32_t *prev, *next; size_t capsym, capprev, capnext;
     mgt__tok_cand *heap; size_t capheap;
 #ifdef MGT_TOK_HF
     /* hf: the model's vocabulary, kept for ignore_merges (a whole pre-token in it is one id) */
@@ -373,7 +379,7 @@ struct mgt_tokenizer {
     pcre2_code *stage[MGT__TOK_HF_MAX_STAGES];
     pcre2_match_data *match[MGT__TOK_HF_MAX_STAGES];
     /* added tokens by first byte, longest first: added_id[added_first[b] .. added_first[b+1]) */
-    uint16_t *added_id;
+    uint32_t *added_id;
     uint32_t added_first[257];
 #endif
 };
@@ -723,27 +729,34 @@ static int mgt__tok_byte_ids(mgt_tokenizer *t, const mgt__tok_vmap *vm, const ch
             mgt__tok_err(err, errlen, "%s: no token for byte %d", path, k);
             return -1;
         }
-        t->byte_id[k] = (uint16_t)id;
+        t->byte_id[k] = (uint32_t)id;
     }
     return 0;
 }
 
 /* ---- merges hash --------------------------------------------------------- */
 
-static uint32_t mgt__tok_merge_find(const mgt_tokenizer *t, uint32_t key) {
-    uint32_t h = mgt__tok_mix(key) & t->mmask;
+#define MGT__TOK_NO_KEY (~(uint64_t)0)   /* an empty slot: ids stay below 2^31 */
+#define MGT__TOK_PAIR(a, b) (((uint64_t)(a) << 32) | (uint64_t)(b))
+
+static uint32_t mgt__tok_key_hash(uint64_t key) {
+    return mgt__tok_mix((uint32_t)key ^ mgt__tok_mix((uint32_t)(key >> 32)));
+}
+
+static uint32_t mgt__tok_merge_find(const mgt_tokenizer *t, uint64_t key) {
+    uint32_t h = mgt__tok_key_hash(key) & t->mmask;
     for (;; h = (h + 1) & t->mmask) {
         if (t->mkey[h] == key) return h;
-        if (t->mkey[h] == 0xFFFFFFFFu) return 0xFFFFFFFFu;
+        if (t->mkey[h] == MGT__TOK_NO_KEY) return 0xFFFFFFFFu;
     }
 }
 
 static int mgt__tok_merges_init(mgt_tokenizer *t, size_t nmerges) {   /* room for nmerges */
     uint32_t cap = 1;
     while (cap < 2 * nmerges + 2) cap *= 2;
-    t->mkey = (uint32_t *)MGT_TOK_MALLOC(cap * sizeof *t->mkey);
+    t->mkey = (uint64_t *)MGT_TOK_MALLOC(cap * sizeof *t->mkey);
     t->mrank = (uint32_t *)MGT_TOK_MALLOC(cap * sizeof *t->mrank);
-    t->mid = (uint16_t *)MGT_TOK_MALLOC(cap * sizeof *t->mid);
+    t->mid = (uint32_t *)MGT_TOK_MALLOC(cap * sizeof *t->mid);
     if (!t->mkey || !t->mrank || !t->mid) return -1;
     memset(t->mkey, 0xFF, cap * sizeof *t->mkey);
     t->mmask = cap - 1;
@@ -752,13 +765,14 @@ static int mgt__tok_merges_init(mgt_tokenizer *t, size_t nmerges) {   /* room fo
 
 /* The merge of ids a and b into m at rank; a pair listed again keeps its first (lowest) rank. */
 static void mgt__tok_merge_add(mgt_tokenizer *t, int a, int b, int m, uint32_t rank) {
-    uint32_t key = ((uint32_t)a << 16) | (uint32_t)b, h;
+    uint64_t key = MGT__TOK_PAIR(a, b);
+    uint32_t h;
     if (mgt__tok_merge_find(t, key) != 0xFFFFFFFFu) return;
-    h = mgt__tok_mix(key) & t->mmask;
-    while (t->mkey[h] != 0xFFFFFFFFu) h = (h + 1) & t->mmask;
+    h = mgt__tok_key_hash(key) & t->mmask;
+    while (t->mkey[h] != MGT__TOK_NO_KEY) h = (h + 1) & t->mmask;
     t->mkey[h] = key;
     t->mrank[h] = rank;
-    t->mid[h] = (uint16_t)m;
+    t->mid[h] = (uint32_t)m;
 }
 
 /* ---- loading GPT-2 ------------------------------------------------------- */
@@ -1140,7 +1154,7 @@ static int mgt__tok_hf_doc_start(const json_t *root, const json_t *added) {
                                                                       : ""), "ids");
         if (json_is_integer(json_array_get(ids, 0))) {
             json_int_t id = json_integer_value(json_array_get(ids, 0));
-            return id >= 0 && id < 65535 ? (int)id : -1;
+            return id >= 0 && id <= MGT__TOK_HF_MAX_ID ? (int)id : -1;
         }
     }
     for (k = 0; k < json_array_size(added); k++) {
@@ -1152,7 +1166,7 @@ static int mgt__tok_hf_doc_start(const json_t *root, const json_t *added) {
     return -1;
 }
 
-typedef struct { uint16_t id; unsigned char first; uint32_t len; } mgt__tok_added;
+typedef struct { uint32_t id; unsigned char first; uint32_t len; } mgt__tok_added;
 
 static int mgt__tok_added_order(const void *pa, const void *pb) {  /* by first byte, longest first */
     const mgt__tok_added *a = (const mgt__tok_added *)pa, *b = (const mgt__tok_added *)pb;
@@ -1256,19 +1270,18 @@ static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_
     nadded = json_array_size(added);
     nmerges = json_array_size(merges);
 
-    /* ids: 0 .. 65534 (mgt's ids are 16-bit, as llm.c's shards; 65535 marks a merged symbol) */
+    /* ids: 0 .. MGT__TOK_HF_MAX_ID, which bounds the tables an id sizes */
     {
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)vocab, key, val) {
             json_int_t id = json_integer_value(val);
-            if (!json_is_integer(val) || id < 0 || id > 65534) {
+            if (!json_is_integer(val) || id < 0 || id > MGT__TOK_HF_MAX_ID) {
                 char what[64];
                 if (json_is_integer(val)) snprintf(what, sizeof what, "id %lld", (long long)id);
                 else snprintf(what, sizeof what, "an id that is %s", mgt__tok_json_kind(val));
                 mgt__tok_err(err, errlen, "%s: model.vocab: token \"%.40s\" has %s: ids are integers "
-                             "0 .. 65534 (mgt's token ids are 16-bit, as llm.c's shards)", path, key,
-                             what);
+                             "0 .. %d", path, key, what, MGT__TOK_HF_MAX_ID);
                 goto done;
             }
             if ((size_t)id + 1 > vocab_size) vocab_size = (size_t)id + 1;
@@ -1276,11 +1289,10 @@ static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_
         for (k = 0; k < nadded; k++) {
             const json_t *a = json_array_get(added, k), *idv = json_object_get(a, "id");
             json_int_t id = json_integer_value(idv);
-            if (!json_is_object(a) || !json_is_integer(idv) || id < 0 || id > 65534) {
+            if (!json_is_object(a) || !json_is_integer(idv) || id < 0 || id > MGT__TOK_HF_MAX_ID) {
                 mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: id is %s: ids are integers 0 .. "
-                             "65534 (mgt's token ids are 16-bit, as llm.c's shards)", path,
-                             (unsigned long)k, json_is_integer(idv) ? "out of range" :
-                             mgt__tok_json_kind(idv));
+                             "%d", path, (unsigned long)k, json_is_integer(idv) ? "out of range" :
+                             mgt__tok_json_kind(idv), MGT__TOK_HF_MAX_ID);
                 goto done;
             }
             if ((size_t)id + 1 > vocab_size) vocab_size = (size_t)id + 1;
@@ -1329,7 +1341,7 @@ static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_
                          (unsigned long)k, (unsigned long)id);
             goto done;
         }
-        order[k].id = (uint16_t)id;
+        order[k].id = (uint32_t)id;
         order[k].first = (unsigned char)json_string_value(c)[0];
         order[k].len = (uint32_t)json_string_length(c);
         if (!src[id]) {
@@ -1358,7 +1370,7 @@ static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_
     t->off[vocab_size] = (uint32_t)total;
     for (k = 0; k < nadded; k++) {                      /* the vocabulary's twin must agree */
         const json_t *c = json_object_get(json_array_get(added, k), "content");
-        uint16_t id = order[k].id;
+        uint32_t id = order[k].id;
         if (from_vocab[id] && (t->off[id + 1] - t->off[id] != order[k].len ||
                                memcmp(t->bytes + t->off[id], json_string_value(c), order[k].len))) {
             mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: \"%.40s\" has id %u, which "
@@ -1417,7 +1429,7 @@ static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_
 
     /* added tokens, matched in the text before pre-tokenization: by first byte, longest first */
     qsort(order, nadded, sizeof *order, mgt__tok_added_order);
-    t->added_id = (uint16_t *)MGT_TOK_MALLOC((nadded + 1) * sizeof *t->added_id);
+    t->added_id = (uint32_t *)MGT_TOK_MALLOC((nadded + 1) * sizeof *t->added_id);
     if (!t->added_id) goto oom;
     memset(t->added_first, 0, sizeof t->added_first);
     for (k = 0; k < nadded; k++) {
@@ -1471,10 +1483,11 @@ static mgt__tok_cand mgt__tok_heap_pop(mgt__tok_cand *h, size_t *n) {
 
 static void mgt__tok_try_pair(mgt_tokenizer *t, size_t *nheap, int32_t pos) {
     int32_t nx = t->next[pos];
-    uint32_t key, slot;
+    uint64_t key;
+    uint32_t slot;
     mgt__tok_cand c;
     if (pos < 0 || nx < 0) return;
-    key = ((uint32_t)t->sym[pos] << 16) | t->sym[nx];
+    key = MGT__TOK_PAIR(t->sym[pos], t->sym[nx]);
     slot = mgt__tok_merge_find(t, key);
     if (slot == 0xFFFFFFFFu) return;
     c.rank = t->mrank[slot]; c.pos = (uint32_t)pos;
@@ -1506,11 +1519,11 @@ static int mgt__tok_bpe(mgt_tokenizer *t, const unsigned char *w, size_t n) {
         mgt__tok_cand c = mgt__tok_heap_pop(t->heap, &nheap);
         int32_t pos = (int32_t)c.pos, nx = t->next[pos];
         uint32_t slot;
-        if (t->sym[pos] == 0xFFFF || nx < 0 || t->sym[pos] != c.left || t->sym[nx] != c.right)
+        if (t->sym[pos] == MGT__TOK_DEAD || nx < 0 || t->sym[pos] != c.left || t->sym[nx] != c.right)
             continue;                                   /* stale candidate */
-        slot = mgt__tok_merge_find(t, ((uint32_t)c.left << 16) | c.right);
+        slot = mgt__tok_merge_find(t, MGT__TOK_PAIR(c.left, c.right));
         t->sym[pos] = t->mid[slot];
-        t->sym[nx] = 0xFFFF;                            /* dead */
+        t->sym[nx] = MGT__TOK_DEAD;
         t->next[pos] = t->next[nx];
         if (t->next[nx] >= 0) t->prev[t->next[nx]] = pos;
         if (t->prev[pos] >= 0) mgt__tok_try_pair(t, &nheap, t->prev[pos]);
@@ -1519,7 +1532,7 @@ static int mgt__tok_bpe(mgt_tokenizer *t, const unsigned char *w, size_t n) {
     return 0;
 }
 
-static int mgt__tok_push(uint16_t **ids, size_t *n, size_t *cap, const uint16_t *src, size_t k) {
+static int mgt__tok_push(uint32_t **ids, size_t *n, size_t *cap, const uint32_t *src, size_t k) {
     if (*n + k > *cap && mgt__tok_grow((void **)ids, cap, *n + k, sizeof **ids)) return -1;
     memcpy(*ids + *n, src, k * sizeof *src);
     *n += k;
@@ -1533,7 +1546,7 @@ static void mgt__tok_cache_clear(mgt_tokenizer *t) {
 
 /* Encodes one pre-token through the cache. */
 static int mgt__tok_word(mgt_tokenizer *t, const unsigned char *w, size_t len,
-                         uint16_t **ids, size_t *n, size_t *cap) {
+                         uint32_t **ids, size_t *n, size_t *cap) {
     uint32_t hash = 0, h = 0;
     size_t n0 = *n;
     int32_t p;
@@ -1541,7 +1554,7 @@ static int mgt__tok_word(mgt_tokenizer *t, const unsigned char *w, size_t len,
 #ifdef MGT_TOK_HF
     if (t->ignore_merges) {                             /* a word in the vocabulary is its id */
         int id = mgt__tok_vmap_find(&t->vocab, (const char *)w, len);
-        if (id >= 0) { uint16_t one = (uint16_t)id; return mgt__tok_push(ids, n, cap, &one, 1); }
+        if (id >= 0) { uint32_t one = (uint32_t)id; return mgt__tok_push(ids, n, cap, &one, 1); }
     }
 #endif
     if (len <= MGT__TOK_CACHE_MAX_WORD && t->ctab) {
@@ -1579,7 +1592,7 @@ static int mgt__tok_word(mgt_tokenizer *t, const unsigned char *w, size_t len,
 /* Splits s[0..n) with pre-tokenizer stage `stage` onwards (Split, behavior Isolated: each match
    and each stretch between matches is a piece for the next stage) and encodes the pieces. */
 static int mgt__tok_hf_split(mgt_tokenizer *t, int stage, const unsigned char *s, size_t n,
-                             uint16_t **ids, size_t *nids, size_t *cap) {
+                             uint32_t **ids, size_t *nids, size_t *cap) {
     size_t piece = 0, from = 0;
     if (n == 0) return 0;
     if (stage == t->nstage) return mgt__tok_word(t, s, n, ids, nids, cap);
@@ -1610,12 +1623,12 @@ static int mgt__tok_hf_split(mgt_tokenizer *t, int stage, const unsigned char *s
 /* Added tokens are cut out of the text first (leftmost, then longest, as Hugging Face's
    AddedVocabulary); the text between them goes through the pre-tokenizer and BPE. */
 static int mgt__tok_hf_encode(mgt_tokenizer *t, const unsigned char *s, size_t len,
-                              uint16_t **ids, size_t *n, size_t *cap) {
+                              uint32_t **ids, size_t *n, size_t *cap) {
     size_t i = 0, plain = 0;
     while (i < len) {
         uint32_t a = t->added_first[s[i]], end = t->added_first[s[i] + 1];
         for (; a < end; a++) {
-            uint16_t id = t->added_id[a];
+            uint32_t id = t->added_id[a];
             size_t l = t->off[id + 1] - t->off[id];
             if (l <= len - i && memcmp(s + i, t->bytes + t->off[id], l) == 0) break;
         }
@@ -1679,7 +1692,7 @@ MGT_TOKDEF int mgt_tok_open(mgt_tokenizer **out, const char *kind, const char *p
     if (strcmp(kind, "byte") == 0) {
         int b;
         t->kind = MGT__TOK_BYTE; t->vocab_size = 256; t->eot = -1;
-        for (b = 0; b < 256; b++) t->byte_id[b] = (uint16_t)b;
+        for (b = 0; b < 256; b++) t->byte_id[b] = (uint32_t)b;
         *out = t;
         return 0;
     }
@@ -1728,7 +1741,7 @@ MGT_TOKDEF int mgt_tok_vocab_size(const mgt_tokenizer *t) { return t ? t->vocab_
 MGT_TOKDEF int mgt_tok_eot(const mgt_tokenizer *t) { return t ? t->eot : -1; }
 
 MGT_TOKDEF int mgt_tok_encode(mgt_tokenizer *t, const char *text, size_t len,
-                              uint16_t **ids, size_t *n, size_t *cap) {
+                              uint32_t **ids, size_t *n, size_t *cap) {
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0;
     if (!t || !ids || !n || !cap || (!text && len)) return -1;

@@ -479,6 +479,9 @@ expect_err "prepare --tokenizer hf without --tokenizer-json, exit 2" 2 "$MGT" pr
 expect_err "a malformed tokenizer.json is exit 2 naming the file and the fault" 2 "$MGT" prepare --tokenizer hf --tokenizer-json bad_tok.json text.txt -o hf -- \
     "bad_tok.json: malformed JSON at line 1, column 28"
 expect_err "a folder as tokenizer.json is refused" 2 "$MGT" prepare --tokenizer hf --tokenizer-json hfp text.txt -o hf -- "hfp: is a folder, not a file"
+python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d['added_tokens'][-1]['id'] = 70000; json.dump(d, open('big_tok.json', 'w'))" "$HFJ"
+expect_err "prepare with a tokenizer of more than 65536 ids (16-bit shards), exit 2" 2 "$MGT" prepare --tokenizer hf --tokenizer-json big_tok.json text.txt -o hf -- \
+    "big_tok.json: 70001 token ids do not fit llm.c's shards of 16-bit tokens"
 run hf_prepare "$MGT" prepare --tokenizer hf --tokenizer-json hfp/tok.json text.txt -o hf
 if [ "$RC" -eq 0 ] && [ -s hf_train.bin ]; then ok "prepare --tokenizer hf --tokenizer-json FILE writes the shards"
 else fail "prepare hf: exit $RC; $(head -c 300 hf_prepare.err)"; fi

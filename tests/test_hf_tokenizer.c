@@ -24,7 +24,7 @@ static void test_llama3ish(void) {
     static const char bad[] = "\xff\xfe abc \xc3 \xe2\x82 \xed\xa0\x80 caf\xc3\xa9\xc3<|eot_id|\xff";
     mgt_tokenizer *tok = NULL;
     char err[512];
-    uint16_t *ids = NULL;
+    uint32_t *ids = NULL;
     size_t n = 0, cap = 0;
     const char *b;
     printf("hf: %s (Llama 3's pattern, trained by tokenizers)\n", LLAMA3ISH);
@@ -89,7 +89,7 @@ static void test_gpt2_json(const char *bpe_dir, const char *shakespeare) {
     char json[] = "/tmp/mgt_hf_gpt2_XXXXXX", err[512];
     mgt_tokenizer *hf = NULL, *g2 = NULL;
     size_t len, n1 = 0, c1 = 0, n2 = 0, c2 = 0;
-    uint16_t *a = NULL, *b = NULL;
+    uint32_t *a = NULL, *b = NULL;
     char *text;
     int fd = mkstemp(json);
     double t0;
@@ -185,7 +185,7 @@ static void test_malformed(void) {
     write_file(path, tiny_json(bl, "[\"h i\"]", ""));
     CHECK(mgt_tok_open(&tok, "hf", path, err, sizeof err) == 0, "the tiny file: %s", err);
     if (tok) {
-        uint16_t *ids = NULL;
+        uint32_t *ids = NULL;
         size_t n = 0, cap = 0;
         CHECK(mgt_tok_encode(tok, "hi hi", 5, &ids, &n, &cap) == 0 && n == 3 && ids[0] == 256 &&
               ids[1] == ' ' && ids[2] == 256 && mgt_tok_eot(tok) == -1, "tiny encode");
@@ -221,8 +221,8 @@ static void test_malformed(void) {
             "pre_tokenizer.pretokenizers[1]: a Digits pre-tokenizer after ByteLevel");
     refused(dir, tiny_json("{\"type\":\"ByteLevel\",\"add_prefix_space\":true}", "[]", ""),
             "add_prefix_space true");
-    refused(dir, tiny_json(bl, "[]", "\"added_tokens\":[{\"id\":70000,\"content\":\"x\"}],"),
-            "added_tokens[0]: id is out of range: ids are integers 0 .. 65534");
+    refused(dir, tiny_json(bl, "[]", "\"added_tokens\":[{\"id\":16777216,\"content\":\"x\"}],"),
+            "added_tokens[0]: id is out of range: ids are integers 0 .. 16777215");
     refused(dir, tiny_json(bl, "[]", "\"added_tokens\":[{\"id\":\"3\",\"content\":\"x\"}],"),
             "added_tokens[0]: id is a string");
     refused(dir, tiny_json(bl, "[]", "\"added_tokens\":[{\"id\":300,\"content\":\"\"}],"),
@@ -244,7 +244,7 @@ static void test_malformed(void) {
                 "no token for byte 65");
         j = tiny_json(bl, "[]", ""); hi = strstr(j, "\"hi\":256");
         memcpy(hi + 5, "-56", 3);
-        refused(dir, j, "model.vocab: token \"hi\" has id -56: ids are integers 0 .. 65534");
+        refused(dir, j, "model.vocab: token \"hi\" has id -56: ids are integers 0 .. 16777215");
         refused(dir, replaced(tiny_json(bl, "[]", ""), "\"hi\":256", "\"hi\":2.5"),
                 "model.vocab: token \"hi\" has an id that is a number: ids are integers");
     }
@@ -289,11 +289,11 @@ static void test_mutations(void) {
         fwrite(buf, 1, len, f);
         fclose(f);
         if (mgt_tok_open(&tok, "hf", path, err, sizeof err) == 0) {
-            uint16_t *ids = NULL;
+            uint32_t *ids = NULL;
             size_t m = 0, cap = 0;
             loaded++;
             CHECK(mgt_tok_encode(tok, text, sizeof text - 1, &ids, &m, &cap) == 0, "encode (round %d)", round);
-            for (i = 0; i < m; i++) CHECK(ids[i] < mgt_tok_vocab_size(tok), "id %d out of range", ids[i]);
+            for (i = 0; i < m; i++) CHECK(ids[i] < (uint32_t)mgt_tok_vocab_size(tok), "id %u out of range", (unsigned)ids[i]);
             free(ids);
             mgt_tok_close(tok);
         } else {
@@ -307,6 +307,54 @@ static void test_mutations(void) {
     free(buf); free(orig);
 }
 
+/* The Llama 3-style fixture with every id moved up by 100000, past 16 bits as Llama 3's 128,256
+   ids are (the ids below are unused): the same texts give the same ids plus 100000. */
+static void test_big_ids(const char *shakespeare) {
+    enum { SHIFT = 100000 };
+    static const char *texts[] = {"<|begin_of_text|>Hello, world! It's 12345 caf\xc3\xa9.\n\n",
+                                  "a<|eot_id|><|eot_id|>b \xe4\xb8\xad\xf0\x9f\x98\x80 'LL x\xe1\xa0\x8e y"};
+    char path[] = "/tmp/mgt_hf_big_XXXXXX", err[512];
+    json_error_t jerr;
+    json_t *root = json_load_file(LLAMA3ISH, 0, &jerr), *v, *ids;
+    const char *key;
+    size_t k, len = 0;
+    mgt_tokenizer *small = NULL, *big = NULL;
+    char *text = read_file(shakespeare, &len);
+    int fd = mkstemp(path), ok = 1;
+    printf("hf: ids past 16 bits (the fixture's ids + %d)\n", SHIFT);
+    if (!root || fd < 0) { CHECK(0, "load %s: %s", LLAMA3ISH, jerr.text); free(text); return; }
+    close(fd);
+    json_object_foreach(json_object_get(json_object_get(root, "model"), "vocab"), key, v)
+        json_integer_set(v, json_integer_value(v) + SHIFT);
+    json_array_foreach(json_object_get(root, "added_tokens"), k, v)
+        json_integer_set(json_object_get(v, "id"), json_integer_value(json_object_get(v, "id")) + SHIFT);
+    ids = json_object_get(json_object_get(json_object_get(json_array_get(json_object_get(json_object_get(
+        root, "post_processor"), "processors"), 1), "special_tokens"), "<|begin_of_text|>"), "ids");
+    json_integer_set(json_array_get(ids, 0), json_integer_value(json_array_get(ids, 0)) + SHIFT);
+    CHECK(json_dump_file(root, path, 0) == 0, "write %s", path);
+    json_decref(root);
+    CHECK(mgt_tok_open(&small, "hf", LLAMA3ISH, err, sizeof err) == 0, "%s", err);
+    CHECK(mgt_tok_open(&big, "hf", path, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    if (small && big) {
+        CHECK(mgt_tok_vocab_size(big) == 863 + SHIFT && mgt_tok_eot(big) == SHIFT, "vocab %d, start %d",
+              mgt_tok_vocab_size(big), mgt_tok_eot(big));
+        for (k = 0; k < 3; k++) {
+            const char *t = k < 2 ? texts[k] : text;
+            size_t tl = k < 2 ? strlen(texts[k]) : (len < 200000 ? len : 200000), na = 0, nb = 0, ca = 0, cb = 0, i;
+            uint32_t *a = NULL, *b = NULL;
+            if (!t) continue;
+            CHECK(mgt_tok_encode(small, t, tl, &a, &na, &ca) == 0 && mgt_tok_encode(big, t, tl, &b, &nb, &cb) == 0, "encode");
+            ok &= na == nb;
+            for (i = 0; ok && i < na; i++) ok &= b[i] == a[i] + SHIFT;
+            CHECK(ok, "text %zu: the shifted file gives other ids", k);
+            CHECK(round_trips(big, b, nb, t, tl), "text %zu: round trip", k);
+            free(a); free(b);
+        }
+    }
+    mgt_tok_close(small); mgt_tok_close(big); free(text);
+}
+
 int main(int argc, char **argv) {
     const char *bpe_dir = argc > 1 ? argv[1] : access("data/gpt2-bpe/encoder.json", R_OK) == 0 ? "data/gpt2-bpe" : "../shared/data/gpt2-bpe";
     const char *shakespeare = argc > 2 ? argv[2] : "../shared/data/tinyshakespeare/input.txt";
@@ -318,6 +366,7 @@ int main(int argc, char **argv) {
     test_llama3ish();
     test_malformed();
     test_mutations();
+    test_big_ids(shakespeare);
     test_gpt2_json(bpe_dir, shakespeare);
     speed("gpt2", bpe_dir, "gpt2", shakespeare);
     if (write_gpt2_json(bpe_dir, json) == 0) speed("hf", json, "hf gpt2", shakespeare);

@@ -197,7 +197,8 @@ static void test_bpe(const char *kind, const char *files, const char *option) {
                                    "!!", "'s", "\n \n", "\r\n", "<|eot_id|>", ".\n", "a\nb"};
     size_t big_n = 3u << 20, i, n = 0, cap = 0, ntr, nva;
     char *big = (char *)malloc(big_n);
-    uint16_t *want = NULL, *tr, *va;
+    uint32_t *want = NULL;
+    uint16_t *tr, *va;
     unsigned r = 12345;
     int ok = 1;
     int eot;
@@ -219,11 +220,12 @@ static void test_bpe(const char *kind, const char *files, const char *option) {
     if (!tok) { free(big); return; }
     eot = mgt_tok_eot(tok);
     CHECK(eot >= 0, "%s: no document-start token", kind);
-    want = (uint16_t *)malloc(2);
-    want[n++] = (uint16_t)eot;
+    want = (uint32_t *)malloc(sizeof *want);
+    cap = 1;
+    want[n++] = (uint32_t)eot;
     mgt_tok_encode(tok, big, big_n, &want, &n, &cap);
-    if (cap < n + 1) { want = (uint16_t *)realloc(want, 2 * (n + 16)); cap = n + 16; }
-    want[n++] = (uint16_t)eot;
+    if (cap < n + 1) { want = (uint32_t *)realloc(want, sizeof *want * (n + 16)); cap = n + 16; }
+    want[n++] = (uint32_t)eot;
     mgt_tok_encode(tok, "Second file.\n", 13, &want, &n, &cap);
     mgt_tok_close(tok);
     CHECK(prepare(0, "--tokenizer", kind, option, files, "--val-fraction", "0.25",

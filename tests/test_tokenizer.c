@@ -60,7 +60,7 @@ static int write_file(const char *path, const char *text) {
 }
 
 /* Decodes ids and compares the concatenated bytes with text[0..len). */
-static int round_trips(const mgt_tokenizer *tok, const uint16_t *ids, size_t n,
+static int round_trips(const mgt_tokenizer *tok, const uint32_t *ids, size_t n,
                        const char *text, size_t len) {
     size_t i, o = 0;
     for (i = 0; i < n; i++) {
@@ -82,7 +82,7 @@ static uint32_t fnv1a(const char *p, size_t n) {
 static void test_byte(void) {
     mgt_tokenizer *tok;
     char err[256], text[256];
-    uint16_t *ids = NULL;
+    uint32_t *ids = NULL;
     size_t n = 0, cap = 0, i;
     const char *b;
     int ok = 1;
@@ -142,7 +142,7 @@ static void test_errors(void) {
         write_file(path, "#version: 0.2\nh i\n");
         CHECK(mgt_tok_open(&tok, "gpt2", dir, err, sizeof err) == 0, "tiny vocab: %s", err);
         if (tok) {
-            uint16_t *ids = NULL;
+            uint32_t *ids = NULL;
             size_t n = 0, cap = 0;
             CHECK(mgt_tok_vocab_size(tok) == 258 && mgt_tok_eot(tok) == 257, "tiny vocab size");
             mgt_tok_encode(tok, "hi", 2, &ids, &n, &cap);
@@ -220,7 +220,7 @@ static void test_fixture(mgt_tokenizer *tok, const char *label, const char *fixt
             printf("  %s: skipped\n", name);
             have_text = 0;
         } else if (strncmp(line, "ids", 3) == 0 && have_text) {
-            uint16_t *ids = NULL;
+            uint32_t *ids = NULL;
             size_t n = 0, cap = 0, k = 0, i;
             char *p = line + 3;
             int ok;
@@ -261,7 +261,7 @@ static void test_fixture(mgt_tokenizer *tok, const char *label, const char *fixt
 
 static void test_gpt2_misc(mgt_tokenizer *tok) {
     static const char bad[] = "\xff\xfe abc \xc3 \xe2\x82 \xed\xa0\x80 caf\xc3\xa9\xc3";
-    uint16_t *ids = NULL;
+    uint32_t *ids = NULL;
     size_t n = 0, cap = 0;
     const char *b;
     int k;
@@ -283,7 +283,7 @@ static void test_gpt2_misc(mgt_tokenizer *tok) {
 static void test_speed(mgt_tokenizer *tok, const char *label, const char *path) {
     size_t len, n = 0, cap = 0, n2 = 0, cap2 = 0;
     char *text = read_file(path, &len);
-    uint16_t *ids = NULL, *ids2 = NULL;
+    uint32_t *ids = NULL, *ids2 = NULL;
     double t0, dt, dt2;
     if (!text) { printf("%s speed: %s not found, skipped\n", label, path); return; }
     t0 = now_s();

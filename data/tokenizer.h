@@ -1033,8 +1033,9 @@ static int mgt__tok_hf_stage(mgt_tokenizer *t, const char *pattern, size_t len, 
         mgt__tok_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
-    re = pcre2_compile((PCRE2_SPTR)(spelled ? spelled : pattern), len,
-                       options | PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, NULL);
+    re = pcre2_compile((PCRE2_SPTR)(spelled ? spelled : pattern), len,    /* a literal takes no UCP */
+                       options | PCRE2_UTF | (spelled ? PCRE2_UCP : 0) | PCRE2_MATCH_INVALID_UTF,
+                       &code, &at, NULL);
     MGT_TOK_FREE(spelled);
     if (!re && !(options & PCRE2_LITERAL))             /* the error at its place in the file's pattern */
         pcre2_code_free(pcre2_compile((PCRE2_SPTR)pattern, len0, options | PCRE2_UTF | PCRE2_UCP,

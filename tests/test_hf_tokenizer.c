@@ -192,6 +192,19 @@ static void test_malformed(void) {
         free(ids);
         mgt_tok_close(tok);
     }
+    /* a literal Split ({"String": "i"}, Isolated) before ByteLevel: "hi" is cut into "h" "i" */
+    write_file(path, tiny_json("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                               "{\"String\":\"i\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
+                               "[[\"h\",\"i\"]]", ""));
+    CHECK(mgt_tok_open(&tok, "hf", path, err, sizeof err) == 0, "literal split: %s", err);
+    if (tok) {
+        uint32_t *ids = NULL;
+        size_t n = 0, cap = 0;
+        CHECK(mgt_tok_encode(tok, "hi", 2, &ids, &n, &cap) == 0 && n == 2 && ids[0] == 'h' && ids[1] == 'i',
+              "a literal split pattern: %zu ids", n);
+        free(ids);
+        mgt_tok_close(tok);
+    }
     CHECK(mgt_tok_open(&tok, "hf", dir, err, sizeof err) == -1 && strstr(err, "is a folder"),
           "a folder: %s", err);
     CHECK(mgt_tok_open(&tok, "hf", "", err, sizeof err) == -1 && strstr(err, "needs the path"),

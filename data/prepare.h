@@ -35,7 +35,8 @@
      always cuts as well, so the result equals tokenizing each whole file.
      (hf: true of the patterns of GPT-2, Llama 3 and Qwen, whose pieces never
      run from a newline into a non-space character, and of added tokens
-     without a newline; hf needs data/tokenizer.h's MGT_TOK_HF.)
+     without a newline; hf needs data/tokenizer.h's MGT_TOK_HF.) A tokenizer of
+     more than 65536 ids does not fit the 16-bit shards and is refused (exit 2).
 
    ERRORS
      mgt_shard_write returns 0, or -1 with one line in err. mgt_prepare_main

@@ -329,7 +329,7 @@ static void mgt__prep_usage(FILE *f, int full) {
     if (!full) return;
     fprintf(f,
         "  Tokenizes the text files INPUT... into PREFIX_train.bin and PREFIX_val.bin.\n"
-        "  --tokenizer byte|gpt2   byte: one token per byte (vocabulary 256, default);\n"
+        "  --tokenizer byte|gpt2|hf  byte: one token per byte (vocabulary 256, default);\n"
         "                          gpt2: GPT-2 BPE (vocabulary 50257, end-of-text before each input)\n"
         "                          hf: a Hugging Face tokenizer.json of byte-level BPE (Llama 3, SmolLM)\n"
         "  --bpe-dir DIR           directory with encoder.json and vocab.bpe (default data/gpt2-bpe)\n"

@@ -378,6 +378,7 @@ struct mgt_tokenizer {
     int ignore_merges, nstage;
     pcre2_code *stage[MGT__TOK_HF_MAX_STAGES];
     pcre2_match_data *match[MGT__TOK_HF_MAX_STAGES];
+    int jit[MGT__TOK_HF_MAX_STAGES];        /* compiled to machine code: pcre2_jit_match, faster */
     /* added tokens by first byte, longest first: added_id[added_first[b] .. added_first[b+1]) */
     uint32_t *added_id;
     uint32_t added_first[257];
@@ -1047,7 +1048,7 @@ static int mgt__tok_hf_stage(mgt_tokenizer *t, const char *pattern, size_t len, 
                      "%s", path, where, (unsigned long)at, (const char *)msg);
         return -1;
     }
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);          /* without JIT, pcre2_match interprets */
+    t->jit[t->nstage] = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0; /* else pcre2_match interprets */
     t->stage[t->nstage] = re;
     t->match[t->nstage] = pcre2_match_data_create_from_pattern(re, NULL);
     if (!t->match[t->nstage++]) {
@@ -1599,7 +1600,8 @@ static int mgt__tok_hf_split(mgt_tokenizer *t, int stage, const unsigned char *s
     if (stage == t->nstage) return mgt__tok_word(t, s, n, ids, nids, cap);
     while (from < n) {
         PCRE2_SIZE *ov;
-        int rc = pcre2_match(t->stage[stage], s, n, from, 0, t->match[stage], NULL);
+        int rc = t->jit[stage] ? pcre2_jit_match(t->stage[stage], s, n, from, 0, t->match[stage], NULL)
+                               : pcre2_match(t->stage[stage], s, n, from, 0, t->match[stage], NULL);
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT)           /* the interpreter keeps its state on the heap */
             rc = pcre2_match(t->stage[stage], s, n, from, PCRE2_NO_JIT, t->match[stage], NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;

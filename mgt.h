@@ -127,8 +127,9 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
 #define MGT_KEYS_data(X)                                                                           \
     X(data, train, STR, "data/quickstart_train.bin", 0, 0, "", "training token shards (llm.c .bin): files or globs, comma-separated") \
     X(data, val, STR, "data/quickstart_val.bin", 0, 0, "", "validation shards, as train; empty for none") \
-    X(data, tokenizer, ENUM, "byte", 0, 0, "byte|gpt2", "how the shards were tokenized")           \
-    X(data, bpe_dir, STR, "data/gpt2-bpe", 0, 0, "", "folder of encoder.json and vocab.bpe (gpt2)")
+    X(data, tokenizer, ENUM, "byte", 0, 0, "byte|gpt2|hf", "how the shards were tokenized")        \
+    X(data, bpe_dir, STR, "data/gpt2-bpe", 0, 0, "", "folder of encoder.json and vocab.bpe (gpt2)") \
+    X(data, tokenizer_json, STR, "", 0, 0, "", "Hugging Face tokenizer.json of byte-level BPE (hf)")
 #define MGT_KEYS_train(X)                                                                          \
     X(train, steps, INT, "1000", 1, 2000000000, "", "optimizer steps")                             \
     X(train, global_batch, INT, "8", 1, 1000000, "", "sequences per optimizer step")               \
@@ -187,7 +188,7 @@ enum { MGT_CONFIG_NKEYS = 0 MGT_CONFIG_KEYS(MGT__COUNT_KEY) };
 /* enum values (indices into the choices strings above) */
 enum { MGT_SCHEDULE_COSINE, MGT_SCHEDULE_LINEAR, MGT_SCHEDULE_CONSTANT };
 enum { MGT_DEVICE_AUTO, MGT_DEVICE_CPU, MGT_DEVICE_CUDA };
-enum { MGT_TOKENIZER_BYTE, MGT_TOKENIZER_GPT2 };
+enum { MGT_TOKENIZER_BYTE, MGT_TOKENIZER_GPT2, MGT_TOKENIZER_HF };
 enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL };
 enum { MGT_DTYPE_FP32, MGT_DTYPE_BF16, MGT_DTYPE_FP16 };
 
@@ -1508,7 +1509,11 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     if (cfg->train.min_lr > cfg->train.lr)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] min_lr = %g is above lr = %g; the schedule decays from lr down to min_lr",
                          mgt__where(cfg, MGT__KEY(train, min_lr), w1, sizeof w1), cfg->train.min_lr, cfg->train.lr);
-    tok_vocab = cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : 256;
+    if (cfg->data.tokenizer == MGT_TOKENIZER_HF && !cfg->data.tokenizer_json[0])
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [data] tokenizer = hf needs [data] tokenizer_json, the path of a Hugging Face tokenizer.json",
+                         mgt__where(cfg, MGT__KEY(data, tokenizer), w1, sizeof w1));
+    /* hf's vocabulary is in its file, which mgt.h does not read: `mgt sample` compares the two */
+    tok_vocab = cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : cfg->data.tokenizer == MGT_TOKENIZER_HF ? 2 : 256;
     if (cfg->model.vocab_size < tok_vocab)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] vocab_size = %d is smaller than the %s tokenizer's %d tokens; set vocab_size to at least %d",
                          mgt__where(cfg, MGT__KEY(model, vocab_size), w1, sizeof w1), cfg->model.vocab_size,
@@ -6401,6 +6406,17 @@ static void mgt__free_global(const mgt__layout *g, float **tensors) {
     MGT_FREE(tensors);
 }
 
+
+/* path made absolute against the working directory, in place; left as it is when it does not fit */
+static void mgt__absolute_path(char *path, size_t cap) {
+    char where[4096];
+    size_t n;
+    if (path[0] == '/' || !path[0] || !getcwd(where, sizeof where) || strlen(where) + 1 + strlen(path) >= cap) return;
+    n = strlen(where);
+    where[n] = '/';
+    mgt__strlcpy(where + n + 1, path, sizeof where - n - 1);
+    mgt__strlcpy(path, where, cap);
+}
 MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64], skipped_text[64], scale_text[64];
     char *preset = NULL;
@@ -6438,16 +6454,9 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     else {
         mgt_config stored = r->cfg;
-        char where[4096];
-        /* the BPE files by their absolute path, so `mgt sample` decodes from any folder */
-        if (stored.data.tokenizer == MGT_TOKENIZER_GPT2 && stored.data.bpe_dir[0] != '/' && getcwd(where, sizeof where) &&
-            strlen(where) + 1 + strlen(stored.data.bpe_dir) < sizeof stored.data.bpe_dir)
-        {
-            size_t n = strlen(where);
-            where[n] = '/';
-            mgt__strlcpy(where + n + 1, r->cfg.data.bpe_dir, sizeof where - n - 1);
-            mgt__strlcpy(stored.data.bpe_dir, where, sizeof stored.data.bpe_dir);
-        }
+        /* the tokenizer's files by their absolute path, so `mgt sample` decodes from any folder */
+        if (stored.data.tokenizer == MGT_TOKENIZER_GPT2) mgt__absolute_path(stored.data.bpe_dir, sizeof stored.data.bpe_dir);
+        if (stored.data.tokenizer == MGT_TOKENIZER_HF) mgt__absolute_path(stored.data.tokenizer_json, sizeof stored.data.tokenizer_json);
         ok = mgt__config_store(&stored, preset, (size_t)bytes_preset) >= 0; /* 64 KiB: every value 255 escaped bytes is ~30 */
         for (k = 0; k < 3; k++)
             for (i = 0; i < g.n; i++) {

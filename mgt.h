@@ -136,8 +136,9 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
 #define MGT_KEYS_data(X)                                                                           \
     X(data, train, STR, "data/quickstart_train.bin", 0, 0, "", "training token shards (llm.c .bin): files or globs, comma-separated") \
     X(data, val, STR, "data/quickstart_val.bin", 0, 0, "", "validation shards, as train; empty for none") \
-    X(data, tokenizer, ENUM, "byte", 0, 0, "byte|gpt2", "how the shards were tokenized")           \
-    X(data, bpe_dir, STR, "data/gpt2-bpe", 0, 0, "", "folder of encoder.json and vocab.bpe (gpt2)")
+    X(data, tokenizer, ENUM, "byte", 0, 0, "byte|gpt2|hf", "how the shards were tokenized")        \
+    X(data, bpe_dir, STR, "data/gpt2-bpe", 0, 0, "", "folder of encoder.json and vocab.bpe (gpt2)") \
+    X(data, tokenizer_json, STR, "", 0, 0, "", "Hugging Face tokenizer.json of byte-level BPE (hf)")
 #define MGT_KEYS_train(X)                                                                          \
     X(train, steps, INT, "1000", 1, 2000000000, "", "optimizer steps")                             \
     X(train, global_batch, INT, "8", 1, 1000000, "", "sequences per optimizer step")               \
@@ -196,7 +197,7 @@ enum { MGT_CONFIG_NKEYS = 0 MGT_CONFIG_KEYS(MGT__COUNT_KEY) };
 /* enum values (indices into the choices strings above) */
 enum { MGT_SCHEDULE_COSINE, MGT_SCHEDULE_LINEAR, MGT_SCHEDULE_CONSTANT };
 enum { MGT_DEVICE_AUTO, MGT_DEVICE_CPU, MGT_DEVICE_CUDA };
-enum { MGT_TOKENIZER_BYTE, MGT_TOKENIZER_GPT2 };
+enum { MGT_TOKENIZER_BYTE, MGT_TOKENIZER_GPT2, MGT_TOKENIZER_HF };
 enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL };
 enum { MGT_DTYPE_FP32, MGT_DTYPE_BF16, MGT_DTYPE_FP16 };
 enum { MGT_NORM_LAYERNORM, MGT_NORM_RMSNORM };
@@ -502,7 +503,9 @@ typedef struct mgt_sim_device {
 /* the built-in devices (the "cpu" entry holds this machine's figures once mgt_sim_device_find measured it) */
 MGTDEF int mgt_sim_devices(const mgt_sim_device **table);
 /* a device by name (case-insensitive; "a100", "h100", "h200", "b200", "cpu"). "cpu" measures this
-   machine once (sgemm rate of `threads` threads, memory bandwidth, the local communicator's copy rate) */
+   machine once (sgemm rate of `threads` threads, memory bandwidth, the local communicator's copy
+   rate); mgt_sim_run on it prices each op by running the CPU backend's op of that shape (once per
+   shape, the median of three) with the threads a rank of the run has, the ranks sharing the machine */
 MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_device *out);
 
 /* one op as the simulator prices it: FLOPs and bytes of its GEMM part and of the rest */
@@ -514,6 +517,7 @@ typedef struct mgt_sim_op {
     double m, n, k;         /* the GEMM's dimensions (0 when none) */
     int kernels;            /* launches */
     int rank;               /* whose op */
+    long long args[6];      /* the call's shape arguments, as the backend entry takes them (the cpu device runs the op with them) */
 } mgt_sim_op;
 /* optional: prices an op instead of the model (modelled: the model's seconds); tests use it */
 typedef double (*mgt_sim_cost_fn)(void *user, const mgt_sim_op *op, double modelled);
@@ -547,6 +551,8 @@ typedef struct mgt_sim_result {
     double tokens_per_s, flops_per_token, mfu; /* mfu against the storage type's dense peak */
     double mem_peak_gib;                /* the fullest rank's, with the device reserve */
     double wall_s;                      /* what the simulation took on this machine */
+    int shapes_measured;                /* the cpu device: op shapes run to price them */
+    long long ops_modelled;             /* the cpu device: ops priced by the model, too large to run here (over 2 GiB of buffers) */
     mgt_sim_rank *ranks;                /* world of them; mgt_sim_result_free */
 } mgt_sim_result;
 /* one simulated optimizer step of cfg (data is not read) */
@@ -1550,7 +1556,11 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     if (cfg->train.min_lr > cfg->train.lr)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] min_lr = %g is above lr = %g; the schedule decays from lr down to min_lr",
                          mgt__where(cfg, MGT__KEY(train, min_lr), w1, sizeof w1), cfg->train.min_lr, cfg->train.lr);
-    tok_vocab = cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : 256;
+    if (cfg->data.tokenizer == MGT_TOKENIZER_HF && !cfg->data.tokenizer_json[0])
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [data] tokenizer = hf needs [data] tokenizer_json, the path of a Hugging Face tokenizer.json",
+                         mgt__where(cfg, MGT__KEY(data, tokenizer), w1, sizeof w1));
+    /* hf's vocabulary is in its file, which mgt.h does not read: `mgt sample` compares the two */
+    tok_vocab = cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : cfg->data.tokenizer == MGT_TOKENIZER_HF ? 2 : 256;
     if (cfg->model.vocab_size < tok_vocab)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] vocab_size = %d is smaller than the %s tokenizer's %d tokens; set vocab_size to at least %d",
                          mgt__where(cfg, MGT__KEY(model, vocab_size), w1, sizeof w1), cfg->model.vocab_size,
@@ -6741,6 +6751,17 @@ static void mgt__free_global(const mgt__layout *g, float **tensors) {
     MGT_FREE(tensors);
 }
 
+
+/* path made absolute against the working directory, in place; left as it is when it does not fit */
+static void mgt__absolute_path(char *path, size_t cap) {
+    char where[4096];
+    size_t n;
+    if (path[0] == '/' || !path[0] || !getcwd(where, sizeof where) || strlen(where) + 1 + strlen(path) >= cap) return;
+    n = strlen(where);
+    where[n] = '/';
+    mgt__strlcpy(where + n + 1, path, sizeof where - n - 1);
+    mgt__strlcpy(path, where, cap);
+}
 MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64], skipped_text[64], scale_text[64];
     char *preset = NULL;
@@ -6778,16 +6799,9 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     else {
         mgt_config stored = r->cfg;
-        char where[4096];
-        /* the BPE files by their absolute path, so `mgt sample` decodes from any folder */
-        if (stored.data.tokenizer == MGT_TOKENIZER_GPT2 && stored.data.bpe_dir[0] != '/' && getcwd(where, sizeof where) &&
-            strlen(where) + 1 + strlen(stored.data.bpe_dir) < sizeof stored.data.bpe_dir)
-        {
-            size_t n = strlen(where);
-            where[n] = '/';
-            mgt__strlcpy(where + n + 1, r->cfg.data.bpe_dir, sizeof where - n - 1);
-            mgt__strlcpy(stored.data.bpe_dir, where, sizeof stored.data.bpe_dir);
-        }
+        /* the tokenizer's files by their absolute path, so `mgt sample` decodes from any folder */
+        if (stored.data.tokenizer == MGT_TOKENIZER_GPT2) mgt__absolute_path(stored.data.bpe_dir, sizeof stored.data.bpe_dir);
+        if (stored.data.tokenizer == MGT_TOKENIZER_HF) mgt__absolute_path(stored.data.tokenizer_json, sizeof stored.data.tokenizer_json);
         ok = mgt__config_store(&stored, preset, (size_t)bytes_preset) >= 0; /* 64 KiB: every value 255 escaped bytes is ~30 */
         for (k = 0; k < 3; k++)
             for (i = 0; i < g.n; i++) {
@@ -8039,6 +8053,7 @@ typedef struct mgt__sim_rank {
     double th, tc, tm;              /* host, compute stream, communication stream */
     int tm_coll;                    /* the collective the communication stream ends with */
     int defer_next;
+    long long args[6];              /* the shape arguments of the op being charged (MGT__SIM_ARGS) */
     long tickets;
     double ticket_end[MGT__SIM_TICKETS];
     int ticket_coll[MGT__SIM_TICKETS];
@@ -8065,9 +8080,25 @@ typedef struct mgt__sim_box {
     size_t n, head, cap;
 } mgt__sim_box;
 
+typedef struct mgt__sim_measured { const char *op; long long args[6]; int dtype; double sec; } mgt__sim_measured;
+typedef struct mgt__sim_meter {     /* a CPU backend and buffers that run ops of the shapes met so far */
+    mgt_backend *be;
+    size_t wide, scratch;           /* its fp32 workspace for 16-bit ops; attention's per thread */
+    int dtype;
+    float *arena;
+    size_t floats;
+} mgt__sim_meter;
 struct mgt__sim_world {
     mgt_sim_options opt;
     int world, ngroups, aborted;
+    /* the cpu device: ops priced by running the CPU backend's (threads of a rank), once per shape */
+    int measure_threads;
+    int companions;                 /* the other ranks the machine runs at once, which run the op beside the one timed */
+    pthread_mutex_t measure_mu;
+    mgt__sim_meter *meters;         /* [0] times, the others are the companions */
+    mgt__sim_measured *measured;
+    size_t nmeasured, cap_measured;
+    long long ops_modelled;
     mgt__sim_rank *ranks;
     mgt__sim_group *groups;
     mgt__sim_box *boxes;
@@ -8216,11 +8247,13 @@ static void mgt__sim_trace(mgt__sim_rank *rk, const char *name, double start, do
     rk->ev[rk->nev++].stream = stream;
 }
 
+static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *op);
+
 /* the compute stream runs op: launched by the host, started when both are there */
 static void mgt__sim_run_op(mgt_backend *be, const mgt_sim_op *op) {
     mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
     const mgt_sim_options *o = &rk->w->opt;
-    double sec = mgt__sim_price(&o->device, be->dtype, op), start;
+    double sec = rk->w->measure_threads ? mgt__sim_measure(rk->w, be->dtype, op) : mgt__sim_price(&o->device, be->dtype, op), start;
     if (o->cost) sec = o->cost(o->cost_user, op, sec);
     if (o->device.host_sync) {
         start = mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
@@ -8240,6 +8273,9 @@ static void mgt__sim_run_op(mgt_backend *be, const mgt_sim_op *op) {
 static void mgt__sim_charge_t(mgt_backend *be, const char *name, int family, double gemm_flops, double gemm_bytes, double flops, double bytes,
                               double transc, double m, double n, double k, int kernels) {
     mgt_sim_op op;
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    memcpy(op.args, rk->args, sizeof op.args);
+    memset(rk->args, 0, sizeof rk->args);
     op.transcendentals = transc;
     op.name = name;
     op.family = family;
@@ -8263,35 +8299,46 @@ static void mgt__sim_charge(mgt_backend *be, const char *name, int family, doubl
    storage type's bytes, fp32 parameter gradients and statistics). Attention is the CUDA backend's:
    batched GEMMs over the whole T x T scores (materialised) and a softmax kernel between them. */
 #define MGT__SIM_E ((double)be->elt)
+#define MGT__SIM_ARGS(a0, a1, a2, a3, a4, a5)                                                                         \
+    do {                                                                                                                \
+        long long *args_ = ((mgt__sim_rank *)be->impl)->args;                                                          \
+        args_[0] = (a0); args_[1] = (a1); args_[2] = (a2); args_[3] = (a3); args_[4] = (a4); args_[5] = (a5);          \
+    } while (0)
 static void mgt__sim_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int vs, int vr, const void *wpe, int B, int T, int C) {
     double N = (double)B * T;
     (void)out; (void)tokens; (void)wte; (void)vs; (void)vr;
+    MGT__SIM_ARGS(B, T, C, vs, vr, wpe != NULL);
     mgt__sim_charge(be, "encoder_forward", MGT_SIM_EMBEDDING, 0, 0, N * C, N * 4 + N * C * MGT__SIM_E * (wpe ? 3 : 2), 0, 0, 0, 1);
 }
 static void mgt__sim_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vs, int vr, int B, int T, int C) {
     double N = (double)B * T;
     (void)dwte; (void)dout; (void)tokens; (void)vs; (void)vr;
+    MGT__SIM_ARGS(B, T, C, vs, vr, dwpe != NULL);
     mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, 2 * N * C, N * 4 + N * C * MGT__SIM_E + 8 * N * C + (dwpe ? 8.0 * T * C : 0), 0, 0, 0,
                     dwpe ? 2 : 1);
 }
 static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
     (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b;
+    MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "layernorm_forward", MGT_SIM_NORM, 0, 0, 8.0 * N * C, 2.0 * N * C * MGT__SIM_E + 8.0 * N + 2.0 * C * MGT__SIM_E, 0, 0, 0, 1);
 }
 static void mgt__sim_layernorm_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,
                                         const float *rstd, int N, int C) {
     (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd;
+    MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, 4.0 * N * C * MGT__SIM_E + 8.0 * N + 16.0 * C, 0, 0, 0, 1);
 }
 static void mgt__sim_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
     double n = N, c = C, oc = OC;
     (void)out; (void)inp; (void)w;
+    MGT__SIM_ARGS(N, C, OC, bias != NULL, 0, 0);
     mgt__sim_charge(be, "matmul_forward", MGT_SIM_GEMM, 2 * n * c * oc, (n * c + c * oc + n * oc + (bias ? oc : 0)) * MGT__SIM_E, 0, 0, n, oc, c, 1);
 }
 static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C,
                                      int OC) {
     double n = N, c = C, oc = OC, k = dinp ? 2 : 1;
     (void)dw; (void)dout; (void)inp; (void)w;
+    MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, 0);
     mgt__sim_charge(be, "matmul_backward", MGT_SIM_GEMM, k * 2 * n * c * oc,
                     (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? n * oc * MGT__SIM_E + 8 * oc : 0,
                     n, oc, c, (int)k + (db ? 1 : 0));
@@ -8299,6 +8346,7 @@ static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, flo
 static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV) {
     double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E, KV = (double)C / NH * NKV; /* S: elements of the scores */
     (void)out; (void)att; (void)qkv;
+    MGT__SIM_ARGS(B, T, C, NH, NKV, 0);
     mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (2 * N * C + 2 * N * KV + 2 * S) * e, 5 * S, 2 * S * e, S, T, T,
                       C / (double)NH, 3);
 }
@@ -8306,21 +8354,25 @@ static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void 
                                         int NKV) {
     double N = (double)B * T, S = (double)B * NH * T * T, e = MGT__SIM_E, KV = (double)C / NH * NKV;
     (void)dqkv; (void)dout; (void)qkv; (void)att;
+    MGT__SIM_ARGS(B, T, C, NH, NKV, 0);
     mgt__sim_charge(be, "attention_backward", MGT_SIM_ATTENTION, 8 * N * T * C, (4 * N * C + 4 * N * KV + 4 * S) * e, 4 * S, 3 * S * e, T, T,
                     C / (double)NH, 5);
 }
 /* the Llama family's ops: memory-bound, one kernel each (the CUDA backend's rmsnorm.cu, rope.cu, swiglu.cu) */
 static void mgt__sim_rmsnorm_forward(mgt_backend *be, void *out, float *rstd, const void *inp, const void *w, float eps, int N, int C) {
     (void)out; (void)rstd; (void)inp; (void)w; (void)eps;
+    MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "rmsnorm_forward", MGT_SIM_NORM, 0, 0, 4.0 * N * C, 2.0 * N * C * MGT__SIM_E + 4.0 * N + (double)C * MGT__SIM_E, 0, 0, 0, 1);
 }
 static void mgt__sim_rmsnorm_backward(mgt_backend *be, void *dinp, float *dw, const void *dout, const void *inp, const void *w, const float *rstd, int N,
                                       int C) {
     (void)dinp; (void)dw; (void)dout; (void)inp; (void)w; (void)rstd;
+    MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "rmsnorm_backward", MGT_SIM_NORM, 0, 0, 10.0 * N * C, 4.0 * N * C * MGT__SIM_E + 4.0 * N + 8.0 * C, 0, 0, 0, 2);
 }
 static void mgt__sim_rope(mgt_backend *be, const char *name, int B, int T, int NH, int NKV, int hs) {
     double N = (double)B * T, n = N * (NH + NKV) * hs; /* the q and k channels, turned in place */
+    MGT__SIM_ARGS(B, T, NH, NKV, hs, 0);
     mgt__sim_charge_t(be, name, MGT_SIM_ELEMENTWISE, 0, 0, 3.0 * n, 2.0 * n * MGT__SIM_E, N * hs, 0, 0, 0, 1);
 }
 static void mgt__sim_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) {
@@ -8334,46 +8386,56 @@ static void mgt__sim_rope_backward(mgt_backend *be, void *dqkv, int B, int T, in
 static void mgt__sim_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
     double n = (double)N * H;
     (void)out; (void)inp;
+    MGT__SIM_ARGS(N, H, 0, 0, 0, 0);
     mgt__sim_charge_t(be, "swiglu_forward", MGT_SIM_ELEMENTWISE, 0, 0, 5.0 * n, 3.0 * n * MGT__SIM_E, n, 0, 0, 0, 1);
 }
 static void mgt__sim_swiglu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H) {
     double n = (double)N * H;
     (void)dinp; (void)inp; (void)dout;
+    MGT__SIM_ARGS(N, H, 0, 0, 0, 0);
     mgt__sim_charge_t(be, "swiglu_backward", MGT_SIM_ELEMENTWISE, 0, 0, 10.0 * n, 5.0 * n * MGT__SIM_E, n, 0, 0, 0, 1);
 }
 static void mgt__sim_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
     (void)out; (void)inp;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge_t(be, "gelu_forward", MGT_SIM_ELEMENTWISE, 0, 0, 10.0 * (double)n, 2.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
     (void)dinp; (void)inp; (void)dout;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge_t(be, "gelu_backward", MGT_SIM_ELEMENTWISE, 0, 0, 15.0 * (double)n, 3.0 * (double)n * MGT__SIM_E, (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_add_inplace(mgt_backend *be, float *y, const float *x, size_t n) {
     (void)y; (void)x;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge(be, "add_inplace", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 12.0 * (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_bias_residual(mgt_backend *be, void *out, const void *res, const void *bias, int N, int C) {
     (void)out; (void)res;
+    MGT__SIM_ARGS(N, C, bias != NULL, 0, 0, 0);
     mgt__sim_charge(be, "bias_residual", MGT_SIM_ELEMENTWISE, 0, 0, (bias ? 2.0 : 1.0) * N * C, (3.0 * N * C + (bias ? C : 0)) * MGT__SIM_E, 0, 0, 0, 1);
 }
 static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int C) {
     (void)dbias; (void)dout;
+    MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "bias_backward", MGT_SIM_ELEMENTWISE, 0, 0, (double)N * C, (double)N * C * MGT__SIM_E + 8.0 * C, 0, 0, 0, 1);
 }
 static void mgt__sim_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vs, int Vl, int V) {
     (void)part; (void)logits; (void)targets; (void)vs; (void)V;
+    MGT__SIM_ARGS(N, vs, Vl, V, 0, 0);
     mgt__sim_charge_t(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, 2.0 * N * Vl * MGT__SIM_E + 16.0 * N, (double)N * Vl, 0, 0, 0, 1);
 }
 static void mgt__sim_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vs, int Vl, int V,
                                  float grad_scale) {
     (void)losses; (void)logits; (void)parts; (void)targets; (void)vs; (void)V;
+    MGT__SIM_ARGS(N, vs, Vl, V, tp, grad_scale != 0);
     mgt__sim_charge(be, "xent_finish", MGT_SIM_LOSS, 0, 0, grad_scale != 0 ? 2.0 * N * Vl : 4.0 * N * tp,
                     (grad_scale != 0 ? 2.0 * N * Vl * MGT__SIM_E : 0) + 12.0 * N * tp + 12.0 * N, 0, 0, 0, 1);
 }
 static double mgt__sim_sum_squares(mgt_backend *be, const float *x, size_t n) {
     mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
     (void)x;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge(be, "sum_squares", MGT_SIM_OPTIMIZER, 0, 0, 2.0 * (double)n, 4.0 * (double)n, 0, 0, 0, 1);
     rk->th = mgt__sim_max(rk->th, rk->tc); /* the host reads the result */
     return 0.0;
@@ -8381,21 +8443,26 @@ static double mgt__sim_sum_squares(mgt_backend *be, const float *x, size_t n) {
 static void mgt__sim_adamw(mgt_backend *be, float *param, void *copy, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
                            float wd, float gs, float bc1, float bc2) {
     (void)param; (void)grad; (void)m; (void)v; (void)lr; (void)b1; (void)b2; (void)eps; (void)wd; (void)gs; (void)bc1; (void)bc2;
+    MGT__SIM_ARGS((long long)n, copy != NULL, 0, 0, 0, 0);
     mgt__sim_charge(be, "adamw", MGT_SIM_OPTIMIZER, 0, 0, 15.0 * (double)n, (28.0 + (copy ? MGT__SIM_E : 0)) * (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_scale(mgt_backend *be, float *x, float f, size_t n) {
     (void)x; (void)f;
+    MGT__SIM_ARGS((long long)n, 0, 0, 0, 0, 0);
     mgt__sim_charge(be, "scale", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 8.0 * (double)n, 0, 0, 0, 1);
 }
 static void mgt__sim_zero(mgt_backend *be, void *x, size_t bytes) {
     (void)x;
+    MGT__SIM_ARGS((long long)bytes, 0, 0, 0, 0, 0);
     mgt__sim_charge(be, "zero", MGT_SIM_ELEMENTWISE, 0, 0, 0, (double)bytes, 0, 0, 0, 1);
 }
 static void mgt__sim_cast(mgt_backend *be, void *dst, int dt, const void *src, int st, size_t n) {
     (void)dst; (void)src;
+    MGT__SIM_ARGS((long long)n, dt, st, 0, 0, 0);
     mgt__sim_charge(be, "cast", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, (double)n * (double)(mgt__dtype_size(dt) + mgt__dtype_size(st)), 0, 0, 0, 1);
 }
 #undef MGT__SIM_E
+#undef MGT__SIM_ARGS
 
 /* memory: counted, and answered with an address that is never mapped */
 static void *mgt__sim_alloc(mgt_backend *be, size_t bytes, int category) {
@@ -8462,6 +8529,12 @@ static void mgt__sim_finish(mgt_backend *be) {
 static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int inter, double bytes) {
     double steps, factor, bw = (inter ? d->inter_gbps : d->intra_gbps) * 1e9 * d->link_frac;
     if (n <= 1) return 0;
+    if (d->host_sync) { /* the in-process communicator: one rendezvous, then each member reads and writes
+                           the whole buffer itself (all-reduce: n slices in, n out), reduce-scatter reads it
+                           and writes its block; copies priced at the copy rate (a byte read and one written) */
+        factor = coll == MGT_COLL_BARRIER ? 0 : coll == MGT_COLL_REDUCE_SCATTER ? (1.0 + 1.0 / n) / 2 : 1;
+        return d->intra_lat_us * 1e-6 + (bw > 0 ? factor * bytes / bw : 0);
+    }
     if (coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_BARRIER) { steps = 2.0 * (n - 1); factor = 2.0 * (n - 1) / n; }
     else if (coll == MGT_COLL_BROADCAST) { steps = n - 1; factor = 1; }
     else { steps = n - 1; factor = (double)(n - 1) / n; }
@@ -8717,6 +8790,13 @@ static void mgt__sim_world_destroy(mgt__sim_world *w) {
     for (i = 0; w->boxes && i < w->world; i++) { pthread_mutex_destroy(&w->boxes[i].mu); pthread_cond_destroy(&w->boxes[i].cv); free(w->boxes[i].msg); }
     for (i = 0; w->ranks && i < w->world; i++) free(w->ranks[i].ev);
     if (w->base) munmap(w->base, w->span);
+    for (i = 0; w->meters && i <= w->companions; i++) {
+        if (w->meters[i].be) mgt__cpu_backend_destroy(w->meters[i].be);
+        MGT_FREE(w->meters[i].arena);
+    }
+    MGT_FREE(w->meters);
+    free(w->measured); /* realloc'd */
+    pthread_mutex_destroy(&w->measure_mu);
     pthread_mutex_destroy(&w->mu);
     MGT_FREE(w->groups);
     MGT_FREE(w->boxes);
@@ -8750,6 +8830,7 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
     if (!w) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     memset(w, 0, sizeof *w);
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->measure_mu, NULL);
     w->opt = *opt;
     w->world = world;
     w->ngroups = 5 * world;
@@ -8837,6 +8918,197 @@ static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_b
 }
 static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank) { return &w->ranks[rank].comm; }
 
+/* ---- the cpu device: an op priced by running the CPU backend's op of its shape. mgt__sim_replay
+   calls op on be with buffers carved from arena (floats; tokens and targets in range), or with
+   arena NULL only counts the floats it needs. */
+static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *arena) {
+    const long long *a = op->args;
+    const char *name = op->name;
+    size_t need = 0, i;
+    int *ints;
+#define MGT__TAKE(n) (need += (size_t)(n), arena ? arena + need - (size_t)(n) : NULL)
+    if (!strcmp(name, "encoder_forward") || !strcmp(name, "encoder_backward") || !strcmp(name, "xent_partial") || !strcmp(name, "xent_finish")) {
+        long long rows = name[0] == 'e' ? a[0] * a[1] : a[0], vs = a[1 + (name[0] == 'e' ? 2 : 0)], span = name[0] == 'e' ? a[4] : a[3] - a[1];
+        ints = (int *)MGT__TAKE(rows);
+        for (i = 0; ints && i < (size_t)rows; i++) ints[i] = (int)(vs + (long long)((i * 2654435761u) % (size_t)(span > 0 ? span : 1)));
+        if (!strcmp(name, "encoder_forward")) {
+            float *out = MGT__TAKE(rows * a[2]), *wte = MGT__TAKE(a[4] * a[2]), *wpe = a[5] ? MGT__TAKE(a[1] * a[2]) : NULL;
+            if (arena) be->encoder_forward(be, out, ints, wte, (int)a[3], (int)a[4], wpe, (int)a[0], (int)a[1], (int)a[2]);
+        } else if (!strcmp(name, "encoder_backward")) {
+            float *dwte = MGT__TAKE(a[4] * a[2]), *dwpe = a[5] ? MGT__TAKE(a[1] * a[2]) : NULL, *dout = MGT__TAKE(rows * a[2]);
+            if (arena) be->encoder_backward(be, dwte, dwpe, dout, ints, (int)a[3], (int)a[4], (int)a[0], (int)a[1], (int)a[2]);
+        } else if (!strcmp(name, "xent_partial")) {
+            float *part = MGT__TAKE(3 * rows), *logits = MGT__TAKE(rows * a[2]);
+            if (arena) be->xent_partial(be, part, logits, ints, (int)rows, (int)a[1], (int)a[2], (int)a[3]);
+        } else {
+            float *parts = MGT__TAKE(3 * rows * a[4]), *logits = MGT__TAKE(rows * a[2]);
+            double *losses;
+            need += need & 1; /* doubles on 8 bytes */
+            losses = (double *)(void *)MGT__TAKE(2 * rows);
+            if (arena) be->xent_finish(be, losses, logits, parts, (int)a[4], ints, (int)rows, (int)a[1], (int)a[2], (int)a[3], a[5] ? 1.0f / (float)rows : 0.0f);
+        }
+    } else if (!strcmp(name, "layernorm_forward") || !strcmp(name, "layernorm_backward")) {
+        float *x = MGT__TAKE(a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]), *g = MGT__TAKE(a[0] * a[1]), *mean = MGT__TAKE(a[0]), *rstd = MGT__TAKE(a[0]);
+        float *w = MGT__TAKE(a[1]), *b = MGT__TAKE(a[1]), *dw = MGT__TAKE(a[1]), *db = MGT__TAKE(a[1]);
+        if (arena && name[10] == 'f') be->layernorm_forward(be, y, mean, rstd, x, w, b, (int)a[0], (int)a[1]);
+        else if (arena) be->layernorm_backward(be, y, dw, db, g, x, w, mean, rstd, (int)a[0], (int)a[1]);
+    } else if (!strcmp(name, "matmul_forward") || !strcmp(name, "matmul_backward")) {
+        float *x = MGT__TAKE(a[0] * a[1]), *w = MGT__TAKE(a[1] * a[2]), *y = MGT__TAKE(a[0] * a[2]), *bias = MGT__TAKE(a[2]);
+        float *dx = name[7] == 'b' && a[3] ? MGT__TAKE(a[0] * a[1]) : NULL, *dw = MGT__TAKE(a[1] * a[2]);
+        if (arena && name[7] == 'f') be->matmul_forward(be, y, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
+        else if (arena) be->matmul_backward(be, dx, dw, a[4] ? bias : NULL, y, x, w, (int)a[0], (int)a[1], (int)a[2]);
+    } else if (!strcmp(name, "attention_forward") || !strcmp(name, "attention_backward")) { /* B, T, C, NH, NKV */
+        long long W = a[2] + 2 * (a[2] / a[3]) * a[4];
+        float *qkv = MGT__TAKE(a[0] * a[1] * W), *dqkv = MGT__TAKE(a[0] * a[1] * W), *y = MGT__TAKE(a[0] * a[1] * a[2]);
+        float *att = MGT__TAKE(a[0] * a[3] * a[1] * a[1]);
+        if (arena && name[10] == 'f') be->attention_forward(be, y, att, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4]);
+        else if (arena) be->attention_backward(be, dqkv, y, qkv, att, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4]);
+    } else if (!strcmp(name, "rmsnorm_forward") || !strcmp(name, "rmsnorm_backward")) { /* N, C */
+        float *x = MGT__TAKE(a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]), *g = MGT__TAKE(a[0] * a[1]), *rstd = MGT__TAKE(a[0]), *w = MGT__TAKE(a[1]);
+        float *dw = MGT__TAKE(a[1]);
+        if (arena && name[8] == 'f') be->rmsnorm_forward(be, y, rstd, x, w, 1e-5f, (int)a[0], (int)a[1]);
+        else if (arena) be->rmsnorm_backward(be, y, dw, g, x, w, rstd, (int)a[0], (int)a[1]);
+    } else if (!strcmp(name, "rope_forward") || !strcmp(name, "rope_backward")) { /* B, T, NH, NKV, hs */
+        float *qkv = MGT__TAKE(a[0] * a[1] * (a[2] + 2 * a[3]) * a[4]);
+        if (arena && name[5] == 'f') be->rope_forward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f);
+        else if (arena) be->rope_backward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f);
+    } else if (!strcmp(name, "swiglu_forward") || !strcmp(name, "swiglu_backward")) { /* N, H */
+        float *x = MGT__TAKE(2 * a[0] * a[1]), *dx = MGT__TAKE(2 * a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]);
+        if (arena && name[7] == 'f') be->swiglu_forward(be, y, x, (int)a[0], (int)a[1]);
+        else if (arena) be->swiglu_backward(be, dx, x, y, (int)a[0], (int)a[1]);
+    } else if (!strcmp(name, "bias_residual") || !strcmp(name, "bias_backward")) {
+        float *y = MGT__TAKE(a[0] * a[1]), *x = MGT__TAKE(a[0] * a[1]), *b = MGT__TAKE(a[1]);
+        if (arena && name[5] == 'r') be->bias_residual(be, y, x, a[2] ? b : NULL, (int)a[0], (int)a[1]);
+        else if (arena) be->bias_backward(be, b, x, (int)a[0], (int)a[1]);
+    } else if (!strcmp(name, "adamw")) {
+        float *p = MGT__TAKE(a[0]), *g = MGT__TAKE(a[0]), *m = MGT__TAKE(a[0]), *v = MGT__TAKE(a[0]), *copy = a[1] ? MGT__TAKE(a[0]) : NULL;
+        if (arena) be->adamw(be, p, copy, g, m, v, (size_t)a[0], 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 0.5f, 0.5f);
+    } else if (!strcmp(name, "cast")) {
+        float *x = MGT__TAKE(a[0]), *y = MGT__TAKE(a[0]);
+        if (arena) be->cast(be, y, (int)a[1], x, (int)a[2], (size_t)a[0]);
+    } else if (!strcmp(name, "zero")) {
+        float *x = MGT__TAKE((a[0] + 3) / 4);
+        if (arena) be->zero(be, x, (size_t)a[0]);
+    } else { /* gelu_forward, gelu_backward, add_inplace, scale, sum_squares: n elements */
+        float *x = MGT__TAKE(a[0]), *y = MGT__TAKE(a[0]), *g = MGT__TAKE(a[0]);
+        if (strcmp(name, "gelu_forward") && strcmp(name, "gelu_backward") && strcmp(name, "add_inplace") && strcmp(name, "scale") &&
+            strcmp(name, "sum_squares"))
+            return 0; /* not an op of the backend table: the caller prices it by the model */
+        if (!arena) {}
+        else if (!strcmp(name, "gelu_forward")) be->gelu_forward(be, y, x, (size_t)a[0]);
+        else if (!strcmp(name, "gelu_backward")) be->gelu_backward(be, y, x, g, (size_t)a[0]);
+        else if (!strcmp(name, "add_inplace")) be->add_inplace(be, y, x, (size_t)a[0]);
+        else if (!strcmp(name, "scale")) be->scale(be, y, 0.5f, (size_t)a[0]);
+        else (void)be->sum_squares(be, x, (size_t)a[0]);
+    }
+#undef MGT__TAKE
+    return need;
+}
+
+#define MGT__SIM_MEASURE_BYTES 2147483648.0 /* buffers an op may take to be measured; a larger one is priced by the model */
+
+/* m ready to run op (need floats of buffers, scratch floats a thread for attention); 0 without memory */
+static int mgt__sim_meter_ready(mgt__sim_meter *m, int threads, int dtype, size_t need, size_t scratch) {
+    size_t i;
+    if (!m->be || m->dtype != dtype || m->wide < need || m->scratch < scratch) {
+        if (m->be) mgt__cpu_backend_destroy(m->be);
+        m->be = NULL;
+        m->wide = need > m->wide ? need : m->wide;
+        m->scratch = scratch > m->scratch ? scratch : m->scratch;
+        m->dtype = dtype;
+        if (mgt__cpu_backend_create_typed(&m->be, threads, m->scratch, dtype, m->wide) != MGT_OK) m->be = NULL;
+    }
+    if (need > m->floats) {
+        MGT_FREE(m->arena);
+        m->arena = (float *)MGT_MALLOC(sizeof(float) * need);
+        m->floats = m->arena ? need : 0;
+    }
+    if (!m->be || !m->arena) return 0;
+    for (i = 0; i < need; i++) m->arena[i] = 0.01f * (float)(int)(i % 197) - 0.98f; /* fresh, finite, varied: no op's leftovers */
+    return 1;
+}
+
+typedef struct mgt__sim_companion { mgt__sim_meter *m; const mgt_sim_op *op; volatile int *stop; pthread_mutex_t *mu; } mgt__sim_companion;
+static void *mgt__sim_companion_main(void *arg) { /* another rank of the machine, running the same op meanwhile */
+    mgt__sim_companion *c = (mgt__sim_companion *)arg;
+    for (;;) {
+        int stop;
+        pthread_mutex_lock(c->mu);
+        stop = *c->stop;
+        pthread_mutex_unlock(c->mu);
+        if (stop) return NULL;
+        mgt__sim_replay(c->m->be, c->op, c->m->arena);
+    }
+}
+
+/* seconds of op on this machine: the CPU backend's op of its shape and storage type, run by the
+   threads of a rank while the machine's other ranks run it too (they share memory bandwidth and
+   the cores' clock), the median of three runs after one that warms caches; measured once per
+   shape. Ops without a replay (a copy), or whose buffers would pass MGT__SIM_MEASURE_BYTES, are
+   priced by the model. */
+static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *op) {
+    size_t i, need;
+    double times[3], sec;
+    int r, j, k, ready, started = 0;
+    volatile int stop = 0;
+    pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_t tid[64];
+    mgt__sim_companion comp[64];
+    pthread_mutex_lock(&w->measure_mu);
+    for (i = 0; i < w->nmeasured; i++)
+        if (w->measured[i].dtype == dtype && !strcmp(w->measured[i].op, op->name) && !memcmp(w->measured[i].args, op->args, sizeof op->args)) {
+            sec = w->measured[i].sec;
+            pthread_mutex_unlock(&w->measure_mu);
+            return sec;
+        }
+    need = mgt__sim_replay(NULL, op, NULL);
+    ready = need > 0 && (double)need * sizeof(float) * (w->companions + 1) <= MGT__SIM_MEASURE_BYTES;
+    for (j = 0; ready && j <= w->companions; j++)
+        ready = mgt__sim_meter_ready(&w->meters[j], w->measure_threads, dtype, need,
+                                     !strncmp(op->name, "attention", 9) ? (size_t)(op->args[1] * op->args[1]) : 0);
+    if (!ready) { /* nothing to run, or no memory to run it: the model */
+        w->ops_modelled++;
+        pthread_mutex_unlock(&w->measure_mu);
+        return mgt__sim_price(&w->opt.device, dtype, op);
+    }
+    for (j = 1; j <= w->companions; j++) {
+        comp[j].m = &w->meters[j];
+        comp[j].op = op;
+        comp[j].stop = &stop;
+        comp[j].mu = &stop_mu;
+        if (pthread_create(&tid[j], NULL, mgt__sim_companion_main, &comp[j])) break;
+        started = j;
+    }
+    mgt__sim_replay(w->meters[0].be, op, w->meters[0].arena);
+    for (r = 0; r < 3; r++) {
+        double t0 = mgt__now();
+        mgt__sim_replay(w->meters[0].be, op, w->meters[0].arena);
+        times[r] = mgt__now() - t0;
+    }
+    pthread_mutex_lock(&stop_mu);
+    stop = 1;
+    pthread_mutex_unlock(&stop_mu);
+    for (j = 1; j <= started; j++) pthread_join(tid[j], NULL);
+    pthread_mutex_destroy(&stop_mu);
+    for (j = 1; j < 3; j++)
+        for (k = j; k > 0 && times[k] < times[k - 1]; k--) { double t = times[k]; times[k] = times[k - 1]; times[k - 1] = t; }
+    sec = times[1];
+    if (w->nmeasured == w->cap_measured) {
+        size_t cap = w->cap_measured ? 2 * w->cap_measured : 64;
+        mgt__sim_measured *p = (mgt__sim_measured *)realloc(w->measured, sizeof *p * cap);
+        if (p) { w->measured = p; w->cap_measured = cap; }
+    }
+    if (w->nmeasured < w->cap_measured) {
+        mgt__sim_measured *m = &w->measured[w->nmeasured++];
+        m->op = op->name;
+        memcpy(m->args, op->args, sizeof m->args);
+        m->dtype = dtype;
+        m->sec = sec;
+    }
+    pthread_mutex_unlock(&w->measure_mu);
+    return sec;
+}
+
 /* after a rank's error: every waiting and later call fails */
 static void mgt__sim_abort(mgt__sim_world *w) {
     int i;
@@ -8914,6 +9186,16 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
         if (!rows) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
         else memset(rows, 0, sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
     }
+    if (res == MGT_OK && opt->device.host_sync) { /* the cpu: ops measured, as a rank runs them beside the others */
+        int cores = mgt__cpu_count(), on_machine = p.world < cores / r->threads_per_rank ? p.world : cores / r->threads_per_rank;
+        w->companions = on_machine > 1 ? (on_machine - 1 < 63 ? on_machine - 1 : 63) : 0;
+        w->meters = (mgt__sim_meter *)MGT_MALLOC(sizeof(mgt__sim_meter) * (size_t)(w->companions + 1));
+        if (!w->meters) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        else {
+            memset(w->meters, 0, sizeof(mgt__sim_meter) * (size_t)(w->companions + 1));
+            w->measure_threads = r->threads_per_rank;
+        }
+    }
     if (res == MGT_OK) {
         mgt__sim_reset(w);
         res = mgt__run_cmd(r, MGT__CMD_STEP, rows, 0);
@@ -8948,6 +9230,8 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
         out->flops_per_token = mgt__flops_per_token(r);
         peak = opt->device.tensor_tflops[r->dtype >= 0 && r->dtype < 3 ? r->dtype : 0] * 1e12 * p.world;
         out->mfu = peak > 0 ? out->tokens_per_s * out->flops_per_token / peak : 0;
+        out->shapes_measured = (int)w->nmeasured;
+        out->ops_modelled = w->ops_modelled;
         if (opt->trace && opt->trace[0]) res = mgt__sim_write_trace(w, opt->trace);
     }
     MGT_FREE(rows);

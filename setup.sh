@@ -19,7 +19,7 @@ for a in "$@"; do
   esac
 done
 
-packages="gcc g++ clang ninja-build pkg-config libinih-dev libopenblas-dev libncurses-dev python3 tmux fortunes"
+packages="gcc g++ clang ninja-build pkg-config libinih-dev libopenblas-dev libncurses-dev libpcre2-dev libjansson-dev python3 tmux fortunes"
 missing=()
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

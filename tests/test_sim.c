@@ -165,7 +165,9 @@ static void gpt3(void) {
 }
 
 /* every layout the CPU backend trains simulates, and each rank's memory by category is what the
-   closed-form plan (mgt_plan_rank) says the runtime allocates (the CPU backend's workspace aside) */
+   closed-form plan (mgt_plan_rank) says the runtime allocates (the CPU backend's workspace aside);
+   on the cpu device every op the runtime calls is run to price it (none falls back to the model,
+   which an op missing from the replay would) */
 static void layouts(void) {
     static const struct { int dp, tp, pp, zero, recompute, micro; const char *sched, *dtype; } L[] = {
         {1, 1, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 1, 0, 0, 1, "1f1b", "bf16"}, {2, 1, 1, 0, 0, 2, "1f1b", "fp32"}, {2, 1, 1, 1, 0, 2, "1f1b", "bf16"},
@@ -173,6 +175,8 @@ static void layouts(void) {
         {1, 1, 2, 0, 0, 1, "gpipe", "bf16"}, {2, 2, 2, 1, 1, 1, "1f1b", "bf16"}, {2, 2, 2, 3, 0, 1, "gpipe", "fp32"}, {1, 2, 4, 0, 1, 1, "1f1b", "fp32"},
     };
     size_t i;
+    mgt_sim_device cpu;
+    if (mgt_sim_device_find("cpu", 2, &cpu) != MGT_OK) { printf("FAIL device cpu: %s\n", mgt_last_error()); failures++; return; }
     for (i = 0; i < sizeof L / sizeof L[0]; i++) {
         mgt_config cfg;
         mgt_sim_options o;
@@ -202,8 +206,18 @@ static void layouts(void) {
                     CHECK(res.ranks[r].mem_peak[c] >= p.mem[c] && res.ranks[r].mem_peak[c] <= p.mem[c] + 4096 + p.mem[c] / 50,
                           "layout %zu rank %d: %s %zu bytes simulated, %zu planned", i, r, mgt_mem_category_name(c), res.ranks[r].mem_peak[c], p.mem[c]);
         }
-        printf("%slayout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned\n", llama ? "llama " : "", L[i].dp, L[i].tp,
+        printf("%slayout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned", llama ? "llama " : "", L[i].dp, L[i].tp,
                L[i].pp, L[i].zero, L[i].sched, L[i].dtype, L[i].recompute ? " recompute" : "", res.step_s * 1e3);
+        mgt_sim_result_free(&res);
+        o.device = cpu;
+        if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) {
+            printf("\nFAIL layout %zu on the cpu device: %s\n", i, mgt_last_error());
+            failures++;
+            continue;
+        }
+        CHECK(res.ops_modelled == 0 && res.shapes_measured >= 10 && res.step_s > 0, "layout %zu on cpu: %lld ops priced by the model, %d shapes run, step %g",
+              i, res.ops_modelled, res.shapes_measured, res.step_s);
+        printf("; %.3f ms on this CPU (%d op shapes run)\n", res.step_s * 1e3, res.shapes_measured);
         mgt_sim_result_free(&res);
     }
 }

@@ -353,12 +353,17 @@ struct mgt_backend {
     void (*gelu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n); /* dinp may be dout */
     void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x (gradient shards) */
     void (*bias_residual)(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C); /* out += residual + bias */
+    /* res += residual + res_bias, then out = LayerNorm(res) with weight and bias, mean and rstd saved:
+       bias_residual and layernorm_forward in one pass (the CUDA backend fuses them) */
+    void (*residual_layernorm_forward)(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual, const void *res_bias,
+                                       const void *weight, const void *bias, int N, int C);
     void (*bias_backward)(mgt_backend *be, float *dbias, const void *dout, int N, int C);                      /* dbias += column sums */
     /* vocabulary-parallel cross-entropy over this rank's Vl logits (global columns vocab_start..,
        those >= V are padding). xent_partial writes per row (max, sum of exp(logit - max), the target's
-       logit or 0 when another rank has it) and leaves exp(logit - max) in logits; xent_finish takes
-       the partials of all tp ranks, writes per-row losses and, when grad_scale != 0, turns the
-       logits into dlogits = (softmax - onehot) * grad_scale */
+       logit or 0 when another rank has it) and only reads the logits; xent_finish takes the
+       partials of all tp ranks, writes per-row losses and, when grad_scale != 0, turns the logits
+       into dlogits = (softmax - onehot) * grad_scale (a fused classifier: two reads of the logits,
+       one write, no probabilities stored) */
     void (*xent_partial)(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V);
     void (*xent_finish)(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
                         int Vl, int V, float grad_scale);
@@ -394,7 +399,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 2 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 3 /* the table's version: the library and this header must agree */
 
 typedef struct mgt_gpu_info {
     char name[96];
@@ -2276,24 +2281,29 @@ static void mgt__xent_partial_task(void *ctx, int tid, int nth) {
     size_t lo, hi, r;
     mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
     for (r = lo; r < hi; r++) {
-        float *l = a->out[0] + r * (size_t)Vl, *part = a->out[1] + r * 3, mx = -INFINITY;
-        int y = a->ints[r] - v0;
+        const float *l = a->in[0] + r * (size_t)Vl;
+        float *part = a->out[1] + r * 3, mx = -INFINITY, e[256];
+        int y = a->ints[r] - v0, j, k;
         part[2] = y >= 0 && y < valid ? l[y] : 0.0f;
         for (i = 0; i < valid; i++) mx = l[i] > mx ? l[i] : mx;
-        for (i = 0; i < valid; i++) l[i] = mgt__expf(l[i] - mx);
         part[0] = mx;
-        part[1] = mgt__sum8(l, valid);
+        part[1] = 0.0f;
+        for (i = 0; i < valid; i += k) { /* the exponentials a block at a time: the logits stay as they are */
+            k = valid - i < 256 ? valid - i : 256;
+            for (j = 0; j < k; j++) e[j] = mgt__expf(l[i + j] - mx);
+            part[1] += mgt__sum8(e, k);
+        }
     }
 }
-static void mgt__cpu_xent_partial(mgt_backend *be, float *part, float *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
+static void mgt__cpu_xent_partial(mgt_backend *be, float *part, const float *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
     mgt__args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = logits; a.out[1] = part; a.ints = targets; a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V;
+    a.in[0] = logits; a.out[1] = part; a.ints = targets; a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V;
     mgt__pool_run(MGT__POOL(be), mgt__xent_partial_task, &a);
 }
 static void mgt__xent_finish_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
-    int N = a->n[0], v0 = a->n[1], Vl = a->n[2], V = a->n[3], tp = a->n[4], me = a->n[5], i, k;
+    int N = a->n[0], v0 = a->n[1], Vl = a->n[2], V = a->n[3], tp = a->n[4], i, k;
     int valid = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
     float gs = a->f[0];
     size_t lo, hi, r;
@@ -2310,8 +2320,8 @@ static void mgt__xent_finish_task(void *ctx, int tid, int nth) {
         }
         a->dout[r] = log(S) + (double)M - target;
         if (gs == 0.0f) continue;
-        scale = (float)((double)mgt__expf(a->in[0][((size_t)me * (size_t)N + r) * 3] - M) / S) * gs;
-        for (i = 0; i < valid; i++) l[i] *= scale;
+        scale = (float)(1.0 / S) * gs;
+        for (i = 0; i < valid; i++) l[i] = mgt__expf(l[i] - M) * scale;
         if (y >= 0 && y < valid) l[y] -= gs;
         for (i = valid; i < Vl; i++) l[i] = 0.0f;
     }
@@ -2321,7 +2331,7 @@ static void mgt__cpu_xent_finish(mgt_backend *be, double *losses, float *logits,
     mgt__args a;
     memset(&a, 0, sizeof a);
     a.out[0] = logits; a.in[0] = parts; a.dout = losses; a.ints = targets;
-    a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V; a.n[4] = tp; a.n[5] = Vl ? vocab_start / Vl : 0; a.f[0] = grad_scale;
+    a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V; a.n[4] = tp; a.f[0] = grad_scale;
     mgt__pool_run(MGT__POOL(be), mgt__xent_finish_task, &a);
 }
 
@@ -2536,7 +2546,6 @@ static void mgt__t_xent_partial(mgt_backend *be, float *part, void *logits, cons
     if (!MGT__WIDE(be)) { mgt__cpu_xent_partial(be, part, MGT__F(logits), targets, N, v0, Vl, V); return; }
     l = mgt__wide_in(be, logits, (size_t)N * Vl);
     mgt__cpu_xent_partial(be, part, l, targets, N, v0, Vl, V);
-    mgt__wide_out(be, logits, l, (size_t)N * Vl);
 }
 static void mgt__t_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int v0, int Vl,
                                int V, float grad_scale) {
@@ -2545,6 +2554,12 @@ static void mgt__t_xent_finish(mgt_backend *be, double *losses, void *logits, co
     l = mgt__wide_in(be, logits, (size_t)N * Vl);
     mgt__cpu_xent_finish(be, losses, l, parts, tp, targets, N, v0, Vl, V, grad_scale);
     if (grad_scale != 0.0f) mgt__wide_out(be, logits, l, (size_t)N * Vl);
+}
+/* the reference is the two ops one after the other */
+static void mgt__cpu_residual_layernorm_forward(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual, const void *res_bias,
+                                                const void *weight, const void *bias, int N, int C) {
+    be->bias_residual(be, res, residual, res_bias, N, C);
+    be->layernorm_forward(be, out, mean, rstd, res, weight, bias, N, C);
 }
 static void mgt__t_adamw(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2) {
@@ -2586,6 +2601,7 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     be->gelu_backward = mgt__t_gelu_backward;
     be->add_inplace = mgt__cpu_add_inplace;
     be->bias_residual = mgt__t_bias_residual;
+    be->residual_layernorm_forward = mgt__cpu_residual_layernorm_forward;
     be->bias_backward = mgt__t_bias_backward;
     be->xent_partial = mgt__t_xent_partial;
     be->xent_finish = mgt__t_xent_finish;
@@ -5115,8 +5131,7 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl);
     be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
-    be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
-    be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), N, C);
+    be->residual_layernorm_forward(be, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x, MGT__BP(MGT__PROJB), MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), N, C);
     be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Hl);
     be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * (size_t)s->Hl);
     be->matmul_forward(be, out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
@@ -6962,9 +6977,11 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
         int kinds[5], g;
         o->cuda_attention = B * (size_t)(cfg->model.n_head / p.tp) * T * T * e;
         o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for, then the ones */
-        if ((k = 64 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (64 parts) */
+        if ((k = 128 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (128 parts) */
         if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;    /* the widest bias's (64 parts) */
         if ((k = N * f) > o->cuda_scratch) o->cuda_scratch = k;
+        for (k = 1; k < N;) k <<= 1;
+        if ((k *= 8) > o->cuda_scratch) o->cuda_scratch = k;              /* the embedding backward's sort: 8-byte keys, a power of two */
         if (ss > o->cuda_scratch) o->cuda_scratch = ss;                   /* the chunks of the multi-tensor norm */
         o->cuda_scratch += N * e;                                         /* the ones */
         o->cuda_cublas = (size_t)32 << 20;                                /* sm_90 and later; 4 MiB before */
@@ -7965,6 +7982,13 @@ static void mgt__sim_bias_residual(mgt_backend *be, void *out, const void *res, 
     (void)out; (void)res; (void)bias;
     mgt__sim_charge(be, "bias_residual", MGT_SIM_ELEMENTWISE, 0, 0, 2.0 * N * C, (3.0 * N * C + C) * MGT__SIM_E, 0, 0, 0, 1);
 }
+/* one kernel: reads res and residual, writes res and out (the LayerNorm reads res back from L1) */
+static void mgt__sim_residual_layernorm_forward(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual, const void *rb,
+                                                const void *w, const void *b, int N, int C) {
+    (void)res; (void)out; (void)mean; (void)rstd; (void)residual; (void)rb; (void)w; (void)b;
+    mgt__sim_charge(be, "residual_layernorm_forward", MGT_SIM_NORM, 0, 0, 10.0 * N * C, 4.0 * N * C * MGT__SIM_E + 8.0 * N + 3.0 * C * MGT__SIM_E, 0, 0, 0,
+                    1);
+}
 static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int C) {
     (void)dbias; (void)dout;
     mgt__sim_charge(be, "bias_backward", MGT_SIM_ELEMENTWISE, 0, 0, (double)N * C, (double)N * C * MGT__SIM_E + 8.0 * C, 0, 0, 0, 1);
@@ -8403,6 +8427,7 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
         be->gelu_backward = mgt__sim_gelu_backward;
         be->add_inplace = mgt__sim_add_inplace;
         be->bias_residual = mgt__sim_bias_residual;
+        be->residual_layernorm_forward = mgt__sim_residual_layernorm_forward;
         be->bias_backward = mgt__sim_bias_backward;
         be->xent_partial = mgt__sim_xent_partial;
         be->xent_finish = mgt__sim_xent_finish;

@@ -6,23 +6,42 @@
    mgt_cuda_adamw updates fp32 parameters in place. mgt_cuda_adamw_master is mixed precision: the
    update runs on the fp32 master weights and moments of the optimizer shard, reading the fp32
    gradient (mgt.h keeps parameter gradients in fp32 whatever the storage type), and writes the
-   parameters the model computes with, rounded to the storage type. */
-#include "common.cuh" // defines: launch macros, floatX conversions, MGT_REQUIRE, MGT_CHECK_LAUNCH
+   parameters the model computes with, rounded to the storage type. Memory-bound: 16-byte packets when
+   every pointer is aligned (common.cuh), the rest element by element. */
+#include "common.cuh" // defines: launch macros, floatX conversions, packets, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
 #define MGT_ADAMW_BLOCK 256
 
-/* param_copy may be null (plain fp32 AdamW: master is the parameter) */
+__device__ __forceinline__ float mgt_adamw_one(float *master, float *m, float *v, float g, float beta1, float beta2, float eps, float step, float sbc2,
+                                              float decay) {
+    float mi = beta1 * *m + (1.0f - beta1) * g, vi = beta2 * *v + (1.0f - beta2) * g * g;
+    *m = mi;
+    *v = vi;
+    return *master = *master * decay - step * mi / (sqrtf(vi) / sbc2 + eps);
+}
+
+/* param_copy may be null (plain fp32 AdamW: master is the parameter). Packets of E = 16 / sizeof(floatX)
+   elements [0, packs) (the fp32 arrays in 16-byte pieces, param_copy in one), then elements [packs * E, n) */
 template <class floatX>
 __global__ void __launch_bounds__(MGT_ADAMW_BLOCK)
-mgt_adamw_kernel(floatX *param_copy, float *master, const float *grad, float *m, float *v, size_t n, float beta1, float beta2, float eps,
-                 float grad_scale, float step, float sbc2, float decay) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float g = grad[i] * grad_scale;
-        float mi = beta1 * m[i] + (1.0f - beta1) * g, vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        float p = master[i] * decay - step * mi / (sqrtf(vi) / sbc2 + eps);
-        m[i] = mi;
-        v[i] = vi;
-        master[i] = p;
+mgt_adamw_kernel(floatX *param_copy, float *master, const float *grad, float *m, float *v, size_t n, size_t packs, float beta1, float beta2,
+                 float eps, float grad_scale, float step, float sbc2, float decay) {
+    const int E = mgt_pack_of<floatX>::n;
+    size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t p = first; p < packs; p += stride) {
+        size_t i = p * E;
+        mgt_vec<float, E> w = mgt_load128<float, E>(master + i), g = mgt_load128<float, E>(grad + i), mi = mgt_load128<float, E>(m + i),
+                          vi = mgt_load128<float, E>(v + i);
+        mgt_vec<floatX, E> c;
+        for (int k = 0; k < E; k++)
+            c.v[k] = mgt_from_f32<floatX>(mgt_adamw_one(&w.v[k], &mi.v[k], &vi.v[k], g.v[k] * grad_scale, beta1, beta2, eps, step, sbc2, decay));
+        mgt_store128<float, E>(master + i, w);
+        mgt_store128<float, E>(m + i, mi);
+        mgt_store128<float, E>(v + i, vi);
+        if (param_copy) mgt_store128<floatX, E>(param_copy + i, c);
+    }
+    for (size_t i = packs * E + first; i < n; i += stride) {
+        float p = mgt_adamw_one(&master[i], &m[i], &v[i], grad[i] * grad_scale, beta1, beta2, eps, step, sbc2, decay);
         if (param_copy) param_copy[i] = mgt_from_f32<floatX>(p);
     }
 }
@@ -40,8 +59,9 @@ int mgt_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n
     MGT_REQUIRE(n == 0 || (param != m && param != v && m != v));
     if (n == 0) return MGT_KERNEL_OK;
     MGT_ADAMW_SCALARS;
-    MGT_LAUNCH(mgt_adamw_kernel<float>, mgt_grid_for(n, MGT_ADAMW_BLOCK), MGT_ADAMW_BLOCK, 0, stream, (float *)0, param, grad, m, v, n, beta1,
-               beta2, eps, grad_scale, step, sbc2, decay);
+    size_t packs = mgt_aligned16(param) && mgt_aligned16(grad) && mgt_aligned16(m) && mgt_aligned16(v) ? n / mgt_pack_of<float>::n : 0;
+    MGT_LAUNCH(mgt_adamw_kernel<float>, mgt_grid_for(packs ? packs : n, MGT_ADAMW_BLOCK), MGT_ADAMW_BLOCK, 0, stream, (float *)0, param, grad, m, v,
+               n, packs, beta1, beta2, eps, grad_scale, step, sbc2, decay);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }
@@ -55,8 +75,11 @@ int mgt_cuda_adamw_master(floatX *param_copy, float *master, const float *grad, 
     MGT_REQUIRE(n == 0 || (master != m && master != v && m != v && (void *)param_copy != (void *)master));
     if (n == 0) return MGT_KERNEL_OK;
     MGT_ADAMW_SCALARS;
-    MGT_LAUNCH(mgt_adamw_kernel<floatX>, mgt_grid_for(n, MGT_ADAMW_BLOCK), MGT_ADAMW_BLOCK, 0, stream, param_copy, master, grad, m, v, n,
-               beta1, beta2, eps, grad_scale, step, sbc2, decay);
+    size_t packs = mgt_aligned16(param_copy) && mgt_aligned16(master) && mgt_aligned16(grad) && mgt_aligned16(m) && mgt_aligned16(v)
+                       ? n / mgt_pack_of<floatX>::n
+                       : 0;
+    MGT_LAUNCH(mgt_adamw_kernel<floatX>, mgt_grid_for(packs ? packs : n, MGT_ADAMW_BLOCK), MGT_ADAMW_BLOCK, 0, stream, param_copy, master, grad, m,
+               v, n, packs, beta1, beta2, eps, grad_scale, step, sbc2, decay);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }

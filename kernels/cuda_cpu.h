@@ -224,8 +224,10 @@ inline float __uint_as_float(unsigned x) { float r; memcpy(&r, &x, 4); return r;
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+/* every block of a launch runs on the launching OS thread, so a fence only has to keep the compiler from
+   moving memory accesses across it (a thread fence would also be one that TSan rejects) */
+inline void __threadfence() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+inline void __threadfence_block() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 template <class T> inline T __ldg(const T *p) { return *p; }
 
 /* ---- atomics: fibers of a block share an OS thread, but TSan must see them as atomic --------------- */

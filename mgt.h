@@ -728,7 +728,7 @@ MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_s
 #include <stdlib.h>    /* defines: malloc, free, qsort, strtod, strtol */
 #include <string.h>    /* defines: memcpy, memset, strcmp, strlen */
 #include <stdarg.h>    /* defines: va_list */
-#include <math.h>      /* defines: sqrt, exp, log, cos, floorf */
+#include <math.h>      /* defines: sqrt, exp, log, log2, cos, floorf */
 #include <errno.h>     /* defines: errno */
 #include <pthread.h>   /* defines: pthread_create, mutexes, condition variables */
 #include <time.h>      /* defines: clock_gettime */
@@ -7928,11 +7928,19 @@ static void mgt__sim_encoder_forward(mgt_backend *be, void *out, const int *toke
     (void)out; (void)tokens; (void)wte; (void)vs; (void)vr;
     mgt__sim_charge(be, "encoder_forward", MGT_SIM_EMBEDDING, 0, 0, N * C, N * 4 + N * C * MGT__SIM_E * (wpe ? 3 : 2), 0, 0, 0, 1);
 }
+/* the CUDA backend's embedding backward: one block sorts the (token, position) keys (a bitonic network
+   of P = the next power of two from N keys: log2 P (log2 P + 1) / 2 steps of P / 2 compare-exchanges,
+   about 4 operations each, on one SM: MGT__SIM_SMS times its share of the device's rate), then a warp
+   per distinct token (at most min(N, vr)) reads and writes its fp32 row once and reads its positions'
+   dout; dwpe reads dout again and its own (T,C) */
+#define MGT__SIM_SMS 132.0 /* SMs of an H100 SXM (A100 108, B200 148): a one-block kernel runs on one */
 static void mgt__sim_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vs, int vr, int B, int T, int C) {
-    double N = (double)B * T;
-    (void)dwte; (void)dout; (void)tokens; (void)vs; (void)vr;
-    mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, 2 * N * C, N * 4 + N * C * MGT__SIM_E + 8 * N * C + (dwpe ? 8.0 * T * C : 0), 0, 0, 0,
-                    dwpe ? 2 : 1);
+    double N = (double)B * T, P = 1, steps, rows = N < vr ? N : (double)vr;
+    (void)dwte; (void)dout; (void)tokens; (void)vs;
+    while (P < N) P *= 2;
+    steps = log2(P) * (log2(P) + 1) / 2;
+    mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, N * C + (dwpe ? N * C : 0) + 4 * steps * P / 2 * MGT__SIM_SMS,
+                    N * 4 + 8 * P + N * C * MGT__SIM_E + 8 * rows * C + (dwpe ? N * C * MGT__SIM_E + 8.0 * T * C : 0), 0, 0, 0, dwpe ? 3 : 2);
 }
 static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
     (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b;
@@ -7941,7 +7949,11 @@ static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, 
 static void mgt__sim_layernorm_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,
                                         const float *rstd, int N, int C) {
     (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd;
-    mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, 4.0 * N * C * MGT__SIM_E + 8.0 * N + 16.0 * C, 0, 0, 0, 1);
+    /* one kernel: a warp per row reads dout, inp and dinp and writes dinp; the block's partial sums of
+       dweight and dbias read its rows of dout and inp again (counted as DRAM: a part's rows may have left
+       L2), up to 128 partials are written and summed in fp32 by the last block */
+    mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, 6.0 * N * C * MGT__SIM_E + 16.0 * N + 2 * 128 * 8.0 * C + 16.0 * C, 0, 0,
+                    0, 1);
 }
 static void mgt__sim_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
     double n = N, c = C, oc = OC;
@@ -7995,13 +8007,15 @@ static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *do
 }
 static void mgt__sim_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vs, int Vl, int V) {
     (void)part; (void)logits; (void)targets; (void)vs; (void)V;
-    mgt__sim_charge_t(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, 2.0 * N * Vl * MGT__SIM_E + 16.0 * N, (double)N * Vl, 0, 0, 0, 1);
+    /* the fused classifier: one read of the logits (an online max and sum), nothing written but the partials */
+    mgt__sim_charge_t(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, (double)N * Vl * MGT__SIM_E + 16.0 * N, (double)N * Vl, 0, 0, 0, 1);
 }
 static void mgt__sim_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vs, int Vl, int V,
                                  float grad_scale) {
     (void)losses; (void)logits; (void)parts; (void)targets; (void)vs; (void)V;
-    mgt__sim_charge(be, "xent_finish", MGT_SIM_LOSS, 0, 0, grad_scale != 0 ? 2.0 * N * Vl : 4.0 * N * tp,
-                    (grad_scale != 0 ? 2.0 * N * Vl * MGT__SIM_E : 0) + 12.0 * N * tp + 12.0 * N, 0, 0, 0, 1);
+    /* the gradient exp(l - M) / S - onehot: one read and one write of the logits, an exp each */
+    mgt__sim_charge_t(be, "xent_finish", MGT_SIM_LOSS, 0, 0, grad_scale != 0 ? 3.0 * N * Vl : 4.0 * N * tp,
+                      (grad_scale != 0 ? 2.0 * N * Vl * MGT__SIM_E : 0) + 12.0 * N * tp + 12.0 * N, grad_scale != 0 ? (double)N * Vl : 0, 0, 0, 0, 1);
 }
 static double mgt__sim_sum_squares(mgt_backend *be, const float *x, size_t n) {
     mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;

@@ -309,6 +309,7 @@ MGTDEF const char *mgt_mem_category_name(int category);
    cross-entropy partials, master weights and AdamW moments. A 16-bit op computes in fp32 and rounds
    what it stores once, to nearest even (the numerics of a GPU kernel templated on the storage type). */
 typedef struct mgt_backend mgt_backend;
+#define MGT_ADAMW_BATCH 32 /* tensors of one adamw_many call at most */
 /* the largest operands of a rank's ops, for mgt_backend.reserve */
 typedef struct mgt_backend_limits {
     int B, T, C;                          /* a micro-batch: N = B*T rows of C channels */
@@ -372,6 +373,11 @@ struct mgt_backend {
        receives the updated param rounded to dtype (the compute copy) */
     void (*adamw)(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2);
+    /* count (at most MGT_ADAMW_BATCH) tensors at once, each exactly as adamw with its own param_copy
+       (or NULL) and weight decay: one launch on a GPU (the multi-tensor AdamW) */
+    void (*adamw_many)(mgt_backend *be, int count, float *const *param, void *const *param_copy, const float *const *grad, float *const *m,
+                       float *const *v, const size_t *n, const float *weight_decay, float lr, float beta1, float beta2, float eps, float grad_scale,
+                       float bias_correction1, float bias_correction2);
     void (*scale)(mgt_backend *be, float *x, float factor, size_t n);
     void (*zero)(mgt_backend *be, void *x, size_t bytes);
     /* dst = src converted (MGT_F32, MGT_BF16, MGT_F16), rounded to nearest even */
@@ -2555,6 +2561,15 @@ static void mgt__t_xent_finish(mgt_backend *be, double *losses, void *logits, co
     mgt__cpu_xent_finish(be, losses, l, parts, tp, targets, N, v0, Vl, V, grad_scale);
     if (grad_scale != 0.0f) mgt__wide_out(be, logits, l, (size_t)N * Vl);
 }
+/* the reference is adamw on each tensor in turn */
+static void mgt__cpu_adamw_many(mgt_backend *be, int count, float *const *param, void *const *param_copy, const float *const *grad, float *const *m,
+                                float *const *v, const size_t *n, const float *weight_decay, float lr, float beta1, float beta2, float eps,
+                                float grad_scale, float bias_correction1, float bias_correction2) {
+    int k;
+    for (k = 0; k < count; k++)
+        be->adamw(be, param[k], param_copy[k], grad[k], m[k], v[k], n[k], lr, beta1, beta2, eps, weight_decay[k], grad_scale, bias_correction1,
+                  bias_correction2);
+}
 /* the reference is the two ops one after the other */
 static void mgt__cpu_residual_layernorm_forward(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual, const void *res_bias,
                                                 const void *weight, const void *bias, int N, int C) {
@@ -2607,6 +2622,7 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     be->xent_finish = mgt__t_xent_finish;
     be->sum_squares = mgt__cpu_sum_squares;
     be->adamw = mgt__t_adamw;
+    be->adamw_many = mgt__cpu_adamw_many;
     be->scale = mgt__cpu_scale;
     be->zero = mgt__cpu_zero;
     be->cast = mgt__cpu_cast;
@@ -5459,15 +5475,36 @@ static mgt_result mgt__device_stats(mgt__rank *rk, double *sumsq) {
     return MGT_OK;
 }
 
+/* the tensors of the next adamw_many call */
+typedef struct mgt__adamw_batch {
+    int count;
+    float *param[MGT_ADAMW_BATCH], *m[MGT_ADAMW_BATCH], *v[MGT_ADAMW_BATCH], weight_decay[MGT_ADAMW_BATCH];
+    void *copy[MGT_ADAMW_BATCH];
+    const float *grad[MGT_ADAMW_BATCH];
+    size_t n[MGT_ADAMW_BATCH];
+    float lr, b1, b2, eps, grad_scale, bc1, bc2;
+} mgt__adamw_batch;
+static void mgt__adamw_flush(mgt__rank *rk, mgt__adamw_batch *bt) {
+    if (bt->count)
+        rk->be->adamw_many(rk->be, bt->count, bt->param, bt->copy, bt->grad, bt->m, bt->v, bt->n, bt->weight_decay, bt->lr, bt->b1, bt->b2, bt->eps,
+                           bt->grad_scale, bt->bc1, bt->bc2);
+    bt->count = 0;
+}
+
 /* AdamW on this rank's part (step: updates done before this one); grad_scale undoes the loss
    scale and applies clipping. 16-bit storage updates the fp32 master weights and writes the compute
-   copy rounded from them; ZeRO 1/2 then all-gather the compute copy in the storage type. */
+   copy rounded from them; ZeRO 1/2 then all-gather the compute copy in the storage type. The tensors
+   go to the backend MGT_ADAMW_BATCH at a time (one launch each on a GPU), and before each ZeRO 1/2
+   all-gather, which reads what they wrote. */
 static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scale, int step) {
     const mgt_config *cfg = &rk->run->cfg;
     const mgt__plan *p = &rk->run->plan;
     double b1 = cfg->train.beta1, b2 = cfg->train.beta2;
     float bc1 = (float)(1.0 - pow(b1, step + 1)), bc2 = (float)(1.0 - pow(b2, step + 1));
     int u, t, sharded = p->zero >= 1;
+    mgt__adamw_batch bt;
+    bt.count = 0;
+    bt.lr = (float)lr; bt.b1 = (float)b1; bt.b2 = (float)b2; bt.eps = (float)cfg->train.eps; bt.grad_scale = (float)grad_scale; bt.bc1 = bc1; bt.bc2 = bc2;
     for (u = 0; u < rk->lay.nu; u++) {
         size_t lo = rk->lay.u[u].offset, hi = lo + rk->lay.u[u].size;
         if (sharded) mgt__unit_slice(rk, u, &lo, &hi);
@@ -5483,14 +5520,18 @@ static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scal
             grad = mgt__slice_ptr(rk, rk->grads, p->zero >= 2 ? rk->gshard : NULL, u, a);
             m = mgt__slice_ptr(rk, rk->m, sharded ? rk->m : NULL, u, a);
             v = mgt__slice_ptr(rk, rk->v, sharded ? rk->v : NULL, u, a);
-            rk->be->adamw(rk->be, param, copy, grad, m, v, b - a, (float)lr, (float)b1, (float)b2, (float)cfg->train.eps,
-                          x->decay ? (float)cfg->train.weight_decay : 0.0f, (float)grad_scale, bc1, bc2);
+            bt.param[bt.count] = param; bt.copy[bt.count] = copy; bt.grad[bt.count] = grad; bt.m[bt.count] = m; bt.v[bt.count] = v;
+            bt.n[bt.count] = b - a;
+            bt.weight_decay[bt.count++] = x->decay ? (float)cfg->train.weight_decay : 0.0f;
+            if (bt.count == MGT_ADAMW_BATCH) mgt__adamw_flush(rk, &bt);
         }
         if (p->zero == 1 || p->zero == 2) { /* every DP rank gets the updated unit back */
             size_t s = rk->lay.u[u].size / (size_t)p->dp, e = rk->shape.elt;
+            mgt__adamw_flush(rk, &bt);
             MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, (char *)rk->params + lo * e, (char *)rk->params + rk->lay.u[u].offset * e, s, rk->be->dtype));
         }
     }
+    mgt__adamw_flush(rk, &bt);
     return MGT_OK;
 }
 
@@ -8029,6 +8070,18 @@ static void mgt__sim_adamw(mgt_backend *be, float *param, void *copy, const floa
     (void)param; (void)grad; (void)m; (void)v; (void)lr; (void)b1; (void)b2; (void)eps; (void)wd; (void)gs; (void)bc1; (void)bc2;
     mgt__sim_charge(be, "adamw", MGT_SIM_OPTIMIZER, 0, 0, 15.0 * (double)n, (28.0 + (copy ? MGT__SIM_E : 0)) * (double)n, 0, 0, 0, 1);
 }
+/* one kernel over every tensor of the call */
+static void mgt__sim_adamw_many(mgt_backend *be, int count, float *const *param, void *const *copy, const float *const *grad, float *const *m,
+                                float *const *v, const size_t *n, const float *wd, float lr, float b1, float b2, float eps, float gs, float bc1, float bc2) {
+    double elements = 0, bytes = 0;
+    int k;
+    (void)param; (void)grad; (void)m; (void)v; (void)wd; (void)lr; (void)b1; (void)b2; (void)eps; (void)gs; (void)bc1; (void)bc2;
+    for (k = 0; k < count; k++) {
+        elements += (double)n[k];
+        bytes += (28.0 + (copy[k] ? MGT__SIM_E : 0)) * (double)n[k];
+    }
+    mgt__sim_charge(be, "adamw", MGT_SIM_OPTIMIZER, 0, 0, 15.0 * elements, bytes, 0, 0, 0, 1);
+}
 static void mgt__sim_scale(mgt_backend *be, float *x, float f, size_t n) {
     (void)x; (void)f;
     mgt__sim_charge(be, "scale", MGT_SIM_ELEMENTWISE, 0, 0, (double)n, 8.0 * (double)n, 0, 0, 0, 1);
@@ -8447,6 +8500,7 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
         be->xent_finish = mgt__sim_xent_finish;
         be->sum_squares = mgt__sim_sum_squares;
         be->adamw = mgt__sim_adamw;
+        be->adamw_many = mgt__sim_adamw_many;
         be->scale = mgt__sim_scale;
         be->zero = mgt__sim_zero;
         be->cast = mgt__sim_cast;

@@ -534,6 +534,32 @@ static void mgt__cuda_adamw(mgt_backend *be, float *param, void *param_copy, con
                                                                     grad_scale, bias_correction1, bias_correction2, c->stream),
                                     "AdamW"));
 }
+/* the multi-tensor AdamW: one launch for the call's tensors (fp32: a copy other than the parameter gets
+   the parameter itself, as adamw's device copy does) */
+static void mgt__cuda_adamw_many(mgt_backend *be, int count, float *const *param, void *const *param_copy, const float *const *grad, float *const *m,
+                                 float *const *v, const size_t *n, const float *weight_decay, float lr, float beta1, float beta2, float eps,
+                                 float grad_scale, float bias_correction1, float bias_correction2) {
+    mgt__cuda *c = MGT__CU(be);
+    mgt_adamw_tensor t[MGT_ADAMW_MANY];
+    MGT__OP(c, "AdamW", "%d tensors", count);
+    if (c->failed) return;
+    if (count > MGT_ADAMW_MANY) {
+        mgt__cuda_fail(c, "device %d: AdamW on %d tensors at once, more than %d", c->device, count, MGT_ADAMW_MANY);
+        return;
+    }
+    for (int k = 0; k < count; k++) {
+        t[k].master = param[k];
+        t[k].copy = param_copy[k] == (void *)param[k] ? NULL : param_copy[k];
+        t[k].grad = grad[k];
+        t[k].m = m[k];
+        t[k].v = v[k];
+        t[k].n = n[k];
+        t[k].weight_decay = weight_decay[k];
+    }
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_adamw_many<floatX>(t, count, lr, beta1, beta2, eps, grad_scale, bias_correction1, bias_correction2,
+                                                                  c->stream),
+                                    "AdamW"));
+}
 static void mgt__cuda_scale(mgt_backend *be, float *x, float factor, size_t n) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "scale", "n %zu", n);
@@ -778,6 +804,7 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     be->xent_finish = mgt__cuda_xent_finish;
     be->sum_squares = mgt__cuda_sum_squares;
     be->adamw = mgt__cuda_adamw;
+    be->adamw_many = mgt__cuda_adamw_many;
     be->scale = mgt__cuda_scale;
     be->zero = mgt__cuda_zero;
     be->cast = mgt__cuda_cast;

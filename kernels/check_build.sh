@@ -34,10 +34,10 @@ PACKED_LOADS="mgt_gelu_forward_kernel mgt_gelu_backward_kernel mgt_add_inplace_k
   mgt_bias_backward_partials_kernel mgt_cast_kernel mgt_scale_kernel mgt_adamw_kernel mgt_layernorm_forward_kernel
   mgt_layernorm_backward_rows_kernel mgt_layernorm_backward_partials_kernel mgt_encoder_forward_kernel
   mgt_encoder_backward_wte_kernel mgt_encoder_backward_wpe_kernel mgt_xent_partial_kernel mgt_xent_finish_kernel
-  mgt_sum_squares_chunks_kernel"
+  mgt_sum_squares_chunks_kernel mgt_adamw_many_kernel"
 PACKED_STORES="mgt_gelu_forward_kernel mgt_gelu_backward_kernel mgt_add_inplace_kernel mgt_bias_residual_kernel mgt_cast_kernel
   mgt_scale_kernel mgt_adamw_kernel mgt_layernorm_forward_kernel mgt_layernorm_backward_rows_kernel mgt_encoder_forward_kernel
-  mgt_encoder_backward_wte_kernel mgt_xent_finish_kernel"
+  mgt_encoder_backward_wte_kernel mgt_xent_finish_kernel mgt_adamw_many_kernel"
 NVCC_FLAGS="-c -std=c++17 -O3 $GENCODE -Werror all-warnings -Xptxas -v,-warn-spills,-warn-lmem-usage -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wmissing-declarations"
 CPU_FLAGS="-std=c++17 -fsyntax-only -Wall -Wextra -Werror -I kernels -x c++"
 

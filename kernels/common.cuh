@@ -52,6 +52,9 @@
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif
+#ifndef __grid_constant__
+#define __grid_constant__
+#endif
 #endif
 
 /* ---- errors and launchers: kernels/launchers.h (what host code outside kernels/ may include) ---- */

@@ -786,6 +786,47 @@ template <class T> static void test_adamw_master(size_t n, bool random) {
     }
 }
 
+/* the multi-tensor AdamW: tensors of several sizes (empty, below a packet, aligned and one element off),
+   each with its own weight decay, in one launch, against the one-tensor launchers byte for byte (the
+   same arithmetic per element; those are held to the reference above) */
+template <class T> static void test_adamw_many(bool random) {
+    const size_t sizes[] = {0, 3, 1000, 777, 64, 4097};
+    const int count = (int)(sizeof sizes / sizeof sizes[0]);
+    checker ck("adamw", "adamw_many<%s> %d tensors", prec<T>::name, count);
+    std::vector<std::vector<float>> w0, g, m0, v0, w, m, v;
+    std::vector<std::vector<T>> pc;
+    for (int k = 0; k < count; k++) {
+        size_t n = sizes[k] + 1; // one element more: tensor 3 starts one element in
+        w0.push_back(rnd<float>(n, -1, 1)), g.push_back(rnd<float>(n, -2, 2)), m0.push_back(rnd<float>(n, -0.1, 0.1)), v0.push_back(rnd<float>(n, 0, 0.01));
+    }
+    auto off = [](int k) { return k == 3 ? 1 : 0; };
+    in_orders(ck, random, [&] {
+        w = w0, m = m0, v = v0, pc.assign(count, filled<T>(4098, 7.0f));
+        mgt_adamw_tensor t[8];
+        for (int k = 0; k < count; k++)
+            t[k] = {w[k].data() + off(k), std::is_same<T, float>::value && k == 1 ? nullptr : (void *)(pc[k].data() + off(k)), g[k].data() + off(k),
+                    m[k].data() + off(k), v[k].data() + off(k), sizes[k], k % 2 ? HP.wd : 0.0f};
+        ck.rc(mgt_cuda_adamw_many<T>(t, count, HP.lr, HP.b1, HP.b2, HP.eps, HP.gs, HP.bc1, HP.bc2, nullptr));
+        std::vector<blob> out;
+        for (int k = 0; k < count; k++) out.push_back(bytes(w[k])), out.push_back(bytes(m[k])), out.push_back(bytes(v[k])), out.push_back(bytes(pc[k]));
+        return out;
+    });
+    for (int k = 0; k < count; k++) {
+        std::vector<float> w1 = w0[k], m1 = m0[k], v1 = v0[k];
+        std::vector<T> pc1 = filled<T>(4098, 7.0f);
+        bool no_copy = std::is_same<T, float>::value && k == 1;
+        if (no_copy)
+            ck.rc(mgt_cuda_adamw(w1.data() + off(k), g[k].data() + off(k), m1.data() + off(k), v1.data() + off(k), sizes[k], HP.lr, HP.b1, HP.b2, HP.eps,
+                                 k % 2 ? HP.wd : 0.0f, HP.gs, HP.bc1, HP.bc2, nullptr));
+        else
+            ck.rc(mgt_cuda_adamw_master<T>(pc1.data() + off(k), w1.data() + off(k), g[k].data() + off(k), m1.data() + off(k), v1.data() + off(k), sizes[k],
+                                           HP.lr, HP.b1, HP.b2, HP.eps, k % 2 ? HP.wd : 0.0f, HP.gs, HP.bc1, HP.bc2, nullptr));
+        ck.f->values++;
+        if (bytes(w1) != bytes(w[k]) || bytes(m1) != bytes(m[k]) || bytes(v1) != bytes(v[k]) || bytes(pc1) != bytes(pc[k]))
+            FAIL("%s: tensor %d (n %zu) differs from its one-tensor launch", ck.what, k, sizes[k]);
+    }
+}
+
 /* ==== casts: against a rounding written here in double arithmetic =============================================== */
 /* round to nearest even into a binary format with p significand bits and exponents emin..emax */
 static double round_to(double a, int p, int emin, int emax) {
@@ -1007,6 +1048,13 @@ static void test_preconditions(void) {
                    "scratch != dbias");
     expect_invalid("bias_backward<bf16> dbias = scratch", mgt_cuda_bias_backward<__nv_bfloat16>(a, a, h, 4, 8, nullptr), "residual.cu",
                    "dbias != scratch");
+    {
+        mgt_adamw_tensor t[1] = {{a, nullptr, b, a, c, 8, 0.0f}};
+        expect_invalid("adamw_many master = m", mgt_cuda_adamw_many<float>(t, 1, HP.lr, HP.b1, HP.b2, HP.eps, 1.0f, HP.bc1, HP.bc2, nullptr), "adamw.cu",
+                       "t.master != t.m");
+        expect_invalid("adamw_many too many", mgt_cuda_adamw_many<float>(t, MGT_ADAMW_MANY + 1, HP.lr, HP.b1, HP.b2, HP.eps, 1.0f, HP.bc1, HP.bc2, nullptr),
+                       "adamw.cu", "count <= MGT_ADAMW_MANY");
+    }
     expect_invalid("adamw_master<bf16> null grad",
                    mgt_cuda_adamw_master<__nv_bfloat16>(h, a, nullptr, c, d, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr),
                    "adamw.cu", "grad");
@@ -1084,6 +1132,7 @@ template <class T> static void all_ops(void) {
     if (SIZE >= 1) test_xent<T>(33, 600, 2, 304, 1.0f / 33, false);
     /* AdamW with fp32 master weights, casts, norms */
     test_adamw_master<T>(1000, r);
+    test_adamw_many<T>(r);
     if (big) test_adamw_master<T>((size_t)2048 * 256 + 333, false);
     test_packed_vs_elements<T>(1000);
     if (SIZE >= 1) test_packed_vs_elements<T>(3001);

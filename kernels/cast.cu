@@ -28,8 +28,8 @@ template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cu
     MGT_REQUIRE(n == 0 || (const void *)dst != (const void *)src); /* the sizes differ: never in place */
     if (n == 0) return MGT_KERNEL_OK;
     size_t packs = mgt_aligned16(dst) && mgt_aligned16(src) ? n / mgt_cast_pack<D, S>::n : 0;
-    void (*kernel)(D *, const S *, size_t, size_t) = mgt_cast_kernel<D, S>; /* a name with a comma cannot be a macro argument */
-    MGT_LAUNCH(kernel, mgt_grid_for(packs ? packs : n, MGT_CAST_BLOCK), MGT_CAST_BLOCK, 0, stream, dst, src, n, packs);
+    void (*cast_kernel)(D *, const S *, size_t, size_t) = mgt_cast_kernel<D, S>; /* a name with a comma cannot be a macro argument */
+    MGT_LAUNCH(cast_kernel, mgt_grid_for(packs ? packs : n, MGT_CAST_BLOCK), MGT_CAST_BLOCK, 0, stream, dst, src, n, packs);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }

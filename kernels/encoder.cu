@@ -206,17 +206,17 @@ int mgt_cuda_encoder_backward(float *dwte, float *dwpe, void *scratch, const flo
         int packed = C % E == 0 && mgt_aligned16(dwte) && mgt_aligned16(dout);
         MGT_LAUNCH(mgt_encoder_sort_kernel, 1, MGT_ENCODER_SORT_BLOCK, 0, stream, keys, tokens, vocab_start, vocab_rows, N, (int)mgt_encoder_keys(N));
         MGT_CHECK_LAUNCH();
-        void (*wte)(float *, const floatX *, const unsigned long long *, int, int) =
+        void (*encoder_backward_wte_kernel)(float *, const floatX *, const unsigned long long *, int, int) =
             packed ? mgt_encoder_backward_wte_kernel<floatX, E> : mgt_encoder_backward_wte_kernel<floatX, 1>;
-        MGT_LAUNCH(wte, (N + MGT_ENCODER_WARPS - 1) / MGT_ENCODER_WARPS, MGT_ENCODER_BLOCK, 0, stream, dwte, dout, (const unsigned long long *)keys, N,
+        MGT_LAUNCH(encoder_backward_wte_kernel, (N + MGT_ENCODER_WARPS - 1) / MGT_ENCODER_WARPS, MGT_ENCODER_BLOCK, 0, stream, dwte, dout, (const unsigned long long *)keys, N,
                    C);
         MGT_CHECK_LAUNCH();
     }
     if (dwpe) {
         size_t TC = (size_t)T * (size_t)C;
         int packed = TC % E == 0 && mgt_aligned16(dwpe) && mgt_aligned16(dout);
-        void (*wpe)(float *, const floatX *, int, size_t) = packed ? mgt_encoder_backward_wpe_kernel<floatX, E> : mgt_encoder_backward_wpe_kernel<floatX, 1>;
-        MGT_LAUNCH(wpe, mgt_grid_for(packed ? TC / E : TC, MGT_ENCODER_BLOCK), MGT_ENCODER_BLOCK, 0, stream, dwpe, dout, B, TC);
+        void (*encoder_backward_wpe_kernel)(float *, const floatX *, int, size_t) = packed ? mgt_encoder_backward_wpe_kernel<floatX, E> : mgt_encoder_backward_wpe_kernel<floatX, 1>;
+        MGT_LAUNCH(encoder_backward_wpe_kernel, mgt_grid_for(packed ? TC / E : TC, MGT_ENCODER_BLOCK), MGT_ENCODER_BLOCK, 0, stream, dwpe, dout, B, TC);
         MGT_CHECK_LAUNCH();
     }
     return MGT_KERNEL_OK;

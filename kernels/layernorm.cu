@@ -163,10 +163,11 @@ static int mgt_layernorm_forward_launch(floatX *out, float *mean, float *rstd, f
     const int E = mgt_pack_of<floatX>::n;
     bool packed = C % E == 0 && mgt_aligned16(out) && mgt_aligned16(inp) && mgt_aligned16(residual) && mgt_aligned16(res_bias) &&
                   mgt_aligned16(weight) && mgt_aligned16(bias);
-    void (*kernel)(floatX *, float *, float *, floatX *, const floatX *, const floatX *, const floatX *, const floatX *, int, int) =
+    /* the launch is named after the pointer (the fakes match kernel names, MGT_FAKE_KERNEL_FAULT) */
+    void (*layernorm_forward_kernel)(floatX *, float *, float *, floatX *, const floatX *, const floatX *, const floatX *, const floatX *, int, int) =
         residual ? (packed ? mgt_layernorm_forward_kernel<floatX, E, true> : mgt_layernorm_forward_kernel<floatX, 1, true>)
                  : (packed ? mgt_layernorm_forward_kernel<floatX, E, false> : mgt_layernorm_forward_kernel<floatX, 1, false>);
-    MGT_LAUNCH(kernel, (N + MGT_LN_WARPS - 1) / MGT_LN_WARPS, MGT_LN_BLOCK, 0, stream, out, mean, rstd, inp, residual, res_bias, weight, bias, N, C);
+    MGT_LAUNCH(layernorm_forward_kernel, (N + MGT_LN_WARPS - 1) / MGT_LN_WARPS, MGT_LN_BLOCK, 0, stream, out, mean, rstd, inp, residual, res_bias, weight, bias, N, C);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }
@@ -204,9 +205,10 @@ int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, floa
     bool packed = C % E == 0 && mgt_aligned16(dinp) && mgt_aligned16(dout) && mgt_aligned16(inp) && mgt_aligned16(weight);
     int parts = mgt_ln_parts(N), rows_per_part = (N + parts - 1) / parts;
     parts = (N + rows_per_part - 1) / rows_per_part; /* no empty part */
-    void (*kernel)(floatX *, float *, float *, float *, unsigned *, const floatX *, const floatX *, const floatX *, const float *, const float *, int,
-                   int, int, int) = packed ? mgt_layernorm_backward_kernel<floatX, E> : mgt_layernorm_backward_kernel<floatX, 1>;
-    MGT_LAUNCH(kernel, parts, MGT_LN_BWD_BLOCK, 0, stream, dinp, dweight, dbias, scratch, ticket, dout, inp, weight, mean, rstd, N, C, rows_per_part,
+    void (*layernorm_backward_kernel)(floatX *, float *, float *, float *, unsigned *, const floatX *, const floatX *, const floatX *, const float *,
+                                      const float *, int, int, int, int) =
+        packed ? mgt_layernorm_backward_kernel<floatX, E> : mgt_layernorm_backward_kernel<floatX, 1>;
+    MGT_LAUNCH(layernorm_backward_kernel, parts, MGT_LN_BWD_BLOCK, 0, stream, dinp, dweight, dbias, scratch, ticket, dout, inp, weight, mean, rstd, N, C, rows_per_part,
                parts);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;

@@ -119,9 +119,9 @@ template <class floatX> int mgt_cuda_bias_backward(float *dbias, float *scratch,
     int parts = mgt_bias_parts(N), rows_per_part = (N + parts - 1) / parts, packed = C % E == 0 && mgt_aligned16(dout);
     int slices = (C + MGT_WARP * (packed ? E : 1) - 1) / (MGT_WARP * (packed ? E : 1));
     parts = (N + rows_per_part - 1) / rows_per_part; /* no empty part */
-    void (*partials)(float *, const floatX *, int, int, int) = packed ? mgt_bias_backward_partials_kernel<floatX, E>
+    void (*bias_backward_partials_kernel)(float *, const floatX *, int, int, int) = packed ? mgt_bias_backward_partials_kernel<floatX, E>
                                                                       : mgt_bias_backward_partials_kernel<floatX, 1>;
-    MGT_LAUNCH(partials, slices * parts, MGT_RESIDUAL_BLOCK, 0, stream, scratch, dout, N, C, rows_per_part);
+    MGT_LAUNCH(bias_backward_partials_kernel, slices * parts, MGT_RESIDUAL_BLOCK, 0, stream, scratch, dout, N, C, rows_per_part);
     MGT_CHECK_LAUNCH();
     MGT_LAUNCH(mgt_bias_backward_sum_kernel, (C + MGT_RESIDUAL_BLOCK - 1) / MGT_RESIDUAL_BLOCK, MGT_RESIDUAL_BLOCK, 0, stream, dbias,
                scratch, parts, C);

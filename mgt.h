@@ -322,6 +322,7 @@ MGTDEF const char *mgt_mem_category_name(int category);
    cross-entropy partials, master weights and AdamW moments. A 16-bit op computes in fp32 and rounds
    what it stores once, to nearest even (the numerics of a GPU kernel templated on the storage type). */
 typedef struct mgt_backend mgt_backend;
+#define MGT_ADAMW_BATCH 32 /* tensors of one adamw_many call at most */
 /* the largest operands of a rank's ops, for mgt_backend.reserve */
 typedef struct mgt_backend_limits {
     int B, T, C;                          /* a micro-batch: N = B*T rows of C channels */
@@ -381,12 +382,17 @@ struct mgt_backend {
     void (*swiglu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H);
     void (*add_inplace)(mgt_backend *be, float *y, const float *x, size_t n); /* y += x (gradient shards) */
     void (*bias_residual)(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C); /* out += residual + bias (bias may be NULL) */
+    /* res += residual + res_bias, then out = LayerNorm(res) with weight and bias, mean and rstd saved:
+       bias_residual and layernorm_forward in one pass (the CUDA backend fuses them) */
+    void (*residual_layernorm_forward)(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual, const void *res_bias,
+                                       const void *weight, const void *bias, int N, int C);
     void (*bias_backward)(mgt_backend *be, float *dbias, const void *dout, int N, int C);                      /* dbias += column sums */
     /* vocabulary-parallel cross-entropy over this rank's Vl logits (global columns vocab_start..,
        those >= V are padding). xent_partial writes per row (max, sum of exp(logit - max), the target's
-       logit or 0 when another rank has it) and leaves exp(logit - max) in logits; xent_finish takes
-       the partials of all tp ranks, writes per-row losses and, when grad_scale != 0, turns the
-       logits into dlogits = (softmax - onehot) * grad_scale */
+       logit or 0 when another rank has it) and only reads the logits; xent_finish takes the
+       partials of all tp ranks, writes per-row losses and, when grad_scale != 0, turns the logits
+       into dlogits = (softmax - onehot) * grad_scale (a fused classifier: two reads of the logits,
+       one write, no probabilities stored) */
     void (*xent_partial)(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V);
     void (*xent_finish)(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
                         int Vl, int V, float grad_scale);
@@ -395,6 +401,11 @@ struct mgt_backend {
        receives the updated param rounded to dtype (the compute copy) */
     void (*adamw)(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2);
+    /* count (at most MGT_ADAMW_BATCH) tensors at once, each exactly as adamw with its own param_copy
+       (or NULL) and weight decay: one launch on a GPU (the multi-tensor AdamW) */
+    void (*adamw_many)(mgt_backend *be, int count, float *const *param, void *const *param_copy, const float *const *grad, float *const *m,
+                       float *const *v, const size_t *n, const float *weight_decay, float lr, float beta1, float beta2, float eps, float grad_scale,
+                       float bias_correction1, float bias_correction2);
     void (*scale)(mgt_backend *be, float *x, float factor, size_t n);
     void (*zero)(mgt_backend *be, void *x, size_t bytes);
     /* dst = src converted (MGT_F32, MGT_BF16, MGT_F16), rounded to nearest even */
@@ -756,7 +767,7 @@ MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_s
 #include <stdlib.h>    /* defines: malloc, free, qsort, strtod, strtol */
 #include <string.h>    /* defines: memcpy, memset, strcmp, strlen */
 #include <stdarg.h>    /* defines: va_list */
-#include <math.h>      /* defines: sqrt, exp, log, cos, floorf */
+#include <math.h>      /* defines: sqrt, exp, log, log2, cos, floorf */
 #include <errno.h>     /* defines: errno */
 #include <pthread.h>   /* defines: pthread_create, mutexes, condition variables */
 #include <time.h>      /* defines: clock_gettime */
@@ -2471,24 +2482,29 @@ static void mgt__xent_partial_task(void *ctx, int tid, int nth) {
     size_t lo, hi, r;
     mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
     for (r = lo; r < hi; r++) {
-        float *l = a->out[0] + r * (size_t)Vl, *part = a->out[1] + r * 3, mx = -INFINITY;
-        int y = a->ints[r] - v0;
+        const float *l = a->in[0] + r * (size_t)Vl;
+        float *part = a->out[1] + r * 3, mx = -INFINITY, e[256];
+        int y = a->ints[r] - v0, j, k;
         part[2] = y >= 0 && y < valid ? l[y] : 0.0f;
         for (i = 0; i < valid; i++) mx = l[i] > mx ? l[i] : mx;
-        for (i = 0; i < valid; i++) l[i] = mgt__expf(l[i] - mx);
         part[0] = mx;
-        part[1] = mgt__sum8(l, valid);
+        part[1] = 0.0f;
+        for (i = 0; i < valid; i += k) { /* the exponentials a block at a time: the logits stay as they are */
+            k = valid - i < 256 ? valid - i : 256;
+            for (j = 0; j < k; j++) e[j] = mgt__expf(l[i + j] - mx);
+            part[1] += mgt__sum8(e, k);
+        }
     }
 }
-static void mgt__cpu_xent_partial(mgt_backend *be, float *part, float *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
+static void mgt__cpu_xent_partial(mgt_backend *be, float *part, const float *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
     mgt__args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = logits; a.out[1] = part; a.ints = targets; a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V;
+    a.in[0] = logits; a.out[1] = part; a.ints = targets; a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V;
     mgt__pool_run(MGT__POOL(be), mgt__xent_partial_task, &a);
 }
 static void mgt__xent_finish_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
-    int N = a->n[0], v0 = a->n[1], Vl = a->n[2], V = a->n[3], tp = a->n[4], me = a->n[5], i, k;
+    int N = a->n[0], v0 = a->n[1], Vl = a->n[2], V = a->n[3], tp = a->n[4], i, k;
     int valid = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
     float gs = a->f[0];
     size_t lo, hi, r;
@@ -2505,8 +2521,8 @@ static void mgt__xent_finish_task(void *ctx, int tid, int nth) {
         }
         a->dout[r] = log(S) + (double)M - target;
         if (gs == 0.0f) continue;
-        scale = (float)((double)mgt__expf(a->in[0][((size_t)me * (size_t)N + r) * 3] - M) / S) * gs;
-        for (i = 0; i < valid; i++) l[i] *= scale;
+        scale = (float)(1.0 / S) * gs;
+        for (i = 0; i < valid; i++) l[i] = mgt__expf(l[i] - M) * scale;
         if (y >= 0 && y < valid) l[y] -= gs;
         for (i = valid; i < Vl; i++) l[i] = 0.0f;
     }
@@ -2516,7 +2532,7 @@ static void mgt__cpu_xent_finish(mgt_backend *be, double *losses, float *logits,
     mgt__args a;
     memset(&a, 0, sizeof a);
     a.out[0] = logits; a.in[0] = parts; a.dout = losses; a.ints = targets;
-    a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V; a.n[4] = tp; a.n[5] = Vl ? vocab_start / Vl : 0; a.f[0] = grad_scale;
+    a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V; a.n[4] = tp; a.f[0] = grad_scale;
     mgt__pool_run(MGT__POOL(be), mgt__xent_finish_task, &a);
 }
 
@@ -2776,7 +2792,6 @@ static void mgt__t_xent_partial(mgt_backend *be, float *part, void *logits, cons
     if (!MGT__WIDE(be)) { mgt__cpu_xent_partial(be, part, MGT__F(logits), targets, N, v0, Vl, V); return; }
     l = mgt__wide_in(be, logits, (size_t)N * Vl);
     mgt__cpu_xent_partial(be, part, l, targets, N, v0, Vl, V);
-    mgt__wide_out(be, logits, l, (size_t)N * Vl);
 }
 static void mgt__t_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int v0, int Vl,
                                int V, float grad_scale) {
@@ -2785,6 +2800,21 @@ static void mgt__t_xent_finish(mgt_backend *be, double *losses, void *logits, co
     l = mgt__wide_in(be, logits, (size_t)N * Vl);
     mgt__cpu_xent_finish(be, losses, l, parts, tp, targets, N, v0, Vl, V, grad_scale);
     if (grad_scale != 0.0f) mgt__wide_out(be, logits, l, (size_t)N * Vl);
+}
+/* the reference is adamw on each tensor in turn */
+static void mgt__cpu_adamw_many(mgt_backend *be, int count, float *const *param, void *const *param_copy, const float *const *grad, float *const *m,
+                                float *const *v, const size_t *n, const float *weight_decay, float lr, float beta1, float beta2, float eps,
+                                float grad_scale, float bias_correction1, float bias_correction2) {
+    int k;
+    for (k = 0; k < count; k++)
+        be->adamw(be, param[k], param_copy[k], grad[k], m[k], v[k], n[k], lr, beta1, beta2, eps, weight_decay[k], grad_scale, bias_correction1,
+                  bias_correction2);
+}
+/* the reference is the two ops one after the other */
+static void mgt__cpu_residual_layernorm_forward(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual, const void *res_bias,
+                                                const void *weight, const void *bias, int N, int C) {
+    be->bias_residual(be, res, residual, res_bias, N, C);
+    be->layernorm_forward(be, out, mean, rstd, res, weight, bias, N, C);
 }
 static void mgt__t_adamw(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2) {
@@ -2832,11 +2862,13 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     be->swiglu_backward = mgt__t_swiglu_backward;
     be->add_inplace = mgt__cpu_add_inplace;
     be->bias_residual = mgt__t_bias_residual;
+    be->residual_layernorm_forward = mgt__cpu_residual_layernorm_forward;
     be->bias_backward = mgt__t_bias_backward;
     be->xent_partial = mgt__t_xent_partial;
     be->xent_finish = mgt__t_xent_finish;
     be->sum_squares = mgt__cpu_sum_squares;
     be->adamw = mgt__t_adamw;
+    be->adamw_many = mgt__cpu_adamw_many;
     be->scale = mgt__cpu_scale;
     be->zero = mgt__cpu_zero;
     be->cast = mgt__cpu_cast;
@@ -5458,8 +5490,12 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
     be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
-    be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
-    mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+    if (!d->rms && MGT__BT(MGT__PROJB) >= 0) /* GPT-2: the residual and LayerNorm in one pass */
+        be->residual_layernorm_forward(be, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x, MGT__BP(MGT__PROJB), MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), N, C);
+    else {
+        be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
+        mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+    }
     be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
     if (d->swiglu) be->swiglu_forward(be, a->fch_gelu, a->fch, N, s->Hl);
     else be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * (size_t)s->Hl);
@@ -5797,15 +5833,36 @@ static mgt_result mgt__device_stats(mgt__rank *rk, double *sumsq) {
     return MGT_OK;
 }
 
+/* the tensors of the next adamw_many call */
+typedef struct mgt__adamw_batch {
+    int count;
+    float *param[MGT_ADAMW_BATCH], *m[MGT_ADAMW_BATCH], *v[MGT_ADAMW_BATCH], weight_decay[MGT_ADAMW_BATCH];
+    void *copy[MGT_ADAMW_BATCH];
+    const float *grad[MGT_ADAMW_BATCH];
+    size_t n[MGT_ADAMW_BATCH];
+    float lr, b1, b2, eps, grad_scale, bc1, bc2;
+} mgt__adamw_batch;
+static void mgt__adamw_flush(mgt__rank *rk, mgt__adamw_batch *bt) {
+    if (bt->count)
+        rk->be->adamw_many(rk->be, bt->count, bt->param, bt->copy, bt->grad, bt->m, bt->v, bt->n, bt->weight_decay, bt->lr, bt->b1, bt->b2, bt->eps,
+                           bt->grad_scale, bt->bc1, bt->bc2);
+    bt->count = 0;
+}
+
 /* AdamW on this rank's part (step: updates done before this one); grad_scale undoes the loss
    scale and applies clipping. 16-bit storage updates the fp32 master weights and writes the compute
-   copy rounded from them; ZeRO 1/2 then all-gather the compute copy in the storage type. */
+   copy rounded from them; ZeRO 1/2 then all-gather the compute copy in the storage type. The tensors
+   go to the backend MGT_ADAMW_BATCH at a time (one launch each on a GPU), and before each ZeRO 1/2
+   all-gather, which reads what they wrote. */
 static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scale, int step) {
     const mgt_config *cfg = &rk->run->cfg;
     const mgt__plan *p = &rk->run->plan;
     double b1 = cfg->train.beta1, b2 = cfg->train.beta2;
     float bc1 = (float)(1.0 - pow(b1, step + 1)), bc2 = (float)(1.0 - pow(b2, step + 1));
     int u, t, sharded = p->zero >= 1;
+    mgt__adamw_batch bt;
+    bt.count = 0;
+    bt.lr = (float)lr; bt.b1 = (float)b1; bt.b2 = (float)b2; bt.eps = (float)cfg->train.eps; bt.grad_scale = (float)grad_scale; bt.bc1 = bc1; bt.bc2 = bc2;
     for (u = 0; u < rk->lay.nu; u++) {
         size_t lo = rk->lay.u[u].offset, hi = lo + rk->lay.u[u].size;
         if (sharded) mgt__unit_slice(rk, u, &lo, &hi);
@@ -5821,14 +5878,18 @@ static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scal
             grad = mgt__slice_ptr(rk, rk->grads, p->zero >= 2 ? rk->gshard : NULL, u, a);
             m = mgt__slice_ptr(rk, rk->m, sharded ? rk->m : NULL, u, a);
             v = mgt__slice_ptr(rk, rk->v, sharded ? rk->v : NULL, u, a);
-            rk->be->adamw(rk->be, param, copy, grad, m, v, b - a, (float)lr, (float)b1, (float)b2, (float)cfg->train.eps,
-                          x->decay ? (float)cfg->train.weight_decay : 0.0f, (float)grad_scale, bc1, bc2);
+            bt.param[bt.count] = param; bt.copy[bt.count] = copy; bt.grad[bt.count] = grad; bt.m[bt.count] = m; bt.v[bt.count] = v;
+            bt.n[bt.count] = b - a;
+            bt.weight_decay[bt.count++] = x->decay ? (float)cfg->train.weight_decay : 0.0f;
+            if (bt.count == MGT_ADAMW_BATCH) mgt__adamw_flush(rk, &bt);
         }
         if (p->zero == 1 || p->zero == 2) { /* every DP rank gets the updated unit back */
             size_t s = rk->lay.u[u].size / (size_t)p->dp, e = rk->shape.elt;
+            mgt__adamw_flush(rk, &bt);
             MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, (char *)rk->params + lo * e, (char *)rk->params + rk->lay.u[u].offset * e, s, rk->be->dtype));
         }
     }
+    mgt__adamw_flush(rk, &bt);
     return MGT_OK;
 }
 
@@ -7330,9 +7391,11 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
         int kinds[5], g;
         o->cuda_attention = B * (size_t)(cfg->model.n_head / p.tp) * T * T * e;
         o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for, then the ones */
-        if ((k = 64 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (64 parts) */
+        if ((k = 128 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (128 parts) */
         if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;    /* the widest bias's (64 parts) */
         if ((k = N * f) > o->cuda_scratch) o->cuda_scratch = k;
+        for (k = 1; k < N;) k <<= 1;
+        if ((k *= 8) > o->cuda_scratch) o->cuda_scratch = k;              /* the embedding backward's sort: 8-byte keys, a power of two */
         if (ss > o->cuda_scratch) o->cuda_scratch = ss;                   /* the chunks of the multi-tensor norm */
         o->cuda_scratch += N * e;                                         /* the ones */
         o->cuda_cublas = (size_t)32 << 20;                                /* sm_90 and later; 4 MiB before */
@@ -8310,12 +8373,20 @@ static void mgt__sim_encoder_forward(mgt_backend *be, void *out, const int *toke
     MGT__SIM_ARGS(B, T, C, vs, vr, wpe != NULL);
     mgt__sim_charge(be, "encoder_forward", MGT_SIM_EMBEDDING, 0, 0, N * C, N * 4 + N * C * MGT__SIM_E * (wpe ? 3 : 2), 0, 0, 0, 1);
 }
+/* the CUDA backend's embedding backward: one block sorts the (token, position) keys (a bitonic network
+   of P = the next power of two from N keys: log2 P (log2 P + 1) / 2 steps of P / 2 compare-exchanges,
+   about 4 operations each, on one SM: MGT__SIM_SMS times its share of the device's rate), then a warp
+   per distinct token (at most min(N, vr)) reads and writes its fp32 row once and reads its positions'
+   dout; dwpe reads dout again and its own (T,C) */
+#define MGT__SIM_SMS 132.0 /* SMs of an H100 SXM (A100 108, B200 148): a one-block kernel runs on one */
 static void mgt__sim_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vs, int vr, int B, int T, int C) {
-    double N = (double)B * T;
-    (void)dwte; (void)dout; (void)tokens; (void)vs; (void)vr;
+    double N = (double)B * T, P = 1, steps, rows = N < vr ? N : (double)vr;
+    (void)dwte; (void)dout; (void)tokens; (void)vs;
+    while (P < N) P *= 2;
+    steps = log2(P) * (log2(P) + 1) / 2;
     MGT__SIM_ARGS(B, T, C, vs, vr, dwpe != NULL);
-    mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, 2 * N * C, N * 4 + N * C * MGT__SIM_E + 8 * N * C + (dwpe ? 8.0 * T * C : 0), 0, 0, 0,
-                    dwpe ? 2 : 1);
+    mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, N * C + (dwpe ? N * C : 0) + 4 * steps * P / 2 * MGT__SIM_SMS,
+                    N * 4 + 8 * P + N * C * MGT__SIM_E + 8 * rows * C + (dwpe ? N * C * MGT__SIM_E + 8.0 * T * C : 0), 0, 0, 0, dwpe ? 3 : 2);
 }
 static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
     (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b;
@@ -8325,8 +8396,12 @@ static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, 
 static void mgt__sim_layernorm_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,
                                         const float *rstd, int N, int C) {
     (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd;
+    /* one kernel: a warp per row reads dout, inp and dinp and writes dinp; the block's partial sums of
+       dweight and dbias read its rows of dout and inp again (counted as DRAM: a part's rows may have left
+       L2), up to 128 partials are written and summed in fp32 by the last block */
     MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
-    mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, 4.0 * N * C * MGT__SIM_E + 8.0 * N + 16.0 * C, 0, 0, 0, 1);
+    mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, 6.0 * N * C * MGT__SIM_E + 16.0 * N + 2 * 128 * 8.0 * C + 16.0 * C, 0, 0,
+                    0, 1);
 }
 static void mgt__sim_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
     double n = N, c = C, oc = OC;
@@ -8415,6 +8490,14 @@ static void mgt__sim_bias_residual(mgt_backend *be, void *out, const void *res, 
     MGT__SIM_ARGS(N, C, bias != NULL, 0, 0, 0);
     mgt__sim_charge(be, "bias_residual", MGT_SIM_ELEMENTWISE, 0, 0, (bias ? 2.0 : 1.0) * N * C, (3.0 * N * C + (bias ? C : 0)) * MGT__SIM_E, 0, 0, 0, 1);
 }
+/* one kernel: reads res and residual, writes res and out (the LayerNorm reads res back from L1) */
+static void mgt__sim_residual_layernorm_forward(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual, const void *rb,
+                                                const void *w, const void *b, int N, int C) {
+    (void)res; (void)out; (void)mean; (void)rstd; (void)residual; (void)rb; (void)w; (void)b;
+    MGT__SIM_ARGS(N, C, rb != NULL, 0, 0, 0);
+    mgt__sim_charge(be, "residual_layernorm_forward", MGT_SIM_NORM, 0, 0, 10.0 * N * C, 4.0 * N * C * MGT__SIM_E + 8.0 * N + 3.0 * C * MGT__SIM_E, 0, 0, 0,
+                    1);
+}
 static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int C) {
     (void)dbias; (void)dout;
     MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
@@ -8422,15 +8505,17 @@ static void mgt__sim_bias_backward(mgt_backend *be, float *dbias, const void *do
 }
 static void mgt__sim_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vs, int Vl, int V) {
     (void)part; (void)logits; (void)targets; (void)vs; (void)V;
+    /* the fused classifier: one read of the logits (an online max and sum), nothing written but the partials */
     MGT__SIM_ARGS(N, vs, Vl, V, 0, 0);
-    mgt__sim_charge_t(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, 2.0 * N * Vl * MGT__SIM_E + 16.0 * N, (double)N * Vl, 0, 0, 0, 1);
+    mgt__sim_charge_t(be, "xent_partial", MGT_SIM_LOSS, 0, 0, 4.0 * N * Vl, (double)N * Vl * MGT__SIM_E + 16.0 * N, (double)N * Vl, 0, 0, 0, 1);
 }
 static void mgt__sim_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vs, int Vl, int V,
                                  float grad_scale) {
     (void)losses; (void)logits; (void)parts; (void)targets; (void)vs; (void)V;
+    /* the gradient exp(l - M) / S - onehot: one read and one write of the logits, an exp each */
     MGT__SIM_ARGS(N, vs, Vl, V, tp, grad_scale != 0);
-    mgt__sim_charge(be, "xent_finish", MGT_SIM_LOSS, 0, 0, grad_scale != 0 ? 2.0 * N * Vl : 4.0 * N * tp,
-                    (grad_scale != 0 ? 2.0 * N * Vl * MGT__SIM_E : 0) + 12.0 * N * tp + 12.0 * N, 0, 0, 0, 1);
+    mgt__sim_charge_t(be, "xent_finish", MGT_SIM_LOSS, 0, 0, grad_scale != 0 ? 3.0 * N * Vl : 4.0 * N * tp,
+                      (grad_scale != 0 ? 2.0 * N * Vl * MGT__SIM_E : 0) + 12.0 * N * tp + 12.0 * N, grad_scale != 0 ? (double)N * Vl : 0, 0, 0, 0, 1);
 }
 static double mgt__sim_sum_squares(mgt_backend *be, const float *x, size_t n) {
     mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
@@ -8445,6 +8530,19 @@ static void mgt__sim_adamw(mgt_backend *be, float *param, void *copy, const floa
     (void)param; (void)grad; (void)m; (void)v; (void)lr; (void)b1; (void)b2; (void)eps; (void)wd; (void)gs; (void)bc1; (void)bc2;
     MGT__SIM_ARGS((long long)n, copy != NULL, 0, 0, 0, 0);
     mgt__sim_charge(be, "adamw", MGT_SIM_OPTIMIZER, 0, 0, 15.0 * (double)n, (28.0 + (copy ? MGT__SIM_E : 0)) * (double)n, 0, 0, 0, 1);
+}
+/* one kernel over every tensor of the call */
+static void mgt__sim_adamw_many(mgt_backend *be, int count, float *const *param, void *const *copy, const float *const *grad, float *const *m,
+                                float *const *v, const size_t *n, const float *wd, float lr, float b1, float b2, float eps, float gs, float bc1, float bc2) {
+    double elements = 0, bytes = 0;
+    int k;
+    (void)param; (void)grad; (void)m; (void)v; (void)wd; (void)lr; (void)b1; (void)b2; (void)eps; (void)gs; (void)bc1; (void)bc2;
+    for (k = 0; k < count; k++) {
+        elements += (double)n[k];
+        bytes += (28.0 + (copy[k] ? MGT__SIM_E : 0)) * (double)n[k];
+    }
+    MGT__SIM_ARGS((long long)elements, count > 0 && copy[0] != NULL, 0, 0, 0, 0); /* on the cpu, run as one AdamW of all the elements */
+    mgt__sim_charge(be, "adamw", MGT_SIM_OPTIMIZER, 0, 0, 15.0 * elements, bytes, 0, 0, 0, 1);
 }
 static void mgt__sim_scale(mgt_backend *be, float *x, float f, size_t n) {
     (void)x; (void)f;
@@ -8882,11 +8980,13 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
         be->swiglu_backward = mgt__sim_swiglu_backward;
         be->add_inplace = mgt__sim_add_inplace;
         be->bias_residual = mgt__sim_bias_residual;
+        be->residual_layernorm_forward = mgt__sim_residual_layernorm_forward;
         be->bias_backward = mgt__sim_bias_backward;
         be->xent_partial = mgt__sim_xent_partial;
         be->xent_finish = mgt__sim_xent_finish;
         be->sum_squares = mgt__sim_sum_squares;
         be->adamw = mgt__sim_adamw;
+        be->adamw_many = mgt__sim_adamw_many;
         be->scale = mgt__sim_scale;
         be->zero = mgt__sim_zero;
         be->cast = mgt__sim_cast;
@@ -8947,6 +9047,10 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
             losses = (double *)(void *)MGT__TAKE(2 * rows);
             if (arena) be->xent_finish(be, losses, logits, parts, (int)a[4], ints, (int)rows, (int)a[1], (int)a[2], (int)a[3], a[5] ? 1.0f / (float)rows : 0.0f);
         }
+    } else if (!strcmp(name, "residual_layernorm_forward")) {
+        float *res = MGT__TAKE(a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]), *x = MGT__TAKE(a[0] * a[1]), *mean = MGT__TAKE(a[0]), *rstd = MGT__TAKE(a[0]);
+        float *rb = MGT__TAKE(a[1]), *w = MGT__TAKE(a[1]), *b = MGT__TAKE(a[1]);
+        if (arena) be->residual_layernorm_forward(be, res, y, mean, rstd, x, a[2] ? rb : NULL, w, b, (int)a[0], (int)a[1]);
     } else if (!strcmp(name, "layernorm_forward") || !strcmp(name, "layernorm_backward")) {
         float *x = MGT__TAKE(a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]), *g = MGT__TAKE(a[0] * a[1]), *mean = MGT__TAKE(a[0]), *rstd = MGT__TAKE(a[0]);
         float *w = MGT__TAKE(a[1]), *b = MGT__TAKE(a[1]), *dw = MGT__TAKE(a[1]), *db = MGT__TAKE(a[1]);

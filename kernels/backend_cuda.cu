@@ -10,7 +10,7 @@
    A step does nothing for the first time (issue 13: a GPU step must not hang). reserve(), called
    when the run is created, makes everything a step uses, sized from the largest operands: the
    scratch of the op that needs most (the attention's dP, the bias and LayerNorm partial sums, the
-   chunks of the multi-tensor sum of squares), the vector of ones of the bias GEMM, the cuBLAS
+   embedding backward's sort, the chunks of the multi-tensor sum of squares), the vector of ones of the bias GEMM, the cuBLAS
    workspace (cublasSetWorkspace: cuBLAS would otherwise allocate it on its first GEMM), and the
    pinned host memory that crosses PCIe: a ring of slots for the token uploads (at least two, as
    many as a step uploads, so no upload waits) and a buffer for the step's downloads. Between
@@ -64,6 +64,7 @@ typedef struct mgt__cuda {
     void *ones; /* ones in the storage type */
     size_t ones_count;
     double *scalar;          /* a device double for sum_squares */
+    unsigned *ticket;        /* a device word at 0 between kernels: the last-block ticket of LayerNorm's backward */
     char *up;                /* pinned ring of upload slots */
     size_t up_slot;          /* bytes per slot */
     int up_slots, up_next;   /* slots, and the next one to use */
@@ -419,9 +420,10 @@ static void mgt__cuda_encoder_backward(mgt_backend *be, float *dwte, float *dwpe
                                        int B, int T, int C) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "encoder backward", "B %d, T %d, C %d, vocabulary rows %d", B, T, C, vocab_rows);
-    if (c->failed) return;
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_encoder_backward<floatX>(dwte, dwpe, (const floatX *)dout, tokens, vocab_start, vocab_rows, B, T, C,
-                                                                        c->stream),
+    void *keys = mgt__cuda_work(c, mgt_cuda_encoder_backward_scratch(B * T)); /* the sort of (token, position) */
+    if (c->failed || !keys) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_encoder_backward<floatX>(dwte, dwpe, keys, (const floatX *)dout, tokens, vocab_start, vocab_rows, B, T,
+                                                                        C, c->stream),
                                     "encoder backward"));
 }
 static void mgt__cuda_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *weight, const void *bias,
@@ -439,7 +441,7 @@ static void mgt__cuda_layernorm_backward(mgt_backend *be, void *dinp, float *dwe
     MGT__OP(c, "layernorm backward", "N %d, C %d", N, C);
     float *scratch = (float *)mgt__cuda_work(c, mgt_cuda_layernorm_backward_scratch(N, C));
     if (c->failed || !scratch) return;
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_layernorm_backward<floatX>((floatX *)dinp, dweight, dbias, scratch, (const floatX *)dout,
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_layernorm_backward<floatX>((floatX *)dinp, dweight, dbias, scratch, c->ticket, (const floatX *)dout,
                                                                           (const floatX *)inp, (const floatX *)weight, mean, rstd, N, C, c->stream),
                                     "layernorm backward"));
 }
@@ -519,6 +521,16 @@ static void mgt__cuda_swiglu_backward(mgt_backend *be, void *dinp, const void *i
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_swiglu_backward<floatX>((floatX *)dinp, (const floatX *)inp, (const floatX *)dout, N, H, c->stream),
                                     "swiglu backward"));
 }
+static void mgt__cuda_residual_layernorm_forward(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual,
+                                                 const void *res_bias, const void *weight, const void *bias, int N, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "residual + layernorm forward", "N %d, C %d", N, C);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_residual_layernorm_forward<floatX>((floatX *)res, (floatX *)out, mean, rstd, (const floatX *)residual,
+                                                                                  (const floatX *)res_bias, (const floatX *)weight, (const floatX *)bias,
+                                                                                  N, C, c->stream),
+                                    "residual + layernorm forward"));
+}
 
 static void mgt__cuda_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
     mgt__cuda *c = MGT__CU(be);
@@ -585,6 +597,32 @@ static void mgt__cuda_adamw(mgt_backend *be, float *param, void *param_copy, con
     }
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_adamw_master<floatX>((floatX *)param_copy, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
                                                                     grad_scale, bias_correction1, bias_correction2, c->stream),
+                                    "AdamW"));
+}
+/* the multi-tensor AdamW: one launch for the call's tensors (fp32: a copy other than the parameter gets
+   the parameter itself, as adamw's device copy does) */
+static void mgt__cuda_adamw_many(mgt_backend *be, int count, float *const *param, void *const *param_copy, const float *const *grad, float *const *m,
+                                 float *const *v, const size_t *n, const float *weight_decay, float lr, float beta1, float beta2, float eps,
+                                 float grad_scale, float bias_correction1, float bias_correction2) {
+    mgt__cuda *c = MGT__CU(be);
+    mgt_adamw_tensor t[MGT_ADAMW_MANY];
+    MGT__OP(c, "AdamW", "%d tensors", count);
+    if (c->failed) return;
+    if (count > MGT_ADAMW_MANY) {
+        mgt__cuda_fail(c, "device %d: AdamW on %d tensors at once, more than %d", c->device, count, MGT_ADAMW_MANY);
+        return;
+    }
+    for (int k = 0; k < count; k++) {
+        t[k].master = param[k];
+        t[k].copy = param_copy[k] == (void *)param[k] ? NULL : param_copy[k];
+        t[k].grad = grad[k];
+        t[k].m = m[k];
+        t[k].v = v[k];
+        t[k].n = n[k];
+        t[k].weight_decay = weight_decay[k];
+    }
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_adamw_many<floatX>(t, count, lr, beta1, beta2, eps, grad_scale, bias_correction1, bias_correction2,
+                                                                  c->stream),
                                     "AdamW"));
 }
 static void mgt__cuda_scale(mgt_backend *be, float *x, float factor, size_t n) {
@@ -718,6 +756,7 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->OC));                        /* the widest bias */
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->C));
     MGT__NEED(mgt_cuda_layernorm_backward_scratch((int)N, l->C));
+    MGT__NEED(mgt_cuda_encoder_backward_scratch((int)N));                             /* the sort of the embedding's backward */
     MGT__NEED((l->norm_elements / MGT_SS_BLOCK + l->norm_tensors + 1) * sizeof(double)); /* the chunks of the multi-tensor norm */
     MGT__NEED(N * sizeof(float));                                                    /* the ones, filled through fp32 */
 #undef MGT__NEED
@@ -830,11 +869,13 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     be->swiglu_backward = mgt__cuda_swiglu_backward;
     be->add_inplace = mgt__cuda_add_inplace;
     be->bias_residual = mgt__cuda_bias_residual;
+    be->residual_layernorm_forward = mgt__cuda_residual_layernorm_forward;
     be->bias_backward = mgt__cuda_bias_backward;
     be->xent_partial = mgt__cuda_xent_partial;
     be->xent_finish = mgt__cuda_xent_finish;
     be->sum_squares = mgt__cuda_sum_squares;
     be->adamw = mgt__cuda_adamw;
+    be->adamw_many = mgt__cuda_adamw_many;
     be->scale = mgt__cuda_scale;
     be->zero = mgt__cuda_zero;
     be->cast = mgt__cuda_cast;
@@ -852,7 +893,9 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
         mgt__blas_ok(c, cublasCreate(&c->blas), "cublasCreate") && mgt__blas_ok(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") &&
         mgt__cuda_ok(c, cudaMalloc(&c->blas_work, c->blas_work_bytes = major >= 9 ? (size_t)32 << 20 : (size_t)4 << 20), "the cuBLAS workspace") &&
         mgt__blas_ok(c, cublasSetWorkspace(c->blas, c->blas_work, c->blas_work_bytes), "cublasSetWorkspace") &&
-        mgt__cuda_ok(c, cudaMalloc((void **)&c->scalar, sizeof(double)), "cudaMalloc")) {
+        mgt__cuda_ok(c, cudaMalloc((void **)&c->scalar, 2 * sizeof(double)), "cudaMalloc") &&
+        mgt__cuda_ok(c, cudaMemsetAsync(c->scalar, 0, 2 * sizeof(double), c->stream), "zeroing the ticket")) {
+        c->ticket = (unsigned *)(c->scalar + 1);
         mgt__cuda_account(be, (long long)c->blas_work_bytes, MGT_MEM_WORKSPACE);
         *out = be;
         return 0;

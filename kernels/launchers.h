@@ -68,19 +68,24 @@ inline void mgt_kernel_note_launch(const char *file, int line) {
 template <class floatX> /* out (B,T,C) = wte[tok - vocab_start] for tok in [vocab_start, vocab_start + vocab_rows), else 0; + wpe[t] when wpe */
 int mgt_cuda_encoder_forward(floatX *out, const int *tokens, const floatX *wte, int vocab_start, int vocab_rows, const floatX *wpe, int B, int T,
                              int C, cudaStream_t stream);
+/* bytes of scratch that mgt_cuda_encoder_backward needs for N = B*T positions (the sort's keys) */
+size_t mgt_cuda_encoder_backward_scratch(int N);
 template <class floatX> /* dwte (vocab_rows,C) += and dwpe (T,C) += (when dwpe) in fp32, positions added in order */
-int mgt_cuda_encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *tokens, int vocab_start, int vocab_rows, int B, int T, int C,
-                              cudaStream_t stream);
+int mgt_cuda_encoder_backward(float *dwte, float *dwpe, void *scratch, const floatX *dout, const int *tokens, int vocab_start, int vocab_rows, int B,
+                              int T, int C, cudaStream_t stream);
 
 /* layernorm.cu: eps 1e-5; mean and rstd (N) in fp32 */
 template <class floatX>
 int mgt_cuda_layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight, const floatX *bias, int N, int C,
                                cudaStream_t stream);
+template <class floatX> /* res (N,C) += residual (N,C) + res_bias (C), then out = LayerNorm(res): one kernel (residual may be res) */
+int mgt_cuda_residual_layernorm_forward(floatX *res, floatX *out, float *mean, float *rstd, const floatX *residual, const floatX *res_bias,
+                                        const floatX *weight, const floatX *bias, int N, int C, cudaStream_t stream);
 /* bytes of scratch that mgt_cuda_layernorm_backward needs for (N, C) */
 size_t mgt_cuda_layernorm_backward_scratch(int N, int C);
-template <class floatX> /* dinp (N,C) +=, dweight (C) += and dbias (C) += in fp32 */
-int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
-                                const float *mean, const float *rstd, int N, int C, cudaStream_t stream);
+template <class floatX> /* dinp (N,C) +=, dweight (C) += and dbias (C) += in fp32, one kernel; ticket: a device word that is 0 (and left 0) */
+int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, float *scratch, unsigned *ticket, const floatX *dout, const floatX *inp,
+                                const floatX *weight, const float *mean, const float *rstd, int N, int C, cudaStream_t stream);
 
 /* attention.cu: the causal softmax between the batched GEMMs; rows of (BNH = B*NH, T, T) */
 template <class floatX> /* att = softmax(scale * scores) over j <= t, 0 above the diagonal; att may be scores */
@@ -103,9 +108,9 @@ template <class floatX> /* dbias (C) += column sums of dout (N,C) in fp32, in a 
 int mgt_cuda_bias_backward(float *dbias, float *scratch, const floatX *dout, int N, int C, cudaStream_t stream);
 
 /* crossentropy.cu: vocabulary-parallel, the semantics of mgt.h's xent_partial / xent_finish */
-template <class floatX> /* part (N,3) = (max, sum exp(l - max), target logit or 0); logits (N,Vl) become exp(l - max) */
-int mgt_cuda_xent_partial(float *part, floatX *logits, const int *targets, int N, int vocab_start, int Vl, int V, cudaStream_t stream);
-template <class floatX> /* losses (N) from parts (tp,N,3); logits become (softmax - onehot) * grad_scale when grad_scale != 0 */
+template <class floatX> /* part (N,3) = (max, sum exp(l - max), target logit or 0), one read of the logits (N,Vl) */
+int mgt_cuda_xent_partial(float *part, const floatX *logits, const int *targets, int N, int vocab_start, int Vl, int V, cudaStream_t stream);
+template <class floatX> /* losses (N) from parts (tp,N,3); logits become (softmax - onehot) * grad_scale when grad_scale != 0 (one read, one write) */
 int mgt_cuda_xent_finish(double *losses, floatX *logits, const float *parts, int tp, const int *targets, int N, int vocab_start, int Vl,
                          int V, float grad_scale, cudaStream_t stream);
 
@@ -116,6 +121,22 @@ template <class floatX> /* the update on fp32 master weights and moments from th
 int mgt_cuda_adamw_master(floatX *param_copy, float *master, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                           float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2,
                           cudaStream_t stream);
+
+/* the multi-tensor AdamW: up to MGT_ADAMW_MANY tensors in one launch, their pointers passed by value as
+   the kernel's parameters (about 2.3 KiB, under CUDA's 4 KiB); each tensor as mgt_cuda_adamw_master
+   (copy NULL: fp32, master is the parameter) with its own weight decay */
+#define MGT_ADAMW_MANY 32
+typedef struct mgt_adamw_tensor {
+    float *master;
+    void *copy; /* floatX, or NULL */
+    const float *grad;
+    float *m, *v;
+    size_t n;
+    float weight_decay;
+} mgt_adamw_tensor;
+template <class floatX>
+int mgt_cuda_adamw_many(const mgt_adamw_tensor *tensors, int count, float lr, float beta1, float beta2, float eps, float grad_scale,
+                        float bias_correction1, float bias_correction2, cudaStream_t stream);
 
 /* cast.cu: between fp32 and the 16-bit types (round to nearest even) */
 template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cudaStream_t stream);

@@ -3,7 +3,7 @@
      angle = t * (1 / theta^(2i/hs))        (fp32, as Hugging Face computes its cos/sin tables)
      forward   x_i' = x_i cos - x_{i+hs/2} sin,   x_{i+hs/2}' = x_{i+hs/2} cos + x_i sin
      backward  the same with -angle (a rotation's inverse), on dqkv
-   The value heads are left alone. One thread per (row, pair, head), the angle's cos and sin
+   The value heads are left alone. A block per row, a thread per (pair, head), the angle's cos and sin
    computed per thread (no tables: nothing to reserve). The angle is fp32, as the CPU's and Hugging
    Face's; its cos and sin come from sincospi in double: cosf/sinf of large arguments take a slow
    path with local memory (Payne-Hanek), while reducing angle / pi is exact. Math in fp32 otherwise. */
@@ -18,29 +18,29 @@ static inline void sincospi(double x, double *s, double *c) {
 }
 #endif
 
+/* a block per row (grid-stride over the B*T rows), its threads over (pair, head): 32-bit divisions only */
 template <class floatX>
-__global__ void __launch_bounds__(MGT_ROPE_BLOCK) mgt_rope_kernel(floatX *qkv, int T, int NH, int NKV, int hs, float theta, float sign, size_t n) {
-    int half = hs / 2, heads = NH + NKV;
-    size_t W = (size_t)(NH + 2 * NKV) * (size_t)hs;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (size_t)gridDim.x * blockDim.x) {
-        int h = (int)(idx % (size_t)heads), i = (int)(idx / (size_t)heads % (size_t)half);
-        size_t row = idx / ((size_t)heads * (size_t)half);
-        float angle = (float)(row % (size_t)T) * (1.0f / powf(theta, (float)(2 * i) / (float)hs));
-        double sd, cd;
-        sincospi((double)angle * 0.318309886183790671538 /* 1/pi */, &sd, &cd);
-        float c = (float)cd, s = sign * (float)sd;
-        floatX *x = qkv + row * W + (size_t)h * (size_t)hs;
-        float x0 = mgt_to_f32(x[i]), x1 = mgt_to_f32(x[half + i]);
-        x[i] = mgt_from_f32<floatX>(x0 * c - x1 * s);
-        x[half + i] = mgt_from_f32<floatX>(x1 * c + x0 * s);
-    }
+__global__ void __launch_bounds__(MGT_ROPE_BLOCK) mgt_rope_kernel(floatX *qkv, int rows, int T, int NH, int NKV, int hs, float theta, float sign) {
+    int half = hs / 2, heads = NH + NKV, W = (NH + 2 * NKV) * hs;
+    for (int row = (int)blockIdx.x; row < rows; row += (int)gridDim.x)
+        for (int j = (int)threadIdx.x; j < half * heads; j += (int)blockDim.x) {
+            int i = j / heads, h = j - i * heads;
+            float angle = (float)(row % T) * (1.0f / powf(theta, (float)(2 * i) / (float)hs));
+            double sd, cd;
+            sincospi((double)angle * 0.318309886183790671538 /* 1/pi */, &sd, &cd);
+            float c = (float)cd, s = sign * (float)sd;
+            floatX *x = qkv + (size_t)row * (size_t)W + (size_t)h * (size_t)hs;
+            float x0 = mgt_to_f32(x[i]), x1 = mgt_to_f32(x[half + i]);
+            x[i] = mgt_from_f32<floatX>(x0 * c - x1 * s);
+            x[half + i] = mgt_from_f32<floatX>(x1 * c + x0 * s);
+        }
 }
 
 template <class floatX> static int mgt_rope(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign, cudaStream_t stream) {
     MGT_REQUIRE(B > 0 && T > 0 && NH > 0 && NKV > 0 && hs > 0 && hs % 2 == 0 && theta > 0.0f);
     MGT_REQUIRE(qkv);
-    size_t n = (size_t)B * (size_t)T * (size_t)(hs / 2) * (size_t)(NH + NKV);
-    MGT_LAUNCH(mgt_rope_kernel<floatX>, mgt_grid_for(n, MGT_ROPE_BLOCK), MGT_ROPE_BLOCK, 0, stream, qkv, T, NH, NKV, hs, theta, sign, n);
+    int rows = B * T;
+    MGT_LAUNCH(mgt_rope_kernel<floatX>, rows < 65535 ? rows : 65535, MGT_ROPE_BLOCK, 0, stream, qkv, rows, T, NH, NKV, hs, theta, sign);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }

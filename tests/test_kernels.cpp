@@ -99,7 +99,7 @@ static family families[] = {{"encoder", 0, 0, 0, "", "", {0, 0, 0}},  {"layernor
                             {"gelu", 0, 0, 0, "", "", {0, 0, 0}},     {"residual", 0, 0, 0, "", "", {0, 0, 0}},     {"crossentropy", 0, 0, 0, "", "", {0, 0, 0}},
                             {"adamw", 0, 0, 0, "", "", {0, 0, 0}},    {"cast", 0, 0, 0, "", "", {0, 0, 0}},         {"norm", 0, 0, 0, "", "", {0, 0, 0}},
                             {"rmsnorm", 0, 0, 0, "", "", {0, 0, 0}},  {"rope", 0, 0, 0, "", "", {0, 0, 0}},         {"swiglu", 0, 0, 0, "", "", {0, 0, 0}},
-                            {"preconditions", 0, 0, 0, "", "", {0, 0, 0}}};
+                            {"packets", 0, 0, 0, "", "", {0, 0, 0}},  {"preconditions", 0, 0, 0, "", "", {0, 0, 0}}};
 static family *fam(const char *name) {
     for (family &f : families)
         if (!strcmp(f.name, name)) return &f;
@@ -260,11 +260,13 @@ template <class T> static void test_encoder(int B, int Tn, int C, int vocab_star
                    vocab_rows, V, wpe_on ? "" : " no dwpe");
         std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1);
         std::vector<float> dwte0 = rnd<float>(wte.size(), -1, 1), dwpe0 = rnd<float>(wpe.size(), -1, 1), dwte, dwpe; // fp32 gradients
+        std::vector<unsigned long long> keys;
         in_orders(ck, random, [&] {
             dwte = dwte0; // "+=": starts non-zero
             dwpe = dwpe0;
-            ck.rc(mgt_cuda_encoder_backward<T>(vocab_rows > 0 ? dwte.data() : nullptr, wpe_on ? dwpe.data() : nullptr, dout.data(), tok.data(),
-                                               vocab_start, vocab_rows, B, Tn, C, nullptr));
+            keys.assign(mgt_cuda_encoder_backward_scratch(N) / sizeof(unsigned long long), 0x5a5a5a5a5a5a5a5aull); // written before read
+            ck.rc(mgt_cuda_encoder_backward<T>(vocab_rows > 0 ? dwte.data() : nullptr, wpe_on ? dwpe.data() : nullptr, keys.data(), dout.data(),
+                                               tok.data(), vocab_start, vocab_rows, B, Tn, C, nullptr));
             return std::vector<blob>{bytes(dwte), bytes(dwpe)};
         });
         /* two references. In double: the fp32 sum of k terms (the start value and each position's
@@ -312,9 +314,10 @@ template <class T> static void test_encoder_frequent_token(void) {
     std::vector<int> tok(N, 0);
     std::vector<T> dout = filled<T>((size_t)N * C, (float)__nv_bfloat16(0.01f));
     std::vector<float> dwte;
+    std::vector<unsigned long long> keys(mgt_cuda_encoder_backward_scratch(N) / sizeof(unsigned long long));
     in_orders(ck, false, [&] {
         dwte.assign(C, 0.0f);
-        ck.rc(mgt_cuda_encoder_backward<T>(dwte.data(), nullptr, dout.data(), tok.data(), 0, 1, 1, N, C, nullptr));
+        ck.rc(mgt_cuda_encoder_backward<T>(dwte.data(), nullptr, keys.data(), dout.data(), tok.data(), 0, 1, 1, N, C, nullptr));
         return std::vector<blob>{bytes(dwte)};
     });
     for (int c = 0; c < C; c++) ck.near("dwte", c, dwte[c], N * dv(dout[0]), 0.0);
@@ -376,11 +379,13 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
         for (int r = 0; r < N; r++) mean[r] = (float)m[r], rstd[r] = (float)rs[r];
         std::vector<float> scratch;
         size_t sbytes = mgt_cuda_layernorm_backward_scratch(N, C);
+        unsigned ticket = 0;
         in_orders(ck, random, [&] {
             dinp = dinp0, dw = dw0, db = db0;
-            scratch.assign(sbytes / sizeof(float), NAN); // the kernels must write before they read
-            ck.rc(mgt_cuda_layernorm_backward<T>(dinp.data(), dw.data(), db.data(), scratch.data(), dout.data(), inp.data(), w.data(), mean.data(),
-                                                 rstd.data(), N, C, nullptr));
+            scratch.assign(sbytes / sizeof(float), NAN); // the kernel must write before it reads
+            ck.rc(mgt_cuda_layernorm_backward<T>(dinp.data(), dw.data(), db.data(), scratch.data(), &ticket, dout.data(), inp.data(), w.data(),
+                                                 mean.data(), rstd.data(), N, C, nullptr));
+            ck.near("ticket (left at 0)", 0, ticket, 0.0, 0.0);
             return std::vector<blob>{bytes(dinp), bytes(dw), bytes(db)};
         });
         std::vector<double> sw(C), sb(C), mw(C), mb(C);
@@ -410,6 +415,35 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
             ck.near("dweight", c, dw[c], sw[c], bnd<float>(sw[c], (N + 8) * U32 * mw[c]));
             ck.near("dbias", c, db[c], sb[c], bnd<float>(sb[c], (N + 8) * U32 * mb[c]));
         }
+    }
+}
+
+/* the fused residual + LayerNorm forward: the same bytes as bias_residual then layernorm_forward (the
+   same fp32 operations in the same order), both of which are held to references above; residual may be res */
+template <class T> static void test_residual_layernorm(int N, int C, bool alias, bool random) {
+    std::vector<T> res0 = rnd<T>((size_t)N * C, -1, 1), x = rnd<T>((size_t)N * C, -1, 1), rb = rnd<T>(C, -0.5, 0.5), w = rnd<T>(C, 0.5, 1.5),
+                   b = rnd<T>(C, -0.5, 0.5);
+    checker ck("layernorm", "residual_layernorm_forward<%s> N=%d C=%d%s", prec<T>::name, N, C, alias ? " residual = res" : "");
+    std::vector<T> res, out, res2, out2;
+    std::vector<float> mean, rstd, mean2, rstd2;
+    in_orders(ck, random, [&] {
+        res = res0, out = filled<T>((size_t)N * C, 7.0f), mean.assign(N, 7.0f), rstd.assign(N, 7.0f);
+        ck.rc(mgt_cuda_residual_layernorm_forward<T>(res.data(), out.data(), mean.data(), rstd.data(), alias ? res.data() : x.data(), rb.data(), w.data(),
+                                                     b.data(), N, C, nullptr));
+        return std::vector<blob>{bytes(res), bytes(out), bytes(mean), bytes(rstd)};
+    });
+    res2 = res0, out2 = filled<T>((size_t)N * C, 7.0f), mean2.assign(N, 7.0f), rstd2.assign(N, 7.0f);
+    ck.rc(mgt_cuda_bias_residual<T>(res2.data(), alias ? res2.data() : x.data(), rb.data(), N, C, nullptr));
+    ck.rc(mgt_cuda_layernorm_forward<T>(out2.data(), mean2.data(), rstd2.data(), res2.data(), w.data(), b.data(), N, C, nullptr));
+    const char *names[] = {"res", "out", "mean", "rstd"};
+    std::vector<blob> fused = {bytes(res), bytes(out), bytes(mean), bytes(rstd)}, apart = {bytes(res2), bytes(out2), bytes(mean2), bytes(rstd2)};
+    for (int o = 0; o < 4; o++) {
+        ck.f->values++;
+        if (fused[o] != apart[o]) FAIL("%s: %s differs from bias_residual then layernorm_forward", ck.what, names[o]);
+    }
+    for (size_t i = 0; i < res.size(); i++) { // and the sum itself: two fp32 additions
+        double o = dv(res0[i]), r = alias ? o : dv(x[i]), bb = dv(rb[i % C]), want = o + r + bb;
+        ck.near("res", i, dv(res[i]), want, bnd<T>(want, 2 * U32 * (fabs(o) + fabs(r) + fabs(bb))));
     }
 }
 
@@ -593,7 +627,6 @@ template <class T> static void test_xent(int N, int V, int tp, int Vl, float gs,
     auto valid_of = [&](int k) { int v = V - k * Vl; return v < 0 ? 0 : v > Vl ? Vl : v; };
     /* partial, rank by rank */
     std::vector<float> parts((size_t)tp * N * 3);
-    std::vector<std::vector<T>> logits1(tp);
     for (int k = 0; k < tp; k++) {
         int valid = valid_of(k);
         checker ck("crossentropy", "xent_partial<%s> N=%d V=%d tp=%d rank %d Vl=%d (valid %d)", prec<T>::name, N, V, tp, k, Vl, valid);
@@ -620,18 +653,10 @@ template <class T> static void test_xent(int N, int V, int tp, int Vl, float gs,
                difference, expf), the sum of `valid` terms by (valid + 10) 2^-24 of the total */
             ck.near("sum", (size_t)r, part[(size_t)r * 3 + 1], sum, valid ? U32 * (mag + (valid + 10) * sum) : 0.0);
             ck.near("target", (size_t)r, part[(size_t)r * 3 + 2], target, 0.0);
-            for (int i = 0; i < Vl; i++) {
-                size_t j = (size_t)r * Vl + i;
-                if (i < valid) {
-                    double e = exp(dv(x[i]) - mx);
-                    ck.near("exp(logits - max)", j, dv(l[j]), e, bnd<T>(e, U32 * e * (fabs(dv(x[i]) - mx) + 2)));
-                } else {
-                    ck.near("padding (untouched)", j, dv(l[j]), PAD, 0.0);
-                }
-            }
+            for (int i = 0; i < Vl; i++) // the fused classifier keeps no probabilities: the logits are only read
+                ck.near("logits (untouched)", (size_t)r * Vl + i, dv(l[(size_t)r * Vl + i]), dv(x[i]), 0.0);
         }
         memcpy(&parts[(size_t)k * N * 3], part.data(), sizeof(float) * N * 3);
-        logits1[k] = l;
     }
     /* finish, on every rank: the same losses everywhere, and this rank's gradient */
     std::vector<double> loss0;
@@ -641,7 +666,7 @@ template <class T> static void test_xent(int N, int V, int tp, int Vl, float gs,
         std::vector<T> l;
         std::vector<double> losses;
         in_orders(ck, random, [&] {
-            l = logits1[k];
+            l = logits0[k];
             losses.assign(N, 7.0);
             ck.rc(mgt_cuda_xent_finish<T>(losses.data(), l.data(), parts.data(), tp, tgt.data(), N, k * Vl, Vl, V, gs, nullptr));
             return std::vector<blob>{bytes(losses), bytes(l)};
@@ -679,28 +704,26 @@ template <class T> static void test_xent(int N, int V, int tp, int Vl, float gs,
                 }
             double direct = log(gsum) + gmax - yl;
             ck.near("loss (end to end)", (size_t)r, losses[r], direct, U32 * (Vl + 20 + 2 * spread) + 1e-15 * (fabs(gmax) + fabs(yl) + 1));
-            /* dlogits = exp(l - max_me) (as partial stored it) * exp(max_me - M) / S * gs - onehot gs:
-               the row scale is off by (|max_me - M| + 4) 2^-24 relative, two more roundings */
-            const float *me = &parts[((size_t)k * N + r) * 3];
-            double scale = me[1] > 0 ? exp((double)me[0] - M) / S * gs : 0.0;
+            /* dlogits = exp(l - M) * (gs / S) - onehot gs: exp(l - M) off by (|l - M| + 2) 2^-24 relative
+               (the rounded difference, expf), the scale 1/S rounded to fp32 and times gs, the product:
+               (|l - M| + 6) 2^-24 in all */
             int y = tgt[r] - k * Vl;
             for (int i = 0; i < Vl; i++) {
                 size_t j = (size_t)r * Vl + i;
                 if (gs == 0.0f) {
-                    ck.near("logits (untouched)", j, dv(l[j]), dv(logits1[k][j]), 0.0);
+                    ck.near("logits (untouched)", j, dv(l[j]), dv(logits0[k][j]), 0.0);
                     continue;
                 }
                 if (i >= valid) {
                     ck.near("dlogits padding", j, dv(l[j]), 0.0, 0.0);
                     continue;
                 }
-                double a = dv(logits1[k][j]) * scale, want = a - (i == y ? gs : 0.0);
-                double e32 = (fabs((double)me[0] - M) + 6) * U32 * fabs(a) + U32 * fabs(want);
+                double a = exp(dv(logits0[k][j]) - M) / S * gs, want = a - (i == y ? gs : 0.0);
+                double e32 = (fabs(dv(logits0[k][j]) - M) + 6) * U32 * fabs(a) + U32 * fabs(want);
                 ck.near("dlogits", j, dv(l[j]), want, bnd<T>(want, e32));
-                /* end to end: (softmax - onehot) gs; partial's rounding of exp into T on top (u_T relative,
-                   or tiny_T absolute where exp(l - max) fell below T's normal range, times the row scale) */
+                /* end to end: (softmax - onehot) gs, the partial sums' error on top */
                 double x = dv(logits0[k][j]), sm = exp(x - gmax) / gsum, d2 = (sm - (i == y ? 1.0 : 0.0)) * gs;
-                double e2 = (prec<T>::u + U32 * (Vl + 30 + 2 * spread)) * sm * fabs(gs) + prec<T>::tiny * fabs(scale);
+                double e2 = U32 * (Vl + 30 + 2 * spread) * sm * fabs(gs);
                 ck.near("dlogits (end to end)", j, dv(l[j]), d2, bnd<T>(d2, e2));
             }
         }
@@ -761,6 +784,47 @@ template <class T> static void test_adamw_master(size_t n, bool random) {
         ck.near("v", i, v[i], vo, e[1] + prec<float>::tiny);
         ck.near("master", i, w[i], po, e[2] + prec<float>::tiny);
         ck.near("param_copy = round(master)", i, dv(pc[i]), dv(T(w[i])), 0.0); // the kernel's own master, rounded: exact
+    }
+}
+
+/* the multi-tensor AdamW: tensors of several sizes (empty, below a packet, aligned and one element off),
+   each with its own weight decay, in one launch, against the one-tensor launchers byte for byte (the
+   same arithmetic per element; those are held to the reference above) */
+template <class T> static void test_adamw_many(bool random) {
+    const size_t sizes[] = {0, 3, 1000, 777, 64, 4097};
+    const int count = (int)(sizeof sizes / sizeof sizes[0]);
+    checker ck("adamw", "adamw_many<%s> %d tensors", prec<T>::name, count);
+    std::vector<std::vector<float>> w0, g, m0, v0, w, m, v;
+    std::vector<std::vector<T>> pc;
+    for (int k = 0; k < count; k++) {
+        size_t n = sizes[k] + 1; // one element more: tensor 3 starts one element in
+        w0.push_back(rnd<float>(n, -1, 1)), g.push_back(rnd<float>(n, -2, 2)), m0.push_back(rnd<float>(n, -0.1, 0.1)), v0.push_back(rnd<float>(n, 0, 0.01));
+    }
+    auto off = [](int k) { return k == 3 ? 1 : 0; };
+    in_orders(ck, random, [&] {
+        w = w0, m = m0, v = v0, pc.assign(count, filled<T>(4098, 7.0f));
+        mgt_adamw_tensor t[8];
+        for (int k = 0; k < count; k++)
+            t[k] = {w[k].data() + off(k), std::is_same<T, float>::value && k == 1 ? nullptr : (void *)(pc[k].data() + off(k)), g[k].data() + off(k),
+                    m[k].data() + off(k), v[k].data() + off(k), sizes[k], k % 2 ? HP.wd : 0.0f};
+        ck.rc(mgt_cuda_adamw_many<T>(t, count, HP.lr, HP.b1, HP.b2, HP.eps, HP.gs, HP.bc1, HP.bc2, nullptr));
+        std::vector<blob> out;
+        for (int k = 0; k < count; k++) out.push_back(bytes(w[k])), out.push_back(bytes(m[k])), out.push_back(bytes(v[k])), out.push_back(bytes(pc[k]));
+        return out;
+    });
+    for (int k = 0; k < count; k++) {
+        std::vector<float> w1 = w0[k], m1 = m0[k], v1 = v0[k];
+        std::vector<T> pc1 = filled<T>(4098, 7.0f);
+        bool no_copy = std::is_same<T, float>::value && k == 1;
+        if (no_copy)
+            ck.rc(mgt_cuda_adamw(w1.data() + off(k), g[k].data() + off(k), m1.data() + off(k), v1.data() + off(k), sizes[k], HP.lr, HP.b1, HP.b2, HP.eps,
+                                 k % 2 ? HP.wd : 0.0f, HP.gs, HP.bc1, HP.bc2, nullptr));
+        else
+            ck.rc(mgt_cuda_adamw_master<T>(pc1.data() + off(k), w1.data() + off(k), g[k].data() + off(k), m1.data() + off(k), v1.data() + off(k), sizes[k],
+                                           HP.lr, HP.b1, HP.b2, HP.eps, k % 2 ? HP.wd : 0.0f, HP.gs, HP.bc1, HP.bc2, nullptr));
+        ck.f->values++;
+        if (bytes(w1) != bytes(w[k]) || bytes(m1) != bytes(m[k]) || bytes(v1) != bytes(v[k]) || bytes(pc1) != bytes(pc[k]))
+            FAIL("%s: tensor %d (n %zu) differs from its one-tensor launch", ck.what, k, sizes[k]);
     }
 }
 
@@ -886,6 +950,46 @@ template <class T> static void test_norm(size_t n, bool random) {
     }
 }
 
+/* ==== 16-byte packets against the element loop ===================================================================
+   The elementwise launchers take 16-byte packets when every pointer is aligned and the element loop
+   otherwise (a shard at any offset): the per-element arithmetic is the same, so the same values one
+   element off alignment must give the same bytes */
+template <class T> static void test_packed_vs_elements(size_t n) {
+    checker ck("packets", "aligned vs one element off<%s> n=%zu", prec<T>::name, n);
+    std::vector<T> x = rnd<T>(n + 1, -3, 3), y = rnd<T>(n + 1, -1, 1), b = rnd<T>(n + 1, -1, 1);
+    std::vector<float> w = rnd<float>(n + 1, -1, 1), g = rnd<float>(n + 1, -1, 1), m = rnd<float>(n + 1, -0.1, 0.1), v = rnd<float>(n + 1, 0, 0.01);
+    /* run(off) applies every launcher to the arrays starting `off` elements in and returns their bytes */
+    auto run = [&](int off) {
+        std::vector<T> o = filled<T>(n + 1, 7.0f), d = y, sx = x, c = filled<T>(n + 1, 7.0f), r = y;
+        std::vector<float> wm = w, mm = m, vm = v, f = filled<float>(n + 1, 7.0f);
+        ck.rc(mgt_cuda_gelu_forward<T>(o.data() + off, x.data() + off, n, nullptr));
+        ck.rc(mgt_cuda_gelu_backward<T>(d.data() + off, x.data() + off, d.data() + off, n, nullptr));
+        ck.rc(mgt_cuda_add_inplace<T>(r.data() + off, b.data() + off, n, nullptr));
+        ck.rc(mgt_cuda_scale<T>(sx.data() + off, 0.37f, n, nullptr));
+        ck.rc(mgt_cuda_cast<float, T>(f.data() + off, x.data() + off, n, nullptr));
+        ck.rc(mgt_cuda_adamw_master<T>(c.data() + off, wm.data() + off, g.data() + off, mm.data() + off, vm.data() + off, n, HP.lr, HP.b1, HP.b2,
+                                       HP.eps, HP.wd, HP.gs, HP.bc1, HP.bc2, nullptr));
+        std::vector<blob> out;
+        auto tail = [&](const auto &a) { // the n elements the call wrote, as bytes
+            typedef typename std::decay<decltype(a)>::type V;
+            return bytes(V(a.begin() + off, a.begin() + off + (long)n));
+        };
+        out.push_back(tail(o)), out.push_back(tail(d)), out.push_back(tail(r)), out.push_back(tail(sx)), out.push_back(tail(f));
+        out.push_back(tail(c)), out.push_back(tail(wm)), out.push_back(tail(mm)), out.push_back(tail(vm));
+        return out;
+    };
+    /* the inputs at offset 1 must be the inputs at offset 0: shift every array by one element */
+    auto shift = [](auto &a) { a.insert(a.begin(), a.back()), a.pop_back(); };
+    std::vector<blob> at0 = run(0);
+    shift(x), shift(y), shift(b), shift(w), shift(g), shift(m), shift(v);
+    std::vector<blob> at1 = run(1);
+    static const char *names[] = {"gelu_forward", "gelu_backward", "add_inplace", "scale", "cast", "adamw_master param_copy", "master", "m", "v"};
+    for (size_t o = 0; o < at0.size(); o++) {
+        ck.f->values++;
+        if (at0[o] != at1[o]) FAIL("%s: %s differs between the packets (aligned) and the element loop (one element off)", ck.what, names[o]);
+    }
+}
+
 /* ==== launcher preconditions ====================================================================================== */
 static void expect_invalid(const char *call, int code, const char *file, const char *cond) {
     checker ck("preconditions", "%s", call);
@@ -898,15 +1002,20 @@ static void expect_invalid(const char *call, int code, const char *file, const c
 static void test_preconditions(void) {
     float a[64] = {0}, b[64] = {0}, c[64] = {0}, d[64] = {0}, mean[4] = {0}, rstd[4] = {0};
     int tok[4] = {0, 0, 0, 0};
+    unsigned ticket = 0;
     double loss[4];
     __nv_bfloat16 h[64];
     expect_invalid("layernorm_forward N = 0", mgt_cuda_layernorm_forward<float>(a, mean, rstd, b, c, d, 0, 16, nullptr), "layernorm.cu", "N > 0");
     expect_invalid("layernorm_forward out = inp", mgt_cuda_layernorm_forward<float>(a, mean, rstd, a, c, d, 4, 16, nullptr), "layernorm.cu",
                    "out != inp");
     expect_invalid("layernorm_backward dinp = dout",
-                   mgt_cuda_layernorm_backward<float>(a, b, c, d, a, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "dinp != dout");
+                   mgt_cuda_layernorm_backward<float>(a, b, c, d, &ticket, a, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "dinp != dout");
     expect_invalid("layernorm_backward null scratch",
-                   mgt_cuda_layernorm_backward<float>(a, b, c, nullptr, d, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "scratch");
+                   mgt_cuda_layernorm_backward<float>(a, b, c, nullptr, &ticket, d, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "scratch");
+    expect_invalid("layernorm_backward null ticket",
+                   mgt_cuda_layernorm_backward<float>(a, b, c, d, nullptr, d, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "ticket");
+    expect_invalid("residual_layernorm_forward out = res",
+                   mgt_cuda_residual_layernorm_forward<float>(a, a, mean, rstd, b, c, d, d, 4, 16, nullptr), "layernorm.cu", "out != res");
     expect_invalid("rmsnorm_forward out = inp", mgt_cuda_rmsnorm_forward<float>(a, rstd, a, c, 1e-5f, 4, 16, nullptr), "rmsnorm.cu", "out != inp");
     expect_invalid("rmsnorm_backward dinp = dout", mgt_cuda_rmsnorm_backward<float>(a, b, c, a, d, d, rstd, 4, 16, nullptr), "rmsnorm.cu",
                    "dinp != dout");
@@ -914,7 +1023,7 @@ static void test_preconditions(void) {
     expect_invalid("swiglu_backward dinp = inp", mgt_cuda_swiglu_backward<float>(a, a, b, 4, 8, nullptr), "swiglu.cu", "dinp != inp");
     expect_invalid("encoder_forward out = wte", mgt_cuda_encoder_forward<float>(a, tok, a, 0, 4, b, 1, 4, 16, nullptr), "encoder.cu", "out != wte");
     expect_invalid("encoder_forward null tokens", mgt_cuda_encoder_forward<float>(a, nullptr, b, 0, 4, c, 1, 4, 16, nullptr), "encoder.cu", "tokens");
-    expect_invalid("encoder_backward vocab_start < 0", mgt_cuda_encoder_backward<float>(a, b, c, tok, -1, 4, 1, 4, 16, nullptr), "encoder.cu",
+    expect_invalid("encoder_backward vocab_start < 0", mgt_cuda_encoder_backward<float>(a, b, d, c, tok, -1, 4, 1, 4, 16, nullptr), "encoder.cu",
                    "vocab_start >= 0");
     expect_invalid("softmax_forward T = 0", mgt_cuda_softmax_forward<float>(a, b, 1.0f, 2, 0, nullptr), "attention.cu", "T > 0");
     expect_invalid("softmax_backward dscores = att", mgt_cuda_softmax_backward<float>(a, b, a, 1.0f, 1, 8, nullptr), "attention.cu", "dscores != att");
@@ -934,15 +1043,24 @@ static void test_preconditions(void) {
                    mgt_cuda_adamw_master<float>(a, a, b, c, d, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr), "adamw.cu",
                    "param_copy");
     /* the 16-bit instantiations take fp32 parameter gradients (h: bf16 activations) */
-    expect_invalid("encoder_backward<bf16> dwte = dwpe", mgt_cuda_encoder_backward<__nv_bfloat16>(a, a, h, tok, 0, 4, 1, 4, 16, nullptr),
+    expect_invalid("encoder_backward<bf16> dwte = dwpe", mgt_cuda_encoder_backward<__nv_bfloat16>(a, a, d, h, tok, 0, 4, 1, 4, 16, nullptr),
                    "encoder.cu", "dwte != dwpe");
-    expect_invalid("encoder_backward<fp32> dwpe = dout", mgt_cuda_encoder_backward<float>(a, b, b, tok, 0, 4, 1, 4, 16, nullptr), "encoder.cu",
+    expect_invalid("encoder_backward<fp32> dwpe = dout", mgt_cuda_encoder_backward<float>(a, b, d, b, tok, 0, 4, 1, 4, 16, nullptr), "encoder.cu",
                    "dwpe != (const void *)dout");
+    expect_invalid("encoder_backward null scratch", mgt_cuda_encoder_backward<float>(a, b, nullptr, c, tok, 0, 4, 1, 4, 16, nullptr), "encoder.cu",
+                   "scratch");
     expect_invalid("layernorm_backward<bf16> scratch = dbias",
-                   mgt_cuda_layernorm_backward<__nv_bfloat16>(h, a, b, b, h + 16, h + 32, h + 48, mean, rstd, 1, 16, nullptr), "layernorm.cu",
+                   mgt_cuda_layernorm_backward<__nv_bfloat16>(h, a, b, b, &ticket, h + 16, h + 32, h + 48, mean, rstd, 1, 16, nullptr), "layernorm.cu",
                    "scratch != dbias");
     expect_invalid("bias_backward<bf16> dbias = scratch", mgt_cuda_bias_backward<__nv_bfloat16>(a, a, h, 4, 8, nullptr), "residual.cu",
                    "dbias != scratch");
+    {
+        mgt_adamw_tensor t[1] = {{a, nullptr, b, a, c, 8, 0.0f}};
+        expect_invalid("adamw_many master = m", mgt_cuda_adamw_many<float>(t, 1, HP.lr, HP.b1, HP.b2, HP.eps, 1.0f, HP.bc1, HP.bc2, nullptr), "adamw.cu",
+                       "t.master != t.m");
+        expect_invalid("adamw_many too many", mgt_cuda_adamw_many<float>(t, MGT_ADAMW_MANY + 1, HP.lr, HP.b1, HP.b2, HP.eps, 1.0f, HP.bc1, HP.bc2, nullptr),
+                       "adamw.cu", "count <= MGT_ADAMW_MANY");
+    }
     expect_invalid("adamw_master<bf16> null grad",
                    mgt_cuda_adamw_master<__nv_bfloat16>(h, a, nullptr, c, d, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr),
                    "adamw.cu", "grad");
@@ -1113,6 +1231,9 @@ template <class T> static void all_ops(void) {
     if (SIZE >= 1) test_encoder<T>(4, 64, 96, 100, 100, 200, true, false);
     if (big) test_encoder<T>(2, 131, 4003, 0, 50, 50, true, false); // T C > 2048 x 256: grid-stride
     if (SIZE >= 1) test_encoder<T>(3, 400, 40, 0, 50, 50, false, false); // 1200 positions: long accumulations into 50 rows
+    test_encoder<T>(2, 6, 64, 0, 30, 30, true, r); // C a multiple of every packet: the packed kernels
+    if (SIZE >= 1) test_encoder<T>(3, 50, 264, 5, 40, 60, true, false); // lanes loop past 32 packets
+    if (SIZE >= 1) test_encoder<T>(3, 3001, 8, 0, 60, 60, false, false); // 9003 positions: the sort's stages beyond its 4096-key chunks
     test_encoder_frequent_token<T>();
     /* layernorm: rows not a multiple of the 8 rows per block, C = 1, 3, 5, 37, 45, 67, 131; part splits of N */
     test_layernorm<T>(1, 1, r);
@@ -1120,6 +1241,12 @@ template <class T> static void all_ops(void) {
     test_layernorm<T>(5, 3, r, false);
     if (SIZE >= 1) test_layernorm<T>(70, 131, r);
     if (SIZE >= 1) test_layernorm<T>(200, 45, false);
+    test_layernorm<T>(13, 64, r); // packets of every type
+    test_residual_layernorm<T>(9, 37, false, r);
+    test_residual_layernorm<T>(13, 64, false, r);
+    test_residual_layernorm<T>(13, 64, true, r);
+    if (SIZE >= 1) test_residual_layernorm<T>(70, 264, false, false);
+    if (SIZE >= 1) test_layernorm<T>(70, 264, false); // packets, lanes loop past 32 of them
     if (SIZE >= 1) test_layernorm<T>(520, 5, false); // 58 parts of 9 rows: all 8 warps of a part hold rows
     if (SIZE >= 2) test_layernorm<T>(1000, 67, false); // 63 parts of 16 rows
     /* softmax: T = 1, 37 (lanes loop twice), 70, 131; in place; scale 1 and 1/sqrt(64) */
@@ -1143,11 +1270,13 @@ template <class T> static void all_ops(void) {
     if (SIZE >= 1) test_rope<T>(2, 64, 8, 2, 32, 500000.0f, false);
     test_swiglu<T>(1, 1, r);
     test_swiglu<T>(7, 37, r);
-    if (big) test_swiglu<T>(1000, 600, false); // 600000 > 2048 x 256: grid-stride
+    if (big) test_swiglu<T>(1000, 600, false); // rows of more than a block of units
     /* residual: N C not a multiple of a block; bias sums over parts */
     test_residual<T>(1, 5, r);
     test_residual<T>(19, 37, r);
     if (SIZE >= 1) test_residual<T>(200, 70, false);
+    test_residual<T>(11, 64, r); // packets of every type
+    if (SIZE >= 1) test_residual<T>(90, 264, false); // packets, lanes loop past 32 of them
     if (SIZE >= 1) test_residual<T>(520, 5, false); // parts of 9 rows: all 8 warps hold rows
     if (big) test_residual<T>(1000, 525, false); // 525000 > 2048 x 256: grid-stride
     /* cross-entropy: tp = 1 without and with padding, tp = 2 with padding in rank 1, tp = 2 where
@@ -1160,7 +1289,10 @@ template <class T> static void all_ops(void) {
     if (SIZE >= 1) test_xent<T>(33, 600, 2, 304, 1.0f / 33, false);
     /* AdamW with fp32 master weights, casts, norms */
     test_adamw_master<T>(1000, r);
+    test_adamw_many<T>(r);
     if (big) test_adamw_master<T>((size_t)2048 * 256 + 333, false);
+    test_packed_vs_elements<T>(1000);
+    if (SIZE >= 1) test_packed_vs_elements<T>(3001);
     test_norm<T>(0, r);
     test_norm<T>(1, r);
     test_norm<T>(1000, r);

@@ -564,7 +564,7 @@ static int cmd_train(int argc, char **argv) {
     mgt__plan plan;
     double base_tok_s = 0, start_elapsed;
     struct sigaction sa;
-    int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0;
+    int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0, processes = 1;
     double v;
     for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option: taken out of argv in place */
         if (i >= 2 && !strcmp(argv[i], "--tui-frames") && i + 1 < argc) {
@@ -583,6 +583,10 @@ static int cmd_train(int argc, char **argv) {
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
     if (o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
     if ((r = mgt_run_claim(run, o.overwrite)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
+    if (mgt_run_process(run, &processes) > 0) { /* process 0 shows the whole world; the others train quietly */
+        o.no_tui = 1;
+        if (!freopen("/dev/null", "w", stdout)) { mgt_run_destroy(run); return fail(MGT_ERROR_IO); }
+    }
     if (!strcmp(mgt_run_device(run), "cpu") && cfg.parallel.peak_gflops <= 0) { /* MFU against this machine's measured sgemm */
         char measured[64], source[96];
         double machine = machine_sgemm(0.3, 0, measured, sizeof measured);
@@ -658,6 +662,7 @@ static int cmd_train(int argc, char **argv) {
             if (r != MGT_OK) {
                 print_held();
                 report_train_failure(run, mgt_last_error(), st.step);
+                if (processes > 1) mgt_mpi_abort(1); /* the other processes may wait on this one's ranks */
                 mgt_run_destroy(run);
                 return 1;
             }

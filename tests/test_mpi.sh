@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Several processes under mpirun (issue 17): each layout trained by 2 and 4 processes (each holding
+# a block of the ranks as threads) gives the losses, gradient norms, validation losses and
+# communication counts of the same layout in one process, bit for bit as metrics.jsonl prints them;
+# also over TCP only (--mca btl tcp,self); only process 0 writes metrics and holds the folder; a world
+# that the processes cannot share evenly is refused. Skips without mpirun or mpicc.
+set -u
+cd "$(dirname "$0")/.."
+if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
+  echo "SKIP: no mpirun or mpicc (Debian: apt-get install openmpi-bin libopenmpi-dev; ./setup.sh installs them)"
+  exit 77
+fi
+ninja -j1 mgt build/libmgt_mpi.so >/dev/null || { echo "FAIL: cannot build mgt and build/libmgt_mpi.so"; exit 1; }
+[ -s build/testdata/tiny_train.bin ] || { echo "FAIL: build/testdata/tiny_train.bin missing (tests/run.sh makes it)"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers forbid the cross-process copy (CMA)
+mgt=$PWD/mgt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp tests/presets/tiny.ini "$tmp/"
+cp build/testdata/tiny_train.bin "$tmp/tk_train.bin"
+cp build/testdata/tiny_val.bin "$tmp/tk_val.bin"
+cd "$tmp"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# what must be equal: losses, norms, validation, and every rank's calls and bytes per collective
+summary() { sed -e 's/"\(elapsed_s\|tokens_per_s\|step_s\|mfu\|compute_s\|comm_s\|bubble_s\|s\)":[-0-9.e+]*//g' "$1"; }
+
+train() { # name, processes (0: no mpirun), extra mpirun options, --set assignments...
+  local name=$1 np=$2 opts=$3; shift 3
+  local sets=(--set train.steps=6 --set train.eval_every=3 --set checkpoint.every=0 --set checkpoint.dir="ck_$name" --set log.metrics="m_$name.jsonl")
+  for a in "$@"; do sets+=(--set "$a"); done
+  if [ "$np" = 0 ]; then
+    timeout 60 "$mgt" train tiny.ini --no-tui "${sets[@]}" > "log_$name" 2>&1
+  else
+    # shellcheck disable=SC2086
+    timeout 60 mpirun -np "$np" $opts "$mgt" train tiny.ini --no-tui "${sets[@]}" > "log_$name" 2>&1
+  fi
+}
+
+check() { # processes, mpirun options, --set assignments... (threads = 1 per rank in both runs)
+  local np=$1 opts=$2; shift 2
+  local label="np $np ${opts:+($opts) }$*" name; name=$(echo "$np $opts $*" | tr -c 'a-z0-9' '_')
+  train "ref$name" 0 "" "$@" || { fail "$label: the one-process run failed"; tail -5 "log_ref$name"; return; }
+  train "mpi$name" "$np" "$opts" "$@" || { fail "$label: exit $?"; tail -15 "log_mpi$name"; return; }
+  if ! diff <(summary "m_ref$name.jsonl") <(summary "m_mpi$name.jsonl") > "diff_$name"; then
+    fail "$label: metrics differ from one process"; head -6 "diff_$name"; return
+  fi
+  if [ "$(grep -c '"type":"train"' "m_mpi$name.jsonl")" -ne 6 ]; then fail "$label: process 0 did not write 6 train lines"; return; fi
+  grep -q '^step 6/6' "log_mpi$name" || { fail "$label: no log line of step 6"; return; }
+  [ "$(grep -c '^done:' "log_mpi$name")" -eq 1 ] || { fail "$label: the log is not process 0's alone"; return; }
+  echo "ok  $label: $(grep -o '"loss":[0-9.]*' "m_mpi$name.jsonl" | tail -1), identical to one process"
+}
+
+# 2 processes: every axis across processes, ZeRO 1/2/3, both schedules, 16-bit
+check 2 "" parallel.dp=2
+check 2 "" parallel.tp=2
+check 2 "" parallel.pp=2
+check 2 "" parallel.pp=2 parallel.pp_schedule=gpipe
+check 2 "" parallel.dp=2 parallel.zero=1
+check 2 "" parallel.dp=2 parallel.zero=2
+check 2 "" parallel.dp=2 parallel.zero=3
+check 2 "" parallel.dp=2 parallel.tp=2 parallel.zero=1
+check 2 "" parallel.dp=2 precision.dtype=bf16
+check 2 "--mca btl tcp,self" parallel.dp=2 parallel.pp=2 parallel.zero=1
+# 4 processes on fewer cores
+check 4 "--oversubscribe" parallel.dp=2 parallel.tp=2
+check 4 "--oversubscribe" parallel.tp=2 parallel.pp=2
+check 4 "--oversubscribe --mca btl tcp,self" parallel.dp=4 parallel.zero=3 train.micro_batch=1
+
+# only process 0 holds the folder: one lock, one metrics file
+name=one_folder
+train "$name" 2 "" parallel.dp=2 || fail "$name: exit $?"
+[ -f "ck_$name/mgt.lock" ] && [ -s "m_$name.jsonl" ] || fail "$name: process 0 did not claim ck_$name or write m_$name.jsonl"
+
+# 3 ranks over 2 processes: refused, naming both numbers
+train uneven 2 "" parallel.dp=3 train.global_batch=6 train.micro_batch=2
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q "3 ranks cannot be shared evenly by 2 processes" log_uneven; then
+  fail "3 ranks over 2 processes: exit $rc"; tail -5 log_uneven
+else echo "ok  3 ranks over 2 processes refused: $(grep -m1 -o '3 ranks cannot.*processes' log_uneven)"; fi
+
+[ $fails -eq 0 ] && echo "test_mpi: all passed"
+[ $fails -eq 0 ]

@@ -4586,7 +4586,35 @@ struct mgt__mpi_world {
     pthread_mutex_t mu;
     int failed;
     char why[2048];
+    int handoff; /* ThreadSanitizer's token for MPI's hand-overs (MGT__MPI_RELEASE) */
 };
+
+/* Between two threads of one process, MPI hands data over inside its own (uninstrumented)
+   library: ThreadSanitizer sees the receiver read what another thread wrote with no order
+   between them. Under TSan every send and test (MPI moves data for any thread inside any call)
+   releases, and a completed wait acquires, the world. */
+#if defined(__SANITIZE_THREAD__)
+#define MGT__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MGT__TSAN 1
+#endif
+#endif
+#ifdef MGT__TSAN
+#ifdef __cplusplus
+extern "C" {
+#endif
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#ifdef __cplusplus
+}
+#endif
+#define MGT__MPI_RELEASE(w) __tsan_release(&(w)->handoff)
+#define MGT__MPI_ACQUIRE(w) __tsan_acquire(&(w)->handoff)
+#else
+#define MGT__MPI_RELEASE(w) ((void)0)
+#define MGT__MPI_ACQUIRE(w) ((void)0)
+#endif
 
 static int mgt__pcomm_process_of(const mgt__mpi_world *w, int rank) { return rank / w->per; }
 static int mgt__pcomm_tag(const mgt__mpi_world *w, int from, int to) { return from * w->world + to; }
@@ -4635,6 +4663,7 @@ static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, int me, void **req, const i
             int done;
             if (!req[i]) continue;
             done = w->api->test(req[i], text, sizeof text);
+            MGT__MPI_RELEASE(w); /* MPI may have moved another thread's data during the call */
             if (done < 0) {
                 req[i] = NULL;
                 snprintf(why, sizeof why, "rank %d, %s with rank %d (process %d on %s): MPI: %s", me, what, peer[i],
@@ -4645,7 +4674,10 @@ static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, int me, void **req, const i
             if (done) req[i] = NULL;
             else left++;
         }
-        if (!left) return MGT_OK;
+        if (!left) {
+            MGT__MPI_ACQUIRE(w);
+            return MGT_OK;
+        }
         if (mgt__pcomm_failed(w) || (w->timeout_s > 0 && mgt__now() - start > w->timeout_s)) {
             int timed_out = !mgt__pcomm_failed(w);
             for (i = 0; i < n && !req[i]; i++) {}
@@ -4761,6 +4793,7 @@ static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *
             else continue;
         } else { out_bytes = in_bytes = 0; }
         if (coll != MGT_COLL_BROADCAST || idx == root) {
+            MGT__MPI_RELEASE(w);
             peer[nreq] = q;
             req[nreq] = w->api->isend(out ? out : (const void *)&idx, out_bytes, pq, mgt__pcomm_tag(w, c->rank, q), MGT_MPI_COLLECTIVE, text, sizeof text);
             if (!req[nreq++]) r = mgt__fail(MGT_ERROR_COMM, "rank %d: %s: MPI_Isend: %s", c->rank, what, text);
@@ -4829,6 +4862,7 @@ static mgt_result mgt__pcomm_send(mgt_comm *c, int peer, const void *buf, size_t
     s = (mgt__pcomm_msg *)MGT_MALLOC(sizeof *s + bytes);
     if (!s) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for a send of %zu bytes", c->rank, bytes), 0);
     if (bytes) memcpy(s + 1, buf, bytes);
+    MGT__MPI_RELEASE(w);
     s->request = w->api->isend(s + 1, bytes, mgt__pcomm_process_of(w, peer), mgt__pcomm_tag(w, c->rank, peer), MGT_MPI_P2P, text, sizeof text);
     if (!s->request) {
         MGT_FREE(s);

@@ -7975,18 +7975,11 @@ MGTDEF int mgt_mpi_launcher(char *name, size_t cap) {
     return 1;
 }
 
-static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, char *why, size_t cap);
+static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap);
 static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
                                   char *tried, size_t cap);
 static const void *mgt__mpi_try(const char *path, char *why, size_t cap) {
-    const mgt_mpi_api *api = (const mgt_mpi_api *)mgt__dl_table(path, "mgt_mpi_api_get", "MPI", why, cap);
-    size_t used = strlen(why);
-    if (api && api->abi != MGT_MPI_ABI) {
-        snprintf(why + used, cap - used, "%s%s: built for another mgt (interface %d, this one %d); rebuild it with `ninja mpi`", used ? "; " : "", path,
-                 api->abi, MGT_MPI_ABI);
-        return NULL;
-    }
-    return api;
+    return mgt__dl_table(path, "mgt_mpi_api_get", "MPI", MGT_MPI_ABI, "ninja mpi", why, cap);
 }
 
 MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap) {
@@ -8024,7 +8017,7 @@ MGTDEF mgt_result mgt_mpi_start(int *process, int *processes) {
     mgt_result r = MGT_OK;
     if (!process || !processes) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_mpi_start: process and processes are required");
     why[0] = 0;
-    if (!mgt_mpi_load(why, sizeof why)) return mgt__fail(MGT_ERROR_COMM, "started by an MPI launcher (%s=%d), but %s", launcher, expected, why);
+    if (!mgt_mpi_load(why, sizeof why)) return mgt__fail(MGT_ERROR_UNSUPPORTED, "started by an MPI launcher (%s=%d), but %s", launcher, expected, why);
     pthread_mutex_lock(&mgt__mpi_mu);
     if (!mgt__mpi_started) {
         if (mgt__mpi_api->init(&mgt__mpi_process, &mgt__mpi_processes, mgt__mpi_host, sizeof mgt__mpi_host, why, sizeof why))
@@ -8047,10 +8040,12 @@ MGTDEF void mgt_mpi_abort(int code) {
 }
 
 /* the table from one candidate path, or NULL with why appended */
-/* a library's table: dlopen(path), then its getter `symbol`; NULL with why appended to `why` */
-static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, char *why, size_t cap) {
+/* a library's table: dlopen(path), then its getter `symbol`, whose table starts with its version
+   (`abi`); NULL with why appended to `why` */
+static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap) {
     typedef const void *(*get_fn)(void);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL), *sym;
+    const void *table;
     get_fn get;
     size_t used = strlen(why);
     if (!lib) {
@@ -8065,7 +8060,14 @@ static const void *mgt__dl_table(const char *path, const char *symbol, const cha
         return NULL;
     }
     memcpy(&get, &sym, sizeof get); /* POSIX: a symbol's address converts to a function pointer */
-    return get(); /* kept open for the life of the process */
+    table = get();
+    if (!table || *(const int *)table != abi) {
+        snprintf(why + used, cap - used, "%s%s: built for another mgt (interface %d, this one %d); rebuild it with `%s`", used ? "; " : "", path,
+                 table ? *(const int *)table : -1, abi, target);
+        dlclose(lib);
+        return NULL;
+    }
+    return table; /* kept open for the life of the process */
 }
 /* the library `file` at $env, else build/<file> beside the program, <file> beside it, then on the
    loader's path; try(path) checks what it found */
@@ -8089,14 +8091,7 @@ static const void *mgt__dl_search(const char *env_name, const char *file, const 
     return api;
 }
 static const void *mgt__cuda_try(const char *path, char *why, size_t cap) {
-    const mgt_cuda_api *api = (const mgt_cuda_api *)mgt__dl_table(path, "mgt_cuda_api_get", "CUDA", why, cap);
-    size_t used = strlen(why);
-    if (api && api->abi != MGT_CUDA_ABI) {
-        snprintf(why + used, cap - used, "%s%s: built for another mgt (interface %d, this one %d); rebuild it with `ninja cuda`", used ? "; " : "", path,
-                 api->abi, MGT_CUDA_ABI);
-        return NULL;
-    }
-    return api;
+    return mgt__dl_table(path, "mgt_cuda_api_get", "CUDA", MGT_CUDA_ABI, "ninja cuda", why, cap);
 }
 
 MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
@@ -8272,7 +8267,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r->rank_hi = r->plan.world;
     if (!sim && !inference && mgt_mpi_launcher(NULL, 0) > 1) { /* this process runs its block of the ranks */
         int process = 0, processes = 1;
-        mgt_result res = r->cuda ? mgt__fail(MGT_ERROR_CONFIG, "GPU ranks across processes (MPI) are not supported yet: run one process, or "
+        mgt_result res = r->cuda ? mgt__fail(MGT_ERROR_UNSUPPORTED, "GPU ranks across processes (MPI) are not supported yet: run one process, or "
                                                               "set parallel.device = cpu") : mgt_mpi_start(&process, &processes);
         if (res == MGT_OK)
             res = mgt__mpi_world_create(&r->mpi, mgt__mpi_api, process, processes, r->plan.world, cfg->parallel.timeout_s);

@@ -98,5 +98,12 @@ if [ $rc -eq 0 ] || ! grep -q "3 ranks cannot be shared evenly by 2 processes" l
   fail "3 ranks over 2 processes: exit $rc"; tail -5 log_uneven
 else echo "ok  3 ranks over 2 processes refused: $(grep -m1 -o '3 ranks cannot.*processes' log_uneven)"; fi
 
+# launched, but no MPI library: exit 2 naming `ninja mpi`, nothing trained
+MGT_MPI_LIBRARY=$tmp/none.so timeout 60 mpirun -np 2 "$mgt" train tiny.ini --no-tui --set parallel.dp=2 > log_nolib 2>&1
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q "started by an MPI launcher (OMPI_COMM_WORLD_SIZE=2), but the MPI library.*ninja mpi" log_nolib; then
+  fail "no MPI library: exit $rc"; tail -5 log_nolib
+else echo "ok  no MPI library: $(grep -m1 -o 'started by an MPI launcher.*' log_nolib | cut -c1-150)"; fi
+
 [ $fails -eq 0 ] && echo "test_mpi: all passed"
 [ $fails -eq 0 ]

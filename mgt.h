@@ -4653,8 +4653,9 @@ static mgt_result mgt__pcomm_world_error(mgt__mpi_world *w) {
     return mgt__fail(MGT_ERROR_COMM, "%s", why);
 }
 
-/* waits for n requests (NULL ones are done) until the deadline; what/peer name a late one */
-static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, int me, void **req, const int *peer, int n, const char *what) {
+/* waits for n requests (NULL ones are done) until the deadline; who, what and peer (a rank) name a
+   late one */
+static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req, const int *peer, int n, const char *what) {
     double start = mgt__now(), pause = 1e-6;
     char why[2048], text[512];
     int i, left;
@@ -4666,7 +4667,7 @@ static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, int me, void **req, const i
             MGT__MPI_RELEASE(w); /* MPI may have moved another thread's data during the call */
             if (done < 0) {
                 req[i] = NULL;
-                snprintf(why, sizeof why, "rank %d, %s with rank %d (process %d on %s): MPI: %s", me, what, peer[i],
+                snprintf(why, sizeof why, "%s, %s with rank %d (process %d on %s): MPI: %s", who, what, peer[i],
                          mgt__pcomm_process_of(w, peer[i]), w->hosts[mgt__pcomm_process_of(w, peer[i])], text);
                 for (i = 0; i < n; i++) if (req[i]) { w->api->cancel(req[i]); req[i] = NULL; }
                 return mgt__pcomm_fail(w, why);
@@ -4682,8 +4683,8 @@ static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, int me, void **req, const i
             int timed_out = !mgt__pcomm_failed(w);
             for (i = 0; i < n && !req[i]; i++) {}
             if (timed_out)
-                snprintf(why, sizeof why, "rank %d waited %.0f s (parallel.timeout_s) in %s for rank %d (process %d on %s): that process is "
-                         "stalled, lost, or called something else", me, w->timeout_s, what, peer[i], mgt__pcomm_process_of(w, peer[i]),
+                snprintf(why, sizeof why, "%s waited %.0f s (parallel.timeout_s) in %s for rank %d (process %d on %s): that process is "
+                         "stalled, lost, or called something else", who, w->timeout_s, what, peer[i], mgt__pcomm_process_of(w, peer[i]),
                          w->hosts[mgt__pcomm_process_of(w, peer[i])]);
             for (i = 0; i < n; i++) if (req[i]) { w->api->cancel(req[i]); req[i] = NULL; }
             return timed_out ? mgt__pcomm_fail(w, why) : mgt__pcomm_world_error(w);
@@ -4810,7 +4811,11 @@ static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *
         r = mgt__pcomm_fail(w, mgt_last_error());
         goto done;
     }
-    r = mgt__pcomm_wait(w, c->rank, req, peer, nreq, what);
+    {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", c->rank);
+        r = mgt__pcomm_wait(w, who, req, peer, nreq, what);
+    }
     if (r != MGT_OK) goto done;
     if (coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_REDUCE_SCATTER) {
         const void *own = coll == MGT_COLL_ALL_REDUCE ? (const void *)dst : (const void *)((const char *)src + (size_t)idx * block);
@@ -4896,7 +4901,11 @@ static mgt_result mgt__pcomm_recv(mgt_comm *c, int peer, void *buf, size_t count
         return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_fail(w, why), 0);
     }
     snprintf(what, sizeof what, "recv(from %d, %zu %s)", peer, count, mgt__lcomm_dtype_name(dtype));
-    r = mgt__pcomm_wait(w, c->rank, &req, &peer, 1, what);
+    {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", c->rank);
+        r = mgt__pcomm_wait(w, who, &req, &peer, 1, what);
+    }
     return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, r, r == MGT_OK ? (double)bytes : 0);
 }
 
@@ -6233,6 +6242,8 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
     mgt__rank_report *all = (mgt__rank_report *)MGT_MALLOC(bytes * (size_t)r->mpi->processes), *mine;
     char why[512];
     if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    for (i = r->rank_lo; i < r->rank_hi; i++) /* a failed rank fails the run now; its process ends the job */
+        if (r->ranks[i].result != MGT_OK) { MGT_FREE(all); return MGT_OK; }
     mine = all + r->rank_lo;
     memset(mine, 0, bytes);
     for (i = 0; i < per; i++) {
@@ -6254,19 +6265,27 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
         o->result = rk->result;
         mgt__strlcpy(o->error, rk->error, sizeof o->error);
     }
-    /* MPI_Allgather reads its send block before writing; a copy keeps it from aliasing */
-    {
-        mgt__rank_report *send = (mgt__rank_report *)MGT_MALLOC(bytes);
-        int bad = !send;
-        if (send) {
-            memcpy(send, mine, bytes);
-            bad = r->mpi->api->allgather(send, all, bytes, why, sizeof why);
-            MGT_FREE(send);
-        } else snprintf(why, sizeof why, "out of memory");
-        if (bad) {
-            MGT_FREE(all);
-            return mgt__fail(MGT_ERROR_COMM, "sharing the ranks' results between processes: %s", why);
+    { /* to and from every other process, against parallel.timeout_s (a lost process is named) */
+        mgt__mpi_world *w = r->mpi;
+        int n = 0, p, *peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)w->processes);
+        void **req = (void **)MGT_MALLOC(sizeof(void *) * 2 * (size_t)w->processes);
+        char who[48];
+        mgt_result res = peer && req ? MGT_OK : mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        for (p = 0; p < w->processes && res == MGT_OK; p++) {
+            if (p == w->process) continue;
+            peer[n] = p * per;
+            if (!(req[n++] = w->api->isend(mine, bytes, p, 0, MGT_MPI_STARTUP, why, sizeof why))) res = mgt__pcomm_fail(w, why);
+            peer[n] = p * per;
+            if (res == MGT_OK && !(req[n++] = w->api->irecv(all + (size_t)p * per, bytes, p, 0, MGT_MPI_STARTUP, why, sizeof why)))
+                res = mgt__pcomm_fail(w, why);
         }
+        snprintf(who, sizeof who, "process %d (on %s)", w->process, w->hosts[w->process]);
+        if (res == MGT_OK) res = mgt__pcomm_wait(w, who, req, peer, n, "sharing the ranks' results after a step");
+        else
+            while (n-- > 0) if (req[n]) w->api->cancel(req[n]);
+        MGT_FREE(peer);
+        MGT_FREE(req);
+        if (res != MGT_OK) { MGT_FREE(all); return res; }
     }
     for (i = 0; i < r->plan.world; i++) {
         mgt__rank *rk = &r->ranks[i];

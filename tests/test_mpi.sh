@@ -105,5 +105,33 @@ if [ $rc -eq 0 ] || ! grep -q "started by an MPI launcher (OMPI_COMM_WORLD_SIZE=
   fail "no MPI library: exit $rc"; tail -5 log_nolib
 else echo "ok  no MPI library: $(grep -m1 -o 'started by an MPI launcher.*' log_nolib | cut -c1-150)"; fi
 
+# a stalled process (SIGSTOP): the other's ranks give up after parallel.timeout_s naming it, and the
+# job ends with exit 1 rather than hanging
+timeout 90 mpirun -np 2 "$mgt" train tiny.ini --no-tui --set parallel.dp=2 --set train.steps=1000000 --set train.eval_every=0 \
+  --set checkpoint.every=0 --set checkpoint.dir=ck_stall --set log.metrics=m_stall.jsonl --set parallel.timeout_s=2 > log_stall 2>&1 &
+launcher=$!
+stalled=""
+for _ in $(seq 200); do # process 1, once training has begun
+  if grep -q '^step 3/' log_stall 2>/dev/null; then
+    for p in $(pgrep -f "$mgt train tiny.ini"); do
+      tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && stalled=$p
+    done
+    [ -n "$stalled" ] && break
+  fi
+  sleep 0.1
+done
+if [ -z "$stalled" ]; then fail "stall: process 1 not found"; kill "$launcher" 2>/dev/null
+else
+  kill -STOP "$stalled"
+  start=$(date +%s.%N)
+  wait "$launcher"
+  rc=$?
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  kill -CONT "$stalled" 2>/dev/null
+  if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "waited 2 s (parallel.timeout_s) in .* for rank 1 (process 1 on " log_stall; then
+    fail "stall: exit $rc after ${secs}s"; tail -8 log_stall
+  else echo "ok  process 1 stopped: exit $rc after ${secs}s: $(grep -m1 -o 'process 0 .*waited.*' log_stall | cut -c1-170)"; fi
+fi
+
 [ $fails -eq 0 ] && echo "test_mpi: all passed"
 [ $fails -eq 0 ]

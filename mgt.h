@@ -5027,7 +5027,6 @@ struct mgt_run {
     int rank_lo, rank_hi;            /* this process's ranks: all of them but under MPI */
     mgt_backend *shadow_be;          /* (world) under MPI: what the other processes' ranks report */
     mgt_comm *shadow_comm;           /* (world) and their communication statistics */
-    int warned_mpi_checkpoint;
     const mgt_cuda_api *cuda;        /* GPU ranks: the CUDA backend library; NULL on the CPU */
     void *nccl_world;                /* and their NCCL communicators */
     mgt__sim_world *sim;             /* simulated ranks (section 3d): their backends and communicators; NULL otherwise */
@@ -6312,6 +6311,27 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
     return MGT_OK;
 }
 
+/* under MPI, after a step every process takes alike (each reads the checkpoint itself): every
+   process fails when one did, naming it */
+typedef struct mgt__mpi_outcome { int result; char error[500]; } mgt__mpi_outcome;
+static mgt_result mgt__mpi_agree(mgt_run *r, mgt_result res, const char *doing) {
+    mgt__mpi_world *w = r->mpi;
+    mgt__mpi_outcome mine, *all;
+    char why[512];
+    int p;
+    memset(&mine, 0, sizeof mine);
+    mine.result = res;
+    if (res != MGT_OK) mgt__strlcpy(mine.error, mgt_last_error(), sizeof mine.error);
+    all = (mgt__mpi_outcome *)MGT_MALLOC(sizeof mine * (size_t)w->processes);
+    if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (w->api->allgather(&mine, all, sizeof mine, why, sizeof why)) res = mgt__fail(MGT_ERROR_COMM, "%s: MPI: %s", doing, why);
+    else
+        for (p = 0; p < w->processes && res == MGT_OK; p++)
+            if (all[p].result != MGT_OK) res = mgt__fail((mgt_result)all[p].result, "process %d (on %s), %s: %s", p, w->hosts[p], doing, all[p].error);
+    MGT_FREE(all);
+    return res;
+}
+
 /* a rank of another process, as this one's driver sees it: its coordinates and what it reports */
 static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     const mgt__plan *p = &r->plan;
@@ -6998,10 +7018,10 @@ static mgt_result mgt__mirror(mgt__rank *rk) {
 }
 static mgt_result mgt__mirror_all(mgt_run *r) {
     int i;
-    for (i = 0; i < r->plan.world; i++) {
+    for (i = r->rank_lo; i < r->rank_hi; i++) {
         mgt_result res = mgt__mirror(&r->ranks[i]);
         if (res != MGT_OK) {
-            while (i-- > 0) mgt__unmirror(&r->ranks[i], 0);
+            while (i-- > r->rank_lo) mgt__unmirror(&r->ranks[i], 0);
             return res;
         }
     }
@@ -7009,27 +7029,42 @@ static mgt_result mgt__mirror_all(mgt_run *r) {
 }
 static void mgt__unmirror_all(mgt_run *r, int changed) {
     int i;
-    for (i = 0; i < r->plan.world; i++) mgt__unmirror(&r->ranks[i], changed);
+    for (i = r->rank_lo; i < r->rank_hi; i++) mgt__unmirror(&r->ranks[i], changed);
 }
 
 /* copies between the ranks' buffers and global fp32 tensors (one per tensor of the global layout):
    to_global gathers (each element from one rank), else every rank takes its own elements. Under
    16-bit storage the parameters are the master weights (none when sampling), and loading also sets
    the compute copy, rounded, on every rank that holds the element. */
-static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, float **tensors, int to_global) {
+/* under MPI: does this process hold element `flat` of buffer `which` of rank rk's unit (its
+   owner's shard, when sharded)? */
+static int mgt__element_here(mgt_run *r, int which, const mgt__rank *rk, int unit, size_t flat) {
+    const mgt__unit *u = &rk->lay.u[unit];
+    int master = which == MGT__BUF_PARAMS && rk->master, owner;
+    int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
+    if (!sharded) return 1;
+    owner = mgt__rank_at(r, (int)((flat - u->offset) / (u->size / (size_t)r->plan.dp)), rk->tpr, rk->ppr)->rank;
+    return owner >= r->rank_lo && owner < r->rank_hi;
+}
+
+/* to_global with `here` (under MPI): this process's ranks only, each element it holds marked in
+   here[tensor] (replicas hold the same bits, so any one of them will do) */
+static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, float **tensors, int to_global, unsigned char **here) {
     int sixteen = r->dtype != MGT_F32, i, t, g, row, c;
-    for (i = 0; i < r->plan.world; i++) {
+    for (i = r->rank_lo; i < r->rank_hi; i++) {
         mgt__rank *rk = &r->ranks[i];
         int master = which == MGT__BUF_PARAMS && rk->master, has_buf = which != MGT__BUF_PARAMS || master || !sixteen;
         int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
         int copy = !to_global && sixteen && which == MGT__BUF_PARAMS, copy_sharded = r->plan.zero >= 3 && !r->inference;
-        if (to_global && rk->dpr != 0) continue;
+        if (to_global && rk->dpr != 0 && !here) continue;
         for (t = 0; t < rk->lay.n; t++) {
             const mgt__tensor *x = &rk->lay.t[t];
             float *glob = NULL;
+            unsigned char *mark = NULL;
             size_t lo, hi, gcols = (size_t)(x->info.ndim == 2 ? x->info.shape[1] : 1);
             if (to_global && x->tied_copy) continue;
-            for (g = 0; g < global->n; g++) if (!strcmp(global->t[g].info.name, x->info.name)) glob = tensors[g];
+            for (g = 0; g < global->n; g++)
+                if (!strcmp(global->t[g].info.name, x->info.name)) { glob = tensors[g]; mark = here ? here[g] : NULL; }
             mgt__unit_slice(rk, x->unit, &lo, &hi);
             for (row = 0; row < x->rows; row++) {
                 int grow = mgt__global_row(x, row);
@@ -7039,7 +7074,11 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
                     int mine = flat >= lo && flat < hi;
                     float value = grow >= 0 && !to_global ? glob[gidx] : 0.0f;
                     if (to_global) {
-                        if (grow >= 0) glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, 0);
+                        if (grow >= 0 && !mark) glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, 0);
+                        else if (grow >= 0 && mgt__element_here(r, which, rk, x->unit, flat)) {
+                            glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->dpr);
+                            mark[gidx] = 1;
+                        }
                         continue;
                     }
                     if (has_buf && (!sharded || mine)) /* a shard takes only its slice */
@@ -7064,6 +7103,67 @@ static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
 }
 
 /* global tensors of buffer `which` (params, m, v), gathered from the ranks; free with MGT_FREE */
+/* under MPI: each process takes the elements its ranks hold, and process 0 merges every process's
+   into `out` (the others' `out` is only their part) */
+static mgt_result mgt__mpi_gather_global(mgt_run *r, const mgt__layout *g, int which, float **out) {
+    mgt__mpi_world *w = r->mpi;
+    int n = g->n, t, p, nreq = 0, *peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)n);
+    unsigned char **here = (unsigned char **)MGT_MALLOC(sizeof(unsigned char *) * (size_t)n);
+    unsigned char **got = (unsigned char **)MGT_MALLOC(sizeof(unsigned char *) * (size_t)n);
+    float **theirs = (float **)MGT_MALLOC(sizeof(float *) * (size_t)n);
+    void **req = (void **)MGT_MALLOC(sizeof(void *) * 2 * (size_t)n);
+    mgt_result res = peer && here && got && theirs && req ? MGT_OK : mgt__fail(MGT_ERROR_MEMORY, "out of memory gathering a checkpoint");
+    char why[512], who[64], what[96];
+    size_t e;
+    for (t = 0; t < n; t++) { if (here) here[t] = NULL; if (got) got[t] = NULL; if (theirs) theirs[t] = NULL; }
+    for (t = 0; t < n && res == MGT_OK; t++) {
+        size_t numel = g->t[t].info.numel;
+        here[t] = (unsigned char *)MGT_MALLOC(numel);
+        if (w->process == 0) { got[t] = (unsigned char *)MGT_MALLOC(numel); theirs[t] = (float *)MGT_MALLOC(sizeof(float) * numel); }
+        if (!here[t] || (w->process == 0 && (!got[t] || !theirs[t]))) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory gathering a checkpoint");
+        else memset(here[t], 0, numel);
+    }
+    if (res == MGT_OK) mgt__exchange(r, which, g, out, 1, here);
+    snprintf(who, sizeof who, "process %d (on %s)", w->process, w->hosts[w->process]);
+    snprintf(what, sizeof what, "gathering a checkpoint's %s to process 0", which == MGT__BUF_PARAMS ? "weights" : "optimizer moments");
+    for (p = 1; p < w->processes && res == MGT_OK; p++) { /* process 0 takes each process's part in turn; a process sends its own */
+        if (w->process != 0 && w->process != p) continue;
+        nreq = 0;
+        for (t = 0; t < n && res == MGT_OK; t++) {
+            size_t numel = g->t[t].info.numel;
+            int to = w->process == 0 ? p : 0;
+            peer[nreq] = to * w->per;
+            req[nreq] = w->process == 0 ? w->api->irecv(theirs[t], sizeof(float) * numel, p, 1, MGT_MPI_STARTUP, why, sizeof why)
+                                        : w->api->isend(out[t], sizeof(float) * numel, 0, 1, MGT_MPI_STARTUP, why, sizeof why);
+            if (!req[nreq++]) { res = mgt__pcomm_fail(w, why); break; }
+            peer[nreq] = to * w->per;
+            req[nreq] = w->process == 0 ? w->api->irecv(got[t], numel, p, 1, MGT_MPI_STARTUP, why, sizeof why)
+                                        : w->api->isend(here[t], numel, 0, 1, MGT_MPI_STARTUP, why, sizeof why);
+            if (!req[nreq++]) res = mgt__pcomm_fail(w, why);
+        }
+        if (res == MGT_OK) res = mgt__pcomm_wait(w, who, req, peer, nreq, what);
+        else
+            while (nreq-- > 0) if (req[nreq]) w->api->cancel(req[nreq]);
+        for (t = 0; t < n && res == MGT_OK && w->process == 0; t++)
+            for (e = 0; e < g->t[t].info.numel; e++)
+                if (got[t][e] && !here[t][e]) { out[t][e] = theirs[t][e]; here[t][e] = 1; }
+    }
+    for (t = 0; t < n && res == MGT_OK && w->process == 0; t++) /* every element held somewhere, or the layout arithmetic is wrong */
+        for (e = 0; e < g->t[t].info.numel; e++)
+            if (!here[t][e]) { res = mgt__fail(MGT_ERROR_CHECKPOINT, "checkpoint: element %zu of %s held by no process", e, g->t[t].info.name); break; }
+    for (t = 0; t < n; t++) {
+        if (here) MGT_FREE(here[t]);
+        if (got) MGT_FREE(got[t]);
+        if (theirs) MGT_FREE(theirs[t]);
+    }
+    MGT_FREE(here);
+    MGT_FREE(got);
+    MGT_FREE(theirs);
+    MGT_FREE(peer);
+    MGT_FREE(req);
+    return res;
+}
+
 static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
     float **out = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g->n);
     int t;
@@ -7075,7 +7175,12 @@ static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
         MGT_FREE(out);
         return NULL;
     }
-    mgt__exchange(r, which, g, out, 1);
+    if (r->mpi && mgt__mpi_gather_global(r, g, which, out) != MGT_OK) {
+        for (t = 0; t < g->n; t++) MGT_FREE(out[t]);
+        MGT_FREE(out);
+        out = NULL;
+    } else if (!r->mpi)
+        mgt__exchange(r, which, g, out, 1, NULL);
     mgt__unmirror_all(r, 0);
     return out;
 }
@@ -7109,18 +7214,12 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: run is NULL");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: this run was opened for sampling only");
-    if (r->mpi) { /* each process holds only its ranks' tensors: gathering them to process 0 is issue 17's next part */
-        if (path_out) mgt__strlcpy(path_out, "none (not written across processes yet)", cap);
-        if (!r->warned_mpi_checkpoint && r->mpi->process == 0)
-            mgt__event(r, MGT_LOG_WARN, "step %d: checkpoints are not written by runs of several processes yet", r->step);
-        r->warned_mpi_checkpoint = 1;
-        return MGT_OK;
-    }
     snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, r->step);
     if (path_out) mgt__strlcpy(path_out, path, cap);
     /* this step is saved already when its file is this folder's (a run resumed from another
-       folder and not trained further is saved here too) */
-    if (r->saved_step == r->step && !strcmp(r->saved_path, path) && !access(path, F_OK)) return MGT_OK;
+       folder and not trained further is saved here too); under MPI every process decides alike,
+       without looking at a file only process 0's machine may see */
+    if (r->saved_step == r->step && !strcmp(r->saved_path, path) && (r->mpi || !access(path, F_OK))) return MGT_OK;
     MGT__TRY(mgt__claim_once(r));
     MGT__TRY(mgt__global_layout(&r->cfg, &g));
     state = mgt_run_state(r);
@@ -7136,6 +7235,15 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
         for (i = 0; ok && i < g.n; i++) ok = bufs[k] && bufs[k][i];
     }
     mgt__unmirror_all(r, 0);
+    if (r->mpi && r->mpi->process > 0) { /* its part is with process 0, which writes the file */
+        for (k = 0; k < 3; k++) mgt__free_global(&g, bufs[k]);
+        mgt__layout_free(&g);
+        mgt_run_set_state(r, state);
+        if (!ok) return mgt__fail(MGT_ERROR_CHECKPOINT, "checkpoint of step %d: %s", r->step, mgt_last_error());
+        r->saved_step = r->step;
+        mgt__strlcpy(r->saved_path, path, sizeof r->saved_path);
+        return MGT_OK;
+    }
     out = (mgt__st_out *)MGT_MALLOC(sizeof *out * (size_t)g.n * 3);
     preset = (char *)MGT_MALLOC((size_t)bytes_preset);
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
@@ -7234,7 +7342,6 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     float **tensors, **copies = NULL;
     int k, t, elsewhere;
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
-    if (r && r->mpi) return mgt__fail(MGT_ERROR_CHECKPOINT, "resuming into a run of several processes is not supported yet (issue 17): resume with one process");
     if (!r || !what) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_resume: run and checkpoint are required");
     MGT__TRY(mgt__resolve_checkpoint(what, r->dir, path, sizeof path));
     MGT__TRY(mgt__checkpoint_open(&f, path));
@@ -7278,7 +7385,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
                 tensors[t] = copies[t];
             } else tensors[t] = (float *)(void *)mgt__st_data(&f, s);
         }
-        if (res == MGT_OK) mgt__exchange(r, k, &g, tensors, 0);
+        if (res == MGT_OK) mgt__exchange(r, k, &g, tensors, 0, NULL);
     }
     mgt__unmirror_all(r, res == MGT_OK);
     if (!tensors || !copies) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -7305,6 +7412,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     mgt__layout_free(&g);
     mgt__st_close(&f);
     if (res == MGT_OK && r->claimed) res = mgt__open_metrics(r); /* its metrics continue this history */
+    if (r->mpi) res = mgt__mpi_agree(r, res, "resuming");
     return res;
 }
 

@@ -97,6 +97,32 @@ check 4 "--oversubscribe" parallel.dp=2 parallel.tp=2
 check 4 "--oversubscribe" parallel.tp=2 parallel.pp=2
 check 4 "--oversubscribe --mca btl tcp,self" parallel.dp=4 parallel.zero=3 train.micro_batch=1
 
+# checkpoints: written by process 0 from every process's part, the same tensors as one process's,
+# bit for bit; any process count resumes any other's, and continues as the run that never stopped
+same() { python3 "$root/tests/safetensors_same.py" "$1" "$2"; }
+ckpt() { # processes, --set assignments...
+  local np=$1; shift
+  local name; name=ck$(echo "$np $*" | tr -c 'a-z0-9' '_')
+  local sets=(--set train.steps=6 --set train.eval_every=3 --set checkpoint.every=3 --set log.metrics=none)
+  for a in "$@"; do sets+=(--set "$a"); done
+  rm -rf "${name}_1" "${name}_n" "${name}_r1" "${name}_rn"
+  "$mgt" train tiny.ini --no-tui "${sets[@]}" --set checkpoint.dir="${name}_1" > "log_${name}_1" 2>&1 || { fail "$np $*: one process"; return; }
+  timeout 60 mpirun -np "$np" "$mgt" train tiny.ini --no-tui "${sets[@]}" --set checkpoint.dir="${name}_n" > "log_${name}_n" 2>&1 ||
+    { fail "$np $*: $np processes: exit $?"; tail -5 "log_${name}_n"; return; }
+  same "${name}_1/step_00000006.safetensors" "${name}_n/step_00000006.safetensors" > cmp || { fail "$np $*: $(cat cmp)"; return; }
+  mkdir -p "${name}_r1" "${name}_rn"
+  cp "${name}_n/step_00000003.safetensors" "${name}_r1/" # np processes' step 3, resumed by one
+  cp "${name}_1/step_00000003.safetensors" "${name}_rn/" # one process's, resumed by np
+  "$mgt" train tiny.ini --no-tui "${sets[@]}" --set checkpoint.dir="${name}_r1" --resume latest > "log_${name}_r1" 2>&1 &&
+    same "${name}_1/step_00000006.safetensors" "${name}_r1/step_00000006.safetensors" > cmp1 || { fail "$np $*: one process resuming $np's: $(cat cmp1)"; return; }
+  timeout 60 mpirun -np "$np" "$mgt" train tiny.ini --no-tui "${sets[@]}" --set checkpoint.dir="${name}_rn" --resume latest > "log_${name}_rn" 2>&1 &&
+    same "${name}_1/step_00000006.safetensors" "${name}_rn/step_00000006.safetensors" > cmpn || { fail "$np $*: $np resuming one's: $(cat cmpn)"; tail -5 "log_${name}_rn"; return; }
+  echo "ok  checkpoints, np $np $*: the same $(grep -o 'tensors [0-9]*' cmp) as one process; resumed $np -> 1 and 1 -> $np, step 6 identical"
+}
+ckpt 2 parallel.dp=2 parallel.zero=3
+ckpt 4 parallel.dp=2 parallel.pp=2 parallel.zero=1 precision.dtype=bf16
+ckpt 2 parallel.tp=2 parallel.pp=2 parallel.zero=2 parallel.dp=1
+
 # only process 0 holds the folder: one lock, one metrics file
 name=one_folder
 train "$name" 2 "" parallel.dp=2 || fail "$name: exit $?"

@@ -1164,6 +1164,7 @@ static int cmd_bench(int argc, char **argv) {
     cfg.checkpoint.every = 0;
     cfg.train.steps = warmup + steps;
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
+    if (mgt_run_process(run, NULL) > 0 && !freopen("/dev/null", "w", stdout)) { mgt_run_destroy(run); return fail(MGT_ERROR_IO); } /* process 0 reports */
     mgt_run_stats(run, &st);
     printf("bench %s: %.2fM parameters, L=%d NH=%d C=%d T=%d V=%d, batch %d (micro %d), recompute %s, %d threads\n", o.preset, (double)st.params / 1e6,
            cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.global_batch,

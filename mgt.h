@@ -683,7 +683,7 @@ MGTDEF const mgt_config *mgt_run_config(const mgt_run *run);
 MGTDEF const char *mgt_run_dir(const mgt_run *run);        /* checkpoint folder in use */
 MGTDEF const char *mgt_run_device(const mgt_run *run);     /* where the ranks run: "cpu", or "cuda" (one GPU each) */
 /* this process's index among the run's processes (0 and 1 without an MPI launcher): process 0
-   alone claims the folder and writes metrics; a driver keeps the others quiet */
+   alone claims the folder and writes metrics and checkpoints; a driver keeps the others quiet */
 MGTDEF int mgt_run_process(const mgt_run *run, int *processes);
 /* Writes max_new tokens that follow the prompt (n_prompt >= 1; the last seq_len tokens are the
    context) into out; returns the count, or -1. Sampling draws from (seed, position). */

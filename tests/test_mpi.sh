@@ -2,7 +2,8 @@
 # Several processes under mpirun (issue 17): each layout trained by 2 and 4 processes (each holding
 # a block of the ranks as threads) gives the losses, gradient norms, validation losses and
 # communication counts of the same layout in one process, bit for bit as metrics.jsonl prints them;
-# also over TCP only (--mca btl tcp,self); only process 0 writes metrics and holds the folder; a world
+# also over TCP only (--mca btl tcp,self); checkpoints the same as one process's, resumed across process
+# counts; the sanitized programs; a stalled process; only process 0 writes metrics and holds the folder; a world
 # that the processes cannot share evenly is refused. Skips without mpirun or mpicc.
 set -u
 cd "$(dirname "$0")/.."
@@ -121,7 +122,6 @@ ckpt() { # processes, --set assignments...
 }
 ckpt 2 parallel.dp=2 parallel.zero=3
 ckpt 4 parallel.dp=2 parallel.pp=2 parallel.zero=1 precision.dtype=bf16
-ckpt 2 parallel.tp=2 parallel.pp=2 parallel.zero=2 parallel.dp=1
 
 # only process 0 holds the folder: one lock, one metrics file
 name=one_folder

@@ -597,6 +597,7 @@ static int cmd_train(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (processes > 1) sigaction(SIGUSR1, &sa, NULL); /* Open MPI's mpirun forwards it (Ctrl-C kills the job) */
     mgt_run_stats(run, &st); /* after set_peak: the banner names the peak */
     start_step = st.step;
     format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
@@ -655,7 +656,8 @@ static int cmd_train(int argc, char **argv) {
            mean pace of this process's steps */
         double ema = 0, ema_weight = 0, t_start = mgt__now();
         while (st.step < cfg.train.steps) {
-            if (mgt_stop_requested) { interrupted = 1; break; }
+            if (mgt_stop_requested && processes > 1) mgt_run_request_stop(run); /* every process stops after the same step */
+            else if (mgt_stop_requested) { interrupted = 1; break; }
             holding = 1;
             r = mgt_run_step(run);
             holding = 0;
@@ -667,6 +669,7 @@ static int cmd_train(int argc, char **argv) {
                 return 1;
             }
             mgt_run_stats(run, &st);
+            if (processes > 1 && mgt_run_stop_agreed(run)) interrupted = 1; /* after this step's line */
             if (isfinite(st.loss)) { ema = 0.9 * ema + 0.1 * st.loss; ema_weight = 0.9 * ema_weight + 0.1; }
             if (st.step % cfg.log.every == 0 || st.step == cfg.train.steps || st.step == start_step + 1) {
                 char mfu[16] = "n/a", memory[32], elapsed[16], eta[16];
@@ -683,6 +686,7 @@ static int cmd_train(int argc, char **argv) {
                        memory, elapsed, eta);
             }
             print_held();
+            if (interrupted) break;
         }
     }
     if ((r = mgt_run_save(run, path, sizeof path)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }

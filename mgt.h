@@ -685,6 +685,11 @@ MGTDEF const char *mgt_run_device(const mgt_run *run);     /* where the ranks ru
 /* this process's index among the run's processes (0 and 1 without an MPI launcher): process 0
    alone claims the folder and writes metrics and checkpoints; a driver keeps the others quiet */
 MGTDEF int mgt_run_process(const mgt_run *run, int *processes);
+/* a stop that every process agrees on: request_stop asks for one (a driver, after a signal), and
+   after each step stop_agreed says whether any process of the run asked, the same on all of them,
+   so all stop after the same step (one process: whether this one asked) */
+MGTDEF void mgt_run_request_stop(mgt_run *run);
+MGTDEF int mgt_run_stop_agreed(const mgt_run *run);
 /* Writes max_new tokens that follow the prompt (n_prompt >= 1; the last seq_len tokens are the
    context) into out; returns the count, or -1. Sampling draws from (seed, position). */
 MGTDEF int mgt_run_generate(mgt_run *run, const int *prompt, int n_prompt, int *out, int max_new,
@@ -5027,6 +5032,7 @@ struct mgt_run {
     int rank_lo, rank_hi;            /* this process's ranks: all of them but under MPI */
     mgt_backend *shadow_be;          /* (world) under MPI: what the other processes' ranks report */
     mgt_comm *shadow_comm;           /* (world) and their communication statistics */
+    int stop_asked, stop_agreed;     /* mgt_run_request_stop here; under MPI, asked by any process */
     const mgt_cuda_api *cuda;        /* GPU ranks: the CUDA backend library; NULL on the CPU */
     void *nccl_world;                /* and their NCCL communicators */
     mgt__sim_world *sim;             /* simulated ranks (section 3d): their backends and communicators; NULL otherwise */
@@ -6231,7 +6237,7 @@ typedef struct mgt__rank_report {
     double loss_sum, norm, step_s, comm_s, bubble_s, total_compute_s, total_comm_s, total_bubble_s;
     mgt_comm_stats step_comm, comm;
     size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT];
-    int skipped, result;
+    int skipped, result, stop; /* stop: its process asked for one */
     char error[512];
 } mgt__rank_report;
 
@@ -6262,6 +6268,7 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
         memcpy(o->mem_peak, rk->be->mem_peak, sizeof o->mem_peak);
         o->skipped = rk->skipped;
         o->result = rk->result;
+        o->stop = r->stop_asked;
         mgt__strlcpy(o->error, rk->error, sizeof o->error);
     }
     { /* to and from every other process, against parallel.timeout_s (a lost process is named) */
@@ -6289,6 +6296,7 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
     for (i = 0; i < r->plan.world; i++) {
         mgt__rank *rk = &r->ranks[i];
         const mgt__rank_report *o = &all[i];
+        if (o->stop) r->stop_agreed = 1;
         if (i >= r->rank_lo && i < r->rank_hi) continue;
         rk->loss_sum = o->loss_sum;
         rk->norm = o->norm;
@@ -6928,6 +6936,8 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
 MGTDEF const char *mgt_run_device(const mgt_run *r) { return r && r->cuda ? "cuda" : "cpu"; }
+MGTDEF void mgt_run_request_stop(mgt_run *r) { if (r) r->stop_asked = 1; }
+MGTDEF int mgt_run_stop_agreed(const mgt_run *r) { return r && (r->mpi ? r->stop_agreed : r->stop_asked); }
 MGTDEF int mgt_run_process(const mgt_run *r, int *processes) {
     if (processes) *processes = r && r->mpi ? r->mpi->processes : 1;
     return r && r->mpi ? r->mpi->process : 0;

@@ -170,5 +170,24 @@ else
   else echo "ok  process 1 stopped: exit $rc after ${secs}s: $(grep -m1 'waited 2 s' log_stall | cut -c1-170)"; fi
 fi
 
+# SIGUSR1 to mpirun (which forwards it; Ctrl-C kills the job): every process stops after the same
+# step, process 0 writes the checkpoint, exit 130; one process resumes it
+mpirun -np 2 "$mgt" train tiny.ini --no-tui --set parallel.dp=2 --set parallel.zero=1 --set train.steps=1000000 \
+  --set train.eval_every=0 --set checkpoint.every=0 --set checkpoint.dir=ck_usr1 --set log.metrics=m_usr1.jsonl > log_usr1 2>&1 &
+launcher=$!
+for _ in $(seq 200); do grep -q '^step 3/' log_usr1 2>/dev/null && break; sleep 0.1; done
+kill -USR1 "$launcher"
+( sleep 60; kill "$launcher" 2>/dev/null ) & watchdog=$!
+wait "$launcher"
+rc=$?
+kill "$watchdog" 2>/dev/null
+stopped=$(grep -o '^interrupted at step [0-9]*' log_usr1 | grep -o '[0-9]*$')
+if [ $rc -ne 130 ] || [ -z "$stopped" ] || [ ! -s "ck_usr1/step_$(printf %08d "$stopped").safetensors" ]; then
+  fail "SIGUSR1: exit $rc, stopped at '${stopped}'"; tail -5 log_usr1
+elif ! "$mgt" train tiny.ini --no-tui --set parallel.dp=2 --set parallel.zero=1 --set train.steps=$((stopped + 2)) --set train.eval_every=0 \
+    --set checkpoint.every=0 --set checkpoint.dir=ck_usr1 --set log.metrics=m_usr1.jsonl --resume latest > log_usr1_resume 2>&1; then
+  fail "SIGUSR1: one process cannot resume step $stopped"; tail -5 log_usr1_resume
+else echo "ok  SIGUSR1 to mpirun: both processes stopped after step $stopped, exit 130, its checkpoint resumed by one process"; fi
+
 [ $fails -eq 0 ] && echo "test_mpi: all passed"
 [ $fails -eq 0 ]

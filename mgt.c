@@ -564,7 +564,7 @@ static int cmd_train(int argc, char **argv) {
     mgt__plan plan;
     double base_tok_s = 0, start_elapsed;
     struct sigaction sa;
-    int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0;
+    int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0, processes = 1;
     double v;
     for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option: taken out of argv in place */
         if (i >= 2 && !strcmp(argv[i], "--tui-frames") && i + 1 < argc) {
@@ -583,6 +583,10 @@ static int cmd_train(int argc, char **argv) {
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
     if (o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
     if ((r = mgt_run_claim(run, o.overwrite)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
+    if (mgt_run_process(run, &processes) > 0) { /* process 0 shows the whole world; the others train quietly */
+        o.no_tui = 1;
+        if (!freopen("/dev/null", "w", stdout)) { mgt_run_destroy(run); return fail(MGT_ERROR_IO); }
+    }
     if (!strcmp(mgt_run_device(run), "cpu") && cfg.parallel.peak_gflops <= 0) { /* MFU against this machine's measured sgemm */
         char measured[64], source[96];
         double machine = machine_sgemm(0.3, 0, measured, sizeof measured);
@@ -593,6 +597,7 @@ static int cmd_train(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (processes > 1) sigaction(SIGUSR1, &sa, NULL); /* Open MPI's mpirun forwards it (Ctrl-C kills the job) */
     mgt_run_stats(run, &st); /* after set_peak: the banner names the peak */
     start_step = st.step;
     format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
@@ -651,17 +656,20 @@ static int cmd_train(int argc, char **argv) {
            mean pace of this process's steps */
         double ema = 0, ema_weight = 0, t_start = mgt__now();
         while (st.step < cfg.train.steps) {
-            if (mgt_stop_requested) { interrupted = 1; break; }
+            if (mgt_stop_requested && processes > 1) mgt_run_request_stop(run); /* every process stops after the same step */
+            else if (mgt_stop_requested) { interrupted = 1; break; }
             holding = 1;
             r = mgt_run_step(run);
             holding = 0;
             if (r != MGT_OK) {
                 print_held();
                 report_train_failure(run, mgt_last_error(), st.step);
+                if (processes > 1) mgt_mpi_abort(1); /* the other processes may wait on this one's ranks */
                 mgt_run_destroy(run);
                 return 1;
             }
             mgt_run_stats(run, &st);
+            if (processes > 1 && mgt_run_stop_agreed(run)) interrupted = 1; /* after this step's line */
             if (isfinite(st.loss)) { ema = 0.9 * ema + 0.1 * st.loss; ema_weight = 0.9 * ema_weight + 0.1; }
             if (st.step % cfg.log.every == 0 || st.step == cfg.train.steps || st.step == start_step + 1) {
                 char mfu[16] = "n/a", memory[32], elapsed[16], eta[16];
@@ -678,6 +686,7 @@ static int cmd_train(int argc, char **argv) {
                        memory, elapsed, eta);
             }
             print_held();
+            if (interrupted) break;
         }
     }
     if ((r = mgt_run_save(run, path, sizeof path)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
@@ -1159,6 +1168,7 @@ static int cmd_bench(int argc, char **argv) {
     cfg.checkpoint.every = 0;
     cfg.train.steps = warmup + steps;
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
+    if (mgt_run_process(run, NULL) > 0 && !freopen("/dev/null", "w", stdout)) { mgt_run_destroy(run); return fail(MGT_ERROR_IO); } /* process 0 reports */
     mgt_run_stats(run, &st);
     printf("bench %s: %.2fM parameters, L=%d NH=%d C=%d T=%d V=%d, batch %d (micro %d), recompute %s, %d threads\n", o.preset, (double)st.params / 1e6,
            cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.global_batch,

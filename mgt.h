@@ -475,6 +475,44 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap);
 /* uses api (from a statically linked mgt_cuda_api_get()) instead of loading the library */
 MGTDEF void mgt_cuda_use(const mgt_cuda_api *api);
 
+/* ---- 3c2. processes: MPI, opened at run time ---------------------------------------------------
+   `mpirun -np P ./mgt train PRESET` runs P processes; each runs a contiguous block of world / P
+   ranks as threads, so the rank order (and every result) is the one of a single process. As with
+   CUDA, this header and the programs built on it never link MPI: a process that finds itself
+   started by a launcher of more than one process (mgt_mpi_launcher) opens build/libmgt_mpi.so
+   (`ninja mpi`, from mpi/mgt_mpi.c with the launcher's mpicc) and calls MPI through this table of
+   plain C types, so the program runs where MPI is absent and is not tied to one MPI's ABI. The
+   library is looked for at $MGT_MPI_LIBRARY, then beside the program, then on the loader's path.
+   The table's calls take `why` (an error's text) and its buffer's size. */
+#define MGT_MPI_ABI 1
+enum { MGT_MPI_COLLECTIVE, MGT_MPI_P2P, MGT_MPI_STARTUP, MGT_MPI_CHANNELS }; /* a communicator each */
+typedef struct mgt_mpi_api {
+    int abi; /* MGT_MPI_ABI */
+    /* MPI_Init_thread(MPI_THREAD_MULTIPLE) once: this process's index, the count, its host */
+    int (*init)(int *process, int *processes, char *host, size_t host_cap, char *why, size_t cap);
+    int (*max_tag)(void); /* MPI_TAG_UB */
+    void (*finalize)(void);
+    void (*abort_all)(int code);
+    /* non-blocking, on `channel`; a request for test or cancel, or NULL with why */
+    void *(*isend)(const void *buf, size_t bytes, int process, int tag, int channel, char *why, size_t cap);
+    void *(*irecv)(void *buf, size_t bytes, int process, int tag, int channel, char *why, size_t cap);
+    int (*test)(void *request, char *why, size_t cap); /* 1 done (request freed), 0 not yet, -1 failed (freed) */
+    void (*cancel)(void *request);
+    int (*allgather)(const void *send, void *recv, size_t bytes, char *why, size_t cap); /* blocking, startup channel */
+} mgt_mpi_api;
+
+/* the number of processes an MPI launcher started this one among (Open MPI's
+   OMPI_COMM_WORLD_SIZE, MPICH/Intel MPI's PMI_SIZE, Slurm's SLURM_NTASKS beside PMIX_RANK or
+   PMI_RANK), or 1 when none did; `name` gets the variable that said so */
+MGTDEF int mgt_mpi_launcher(char *name, size_t cap);
+/* the library's table (opened once), or NULL with why */
+MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap);
+MGTDEF void mgt_mpi_use(const mgt_mpi_api *api); /* a statically linked table instead */
+/* MPI started once for this process (a run does it when launched so): 0 with this process's index
+   and the count, or an error; finalized at exit unless mgt_mpi_abort ran */
+MGTDEF mgt_result mgt_mpi_start(int *process, int *processes);
+MGTDEF void mgt_mpi_abort(int code); /* ends every process of the job (MPI_Abort); nothing without MPI */
+
 /* ---- 3d. the step simulator ------------------------------------------------------------------
    mgt_sim_run drives the runtime above (presets, plan, schedules, buckets, ZeRO, TP, PP) with a
    third backend and a third communicator that compute nothing and touch no data: each op and each
@@ -671,6 +709,14 @@ MGTDEF void mgt_run_set_state(mgt_run *run, int state); /* for drivers: paused, 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *run);
 MGTDEF const char *mgt_run_dir(const mgt_run *run);        /* checkpoint folder in use */
 MGTDEF const char *mgt_run_device(const mgt_run *run);     /* where the ranks run: "cpu", or "cuda" (one GPU each) */
+/* this process's index among the run's processes (0 and 1 without an MPI launcher): process 0
+   alone claims the folder and writes metrics and checkpoints; a driver keeps the others quiet */
+MGTDEF int mgt_run_process(const mgt_run *run, int *processes);
+/* a stop that every process agrees on: request_stop asks for one (a driver, after a signal), and
+   after each step stop_agreed says whether any process of the run asked, the same on all of them,
+   so all stop after the same step (one process: whether this one asked) */
+MGTDEF void mgt_run_request_stop(mgt_run *run);
+MGTDEF int mgt_run_stop_agreed(const mgt_run *run);
 /* Writes max_new tokens that follow the prompt (n_prompt >= 1; the last seq_len tokens are the
    context) into out; returns the count, or -1. Sampling draws from (seed, position). */
 MGTDEF int mgt_run_generate(mgt_run *run, const int *prompt, int n_prompt, int *out, int max_new,
@@ -4807,6 +4853,470 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
     pthread_mutex_unlock(&w->mu);
 }
 
+/* ---- communication: processes (MPI) around the in-process world ---------------------------------
+   Under an MPI launcher each process runs a contiguous block of `per` ranks (rank / per is its
+   process) in an in-process world of the whole world's size, of which only its block makes calls.
+   Each rank's mgt_comm is two-level: a group whose members all live in this process, and a
+   send/recv between two of them, go through the in-process communicator unchanged; a group that
+   spans processes is exchanged member to member with MPI, every member receiving every other
+   member's contribution (the blocks it needs), and reduced with the in-process communicator's own
+   summation (mgt__lcomm_sum: member 0 + member 1 + ... in group order, in fp32, rounded once), so
+   every result is bit-identical to one process whatever the process count. That costs each member
+   (size - 1) x the message where a ring would cost about 2x: the exact order first, a
+   hierarchical reduction (in order within a process, then between processes) is the next step.
+   Rank threads call MPI themselves (MPI_THREAD_MULTIPLE) with non-blocking sends and receives
+   polled against parallel.timeout_s, rather than through one communication thread per process:
+   no hand-off, no queue, and each wait keeps its own deadline and its own message. Matching:
+   tag = sender * world + receiver on a communicator per kind (collectives, send/recv); between
+   one pair, MPI delivers messages of one tag in the order they were posted, and a rank posts in
+   program order. Send copies the data and returns (buffered, as the in-process send). Calls are
+   counted in the in-process communicator's statistics, which the rank's mgt_comm mirrors. */
+
+typedef struct mgt__mpi_world mgt__mpi_world;
+static char mgt__mpi_host[256]; /* this process's, once MPI has started */
+
+typedef struct mgt__pcomm_msg { /* a buffered send in flight; the data follows the struct */
+    struct mgt__pcomm_msg *next;
+    void *request;
+} mgt__pcomm_msg;
+
+typedef struct mgt__pcomm_rank {
+    mgt_comm comm;   /* the rank's communicator; stats mirror inner's */
+    mgt_comm *inner; /* the rank in the in-process world, which counts every call */
+    mgt__mpi_world *w;
+    mgt__pcomm_msg *sends;
+} mgt__pcomm_rank;
+
+struct mgt__mpi_world {
+    const mgt_mpi_api *api;
+    int process, processes, per, world;
+    double timeout_s;
+    mgt__local_world *local;
+    mgt__pcomm_rank *ranks; /* (per) this process's */
+    char (*hosts)[64];      /* (processes) */
+    pthread_mutex_t mu;
+    int failed;
+    char why[2048];
+    int handoff; /* ThreadSanitizer's token for MPI's hand-overs (MGT__MPI_RELEASE) */
+};
+
+/* Between two threads of one process, MPI hands data over inside its own (uninstrumented)
+   library: ThreadSanitizer sees the receiver read what another thread wrote with no order
+   between them. Under TSan every send and test (MPI moves data for any thread inside any call)
+   releases, and a completed wait acquires, the world. */
+#if defined(__SANITIZE_THREAD__)
+#define MGT__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MGT__TSAN 1
+#endif
+#endif
+#ifdef MGT__TSAN
+#ifdef __cplusplus
+extern "C" {
+#endif
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#ifdef __cplusplus
+}
+#endif
+#define MGT__MPI_RELEASE(w) __tsan_release(&(w)->handoff)
+#define MGT__MPI_ACQUIRE(w) __tsan_acquire(&(w)->handoff)
+#else
+#define MGT__MPI_RELEASE(w) ((void)0)
+#define MGT__MPI_ACQUIRE(w) ((void)0)
+#endif
+
+static int mgt__pcomm_process_of(const mgt__mpi_world *w, int rank) { return rank / w->per; }
+static int mgt__pcomm_tag(const mgt__mpi_world *w, int from, int to) { return from * w->world + to; }
+
+static int mgt__pcomm_failed(mgt__mpi_world *w) {
+    int failed;
+    pthread_mutex_lock(&w->mu);
+    failed = w->failed;
+    pthread_mutex_unlock(&w->mu);
+    if (!failed) { /* a rank of this process failed in the in-process world */
+        pthread_mutex_lock(&w->local->mu);
+        failed = w->local->failed;
+        pthread_mutex_unlock(&w->local->mu);
+    }
+    return failed;
+}
+static mgt_result mgt__pcomm_fail(mgt__mpi_world *w, const char *why) {
+    pthread_mutex_lock(&w->mu);
+    if (!w->failed) {
+        w->failed = 1;
+        mgt__strlcpy(w->why, why, sizeof w->why);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return mgt__fail(MGT_ERROR_COMM, "%s", why);
+}
+static mgt_result mgt__pcomm_world_error(mgt__mpi_world *w) {
+    char why[2048];
+    pthread_mutex_lock(&w->mu);
+    mgt__strlcpy(why, w->failed ? w->why : "", sizeof why);
+    pthread_mutex_unlock(&w->mu);
+    if (!why[0]) {
+        pthread_mutex_lock(&w->local->mu);
+        mgt__strlcpy(why, w->local->why, sizeof why);
+        pthread_mutex_unlock(&w->local->mu);
+    }
+    return mgt__fail(MGT_ERROR_COMM, "%s", why);
+}
+
+/* waits for n requests (NULL ones are done) until the deadline; who, what and peer (a rank) name a
+   late one */
+static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req, const int *peer, int n, const char *what) {
+    double start = mgt__now(), pause = 1e-6;
+    char why[2048], text[512];
+    int i, left;
+    for (;;) {
+        for (i = 0, left = 0; i < n; i++) {
+            int done;
+            if (!req[i]) continue;
+            done = w->api->test(req[i], text, sizeof text);
+            MGT__MPI_RELEASE(w); /* MPI may have moved another thread's data during the call */
+            if (done < 0) {
+                req[i] = NULL;
+                snprintf(why, sizeof why, "%s, %s with rank %d (process %d on %s): MPI: %s", who, what, peer[i],
+                         mgt__pcomm_process_of(w, peer[i]), w->hosts[mgt__pcomm_process_of(w, peer[i])], text);
+                for (i = 0; i < n; i++) if (req[i]) { w->api->cancel(req[i]); req[i] = NULL; }
+                return mgt__pcomm_fail(w, why);
+            }
+            if (done) req[i] = NULL;
+            else left++;
+        }
+        if (!left) {
+            MGT__MPI_ACQUIRE(w);
+            return MGT_OK;
+        }
+        if (mgt__pcomm_failed(w) || (w->timeout_s > 0 && mgt__now() - start > w->timeout_s)) {
+            int timed_out = !mgt__pcomm_failed(w);
+            for (i = 0; i < n && !req[i]; i++) {}
+            if (timed_out)
+                snprintf(why, sizeof why, "%s waited %.0f s (parallel.timeout_s) in %s for rank %d (process %d on %s): that process is "
+                         "stalled, lost, or called something else", who, w->timeout_s, what, peer[i], mgt__pcomm_process_of(w, peer[i]),
+                         w->hosts[mgt__pcomm_process_of(w, peer[i])]);
+            for (i = 0; i < n; i++) if (req[i]) { w->api->cancel(req[i]); req[i] = NULL; }
+            return timed_out ? mgt__pcomm_fail(w, why) : mgt__pcomm_world_error(w);
+        }
+        { /* poll, backing off to 0.2 ms: the cores are the ranks' */
+            struct timespec ts;
+            ts.tv_sec = 0;
+            ts.tv_nsec = (long)(pause * 1e9);
+            nanosleep(&ts, NULL);
+            if (pause < 2e-4) pause *= 2;
+        }
+    }
+}
+
+/* buffered sends that have completed are freed */
+static mgt_result mgt__pcomm_reap(mgt__pcomm_rank *me) {
+    mgt__pcomm_msg **p = &me->sends;
+    char text[512], why[1024];
+    while (*p) {
+        int done = me->w->api->test((*p)->request, text, sizeof text);
+        if (done) {
+            mgt__pcomm_msg *s = *p;
+            *p = s->next;
+            MGT_FREE(s);
+            if (done < 0) {
+                snprintf(why, sizeof why, "rank %d: a send to another process failed: MPI: %s", me->comm.rank, text);
+                return mgt__pcomm_fail(me->w, why);
+            }
+        } else p = &(*p)->next;
+    }
+    return MGT_OK;
+}
+
+static int mgt__pcomm_in_process(const mgt__mpi_world *w, const mgt_group *g) {
+    int i;
+    for (i = 0; i < g->size; i++)
+        if (mgt__pcomm_process_of(w, g->ranks[i]) != w->process) return 0;
+    return 1;
+}
+
+static mgt_result mgt__pcomm_count(mgt__pcomm_rank *me, int coll, double t0, mgt_result r, double bytes) {
+    r = mgt__lcomm_finish(me->inner, coll, t0, r, bytes);
+    me->comm.stats = me->inner->stats;
+    return r;
+}
+
+static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *g, const void *src, void *dst, size_t count, int dtype, int root) {
+    mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
+    mgt__mpi_world *w = me->w;
+    double t0 = mgt__now(), bytes;
+    size_t elt = mgt__lcomm_elt(dtype), block = count * elt;
+    int n, idx, j, nreq = 0, *peer = NULL;
+    void **req = NULL;
+    const void **from = NULL;
+    char *stage = NULL, what[600];
+    mgt__lcomm_call call;
+    mgt_result r;
+    if (!g || !g->ranks || g->size < 1 || g->index < 0 || g->index >= g->size || g->ranks[g->index] != c->rank)
+        return mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: %s: not a member of the group it names", c->rank, mgt_coll_name(coll));
+    if (mgt__pcomm_in_process(w, g)) {
+        mgt_comm *in = me->inner;
+        r = coll == MGT_COLL_ALL_REDUCE       ? in->all_reduce(in, g, dst, count, dtype)
+            : coll == MGT_COLL_REDUCE_SCATTER ? in->reduce_scatter(in, g, src, dst, count, dtype)
+            : coll == MGT_COLL_ALL_GATHER     ? in->all_gather(in, g, src, dst, count, dtype)
+            : coll == MGT_COLL_BROADCAST      ? in->broadcast(in, g, dst, count, dtype, root)
+                                              : in->barrier(in, g);
+        c->stats = in->stats;
+        return r;
+    }
+    n = g->size;
+    idx = g->index;
+    if (dtype < MGT_F32 || dtype > MGT_F64 || (coll != MGT_COLL_BARRIER && count && (!src || !dst)) ||
+        (coll == MGT_COLL_BROADCAST && (root < 0 || root >= n)))
+        return mgt__pcomm_count(me, coll, t0, mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: %s: invalid dtype, buffers or root", c->rank, mgt_coll_name(coll)), 0);
+    if (mgt__pcomm_failed(w)) return mgt__pcomm_count(me, coll, t0, mgt__pcomm_world_error(w), 0);
+    memset(&call, 0, sizeof call);
+    call.coll = coll;
+    call.group = g->id;
+    call.size = n;
+    call.count = count;
+    call.dtype = dtype;
+    call.root = root;
+    for (j = 0; j < n && j < MGT__LCOMM_SHOWN; j++) call.shown[j] = g->ranks[j];
+    mgt__lcomm_call_text(&call, what, sizeof what);
+    req = (void **)MGT_MALLOC(sizeof(void *) * 2 * (size_t)n);
+    peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)n);
+    from = (const void **)MGT_MALLOC(sizeof(void *) * (size_t)n);
+    if ((coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_REDUCE_SCATTER) && block) stage = (char *)MGT_MALLOC(block * (size_t)n);
+    if (!req || !peer || !from || ((coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_REDUCE_SCATTER) && block && !stage)) {
+        r = mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for %s", c->rank, what);
+        goto done;
+    }
+    r = MGT_OK;
+    for (j = 0; j < n && r == MGT_OK; j++) {
+        int q = g->ranks[j], pq = mgt__pcomm_process_of(w, q);
+        const void *out = NULL;
+        void *in = NULL;
+        size_t out_bytes = block, in_bytes = block;
+        char text[512];
+        if (j == idx) continue;
+        if (coll == MGT_COLL_ALL_REDUCE) { out = dst; in = stage + (size_t)j * block; }
+        else if (coll == MGT_COLL_REDUCE_SCATTER) { out = (const char *)src + (size_t)j * block; in = stage + (size_t)j * block; }
+        else if (coll == MGT_COLL_ALL_GATHER) { out = src; in = (char *)dst + (size_t)j * block; }
+        else if (coll == MGT_COLL_BROADCAST) {
+            if (idx == root) { out = dst; in_bytes = 0; }
+            else if (j == root) { in = dst; out_bytes = 0; }
+            else continue;
+        } else { out_bytes = in_bytes = 0; }
+        if (coll != MGT_COLL_BROADCAST || idx == root) {
+            MGT__MPI_RELEASE(w);
+            peer[nreq] = q;
+            req[nreq] = w->api->isend(out ? out : (const void *)&idx, out_bytes, pq, mgt__pcomm_tag(w, c->rank, q), MGT_MPI_COLLECTIVE, text, sizeof text);
+            if (!req[nreq++]) r = mgt__fail(MGT_ERROR_COMM, "rank %d: %s: MPI_Isend: %s", c->rank, what, text);
+        }
+        if (r == MGT_OK && (coll != MGT_COLL_BROADCAST || j == root)) {
+            int sink;
+            peer[nreq] = q;
+            req[nreq] = w->api->irecv(in ? in : (void *)&sink, in_bytes, pq, mgt__pcomm_tag(w, q, c->rank), MGT_MPI_COLLECTIVE, text, sizeof text);
+            if (!req[nreq++]) r = mgt__fail(MGT_ERROR_COMM, "rank %d: %s: MPI_Irecv: %s", c->rank, what, text);
+        }
+    }
+    if (r != MGT_OK) { /* the posted ones cannot complete any more */
+        for (j = 0; j < nreq; j++) if (req[j]) w->api->cancel(req[j]);
+        r = mgt__pcomm_fail(w, mgt_last_error());
+        goto done;
+    }
+    {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", c->rank);
+        r = mgt__pcomm_wait(w, who, req, peer, nreq, what);
+    }
+    if (r != MGT_OK) goto done;
+    if (coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_REDUCE_SCATTER) {
+        const void *own = coll == MGT_COLL_ALL_REDUCE ? (const void *)dst : (const void *)((const char *)src + (size_t)idx * block);
+        for (j = 0; j < n; j++) from[j] = j == idx ? own : stage + (size_t)j * block;
+        if (count) mgt__lcomm_sum(from, n, 0, &dst, 1, 0, count, dtype);
+    } else if (coll == MGT_COLL_ALL_GATHER && block && (char *)dst + (size_t)idx * block != (const char *)src)
+        memmove((char *)dst + (size_t)idx * block, src, block);
+done:
+    MGT_FREE(req);
+    MGT_FREE(peer);
+    MGT_FREE((void *)from);
+    MGT_FREE(stage);
+    bytes = (double)block * (coll == MGT_COLL_REDUCE_SCATTER || coll == MGT_COLL_ALL_GATHER ? n : 1);
+    return mgt__pcomm_count(me, coll, t0, r, coll == MGT_COLL_BARRIER ? 0 : bytes);
+}
+
+static mgt_result mgt__pcomm_all_reduce(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype) {
+    return mgt__pcomm_collective(c, MGT_COLL_ALL_REDUCE, g, buf, buf, count, dtype, 0);
+}
+static mgt_result mgt__pcomm_reduce_scatter(mgt_comm *c, const mgt_group *g, const void *send, void *recv, size_t recv_count, int dtype) {
+    return mgt__pcomm_collective(c, MGT_COLL_REDUCE_SCATTER, g, send, recv, recv_count, dtype, 0);
+}
+static mgt_result mgt__pcomm_all_gather(mgt_comm *c, const mgt_group *g, const void *send, void *recv, size_t send_count, int dtype) {
+    return mgt__pcomm_collective(c, MGT_COLL_ALL_GATHER, g, send, recv, send_count, dtype, 0);
+}
+static mgt_result mgt__pcomm_broadcast(mgt_comm *c, const mgt_group *g, void *buf, size_t count, int dtype, int root_index) {
+    return mgt__pcomm_collective(c, MGT_COLL_BROADCAST, g, buf, buf, count, dtype, root_index);
+}
+static mgt_result mgt__pcomm_barrier(mgt_comm *c, const mgt_group *g) {
+    return mgt__pcomm_collective(c, MGT_COLL_BARRIER, g, NULL, NULL, 0, MGT_F32, 0);
+}
+
+static mgt_result mgt__pcomm_send(mgt_comm *c, int peer, const void *buf, size_t count, int dtype) {
+    mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
+    mgt__mpi_world *w = me->w;
+    size_t bytes = count * mgt__lcomm_elt(dtype);
+    double t0 = mgt__now();
+    mgt__pcomm_msg *s;
+    mgt_result r;
+    char text[512], why[1024];
+    if (peer < 0 || peer >= w->world || mgt__pcomm_process_of(w, peer) == w->process) {
+        r = me->inner->send(me->inner, peer, buf, count, dtype);
+        c->stats = me->inner->stats;
+        return r;
+    }
+    if ((r = mgt__pcomm_reap(me)) != MGT_OK) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, r, 0);
+    if (mgt__pcomm_failed(w)) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_world_error(w), 0);
+    if (count && !buf) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: send: no buffer", c->rank), 0);
+    s = (mgt__pcomm_msg *)MGT_MALLOC(sizeof *s + bytes);
+    if (!s) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for a send of %zu bytes", c->rank, bytes), 0);
+    if (bytes) memcpy(s + 1, buf, bytes);
+    MGT__MPI_RELEASE(w);
+    s->request = w->api->isend(s + 1, bytes, mgt__pcomm_process_of(w, peer), mgt__pcomm_tag(w, c->rank, peer), MGT_MPI_P2P, text, sizeof text);
+    if (!s->request) {
+        MGT_FREE(s);
+        snprintf(why, sizeof why, "rank %d: send to rank %d: MPI_Isend: %s", c->rank, peer, text);
+        return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_fail(w, why), 0);
+    }
+    s->next = me->sends;
+    me->sends = s;
+    return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, MGT_OK, (double)bytes);
+}
+
+static mgt_result mgt__pcomm_recv(mgt_comm *c, int peer, void *buf, size_t count, int dtype) {
+    mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
+    mgt__mpi_world *w = me->w;
+    size_t bytes = count * mgt__lcomm_elt(dtype);
+    double t0 = mgt__now();
+    void *req;
+    mgt_result r;
+    char text[512], what[128];
+    if (peer < 0 || peer >= w->world || mgt__pcomm_process_of(w, peer) == w->process) {
+        r = me->inner->recv(me->inner, peer, buf, count, dtype);
+        c->stats = me->inner->stats;
+        return r;
+    }
+    if (mgt__pcomm_failed(w)) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_world_error(w), 0);
+    if (count && !buf) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: recv: no buffer", c->rank), 0);
+    req = w->api->irecv(buf, bytes, mgt__pcomm_process_of(w, peer), mgt__pcomm_tag(w, peer, c->rank), MGT_MPI_P2P, text, sizeof text);
+    if (!req) {
+        char why[1024];
+        snprintf(why, sizeof why, "rank %d: recv from rank %d: MPI_Irecv: %s", c->rank, peer, text);
+        return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_fail(w, why), 0);
+    }
+    snprintf(what, sizeof what, "recv(from %d, %zu %s)", peer, count, mgt__lcomm_dtype_name(dtype));
+    {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", c->rank);
+        r = mgt__pcomm_wait(w, who, &req, &peer, 1, what);
+    }
+    return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, r, r == MGT_OK ? (double)bytes : 0);
+}
+
+/* the send is buffered, so the pair is the send, then the receive */
+static mgt_result mgt__pcomm_sendrecv(mgt_comm *c, int send_peer, const void *send, int recv_peer, void *recv, size_t count, int dtype) {
+    mgt_result r = mgt__pcomm_send(c, send_peer, send, count, dtype);
+    return r == MGT_OK ? mgt__pcomm_recv(c, recv_peer, recv, count, dtype) : r;
+}
+
+/* this rank failed: this process's other ranks stop waiting (the in-process world fails them),
+   and so do its MPI waits */
+static void mgt__pcomm_rank_done(mgt_comm *c) {
+    mgt__pcomm_rank *me;
+    char why[1024];
+    if (!c || !c->impl) return;
+    me = (mgt__pcomm_rank *)c->impl;
+    mgt__local_rank_done(me->inner);
+    snprintf(why, sizeof why, "rank %d (process %d on %s) failed", c->rank, me->w->process, me->w->hosts[me->w->process]);
+    mgt__pcomm_fail(me->w, why);
+}
+
+static void mgt__mpi_world_destroy(mgt__mpi_world *w) {
+    int i;
+    if (!w) return;
+    for (i = 0; w->ranks && i < w->per; i++) {
+        mgt__pcomm_rank *me = &w->ranks[i];
+        double until = mgt__now() + 1;
+        while (me->sends && mgt__now() < until && mgt__pcomm_reap(me) == MGT_OK) {}
+        while (me->sends) { /* never received: the run failed */
+            mgt__pcomm_msg *s = me->sends;
+            me->sends = s->next;
+            w->api->cancel(s->request);
+            MGT_FREE(s);
+        }
+    }
+    mgt__local_world_destroy(w->local);
+    pthread_mutex_destroy(&w->mu);
+    MGT_FREE(w->ranks);
+    MGT_FREE(w->hosts);
+    MGT_FREE(w);
+}
+
+/* `world` ranks over `processes` processes of `api` (started), this one `process`: a contiguous
+   block each */
+static mgt_result mgt__mpi_world_create(mgt__mpi_world **out, const mgt_mpi_api *api, int process, int processes, int world, double timeout_s) {
+    mgt__mpi_world *w;
+    mgt_result r;
+    char why[512], host[64];
+    int i;
+    *out = NULL;
+    if (processes < 1 || world % processes)
+        return mgt__fail(MGT_ERROR_CONFIG, "%d ranks cannot be shared evenly by %d processes: run a multiple of the processes (dp x tp x pp)", world, processes);
+    if ((double)world * world - 1 > (double)api->max_tag())
+        return mgt__fail(MGT_ERROR_CONFIG, "%d ranks need MPI tags up to %.0f, this MPI's MPI_TAG_UB is %d", world, (double)world * world - 1, api->max_tag());
+    w = (mgt__mpi_world *)MGT_MALLOC(sizeof *w);
+    if (!w) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    w->api = api;
+    w->process = process;
+    w->processes = processes;
+    w->world = world;
+    w->per = world / processes;
+    w->timeout_s = timeout_s;
+    w->ranks = (mgt__pcomm_rank *)MGT_MALLOC(sizeof(mgt__pcomm_rank) * (size_t)w->per);
+    w->hosts = (char(*)[64])MGT_MALLOC(64 * (size_t)processes);
+    if (!w->ranks || !w->hosts) { mgt__mpi_world_destroy(w); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+    memset(w->ranks, 0, sizeof(mgt__pcomm_rank) * (size_t)w->per);
+    if ((r = mgt__local_world_create(&w->local, world)) != MGT_OK) { mgt__mpi_world_destroy(w); return r; }
+    memset(host, 0, sizeof host);
+    mgt__strlcpy(host, mgt__mpi_host, sizeof host);
+    if (api->allgather(host, w->hosts, sizeof host, why, sizeof why)) {
+        mgt__mpi_world_destroy(w);
+        return mgt__fail(MGT_ERROR_COMM, "exchanging host names between processes: MPI: %s", why);
+    }
+    for (i = 0; i < w->per; i++) {
+        mgt__pcomm_rank *me = &w->ranks[i];
+        me->w = w;
+        me->inner = mgt__local_comm(w->local, process * w->per + i);
+        me->comm.rank = process * w->per + i;
+        me->comm.world = world;
+        me->comm.all_reduce = mgt__pcomm_all_reduce;
+        me->comm.reduce_scatter = mgt__pcomm_reduce_scatter;
+        me->comm.all_gather = mgt__pcomm_all_gather;
+        me->comm.broadcast = mgt__pcomm_broadcast;
+        me->comm.send = mgt__pcomm_send;
+        me->comm.recv = mgt__pcomm_recv;
+        me->comm.sendrecv = mgt__pcomm_sendrecv;
+        me->comm.barrier = mgt__pcomm_barrier;
+        me->comm.impl = me;
+    }
+    *out = w;
+    return MGT_OK;
+}
+
+/* this process's rank `rank` (global), or NULL */
+static mgt_comm *mgt__mpi_comm(mgt__mpi_world *w, int rank) {
+    return w && mgt__pcomm_process_of(w, rank) == w->process && rank >= 0 && rank < w->world ? &w->ranks[rank - w->process * w->per].comm : NULL;
+}
+
 /* ---- 3d. the step simulator (defined at the end of the implementation): what the runtime calls */
 typedef struct mgt__sim_world mgt__sim_world;
 static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out);
@@ -4824,6 +5334,11 @@ struct mgt_run {
     mgt__plan plan;
     mgt__rank *ranks;
     mgt__local_world *world;         /* CPU ranks' communication */
+    mgt__mpi_world *mpi;             /* or, under an MPI launcher, the processes' (section 3c2) */
+    int rank_lo, rank_hi;            /* this process's ranks: all of them but under MPI */
+    mgt_backend *shadow_be;          /* (world) under MPI: what the other processes' ranks report */
+    mgt_comm *shadow_comm;           /* (world) and their communication statistics */
+    int stop_asked, stop_agreed;     /* mgt_run_request_stop here; under MPI, asked by any process */
     const mgt_cuda_api *cuda;        /* GPU ranks: the CUDA backend library; NULL on the CPU */
     void *nccl_world;                /* and their NCCL communicators */
     mgt__sim_world *sim;             /* simulated ranks (section 3d): their backends and communicators; NULL otherwise */
@@ -5109,6 +5624,7 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
     char lock_path[1200], where[300];
     mgt__history h;
     if (r->inference) return MGT_OK;
+    if (r->mpi && r->mpi->process > 0) return MGT_OK; /* process 0 holds the folder and writes the records */
     if (!r->claimed) {
         int fd, e;
         DIR *d;
@@ -6053,12 +6569,143 @@ static void *mgt__rank_main(void *arg) {
             /* peers waiting on this rank fail instead of hanging */
             if (r->cuda) r->cuda->world_abort(r->nccl_world);
             else if (r->sim) mgt__sim_abort(r->sim);
+            else if (r->mpi) mgt__pcomm_rank_done(rk->comm);
             else mgt__local_rank_done(rk->comm);
         }
         pthread_mutex_lock(&r->mu);
         if (--r->pending == 0) pthread_cond_signal(&r->cv_done);
         pthread_mutex_unlock(&r->mu);
     }
+}
+
+/* under MPI, after each command: what the driver reads of a rank (its loss, norm, times, memory,
+   communication, result), from every process to every process, so each one's driver sees the
+   whole world as a single process's does */
+typedef struct mgt__rank_report {
+    double loss_sum, norm, step_s, comm_s, bubble_s, total_compute_s, total_comm_s, total_bubble_s;
+    mgt_comm_stats step_comm, comm;
+    size_t mem_current[MGT_MEM_COUNT], mem_peak[MGT_MEM_COUNT];
+    int skipped, result, stop; /* stop: its process asked for one */
+    char error[512];
+} mgt__rank_report;
+
+static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
+    int per = r->rank_hi - r->rank_lo, i;
+    size_t bytes = sizeof(mgt__rank_report) * (size_t)per;
+    mgt__rank_report *all = (mgt__rank_report *)MGT_MALLOC(bytes * (size_t)r->mpi->processes), *mine;
+    char why[512];
+    if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    for (i = r->rank_lo; i < r->rank_hi; i++) /* a failed rank fails the run now; its process ends the job */
+        if (r->ranks[i].result != MGT_OK) { MGT_FREE(all); return MGT_OK; }
+    mine = all + r->rank_lo;
+    memset(mine, 0, bytes);
+    for (i = 0; i < per; i++) {
+        const mgt__rank *rk = &r->ranks[r->rank_lo + i];
+        mgt__rank_report *o = &mine[i];
+        o->loss_sum = rk->loss_sum;
+        o->norm = rk->norm;
+        o->step_s = rk->step_s;
+        o->comm_s = rk->comm_s;
+        o->bubble_s = rk->bubble_s;
+        o->total_compute_s = rk->total_compute_s;
+        o->total_comm_s = rk->total_comm_s;
+        o->total_bubble_s = rk->total_bubble_s;
+        o->step_comm = rk->step_comm;
+        o->comm = rk->comm->stats;
+        memcpy(o->mem_current, rk->be->mem_current, sizeof o->mem_current);
+        memcpy(o->mem_peak, rk->be->mem_peak, sizeof o->mem_peak);
+        o->skipped = rk->skipped;
+        o->result = rk->result;
+        o->stop = r->stop_asked;
+        mgt__strlcpy(o->error, rk->error, sizeof o->error);
+    }
+    { /* to and from every other process, against parallel.timeout_s (a lost process is named) */
+        mgt__mpi_world *w = r->mpi;
+        int n = 0, p, *peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)w->processes);
+        void **req = (void **)MGT_MALLOC(sizeof(void *) * 2 * (size_t)w->processes);
+        char who[48];
+        mgt_result res = peer && req ? MGT_OK : mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        for (p = 0; p < w->processes && res == MGT_OK; p++) {
+            if (p == w->process) continue;
+            peer[n] = p * per;
+            if (!(req[n++] = w->api->isend(mine, bytes, p, 0, MGT_MPI_STARTUP, why, sizeof why))) res = mgt__pcomm_fail(w, why);
+            peer[n] = p * per;
+            if (res == MGT_OK && !(req[n++] = w->api->irecv(all + (size_t)p * per, bytes, p, 0, MGT_MPI_STARTUP, why, sizeof why)))
+                res = mgt__pcomm_fail(w, why);
+        }
+        snprintf(who, sizeof who, "process %d (on %s)", w->process, w->hosts[w->process]);
+        if (res == MGT_OK) res = mgt__pcomm_wait(w, who, req, peer, n, "sharing the ranks' results after a step");
+        else
+            while (n-- > 0) if (req[n]) w->api->cancel(req[n]);
+        MGT_FREE(peer);
+        MGT_FREE(req);
+        if (res != MGT_OK) { MGT_FREE(all); return res; }
+    }
+    for (i = 0; i < r->plan.world; i++) {
+        mgt__rank *rk = &r->ranks[i];
+        const mgt__rank_report *o = &all[i];
+        if (o->stop) r->stop_agreed = 1;
+        if (i >= r->rank_lo && i < r->rank_hi) continue;
+        rk->loss_sum = o->loss_sum;
+        rk->norm = o->norm;
+        rk->step_s = o->step_s;
+        rk->comm_s = o->comm_s;
+        rk->bubble_s = o->bubble_s;
+        rk->total_compute_s = o->total_compute_s;
+        rk->total_comm_s = o->total_comm_s;
+        rk->total_bubble_s = o->total_bubble_s;
+        rk->step_comm = o->step_comm;
+        rk->comm->stats = o->comm;
+        memcpy(rk->be->mem_current, o->mem_current, sizeof o->mem_current);
+        memcpy(rk->be->mem_peak, o->mem_peak, sizeof o->mem_peak);
+        rk->skipped = o->skipped;
+        rk->result = (mgt_result)o->result;
+        if (o->result != MGT_OK)
+            snprintf(rk->error, sizeof rk->error, "(process %d on %s) %s", i / per, r->mpi->hosts[i / per], o->error);
+    }
+    MGT_FREE(all);
+    return MGT_OK;
+}
+
+/* under MPI, after a step every process takes alike (each reads the checkpoint itself): every
+   process fails when one did, naming it */
+typedef struct mgt__mpi_outcome { int result; char error[500]; } mgt__mpi_outcome;
+static mgt_result mgt__mpi_agree(mgt_run *r, mgt_result res, const char *doing) {
+    mgt__mpi_world *w = r->mpi;
+    mgt__mpi_outcome mine, *all;
+    char why[512];
+    int p;
+    memset(&mine, 0, sizeof mine);
+    mine.result = res;
+    if (res != MGT_OK) mgt__strlcpy(mine.error, mgt_last_error(), sizeof mine.error);
+    all = (mgt__mpi_outcome *)MGT_MALLOC(sizeof mine * (size_t)w->processes);
+    if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (w->api->allgather(&mine, all, sizeof mine, why, sizeof why)) res = mgt__fail(MGT_ERROR_COMM, "%s: MPI: %s", doing, why);
+    else
+        for (p = 0; p < w->processes && res == MGT_OK; p++)
+            if (all[p].result != MGT_OK) res = mgt__fail((mgt_result)all[p].result, "process %d (on %s), %s: %s", p, w->hosts[p], doing, all[p].error);
+    MGT_FREE(all);
+    return res;
+}
+
+/* a rank of another process, as this one's driver sees it: its coordinates and what it reports */
+static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
+    const mgt__plan *p = &r->plan;
+    memset(rk, 0, sizeof *rk); /* run stays NULL: nothing of it is freed */
+    rk->rank = index;
+    rk->tpr = index % p->tp;
+    rk->dpr = (index / p->tp) % p->dp;
+    rk->ppr = index / (p->tp * p->dp);
+    rk->first = rk->ppr == 0;
+    rk->last = rk->ppr == p->pp - 1;
+    rk->l0 = p->stage_first[rk->ppr];
+    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+    rk->device = -1;
+    rk->be = &r->shadow_be[index];
+    rk->be->name = "cpu";
+    rk->comm = &r->shadow_comm[index];
+    rk->comm->rank = index;
+    rk->comm->world = p->world;
 }
 
 /* runs the command on every rank (on the calling thread when there is one rank) and returns the
@@ -6073,11 +6720,12 @@ static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint16_t *rows, int mi
         return r->ranks[0].result;
     }
     pthread_mutex_lock(&r->mu);
-    r->pending = r->plan.world;
+    r->pending = r->rank_hi - r->rank_lo;
     r->generation++;
     pthread_cond_broadcast(&r->cv_cmd);
     while (r->pending) pthread_cond_wait(&r->cv_done, &r->mu);
     pthread_mutex_unlock(&r->mu);
+    if (r->mpi) MGT__TRY(mgt__mpi_share_ranks(r));
     for (i = 0; i < r->plan.world; i++) /* a root cause rather than its echo on the peers */
         if (r->ranks[i].result != MGT_OK && r->ranks[i].result != MGT_ERROR_COMM)
             return mgt__fail(r->ranks[i].result, "rank %d: %s", i, r->ranks[i].error);
@@ -6638,6 +7286,12 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
 MGTDEF const char *mgt_run_device(const mgt_run *r) { return r && r->cuda ? "cuda" : "cpu"; }
+MGTDEF void mgt_run_request_stop(mgt_run *r) { if (r) r->stop_asked = 1; }
+MGTDEF int mgt_run_stop_agreed(const mgt_run *r) { return r && (r->mpi ? r->stop_agreed : r->stop_asked); }
+MGTDEF int mgt_run_process(const mgt_run *r, int *processes) {
+    if (processes) *processes = r && r->mpi ? r->mpi->processes : 1;
+    return r && r->mpi ? r->mpi->process : 0;
+}
 MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
 
 /* ---- layout-independent checkpoints: gather the ranks' slices into global tensors, and back ---- */
@@ -6724,10 +7378,10 @@ static mgt_result mgt__mirror(mgt__rank *rk) {
 }
 static mgt_result mgt__mirror_all(mgt_run *r) {
     int i;
-    for (i = 0; i < r->plan.world; i++) {
+    for (i = r->rank_lo; i < r->rank_hi; i++) {
         mgt_result res = mgt__mirror(&r->ranks[i]);
         if (res != MGT_OK) {
-            while (i-- > 0) mgt__unmirror(&r->ranks[i], 0);
+            while (i-- > r->rank_lo) mgt__unmirror(&r->ranks[i], 0);
             return res;
         }
     }
@@ -6735,27 +7389,42 @@ static mgt_result mgt__mirror_all(mgt_run *r) {
 }
 static void mgt__unmirror_all(mgt_run *r, int changed) {
     int i;
-    for (i = 0; i < r->plan.world; i++) mgt__unmirror(&r->ranks[i], changed);
+    for (i = r->rank_lo; i < r->rank_hi; i++) mgt__unmirror(&r->ranks[i], changed);
 }
 
 /* copies between the ranks' buffers and global fp32 tensors (one per tensor of the global layout):
    to_global gathers (each element from one rank), else every rank takes its own elements. Under
    16-bit storage the parameters are the master weights (none when sampling), and loading also sets
    the compute copy, rounded, on every rank that holds the element. */
-static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, float **tensors, int to_global) {
+/* under MPI: does this process hold element `flat` of buffer `which` of rank rk's unit (its
+   owner's shard, when sharded)? */
+static int mgt__element_here(mgt_run *r, int which, const mgt__rank *rk, int unit, size_t flat) {
+    const mgt__unit *u = &rk->lay.u[unit];
+    int master = which == MGT__BUF_PARAMS && rk->master, owner;
+    int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
+    if (!sharded) return 1;
+    owner = mgt__rank_at(r, (int)((flat - u->offset) / (u->size / (size_t)r->plan.dp)), rk->tpr, rk->ppr)->rank;
+    return owner >= r->rank_lo && owner < r->rank_hi;
+}
+
+/* to_global with `here` (under MPI): this process's ranks only, each element it holds marked in
+   here[tensor] (replicas hold the same bits, so any one of them will do) */
+static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, float **tensors, int to_global, unsigned char **here) {
     int sixteen = r->dtype != MGT_F32, i, t, g, row, c;
-    for (i = 0; i < r->plan.world; i++) {
+    for (i = r->rank_lo; i < r->rank_hi; i++) {
         mgt__rank *rk = &r->ranks[i];
         int master = which == MGT__BUF_PARAMS && rk->master, has_buf = which != MGT__BUF_PARAMS || master || !sixteen;
         int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
         int copy = !to_global && sixteen && which == MGT__BUF_PARAMS, copy_sharded = r->plan.zero >= 3 && !r->inference;
-        if (to_global && rk->dpr != 0) continue;
+        if (to_global && rk->dpr != 0 && !here) continue;
         for (t = 0; t < rk->lay.n; t++) {
             const mgt__tensor *x = &rk->lay.t[t];
             float *glob = NULL;
+            unsigned char *mark = NULL;
             size_t lo, hi, gcols = (size_t)(x->info.ndim == 2 ? x->info.shape[1] : 1);
             if (to_global && x->tied_copy) continue;
-            for (g = 0; g < global->n; g++) if (!strcmp(global->t[g].info.name, x->info.name)) glob = tensors[g];
+            for (g = 0; g < global->n; g++)
+                if (!strcmp(global->t[g].info.name, x->info.name)) { glob = tensors[g]; mark = here ? here[g] : NULL; }
             mgt__unit_slice(rk, x->unit, &lo, &hi);
             for (row = 0; row < x->rows; row++) {
                 int grow = mgt__global_row(x, row);
@@ -6765,7 +7434,11 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
                     int mine = flat >= lo && flat < hi;
                     float value = grow >= 0 && !to_global ? glob[gidx] : 0.0f;
                     if (to_global) {
-                        if (grow >= 0) glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, 0);
+                        if (grow >= 0 && !mark) glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, 0);
+                        else if (grow >= 0 && mgt__element_here(r, which, rk, x->unit, flat)) {
+                            glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->dpr);
+                            mark[gidx] = 1;
+                        }
                         continue;
                     }
                     if (has_buf && (!sharded || mine)) /* a shard takes only its slice */
@@ -6790,6 +7463,67 @@ static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
 }
 
 /* global tensors of buffer `which` (params, m, v), gathered from the ranks; free with MGT_FREE */
+/* under MPI: each process takes the elements its ranks hold, and process 0 merges every process's
+   into `out` (the others' `out` is only their part) */
+static mgt_result mgt__mpi_gather_global(mgt_run *r, const mgt__layout *g, int which, float **out) {
+    mgt__mpi_world *w = r->mpi;
+    int n = g->n, t, p, nreq = 0, *peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)n);
+    unsigned char **here = (unsigned char **)MGT_MALLOC(sizeof(unsigned char *) * (size_t)n);
+    unsigned char **got = (unsigned char **)MGT_MALLOC(sizeof(unsigned char *) * (size_t)n);
+    float **theirs = (float **)MGT_MALLOC(sizeof(float *) * (size_t)n);
+    void **req = (void **)MGT_MALLOC(sizeof(void *) * 2 * (size_t)n);
+    mgt_result res = peer && here && got && theirs && req ? MGT_OK : mgt__fail(MGT_ERROR_MEMORY, "out of memory gathering a checkpoint");
+    char why[512], who[64], what[96];
+    size_t e;
+    for (t = 0; t < n; t++) { if (here) here[t] = NULL; if (got) got[t] = NULL; if (theirs) theirs[t] = NULL; }
+    for (t = 0; t < n && res == MGT_OK; t++) {
+        size_t numel = g->t[t].info.numel;
+        here[t] = (unsigned char *)MGT_MALLOC(numel);
+        if (w->process == 0) { got[t] = (unsigned char *)MGT_MALLOC(numel); theirs[t] = (float *)MGT_MALLOC(sizeof(float) * numel); }
+        if (!here[t] || (w->process == 0 && (!got[t] || !theirs[t]))) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory gathering a checkpoint");
+        else memset(here[t], 0, numel);
+    }
+    if (res == MGT_OK) mgt__exchange(r, which, g, out, 1, here);
+    snprintf(who, sizeof who, "process %d (on %s)", w->process, w->hosts[w->process]);
+    snprintf(what, sizeof what, "gathering a checkpoint's %s to process 0", which == MGT__BUF_PARAMS ? "weights" : "optimizer moments");
+    for (p = 1; p < w->processes && res == MGT_OK; p++) { /* process 0 takes each process's part in turn; a process sends its own */
+        if (w->process != 0 && w->process != p) continue;
+        nreq = 0;
+        for (t = 0; t < n && res == MGT_OK; t++) {
+            size_t numel = g->t[t].info.numel;
+            int to = w->process == 0 ? p : 0;
+            peer[nreq] = to * w->per;
+            req[nreq] = w->process == 0 ? w->api->irecv(theirs[t], sizeof(float) * numel, p, 1, MGT_MPI_STARTUP, why, sizeof why)
+                                        : w->api->isend(out[t], sizeof(float) * numel, 0, 1, MGT_MPI_STARTUP, why, sizeof why);
+            if (!req[nreq++]) { res = mgt__pcomm_fail(w, why); break; }
+            peer[nreq] = to * w->per;
+            req[nreq] = w->process == 0 ? w->api->irecv(got[t], numel, p, 1, MGT_MPI_STARTUP, why, sizeof why)
+                                        : w->api->isend(here[t], numel, 0, 1, MGT_MPI_STARTUP, why, sizeof why);
+            if (!req[nreq++]) res = mgt__pcomm_fail(w, why);
+        }
+        if (res == MGT_OK) res = mgt__pcomm_wait(w, who, req, peer, nreq, what);
+        else
+            while (nreq-- > 0) if (req[nreq]) w->api->cancel(req[nreq]);
+        for (t = 0; t < n && res == MGT_OK && w->process == 0; t++)
+            for (e = 0; e < g->t[t].info.numel; e++)
+                if (got[t][e] && !here[t][e]) { out[t][e] = theirs[t][e]; here[t][e] = 1; }
+    }
+    for (t = 0; t < n && res == MGT_OK && w->process == 0; t++) /* every element held somewhere, or the layout arithmetic is wrong */
+        for (e = 0; e < g->t[t].info.numel; e++)
+            if (!here[t][e]) { res = mgt__fail(MGT_ERROR_CHECKPOINT, "checkpoint: element %zu of %s held by no process", e, g->t[t].info.name); break; }
+    for (t = 0; t < n; t++) {
+        if (here) MGT_FREE(here[t]);
+        if (got) MGT_FREE(got[t]);
+        if (theirs) MGT_FREE(theirs[t]);
+    }
+    MGT_FREE(here);
+    MGT_FREE(got);
+    MGT_FREE(theirs);
+    MGT_FREE(peer);
+    MGT_FREE(req);
+    return res;
+}
+
 static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
     float **out = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g->n);
     int t;
@@ -6801,7 +7535,12 @@ static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
         MGT_FREE(out);
         return NULL;
     }
-    mgt__exchange(r, which, g, out, 1);
+    if (r->mpi && mgt__mpi_gather_global(r, g, which, out) != MGT_OK) {
+        for (t = 0; t < g->n; t++) MGT_FREE(out[t]);
+        MGT_FREE(out);
+        out = NULL;
+    } else if (!r->mpi)
+        mgt__exchange(r, which, g, out, 1, NULL);
     mgt__unmirror_all(r, 0);
     return out;
 }
@@ -6838,8 +7577,9 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, r->step);
     if (path_out) mgt__strlcpy(path_out, path, cap);
     /* this step is saved already when its file is this folder's (a run resumed from another
-       folder and not trained further is saved here too) */
-    if (r->saved_step == r->step && !strcmp(r->saved_path, path) && !access(path, F_OK)) return MGT_OK;
+       folder and not trained further is saved here too); under MPI every process decides alike,
+       without looking at a file only process 0's machine may see */
+    if (r->saved_step == r->step && !strcmp(r->saved_path, path) && (r->mpi || !access(path, F_OK))) return MGT_OK;
     MGT__TRY(mgt__claim_once(r));
     MGT__TRY(mgt__global_layout(&r->cfg, &g));
     state = mgt_run_state(r);
@@ -6855,6 +7595,15 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
         for (i = 0; ok && i < g.n; i++) ok = bufs[k] && bufs[k][i];
     }
     mgt__unmirror_all(r, 0);
+    if (r->mpi && r->mpi->process > 0) { /* its part is with process 0, which writes the file */
+        for (k = 0; k < 3; k++) mgt__free_global(&g, bufs[k]);
+        mgt__layout_free(&g);
+        mgt_run_set_state(r, state);
+        if (!ok) return mgt__fail(MGT_ERROR_CHECKPOINT, "checkpoint of step %d: %s", r->step, mgt_last_error());
+        r->saved_step = r->step;
+        mgt__strlcpy(r->saved_path, path, sizeof r->saved_path);
+        return MGT_OK;
+    }
     out = (mgt__st_out *)MGT_MALLOC(sizeof *out * (size_t)g.n * 3);
     preset = (char *)MGT_MALLOC((size_t)bytes_preset);
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
@@ -6996,7 +7745,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
                 tensors[t] = copies[t];
             } else tensors[t] = (float *)(void *)mgt__st_data(&f, s);
         }
-        if (res == MGT_OK) mgt__exchange(r, k, &g, tensors, 0);
+        if (res == MGT_OK) mgt__exchange(r, k, &g, tensors, 0, NULL);
     }
     mgt__unmirror_all(r, res == MGT_OK);
     if (!tensors || !copies) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -7023,6 +7772,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     mgt__layout_free(&g);
     mgt__st_close(&f);
     if (res == MGT_OK && r->claimed) res = mgt__open_metrics(r); /* its metrics continue this history */
+    if (r->mpi) res = mgt__mpi_agree(r, res, "resuming");
     return res;
 }
 
@@ -7089,6 +7839,9 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
     if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
     if (r->world) mgt__local_world_destroy(r->world);
+    mgt__mpi_world_destroy(r->mpi);
+    MGT_FREE(r->shadow_be);
+    MGT_FREE(r->shadow_comm);
     if (r->nccl_world) r->cuda->world_destroy(r->nccl_world);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->stats_mu);
@@ -7694,55 +8447,159 @@ MGTDEF void mgt_cuda_use(const mgt_cuda_api *api) {
     pthread_mutex_unlock(&mgt__cuda_mu);
 }
 
+/* ---- 3c2. processes: MPI through build/libmgt_mpi.so */
+
+static pthread_mutex_t mgt__mpi_mu = PTHREAD_MUTEX_INITIALIZER;
+static const mgt_mpi_api *mgt__mpi_api;
+static char mgt__mpi_why[800];
+static int mgt__mpi_started, mgt__mpi_aborted, mgt__mpi_process, mgt__mpi_processes = 1;
+
+MGTDEF int mgt_mpi_launcher(char *name, size_t cap) {
+    /* each launcher's own size variable; Slurm's srun counts only beside a PMI rank of its step
+       (SLURM_NTASKS alone is also set inside a batch script, which is one process) */
+    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    const char *v;
+    long n;
+    size_t i;
+    if (name && cap) name[0] = 0;
+    for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (!(v = getenv(sizes[i])) || (n = strtol(v, NULL, 10)) < 1) continue;
+        if (name) mgt__strlcpy(name, sizes[i], cap);
+        return n > 65536 ? 65536 : (int)n;
+    }
+    if ((getenv("PMIX_RANK") || getenv("PMI_RANK")) && (v = getenv("SLURM_NTASKS")) && (n = strtol(v, NULL, 10)) >= 1) {
+        if (name) mgt__strlcpy(name, "SLURM_NTASKS", cap);
+        return n > 65536 ? 65536 : (int)n;
+    }
+    return 1;
+}
+
+static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap);
+static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
+                                  char *tried, size_t cap);
+static const void *mgt__mpi_try(const char *path, char *why, size_t cap) {
+    return mgt__dl_table(path, "mgt_mpi_api_get", "MPI", MGT_MPI_ABI, "ninja mpi", why, cap);
+}
+
+MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap) {
+    const mgt_mpi_api *api;
+    pthread_mutex_lock(&mgt__mpi_mu);
+    if (!mgt__mpi_api && !mgt__mpi_why[0]) {
+        char tried[600] = "";
+        mgt__mpi_api = (const mgt_mpi_api *)mgt__dl_search("MGT_MPI_LIBRARY", "libmgt_mpi.so", mgt__mpi_try, tried, sizeof tried);
+        if (!mgt__mpi_api)
+            snprintf(mgt__mpi_why, sizeof mgt__mpi_why, "the MPI library is not built or cannot load (%s); build it with `ninja mpi` (needs mpicc)",
+                     tried[0] ? tried : "not found");
+    }
+    api = mgt__mpi_api;
+    if (!api && why) mgt__strlcpy(why, mgt__mpi_why, cap);
+    pthread_mutex_unlock(&mgt__mpi_mu);
+    return api;
+}
+
+MGTDEF void mgt_mpi_use(const mgt_mpi_api *api) {
+    pthread_mutex_lock(&mgt__mpi_mu);
+    mgt__mpi_api = api;
+    mgt__mpi_why[0] = 0;
+    pthread_mutex_unlock(&mgt__mpi_mu);
+}
+
+/* MPI_Finalize at exit: Open MPI's launcher treats a process that exits without it as failed. Not
+   after an abort, whose processes are being killed */
+static void mgt__mpi_at_exit(void) {
+    if (mgt__mpi_started && !mgt__mpi_aborted) mgt__mpi_api->finalize();
+}
+
+MGTDEF mgt_result mgt_mpi_start(int *process, int *processes) {
+    char why[800], launcher[64];
+    int expected = mgt_mpi_launcher(launcher, sizeof launcher);
+    mgt_result r = MGT_OK;
+    if (!process || !processes) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_mpi_start: process and processes are required");
+    why[0] = 0;
+    if (!mgt_mpi_load(why, sizeof why)) return mgt__fail(MGT_ERROR_UNSUPPORTED, "started by an MPI launcher (%s=%d), but %s", launcher, expected, why);
+    pthread_mutex_lock(&mgt__mpi_mu);
+    if (!mgt__mpi_started) {
+        if (mgt__mpi_api->init(&mgt__mpi_process, &mgt__mpi_processes, mgt__mpi_host, sizeof mgt__mpi_host, why, sizeof why))
+            r = mgt__fail(MGT_ERROR_COMM, "MPI_Init_thread: %s", why);
+        else {
+            mgt__mpi_started = 1;
+            atexit(mgt__mpi_at_exit);
+        }
+    }
+    *process = mgt__mpi_process;
+    *processes = mgt__mpi_processes;
+    pthread_mutex_unlock(&mgt__mpi_mu);
+    return r;
+}
+
+MGTDEF void mgt_mpi_abort(int code) {
+    if (!mgt__mpi_started || mgt__mpi_processes < 2) return;
+    mgt__mpi_aborted = 1;
+    mgt__mpi_api->abort_all(code);
+}
+
 /* the table from one candidate path, or NULL with why appended */
-static const mgt_cuda_api *mgt__cuda_try(const char *path, char *why, size_t cap) {
-    typedef const mgt_cuda_api *(*get_fn)(void);
+/* a library's table: dlopen(path), then its getter `symbol`, whose table starts with its version
+   (`abi`); NULL with why appended to `why` */
+static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap) {
+    typedef const void *(*get_fn)(void);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL), *sym;
+    const void *table;
     get_fn get;
-    const mgt_cuda_api *api;
     size_t used = strlen(why);
     if (!lib) {
         const char *e = dlerror();
         snprintf(why + used, cap - used, "%s%s", used ? "; " : "", e ? e : path);
         return NULL;
     }
-    sym = dlsym(lib, "mgt_cuda_api_get");
+    sym = dlsym(lib, symbol);
     if (!sym) {
-        snprintf(why + used, cap - used, "%s%s: not an mgt CUDA library (no mgt_cuda_api_get)", used ? "; " : "", path);
+        snprintf(why + used, cap - used, "%s%s: not an mgt %s library (no %s)", used ? "; " : "", path, kind, symbol);
         dlclose(lib);
         return NULL;
     }
     memcpy(&get, &sym, sizeof get); /* POSIX: a symbol's address converts to a function pointer */
-    api = get();
-    if (!api || api->abi != MGT_CUDA_ABI) {
-        snprintf(why + used, cap - used, "%s%s: built for another mgt (interface %d, this one %d); rebuild it with `ninja cuda`", used ? "; " : "", path,
-                 api ? api->abi : -1, MGT_CUDA_ABI);
+    table = get();
+    if (!table || *(const int *)table != abi) {
+        snprintf(why + used, cap - used, "%s%s: built for another mgt (interface %d, this one %d); rebuild it with `%s`", used ? "; " : "", path,
+                 table ? *(const int *)table : -1, abi, target);
         dlclose(lib);
         return NULL;
     }
-    return api; /* kept open for the life of the process */
+    return table; /* kept open for the life of the process */
+}
+/* the library `file` at $env, else build/<file> beside the program, <file> beside it, then on the
+   loader's path; try(path) checks what it found */
+static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
+                                  char *tried, size_t cap) {
+    char exe[1024], dir[1024], path[1200], *slash;
+    const char *env = getenv(env_name);
+    const void *api = NULL;
+    ssize_t n;
+    if (env && env[0]) return try_path(env, tried, cap);
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    mgt__strlcpy(dir, exe, sizeof dir);
+    slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    snprintf(path, sizeof path, "%s/build/%s", dir, file);
+    if (!access(path, F_OK)) api = try_path(path, tried, cap);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
+    if (!api) api = try_path(file, tried, cap);
+    return api;
+}
+static const void *mgt__cuda_try(const char *path, char *why, size_t cap) {
+    return mgt__dl_table(path, "mgt_cuda_api_get", "CUDA", MGT_CUDA_ABI, "ninja cuda", why, cap);
 }
 
 MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
     const mgt_cuda_api *api;
     pthread_mutex_lock(&mgt__cuda_mu);
     if (!mgt__cuda_api && !mgt__cuda_why[0]) {
-        char exe[1024], dir[1024], path[1200], tried[600] = "";
+        char tried[600] = "";
         const char *env = getenv("MGT_CUDA_LIBRARY");
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (env && env[0]) mgt__cuda_api = mgt__cuda_try(env, tried, sizeof tried);
-        else {
-            char *slash;
-            exe[n > 0 ? n : 0] = 0;
-            mgt__strlcpy(dir, exe, sizeof dir);
-            slash = strrchr(dir, '/');
-            if (slash) *slash = 0;
-            snprintf(path, sizeof path, "%s/build/libmgt_cuda.so", dir);
-            if (!access(path, F_OK)) mgt__cuda_api = mgt__cuda_try(path, tried, sizeof tried);
-            snprintf(path, sizeof path, "%s/libmgt_cuda.so", dir);
-            if (!mgt__cuda_api && !access(path, F_OK)) mgt__cuda_api = mgt__cuda_try(path, tried, sizeof tried);
-            if (!mgt__cuda_api) mgt__cuda_api = mgt__cuda_try("libmgt_cuda.so", tried, sizeof tried);
-        }
+        mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
         if (!mgt__cuda_api && (!tried[0] || (strstr(tried, "No such file") && !strstr(tried, "libmgt_cuda.so: undefined"))) && !(env && env[0]))
             snprintf(mgt__cuda_why, sizeof mgt__cuda_why, "no CUDA library built; `ninja cuda` builds one"); /* the usual CPU machine: one short line */
         else if (!mgt__cuda_api)
@@ -7905,10 +8762,22 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
                        need, 100 * fit.host_need * MGT__HOST_SHARE / fit.host_have, avail);
         }
     }
-    /* the cores are divided evenly between the ranks, at least one thread each */
+    r->rank_lo = 0;
+    r->rank_hi = r->plan.world;
+    if (!sim && !inference && mgt_mpi_launcher(NULL, 0) > 1) { /* this process runs its block of the ranks */
+        int process = 0, processes = 1;
+        mgt_result res = r->cuda ? mgt__fail(MGT_ERROR_UNSUPPORTED, "GPU ranks across processes (MPI) are not supported yet: run one process, or "
+                                                              "set parallel.device = cpu") : mgt_mpi_start(&process, &processes);
+        if (res == MGT_OK)
+            res = mgt__mpi_world_create(&r->mpi, mgt__mpi_api, process, processes, r->plan.world, cfg->parallel.timeout_s);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+        r->rank_lo = process * r->mpi->per;
+        r->rank_hi = r->rank_lo + r->mpi->per;
+    }
+    /* the cores are divided evenly between the ranks of this process, at least one thread each */
     cores = mgt__cpu_count();
     total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
-    r->threads_per_rank = total / r->plan.world > 0 ? total / r->plan.world : 1;
+    r->threads_per_rank = total / (r->rank_hi - r->rank_lo) > 0 ? total / (r->rank_hi - r->rank_lo) : 1;
     if (!r->cuda && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
@@ -7930,18 +8799,29 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
             for (i = 0; devices && i < r->plan.world; i++) devices[i] = i;
             if (devices) res = r->cuda->world_create(r->plan.world, devices, r->cfg.parallel.timeout_s, mgt__fail_message, &r->nccl_world);
             MGT_FREE(devices);
+        } else if (r->mpi) {
+            r->shadow_be = (mgt_backend *)MGT_MALLOC(sizeof(mgt_backend) * (size_t)r->plan.world);
+            r->shadow_comm = (mgt_comm *)MGT_MALLOC(sizeof(mgt_comm) * (size_t)r->plan.world);
+            if (!r->shadow_be || !r->shadow_comm) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+            else {
+                memset(r->shadow_be, 0, sizeof(mgt_backend) * (size_t)r->plan.world);
+                memset(r->shadow_comm, 0, sizeof(mgt_comm) * (size_t)r->plan.world);
+            }
         } else if (!sim)
             res = mgt__local_world_create(&r->world, r->plan.world);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     for (i = 0; i < r->plan.world; i++) {
-        mgt_result res = mgt__rank_init(r, &r->ranks[i], i);
+        mgt_result res;
+        if (i < r->rank_lo || i >= r->rank_hi) { mgt__shadow_rank(r, &r->ranks[i], i); continue; }
+        res = mgt__rank_init(r, &r->ranks[i], i);
         if (sim) r->ranks[i].comm = mgt__sim_comm(sim, i);
+        else if (r->mpi) r->ranks[i].comm = mgt__mpi_comm(r->mpi, i);
         else if (!r->cuda) r->ranks[i].comm = mgt__local_comm(r->world, i);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     if (r->plan.world > 1) {
-        for (i = 0; i < r->plan.world; i++)
+        for (i = r->rank_lo; i < r->rank_hi; i++)
             if (pthread_create(&r->ranks[i].thread, NULL, mgt__rank_main, &r->ranks[i])) {
                 r->started = 1;
                 mgt_run_destroy(r);

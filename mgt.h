@@ -364,6 +364,14 @@ struct mgt_backend {
     void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
     void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                             const void *weight, int N, int C, int OC);
+    /* GPT-2's MLP around its GELU (tanh form), each the same arithmetic as the ops it joins (the CUDA
+       backend fuses them into cuBLASLt epilogues). Forward: pre (N,OC) = inp W^T + bias, the GELU's
+       input kept for the backward, and out (N,OC) = gelu(pre): matmul_forward then gelu_forward.
+       Backward of the next matmul, whose input was gelu(pre): dW += dout^T gelu(pre) (inp), dbias +=
+       column sums of dout, dpre (N,C) = (dout W) * gelu'(pre): matmul_backward then gelu_backward */
+    void (*matmul_gelu_forward)(mgt_backend *be, void *out, void *pre, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
+    void (*matmul_gelu_backward)(mgt_backend *be, void *dpre, float *dweight, float *dbias, const void *dout, const void *inp, const void *weight,
+                                 const void *pre, int N, int C, int OC);
     /* causal attention on qkv (B,T,(NH + 2 NKV) hs) laid out [q heads | k heads | v heads], hs = C / NH;
        query head h reads key/value head h / (NH / NKV) (grouped-query attention; NKV = NH is GPT-2's);
        out (B,T,C); att is what the forward saves for the backward, as att_lse says; the backward also
@@ -438,7 +446,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 4 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 5 /* the table's version: the library and this header must agree */
 
 typedef struct mgt_gpu_info {
     char name[96];
@@ -2748,6 +2756,17 @@ static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float
     mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), N, C, OC);
     if (dinp) mgt__wide_out(be, dinp, di, (size_t)N * C);
 }
+static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n);
+static void mgt__t_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n);
+static void mgt__t_matmul_gelu_forward(mgt_backend *be, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    mgt__t_matmul_forward(be, pre, inp, w, bias, N, C, OC);
+    mgt__t_gelu_forward(be, out, pre, (size_t)N * OC);
+}
+static void mgt__t_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw, float *db, const void *dout, const void *inp, const void *w,
+                                        const void *pre, int N, int C, int OC) {
+    mgt__t_matmul_backward(be, dpre, dw, db, dout, inp, w, N, C, OC);
+    mgt__t_gelu_backward(be, dpre, pre, dpre, (size_t)N * C);
+}
 static void mgt__t_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV) {
     size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * (C + 2 * (C / NH) * NKV), na = (size_t)B * NH * T * T;
     float *o, *a;
@@ -2903,6 +2922,8 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     be->layernorm_backward = mgt__t_layernorm_backward;
     be->matmul_forward = mgt__t_matmul_forward;
     be->matmul_backward = mgt__t_matmul_backward;
+    be->matmul_gelu_forward = mgt__t_matmul_gelu_forward;
+    be->matmul_gelu_backward = mgt__t_matmul_gelu_backward;
     be->attention_forward = mgt__t_attention_forward;
     be->attention_backward = mgt__t_attention_backward;
     be->gelu_forward = mgt__t_gelu_forward;
@@ -6023,9 +6044,11 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
         be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
         mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
     }
-    be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
-    if (d->swiglu) be->swiglu_forward(be, a->fch_gelu, a->fch, N, s->Hl);
-    else be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * (size_t)s->Hl);
+    if (d->swiglu) {
+        be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
+        be->swiglu_forward(be, a->fch_gelu, a->fch, N, s->Hl);
+    } else
+        be->matmul_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
     be->matmul_forward(be, out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, out, (size_t)N * C));
     be->bias_residual(be, out, a->res2, MGT__BP(MGT__FCPROJB), N, C);
@@ -6045,20 +6068,19 @@ static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
 #define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
 #define MGT__BT(k) mgt__t_block(rk, b, k)
-    if (d->bias) be->bias_backward(be, MGT__BG(MGT__FCPROJB), g->dres, N, C);
+    /* the biases' gradients come with their matmul's (the CUDA backend: in its weight GEMM); a
+       row-parallel layer's bias is whole on every TP rank, its gradient the column sums of dres */
     if (d->swiglu) { /* d(swiglu output) in dact, then d(gate, up) in dfch */
-        be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), NULL, g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
+        be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
         be->swiglu_backward(be, g->dfch, a->fch, g->dact, N, s->Hl);
-    } else {
-        be->matmul_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), NULL, g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
-        be->gelu_backward(be, g->dfch, a->fch, g->dfch, (size_t)N * (size_t)s->Hl);
-    }
+    } else
+        be->matmul_gelu_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
+                                 s->Hl, C);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, a->ln2, MGT__BP(MGT__FCW), N, C, s->Fl);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C)); /* column-parallel: sum the input gradients */
     mgt__norm_backward(rk, g->dres, g->dln, a->res2, a->ln2_mean, a->ln2_rstd, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
-    if (d->bias) be->bias_backward(be, MGT__BG(MGT__PROJB), g->dres, N, C);
     /* dln carries d(atty) (N,Cl), then d(ln1) */
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), NULL, g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
     be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
     if (d->rope) be->rope_backward(be, g->dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->cfg.model.rope_theta);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
@@ -9298,14 +9320,34 @@ static void mgt__sim_matmul_forward(mgt_backend *be, void *out, const void *inp,
     MGT__SIM_ARGS(N, C, OC, bias != NULL, 0, 0);
     mgt__sim_charge(be, "matmul_forward", MGT_SIM_GEMM, 2 * n * c * oc, (n * c + c * oc + n * oc + (bias ? oc : 0)) * MGT__SIM_E, 0, 0, n, oc, c, 1);
 }
+#define MGT__SIM_BGRAD_BYTES(oc) (12 * (oc)) /* the BGRADB epilogue's fp32 vector written, read and added into dbias */
 static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C,
                                      int OC) {
     double n = N, c = C, oc = OC, k = dinp ? 2 : 1;
     (void)dw; (void)dout; (void)inp; (void)w;
     MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, 0);
     mgt__sim_charge(be, "matmul_backward", MGT_SIM_GEMM, k * 2 * n * c * oc,
-                    (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? n * oc * MGT__SIM_E + 8 * oc : 0,
-                    n, oc, c, (int)k + (db ? 1 : 0));
+                    (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n,
+                    oc, c, (int)k + (db ? 1 : 0));
+}
+/* cuBLASLt's epilogues (kernels/backend_cuda.cu): the GELU forward writes pre and gelu(pre) as the
+   GEMM's tiles are stored (no pass over pre); the backward's dX GEMM reads pre and applies gelu'
+   (DGELU); a bias gradient is the dW GEMM's BGRADB reduction of dout (no pass over dout), written
+   as fp32 and added into dbias by a small kernel */
+static void mgt__sim_matmul_gelu_forward(mgt_backend *be, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    double n = N, c = C, oc = OC;
+    (void)out; (void)pre; (void)inp; (void)w;
+    MGT__SIM_ARGS(N, C, OC, bias != NULL, 0, 0);
+    mgt__sim_charge_t(be, "matmul_gelu_forward", MGT_SIM_GEMM, 2 * n * c * oc, (n * c + c * oc + 2 * n * oc + (bias ? oc : 0)) * MGT__SIM_E, 10 * n * oc,
+                      0, n * oc, n, oc, c, 1);
+}
+static void mgt__sim_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw, float *db, const void *dout, const void *inp, const void *w,
+                                          const void *pre, int N, int C, int OC) {
+    double n = N, c = C, oc = OC;
+    (void)dpre; (void)dw; (void)dout; (void)inp; (void)w; (void)pre;
+    MGT__SIM_ARGS(N, C, OC, db != NULL, 0, 0);
+    mgt__sim_charge_t(be, "matmul_gelu_backward", MGT_SIM_GEMM, 4 * n * c * oc, (2 * n * oc + 3 * n * c + c * oc) * MGT__SIM_E + 8 * c * oc,
+                      15 * n * c + (db ? n * oc : 0), db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n * c, n, oc, c, 2 + (db ? 1 : 0));
 }
 /* Attention on a GPU is flash attention (kernels/attention.cu) on CUDA cores: each (batch, head)
    computes the causal triangle of 32 x 32 tiles, diagonal tiles whole, W pairs of a query and a key;
@@ -9880,6 +9922,8 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
         be->layernorm_backward = mgt__sim_layernorm_backward;
         be->matmul_forward = mgt__sim_matmul_forward;
         be->matmul_backward = mgt__sim_matmul_backward;
+        be->matmul_gelu_forward = mgt__sim_matmul_gelu_forward;
+        be->matmul_gelu_backward = mgt__sim_matmul_gelu_backward;
         be->attention_forward = mgt__sim_attention_forward;
         be->attention_backward = mgt__sim_attention_backward;
         be->gelu_forward = mgt__sim_gelu_forward;
@@ -9973,6 +10017,11 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
         float *dx = name[7] == 'b' && a[3] ? MGT__TAKE(a[0] * a[1]) : NULL, *dw = MGT__TAKE(a[1] * a[2]);
         if (arena && name[7] == 'f') be->matmul_forward(be, y, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
         else if (arena) be->matmul_backward(be, dx, dw, a[4] ? bias : NULL, y, x, w, (int)a[0], (int)a[1], (int)a[2]);
+    } else if (!strcmp(name, "matmul_gelu_forward") || !strcmp(name, "matmul_gelu_backward")) { /* N, C, OC, bias */
+        float *x = MGT__TAKE(a[0] * a[1]), *w = MGT__TAKE(a[1] * a[2]), *y = MGT__TAKE(a[0] * a[2]), *pre = MGT__TAKE(a[0] * a[2]);
+        float *bias = MGT__TAKE(a[2]), *dw = MGT__TAKE(a[1] * a[2]), *dpre = name[12] == 'b' ? MGT__TAKE(a[0] * a[1]) : NULL;
+        if (arena && name[12] == 'f') be->matmul_gelu_forward(be, y, pre, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
+        else if (arena) be->matmul_gelu_backward(be, dpre, dw, a[3] ? bias : NULL, y, x, w, x, (int)a[0], (int)a[1], (int)a[2]); /* pre: any (N,C) */
     } else if (!strcmp(name, "attention_forward") || !strcmp(name, "attention_backward")) { /* B, T, C, NH, NKV */
         long long W = a[2] + 2 * (a[2] / a[3]) * a[4];
         float *qkv = MGT__TAKE(a[0] * a[1] * W), *dqkv = MGT__TAKE(a[0] * a[1] * W), *y = MGT__TAKE(a[0] * a[1] * a[2]);

@@ -28,9 +28,10 @@
    GEMMs: cublasGemmEx with the storage type for A and B, fp32 accumulation (CUBLAS_COMPUTE_32F),
    and C in the storage type, or in fp32 for the parameter gradients (accumulated with beta = 1, as
    Megatron's main_grad). Row-major (rows, cols) tensors are column-major (cols x rows) to cuBLAS,
-   so out = inp W^T is computed as out^T = W^T' inp^T with the operands swapped. A GEMM with a
-   forward bias is cuBLASLt's, with the BIAS epilogue (the bias added as out is written); dbias is
-   the bias kernel's.
+   so out = inp W^T is computed as out^T = W^T' inp^T with the operands swapped. Work right after a
+   GEMM is its cuBLASLt epilogue (mgt__gemm_lt): a forward bias (BIAS), GPT-2's GELU (GELU_AUX_BIAS
+   forward, DGELU in the dX GEMM of the projection after it) and bias gradients (BGRADB in the dW
+   GEMM; kernels/README.md, "GEMMs with cuBLASLt epilogues").
    Attention is flash attention (kernels/attention.cu): no T x T scores; att holds the logsumexp of
    each row and head (B, NH, T) in fp32 (mgt_backend.att_lse), and the backward's scratch is one
    float per row and head. */
@@ -264,51 +265,67 @@ static void mgt__gemm(mgt__cuda *c, cublasOperation_t ta, cublasOperation_t tb, 
                  what);
 }
 
-/* out (column-major OC x N) = W^T' inp + bias through cuBLASLt's BIAS epilogue: the bias is added as
-   each tile of out is written, no second GEMM or pass over out. Its descriptors are host objects,
-   made and destroyed per call; the workspace is cuBLAS's, as much as the heuristic asks for */
-static void mgt__gemm_bias(mgt__cuda *c, int OC, int N, int C, const void *weight, const void *inp, const void *bias, void *out) {
+/* D (m x n) = op(A) op(B) + beta D through cuBLASLt with an epilogue (llm.c's matmul_cublaslt, in
+   spirit): BIAS adds bias (m) as each tile of D is written; GELU_AUX(_BIAS) also writes the GELU's
+   input to aux (m x n, ld m) and D = gelu of it; DGELU multiplies D by gelu'(aux); BGRADB writes the
+   column sums of op(B) over k (the bias gradient, n floats: D is fp32 there) to bias. aux's leading
+   dimension must be a multiple of 8 (cublasLt.h), which callers check. The descriptors are host
+   objects made and destroyed per call; the workspace is cuBLAS's, as much as the heuristic asks for.
+   Returns 0 when the heuristic offers no algorithm for a training epilogue (GELU_AUX, DGELU, BGRADB:
+   the caller then runs the GEMM and its kernel apart), else 1 (done, or the backend failed) */
+static int mgt__gemm_lt(mgt__cuda *c, uint32_t epilogue, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const void *A, int lda,
+                         const void *B, int ldb, float beta, void *D, cudaDataType_t dtype, const void *bias, void *aux, const char *what) {
     cublasLtMatmulDesc_t desc = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t algo;
-    int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    int32_t ta = opa, tb = opb;
+    int64_t aux_ld = m;
     uint64_t most = c->blas_work_bytes;
-    int found = 0;
-    float one = 1.0f, zero = 0.0f;
-    if (c->failed) return;
+    int found = 0, ok, done = 1;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    float one = 1.0f;
+    if (c->failed) return 1;
     memset(&algo, 0, sizeof algo);
-    if (mgt__blas_ok(c, cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate") &&
-        mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "setting TRANSA") &&
-        mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "setting TRANSB") &&
-        mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "setting the epilogue") &&
-        mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "setting the bias") &&
-        mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&la, c->type, (uint64_t)C, (uint64_t)OC, C), "the layout of W") &&
-        mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&lb, c->type, (uint64_t)C, (uint64_t)N, C), "the layout of inp") &&
-        mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&ld, c->type, (uint64_t)OC, (uint64_t)N, OC), "the layout of out") &&
+    ok = mgt__blas_ok(c, cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate") &&
+         mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "setting TRANSA") &&
+         mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "setting TRANSB") &&
+         mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "setting the epilogue");
+    if (ok && bias) ok = mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "setting the bias");
+    if (ok && aux)
+        ok = mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux), "setting aux") &&
+             mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld), "setting aux's ld");
+    if (ok && mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&la, c->type, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m, lda), "the layout of A") &&
+        mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&lb, c->type, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k, ldb), "the layout of B") &&
+        mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&ld, dtype, (uint64_t)m, (uint64_t)n, m), "the layout of D") &&
         mgt__blas_ok(c, cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate") &&
         mgt__blas_ok(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &most, sizeof most), "the workspace") &&
-        mgt__blas_ok(c, cublasLtMatmulAlgoGetHeuristic(c->lt, desc, la, lb, ld, ld, pref, 1, &algo, &found), "cublasLtMatmulAlgoGetHeuristic")) {
-        if (found < 1)
-            mgt__cuda_fail(c, "device %d: cuBLASLt has no algorithm for %s with a bias epilogue", c->device, c->op_desc);
+        ((st = cublasLtMatmulAlgoGetHeuristic(c->lt, desc, la, lb, ld, ld, pref, 1, &algo, &found)) == CUBLAS_STATUS_NOT_SUPPORTED ||
+         mgt__blas_ok(c, st, "cublasLtMatmulAlgoGetHeuristic"))) {
+        if (found < 1 && epilogue != CUBLASLT_EPILOGUE_BIAS) /* no algorithm (NOT_SUPPORTED, or none returned): the caller's kernels */
+            done = 0;
+        else if (found < 1)
+            mgt__cuda_fail(c, "device %d: cuBLASLt has no algorithm for %s with epilogue %u", c->device, c->op_desc, epilogue);
         else
-            mgt__blas_ok(c, cublasLtMatmul(c->lt, desc, &one, weight, la, inp, lb, &zero, out, ld, out, ld, &algo.algo, c->blas_work,
-                                           c->blas_work_bytes, c->stream),
-                         "matmul forward (bias epilogue)");
+            mgt__blas_ok(c, cublasLtMatmul(c->lt, desc, &one, A, la, B, lb, &beta, D, ld, D, ld, &algo.algo, c->blas_work, c->blas_work_bytes, c->stream),
+                         what);
     }
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (ld) cublasLtMatrixLayoutDestroy(ld);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (desc) cublasLtMatmulDescDestroy(desc);
+    return done;
 }
+#define MGT__AUX_LD_OK(ld) ((ld) % 8 == 0) /* a GELU aux matrix's leading dimension (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD) */
 
-/* out (N,OC) = inp (N,C) W^T + bias, W (OC,C) */
+/* out (N,OC) = inp (N,C) W^T + bias, W (OC,C): out^T (OC x N) = W^T' inp^T, the bias by the BIAS epilogue */
 static void mgt__cuda_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "matmul forward", "N %d, C %d, OC %d%s", N, C, OC, bias ? ", bias" : "");
-    if (bias) mgt__gemm_bias(c, OC, N, C, weight, inp, bias, out);
+    if (bias)
+        mgt__gemm_lt(c, CUBLASLT_EPILOGUE_BIAS, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, 0.0f, out, c->type, bias, NULL,
+                     "matmul forward (bias epilogue)");
     else mgt__gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, 0.0f, out, c->type, OC, "matmul forward");
 }
 
@@ -321,14 +338,28 @@ static void mgt__cuda_bias_backward(mgt_backend *be, float *dbias, const void *d
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_bias_backward<floatX>(dbias, scratch, (const floatX *)dout, N, OC, c->stream), "bias backward"));
 }
 
+/* dW (OC,C) += dout^T inp: dW^T (C x OC, fp32, beta 1) = inp^T (C x N) dout (N x OC); with dbias, the
+   BGRADB epilogue sums op(B) = dout over k = N into fp32 scratch as the GEMM reads it (the bias
+   gradient is written, not added: BGRADA would sum inp's columns instead), then dbias += it */
+static void mgt__cuda_weight_grad(mgt__cuda *c, float *dweight, float *dbias, const void *dout, const void *inp, int N, int C, int OC) {
+    float *db = dbias ? (float *)mgt__cuda_work(c, (size_t)OC * sizeof(float)) : NULL;
+    if (dbias && !db) return;
+    if (dbias && mgt__gemm_lt(c, CUBLASLT_EPILOGUE_BGRADB, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, 1.0f, dweight, CUDA_R_32F, db, NULL,
+                              "matmul backward (weight, BGRADB epilogue)")) {
+        if (!c->failed) mgt__kernel_ok(c, mgt_cuda_add_inplace<float>(dbias, db, (size_t)OC, c->stream), "bias gradient");
+        return;
+    }
+    mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, CUDA_R_32F, C, "matmul backward (weight)");
+    if (dbias) mgt__cuda_bias_backward(&c->be, dbias, dout, N, OC); /* without the epilogue: the bias kernel */
+}
+
 /* dinp (N,C) = dout W; dW (OC,C) += dout^T inp; dbias += column sums of dout */
 static void mgt__cuda_matmul_backward(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                                       const void *weight, int N, int C, int OC) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "matmul backward", "N %d, C %d, OC %d%s", N, C, OC, dbias ? ", bias" : "");
     if (dinp) mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, weight, C, dout, OC, 0.0f, dinp, c->type, C, "matmul backward (input)");
-    mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, CUDA_R_32F, C, "matmul backward (weight)");
-    if (dbias) mgt__cuda_bias_backward(be, dbias, dout, N, OC);
+    mgt__cuda_weight_grad(c, dweight, dbias, dout, inp, N, C, OC);
 }
 
 /* ---- attention: flash attention (kernels/attention.cu); att holds the logsumexp per row and head.
@@ -407,6 +438,36 @@ static void mgt__cuda_gelu_backward(mgt_backend *be, void *dinp, const void *inp
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_gelu_backward<floatX>((floatX *)dinp, (const floatX *)inp, (const floatX *)dout, n, c->stream),
                                     "gelu backward"));
 }
+/* pre (N,OC) = inp W^T + bias and out = gelu(pre) in one GEMM (GELU_AUX_BIAS: pre is the aux output);
+   OC not a multiple of 8 (aux's ld), or no algorithm for the epilogue, takes the GEMM and the GELU
+   kernel apart */
+static void mgt__cuda_matmul_gelu_forward(mgt_backend *be, void *out, void *pre, const void *inp, const void *weight, const void *bias, int N, int C,
+                                          int OC) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "matmul gelu forward", "N %d, C %d, OC %d%s", N, C, OC, bias ? ", bias" : "");
+    if (MGT__AUX_LD_OK(OC) && mgt__gemm_lt(c, bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C,
+                                           weight, C, inp, C, 0.0f, out, c->type, bias, pre, "matmul forward (GELU_AUX epilogue)"))
+        return;
+    mgt__cuda_matmul_forward(be, pre, inp, weight, bias, N, C, OC);
+    mgt__cuda_gelu_forward(be, out, pre, (size_t)N * (size_t)OC);
+}
+
+/* the backward of the matmul after the GELU: dpre (N,C) = (dout W) * gelu'(pre) in one GEMM (DGELU, pre
+   the aux input), then dW and dbias as matmul_backward's; C not a multiple of 8, or no algorithm for
+   the epilogue, takes the GELU backward kernel after the GEMM */
+static void mgt__cuda_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dweight, float *dbias, const void *dout, const void *inp,
+                                           const void *weight, const void *pre, int N, int C, int OC) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "matmul gelu backward", "N %d, C %d, OC %d%s", N, C, OC, dbias ? ", bias" : "");
+    if (MGT__AUX_LD_OK(C) && mgt__gemm_lt(c, CUBLASLT_EPILOGUE_DGELU, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, 0.0f, dpre, c->type, NULL,
+                                          (void *)pre, "matmul backward (input, DGELU epilogue)")) {
+        mgt__cuda_weight_grad(c, dweight, dbias, dout, inp, N, C, OC);
+        return;
+    }
+    mgt__cuda_matmul_backward(be, dpre, dweight, dbias, dout, inp, weight, N, C, OC);
+    mgt__cuda_gelu_backward(be, dpre, pre, dpre, (size_t)N * (size_t)C);
+}
+
 static void mgt__cuda_add_inplace(mgt_backend *be, float *y, const float *x, size_t n) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "add", "n %zu", n);
@@ -806,6 +867,8 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     be->layernorm_backward = mgt__cuda_layernorm_backward;
     be->matmul_forward = mgt__cuda_matmul_forward;
     be->matmul_backward = mgt__cuda_matmul_backward;
+    be->matmul_gelu_forward = mgt__cuda_matmul_gelu_forward;
+    be->matmul_gelu_backward = mgt__cuda_matmul_gelu_backward;
     be->attention_forward = mgt__cuda_attention_forward;
     be->attention_backward = mgt__cuda_attention_backward;
     be->gelu_forward = mgt__cuda_gelu_forward;

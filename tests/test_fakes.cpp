@@ -327,6 +327,129 @@ static void test_lt() {
     for (void *p : {dA, dB, dC, dD, dbias, ws}) CK(cudaFree(p));
 }
 
+/* cuBLASLt's training epilogues, as the CUDA backend calls them (one matrix, D = op(A) op(B) with
+   op(A) = A^T): GELU_AUX_BIAS writes pre = x + bias to aux and D = gelu(pre); DGELU gives
+   D = x gelu'(aux); BGRADB writes op(B)'s column sums over k (the bias gradient) while D (fp32,
+   beta 1) accumulates. Inputs are k/64 values (exact in bf16), references in double; each output
+   is held to its rounding (2^-8 relative in bf16 plus the fp32 sum's (k + 3) 2^-24 of the
+   magnitudes, 3x for the GELU's slope) */
+static float gelu_d(double x) { return (float)(0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)))); }
+static double gelu_grad_d(double x) {
+    double th = tanh(0.7978845608 * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * 0.7978845608 * (1 + 3 * 0.044715 * x * x);
+}
+static void lt_run(uint32_t epi, cudaDataType dt, int m, int n, int k, const void *A, const void *B, float beta, void *D, const void *bias, void *aux,
+                   int64_t aux_ld) {
+    cublasLtHandle_t h;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t res;
+    int32_t opt = CUBLAS_OP_T;
+    int found = 0;
+    void *ws;
+    size_t wsb = 1 << 16;
+    float alpha = 1.0f;
+    CK(cudaMalloc(&ws, wsb));
+    CK(cublasLtCreate(&h));
+    CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt));
+    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (bias) CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (aux) {
+        CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+        CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+    }
+    CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, k));
+    CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
+    CK(cublasLtMatrixLayoutCreate(&ld, dt, m, n, m));
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    CK(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, ld, ld, pref, 1, &res, &found));
+    CK(cublasLtMatmul(h, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &res.algo, ws, wsb, nullptr));
+    CK(cudaDeviceSynchronize());
+    CK(cublasLtMatmulPreferenceDestroy(pref));
+    for (cublasLtMatrixLayout_t l : {la, lb, ld}) CK(cublasLtMatrixLayoutDestroy(l));
+    CK(cublasLtMatmulDescDestroy(desc));
+    CK(cublasLtDestroy(h));
+    CK(cudaFree(ws));
+}
+static void test_lt_training() {
+    const int m = 16, n = 5, k = 9, aux_ld = 24; /* aux's ld above m: the fake must honour it */
+    std::vector<char> A((size_t)k * m * 2), B((size_t)k * n * 2), bias((size_t)m * 2), pre((size_t)aux_ld * n * 2), Dh((size_t)m * n * 2);
+    std::vector<float> D32((size_t)m * n), bg(n);
+    unsigned seed = 11;
+    for (size_t i = 0; i < A.size() / 2; i++) tstore(A, i, CUDA_R_16BF, 2 * val(seed));
+    for (size_t i = 0; i < B.size() / 2; i++) tstore(B, i, CUDA_R_16BF, val(seed));
+    for (int i = 0; i < m; i++) tstore(bias, (size_t)i, CUDA_R_16BF, val(seed));
+    void *dA, *dB, *dbias, *daux, *dD, *dbg;
+    CK(cudaMalloc(&dA, A.size()));
+    CK(cudaMalloc(&dB, B.size()));
+    CK(cudaMalloc(&dbias, bias.size()));
+    CK(cudaMalloc(&daux, pre.size()));
+    CK(cudaMalloc(&dD, D32.size() * 4));
+    CK(cudaMalloc(&dbg, (size_t)n * 4));
+    CK(cudaMemcpy(dA, A.data(), A.size(), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, B.data(), B.size(), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dbias, bias.data(), bias.size(), cudaMemcpyHostToDevice));
+    auto x = [&](int i, int j, double *mag) { /* (A^T B)[i][j] and its magnitude */
+        double s = 0, a = 0;
+        for (int p = 0; p < k; p++) {
+            double t = (double)tload(A, (size_t)i * k + p, CUDA_R_16BF) * tload(B, (size_t)j * k + p, CUDA_R_16BF);
+            s += t, a += fabs(t);
+        }
+        *mag = a;
+        return s;
+    };
+    double worst = 0;
+    auto near = [&](double got, double want, double mag, double rel) {
+        double e = fabs(got - want) - (rel * fabs(want) + 3 * (k + 3) * 0x1p-24 * (mag + 1));
+        if (!(e <= worst)) worst = e;
+    };
+    /* GELU_AUX_BIAS in bf16: aux = x + bias, D = gelu(x + bias) */
+    lt_run(CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUDA_R_16BF, m, n, k, dA, dB, 0.0f, dD, dbias, daux, aux_ld);
+    CK(cudaMemcpy(pre.data(), daux, pre.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(Dh.data(), dD, Dh.size(), cudaMemcpyDeviceToHost));
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double mag, v = x(i, j, &mag) + tload(bias, (size_t)i, CUDA_R_16BF);
+            near(tload(pre, (size_t)j * aux_ld + i, CUDA_R_16BF), v, mag, 0x1p-8);
+            near(tload(Dh, (size_t)j * m + i, CUDA_R_16BF), gelu_d(v), mag, 0x1p-8);
+        }
+    CHECK(worst <= 0, "cuBLASLt GELU_AUX_BIAS: %g beyond tolerance", worst);
+    /* DGELU in bf16: D = x gelu'(aux), aux the pre just written */
+    worst = 0;
+    lt_run(CUBLASLT_EPILOGUE_DGELU, CUDA_R_16BF, m, n, k, dA, dB, 0.0f, dD, nullptr, daux, aux_ld);
+    CK(cudaMemcpy(Dh.data(), dD, Dh.size(), cudaMemcpyDeviceToHost));
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double mag, v = x(i, j, &mag), g = gelu_grad_d(tload(pre, (size_t)j * aux_ld + i, CUDA_R_16BF));
+            near(tload(Dh, (size_t)j * m + i, CUDA_R_16BF), v * g, mag * 1.2, 0x1p-8);
+        }
+    CHECK(worst <= 0, "cuBLASLt DGELU: %g beyond tolerance", worst);
+    /* BGRADB, fp32 D accumulating (beta 1): D += x, bias gradient = op(B) = B^T's column sums over k */
+    worst = 0;
+    for (size_t i = 0; i < D32.size(); i++) D32[i] = val(seed);
+    std::vector<float> D0 = D32;
+    CK(cudaMemcpy(dD, D32.data(), D32.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dbg, 0xff, (size_t)n * 4)); /* NaN: written, not added */
+    /* op(B) = B (k x n, OP_N) here; the backend's dW GEMM has op(B) = dout^T, the same sums over k = N rows */
+    lt_run(CUBLASLT_EPILOGUE_BGRADB, CUDA_R_32F, m, n, k, dA, dB, 1.0f, dD, dbg, nullptr, 0);
+    CK(cudaMemcpy(D32.data(), dD, D32.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(bg.data(), dbg, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    for (int j = 0; j < n; j++) {
+        double s = 0, a = 0;
+        for (int p = 0; p < k; p++) s += tload(B, (size_t)j * k + p, CUDA_R_16BF), a += fabs(tload(B, (size_t)j * k + p, CUDA_R_16BF));
+        near(bg[j], s, a, 0);
+        for (int i = 0; i < m; i++) {
+            double mag, v = x(i, j, &mag) + D0[(size_t)j * m + i];
+            near(D32[(size_t)j * m + i], v, mag + fabs(D0[(size_t)j * m + i]), 0);
+        }
+    }
+    CHECK(worst <= 0, "cuBLASLt BGRADB: %g beyond tolerance", worst);
+    for (void *p : {dA, dB, dbias, daux, dD, dbg}) CK(cudaFree(p));
+}
+
 /* ---- NCCL ------------------------------------------------------------------------------------- */
 struct host_barrier { /* C++17 has no std::barrier */
     std::mutex m;
@@ -849,6 +972,26 @@ static void two_ranks(const std::function<void(int, ncclComm_t, cudaStream_t, fl
         f(r, c[r], nb_stream(), p);
     });
 }
+/* a cuBLASLt call with epilogue epi on an 8-row (or rows) D the fake must refuse: aux of ld aux_ld when
+   with_aux, a bias (gradient) buffer, BIAS_DATA_TYPE *bias_type when given */
+static void lt_die_aux(uint32_t epi, int64_t aux_ld, bool with_aux, int rows = 8, const int32_t *bias_type = nullptr) {
+    cublasLtHandle_t h;
+    cublasLtMatmulDesc_t d;
+    cublasLtMatrixLayout_t la, ld;
+    float *p, one = 1.0f;
+    cudaMalloc((void **)&p, 8192); /* A, B at 0 and 256, aux at 512, the bias at 900, D at 1024 (floats) */
+    void *aux = p + 512, *bias = p + 900;
+    cublasLtCreate(&h);
+    cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (bias_type) cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type, sizeof *bias_type);
+    if (with_aux) cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, rows, rows, rows);
+    cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, rows, rows, rows);
+    cublasLtMatmul(h, d, &one, p, la, p + 256, la, &one, p + 1024, ld, p + 1024, ld, nullptr, nullptr, 0, nullptr);
+}
 struct death {
     const char *name, *expect;
     void (*run)();
@@ -897,7 +1040,7 @@ static const death deaths[] = {
          float one = 1, zero = 0;
          cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d + 4, 2, &zero, d + 12, 2);
      }},
-    {"lt_epilogue", "mgt fake cublasLtMatmul: epilogue 160 is not faked", [] {
+    {"lt_epilogue", "mgt fake cublasLtMatmul: epilogue 208 is not faked", [] {
          cublasLtHandle_t h;
          cublasLtMatmulDesc_t d;
          cublasLtMatrixLayout_t l;
@@ -905,10 +1048,17 @@ static const death deaths[] = {
          cudaMalloc((void **)&p, 64);
          cublasLtCreate(&h);
          cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-         uint32_t epi = CUBLASLT_EPILOGUE_GELU_AUX; /* needs an auxiliary output the fake does not write */
+         uint32_t epi = CUBLASLT_EPILOGUE_DGELU_BGRAD; /* its bias gradient would be in D's 16-bit type: mgt uses DGELU and BGRADB */
          cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
          cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 2, 2, 2);
          cublasLtMatmul(h, d, &one, p, l, p + 4, l, &one, p + 8, l, p + 8, l, nullptr, nullptr, 0, nullptr);
+     }},
+    {"lt_aux_ld", "EPILOGUE_AUX_LD 12: must be divisible by 8 and no less than D's 8 rows", [] { lt_die_aux(CUBLASLT_EPILOGUE_GELU_AUX, 12, true); }},
+    {"lt_aux_rows", "EPILOGUE_AUX_LD 8: must be divisible by 8 and no less than D's 16 rows", [] { lt_die_aux(CUBLASLT_EPILOGUE_DGELU, 8, true, 16); }},
+    {"lt_aux_pointer", "epilogue 192 without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", [] { lt_die_aux(CUBLASLT_EPILOGUE_DGELU, 8, false); }},
+    {"lt_bgrad_type", "a bias gradient of type CUDA_R_16BF for D of type CUDA_R_32F", [] {
+         int32_t t = CUDA_R_16BF;
+         lt_die_aux(CUBLASLT_EPILOGUE_BGRADB, 0, false, 8, &t);
      }},
     {"lt_workspace", "mgt fake cublasLtMatmul: the algorithm needs 4096 bytes of workspace, the call passes 1024", [] {
          cublasLtHandle_t h;
@@ -1218,6 +1368,7 @@ int main(int argc, char **argv) {
     test_streams();
     test_gemm();
     test_lt();
+    test_lt_training();
     for (int n = 1; n <= 8; n++) test_nccl(n);
     test_init_rank();
     test_abort();

@@ -371,6 +371,33 @@ static void test_matmul(mgt_backend *be, int N, int C, int OC, int has_bias) {
     free(g_inp); free(g_w); free(g_b); free(k.inp); free(k.w); free(k.bias); free(k.R); free(k.out);
 }
 
+/* the GELU MLP's fused ops: the same bytes as the ops they join (matmul_forward then gelu_forward;
+   matmul_backward then gelu_backward in place), which the tests above hold to references: the CPU
+   numerics must not change when the CUDA backend fuses them into cuBLASLt epilogues */
+static void test_matmul_gelu(mgt_backend *be, int N, int C, int OC, int has_bias) {
+    size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC, i;
+    float *inp = frand(ni, 311, -1, 1), *w = frand(nw, 312, -1, 1), *bias = has_bias ? frand((size_t)OC, 313, -1, 1) : NULL;
+    float *pre = fnan(no), *out = fnan(no), *pre2 = fnan(no), *out2 = fnan(no), *dout = frand(no, 314, -1, 1), *gpre = frand(ni, 315, -3, 3);
+    float *dw = frand(nw, 316, -1, 1), *dw2 = fcopy(dw, nw), *db = frand((size_t)OC, 317, -1, 1), *db2 = fcopy(db, (size_t)OC);
+    float *dp = fnan(ni), *dp2 = fnan(ni);
+    double same;
+    be->matmul_gelu_forward(be, out, pre, inp, w, bias, N, C, OC);
+    be->matmul_forward(be, pre2, inp, w, bias, N, C, OC);
+    be->gelu_forward(be, out2, pre2, no);
+    same = memcmp(pre, pre2, sizeof(float) * no) == 0 && memcmp(out, out2, sizeof(float) * no) == 0 ? 0.0 : 1.0;
+    report("matmul_gelu_forward", has_bias ? "pre, out = matmul_forward, gelu_forward (bitwise)" : "pre, out bitwise (no bias)", same, 0.0);
+    /* backward of the matmul after the GELU: here inp (N,C) plays gelu(pre), gpre (N,C) the pre */
+    be->matmul_gelu_backward(be, dp, dw, has_bias ? db : NULL, dout, inp, w, gpre, N, C, OC);
+    be->matmul_backward(be, dp2, dw2, has_bias ? db2 : NULL, dout, inp, w, N, C, OC);
+    be->gelu_backward(be, dp2, gpre, dp2, ni);
+    same = memcmp(dp, dp2, sizeof(float) * ni) == 0 && memcmp(dw, dw2, sizeof(float) * nw) == 0 && memcmp(db, db2, sizeof(float) * OC) == 0 ? 0.0 : 1.0;
+    for (i = 0; i < ni && same == 0.0; i++) same = dp[i] == dp[i] ? 0.0 : 1.0; /* every dpre written */
+    report("matmul_gelu_backward", has_bias ? "dpre, dweight, dbias = matmul_backward, gelu_backward (bitwise)" : "dpre, dweight bitwise (no bias)", same,
+           0.0);
+    free(inp); free(w); free(bias); free(pre); free(out); free(pre2); free(out2); free(dout); free(gpre);
+    free(dw); free(dw2); free(db); free(db2); free(dp); free(dp2);
+}
+
 /* ---- attention --------------------------------------------------------------------------------- */
 
 /* out (B,T,C), att (B,NH,T,T) or NULL, from qkv (B,T,W) = [q | k | v], W = C + 2 NKV hs: query head h
@@ -834,6 +861,8 @@ int main(void) {
         test_matmul(be, 14, 43, 37, 1); /* N < OC: the GEMM splits along OC */
         test_matmul(be, 45, 19, 13, 1); /* N > OC: it splits along N */
         test_matmul(be, 14, 43, 37, 0); /* bias NULL, dbias NULL */
+        test_matmul_gelu(be, 14, 43, 37, 1);
+        test_matmul_gelu(be, 45, 19, 13, 0);
         test_attention(be, 2, 7, 24, 3, 3);
         test_attention(be, 1, 13, 21, 3, 3);
         test_attention(be, 2, 7, 32, 4, 2); /* grouped-query */

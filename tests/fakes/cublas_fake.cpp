@@ -17,15 +17,24 @@
    cuBLASLt: cublasLtMatmul with column-major layouts (batch count, strided batch offset), D
    apart from C (same type), TRANSA/TRANSB, epilogues DEFAULT, BIAS, RELU, RELU_BIAS, GELU (tanh
    form), GELU_BIAS (a bias of D's type unless BIAS_DATA_TYPE says otherwise, BIAS_BATCH_STRIDE),
-   the workspace argument written; the heuristic returns one
+   and the training ones mgt uses (one matrix, no batch): GELU_AUX and GELU_AUX_BIAS (the GELU's
+   input, after the bias, written to the EPILOGUE_AUX_POINTER matrix in D's type, D its GELU), DGELU
+   (D = (alpha op(A) op(B) + beta C) * gelu'(aux), aux read) and BGRADB (the bias pointer gets the
+   sums of op(B) over k, one per column of D, in D's type: cublasLt.h's "same type as the output
+   elements"); the workspace argument written; the heuristic returns one
    algorithm, which needs the preference's CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES of workspace up
    to 1 MiB (as real ones want some: a caller that passes less than the heuristic's workspaceSize,
-   or no workspace, fails). Auxiliary-output epilogues (GELU_AUX, DGELU, BGRAD*) and other
-   attributes abort as not faked.
+   or no workspace, fails). MGT_FAKE_LT_NO_ALGO=1 makes the heuristic answer the training epilogues
+   with no algorithm (CUBLAS_STATUS_NOT_SUPPORTED, count 0), as a cuBLASLt without them would, so the
+   backend's fallback to separate kernels runs. Other epilogues (DGELU_BGRAD, BGRADA, the ReLU masks)
+   and attributes abort as not faked.
 
    CHECKS (abort with "mgt fake <api>: ..."): the argument rules cuBLAS answers with
    CUBLAS_STATUS_INVALID_VALUE (negative sizes, lda/ldb/ldc too small, a batch count below 0),
-   a type combination or compute type not listed above, a handle used after cublasDestroy or on a
+   a type combination or compute type not listed above, an aux epilogue without the aux pointer or
+   with an EPILOGUE_AUX_LD that is not a multiple of 8 or is below D's rows (cublasLt.h's rule), a
+   bias epilogue without the bias pointer, a bias gradient of another type than D's,
+   a handle used after cublasDestroy or on a
    device other than its own, device pointer mode (not faked); inside a step of the handle's device
    (kernels/fake_note.h), a GEMM on a handle without cublasSetWorkspace (cuBLAS would allocate its
    workspace lazily) and making a handle. */
@@ -33,7 +42,7 @@
 #include <cublasLt.h>  /* defines: the cuBLASLt declarations faked here */
 #include <cublas_v2.h> /* defines: the declarations faked here */
 #include <math.h>      /* defines: fmaf */
-#include <stdlib.h>    /* defines: malloc */
+#include <stdlib.h>    /* defines: malloc, getenv, atoi */
 #include <set>         /* defines: std::set */
 
 using namespace mgtfake;
@@ -95,7 +104,17 @@ struct gemm_args {
     cudaDataType biast;
     long long sbias;
     bool relu, gelu;
+    /* cuBLASLt's training epilogues: aux (ld auxld, D's type) written with the GELU's input
+       (gelu_aux) or read for gelu' (dgelu); bgrad (n, D's type) written with op(B)'s sums over k */
+    void *aux;
+    long long auxld;
+    bool gelu_aux, dgelu;
+    void *bgrad;
 };
+static float gelu_grad(float x) { /* d/dx of the tanh form, in fp32 */
+    float u = 0.7978845608f * (x + 0.044715f * x * x * x), th = tanhf(u);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
+}
 static void gemm_run(const gemm_args &g) {
     /* op(A) as (m x k) and op(B) as (k x n) in fp32, row-major copies, then C column by column */
     float *a = (float *)malloc(sizeof(float) * ((size_t)g.m * g.k + (size_t)g.k * g.n + 1)), *b = a + (size_t)g.m * g.k;
@@ -125,9 +144,17 @@ static void gemm_run(const gemm_args &g) {
                 float c = g.alpha * s;
                 if (g.beta != 0.0f) c = fmaf(g.beta, load(Cin, (size_t)j * g.ldcin + i, g.cit), c);
                 if (bias) c += load(bias, (size_t)i, g.biast);
+                if (g.gelu_aux) store(g.aux, (size_t)j * (size_t)g.auxld + i, g.ct, c);
+                if (g.dgelu) c *= gelu_grad(load(g.aux, (size_t)j * (size_t)g.auxld + i, g.ct));
                 if (g.relu) c = c > 0.0f ? c : 0.0f;
                 if (g.gelu) c = 0.5f * c * (1.0f + tanhf(0.7978845608f * (c + 0.044715f * c * c * c))); /* tanh form, as cuBLASLt */
                 store(C, (size_t)j * g.ldc + i, g.ct, c);
+            }
+        if (g.bgrad)
+            for (int j = 0; j < g.n; j++) { /* the bias gradient: op(B)'s column j summed over k, in k order */
+                float sum = 0.0f;
+                for (int p = 0; p < g.k; p++) sum += b[(size_t)p * g.n + j];
+                store(g.bgrad, (size_t)j, g.ct, sum);
             }
     }
     free(a);
@@ -169,6 +196,8 @@ static void submit(const char *api, int device, cudaStream_t stream, const gemm_
         if (g.beta != 0.0f) acc.push_back({g.Cin, span(m, n, g.ldcin, g.scin, g.batch, g.cit), false, "C", false});
         acc.push_back({g.C, span(m, n, g.ldc, g.sc, g.batch, g.ct), true, g.Cin == g.C ? "C" : "D", false});
         if (g.bias) acc.push_back({g.bias, span(m, 1, m, g.sbias, g.batch, g.biast), false, "the bias", false});
+        if (g.aux) acc.push_back({g.aux, span(m, n, (int)g.auxld, 0, 1, g.ct), g.gelu_aux, "the epilogue's aux matrix", false});
+        if (g.bgrad) acc.push_back({g.bgrad, (size_t)n * type_size(g.ct), true, "the bias gradient", false});
         if (workspace && workspace_bytes) acc.push_back({workspace, workspace_bytes, true, "the workspace", false});
     }
     enqueue(api, stream, device, what, acc, [g] {
@@ -198,7 +227,7 @@ static cublasStatus_t gemm(const char *api, cublasHandle_t hd, cublasOperation_t
                 lda, ldb, ldc, sa, sb, sc, batch,
                 compute == CUBLAS_COMPUTE_32F_FAST_TF32 ||
                     (at == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F && (h->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH),
-                C, ct, ldc, sc, nullptr, ct, 0, false, false};
+                C, ct, ldc, sc, nullptr, ct, 0, false, false, nullptr, 0, false, false, nullptr};
     submit(api, h->device, h->stream, g, h->workspace, h->workspace_bytes);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -220,6 +249,8 @@ struct lt_desc {
     uint32_t epilogue;
     const void *bias;
     int64_t bias_stride;
+    void *aux;
+    int64_t aux_ld;
 };
 struct lt_pref {
     uint64_t magic, max_workspace;
@@ -370,7 +401,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *out, cublasCompute
     if (!out) return CUBLAS_STATUS_INVALID_VALUE;
     cublasLtMatmulDescOpaque_t *o = new cublasLtMatmulDescOpaque_t();
     lt_desc d{LT_MAGIC, compute, scale, CUDA_R_32F, CUBLASLT_POINTER_MODE_HOST, CUBLAS_OP_N, CUBLAS_OP_N, 0,
-              CUBLASLT_EPILOGUE_DEFAULT, nullptr, 0};
+              CUBLASLT_EPILOGUE_DEFAULT, nullptr, 0, nullptr, 0};
     memcpy(o->data, &d, sizeof d);
     *out = o;
     return CUBLAS_STATUS_SUCCESS;
@@ -384,9 +415,9 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t o, cublasLtMa
                                               const void *buf, size_t bytes) {
     const char *api = "cublasLtMatmulDescSetAttribute";
     lt_desc *d = lt_get<lt_desc>(api, o, "matmul descriptor");
-    if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) {
-        if (!buf || bytes != sizeof(void *)) fail(api, "the bias pointer takes %zu bytes", sizeof(void *));
-        memcpy(&d->bias, buf, sizeof(void *));
+    if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER || attr == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER) {
+        if (!buf || bytes != sizeof(void *)) fail(api, "a pointer attribute takes %zu bytes", sizeof(void *));
+        memcpy(attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER ? (void *)&d->bias : (void *)&d->aux, buf, sizeof(void *));
         return CUBLAS_STATUS_SUCCESS;
     }
     int64_t v = attr_int(api, attr, buf, bytes);
@@ -399,6 +430,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t o, cublasLtMa
     case CUBLASLT_MATMUL_DESC_EPILOGUE: d->epilogue = (uint32_t)v; break;
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: d->bias_type = (cudaDataType)v, d->bias_type_set = 1; break;
     case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: d->bias_stride = v; break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: d->aux_ld = v; break;
     default: fail(api, "matmul attribute %d is not faked (epilogue auxiliary buffers, scaling factors, ...)", (int)attr);
     }
     return CUBLAS_STATUS_SUCCESS;
@@ -431,13 +463,20 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
                                               cublasLtMatrixLayout_t dd, cublasLtMatmulPreference_t p, int requested,
                                               cublasLtMatmulHeuristicResult_t results[], int *count) {
     const char *api = "cublasLtMatmulAlgoGetHeuristic";
-    lt_get<lt_desc>(api, d, "matmul descriptor");
+    const char *env = getenv("MGT_FAKE_LT_NO_ALGO"); /* read per call: a test turns it on for one run */
+    bool no_algo = env && atoi(env);
+    uint32_t e = lt_get<lt_desc>(api, d, "matmul descriptor")->epilogue;
     lt_get<lt_layout>(api, a, "layout A");
     lt_get<lt_layout>(api, b, "layout B");
     lt_get<lt_layout>(api, c, "layout C");
     lt_get<lt_layout>(api, dd, "layout D");
     lt_pref *pref = lt_get<lt_pref>(api, p, "matmul preference");
     if (requested < 1 || !results || !count) return CUBLAS_STATUS_INVALID_VALUE;
+    if (no_algo && (e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
+                    e == CUBLASLT_EPILOGUE_BGRADB)) {
+        *count = 0;
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     memset(&results[0], 0, sizeof results[0]);
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
@@ -469,9 +508,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         fail(api, "compute type %d, scale type %d, pointer mode %d: only the CUBLAS_COMPUTE_32F family with host float "
              "alpha/beta is faked", (int)d->compute, (int)d->scale, (int)d->pointer_mode);
     uint32_t e = d->epilogue;
+    bool gelu_aux = e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS, dgelu = e == CUBLASLT_EPILOGUE_DGELU,
+         bgradb = e == CUBLASLT_EPILOGUE_BGRADB;
     if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_RELU &&
-        e != CUBLASLT_EPILOGUE_RELU_BIAS && e != CUBLASLT_EPILOGUE_GELU && e != CUBLASLT_EPILOGUE_GELU_BIAS)
-        fail(api, "epilogue %u is not faked (DEFAULT, BIAS, RELU, RELU_BIAS, GELU, GELU_BIAS are)", e);
+        e != CUBLASLT_EPILOGUE_RELU_BIAS && e != CUBLASLT_EPILOGUE_GELU && e != CUBLASLT_EPILOGUE_GELU_BIAS && !gelu_aux && !dgelu && !bgradb)
+        fail(api, "epilogue %u is not faked (DEFAULT, BIAS, RELU, RELU_BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, BGRADB are)", e);
     for (lt_layout *l : {la, lb, lc, ld})
         if (l->order != CUBLASLT_ORDER_COL) fail(api, "a matrix order other than CUBLASLT_ORDER_COL is not faked");
     int m = (int)ld->rows, n = (int)ld->cols, k = d->ta == CUBLAS_OP_N ? (int)la->cols : (int)la->rows;
@@ -483,14 +524,24 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
              (unsigned long long)lb->cols, d->tb, (unsigned long long)lc->rows, (unsigned long long)lc->cols, m, n);
     if (la->batch != ld->batch || lb->batch != ld->batch || lc->batch != ld->batch)
         fail(api, "batch counts differ: A %d, B %d, C %d, D %d", la->batch, lb->batch, lc->batch, ld->batch);
-    bool has_bias = e & CUBLASLT_EPILOGUE_BIAS;
-    if (has_bias && !d->bias) fail(api, "a BIAS epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+    bool has_bias = (e & CUBLASLT_EPILOGUE_BIAS) && !dgelu && !bgradb;
+    if ((has_bias || bgradb) && !d->bias) fail(api, "epilogue %u without CUBLASLT_MATMUL_DESC_BIAS_POINTER", e);
+    if (gelu_aux || dgelu) { /* cublasLt.h: the GELU input matrix's ld is a multiple of 8, no less than D's rows */
+        if (!d->aux) fail(api, "epilogue %u without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", e);
+        if (d->aux_ld % 8 != 0 || d->aux_ld < m)
+            fail(api, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD %lld: must be divisible by 8 and no less than D's %d rows (CUBLAS_STATUS_INVALID_VALUE)",
+                 (long long)d->aux_ld, m);
+    }
+    if ((gelu_aux || dgelu || bgradb) && ld->batch != 1) fail(api, "epilogue %u over a batch of %d is not faked", e, ld->batch);
+    if (bgradb && d->bias_type_set && d->bias_type != ld->type)
+        fail(api, "a bias gradient of type %s for D of type %s: the gradient is D's type", type_name(d->bias_type), type_name(ld->type));
     gemm_args g{(cublasOperation_t)d->ta, (cublasOperation_t)d->tb, m, n, k, host_scalar(api, alpha, "alpha"),
                 host_scalar(api, beta, "beta"), A, B, D, la->type, lb->type, ld->type, (int)la->ld, (int)lb->ld,
                 (int)ld->ld, la->stride, lb->stride, ld->stride, ld->batch, d->compute == CUBLAS_COMPUTE_32F_FAST_TF32,
                 C, lc->type, (int)lc->ld, lc->stride, has_bias ? d->bias : nullptr,
                 d->bias_type_set ? d->bias_type : ld->type, d->bias_stride,
-                (e & CUBLASLT_EPILOGUE_RELU) != 0, (e & CUBLASLT_EPILOGUE_GELU) != 0};
+                (e & CUBLASLT_EPILOGUE_RELU) != 0 && !dgelu && !bgradb, (e & CUBLASLT_EPILOGUE_GELU) != 0 && !dgelu && !bgradb,
+                gelu_aux || dgelu ? d->aux : nullptr, d->aux_ld, gelu_aux, dgelu, bgradb ? (void *)d->bias : nullptr};
     submit(api, device, stream, g, workspace, workspace_bytes);
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -8,6 +8,9 @@
 #include "tests/fakes/fake_core.h" /* defines: mgtfake::float_to_half, float_to_bf16 (the fakes' own) */
 #include "tests/fakes/fakes.h"     /* defines: mgt_fake_queued, mgt_fake_fail_malloc_after, mgt_fake_step_counts */
 #include "kernels/fake_note.h"     /* defines: mgt_cuda_fake_note, MGT_NOTE_* (the backend's step brackets) */
+#include "mgt.h"                   /* defines: MGT_BF16, MGT_F16, MGT_F32 */
+#include "kernels/attention_cudnn.h" /* defines: mgt_cudnn_attn_create, _forward, _backward (cuDNN's fused attention) */
+#include <cudnn.h>             /* defines: cudnnBackendCreateDescriptor (the cuDNN fake's checks) */
 #include <cublasLt.h>          /* defines: cublasLtMatmul */
 #include <cublas_v2.h>         /* defines: cublasGemmEx, cublasSgemm */
 #include <cuda_runtime_api.h>  /* defines: cudaMalloc, cudaStream_t, cudaEvent_t */
@@ -838,6 +841,158 @@ static int fault_nccl(bool stall) { /* MGT_FAKE_STALL_RANK=1 or MGT_FAKE_NCCL_ER
     return 0;
 }
 
+/* ---- cuDNN: kernels/attention_cudnn.cpp's graphs run by the cuDNN fake, against a double reference */
+struct attn_case {
+    int dtype, B, T, NH, NKV, hs;
+};
+static float attn_val(unsigned &seed) { return (float)((seed = seed * 1103515245u + 12345u) >> 16 & 0x3ff) / 512.0f - 1.0f; }
+static void attention_case(const attn_case &c) {
+    bool bf = c.dtype == MGT_BF16;
+    int W = (c.NH + 2 * c.NKV) * c.hs, C = c.NH * c.hs, g = c.NH / c.NKV;
+    size_t nqkv = (size_t)c.B * c.T * W, nout = (size_t)c.B * c.T * C, nrows = (size_t)c.B * c.NH * c.T;
+    auto rt = [&](float f) { return bf ? bf16(mgtfake::float_to_bf16(f)) : mgtfake::half_to_float(mgtfake::float_to_half(f)); }; /* a value the storage type holds */
+    auto enc = [&](float f) { return bf ? mgtfake::float_to_bf16(f) : mgtfake::float_to_half(f); };
+    auto dec = [&](uint16_t h) { return bf ? bf16(h) : mgtfake::half_to_float(h); };
+    std::vector<float> qkv(nqkv), dout(nout);
+    unsigned seed = 7u + (unsigned)c.T;
+    for (float &x : qkv) x = rt(attn_val(seed));
+    for (float &x : dout) x = rt(attn_val(seed));
+    /* reference in double: out, lse, dqkv */
+    double scale = 1.0 / sqrt((double)c.hs);
+    std::vector<double> out(nout), lse(nrows), dqkv(nqkv, 0.0);
+    for (int b = 0; b < c.B; b++)
+        for (int h = 0; h < c.NH; h++) {
+            int kh = h / g;
+            auto q = [&](int t, int d) { return (double)qkv[((size_t)b * c.T + t) * W + h * c.hs + d]; };
+            auto k = [&](int t, int d) { return (double)qkv[((size_t)b * c.T + t) * W + C + kh * c.hs + d]; };
+            auto v = [&](int t, int d) { return (double)qkv[((size_t)b * c.T + t) * W + C + (c.NKV + kh) * c.hs + d]; };
+            for (int t = 0; t < c.T; t++) {
+                std::vector<double> s(t + 1), dp(t + 1);
+                double m = -INFINITY, z = 0, D = 0;
+                for (int j = 0; j <= t; j++) {
+                    s[j] = 0;
+                    for (int d = 0; d < c.hs; d++) s[j] += q(t, d) * k(j, d);
+                    s[j] *= scale;
+                    m = s[j] > m ? s[j] : m;
+                }
+                for (int j = 0; j <= t; j++) z += exp(s[j] - m);
+                double l = m + log(z);
+                lse[((size_t)b * c.NH + h) * c.T + t] = l;
+                double *o = &out[((size_t)b * c.T + t) * C + h * c.hs];
+                const float *dO = &dout[((size_t)b * c.T + t) * C + h * c.hs];
+                for (int d = 0; d < c.hs; d++) {
+                    o[d] = 0;
+                    for (int j = 0; j <= t; j++) o[d] += exp(s[j] - l) * v(j, d);
+                    D += dO[d] * o[d];
+                }
+                for (int j = 0; j <= t; j++) {
+                    double p = exp(s[j] - l), dpj = 0;
+                    for (int d = 0; d < c.hs; d++) dpj += dO[d] * v(j, d);
+                    double ds = p * (dpj - D) * scale;
+                    for (int d = 0; d < c.hs; d++) {
+                        dqkv[((size_t)b * c.T + t) * W + h * c.hs + d] += ds * k(j, d);
+                        dqkv[((size_t)b * c.T + j) * W + C + kh * c.hs + d] += ds * q(t, d);
+                        dqkv[((size_t)b * c.T + j) * W + C + (c.NKV + kh) * c.hs + d] += p * dO[d];
+                    }
+                }
+            }
+        }
+    /* through cuDNN (the fake) on device 6 */
+    cudaSetDevice(6);
+    cudaStream_t st = nb_stream();
+    char why[256] = "";
+    mgt_cudnn_attn *a = mgt_cudnn_attn_create(st, c.dtype, c.B, c.T, c.NH, c.NKV, c.hs, why, sizeof why);
+    CHECK(a, "cuDNN attention B %d T %d NH %d NKV %d hs %d: %s", c.B, c.T, c.NH, c.NKV, c.hs, why);
+    if (!a) return;
+    size_t ws = mgt_cudnn_attn_workspace(a);
+    size_t want_ws = (1u << 20) + (nrows * 4 + 255) / 256 * 256 + nrows * c.hs * 4; /* the backward plan's 1 MiB, D, the fp32 dq */
+    CHECK(ws == want_ws && mgt_cudnn_attn_serves(a, c.B, c.T, c.NH, c.NKV, c.hs) && !mgt_cudnn_attn_serves(a, c.B, c.T + 1, c.NH, c.NKV, c.hs),
+          "workspace %zu bytes, want %zu", ws, want_ws);
+    std::vector<uint16_t> h16(nqkv), o16(nout);
+    for (size_t i = 0; i < nqkv; i++) h16[i] = enc(qkv[i]);
+    for (size_t i = 0; i < nout; i++) o16[i] = enc(dout[i]);
+    void *dq, *dd, *dout_d, *dqkv_d, *work;
+    float *dl;
+    cudaMalloc(&dq, nqkv * 2);
+    cudaMalloc(&dd, nout * 2);
+    cudaMalloc(&dout_d, nout * 2);
+    cudaMalloc(&dqkv_d, nqkv * 2);
+    cudaMalloc(&work, ws);
+    cudaMalloc((void **)&dl, nrows * 4);
+    cudaMemcpy(dq, h16.data(), nqkv * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(dout_d, o16.data(), nout * 2, cudaMemcpyHostToDevice);
+    mgt_cuda_fake_note(6, MGT_NOTE_STEP_BEGIN, nullptr); /* executing inside a step is allowed */
+    CHECK(mgt_cudnn_attn_forward(a, work, dd, dl, dq, why, sizeof why) == 0, "forward: %s", why);
+    CHECK(mgt_cudnn_attn_backward(a, work, dqkv_d, dout_d, dq, dd, dl, why, sizeof why) == 0, "backward: %s", why);
+    mgt_cuda_fake_note(6, MGT_NOTE_STEP_END, nullptr);
+    cudaStreamSynchronize(st);
+    std::vector<uint16_t> go(nout), gd(nqkv);
+    std::vector<float> gl = fetch(dl, nrows);
+    cudaMemcpy(go.data(), dd, nout * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(gd.data(), dqkv_d, nqkv * 2, cudaMemcpyDeviceToHost);
+    /* bounds: lse is fp32 from exact inputs (1e-5); out and dqkv are rounded once to the storage type
+       (half an ulp: 2^-9 of bf16, 2^-12 of fp16, relative) after P and dS were rounded to it for the
+       tensor-core matmuls (sums of such errors over T keys: 4 ulps of the largest value) */
+    double ulp = bf ? 1.0 / 256 : 1.0 / 2048, e_l = 0, e_o = 0, e_d = 0, m_o = 0, m_d = 0;
+    for (size_t i = 0; i < nrows; i++) e_l = fmax(e_l, fabs(gl[i] - lse[i]));
+    for (size_t i = 0; i < nout; i++) e_o = fmax(e_o, fabs(dec(go[i]) - out[i])), m_o = fmax(m_o, fabs(out[i]));
+    for (size_t i = 0; i < nqkv; i++) e_d = fmax(e_d, fabs(dec(gd[i]) - dqkv[i])), m_d = fmax(m_d, fabs(dqkv[i]));
+    CHECK(e_l < 1e-5 && e_o <= 4 * ulp * m_o && e_d <= 4 * ulp * m_d && m_d > 0,
+          "%s B %d T %d NH %d NKV %d hs %d: lse error %.3g, out error %.3g (max %.3g), dqkv error %.3g (max %.3g)", bf ? "bf16" : "fp16", c.B, c.T,
+          c.NH, c.NKV, c.hs, e_l, e_o, m_o, e_d, m_d);
+    if (getenv("MGT_FAKE_SHOW"))
+        printf("cuDNN attention %s B %d T %d NH %d NKV %d hs %d: lse %.3g, out %.3g of %.3g, dqkv %.3g of %.3g\n", bf ? "bf16" : "fp16", c.B, c.T, c.NH,
+               c.NKV, c.hs, e_l, e_o, m_o, e_d, m_d);
+    mgt_cudnn_attn_destroy(a);
+    for (void *p : {dq, dd, dout_d, dqkv_d, work, (void *)dl}) cudaFree(p);
+    cudaStreamDestroy(st);
+    cudaSetDevice(0);
+}
+static void test_cudnn() {
+    attention_case({MGT_BF16, 2, 13, 2, 2, 16}); /* odd T */
+    attention_case({MGT_BF16, 1, 9, 4, 2, 8});   /* grouped-query: 2 query heads per key/value head */
+    attention_case({MGT_F16, 1, 5, 3, 1, 32});   /* fp16, one key/value head */
+    attention_case({MGT_BF16, 1, 1, 1, 1, 128}); /* T = 1, the largest head */
+    /* what cuDNN cannot serve: create says why, the backend keeps its own kernel */
+    char why[256] = "";
+    cudaStream_t st = nb_stream();
+    CHECK(!mgt_cudnn_attn_create(st, MGT_F32, 1, 4, 2, 2, 16, why, sizeof why) && strstr(why, "fp32"), "fp32: %s", why);
+    CHECK(!mgt_cudnn_attn_create(st, MGT_BF16, 1, 4, 2, 2, 20, why, sizeof why) && strstr(why, "multiple of 8"), "head size 20: %s", why);
+    CHECK(!mgt_cudnn_attn_create(st, MGT_BF16, 1, 4, 2, 2, 136, why, sizeof why) && strstr(why, "up to 128"), "head size 136: %s", why);
+    setenv("MGT_FAKE_CUDNN_REFUSE", "1", 1); /* a real cuDNN that refuses the plan the fake accepts */
+    mgt_cudnn_attn *a = mgt_cudnn_attn_create(st, MGT_BF16, 1, 4, 2, 2, 16, why, sizeof why);
+    unsetenv("MGT_FAKE_CUDNN_REFUSE");
+    CHECK(!a && strstr(why, "no execution plan of the forward graph finalizes (1 engine configurations tried; the last: CUDNN_STATUS_NOT_SUPPORTED)"),
+          "a refused plan: %s", why);
+    cudaStreamDestroy(st);
+}
+/* one tensor descriptor with the attributes of a (1, 1, 4, 8) bf16 tensor, minus `skip` */
+static cudnnBackendDescriptor_t cudnn_tensor(int skip, int64_t align = 16, int64_t first_dim = 1) {
+    cudnnBackendDescriptor_t t;
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
+    int64_t uid = 1, n[4] = {first_dim, 1, 4, 8}, s[4] = {32, 32, 8, 1};
+    cudnnDataType_t type = CUDNN_DATA_BFLOAT16;
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, n);
+    if (skip != 1) cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, s);
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    return t;
+}
+/* forward on device 0 with a qkv buffer of qkv_bytes and a workspace of ws_bytes (0: what it asks) */
+static void cudnn_forward(size_t qkv_bytes, size_t ws_bytes) {
+    char why[256];
+    cudaStream_t st = nb_stream();
+    mgt_cudnn_attn *a = mgt_cudnn_attn_create(st, MGT_BF16, 1, 8, 2, 2, 16, why, sizeof why);
+    void *qkv, *out, *work;
+    float *lse;
+    cudaMalloc(&qkv, qkv_bytes);
+    cudaMalloc(&out, 8 * 32 * 2);
+    cudaMalloc((void **)&lse, 2 * 8 * 4);
+    cudaMalloc(&work, ws_bytes ? ws_bytes : mgt_cudnn_attn_workspace(a));
+    mgt_cudnn_attn_forward(a, work, out, lse, qkv, why, sizeof why);
+}
+
 /* ---- failures, each in a child ------------------------------------------------------------------ */
 static void two_ranks(const std::function<void(int, ncclComm_t, cudaStream_t, float *)> &f) {
     ncclComm_t c[2];
@@ -854,6 +1009,53 @@ struct death {
     void (*run)();
 };
 static const death deaths[] = {
+    {"cudnn_build_in_step", "mgt fake cudnnCreate: making a cuDNN handle on device 0 inside a step (during attention forward): handles are made", [] {
+         char why[256];
+         cudaStream_t st = nb_stream();
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         mgt_cuda_fake_note(0, MGT_NOTE_OP, "attention forward");
+         mgt_cudnn_attn_create(st, MGT_BF16, 1, 8, 2, 2, 16, why, sizeof why);
+     }},
+    {"cudnn_set_finalized", "mgt fake cudnnBackendSetAttribute: attribute 906 of a tensor that is already finalized", [] {
+         cudnnBackendDescriptor_t t = cudnn_tensor(0);
+         cudnnBackendFinalize(t);
+         int64_t uid = 2;
+         cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+     }},
+    {"cudnn_missing_attribute", "mgt fake cudnnBackendFinalize: a tensor without its required attribute 903", [] {
+         cudnnBackendFinalize(cudnn_tensor(1)); /* no strides */
+     }},
+    {"cudnn_wrong_type", "mgt fake cudnnBackendSetAttribute: attribute 906 of a tensor takes type 3, not 4", [] {
+         cudnnBackendDescriptor_t t;
+         cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
+         float uid = 1;
+         cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_FLOAT, 1, &uid);
+     }},
+    {"cudnn_not_finalized", "points to a tensor that is not finalized (finalize the parts first", [] {
+         cudnnBackendDescriptor_t op, t = cudnn_tensor(0);
+         cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, &op);
+         cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+     }},
+    {"cudnn_alignment", "mgt fake cudnnBackendFinalize: tensor 1: byte alignment 12 is not a power of two", [] { cudnnBackendFinalize(cudnn_tensor(0, 12)); }},
+    {"cudnn_dimension", "mgt fake cudnnBackendFinalize: tensor 1: dimensions (0, 1, 4, 8), a stride or dimension below 1", [] {
+         cudnnBackendFinalize(cudnn_tensor(0, 16, 0));
+     }},
+    {"cudnn_shapes", "mgt fake cudnnBackendFinalize: reshape of (1, 1, 4, 8) into (2, 1, 4, 8) changes the element count", [] {
+         cudnnBackendDescriptor_t op, x = cudnn_tensor(0), y = cudnn_tensor(0, 16, 2);
+         cudnnBackendFinalize(x);
+         cudnnBackendFinalize(y);
+         cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, &op);
+         cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+         cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+         cudnnBackendFinalize(op);
+     }},
+    {"cudnn_small_workspace", "the workspace (the plan's CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)", [] { cudnn_forward(8 * 96 * 2, 4096); }},
+    {"cudnn_small_tensor", "an input of the variant pack", [] { cudnn_forward(8 * 96 * 2 - 2, 0); }},
+    {"cudnn_destroyed", "mgt fake cudnnBackendFinalize: 0x", [] {
+         cudnnBackendDescriptor_t t = cudnn_tensor(0);
+         cudnnBackendDestroyDescriptor(t);
+         cudnnBackendFinalize(t);
+     }},
     {"hazard_kernel_memcpy", "mgt fake cudaMemcpyAsync: hazard on bytes [0, 1) of an allocation of 16 bytes", [] {
          float *x, h[4];
          cudaMalloc((void **)&x, 16);
@@ -1224,6 +1426,7 @@ int main(int argc, char **argv) {
     test_overlap();
     test_poll();
     test_step_counts();
+    test_cudnn();
     for (const death &d : deaths) expect_death(argv[0], d);
     for (const fault_case &f : faults) expect_fault(argv[0], f);
     printf("%d checks, %d failed\n", checks, failures);

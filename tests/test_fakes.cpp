@@ -921,10 +921,12 @@ static void attention_case(const attn_case &c) {
     cudaMalloc((void **)&dl, nrows * 4);
     cudaMemcpy(dq, h16.data(), nqkv * 2, cudaMemcpyHostToDevice);
     cudaMemcpy(dout_d, o16.data(), nout * 2, cudaMemcpyHostToDevice);
+    long runs = mgt_fake_cudnn_executions();
     mgt_cuda_fake_note(6, MGT_NOTE_STEP_BEGIN, nullptr); /* executing inside a step is allowed */
     CHECK(mgt_cudnn_attn_forward(a, work, dd, dl, dq, why, sizeof why) == 0, "forward: %s", why);
     CHECK(mgt_cudnn_attn_backward(a, work, dqkv_d, dout_d, dq, dd, dl, why, sizeof why) == 0, "backward: %s", why);
     mgt_cuda_fake_note(6, MGT_NOTE_STEP_END, nullptr);
+    CHECK(mgt_fake_cudnn_executions() == runs + 2, "%ld cuDNN executions, want 2", mgt_fake_cudnn_executions() - runs);
     cudaStreamSynchronize(st);
     std::vector<uint16_t> go(nout), gd(nqkv);
     std::vector<float> gl = fetch(dl, nrows);

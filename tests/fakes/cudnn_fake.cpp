@@ -43,6 +43,7 @@
    device with the bytes its dimensions and strides reach (through the stream operation's checks),
    and a workspace smaller than the plan asked for. */
 #include "fake_core.h" /* defines: mgtfake::enqueue, mem_use, fail, step_check, bf16/half conversions */
+#include "fakes.h"     /* defines: mgt_fake_cudnn_executions */
 #include <cudnn.h>     /* defines: the declarations faked here */
 #include <math.h>      /* defines: exp, log, INFINITY, NAN */
 #include <stdlib.h>    /* defines: getenv */
@@ -99,6 +100,7 @@ const uint32_t MAGIC = 0x63646e6e; /* "cdnn" */
 } // namespace
 
 static std::set<desc *> &descs = *new std::set<desc *>;
+static long executions; /* cudnnBackendExecute calls enqueued (mgt_fake_cudnn_executions), under mu */
 
 static desc *live(const char *api, void *p) {
     desc *d = (desc *)p;
@@ -395,6 +397,10 @@ static void run_graph(run_state &r) {
 
 extern "C" {
 
+long mgt_fake_cudnn_executions(void) {
+    lock_t lk(mu);
+    return executions;
+}
 size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
 const char *cudnnGetErrorString(cudnnStatus_t st) {
     switch (st) {
@@ -690,6 +696,7 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
             acc.push_back({ws, (size_t)g.workspace, true, "the workspace (the plan's CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)", false});
         }
         wsn = g.workspace;
+        executions++;
     }
     for (auto &bv : byvals) { /* (is_device_memory takes the fakes' lock) */
         if (is_device_memory(bv.second, nullptr))

@@ -42,6 +42,9 @@ typedef struct mgt_fake_counts {
 /* the device's counts of its last step (last) and of all its steps so far (total); either may be NULL */
 void mgt_fake_step_counts(int device, mgt_fake_counts *last, mgt_fake_counts *total);
 
+/* cudnnBackendExecute calls so far (the fused attention graphs the cuDNN fake ran) */
+long mgt_fake_cudnn_executions(void);
+
 #ifdef __cplusplus
 }
 #endif

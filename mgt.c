@@ -5,6 +5,7 @@
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 #define MGT_TOKENIZER_IMPLEMENTATION
+#define MGT_TOK_HF /* data.tokenizer = hf: Hugging Face tokenizer.json (links libpcre2-8 and jansson) */
 #include "data/tokenizer.h" /* defines: mgt_tok_open, mgt_tok_encode, mgt_tok_decode */
 #define MGT_PREPARE_IMPLEMENTATION
 #include "data/prepare.h"   /* defines: mgt_prepare_main */
@@ -67,19 +68,20 @@ static const struct command_help {
      "  --no-tui                  the log, not the dashboard, even in a terminal\n"
      "  --tui-frames N            close the dashboard after N frames (and stop with a checkpoint)\n"
      "Ctrl-C or SIGTERM finishes the step, writes a checkpoint and exits 130. Exit 2: bad input, nothing run; 1: failed."},
-    {"sample", "mgt sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--bpe-dir DIR]",
+    {"sample", "mgt sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--bpe-dir DIR] [--tokenizer-json FILE]",
      "Continues a prompt with a checkpoint's model (a file, or a folder's newest); the preset stored in it says the rest.\n"
      "  --prompt TEXT        the text to continue (default: the start of a document)\n"
      "  --tokens N           tokens to write, 0..1000000 (200)\n"
      "  --temperature T      0 is greedy (1)\n"
      "  --top-k K            sample among the K most likely; 0 is all (0)\n"
      "  --seed S             the sampling seed, 0..2147483647 (1)\n"
-     "  --bpe-dir DIR        GPT-2's encoder.json and vocab.bpe, where the checkpoint's data.bpe_dir is not"},
+     "  --bpe-dir DIR        GPT-2's encoder.json and vocab.bpe, where the checkpoint's data.bpe_dir is not\n"
+     "  --tokenizer-json FILE  the tokenizer.json (hf), where the checkpoint's data.tokenizer_json is not"},
     {"check", "mgt check PRESET [--set section.key=value]...",
      "Validates PRESET and its data, and prints the resolved preset (every key) and the layout: ranks, micro-batches,\n"
      "parameters, memory by category, tensors."},
     {"keys", "mgt keys [--markdown]", "Every preset key with its type, default, valid values and meaning (--markdown: README's table)."},
-    {"prepare", "mgt prepare --tokenizer byte|gpt2 [--bpe-dir DIR] [--val-fraction F] INPUT... -o PREFIX",
+    {"prepare", "mgt prepare --tokenizer byte|gpt2|hf [--bpe-dir DIR] [--tokenizer-json FILE] [--val-fraction F] INPUT... -o PREFIX",
      "Tokenizes text files into PREFIX_train.bin and PREFIX_val.bin (llm.c's shard format); `mgt prepare --help` has more."},
     {"bench", "mgt bench PRESET [--steps N] [--set section.key=value]...",
      "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s against this machine's sgemm, memory, and\n"
@@ -562,7 +564,7 @@ static int cmd_train(int argc, char **argv) {
     mgt__plan plan;
     double base_tok_s = 0, start_elapsed;
     struct sigaction sa;
-    int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0;
+    int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0, processes = 1;
     double v;
     for (i = 0; i < argc; i++) { /* --tui-frames N is the driver's, not a preset option: taken out of argv in place */
         if (i >= 2 && !strcmp(argv[i], "--tui-frames") && i + 1 < argc) {
@@ -581,6 +583,10 @@ static int cmd_train(int argc, char **argv) {
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
     if (o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
     if ((r = mgt_run_claim(run, o.overwrite)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
+    if (mgt_run_process(run, &processes) > 0) { /* process 0 shows the whole world; the others train quietly */
+        o.no_tui = 1;
+        if (!freopen("/dev/null", "w", stdout)) { mgt_run_destroy(run); return fail(MGT_ERROR_IO); }
+    }
     if (!strcmp(mgt_run_device(run), "cpu") && cfg.parallel.peak_gflops <= 0) { /* MFU against this machine's measured sgemm */
         char measured[64], source[96];
         double machine = machine_sgemm(0.3, 0, measured, sizeof measured);
@@ -591,6 +597,7 @@ static int cmd_train(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (processes > 1) sigaction(SIGUSR1, &sa, NULL); /* Open MPI's mpirun forwards it (Ctrl-C kills the job) */
     mgt_run_stats(run, &st); /* after set_peak: the banner names the peak */
     start_step = st.step;
     format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
@@ -649,17 +656,20 @@ static int cmd_train(int argc, char **argv) {
            mean pace of this process's steps */
         double ema = 0, ema_weight = 0, t_start = mgt__now();
         while (st.step < cfg.train.steps) {
-            if (mgt_stop_requested) { interrupted = 1; break; }
+            if (mgt_stop_requested && processes > 1) mgt_run_request_stop(run); /* every process stops after the same step */
+            else if (mgt_stop_requested) { interrupted = 1; break; }
             holding = 1;
             r = mgt_run_step(run);
             holding = 0;
             if (r != MGT_OK) {
                 print_held();
                 report_train_failure(run, mgt_last_error(), st.step);
+                if (processes > 1) mgt_mpi_abort(1); /* the other processes may wait on this one's ranks */
                 mgt_run_destroy(run);
                 return 1;
             }
             mgt_run_stats(run, &st);
+            if (processes > 1 && mgt_run_stop_agreed(run)) interrupted = 1; /* after this step's line */
             if (isfinite(st.loss)) { ema = 0.9 * ema + 0.1 * st.loss; ema_weight = 0.9 * ema_weight + 0.1; }
             if (st.step % cfg.log.every == 0 || st.step == cfg.train.steps || st.step == start_step + 1) {
                 char mfu[16] = "n/a", memory[32], elapsed[16], eta[16];
@@ -676,6 +686,7 @@ static int cmd_train(int argc, char **argv) {
                        memory, elapsed, eta);
             }
             print_held();
+            if (interrupted) break;
         }
     }
     if ((r = mgt_run_save(run, path, sizeof path)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
@@ -706,7 +717,7 @@ static int cmd_train(int argc, char **argv) {
 }
 
 static int cmd_sample(int argc, char **argv) {
-    const char *checkpoint = NULL, *prompt = "", *bpe_dir = NULL;
+    const char *checkpoint = NULL, *prompt = "", *bpe_dir = NULL, *tokenizer_json = NULL, *kind, *files, *key;
     int tokens = 200, top_k = 0, i, n, rc = 0;
     double temperature = 1.0, v;
     unsigned long long seed = 1;
@@ -715,7 +726,7 @@ static int cmd_sample(int argc, char **argv) {
     mgt_tokenizer *tok;
     char err[512];
     const mgt_config *cfg;
-    uint16_t *ids = NULL;
+    uint32_t *ids = NULL;
     size_t n_ids = 0, cap = 0;
     int *prompt_ids, *out;
     for (i = 2; i < argc; i++) {
@@ -723,6 +734,7 @@ static int cmd_sample(int argc, char **argv) {
         int has = i + 1 < argc;
         if (!strcmp(a, "--prompt") && has) prompt = argv[++i];
         else if (!strcmp(a, "--bpe-dir") && has) bpe_dir = argv[++i];
+        else if (!strcmp(a, "--tokenizer-json") && has) tokenizer_json = argv[++i];
         else if (!strcmp(a, "--tokens") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 1000000, &v)) return 2; tokens = (int)v; }
         else if (!strcmp(a, "--temperature") && has) { if (!option_number("sample", a, argv[++i], 0, 0, 1000, &temperature)) return 2; }
         else if (!strcmp(a, "--top-k") && has) { if (!option_number("sample", a, argv[++i], 1, 0, 65536, &v)) return 2; top_k = (int)v; }
@@ -734,15 +746,29 @@ static int cmd_sample(int argc, char **argv) {
     if (!checkpoint) { fprintf(stderr, "mgt sample: needs a checkpoint file or folder, for example runs/quickstart\n"); return 2; }
     if ((r = mgt_run_open(&run, checkpoint, 0)) != MGT_OK) return fail(r);
     cfg = mgt_run_config(run);
-    if (mgt_tok_open(&tok, cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? "gpt2" : "byte", bpe_dir ? bpe_dir : cfg->data.bpe_dir, err, sizeof err)) {
-        fprintf(stderr, "mgt sample: %s%s\n", err, bpe_dir ? "" : " (the checkpoint's data.bpe_dir; --bpe-dir DIR names another folder)");
+    if (cfg->data.tokenizer == MGT_TOKENIZER_HF) {
+        kind = "hf", files = tokenizer_json ? tokenizer_json : cfg->data.tokenizer_json;
+        key = tokenizer_json ? "" : " (the checkpoint's data.tokenizer_json; --tokenizer-json FILE names another file)";
+    } else {
+        kind = cfg->data.tokenizer == MGT_TOKENIZER_GPT2 ? "gpt2" : "byte", files = bpe_dir ? bpe_dir : cfg->data.bpe_dir;
+        key = bpe_dir ? "" : " (the checkpoint's data.bpe_dir; --bpe-dir DIR names another folder)";
+    }
+    if (mgt_tok_open(&tok, kind, files, err, sizeof err)) {
+        fprintf(stderr, "mgt sample: %s%s\n", err, key);
+        mgt_run_destroy(run);
+        return 2;
+    }
+    if (mgt_tok_vocab_size(tok) > cfg->model.vocab_size) {
+        fprintf(stderr, "mgt sample: %s: %d tokens, more than the model's vocab_size = %d: not the tokenizer the model was trained with\n", files,
+                mgt_tok_vocab_size(tok), cfg->model.vocab_size);
+        mgt_tok_close(tok);
         mgt_run_destroy(run);
         return 2;
     }
     if (mgt_tok_encode(tok, prompt, strlen(prompt), &ids, &n_ids, &cap)) { fprintf(stderr, "mgt sample: out of memory\n"); return 1; }
     prompt_ids = (int *)malloc(sizeof(int) * (n_ids + 1));
     out = (int *)malloc(sizeof(int) * (size_t)(tokens + 1));
-    for (i = 0; i < (int)n_ids; i++) prompt_ids[i] = ids[i];
+    for (i = 0; i < (int)n_ids; i++) prompt_ids[i] = (int)ids[i];
     if (n_ids == 0) prompt_ids[n_ids++] = mgt_tok_eot(tok) >= 0 ? mgt_tok_eot(tok) : '\n'; /* start of a document */
     n = mgt_run_generate(run, prompt_ids, (int)n_ids, out, tokens, temperature, top_k, seed);
     if (n < 0) rc = fail(MGT_ERROR_ARGUMENT);
@@ -834,7 +860,7 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     if (o.device.host_sync) { /* the CPU: its cores are divided between the ranks, as mgt train divides them */
         char date[64];
         double peak = threads == (int)sysconf(_SC_NPROCESSORS_ONLN) ? machine_sgemm(0.3, 0, date, sizeof date) : 0;
-        if (peak > 0) { /* the machine's peak as MFU takes it (the largest measured): the same prediction run after run */
+        if (peak > 0) { /* the machine's peak as MFU takes it (the largest measured): MFU alike in plan and train */
             o.device.vector_tflops *= peak * 1e-3 / o.device.tensor_tflops[0];
             for (c = 0; c < 3; c++) o.device.tensor_tflops[c] = peak * 1e-3;
         }
@@ -844,11 +870,16 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     }
     o.gpus_per_node = per_node;
     o.trace = trace;
+    if (o.device.host_sync) {
+        fprintf(stderr, "mgt plan: running each op of a step once on this machine to price it (a few times one step's ops)...\n");
+        fflush(stderr);
+    }
     if ((r = mgt_sim_run(cfg, &o, &res)) != MGT_OK) return fail(r);
     if (o.device.host_sync)
-        printf("\nPREDICTED one optimizer step on %d CPU rank%s of this machine (%d threads in all; sgemm %.1f GFLOP/s a rank, copies %.1f GB/s),\n"
-               "by mgt's step simulator: the runtime with modelled costs; simulated in %.2f s\n\n", world, world > 1 ? "s" : "", threads,
-               o.device.tensor_tflops[0] * 1e3, o.device.intra_gbps, res.wall_s);
+        printf("\nPREDICTED one optimizer step on %d CPU rank%s of this machine (%d threads in all, %d a rank), by mgt's step simulator: the\n"
+               "runtime with each op priced by running the CPU backend's op of its shape once (%d shapes; %lld ops by the model), collectives\n"
+               "at the copy rate (%.1f GB/s); simulated in %.2f s\n\n", world, world > 1 ? "s" : "", threads, threads / world > 0 ? threads / world : 1,
+               res.shapes_measured, res.ops_modelled, o.device.intra_gbps, res.wall_s);
     else
         printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
                "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
@@ -884,9 +915,13 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     printf("  bubble         %9.2f ms (waiting for pipeline peers)\n", bubble * 1e3);
     if (host > 0) printf("  host-bound     %9.2f ms (the device waiting for kernel launches)\n", host * 1e3);
     printf("  step           %9.2f ms\n", res.step_s * 1e3);
-    printf("  tokens/s       %9.0f (%.0f per GPU)\n", res.tokens_per_s, res.tokens_per_s / res.world);
-    printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
-           o.device.tensor_tflops[cfg->precision.dtype]);
+    printf("  tokens/s       %9.0f (%.0f per %s)\n", res.tokens_per_s, res.tokens_per_s / res.world, o.device.host_sync ? "rank" : "GPU");
+    if (o.device.host_sync)
+        printf("  MFU            %9.1f %% (%.3g GFLOP/token against the machine's sgemm, %.1f GFLOP/s)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
+               o.device.tensor_tflops[cfg->precision.dtype] * 1e3 * world);
+    else
+        printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
+               o.device.tensor_tflops[cfg->precision.dtype]);
     if (o.device.host_sync) printf("  memory         %9.2f GiB on the fullest rank (what the runtime allocates)\n", res.mem_peak_gib);
     else
         printf("  memory         %9.2f GiB on the fullest GPU (of %.0f GiB), with %.1f GiB for the CUDA context, cuBLAS and NCCL\n"
@@ -1134,6 +1169,7 @@ static int cmd_bench(int argc, char **argv) {
     cfg.checkpoint.every = 0;
     cfg.train.steps = warmup + steps;
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
+    if (mgt_run_process(run, NULL) > 0 && !freopen("/dev/null", "w", stdout)) { mgt_run_destroy(run); return fail(MGT_ERROR_IO); } /* process 0 reports */
     mgt_run_stats(run, &st);
     printf("bench %s: %.2fM parameters, L=%d NH=%d C=%d T=%d V=%d, batch %d (micro %d), recompute %s, %d threads\n", o.preset, (double)st.params / 1e6,
            cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.global_batch,
@@ -1145,7 +1181,7 @@ static int cmd_bench(int argc, char **argv) {
            sgemm1, machine, mgt__cpu_count());
     fflush(stdout);
     rows = cfg.train.global_batch * (cfg.model.seq_len + 1);
-    vocab = cfg.data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : 256;
+    vocab = cfg.data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : cfg.data.tokenizer == MGT_TOKENIZER_HF ? cfg.model.vocab_size : 256;
     tokens = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)rows);
     for (i = 0; i < rows; i++) tokens[i] = (uint16_t)(mgt__hash3(7, 11, (uint64_t)i) % (uint64_t)vocab);
     t0 = 0;

@@ -23,14 +23,20 @@
      as little-endian uint16. A shard is written as PATH.tmp, flushed, fsynced
      and renamed to PATH, so PATH is either the old file or the complete new one.
 
-   mgt prepare --tokenizer byte|gpt2 [--bpe-dir DIR] [--val-fraction F] INPUT... -o PREFIX
+   mgt prepare --tokenizer byte|gpt2|hf [--bpe-dir DIR] [--tokenizer-json FILE]
+               [--val-fraction F] INPUT... -o PREFIX
      Tokenizes the inputs as one stream (gpt2: the end-of-text token 50256
-     before each input, as GPT-2 marks document starts) and writes the last
-     F of it (rounded to the nearest token) to PREFIX_val.bin and the rest to
-     PREFIX_train.bin. Inputs are read in chunks; the GPT-2 tokenizer cuts
-     chunks only between a non-space character, a newline and a non-space
-     character, where the pre-tokenizer always cuts as well, so the result
-     equals tokenizing each whole file.
+     before each input, as GPT-2 marks document starts; hf: the token its
+     post-processor starts a text with, as Llama 3's <|begin_of_text|>, or
+     <|endoftext|>, if it has one) and writes the last F of it (rounded to the
+     nearest token) to PREFIX_val.bin and the rest to PREFIX_train.bin. Inputs
+     are read in chunks; BPE tokenizers cut chunks only between a non-space
+     character, a newline and a non-space character, where the pre-tokenizer
+     always cuts as well, so the result equals tokenizing each whole file.
+     (hf: true of the patterns of GPT-2, Llama 3 and Qwen, whose pieces never
+     run from a newline into a non-space character, and of added tokens
+     without a newline; hf needs data/tokenizer.h's MGT_TOK_HF.) A tokenizer of
+     more than 65536 ids does not fit the 16-bit shards and is refused (exit 2).
 
    ERRORS
      mgt_shard_write returns 0, or -1 with one line in err. mgt_prepare_main
@@ -48,7 +54,7 @@
 #define MGT_PREPARE_H
 
 #include <stddef.h>  /* defines: size_t */
-#include <stdint.h>  /* defines: uint16_t */
+#include <stdint.h>  /* defines: uint16_t, uint32_t */
 
 #include "tokenizer.h"  /* defines: mgt_tokenizer, mgt_tok_* */
 
@@ -204,6 +210,20 @@ static int mgt__prep_shard_append(mgt__prep_shard *s, const uint16_t *tok, size_
     return 0;
 }
 
+/* Appends tokenizer ids (32-bit) to a shard of 16-bit tokens: mgt_prepare_main refuses a
+   tokenizer with more than 65536 ids before any is written. */
+static int mgt__prep_append_ids(mgt__prep_shard *s, const uint32_t *ids, size_t n, char *err,
+                                size_t errlen) {
+    uint16_t narrow[4096];
+    size_t i, k, j;
+    for (i = 0; i < n; i += k) {
+        k = n - i < 4096 ? n - i : 4096;
+        for (j = 0; j < k; j++) narrow[j] = (uint16_t)ids[i + j];
+        if (mgt__prep_shard_append(s, narrow, k, err, errlen)) return -1;
+    }
+    return 0;
+}
+
 /* Writes the header for s->n tokens, flushes, fsyncs, closes and renames. */
 static int mgt__prep_shard_finish(mgt__prep_shard *s, char *err, size_t errlen) {
     unsigned char hdr[12];
@@ -304,14 +324,16 @@ io:
 /* ---- the subcommand ------------------------------------------------------ */
 
 static void mgt__prep_usage(FILE *f, int full) {
-    fprintf(f, "usage: mgt prepare [--tokenizer byte|gpt2] [--bpe-dir DIR] [--val-fraction F] "
-            "INPUT... -o PREFIX\n");
+    fprintf(f, "usage: mgt prepare [--tokenizer byte|gpt2|hf] [--bpe-dir DIR] [--tokenizer-json FILE] "
+            "[--val-fraction F] INPUT... -o PREFIX\n");
     if (!full) return;
     fprintf(f,
         "  Tokenizes the text files INPUT... into PREFIX_train.bin and PREFIX_val.bin.\n"
-        "  --tokenizer byte|gpt2   byte: one token per byte (vocabulary 256, default);\n"
+        "  --tokenizer byte|gpt2|hf  byte: one token per byte (vocabulary 256, default);\n"
         "                          gpt2: GPT-2 BPE (vocabulary 50257, end-of-text before each input)\n"
+        "                          hf: a Hugging Face tokenizer.json of byte-level BPE (Llama 3, SmolLM)\n"
         "  --bpe-dir DIR           directory with encoder.json and vocab.bpe (default data/gpt2-bpe)\n"
+        "  --tokenizer-json FILE   the tokenizer.json of --tokenizer hf\n"
         "  --val-fraction F        the last fraction F of the tokens goes to PREFIX_val.bin,\n"
         "                          0 <= F <= 0.5 (default 0.1)\n"
         "  -o, --output PREFIX     output prefix (required)\n");
@@ -356,16 +378,16 @@ static void mgt__prep_progress_line(mgt__prep_progress *pg, size_t tokens) {
 
 /* Tokenizes one input into the train shard. Returns 0, 1 (run time) or 2 (input). */
 static int mgt__prep_file(const char *path, mgt_tokenizer *tok, mgt__prep_shard *train,
-                          mgt__prep_progress *pg, char **buf, size_t *cap,
-                          uint16_t **ids, size_t *cap_ids, char *err, size_t errlen) {
+                          mgt__prep_progress *pg, int bpe, char **buf, size_t *cap,
+                          uint32_t **ids, size_t *cap_ids, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     size_t len = 0, n;
-    int gpt2 = mgt_tok_eot(tok) >= 0, eof = 0;
+    int eof = 0;
     if (!f) {
         mgt__prep_err(err, errlen, "%s: cannot open (%s) (check the path)", path, strerror(errno));
         return 2;
     }
-    if (gpt2) {
+    if (mgt_tok_eot(tok) >= 0) {
         uint16_t eot = (uint16_t)mgt_tok_eot(tok);
         if (mgt__prep_shard_append(train, &eot, 1, err, errlen)) { fclose(f); return 1; }
     }
@@ -394,7 +416,7 @@ static int mgt__prep_file(const char *path, mgt_tokenizer *tok, mgt__prep_shard 
         len += got;
         pg->bytes_done += got;
         if (len == 0) break;
-        cut = eof || !gpt2 ? len : mgt__prep_safe_cut(*buf, len);
+        cut = eof || !bpe ? len : mgt__prep_safe_cut(*buf, len);
         if (cut == 0) continue;
         n = 0;
         if (mgt_tok_encode(tok, *buf, cut, ids, &n, cap_ids)) {
@@ -409,7 +431,7 @@ static int mgt__prep_file(const char *path, mgt_tokenizer *tok, mgt__prep_shard 
             fclose(f);
             return 2;
         }
-        if (mgt__prep_shard_append(train, *ids, n, err, errlen)) { fclose(f); return 1; }
+        if (mgt__prep_append_ids(train, *ids, n, err, errlen)) { fclose(f); return 1; }
         memmove(*buf, *buf + cut, len - cut);
         len -= cut;
         mgt__prep_progress_line(pg, train->n);
@@ -429,7 +451,7 @@ static const char *mgt__prep_opt(int argc, char **argv, int *i, const char *name
 }
 
 MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
-    const char *kind = "byte", *bpe_dir = "data/gpt2-bpe", *prefix = NULL, *vf = NULL;
+    const char *kind = "byte", *bpe_dir = "data/gpt2-bpe", *json = NULL, *prefix = NULL, *vf = NULL;
     const char **inputs = NULL;
     char err[1024], *path = NULL, *buf = NULL;
     double frac = 0.1;
@@ -437,7 +459,7 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
     mgt_tokenizer *tok = NULL;
     mgt__prep_shard train, val;
     mgt__prep_progress pg;
-    uint16_t *ids = NULL;
+    uint32_t *ids = NULL;
     size_t cap = 0, cap_ids = 0, n_total, n_val, plen;
 
     memset(&train, 0, sizeof train);
@@ -457,6 +479,7 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
         }
         if ((v = mgt__prep_opt(argc, argv, &i, "--tokenizer", &bad)) != NULL) kind = v;
         else if ((v = mgt__prep_opt(argc, argv, &i, "--bpe-dir", &bad)) != NULL) bpe_dir = v;
+        else if ((v = mgt__prep_opt(argc, argv, &i, "--tokenizer-json", &bad)) != NULL) json = v;
         else if ((v = mgt__prep_opt(argc, argv, &i, "--val-fraction", &bad)) != NULL) vf = v;
         else if ((v = mgt__prep_opt(argc, argv, &i, "--output", &bad)) != NULL) prefix = v;
         else if ((v = mgt__prep_opt(argc, argv, &i, "-o", &bad)) != NULL) prefix = v;
@@ -470,8 +493,13 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
             goto out;
         }
     }
-    if (strcmp(kind, "byte") != 0 && strcmp(kind, "gpt2") != 0) {
-        fprintf(stderr, "mgt prepare: --tokenizer: unknown tokenizer '%s' (use byte or gpt2)\n", kind);
+    if (strcmp(kind, "byte") != 0 && strcmp(kind, "gpt2") != 0 && strcmp(kind, "hf") != 0) {
+        fprintf(stderr, "mgt prepare: --tokenizer: unknown tokenizer '%s' (use byte, gpt2 or hf)\n", kind);
+        goto out;
+    }
+    if (!strcmp(kind, "hf") && (!json || !*json)) {
+        fprintf(stderr, "mgt prepare: --tokenizer hf needs --tokenizer-json FILE, a Hugging Face "
+                "tokenizer.json\n");
         goto out;
     }
     if (vf) {
@@ -508,9 +536,15 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
         }
         fclose(f);
     }
-    if (mgt_tok_open(&tok, kind, bpe_dir, err, sizeof err)) {
-        fprintf(stderr, "mgt prepare: %s (pass --bpe-dir DIR, a directory with GPT-2's "
-                "encoder.json and vocab.bpe)\n", err);
+    if (mgt_tok_open(&tok, kind, strcmp(kind, "hf") ? bpe_dir : json, err, sizeof err)) {
+        fprintf(stderr, "mgt prepare: %s%s\n", err, strcmp(kind, "gpt2") ? "" : " (pass --bpe-dir "
+                "DIR, a directory with GPT-2's encoder.json and vocab.bpe)");
+        goto out;
+    }
+    if (mgt_tok_vocab_size(tok) > 65536) {
+        fprintf(stderr, "mgt prepare: %s: %d token ids do not fit llm.c's shards of 16-bit tokens "
+                "(at most 65536 ids); 32-bit shards (llm.c's Llama 3 format) are not written yet\n",
+                json ? json : bpe_dir, mgt_tok_vocab_size(tok));
         goto out;
     }
 
@@ -533,8 +567,8 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
     pg.t0 = mgt__prep_now();
     pg.last = pg.t0;
     for (i = 0; i < ninputs; i++) {
-        int r = mgt__prep_file(inputs[i], tok, &train, &pg, &buf, &cap, &ids, &cap_ids, err,
-                               sizeof err);
+        int r = mgt__prep_file(inputs[i], tok, &train, &pg, strcmp(kind, "byte") != 0, &buf, &cap,
+                               &ids, &cap_ids, err, sizeof err);
         if (r) {
             if (pg.width) fprintf(stderr, "\n");
             fprintf(stderr, "mgt prepare: %s\n", err);

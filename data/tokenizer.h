@@ -1,4 +1,5 @@
-/* mgt tokenizer.h - v0.1.0 - MIT licence - byte and GPT-2 BPE tokenizers for mgt
+/* mgt tokenizer.h - v0.1.0 - MIT licence - byte, GPT-2 BPE and Hugging Face tokenizer.json
+   (byte-level BPE) tokenizers for mgt
 
    USAGE
      Define MGT_TOKENIZER_IMPLEMENTATION in exactly one C or C++ file before
@@ -10,13 +11,25 @@
      _POSIX_C_SOURCE 200809L at the top of the implementing file.
 
        #define MGT_TOKENIZER_IMPLEMENTATION
+       #define MGT_TOK_HF      // optional: the "hf" tokenizer
        #include "data/tokenizer.h"
 
    CONTENTS
-     1. options           MGT_STATIC, MGT_TOK_MALLOC/REALLOC/FREE
+     1. options           MGT_STATIC, MGT_TOK_MALLOC/REALLOC/FREE, MGT_TOK_HF
      2. API               mgt_tok_open/close/vocab_size/eot/encode/decode
      3. implementation    Unicode tables, UTF-8 pre-tokenizer, JSON reader,
-                          merges, BPE with a word cache
+                          merges, tokenizer.json (MGT_TOK_HF), BPE with a word
+                          cache
+
+   MGT_TOK_HF
+     Define beside MGT_TOKENIZER_IMPLEMENTATION to build the "hf" tokenizer; it
+     then includes <pcre2.h> and <jansson.h> and the program links
+     `pkg-config --libs libpcre2-8 jansson` (Debian: libpcre2-dev,
+     libjansson-dev). Without it nothing here needs either library and
+     mgt_tok_open("hf") fails saying how to get it. A compile-time switch, not
+     dlopen as the CUDA backend: both libraries are small Debian packages with
+     stable C APIs whose types and constants the compiler then checks, and a
+     program that does not ask for hf carries no trace of them.
 
    TOKENIZERS
      "byte"  vocabulary 256, id = byte value, no files, no end-of-text token.
@@ -27,10 +40,29 @@
              written out by hand over UTF-8 (bytes that are not valid UTF-8
              count as one "other" character each, so every input encodes and
              decodes back to itself).
+     "hf"    a Hugging Face tokenizer.json of byte-level BPE (GPT-2, Llama 3,
+             SmolLM; MGT_TOK_HF): model BPE with vocab and merges ("a b" or
+             ["a", "b"]; ignore_merges honoured), added tokens (cut out of the
+             text first, leftmost and then longest, as Hugging Face does; no
+             lstrip/rstrip/single_word), a pre_tokenizer of Split regexes
+             (behavior Isolated), Digits and ByteLevel (last; use_regex adds
+             GPT-2's pattern; no add_prefix_space), no normalizer, the
+             ByteLevel decoder. Patterns run through PCRE2 (UTF, UCP, JIT;
+             \s spelled as Unicode White_Space, as Hugging Face's Oniguruma
+             reads it; bytes that are not UTF-8 never match, so every input
+             round-trips); the JSON through jansson (its errors name line and
+             column; duplicate keys are errors). Anything else (a normalizer
+             such as Qwen 2's NFC, Metaspace, WordPiece, byte_fallback) is
+             refused by name, never tokenized differently. Ids are 32-bit
+             (Llama 3's 128,256 tokens; at most 2^24 ids). mgt_tok_eot is the
+             token a document
+             starts with: the one the post-processor's template puts first
+             (Llama 3's <|begin_of_text|>), else the special <|endoftext|>.
+             Checked against `tokenizers` by tests/test_hf_tokenizer.c.
 
    EXAMPLE
        mgt_tokenizer *tok; char err[256];
-       uint16_t *ids = NULL; size_t n = 0, cap = 0;
+       uint32_t *ids = NULL; size_t n = 0, cap = 0;
        if (mgt_tok_open(&tok, "gpt2", "data/gpt2-bpe", err, sizeof err) != 0) {
            fprintf(stderr, "%s\n", err); return 1;
        }
@@ -40,6 +72,10 @@
            fwrite(b, 1, (size_t)len, stdout);
        }
        free(ids); mgt_tok_close(tok);
+
+   IDS
+     32-bit (uint32_t). llm.c's shards hold 16-bit tokens: data/prepare.h refuses
+     a tokenizer of more than 65536 ids.
 
    ERRORS
      Functions return 0 (or a count) on success and -1 on failure; they never
@@ -62,7 +98,7 @@
 #define MGT_TOKENIZER_H
 
 #include <stddef.h>  /* defines: size_t */
-#include <stdint.h>  /* defines: uint16_t, uint32_t */
+#include <stdint.h>  /* defines: uint16_t, uint32_t, uint64_t */
 
 /* MGT_STATIC: define (everywhere) to make every function static. */
 #ifndef MGT_TOKDEF
@@ -83,19 +119,22 @@ extern "C" {
 
 typedef struct mgt_tokenizer mgt_tokenizer;
 
-/* kind: "byte" (vocabulary 256, no files) or "gpt2" (reads bpe_dir/encoder.json
-   and bpe_dir/vocab.bpe). Returns 0, or -1 with a one-line message in err
-   that names the file and what is wrong. */
-MGT_TOKDEF int  mgt_tok_open(mgt_tokenizer **out, const char *kind, const char *bpe_dir,
+/* kind: "byte" (vocabulary 256, no files), "gpt2" (path is a folder: reads
+   path/encoder.json and path/vocab.bpe) or "hf" (path is a Hugging Face
+   tokenizer.json; only with MGT_TOK_HF). Returns 0, or -1 with a one-line
+   message in err that names the file and what is wrong. */
+MGT_TOKDEF int  mgt_tok_open(mgt_tokenizer **out, const char *kind, const char *path,
                              char *err, size_t errlen);
 MGT_TOKDEF void mgt_tok_close(mgt_tokenizer *tok);
-MGT_TOKDEF int  mgt_tok_vocab_size(const mgt_tokenizer *tok);   /* 256 or 50257 */
-MGT_TOKDEF int  mgt_tok_eot(const mgt_tokenizer *tok);          /* 50256 for gpt2, -1 for byte */
+MGT_TOKDEF int  mgt_tok_vocab_size(const mgt_tokenizer *tok);   /* 256, 50257, or hf's ids */
+/* The token a document starts with: 50256 for gpt2, -1 for byte; for hf the special token
+   the post-processor puts first (Llama 3's <|begin_of_text|>), else <|endoftext|>, else -1. */
+MGT_TOKDEF int  mgt_tok_eot(const mgt_tokenizer *tok);
 /* Appends the ids of text[0..len) to *ids (grown with MGT_TOK_REALLOC, realloc by
    default, so the caller frees it with free(); *n and *cap updated).
    Returns 0, or -1 (out of memory or bad arguments; *ids, *n stay valid). */
 MGT_TOKDEF int  mgt_tok_encode(mgt_tokenizer *tok, const char *text, size_t len,
-                               uint16_t **ids, size_t *n, size_t *cap);
+                               uint32_t **ids, size_t *n, size_t *cap);
 /* Points *bytes at the bytes of one id (GPT-2 tokens may be partial UTF-8
    sequences) and returns their count, or -1 for an id out of range. */
 MGT_TOKDEF int  mgt_tok_decode(const mgt_tokenizer *tok, int id, const char **bytes);
@@ -118,6 +157,13 @@ MGT_TOKDEF int  mgt_tok_decode(const mgt_tokenizer *tok, int id, const char **by
 #include <fcntl.h>     /* defines: open, fcntl, O_NONBLOCK */
 #include <sys/stat.h>  /* defines: fstat, S_ISREG */
 #include <unistd.h>    /* defines: close */
+#endif
+#ifdef MGT_TOK_HF
+#ifndef PCRE2_CODE_UNIT_WIDTH
+#define PCRE2_CODE_UNIT_WIDTH 8
+#endif
+#include <pcre2.h>    /* defines: pcre2_compile, pcre2_jit_compile, pcre2_match (libpcre2-8) */
+#include <jansson.h>  /* defines: json_loadb, json_object_get, json_array_get (libjansson) */
 #endif
 
 /* Allocator hooks: define all three or none, beside MGT_TOKENIZER_IMPLEMENTATION. */
@@ -282,7 +328,9 @@ static const uint32_t mgt__tok_number_ranges[268] = {
 
 #define MGT__TOK_BYTE 0
 #define MGT__TOK_GPT2 1
+#define MGT__TOK_HF 2
 #define MGT__TOK_CACHE_MAX_WORD 255     /* longer words are not cached */
+#define MGT__TOK_DEAD 0xFFFFFFFFu       /* a symbol merged into its left neighbour */
 #define MGT__TOK_CACHE_MAX_ENTRIES (1u << 18) /* cache is cleared when full */
 
 enum { MGT__TOK_OTHER = 0, MGT__TOK_LETTER, MGT__TOK_NUMBER, MGT__TOK_SPACE };
@@ -294,28 +342,47 @@ typedef struct {
 
 typedef struct {            /* a BPE merge candidate: pair (left, right) at symbol pos */
     uint32_t rank, pos;
-    uint16_t left, right;
+    uint32_t left, right;
 } mgt__tok_cand;
+
+/* vocabulary hash: token bytes -> id (entries are id + 1, 0 = empty), over off/bytes */
+typedef struct { uint32_t *tab, mask; const uint32_t *off; const char *bytes; } mgt__tok_vmap;
+
+#ifdef MGT_TOK_HF
+#define MGT__TOK_HF_MAX_STAGES 8            /* pre-tokenizer regexes applied in turn */
+#define MGT__TOK_HF_MAX_ID ((1 << 24) - 1)  /* ids size tables: Llama 3 has 128,256, Gemma 256,000 */
+#endif
 
 struct mgt_tokenizer {
     int kind, vocab_size, eot;
     /* decode table: token id -> bytes[off[id] .. off[id+1]) */
     uint32_t *off;
     char *bytes;
-    uint16_t byte_id[256];                  /* id of each single-byte token */
-    /* merges: key (left << 16 | right) -> rank and merged id; open addressing */
-    uint32_t *mkey, *mrank;
-    uint16_t *mid;
+    uint32_t byte_id[256];                  /* id of each single-byte token */
+    /* merges: key (left << 32 | right) -> rank and merged id; open addressing */
+    uint64_t *mkey;
+    uint32_t *mrank, *mid;
     uint32_t mmask;
     /* word cache: word bytes -> ids */
     uint32_t *ctab, cmask;                  /* entry index + 1, 0 = empty */
     mgt__tok_cache_entry *cent;
     uint32_t ncent;
     char *ckeys; size_t nckeys, capckeys;
-    uint16_t *cids; size_t ncids, capcids;
+    uint32_t *cids; size_t ncids, capcids;
     /* BPE scratch */
-    uint16_t *sym; int32_t *prev, *next; size_t capsym, capprev, capnext;
+    uint32_t *sym; int32_t *prev, *next; size_t capsym, capprev, capnext;
     mgt__tok_cand *heap; size_t capheap;
+#ifdef MGT_TOK_HF
+    /* hf: the model's vocabulary, kept for ignore_merges (a whole pre-token in it is one id) */
+    mgt__tok_vmap vocab;
+    int ignore_merges, nstage;
+    pcre2_code *stage[MGT__TOK_HF_MAX_STAGES];
+    pcre2_match_data *match[MGT__TOK_HF_MAX_STAGES];
+    int jit[MGT__TOK_HF_MAX_STAGES];        /* compiled to machine code: pcre2_jit_match, faster */
+    /* added tokens by first byte, longest first: added_id[added_first[b] .. added_first[b+1]) */
+    uint32_t *added_id;
+    uint32_t added_first[257];
+#endif
 };
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -620,7 +687,6 @@ static long mgt__tok_json_string(const char *s, size_t n, size_t *i, char *out) 
 
 /* ---- vocabulary hash (used while loading) -------------------------------- */
 
-typedef struct { uint32_t *tab, mask; const uint32_t *off; const char *bytes; } mgt__tok_vmap;
 
 static int mgt__tok_vmap_find(const mgt__tok_vmap *m, const char *s, size_t n) {
     uint32_t h = mgt__tok_hash((const unsigned char *)s, n) & m->mask;
@@ -633,14 +699,81 @@ static int mgt__tok_vmap_find(const mgt__tok_vmap *m, const char *s, size_t n) {
     }
 }
 
+static int mgt__tok_vmap_init(mgt__tok_vmap *m, const mgt_tokenizer *t, size_t ntok) {
+    uint32_t cap = 1;
+    while (cap < 2 * ntok) cap *= 2;
+    m->tab = (uint32_t *)MGT_TOK_MALLOC(cap * sizeof *m->tab);
+    if (!m->tab) return -1;
+    memset(m->tab, 0, cap * sizeof *m->tab);
+    m->mask = cap - 1; m->off = t->off; m->bytes = t->bytes;
+    return 0;
+}
+
+/* Adds token id (its bytes in off/bytes); -1 if a token with the same bytes is there already. */
+static int mgt__tok_vmap_add(mgt__tok_vmap *m, uint32_t id) {
+    uint32_t l = m->off[id + 1] - m->off[id];
+    uint32_t h = mgt__tok_hash((const unsigned char *)m->bytes + m->off[id], l) & m->mask;
+    if (mgt__tok_vmap_find(m, m->bytes + m->off[id], l) >= 0) return -1;
+    while (m->tab[h]) h = (h + 1) & m->mask;
+    m->tab[h] = id + 1;
+    return 0;
+}
+
+/* byte_id[] from the vocabulary: byte-level BPE has a token for every byte. */
+static int mgt__tok_byte_ids(mgt_tokenizer *t, const mgt__tok_vmap *vm, const char *path,
+                             char *err, size_t errlen) {
+    int k;
+    for (k = 0; k < 256; k++) {
+        char c = (char)k;
+        int id = mgt__tok_vmap_find(vm, &c, 1);
+        if (id < 0) {
+            mgt__tok_err(err, errlen, "%s: no token for byte %d", path, k);
+            return -1;
+        }
+        t->byte_id[k] = (uint32_t)id;
+    }
+    return 0;
+}
+
 /* ---- merges hash --------------------------------------------------------- */
 
-static uint32_t mgt__tok_merge_find(const mgt_tokenizer *t, uint32_t key) {
-    uint32_t h = mgt__tok_mix(key) & t->mmask;
+#define MGT__TOK_NO_KEY (~(uint64_t)0)   /* an empty slot: ids stay below 2^31 */
+#define MGT__TOK_PAIR(a, b) (((uint64_t)(a) << 32) | (uint64_t)(b))
+
+static uint32_t mgt__tok_key_hash(uint64_t key) {
+    return mgt__tok_mix((uint32_t)key ^ mgt__tok_mix((uint32_t)(key >> 32)));
+}
+
+static uint32_t mgt__tok_merge_find(const mgt_tokenizer *t, uint64_t key) {
+    uint32_t h = mgt__tok_key_hash(key) & t->mmask;
     for (;; h = (h + 1) & t->mmask) {
         if (t->mkey[h] == key) return h;
-        if (t->mkey[h] == 0xFFFFFFFFu) return 0xFFFFFFFFu;
+        if (t->mkey[h] == MGT__TOK_NO_KEY) return 0xFFFFFFFFu;
     }
+}
+
+static int mgt__tok_merges_init(mgt_tokenizer *t, size_t nmerges) {   /* room for nmerges */
+    uint32_t cap = 1;
+    while (cap < 2 * nmerges + 2) cap *= 2;
+    t->mkey = (uint64_t *)MGT_TOK_MALLOC(cap * sizeof *t->mkey);
+    t->mrank = (uint32_t *)MGT_TOK_MALLOC(cap * sizeof *t->mrank);
+    t->mid = (uint32_t *)MGT_TOK_MALLOC(cap * sizeof *t->mid);
+    if (!t->mkey || !t->mrank || !t->mid) return -1;
+    memset(t->mkey, 0xFF, cap * sizeof *t->mkey);
+    t->mmask = cap - 1;
+    return 0;
+}
+
+/* The merge of ids a and b into m at rank; a pair listed again keeps its first (lowest) rank. */
+static void mgt__tok_merge_add(mgt_tokenizer *t, int a, int b, int m, uint32_t rank) {
+    uint64_t key = MGT__TOK_PAIR(a, b);
+    uint32_t h;
+    if (mgt__tok_merge_find(t, key) != 0xFFFFFFFFu) return;
+    h = mgt__tok_key_hash(key) & t->mmask;
+    while (t->mkey[h] != MGT__TOK_NO_KEY) h = (h + 1) & t->mmask;
+    t->mkey[h] = key;
+    t->mrank[h] = rank;
+    t->mid[h] = (uint32_t)m;
 }
 
 /* ---- loading GPT-2 ------------------------------------------------------- */
@@ -737,37 +870,17 @@ static int mgt__tok_load_gpt2(mgt_tokenizer *t, const char *dir, char *err, size
     }
 
     /* vocabulary hash: bytes -> id */
+    if (mgt__tok_vmap_init(&vm, t, ntok)) { what = "out of memory"; goto oom; }
     {
-        uint32_t cap = 1;
         size_t k;
-        while (cap < 2 * ntok) cap *= 2;
-        vm.tab = (uint32_t *)MGT_TOK_MALLOC(cap * sizeof *vm.tab);
-        if (!vm.tab) { what = "out of memory"; goto oom; }
-        memset(vm.tab, 0, cap * sizeof *vm.tab);
-        vm.mask = cap - 1; vm.off = t->off; vm.bytes = t->bytes;
-        for (k = 0; k < ntok; k++) {
-            uint32_t l = t->off[k + 1] - t->off[k];
-            uint32_t h = mgt__tok_hash((const unsigned char *)t->bytes + t->off[k], l) & vm.mask;
-            if (mgt__tok_vmap_find(&vm, t->bytes + t->off[k], l) >= 0) {
+        static const char eot[] = "<|endoftext|>";
+        for (k = 0; k < ntok; k++)
+            if (mgt__tok_vmap_add(&vm, (uint32_t)k)) {
                 mgt__tok_err(err, errlen, "%s: token %ld appears twice", path, (long)k);
                 goto done;
             }
-            while (vm.tab[h]) h = (h + 1) & vm.mask;
-            vm.tab[h] = (uint32_t)k + 1;
-        }
-        for (k = 0; k < 256; k++) {
-            char c = (char)k;
-            int id = mgt__tok_vmap_find(&vm, &c, 1);
-            if (id < 0) {
-                mgt__tok_err(err, errlen, "%s: no token for byte %ld", path, (long)k);
-                goto done;
-            }
-            t->byte_id[k] = (uint16_t)id;
-        }
-        {
-            static const char eot[] = "<|endoftext|>";
-            t->eot = mgt__tok_vmap_find(&vm, eot, sizeof eot - 1);
-        }
+        if (mgt__tok_byte_ids(t, &vm, path, err, errlen)) goto done;
+        t->eot = mgt__tok_vmap_find(&vm, eot, sizeof eot - 1);
     }
 
     /* merges: "#version" line, then one "left right" per line, by rank */
@@ -777,22 +890,12 @@ static int mgt__tok_load_gpt2(mgt_tokenizer *t, const char *dir, char *err, size
     MGT_TOK_FREE(tmp);
     tmp = (char *)MGT_TOK_MALLOC(nb + 1);
     if (!tmp) { what = "out of memory"; goto oom; }
-    {
-        uint32_t cap = 1;
-        while (cap < 2 * 65536) cap *= 2;
-        t->mkey = (uint32_t *)MGT_TOK_MALLOC(cap * sizeof *t->mkey);
-        t->mrank = (uint32_t *)MGT_TOK_MALLOC(cap * sizeof *t->mrank);
-        t->mid = (uint16_t *)MGT_TOK_MALLOC(cap * sizeof *t->mid);
-        if (!t->mkey || !t->mrank || !t->mid) { what = "out of memory"; goto oom; }
-        memset(t->mkey, 0xFF, cap * sizeof *t->mkey);
-        t->mmask = cap - 1;
-    }
+    if (mgt__tok_merges_init(t, 65535)) { what = "out of memory"; goto oom; }
     i = 0;
     for (line = 1; i < nb; line++) {
         size_t e = i, sp, end;
         long la, lb;
         int a, b, m;
-        uint32_t key, h;
         while (e < nb && bpe[e] != '\n') e++;
         end = e;
         if (end > i && bpe[end - 1] == '\r') end--;
@@ -824,14 +927,7 @@ static int mgt__tok_load_gpt2(mgt_tokenizer *t, const char *dir, char *err, size
                          "encoder.json", path, (long)line);
             goto done;
         }
-        key = ((uint32_t)a << 16) | (uint32_t)b;
-        if (mgt__tok_merge_find(t, key) == 0xFFFFFFFFu) {   /* first (lowest) rank wins */
-            h = mgt__tok_mix(key) & t->mmask;
-            while (t->mkey[h] != 0xFFFFFFFFu) h = (h + 1) & t->mmask;
-            t->mkey[h] = key;
-            t->mrank[h] = (uint32_t)nmerges;
-            t->mid[h] = (uint16_t)m;
-        }
+        mgt__tok_merge_add(t, a, b, m, (uint32_t)nmerges);
         nmerges++;
         i = e + 1;
     }
@@ -849,6 +945,513 @@ done:
     MGT_TOK_FREE(vm.tab);
     return rc;
 }
+
+/* ---- loading a Hugging Face tokenizer.json (MGT_TOK_HF) ------------------
+   Byte-level BPE only: model BPE over byte-level strings, no normalizer, a
+   pre-tokenizer of Split regexes (behavior Isolated), Digits and a final
+   ByteLevel, the ByteLevel decoder. Anything else is refused by name rather
+   than tokenized differently from Hugging Face. */
+#ifdef MGT_TOK_HF
+
+/* the pattern of HF's ByteLevel pre-tokenizer with use_regex = true (GPT-2's) */
+static const char mgt__tok_gpt2_pattern[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+static const char *mgt__tok_json_kind(const json_t *v) {
+    switch (v ? json_typeof(v) : JSON_NULL) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* The string member key of object o, or NULL (and *kind says what it is instead). */
+static const char *mgt__tok_json_str(const json_t *o, const char *key, const char **kind) {
+    const json_t *v = json_object_get(o, key);
+    *kind = mgt__tok_json_kind(v);
+    return json_string_value(v);
+}
+
+/* 1 if o's member key is true, 0 if it is false, null or absent, -1 if it is something else. */
+static int mgt__tok_json_flag(const json_t *o, const char *key) {
+    const json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v) || json_is_false(v)) return 0;
+    return json_is_true(v) ? 1 : -1;
+}
+
+/* pattern with \s and \S spelled out as Unicode White_Space, which Hugging Face's regex engine
+   (Oniguruma) means by them; PCRE2's \s also takes U+180E. \S inside a class is left as it is.
+   Returns a buffer to free, or NULL (out of memory). */
+#define MGT__TOK_WHITE_SPACE "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+static char *mgt__tok_hf_spaces(const char *p, size_t n, size_t *out_len) {
+    static const char ws[] = MGT__TOK_WHITE_SPACE;
+    char *out = (char *)MGT_TOK_MALLOC(n * (sizeof ws + 3) + 1);
+    size_t i, o = 0;
+    int in_class = 0;
+    if (!out) return NULL;
+    for (i = 0; i < n; i++) {
+        if (p[i] == '\\' && i + 1 < n && (p[i + 1] == 's' || (p[i + 1] == 'S' && !in_class))) {
+            o += (size_t)sprintf(out + o, "%s%s%s", in_class ? "" : p[i + 1] == 's' ? "[" : "[^", ws,
+                                 in_class ? "" : "]");
+            i++;
+            continue;
+        }
+        if (p[i] == '\\' && i + 1 < n) { out[o++] = p[i++]; out[o++] = p[i]; continue; }
+        if (!in_class && p[i] == '[') {                 /* a ']' first in a class is literal */
+            in_class = 1;
+            out[o++] = p[i];
+            if (i + 1 < n && p[i + 1] == '^') out[o++] = p[++i];
+            if (i + 1 < n && p[i + 1] == ']') out[o++] = p[++i];
+            continue;
+        }
+        if (in_class && p[i] == ']') in_class = 0;
+        out[o++] = p[i];
+    }
+    out[o] = 0;
+    *out_len = o;
+    return out;
+}
+
+/* Appends a pre-tokenizer regex stage (Split behavior Isolated: matches and the text between
+   them are pieces). PCRE2_MATCH_INVALID_UTF: bytes that are not UTF-8 never match and stay
+   pieces of their own, so any input encodes and decodes back to itself. */
+static int mgt__tok_hf_stage(mgt_tokenizer *t, const char *pattern, size_t len, uint32_t options,
+                             const char *path, const char *where, char *err, size_t errlen) {
+    int code;
+    PCRE2_SIZE at;
+    pcre2_code *re;
+    if (t->nstage >= MGT__TOK_HF_MAX_STAGES) {
+        mgt__tok_err(err, errlen, "%s: %s: more than %d pre-tokenizer patterns", path, where,
+                     MGT__TOK_HF_MAX_STAGES);
+        return -1;
+    }
+    size_t len0 = len;
+    char *spelled = options & PCRE2_LITERAL ? NULL : mgt__tok_hf_spaces(pattern, len, &len);
+    if (!spelled && !(options & PCRE2_LITERAL)) {
+        mgt__tok_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    re = pcre2_compile((PCRE2_SPTR)(spelled ? spelled : pattern), len,    /* a literal takes no UCP */
+                       options | PCRE2_UTF | (spelled ? PCRE2_UCP : 0) | PCRE2_MATCH_INVALID_UTF,
+                       &code, &at, NULL);
+    MGT_TOK_FREE(spelled);
+    if (!re && !(options & PCRE2_LITERAL))             /* the error at its place in the file's pattern */
+        pcre2_code_free(pcre2_compile((PCRE2_SPTR)pattern, len0, options | PCRE2_UTF | PCRE2_UCP,
+                                      &code, &at, NULL));
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        mgt__tok_err(err, errlen, "%s: %s: the pattern does not compile with PCRE2 at offset %lu: "
+                     "%s", path, where, (unsigned long)at, (const char *)msg);
+        return -1;
+    }
+    t->jit[t->nstage] = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0; /* else pcre2_match interprets */
+    t->stage[t->nstage] = re;
+    t->match[t->nstage] = pcre2_match_data_create_from_pattern(re, NULL);
+    if (!t->match[t->nstage++]) {
+        mgt__tok_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* pre_tokenizer: Sequence, Split, Digits, ByteLevel (last). *byte_level is set by ByteLevel. */
+static int mgt__tok_hf_pretok(mgt_tokenizer *t, const json_t *p, const char *where, int depth,
+                              int *byte_level, const char *path, char *err, size_t errlen) {
+    const char *type, *kind;
+    char sub[128];
+    if (!json_is_object(p)) {
+        mgt__tok_err(err, errlen, "%s: %s is %s; byte-level BPE needs a ByteLevel pre-tokenizer",
+                     path, where, mgt__tok_json_kind(p));
+        return -1;
+    }
+    type = mgt__tok_json_str(p, "type", &kind);
+    if (!type) {
+        mgt__tok_err(err, errlen, "%s: %s.type is %s, not a string", path, where, kind);
+        return -1;
+    }
+    if (*byte_level) {
+        mgt__tok_err(err, errlen, "%s: %s: a %s pre-tokenizer after ByteLevel (it would see "
+                     "ByteLevel's characters, not the text; mgt reads ByteLevel last)", path, where,
+                     type);
+        return -1;
+    }
+    if (!strcmp(type, "Sequence")) {
+        const json_t *list = json_object_get(p, "pretokenizers");
+        size_t k;
+        if (!json_is_array(list) || depth > 4) {
+            mgt__tok_err(err, errlen, "%s: %s.pretokenizers is %s, not a list", path, where,
+                         depth > 4 ? "nested too deep" : mgt__tok_json_kind(list));
+            return -1;
+        }
+        for (k = 0; k < json_array_size(list); k++) {
+            snprintf(sub, sizeof sub, "%.60s.pretokenizers[%lu]", where, (unsigned long)k);
+            if (mgt__tok_hf_pretok(t, json_array_get(list, k), sub, depth + 1, byte_level, path,
+                                   err, errlen))
+                return -1;
+        }
+        return 0;
+    }
+    if (!strcmp(type, "Split")) {
+        const json_t *pat = json_object_get(p, "pattern"), *re = json_object_get(pat, "Regex");
+        const json_t *lit = json_object_get(pat, "String");
+        const char *behavior = mgt__tok_json_str(p, "behavior", &kind);
+        if (!json_is_string(re) && !json_is_string(lit)) {
+            mgt__tok_err(err, errlen, "%s: %s.pattern is %s, not {\"Regex\": ...} or "
+                         "{\"String\": ...}", path, where, mgt__tok_json_kind(pat));
+            return -1;
+        }
+        if (!behavior || strcmp(behavior, "Isolated") != 0 || mgt__tok_json_flag(p, "invert")) {
+            mgt__tok_err(err, errlen, "%s: %s: behavior %s%s: mgt reads Split with behavior "
+                         "Isolated and invert false", path, where, behavior ? behavior : kind,
+                         mgt__tok_json_flag(p, "invert") ? ", invert true" : "");
+            return -1;
+        }
+        snprintf(sub, sizeof sub, "%.80s.pattern", where);
+        return re ? mgt__tok_hf_stage(t, json_string_value(re), json_string_length(re), 0, path,
+                                      sub, err, errlen)
+                  : mgt__tok_hf_stage(t, json_string_value(lit), json_string_length(lit),
+                                      PCRE2_LITERAL, path, sub, err, errlen);
+    }
+    if (!strcmp(type, "Digits")) {   /* Rust's char::is_numeric is \p{N} */
+        const char *pattern = mgt__tok_json_flag(p, "individual_digits") ? "\\p{N}" : "\\p{N}+";
+        return mgt__tok_hf_stage(t, pattern, strlen(pattern), 0, path, where, err, errlen);
+    }
+    if (!strcmp(type, "ByteLevel")) {
+        *byte_level = 1;
+        if (mgt__tok_json_flag(p, "add_prefix_space")) {
+            mgt__tok_err(err, errlen, "%s: %s: add_prefix_space true (a space put before the "
+                         "text would not decode back to it): not supported", path, where);
+            return -1;
+        }
+        if (json_object_get(p, "use_regex") && !json_is_false(json_object_get(p, "use_regex")))
+            return mgt__tok_hf_stage(t, mgt__tok_gpt2_pattern, sizeof mgt__tok_gpt2_pattern - 1, 0,
+                                     path, where, err, errlen);
+        return 0;
+    }
+    mgt__tok_err(err, errlen, "%s: %s: pre-tokenizer %s is not supported (mgt reads Sequence, "
+                 "Split, Digits and ByteLevel)", path, where, type);
+    return -1;
+}
+
+/* The token a document starts with: the special token the post-processor's template puts before
+   a single sequence (Llama 3's <|begin_of_text|>), else the special token <|endoftext|> (GPT-2),
+   else none (-1). */
+static int mgt__tok_hf_doc_start(const json_t *root, const json_t *added) {
+    const json_t *pp = json_object_get(root, "post_processor"), *list;
+    const char *kind, *type = mgt__tok_json_str(pp, "type", &kind);
+    size_t k;
+    list = type && !strcmp(type, "Sequence") ? json_object_get(pp, "processors") : NULL;
+    for (k = 0; list ? k < json_array_size(list) : k < 1; k++) {
+        const json_t *proc = list ? json_array_get(list, k) : pp, *first, *name, *ids;
+        type = mgt__tok_json_str(proc, "type", &kind);
+        if (!type || strcmp(type, "TemplateProcessing") != 0) continue;
+        first = json_array_get(json_object_get(proc, "single"), 0);
+        name = json_object_get(json_object_get(first, "SpecialToken"), "id");
+        ids = json_object_get(json_object_get(json_object_get(proc, "special_tokens"),
+                                              json_string_value(name) ? json_string_value(name)
+                                                                      : ""), "ids");
+        if (json_is_integer(json_array_get(ids, 0))) {
+            json_int_t id = json_integer_value(json_array_get(ids, 0));
+            return id >= 0 && id <= MGT__TOK_HF_MAX_ID ? (int)id : -1;
+        }
+    }
+    for (k = 0; k < json_array_size(added); k++) {
+        const json_t *a = json_array_get(added, k);
+        const char *content = mgt__tok_json_str(a, "content", &kind);
+        if (content && !strcmp(content, "<|endoftext|>") && mgt__tok_json_flag(a, "special") == 1)
+            return (int)json_integer_value(json_object_get(a, "id"));   /* checked by the loader */
+    }
+    return -1;
+}
+
+typedef struct { uint32_t id; unsigned char first; uint32_t len; } mgt__tok_added;
+
+static int mgt__tok_added_order(const void *pa, const void *pb) {  /* by first byte, longest first */
+    const mgt__tok_added *a = (const mgt__tok_added *)pa, *b = (const mgt__tok_added *)pb;
+    if (a->first != b->first) return a->first < b->first ? -1 : 1;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* A byte-level merge side "a" (or one side of "a b") as raw bytes in out; its id, or -1. */
+static int mgt__tok_hf_merge_side(const mgt__tok_vmap *vm, const char *s, size_t n, char *out,
+                                  long *len) {
+    memcpy(out, s, n);
+    *len = mgt__tok_unbyte(out, n);
+    return *len < 0 ? -1 : mgt__tok_vmap_find(vm, out, (size_t)*len);
+}
+
+static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_t errlen) {
+    char *text = NULL, *tmp = NULL;
+    const char *kind, *type;
+    size_t ntext, k, nadded, nmerges, vocab_size = 0, total = 0;
+    json_t *root = NULL;
+    const json_t *model, *vocab, *merges, *added, *v;
+    const char **src = NULL;          /* id -> its JSON string (vocab key or added content) */
+    uint32_t *srclen = NULL;
+    unsigned char *from_vocab = NULL; /* id -> 1 for a model.vocab token */
+    mgt__tok_added *order = NULL;
+    json_error_t jerr;
+    int rc = -1, byte_level = 0;
+
+    text = mgt__tok_read_file(path, &ntext, err, errlen);
+    if (!text) goto done;
+    root = json_loadb(text, ntext, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        mgt__tok_err(err, errlen, "%s: malformed JSON at line %d, column %d: %s", path, jerr.line,
+                     jerr.column, jerr.text);
+        goto done;
+    }
+    if (!json_is_object(root)) {
+        mgt__tok_err(err, errlen, "%s: the top level is %s, not an object", path,
+                     mgt__tok_json_kind(root));
+        goto done;
+    }
+    model = json_object_get(root, "model");
+    type = mgt__tok_json_str(model, "type", &kind);
+    if (!json_is_object(model) || (json_object_get(model, "type") && (!type || strcmp(type, "BPE")))) {
+        mgt__tok_err(err, errlen, "%s: model is %s%s%s: mgt reads byte-level BPE models", path,
+                     json_is_object(model) ? "of type " : mgt__tok_json_kind(model),
+                     json_is_object(model) ? (type ? type : kind) : "", "");
+        goto done;
+    }
+    v = json_object_get(root, "normalizer");
+    if (v && !json_is_null(v)) {
+        type = mgt__tok_json_str(v, "type", &kind);
+        mgt__tok_err(err, errlen, "%s: normalizer %s is not supported (mgt reads byte-level BPE "
+                     "without a normalizer: GPT-2, Llama 3, SmolLM)", path, type ? type : kind);
+        goto done;
+    }
+    if (mgt__tok_json_flag(model, "byte_fallback") ||
+        (json_string_length(json_object_get(model, "continuing_subword_prefix")) > 0) ||
+        (json_string_length(json_object_get(model, "end_of_word_suffix")) > 0) ||
+        (json_is_number(json_object_get(model, "dropout")) &&
+         json_number_value(json_object_get(model, "dropout")) != 0.0)) {
+        mgt__tok_err(err, errlen, "%s: model: byte_fallback, continuing_subword_prefix, "
+                     "end_of_word_suffix or dropout is set: not byte-level BPE as mgt reads it",
+                     path);
+        goto done;
+    }
+    t->ignore_merges = mgt__tok_json_flag(model, "ignore_merges") == 1;
+    type = mgt__tok_json_str(json_object_get(root, "decoder"), "type", &kind);
+    if (!type || strcmp(type, "ByteLevel") != 0) {
+        mgt__tok_err(err, errlen, "%s: decoder is %s, not ByteLevel: not byte-level BPE", path,
+                     type ? type : kind);
+        goto done;
+    }
+    if (mgt__tok_hf_pretok(t, json_object_get(root, "pre_tokenizer"), "pre_tokenizer", 0,
+                           &byte_level, path, err, errlen))
+        goto done;
+    if (!byte_level) {
+        mgt__tok_err(err, errlen, "%s: pre_tokenizer has no ByteLevel: not byte-level BPE", path);
+        goto done;
+    }
+
+    vocab = json_object_get(model, "vocab");
+    merges = json_object_get(model, "merges");
+    added = json_object_get(root, "added_tokens");
+    if (!json_is_object(vocab) || json_object_size(vocab) == 0) {
+        mgt__tok_err(err, errlen, "%s: model.vocab is %s, not an object of tokens", path,
+                     json_is_object(vocab) ? "empty" : mgt__tok_json_kind(vocab));
+        goto done;
+    }
+    if (!json_is_array(merges)) {
+        mgt__tok_err(err, errlen, "%s: model.merges is %s, not a list", path,
+                     mgt__tok_json_kind(merges));
+        goto done;
+    }
+    if (added && !json_is_null(added) && !json_is_array(added)) {
+        mgt__tok_err(err, errlen, "%s: added_tokens is %s, not a list", path,
+                     mgt__tok_json_kind(added));
+        goto done;
+    }
+    nadded = json_array_size(added);
+    nmerges = json_array_size(merges);
+
+    /* ids: 0 .. MGT__TOK_HF_MAX_ID, which bounds the tables an id sizes */
+    {
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)vocab, key, val) {
+            json_int_t id = json_integer_value(val);
+            if (!json_is_integer(val) || id < 0 || id > MGT__TOK_HF_MAX_ID) {
+                char what[64];
+                if (json_is_integer(val)) snprintf(what, sizeof what, "id %lld", (long long)id);
+                else snprintf(what, sizeof what, "an id that is %s", mgt__tok_json_kind(val));
+                mgt__tok_err(err, errlen, "%s: model.vocab: token \"%.40s\" has %s: ids are integers "
+                             "0 .. %d", path, key, what, MGT__TOK_HF_MAX_ID);
+                goto done;
+            }
+            if ((size_t)id + 1 > vocab_size) vocab_size = (size_t)id + 1;
+        }
+        for (k = 0; k < nadded; k++) {
+            const json_t *a = json_array_get(added, k), *idv = json_object_get(a, "id");
+            json_int_t id = json_integer_value(idv);
+            if (!json_is_object(a) || !json_is_integer(idv) || id < 0 || id > MGT__TOK_HF_MAX_ID) {
+                mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: id is %s: ids are integers 0 .. "
+                             "%d", path, (unsigned long)k, json_is_integer(idv) ? "out of range" :
+                             mgt__tok_json_kind(idv), MGT__TOK_HF_MAX_ID);
+                goto done;
+            }
+            if ((size_t)id + 1 > vocab_size) vocab_size = (size_t)id + 1;
+        }
+    }
+    src = (const char **)MGT_TOK_MALLOC(vocab_size * sizeof *src);
+    srclen = (uint32_t *)MGT_TOK_MALLOC(vocab_size * sizeof *srclen);
+    from_vocab = (unsigned char *)MGT_TOK_MALLOC(vocab_size);
+    order = (mgt__tok_added *)MGT_TOK_MALLOC((nadded + 1) * sizeof *order);
+    t->off = (uint32_t *)MGT_TOK_MALLOC((vocab_size + 1) * sizeof *t->off);
+    if (!src || !srclen || !from_vocab || !order || !t->off) goto oom;
+    memset((void *)src, 0, vocab_size * sizeof *src);
+    memset(from_vocab, 0, vocab_size);
+    {
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)vocab, key, val) {
+            size_t id = (size_t)json_integer_value(val);
+            if (src[id]) {
+                mgt__tok_err(err, errlen, "%s: model.vocab: id %lu is given to \"%.40s\" and "
+                             "\"%.40s\"", path, (unsigned long)id, src[id], key);
+                goto done;
+            }
+            src[id] = key; srclen[id] = (uint32_t)strlen(key); from_vocab[id] = 1;
+            total += srclen[id];
+        }
+    }
+    for (k = 0; k < nadded; k++) {
+        const json_t *a = json_array_get(added, k), *c = json_object_get(a, "content");
+        size_t id = (size_t)json_integer_value(json_object_get(a, "id"));
+        if (!json_is_string(c) || json_string_length(c) == 0) {
+            mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: content is %s, not a non-empty "
+                         "string", path, (unsigned long)k,
+                         json_is_string(c) ? "empty" : mgt__tok_json_kind(c));
+            goto done;
+        }
+        if (mgt__tok_json_flag(a, "lstrip") || mgt__tok_json_flag(a, "rstrip") ||
+            mgt__tok_json_flag(a, "single_word")) {
+            mgt__tok_err(err, errlen, "%s: added_tokens[%lu] \"%.40s\": lstrip, rstrip or "
+                         "single_word is set: not supported", path, (unsigned long)k,
+                         json_string_value(c));
+            goto done;
+        }
+        if (src[id] && !from_vocab[id]) {
+            mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: id %lu is given twice", path,
+                         (unsigned long)k, (unsigned long)id);
+            goto done;
+        }
+        order[k].id = (uint32_t)id;
+        order[k].first = (unsigned char)json_string_value(c)[0];
+        order[k].len = (uint32_t)json_string_length(c);
+        if (!src[id]) {
+            src[id] = json_string_value(c); srclen[id] = order[k].len;
+            total += srclen[id];
+        }
+    }
+
+    /* decode table: a vocabulary token's byte-level string as bytes; an added token's text */
+    t->vocab_size = (int)vocab_size;
+    t->bytes = (char *)MGT_TOK_MALLOC(total + 1);
+    if (!t->bytes) goto oom;
+    total = 0;
+    for (k = 0; k < vocab_size; k++) {
+        long len = (long)srclen[k];
+        t->off[k] = (uint32_t)total;
+        if (!src[k]) continue;                          /* an unused id decodes to nothing */
+        memcpy(t->bytes + total, src[k], srclen[k]);
+        if (from_vocab[k] && (len = mgt__tok_unbyte(t->bytes + total, srclen[k])) < 0) {
+            mgt__tok_err(err, errlen, "%s: model.vocab: \"%.40s\" (id %lu) is not a byte-level "
+                         "string", path, src[k], (unsigned long)k);
+            goto done;
+        }
+        total += (size_t)len;
+    }
+    t->off[vocab_size] = (uint32_t)total;
+    for (k = 0; k < nadded; k++) {                      /* the vocabulary's twin must agree */
+        const json_t *c = json_object_get(json_array_get(added, k), "content");
+        uint32_t id = order[k].id;
+        if (from_vocab[id] && (t->off[id + 1] - t->off[id] != order[k].len ||
+                               memcmp(t->bytes + t->off[id], json_string_value(c), order[k].len))) {
+            mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: \"%.40s\" has id %u, which "
+                         "model.vocab gives to another token", path, (unsigned long)k,
+                         json_string_value(c), (unsigned)id);
+            goto done;
+        }
+    }
+    if (mgt__tok_vmap_init(&t->vocab, t, vocab_size)) goto oom;
+    for (k = 0; k < vocab_size; k++)
+        if (from_vocab[k] && mgt__tok_vmap_add(&t->vocab, (uint32_t)k)) {
+            mgt__tok_err(err, errlen, "%s: model.vocab: \"%.40s\" (id %lu) is the same bytes as "
+                         "another token", path, src[k], (unsigned long)k);
+            goto done;
+        }
+    if (mgt__tok_byte_ids(t, &t->vocab, path, err, errlen)) goto done;
+
+    /* merges: "a b" or ["a", "b"], by rank */
+    if (mgt__tok_merges_init(t, nmerges)) goto oom;
+    for (k = 0; k < nmerges; k++) {
+        const json_t *m = json_array_get(merges, k);
+        const char *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        long la, lb;
+        int ia, ib, im;
+        if (json_is_string(m)) {
+            const char *s = json_string_value(m), *sp = strchr(s, ' ');
+            if (sp && !strchr(sp + 1, ' ') && sp > s && sp[1]) {
+                a = s; na = (size_t)(sp - s); b = sp + 1; nb = strlen(b);
+            }
+        } else if (json_is_array(m) && json_array_size(m) == 2 &&
+                   json_is_string(json_array_get(m, 0)) && json_is_string(json_array_get(m, 1))) {
+            a = json_string_value(json_array_get(m, 0)); na = json_string_length(json_array_get(m, 0));
+            b = json_string_value(json_array_get(m, 1)); nb = json_string_length(json_array_get(m, 1));
+        }
+        if (!a || !na || !nb) {
+            mgt__tok_err(err, errlen, "%s: model.merges[%lu] is %s, not \"a b\" or [\"a\", \"b\"]",
+                         path, (unsigned long)k, mgt__tok_json_kind(m));
+            goto done;
+        }
+        MGT_TOK_FREE(tmp);
+        tmp = (char *)MGT_TOK_MALLOC(na + nb + 1);
+        if (!tmp) goto oom;
+        ia = mgt__tok_hf_merge_side(&t->vocab, a, na, tmp, &la);
+        ib = mgt__tok_hf_merge_side(&t->vocab, b, nb, tmp + (la > 0 ? la : 0), &lb);
+        im = la >= 0 && lb >= 0 ? mgt__tok_vmap_find(&t->vocab, tmp, (size_t)(la + lb)) : -1;
+        if (ia < 0 || ib < 0 || im < 0) {
+            mgt__tok_err(err, errlen, "%s: model.merges[%lu] \"%.*s\" + \"%.*s\": %s", path,
+                         (unsigned long)k, (int)(na < 40 ? na : 40), a, (int)(nb < 40 ? nb : 40), b,
+                         la < 0 || lb < 0 ? "not a byte-level string"
+                                          : "a side or the merged token is not in model.vocab");
+            goto done;
+        }
+        mgt__tok_merge_add(t, ia, ib, im, (uint32_t)k);
+    }
+
+    /* added tokens, matched in the text before pre-tokenization: by first byte, longest first */
+    qsort(order, nadded, sizeof *order, mgt__tok_added_order);
+    t->added_id = (uint32_t *)MGT_TOK_MALLOC((nadded + 1) * sizeof *t->added_id);
+    if (!t->added_id) goto oom;
+    memset(t->added_first, 0, sizeof t->added_first);
+    for (k = 0; k < nadded; k++) {
+        t->added_id[k] = order[k].id;
+        t->added_first[order[k].first + 1]++;
+    }
+    for (k = 0; k < 256; k++) t->added_first[k + 1] += t->added_first[k];
+    t->eot = mgt__tok_hf_doc_start(root, added);
+    if (t->eot >= (int)vocab_size) t->eot = -1;
+    rc = 0;
+    goto done;
+oom:
+    mgt__tok_err(err, errlen, "%s: out of memory", path);
+done:
+    if (root) json_decref(root);
+    MGT_TOK_FREE(text); MGT_TOK_FREE(tmp); MGT_TOK_FREE((void *)src); MGT_TOK_FREE(srclen);
+    MGT_TOK_FREE(from_vocab); MGT_TOK_FREE(order);
+    return rc;
+}
+#endif /* MGT_TOK_HF */
 
 /* ---- BPE ------------------------------------------------------------------ */
 
@@ -882,10 +1485,11 @@ static mgt__tok_cand mgt__tok_heap_pop(mgt__tok_cand *h, size_t *n) {
 
 static void mgt__tok_try_pair(mgt_tokenizer *t, size_t *nheap, int32_t pos) {
     int32_t nx = t->next[pos];
-    uint32_t key, slot;
+    uint64_t key;
+    uint32_t slot;
     mgt__tok_cand c;
     if (pos < 0 || nx < 0) return;
-    key = ((uint32_t)t->sym[pos] << 16) | t->sym[nx];
+    key = MGT__TOK_PAIR(t->sym[pos], t->sym[nx]);
     slot = mgt__tok_merge_find(t, key);
     if (slot == 0xFFFFFFFFu) return;
     c.rank = t->mrank[slot]; c.pos = (uint32_t)pos;
@@ -917,11 +1521,11 @@ static int mgt__tok_bpe(mgt_tokenizer *t, const unsigned char *w, size_t n) {
         mgt__tok_cand c = mgt__tok_heap_pop(t->heap, &nheap);
         int32_t pos = (int32_t)c.pos, nx = t->next[pos];
         uint32_t slot;
-        if (t->sym[pos] == 0xFFFF || nx < 0 || t->sym[pos] != c.left || t->sym[nx] != c.right)
+        if (t->sym[pos] == MGT__TOK_DEAD || nx < 0 || t->sym[pos] != c.left || t->sym[nx] != c.right)
             continue;                                   /* stale candidate */
-        slot = mgt__tok_merge_find(t, ((uint32_t)c.left << 16) | c.right);
+        slot = mgt__tok_merge_find(t, MGT__TOK_PAIR(c.left, c.right));
         t->sym[pos] = t->mid[slot];
-        t->sym[nx] = 0xFFFF;                            /* dead */
+        t->sym[nx] = MGT__TOK_DEAD;
         t->next[pos] = t->next[nx];
         if (t->next[nx] >= 0) t->prev[t->next[nx]] = pos;
         if (t->prev[pos] >= 0) mgt__tok_try_pair(t, &nheap, t->prev[pos]);
@@ -930,7 +1534,7 @@ static int mgt__tok_bpe(mgt_tokenizer *t, const unsigned char *w, size_t n) {
     return 0;
 }
 
-static int mgt__tok_push(uint16_t **ids, size_t *n, size_t *cap, const uint16_t *src, size_t k) {
+static int mgt__tok_push(uint32_t **ids, size_t *n, size_t *cap, const uint32_t *src, size_t k) {
     if (*n + k > *cap && mgt__tok_grow((void **)ids, cap, *n + k, sizeof **ids)) return -1;
     memcpy(*ids + *n, src, k * sizeof *src);
     *n += k;
@@ -944,11 +1548,17 @@ static void mgt__tok_cache_clear(mgt_tokenizer *t) {
 
 /* Encodes one pre-token through the cache. */
 static int mgt__tok_word(mgt_tokenizer *t, const unsigned char *w, size_t len,
-                         uint16_t **ids, size_t *n, size_t *cap) {
+                         uint32_t **ids, size_t *n, size_t *cap) {
     uint32_t hash = 0, h = 0;
     size_t n0 = *n;
     int32_t p;
     if (len == 1) return mgt__tok_push(ids, n, cap, &t->byte_id[w[0]], 1);
+#ifdef MGT_TOK_HF
+    if (t->ignore_merges) {                             /* a word in the vocabulary is its id */
+        int id = mgt__tok_vmap_find(&t->vocab, (const char *)w, len);
+        if (id >= 0) { uint32_t one = (uint32_t)id; return mgt__tok_push(ids, n, cap, &one, 1); }
+    }
+#endif
     if (len <= MGT__TOK_CACHE_MAX_WORD && t->ctab) {
         hash = mgt__tok_hash(w, len);
         for (h = hash & t->cmask; t->ctab[h]; h = (h + 1) & t->cmask) {
@@ -980,6 +1590,62 @@ static int mgt__tok_word(mgt_tokenizer *t, const unsigned char *w, size_t len,
     return 0;
 }
 
+#ifdef MGT_TOK_HF
+/* Splits s[0..n) with pre-tokenizer stage `stage` onwards (Split, behavior Isolated: each match
+   and each stretch between matches is a piece for the next stage) and encodes the pieces. */
+static int mgt__tok_hf_split(mgt_tokenizer *t, int stage, const unsigned char *s, size_t n,
+                             uint32_t **ids, size_t *nids, size_t *cap) {
+    size_t piece = 0, from = 0;
+    if (n == 0) return 0;
+    if (stage == t->nstage) return mgt__tok_word(t, s, n, ids, nids, cap);
+    while (from < n) {
+        PCRE2_SIZE *ov;
+        int rc = t->jit[stage] ? pcre2_jit_match(t->stage[stage], s, n, from, 0, t->match[stage], NULL)
+                               : pcre2_match(t->stage[stage], s, n, from, 0, t->match[stage], NULL);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)           /* the interpreter keeps its state on the heap */
+            rc = pcre2_match(t->stage[stage], s, n, from, PCRE2_NO_JIT, t->match[stage], NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) return -1;
+        ov = pcre2_get_ovector_pointer(t->match[stage]);
+        if (ov[1] == ov[0]) {                           /* an empty match cuts nothing */
+            size_t len;
+            uint32_t cp;
+            if (ov[0] >= n) break;
+            len = mgt__tok_utf8(s + ov[0], n - ov[0], &cp);
+            from = ov[0] + len;
+            continue;
+        }
+        if (mgt__tok_hf_split(t, stage + 1, s + piece, ov[0] - piece, ids, nids, cap) ||
+            mgt__tok_hf_split(t, stage + 1, s + ov[0], ov[1] - ov[0], ids, nids, cap))
+            return -1;
+        piece = from = ov[1];
+    }
+    return mgt__tok_hf_split(t, stage + 1, s + piece, n - piece, ids, nids, cap);
+}
+
+/* Added tokens are cut out of the text first (leftmost, then longest, as Hugging Face's
+   AddedVocabulary); the text between them goes through the pre-tokenizer and BPE. */
+static int mgt__tok_hf_encode(mgt_tokenizer *t, const unsigned char *s, size_t len,
+                              uint32_t **ids, size_t *n, size_t *cap) {
+    size_t i = 0, plain = 0;
+    while (i < len) {
+        uint32_t a = t->added_first[s[i]], end = t->added_first[s[i] + 1];
+        for (; a < end; a++) {
+            uint32_t id = t->added_id[a];
+            size_t l = t->off[id + 1] - t->off[id];
+            if (l <= len - i && memcmp(s + i, t->bytes + t->off[id], l) == 0) break;
+        }
+        if (a == end) { i++; continue; }
+        if (mgt__tok_hf_split(t, 0, s + plain, i - plain, ids, n, cap) ||
+            mgt__tok_push(ids, n, cap, &t->added_id[a], 1))
+            return -1;
+        i += t->off[t->added_id[a] + 1] - t->off[t->added_id[a]];
+        plain = i;
+    }
+    return mgt__tok_hf_split(t, 0, s + plain, len - plain, ids, n, cap);
+}
+#endif /* MGT_TOK_HF */
+
 /* ---- public API ----------------------------------------------------------- */
 
 static const unsigned char mgt__tok_bytes256[256] = {
@@ -995,21 +1661,33 @@ static const unsigned char mgt__tok_bytes256[256] = {
     224,225,226,227,228,229,230,231,232,233,234,235,236,237,238,239,240,241,242,243,244,245,
     246,247,248,249,250,251,252,253,254,255};
 
-MGT_TOKDEF int mgt_tok_open(mgt_tokenizer **out, const char *kind, const char *bpe_dir,
+MGT_TOKDEF int mgt_tok_open(mgt_tokenizer **out, const char *kind, const char *path,
                             char *err, size_t errlen) {
     mgt_tokenizer *t;
     if (err && errlen) err[0] = 0;
     if (!out) { mgt__tok_err(err, errlen, "mgt_tok_open: out is NULL"); return -1; }
     *out = NULL;
-    if (!kind || (strcmp(kind, "byte") != 0 && strcmp(kind, "gpt2") != 0)) {
-        mgt__tok_err(err, errlen, "unknown tokenizer '%s' (valid: byte, gpt2)",
+    if (!kind || (strcmp(kind, "byte") != 0 && strcmp(kind, "gpt2") != 0 && strcmp(kind, "hf") != 0)) {
+        mgt__tok_err(err, errlen, "unknown tokenizer '%s' (valid: byte, gpt2, hf)",
                      kind ? kind : "(null)");
         return -1;
     }
-    if (strcmp(kind, "gpt2") == 0 && (!bpe_dir || !*bpe_dir)) {
+    if (strcmp(kind, "gpt2") == 0 && (!path || !*path)) {
         mgt__tok_err(err, errlen, "gpt2 tokenizer needs a directory with encoder.json and "
                      "vocab.bpe");
         return -1;
+    }
+    if (strcmp(kind, "hf") == 0) {
+#ifdef MGT_TOK_HF
+        if (!path || !*path) {
+            mgt__tok_err(err, errlen, "hf tokenizer needs the path of a tokenizer.json");
+            return -1;
+        }
+#else
+        mgt__tok_err(err, errlen, "the hf tokenizer is not in this build (define MGT_TOK_HF "
+                     "beside MGT_TOKENIZER_IMPLEMENTATION and link libpcre2-8 and jansson)");
+        return -1;
+#endif
     }
     t = (mgt_tokenizer *)MGT_TOK_MALLOC(sizeof *t);
     if (!t) { mgt__tok_err(err, errlen, "out of memory"); return -1; }
@@ -1017,12 +1695,20 @@ MGT_TOKDEF int mgt_tok_open(mgt_tokenizer **out, const char *kind, const char *b
     if (strcmp(kind, "byte") == 0) {
         int b;
         t->kind = MGT__TOK_BYTE; t->vocab_size = 256; t->eot = -1;
-        for (b = 0; b < 256; b++) t->byte_id[b] = (uint16_t)b;
+        for (b = 0; b < 256; b++) t->byte_id[b] = (uint32_t)b;
         *out = t;
         return 0;
     }
-    t->kind = MGT__TOK_GPT2;
-    if (mgt__tok_load_gpt2(t, bpe_dir, err, errlen)) { mgt_tok_close(t); return -1; }
+    t->kind = strcmp(kind, "hf") == 0 ? MGT__TOK_HF : MGT__TOK_GPT2;
+#ifdef MGT_TOK_HF
+    if (t->kind == MGT__TOK_HF ? mgt__tok_load_hf(t, path, err, errlen)
+                               : mgt__tok_load_gpt2(t, path, err, errlen)) {
+#else
+    if (mgt__tok_load_gpt2(t, path, err, errlen)) {
+#endif
+        mgt_tok_close(t);
+        return -1;
+    }
     t->cmask = 2 * MGT__TOK_CACHE_MAX_ENTRIES - 1;      /* cache is optional: no room, no cache */
     t->ctab = (uint32_t *)MGT_TOK_MALLOC((t->cmask + 1) * sizeof *t->ctab);
     t->cent = (mgt__tok_cache_entry *)MGT_TOK_MALLOC(MGT__TOK_CACHE_MAX_ENTRIES * sizeof *t->cent);
@@ -1041,6 +1727,16 @@ MGT_TOKDEF void mgt_tok_close(mgt_tokenizer *t) {
     MGT_TOK_FREE(t->mkey); MGT_TOK_FREE(t->mrank); MGT_TOK_FREE(t->mid);
     MGT_TOK_FREE(t->ctab); MGT_TOK_FREE(t->cent); MGT_TOK_FREE(t->ckeys); MGT_TOK_FREE(t->cids);
     MGT_TOK_FREE(t->sym); MGT_TOK_FREE(t->prev); MGT_TOK_FREE(t->next); MGT_TOK_FREE(t->heap);
+#ifdef MGT_TOK_HF
+    {
+        int k;
+        for (k = 0; k < t->nstage; k++) {
+            pcre2_match_data_free(t->match[k]);
+            pcre2_code_free(t->stage[k]);
+        }
+        MGT_TOK_FREE(t->vocab.tab); MGT_TOK_FREE(t->added_id);
+    }
+#endif
     MGT_TOK_FREE(t);
 }
 
@@ -1048,7 +1744,7 @@ MGT_TOKDEF int mgt_tok_vocab_size(const mgt_tokenizer *t) { return t ? t->vocab_
 MGT_TOKDEF int mgt_tok_eot(const mgt_tokenizer *t) { return t ? t->eot : -1; }
 
 MGT_TOKDEF int mgt_tok_encode(mgt_tokenizer *t, const char *text, size_t len,
-                              uint16_t **ids, size_t *n, size_t *cap) {
+                              uint32_t **ids, size_t *n, size_t *cap) {
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0;
     if (!t || !ids || !n || !cap || (!text && len)) return -1;
@@ -1059,6 +1755,9 @@ MGT_TOKDEF int mgt_tok_encode(mgt_tokenizer *t, const char *text, size_t len,
         *n += len;
         return 0;
     }
+#ifdef MGT_TOK_HF
+    if (t->kind == MGT__TOK_HF) return mgt__tok_hf_encode(t, s, len, ids, n, cap);
+#endif
     while (i < len) {
         size_t k = mgt__tok_pretoken(s, len, i);
         if (mgt__tok_word(t, s + i, k, ids, n, cap)) return -1;

@@ -10,8 +10,9 @@
    A step does nothing for the first time (issue 13: a GPU step must not hang). reserve(), called
    when the run is created, makes everything a step uses, sized from the largest operands: the
    scratch of the op that needs most (attention backward's row sums, the bias and LayerNorm partial
-   sums, the chunks of the multi-tensor sum of squares), the cuBLAS workspace (cublasSetWorkspace:
-   cuBLAS would otherwise allocate it on its first GEMM; cuBLASLt is handed it), and the
+   sums, the embedding backward's sort, the chunks of the multi-tensor sum of squares), the cuBLAS
+   workspace (cublasSetWorkspace: cuBLAS would otherwise allocate it on its first GEMM; cuBLASLt is
+   handed it), and the
    pinned host memory that crosses PCIe: a ring of slots for the token uploads (at least two, as
    many as a step uploads, so no upload waits) and a buffer for the step's downloads. Between
    step(be, 1) and step(be, 0) nothing is allocated or freed, no copy touches pageable memory, and
@@ -64,6 +65,7 @@ typedef struct mgt__cuda {
     void *work; /* scratch of one op at a time (stream order keeps uses apart) */
     size_t work_bytes;
     double *scalar;          /* a device double for sum_squares */
+    unsigned *ticket;        /* a device word at 0 between kernels: the last-block ticket of LayerNorm's backward */
     char *up;                /* pinned ring of upload slots */
     size_t up_slot;          /* bytes per slot */
     int up_slots, up_next;   /* slots, and the next one to use */
@@ -329,24 +331,26 @@ static void mgt__cuda_matmul_backward(mgt_backend *be, void *dinp, float *dweigh
     if (dbias) mgt__cuda_bias_backward(be, dbias, dout, N, OC);
 }
 
-/* ---- attention: flash attention (kernels/attention.cu); att holds the logsumexp per row and head */
+/* ---- attention: flash attention (kernels/attention.cu); att holds the logsumexp per row and head.
+   Grouped-query attention (NKV < NH) is the kernels': query head h reads key/value head h / (NH / NKV) */
 
-static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH) {
+static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV) {
     mgt__cuda *c = MGT__CU(be);
-    MGT__OP(c, "attention forward", "B %d, T %d, C %d, NH %d", B, T, C, NH);
+    MGT__OP(c, "attention forward", "B %d, T %d, C %d, NH %d, NKV %d", B, T, C, NH, NKV);
     if (c->failed) return;
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_attention_forward<floatX>((floatX *)out, (float *)att, (const floatX *)qkv, B, T, NH, C / NH, c->stream),
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_attention_forward<floatX>((floatX *)out, (float *)att, (const floatX *)qkv, B, T, NH, NKV, C / NH,
+                                                                         c->stream),
                                     "attention forward"));
 }
 
 static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out, const void *att, int B, int T,
-                                         int C, int NH) {
+                                         int C, int NH, int NKV) {
     mgt__cuda *c = MGT__CU(be);
-    MGT__OP(c, "attention backward", "B %d, T %d, C %d, NH %d", B, T, C, NH);
+    MGT__OP(c, "attention backward", "B %d, T %d, C %d, NH %d, NKV %d", B, T, C, NH, NKV);
     float *rows = (float *)mgt__cuda_work(c, mgt_cuda_attention_backward_scratch(B, T, NH)); /* dout . out per row and head */
     if (c->failed || !rows) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_attention_backward<floatX>((floatX *)dqkv, rows, (const floatX *)dout, (const floatX *)qkv,
-                                                                          (const floatX *)out, (const float *)att, B, T, NH, C / NH, c->stream),
+                                                                          (const floatX *)out, (const float *)att, B, T, NH, NKV, C / NH, c->stream),
                                     "attention backward"));
 }
 
@@ -365,9 +369,10 @@ static void mgt__cuda_encoder_backward(mgt_backend *be, float *dwte, float *dwpe
                                        int B, int T, int C) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "encoder backward", "B %d, T %d, C %d, vocabulary rows %d", B, T, C, vocab_rows);
-    if (c->failed) return;
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_encoder_backward<floatX>(dwte, dwpe, (const floatX *)dout, tokens, vocab_start, vocab_rows, B, T, C,
-                                                                        c->stream),
+    void *keys = mgt__cuda_work(c, mgt_cuda_encoder_backward_scratch(B * T)); /* the sort of (token, position) */
+    if (c->failed || !keys) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_encoder_backward<floatX>(dwte, dwpe, keys, (const floatX *)dout, tokens, vocab_start, vocab_rows, B, T,
+                                                                        C, c->stream),
                                     "encoder backward"));
 }
 static void mgt__cuda_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *weight, const void *bias,
@@ -385,7 +390,7 @@ static void mgt__cuda_layernorm_backward(mgt_backend *be, void *dinp, float *dwe
     MGT__OP(c, "layernorm backward", "N %d, C %d", N, C);
     float *scratch = (float *)mgt__cuda_work(c, mgt_cuda_layernorm_backward_scratch(N, C));
     if (c->failed || !scratch) return;
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_layernorm_backward<floatX>((floatX *)dinp, dweight, dbias, scratch, (const floatX *)dout,
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_layernorm_backward<floatX>((floatX *)dinp, dweight, dbias, scratch, c->ticket, (const floatX *)dout,
                                                                           (const floatX *)inp, (const floatX *)weight, mean, rstd, N, C, c->stream),
                                     "layernorm backward"));
 }
@@ -412,8 +417,68 @@ static void mgt__cuda_bias_residual(mgt_backend *be, void *out, const void *resi
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "bias residual", "N %d, C %d", N, C);
     if (c->failed) return;
+    if (!bias) { /* a layer without a bias (Llama): out += residual */
+        MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_add_inplace<floatX>((floatX *)out, (const floatX *)residual, (size_t)N * (size_t)C, c->stream),
+                                        "residual"));
+        return;
+    }
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_bias_residual<floatX>((floatX *)out, (const floatX *)residual, (const floatX *)bias, N, C, c->stream),
                                     "bias residual"));
+}
+
+/* the Llama family's ops (kernels/rmsnorm.cu, rope.cu, swiglu.cu); RMSNorm's scratch is at most LayerNorm's */
+static void mgt__cuda_rmsnorm_forward(mgt_backend *be, void *out, float *rstd, const void *inp, const void *weight, float eps, int N, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "rmsnorm forward", "N %d, C %d", N, C);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rmsnorm_forward<floatX>((floatX *)out, rstd, (const floatX *)inp, (const floatX *)weight, eps, N, C,
+                                                                       c->stream),
+                                    "rmsnorm forward"));
+}
+static void mgt__cuda_rmsnorm_backward(mgt_backend *be, void *dinp, float *dweight, const void *dout, const void *inp, const void *weight,
+                                       const float *rstd, int N, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "rmsnorm backward", "N %d, C %d", N, C);
+    float *scratch = (float *)mgt__cuda_work(c, mgt_cuda_rmsnorm_backward_scratch(N, C));
+    if (c->failed || !scratch) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rmsnorm_backward<floatX>((floatX *)dinp, dweight, scratch, (const floatX *)dout, (const floatX *)inp,
+                                                                        (const floatX *)weight, rstd, N, C, c->stream),
+                                    "rmsnorm backward"));
+}
+static void mgt__cuda_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "rope forward", "B %d, T %d, NH %d, NKV %d, hs %d", B, T, NH, NKV, hs);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rope_forward<floatX>((floatX *)qkv, B, T, NH, NKV, hs, theta, c->stream), "rope forward"));
+}
+static void mgt__cuda_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "rope backward", "B %d, T %d, NH %d, NKV %d, hs %d", B, T, NH, NKV, hs);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rope_backward<floatX>((floatX *)dqkv, B, T, NH, NKV, hs, theta, c->stream), "rope backward"));
+}
+static void mgt__cuda_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "swiglu forward", "N %d, H %d", N, H);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_swiglu_forward<floatX>((floatX *)out, (const floatX *)inp, N, H, c->stream), "swiglu forward"));
+}
+static void mgt__cuda_swiglu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "swiglu backward", "N %d, H %d", N, H);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_swiglu_backward<floatX>((floatX *)dinp, (const floatX *)inp, (const floatX *)dout, N, H, c->stream),
+                                    "swiglu backward"));
+}
+static void mgt__cuda_residual_layernorm_forward(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual,
+                                                 const void *res_bias, const void *weight, const void *bias, int N, int C) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "residual + layernorm forward", "N %d, C %d", N, C);
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_residual_layernorm_forward<floatX>((floatX *)res, (floatX *)out, mean, rstd, (const floatX *)residual,
+                                                                                  (const floatX *)res_bias, (const floatX *)weight, (const floatX *)bias,
+                                                                                  N, C, c->stream),
+                                    "residual + layernorm forward"));
 }
 
 static void mgt__cuda_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
@@ -481,6 +546,32 @@ static void mgt__cuda_adamw(mgt_backend *be, float *param, void *param_copy, con
     }
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_adamw_master<floatX>((floatX *)param_copy, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
                                                                     grad_scale, bias_correction1, bias_correction2, c->stream),
+                                    "AdamW"));
+}
+/* the multi-tensor AdamW: one launch for the call's tensors (fp32: a copy other than the parameter gets
+   the parameter itself, as adamw's device copy does) */
+static void mgt__cuda_adamw_many(mgt_backend *be, int count, float *const *param, void *const *param_copy, const float *const *grad, float *const *m,
+                                 float *const *v, const size_t *n, const float *weight_decay, float lr, float beta1, float beta2, float eps,
+                                 float grad_scale, float bias_correction1, float bias_correction2) {
+    mgt__cuda *c = MGT__CU(be);
+    mgt_adamw_tensor t[MGT_ADAMW_MANY];
+    MGT__OP(c, "AdamW", "%d tensors", count);
+    if (c->failed) return;
+    if (count > MGT_ADAMW_MANY) {
+        mgt__cuda_fail(c, "device %d: AdamW on %d tensors at once, more than %d", c->device, count, MGT_ADAMW_MANY);
+        return;
+    }
+    for (int k = 0; k < count; k++) {
+        t[k].master = param[k];
+        t[k].copy = param_copy[k] == (void *)param[k] ? NULL : param_copy[k];
+        t[k].grad = grad[k];
+        t[k].m = m[k];
+        t[k].v = v[k];
+        t[k].n = n[k];
+        t[k].weight_decay = weight_decay[k];
+    }
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_adamw_many<floatX>(t, count, lr, beta1, beta2, eps, grad_scale, bias_correction1, bias_correction2,
+                                                                  c->stream),
                                     "AdamW"));
 }
 static void mgt__cuda_scale(mgt_backend *be, float *x, float factor, size_t n) {
@@ -614,6 +705,7 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->OC));                        /* the widest bias */
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->C));
     MGT__NEED(mgt_cuda_layernorm_backward_scratch((int)N, l->C));
+    MGT__NEED(mgt_cuda_encoder_backward_scratch((int)N));                             /* the sort of the embedding's backward */
     MGT__NEED((l->norm_elements / MGT_SS_BLOCK + l->norm_tensors + 1) * sizeof(double)); /* the chunks of the multi-tensor norm */
 #undef MGT__NEED
     if (!mgt__cuda_work(c, work)) return -1;
@@ -718,13 +810,21 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     be->attention_backward = mgt__cuda_attention_backward;
     be->gelu_forward = mgt__cuda_gelu_forward;
     be->gelu_backward = mgt__cuda_gelu_backward;
+    be->rmsnorm_forward = mgt__cuda_rmsnorm_forward;
+    be->rmsnorm_backward = mgt__cuda_rmsnorm_backward;
+    be->rope_forward = mgt__cuda_rope_forward;
+    be->rope_backward = mgt__cuda_rope_backward;
+    be->swiglu_forward = mgt__cuda_swiglu_forward;
+    be->swiglu_backward = mgt__cuda_swiglu_backward;
     be->add_inplace = mgt__cuda_add_inplace;
     be->bias_residual = mgt__cuda_bias_residual;
+    be->residual_layernorm_forward = mgt__cuda_residual_layernorm_forward;
     be->bias_backward = mgt__cuda_bias_backward;
     be->xent_partial = mgt__cuda_xent_partial;
     be->xent_finish = mgt__cuda_xent_finish;
     be->sum_squares = mgt__cuda_sum_squares;
     be->adamw = mgt__cuda_adamw;
+    be->adamw_many = mgt__cuda_adamw_many;
     be->scale = mgt__cuda_scale;
     be->zero = mgt__cuda_zero;
     be->cast = mgt__cuda_cast;
@@ -743,7 +843,9 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
         mgt__blas_ok(c, cublasLtCreate(&c->lt), "cublasLtCreate") &&
         mgt__cuda_ok(c, cudaMalloc(&c->blas_work, c->blas_work_bytes = major >= 9 ? (size_t)32 << 20 : (size_t)4 << 20), "the cuBLAS workspace") &&
         mgt__blas_ok(c, cublasSetWorkspace(c->blas, c->blas_work, c->blas_work_bytes), "cublasSetWorkspace") &&
-        mgt__cuda_ok(c, cudaMalloc((void **)&c->scalar, sizeof(double)), "cudaMalloc")) {
+        mgt__cuda_ok(c, cudaMalloc((void **)&c->scalar, 2 * sizeof(double)), "cudaMalloc") &&
+        mgt__cuda_ok(c, cudaMemsetAsync(c->scalar, 0, 2 * sizeof(double), c->stream), "zeroing the ticket")) {
+        c->ticket = (unsigned *)(c->scalar + 1);
         mgt__cuda_account(be, (long long)c->blas_work_bytes, MGT_MEM_WORKSPACE);
         *out = be;
         return 0;

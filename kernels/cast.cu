@@ -1,22 +1,35 @@
 /* Casts between fp32 and the 16-bit storage types, elementwise on n values: fp32 -> bf16/fp16 rounds
    to nearest even (overflow to fp16 gives inf, which the loss scaler detects), bf16/fp16 -> fp32 is
    exact. Instantiated for (bf16, fp32), (fp16, fp32), (fp32, bf16), (fp32, fp16), and (fp32, fp32), an
-   exact copy (a backend templated on the storage type casts fp32 into it, fp32 included). */
-#include "common.cuh" // defines: launch macros, floatX conversions, MGT_REQUIRE, MGT_CHECK_LAUNCH
+   exact copy (a backend templated on the storage type casts fp32 into it, fp32 included).
+   Memory-bound: 16-byte packets when the pointers allow (common.cuh), the rest element by element. */
+#include "common.cuh" // defines: launch macros, floatX conversions, packets, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
 #define MGT_CAST_BLOCK 256
 
-template <class D, class S> __global__ void __launch_bounds__(MGT_CAST_BLOCK) mgt_cast_kernel(D *dst, const S *src, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = mgt_from_f32<D>(mgt_to_f32(src[i]));
+/* elements per packet: 16 bytes of the narrower type (the wider one moves in two 16-byte pieces) */
+template <class D, class S> struct mgt_cast_pack { static constexpr int n = MGT_PACK_BYTES / (int)(sizeof(D) < sizeof(S) ? sizeof(D) : sizeof(S)); };
+
+/* packets [0, packs), then elements [packs * E, n) */
+template <class D, class S> __global__ void __launch_bounds__(MGT_CAST_BLOCK) mgt_cast_kernel(D *dst, const S *src, size_t n, size_t packs) {
+    const int E = mgt_cast_pack<D, S>::n;
+    size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t p = first; p < packs; p += stride) {
+        mgt_vec<S, E> x = mgt_load128<S, E>(src + p * E);
+        mgt_vec<D, E> y;
+        for (int k = 0; k < E; k++) y.v[k] = mgt_from_f32<D>(mgt_to_f32(x.v[k]));
+        mgt_store128<D, E>(dst + p * E, y);
+    }
+    for (size_t i = packs * E + first; i < n; i += stride) dst[i] = mgt_from_f32<D>(mgt_to_f32(src[i]));
 }
 
 template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cudaStream_t stream) {
     MGT_REQUIRE(n == 0 || (dst && src));
     MGT_REQUIRE(n == 0 || (const void *)dst != (const void *)src); /* the sizes differ: never in place */
     if (n == 0) return MGT_KERNEL_OK;
-    void (*kernel)(D *, const S *, size_t) = mgt_cast_kernel<D, S>; /* a name with a comma cannot be a macro argument */
-    MGT_LAUNCH(kernel, mgt_grid_for(n, MGT_CAST_BLOCK), MGT_CAST_BLOCK, 0, stream, dst, src, n);
+    size_t packs = mgt_aligned16(dst) && mgt_aligned16(src) ? n / mgt_cast_pack<D, S>::n : 0;
+    void (*cast_kernel)(D *, const S *, size_t, size_t) = mgt_cast_kernel<D, S>; /* a name with a comma cannot be a macro argument */
+    MGT_LAUNCH(cast_kernel, mgt_grid_for(packs ? packs : n, MGT_CAST_BLOCK), MGT_CAST_BLOCK, 0, stream, dst, src, n, packs);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }

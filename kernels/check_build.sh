@@ -11,6 +11,12 @@
 #                                         kernels/cuda_cpu.h (g++ -fsyntax-only -Wall -Wextra -Werror)
 #   kernels/check_build.sh report LOG..   registers, shared memory, stack and spills per kernel and
 #                                         architecture; fails on any spill
+#   kernels/check_build.sh ptx PTX..      what the design promises, in the PTX nvcc kept beside each
+#                                         object (OUT.compute_80/90/100.ptx): no 64-bit division or
+#                                         remainder (div/rem .s64/.u64) in any kernel, and 16-byte
+#                                         loads (ld.global.v4) and stores (st.global.v4) in every
+#                                         memory-bound kernel named below, except its element-loop
+#                                         instantiation (template argument E = 1)
 #   kernels/check_build.sh all            both checks of every op family (each kernels/*.cu that
 #                                         includes common.cuh, except kernels/backend_*.cu, the
 #                                         backend's host code) through a generated
@@ -23,6 +29,15 @@
 set -u
 export PATH="$PATH:/usr/local/cuda/bin"
 GENCODE="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_100,code=sm_100 -gencode arch=compute_90,code=compute_90"
+# the memory-bound kernels: each loads (and the first list's also store) in 16-byte packets
+PACKED_LOADS="mgt_gelu_forward_kernel mgt_gelu_backward_kernel mgt_add_inplace_kernel mgt_bias_residual_kernel
+  mgt_bias_backward_partials_kernel mgt_cast_kernel mgt_scale_kernel mgt_adamw_kernel mgt_layernorm_forward_kernel
+  mgt_layernorm_backward_rows_kernel mgt_layernorm_backward_partials_kernel mgt_encoder_forward_kernel
+  mgt_encoder_backward_wte_kernel mgt_encoder_backward_wpe_kernel mgt_xent_partial_kernel mgt_xent_finish_kernel
+  mgt_sum_squares_chunks_kernel mgt_adamw_many_kernel"
+PACKED_STORES="mgt_gelu_forward_kernel mgt_gelu_backward_kernel mgt_add_inplace_kernel mgt_bias_residual_kernel mgt_cast_kernel
+  mgt_scale_kernel mgt_adamw_kernel mgt_layernorm_forward_kernel mgt_layernorm_backward_rows_kernel mgt_encoder_forward_kernel
+  mgt_encoder_backward_wte_kernel mgt_xent_finish_kernel mgt_adamw_many_kernel"
 NVCC_FLAGS="-c -std=c++17 -O3 $GENCODE -Werror all-warnings -Xptxas -v,-warn-spills,-warn-lmem-usage -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wmissing-declarations"
 CPU_FLAGS="-std=c++17 -fsyntax-only -Wall -Wextra -Werror -I kernels -x c++"
 
@@ -48,12 +63,15 @@ nvcc)
     if ! have_nvcc; then echo "SKIP $src: nvcc not found (the CPU program does not need it)"; exit 0; fi
     mkdir -p "$(dirname "$out")"
     # shellcheck disable=SC2086
-    if ! nvcc $NVCC_FLAGS -MMD -MF "$out.d" -o "$out.tmp" "$src" > "$out.log" 2>&1; then
+    rm -rf "$out.keep" && mkdir -p "$out.keep"
+    if ! nvcc $NVCC_FLAGS --keep --keep-dir "$out.keep" -MMD -MF "$out.d" -o "$out.tmp" "$src" > "$out.log" 2>&1; then
         grep -v '^ptxas info\|bytes stack frame' "$out.log"
         echo "FAIL $src: nvcc (full log: $out.log)"
-        rm -f "$out.tmp"
+        rm -rf "$out.tmp" "$out.keep"
         exit 1
     fi
+    for a in 80 90 100; do mv "$out.keep/$(basename "$src" .cu).compute_$a.ptx" "$out.compute_$a.ptx"; done # for the ptx check
+    rm -rf "$out.keep"
     spills=$(parse "$out.log" | awk '$6 != 0 || $7 != 0')
     if [ -n "$spills" ]; then
         echo "FAIL $src: register spills (kernel arch regs smem stack spill-stores spill-loads):"
@@ -91,6 +109,36 @@ report)
             exit bad > 0
         }'
     ;;
+ptx)
+    shift
+    [ $# -gt 0 ] || { echo "no PTX files"; exit 1; }
+    # per kernel entry of each file: 64-bit divisions, 16-byte global loads and stores
+    awk -v loads="$PACKED_LOADS" -v stores="$PACKED_STORES" '
+        function flush() {
+            if (name == "") return
+            base = name # the unqualified name: _Z[L]<length><name>..
+            if (match(name, /^_ZL?[0-9]+/)) { n = substr(name, 1, RLENGTH); sub(/^_ZL?/, "", n); base = substr(name, RLENGTH + 1, n + 0) }
+            one = name ~ /Li1E[EL]/ # the element-loop instantiation (E = 1, maybe followed by other arguments)
+            entries++
+            if (div) { printf "FAIL %s: %s: %d 64-bit divisions or remainders\n", FILENAME, name, div; bad++ }
+            if (!one && (" " loads " ") ~ (" " base " ") && !ld) { printf "FAIL %s: %s: no 16-byte global load\n", FILENAME, name; bad++ }
+            if (!one && (" " stores " ") ~ (" " base " ") && !st) { printf "FAIL %s: %s: no 16-byte global store\n", FILENAME, name; bad++ }
+            if (!one && (" " loads " ") ~ (" " base " ")) packed++
+            name = ""
+        }
+        BEGIN { gsub(/[ \n]+/, " ", loads); gsub(/[ \n]+/, " ", stores) }
+        FNR == 1 { flush() }
+        /\.entry / { flush(); name = $0; sub(/.*\.entry /, "", name); sub(/\(.*/, "", name); div = ld = st = 0; next }
+        /(div|rem)\.[su]64/ { div++ }
+        /ld\.global[.a-z]*\.v4\./ { ld++ }
+        /st\.global[.a-z]*\.v4\./ { st++ }
+        END {
+            flush()
+            printf "PTX of %d files: %d kernel entries, none with a 64-bit division; %d memory-bound ones in 16-byte packets%s\n",
+                   ARGC - 1, entries, packed, bad ? " (FAILED)" : ""
+            exit bad > 0
+        }' "$@"
+    ;;
 all)
     # the op families: every kernels/*.cu built on common.cuh except kernels/backend_*.cu (the
     # backend's host code, which includes common.cuh for the launchers' declarations);
@@ -122,10 +170,13 @@ all)
     logs=$(for f in $srcs; do echo "build/kernels/$(basename "$f" .cu).o.log"; done)
     # shellcheck disable=SC2086
     "$0" report $logs || exit 1
+    ptxs=$(for f in $srcs; do for a in 80 90 100; do echo "build/kernels/$(basename "$f" .cu).o.compute_$a.ptx"; done; done)
+    # shellcheck disable=SC2086
+    "$0" ptx $ptxs || exit 1
     echo "strict CUDA compile of $(echo "$srcs" | wc -w) files: ${secs}s wall on $(nproc) cores (ninja rebuilds only what changed)"
     ;;
 *)
-    echo "usage: kernels/check_build.sh nvcc SRC OUT | cpu SRC OUT | report LOG.. | all" >&2
+    echo "usage: kernels/check_build.sh nvcc SRC OUT | cpu SRC OUT | report LOG.. | ptx PTX.. | all" >&2
     exit 2
     ;;
 esac

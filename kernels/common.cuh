@@ -22,6 +22,7 @@
 
 #include <stddef.h> // defines: size_t
 #include <math.h>   // defines: INFINITY
+#include <string.h> // defines: memcpy (packets)
 
 #ifdef __CUDACC__
 #include <cuda_runtime.h> // defines: cudaStream_t, cudaGetLastError, cudaGetErrorString
@@ -50,6 +51,9 @@
 #endif
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
+#endif
+#ifndef __grid_constant__
+#define __grid_constant__
 #endif
 #endif
 
@@ -94,6 +98,61 @@ template <> struct mgt_store<float> { static __device__ __forceinline__ float fr
 template <> struct mgt_store<__nv_bfloat16> { static __device__ __forceinline__ __nv_bfloat16 from(float x) { return __float2bfloat16(x); } };
 template <> struct mgt_store<__half> { static __device__ __forceinline__ __half from(float x) { return __float2half(x); } };
 template <class T> __device__ __forceinline__ T mgt_from_f32(float x) { return mgt_store<T>::from(x); }
+
+/* ---- 16-byte packets (llm.c's Packed128) -------------------------------------------------------
+   Memory-bound kernels move E elements at a time: mgt_load128<T, E> and mgt_store128<T, E> are E * sizeof(T)
+   bytes (a multiple of 16) as 128-bit accesses (ld.global.v4 / st.global.v4 under nvcc; memcpy in
+   the shim). E is 16 / sizeof of the narrowest type a kernel touches, so every array is read and
+   written in whole 16-byte pieces. A launcher takes the packed path only when every pointer is 16-byte
+   aligned (mgt_aligned16); the elements after the last whole packet, and every element of an unaligned
+   call (a shard at any offset), go through the same kernel's element loop. */
+#define MGT_PACK_BYTES 16
+template <class T> struct mgt_pack_of { static constexpr int n = MGT_PACK_BYTES / (int)sizeof(T); }; /* elements in 16 bytes */
+template <class T, int E> struct alignas(MGT_PACK_BYTES) mgt_vec {
+    T v[E];
+};
+template <class T, int E> __device__ __forceinline__ mgt_vec<T, E> mgt_load128(const T *p) {
+    static_assert(sizeof(T) * E % MGT_PACK_BYTES == 0, "whole 16-byte pieces");
+    mgt_vec<T, E> r;
+#ifdef __CUDACC__
+    int4 bits[sizeof(T) * E / MGT_PACK_BYTES];
+    for (int k = 0; k < (int)(sizeof(T) * E / MGT_PACK_BYTES); k++) bits[k] = reinterpret_cast<const int4 *>(p)[k];
+    memcpy(&r, bits, sizeof r);
+#else
+    memcpy(&r, p, sizeof r);
+#endif
+    return r;
+}
+template <class T, int E> __device__ __forceinline__ void mgt_store128(T *p, const mgt_vec<T, E> &x) {
+    static_assert(sizeof(T) * E % MGT_PACK_BYTES == 0, "whole 16-byte pieces");
+#ifdef __CUDACC__
+    int4 bits[sizeof(T) * E / MGT_PACK_BYTES];
+    memcpy(bits, &x, sizeof x);
+    for (int k = 0; k < (int)(sizeof(T) * E / MGT_PACK_BYTES); k++) reinterpret_cast<int4 *>(p)[k] = bits[k];
+#else
+    memcpy(p, &x, sizeof x);
+#endif
+}
+/* E elements: in 16-byte pieces when they make whole ones (then p must be aligned), else one by one
+   (E = 1: the element loop of a kernel written once for both) */
+template <class T, int E> __device__ __forceinline__ mgt_vec<T, E> mgt_load_n(const T *p) {
+    if constexpr (sizeof(T) * E % MGT_PACK_BYTES == 0) {
+        return mgt_load128<T, E>(p);
+    } else {
+        mgt_vec<T, E> r;
+        for (int k = 0; k < E; k++) r.v[k] = p[k];
+        return r;
+    }
+}
+template <class T, int E> __device__ __forceinline__ void mgt_store_n(T *p, const mgt_vec<T, E> &x) {
+    if constexpr (sizeof(T) * E % MGT_PACK_BYTES == 0) {
+        mgt_store128<T, E>(p, x);
+    } else {
+        for (int k = 0; k < E; k++) p[k] = x.v[k];
+    }
+}
+/* true when p (or NULL) may be read in packets */
+inline bool mgt_aligned16(const void *p) { return ((size_t)p & (MGT_PACK_BYTES - 1)) == 0; }
 
 /* ---- reductions (fixed order: the result depends only on the block size, never on timing) ---- */
 

@@ -224,8 +224,10 @@ inline float __uint_as_float(unsigned x) { float r; memcpy(&r, &x, 4); return r;
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+/* every block of a launch runs on the launching OS thread, so a fence only has to keep the compiler from
+   moving memory accesses across it (a thread fence would also be one that TSan rejects) */
+inline void __threadfence() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+inline void __threadfence_block() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 template <class T> inline T __ldg(const T *p) { return *p; }
 
 /* ---- atomics: fibers of a block share an OS thread, but TSan must see them as atomic --------------- */
@@ -1053,10 +1055,18 @@ MGT__SIMT_INTERNAL inline void mgt__simt_run(const char *kernel, dim3 grid, dim3
 extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, void (*run)(void *ctx),
                                      void (*drop)(void *ctx), void *ctx, int nptrs, const void *const *ptrs,
                                      const unsigned char *writes) __attribute__((weak));
+/* a struct passed by value that holds device pointers (a multi-tensor launch's list) names them with a
+   member `void simt_pointers(const void **ptrs, unsigned char *writes, int &n) const` (defined for the
+   shim only), so that the fakes know the memory the launch uses; MGT_SIMT_MAX_POINTERS in all */
+#define MGT_SIMT_MAX_POINTERS 256
+template <class T, class = void> struct mgt__simt_names_pointers : std::false_type {};
+template <class T> struct mgt__simt_names_pointers<T, std::void_t<decltype(&T::simt_pointers)>> : std::true_type {};
 template <class T> inline void mgt__simt_note_pointer(const T &x, const void **ptrs, unsigned char *writes, int &n) {
     if constexpr (std::is_pointer_v<T>) {
         ptrs[n] = (const void *)x;
         writes[n++] = !std::is_const_v<std::remove_pointer_t<T>>;
+    } else if constexpr (mgt__simt_names_pointers<T>::value) {
+        x.simt_pointers(ptrs, writes, n);
     }
 }
 
@@ -1083,8 +1093,8 @@ inline void mgt_simt_launch(const char *name, dim3 grid, dim3 block, size_t shme
     if (mgt_simt_launch_hook) {
         pack *pk = new pack{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...), name, grid, block,
                             shmem_bytes};
-        const void *ptrs[sizeof...(P) + 1];
-        unsigned char writes[sizeof...(P) + 1];
+        const void *ptrs[MGT_SIMT_MAX_POINTERS];
+        unsigned char writes[MGT_SIMT_MAX_POINTERS];
         int n = 0;
         std::apply([&](const auto &...x) { (mgt__simt_note_pointer(x, ptrs, writes, n), ...); }, pk->a);
         mgt_simt_launch_hook(stream, name, run, [](void *p) { delete static_cast<pack *>(p); }, pk, n, ptrs, writes);

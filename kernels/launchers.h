@@ -68,28 +68,34 @@ inline void mgt_kernel_note_launch(const char *file, int line) {
 template <class floatX> /* out (B,T,C) = wte[tok - vocab_start] for tok in [vocab_start, vocab_start + vocab_rows), else 0; + wpe[t] when wpe */
 int mgt_cuda_encoder_forward(floatX *out, const int *tokens, const floatX *wte, int vocab_start, int vocab_rows, const floatX *wpe, int B, int T,
                              int C, cudaStream_t stream);
+/* bytes of scratch that mgt_cuda_encoder_backward needs for N = B*T positions (the sort's keys) */
+size_t mgt_cuda_encoder_backward_scratch(int N);
 template <class floatX> /* dwte (vocab_rows,C) += and dwpe (T,C) += (when dwpe) in fp32, positions added in order */
-int mgt_cuda_encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *tokens, int vocab_start, int vocab_rows, int B, int T, int C,
-                              cudaStream_t stream);
+int mgt_cuda_encoder_backward(float *dwte, float *dwpe, void *scratch, const floatX *dout, const int *tokens, int vocab_start, int vocab_rows, int B,
+                              int T, int C, cudaStream_t stream);
 
 /* layernorm.cu: eps 1e-5; mean and rstd (N) in fp32 */
 template <class floatX>
 int mgt_cuda_layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight, const floatX *bias, int N, int C,
                                cudaStream_t stream);
+template <class floatX> /* res (N,C) += residual (N,C) + res_bias (C), then out = LayerNorm(res): one kernel (residual may be res) */
+int mgt_cuda_residual_layernorm_forward(floatX *res, floatX *out, float *mean, float *rstd, const floatX *residual, const floatX *res_bias,
+                                        const floatX *weight, const floatX *bias, int N, int C, cudaStream_t stream);
 /* bytes of scratch that mgt_cuda_layernorm_backward needs for (N, C) */
 size_t mgt_cuda_layernorm_backward_scratch(int N, int C);
-template <class floatX> /* dinp (N,C) +=, dweight (C) += and dbias (C) += in fp32 */
-int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
-                                const float *mean, const float *rstd, int N, int C, cudaStream_t stream);
+template <class floatX> /* dinp (N,C) +=, dweight (C) += and dbias (C) += in fp32, one kernel; ticket: a device word that is 0 (and left 0) */
+int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, float *scratch, unsigned *ticket, const floatX *dout, const floatX *inp,
+                                const floatX *weight, const float *mean, const float *rstd, int N, int C, cudaStream_t stream);
 
-/* attention.cu: causal flash attention on the (B,T,3C) qkv layout, C = NH*hs, hs <= 128; scale 1/sqrt(hs) */
-template <class floatX> /* out (B,T,C); lse (B,NH,T) fp32: the logsumexp of each row of scaled scores, all the backward needs */
-int mgt_cuda_attention_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int NH, int hs, cudaStream_t stream);
+/* attention.cu: causal flash attention on the (B,T,W) qkv layout, W = (NH + 2 NKV) hs: q heads, then k
+   heads, then v heads; query head h reads key/value head h / (NH / NKV); hs <= 128; scale 1/sqrt(hs) */
+template <class floatX> /* out (B,T,NH hs); lse (B,NH,T) fp32: the logsumexp of each row of scaled scores, all the backward needs */
+int mgt_cuda_attention_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int NH, int NKV, int hs, cudaStream_t stream);
 /* bytes of scratch that mgt_cuda_attention_backward needs: one fp32 per row and head */
 size_t mgt_cuda_attention_backward_scratch(int B, int T, int NH);
-template <class floatX> /* dqkv (B,T,3C) = (written, not added); out and lse are the forward's */
+template <class floatX> /* dqkv (B,T,W) written, not added (dk, dv summed over each group's query heads); out and lse are the forward's */
 int mgt_cuda_attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *qkv, const floatX *out, const float *lse, int B, int T,
-                                int NH, int hs, cudaStream_t stream);
+                                int NH, int NKV, int hs, cudaStream_t stream);
 
 /* gelu.cu: tanh approximation */
 template <class floatX> int mgt_cuda_gelu_forward(floatX *out, const floatX *inp, size_t n, cudaStream_t stream);
@@ -106,9 +112,9 @@ template <class floatX> /* dbias (C) += column sums of dout (N,C) in fp32, in a 
 int mgt_cuda_bias_backward(float *dbias, float *scratch, const floatX *dout, int N, int C, cudaStream_t stream);
 
 /* crossentropy.cu: vocabulary-parallel, the semantics of mgt.h's xent_partial / xent_finish */
-template <class floatX> /* part (N,3) = (max, sum exp(l - max), target logit or 0); logits (N,Vl) become exp(l - max) */
-int mgt_cuda_xent_partial(float *part, floatX *logits, const int *targets, int N, int vocab_start, int Vl, int V, cudaStream_t stream);
-template <class floatX> /* losses (N) from parts (tp,N,3); logits become (softmax - onehot) * grad_scale when grad_scale != 0 */
+template <class floatX> /* part (N,3) = (max, sum exp(l - max), target logit or 0), one read of the logits (N,Vl) */
+int mgt_cuda_xent_partial(float *part, const floatX *logits, const int *targets, int N, int vocab_start, int Vl, int V, cudaStream_t stream);
+template <class floatX> /* losses (N) from parts (tp,N,3); logits become (softmax - onehot) * grad_scale when grad_scale != 0 (one read, one write) */
 int mgt_cuda_xent_finish(double *losses, floatX *logits, const float *parts, int tp, const int *targets, int N, int vocab_start, int Vl,
                          int V, float grad_scale, cudaStream_t stream);
 
@@ -119,6 +125,22 @@ template <class floatX> /* the update on fp32 master weights and moments from th
 int mgt_cuda_adamw_master(floatX *param_copy, float *master, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                           float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2,
                           cudaStream_t stream);
+
+/* the multi-tensor AdamW: up to MGT_ADAMW_MANY tensors in one launch, their pointers passed by value as
+   the kernel's parameters (about 2.3 KiB, under CUDA's 4 KiB); each tensor as mgt_cuda_adamw_master
+   (copy NULL: fp32, master is the parameter) with its own weight decay */
+#define MGT_ADAMW_MANY 32
+typedef struct mgt_adamw_tensor {
+    float *master;
+    void *copy; /* floatX, or NULL */
+    const float *grad;
+    float *m, *v;
+    size_t n;
+    float weight_decay;
+} mgt_adamw_tensor;
+template <class floatX>
+int mgt_cuda_adamw_many(const mgt_adamw_tensor *tensors, int count, float lr, float beta1, float beta2, float eps, float grad_scale,
+                        float bias_correction1, float bias_correction2, cudaStream_t stream);
 
 /* cast.cu: between fp32 and the 16-bit types (round to nearest even) */
 template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cudaStream_t stream);
@@ -137,5 +159,21 @@ template <class floatX> int mgt_cuda_sum_squares_blocks(double *chunks, const fl
 /* *out = (accumulate ? *out : 0) + the sum of x[0..n) in a fixed order (one block: a tree over its threads) */
 int mgt_cuda_sum_doubles(double *out, const double *x, size_t n, int accumulate, cudaStream_t stream);
 template <class floatX> int mgt_cuda_scale(floatX *x, float factor, size_t n, cudaStream_t stream); /* x *= factor */
+
+/* the Llama family's op families: rmsnorm.cu, rope.cu, swiglu.cu (mgt.h's backend table says what each computes) */
+template <class floatX> /* rstd (N) in fp32 */
+int mgt_cuda_rmsnorm_forward(floatX *out, float *rstd, const floatX *inp, const floatX *weight, float eps, int N, int C, cudaStream_t stream);
+/* bytes of scratch that mgt_cuda_rmsnorm_backward needs for (N, C) */
+size_t mgt_cuda_rmsnorm_backward_scratch(int N, int C);
+template <class floatX> /* dinp (N,C) +=, dweight (C) += in fp32, in a fixed order */
+int mgt_cuda_rmsnorm_backward(floatX *dinp, float *dweight, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
+                              const float *rstd, int N, int C, cudaStream_t stream);
+template <class floatX> /* in place on the q and k heads of qkv (B,T,(NH + 2 NKV) hs) */
+int mgt_cuda_rope_forward(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream);
+template <class floatX> int mgt_cuda_rope_backward(floatX *dqkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream);
+template <class floatX> /* out (N,H) = silu(inp[:, :H]) * inp[:, H:] */
+int mgt_cuda_swiglu_forward(floatX *out, const floatX *inp, int N, int H, cudaStream_t stream);
+template <class floatX> /* dinp (N,2H) written */
+int mgt_cuda_swiglu_backward(floatX *dinp, const floatX *inp, const floatX *dout, int N, int H, cudaStream_t stream);
 
 #endif /* MGT_KERNELS_LAUNCHERS_H */

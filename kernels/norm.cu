@@ -8,6 +8,8 @@
      sum_squares_blocks, sum_doubles: the same two stages apart, so that many tensors' chunks go
                   into one array and one sum (the multi-tensor norm of a step, and the loss)
      scale        x *= factor
+   Memory-bound: 16-byte packets when x is aligned (common.cuh; a gradient slice at any offset is read
+   element by element).
    sum_squares leaves its result in device memory (no host sync); the caller copies it when needed. */
 #include "common.cuh" // defines: launch macros, floatX conversions, MGT_SS_BLOCK, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
@@ -22,10 +24,24 @@ __device__ __forceinline__ void mgt_norm_tree(double *s) {
     __syncthreads();
 }
 
-template <class floatX> __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_sum_squares_chunks_kernel(double *chunks, const floatX *x, size_t n) {
+/* packed (x aligned): thread t adds the packets t, t + 256, .. of its chunk, element by element */
+template <class floatX>
+__global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_sum_squares_chunks_kernel(double *chunks, const floatX *x, size_t n, int packed) {
+    const int E = mgt_pack_of<floatX>::n;
     MGT_SHARED(double, s, MGT_NORM_BLOCK);
     size_t i0 = (size_t)blockIdx.x * MGT_SS_BLOCK, i1 = i0 + MGT_SS_BLOCK < n ? i0 + MGT_SS_BLOCK : n;
     double acc = 0.0;
+    if (packed) {
+        size_t whole = i0 + (i1 - i0) / E * E; /* MGT_SS_BLOCK is a multiple of E: every chunk starts on a packet */
+        for (size_t i = i0 + threadIdx.x * E; i < whole; i += MGT_NORM_BLOCK * E) {
+            mgt_vec<floatX, E> a = mgt_load128<floatX, E>(x + i);
+            for (int k = 0; k < E; k++) {
+                double v = (double)mgt_to_f32(a.v[k]);
+                acc += v * v;
+            }
+        }
+        i0 = whole;
+    }
     for (size_t i = i0 + threadIdx.x; i < i1; i += MGT_NORM_BLOCK) {
         double v = (double)mgt_to_f32(x[i]);
         acc += v * v;
@@ -46,9 +62,16 @@ static __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_sum_doubles_kernel(
     if (threadIdx.x == 0) out[0] = accumulate ? out[0] + s[0] : s[0];
 }
 
-template <class floatX> __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_scale_kernel(floatX *x, float factor, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        x[i] = mgt_from_f32<floatX>(mgt_to_f32(x[i]) * factor);
+/* packets [0, packs), then elements [packs * E, n) */
+template <class floatX> __global__ void __launch_bounds__(MGT_NORM_BLOCK) mgt_scale_kernel(floatX *x, float factor, size_t n, size_t packs) {
+    const int E = mgt_pack_of<floatX>::n;
+    size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t p = first; p < packs; p += stride) {
+        mgt_vec<floatX, E> a = mgt_load128<floatX, E>(x + p * E);
+        for (int k = 0; k < E; k++) a.v[k] = mgt_from_f32<floatX>(mgt_to_f32(a.v[k]) * factor);
+        mgt_store128<floatX, E>(x + p * E, a);
+    }
+    for (size_t i = packs * E + first; i < n; i += stride) x[i] = mgt_from_f32<floatX>(mgt_to_f32(x[i]) * factor);
 }
 
 size_t mgt_cuda_sum_squares_scratch(size_t n) { return (n + MGT_SS_BLOCK - 1) / MGT_SS_BLOCK * sizeof(double); }
@@ -58,7 +81,7 @@ template <class floatX> int mgt_cuda_sum_squares(double *out, double *scratch, c
     MGT_REQUIRE(out && (n == 0 || (x && scratch)));
     MGT_REQUIRE(nchunks <= 0x7fffffff);
     if (n > 0) {
-        MGT_LAUNCH(mgt_sum_squares_chunks_kernel<floatX>, (int)nchunks, MGT_NORM_BLOCK, 0, stream, scratch, x, n);
+        MGT_LAUNCH(mgt_sum_squares_chunks_kernel<floatX>, (int)nchunks, MGT_NORM_BLOCK, 0, stream, scratch, x, n, mgt_aligned16(x) ? 1 : 0);
         MGT_CHECK_LAUNCH();
     }
     MGT_LAUNCH(mgt_sum_doubles_kernel, 1, MGT_NORM_BLOCK, 0, stream, out, (const double *)scratch, nchunks, 0); /* n == 0 writes 0 */
@@ -73,7 +96,7 @@ template <class floatX> int mgt_cuda_sum_squares_blocks(double *chunks, const fl
     MGT_REQUIRE(n == 0 || (x && chunks));
     MGT_REQUIRE(nchunks <= 0x7fffffff);
     if (n == 0) return MGT_KERNEL_OK;
-    MGT_LAUNCH(mgt_sum_squares_chunks_kernel<floatX>, (int)nchunks, MGT_NORM_BLOCK, 0, stream, chunks, x, n);
+    MGT_LAUNCH(mgt_sum_squares_chunks_kernel<floatX>, (int)nchunks, MGT_NORM_BLOCK, 0, stream, chunks, x, n, mgt_aligned16(x) ? 1 : 0);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }
@@ -88,7 +111,8 @@ int mgt_cuda_sum_doubles(double *out, const double *x, size_t n, int accumulate,
 template <class floatX> int mgt_cuda_scale(floatX *x, float factor, size_t n, cudaStream_t stream) {
     MGT_REQUIRE(n == 0 || x);
     if (n == 0) return MGT_KERNEL_OK;
-    MGT_LAUNCH(mgt_scale_kernel<floatX>, mgt_grid_for(n, MGT_NORM_BLOCK), MGT_NORM_BLOCK, 0, stream, x, factor, n);
+    size_t packs = mgt_aligned16(x) ? n / mgt_pack_of<floatX>::n : 0;
+    MGT_LAUNCH(mgt_scale_kernel<floatX>, mgt_grid_for(packs ? packs : n, MGT_NORM_BLOCK), MGT_NORM_BLOCK, 0, stream, x, factor, n, packs);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }

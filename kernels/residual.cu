@@ -6,6 +6,8 @@
    bias_backward is deterministic without atomics, like LayerNorm's parameter gradients: a fixed
    number of row parts (from N alone), one block per (32-column slice, part) summing its rows in a
    fixed order into an fp32 partial, then the partials added in part order. Math in fp32.
+   Memory-bound: 16-byte packets where the pointers and C allow (common.cuh); indices without 64-bit
+   division (rows and columns as ints, one warp per row).
    mgt.h's backend table uses add_inplace on fp32 only (gradient shards). */
 #include "common.cuh" // defines: launch macros, floatX conversions, MGT_REQUIRE, MGT_CHECK_LAUNCH
 
@@ -15,36 +17,68 @@
 
 static inline int mgt_bias_parts(int N) { return N < MGT_BIAS_PARTS ? N : MGT_BIAS_PARTS; }
 
+/* packets [0, packs), then elements [packs * E, n) */
 template <class floatX>
-__global__ void __launch_bounds__(MGT_RESIDUAL_BLOCK) mgt_add_inplace_kernel(floatX *y, const floatX *x, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = mgt_from_f32<floatX>(mgt_to_f32(y[i]) + mgt_to_f32(x[i]));
+__global__ void __launch_bounds__(MGT_RESIDUAL_BLOCK) mgt_add_inplace_kernel(floatX *y, const floatX *x, size_t n, size_t packs) {
+    const int E = mgt_pack_of<floatX>::n;
+    size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t p = first; p < packs; p += stride) {
+        mgt_vec<floatX, E> a = mgt_load128<floatX, E>(y + p * E), b = mgt_load128<floatX, E>(x + p * E);
+        for (int k = 0; k < E; k++) a.v[k] = mgt_from_f32<floatX>(mgt_to_f32(a.v[k]) + mgt_to_f32(b.v[k]));
+        mgt_store128<floatX, E>(y + p * E, a);
+    }
+    for (size_t i = packs * E + first; i < n; i += stride) y[i] = mgt_from_f32<floatX>(mgt_to_f32(y[i]) + mgt_to_f32(x[i]));
 }
 
-template <class floatX>
-__global__ void __launch_bounds__(MGT_RESIDUAL_BLOCK) mgt_bias_residual_kernel(floatX *out, const floatX *residual, const floatX *bias, size_t n, int C) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = mgt_from_f32<floatX>(mgt_to_f32(out[i]) + (mgt_to_f32(residual[i]) + mgt_to_f32(bias[i % (size_t)C])));
-}
-
-/* block (slice, part): lane = column of a 32-column slice, warp w sums rows w, w + 8, .. of the part,
-   then the 8 warp sums in warp order. scratch (parts, C) */
+/* one warp per row (no index division): packets of E columns when packed (C % E == 0, aligned),
+   else column by column */
 template <class floatX>
 __global__ void __launch_bounds__(MGT_RESIDUAL_BLOCK)
-mgt_bias_backward_partials_kernel(float *scratch, const floatX *dout, int N, int C, int rows_per_part) {
-    MGT_SHARED(float, sums, MGT_RESIDUAL_BLOCK);
-    int slices = (C + MGT_WARP - 1) / MGT_WARP, slice = (int)blockIdx.x % slices, part = (int)blockIdx.x / slices;
-    int lane = (int)threadIdx.x % MGT_WARP, warp = (int)threadIdx.x / MGT_WARP, c = slice * MGT_WARP + lane;
-    int r0 = part * rows_per_part, r1 = r0 + rows_per_part < N ? r0 + rows_per_part : N;
-    float s = 0.0f;
-    if (c < C)
-        for (int r = r0 + warp; r < r1; r += MGT_RESIDUAL_WARPS) s += mgt_to_f32(dout[(size_t)r * (size_t)C + c]);
-    sums[threadIdx.x] = s;
-    __syncthreads();
-    if (warp == 0 && c < C) {
-        for (int w = 1; w < MGT_RESIDUAL_WARPS; w++) s += sums[w * MGT_WARP + lane];
-        scratch[(size_t)part * (size_t)C + c] = s;
+mgt_bias_residual_kernel(floatX *out, const floatX *residual, const floatX *bias, int N, int C, int packed) {
+    const int E = mgt_pack_of<floatX>::n;
+    int lane = (int)threadIdx.x % MGT_WARP, warps = (int)(gridDim.x * blockDim.x) / MGT_WARP;
+    for (int r = (int)(blockIdx.x * blockDim.x + threadIdx.x) / MGT_WARP; r < N; r += warps) {
+        floatX *o = out + (size_t)r * (size_t)C;
+        const floatX *x = residual + (size_t)r * (size_t)C;
+        if (packed) {
+            for (int c = lane * E; c < C; c += MGT_WARP * E) {
+                mgt_vec<floatX, E> a = mgt_load128<floatX, E>(o + c), b = mgt_load128<floatX, E>(x + c), w = mgt_load128<floatX, E>(bias + c);
+                for (int k = 0; k < E; k++) a.v[k] = mgt_from_f32<floatX>(mgt_to_f32(a.v[k]) + (mgt_to_f32(b.v[k]) + mgt_to_f32(w.v[k])));
+                mgt_store128<floatX, E>(o + c, a);
+            }
+        } else {
+            for (int c = lane; c < C; c += MGT_WARP) o[c] = mgt_from_f32<floatX>(mgt_to_f32(o[c]) + (mgt_to_f32(x[c]) + mgt_to_f32(bias[c])));
+        }
     }
+}
+
+/* block (slice, part): lane = E columns of a (32 E)-column slice (E = 1 unless packed), warp w sums
+   rows w, w + 8, .. of the part, then the 8 warp sums in warp order. scratch (parts, C) */
+template <class floatX, int E>
+__global__ void __launch_bounds__(MGT_RESIDUAL_BLOCK)
+mgt_bias_backward_partials_kernel(float *scratch, const floatX *dout, int N, int C, int rows_per_part) {
+    MGT_SHARED(float, sums, MGT_RESIDUAL_BLOCK * E);
+    int slices = (C + MGT_WARP * E - 1) / (MGT_WARP * E), slice = (int)blockIdx.x % slices, part = (int)blockIdx.x / slices;
+    int lane = (int)threadIdx.x % MGT_WARP, warp = (int)threadIdx.x / MGT_WARP, c = (slice * MGT_WARP + lane) * E;
+    int r0 = part * rows_per_part, r1 = r0 + rows_per_part < N ? r0 + rows_per_part : N;
+    float s[E];
+    for (int k = 0; k < E; k++) s[k] = 0.0f;
+    if (c < C)
+        for (int r = r0 + warp; r < r1; r += MGT_RESIDUAL_WARPS) {
+            if constexpr (E > 1) {
+                mgt_vec<floatX, E> d = mgt_load128<floatX, E>(dout + (size_t)r * (size_t)C + c);
+                for (int k = 0; k < E; k++) s[k] += mgt_to_f32(d.v[k]);
+            } else {
+                s[0] += mgt_to_f32(dout[(size_t)r * (size_t)C + c]);
+            }
+        }
+    for (int k = 0; k < E; k++) sums[k * MGT_RESIDUAL_BLOCK + threadIdx.x] = s[k];
+    __syncthreads();
+    if (warp == 0 && c < C)
+        for (int k = 0; k < E; k++) {
+            for (int w = 1; w < MGT_RESIDUAL_WARPS; w++) s[k] += sums[k * MGT_RESIDUAL_BLOCK + w * MGT_WARP + lane];
+            scratch[(size_t)part * (size_t)C + c + k] = s[k];
+        }
 }
 
 static __global__ void __launch_bounds__(MGT_RESIDUAL_BLOCK) mgt_bias_backward_sum_kernel(float *dbias, const float *scratch, int parts, int C) {
@@ -58,7 +92,8 @@ static __global__ void __launch_bounds__(MGT_RESIDUAL_BLOCK) mgt_bias_backward_s
 template <class floatX> int mgt_cuda_add_inplace(floatX *y, const floatX *x, size_t n, cudaStream_t stream) {
     MGT_REQUIRE(n == 0 || (y && x));
     if (n == 0) return MGT_KERNEL_OK;
-    MGT_LAUNCH(mgt_add_inplace_kernel<floatX>, mgt_grid_for(n, MGT_RESIDUAL_BLOCK), MGT_RESIDUAL_BLOCK, 0, stream, y, x, n);
+    size_t packs = mgt_aligned16(y) && mgt_aligned16(x) ? n / mgt_pack_of<floatX>::n : 0;
+    MGT_LAUNCH(mgt_add_inplace_kernel<floatX>, mgt_grid_for(packs ? packs : n, MGT_RESIDUAL_BLOCK), MGT_RESIDUAL_BLOCK, 0, stream, y, x, n, packs);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }
@@ -67,8 +102,9 @@ template <class floatX> int mgt_cuda_bias_residual(floatX *out, const floatX *re
     MGT_REQUIRE(N > 0 && C > 0);
     MGT_REQUIRE(out && residual && bias);
     MGT_REQUIRE(out != bias);
-    size_t n = (size_t)N * (size_t)C;
-    MGT_LAUNCH(mgt_bias_residual_kernel<floatX>, mgt_grid_for(n, MGT_RESIDUAL_BLOCK), MGT_RESIDUAL_BLOCK, 0, stream, out, residual, bias, n, C);
+    int packed = C % mgt_pack_of<floatX>::n == 0 && mgt_aligned16(out) && mgt_aligned16(residual) && mgt_aligned16(bias);
+    MGT_LAUNCH(mgt_bias_residual_kernel<floatX>, mgt_grid_for((size_t)N, MGT_RESIDUAL_WARPS, 8192), MGT_RESIDUAL_BLOCK, 0, stream, out, residual,
+               bias, N, C, packed);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }
@@ -79,9 +115,13 @@ template <class floatX> int mgt_cuda_bias_backward(float *dbias, float *scratch,
     MGT_REQUIRE(N > 0 && C > 0);
     MGT_REQUIRE(dbias && scratch && dout);
     MGT_REQUIRE(dbias != scratch);
-    int parts = mgt_bias_parts(N), rows_per_part = (N + parts - 1) / parts, slices = (C + MGT_WARP - 1) / MGT_WARP;
+    const int E = mgt_pack_of<floatX>::n;
+    int parts = mgt_bias_parts(N), rows_per_part = (N + parts - 1) / parts, packed = C % E == 0 && mgt_aligned16(dout);
+    int slices = (C + MGT_WARP * (packed ? E : 1) - 1) / (MGT_WARP * (packed ? E : 1));
     parts = (N + rows_per_part - 1) / rows_per_part; /* no empty part */
-    MGT_LAUNCH(mgt_bias_backward_partials_kernel<floatX>, slices * parts, MGT_RESIDUAL_BLOCK, 0, stream, scratch, dout, N, C, rows_per_part);
+    void (*bias_backward_partials_kernel)(float *, const floatX *, int, int, int) = packed ? mgt_bias_backward_partials_kernel<floatX, E>
+                                                                      : mgt_bias_backward_partials_kernel<floatX, 1>;
+    MGT_LAUNCH(bias_backward_partials_kernel, slices * parts, MGT_RESIDUAL_BLOCK, 0, stream, scratch, dout, N, C, rows_per_part);
     MGT_CHECK_LAUNCH();
     MGT_LAUNCH(mgt_bias_backward_sum_kernel, (C + MGT_RESIDUAL_BLOCK - 1) / MGT_RESIDUAL_BLOCK, MGT_RESIDUAL_BLOCK, 0, stream, dbias,
                scratch, parts, C);

@@ -471,5 +471,45 @@ if [ "$RC" -eq 0 ] && grep -Eq '^speedup: +[0-9]+\.[0-9]{2}x over one rank' benc
     ok "bench of 2 ranks shows the speedup and records nothing"
 else fail "bench of 2 ranks: exit $RC; $(tail -1 bench2.out)"; fi
 
+# ---- the hf tokenizer (a Hugging Face tokenizer.json): prepare, a preset naming it relative to itself, sample from elsewhere ----
+
+HFJ="$ROOT/tests/fixtures/hf_llama3ish.json"
+mkdir -p hfp && cp "$HFJ" hfp/tok.json && printf '{"model": {"vocab": {"a": 0}' > bad_tok.json
+expect_err "prepare --tokenizer hf without --tokenizer-json, exit 2" 2 "$MGT" prepare --tokenizer hf text.txt -o hf -- "--tokenizer hf needs --tokenizer-json FILE"
+expect_err "a malformed tokenizer.json is exit 2 naming the file and the fault" 2 "$MGT" prepare --tokenizer hf --tokenizer-json bad_tok.json text.txt -o hf -- \
+    "bad_tok.json: malformed JSON at line 1, column 28"
+expect_err "a folder as tokenizer.json is refused" 2 "$MGT" prepare --tokenizer hf --tokenizer-json hfp text.txt -o hf -- "hfp: is a folder, not a file"
+python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d['added_tokens'][-1]['id'] = 70000; json.dump(d, open('big_tok.json', 'w'))" "$HFJ"
+expect_err "prepare with a tokenizer of more than 65536 ids (16-bit shards), exit 2" 2 "$MGT" prepare --tokenizer hf --tokenizer-json big_tok.json text.txt -o hf -- \
+    "big_tok.json: 70001 token ids do not fit llm.c's shards of 16-bit tokens"
+run hf_prepare "$MGT" prepare --tokenizer hf --tokenizer-json hfp/tok.json text.txt -o hf
+if [ "$RC" -eq 0 ] && [ -s hf_train.bin ]; then ok "prepare --tokenizer hf --tokenizer-json FILE writes the shards"
+else fail "prepare hf: exit $RC; $(head -c 300 hf_prepare.err)"; fi
+sed -e 's/^vocab_size = 256/vocab_size = 863/' -e 's/^tokenizer = byte/tokenizer = hf\ntokenizer_json = tok.json/' \
+    -e 's|^train = tk_train.bin|train = ../hf_train.bin|' -e 's|^val = tk_val.bin|val = ../hf_val.bin|' -e 's|^dir = ck|dir = ../hf_ck|' "$P/tiny.ini" > hfp/hf.ini
+expect_err "tokenizer = hf without tokenizer_json, exit 2 naming the key" 2 "$MGT" check hfp/hf.ini --set data.tokenizer_json= -- \
+    "[data] tokenizer = hf needs [data] tokenizer_json"
+run hf_check "$MGT" check hfp/hf.ini
+if [ "$RC" -eq 0 ] && grep -q "tokenizer_json = hfp/tok.json" hf_check.out; then ok "data.tokenizer_json is relative to the preset's folder"
+else fail "check hf.ini: exit $RC; $(grep tokenizer_json hf_check.out) $(head -c 300 hf_check.err)"; fi
+run hf_train "$MGT" train hfp/hf.ini --no-tui --set train.steps=5
+mkdir -p elsewhere && (cd elsewhere && "$MGT" sample ../hf_ck --tokens 20 --seed 1 --prompt "<|begin_of_text|>The" >../hf_sample.out 2>../hf_sample.err)
+src=$?
+if [ "$RC" -eq 0 ] && [ "$src" -eq 0 ] && grep -q '^<|begin_of_text|>The' hf_sample.out && [ "$(wc -c <hf_sample.out)" -gt 20 ]; then
+    ok "a model trained on hf shards samples from another folder (the checkpoint stores tokenizer_json absolute)"
+else fail "hf train/sample: train exit $RC; $(head -c 300 hf_train.err) $(head -c 300 hf_sample.err)"; fi
+expect_err "sample --tokenizer-json of a malformed file, exit 2" 2 "$MGT" sample hf_ck --tokens 5 --tokenizer-json bad_tok.json -- "bad_tok.json: malformed JSON"
+if [ -x "$ROOT/build/asan/mgt" ]; then # the hf paths under ASan and LeakSanitizer: prepare, a refusal, sample
+    A="$ROOT/build/asan/mgt"
+    run asan_hf_prepare "$A" prepare --tokenizer hf --tokenizer-json hfp/tok.json text.txt -o asan_hf
+    r1=$RC
+    run asan_hf_bad "$A" prepare --tokenizer hf --tokenizer-json bad_tok.json text.txt -o asan_hf
+    r2=$RC
+    run asan_hf_sample "$A" sample hf_ck --tokens 5 --prompt "<|eot_id|>x"
+    if [ $r1 -eq 0 ] && [ $r2 -eq 2 ] && [ "$RC" -eq 0 ] && ! grep -q Sanitizer asan_hf_*.err; then
+        ok "ASan + LeakSanitizer: hf prepare, a malformed tokenizer.json and hf sampling are clean"
+    else fail "ASan hf: exit $r1/$r2/$RC; $(grep -h -A3 Sanitizer asan_hf_*.err | head -8)"; fi
+fi
+
 echo "# $PASS passed, $FAILS failed"
 [ "$FAILS" -eq 0 ]

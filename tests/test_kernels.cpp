@@ -98,7 +98,8 @@ struct family {
 static family families[] = {{"encoder", 0, 0, 0, "", "", {0, 0, 0}},  {"layernorm", 0, 0, 0, "", "", {0, 0, 0}},    {"attention", 0, 0, 0, "", "", {0, 0, 0}},
                             {"gelu", 0, 0, 0, "", "", {0, 0, 0}},     {"residual", 0, 0, 0, "", "", {0, 0, 0}},     {"crossentropy", 0, 0, 0, "", "", {0, 0, 0}},
                             {"adamw", 0, 0, 0, "", "", {0, 0, 0}},    {"cast", 0, 0, 0, "", "", {0, 0, 0}},         {"norm", 0, 0, 0, "", "", {0, 0, 0}},
-                            {"preconditions", 0, 0, 0, "", "", {0, 0, 0}}};
+                            {"rmsnorm", 0, 0, 0, "", "", {0, 0, 0}},  {"rope", 0, 0, 0, "", "", {0, 0, 0}},         {"swiglu", 0, 0, 0, "", "", {0, 0, 0}},
+                            {"packets", 0, 0, 0, "", "", {0, 0, 0}},  {"preconditions", 0, 0, 0, "", "", {0, 0, 0}}};
 static family *fam(const char *name) {
     for (family &f : families)
         if (!strcmp(f.name, name)) return &f;
@@ -259,11 +260,13 @@ template <class T> static void test_encoder(int B, int Tn, int C, int vocab_star
                    vocab_rows, V, wpe_on ? "" : " no dwpe");
         std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1);
         std::vector<float> dwte0 = rnd<float>(wte.size(), -1, 1), dwpe0 = rnd<float>(wpe.size(), -1, 1), dwte, dwpe; // fp32 gradients
+        std::vector<unsigned long long> keys;
         in_orders(ck, random, [&] {
             dwte = dwte0; // "+=": starts non-zero
             dwpe = dwpe0;
-            ck.rc(mgt_cuda_encoder_backward<T>(vocab_rows > 0 ? dwte.data() : nullptr, wpe_on ? dwpe.data() : nullptr, dout.data(), tok.data(),
-                                               vocab_start, vocab_rows, B, Tn, C, nullptr));
+            keys.assign(mgt_cuda_encoder_backward_scratch(N) / sizeof(unsigned long long), 0x5a5a5a5a5a5a5a5aull); // written before read
+            ck.rc(mgt_cuda_encoder_backward<T>(vocab_rows > 0 ? dwte.data() : nullptr, wpe_on ? dwpe.data() : nullptr, keys.data(), dout.data(),
+                                               tok.data(), vocab_start, vocab_rows, B, Tn, C, nullptr));
             return std::vector<blob>{bytes(dwte), bytes(dwpe)};
         });
         /* two references. In double: the fp32 sum of k terms (the start value and each position's
@@ -311,9 +314,10 @@ template <class T> static void test_encoder_frequent_token(void) {
     std::vector<int> tok(N, 0);
     std::vector<T> dout = filled<T>((size_t)N * C, (float)__nv_bfloat16(0.01f));
     std::vector<float> dwte;
+    std::vector<unsigned long long> keys(mgt_cuda_encoder_backward_scratch(N) / sizeof(unsigned long long));
     in_orders(ck, false, [&] {
         dwte.assign(C, 0.0f);
-        ck.rc(mgt_cuda_encoder_backward<T>(dwte.data(), nullptr, dout.data(), tok.data(), 0, 1, 1, N, C, nullptr));
+        ck.rc(mgt_cuda_encoder_backward<T>(dwte.data(), nullptr, keys.data(), dout.data(), tok.data(), 0, 1, 1, N, C, nullptr));
         return std::vector<blob>{bytes(dwte)};
     });
     for (int c = 0; c < C; c++) ck.near("dwte", c, dwte[c], N * dv(dout[0]), 0.0);
@@ -375,11 +379,13 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
         for (int r = 0; r < N; r++) mean[r] = (float)m[r], rstd[r] = (float)rs[r];
         std::vector<float> scratch;
         size_t sbytes = mgt_cuda_layernorm_backward_scratch(N, C);
+        unsigned ticket = 0;
         in_orders(ck, random, [&] {
             dinp = dinp0, dw = dw0, db = db0;
-            scratch.assign(sbytes / sizeof(float), NAN); // the kernels must write before they read
-            ck.rc(mgt_cuda_layernorm_backward<T>(dinp.data(), dw.data(), db.data(), scratch.data(), dout.data(), inp.data(), w.data(), mean.data(),
-                                                 rstd.data(), N, C, nullptr));
+            scratch.assign(sbytes / sizeof(float), NAN); // the kernel must write before it reads
+            ck.rc(mgt_cuda_layernorm_backward<T>(dinp.data(), dw.data(), db.data(), scratch.data(), &ticket, dout.data(), inp.data(), w.data(),
+                                                 mean.data(), rstd.data(), N, C, nullptr));
+            ck.near("ticket (left at 0)", 0, ticket, 0.0, 0.0);
             return std::vector<blob>{bytes(dinp), bytes(dw), bytes(db)};
         });
         std::vector<double> sw(C), sb(C), mw(C), mb(C);
@@ -413,20 +419,21 @@ template <class T> static void test_layernorm(int N, int C, bool random, bool st
 }
 
 /* ==== causal flash attention ================================================================================== */
-/* qkv (B,T,3C) with C = NH hs; references in double from the inputs as stored: the exact softmax over
-   j <= t, out, lse, and the exact gradients. The backward gets the forward's out rounded into T (as
-   the kernel would have stored it) and lse rounded to fp32. */
-template <class T> static void test_attention(int B, int Tn, int NH, int hs, bool random) {
-    int C = NH * hs;
-    size_t nq = (size_t)B * Tn * 3 * C, no = (size_t)B * Tn * C, nl = (size_t)B * NH * Tn;
+/* qkv (B,T,W) with W = C + 2 KV, C = NH hs, KV = NKV hs (query head h reads key/value head
+   h / (NH / NKV)); references in double from the inputs as stored: the exact softmax over j <= t,
+   out, lse, and the exact gradients (dk, dv summed over each group's query heads). The backward gets
+   the forward's out rounded into T (as the kernel would have stored it) and lse rounded to fp32. */
+template <class T> static void test_attention(int B, int Tn, int NH, int NKV, int hs, bool random) {
+    int C = NH * hs, KV = NKV * hs, W = C + 2 * KV, group = NH / NKV;
+    size_t nq = (size_t)B * Tn * W, no = (size_t)B * Tn * C, nkv = (size_t)B * Tn * KV, nl = (size_t)B * NH * Tn;
     const double scale = (double)(1.0f / sqrtf((float)hs)); // the kernel's, in fp32
     std::vector<T> qkv = rnd<T>(nq, -2, 2), dout = rnd<T>(no, -1, 1);
-    auto Q = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * 3 * C + (size_t)h * hs + d]); };
-    auto K = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * 3 * C + C + (size_t)h * hs + d]); };
-    auto V = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * 3 * C + 2 * C + (size_t)h * hs + d]); };
+    auto Q = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * W + (size_t)h * hs + d]); };
+    auto K = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * W + C + (size_t)(h / group) * hs + d]); };
+    auto V = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * W + C + KV + (size_t)(h / group) * hs + d]); };
     auto dO = [&](int b, int t, int h, int d) { return dv(dout[((size_t)b * Tn + t) * C + (size_t)h * hs + d]); };
     /* per (b,h): P (T,T), |s| magnitudes, out, lse; then the gradients */
-    std::vector<double> out(no), lse(nl), dq(nq / 3), dk(nq / 3), dvv(nq / 3), out_e(no), lse_e(nl), dq_e(nq / 3), dk_e(nq / 3), dv_e(nq / 3);
+    std::vector<double> out(no), lse(nl), dq(no), dk(nkv, 0.0), dvv(nkv, 0.0), out_e(no), lse_e(nl), dq_e(no), dk_e(nkv, 0.0), dv_e(nkv, 0.0);
     std::vector<T> out_T(no);
     /* e32 of each output: F times the sum of its terms' magnitudes, F covering the fp32 dot products
        (hs terms), the sums over keys (T terms) and the exp of scores off by their own rounding
@@ -499,42 +506,76 @@ template <class T> static void test_attention(int B, int Tn, int NH, int hs, boo
                         gv += P[i] * dO(b, u, h, d);
                         gva += P[i] * fabs(dO(b, u, h, d)) * F * (1 + mag[i]);
                     }
+                    size_t ki = ((size_t)b * Tn + t) * KV + (size_t)(h / group) * hs + d; // the group's heads in turn
                     dq[gi] = scale * g, dq_e[gi] = scale * ga;
-                    dk[gi] = scale * gk, dk_e[gi] = scale * gka;
-                    dvv[gi] = gv, dv_e[gi] = gva;
+                    dk[ki] += scale * gk, dk_e[ki] += scale * gka;
+                    dvv[ki] += gv, dv_e[ki] += gva;
                 }
         }
     {
-        checker ck("attention", "attention_forward<%s> B=%d T=%d NH=%d hs=%d", prec<T>::name, B, Tn, NH, hs);
+        checker ck("attention", "attention_forward<%s> B=%d T=%d NH=%d NKV=%d hs=%d", prec<T>::name, B, Tn, NH, NKV, hs);
         std::vector<T> o;
         std::vector<float> l;
         in_orders(ck, random, [&] {
             o = filled<T>(no, 7.0f);
             l = filled<float>(nl, 7.0f);
-            ck.rc(mgt_cuda_attention_forward<T>(o.data(), l.data(), qkv.data(), B, Tn, NH, hs, nullptr));
+            ck.rc(mgt_cuda_attention_forward<T>(o.data(), l.data(), qkv.data(), B, Tn, NH, NKV, hs, nullptr));
             return std::vector<blob>{bytes(o), bytes(l)};
         });
         for (size_t i = 0; i < no; i++) ck.near("out", i, dv(o[i]), out[i], bnd<T>(out[i], out_e[i]));
         for (size_t i = 0; i < nl; i++) ck.near("lse", i, (double)l[i], lse[i], bnd<float>(lse[i], lse_e[i]));
     }
     {
-        checker ck("attention", "attention_backward<%s> B=%d T=%d NH=%d hs=%d", prec<T>::name, B, Tn, NH, hs);
+        checker ck("attention", "attention_backward<%s> B=%d T=%d NH=%d NKV=%d hs=%d", prec<T>::name, B, Tn, NH, NKV, hs);
         std::vector<float> l(nl), scratch(nl);
         for (size_t i = 0; i < nl; i++) l[i] = (float)lse[i];
         std::vector<T> d;
         in_orders(ck, random, [&] {
             d = filled<T>(nq, 7.0f);
             scratch = filled<float>(nl, 7.0f);
-            ck.rc(mgt_cuda_attention_backward<T>(d.data(), scratch.data(), dout.data(), qkv.data(), out_T.data(), l.data(), B, Tn, NH, hs, nullptr));
+            ck.rc(mgt_cuda_attention_backward<T>(d.data(), scratch.data(), dout.data(), qkv.data(), out_T.data(), l.data(), B, Tn, NH, NKV, hs, nullptr));
             return std::vector<blob>{bytes(d)};
         });
-        for (int bt = 0; bt < B * Tn; bt++)
+        for (int bt = 0; bt < B * Tn; bt++) {
             for (int c = 0; c < C; c++) {
-                size_t gi = (size_t)bt * C + c, at = (size_t)bt * 3 * C + c;
+                size_t gi = (size_t)bt * C + c, at = (size_t)bt * W + c;
                 ck.near("dq", at, dv(d[at]), dq[gi], bnd<T>(dq[gi], dq_e[gi]));
-                ck.near("dk", at + C, dv(d[at + C]), dk[gi], bnd<T>(dk[gi], dk_e[gi]));
-                ck.near("dv", at + 2 * C, dv(d[at + 2 * C]), dvv[gi], bnd<T>(dvv[gi], dv_e[gi]));
             }
+            for (int c = 0; c < KV; c++) {
+                size_t ki = (size_t)bt * KV + c, at = (size_t)bt * W + C + c;
+                ck.near("dk", at, dv(d[at]), dk[ki], bnd<T>(dk[ki], dk_e[ki]));
+                ck.near("dv", at + KV, dv(d[at + KV]), dvv[ki], bnd<T>(dvv[ki], dv_e[ki]));
+            }
+        }
+    }
+}
+
+/* the fused residual + LayerNorm forward: the same bytes as bias_residual then layernorm_forward (the
+   same fp32 operations in the same order), both of which are held to references above; residual may be res */
+template <class T> static void test_residual_layernorm(int N, int C, bool alias, bool random) {
+    std::vector<T> res0 = rnd<T>((size_t)N * C, -1, 1), x = rnd<T>((size_t)N * C, -1, 1), rb = rnd<T>(C, -0.5, 0.5), w = rnd<T>(C, 0.5, 1.5),
+                   b = rnd<T>(C, -0.5, 0.5);
+    checker ck("layernorm", "residual_layernorm_forward<%s> N=%d C=%d%s", prec<T>::name, N, C, alias ? " residual = res" : "");
+    std::vector<T> res, out, res2, out2;
+    std::vector<float> mean, rstd, mean2, rstd2;
+    in_orders(ck, random, [&] {
+        res = res0, out = filled<T>((size_t)N * C, 7.0f), mean.assign(N, 7.0f), rstd.assign(N, 7.0f);
+        ck.rc(mgt_cuda_residual_layernorm_forward<T>(res.data(), out.data(), mean.data(), rstd.data(), alias ? res.data() : x.data(), rb.data(), w.data(),
+                                                     b.data(), N, C, nullptr));
+        return std::vector<blob>{bytes(res), bytes(out), bytes(mean), bytes(rstd)};
+    });
+    res2 = res0, out2 = filled<T>((size_t)N * C, 7.0f), mean2.assign(N, 7.0f), rstd2.assign(N, 7.0f);
+    ck.rc(mgt_cuda_bias_residual<T>(res2.data(), alias ? res2.data() : x.data(), rb.data(), N, C, nullptr));
+    ck.rc(mgt_cuda_layernorm_forward<T>(out2.data(), mean2.data(), rstd2.data(), res2.data(), w.data(), b.data(), N, C, nullptr));
+    const char *names[] = {"res", "out", "mean", "rstd"};
+    std::vector<blob> fused = {bytes(res), bytes(out), bytes(mean), bytes(rstd)}, apart = {bytes(res2), bytes(out2), bytes(mean2), bytes(rstd2)};
+    for (int o = 0; o < 4; o++) {
+        ck.f->values++;
+        if (fused[o] != apart[o]) FAIL("%s: %s differs from bias_residual then layernorm_forward", ck.what, names[o]);
+    }
+    for (size_t i = 0; i < res.size(); i++) { // and the sum itself: two fp32 additions
+        double o = dv(res0[i]), r = alias ? o : dv(x[i]), bb = dv(rb[i % C]), want = o + r + bb;
+        ck.near("res", i, dv(res[i]), want, bnd<T>(want, 2 * U32 * (fabs(o) + fabs(r) + fabs(bb))));
     }
 }
 
@@ -650,7 +691,6 @@ template <class T> static void test_xent(int N, int V, int tp, int Vl, float gs,
     auto valid_of = [&](int k) { int v = V - k * Vl; return v < 0 ? 0 : v > Vl ? Vl : v; };
     /* partial, rank by rank */
     std::vector<float> parts((size_t)tp * N * 3);
-    std::vector<std::vector<T>> logits1(tp);
     for (int k = 0; k < tp; k++) {
         int valid = valid_of(k);
         checker ck("crossentropy", "xent_partial<%s> N=%d V=%d tp=%d rank %d Vl=%d (valid %d)", prec<T>::name, N, V, tp, k, Vl, valid);
@@ -677,18 +717,10 @@ template <class T> static void test_xent(int N, int V, int tp, int Vl, float gs,
                difference, expf), the sum of `valid` terms by (valid + 10) 2^-24 of the total */
             ck.near("sum", (size_t)r, part[(size_t)r * 3 + 1], sum, valid ? U32 * (mag + (valid + 10) * sum) : 0.0);
             ck.near("target", (size_t)r, part[(size_t)r * 3 + 2], target, 0.0);
-            for (int i = 0; i < Vl; i++) {
-                size_t j = (size_t)r * Vl + i;
-                if (i < valid) {
-                    double e = exp(dv(x[i]) - mx);
-                    ck.near("exp(logits - max)", j, dv(l[j]), e, bnd<T>(e, U32 * e * (fabs(dv(x[i]) - mx) + 2)));
-                } else {
-                    ck.near("padding (untouched)", j, dv(l[j]), PAD, 0.0);
-                }
-            }
+            for (int i = 0; i < Vl; i++) // the fused classifier keeps no probabilities: the logits are only read
+                ck.near("logits (untouched)", (size_t)r * Vl + i, dv(l[(size_t)r * Vl + i]), dv(x[i]), 0.0);
         }
         memcpy(&parts[(size_t)k * N * 3], part.data(), sizeof(float) * N * 3);
-        logits1[k] = l;
     }
     /* finish, on every rank: the same losses everywhere, and this rank's gradient */
     std::vector<double> loss0;
@@ -698,7 +730,7 @@ template <class T> static void test_xent(int N, int V, int tp, int Vl, float gs,
         std::vector<T> l;
         std::vector<double> losses;
         in_orders(ck, random, [&] {
-            l = logits1[k];
+            l = logits0[k];
             losses.assign(N, 7.0);
             ck.rc(mgt_cuda_xent_finish<T>(losses.data(), l.data(), parts.data(), tp, tgt.data(), N, k * Vl, Vl, V, gs, nullptr));
             return std::vector<blob>{bytes(losses), bytes(l)};
@@ -736,28 +768,26 @@ template <class T> static void test_xent(int N, int V, int tp, int Vl, float gs,
                 }
             double direct = log(gsum) + gmax - yl;
             ck.near("loss (end to end)", (size_t)r, losses[r], direct, U32 * (Vl + 20 + 2 * spread) + 1e-15 * (fabs(gmax) + fabs(yl) + 1));
-            /* dlogits = exp(l - max_me) (as partial stored it) * exp(max_me - M) / S * gs - onehot gs:
-               the row scale is off by (|max_me - M| + 4) 2^-24 relative, two more roundings */
-            const float *me = &parts[((size_t)k * N + r) * 3];
-            double scale = me[1] > 0 ? exp((double)me[0] - M) / S * gs : 0.0;
+            /* dlogits = exp(l - M) * (gs / S) - onehot gs: exp(l - M) off by (|l - M| + 2) 2^-24 relative
+               (the rounded difference, expf), the scale 1/S rounded to fp32 and times gs, the product:
+               (|l - M| + 6) 2^-24 in all */
             int y = tgt[r] - k * Vl;
             for (int i = 0; i < Vl; i++) {
                 size_t j = (size_t)r * Vl + i;
                 if (gs == 0.0f) {
-                    ck.near("logits (untouched)", j, dv(l[j]), dv(logits1[k][j]), 0.0);
+                    ck.near("logits (untouched)", j, dv(l[j]), dv(logits0[k][j]), 0.0);
                     continue;
                 }
                 if (i >= valid) {
                     ck.near("dlogits padding", j, dv(l[j]), 0.0, 0.0);
                     continue;
                 }
-                double a = dv(logits1[k][j]) * scale, want = a - (i == y ? gs : 0.0);
-                double e32 = (fabs((double)me[0] - M) + 6) * U32 * fabs(a) + U32 * fabs(want);
+                double a = exp(dv(logits0[k][j]) - M) / S * gs, want = a - (i == y ? gs : 0.0);
+                double e32 = (fabs(dv(logits0[k][j]) - M) + 6) * U32 * fabs(a) + U32 * fabs(want);
                 ck.near("dlogits", j, dv(l[j]), want, bnd<T>(want, e32));
-                /* end to end: (softmax - onehot) gs; partial's rounding of exp into T on top (u_T relative,
-                   or tiny_T absolute where exp(l - max) fell below T's normal range, times the row scale) */
+                /* end to end: (softmax - onehot) gs, the partial sums' error on top */
                 double x = dv(logits0[k][j]), sm = exp(x - gmax) / gsum, d2 = (sm - (i == y ? 1.0 : 0.0)) * gs;
-                double e2 = (prec<T>::u + U32 * (Vl + 30 + 2 * spread)) * sm * fabs(gs) + prec<T>::tiny * fabs(scale);
+                double e2 = U32 * (Vl + 30 + 2 * spread) * sm * fabs(gs);
                 ck.near("dlogits (end to end)", j, dv(l[j]), d2, bnd<T>(d2, e2));
             }
         }
@@ -818,6 +848,47 @@ template <class T> static void test_adamw_master(size_t n, bool random) {
         ck.near("v", i, v[i], vo, e[1] + prec<float>::tiny);
         ck.near("master", i, w[i], po, e[2] + prec<float>::tiny);
         ck.near("param_copy = round(master)", i, dv(pc[i]), dv(T(w[i])), 0.0); // the kernel's own master, rounded: exact
+    }
+}
+
+/* the multi-tensor AdamW: tensors of several sizes (empty, below a packet, aligned and one element off),
+   each with its own weight decay, in one launch, against the one-tensor launchers byte for byte (the
+   same arithmetic per element; those are held to the reference above) */
+template <class T> static void test_adamw_many(bool random) {
+    const size_t sizes[] = {0, 3, 1000, 777, 64, 4097};
+    const int count = (int)(sizeof sizes / sizeof sizes[0]);
+    checker ck("adamw", "adamw_many<%s> %d tensors", prec<T>::name, count);
+    std::vector<std::vector<float>> w0, g, m0, v0, w, m, v;
+    std::vector<std::vector<T>> pc;
+    for (int k = 0; k < count; k++) {
+        size_t n = sizes[k] + 1; // one element more: tensor 3 starts one element in
+        w0.push_back(rnd<float>(n, -1, 1)), g.push_back(rnd<float>(n, -2, 2)), m0.push_back(rnd<float>(n, -0.1, 0.1)), v0.push_back(rnd<float>(n, 0, 0.01));
+    }
+    auto off = [](int k) { return k == 3 ? 1 : 0; };
+    in_orders(ck, random, [&] {
+        w = w0, m = m0, v = v0, pc.assign(count, filled<T>(4098, 7.0f));
+        mgt_adamw_tensor t[8];
+        for (int k = 0; k < count; k++)
+            t[k] = {w[k].data() + off(k), std::is_same<T, float>::value && k == 1 ? nullptr : (void *)(pc[k].data() + off(k)), g[k].data() + off(k),
+                    m[k].data() + off(k), v[k].data() + off(k), sizes[k], k % 2 ? HP.wd : 0.0f};
+        ck.rc(mgt_cuda_adamw_many<T>(t, count, HP.lr, HP.b1, HP.b2, HP.eps, HP.gs, HP.bc1, HP.bc2, nullptr));
+        std::vector<blob> out;
+        for (int k = 0; k < count; k++) out.push_back(bytes(w[k])), out.push_back(bytes(m[k])), out.push_back(bytes(v[k])), out.push_back(bytes(pc[k]));
+        return out;
+    });
+    for (int k = 0; k < count; k++) {
+        std::vector<float> w1 = w0[k], m1 = m0[k], v1 = v0[k];
+        std::vector<T> pc1 = filled<T>(4098, 7.0f);
+        bool no_copy = std::is_same<T, float>::value && k == 1;
+        if (no_copy)
+            ck.rc(mgt_cuda_adamw(w1.data() + off(k), g[k].data() + off(k), m1.data() + off(k), v1.data() + off(k), sizes[k], HP.lr, HP.b1, HP.b2, HP.eps,
+                                 k % 2 ? HP.wd : 0.0f, HP.gs, HP.bc1, HP.bc2, nullptr));
+        else
+            ck.rc(mgt_cuda_adamw_master<T>(pc1.data() + off(k), w1.data() + off(k), g[k].data() + off(k), m1.data() + off(k), v1.data() + off(k), sizes[k],
+                                           HP.lr, HP.b1, HP.b2, HP.eps, k % 2 ? HP.wd : 0.0f, HP.gs, HP.bc1, HP.bc2, nullptr));
+        ck.f->values++;
+        if (bytes(w1) != bytes(w[k]) || bytes(m1) != bytes(m[k]) || bytes(v1) != bytes(v[k]) || bytes(pc1) != bytes(pc[k]))
+            FAIL("%s: tensor %d (n %zu) differs from its one-tensor launch", ck.what, k, sizes[k]);
     }
 }
 
@@ -943,6 +1014,46 @@ template <class T> static void test_norm(size_t n, bool random) {
     }
 }
 
+/* ==== 16-byte packets against the element loop ===================================================================
+   The elementwise launchers take 16-byte packets when every pointer is aligned and the element loop
+   otherwise (a shard at any offset): the per-element arithmetic is the same, so the same values one
+   element off alignment must give the same bytes */
+template <class T> static void test_packed_vs_elements(size_t n) {
+    checker ck("packets", "aligned vs one element off<%s> n=%zu", prec<T>::name, n);
+    std::vector<T> x = rnd<T>(n + 1, -3, 3), y = rnd<T>(n + 1, -1, 1), b = rnd<T>(n + 1, -1, 1);
+    std::vector<float> w = rnd<float>(n + 1, -1, 1), g = rnd<float>(n + 1, -1, 1), m = rnd<float>(n + 1, -0.1, 0.1), v = rnd<float>(n + 1, 0, 0.01);
+    /* run(off) applies every launcher to the arrays starting `off` elements in and returns their bytes */
+    auto run = [&](int off) {
+        std::vector<T> o = filled<T>(n + 1, 7.0f), d = y, sx = x, c = filled<T>(n + 1, 7.0f), r = y;
+        std::vector<float> wm = w, mm = m, vm = v, f = filled<float>(n + 1, 7.0f);
+        ck.rc(mgt_cuda_gelu_forward<T>(o.data() + off, x.data() + off, n, nullptr));
+        ck.rc(mgt_cuda_gelu_backward<T>(d.data() + off, x.data() + off, d.data() + off, n, nullptr));
+        ck.rc(mgt_cuda_add_inplace<T>(r.data() + off, b.data() + off, n, nullptr));
+        ck.rc(mgt_cuda_scale<T>(sx.data() + off, 0.37f, n, nullptr));
+        ck.rc(mgt_cuda_cast<float, T>(f.data() + off, x.data() + off, n, nullptr));
+        ck.rc(mgt_cuda_adamw_master<T>(c.data() + off, wm.data() + off, g.data() + off, mm.data() + off, vm.data() + off, n, HP.lr, HP.b1, HP.b2,
+                                       HP.eps, HP.wd, HP.gs, HP.bc1, HP.bc2, nullptr));
+        std::vector<blob> out;
+        auto tail = [&](const auto &a) { // the n elements the call wrote, as bytes
+            typedef typename std::decay<decltype(a)>::type V;
+            return bytes(V(a.begin() + off, a.begin() + off + (long)n));
+        };
+        out.push_back(tail(o)), out.push_back(tail(d)), out.push_back(tail(r)), out.push_back(tail(sx)), out.push_back(tail(f));
+        out.push_back(tail(c)), out.push_back(tail(wm)), out.push_back(tail(mm)), out.push_back(tail(vm));
+        return out;
+    };
+    /* the inputs at offset 1 must be the inputs at offset 0: shift every array by one element */
+    auto shift = [](auto &a) { a.insert(a.begin(), a.back()), a.pop_back(); };
+    std::vector<blob> at0 = run(0);
+    shift(x), shift(y), shift(b), shift(w), shift(g), shift(m), shift(v);
+    std::vector<blob> at1 = run(1);
+    static const char *names[] = {"gelu_forward", "gelu_backward", "add_inplace", "scale", "cast", "adamw_master param_copy", "master", "m", "v"};
+    for (size_t o = 0; o < at0.size(); o++) {
+        ck.f->values++;
+        if (at0[o] != at1[o]) FAIL("%s: %s differs between the packets (aligned) and the element loop (one element off)", ck.what, names[o]);
+    }
+}
+
 /* ==== launcher preconditions ====================================================================================== */
 static void expect_invalid(const char *call, int code, const char *file, const char *cond) {
     checker ck("preconditions", "%s", call);
@@ -955,22 +1066,35 @@ static void expect_invalid(const char *call, int code, const char *file, const c
 static void test_preconditions(void) {
     float a[64] = {0}, b[64] = {0}, c[64] = {0}, d[64] = {0}, mean[4] = {0}, rstd[4] = {0};
     int tok[4] = {0, 0, 0, 0};
+    unsigned ticket = 0;
     double loss[4];
     __nv_bfloat16 h[64];
     expect_invalid("layernorm_forward N = 0", mgt_cuda_layernorm_forward<float>(a, mean, rstd, b, c, d, 0, 16, nullptr), "layernorm.cu", "N > 0");
     expect_invalid("layernorm_forward out = inp", mgt_cuda_layernorm_forward<float>(a, mean, rstd, a, c, d, 4, 16, nullptr), "layernorm.cu",
                    "out != inp");
     expect_invalid("layernorm_backward dinp = dout",
-                   mgt_cuda_layernorm_backward<float>(a, b, c, d, a, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "dinp != dout");
+                   mgt_cuda_layernorm_backward<float>(a, b, c, d, &ticket, a, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "dinp != dout");
     expect_invalid("layernorm_backward null scratch",
-                   mgt_cuda_layernorm_backward<float>(a, b, c, nullptr, d, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "scratch");
+                   mgt_cuda_layernorm_backward<float>(a, b, c, nullptr, &ticket, d, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "scratch");
+    expect_invalid("layernorm_backward null ticket",
+                   mgt_cuda_layernorm_backward<float>(a, b, c, d, nullptr, d, d, d, mean, rstd, 4, 16, nullptr), "layernorm.cu", "ticket");
+    expect_invalid("residual_layernorm_forward out = res",
+                   mgt_cuda_residual_layernorm_forward<float>(a, a, mean, rstd, b, c, d, d, 4, 16, nullptr), "layernorm.cu", "out != res");
+    expect_invalid("rmsnorm_forward out = inp", mgt_cuda_rmsnorm_forward<float>(a, rstd, a, c, 1e-5f, 4, 16, nullptr), "rmsnorm.cu", "out != inp");
+    expect_invalid("rmsnorm_backward dinp = dout", mgt_cuda_rmsnorm_backward<float>(a, b, c, a, d, d, rstd, 4, 16, nullptr), "rmsnorm.cu",
+                   "dinp != dout");
+    expect_invalid("rope_forward odd head size", mgt_cuda_rope_forward<float>(a, 1, 4, 2, 1, 7, 10000.0f, nullptr), "rope.cu", "hs % 2 == 0");
+    expect_invalid("swiglu_backward dinp = inp", mgt_cuda_swiglu_backward<float>(a, a, b, 4, 8, nullptr), "swiglu.cu", "dinp != inp");
     expect_invalid("encoder_forward out = wte", mgt_cuda_encoder_forward<float>(a, tok, a, 0, 4, b, 1, 4, 16, nullptr), "encoder.cu", "out != wte");
     expect_invalid("encoder_forward null tokens", mgt_cuda_encoder_forward<float>(a, nullptr, b, 0, 4, c, 1, 4, 16, nullptr), "encoder.cu", "tokens");
-    expect_invalid("encoder_backward vocab_start < 0", mgt_cuda_encoder_backward<float>(a, b, c, tok, -1, 4, 1, 4, 16, nullptr), "encoder.cu",
+    expect_invalid("encoder_backward vocab_start < 0", mgt_cuda_encoder_backward<float>(a, b, d, c, tok, -1, 4, 1, 4, 16, nullptr), "encoder.cu",
                    "vocab_start >= 0");
-    expect_invalid("attention_forward T = 0", mgt_cuda_attention_forward<float>(a, b, a, 2, 0, 1, 8, nullptr), "attention.cu", "T > 0");
-    expect_invalid("attention_forward hs = 129", mgt_cuda_attention_forward<float>(a, b, a + 1, 1, 4, 1, 129, nullptr), "attention.cu", "hs <= MGT_ATTN_MAX_HS");
-    expect_invalid("attention_backward dqkv = qkv", mgt_cuda_attention_backward<float>(a, b, a + 1, a, a + 2, b, 1, 8, 1, 8, nullptr), "attention.cu",
+    expect_invalid("attention_forward T = 0", mgt_cuda_attention_forward<float>(a, b, a, 2, 0, 1, 1, 8, nullptr), "attention.cu", "T > 0");
+    expect_invalid("attention_forward hs = 129", mgt_cuda_attention_forward<float>(a, b, a + 1, 1, 4, 1, 1, 129, nullptr), "attention.cu",
+                   "hs <= MGT_ATTN_MAX_HS");
+    expect_invalid("attention_forward NKV not dividing NH", mgt_cuda_attention_forward<float>(a, b, a + 1, 1, 4, 3, 2, 8, nullptr), "attention.cu",
+                   "NH % NKV == 0");
+    expect_invalid("attention_backward dqkv = qkv", mgt_cuda_attention_backward<float>(a, b, a + 1, a, a + 2, b, 1, 8, 1, 1, 8, nullptr), "attention.cu",
                    "(const void *)dqkv != (const void *)qkv");
     expect_invalid("gelu_forward null inp", mgt_cuda_gelu_forward<float>(a, nullptr, 8, nullptr), "gelu.cu", "inp");
     expect_invalid("bias_residual out = bias", mgt_cuda_bias_residual<float>(a, b, a, 2, 8, nullptr), "residual.cu", "out != bias");
@@ -988,15 +1112,24 @@ static void test_preconditions(void) {
                    mgt_cuda_adamw_master<float>(a, a, b, c, d, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr), "adamw.cu",
                    "param_copy");
     /* the 16-bit instantiations take fp32 parameter gradients (h: bf16 activations) */
-    expect_invalid("encoder_backward<bf16> dwte = dwpe", mgt_cuda_encoder_backward<__nv_bfloat16>(a, a, h, tok, 0, 4, 1, 4, 16, nullptr),
+    expect_invalid("encoder_backward<bf16> dwte = dwpe", mgt_cuda_encoder_backward<__nv_bfloat16>(a, a, d, h, tok, 0, 4, 1, 4, 16, nullptr),
                    "encoder.cu", "dwte != dwpe");
-    expect_invalid("encoder_backward<fp32> dwpe = dout", mgt_cuda_encoder_backward<float>(a, b, b, tok, 0, 4, 1, 4, 16, nullptr), "encoder.cu",
+    expect_invalid("encoder_backward<fp32> dwpe = dout", mgt_cuda_encoder_backward<float>(a, b, d, b, tok, 0, 4, 1, 4, 16, nullptr), "encoder.cu",
                    "dwpe != (const void *)dout");
+    expect_invalid("encoder_backward null scratch", mgt_cuda_encoder_backward<float>(a, b, nullptr, c, tok, 0, 4, 1, 4, 16, nullptr), "encoder.cu",
+                   "scratch");
     expect_invalid("layernorm_backward<bf16> scratch = dbias",
-                   mgt_cuda_layernorm_backward<__nv_bfloat16>(h, a, b, b, h + 16, h + 32, h + 48, mean, rstd, 1, 16, nullptr), "layernorm.cu",
+                   mgt_cuda_layernorm_backward<__nv_bfloat16>(h, a, b, b, &ticket, h + 16, h + 32, h + 48, mean, rstd, 1, 16, nullptr), "layernorm.cu",
                    "scratch != dbias");
     expect_invalid("bias_backward<bf16> dbias = scratch", mgt_cuda_bias_backward<__nv_bfloat16>(a, a, h, 4, 8, nullptr), "residual.cu",
                    "dbias != scratch");
+    {
+        mgt_adamw_tensor t[1] = {{a, nullptr, b, a, c, 8, 0.0f}};
+        expect_invalid("adamw_many master = m", mgt_cuda_adamw_many<float>(t, 1, HP.lr, HP.b1, HP.b2, HP.eps, 1.0f, HP.bc1, HP.bc2, nullptr), "adamw.cu",
+                       "t.master != t.m");
+        expect_invalid("adamw_many too many", mgt_cuda_adamw_many<float>(t, MGT_ADAMW_MANY + 1, HP.lr, HP.b1, HP.b2, HP.eps, 1.0f, HP.bc1, HP.bc2, nullptr),
+                       "adamw.cu", "count <= MGT_ADAMW_MANY");
+    }
     expect_invalid("adamw_master<bf16> null grad",
                    mgt_cuda_adamw_master<__nv_bfloat16>(h, a, nullptr, c, d, 8, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr),
                    "adamw.cu", "grad");
@@ -1010,6 +1143,146 @@ static void test_preconditions(void) {
     ck.rc(mgt_cuda_add_inplace<float>(nullptr, nullptr, 0, nullptr));
     ck.rc(mgt_cuda_cast<float, __half>(nullptr, nullptr, 0, nullptr));
     ck.rc(mgt_cuda_adamw(nullptr, nullptr, nullptr, nullptr, 0, HP.lr, HP.b1, HP.b2, HP.eps, HP.wd, 1.0f, HP.bc1, HP.bc2, nullptr));
+}
+
+/* ==== RMSNorm (Llama) ======================================================================================== */
+template <class T> static void test_rmsnorm(int N, int C, bool random) {
+    const float eps = 1e-5f;
+    std::vector<T> inp = rnd<T>((size_t)N * C, -1, 1.5), w = rnd<T>(C, 0.5, 1.5);
+    for (int c = 0; c < C; c += 5) inp[c] = T(3.0f); // a few outliers in row 0
+    std::vector<double> rs(N);
+    for (int r = 0; r < N; r++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++) ss += dv(inp[(size_t)r * C + c]) * dv(inp[(size_t)r * C + c]);
+        rs[r] = 1.0 / sqrt(ss / C + (double)eps);
+    }
+    {
+        checker ck("rmsnorm", "rmsnorm_forward<%s> N=%d C=%d", prec<T>::name, N, C);
+        std::vector<T> out;
+        std::vector<float> rstd;
+        in_orders(ck, random, [&] {
+            out = filled<T>((size_t)N * C, 7.0f);
+            rstd.assign(N, 7.0f);
+            ck.rc(mgt_cuda_rmsnorm_forward<T>(out.data(), rstd.data(), inp.data(), w.data(), eps, N, C, nullptr));
+            return std::vector<blob>{bytes(out), bytes(rstd)};
+        });
+        /* the sum of squares is a C-term fp32 sum of positive terms (strided per lane, then a 5-level
+           tree): (C + 5) 2^-24 relative, halved by the square root, plus a few roundings: (C + 8) 2^-24;
+           out = x rs w inherits it and two roundings */
+        for (int r = 0; r < N; r++) {
+            double erel = (C + 8) * U32;
+            ck.near("rstd", r, rstd[r], rs[r], erel * rs[r]);
+            for (int c = 0; c < C; c++) {
+                double want = dv(inp[(size_t)r * C + c]) * rs[r] * dv(w[c]);
+                ck.near("out", (size_t)r * C + c, dv(out[(size_t)r * C + c]), want, bnd<T>(want, (erel + 3 * U32) * fabs(want)));
+            }
+        }
+    }
+    {
+        checker ck("rmsnorm", "rmsnorm_backward<%s> N=%d C=%d", prec<T>::name, N, C);
+        std::vector<T> dout = rnd<T>((size_t)N * C, -1, 1), dinp0 = rnd<T>((size_t)N * C, -1, 1), dinp;
+        std::vector<float> dw0 = rnd<float>(C, -1, 1), dw, rstd(N), scratch;
+        for (int r = 0; r < N; r++) rstd[r] = (float)rs[r];
+        size_t sbytes = mgt_cuda_rmsnorm_backward_scratch(N, C);
+        in_orders(ck, random, [&] {
+            dinp = dinp0, dw = dw0;
+            scratch.assign(sbytes / sizeof(float), NAN); // the kernels must write before they read
+            ck.rc(mgt_cuda_rmsnorm_backward<T>(dinp.data(), dw.data(), scratch.data(), dout.data(), inp.data(), w.data(), rstd.data(), N, C, nullptr));
+            return std::vector<blob>{bytes(dinp), bytes(dw)};
+        });
+        std::vector<double> sw(C), mw(C);
+        for (int c = 0; c < C; c++) sw[c] = dw0[c], mw[c] = fabs(sw[c]);
+        for (int r = 0; r < N; r++) {
+            double rr = rstd[r], sgx = 0, agx = 0;
+            for (int c = 0; c < C; c++) {
+                double g = dv(w[c]) * dv(dout[(size_t)r * C + c]), xh = dv(inp[(size_t)r * C + c]) * rr;
+                sgx += g * xh, agx += fabs(g * xh);
+            }
+            double mgx = sgx / C;
+            for (int c = 0; c < C; c++) {
+                size_t i = (size_t)r * C + c;
+                double d = dv(dout[i]), g = dv(w[c]) * d, xh = dv(inp[i]) * rr, want = dv(dinp0[i]) + rr * (g - xh * mgx);
+                /* the row mean is a C-term fp32 sum: (C + 5) 2^-24 of its |terms|; six roundings on the rest */
+                double e32 = (C + 5) * U32 * rr * fabs(xh) * agx / C + 6 * U32 * (fabs(dv(dinp0[i])) + rr * (fabs(g) + fabs(xh * mgx)));
+                ck.near("dinp", i, dv(dinp[i]), want, bnd<T>(want, e32));
+                sw[c] += d * xh, mw[c] += fabs(d * xh);
+            }
+        }
+        for (int c = 0; c < C; c++) ck.near("dweight", c, dw[c], sw[c], bnd<float>(sw[c], (N + 8) * U32 * mw[c]));
+    }
+}
+
+/* ==== RoPE (Llama): q and k heads turned in place, v heads left alone ======================================== */
+template <class T> static void test_rope(int B, int Tn, int NH, int NKV, int hs, float theta, bool random) {
+    int W = (NH + 2 * NKV) * hs, half = hs / 2;
+    size_t n = (size_t)B * Tn * W;
+    std::vector<T> x0 = rnd<T>(n, -2, 2);
+    for (int dir = 0; dir < 2; dir++) {
+        checker ck("rope", "rope_%s<%s> B=%d T=%d NH=%d NKV=%d hs=%d theta=%g", dir ? "backward" : "forward", prec<T>::name, B, Tn, NH, NKV, hs, theta);
+        std::vector<T> x;
+        in_orders(ck, random, [&] {
+            x = x0;
+            ck.rc(dir ? mgt_cuda_rope_backward<T>(x.data(), B, Tn, NH, NKV, hs, theta, nullptr) : mgt_cuda_rope_forward<T>(x.data(), B, Tn, NH, NKV, hs, theta, nullptr));
+            return std::vector<blob>{bytes(x)};
+        });
+        /* the angle t / theta^(2i/hs) in fp32: powf, the exponent's rounding (ln theta 2^-24 relative)
+           and the product make it off by about 16 2^-24 of itself, which cos and sin turn into an
+           absolute error; a few more roundings in the rotation */
+        for (size_t row = 0; row < (size_t)B * Tn; row++)
+            for (int h = 0; h < NH + 2 * NKV; h++)
+                for (int i = 0; i < half; i++) {
+                    size_t a = row * W + (size_t)h * hs + i, b = a + half;
+                    double u = dv(x0[a]), v = dv(x0[b]), angle = (double)(row % Tn) * pow((double)theta, -2.0 * i / hs) * (dir ? -1 : 1);
+                    if (h >= NH + NKV) { // a value head
+                        ck.near("v (untouched)", a, dv(x[a]), u, 0.0);
+                        ck.near("v (untouched)", b, dv(x[b]), v, 0.0);
+                        continue;
+                    }
+                    double wa = u * cos(angle) - v * sin(angle), wb = v * cos(angle) + u * sin(angle);
+                    double e32 = (fabs(u) + fabs(v)) * (16 * U32 * fabs(angle) + 6 * U32);
+                    ck.near("qk", a, dv(x[a]), wa, bnd<T>(wa, e32));
+                    ck.near("qk", b, dv(x[b]), wb, bnd<T>(wb, e32));
+                }
+    }
+}
+
+/* ==== SwiGLU (Llama): out = silu(gate) up ===================================================================== */
+template <class T> static void test_swiglu(int N, int H, bool random) {
+    size_t n = (size_t)N * H;
+    std::vector<T> inp = rnd<T>(2 * n, -6, 6), dout = rnd<T>(n, -1, 1);
+    inp[0] = T(0.0f);
+    {
+        checker ck("swiglu", "swiglu_forward<%s> N=%d H=%d", prec<T>::name, N, H);
+        std::vector<T> out;
+        in_orders(ck, random, [&] {
+            out = filled<T>(n, 7.0f);
+            ck.rc(mgt_cuda_swiglu_forward<T>(out.data(), inp.data(), N, H, nullptr));
+            return std::vector<blob>{bytes(out)};
+        });
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < H; c++) {
+                double g = dv(inp[(size_t)r * 2 * H + c]), u = dv(inp[(size_t)r * 2 * H + H + c]), want = g / (1 + exp(-g)) * u;
+                ck.near("out", (size_t)r * H + c, dv(out[(size_t)r * H + c]), want, bnd<T>(want, 8 * U32 * fabs(want)));
+            }
+    }
+    {
+        checker ck("swiglu", "swiglu_backward<%s> N=%d H=%d", prec<T>::name, N, H);
+        std::vector<T> dinp;
+        in_orders(ck, random, [&] {
+            dinp = filled<T>(2 * n, 7.0f); // every element must be written
+            ck.rc(mgt_cuda_swiglu_backward<T>(dinp.data(), inp.data(), dout.data(), N, H, nullptr));
+            return std::vector<blob>{bytes(dinp)};
+        });
+        /* dg = d u sig (1 + g (1 - sig)) cancels near g = -1.28: its error is relative to d u sig (1 + |g| (1 - sig)) */
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < H; c++) {
+                size_t gi = (size_t)r * 2 * H + c, ui = gi + H;
+                double g = dv(inp[gi]), u = dv(inp[ui]), d = dv(dout[(size_t)r * H + c]), sig = 1 / (1 + exp(-g));
+                double dg = d * u * sig * (1 + g * (1 - sig)), du = d * g * sig;
+                ck.near("dgate", gi, dv(dinp[gi]), dg, bnd<T>(dg, 10 * U32 * fabs(d * u) * sig * (1 + fabs(g) * (1 - sig))));
+                ck.near("dup", ui, dv(dinp[ui]), du, bnd<T>(du, 8 * U32 * fabs(du)));
+            }
+    }
 }
 
 /* ==== the cases ======================================================================================================= */
@@ -1027,6 +1300,9 @@ template <class T> static void all_ops(void) {
     if (SIZE >= 1) test_encoder<T>(4, 64, 96, 100, 100, 200, true, false);
     if (big) test_encoder<T>(2, 131, 4003, 0, 50, 50, true, false); // T C > 2048 x 256: grid-stride
     if (SIZE >= 1) test_encoder<T>(3, 400, 40, 0, 50, 50, false, false); // 1200 positions: long accumulations into 50 rows
+    test_encoder<T>(2, 6, 64, 0, 30, 30, true, r); // C a multiple of every packet: the packed kernels
+    if (SIZE >= 1) test_encoder<T>(3, 50, 264, 5, 40, 60, true, false); // lanes loop past 32 packets
+    if (SIZE >= 1) test_encoder<T>(3, 3001, 8, 0, 60, 60, false, false); // 9003 positions: the sort's stages beyond its 4096-key chunks
     test_encoder_frequent_token<T>();
     /* layernorm: rows not a multiple of the 8 rows per block, C = 1, 3, 5, 37, 45, 67, 131; part splits of N */
     test_layernorm<T>(1, 1, r);
@@ -1034,28 +1310,50 @@ template <class T> static void all_ops(void) {
     test_layernorm<T>(5, 3, r, false);
     if (SIZE >= 1) test_layernorm<T>(70, 131, r);
     if (SIZE >= 1) test_layernorm<T>(200, 45, false);
+    test_layernorm<T>(13, 64, r); // packets of every type
+    test_residual_layernorm<T>(9, 37, false, r);
+    test_residual_layernorm<T>(13, 64, false, r);
+    test_residual_layernorm<T>(13, 64, true, r);
+    if (SIZE >= 1) test_residual_layernorm<T>(70, 264, false, false);
+    if (SIZE >= 1) test_layernorm<T>(70, 264, false); // packets, lanes loop past 32 of them
     if (SIZE >= 1) test_layernorm<T>(520, 5, false); // 58 parts of 9 rows: all 8 warps of a part hold rows
     if (SIZE >= 2) test_layernorm<T>(1000, 67, false); // 63 parts of 16 rows
     /* attention: T = 1, odd T within a tile and over several (37, 70: a partial last tile), the head
        sizes of the presets (32, 64, 80) and the edges of the per-lane columns (20, 96, 128: more than
        48 KiB of shared memory on a GPU) */
-    test_attention<T>(1, 1, 1, 8, r);
-    test_attention<T>(2, 37, 3, 20, r);
-    test_attention<T>(1, SIZE ? 70 : 33, 2, 64, r);
-    test_attention<T>(1, SIZE ? 45 : 9, 2, 80, r);
-    if (SIZE >= 1) test_attention<T>(2, 33, 2, 32, false);
-    if (SIZE >= 1) test_attention<T>(1, 40, 1, 128, false);
-    if (SIZE >= 2) test_attention<T>(1, 131, 2, 96, false);
+    test_attention<T>(1, 1, 1, 1, 8, r);
+    test_attention<T>(2, 37, 3, 3, 20, r);
+    test_attention<T>(1, SIZE ? 70 : 33, 2, 2, 64, r);
+    test_attention<T>(1, SIZE ? 45 : 9, 2, 2, 80, r);
+    test_attention<T>(2, 35, 4, 2, 32, r); // grouped-query: two query heads per key/value head (llama_tiny's hs)
+    test_attention<T>(1, 33, 3, 1, 16, r); // multi-query: every head reads one
+    if (SIZE >= 1) test_attention<T>(2, 33, 2, 2, 32, false);
+    if (SIZE >= 1) test_attention<T>(1, 40, 1, 1, 128, false);
+    if (SIZE >= 1) test_attention<T>(1, 40, 4, 1, 128, false); // Llama 3 8B's head size, a group of 4
+    if (SIZE >= 2) test_attention<T>(1, 131, 2, 2, 96, false);
     /* gelu: n below and above a block, the three aliasings; grid-stride n */
     test_gelu<T>(1, 0, r);
     test_gelu<T>(1000, 0, r);
     test_gelu<T>(777, 1, r);
     test_gelu<T>(777, 2, r);
     if (big) test_gelu<T>((size_t)2048 * 256 + 1001, 0, false);
+    /* the Llama family: RMSNorm on the layernorm shapes, RoPE with grouped kv heads (Llama 3's theta too), SwiGLU */
+    test_rmsnorm<T>(1, 1, r);
+    test_rmsnorm<T>(19, 37, r);
+    if (SIZE >= 1) test_rmsnorm<T>(70, 131, r);
+    if (SIZE >= 1) test_rmsnorm<T>(520, 5, false);
+    test_rope<T>(2, 5, 3, 1, 8, 10000.0f, r);
+    test_rope<T>(1, 9, 2, 2, 6, 500000.0f, r);
+    if (SIZE >= 1) test_rope<T>(2, 64, 8, 2, 32, 500000.0f, false);
+    test_swiglu<T>(1, 1, r);
+    test_swiglu<T>(7, 37, r);
+    if (big) test_swiglu<T>(1000, 600, false); // rows of more than a block of units
     /* residual: N C not a multiple of a block; bias sums over parts */
     test_residual<T>(1, 5, r);
     test_residual<T>(19, 37, r);
     if (SIZE >= 1) test_residual<T>(200, 70, false);
+    test_residual<T>(11, 64, r); // packets of every type
+    if (SIZE >= 1) test_residual<T>(90, 264, false); // packets, lanes loop past 32 of them
     if (SIZE >= 1) test_residual<T>(520, 5, false); // parts of 9 rows: all 8 warps hold rows
     if (big) test_residual<T>(1000, 525, false); // 525000 > 2048 x 256: grid-stride
     /* cross-entropy: tp = 1 without and with padding, tp = 2 with padding in rank 1, tp = 2 where
@@ -1068,7 +1366,10 @@ template <class T> static void all_ops(void) {
     if (SIZE >= 1) test_xent<T>(33, 600, 2, 304, 1.0f / 33, false);
     /* AdamW with fp32 master weights, casts, norms */
     test_adamw_master<T>(1000, r);
+    test_adamw_many<T>(r);
     if (big) test_adamw_master<T>((size_t)2048 * 256 + 333, false);
+    test_packed_vs_elements<T>(1000);
+    if (SIZE >= 1) test_packed_vs_elements<T>(3001);
     test_norm<T>(0, r);
     test_norm<T>(1, r);
     test_norm<T>(1000, r);

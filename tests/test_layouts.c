@@ -12,7 +12,8 @@
    same bounds, plus the one-rank layout itself on the GPU.
 
    usage: test_layouts [--quick [--once]] [--only TEXT]   (--quick: smaller shapes and 6 steps, for
-   the sanitizers; --once: the matrix without gradient accumulation only, for the slowest of them;
+   the sanitizers; --once: the matrix without gradient accumulation only, and the Llama model on the
+   layouts that mix two or three kinds of parallelism, for the slowest of them;
    --only: just the matrix layouts whose name contains TEXT, e.g. dp2-tp1-pp1-z3, without the
    checkpoint and bf16 parts: one layout to look at while working on it) */
 #define MGT_IMPLEMENTATION
@@ -41,6 +42,9 @@ static char dir[256];
 #define BF16_LOSS_TOL (1.0 / 64)
 #define BF16_WEIGHT_TOL (1.0 / 64)
 static int steps = 20;
+/* 1: the Llama-style model (RMSNorm, RoPE, SwiGLU, grouped-query attention with 8 query heads on 4
+   key/value heads, no biases, a separate LM head) instead of GPT-2's */
+static int llama;
 
 typedef struct layout { int dp, tp, pp, zero; const char *sched; } layout;
 
@@ -54,6 +58,16 @@ static void config(mgt_config *cfg, const layout *l, int accumulate, const char 
     mgt_config_set(cfg, "model.n_layer=4");
     mgt_config_set(cfg, "model.n_head=4");
     mgt_config_set(cfg, quick ? "model.d_model=32" : "model.d_model=64");
+    if (llama) {
+        mgt_config_set(cfg, "model.n_head=8");
+        mgt_config_set(cfg, "model.n_kv_head=4");
+        mgt_config_set(cfg, "model.norm=rmsnorm");
+        mgt_config_set(cfg, "model.positions=rope");
+        mgt_config_set(cfg, "model.mlp=swiglu");
+        mgt_config_set(cfg, quick ? "model.d_ff=88" : "model.d_ff=168"); /* 8/3 d_model, a multiple of tp = 4 */
+        mgt_config_set(cfg, "model.bias=0");
+        mgt_config_set(cfg, "model.tied_head=0");
+    }
     mgt_config_set(cfg, quick ? "model.seq_len=16" : "model.seq_len=32");
     snprintf(set, sizeof set, "train.steps=%d", steps);
     mgt_config_set(cfg, set);
@@ -148,7 +162,7 @@ int main(int argc, char **argv) {
     const layout one = {1, 1, 1, 0, "1f1b"};
     const layout *list = all;
     int n = (int)(sizeof all / sizeof all[0]), quick = argc > 1 && !strcmp(argv[1], "--quick"), i, acc, s;
-    int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2;
+    int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2, llama_runs = 0;
     const char *only = NULL;
     for (i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--only")) only = argv[i + 1];
@@ -190,31 +204,57 @@ int main(int argc, char **argv) {
         }
         mgt_run_destroy(ref);
     }
+    /* the Llama-style model under every layout, without accumulation (its paths are GPT-2's): TP
+       splits its query and key/value heads and SwiGLU's gate and up columns, the untied head needs
+       no all-reduce between the first and last stage */
+    llama = 1;
+    config(&cfg, &one, 0, "llama-one", quick, "fp32");
+    ref = train(&cfg, steps, base, NULL);
+    printf("     1 rank llama: loss %.6f -> %.6f over %d steps\n", base[0], base[steps - 1], steps);
+    for (i = 0; i < n; i++) {
+        const layout *l = &list[i];
+        double e = 0, w;
+        char name[64];
+        snprintf(name, sizeof name, "llama-dp%d-tp%d-pp%d-z%d-%s", l->dp, l->tp, l->pp, l->zero, l->sched);
+        if (only && !strstr(name, only)) continue;
+        if (passes == 1 && (l->dp > 1) + (l->tp > 1) + (l->pp > 1) == 1) continue; /* --once: its mixtures (and one GPU) only */
+        llama_runs++;
+        config(&cfg, l, 0, name, quick, "fp32");
+        run = train(&cfg, steps, got, NULL);
+        for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
+        w = weight_diff(run, ref);
+        check(e <= 1e-5 && w <= 1e-3, "%-28s %d ranks: max loss difference %.2e, max weight difference %.2e", name, l->dp * l->tp * l->pp, e, w);
+        mgt_run_destroy(run);
+    }
+    mgt_run_destroy(ref);
+    llama = 0;
     if (only) return finish(dir, "layouts");
 
-    /* a checkpoint of one layout resumes under another: dp2-zero3 -> tp2-pp2 -> 1 rank */
-    {
+    /* a checkpoint of one layout resumes under another: dp2-zero3 -> tp2-pp2 -> 1 rank, GPT-2 and Llama */
+    for (llama = 0; llama < 2; llama++) {
         const layout a = {2, 1, 1, 3, "1f1b"}, b = {1, 2, 2, 0, "1f1b"};
         int third = steps / 3;
         double e = 0;
-        config(&cfg, &one, 0, "one_again", quick, "fp32");
+        config(&cfg, &one, 0, llama ? "llama_one_again" : "one_again", quick, "fp32");
         ref = train(&cfg, steps, base, NULL);
         mgt_run_destroy(ref);
-        config(&cfg, &a, 0, "moving", quick, "fp32");
+        const char *moving = llama ? "llama_moving" : "moving";
+        config(&cfg, &a, 0, moving, quick, "fp32");
         run = train(&cfg, third, got, NULL);
         mgt_run_save(run, NULL, 0);
         mgt_run_destroy(run);
-        config(&cfg, &b, 0, "moving", quick, "fp32");
+        config(&cfg, &b, 0, moving, quick, "fp32");
         run = train(&cfg, 2 * third, got, "latest");
         mgt_run_save(run, NULL, 0);
         mgt_run_destroy(run);
-        config(&cfg, &one, 0, "moving", quick, "fp32");
+        config(&cfg, &one, 0, moving, quick, "fp32");
         run = train(&cfg, steps, got, "latest");
         mgt_run_destroy(run);
         for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
-        check(e <= 1e-5, "checkpoint moved dp2-zero3 -> tp2-pp2 -> 1 rank at steps %d and %d: max loss difference %.2e over %d steps", third,
-              2 * third, e, steps);
+        check(e <= 1e-5, "%scheckpoint moved dp2-zero3 -> tp2-pp2 -> 1 rank at steps %d and %d: max loss difference %.2e over %d steps",
+              llama ? "llama " : "", third, 2 * third, e, steps);
     }
+    llama = 0;
     /* bf16 storage (fp32 master weights and gradients): a subset covering dp, ZeRO 1/2/3, tp, pp with
        both schedules and a mixture, against one bf16 rank */
     {
@@ -247,9 +287,34 @@ int main(int argc, char **argv) {
         mgt_run_destroy(ref);
         printf("     bf16 spread over the subset: loss %.2e, weights %.2e\n", worst_loss, worst_w);
     }
+    /* the Llama-style model in bf16 (RMSNorm, RoPE and SwiGLU round as GPT-2's ops do): dp with
+       ZeRO 3, tp (heads and gate/up columns split), pp, against one bf16 rank, the same bounds */
+    {
+        static const layout sub[] = {{2, 1, 1, 3, "1f1b"}, {1, 2, 1, 0, "1f1b"}, {1, 1, 2, 0, "1f1b"}, {2, 2, 2, 1, "1f1b"}};
+        llama = 1;
+        config(&cfg, &one, 0, "llama_one_bf16", quick, "bf16");
+        ref = train(&cfg, steps, base, NULL);
+        for (i = 0; i < (int)(sizeof sub / sizeof sub[0]); i++) {
+            const layout *l = &sub[i];
+            double e = 0, w;
+            char name[64];
+            snprintf(name, sizeof name, "llama-bf16-dp%d-tp%d-pp%d-z%d", l->dp, l->tp, l->pp, l->zero);
+            config(&cfg, l, 0, name, quick, "bf16");
+            run = train(&cfg, steps, got, NULL);
+            for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
+            w = weight_diff_by(run, ref, 1);
+            check(e <= BF16_LOSS_TOL && w <= BF16_WEIGHT_TOL, "%-28s %d ranks: max loss difference %.2e, max weight difference %.2e", name,
+                  l->dp * l->tp * l->pp, e, w);
+            mgt_run_destroy(run);
+        }
+        mgt_run_destroy(ref);
+        llama = 0;
+    }
 #ifdef MGT_TEST_CUDA
-    check(gpu_runs == passes * n + 3 + 10, "%d runs on the CUDA backend (the matrix %s, the moving checkpoint, the bf16 subset)", gpu_runs,
-          passes == 2 ? "twice" : "once");
+    check(gpu_runs == passes * n + llama_runs + 6 + 10 + 4, "%d runs on the CUDA backend (the matrix %s, the Llama matrix, the moving checkpoints, the bf16 subsets)",
+          gpu_runs, passes == 2 ? "twice" : "once");
+#else
+    (void)llama_runs;
 #endif
     return finish(dir, "layouts");
 }

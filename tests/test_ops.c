@@ -373,17 +373,19 @@ static void test_matmul(mgt_backend *be, int N, int C, int OC, int has_bias) {
 
 /* ---- attention --------------------------------------------------------------------------------- */
 
-/* out (B,T,C), att (B,NH,T,T) or NULL, from qkv (B,T,3C) = [q | k | v], head h on channels h*hs.. */
-static void ref_attention(double *out, double *att, const double *qkv, int B, int T, int C, int NH) {
-    int hs = C / NH, b, h, t, u, i;
+/* out (B,T,C), att (B,NH,T,T) or NULL, from qkv (B,T,W) = [q | k | v], W = C + 2 NKV hs: query head h
+   on channels h*hs.. of q, key/value head h / (NH / NKV) on the same channels of k and v */
+static void ref_attention(double *out, double *att, const double *qkv, int B, int T, int C, int NH, int NKV) {
+    int hs = C / NH, W = C + 2 * NKV * hs, b, h, t, u, i;
     double scale = 1.0 / sqrt((double)hs), p[64];
     for (b = 0; b < B; b++)
         for (h = 0; h < NH; h++)
             for (t = 0; t < T; t++) {
-                const double *q = qkv + ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
+                int kvh = h / (NH / NKV);
+                const double *q = qkv + ((size_t)b * T + t) * W + (size_t)h * hs;
                 double mx = -INFINITY, sum = 0;
                 for (u = 0; u <= t; u++) {
-                    const double *kk = qkv + ((size_t)b * T + u) * 3 * C + C + (size_t)h * hs;
+                    const double *kk = qkv + ((size_t)b * T + u) * W + C + (size_t)kvh * hs;
                     double s = 0;
                     for (i = 0; i < hs; i++) s += q[i] * kk[i];
                     p[u] = s * scale;
@@ -393,31 +395,32 @@ static void ref_attention(double *out, double *att, const double *qkv, int B, in
                 for (u = 0; u <= t; u++) p[u] /= sum;
                 for (i = 0; i < hs; i++) {
                     double s = 0;
-                    for (u = 0; u <= t; u++) s += p[u] * qkv[((size_t)b * T + u) * 3 * C + 2 * C + (size_t)h * hs + i];
+                    for (u = 0; u <= t; u++) s += p[u] * qkv[((size_t)b * T + u) * W + C + (size_t)(NKV + kvh) * hs + i];
                     out[((size_t)b * T + t) * C + (size_t)h * hs + i] = s;
                 }
                 if (att)
                     for (u = 0; u < T; u++) att[(((size_t)b * NH + h) * T + t) * T + u] = u <= t ? p[u] : 0.0;
             }
 }
-typedef struct attn_ctx { double *qkv, *R, *out; int B, T, C, NH; } attn_ctx;
+typedef struct attn_ctx { double *qkv, *R, *out; int B, T, C, NH, NKV; } attn_ctx;
 static double attn_obj(void *p) {
     attn_ctx *k = (attn_ctx *)p;
-    ref_attention(k->out, NULL, k->qkv, k->B, k->T, k->C, k->NH);
+    ref_attention(k->out, NULL, k->qkv, k->B, k->T, k->C, k->NH, k->NKV);
     return dot(k->out, k->R, (size_t)k->B * k->T * k->C);
 }
 
-static void test_attention(mgt_backend *be, int B, int T, int C, int NH) {
-    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+/* NKV < NH: grouped-query attention, whose dK and dV sum over the query heads of a group */
+static void test_attention(mgt_backend *be, int B, int T, int C, int NH, int NKV) {
+    size_t nq = (size_t)B * T * (C + 2 * (C / NH) * NKV), no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     char what[96], name[96], shape[48];
     float *qkv = frand(nq, 401 + T, -2, 2), *R = frand(no, 402, -1, 1), *out = fnan(no), *att = fnan(na), *dqkv = fnan(nq);
     double *ratt = dalloc(na), *g = dalloc(nq);
     attn_ctx k;
-    snprintf(shape, sizeof shape, "B=%d T=%d C=%d NH=%d", B, T, C, NH);
-    k.B = B; k.T = T; k.C = C; k.NH = NH; k.qkv = to_double(qkv, nq); k.R = to_double(R, no); k.out = dalloc(no);
-    ref_attention(k.out, ratt, k.qkv, B, T, C, NH);
+    snprintf(shape, sizeof shape, "B=%d T=%d C=%d NH=%d NKV=%d", B, T, C, NH, NKV);
+    k.B = B; k.T = T; k.C = C; k.NH = NH; k.NKV = NKV; k.qkv = to_double(qkv, nq); k.R = to_double(R, no); k.out = dalloc(no);
+    ref_attention(k.out, ratt, k.qkv, B, T, C, NH, NKV);
 
-    be->attention_forward(be, out, att, qkv, B, T, C, NH);
+    be->attention_forward(be, out, att, qkv, B, T, C, NH, NKV);
     snprintf(what, sizeof what, "out (%s)", shape);
     report("attention_forward", what, max_err(out, k.out, no), TOL_FWD);
     /* probabilities in [0,1], exact zeros above the diagonal: measured against 1 */
@@ -425,13 +428,142 @@ static void test_attention(mgt_backend *be, int B, int T, int C, int NH) {
     snprintf(name, sizeof name, "attention_forward out %s", shape);
     record(name, out, sizeof(float) * no, 0);
 
-    be->attention_backward(be, dqkv, R, qkv, out, att, B, T, C, NH);
+    be->attention_backward(be, dqkv, R, qkv, out, att, B, T, C, NH, NKV);
     fd_grad(attn_obj, &k, k.qkv, nq, g);
-    report("attention_backward", "dqkv = fd (=, NaN before)", max_err(dqkv, g, nq), TOL_BWD);
+    snprintf(what, sizeof what, "dqkv = fd (=, NaN before) %s", NKV < NH ? "GQA" : "");
+    report("attention_backward", what, max_err(dqkv, g, nq), TOL_BWD);
     snprintf(name, sizeof name, "attention_backward dqkv %s", shape);
     record(name, dqkv, sizeof(float) * nq, 0);
 
     free(qkv); free(R); free(out); free(att); free(dqkv); free(ratt); free(g); free(k.qkv); free(k.R); free(k.out);
+}
+
+/* ---- rmsnorm ----------------------------------------------------------------------------------- */
+
+static void ref_rmsnorm(double *out, double *rstd, const double *x, const double *w, double eps, int N, int C) {
+    int r, c;
+    for (r = 0; r < N; r++) {
+        const double *xr = x + (size_t)r * C;
+        double ms = 0, s;
+        for (c = 0; c < C; c++) ms += xr[c] * xr[c];
+        s = 1.0 / sqrt(ms / C + eps);
+        for (c = 0; c < C; c++) out[(size_t)r * C + c] = xr[c] * s * w[c];
+        if (rstd) rstd[r] = s;
+    }
+}
+typedef struct rms_ctx { double *x, *w, *R, *out, eps; int N, C; } rms_ctx;
+static double rms_obj(void *p) {
+    rms_ctx *k = (rms_ctx *)p;
+    ref_rmsnorm(k->out, NULL, k->x, k->w, k->eps, k->N, k->C);
+    return dot(k->out, k->R, (size_t)k->N * k->C);
+}
+
+static void test_rmsnorm(mgt_backend *be, int N, int C) {
+    size_t n = (size_t)N * C;
+    char what[96], name[96];
+    const float eps = 1e-5f;
+    float *x = frand(n, 211 + C, -2, 2.5), *w = frand((size_t)C, 212, 0.5, 1.5), *R = frand(n, 214, -1, 1), *out = fnan(n), *rstd = fnan((size_t)N);
+    float *dinp = frand(n, 215, -1, 1), *dw = frand((size_t)C, 216, -1, 1), *P_inp = fcopy(dinp, n), *P_w = fcopy(dw, (size_t)C);
+    double *rrstd = dalloc((size_t)N), *g_x = dalloc(n), *g_w = dalloc((size_t)C), *e;
+    rms_ctx k;
+    k.N = N; k.C = C; k.eps = (double)eps; k.x = to_double(x, n); k.w = to_double(w, (size_t)C); k.R = to_double(R, n); k.out = dalloc(n);
+    ref_rmsnorm(k.out, rrstd, k.x, k.w, k.eps, N, C);
+
+    be->rmsnorm_forward(be, out, rstd, x, w, eps, N, C);
+    snprintf(what, sizeof what, "out (N=%d C=%d)", N, C);
+    report("rmsnorm_forward", what, max_err(out, k.out, n), TOL_FWD);
+    report("rmsnorm_forward", "rstd", max_err(rstd, rrstd, (size_t)N), TOL_FWD);
+    snprintf(name, sizeof name, "rmsnorm_forward out C=%d", C);
+    record(name, out, sizeof(float) * n, 0);
+
+    be->rmsnorm_backward(be, dinp, dw, R, x, w, rstd, N, C);
+    fd_grad(rms_obj, &k, k.x, n, g_x);
+    fd_grad(rms_obj, &k, k.w, (size_t)C, g_w);
+    e = plus(P_inp, g_x, n);
+    report("rmsnorm_backward", "dinp = P + fd (+=)", max_err_atol(dinp, e, n, rms(g_x, n)), TOL_BWD);
+    free(e);
+    e = plus(P_w, g_w, (size_t)C);
+    report("rmsnorm_backward", "dweight = P + fd (+=)", max_err_atol(dw, e, (size_t)C, rms(g_w, (size_t)C)), TOL_BWD);
+    free(e);
+    snprintf(name, sizeof name, "rmsnorm_backward dweight C=%d", C);
+    record(name, dw, sizeof(float) * C, 1);
+
+    free(x); free(w); free(R); free(out); free(rstd); free(dinp); free(dw); free(P_inp); free(P_w); free(rrstd); free(g_x); free(g_w);
+    free(k.x); free(k.w); free(k.R); free(k.out);
+}
+
+/* ---- rope -------------------------------------------------------------------------------------- */
+
+/* in place on the q and k heads of qkv (B,T,(NH + 2 NKV) hs): channels i and i + hs/2 turn by t theta^(-2i/hs) */
+static void ref_rope(double *qkv, int B, int T, int NH, int NKV, int hs, double theta) {
+    int W = (NH + 2 * NKV) * hs, half = hs / 2, b, t, h, i;
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (h = 0; h < NH + NKV; h++)
+                for (i = 0; i < half; i++) {
+                    double *x = qkv + ((size_t)b * T + t) * W + (size_t)h * hs, a = t * pow(theta, -2.0 * i / hs), x0 = x[i], x1 = x[half + i];
+                    x[i] = x0 * cos(a) - x1 * sin(a);
+                    x[half + i] = x1 * cos(a) + x0 * sin(a);
+                }
+}
+typedef struct rope_ctx { double *x, *R, *tmp, theta; int B, T, NH, NKV, hs; } rope_ctx;
+static double rope_obj(void *p) {
+    rope_ctx *k = (rope_ctx *)p;
+    size_t n = (size_t)k->B * k->T * (k->NH + 2 * k->NKV) * k->hs;
+    memcpy(k->tmp, k->x, sizeof(double) * n);
+    ref_rope(k->tmp, k->B, k->T, k->NH, k->NKV, k->hs, k->theta);
+    return dot(k->tmp, k->R, n);
+}
+
+static void test_rope(mgt_backend *be, int B, int T, int NH, int NKV, int hs) {
+    size_t n = (size_t)B * T * (NH + 2 * NKV) * hs;
+    const float theta = 10000.0f;
+    char what[96];
+    float *x = frand(n, 421 + hs, -2, 2), *R = frand(n, 422, -1, 1), *y = fcopy(x, n), *d = fcopy(R, n);
+    double *ref = to_double(x, n), *g = dalloc(n);
+    rope_ctx k;
+    k.B = B; k.T = T; k.NH = NH; k.NKV = NKV; k.hs = hs; k.theta = theta; k.x = to_double(x, n); k.R = to_double(R, n); k.tmp = dalloc(n);
+    ref_rope(ref, B, T, NH, NKV, hs, theta);
+    be->rope_forward(be, y, B, T, NH, NKV, hs, theta);
+    snprintf(what, sizeof what, "qkv in place (B=%d T=%d NH=%d NKV=%d hs=%d)", B, T, NH, NKV, hs);
+    report("rope_forward", what, max_err(y, ref, n), TOL_FWD);
+    be->rope_backward(be, d, B, T, NH, NKV, hs, theta); /* dqkv in place: the v heads pass through */
+    fd_grad(rope_obj, &k, k.x, n, g);
+    report("rope_backward", "dqkv = fd (in place)", max_err(d, g, n), TOL_BWD);
+    free(x); free(R); free(y); free(d); free(ref); free(g); free(k.x); free(k.R); free(k.tmp);
+}
+
+/* ---- swiglu ------------------------------------------------------------------------------------ */
+
+static double ref_silu(double x) { return x / (1.0 + exp(-x)); }
+typedef struct swiglu_ctx { double *x, *R; int N, H; } swiglu_ctx;
+static double swiglu_obj(void *p) {
+    swiglu_ctx *k = (swiglu_ctx *)p;
+    double s = 0;
+    int r, c;
+    for (r = 0; r < k->N; r++)
+        for (c = 0; c < k->H; c++) s += ref_silu(k->x[(size_t)r * 2 * k->H + c]) * k->x[(size_t)r * 2 * k->H + k->H + c] * k->R[(size_t)r * k->H + c];
+    return s;
+}
+
+static void test_swiglu(mgt_backend *be, int N, int H) {
+    size_t n = (size_t)N * H;
+    float *x = frand(2 * n, 511 + H, -5, 5), *R = frand(n, 512, -1, 1), *out = fnan(n), *dinp = fnan(2 * n);
+    double *ref = dalloc(n), *g = dalloc(2 * n);
+    swiglu_ctx k;
+    char what[96];
+    int r, c;
+    x[0] = 0.0f; x[1] = 20.0f; x[2] = -20.0f; /* centre and saturated tails */
+    k.x = to_double(x, 2 * n); k.R = to_double(R, n); k.N = N; k.H = H;
+    for (r = 0; r < N; r++)
+        for (c = 0; c < H; c++) ref[(size_t)r * H + c] = ref_silu(k.x[(size_t)r * 2 * H + c]) * k.x[(size_t)r * 2 * H + H + c];
+    be->swiglu_forward(be, out, x, N, H);
+    snprintf(what, sizeof what, "out (N=%d H=%d)", N, H);
+    report("swiglu_forward", what, max_err(out, ref, n), TOL_FWD);
+    be->swiglu_backward(be, dinp, x, R, N, H);
+    fd_grad(swiglu_obj, &k, k.x, 2 * n, g);
+    report("swiglu_backward", "dinp (gate, up) = fd (=, NaN before)", max_err(dinp, g, 2 * n), TOL_BWD);
+    free(x); free(R); free(out); free(dinp); free(ref); free(g); free(k.x); free(k.R);
 }
 
 /* ---- gelu -------------------------------------------------------------------------------------- */
@@ -702,8 +834,15 @@ int main(void) {
         test_matmul(be, 14, 43, 37, 1); /* N < OC: the GEMM splits along OC */
         test_matmul(be, 45, 19, 13, 1); /* N > OC: it splits along N */
         test_matmul(be, 14, 43, 37, 0); /* bias NULL, dbias NULL */
-        test_attention(be, 2, 7, 24, 3);
-        test_attention(be, 1, 13, 21, 3);
+        test_attention(be, 2, 7, 24, 3, 3);
+        test_attention(be, 1, 13, 21, 3, 3);
+        test_attention(be, 2, 7, 32, 4, 2); /* grouped-query */
+        test_attention(be, 1, 13, 24, 3, 1); /* multi-query */
+        test_rmsnorm(be, 14, 43);
+        test_rmsnorm(be, 3, 7);
+        test_rope(be, 2, 7, 3, 1, 8);
+        test_rope(be, 1, 13, 2, 2, 6);
+        test_swiglu(be, 7, 37);
         test_gelu(be);
         test_crossentropy(be);
         test_sum_squares(be);

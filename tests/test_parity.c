@@ -6,22 +6,7 @@
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 
-static int failures;
-
-static void check(const char *what, double err, double tol) {
-    int ok = err <= tol && err == err;
-    printf("%-4s %-44s max err %.3e (tolerance %.1e)\n", ok ? "ok" : "FAIL", what, err, tol);
-    if (!ok) failures++;
-}
-
-static const mgt__st_tensor *need(const mgt__st_file *f, const char *name, const char *dtype) {
-    const mgt__st_tensor *t = mgt__st_find(f, name);
-    if (!t || strcmp(t->dtype, dtype)) {
-        printf("FAIL fixture has no %s tensor %s\n", dtype, name);
-        exit(1);
-    }
-    return t;
-}
+#include "parity_util.h" // defines: check, need, scaled_err, failures
 
 /* rows (B, T+1) from inputs x and targets y = x shifted by one */
 static void rows_from(uint16_t *rows, const int32_t *x, const int32_t *y, int B, int T) {
@@ -30,18 +15,6 @@ static void rows_from(uint16_t *rows, const int32_t *x, const int32_t *y, int B,
         for (t = 0; t < T; t++) rows[b * (T + 1) + t] = (uint16_t)x[b * T + t];
         rows[b * (T + 1) + T] = (uint16_t)y[b * T + T - 1];
     }
-}
-
-/* max |a - b| over a tensor, divided by the largest |b| in it: errors relative to the tensor's scale */
-static double scaled_err(const float *a, const float *b, size_t n) {
-    double e = 0, scale = 1e-30;
-    size_t i;
-    for (i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        e = d > e ? d : e;
-        scale = fabs((double)b[i]) > scale ? fabs((double)b[i]) : scale;
-    }
-    return e / scale;
 }
 
 /* the fixture's weights into rank 0 (one rank: local tensors are the global ones, wte padded) */
@@ -62,7 +35,7 @@ int main(int argc, char **argv) {
     mgt__rank *rk;
     char set[256];
     int B, T, t, s;
-    double loss, worst;
+    double worst;
     uint16_t *rows;
     const char *keys[] = {"n_layer", "n_head", "d_model", "seq_len", "vocab_size"};
     const char *train_keys[] = {"lr", "min_lr", "warmup", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "steps"};
@@ -89,46 +62,7 @@ int main(int argc, char **argv) {
     rk = &run->ranks[0];
     load_params(rk, &f, "param.");
 
-    /* one batch: logits, loss, gradients */
-    {
-        const int32_t *x = (const int32_t *)mgt__st_data(&f, need(&f, "x", "I32")), *y = (const int32_t *)mgt__st_data(&f, need(&f, "y", "I32"));
-        const float *logits = (const float *)mgt__st_data(&f, need(&f, "logits", "F32"));
-        mgt__acts *A = &rk->acts[0];
-        double ref_loss, e = 0;
-        int i, v, V = cfg.model.vocab_size;
-        memcpy(&ref_loss, mgt__st_data(&f, need(&f, "loss", "F64")), sizeof ref_loss);
-        for (i = 0; i < B * T; i++) { A->inputs[i] = x[i]; A->targets[i] = y[i]; }
-        mgt__stage_forward(rk, A); /* logits only: the head without its loss */
-        rk->be->layernorm_forward(rk->be, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[rk->nblocks], mgt__P(rk, mgt__t_lnf(rk)),
-                                  mgt__P(rk, mgt__t_lnf(rk) + 1), B * T, rk->shape.C);
-        rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_wte(rk)), NULL, B * T, rk->shape.C, rk->shape.Vl);
-        for (i = 0; i < B * T; i++)
-            for (v = 0; v < V; v++) {
-                double d = fabs((double)A->logits[(size_t)i * rk->shape.Vl + v] - logits[(size_t)i * V + v]);
-                e = d > e ? d : e;
-            }
-        /* logits are O(1) sums over C=64 products after two blocks: float32 rounding gives ~1e-6 */
-        check("logits (absolute)", e, 1e-5);
-        rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
-        mgt__stage_forward(rk, A);
-        mgt__head_forward(rk, A, 1.0f / (float)(B * T), &loss);
-        loss /= B * T;
-        mgt__stage_backward(rk, A, 1);
-        /* a mean of 128 float32 cross-entropies: relative error of order 1e-7 */
-        check("loss (relative)", fabs(loss - ref_loss) / ref_loss, 1e-6);
-        worst = 0;
-        for (t = 0; t < rk->lay.n; t++) {
-            char name[128];
-            double err;
-            snprintf(name, sizeof name, "grad.%s", rk->lay.t[t].info.name);
-            err = scaled_err(mgt__G(rk, t), (const float *)mgt__st_data(&f, need(&f, name, "F32")), rk->lay.t[t].info.numel);
-            worst = err > worst ? err : worst;
-            if (err > 1e-4) check(name, err, 1e-4);
-        }
-        /* gradients pass through up to ~20 float32 ops and GEMMs of length <= 256: relative to each
-           tensor's largest gradient, 1e-4 leaves a 10x margin over what float32 rounding gives */
-        check("every parameter gradient (relative to tensor max)", worst, 1e-4);
-    }
+    check_batch(&f, rk, B, T, cfg.model.vocab_size); /* one batch: logits, loss, gradients */
 
     /* ten AdamW steps from the same initial weights */
     {

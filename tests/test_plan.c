@@ -11,6 +11,7 @@
 
 static char dir[256];
 static const char *dtype = "fp32"; /* precision.dtype of the layouts compared */
+static int llama;                  /* 1: a Llama-style model (RMSNorm, RoPE, SwiGLU, GQA, no biases, untied head) */
 
 typedef struct layout { int dp, tp, pp, zero, recompute; const char *sched; } layout;
 
@@ -22,6 +23,11 @@ static void config(mgt_config *cfg, const layout *l, int micro) {
     mgt_config_set(cfg, "model.n_head=4");
     mgt_config_set(cfg, "model.d_model=64");
     mgt_config_set(cfg, "model.seq_len=32");
+    if (llama) {
+        mgt_config_set(cfg, "model.n_head=8"); mgt_config_set(cfg, "model.n_kv_head=4"); mgt_config_set(cfg, "model.norm=rmsnorm");
+        mgt_config_set(cfg, "model.positions=rope"); mgt_config_set(cfg, "model.mlp=swiglu"); mgt_config_set(cfg, "model.d_ff=168");
+        mgt_config_set(cfg, "model.bias=0"); mgt_config_set(cfg, "model.tied_head=0");
+    }
     mgt_config_set(cfg, "train.steps=2");
     mgt_config_set(cfg, "train.global_batch=8");
     snprintf(set, sizeof set, "train.micro_batch=%d", micro); mgt_config_set(cfg, set);
@@ -158,6 +164,23 @@ int main(void) {
         check(2 * p16 == p32 && g16 == g32 && 2 * o16 == 3 * o32, "dp2 zero1, 16-bit: params %zu of fp32's %zu bytes, grads %zu (fp32), optimizer %zu = 1.5 x %zu (master weights)",
               p16, p32, g16, o16, o32);
     }
+    /* the Llama-style model: its parameter shapes (fused q/k/v of 8 + 2 x 4 heads, gate and up side
+       by side, no biases, no wpe, lm_head) and activations, over the matrix in fp32 and a subset in bf16 */
+    llama = 1;
+    for (i = 0; i < n; i++) {
+        size_t o, p, g;
+        compare(&all[i], 8 / all[i].dp, &o, &p, &g);
+    }
+    dtype = "bf16";
+    {
+        static const int sub[] = {0, 4, 5, 6, 9, 17, 18};
+        for (i = 0; i < (int)(sizeof sub / sizeof sub[0]); i++) {
+            size_t o, p, g;
+            compare(&all[sub[i]], 8 / all[sub[i]].dp, &o, &p, &g);
+        }
+    }
+    dtype = "fp32";
+    llama = 0;
     {
         mgt_config cfg;
         mgt_rank_plan one, two, stage;

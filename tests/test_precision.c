@@ -110,18 +110,58 @@ static void test_ops16(int dt) {
         same32("bias_backward dbias (+=)", dw32, dw16, sizeof(float) * OC, dt);
         pair_free(&x); pair_free(&w); pair_free(&bb); pair_free(&out); pair_free(&dout); pair_free(&dinp); pair_free(&res);
     }
-    { /* attention */
-        pair qkv = input(N * 3 * C, 31, -1, 1, dt), out = input(N * C, 32, 0, 0, dt), att = input((size_t)B * NH * T * T, 33, 0, 0, dt);
-        pair dout = input(N * C, 34, -1, 1, dt), dqkv = input(N * 3 * C, 35, 0, 0, dt);
-        b32->attention_forward(b32, out.f, att.f, qkv.f, B, T, C, NH);
-        b16->attention_forward(b16, out.h, att.h, qkv.h, B, T, C, NH);
-        same16("attention_forward out", &out, dt);
-        same16("attention_forward att", &att, dt);
-        refresh(&att, dt); /* backward reads the stored probabilities */
-        b32->attention_backward(b32, dqkv.f, dout.f, qkv.f, out.f, att.f, B, T, C, NH);
-        b16->attention_backward(b16, dqkv.h, dout.h, qkv.h, out.h, att.h, B, T, C, NH);
-        same16("attention_backward dqkv", &dqkv, dt);
-        pair_free(&qkv); pair_free(&out); pair_free(&att); pair_free(&dout); pair_free(&dqkv);
+    { /* attention: GPT-2's (NKV = NH) and grouped-query (NKV = 1) */
+        int nkv;
+        for (nkv = NH; nkv >= 1; nkv /= 2) {
+            size_t W = C + 2 * (C / NH) * (size_t)nkv;
+            pair qkv = input(N * W, 31, -1, 1, dt), out = input(N * C, 32, 0, 0, dt), att = input((size_t)B * NH * T * T, 33, 0, 0, dt);
+            pair dout = input(N * C, 34, -1, 1, dt), dqkv = input(N * W, 35, 0, 0, dt);
+            b32->attention_forward(b32, out.f, att.f, qkv.f, B, T, C, NH, nkv);
+            b16->attention_forward(b16, out.h, att.h, qkv.h, B, T, C, NH, nkv);
+            same16(nkv == NH ? "attention_forward out" : "attention_forward out (GQA)", &out, dt);
+            same16(nkv == NH ? "attention_forward att" : "attention_forward att (GQA)", &att, dt);
+            refresh(&att, dt); /* backward reads the stored probabilities */
+            b32->attention_backward(b32, dqkv.f, dout.f, qkv.f, out.f, att.f, B, T, C, NH, nkv);
+            b16->attention_backward(b16, dqkv.h, dout.h, qkv.h, out.h, att.h, B, T, C, NH, nkv);
+            same16(nkv == NH ? "attention_backward dqkv" : "attention_backward dqkv (GQA)", &dqkv, dt);
+            pair_free(&qkv); pair_free(&out); pair_free(&att); pair_free(&dout); pair_free(&dqkv);
+        }
+    }
+    { /* rmsnorm */
+        pair x = input(N * C, 71, -2, 2, dt), w = input(C, 72, 0.5, 1.5, dt), out = input(N * C, 73, 0, 0, dt);
+        pair dout = input(N * C, 74, -1, 1, dt), dinp = input(N * C, 75, -1, 1, dt);
+        float r32[N], r16[N], dw32[C], dw16[C];
+        memset(dw32, 0, sizeof dw32); memset(dw16, 0, sizeof dw16);
+        b32->rmsnorm_forward(b32, out.f, r32, x.f, w.f, 1e-5f, (int)N, C);
+        b16->rmsnorm_forward(b16, out.h, r16, x.h, w.h, 1e-5f, (int)N, C);
+        same16("rmsnorm_forward out", &out, dt);
+        same32("rmsnorm_forward rstd", r32, r16, sizeof r32, dt);
+        b32->rmsnorm_backward(b32, dinp.f, dw32, dout.f, x.f, w.f, r32, (int)N, C);
+        b16->rmsnorm_backward(b16, dinp.h, dw16, dout.h, x.h, w.h, r16, (int)N, C);
+        same16("rmsnorm_backward dinp (+=)", &dinp, dt);
+        same32("rmsnorm_backward dweight", dw32, dw16, sizeof dw32, dt);
+        pair_free(&x); pair_free(&w); pair_free(&out); pair_free(&dout); pair_free(&dinp);
+    }
+    { /* rope in place, forward and backward, on 2 query heads and 1 key/value head */
+        pair q = input(N * 4 * (C / NH), 76, -1, 1, dt);
+        b32->rope_forward(b32, q.f, B, T, NH, 1, C / NH, 10000.0f);
+        b16->rope_forward(b16, q.h, B, T, NH, 1, C / NH, 10000.0f);
+        same16("rope_forward qkv (in place)", &q, dt);
+        refresh(&q, dt);
+        b32->rope_backward(b32, q.f, B, T, NH, 1, C / NH, 10000.0f);
+        b16->rope_backward(b16, q.h, B, T, NH, 1, C / NH, 10000.0f);
+        same16("rope_backward dqkv (in place)", &q, dt);
+        pair_free(&q);
+    }
+    { /* swiglu */
+        pair x = input(N * 2 * OC, 77, -3, 3, dt), out = input(N * OC, 78, 0, 0, dt), d = input(N * OC, 79, -1, 1, dt), dx = input(N * 2 * OC, 80, 0, 0, dt);
+        b32->swiglu_forward(b32, out.f, x.f, (int)N, OC);
+        b16->swiglu_forward(b16, out.h, x.h, (int)N, OC);
+        same16("swiglu_forward out", &out, dt);
+        b32->swiglu_backward(b32, dx.f, x.f, d.f, (int)N, OC);
+        b16->swiglu_backward(b16, dx.h, x.h, d.h, (int)N, OC);
+        same16("swiglu_backward dinp", &dx, dt);
+        pair_free(&x); pair_free(&out); pair_free(&d); pair_free(&dx);
     }
     { /* gelu, backward in place (dinp is dout) */
         pair x = input(N * OC, 41, -3, 3, dt), out = input(N * OC, 42, 0, 0, dt), d = input(N * OC, 43, -1, 1, dt);
@@ -140,7 +180,7 @@ static void test_ops16(int dt) {
         b32->xent_partial(b32, p32, l.f, tgt, (int)N, 0, V, V);
         b16->xent_partial(b16, p16, l.h, tgt, (int)N, 0, V, V);
         same32("xent_partial partials", p32, p16, sizeof p32, dt);
-        same16("xent_partial exp(logit - max)", &l, dt);
+        same16("xent_partial logits (only read)", &l, dt);
         refresh(&l, dt);
         b32->xent_finish(b32, l32, l.f, p32, 1, tgt, (int)N, 0, V, V, 1.0f / 16);
         b16->xent_finish(b16, l16, l.h, p16, 1, tgt, (int)N, 0, V, V, 1.0f / 16);

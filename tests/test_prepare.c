@@ -10,6 +10,7 @@
    The error cases print their messages to stderr: that is expected. */
 #define _POSIX_C_SOURCE 200809L
 #define MGT_TOKENIZER_IMPLEMENTATION
+#define MGT_TOK_HF
 #define MGT_PREPARE_IMPLEMENTATION
 #include "../data/prepare.h"  // defines: mgt_prepare_main, mgt_shard_write, mgt_tok_*
 
@@ -185,20 +186,24 @@ static void test_errors(void) {
     unlink(empty);
 }
 
-/* GPT-2: the shards equal EOT + encode(file) per input; a file over the 1 MB
-   chunk checks that cutting at safe places changes nothing. */
-static void test_gpt2(const char *bpe_dir) {
+/* GPT-2 and hf (kind, its files and their option): the shards equal the document-start token +
+   encode(file) per input; a file over the 1 MB chunk checks that cutting at safe places changes
+   nothing. */
+static void test_bpe(const char *kind, const char *files, const char *option) {
     mgt_tokenizer *tok;
     char err[512], *in1 = tmp_path("g1.txt"), *in2 = tmp_path("g2.txt"), *pre = tmp_path("g");
     static const char *pieces[] = {"Hello world", "  indented  line", "x", "\n", "\n\n", " ",
                                    "\t", "tail   ", "It's 12345 caf\xc3\xa9", "\xe4\xb8\xad\xe6\x96\x87",
-                                   "!!", "'s", "\n \n", "\r\n"};
+                                   "!!", "'s", "\n \n", "\r\n", "<|eot_id|>", ".\n", "a\nb"};
     size_t big_n = 3u << 20, i, n = 0, cap = 0, ntr, nva;
     char *big = (char *)malloc(big_n);
-    uint16_t *want = NULL, *tr, *va;
+    uint32_t *want = NULL;
+    uint16_t *tr, *va;
     unsigned r = 12345;
     int ok = 1;
-    printf("prepare --tokenizer gpt2: EOT before each input, chunked = whole-file encoding\n");
+    int eot;
+    printf("prepare --tokenizer %s: the document start before each input, chunked = whole-file "
+           "encoding\n", kind);
     for (i = 0; i < big_n;) {                  /* random mix of pieces, 3 MB */
         const char *p;
         size_t k;
@@ -211,15 +216,19 @@ static void test_gpt2(const char *bpe_dir) {
     }
     write_file(in1, big, big_n);
     write_file(in2, "Second file.\n", 13);
-    CHECK(mgt_tok_open(&tok, "gpt2", bpe_dir, err, sizeof err) == 0, "%s", err);
-    want = (uint16_t *)malloc(2);
-    want[n++] = 50256;
+    CHECK(mgt_tok_open(&tok, kind, files, err, sizeof err) == 0, "%s", err);
+    if (!tok) { free(big); return; }
+    eot = mgt_tok_eot(tok);
+    CHECK(eot >= 0, "%s: no document-start token", kind);
+    want = (uint32_t *)malloc(sizeof *want);
+    cap = 1;
+    want[n++] = (uint32_t)eot;
     mgt_tok_encode(tok, big, big_n, &want, &n, &cap);
-    if (cap < n + 1) { want = (uint16_t *)realloc(want, 2 * (n + 16)); cap = n + 16; }
-    want[n++] = 50256;
+    if (cap < n + 1) { want = (uint32_t *)realloc(want, sizeof *want * (n + 16)); cap = n + 16; }
+    want[n++] = (uint32_t)eot;
     mgt_tok_encode(tok, "Second file.\n", 13, &want, &n, &cap);
     mgt_tok_close(tok);
-    CHECK(prepare(0, "--tokenizer", "gpt2", "--bpe-dir", bpe_dir, "--val-fraction", "0.25",
+    CHECK(prepare(0, "--tokenizer", kind, option, files, "--val-fraction", "0.25",
                   in1, in2, "-o", pre, NULL) == 0, "exit code");
     tr = read_shard(tmp_path("g_train.bin"), &ntr);
     va = read_shard(tmp_path("g_val.bin"), &nva);
@@ -243,8 +252,11 @@ int main(int argc, char **argv) {
     test_byte();
     test_errors();
     snprintf(probe, sizeof probe, "%s/encoder.json", bpe_dir);
-    if (exists(probe)) test_gpt2(bpe_dir);
+    if (exists(probe)) test_bpe("gpt2", bpe_dir, "--bpe-dir");
     else printf("SKIP (GPT-2 part): %s not found\n", probe);
+    test_bpe("hf", "tests/fixtures/hf_llama3ish.json", "--tokenizer-json");
+    CHECK(prepare(0, "--tokenizer", "hf", tmp_path("a.txt"), "-o", tmp_path("hf"), NULL) == 2,
+          "hf without --tokenizer-json");
     unlink(tmp_path("a.txt")); unlink(tmp_path("b.txt"));
     unlink(tmp_path("byte_train.bin")); unlink(tmp_path("byte_val.bin"));
     rmdir(dir);

@@ -15,6 +15,8 @@ static void set(mgt_config *cfg, const char *kv) {
     if (mgt_config_set(cfg, kv) != MGT_OK) { printf("FAIL --set %s: %s\n", kv, mgt_last_error()); failures++; }
 }
 
+static int llama; /* 1: small() is a Llama-style model (RMSNorm, RoPE, SwiGLU, 4 query heads on 2 key/value heads, no biases, untied head) */
+
 /* a small model whose head GEMM (Vl = 256 columns) differs from every block GEMM (C = 96, 3C, 4C) */
 static void small(mgt_config *cfg, int dp, int tp, int pp, int micro_steps, const char *sched) {
     char kv[64];
@@ -22,6 +24,10 @@ static void small(mgt_config *cfg, int dp, int tp, int pp, int micro_steps, cons
     set(cfg, "model.n_layer=8");
     set(cfg, "model.n_head=4");
     set(cfg, "model.d_model=96");
+    if (llama) {
+        set(cfg, "model.n_kv_head=2"); set(cfg, "model.norm=rmsnorm"); set(cfg, "model.positions=rope"); set(cfg, "model.mlp=swiglu");
+        set(cfg, "model.d_ff=256"); set(cfg, "model.bias=0"); set(cfg, "model.tied_head=0");
+    }
     set(cfg, "model.seq_len=32");
     set(cfg, "model.vocab_size=256");
     set(cfg, "train.micro_batch=2");
@@ -159,7 +165,9 @@ static void gpt3(void) {
 }
 
 /* every layout the CPU backend trains simulates, and each rank's memory by category is what the
-   closed-form plan (mgt_plan_rank) of GPU ranks says the runtime allocates (the workspace aside) */
+   closed-form plan (mgt_plan_rank) of GPU ranks says the runtime allocates (the workspace aside);
+   on the cpu device every op the runtime calls is run to price it (none falls back to the model,
+   which an op missing from the replay would) */
 static void layouts(void) {
     static const struct { int dp, tp, pp, zero, recompute, micro; const char *sched, *dtype; } L[] = {
         {1, 1, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 1, 0, 0, 1, "1f1b", "bf16"}, {2, 1, 1, 0, 0, 2, "1f1b", "fp32"}, {2, 1, 1, 1, 0, 2, "1f1b", "bf16"},
@@ -167,6 +175,8 @@ static void layouts(void) {
         {1, 1, 2, 0, 0, 1, "gpipe", "bf16"}, {2, 2, 2, 1, 1, 1, "1f1b", "bf16"}, {2, 2, 2, 3, 0, 1, "gpipe", "fp32"}, {1, 2, 4, 0, 1, 1, "1f1b", "fp32"},
     };
     size_t i;
+    mgt_sim_device cpu;
+    if (mgt_sim_device_find("cpu", 2, &cpu) != MGT_OK) { printf("FAIL device cpu: %s\n", mgt_last_error()); failures++; return; }
     for (i = 0; i < sizeof L / sizeof L[0]; i++) {
         mgt_config cfg;
         mgt_sim_options o;
@@ -198,8 +208,18 @@ static void layouts(void) {
                     CHECK(res.ranks[r].mem_peak[c] >= p.mem[c] && res.ranks[r].mem_peak[c] <= p.mem[c] + 4096 + p.mem[c] / 50,
                           "layout %zu rank %d: %s %zu bytes simulated, %zu planned", i, r, mgt_mem_category_name(c), res.ranks[r].mem_peak[c], p.mem[c]);
         }
-        printf("layout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned\n", L[i].dp, L[i].tp, L[i].pp, L[i].zero,
-               L[i].sched, L[i].dtype, L[i].recompute ? " recompute" : "", res.step_s * 1e3);
+        printf("%slayout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned", llama ? "llama " : "", L[i].dp, L[i].tp,
+               L[i].pp, L[i].zero, L[i].sched, L[i].dtype, L[i].recompute ? " recompute" : "", res.step_s * 1e3);
+        mgt_sim_result_free(&res);
+        o.device = cpu;
+        if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) {
+            printf("\nFAIL layout %zu on the cpu device: %s\n", i, mgt_last_error());
+            failures++;
+            continue;
+        }
+        CHECK(res.ops_modelled == 0 && res.shapes_measured >= 10 && res.step_s > 0, "layout %zu on cpu: %lld ops priced by the model, %d shapes run, step %g",
+              i, res.ops_modelled, res.shapes_measured, res.step_s);
+        printf("; %.3f ms on this CPU (%d op shapes run)\n", res.step_s * 1e3, res.shapes_measured);
         mgt_sim_result_free(&res);
     }
 }
@@ -215,6 +235,9 @@ int main(int argc, char **argv) {
     overlap(0);
     overlap(2);
     layouts();
+    llama = 1; /* the same layouts on the Llama family's ops and shapes */
+    layouts();
+    llama = 0;
     if (big) gpt3();
     if (failures) { printf("test_sim: %d failures\n", failures); return 1; }
     printf("test_sim: ok\n");

@@ -65,8 +65,8 @@ static void fix_checksum(uint8_t *buf, size_t size) {
 /* floats of the model a preset names, roughly (parameters, and activations of one sequence) */
 static double model_floats(const mgt_config *c) {
     double C = c->model.d_model, L = c->model.n_layer, V = c->model.vocab_size + 128.0 * c->parallel.tp, T = c->model.seq_len;
-    double B = c->train.micro_batch, H = c->model.n_head;
-    return V * C + T * C + L * (12 * C * C + 16 * C) + B * T * (L * (16 * C + H * T) + V);
+    double B = c->train.micro_batch, H = c->model.n_head, F = c->model.d_ff > 4 * C ? c->model.d_ff - 4 * C : 0; /* a wider MLP than GPT-2's */
+    return V * C + T * C + L * (12 * C * C + 3 * C * F + 16 * C) + B * T * (L * (16 * C + 3 * F + H * T) + V);
 }
 
 static void sample(const char *path) {

@@ -21,26 +21,6 @@
 
 static mgt_tokenizer *byte_tok, *gpt2_tok;
 
-/* encodes text with tok and checks the ids and the round trip */
-static void roundtrip(mgt_tokenizer *tok, const char *name, const char *text, size_t len) {
-    uint16_t *ids = NULL;
-    size_t n = 0, cap = 0, i, at = 0;
-    int vocab = mgt_tok_vocab_size(tok);
-    if (mgt_tok_encode(tok, text, len, &ids, &n, &cap) != 0) { fprintf(stderr, "%s: encode failed\n", name); abort(); }
-    for (i = 0; i < n; i++) {
-        const char *bytes;
-        int k = mgt_tok_decode(tok, ids[i], &bytes);
-        if (ids[i] >= vocab || k < 0) { fprintf(stderr, "%s: id %d of %d is not in the vocabulary (%d)\n", name, (int)ids[i], (int)i, vocab); abort(); }
-        if (at + (size_t)k > len || (k && memcmp(text + at, bytes, (size_t)k))) {
-            fprintf(stderr, "%s: decode(encode(x)) != x at byte %zu (id %d of %zu)\n", name, at, (int)i, n);
-            abort();
-        }
-        at += (size_t)k;
-    }
-    if (at != len) { fprintf(stderr, "%s: decode(encode(x)) has %zu bytes, x has %zu\n", name, at, len); abort(); }
-    free(ids);
-}
-
 /* GPT-2's byte-level text of byte b, as UTF-8: b when printable, else U+0100 + k for the k-th other */
 static size_t byte_char(int b, char *out) {
     int c, k = 0, cp;

@@ -98,3 +98,25 @@ FUZZ_HELPER int fuzz_split(const uint8_t *data, size_t size, char *store, char *
     }
     return n;
 }
+
+#ifdef MGT_TOKENIZER_H /* the tokenizer targets */
+/* encodes text with tok and checks the ids and the round trip */
+FUZZ_HELPER void roundtrip(mgt_tokenizer *tok, const char *name, const char *text, size_t len) {
+    uint32_t *ids = NULL;
+    size_t n = 0, cap = 0, i, at = 0;
+    int vocab = mgt_tok_vocab_size(tok);
+    if (mgt_tok_encode(tok, text, len, &ids, &n, &cap) != 0) { fprintf(stderr, "%s: encode failed\n", name); abort(); }
+    for (i = 0; i < n; i++) {
+        const char *bytes;
+        int k = mgt_tok_decode(tok, ids[i], &bytes);
+        if (ids[i] >= (uint32_t)vocab || k < 0) { fprintf(stderr, "%s: id %d of %d is not in the vocabulary (%d)\n", name, (int)ids[i], (int)i, vocab); abort(); }
+        if (at + (size_t)k > len || (k && memcmp(text + at, bytes, (size_t)k))) {
+            fprintf(stderr, "%s: decode(encode(x)) != x at byte %zu (id %d of %zu)\n", name, at, (int)i, n);
+            abort();
+        }
+        at += (size_t)k;
+    }
+    if (at != len) { fprintf(stderr, "%s: decode(encode(x)) has %zu bytes, x has %zu\n", name, at, len); abort(); }
+    free(ids);
+}
+#endif

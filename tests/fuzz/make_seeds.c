@@ -8,6 +8,8 @@
      tokenizer   a small byte-level BPE vocabulary (the 256 bytes, some merges, <|endoftext|>) as
                  encoder.json NUL vocab.bpe NUL text, its merges alone (vocab.bpe NUL text),
                  and plain texts
+     hf_tokenizer  tokenizer.json NUL text: tests/fixtures/hf_llama3ish.json, and the tokenizer
+                 seeds' vocabulary as a GPT-2-style tokenizer.json with ["a", "b"] merges
    Run from the repository root:  ninja build/fuzz/make_seeds && build/fuzz/make_seeds
    The files are deterministic; commit what changes. */
 #define MGT_IMPLEMENTATION
@@ -234,6 +236,47 @@ static size_t word_chars(const char *w, char *out) {
     return n;
 }
 
+/* hf_tokenizer: tokenizer.json NUL text. The Llama 3-style fixture, and encoder (the tokenizer
+   seeds' encoder.json) as a GPT-2-style tokenizer.json with its merges as ["a", "b"] pairs */
+static void hf_tokenizer_seeds(const char *encoder, const char *const *texts, int ntexts, const char *(*merges)[2], int nmerges) {
+    static char seed[65536];
+    size_t n, k, len, fixture_len;
+    char *fixture = slurp("tests/fixtures/hf_llama3ish.json", &fixture_len);
+    char chars[64], name[32];
+    int i;
+    for (i = 0; i < 2; i++) {
+        len = strlen(texts[i]);
+        if (fixture_len + 1 + len > sizeof seed) die("hf_llama3ish.json", "too large for a seed");
+        memcpy(seed, fixture, fixture_len);
+        seed[fixture_len] = 0;
+        memcpy(seed + fixture_len + 1, texts[i], len);
+        snprintf(name, sizeof name, "llama3ish_%d", i);
+        put("hf_tokenizer", name, seed, fixture_len + 1 + len);
+    }
+    free(fixture);
+    n = (size_t)snprintf(seed, sizeof seed, "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+                         "\"use_regex\":true},\"decoder\":{\"type\":\"ByteLevel\"},\"added_tokens\":[{\"id\":%d,\"content\":"
+                         "\"<|endoftext|>\",\"special\":true}],\"model\":{\"type\":\"BPE\",\"merges\":[", 256 + nmerges);
+    for (i = 0; i < nmerges; i++) {
+        seed[n++] = i ? ',' : '[';
+        if (i) seed[n++] = '[';
+        k = word_chars(merges[i][0], chars);
+        n += (size_t)snprintf(seed + n, sizeof seed - n, "\"%.*s\",", (int)k, chars);
+        k = word_chars(merges[i][1], chars);
+        n += (size_t)snprintf(seed + n, sizeof seed - n, "\"%.*s\"]", (int)k, chars);
+    }
+    n += (size_t)snprintf(seed + n, sizeof seed - n, "],\"vocab\":%s}}", encoder);
+    while (seed[n - 1] == '\n' || seed[n - 1] == '}') n--;         /* encoder.json's own "}\n" ... */
+    n += (size_t)snprintf(seed + n, sizeof seed - n, "}}}");        /* ... closed with model's and the file's */
+    for (i = 0; i < ntexts; i++) {
+        len = strlen(texts[i]);
+        memcpy(seed + n + 1, texts[i], len);
+        seed[n] = 0;
+        snprintf(name, sizeof name, "gpt2ish_%d", i);
+        put("hf_tokenizer", name, seed, n + 1 + len);
+    }
+}
+
 static void tokenizer_seeds(void) {
     /* merges in rank order; every merged token is created before it is used */
     static const char *merges[][2] = {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"a", "t"}, {" ", "c"}, {" c", "at"},
@@ -290,6 +333,7 @@ static void tokenizer_seeds(void) {
         snprintf(text_name, sizeof text_name, "text_%d", i);
         put("tokenizer", text_name, texts[i], len);
     }
+    hf_tokenizer_seeds(buf, texts, (int)(sizeof texts / sizeof texts[0]), merges, (int)(sizeof merges / sizeof merges[0]));
 }
 
 int main(void) {

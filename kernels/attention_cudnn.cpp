@@ -29,7 +29,7 @@
 #include <utility>   /* defines: std::pair */
 #include <vector>    /* defines: std::vector */
 
-#include "mgt.h" /* defines: MGT_BF16, MGT_F16 */
+#include "mgt.h" /* defines: MGT_BF16, MGT_F16, mgt_cudnn_attention_serves */
 
 typedef cudnnBackendDescriptor_t desc_t;
 
@@ -294,13 +294,14 @@ struct mgt_cudnn_attn {
 static size_t up256(size_t n) { return (n + 255) / 256 * 256; }
 
 extern "C" mgt_cudnn_attn *mgt_cudnn_attn_create(struct CUstream_st *stream, int dtype, int B, int T, int NH, int NKV, int hs, char *why, size_t cap) {
-    if (dtype != MGT_BF16 && dtype != MGT_F16) {
+    /* the fused engines' limits (cuDNN 9 developer guide, "Scaled Dot Product Attention": head sizes a
+       multiple of 8 up to 128 on sm_80..sm_90; some take 256, 128 is what every one takes), the rule
+       mgt.h's plan and simulator price */
+    if (dtype == MGT_F32) {
         snprintf(why, cap, "cuDNN's fused attention takes bf16 or fp16 only, not fp32");
         return nullptr;
     }
-    /* the fused engines' limits (cuDNN 9 developer guide, "Scaled Dot Product Attention"): head
-       sizes a multiple of 8 up to 128 on sm_80..sm_90 (256 on some; 128 is what every one takes) */
-    if (hs % 8 != 0 || hs > 128 || B < 1 || T < 1 || NKV < 1 || NH % NKV != 0) {
+    if (!mgt_cudnn_attention_serves(dtype, hs, NH, NKV) || B < 1 || T < 1) {
         snprintf(why, cap, "head size %d (cuDNN's fused attention needs a multiple of 8 up to 128), %d query heads on %d key/value heads", hs, NH, NKV);
         return nullptr;
     }

@@ -950,6 +950,45 @@ static void attention_case(const attn_case &c) {
     cudaStreamDestroy(st);
     cudaSetDevice(0);
 }
+/* one tensor descriptor with the attributes of a (first_dim, 1, 4, 8) bf16 tensor, minus `skip` */
+static cudnnBackendDescriptor_t cudnn_tensor(int skip, int64_t align = 16, int64_t first_dim = 1, int64_t uid = 1) {
+    cudnnBackendDescriptor_t t;
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
+    int64_t n[4] = {first_dim, 1, 4, 8}, s[4] = {32, 32, 8, 1};
+    cudnnDataType_t type = CUDNN_DATA_BFLOAT16;
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, n);
+    if (skip != 1) cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, s);
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    return t;
+}
+/* a finalized graph of one pointwise IDENTITY from tensor x_uid (1, 1, 4, 8) to tensor y_uid (y_dim, 1, 4,
+   8), broadcast; graph_in_step: the graph descriptor is made inside a step */
+static cudnnBackendDescriptor_t cudnn_identity_graph(int64_t x_uid, int64_t y_uid, int64_t y_dim, bool graph_in_step = false) {
+    cudnnHandle_t h;
+    cudnnCreate(&h);
+    cudnnBackendDescriptor_t x = cudnn_tensor(0, 16, 1, x_uid), y = cudnn_tensor(0, 16, y_dim, y_uid), pw, op, g;
+    cudnnBackendFinalize(x);
+    cudnnBackendFinalize(y);
+    cudnnPointwiseMode_t mode = CUDNN_POINTWISE_IDENTITY;
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw);
+    cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    cudnnBackendFinalize(pw);
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op);
+    cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw);
+    cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    cudnnBackendFinalize(op);
+    if (graph_in_step) mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g);
+    cudnnBackendSetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    cudnnBackendSetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+    cudnnBackendFinalize(g);
+    return g;
+}
 static void test_cudnn() {
     attention_case({MGT_BF16, 2, 13, 2, 2, 16}); /* odd T */
     attention_case({MGT_BF16, 1, 9, 4, 2, 8});   /* grouped-query: 2 query heads per key/value head */
@@ -961,25 +1000,24 @@ static void test_cudnn() {
     CHECK(!mgt_cudnn_attn_create(st, MGT_F32, 1, 4, 2, 2, 16, why, sizeof why) && strstr(why, "fp32"), "fp32: %s", why);
     CHECK(!mgt_cudnn_attn_create(st, MGT_BF16, 1, 4, 2, 2, 20, why, sizeof why) && strstr(why, "multiple of 8"), "head size 20: %s", why);
     CHECK(!mgt_cudnn_attn_create(st, MGT_BF16, 1, 4, 2, 2, 136, why, sizeof why) && strstr(why, "up to 128"), "head size 136: %s", why);
+    { /* a graph that is not one of the SDPA patterns: the heuristic offers no engine */
+        cudnnBackendDescriptor_t g = cudnn_identity_graph(1, 2, 1), heur, cfg;
+        cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+        int64_t n = -1;
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
+        cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+        cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+        cudnnBackendFinalize(heur);
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg);
+        CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &cfg) == CUDNN_STATUS_SUCCESS && n == 0,
+              "an identity graph: %lld engine configurations, want none", (long long)n);
+    }
     setenv("MGT_FAKE_CUDNN_REFUSE", "1", 1); /* a real cuDNN that refuses the plan the fake accepts */
     mgt_cudnn_attn *a = mgt_cudnn_attn_create(st, MGT_BF16, 1, 4, 2, 2, 16, why, sizeof why);
     unsetenv("MGT_FAKE_CUDNN_REFUSE");
     CHECK(!a && strstr(why, "no execution plan of the forward graph finalizes (1 engine configurations tried; the last: CUDNN_STATUS_NOT_SUPPORTED)"),
           "a refused plan: %s", why);
     cudaStreamDestroy(st);
-}
-/* one tensor descriptor with the attributes of a (1, 1, 4, 8) bf16 tensor, minus `skip` */
-static cudnnBackendDescriptor_t cudnn_tensor(int skip, int64_t align = 16, int64_t first_dim = 1) {
-    cudnnBackendDescriptor_t t;
-    cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
-    int64_t uid = 1, n[4] = {first_dim, 1, 4, 8}, s[4] = {32, 32, 8, 1};
-    cudnnDataType_t type = CUDNN_DATA_BFLOAT16;
-    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
-    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, n);
-    if (skip != 1) cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, s);
-    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-    return t;
 }
 /* forward on device 0 with a qkv buffer of qkv_bytes and a workspace of ws_bytes (0: what it asks) */
 static void cudnn_forward(size_t qkv_bytes, size_t ws_bytes) {
@@ -1011,6 +1049,18 @@ struct death {
     void (*run)();
 };
 static const death deaths[] = {
+    {"cudnn_graph_in_step", "mgt fake cudnnBackendCreateDescriptor: making an operation graph on device 0 inside a step", [] {
+         cudnn_identity_graph(1, 2, 1, true);
+     }},
+    {"cudnn_duplicate_id", "mgt fake cudnnBackendFinalize: two tensors with id 1 differ ((1, 1, 4, 8) and (2, 1, 4, 8))", [] {
+         cudnn_identity_graph(1, 1, 2); /* x and y both id 1 */
+     }},
+    {"cudnn_no_such_attribute", "mgt fake cudnnBackendSetAttribute: a tensor has no attribute 1500", [] {
+         cudnnBackendDescriptor_t t;
+         cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+         cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
+         cudnnBackendSetAttribute(t, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+     }},
     {"cudnn_build_in_step", "mgt fake cudnnCreate: making a cuDNN handle on device 0 inside a step (during attention forward): handles are made", [] {
          char why[256];
          cudaStream_t st = nb_stream();

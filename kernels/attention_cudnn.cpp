@@ -375,3 +375,6 @@ extern "C" void mgt_cudnn_attn_destroy(mgt_cudnn_attn *a) {
     if (a->b.handle) cudnnDestroy(a->b.handle);
     delete a;
 }
+
+extern "C" void *mgt_cudnn_attn_plan(const mgt_cudnn_attn *a, int backward) { return backward ? a->bwd : a->fwd; }
+extern "C" void *mgt_cudnn_attn_handle(const mgt_cudnn_attn *a) { return a->b.handle; }

@@ -37,6 +37,10 @@ int mgt_cudnn_attn_forward(mgt_cudnn_attn *a, void *work, void *out, float *lse,
 int mgt_cudnn_attn_backward(mgt_cudnn_attn *a, void *work, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse, char *why,
                             size_t cap);
 void mgt_cudnn_attn_destroy(mgt_cudnn_attn *a);
+/* for tests: the forward (0) or backward (1) execution plan, a cudnnBackendDescriptor_t, and the
+   handle it runs on, a cudnnHandle_t (test_fakes executes them with variant packs of its own) */
+void *mgt_cudnn_attn_plan(const mgt_cudnn_attn *a, int backward);
+void *mgt_cudnn_attn_handle(const mgt_cudnn_attn *a);
 
 #ifdef __cplusplus
 }

@@ -1019,6 +1019,30 @@ static void test_cudnn() {
           "a refused plan: %s", why);
     cudaStreamDestroy(st);
 }
+/* the forward's plan executed with a variant pack of its ids and pointers minus id `drop`, the scale
+   at `scale` (a qkv of 8 rows of width 96 in bf16: B 1, T 8, NH = NKV = 2, hs 16) */
+static void cudnn_execute_own_pack(int64_t drop, const float *scale) {
+    char why[256];
+    float neg_inf = -INFINITY;
+    mgt_cudnn_attn *a = mgt_cudnn_attn_create(nb_stream(), MGT_BF16, 1, 8, 2, 2, 16, why, sizeof why);
+    char *qkv, *out, *lse, *work;
+    cudaMalloc((void **)&qkv, 8 * 96 * 2);
+    cudaMalloc((void **)&out, 8 * 32 * 2);
+    cudaMalloc((void **)&lse, 2 * 8 * 4);
+    cudaMalloc((void **)&work, mgt_cudnn_attn_workspace(a));
+    int64_t all[] = {1, 2, 3, 4, 5, 6, 7}, uids[7];
+    void *ptrs_all[] = {qkv, qkv + 64, qkv + 128, out, lse, (void *)scale, &neg_inf}, *ptrs[7];
+    int n = 0;
+    for (int i = 0; i < 7; i++)
+        if (all[i] != drop) uids[n] = all[i], ptrs[n++] = ptrs_all[i];
+    cudnnBackendDescriptor_t pack;
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+    cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &work);
+    cudnnBackendFinalize(pack);
+    cudnnBackendExecute((cudnnHandle_t)mgt_cudnn_attn_handle(a), mgt_cudnn_attn_plan(a, 0), pack);
+}
 /* forward on device 0 with a qkv buffer of qkv_bytes and a workspace of ws_bytes (0: what it asks) */
 static void cudnn_forward(size_t qkv_bytes, size_t ws_bytes) {
     char why[256];
@@ -1060,6 +1084,21 @@ static const death deaths[] = {
          cudnnDataType_t comp = CUDNN_DATA_FLOAT;
          cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
          cudnnBackendSetAttribute(t, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+     }},
+    {"cudnn_missing_pointer", "mgt fake cudnnBackendExecute: cudnnBackendExecute(SDPA forward, B 1, heads 2, T 8, hs 16): tensor 7 (1, 1, 1, 1) of the graph has no pointer in the variant pack", [] {
+         float scale = 0.25f;
+         cudnn_execute_own_pack(7, &scale);
+     }},
+    {"cudnn_by_value_on_device", "by-value tensor 6 points to device memory (cuDNN reads it on the host)", [] {
+         float *scale;
+         cudaMalloc((void **)&scale, 4);
+         cudnn_execute_own_pack(0, scale);
+     }},
+    {"cudnn_wrong_device", "mgt fake cudnnBackendExecute: the handle belongs to device 0 but the current device is 1", [] {
+         char why[256];
+         mgt_cudnn_attn *a = mgt_cudnn_attn_create(nb_stream(), MGT_BF16, 1, 8, 2, 2, 16, why, sizeof why);
+         cudaSetDevice(1);
+         mgt_cudnn_attn_forward(a, nullptr, nullptr, nullptr, nullptr, why, sizeof why);
      }},
     {"cudnn_build_in_step", "mgt fake cudnnCreate: making a cuDNN handle on device 0 inside a step (during attention forward): handles are made", [] {
          char why[256];

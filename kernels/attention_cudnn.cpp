@@ -243,11 +243,11 @@ static void backward_graph(builder *b, const shape &s) {
     pointwise(b, CUDNN_POINTWISE_IDENTITY, dq_acc, nullptr, nullptr, dq);
 }
 
-/* the operation graph of b->ops, then the heuristic's configurations in order: the first whose
-   execution plan finalizes (cuDNN refuses plans per engine) */
-static desc_t build_plan(builder *b, const char *name, int64_t *workspace) {
+/* the operation graph of b->ops (with b's handle when it has one: cuDNN 9 finalizes a graph without),
+   and cuDNN's engine heuristic for it, finalized */
+static desc_t heuristic(builder *b, const char *name) {
     desc_t graph = make(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    set(b, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->handle);
+    if (b->handle) set(b, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->handle);
     set(b, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, (int64_t)b->ops.size(), b->ops.data());
     b->ops.clear();
     char what[96];
@@ -258,7 +258,13 @@ static desc_t build_plan(builder *b, const char *name, int64_t *workspace) {
     setd(b, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
     set(b, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     snprintf(what, sizeof what, "the %s graph's engine heuristic", name);
-    fin(b, heur, what);
+    return fin(b, heur, what);
+}
+
+/* the heuristic's configurations in order: the first whose execution plan finalizes (cuDNN refuses
+   plans per engine) */
+static desc_t build_plan(builder *b, const char *name, int64_t *workspace) {
+    desc_t heur = heuristic(b, name);
     enum { MAX_CFGS = 8 };
     desc_t cfgs[MAX_CFGS];
     int64_t n = 0;

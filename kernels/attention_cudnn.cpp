@@ -99,7 +99,7 @@ static dims4 dense(int64_t n0, int64_t n1, int64_t n2, int64_t n3) { return {{n0
 static dims4 transposed(dims4 d) { /* the last two dimensions swapped, the same memory */
     return {{d.n[0], d.n[1], d.n[3], d.n[2]}, {d.s[0], d.s[1], d.s[3], d.s[2]}};
 }
-/* a virtual tensor shaped like x (or with its last dimension 1: a row reduction's output) */
+/* a virtual tensor (never in memory) of dimensions d */
 static desc_t like(builder *b, dims4 d, cudnnDataType_t type) { return tensor(b, 0, type, d, true); }
 
 /* an operation of the graph: its descriptor attributes (null ones left out), finalized */

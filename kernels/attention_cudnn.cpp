@@ -19,6 +19,7 @@
    create return NULL with why, and the backend keeps its own kernel for that shape. */
 #include "attention_cudnn.h"
 
+#include <cuda_runtime.h> /* defines: cudaMemsetAsync */
 #include <cudnn.h>   /* defines: cudnnBackend*, cudnnCreate, cudnnSetStream */
 #include <math.h>    /* defines: sqrtf, INFINITY */
 #include <stdarg.h>  /* defines: va_list */
@@ -294,6 +295,7 @@ struct mgt_cudnn_attn {
     shape s;
     float scale, neg_inf;
     desc_t fwd, bwd;                          /* the execution plans */
+    cudaStream_t stream;                      /* the handle's: the accumulator is zeroed on it */
     size_t ws_plan, rowsum_at, acc_at, bytes; /* workspace: the plans', then D, then the dq accumulator */
 };
 
@@ -318,6 +320,7 @@ extern "C" mgt_cudnn_attn *mgt_cudnn_attn_create(struct CUstream_st *stream, int
     a->s = {B, T, NH, NKV, hs, (int64_t)(NH + 2 * NKV) * hs};
     a->scale = 1.0f / sqrtf((float)hs);
     a->neg_inf = -INFINITY;
+    a->stream = (cudaStream_t)stream;
     int64_t wf = 0, wb = 0;
     if (bok(b, cudnnCreate(&b->handle), "cudnnCreate") && bok(b, cudnnSetStream(b->handle, (cudaStream_t)stream), "cudnnSetStream")) {
         forward_graph(b, a->s);
@@ -372,6 +375,14 @@ extern "C" int mgt_cudnn_attn_backward(mgt_cudnn_attn *a, void *work, void *dqkv
     int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_DQ, UID_DK, UID_DV, UID_ROWSUM, UID_DQ_ACC, UID_SCALE, UID_NEG_INF};
     void *ptrs[] = {(void *)qkv, at(qkv, k), at(qkv, v), (void *)out, (void *)dout, (void *)lse, dqkv, at(dqkv, k), at(dqkv, v),
                     (char *)work + a->rowsum_at, (char *)work + a->acc_at, &a->scale, &a->neg_inf};
+    /* the fused backward adds every key block's part of dQ into the fp32 accumulator (atomics), so it
+       must start at zero each call, as TransformerEngine's cuDNN path zeroes it before executing */
+    size_t acc_bytes = (size_t)s.B * s.NH * s.T * s.hs * sizeof(float);
+    cudaError_t ce = cudaMemsetAsync((char *)work + a->acc_at, 0, acc_bytes, a->stream);
+    if (ce != cudaSuccess) {
+        snprintf(why, cap, "cuDNN attention backward: zeroing the dQ accumulator: %s", cudaGetErrorString(ce));
+        return -1;
+    }
     return execute(a, a->bwd, uids, ptrs, 13, work, "backward", why, cap);
 }
 

@@ -24,7 +24,9 @@
    read from the host when execute is called. Broadcasting: a dimension of 1 is broadcast, and a
    dimension a whole number of times smaller (K and V heads under grouped-query attention) maps
    index i to i / ratio; a reduction sums (or maxes) every input element into the output element
-   so mapped. The plan's workspace is overwritten with NaN (it is scratch), the forward plan needs
+   so mapped. A matmul whose output is in memory in fp32 (the backward's dQ accumulator) adds into
+   what that memory holds, as the fused engine adds each key block's part with atomics: a caller
+   that does not zero it first gets a wrong dQ. The plan's workspace is overwritten with NaN (it is scratch), the forward plan needs
    256 KiB and the backward 1 MiB, so a caller that sizes it from the plan is tested.
 
    CHECKS (abort with "mgt fake <api>: ..."): a descriptor that is not live (never created, or
@@ -374,6 +376,9 @@ static void run_graph(run_state &r) {
                     ib[2] = k;
                     sum += load(r, o.x, offset_from(a, ia, na)) * load(r, o.b, offset_from(b, ib, nb));
                 }
+                /* a matmul into memory in fp32 is the dQ accumulator: the fused engine adds each key
+                   block's part into it, so whatever it held before is in the result */
+                if (!y.virt && y.type == CUDNN_DATA_FLOAT) sum += load(r, o.y, offset(y, i));
                 store(r, o.y, offset(y, i), sum);
             });
         } else if (o.kind == OP_RED) {

@@ -327,11 +327,19 @@ typedef struct mgt_backend mgt_backend;
 typedef struct mgt_backend_limits {
     int B, T, C;                          /* a micro-batch: N = B*T rows of C channels */
     int NH;                               /* attention heads of the rank (its TP share) */
+    int NKV, hs;                          /* its key/value heads, and the head size (cuDNN's attention plans are built for them) */
     int OC;                               /* the widest matmul output with a bias */
     size_t norm_tensors, norm_elements;   /* what one sum_squares_many call covers at most */
     size_t upload_bytes;                  /* the largest upload inside a step */
     int uploads;                          /* uploads a step makes */
 } mgt_backend_limits;
+/* whether the CUDA backend runs attention of this shape through cuDNN's fused flash attention
+   (kernels/attention_cudnn.cpp): bf16 or fp16 (it has no fp32), a head size that is a multiple of 8
+   up to 128, query heads a multiple of the key/value heads; else its own kernel. The plan and the
+   simulator price the same choice. */
+static inline int mgt_cudnn_attention_serves(int dtype, int hs, int NH, int NKV) {
+    return dtype != MGT_F32 && hs > 0 && hs % 8 == 0 && hs <= 128 && NKV > 0 && NH % NKV == 0;
+}
 struct mgt_backend {
     const char *name;
     int dtype;       /* storage type of the `void *` tensors */
@@ -580,6 +588,8 @@ typedef struct mgt_sim_op {
     int kernels;            /* launches */
     int rank;               /* whose op */
     long long args[6];      /* the call's shape arguments, as the backend entry takes them (the cpu device runs the op with them) */
+    double tensor_frac;     /* > 0: the GEMM part is one fused kernel (cuDNN's attention) at this fraction of the tensor
+                               peak, a published rate, instead of the GEMM shape model */
 } mgt_sim_op;
 /* optional: prices an op instead of the model (modelled: the model's seconds); tests use it */
 typedef double (*mgt_sim_cost_fn)(void *user, const mgt_sim_op *op, double modelled);
@@ -758,7 +768,9 @@ typedef struct mgt_rank_plan {
     int micro_in_flight;           /* activation sets it keeps (the pipeline schedule's depth) */
     /* device = cuda: what the CUDA backend (kernels/backend_cuda.cu) holds beyond the runtime's
        categories. In mem[MGT_MEM_WORKSPACE] (in place of the CPU backend's scratch): its scratch, sized
-       for the op that needs most (cuda_attention: the attention backward's float per row and head) and
+       for the op that needs most (cuda_attention: the attention backward's float per row and head;
+       where cuDNN's attention serves, also its fp32 dq accumulator, 4 B NH T hs bytes, but not its
+       plan's workspace, known only to a real cuDNN) and
        cuBLAS's workspace (also cuBLASLt's).
        Not in mem, because they are estimates: NCCL's buffers (per communicator of more than one rank,
        the communicators this rank is in) and the CUDA context */
@@ -7995,6 +8007,8 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         lim.T = rk->shape.T;
         lim.C = rk->shape.C;
         lim.NH = rk->shape.NHl;
+        lim.hs = rk->shape.NHl > 0 ? rk->shape.Cl / rk->shape.NHl : 0;
+        lim.NKV = lim.hs > 0 ? rk->shape.KVl / lim.hs : 0;
         lim.OC = rk->shape.Cl + 2 * rk->shape.KVl > rk->shape.Fl ? rk->shape.Cl + 2 * rk->shape.KVl : rk->shape.Fl;
         lim.norm_tensors = (size_t)rk->lay.n;
         lim.norm_elements = rk->lay.size;
@@ -8176,7 +8190,10 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
         size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (S / 65536 + (size_t)(4 + per_block * (size_t)nb + 2) + 1) * sizeof(double);
         size_t oc = Q > F ? Q : F, k;
         int kinds[5], g;
-        o->cuda_attention = B * (size_t)(cfg->model.n_head / p.tp) * T * f; /* flash attention's backward: dout . out per row and head */
+        size_t NHl = (size_t)(cfg->model.n_head / p.tp), hs = Cl / NHl;
+        o->cuda_attention = B * NHl * T * f; /* flash attention's backward: dout . out per row and head */
+        if (mgt_cudnn_attention_serves(dtype, (int)hs, (int)NHl, (int)((Q - Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
+            o->cuda_attention = (o->cuda_attention + 255) / 256 * 256 + B * NHl * T * hs * f;
         o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for */
         if ((k = 128 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (128 parts) */
         if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;    /* the widest bias's (64 parts) */
@@ -9029,6 +9046,7 @@ typedef struct mgt__sim_rank {
     int tm_coll;                    /* the collective the communication stream ends with */
     int defer_next;
     long long args[6];              /* the shape arguments of the op being charged (MGT__SIM_ARGS) */
+    double tensor_frac;             /* and its fused kernel's fraction of the tensor peak (mgt_sim_op.tensor_frac) */
     long tickets;
     double ticket_end[MGT__SIM_TICKETS];
     int ticket_coll[MGT__SIM_TICKETS];
@@ -9197,7 +9215,7 @@ static double mgt__sim_price(const mgt_sim_device *d, int dtype, const mgt_sim_o
     if (op->gemm_flops > 0 || op->gemm_bytes > 0) {
         double dmin = op->m < op->n ? op->m : op->n, eff;
         dmin = op->k < dmin ? op->k : dmin;
-        eff = d->gemm_frac * (dmin > 0 ? dmin / (dmin + d->gemm_dim) : 1.0);
+        eff = op->tensor_frac > 0 ? op->tensor_frac : d->gemm_frac * (dmin > 0 ? dmin / (dmin + d->gemm_dim) : 1.0);
         t += mgt__sim_max(op->gemm_flops / (d->tensor_tflops[dtype >= 0 && dtype < 3 ? dtype : 0] * 1e12 * eff), op->gemm_bytes / bw);
     }
     if (op->flops > 0 || op->bytes > 0) {
@@ -9251,6 +9269,8 @@ static void mgt__sim_charge_t(mgt_backend *be, const char *name, int family, dou
     mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
     memcpy(op.args, rk->args, sizeof op.args);
     memset(rk->args, 0, sizeof rk->args);
+    op.tensor_frac = rk->tensor_frac;
+    rk->tensor_frac = 0;
     op.transcendentals = transc;
     op.name = name;
     op.family = family;
@@ -9349,7 +9369,17 @@ static void mgt__sim_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw
     mgt__sim_charge_t(be, "matmul_gelu_backward", MGT_SIM_GEMM, 4 * n * c * oc, (2 * n * oc + 3 * n * c + c * oc) * MGT__SIM_E + 8 * c * oc,
                       15 * n * c + (db ? n * oc : 0), db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n * c, n, oc, c, 2 + (db ? 1 : 0));
 }
-/* Attention on a GPU is flash attention (kernels/attention.cu) on CUDA cores: each (batch, head)
+/* Attention on a GPU in bf16/fp16, where cuDNN serves the shape (mgt_cudnn_attention_serves), is
+   cuDNN's fused flash attention on tensor cores: the causal half of the scores, 4 hs FLOPs per
+   (query, key) pair forward (q.k, p v) and 2.5 times that backward (q.k, dout.v, p^T dout, ds^T q,
+   ds k), at a fraction of the tensor peak published for it: NVIDIA's cuDNN 9.19 SDPA training
+   benchmark on an H200 (cudnn-frontend benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn;
+   an H200's bf16 tensor peak is the H100 SXM's 989 TFLOP/s), causal, bf16: head size 128 at T = 2048,
+   forward 484 and backward 370 TFLOP/s (49% and 37%); head size 64 (the GPT-OSS shape, a 1024-key
+   window at T = 2048) 310 and 264 TFLOP/s (31% and 27%). Between 64 and 128 linear in hs, below 64
+   in proportion to hs (a smaller head does less work per tile it loads); the same fractions on other
+   devices. Its traffic is the tensors, O(B T C), the fp32 Stats and row sums, and the backward's fp32
+   dq accumulator (written and read). Elsewhere, flash attention (kernels/attention.cu) on CUDA cores: each (batch, head)
    computes the causal triangle of 32 x 32 tiles, diagonal tiles whole, W pairs of a query and a key;
    the forward does 2 products of hs per pair (q.k, p v), the backward 7 (q.k, dout.v, p dout, ds q
    in the key-tile kernel; q.k, dout.v, ds k in the query-tile kernel: no atomics, so it recomputes
@@ -9363,11 +9393,26 @@ static double mgt__sim_attention_pairs(int B, int T, int NH) {
     return (double)B * NH * 1024.0 * tiles * (tiles + 1) / 2;
 }
 static int mgt__sim_on_cpu(mgt_backend *be) { return ((mgt__sim_rank *)be->impl)->w->opt.device.host_sync; }
+static double mgt__sim_cudnn_attention_frac(double hs, int backward) {
+    double f64 = (backward ? 264.0 : 310.0) / 989, f128 = (backward ? 370.0 : 484.0) / 989;
+    if (hs >= 128) return f128;
+    return hs >= 64 ? f64 + (f128 - f64) * (hs - 64) / 64 : f64 * hs / 64;
+}
+/* cuDNN's attention: the forward's FLOPs on the causal pairs, charged at its fraction of the peak */
+static int mgt__sim_cudnn_attention(mgt_backend *be, const char *name, int backward, int B, int T, int C, int NH, int NKV, double bytes, int kernels) {
+    int hs = NH > 0 ? C / NH : 0;
+    double pairs = (double)B * NH * T * (T + 1.0) / 2;
+    if (mgt__sim_on_cpu(be) || !mgt_cudnn_attention_serves(be->dtype, hs, NH, NKV)) return 0;
+    ((mgt__sim_rank *)be->impl)->tensor_frac = mgt__sim_cudnn_attention_frac(hs, backward);
+    mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, (backward ? 2.5 : 1.0) * 4 * pairs * hs, bytes, 0, 0, 0, T, T, hs, kernels);
+    return 1;
+}
 static void mgt__sim_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV) {
     double N = (double)B * T, W = mgt__sim_attention_pairs(B, T, NH), hs = C / (double)NH, e = MGT__SIM_E, rows = (double)B * NH * T;
     double S = (double)B * NH * T * T, KV = hs * NKV; /* S: the scores, on the CPU */
     (void)out; (void)att; (void)qkv;
     MGT__SIM_ARGS(B, T, C, NH, NKV, 0);
+    if (mgt__sim_cudnn_attention(be, "attention_forward", 0, B, T, C, NH, NKV, (2 * N * C + 2 * N * KV) * e + 4 * rows, 1)) return;
     if (mgt__sim_on_cpu(be))
         mgt__sim_charge_t(be, "attention_forward", MGT_SIM_ATTENTION, 4 * N * T * C, (2 * N * C + 2 * N * KV + 2 * S) * e, 5 * S, 2 * S * e, S, T, T,
                           hs, 3);
@@ -9380,6 +9425,9 @@ static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void 
     double S = (double)B * NH * T * T, KV = hs * NKV;
     (void)dqkv; (void)dout; (void)qkv; (void)out; (void)att;
     MGT__SIM_ARGS(B, T, C, NH, NKV, 0);
+    /* cuDNN: the row sums (dout . out), the fused kernel (q, k, v, dout, Stats read; dk, dv written; dq
+       accumulated in fp32: 4 bytes written and read back per element), dq converted */
+    if (mgt__sim_cudnn_attention(be, "attention_backward", 1, B, T, C, NH, NKV, (4 * N * C + 4 * N * KV) * e + 8 * rows + 8 * N * C, 3)) return;
     if (mgt__sim_on_cpu(be))
         mgt__sim_charge(be, "attention_backward", MGT_SIM_ATTENTION, 8 * N * T * C, (4 * N * C + 4 * N * KV + 4 * S) * e, 4 * S, 3 * S * e, T, T, hs, 5);
     else /* the row sums (dout . out), then the two kernels, each reading q, k, v, dout, lse and the row sums; dq, dk, dv written */

@@ -32,9 +32,12 @@
    GEMM is its cuBLASLt epilogue (mgt__gemm_lt): a forward bias (BIAS), GPT-2's GELU (GELU_AUX_BIAS
    forward, DGELU in the dX GEMM of the projection after it) and bias gradients (BGRADB in the dW
    GEMM; kernels/README.md, "GEMMs with cuBLASLt epilogues").
-   Attention is flash attention (kernels/attention.cu): no T x T scores; att holds the logsumexp of
-   each row and head (B, NH, T) in fp32 (mgt_backend.att_lse), and the backward's scratch is one
-   float per row and head. */
+   Attention is flash attention: cuDNN's fused scaled-dot-product attention for bf16/fp16 where it
+   serves the shape (kernels/attention_cudnn.cpp: its graphs and plans made by reserve), else the own
+   kernels (kernels/attention.cu: fp32, other head sizes, a cuDNN that refused). No T x T scores
+   either way; att holds the logsumexp of each row and head (B, NH, T) in fp32
+   (mgt_backend.att_lse), and the backward's scratch is one float per row and head (cuDNN's: the
+   plan's workspace, the row sums and an fp32 dq accumulator). */
 #include <cublasLt.h>     /* defines: cublasLtMatmul, CUBLASLT_EPILOGUE_BIAS */
 #include <cublas_v2.h>    /* defines: cublasHandle_t, cublasGemmEx */
 #include <cuda_runtime.h> /* defines: cudaMalloc, cudaMemcpyAsync, cudaStream_t */
@@ -50,6 +53,7 @@
 
 #include "launchers.h"      /* defines: the mgt_cuda_* launchers of kernels/<op>.cu, mgt_kernel_last_error, mgt_kernel_launches */
 #include "backend_cuda.h"   /* defines: mgt_cuda_backend_create.. */
+#include "attention_cudnn.h" /* defines: mgt_cudnn_attn_create, _forward, _backward (cuDNN's fused attention) */
 #include "comm_nccl.h"      /* defines: mgt_nccl_wait, mgt_nccl_step, mgt_nccl_fail (the watchdog) */
 #include "fake_note.h"      /* defines: mgt_cuda_fake_note (the checking fakes' hook; null in the library) */
 
@@ -60,6 +64,7 @@ typedef struct mgt__cuda {
     cudaStream_t stream;
     cublasHandle_t blas;
     cublasLtHandle_t lt; /* the GEMMs with a bias epilogue */
+    mgt_cudnn_attn *cudnn_attn; /* bf16/fp16 attention of the run's shape through cuDNN, or NULL (the own kernels) */
     cudaDataType_t type; /* cuBLAS's name for be.dtype */
     void *blas_work;     /* cuBLAS's workspace (cublasSetWorkspace), also cuBLASLt's (one stream orders their uses) */
     size_t blas_work_bytes;
@@ -362,13 +367,25 @@ static void mgt__cuda_matmul_backward(mgt_backend *be, void *dinp, float *dweigh
     mgt__cuda_weight_grad(c, dweight, dbias, dout, inp, N, C, OC);
 }
 
-/* ---- attention: flash attention (kernels/attention.cu); att holds the logsumexp per row and head.
-   Grouped-query attention (NKV < NH) is the kernels': query head h reads key/value head h / (NH / NKV) */
+/* ---- attention: flash attention, cuDNN's (bf16/fp16, the shape reserve built its plans for) or the
+   own kernels (kernels/attention.cu); att holds the logsumexp per row and head either way.
+   Grouped-query attention (NKV < NH): query head h reads key/value head h / (NH / NKV) */
+
+/* whether cuDNN runs this call; its workspace, or NULL when it does not */
+static void *mgt__cudnn_work(mgt__cuda *c, int B, int T, int C, int NH, int NKV) {
+    if (!c->cudnn_attn || !mgt_cudnn_attn_serves(c->cudnn_attn, B, T, NH, NKV, C / NH)) return NULL;
+    return mgt__cuda_work(c, mgt_cudnn_attn_workspace(c->cudnn_attn));
+}
 
 static void mgt__cuda_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "attention forward", "B %d, T %d, C %d, NH %d, NKV %d", B, T, C, NH, NKV);
     if (c->failed) return;
+    if (void *work = mgt__cudnn_work(c, B, T, C, NH, NKV)) {
+        char why[300];
+        if (mgt_cudnn_attn_forward(c->cudnn_attn, work, out, (float *)att, qkv, why, sizeof why) != 0) mgt__cuda_fail(c, "device %d: %s", c->device, why);
+        return;
+    }
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_attention_forward<floatX>((floatX *)out, (float *)att, (const floatX *)qkv, B, T, NH, NKV, C / NH,
                                                                          c->stream),
                                     "attention forward"));
@@ -378,6 +395,13 @@ static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void
                                          int C, int NH, int NKV) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "attention backward", "B %d, T %d, C %d, NH %d, NKV %d", B, T, C, NH, NKV);
+    if (c->failed) return;
+    if (void *work = mgt__cudnn_work(c, B, T, C, NH, NKV)) {
+        char why[300];
+        if (mgt_cudnn_attn_backward(c->cudnn_attn, work, dqkv, dout, qkv, out, (const float *)att, why, sizeof why) != 0)
+            mgt__cuda_fail(c, "device %d: %s", c->device, why);
+        return;
+    }
     float *rows = (float *)mgt__cuda_work(c, mgt_cuda_attention_backward_scratch(B, T, NH)); /* dout . out per row and head */
     if (c->failed || !rows) return;
     MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_attention_backward<floatX>((floatX *)dqkv, rows, (const floatX *)dout, (const floatX *)qkv,
@@ -763,6 +787,12 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
     snprintf(c->op_desc, sizeof c->op_desc, "reserving memory for a step");
 #define MGT__NEED(x) do { need = (x); if (need > work) work = need; } while (0)
     MGT__NEED(mgt_cuda_attention_backward_scratch(l->B, l->T, l->NH));              /* attention backward: a float per row and head */
+    if (be->dtype != MGT_F32 && l->NH > 0) { /* cuDNN's fused attention: its graphs and plans for the run's shape, now */
+        char why[300];
+        c->cudnn_attn = mgt_cudnn_attn_create((struct CUstream_st *)c->stream, be->dtype, l->B, l->T, l->NH, l->NKV, l->hs, why, sizeof why);
+        if (c->cudnn_attn) MGT__NEED(mgt_cudnn_attn_workspace(c->cudnn_attn)); /* the plan's workspace, the row sums, the fp32 dq */
+        else fprintf(stderr, "mgt cuda: device %d: cuDNN attention not used (%s): the own flash-attention kernel runs instead\n", c->device, why);
+    }
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->OC));                        /* the widest bias */
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->C));
     MGT__NEED(mgt_cuda_layernorm_backward_scratch((int)N, l->C));
@@ -825,6 +855,7 @@ extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
     free(c->up_busy);
     if (c->nccl_counted) mgt__cuda_account(be, -(long long)c->nccl_bytes, MGT_MEM_BUFFERS);
     if (c->ev) cudaEventDestroy(c->ev);
+    mgt_cudnn_attn_destroy(c->cudnn_attn);
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);

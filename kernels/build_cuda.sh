@@ -3,7 +3,8 @@
 # `ninja cuda` runs. The op families are compiled strictly by kernels/check_build.sh all (sm_80,
 # sm_90, sm_100 and compute_90 PTX, position-independent); the backend's host code with nvcc
 # (kernels/backend_cuda.cu) and gcc (kernels/comm_nccl.c, kernels/plugin_cuda.c) against the real
-# headers; all linked into one shared library with cuBLAS and NCCL (found at run time through an
+# headers, kernels/attention_cudnn.cpp with g++ against cudnn.h; all linked into one shared library
+# with cuBLAS, cuDNN 9 and NCCL (found at run time through an
 # rpath to the toolkit), cudart linked statically (nvcc's default), libcuda never (the driver
 # provides it at run time: linking its stub would stop the library loading on a machine without
 # one). mgt opens the library only when a run asks for device = cuda or auto, so the CPU program
@@ -24,6 +25,9 @@ gencode="$gencode -gencode arch=compute_90,code=compute_90"
 # shellcheck disable=SC2086
 nvcc -c -std=c++17 -O2 $gencode -Werror all-warnings -Xcompiler -fPIC,-Wall,-Wextra,-Werror -I. -Ikernels \
     -o build/cuda/backend_cuda.o kernels/backend_cuda.cu
+# cuDNN's fused attention (host code against cudnn.h: no kernels of its own)
+g++ -std=c++17 -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I. -Ikernels -I"$cuda_home/include" \
+    -c -o build/cuda/attention_cudnn.o kernels/attention_cudnn.cpp
 for f in comm_nccl plugin_cuda; do
     gcc -std=c11 -O2 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I. -Ikernels -I"$cuda_home/include" \
         -c -o "build/cuda/$f.o" "kernels/$f.c"
@@ -32,7 +36,8 @@ objs=$(grep -l '^#include "common.cuh"' kernels/*.cu | grep -v 'kernels/backend_
 libdirs=""
 for d in "$cuda_home/lib64" "$cuda_home/lib"; do [ -d "$d" ] && libdirs="$libdirs -L$d -Xlinker -rpath=$d"; done
 # shellcheck disable=SC2086
-nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/comm_nccl.o build/cuda/plugin_cuda.o $libdirs -lcublas -lcublasLt -lnccl -ldl -lpthread
+nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/attention_cudnn.o build/cuda/comm_nccl.o build/cuda/plugin_cuda.o $libdirs \
+    -lcublas -lcublasLt -lcudnn -lnccl -ldl -lpthread
 mv "$out.tmp" "$out"
 echo "built $out ($(du -h "$out" | cut -f1)); exports: $(nm -D --defined-only "$out" | awk '$2 == "T" && $3 ~ /^mgt_cuda_api_get$/ { print $3 }');" \
     "needs: $(readelf -d "$out" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"

@@ -8,6 +8,9 @@
 #include "tests/fakes/fake_core.h" /* defines: mgtfake::float_to_half, float_to_bf16 (the fakes' own) */
 #include "tests/fakes/fakes.h"     /* defines: mgt_fake_queued, mgt_fake_fail_malloc_after, mgt_fake_step_counts */
 #include "kernels/fake_note.h"     /* defines: mgt_cuda_fake_note, MGT_NOTE_* (the backend's step brackets) */
+#include "mgt.h"                   /* defines: MGT_BF16, MGT_F16, MGT_F32 */
+#include "kernels/attention_cudnn.h" /* defines: mgt_cudnn_attn_create, _forward, _backward (cuDNN's fused attention) */
+#include <cudnn.h>             /* defines: cudnnBackendCreateDescriptor (the cuDNN fake's checks) */
 #include <cublasLt.h>          /* defines: cublasLtMatmul */
 #include <cublas_v2.h>         /* defines: cublasGemmEx, cublasSgemm */
 #include <cuda_runtime_api.h>  /* defines: cudaMalloc, cudaStream_t, cudaEvent_t */
@@ -961,6 +964,226 @@ static int fault_nccl(bool stall) { /* MGT_FAKE_STALL_RANK=1 or MGT_FAKE_NCCL_ER
     return 0;
 }
 
+/* ---- cuDNN: kernels/attention_cudnn.cpp's graphs run by the cuDNN fake, against a double reference */
+struct attn_case {
+    int dtype, B, T, NH, NKV, hs;
+};
+static float attn_val(unsigned &seed) { return (float)((seed = seed * 1103515245u + 12345u) >> 16 & 0x3ff) / 512.0f - 1.0f; }
+static void attention_case(const attn_case &c) {
+    bool bf = c.dtype == MGT_BF16;
+    int W = (c.NH + 2 * c.NKV) * c.hs, C = c.NH * c.hs, g = c.NH / c.NKV;
+    size_t nqkv = (size_t)c.B * c.T * W, nout = (size_t)c.B * c.T * C, nrows = (size_t)c.B * c.NH * c.T;
+    auto rt = [&](float f) { return bf ? bf16(mgtfake::float_to_bf16(f)) : mgtfake::half_to_float(mgtfake::float_to_half(f)); }; /* a value the storage type holds */
+    auto enc = [&](float f) { return bf ? mgtfake::float_to_bf16(f) : mgtfake::float_to_half(f); };
+    auto dec = [&](uint16_t h) { return bf ? bf16(h) : mgtfake::half_to_float(h); };
+    std::vector<float> qkv(nqkv), dout(nout);
+    unsigned seed = 7u + (unsigned)c.T;
+    for (float &x : qkv) x = rt(attn_val(seed));
+    for (float &x : dout) x = rt(attn_val(seed));
+    /* reference in double: out, lse, dqkv */
+    double scale = 1.0 / sqrt((double)c.hs);
+    std::vector<double> out(nout), lse(nrows), dqkv(nqkv, 0.0);
+    for (int b = 0; b < c.B; b++)
+        for (int h = 0; h < c.NH; h++) {
+            int kh = h / g;
+            auto q = [&](int t, int d) { return (double)qkv[((size_t)b * c.T + t) * W + h * c.hs + d]; };
+            auto k = [&](int t, int d) { return (double)qkv[((size_t)b * c.T + t) * W + C + kh * c.hs + d]; };
+            auto v = [&](int t, int d) { return (double)qkv[((size_t)b * c.T + t) * W + C + (c.NKV + kh) * c.hs + d]; };
+            for (int t = 0; t < c.T; t++) {
+                std::vector<double> s(t + 1), dp(t + 1);
+                double m = -INFINITY, z = 0, D = 0;
+                for (int j = 0; j <= t; j++) {
+                    s[j] = 0;
+                    for (int d = 0; d < c.hs; d++) s[j] += q(t, d) * k(j, d);
+                    s[j] *= scale;
+                    m = s[j] > m ? s[j] : m;
+                }
+                for (int j = 0; j <= t; j++) z += exp(s[j] - m);
+                double l = m + log(z);
+                lse[((size_t)b * c.NH + h) * c.T + t] = l;
+                double *o = &out[((size_t)b * c.T + t) * C + h * c.hs];
+                const float *dO = &dout[((size_t)b * c.T + t) * C + h * c.hs];
+                for (int d = 0; d < c.hs; d++) {
+                    o[d] = 0;
+                    for (int j = 0; j <= t; j++) o[d] += exp(s[j] - l) * v(j, d);
+                    D += dO[d] * o[d];
+                }
+                for (int j = 0; j <= t; j++) {
+                    double p = exp(s[j] - l), dpj = 0;
+                    for (int d = 0; d < c.hs; d++) dpj += dO[d] * v(j, d);
+                    double ds = p * (dpj - D) * scale;
+                    for (int d = 0; d < c.hs; d++) {
+                        dqkv[((size_t)b * c.T + t) * W + h * c.hs + d] += ds * k(j, d);
+                        dqkv[((size_t)b * c.T + j) * W + C + kh * c.hs + d] += ds * q(t, d);
+                        dqkv[((size_t)b * c.T + j) * W + C + (c.NKV + kh) * c.hs + d] += p * dO[d];
+                    }
+                }
+            }
+        }
+    /* through cuDNN (the fake) on device 6 */
+    cudaSetDevice(6);
+    cudaStream_t st = nb_stream();
+    char why[256] = "";
+    mgt_cudnn_attn *a = mgt_cudnn_attn_create(st, c.dtype, c.B, c.T, c.NH, c.NKV, c.hs, why, sizeof why);
+    CHECK(a, "cuDNN attention B %d T %d NH %d NKV %d hs %d: %s", c.B, c.T, c.NH, c.NKV, c.hs, why);
+    if (!a) return;
+    size_t ws = mgt_cudnn_attn_workspace(a);
+    size_t want_ws = (1u << 20) + (nrows * 4 + 255) / 256 * 256 + nrows * c.hs * 4; /* the backward plan's 1 MiB, D, the fp32 dq */
+    CHECK(ws == want_ws && mgt_cudnn_attn_serves(a, c.B, c.T, c.NH, c.NKV, c.hs) && !mgt_cudnn_attn_serves(a, c.B, c.T + 1, c.NH, c.NKV, c.hs),
+          "workspace %zu bytes, want %zu", ws, want_ws);
+    std::vector<uint16_t> h16(nqkv), o16(nout);
+    for (size_t i = 0; i < nqkv; i++) h16[i] = enc(qkv[i]);
+    for (size_t i = 0; i < nout; i++) o16[i] = enc(dout[i]);
+    void *dq, *dd, *dout_d, *dqkv_d, *work;
+    float *dl;
+    cudaMalloc(&dq, nqkv * 2);
+    cudaMalloc(&dd, nout * 2);
+    cudaMalloc(&dout_d, nout * 2);
+    cudaMalloc(&dqkv_d, nqkv * 2);
+    cudaMalloc(&work, ws);
+    cudaMalloc((void **)&dl, nrows * 4);
+    cudaMemcpy(dq, h16.data(), nqkv * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(dout_d, o16.data(), nout * 2, cudaMemcpyHostToDevice);
+    long runs = mgt_fake_cudnn_executions();
+    mgt_cuda_fake_note(6, MGT_NOTE_STEP_BEGIN, nullptr); /* executing inside a step is allowed */
+    CHECK(mgt_cudnn_attn_forward(a, work, dd, dl, dq, why, sizeof why) == 0, "forward: %s", why);
+    /* twice, as two layers share the workspace: the second finds the first's dQ accumulator */
+    for (int layer = 0; layer < 2; layer++)
+        CHECK(mgt_cudnn_attn_backward(a, work, dqkv_d, dout_d, dq, dd, dl, why, sizeof why) == 0, "backward: %s", why);
+    mgt_cuda_fake_note(6, MGT_NOTE_STEP_END, nullptr);
+    CHECK(mgt_fake_cudnn_executions() == runs + 3, "%ld cuDNN executions, want 3", mgt_fake_cudnn_executions() - runs);
+    cudaStreamSynchronize(st);
+    std::vector<uint16_t> go(nout), gd(nqkv);
+    std::vector<float> gl = fetch(dl, nrows);
+    cudaMemcpy(go.data(), dd, nout * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(gd.data(), dqkv_d, nqkv * 2, cudaMemcpyDeviceToHost);
+    /* bounds: lse is fp32 from exact inputs (1e-5); out and dqkv are rounded once to the storage type
+       (half an ulp: 2^-9 of bf16, 2^-12 of fp16, relative) after P and dS were rounded to it for the
+       tensor-core matmuls (sums of such errors over T keys: 4 ulps of the largest value) */
+    double ulp = bf ? 1.0 / 256 : 1.0 / 2048, e_l = 0, e_o = 0, e_d = 0, m_o = 0, m_d = 0;
+    /* fmax drops a NaN, so a NaN error counts as infinite */
+    auto worst = [](double e, double d) { return d == d ? fmax(e, d) : INFINITY; };
+    for (size_t i = 0; i < nrows; i++) e_l = worst(e_l, fabs(gl[i] - lse[i]));
+    for (size_t i = 0; i < nout; i++) e_o = worst(e_o, fabs(dec(go[i]) - out[i])), m_o = fmax(m_o, fabs(out[i]));
+    for (size_t i = 0; i < nqkv; i++) e_d = worst(e_d, fabs(dec(gd[i]) - dqkv[i])), m_d = fmax(m_d, fabs(dqkv[i]));
+    CHECK(e_l < 1e-5 && e_o <= 4 * ulp * m_o && e_d <= 4 * ulp * m_d && m_d > 0,
+          "%s B %d T %d NH %d NKV %d hs %d: lse error %.3g, out error %.3g (max %.3g), dqkv error %.3g (max %.3g)", bf ? "bf16" : "fp16", c.B, c.T,
+          c.NH, c.NKV, c.hs, e_l, e_o, m_o, e_d, m_d);
+    if (getenv("MGT_FAKE_SHOW"))
+        printf("cuDNN attention %s B %d T %d NH %d NKV %d hs %d: lse %.3g, out %.3g of %.3g, dqkv %.3g of %.3g\n", bf ? "bf16" : "fp16", c.B, c.T, c.NH,
+               c.NKV, c.hs, e_l, e_o, m_o, e_d, m_d);
+    mgt_cudnn_attn_destroy(a);
+    for (void *p : {dq, dd, dout_d, dqkv_d, work, (void *)dl}) cudaFree(p);
+    cudaStreamDestroy(st);
+    cudaSetDevice(0);
+}
+/* one tensor descriptor with the attributes of a (first_dim, 1, 4, 8) bf16 tensor, minus `skip` */
+static cudnnBackendDescriptor_t cudnn_tensor(int skip, int64_t align = 16, int64_t first_dim = 1, int64_t uid = 1) {
+    cudnnBackendDescriptor_t t;
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
+    int64_t n[4] = {first_dim, 1, 4, 8}, s[4] = {32, 32, 8, 1};
+    cudnnDataType_t type = CUDNN_DATA_BFLOAT16;
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, n);
+    if (skip != 1) cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, s);
+    cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    return t;
+}
+/* a finalized graph of one pointwise IDENTITY from tensor x_uid (1, 1, 4, 8) to tensor y_uid (y_dim, 1, 4,
+   8), broadcast; graph_in_step: the graph descriptor is made inside a step */
+static cudnnBackendDescriptor_t cudnn_identity_graph(int64_t x_uid, int64_t y_uid, int64_t y_dim, bool graph_in_step = false) {
+    cudnnHandle_t h;
+    cudnnCreate(&h);
+    cudnnBackendDescriptor_t x = cudnn_tensor(0, 16, 1, x_uid), y = cudnn_tensor(0, 16, y_dim, y_uid), pw, op, g;
+    cudnnBackendFinalize(x);
+    cudnnBackendFinalize(y);
+    cudnnPointwiseMode_t mode = CUDNN_POINTWISE_IDENTITY;
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw);
+    cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    cudnnBackendFinalize(pw);
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op);
+    cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw);
+    cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    cudnnBackendFinalize(op);
+    if (graph_in_step) mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g);
+    cudnnBackendSetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    cudnnBackendSetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+    cudnnBackendFinalize(g);
+    return g;
+}
+static void test_cudnn() {
+    attention_case({MGT_BF16, 2, 13, 2, 2, 16}); /* odd T */
+    attention_case({MGT_BF16, 1, 9, 4, 2, 8});   /* grouped-query: 2 query heads per key/value head */
+    attention_case({MGT_F16, 1, 5, 3, 1, 32});   /* fp16, one key/value head */
+    attention_case({MGT_BF16, 1, 1, 1, 1, 128}); /* T = 1, the largest head */
+    /* what cuDNN cannot serve: create says why, the backend keeps its own kernel */
+    char why[256] = "";
+    cudaStream_t st = nb_stream();
+    CHECK(!mgt_cudnn_attn_create(st, MGT_F32, 1, 4, 2, 2, 16, why, sizeof why) && strstr(why, "fp32"), "fp32: %s", why);
+    CHECK(!mgt_cudnn_attn_create(st, MGT_BF16, 1, 4, 2, 2, 20, why, sizeof why) && strstr(why, "multiple of 8"), "head size 20: %s", why);
+    CHECK(!mgt_cudnn_attn_create(st, MGT_BF16, 1, 4, 2, 2, 136, why, sizeof why) && strstr(why, "up to 128"), "head size 136: %s", why);
+    { /* a graph that is not one of the SDPA patterns: the heuristic offers no engine */
+        cudnnBackendDescriptor_t g = cudnn_identity_graph(1, 2, 1), heur, cfg;
+        cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+        int64_t n = -1;
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
+        cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+        cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+        cudnnBackendFinalize(heur);
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg);
+        CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &cfg) == CUDNN_STATUS_SUCCESS && n == 0,
+              "an identity graph: %lld engine configurations, want none", (long long)n);
+    }
+    setenv("MGT_FAKE_CUDNN_REFUSE", "1", 1); /* a real cuDNN that refuses the plan the fake accepts */
+    mgt_cudnn_attn *a = mgt_cudnn_attn_create(st, MGT_BF16, 1, 4, 2, 2, 16, why, sizeof why);
+    unsetenv("MGT_FAKE_CUDNN_REFUSE");
+    CHECK(!a && strstr(why, "no execution plan of the forward graph finalizes (1 engine configurations tried; the last: CUDNN_STATUS_NOT_SUPPORTED)"),
+          "a refused plan: %s", why);
+    cudaStreamDestroy(st);
+}
+/* the forward's plan executed with a variant pack of its ids and pointers minus id `drop`, the scale
+   at `scale` (a qkv of 8 rows of width 96 in bf16: B 1, T 8, NH = NKV = 2, hs 16) */
+static void cudnn_execute_own_pack(int64_t drop, const float *scale) {
+    char why[256];
+    float neg_inf = -INFINITY;
+    mgt_cudnn_attn *a = mgt_cudnn_attn_create(nb_stream(), MGT_BF16, 1, 8, 2, 2, 16, why, sizeof why);
+    char *qkv, *out, *lse, *work;
+    cudaMalloc((void **)&qkv, 8 * 96 * 2);
+    cudaMalloc((void **)&out, 8 * 32 * 2);
+    cudaMalloc((void **)&lse, 2 * 8 * 4);
+    cudaMalloc((void **)&work, mgt_cudnn_attn_workspace(a));
+    int64_t all[] = {1, 2, 3, 4, 5, 6, 7}, uids[7];
+    void *ptrs_all[] = {qkv, qkv + 64, qkv + 128, out, lse, (void *)scale, &neg_inf}, *ptrs[7];
+    int n = 0;
+    for (int i = 0; i < 7; i++)
+        if (all[i] != drop) uids[n] = all[i], ptrs[n++] = ptrs_all[i];
+    cudnnBackendDescriptor_t pack;
+    cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+    cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &work);
+    cudnnBackendFinalize(pack);
+    cudnnBackendExecute((cudnnHandle_t)mgt_cudnn_attn_handle(a), mgt_cudnn_attn_plan(a, 0), pack);
+}
+/* forward on device 0 with a qkv buffer of qkv_bytes and a workspace of ws_bytes (0: what it asks) */
+static void cudnn_forward(size_t qkv_bytes, size_t ws_bytes) {
+    char why[256];
+    cudaStream_t st = nb_stream();
+    mgt_cudnn_attn *a = mgt_cudnn_attn_create(st, MGT_BF16, 1, 8, 2, 2, 16, why, sizeof why);
+    void *qkv, *out, *work;
+    float *lse;
+    cudaMalloc(&qkv, qkv_bytes);
+    cudaMalloc(&out, 8 * 32 * 2);
+    cudaMalloc((void **)&lse, 2 * 8 * 4);
+    cudaMalloc(&work, ws_bytes ? ws_bytes : mgt_cudnn_attn_workspace(a));
+    mgt_cudnn_attn_forward(a, work, out, lse, qkv, why, sizeof why);
+}
+
 /* ---- failures, each in a child ------------------------------------------------------------------ */
 static void two_ranks(const std::function<void(int, ncclComm_t, cudaStream_t, float *)> &f) {
     ncclComm_t c[2];
@@ -997,6 +1220,80 @@ struct death {
     void (*run)();
 };
 static const death deaths[] = {
+    {"cudnn_graph_in_step", "mgt fake cudnnBackendCreateDescriptor: making an operation graph on device 0 inside a step", [] {
+         cudnn_identity_graph(1, 2, 1, true);
+     }},
+    {"cudnn_duplicate_id", "mgt fake cudnnBackendFinalize: two tensors with id 1 differ ((1, 1, 4, 8) and (2, 1, 4, 8))", [] {
+         cudnn_identity_graph(1, 1, 2); /* x and y both id 1 */
+     }},
+    {"cudnn_no_such_attribute", "mgt fake cudnnBackendSetAttribute: a tensor has no attribute 1500", [] {
+         cudnnBackendDescriptor_t t;
+         cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+         cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
+         cudnnBackendSetAttribute(t, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+     }},
+    {"cudnn_missing_pointer", "mgt fake cudnnBackendExecute: cudnnBackendExecute(SDPA forward, B 1, heads 2, T 8, hs 16): tensor 7 (1, 1, 1, 1) of the graph has no pointer in the variant pack", [] {
+         float scale = 0.25f;
+         cudnn_execute_own_pack(7, &scale);
+     }},
+    {"cudnn_by_value_on_device", "by-value tensor 6 points to device memory (cuDNN reads it on the host)", [] {
+         float *scale;
+         cudaMalloc((void **)&scale, 4);
+         cudnn_execute_own_pack(0, scale);
+     }},
+    {"cudnn_wrong_device", "mgt fake cudnnBackendExecute: the handle belongs to device 0 but the current device is 1", [] {
+         char why[256];
+         mgt_cudnn_attn *a = mgt_cudnn_attn_create(nb_stream(), MGT_BF16, 1, 8, 2, 2, 16, why, sizeof why);
+         cudaSetDevice(1);
+         mgt_cudnn_attn_forward(a, nullptr, nullptr, nullptr, nullptr, why, sizeof why);
+     }},
+    {"cudnn_build_in_step", "mgt fake cudnnCreate: making a cuDNN handle on device 0 inside a step (during attention forward): handles are made", [] {
+         char why[256];
+         cudaStream_t st = nb_stream();
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         mgt_cuda_fake_note(0, MGT_NOTE_OP, "attention forward");
+         mgt_cudnn_attn_create(st, MGT_BF16, 1, 8, 2, 2, 16, why, sizeof why);
+     }},
+    {"cudnn_set_finalized", "mgt fake cudnnBackendSetAttribute: attribute 906 of a tensor that is already finalized", [] {
+         cudnnBackendDescriptor_t t = cudnn_tensor(0);
+         cudnnBackendFinalize(t);
+         int64_t uid = 2;
+         cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+     }},
+    {"cudnn_missing_attribute", "mgt fake cudnnBackendFinalize: a tensor without its required attribute 903", [] {
+         cudnnBackendFinalize(cudnn_tensor(1)); /* no strides */
+     }},
+    {"cudnn_wrong_type", "mgt fake cudnnBackendSetAttribute: attribute 906 of a tensor takes type 3, not 4", [] {
+         cudnnBackendDescriptor_t t;
+         cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
+         float uid = 1;
+         cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_FLOAT, 1, &uid);
+     }},
+    {"cudnn_not_finalized", "points to a tensor that is not finalized (finalize the parts first", [] {
+         cudnnBackendDescriptor_t op, t = cudnn_tensor(0);
+         cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, &op);
+         cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+     }},
+    {"cudnn_alignment", "mgt fake cudnnBackendFinalize: tensor 1: byte alignment 12 is not a power of two", [] { cudnnBackendFinalize(cudnn_tensor(0, 12)); }},
+    {"cudnn_dimension", "mgt fake cudnnBackendFinalize: tensor 1: dimensions (0, 1, 4, 8), a stride or dimension below 1", [] {
+         cudnnBackendFinalize(cudnn_tensor(0, 16, 0));
+     }},
+    {"cudnn_shapes", "mgt fake cudnnBackendFinalize: reshape of (1, 1, 4, 8) into (2, 1, 4, 8) changes the element count", [] {
+         cudnnBackendDescriptor_t op, x = cudnn_tensor(0), y = cudnn_tensor(0, 16, 2);
+         cudnnBackendFinalize(x);
+         cudnnBackendFinalize(y);
+         cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, &op);
+         cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+         cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+         cudnnBackendFinalize(op);
+     }},
+    {"cudnn_small_workspace", "the workspace (the plan's CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)", [] { cudnn_forward(8 * 96 * 2, 4096); }},
+    {"cudnn_small_tensor", "an input of the variant pack", [] { cudnn_forward(8 * 96 * 2 - 2, 0); }},
+    {"cudnn_destroyed", "mgt fake cudnnBackendFinalize: 0x", [] {
+         cudnnBackendDescriptor_t t = cudnn_tensor(0);
+         cudnnBackendDestroyDescriptor(t);
+         cudnnBackendFinalize(t);
+     }},
     {"hazard_kernel_memcpy", "mgt fake cudaMemcpyAsync: hazard on bytes [0, 1) of an allocation of 16 bytes", [] {
          float *x, h[4];
          cudaMalloc((void **)&x, 16);
@@ -1375,6 +1672,7 @@ int main(int argc, char **argv) {
     test_overlap();
     test_poll();
     test_step_counts();
+    test_cudnn();
     for (const death &d : deaths) expect_death(argv[0], d);
     for (const fault_case &f : faults) expect_fault(argv[0], f);
     printf("%d checks, %d failed\n", checks, failures);

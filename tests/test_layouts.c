@@ -22,6 +22,7 @@
 
 #ifdef MGT_TEST_CUDA
 const mgt_cuda_api *mgt_cuda_api_get(void); /* kernels/plugin_cuda.c, linked in */
+long mgt_fake_cudnn_executions(void);        /* tests/fakes/cudnn_fake.cpp: the fused attention graphs it ran */
 static const char *device = "cuda";         /* of the layouts under test; references run on the CPU */
 static int gpu_runs;                        /* runs whose ranks all reported their GPU */
 #else
@@ -272,6 +273,9 @@ int main(int argc, char **argv) {
             {1, 1, 2, 0, "gpipe"}, {1, 1, 2, 0, "1f1b"}, {2, 2, 2, 1, "1f1b"}, {2, 1, 2, 3, "gpipe"},
         };
         double worst_loss = 0, worst_w = 0;
+#ifdef MGT_TEST_CUDA
+        long cudnn_start = mgt_fake_cudnn_executions();
+#endif
         config(&cfg, &one, 0, "one_bf16", quick, "bf16");
         ref = train(&cfg, steps, base, NULL);
         printf("     1 rank bf16: loss %.6f -> %.6f over %d steps\n", base[0], base[steps - 1], steps);
@@ -290,6 +294,25 @@ int main(int argc, char **argv) {
                   l->dp * l->tp * l->pp, e, w);
             mgt_run_destroy(run);
         }
+#ifdef MGT_TEST_CUDA
+        { /* the GPU runs above ran attention through cuDNN's fused graphs (the cuDNN fake counts them); a
+             cuDNN that refuses every plan (MGT_FAKE_CUDNN_REFUSE=1, as a real one may refuse what the fake
+             accepts) leaves the backend's own kernel, after a notice, within the same bounds */
+            long ran = mgt_fake_cudnn_executions(), after;
+            double e = 0, w;
+            setenv("MGT_FAKE_CUDNN_REFUSE", "1", 1);
+            config(&cfg, &one, 0, "bf16-cudnn-refused", quick, "bf16");
+            run = train(&cfg, steps, got, NULL);
+            unsetenv("MGT_FAKE_CUDNN_REFUSE");
+            after = mgt_fake_cudnn_executions();
+            for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
+            w = weight_diff_by(run, ref, 1);
+            check(ran > cudnn_start && after == ran && e <= BF16_LOSS_TOL && w <= BF16_WEIGHT_TOL,
+                  "bf16 attention: %ld cuDNN executions in the subset, %ld with every plan refused (the own kernel): max loss difference %.2e, "
+                  "max weight difference %.2e", ran - cudnn_start, after - ran, e, w);
+            mgt_run_destroy(run);
+        }
+#endif
         mgt_run_destroy(ref);
         printf("     bf16 spread over the subset: loss %.2e, weights %.2e\n", worst_loss, worst_w);
     }
@@ -317,7 +340,8 @@ int main(int argc, char **argv) {
         llama = 0;
     }
 #ifdef MGT_TEST_CUDA
-    check(gpu_runs == passes * n + llama_runs + 6 + 10 + 4, "%d runs on the CUDA backend (the matrix %s, the Llama matrix, the moving checkpoints, the bf16 subsets)",
+    check(gpu_runs == passes * n + llama_runs + 6 + 11 + 4,
+          "%d runs on the CUDA backend (the matrix %s, the Llama matrix, the moving checkpoints, the bf16 subsets, cuDNN refused)",
           gpu_runs, passes == 2 ? "twice" : "once");
 #else
     (void)llama_runs;

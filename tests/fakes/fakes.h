@@ -1,6 +1,6 @@
-/* fakes.h - test-only hooks of the checking fakes of cudart, cuBLAS and NCCL (tests/fakes/).
+/* fakes.h - test-only hooks of the checking fakes of cudart, cuBLAS, cuDNN and NCCL (tests/fakes/).
 
-   A program links build/fakes/libmgt_fakes.a instead of libcudart, libcublas and libnccl and
+   A program links build/fakes/libmgt_fakes.a instead of libcudart, libcublas, libcudnn and libnccl and
    includes the real CUDA headers; it needs this header only to reach into the fakes. What the
    fakes model and check is described at the top of cudart_fake.cpp, cublas_fake.cpp and
    nccl_fake.cpp. Every checking failure prints one line, "mgt fake <api>: <what>, <where>", on
@@ -8,8 +8,8 @@
 
    Environment: MGT_FAKE_DEVICES (default 8), MGT_FAKE_DEVICE_MIB (default 81559, an H100's),
    MGT_FAKE_TIMEOUT_S (default 120: the last resort when a wait is not a provable deadlock), and
-   the fault injectors MGT_FAKE_STALL_RANK, MGT_FAKE_STALL_CALL, MGT_FAKE_NCCL_ERROR and
-   MGT_FAKE_KERNEL_FAULT (tests/fakes/README.md). */
+   the fault injectors MGT_FAKE_STALL_RANK, MGT_FAKE_STALL_CALL, MGT_FAKE_NCCL_ERROR,
+   MGT_FAKE_KERNEL_FAULT and MGT_FAKE_CUDNN_REFUSE (tests/fakes/README.md). */
 #ifndef MGT_FAKES_H
 #define MGT_FAKES_H
 
@@ -41,6 +41,9 @@ typedef struct mgt_fake_counts {
 } mgt_fake_counts;
 /* the device's counts of its last step (last) and of all its steps so far (total); either may be NULL */
 void mgt_fake_step_counts(int device, mgt_fake_counts *last, mgt_fake_counts *total);
+
+/* cudnnBackendExecute calls so far (the fused attention graphs the cuDNN fake ran) */
+long mgt_fake_cudnn_executions(void);
 
 #ifdef __cplusplus
 }

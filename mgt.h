@@ -433,7 +433,8 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 3 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 4 /* the table's version: the library and this header must agree */
+#define MGT_NCCL_ID_BYTES 128 /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
 
 typedef struct mgt_gpu_info {
     char name[96];
@@ -459,9 +460,14 @@ typedef struct mgt_cuda_api {
     int (*backend_create)(void *world, int device, int dtype, mgt_backend **out, char *why, size_t cap);
     void (*backend_destroy)(mgt_backend *be);
     void *(*backend_stream)(mgt_backend *be); /* the cudaStream_t its ops are enqueued on */
-    /* NCCL: one world (ncclCommInitAll) on the calling thread, then each rank's communicator on its
-       own thread, all at once (the group splits are collective); settle ends a step (waits, times) */
-    mgt_result (*world_create)(int world, const int *devices, double timeout_s, mgt_fail_fn fail, void **world_out);
+    /* NCCL: a unique id (the process of rank 0 makes it, MPI carries it to the others); one world
+       on the calling thread, of this process's ranks first..first+count-1 on devices[0..count-1]
+       (ncclCommInitRank with the id; unique_id NULL: every rank is here, the id made inside), then
+       each rank's communicator on its own thread, all at once (the group splits are collective over
+       every process); settle ends a step (waits, times) */
+    mgt_result (*unique_id)(void *id, mgt_fail_fn fail); /* MGT_NCCL_ID_BYTES */
+    mgt_result (*world_create)(int world, int first, int count, const int *devices, const void *unique_id, double timeout_s,
+                               mgt_fail_fn fail, void **world_out);
     mgt_result (*comm_create)(void *world, int rank, void *stream, const mgt_group *const *groups, int ngroups, mgt_comm **out);
     mgt_result (*comm_settle)(mgt_comm *comm);
     void (*comm_destroy)(mgt_comm *comm);
@@ -6819,7 +6825,7 @@ static void mgt__publish(mgt_run *r) {
     double mean = 0;
     mgt_run_stats(r, &st);
     if (r->cuda && mgt__now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
-        for (i = 0; i < r->plan.world; i++) r->cuda->reading(r->ranks[i].device, &r->ranks[i].gpu);
+        for (i = r->rank_lo; i < r->rank_hi; i++) r->cuda->reading(r->ranks[i].device, &r->ranks[i].gpu);
         r->gpu_read_s = mgt__now();
     }
     pthread_mutex_lock(&r->stats_mu);
@@ -7942,11 +7948,11 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.elt = mgt__dtype_size(r->dtype);
     rk->device = -1;
     if (r->sim) MGT__TRY(mgt__sim_backend(r->sim, index, r->dtype, &rk->be));
-    else if (r->cuda) { /* rank i on GPU i */
+    else if (r->cuda) { /* rank i on its process's GPU i - (its first rank) */
         char why[600];
-        if (r->cuda->backend_create(r->nccl_world, index, r->dtype, &rk->be, why, sizeof why) != 0)
-            return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index, why);
-        rk->device = index;
+        if (r->cuda->backend_create(r->nccl_world, index - r->rank_lo, r->dtype, &rk->be, why, sizeof why) != 0)
+            return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index - r->rank_lo, why);
+        rk->device = index - r->rank_lo;
         mgt__enter(rk->be);
     } else
         MGT__TRY(mgt__cpu_backend_create_typed(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len, r->dtype,
@@ -8614,16 +8620,23 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
 
 /* The CUDA library when a run of cfg goes to GPUs: device cuda or auto, and a GPU for each of its
    `world` ranks; else NULL with why (device cpu: why is empty) */
+/* the ranks of a world of `world` that this process runs: world / P under an MPI launcher of P
+   processes (a contiguous block each), else all */
+static int mgt__local_ranks(int world) {
+    int p = mgt_mpi_launcher(NULL, 0);
+    return p > 1 && world % p == 0 ? world / p : world;
+}
+
 static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char *why, size_t cap) {
     const mgt_cuda_api *api;
-    int devices = 0;
+    int devices = 0, need = mgt__local_ranks(world);
     why[0] = 0;
     if (cfg->parallel.device == MGT_DEVICE_CPU) return NULL;
     api = mgt_cuda_load(why, cap);
     if (api && api->probe(&devices, why, cap) != 0) api = NULL;
-    if (api && devices < world) {
-        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d), this machine has %d", world, cfg->parallel.dp, cfg->parallel.tp,
-                 cfg->parallel.pp, devices);
+    if (api && devices < need) {
+        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cfg->parallel.tp,
+                 cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
         api = NULL;
     }
     return api;
@@ -8646,14 +8659,14 @@ static mgt_result mgt__choose_device(mgt_run *r) {
 /* the fit of cfg on the CPU (api NULL) or on the GPUs of api, one rank each */
 static mgt_result mgt__fit_on(const mgt_config *cfg, const mgt_cuda_api *api, int inference, mgt_fit *out) {
     double *free_bytes = NULL;
-    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, i;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, i, local = mgt__local_ranks(world);
     mgt_result res;
     if (api) {
         free_bytes = (double *)MGT_MALLOC(sizeof(double) * (size_t)world);
         if (!free_bytes) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-        for (i = 0; i < world; i++) {
+        for (i = 0; i < world; i++) { /* rank i on GPU i % local of its process's machine */
             mgt_gpu_info info;
-            free_bytes[i] = api->info(i, &info) == 0 && info.memory_free > 0 ? (double)info.memory_free : -1;
+            free_bytes[i] = api->info(i % local, &info) == 0 && info.memory_free > 0 ? (double)info.memory_free : -1;
         }
     }
     res = mgt__fit(cfg, inference, free_bytes, api ? world : 0, out);
@@ -8722,6 +8735,30 @@ static void mgt__new_run_id(char *id, size_t cap) {
     snprintf(id, cap, "%016llx", (unsigned long long)x);
 }
 
+/* the NCCL world of this process's ranks, on its GPUs 0.. (one process per node, or a launcher that
+   gives each process its own GPUs): under MPI the process of rank 0 makes NCCL's unique id and
+   every process takes it from one allgather, then joins the world with its ranks (ncclCommInitRank) */
+static mgt_result mgt__nccl_world(mgt_run *r) {
+    int n = r->rank_hi - r->rank_lo, i;
+    int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)n);
+    unsigned char mine[MGT_NCCL_ID_BYTES], *ids = r->mpi ? (unsigned char *)MGT_MALLOC(MGT_NCCL_ID_BYTES * (size_t)r->mpi->processes) : NULL;
+    mgt_result res = MGT_OK;
+    char why[512];
+    if (!devices || (r->mpi && !ids)) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    for (i = 0; devices && i < n; i++) devices[i] = i;
+    if (res == MGT_OK && r->mpi) {
+        memset(mine, 0, sizeof mine);
+        if (r->mpi->process == 0) res = r->cuda->unique_id(mine, mgt__fail_message);
+        if (r->mpi->api->allgather(mine, ids, sizeof mine, why, sizeof why) && res == MGT_OK) /* every process calls it, even after a failure */
+            res = mgt__fail(MGT_ERROR_COMM, "sending NCCL's unique id from the process of rank 0 to the others: MPI: %s", why);
+    }
+    if (res == MGT_OK)
+        res = r->cuda->world_create(r->plan.world, r->rank_lo, n, devices, ids, r->cfg.parallel.timeout_s, mgt__fail_message, &r->nccl_world);
+    MGT_FREE(devices);
+    MGT_FREE(ids);
+    return res;
+}
+
 static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim);
 static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) { return mgt__run_alloc_on(out, cfg, inference, NULL); }
 /* sim: the simulated world whose backends and communicators the ranks use (section 3d), or NULL */
@@ -8766,8 +8803,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r->rank_hi = r->plan.world;
     if (!sim && !inference && mgt_mpi_launcher(NULL, 0) > 1) { /* this process runs its block of the ranks */
         int process = 0, processes = 1;
-        mgt_result res = r->cuda ? mgt__fail(MGT_ERROR_UNSUPPORTED, "GPU ranks across processes (MPI) are not supported yet: run one process, or "
-                                                              "set parallel.device = cpu") : mgt_mpi_start(&process, &processes);
+        mgt_result res = mgt_mpi_start(&process, &processes);
         if (res == MGT_OK)
             res = mgt__mpi_world_create(&r->mpi, mgt__mpi_api, process, processes, r->plan.world, cfg->parallel.timeout_s);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
@@ -8793,13 +8829,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r->sim = sim;
     {
         mgt_result res = MGT_OK;
-        if (r->cuda) {
-            int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)r->plan.world);
-            if (!devices) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-            for (i = 0; devices && i < r->plan.world; i++) devices[i] = i;
-            if (devices) res = r->cuda->world_create(r->plan.world, devices, r->cfg.parallel.timeout_s, mgt__fail_message, &r->nccl_world);
-            MGT_FREE(devices);
-        } else if (r->mpi) {
+        if (r->mpi) {
             r->shadow_be = (mgt_backend *)MGT_MALLOC(sizeof(mgt_backend) * (size_t)r->plan.world);
             r->shadow_comm = (mgt_comm *)MGT_MALLOC(sizeof(mgt_comm) * (size_t)r->plan.world);
             if (!r->shadow_be || !r->shadow_comm) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -8807,8 +8837,9 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
                 memset(r->shadow_be, 0, sizeof(mgt_backend) * (size_t)r->plan.world);
                 memset(r->shadow_comm, 0, sizeof(mgt_comm) * (size_t)r->plan.world);
             }
-        } else if (!sim)
-            res = mgt__local_world_create(&r->world, r->plan.world);
+        }
+        if (res == MGT_OK && r->cuda) res = mgt__nccl_world(r);
+        else if (res == MGT_OK && !r->mpi && !sim) res = mgt__local_world_create(&r->world, r->plan.world);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     for (i = 0; i < r->plan.world; i++) {

@@ -4904,6 +4904,7 @@ struct mgt__mpi_world {
     int failed;
     char why[2048];
     int handoff; /* ThreadSanitizer's token for MPI's hand-overs (MGT__MPI_RELEASE) */
+    double wire_bytes; /* bytes this process's ranks sent to other processes (under mu): what the network carries */
 };
 
 /* Between two threads of one process, MPI hands data over inside its own (uninstrumented)
@@ -4934,6 +4935,19 @@ void __tsan_release(void *addr);
 #endif
 
 static int mgt__pcomm_process_of(const mgt__mpi_world *w, int rank) { return rank / w->per; }
+
+/* an MPI_Isend of a rank's, counted in wire_bytes when it leaves the process */
+static void *mgt__pcomm_isend(mgt__mpi_world *w, const void *buf, size_t bytes, int process, int tag, int channel, char *why, size_t cap) {
+    void *req;
+    MGT__MPI_RELEASE(w);
+    req = w->api->isend(buf, bytes, process, tag, channel, why, cap);
+    if (req && process != w->process) {
+        pthread_mutex_lock(&w->mu);
+        w->wire_bytes += (double)bytes;
+        pthread_mutex_unlock(&w->mu);
+    }
+    return req;
+}
 static int mgt__pcomm_tag(const mgt__mpi_world *w, int from, int to) { return from * w->world + to; }
 
 static int mgt__pcomm_failed(mgt__mpi_world *w) {
@@ -4949,13 +4963,15 @@ static int mgt__pcomm_failed(mgt__mpi_world *w) {
     return failed;
 }
 static mgt_result mgt__pcomm_fail(mgt__mpi_world *w, const char *why) {
+    char copy[2048]; /* why may be the thread's message (mgt_last_error()), which the failure rewrites */
+    mgt__strlcpy(copy, why, sizeof copy);
     pthread_mutex_lock(&w->mu);
     if (!w->failed) {
         w->failed = 1;
-        mgt__strlcpy(w->why, why, sizeof w->why);
+        mgt__strlcpy(w->why, copy, sizeof w->why);
     }
     pthread_mutex_unlock(&w->mu);
-    return mgt__fail(MGT_ERROR_COMM, "%s", why);
+    return mgt__fail(MGT_ERROR_COMM, "%s", copy);
 }
 static mgt_result mgt__pcomm_world_error(mgt__mpi_world *w) {
     char why[2048];
@@ -5048,6 +5064,131 @@ static mgt_result mgt__pcomm_count(mgt__pcomm_rank *me, int coll, double t0, mgt
     return r;
 }
 
+/* a send (is_send) or receive of `bytes` between this rank and rank q on the collective channel,
+   appended to req/peer; 0, or -1 with the thread's error set */
+static int mgt__pcomm_post(mgt__pcomm_rank *me, int is_send, void *buf, size_t bytes, int q, void **req, int *peer, int *nreq, const char *what) {
+    mgt__mpi_world *w = me->w;
+    int pq = mgt__pcomm_process_of(w, q), rank = me->comm.rank;
+    char text[512];
+    req[*nreq] = is_send ? mgt__pcomm_isend(w, buf, bytes, pq, mgt__pcomm_tag(w, rank, q), MGT_MPI_COLLECTIVE, text, sizeof text)
+                         : w->api->irecv(buf, bytes, pq, mgt__pcomm_tag(w, q, rank), MGT_MPI_COLLECTIVE, text, sizeof text);
+    peer[*nreq] = q;
+    if (!req[(*nreq)++]) {
+        mgt__fail(MGT_ERROR_COMM, "rank %d: %s: %s: %s", rank, what, is_send ? "MPI_Isend" : "MPI_Irecv", text);
+        return -1;
+    }
+    return 0;
+}
+
+/* the runs of a group's members by process, in group order: run k is members first[k] to
+   first[k + 1] - 1 (first has size + 1 entries); the number of runs, or 0 when a process's members
+   are not contiguous (a group out of rank order) */
+static int mgt__pcomm_runs(const mgt__mpi_world *w, const mgt_group *g, int *first) {
+    int j, k, runs = 0;
+    for (j = 0; j < g->size; j++) {
+        int p = mgt__pcomm_process_of(w, g->ranks[j]);
+        if (j && p == mgt__pcomm_process_of(w, g->ranks[j - 1])) continue;
+        for (k = 0; k < runs; k++)
+            if (mgt__pcomm_process_of(w, g->ranks[first[k]]) == p) return 0;
+        first[runs++] = j;
+    }
+    first[runs] = g->size;
+    return runs;
+}
+
+/* acc (fp32; fp64 for f64) = acc if `have`, else src[0], plus the sources in order: the local
+   communicator's arithmetic (mgt__lcomm_sum), cut where a process boundary passes the running sum */
+static void mgt__pcomm_add(void *acc, int have, const void *const *src, int nsrc, size_t count, int dtype) {
+    int j = 0;
+    size_t e;
+    if (dtype == MGT_F64) {
+        double *a = (double *)acc;
+        if (!have) memcpy(a, src[j++], count * 8);
+        for (; j < nsrc; j++)
+            for (e = 0; e < count; e++) a[e] += ((const double *)src[j])[e];
+        return;
+    }
+    if (!have) mgt__lcomm_load((float *)acc, src[j++], count, dtype);
+    for (; j < nsrc; j++) mgt__lcomm_add((float *)acc, src[j], count, dtype);
+}
+
+/* all-reduce or reduce-scatter of a group that spans processes, hierarchically and in the
+   communicator's order (member 0 + member 1 + ... in fp32, fp64 for f64, rounded once): the first
+   member of each process's run (its leader) takes its process's members' inputs, adds them in group
+   order to the running sum that the previous process's leader passes it (fp32/fp64, unrounded), and
+   passes the sum on; the last leader rounds it and sends each other leader its members' result,
+   which the leader hands to them. The bits are one process's; between processes each boundary
+   carries one running sum and each process its result, where member to member every member sent
+   every member of another process its whole buffer. The leaders' chain is sequential: P processes
+   add P - 1 hops of latency, a price worth the traffic at the few processes (nodes) a run spans. */
+static mgt_result mgt__pcomm_chain(mgt__pcomm_rank *me, int coll, const mgt_group *g, const void *src, void *dst, size_t count, int dtype,
+                                   const int *first, int runs, const char *what) {
+    mgt__mpi_world *w = me->w;
+    int n = g->size, idx = g->index, run = 0, leader, end, j, nreq = 0, rs = coll == MGT_COLL_REDUCE_SCATTER;
+    size_t elt = mgt__lcomm_elt(dtype), wide = dtype == MGT_F64 ? 8 : 4, total = rs ? count * (size_t)n : count, block = count * elt;
+    const void *in = rs ? src : (const void *)dst; /* this member's contribution: `total` elements */
+    void **req = (void **)MGT_MALLOC(sizeof(void *) * (size_t)(n + runs));
+    int *peer = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n + runs));
+    const void **from = (const void **)MGT_MALLOC(sizeof(void *) * (size_t)n);
+    char *stage = NULL, *acc = NULL, *result = NULL, who[32];
+    mgt_result r = MGT_OK;
+    snprintf(who, sizeof who, "rank %d", me->comm.rank);
+    while (first[run + 1] <= idx) run++;
+    leader = first[run];
+    end = first[run + 1];
+    if (!req || !peer || !from) { r = mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for %s", me->comm.rank, what); goto done; }
+    if (idx != leader) { /* its input to its leader, then its result back (one after the other: in place, they overlap) */
+        if (mgt__pcomm_post(me, 1, (void *)in, total * elt, g->ranks[leader], req, peer, &nreq, what)) goto failed;
+        if ((r = mgt__pcomm_wait(w, who, req, peer, nreq, what)) != MGT_OK) goto done;
+        nreq = 0;
+        if (mgt__pcomm_post(me, 0, dst, block, g->ranks[leader], req, peer, &nreq, what)) goto failed;
+        r = mgt__pcomm_wait(w, who, req, peer, nreq, what);
+        goto done;
+    }
+    stage = (char *)MGT_MALLOC(total * elt * (size_t)(end - leader) + 1);
+    acc = (char *)MGT_MALLOC(total * wide + 1);
+    result = (char *)MGT_MALLOC(total * elt + 1);
+    if (!stage || !acc || !result) { r = mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for %s", me->comm.rank, what); goto done; }
+    for (j = leader + 1; j < end; j++) /* this process's members, and the running sum of the processes before */
+        if (mgt__pcomm_post(me, 0, stage + (size_t)(j - leader) * total * elt, total * elt, g->ranks[j], req, peer, &nreq, what)) goto failed;
+    if (run > 0 && mgt__pcomm_post(me, 0, acc, total * wide, g->ranks[first[run - 1]], req, peer, &nreq, what)) goto failed;
+    if ((r = mgt__pcomm_wait(w, who, req, peer, nreq, what)) != MGT_OK) goto done;
+    nreq = 0;
+    for (j = leader; j < end; j++) from[j - leader] = j == idx ? in : stage + (size_t)(j - leader) * total * elt;
+    if (total) mgt__pcomm_add(acc, run > 0, from, end - leader, total, dtype);
+    if (run < runs - 1) { /* on to the next process; the result comes from the last */
+        if (mgt__pcomm_post(me, 1, acc, total * wide, g->ranks[first[run + 1]], req, peer, &nreq, what) ||
+            mgt__pcomm_post(me, 0, result + (rs ? (size_t)leader * block : 0), rs ? (size_t)(end - leader) * block : block, g->ranks[first[runs - 1]], req,
+                            peer, &nreq, what))
+            goto failed;
+        if ((r = mgt__pcomm_wait(w, who, req, peer, nreq, what)) != MGT_OK) goto done;
+        nreq = 0;
+    } else {
+        if (dtype == MGT_F64) memcpy(result, acc, total * 8);
+        else if (total) mgt__lcomm_store(result, (const float *)acc, total, dtype);
+        for (j = 0; j < runs - 1; j++) /* each other leader its members' blocks */
+            if (mgt__pcomm_post(me, 1, result + (rs ? (size_t)first[j] * block : 0), rs ? (size_t)(first[j + 1] - first[j]) * block : block,
+                                g->ranks[first[j]], req, peer, &nreq, what))
+                goto failed;
+    }
+    for (j = leader + 1; j < end; j++)
+        if (mgt__pcomm_post(me, 1, result + (rs ? (size_t)j * block : 0), block, g->ranks[j], req, peer, &nreq, what)) goto failed;
+    if (block) memcpy(dst, result + (rs ? (size_t)idx * block : 0), block);
+    r = mgt__pcomm_wait(w, who, req, peer, nreq, what);
+    goto done;
+failed: /* a post failed: what was posted cannot complete */
+    for (j = 0; j < nreq; j++) if (req[j]) w->api->cancel(req[j]);
+    r = mgt__pcomm_fail(w, mgt_last_error());
+done:
+    MGT_FREE(req);
+    MGT_FREE(peer);
+    MGT_FREE((void *)from);
+    MGT_FREE(stage);
+    MGT_FREE(acc);
+    MGT_FREE(result);
+    return r;
+}
+
 static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *g, const void *src, void *dst, size_t count, int dtype, int root) {
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
@@ -5086,6 +5227,15 @@ static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *
     call.root = root;
     for (j = 0; j < n && j < MGT__LCOMM_SHOWN; j++) call.shown[j] = g->ranks[j];
     mgt__lcomm_call_text(&call, what, sizeof what);
+    if (coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_REDUCE_SCATTER) { /* hierarchically, where each process's members are contiguous */
+        int *first = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n + 1)), runs = first ? mgt__pcomm_runs(w, g, first) : 0;
+        if (runs) {
+            r = mgt__pcomm_chain(me, coll, g, src, dst, count, dtype, first, runs, what);
+            MGT_FREE(first);
+            goto done;
+        }
+        MGT_FREE(first);
+    }
     req = (void **)MGT_MALLOC(sizeof(void *) * 2 * (size_t)n);
     peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)n);
     from = (const void **)MGT_MALLOC(sizeof(void *) * (size_t)n);
@@ -5111,9 +5261,8 @@ static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *
             else continue;
         } else { out_bytes = in_bytes = 0; }
         if (coll != MGT_COLL_BROADCAST || idx == root) {
-            MGT__MPI_RELEASE(w);
             peer[nreq] = q;
-            req[nreq] = w->api->isend(out ? out : (const void *)&idx, out_bytes, pq, mgt__pcomm_tag(w, c->rank, q), MGT_MPI_COLLECTIVE, text, sizeof text);
+            req[nreq] = mgt__pcomm_isend(w, out ? out : (const void *)&idx, out_bytes, pq, mgt__pcomm_tag(w, c->rank, q), MGT_MPI_COLLECTIVE, text, sizeof text);
             if (!req[nreq++]) r = mgt__fail(MGT_ERROR_COMM, "rank %d: %s: MPI_Isend: %s", c->rank, what, text);
         }
         if (r == MGT_OK && (coll != MGT_COLL_BROADCAST || j == root)) {
@@ -5184,8 +5333,7 @@ static mgt_result mgt__pcomm_send(mgt_comm *c, int peer, const void *buf, size_t
     s = (mgt__pcomm_msg *)MGT_MALLOC(sizeof *s + bytes);
     if (!s) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for a send of %zu bytes", c->rank, bytes), 0);
     if (bytes) memcpy(s + 1, buf, bytes);
-    MGT__MPI_RELEASE(w);
-    s->request = w->api->isend(s + 1, bytes, mgt__pcomm_process_of(w, peer), mgt__pcomm_tag(w, c->rank, peer), MGT_MPI_P2P, text, sizeof text);
+    s->request = mgt__pcomm_isend(w, s + 1, bytes, mgt__pcomm_process_of(w, peer), mgt__pcomm_tag(w, c->rank, peer), MGT_MPI_P2P, text, sizeof text);
     if (!s->request) {
         MGT_FREE(s);
         snprintf(why, sizeof why, "rank %d: send to rank %d: MPI_Isend: %s", c->rank, peer, text);
@@ -9043,7 +9191,7 @@ typedef struct mgt__sim_slot { int arrived, left, done; double issue, cost, end;
 typedef struct mgt__sim_group {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int known, inter;               /* inter: its members span nodes */
+    int known, nodes, per_node;     /* the nodes its members span, the most members on one of them */
     mgt__sim_slot slot[2];          /* a member cannot be two calls ahead: each call waits for all */
 } mgt__sim_group;
 typedef struct mgt__sim_msg { int src, taken; double issue, cost; } mgt__sim_msg;
@@ -9535,7 +9683,7 @@ static void mgt__sim_finish(mgt_backend *be) {
 
 /* the cost of a collective over n members moving `bytes` (the buffer NCCL's bus bandwidth is
    counted against): ring all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n, broadcast 1 */
-static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int inter, double bytes) {
+static double mgt__sim_ring_cost(const mgt_sim_device *d, int coll, int n, int inter, double bytes) {
     double steps, factor, bw = (inter ? d->inter_gbps : d->intra_gbps) * 1e9 * d->link_frac;
     if (n <= 1) return 0;
     if (d->host_sync) { /* the in-process communicator: one rendezvous, then each member reads and writes
@@ -9549,6 +9697,21 @@ static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int i
     else { steps = n - 1; factor = (double)(n - 1) / n; }
     if (coll == MGT_COLL_BARRIER) bytes = 0;
     return ((inter ? d->inter_lat_us : d->intra_lat_us) + steps * d->step_lat_us) * 1e-6 + (bw > 0 ? factor * bytes / bw : 0);
+}
+/* a group on `nodes` nodes, at most k members on one: within one node a ring over NVLink; across
+   nodes two levels, as NCCL's rings and trees over rail-aligned NICs (one per GPU) behave: inside
+   each node over NVLink on the whole buffer, and between nodes on 1/k of it per GPU, the k GPUs
+   of a node each through its own NIC at once (all-reduce: reduce-scatter inside, all-reduce
+   between nodes, all-gather inside; reduce-scatter and all-gather: one inside, one between;
+   broadcast: 1/k of the buffer to each node per NIC, then inside). One member per node: the ring
+   between nodes alone, on the NICs */
+static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int nodes, int k, double bytes) {
+    double inside;
+    if (nodes <= 1 || d->host_sync) return mgt__sim_ring_cost(d, coll, n, 0, bytes);
+    if (coll == MGT_COLL_ALL_REDUCE)
+        inside = mgt__sim_ring_cost(d, MGT_COLL_REDUCE_SCATTER, k, 0, bytes) + mgt__sim_ring_cost(d, MGT_COLL_ALL_GATHER, k, 0, bytes);
+    else inside = mgt__sim_ring_cost(d, coll, k, 0, bytes);
+    return inside + mgt__sim_ring_cost(d, coll, nodes, 1, bytes / k);
 }
 static int mgt__sim_inter(const mgt__sim_world *w, int a, int b) {
     int per = w->opt.gpus_per_node > 0 ? w->opt.gpus_per_node : 1;
@@ -9633,10 +9796,16 @@ static mgt_result mgt__sim_collective(mgt_comm *c, const mgt_group *g, int coll,
     pthread_mutex_lock(&gr->mu);
     if (!gr->known) {
         int i;
-        for (i = 1; i < g->size; i++) gr->inter |= mgt__sim_inter(w, g->ranks[0], g->ranks[i]);
+        int per = w->opt.gpus_per_node > 0 ? w->opt.gpus_per_node : 1, run = 0;
+        for (i = 0; i < g->size; i++) { /* members in rank order: a node's are consecutive */
+            int same = i && g->ranks[i] / per == g->ranks[i - 1] / per;
+            run = same ? run + 1 : 1;
+            gr->nodes += !same;
+            if (run > gr->per_node) gr->per_node = run;
+        }
         gr->known = 1;
     }
-    cost = mgt__sim_coll_cost(&w->opt.device, coll, g->size, gr->inter, cost_bytes);
+    cost = mgt__sim_coll_cost(&w->opt.device, coll, g->size, gr->nodes, gr->per_node, cost_bytes);
     s = &gr->slot[seq % 2];
     if (s->arrived == 0) { s->issue = issue; s->cost = cost; }
     s->issue = mgt__sim_max(s->issue, issue);

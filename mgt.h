@@ -5314,6 +5314,25 @@ static mgt_result mgt__pcomm_barrier(mgt_comm *c, const mgt_group *g) {
     return mgt__pcomm_collective(c, MGT_COLL_BARRIER, g, NULL, NULL, 0, MGT_F32, 0);
 }
 
+/* what a send and a receive do first: a peer in this process (or none) is the in-process
+   communicator's, which checks it; a failed world (after the send's finished sends are freed) or a
+   missing buffer fails the call. 1 when the call is over (its result in *r), 0 when it goes to MPI */
+static int mgt__pcomm_p2p_begin(mgt_comm *c, int is_recv, int peer, const void *buf, size_t count, int dtype, double t0, mgt_result *r) {
+    mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
+    mgt__mpi_world *w = me->w;
+    if (peer < 0 || peer >= w->world || mgt__pcomm_process_of(w, peer) == w->process) {
+        *r = is_recv ? me->inner->recv(me->inner, peer, (void *)buf, count, dtype) : me->inner->send(me->inner, peer, buf, count, dtype);
+        c->stats = me->inner->stats;
+        return 1;
+    }
+    if (!is_recv && (*r = mgt__pcomm_reap(me)) != MGT_OK) *r = mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, *r, 0);
+    else if (mgt__pcomm_failed(w)) *r = mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_world_error(w), 0);
+    else if (count && !buf)
+        *r = mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: %s: no buffer", c->rank, is_recv ? "recv" : "send"), 0);
+    else return 0;
+    return 1;
+}
+
 static mgt_result mgt__pcomm_send(mgt_comm *c, int peer, const void *buf, size_t count, int dtype) {
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
@@ -5322,14 +5341,7 @@ static mgt_result mgt__pcomm_send(mgt_comm *c, int peer, const void *buf, size_t
     mgt__pcomm_msg *s;
     mgt_result r;
     char text[512], why[1024];
-    if (peer < 0 || peer >= w->world || mgt__pcomm_process_of(w, peer) == w->process) {
-        r = me->inner->send(me->inner, peer, buf, count, dtype);
-        c->stats = me->inner->stats;
-        return r;
-    }
-    if ((r = mgt__pcomm_reap(me)) != MGT_OK) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, r, 0);
-    if (mgt__pcomm_failed(w)) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_world_error(w), 0);
-    if (count && !buf) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: send: no buffer", c->rank), 0);
+    if (mgt__pcomm_p2p_begin(c, 0, peer, buf, count, dtype, t0, &r)) return r;
     s = (mgt__pcomm_msg *)MGT_MALLOC(sizeof *s + bytes);
     if (!s) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for a send of %zu bytes", c->rank, bytes), 0);
     if (bytes) memcpy(s + 1, buf, bytes);
@@ -5352,13 +5364,7 @@ static mgt_result mgt__pcomm_recv(mgt_comm *c, int peer, void *buf, size_t count
     void *req;
     mgt_result r;
     char text[512], what[128];
-    if (peer < 0 || peer >= w->world || mgt__pcomm_process_of(w, peer) == w->process) {
-        r = me->inner->recv(me->inner, peer, buf, count, dtype);
-        c->stats = me->inner->stats;
-        return r;
-    }
-    if (mgt__pcomm_failed(w)) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_world_error(w), 0);
-    if (count && !buf) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: recv: no buffer", c->rank), 0);
+    if (mgt__pcomm_p2p_begin(c, 1, peer, buf, count, dtype, t0, &r)) return r;
     req = w->api->irecv(buf, bytes, mgt__pcomm_process_of(w, peer), mgt__pcomm_tag(w, peer, c->rank), MGT_MPI_P2P, text, sizeof text);
     if (!req) {
         char why[1024];

@@ -4863,13 +4863,13 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
    Under an MPI launcher each process runs a contiguous block of `per` ranks (rank / per is its
    process) in an in-process world of the whole world's size, of which only its block makes calls.
    Each rank's mgt_comm is two-level: a group whose members all live in this process, and a
-   send/recv between two of them, go through the in-process communicator unchanged; a group that
-   spans processes is exchanged member to member with MPI, every member receiving every other
-   member's contribution (the blocks it needs), and reduced with the in-process communicator's own
-   summation (mgt__lcomm_sum: member 0 + member 1 + ... in group order, in fp32, rounded once), so
-   every result is bit-identical to one process whatever the process count. That costs each member
-   (size - 1) x the message where a ring would cost about 2x: the exact order first, a
-   hierarchical reduction (in order within a process, then between processes) is the next step.
+   send/recv between two of them, go through the in-process communicator unchanged. A reduction
+   over a group that spans processes is hierarchical (mgt__pcomm_chain): each process's first
+   member adds its process's members to the running sum of the processes before it, in the
+   in-process communicator's order (member 0 + member 1 + ... in group order, in fp32, rounded
+   once), so every result is bit-identical to one process whatever the process count, and one sum
+   and one result cross each process boundary. All-gather, broadcast and a group whose processes'
+   members are not contiguous are exchanged member to member with MPI.
    Rank threads call MPI themselves (MPI_THREAD_MULTIPLE) with non-blocking sends and receives
    polled against parallel.timeout_s, rather than through one communication thread per process:
    no hand-off, no queue, and each wait keeps its own deadline and its own message. Matching:

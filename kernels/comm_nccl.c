@@ -1,8 +1,10 @@
-/* kernels/comm_nccl.c: the mgt_comm table over NCCL, for ranks that are threads of one process,
-   one GPU each, and the watchdog every host wait of a rank goes through.
+/* kernels/comm_nccl.c: the mgt_comm table over NCCL, for ranks that are threads of a process
+   (one process, or each of several under mpirun), one GPU each, and the watchdog every host wait
+   of a rank goes through.
 
-   A world is made once, from one thread: a unique id and ncclCommInitRankConfig for every rank in
-   one NCCL group, non-blocking (config blocking = 0, so no NCCL call ever blocks a host thread),
+   A world is made once per process, from one thread: a unique id (made here, or by the process of
+   rank 0 and carried by MPI) and ncclCommInitRankConfig for every rank of this process in one NCCL
+   group, non-blocking (config blocking = 0, so no NCCL call ever blocks a host thread),
    each polled with ncclCommGetAsyncError until ready. Each rank thread then makes its mgt_comm,
    which splits the world communicator into one communicator per group the rank belongs to
    (ncclCommSplit, non-blocking too: colour = group id, key = the rank's index in the group, so

@@ -114,6 +114,18 @@ if [ -s "$root/build/libmgt_cuda_fake.so" ]; then
   check 2 "" parallel.device=cuda parallel.dp=2 parallel.zero=3
   check 2 "" parallel.device=cuda parallel.dp=2 parallel.tp=2 parallel.zero=1
   check 2 "" parallel.device=cuda parallel.dp=2 parallel.pp=2 precision.dtype=bf16
+  # process 1's GPU never arrives at its first NCCL call of a step (MGT_FAKE_STALL_RANK counts a
+  # process's own devices): process 0's watchdog gives up after timeout_s naming the call, the
+  # abort reaches process 1 (the fake's ncclRemoteError), and the job ends with exit 1
+  printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export MGT_FAKE_STALL_RANK=0\nexec "$@"\n' > stall1.sh && chmod +x stall1.sh
+  start=$(date +%s.%N)
+  timeout 90 mpirun -np 2 ./stall1.sh "$mgt" train tiny.ini --no-tui --set parallel.device=cuda --set parallel.dp=2 --set train.steps=3 \
+    --set checkpoint.every=0 --set checkpoint.dir=ck_gpu_stall --set log.metrics=none --set parallel.timeout_s=3 > log_gpu_stall 2>&1
+  rc=$?
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  if [ $rc -ne 1 ] || ! grep -q 'waited 3.0 s (\[parallel\] timeout_s) .*behind NCCL all-reduce #2 on group 2 (DP)' log_gpu_stall; then
+    fail "GPU rank of process 1 stalled: exit $rc after ${secs}s"; grep '^mgt' log_gpu_stall | head -3
+  else echo "ok  GPU rank of process 1 stalled: exit 1 after ${secs}s: $(grep -m1 -o 'rank 0 (GPU 0): waited 3.0 s.*(DP)' log_gpu_stall | cut -c1-150)"; fi
   unset MGT_CUDA_LIBRARY MGT_FAKE_DEVICES
 else echo "SKIP: GPU ranks across processes: build/libmgt_cuda_fake.so is empty (no CUDA headers to build the fakes against)"; fi
 

@@ -66,10 +66,12 @@
    Each prints one line, "mgt fake: ...", naming the call, its communicator and sequence number.
 
    ACROSS PROCESSES (mgt under mpirun, issue 17): the fake's own transport, not MPI, so it needs
-   nothing but the unique id that the caller moves between its processes, as NCCL does.
-   ncclGetUniqueId listens on a Unix socket in the abstract namespace whose name is the id
-   ("mgt-fake-nccl-<pid>-<n>": no file to clean up); a process that joins an id made by another
-   connects to it. The id's process is the hub: every event of a rank that other processes must
+   nothing but the unique id that the caller moves between its processes, as NCCL does. In a
+   process started by an MPI launcher of more than one process (OMPI_COMM_WORLD_SIZE or PMI_SIZE
+   above 1), or with MGT_FAKE_NCCL_PROCESSES=1, ncclGetUniqueId listens on a Unix socket in the
+   abstract namespace whose name is the id ("mgt-fake-nccl-<pid>-<n>": no file to clean up), with
+   a thread that accepts (elsewhere no thread is made: the watchdog tests count them); a process
+   that joins an id made by another connects to it. The id's process is the hub: every event of a rank that other processes must
    see (a rank joined, arrived at a split, called a collective or send/recv with its signature, a
    collective's input arrived, a send's data was posted or taken, a communicator was aborted) is
    a message, which the hub applies and forwards to every other process in the one order it
@@ -408,13 +410,15 @@ static void acceptor(net_t *n, int lfd) {
 static net_t *net_for(const char *api, const std::string &name) {
     auto it = nets.find(name);
     if (it != nets.end()) return it->second;
-    if (name.compare(0, sizeof net_prefix - 1, net_prefix)) return nullptr;
+    if (name.compare(0, sizeof net_prefix - 1, net_prefix) || atoi(name.c_str() + sizeof net_prefix - 1) == (int)getpid())
+        return nullptr; /* not the fake's, or this process's own that no other process joins */
     sockaddr_un a;
     socklen_t len = net_addr(name, &a);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (sockaddr *)&a, len) != 0)
         fail(api, "cannot reach the process that made unique id '%s' (%s): the fake's processes must share one machine and "
-             "network namespace, and the id's process must still run", name.c_str(), strerror(errno));
+             "network namespace, the id's process must still run and listen (under mpirun, or with MGT_FAKE_NCCL_PROCESSES=1)",
+             name.c_str(), strerror(errno));
     net_t *n = new net_t{name, false, {}, {}};
     nets[name] = n;
     start_link(n, fd);
@@ -833,9 +837,10 @@ static void apply(net_t *n, const msg &m) {
     group_t *g = by_key.count(m.group) ? by_key[m.group] : nullptr;
     if (m.kind == M_JOIN) {
         if (!g) g = new_group(m.n, m.group, n);
-        if (g->n != m.n || g->comms[(size_t)m.rank])
-            fail("ncclCommInitRank", "rank %d of another process joins unique id '%s' with %d ranks, this process's view has %d ranks%s",
-                 m.rank, m.group.c_str(), m.n, g->n, g->comms[(size_t)m.rank] ? " and that rank already" : "");
+        if (g->n != m.n || m.rank < 0 || m.rank >= g->n)
+            fail("ncclCommInitRank", "rank %d of another process joins unique id '%s' with %d ranks, the ranks before it with %d", m.rank,
+                 m.group.c_str(), m.n, g->n);
+        if (g->comms[(size_t)m.rank]) fail("ncclCommInitRank", "rank %d of unique id '%s' joins twice", m.rank, m.group.c_str());
         attach(g, m.rank, make_comm(-1, nullptr, false, true));
         joined(g);
         return;
@@ -887,6 +892,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) { /* the name of a socket that ot
     lock_t lk(mu);
     memset(id, 0, sizeof *id);
     snprintf(id->internal, sizeof id->internal, "%s%d-%llu", net_prefix, (int)getpid(), (unsigned long long)++counter);
+    static const char *ompi = getenv("OMPI_COMM_WORLD_SIZE"), *pmi = getenv("PMI_SIZE"), *asked = getenv("MGT_FAKE_NCCL_PROCESSES");
+    if (!((ompi && atoi(ompi) > 1) || (pmi && atoi(pmi) > 1) || (asked && atoi(asked)))) return ncclSuccess; /* this process's ranks alone */
     net_t *n = new net_t{id->internal, true, {}, {}};
     sockaddr_un a;
     socklen_t len = net_addr(n->name, &a);

@@ -454,7 +454,8 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 5 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 6 /* the table's version: the library and this header must agree */
+#define MGT_NCCL_ID_BYTES 128 /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
 
 typedef struct mgt_gpu_info {
     char name[96];
@@ -480,9 +481,14 @@ typedef struct mgt_cuda_api {
     int (*backend_create)(void *world, int device, int dtype, mgt_backend **out, char *why, size_t cap);
     void (*backend_destroy)(mgt_backend *be);
     void *(*backend_stream)(mgt_backend *be); /* the cudaStream_t its ops are enqueued on */
-    /* NCCL: one world (ncclCommInitAll) on the calling thread, then each rank's communicator on its
-       own thread, all at once (the group splits are collective); settle ends a step (waits, times) */
-    mgt_result (*world_create)(int world, const int *devices, double timeout_s, mgt_fail_fn fail, void **world_out);
+    /* NCCL: a unique id (the process of rank 0 makes it, MPI carries it to the others); one world
+       on the calling thread, of this process's ranks first..first+count-1 on devices[0..count-1]
+       (ncclCommInitRank with the id; unique_id NULL: every rank is here, the id made inside), then
+       each rank's communicator on its own thread, all at once (the group splits are collective over
+       every process); settle ends a step (waits, times) */
+    mgt_result (*unique_id)(void *id, mgt_fail_fn fail); /* MGT_NCCL_ID_BYTES */
+    mgt_result (*world_create)(int world, int first, int count, const int *devices, const void *unique_id, double timeout_s,
+                               mgt_fail_fn fail, void **world_out);
     mgt_result (*comm_create)(void *world, int rank, void *stream, const mgt_group *const *groups, int ngroups, mgt_comm **out);
     mgt_result (*comm_settle)(mgt_comm *comm);
     void (*comm_destroy)(mgt_comm *comm);
@@ -4901,13 +4907,13 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
    Under an MPI launcher each process runs a contiguous block of `per` ranks (rank / per is its
    process) in an in-process world of the whole world's size, of which only its block makes calls.
    Each rank's mgt_comm is two-level: a group whose members all live in this process, and a
-   send/recv between two of them, go through the in-process communicator unchanged; a group that
-   spans processes is exchanged member to member with MPI, every member receiving every other
-   member's contribution (the blocks it needs), and reduced with the in-process communicator's own
-   summation (mgt__lcomm_sum: member 0 + member 1 + ... in group order, in fp32, rounded once), so
-   every result is bit-identical to one process whatever the process count. That costs each member
-   (size - 1) x the message where a ring would cost about 2x: the exact order first, a
-   hierarchical reduction (in order within a process, then between processes) is the next step.
+   send/recv between two of them, go through the in-process communicator unchanged. A reduction
+   over a group that spans processes is hierarchical (mgt__pcomm_chain): each process's first
+   member adds its process's members to the running sum of the processes before it, in the
+   in-process communicator's order (member 0 + member 1 + ... in group order, in fp32, rounded
+   once), so every result is bit-identical to one process whatever the process count, and one sum
+   and one result cross each process boundary. All-gather, broadcast and a group whose processes'
+   members are not contiguous are exchanged member to member with MPI.
    Rank threads call MPI themselves (MPI_THREAD_MULTIPLE) with non-blocking sends and receives
    polled against parallel.timeout_s, rather than through one communication thread per process:
    no hand-off, no queue, and each wait keeps its own deadline and its own message. Matching:
@@ -4942,6 +4948,7 @@ struct mgt__mpi_world {
     int failed;
     char why[2048];
     int handoff; /* ThreadSanitizer's token for MPI's hand-overs (MGT__MPI_RELEASE) */
+    double wire_bytes; /* bytes this process's ranks sent to other processes (under mu): what the network carries */
 };
 
 /* Between two threads of one process, MPI hands data over inside its own (uninstrumented)
@@ -4972,6 +4979,19 @@ void __tsan_release(void *addr);
 #endif
 
 static int mgt__pcomm_process_of(const mgt__mpi_world *w, int rank) { return rank / w->per; }
+
+/* an MPI_Isend of a rank's, counted in wire_bytes when it leaves the process */
+static void *mgt__pcomm_isend(mgt__mpi_world *w, const void *buf, size_t bytes, int process, int tag, int channel, char *why, size_t cap) {
+    void *req;
+    MGT__MPI_RELEASE(w);
+    req = w->api->isend(buf, bytes, process, tag, channel, why, cap);
+    if (req && process != w->process) {
+        pthread_mutex_lock(&w->mu);
+        w->wire_bytes += (double)bytes;
+        pthread_mutex_unlock(&w->mu);
+    }
+    return req;
+}
 static int mgt__pcomm_tag(const mgt__mpi_world *w, int from, int to) { return from * w->world + to; }
 
 static int mgt__pcomm_failed(mgt__mpi_world *w) {
@@ -4987,13 +5007,15 @@ static int mgt__pcomm_failed(mgt__mpi_world *w) {
     return failed;
 }
 static mgt_result mgt__pcomm_fail(mgt__mpi_world *w, const char *why) {
+    char copy[2048]; /* why may be the thread's message (mgt_last_error()), which the failure rewrites */
+    mgt__strlcpy(copy, why, sizeof copy);
     pthread_mutex_lock(&w->mu);
     if (!w->failed) {
         w->failed = 1;
-        mgt__strlcpy(w->why, why, sizeof w->why);
+        mgt__strlcpy(w->why, copy, sizeof w->why);
     }
     pthread_mutex_unlock(&w->mu);
-    return mgt__fail(MGT_ERROR_COMM, "%s", why);
+    return mgt__fail(MGT_ERROR_COMM, "%s", copy);
 }
 static mgt_result mgt__pcomm_world_error(mgt__mpi_world *w) {
     char why[2048];
@@ -5086,6 +5108,131 @@ static mgt_result mgt__pcomm_count(mgt__pcomm_rank *me, int coll, double t0, mgt
     return r;
 }
 
+/* a send (is_send) or receive of `bytes` between this rank and rank q on the collective channel,
+   appended to req/peer; 0, or -1 with the thread's error set */
+static int mgt__pcomm_post(mgt__pcomm_rank *me, int is_send, void *buf, size_t bytes, int q, void **req, int *peer, int *nreq, const char *what) {
+    mgt__mpi_world *w = me->w;
+    int pq = mgt__pcomm_process_of(w, q), rank = me->comm.rank;
+    char text[512];
+    req[*nreq] = is_send ? mgt__pcomm_isend(w, buf, bytes, pq, mgt__pcomm_tag(w, rank, q), MGT_MPI_COLLECTIVE, text, sizeof text)
+                         : w->api->irecv(buf, bytes, pq, mgt__pcomm_tag(w, q, rank), MGT_MPI_COLLECTIVE, text, sizeof text);
+    peer[*nreq] = q;
+    if (!req[(*nreq)++]) {
+        mgt__fail(MGT_ERROR_COMM, "rank %d: %s: %s: %s", rank, what, is_send ? "MPI_Isend" : "MPI_Irecv", text);
+        return -1;
+    }
+    return 0;
+}
+
+/* the runs of a group's members by process, in group order: run k is members first[k] to
+   first[k + 1] - 1 (first has size + 1 entries); the number of runs, or 0 when a process's members
+   are not contiguous (a group out of rank order) */
+static int mgt__pcomm_runs(const mgt__mpi_world *w, const mgt_group *g, int *first) {
+    int j, k, runs = 0;
+    for (j = 0; j < g->size; j++) {
+        int p = mgt__pcomm_process_of(w, g->ranks[j]);
+        if (j && p == mgt__pcomm_process_of(w, g->ranks[j - 1])) continue;
+        for (k = 0; k < runs; k++)
+            if (mgt__pcomm_process_of(w, g->ranks[first[k]]) == p) return 0;
+        first[runs++] = j;
+    }
+    first[runs] = g->size;
+    return runs;
+}
+
+/* acc (fp32; fp64 for f64) = acc if `have`, else src[0], plus the sources in order: the local
+   communicator's arithmetic (mgt__lcomm_sum), cut where a process boundary passes the running sum */
+static void mgt__pcomm_add(void *acc, int have, const void *const *src, int nsrc, size_t count, int dtype) {
+    int j = 0;
+    size_t e;
+    if (dtype == MGT_F64) {
+        double *a = (double *)acc;
+        if (!have) memcpy(a, src[j++], count * 8);
+        for (; j < nsrc; j++)
+            for (e = 0; e < count; e++) a[e] += ((const double *)src[j])[e];
+        return;
+    }
+    if (!have) mgt__lcomm_load((float *)acc, src[j++], count, dtype);
+    for (; j < nsrc; j++) mgt__lcomm_add((float *)acc, src[j], count, dtype);
+}
+
+/* all-reduce or reduce-scatter of a group that spans processes, hierarchically and in the
+   communicator's order (member 0 + member 1 + ... in fp32, fp64 for f64, rounded once): the first
+   member of each process's run (its leader) takes its process's members' inputs, adds them in group
+   order to the running sum that the previous process's leader passes it (fp32/fp64, unrounded), and
+   passes the sum on; the last leader rounds it and sends each other leader its members' result,
+   which the leader hands to them. The bits are one process's; between processes each boundary
+   carries one running sum and each process its result, where member to member every member sent
+   every member of another process its whole buffer. The leaders' chain is sequential: P processes
+   add P - 1 hops of latency, a price worth the traffic at the few processes (nodes) a run spans. */
+static mgt_result mgt__pcomm_chain(mgt__pcomm_rank *me, int coll, const mgt_group *g, const void *src, void *dst, size_t count, int dtype,
+                                   const int *first, int runs, const char *what) {
+    mgt__mpi_world *w = me->w;
+    int n = g->size, idx = g->index, run = 0, leader, end, j, nreq = 0, rs = coll == MGT_COLL_REDUCE_SCATTER;
+    size_t elt = mgt__lcomm_elt(dtype), wide = dtype == MGT_F64 ? 8 : 4, total = rs ? count * (size_t)n : count, block = count * elt;
+    const void *in = rs ? src : (const void *)dst; /* this member's contribution: `total` elements */
+    void **req = (void **)MGT_MALLOC(sizeof(void *) * (size_t)(n + runs));
+    int *peer = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n + runs));
+    const void **from = (const void **)MGT_MALLOC(sizeof(void *) * (size_t)n);
+    char *stage = NULL, *acc = NULL, *result = NULL, who[32];
+    mgt_result r = MGT_OK;
+    snprintf(who, sizeof who, "rank %d", me->comm.rank);
+    while (first[run + 1] <= idx) run++;
+    leader = first[run];
+    end = first[run + 1];
+    if (!req || !peer || !from) { r = mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for %s", me->comm.rank, what); goto done; }
+    if (idx != leader) { /* its input to its leader, then its result back (one after the other: in place, they overlap) */
+        if (mgt__pcomm_post(me, 1, (void *)in, total * elt, g->ranks[leader], req, peer, &nreq, what)) goto failed;
+        if ((r = mgt__pcomm_wait(w, who, req, peer, nreq, what)) != MGT_OK) goto done;
+        nreq = 0;
+        if (mgt__pcomm_post(me, 0, dst, block, g->ranks[leader], req, peer, &nreq, what)) goto failed;
+        r = mgt__pcomm_wait(w, who, req, peer, nreq, what);
+        goto done;
+    }
+    stage = (char *)MGT_MALLOC(total * elt * (size_t)(end - leader) + 1);
+    acc = (char *)MGT_MALLOC(total * wide + 1);
+    result = (char *)MGT_MALLOC(total * elt + 1);
+    if (!stage || !acc || !result) { r = mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for %s", me->comm.rank, what); goto done; }
+    for (j = leader + 1; j < end; j++) /* this process's members, and the running sum of the processes before */
+        if (mgt__pcomm_post(me, 0, stage + (size_t)(j - leader) * total * elt, total * elt, g->ranks[j], req, peer, &nreq, what)) goto failed;
+    if (run > 0 && mgt__pcomm_post(me, 0, acc, total * wide, g->ranks[first[run - 1]], req, peer, &nreq, what)) goto failed;
+    if ((r = mgt__pcomm_wait(w, who, req, peer, nreq, what)) != MGT_OK) goto done;
+    nreq = 0;
+    for (j = leader; j < end; j++) from[j - leader] = j == idx ? in : stage + (size_t)(j - leader) * total * elt;
+    if (total) mgt__pcomm_add(acc, run > 0, from, end - leader, total, dtype);
+    if (run < runs - 1) { /* on to the next process; the result comes from the last */
+        if (mgt__pcomm_post(me, 1, acc, total * wide, g->ranks[first[run + 1]], req, peer, &nreq, what) ||
+            mgt__pcomm_post(me, 0, result + (rs ? (size_t)leader * block : 0), rs ? (size_t)(end - leader) * block : block, g->ranks[first[runs - 1]], req,
+                            peer, &nreq, what))
+            goto failed;
+        if ((r = mgt__pcomm_wait(w, who, req, peer, nreq, what)) != MGT_OK) goto done;
+        nreq = 0;
+    } else {
+        if (dtype == MGT_F64) memcpy(result, acc, total * 8);
+        else if (total) mgt__lcomm_store(result, (const float *)acc, total, dtype);
+        for (j = 0; j < runs - 1; j++) /* each other leader its members' blocks */
+            if (mgt__pcomm_post(me, 1, result + (rs ? (size_t)first[j] * block : 0), rs ? (size_t)(first[j + 1] - first[j]) * block : block,
+                                g->ranks[first[j]], req, peer, &nreq, what))
+                goto failed;
+    }
+    for (j = leader + 1; j < end; j++)
+        if (mgt__pcomm_post(me, 1, result + (rs ? (size_t)j * block : 0), block, g->ranks[j], req, peer, &nreq, what)) goto failed;
+    if (block) memcpy(dst, result + (rs ? (size_t)idx * block : 0), block);
+    r = mgt__pcomm_wait(w, who, req, peer, nreq, what);
+    goto done;
+failed: /* a post failed: what was posted cannot complete */
+    for (j = 0; j < nreq; j++) if (req[j]) w->api->cancel(req[j]);
+    r = mgt__pcomm_fail(w, mgt_last_error());
+done:
+    MGT_FREE(req);
+    MGT_FREE(peer);
+    MGT_FREE((void *)from);
+    MGT_FREE(stage);
+    MGT_FREE(acc);
+    MGT_FREE(result);
+    return r;
+}
+
 static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *g, const void *src, void *dst, size_t count, int dtype, int root) {
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
@@ -5124,6 +5271,15 @@ static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *
     call.root = root;
     for (j = 0; j < n && j < MGT__LCOMM_SHOWN; j++) call.shown[j] = g->ranks[j];
     mgt__lcomm_call_text(&call, what, sizeof what);
+    if (coll == MGT_COLL_ALL_REDUCE || coll == MGT_COLL_REDUCE_SCATTER) { /* hierarchically, where each process's members are contiguous */
+        int *first = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n + 1)), runs = first ? mgt__pcomm_runs(w, g, first) : 0;
+        if (runs) {
+            r = mgt__pcomm_chain(me, coll, g, src, dst, count, dtype, first, runs, what);
+            MGT_FREE(first);
+            goto done;
+        }
+        MGT_FREE(first);
+    }
     req = (void **)MGT_MALLOC(sizeof(void *) * 2 * (size_t)n);
     peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)n);
     from = (const void **)MGT_MALLOC(sizeof(void *) * (size_t)n);
@@ -5149,9 +5305,8 @@ static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *
             else continue;
         } else { out_bytes = in_bytes = 0; }
         if (coll != MGT_COLL_BROADCAST || idx == root) {
-            MGT__MPI_RELEASE(w);
             peer[nreq] = q;
-            req[nreq] = w->api->isend(out ? out : (const void *)&idx, out_bytes, pq, mgt__pcomm_tag(w, c->rank, q), MGT_MPI_COLLECTIVE, text, sizeof text);
+            req[nreq] = mgt__pcomm_isend(w, out ? out : (const void *)&idx, out_bytes, pq, mgt__pcomm_tag(w, c->rank, q), MGT_MPI_COLLECTIVE, text, sizeof text);
             if (!req[nreq++]) r = mgt__fail(MGT_ERROR_COMM, "rank %d: %s: MPI_Isend: %s", c->rank, what, text);
         }
         if (r == MGT_OK && (coll != MGT_COLL_BROADCAST || j == root)) {
@@ -5203,6 +5358,25 @@ static mgt_result mgt__pcomm_barrier(mgt_comm *c, const mgt_group *g) {
     return mgt__pcomm_collective(c, MGT_COLL_BARRIER, g, NULL, NULL, 0, MGT_F32, 0);
 }
 
+/* what a send and a receive do first: a peer in this process (or none) is the in-process
+   communicator's, which checks it; a failed world (after the send's finished sends are freed) or a
+   missing buffer fails the call. 1 when the call is over (its result in *r), 0 when it goes to MPI */
+static int mgt__pcomm_p2p_begin(mgt_comm *c, int is_recv, int peer, const void *buf, size_t count, int dtype, double t0, mgt_result *r) {
+    mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
+    mgt__mpi_world *w = me->w;
+    if (peer < 0 || peer >= w->world || mgt__pcomm_process_of(w, peer) == w->process) {
+        *r = is_recv ? me->inner->recv(me->inner, peer, (void *)buf, count, dtype) : me->inner->send(me->inner, peer, buf, count, dtype);
+        c->stats = me->inner->stats;
+        return 1;
+    }
+    if (!is_recv && (*r = mgt__pcomm_reap(me)) != MGT_OK) *r = mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, *r, 0);
+    else if (mgt__pcomm_failed(w)) *r = mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_world_error(w), 0);
+    else if (count && !buf)
+        *r = mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: %s: no buffer", c->rank, is_recv ? "recv" : "send"), 0);
+    else return 0;
+    return 1;
+}
+
 static mgt_result mgt__pcomm_send(mgt_comm *c, int peer, const void *buf, size_t count, int dtype) {
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
@@ -5211,19 +5385,11 @@ static mgt_result mgt__pcomm_send(mgt_comm *c, int peer, const void *buf, size_t
     mgt__pcomm_msg *s;
     mgt_result r;
     char text[512], why[1024];
-    if (peer < 0 || peer >= w->world || mgt__pcomm_process_of(w, peer) == w->process) {
-        r = me->inner->send(me->inner, peer, buf, count, dtype);
-        c->stats = me->inner->stats;
-        return r;
-    }
-    if ((r = mgt__pcomm_reap(me)) != MGT_OK) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, r, 0);
-    if (mgt__pcomm_failed(w)) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_world_error(w), 0);
-    if (count && !buf) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: send: no buffer", c->rank), 0);
+    if (mgt__pcomm_p2p_begin(c, 0, peer, buf, count, dtype, t0, &r)) return r;
     s = (mgt__pcomm_msg *)MGT_MALLOC(sizeof *s + bytes);
     if (!s) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_MEMORY, "rank %d: out of memory for a send of %zu bytes", c->rank, bytes), 0);
     if (bytes) memcpy(s + 1, buf, bytes);
-    MGT__MPI_RELEASE(w);
-    s->request = w->api->isend(s + 1, bytes, mgt__pcomm_process_of(w, peer), mgt__pcomm_tag(w, c->rank, peer), MGT_MPI_P2P, text, sizeof text);
+    s->request = mgt__pcomm_isend(w, s + 1, bytes, mgt__pcomm_process_of(w, peer), mgt__pcomm_tag(w, c->rank, peer), MGT_MPI_P2P, text, sizeof text);
     if (!s->request) {
         MGT_FREE(s);
         snprintf(why, sizeof why, "rank %d: send to rank %d: MPI_Isend: %s", c->rank, peer, text);
@@ -5242,13 +5408,7 @@ static mgt_result mgt__pcomm_recv(mgt_comm *c, int peer, void *buf, size_t count
     void *req;
     mgt_result r;
     char text[512], what[128];
-    if (peer < 0 || peer >= w->world || mgt__pcomm_process_of(w, peer) == w->process) {
-        r = me->inner->recv(me->inner, peer, buf, count, dtype);
-        c->stats = me->inner->stats;
-        return r;
-    }
-    if (mgt__pcomm_failed(w)) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__pcomm_world_error(w), 0);
-    if (count && !buf) return mgt__pcomm_count(me, MGT_COLL_SEND_RECV, t0, mgt__fail(MGT_ERROR_ARGUMENT, "rank %d: recv: no buffer", c->rank), 0);
+    if (mgt__pcomm_p2p_begin(c, 1, peer, buf, count, dtype, t0, &r)) return r;
     req = w->api->irecv(buf, bytes, mgt__pcomm_process_of(w, peer), mgt__pcomm_tag(w, peer, c->rank), MGT_MPI_P2P, text, sizeof text);
     if (!req) {
         char why[1024];
@@ -6745,7 +6905,7 @@ static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
     rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
-    rk->device = -1;
+    rk->device = r->cuda ? index % (r->rank_hi - r->rank_lo) : -1; /* its process's GPU, as this process's ranks have theirs */
     rk->be = &r->shadow_be[index];
     rk->be->name = "cpu";
     rk->comm = &r->shadow_comm[index];
@@ -6864,7 +7024,7 @@ static void mgt__publish(mgt_run *r) {
     double mean = 0;
     mgt_run_stats(r, &st);
     if (r->cuda && mgt__now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
-        for (i = 0; i < r->plan.world; i++) r->cuda->reading(r->ranks[i].device, &r->ranks[i].gpu);
+        for (i = r->rank_lo; i < r->rank_hi; i++) r->cuda->reading(r->ranks[i].device, &r->ranks[i].gpu);
         r->gpu_read_s = mgt__now();
     }
     pthread_mutex_lock(&r->stats_mu);
@@ -7987,11 +8147,11 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.elt = mgt__dtype_size(r->dtype);
     rk->device = -1;
     if (r->sim) MGT__TRY(mgt__sim_backend(r->sim, index, r->dtype, &rk->be));
-    else if (r->cuda) { /* rank i on GPU i */
+    else if (r->cuda) { /* rank i on its process's GPU i - (its first rank) */
         char why[600];
-        if (r->cuda->backend_create(r->nccl_world, index, r->dtype, &rk->be, why, sizeof why) != 0)
-            return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index, why);
-        rk->device = index;
+        if (r->cuda->backend_create(r->nccl_world, index - r->rank_lo, r->dtype, &rk->be, why, sizeof why) != 0)
+            return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index - r->rank_lo, why);
+        rk->device = index - r->rank_lo;
         mgt__enter(rk->be);
     } else
         MGT__TRY(mgt__cpu_backend_create_typed(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len, r->dtype,
@@ -8663,16 +8823,23 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
 
 /* The CUDA library when a run of cfg goes to GPUs: device cuda or auto, and a GPU for each of its
    `world` ranks; else NULL with why (device cpu: why is empty) */
+/* the ranks of a world of `world` that this process runs: world / P under an MPI launcher of P
+   processes (a contiguous block each), else all */
+static int mgt__local_ranks(int world) {
+    int p = mgt_mpi_launcher(NULL, 0);
+    return p > 1 && world % p == 0 ? world / p : world;
+}
+
 static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char *why, size_t cap) {
     const mgt_cuda_api *api;
-    int devices = 0;
+    int devices = 0, need = mgt__local_ranks(world);
     why[0] = 0;
     if (cfg->parallel.device == MGT_DEVICE_CPU) return NULL;
     api = mgt_cuda_load(why, cap);
     if (api && api->probe(&devices, why, cap) != 0) api = NULL;
-    if (api && devices < world) {
-        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d), this machine has %d", world, cfg->parallel.dp, cfg->parallel.tp,
-                 cfg->parallel.pp, devices);
+    if (api && devices < need) {
+        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cfg->parallel.tp,
+                 cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
         api = NULL;
     }
     return api;
@@ -8695,14 +8862,14 @@ static mgt_result mgt__choose_device(mgt_run *r) {
 /* the fit of cfg on the CPU (api NULL) or on the GPUs of api, one rank each */
 static mgt_result mgt__fit_on(const mgt_config *cfg, const mgt_cuda_api *api, int inference, mgt_fit *out) {
     double *free_bytes = NULL;
-    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, i;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, i, local = mgt__local_ranks(world);
     mgt_result res;
     if (api) {
         free_bytes = (double *)MGT_MALLOC(sizeof(double) * (size_t)world);
         if (!free_bytes) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-        for (i = 0; i < world; i++) {
+        for (i = 0; i < world; i++) { /* rank i on GPU i % local of its process's machine */
             mgt_gpu_info info;
-            free_bytes[i] = api->info(i, &info) == 0 && info.memory_free > 0 ? (double)info.memory_free : -1;
+            free_bytes[i] = api->info(i % local, &info) == 0 && info.memory_free > 0 ? (double)info.memory_free : -1;
         }
     }
     res = mgt__fit(cfg, inference, free_bytes, api ? world : 0, out);
@@ -8771,6 +8938,30 @@ static void mgt__new_run_id(char *id, size_t cap) {
     snprintf(id, cap, "%016llx", (unsigned long long)x);
 }
 
+/* the NCCL world of this process's ranks, on its GPUs 0.. (one process per node, or a launcher that
+   gives each process its own GPUs): under MPI the process of rank 0 makes NCCL's unique id and
+   every process takes it from one allgather, then joins the world with its ranks (ncclCommInitRank) */
+static mgt_result mgt__nccl_world(mgt_run *r) {
+    int n = r->rank_hi - r->rank_lo, i;
+    int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)n);
+    unsigned char mine[MGT_NCCL_ID_BYTES], *ids = r->mpi ? (unsigned char *)MGT_MALLOC(MGT_NCCL_ID_BYTES * (size_t)r->mpi->processes) : NULL;
+    mgt_result res = MGT_OK;
+    char why[512];
+    if (!devices || (r->mpi && !ids)) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    for (i = 0; devices && i < n; i++) devices[i] = i;
+    if (res == MGT_OK && r->mpi) {
+        memset(mine, 0, sizeof mine);
+        if (r->mpi->process == 0) res = r->cuda->unique_id(mine, mgt__fail_message);
+        if (r->mpi->api->allgather(mine, ids, sizeof mine, why, sizeof why) && res == MGT_OK) /* every process calls it, even after a failure */
+            res = mgt__fail(MGT_ERROR_COMM, "sending NCCL's unique id from the process of rank 0 to the others: MPI: %s", why);
+    }
+    if (res == MGT_OK)
+        res = r->cuda->world_create(r->plan.world, r->rank_lo, n, devices, ids, r->cfg.parallel.timeout_s, mgt__fail_message, &r->nccl_world);
+    MGT_FREE(devices);
+    MGT_FREE(ids);
+    return res;
+}
+
 static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim);
 static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) { return mgt__run_alloc_on(out, cfg, inference, NULL); }
 /* sim: the simulated world whose backends and communicators the ranks use (section 3d), or NULL */
@@ -8815,8 +9006,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r->rank_hi = r->plan.world;
     if (!sim && !inference && mgt_mpi_launcher(NULL, 0) > 1) { /* this process runs its block of the ranks */
         int process = 0, processes = 1;
-        mgt_result res = r->cuda ? mgt__fail(MGT_ERROR_UNSUPPORTED, "GPU ranks across processes (MPI) are not supported yet: run one process, or "
-                                                              "set parallel.device = cpu") : mgt_mpi_start(&process, &processes);
+        mgt_result res = mgt_mpi_start(&process, &processes);
         if (res == MGT_OK)
             res = mgt__mpi_world_create(&r->mpi, mgt__mpi_api, process, processes, r->plan.world, cfg->parallel.timeout_s);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
@@ -8842,13 +9032,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r->sim = sim;
     {
         mgt_result res = MGT_OK;
-        if (r->cuda) {
-            int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)r->plan.world);
-            if (!devices) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-            for (i = 0; devices && i < r->plan.world; i++) devices[i] = i;
-            if (devices) res = r->cuda->world_create(r->plan.world, devices, r->cfg.parallel.timeout_s, mgt__fail_message, &r->nccl_world);
-            MGT_FREE(devices);
-        } else if (r->mpi) {
+        if (r->mpi) {
             r->shadow_be = (mgt_backend *)MGT_MALLOC(sizeof(mgt_backend) * (size_t)r->plan.world);
             r->shadow_comm = (mgt_comm *)MGT_MALLOC(sizeof(mgt_comm) * (size_t)r->plan.world);
             if (!r->shadow_be || !r->shadow_comm) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -8856,8 +9040,9 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
                 memset(r->shadow_be, 0, sizeof(mgt_backend) * (size_t)r->plan.world);
                 memset(r->shadow_comm, 0, sizeof(mgt_comm) * (size_t)r->plan.world);
             }
-        } else if (!sim)
-            res = mgt__local_world_create(&r->world, r->plan.world);
+        }
+        if (res == MGT_OK && r->cuda) res = mgt__nccl_world(r);
+        else if (res == MGT_OK && !r->mpi && !sim) res = mgt__local_world_create(&r->world, r->plan.world);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     for (i = 0; i < r->plan.world; i++) {
@@ -9062,7 +9247,7 @@ typedef struct mgt__sim_slot { int arrived, left, done; double issue, cost, end;
 typedef struct mgt__sim_group {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int known, inter;               /* inter: its members span nodes */
+    int known, nodes, per_node;     /* the nodes its members span, the most members on one of them */
     mgt__sim_slot slot[2];          /* a member cannot be two calls ahead: each call waits for all */
 } mgt__sim_group;
 typedef struct mgt__sim_msg { int src, taken; double issue, cost; } mgt__sim_msg;
@@ -9625,7 +9810,7 @@ static void mgt__sim_finish(mgt_backend *be) {
 
 /* the cost of a collective over n members moving `bytes` (the buffer NCCL's bus bandwidth is
    counted against): ring all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n, broadcast 1 */
-static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int inter, double bytes) {
+static double mgt__sim_ring_cost(const mgt_sim_device *d, int coll, int n, int inter, double bytes) {
     double steps, factor, bw = (inter ? d->inter_gbps : d->intra_gbps) * 1e9 * d->link_frac;
     if (n <= 1) return 0;
     if (d->host_sync) { /* the in-process communicator: one rendezvous, then each member reads and writes
@@ -9639,6 +9824,21 @@ static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int i
     else { steps = n - 1; factor = (double)(n - 1) / n; }
     if (coll == MGT_COLL_BARRIER) bytes = 0;
     return ((inter ? d->inter_lat_us : d->intra_lat_us) + steps * d->step_lat_us) * 1e-6 + (bw > 0 ? factor * bytes / bw : 0);
+}
+/* a group on `nodes` nodes, at most k members on one: within one node a ring over NVLink; across
+   nodes two levels, as NCCL's rings and trees over rail-aligned NICs (one per GPU) behave: inside
+   each node over NVLink on the whole buffer, and between nodes on 1/k of it per GPU, the k GPUs
+   of a node each through its own NIC at once (all-reduce: reduce-scatter inside, all-reduce
+   between nodes, all-gather inside; reduce-scatter and all-gather: one inside, one between;
+   broadcast: 1/k of the buffer to each node per NIC, then inside). One member per node: the ring
+   between nodes alone, on the NICs */
+static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int nodes, int k, double bytes) {
+    double inside;
+    if (nodes <= 1 || d->host_sync) return mgt__sim_ring_cost(d, coll, n, 0, bytes);
+    if (coll == MGT_COLL_ALL_REDUCE)
+        inside = mgt__sim_ring_cost(d, MGT_COLL_REDUCE_SCATTER, k, 0, bytes) + mgt__sim_ring_cost(d, MGT_COLL_ALL_GATHER, k, 0, bytes);
+    else inside = mgt__sim_ring_cost(d, coll, k, 0, bytes);
+    return inside + mgt__sim_ring_cost(d, coll, nodes, 1, bytes / k);
 }
 static int mgt__sim_inter(const mgt__sim_world *w, int a, int b) {
     int per = w->opt.gpus_per_node > 0 ? w->opt.gpus_per_node : 1;
@@ -9723,10 +9923,16 @@ static mgt_result mgt__sim_collective(mgt_comm *c, const mgt_group *g, int coll,
     pthread_mutex_lock(&gr->mu);
     if (!gr->known) {
         int i;
-        for (i = 1; i < g->size; i++) gr->inter |= mgt__sim_inter(w, g->ranks[0], g->ranks[i]);
+        int per = w->opt.gpus_per_node > 0 ? w->opt.gpus_per_node : 1, run = 0;
+        for (i = 0; i < g->size; i++) { /* members in rank order: a node's are consecutive */
+            int same = i && g->ranks[i] / per == g->ranks[i - 1] / per;
+            run = same ? run + 1 : 1;
+            gr->nodes += !same;
+            if (run > gr->per_node) gr->per_node = run;
+        }
         gr->known = 1;
     }
-    cost = mgt__sim_coll_cost(&w->opt.device, coll, g->size, gr->inter, cost_bytes);
+    cost = mgt__sim_coll_cost(&w->opt.device, coll, g->size, gr->nodes, gr->per_node, cost_bytes);
     s = &gr->slot[seq % 2];
     if (s->arrived == 0) { s->issue = issue; s->cost = cost; }
     s->issue = mgt__sim_max(s->issue, issue);

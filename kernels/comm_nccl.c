@@ -1,8 +1,10 @@
-/* kernels/comm_nccl.c: the mgt_comm table over NCCL, for ranks that are threads of one process,
-   one GPU each, and the watchdog every host wait of a rank goes through.
+/* kernels/comm_nccl.c: the mgt_comm table over NCCL, for ranks that are threads of a process
+   (one process, or each of several under mpirun), one GPU each, and the watchdog every host wait
+   of a rank goes through.
 
-   A world is made once, from one thread: a unique id and ncclCommInitRankConfig for every rank in
-   one NCCL group, non-blocking (config blocking = 0, so no NCCL call ever blocks a host thread),
+   A world is made once per process, from one thread: a unique id (made here, or by the process of
+   rank 0 and carried by MPI) and ncclCommInitRankConfig for every rank of this process in one NCCL
+   group, non-blocking (config blocking = 0, so no NCCL call ever blocks a host thread),
    each polled with ncclCommGetAsyncError until ready. Each rank thread then makes its mgt_comm,
    which splits the world communicator into one communicator per group the rank belongs to
    (ncclCommSplit, non-blocking too: colour = group id, key = the rank's index in the group, so
@@ -53,6 +55,7 @@
 #include "comm_nccl.h" /* defines: mgt_nccl_world_create, mgt_nccl_comm_create, mgt_nccl_wait.. */
 #include "fake_note.h" /* defines: mgt_cuda_fake_note (the checking fakes' hook; null in the library) */
 
+typedef char mgt__nccl_id_fits[sizeof(ncclUniqueId) == MGT_NCCL_ID_BYTES ? 1 : -1]; /* mgt.h carries the id as bytes */
 #define MGT__NCCL_MAX_GROUPS 8 /* kinds of groups a rank belongs to (mgt.h has 5) */
 #define MGT__NCCL_TIMED 2048   /* timed calls per step; more are counted, not timed */
 #define MGT__NCCL_DEFERRED 16  /* events of deferred calls; a later one stands in for an overwritten one */
@@ -705,14 +708,27 @@ static void mgt__nccl_world_free(mgt_nccl_world *w) {
     free(w);
 }
 
-mgt_result mgt_nccl_world_create(int world, const int *devices, double timeout_s, mgt_nccl_fail_fn fail, mgt_nccl_world **out) {
-    mgt_nccl_world *w = (mgt_nccl_world *)calloc(1, sizeof *w);
+mgt_result mgt_nccl_unique_id(void *id, mgt_nccl_fail_fn fail) {
+    ncclUniqueId u;
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess) return mgt__nccl_report(fail, "ncclGetUniqueId: %s", ncclGetErrorString(r));
+    memcpy(id, &u, sizeof u);
+    return MGT_OK;
+}
+
+mgt_result mgt_nccl_world_create(int world, int first, int count, const int *devices, const void *unique_id, double timeout_s,
+                                 mgt_nccl_fail_fn fail, mgt_nccl_world **out) {
+    mgt_nccl_world *w;
     ncclUniqueId id;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    ncclResult_t r;
+    ncclResult_t r = ncclSuccess;
     double start;
-    int i, spins = 0, prev = 0;
+    int i, spins = 0, prev = 0, end = first + count;
     *out = NULL;
+    if (first < 0 || count < 1 || end > world || (!unique_id && count != world))
+        return mgt__nccl_report(fail, "NCCL world of %d ranks: this process's ranks %d..%d are not inside it, or have no unique id from the "
+                                "process of rank 0", world, first, end - 1);
+    w = (mgt_nccl_world *)calloc(1, sizeof *w);
     if (!w) return fail(MGT_ERROR_MEMORY, "out of memory");
     pthread_mutex_init(&w->mu, NULL);
     w->world = world;
@@ -728,17 +744,20 @@ mgt_result mgt_nccl_world_create(int world, const int *devices, double timeout_s
         return fail(MGT_ERROR_MEMORY, "out of memory");
     }
     for (i = 0; i < world; i++) {
-        w->devices[i] = devices[i];
+        w->devices[i] = i >= first && i < end ? devices[i - first] : -1;
+        if (w->devices[i] < 0) snprintf(w->ranks[i].doing, sizeof w->ranks[i].doing, "in another process");
         pthread_mutex_init(&w->ranks[i].guard, NULL);
     }
-    /* every rank from this thread, in one group; non-blocking, so polled until every rank is ready */
+    /* this process's ranks from this thread, in one group; non-blocking, so polled until every rank
+       is ready (ranks of other processes join the same id from theirs) */
     config.blocking = 0;
     cudaGetDevice(&prev);
-    r = ncclGetUniqueId(&id);
+    if (unique_id) memcpy(&id, unique_id, sizeof id);
+    else r = ncclGetUniqueId(&id);
     if (r == ncclSuccess) {
         ncclGroupStart();
-        for (i = 0; i < world && r == ncclSuccess; i++) {
-            cudaSetDevice(devices[i]);
+        for (i = first; i < end && r == ncclSuccess; i++) {
+            cudaSetDevice(w->devices[i]);
             r = ncclCommInitRankConfig(&w->comms[i], world, id, i, &config);
             if (r == ncclInProgress) r = ncclSuccess;
         }
@@ -746,7 +765,7 @@ mgt_result mgt_nccl_world_create(int world, const int *devices, double timeout_s
     }
     cudaSetDevice(prev);
     start = mgt__nccl_now();
-    for (i = 0; i < world && r == ncclSuccess; i++) {
+    for (i = first; i < end && r == ncclSuccess; i++) {
         ncclResult_t st = ncclInProgress;
         while (w->comms[i] && ncclCommGetAsyncError(w->comms[i], &st) == ncclSuccess && st == ncclInProgress) {
             if (mgt__nccl_now() - start > w->timeout_s) break;
@@ -757,7 +776,7 @@ mgt_result mgt_nccl_world_create(int world, const int *devices, double timeout_s
     if (r != ncclSuccess) {
         mgt_result res = mgt__nccl_report(fail, "NCCL could not start on %d GPU%s (ncclCommInitRankConfig): %s", world, world == 1 ? "" : "s",
                                           r == ncclInProgress ? "still in progress after [parallel] timeout_s" : ncclGetErrorString(r));
-        for (i = 0; i < world; i++)
+        for (i = first; i < end; i++)
             if (w->comms[i]) ncclCommAbort(w->comms[i]);
         mgt__nccl_world_free(w);
         return res;
@@ -768,7 +787,7 @@ mgt_result mgt_nccl_world_create(int world, const int *devices, double timeout_s
 
 int mgt_nccl_world_rank(const mgt_nccl_world *w, int device) {
     int i;
-    for (i = 0; w && i < w->world; i++)
+    for (i = 0; w && device >= 0 && i < w->world; i++)
         if (w->devices[i] == device) return i;
     return -1;
 }

@@ -3,7 +3,7 @@
    through.
 
      mgt_nccl_world *w;
-     mgt_nccl_world_create(world, devices, timeout_s, fail, &w); // one thread: non-blocking communicators
+     mgt_nccl_world_create(world, 0, world, devices, NULL, timeout_s, fail, &w); // one thread: non-blocking communicators
      // then on each rank's thread, with its device current and its compute stream:
      mgt_comm *c;
      mgt_nccl_comm_create(w, rank, stream, groups, ngroups, &c); // ncclCommSplit per kind of group
@@ -32,9 +32,15 @@ typedef mgt_result (*mgt_nccl_fail_fn)(mgt_result result, const char *message);
 
 typedef struct mgt_nccl_world mgt_nccl_world;
 
-/* rank i on devices[i]; devices must be distinct (NCCL runs one rank per GPU). timeout_s: the longest
-   any host wait of a rank may take ([parallel] timeout_s); <= 0: 300 s */
-mgt_result mgt_nccl_world_create(int world, const int *devices, double timeout_s, mgt_nccl_fail_fn fail, mgt_nccl_world **out);
+/* this process's ranks first..first+count-1 of `world`, rank first+i on devices[i]; devices must be
+   distinct (NCCL runs one rank per GPU). unique_id: MGT_NCCL_ID_BYTES from mgt_nccl_unique_id in
+   the process of rank 0, which every process joins (ncclCommInitRank; several processes: under
+   mpirun), or NULL when this process holds every rank. timeout_s: the longest any host wait of a
+   rank may take ([parallel] timeout_s); <= 0: 300 s */
+mgt_result mgt_nccl_world_create(int world, int first, int count, const int *devices, const void *unique_id, double timeout_s,
+                                 mgt_nccl_fail_fn fail, mgt_nccl_world **out);
+/* a new NCCL unique id (ncclGetUniqueId) into id (MGT_NCCL_ID_BYTES) */
+mgt_result mgt_nccl_unique_id(void *id, mgt_nccl_fail_fn fail);
 /* groups: every group of the rank, in the same order of kinds on every rank (the splits are
    collective over the world): TP, DP, PP, embedding, world, as mgt.h makes them (the order names
    them in messages); compute_stream: a cudaStream_t that the calls are ordered with.

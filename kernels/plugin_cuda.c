@@ -81,8 +81,9 @@ static int mgt__cuda_reading(int device, mgt_gpu_reading *out) {
     return 0;
 }
 
-static mgt_result mgt__cuda_world_create(int world, const int *devices, double timeout_s, mgt_fail_fn fail, void **out) {
-    return mgt_nccl_world_create(world, devices, timeout_s, fail, (mgt_nccl_world **)out);
+static mgt_result mgt__cuda_world_create(int world, int first, int count, const int *devices, const void *unique_id, double timeout_s,
+                                         mgt_fail_fn fail, void **out) {
+    return mgt_nccl_world_create(world, first, count, devices, unique_id, timeout_s, fail, (mgt_nccl_world **)out);
 }
 static int mgt__cuda_backend_create(void *world, int device, int dtype, mgt_backend **out, char *why, size_t cap) {
     return mgt_cuda_backend_create((mgt_nccl_world *)world, device, dtype, out, why, cap);
@@ -102,6 +103,7 @@ __attribute__((visibility("default"))) const mgt_cuda_api *mgt_cuda_api_get(void
         mgt__cuda_backend_create,
         mgt_cuda_backend_destroy,
         mgt_cuda_backend_stream,
+        mgt_nccl_unique_id,
         mgt__cuda_world_create,
         mgt__cuda_comm_create,
         mgt_nccl_settle,

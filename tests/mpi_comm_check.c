@@ -178,8 +178,9 @@ int main(void) {
                 bad = 1;
             }
     }
-    printf("%s process %d of %d (%s): ranks %d..%d, %zu bytes of results each, identical to one process, calls and bytes counted alike\n",
-           bad ? "FAIL" : "ok  ", process, processes, mw->hosts[process], process * per, process * per + per - 1, reft[process * per].used);
+    printf("%s process %d of %d (%s): ranks %d..%d, %zu bytes of results each, identical to one process, calls and bytes counted alike; "
+           "%.0f bytes sent to other processes\n", bad ? "FAIL" : "ok  ", process, processes, mw->hosts[process], process * per,
+           process * per + per - 1, reft[process * per].used, mw->wire_bytes);
     for (i = 0; i < W; i++) { free(reft[i].out); free(mpit[i].out); }
     mgt__mpi_world_destroy(mw);
     mgt__local_world_destroy(ref);

@@ -30,3 +30,18 @@ for p in $(grep -l "^device *= *cuda" presets/*.ini); do
     "$(echo "$out" | field tokens/s)" "$(echo "$out" | field MFU)" "$(echo "$out" | field bubble)" \
     "$(echo "$out" | awk '$1 == "memory" && $3 == "GiB" {print $2; exit}')"
 done
+echo
+# across nodes: GPT-2 1.5B on 2, 4 and 16 nodes of 8 H100s, each GPU with its own 400 Gb/s NIC
+# (8 x 400 Gb/s InfiniBand NDR per node) and NVLink 4 inside; global batch 512, micro-batch 4
+echo "| preset | nodes x 8 H100 | layout | step | tokens/s | per GPU | MFU | exposed communication |"
+echo "|---|---|---|---|---|---|---|---|"
+for p in presets/gpt2_1558m_dp8_zero3.ini presets/gpt2_1558m_tp2_pp2_dp2.ini; do
+  for nodes in 2 4 16; do
+    out=$($MGT plan "$p" --gpu h100 --gpus $((nodes * 8)) --gpus-per-node 8 --set train.micro_batch=4 2>&1)
+    layout=$(echo "$out" | awk '/^plan of/ {sub(/.*ranks = /, ""); print; exit}')
+    tok=$(echo "$out" | field tokens/s)
+    exposed=$(echo "$out" | awk '/exposed/ {sub(/.*exposed /, ""); sub(/ ms/, ""); s += $1} END {printf "%.1f", s}')
+    printf "| \`%s\` | %d | %s | %s ms | %s | %s | %s%% | %s ms |\n" "$(basename "$p")" "$nodes" "$layout" "$(echo "$out" | field step)" "$tok" \
+      "$(awk -v t="$tok" -v n=$((nodes * 8)) 'BEGIN {printf "%.0f", t / n}')" "$(echo "$out" | field MFU)" "$exposed"
+  done
+done

@@ -329,7 +329,7 @@ static int stalled_abort(void) {
     pthread_t t[W];
     int devices[W], i, rank = -1;
     for (i = 0; i < W; i++) devices[i] = i;
-    CHECK(mgt_nccl_world_create(W, devices, 60.0, fail, &world) == MGT_OK, "world: %s", last_error);
+    CHECK(mgt_nccl_world_create(W, 0, W, devices, NULL, 60.0, fail, &world) == MGT_OK, "world: %s", last_error);
     pthread_barrier_init(&abort_barrier, NULL, W);
     for (i = 0; i < W; i++) pthread_create(&t[i], NULL, stalled_main, (void *)(size_t)i);
     for (i = 0; i < W; i++) pthread_join(t[i], NULL);
@@ -369,14 +369,14 @@ int main(int argc, char **argv) {
     mgt_result r;
     if (argc == 2 && !strcmp(argv[1], "--stalled-abort")) return stalled_abort();
     for (i = 0; i < W; i++) devices[i] = i;
-    r = mgt_nccl_world_create(W, devices, 60.0, fail, &world);
+    r = mgt_nccl_world_create(W, 0, W, devices, NULL, 60.0, fail, &world);
     CHECK(r == MGT_OK, "world: %s", last_error);
     if (r != MGT_OK) return 1;
     for (i = 0; i < W; i++) pthread_create(&t[i], NULL, rank_main, (void *)(size_t)i);
     for (i = 0; i < W; i++) pthread_join(t[i], NULL);
     mgt_nccl_world_destroy(world);
 
-    CHECK(mgt_nccl_world_create(W, devices, 60.0, fail, &world) == MGT_OK, "second world: %s", last_error);
+    CHECK(mgt_nccl_world_create(W, 0, W, devices, NULL, 60.0, fail, &world) == MGT_OK, "second world: %s", last_error);
     pthread_barrier_init(&abort_barrier, NULL, W);
     for (i = 0; i < W; i++) pthread_create(&t[i], NULL, abort_main, (void *)(size_t)i);
     for (i = 0; i < W; i++) pthread_join(t[i], NULL);

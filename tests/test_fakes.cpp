@@ -1598,6 +1598,99 @@ static void expect_death(const char *self, const death &d) {
     if (getenv("MGT_FAKE_SHOW")) printf("--die %s:\n%s", d.name, err.c_str());
 }
 
+/* ---- one world in two processes (nccl_fake.cpp's ACROSS PROCESSES) ---------------------------- */
+/* ranks first and first + 1 of a 4-rank world of unique id `name`, on this process's devices 0 and 1:
+   an all-reduce of the world, a split into {0, 2} and {1, 3} (each across the processes) and an
+   all-reduce on it, a send from rank 1 to rank 2; `mismatch`: rank 2 all-reduces another count.
+   The number of wrong results */
+static int xp_ranks(const char *name, int first, bool mismatch) {
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    snprintf(id.internal, sizeof id.internal, "%s", name);
+    int bad = 0;
+    std::mutex m;
+    run_ranks(2, [&](int i) {
+        int r = first + i, e = 0;
+        cudaSetDevice(i);
+        float *p, v[3] = {(float)r, 0, 0};
+        cudaMalloc((void **)&p, sizeof v);
+        cudaMemcpy(p, v, sizeof v, cudaMemcpyHostToDevice);
+        ncclComm_t c, half;
+        e += ncclCommInitRank(&c, 4, id, r) != ncclSuccess;
+        ncclAllReduce(p, p, mismatch && r == 2 ? 2 : 1, ncclFloat32, ncclSum, c, nullptr);
+        cudaStreamSynchronize(nullptr);
+        e += ncclCommSplit(c, r % 2, r, &half, nullptr) != ncclSuccess;
+        ncclAllReduce(p, p + 1, 1, ncclFloat32, ncclSum, half, nullptr);
+        if (r == 1) ncclSend(p + 1, 1, ncclFloat32, 2, c, nullptr);
+        if (r == 2) ncclRecv(p + 2, 1, ncclFloat32, 1, c, nullptr);
+        cudaStreamSynchronize(nullptr);
+        cudaMemcpy(v, p, sizeof v, cudaMemcpyDeviceToHost);
+        e += v[0] != 6.0f || v[1] != 12.0f || (r == 2 && v[2] != 12.0f); /* 0+1+2+3; twice that over a pair */
+        ncclCommDestroy(half);
+        ncclCommDestroy(c);
+        cudaFree(p);
+        std::lock_guard<std::mutex> lk(m);
+        bad += e;
+    });
+    return bad;
+}
+/* `self --xp hub` (ranks 0-1, prints its unique id) and `self --xp ID` (ranks 2-3) as two processes:
+   both end well with the right results; with a mismatch, one of them reports it (SIGABRT) */
+static void test_processes(const char *self, bool mismatch) {
+    int out[2];
+    char err[2][64] = {"/tmp/mgt_fake_xp0.XXXXXX", "/tmp/mgt_fake_xp1.XXXXXX"};
+    int efd[2] = {mkstemp(err[0]), mkstemp(err[1])};
+    pid_t pid[2];
+    if (pipe(out) != 0 || efd[0] < 0 || efd[1] < 0) { perror("pipe"); exit(1); }
+    for (int k = 0; k < 2; k++) {
+        char name[128] = "";
+        if (k == 1) { /* the hub's id, its first line */
+            size_t n = 0;
+            while (n + 1 < sizeof name && read(out[0], name + n, 1) == 1 && name[n] != '\n') n++;
+            name[n] = 0;
+        }
+        pid[k] = fork();
+        if (pid[k] == 0) {
+            if (k == 0) dup2(out[1], 1);
+            dup2(efd[k], 2);
+            close(out[0]);
+            close(out[1]);
+            execl(self, self, "--xp", k == 0 ? "hub" : name, mismatch ? "mismatch" : (char *)nullptr, (char *)nullptr);
+            _exit(127);
+        }
+    }
+    close(out[1]);
+    int status[2] = {0, 0}, left = 2;
+    while (left) { /* with a mismatch the other process waits on in vain: ended once one has reported */
+        int st = 0;
+        pid_t w = waitpid(-1, &st, 0);
+        int k = w == pid[0] ? 0 : w == pid[1] ? 1 : -1;
+        if (k < 0) break;
+        status[k] = st;
+        if (--left && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) kill(pid[1 - k], SIGKILL);
+    }
+    close(out[0]);
+    std::string text[2];
+    for (int k = 0; k < 2; k++) {
+        char buf[4096];
+        ssize_t n;
+        lseek(efd[k], 0, SEEK_SET);
+        while ((n = read(efd[k], buf, sizeof buf)) > 0) text[k].append(buf, (size_t)n);
+        close(efd[k]);
+        unlink(err[k]);
+    }
+    if (!mismatch)
+        CHECK(WIFEXITED(status[0]) && !WEXITSTATUS(status[0]) && WIFEXITED(status[1]) && !WEXITSTATUS(status[1]),
+              "a world across two processes: status %d and %d:\n%s\n%s", status[0], status[1], text[0].c_str(), text[1].c_str());
+    else {
+        bool found = false;
+        for (int k = 0; k < 2; k++)
+            found = found || (WIFSIGNALED(status[k]) && WTERMSIG(status[k]) == SIGABRT &&
+                              text[k].find("mismatched collective #0 of a 4-rank communicator") != std::string::npos);
+        CHECK(found, "a mismatch across two processes is not reported:\n%s\n%s", text[0].c_str(), text[1].c_str());
+    }
+}
+
 struct fault_case {
     const char *name, *env, *value;
     std::vector<const char *> expect;
@@ -1645,6 +1738,18 @@ static void expect_fault(const char *self, const fault_case &f) {
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 3 && !strcmp(argv[1], "--xp")) { /* a process of test_processes */
+        ncclUniqueId id;
+        const char *name = argv[2];
+        if (!strcmp(name, "hub")) {
+            setenv("MGT_FAKE_NCCL_PROCESSES", "1", 1); /* its id is joined from another process */
+            CK(ncclGetUniqueId(&id));
+            printf("%s\n", id.internal);
+            fflush(stdout);
+            name = id.internal;
+        }
+        return xp_ranks(name, strcmp(argv[2], "hub") ? 2 : 0, argc > 3) != 0;
+    }
     if (argc == 3 && !strcmp(argv[1], "--fault")) {
         setvbuf(stdout, nullptr, _IONBF, 0);
         if (!strcmp(argv[2], "kernel")) return fault_kernel();
@@ -1675,6 +1780,8 @@ int main(int argc, char **argv) {
     test_cudnn();
     for (const death &d : deaths) expect_death(argv[0], d);
     for (const fault_case &f : faults) expect_fault(argv[0], f);
+    test_processes(argv[0], false);
+    test_processes(argv[0], true);
     printf("%d checks, %d failed\n", checks, failures);
     return failures != 0;
 }

@@ -22,8 +22,9 @@ static int fake_info(int device, mgt_gpu_info *out) {
     out->memory_free = (size_t)gpu_free[device];
     return 0;
 }
-static mgt_result fake_world_create(int world, const int *devices, double timeout_s, mgt_fail_fn fail, void **out) {
-    (void)world; (void)devices; (void)timeout_s; (void)out;
+static mgt_result fake_world_create(int world, int first, int count, const int *devices, const void *id, double timeout_s, mgt_fail_fn fail,
+                                    void **out) {
+    (void)world; (void)first; (void)count; (void)devices; (void)id; (void)timeout_s; (void)out;
     worlds++;
     return fail(MGT_ERROR_DEVICE, "fake: the NCCL world is not made in this test");
 }

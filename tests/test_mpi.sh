@@ -2,7 +2,8 @@
 # Several processes under mpirun (issue 17): each layout trained by 2 and 4 processes (each holding
 # a block of the ranks as threads) gives the losses, gradient norms, validation losses and
 # communication counts of the same layout in one process, bit for bit as metrics.jsonl prints them;
-# also over TCP only (--mca btl tcp,self); checkpoints the same as one process's, resumed across process
+# also over TCP only (--mca btl tcp,self); GPU ranks across processes on the CUDA backend built with
+# the checking fakes (NCCL's world joined by 2 processes) as one process; checkpoints the same as one process's, resumed across process
 # counts; the sanitized programs; a stalled process; only process 0 writes metrics and holds the folder; a world
 # that the processes cannot share evenly is refused. Skips without mpirun or mpicc.
 set -u
@@ -11,7 +12,7 @@ if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
   echo "SKIP: no mpirun or mpicc (Debian: apt-get install openmpi-bin libopenmpi-dev; ./setup.sh installs them)"
   exit 77
 fi
-ninja -j1 mgt build/libmgt_mpi.so build/mpi_comm_check build/asan/mpi_comm_check build/tsan/mpi_comm_check build/asan/mgt build/tsan/mgt >/dev/null ||
+ninja -j1 mgt build/libmgt_mpi.so build/mpi_comm_check build/asan/mpi_comm_check build/tsan/mpi_comm_check build/asan/mgt build/tsan/mgt build/libmgt_cuda_fake.so >/dev/null ||
   { echo "FAIL: cannot build mgt, build/libmgt_mpi.so and build/mpi_comm_check"; exit 1; }
 [ -s build/testdata/tiny_train.bin ] || { echo "FAIL: build/testdata/tiny_train.bin missing (tests/run.sh makes it)"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -97,6 +98,36 @@ check 2 "--mca btl tcp,self" parallel.dp=2 parallel.pp=2 parallel.zero=1
 check 4 "--oversubscribe" parallel.dp=2 parallel.tp=2
 check 4 "--oversubscribe" parallel.tp=2 parallel.pp=2
 check 4 "--oversubscribe --mca btl tcp,self" parallel.dp=4 parallel.zero=3 train.micro_batch=1
+
+# GPU ranks across processes, on the CUDA backend built with the checking fakes of cudart, cuBLAS and
+# NCCL (build/libmgt_cuda_fake.so; each process has MGT_FAKE_DEVICES "GPUs"): rank 0's process makes
+# NCCL's unique id, MPI carries it, every process's ranks join the world (ncclCommInitRank) and split
+# it into the groups; the fake NCCL joins the processes through its own socket (tests/fakes/nccl_fake.cpp),
+# its checks (signatures, connection outside steps, in-progress state) intact. The same layout on the
+# same library in one process gives the same metrics bit for bit (the fake reduces in rank order in
+# every process), which is inside any of test_layouts_cuda's bounds. 5 layouts: about 50 s here
+# (the CUDA path runs its kernels through the SIMT shim); bf16 across processes was checked by hand.
+if [ -s "$root/build/libmgt_cuda_fake.so" ]; then
+  export MGT_CUDA_LIBRARY=$root/build/libmgt_cuda_fake.so MGT_FAKE_DEVICES=4
+  check 2 "" parallel.device=cuda parallel.dp=2
+  check 2 "" parallel.device=cuda parallel.tp=2
+  check 2 "" parallel.device=cuda parallel.pp=2
+  check 2 "" parallel.device=cuda parallel.dp=2 parallel.zero=3
+  check 2 "" parallel.device=cuda parallel.dp=2 parallel.tp=2 parallel.zero=1
+  # process 1's GPU never arrives at its first NCCL call of a step (MGT_FAKE_STALL_RANK counts a
+  # process's own devices): process 0's watchdog gives up after timeout_s naming the call, the
+  # abort reaches process 1 (the fake's ncclRemoteError), and the job ends with exit 1
+  printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export MGT_FAKE_STALL_RANK=0\nexec "$@"\n' > stall1.sh && chmod +x stall1.sh
+  start=$(date +%s.%N)
+  timeout 90 mpirun -np 2 ./stall1.sh "$mgt" train tiny.ini --no-tui --set parallel.device=cuda --set parallel.dp=2 --set train.steps=3 \
+    --set checkpoint.every=0 --set checkpoint.dir=ck_gpu_stall --set log.metrics=none --set parallel.timeout_s=3 > log_gpu_stall 2>&1
+  rc=$?
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  if [ $rc -ne 1 ] || ! grep -q 'waited 3.0 s (\[parallel\] timeout_s) .*behind NCCL all-reduce #2 on group 2 (DP)' log_gpu_stall; then
+    fail "GPU rank of process 1 stalled: exit $rc after ${secs}s"; grep '^mgt' log_gpu_stall | head -3
+  else echo "ok  GPU rank of process 1 stalled: exit 1 after ${secs}s: $(grep -m1 -o 'rank 0 (GPU 0): waited 3.0 s.*(DP)' log_gpu_stall | cut -c1-150)"; fi
+  unset MGT_CUDA_LIBRARY MGT_FAKE_DEVICES
+else echo "SKIP: GPU ranks across processes: build/libmgt_cuda_fake.so is empty (no CUDA headers to build the fakes against)"; fi
 
 # checkpoints: written by process 0 from every process's part, the same tensors as one process's,
 # bit for bit; any process count resumes any other's, and continues as the run that never stopped

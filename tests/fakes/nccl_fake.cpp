@@ -1,4 +1,4 @@
-/* nccl_fake.cpp - a checking fake of NCCL for ranks that are threads of one process.
+/* nccl_fake.cpp - a checking fake of NCCL for ranks that are threads of one process or of several.
 
    Compiled against the real nccl.h (extern "C" definitions: a signature change is a compile
    error, an unfaked function a link error).
@@ -63,13 +63,38 @@
    - MGT_FAKE_NCCL_ERROR=R (with MGT_FAKE_STALL_CALL=N): rank R's N-th call is enqueued but never
      arrives, and its communicator reports ncclRemoteError asynchronously (ncclGetLastError says
      why) until it is aborted.
-   Each prints one line, "mgt fake: ...", naming the call, its communicator and sequence number. */
+   Each prints one line, "mgt fake: ...", naming the call, its communicator and sequence number.
+
+   ACROSS PROCESSES (mgt under mpirun, issue 17): the fake's own transport, not MPI, so it needs
+   nothing but the unique id that the caller moves between its processes, as NCCL does. In a
+   process started by an MPI launcher of more than one process (OMPI_COMM_WORLD_SIZE or PMI_SIZE
+   above 1), or with MGT_FAKE_NCCL_PROCESSES=1, ncclGetUniqueId listens on a Unix socket in the
+   abstract namespace whose name is the id ("mgt-fake-nccl-<pid>-<n>": no file to clean up), with
+   a thread that accepts (elsewhere no thread is made: the watchdog tests count them); a process
+   that joins an id made by another connects to it. The id's process is the hub: every event of a rank that other processes must
+   see (a rank joined, arrived at a split, called a collective or send/recv with its signature, a
+   collective's input arrived, a send's data was posted or taken, a communicator was aborted) is
+   a message, which the hub applies and forwards to every other process in the one order it
+   applied them, so every process holds the same state of every communicator (its own ranks, and
+   a stand-in for each rank of another process) and the checks above run unchanged: a mismatch is
+   found by whichever process sees both calls. Each process computes a collective's result from
+   the same inputs in the same rank order, so every process gets the same bits. Sockets are
+   written by a thread per connection from a queue (never under the fakes' mutex, so two
+   processes cannot block each other's writes) and read by one that applies what arrives. What is
+   not seen across processes: the deadlock check needs every rank's thread, so it stands aside
+   while a communicator has a rank in another process (mgt's [parallel] timeout_s watchdog and
+   MGT_FAKE_TIMEOUT_S end such a hang), and a peer that exits is not reported (a wait for it
+   ends at those deadlines). An abort reaches the other processes' ranks as ncclRemoteError. */
 #include "fake_core.h" /* defines: mgtfake::enqueue, wait, mem_use, fail */
 #include <nccl.h>      /* defines: the declarations faked here */
 #include <stdio.h>     /* defines: fprintf, snprintf */
 #include <stdlib.h>    /* defines: getenv, atoi */
-#include <unistd.h>    /* defines: getpid */
+#include <errno.h>     /* defines: errno, EINTR */
+#include <sys/socket.h> /* defines: socket, bind, listen, accept, connect, send, recv */
+#include <sys/un.h>    /* defines: sockaddr_un */
+#include <unistd.h>    /* defines: getpid, close */
 #include <algorithm>   /* defines: std::sort */
+#include <deque>       /* defines: std::deque */
 #include <map>         /* defines: std::map */
 #include <memory>      /* defines: std::shared_ptr */
 #include <set>         /* defines: std::set */
@@ -102,6 +127,7 @@ struct ncclComm {
     std::set<std::pair<int, int>> p2p_warm; /* (peer, 0 send / 1 receive) used outside any step */
     int inside;          /* NCCL calls on it in progress (a thread inside one), for the abort check */
     const void *inside_thread;
+    bool remote;         /* a stand-in for a rank of another process */
 };
 struct sig_rec {
     int rank, seen;
@@ -129,8 +155,12 @@ struct split_slot {
     std::vector<std::pair<int, int>> ck; /* per parent rank: color, key */
     std::vector<ncclComm *> out;         /* per parent rank: its new communicator (made when it arrives) */
 };
+struct net_t;
 struct group_t {
     int id, n, joined;
+    int nlocal, nremote; /* ranks of this process, of others */
+    std::string key;     /* its name across processes: the unique id's, then /split.color */
+    net_t *net;          /* the connections to the other processes (nullptr: ncclCommInitAll's) */
     bool aborted; /* ncclCommAbort of a rank: every wait of the others returns, nothing is computed */
     std::vector<ncclComm *> comms;
     std::map<uint64_t, sig_rec> sigs;
@@ -140,7 +170,7 @@ struct group_t {
 };
 static std::vector<group_t *> &groups = *new std::vector<group_t *>; /* never freed, as cudart's tables */
 static std::set<ncclComm *> &comms_made = *new std::set<ncclComm *>;
-static std::map<std::string, group_t *> &by_id = *new std::map<std::string, group_t *>;
+static std::map<std::string, group_t *> &by_key = *new std::map<std::string, group_t *>;
 
 static size_t type_size(ncclDataType_t t) {
     switch (t) {
@@ -182,6 +212,10 @@ static bool all_owners_stuck(std::string *why) { /* mu held */
         }
         for (ncclComm *c : g->comms) {
             if (c->destroyed) continue;
+            if (c->remote) {
+                *why = strf("rank %d of communicator #%d is in another process, whose threads this one cannot see", c->rank, g->id);
+                return false;
+            }
             const void *owner = c->owner ? c->owner : device_owner(c->device); /* made on another thread: its device's */
             if (!owner || !(thread_is_waiting(owner) || thread_is_gone(owner))) {
                 *why = owner ? "the thread of " + where(c) + " is running" : "no thread has used " + where(c) + " yet";
@@ -193,20 +227,23 @@ static bool all_owners_stuck(std::string *why) { /* mu held */
     *why = strf("%d live ranks", live);
     return live > 0;
 }
-static group_t *new_group(int n) { /* mu held */
+static group_t *new_group(int n, const std::string &key = "", net_t *net = nullptr) { /* mu held */
     set_owner_check(all_owners_stuck);
     group_t *g = new group_t;
     g->id = (int)groups.size();
     g->n = n;
-    g->joined = 0;
+    g->joined = g->nlocal = g->nremote = 0;
+    g->key = key;
+    g->net = net;
+    if (!key.empty()) by_key[key] = g;
     g->aborted = false;
     g->comms.assign((size_t)n, nullptr);
     groups.push_back(g);
     return g;
 }
-static ncclComm *make_comm(int device, const void *owner, bool nonblocking) { /* mu held */
-    ncclComm *c = new ncclComm{nullptr, -1, device, false, nonblocking, owner, 0, 0, 0, ncclSuccess, {}, false, {}, 0, nullptr};
-    comms_made.insert(c);
+static ncclComm *make_comm(int device, const void *owner, bool nonblocking, bool remote = false) { /* mu held */
+    ncclComm *c = new ncclComm{nullptr, -1, device, false, nonblocking, owner, 0, 0, 0, ncclSuccess, {}, false, {}, 0, nullptr, remote};
+    if (!remote) comms_made.insert(c); /* a stand-in is no handle a caller may use */
     return c;
 }
 static void attach(group_t *g, int rank, ncclComm *c) { /* mu held: c becomes rank `rank` of g */
@@ -214,6 +251,12 @@ static void attach(group_t *g, int rank, ncclComm *c) { /* mu held: c becomes ra
     c->rank = rank;
     g->comms[(size_t)rank] = c;
     g->joined++;
+    (c->remote ? g->nremote : g->nlocal)++;
+}
+static void joined(group_t *g) { /* mu held: the last rank has joined, every non-blocking member is ready */
+    if (g->joined == g->n)
+        for (ncclComm *m : g->comms)
+            if (m->state == ncclInProgress) m->state = ncclSuccess;
 }
 static ncclComm *new_comm(group_t *g, int rank, int device, const void *owner) {
     ncclComm *c = make_comm(device, owner, false);
@@ -241,6 +284,146 @@ struct inside_call {
     }
     ~inside_call() { c->inside--; }
 };
+
+/* ---- across processes (the header's ACROSS PROCESSES) -------------------------------------- */
+enum msg_kind { M_JOIN, M_SPLIT, M_SIG, M_ARRIVE, M_POST, M_TAKEN, M_ABORT };
+struct msg {
+    int32_t kind, rank, peer, n, color, key; /* peer: a send's receiver; n: a joined rank's count */
+    uint64_t k;                             /* the collective's, split's or channel's sequence number */
+    sig s;
+    std::string group, data; /* the communicator's key; a collective's input or a send's data */
+};
+struct wire { /* a message's fixed part on the socket (both ends run this same build) */
+    int32_t kind, rank, peer, n, color, key;
+    uint64_t k;
+    sig s;
+    uint64_t group_bytes, data_bytes;
+};
+struct link_t { /* a connection to another process: its queue of frames, written by its own thread */
+    int fd;
+    std::mutex m; /* guards q, never held with mu taken inside it */
+    std::condition_variable cv;
+    std::deque<std::string> q;
+};
+struct net_t {
+    std::string name;
+    bool hub;                       /* this process made the unique id: it forwards what it applies */
+    std::vector<link_t *> links;    /* the hub's: one per process; the others': the hub */
+    std::vector<std::string> joins; /* the hub's JOIN frames, replayed to a process that connects later */
+};
+static std::map<std::string, net_t *> &nets = *new std::map<std::string, net_t *>;
+static const char net_prefix[] = "mgt-fake-nccl-";
+
+static std::string encode(const msg &m) {
+    wire w = {m.kind, m.rank, m.peer, m.n, m.color, m.key, m.k, m.s, m.group.size(), m.data.size()};
+    uint64_t len = sizeof w + m.group.size() + m.data.size();
+    std::string f((const char *)&len, sizeof len);
+    f.append((const char *)&w, sizeof w);
+    return f + m.group + m.data;
+}
+static msg decode(const std::string &f) {
+    wire w;
+    memcpy(&w, f.data(), sizeof w);
+    return msg{w.kind, w.rank, w.peer, w.n, w.color, w.key, w.k, w.s, f.substr(sizeof w, w.group_bytes),
+               f.substr(sizeof w + w.group_bytes, w.data_bytes)};
+}
+static void queue_frame(link_t *l, const std::string &f) {
+    std::lock_guard<std::mutex> lg(l->m);
+    l->q.push_back(f);
+    l->cv.notify_one();
+}
+/* mu held: to every other process (but the connection it came from); the hub keeps the joins */
+static void send_frame(net_t *n, const std::string &f, int kind, link_t *except = nullptr) {
+    if (n->hub && kind == M_JOIN) n->joins.push_back(f);
+    for (link_t *l : n->links)
+        if (l != except) queue_frame(l, f);
+}
+static void emit(group_t *g, const msg &m) { /* mu held: something other processes' ranks must see */
+    if (g->net && (g->nremote || m.kind == M_JOIN)) send_frame(g->net, encode(m), m.kind);
+}
+static void writer(link_t *l) {
+    for (;;) {
+        std::string f;
+        {
+            std::unique_lock<std::mutex> lg(l->m);
+            l->cv.wait(lg, [l] { return !l->q.empty(); });
+            f.swap(l->q.front());
+            l->q.pop_front();
+        }
+        for (size_t off = 0; off < f.size();) {
+            ssize_t w = send(l->fd, f.data() + off, f.size() - off, MSG_NOSIGNAL);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) return; /* the other process is gone: its waits end at their deadlines */
+            off += (size_t)w;
+        }
+    }
+}
+static bool read_all(int fd, void *p, size_t n) {
+    for (size_t off = 0; off < n;) {
+        ssize_t r = recv(fd, (char *)p + off, n - off, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        off += (size_t)r;
+    }
+    return true;
+}
+static void apply(net_t *n, const msg &m); /* below: it uses the operations' state */
+static void reader(net_t *n, link_t *l) {
+    for (;;) {
+        uint64_t len = 0;
+        if (!read_all(l->fd, &len, sizeof len)) return;
+        std::string f(len, '\0');
+        if (!read_all(l->fd, &f[0], len)) return;
+        msg m = decode(f);
+        lock_t lk(mu);
+        apply(n, m);
+        if (n->hub) send_frame(n, std::string((const char *)&len, sizeof len) + f, m.kind, l); /* in the order applied */
+        progress();
+    }
+}
+static void start_link(net_t *n, int fd) { /* mu held */
+    link_t *l = new link_t;
+    l->fd = fd;
+    if (n->hub)
+        for (const std::string &f : n->joins) queue_frame(l, f); /* the ranks that joined before it connected */
+    n->links.push_back(l);
+    std::thread(writer, l).detach();
+    std::thread(reader, n, l).detach();
+}
+static socklen_t net_addr(const std::string &name, sockaddr_un *a) { /* the abstract namespace: a leading NUL */
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    memcpy(a->sun_path + 1, name.data(), std::min(name.size(), sizeof a->sun_path - 2));
+    return (socklen_t)(offsetof(sockaddr_un, sun_path) + 1 + std::min(name.size(), sizeof a->sun_path - 2));
+}
+static void acceptor(net_t *n, int lfd) {
+    for (;;) {
+        int fd = accept(lfd, nullptr, nullptr);
+        if (fd < 0 && errno == EINTR) continue;
+        if (fd < 0) return;
+        lock_t lk(mu);
+        start_link(n, fd);
+    }
+}
+/* mu held: the connections of unique id `name`: made by this process (the hub), or reached now;
+   nullptr for an id that is not the fake's */
+static net_t *net_for(const char *api, const std::string &name) {
+    auto it = nets.find(name);
+    if (it != nets.end()) return it->second;
+    if (name.compare(0, sizeof net_prefix - 1, net_prefix) || atoi(name.c_str() + sizeof net_prefix - 1) == (int)getpid())
+        return nullptr; /* not the fake's, or this process's own that no other process joins */
+    sockaddr_un a;
+    socklen_t len = net_addr(name, &a);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (sockaddr *)&a, len) != 0)
+        fail(api, "cannot reach the process that made unique id '%s' (%s): the fake's processes must share one machine and "
+             "network namespace, the id's process must still run and listen (under mpirun, or with MGT_FAKE_NCCL_PROCESSES=1)",
+             name.c_str(), strerror(errno));
+    net_t *n = new net_t{name, false, {}, {}};
+    nets[name] = n;
+    start_link(n, fd);
+    return n;
+}
 
 /* ---- fault injection (the header's FAULTS) ------------------------------------------------------ */
 enum fault { NO_FAULT, STALL, ASYNC_ERROR };
@@ -330,6 +513,18 @@ static void perform(group_t *g, const sig &s, slot &sl) { /* every rank arrived;
         for (int r = 0; r < n; r++) sl.out[(size_t)r] = sl.in[(size_t)s.root];
     }
 }
+/* mu held: rank `rank`'s part of collective k of g arrives with its input (none from a broadcast's
+   other ranks); the last to arrive computes every rank's result */
+static void arrive(group_t *g, uint64_t k, int rank, const sig &s, const char *in, size_t bytes) {
+    slot &sl = g->slots[k];
+    if (sl.in.empty()) sl.in.resize((size_t)g->n);
+    if (in) sl.in[(size_t)rank].assign(in, in + bytes);
+    if (++sl.arrived == g->n) {
+        perform(g, s, sl);
+        sl.in.clear();
+        sl.done = true;
+    }
+}
 static std::string wait_what(const nop &o) {
     return strf("%s #%llu as %s", desc(o.s).c_str(), (unsigned long long)o.k, where(o.c).c_str());
 }
@@ -371,16 +566,12 @@ static bool advance(nexec &x, int mode, lock_t &lk) {
             if (o.s.k == SEND) {
                 auto data = std::make_shared<std::vector<char>>((const char *)o.send, (const char *)o.send + in_bytes(o));
                 g->chans[{o.c->rank, o.s.root}].post[o.k] = posted{data, false};
+                if (g->comms[(size_t)o.s.root]->remote)
+                    emit(g, msg{M_POST, o.c->rank, o.s.root, 0, 0, 0, o.k, o.s, g->key, std::string(data->begin(), data->end())});
             } else if (o.s.k != RECV) {
-                slot &sl = g->slots[o.k];
-                if (sl.in.empty()) sl.in.resize((size_t)g->n);
-                if (o.s.k != BROADCAST || o.c->rank == o.s.root)
-                    sl.in[(size_t)o.c->rank].assign((const char *)o.send, (const char *)o.send + in_bytes(o));
-                if (++sl.arrived == g->n) {
-                    perform(g, o.s, sl);
-                    sl.in.clear();
-                    sl.done = true;
-                }
+                bool has = o.s.k != BROADCAST || o.c->rank == o.s.root;
+                arrive(g, o.k, o.c->rank, o.s, has ? (const char *)o.send : nullptr, in_bytes(o));
+                emit(g, msg{M_ARRIVE, o.c->rank, 0, 0, 0, 0, o.k, o.s, g->key, has ? std::string((const char *)o.send, in_bytes(o)) : ""});
             }
             progress();
         }
@@ -414,9 +605,14 @@ static bool advance(nexec &x, int mode, lock_t &lk) {
             }
             if (ready() && !g->aborted) {
                 if (o.s.k == RECV) {
-                    posted &p = g->chans[{o.s.root, o.c->rank}].post[o.k];
+                    chan &ch = g->chans[{o.s.root, o.c->rank}];
+                    posted &p = ch.post[o.k];
                     memcpy(o.recv, p.data->data(), out_bytes(o));
                     p.consumed = true;
+                    if (g->comms[(size_t)o.s.root]->remote) { /* its sender learns, and nothing here waits for it */
+                        ch.post.erase(o.k);
+                        emit(g, msg{M_TAKEN, o.s.root, o.c->rank, 0, 0, 0, o.k, o.s, g->key, ""});
+                    }
                 } else {
                     const std::vector<char> &res = g->slots[o.k].out[(size_t)o.c->rank];
                     memcpy(o.recv, res.data(), out_bytes(o));
@@ -450,7 +646,7 @@ static bool advance(nexec &x, int mode, lock_t &lk) {
         x.fin[i] = 1;
     }
     for (const nop &o : x.ops)
-        if (o.s.k != SEND && o.s.k != RECV && ++o.c->g->slots[o.k].left == o.c->g->n) o.c->g->slots.erase(o.k);
+        if (o.s.k != SEND && o.s.k != RECV && ++o.c->g->slots[o.k].left == o.c->g->nlocal) o.c->g->slots.erase(o.k);
     end_all(x);
     return true;
 }
@@ -479,6 +675,32 @@ static void submit(const char *api, std::vector<nop> ops, bool hang = false) {
         else g->slots[o.k].launched[o.c->rank] = t;
     }
     progress();
+}
+
+/* mu held: rank `rank`'s k-th collective of g, or its k-th send to / receive from s.root, is s: the
+   same as the other ranks' k-th (collectives), the k-th receive / send it meets (send/recv) */
+static void match(const char *api, group_t *g, int rank, uint64_t k, const sig &s) {
+    if (s.k == SEND || s.k == RECV) {
+        bool snd = s.k == SEND;
+        chan &ch = g->chans[snd ? std::make_pair(rank, s.root) : std::make_pair(s.root, rank)];
+        auto &mine = snd ? ch.send_sig : ch.recv_sig, &theirs = snd ? ch.recv_sig : ch.send_sig;
+        auto it = theirs.find(k);
+        if (it == theirs.end()) mine[k] = s;
+        else {
+            if (it->second.count != s.count || it->second.type != s.type)
+                fail(api, "mismatched send/receive #%llu between rank %d and rank %d of a %d-rank communicator (#%d): "
+                     "rank %d called %s and rank %d called %s", (unsigned long long)k, rank, s.root, g->n, g->id,
+                     s.root, desc(it->second).c_str(), rank, desc(s).c_str());
+            theirs.erase(it);
+        }
+        return;
+    }
+    sig_rec &r = g->sigs[k];
+    if (r.seen == 0) r = sig_rec{rank, 0, s};
+    else if (!same(r.s, s))
+        fail(api, "mismatched collective #%llu of a %d-rank communicator (#%d): rank %d called %s and rank %d "
+             "called %s", (unsigned long long)k, g->n, g->id, r.rank, desc(r.s).c_str(), rank, desc(s).c_str());
+    if (++r.seen == g->n) g->sigs.erase(k);
 }
 
 static thread_local int group_depth = 0;
@@ -540,25 +762,10 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
             bool snd = s.k == SEND;
             chan &ch = g->chans[snd ? std::make_pair(c->rank, s.root) : std::make_pair(s.root, c->rank)];
             o.k = snd ? ch.nsend++ : ch.nrecv++;
-            auto &mine = snd ? ch.send_sig : ch.recv_sig, &theirs = snd ? ch.recv_sig : ch.send_sig;
-            auto it = theirs.find(o.k);
-            if (it == theirs.end()) mine[o.k] = s;
-            else {
-                if (it->second.count != s.count || it->second.type != s.type)
-                    fail(api, "mismatched send/receive #%llu between rank %d and rank %d of a %d-rank communicator (#%d): "
-                         "rank %d called %s and rank %d called %s", (unsigned long long)o.k, c->rank, s.root, g->n, g->id,
-                         s.root, desc(it->second).c_str(), c->rank, desc(s).c_str());
-                theirs.erase(it);
-            }
-        } else {
+        } else
             o.k = c->coll_enq++;
-            sig_rec &r = g->sigs[o.k];
-            if (r.seen == 0) r = sig_rec{c->rank, 0, s};
-            else if (!same(r.s, s))
-                fail(api, "mismatched collective #%llu of a %d-rank communicator (#%d): rank %d called %s and rank %d "
-                     "called %s", (unsigned long long)o.k, g->n, g->id, r.rank, desc(r.s).c_str(), c->rank, desc(s).c_str());
-            if (++r.seen == g->n) g->sigs.erase(o.k);
-        }
+        match(api, g, c->rank, o.k, s);
+        emit(g, msg{M_SIG, c->rank, 0, 0, 0, 0, o.k, s, g->key, ""});
         if (f == ASYNC_ERROR) {
             c->state = ncclRemoteError;
             c->error = strf("mgt fake: rank %d's %s #%llu failed asynchronously (MGT_FAKE_NCCL_ERROR)", c->device, api, (unsigned long long)o.k);
@@ -581,25 +788,21 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
 /* the host side of a split: every rank of the parent arrives with its color and key; the last one
    makes the new communicators. Blocking: returns when all have arrived; non-blocking: at once, the
    new communicator (and the parent) in progress until then */
-static ncclComm *split_join(ncclComm *c, int color, int key, bool nonblocking) {
-    lock_t lk(mu);
-    group_t *g = c->g;
-    c->owner = thread_token();
-    uint64_t k = c->split_enq++;
+/* mu held: rank `rank` of g arrives at its split k with color and key, `mine` its new communicator
+   (a stand-in for a rank of another process); the last to arrive makes every new communicator */
+static split_slot &split_arrive(group_t *g, uint64_t k, int rank, int color, int key, ncclComm *mine) {
     split_slot &sl = g->splits[k];
     if (sl.ck.empty()) sl.ck.assign((size_t)g->n, {0, 0}), sl.out.assign((size_t)g->n, nullptr);
-    sl.ck[(size_t)c->rank] = {color, key};
-    ncclComm *mine = color == NCCL_SPLIT_NOCOLOR ? nullptr : make_comm(c->device, c->owner, nonblocking);
-    sl.out[(size_t)c->rank] = mine;
-    if (mine) mine->state = ncclInProgress;
-    if (nonblocking) c->state = ncclInProgress;
-    if (++sl.arrived == g->n) { /* the last to arrive makes every new communicator */
+    sl.ck[(size_t)rank] = {color, key};
+    sl.out[(size_t)rank] = mine;
+    if (++sl.arrived == g->n) {
         std::map<int, std::vector<std::pair<int, int>>> members; /* color -> (key, parent rank) */
         for (int r = 0; r < g->n; r++)
             if (sl.ck[(size_t)r].first != NCCL_SPLIT_NOCOLOR) members[sl.ck[(size_t)r].first].push_back({sl.ck[(size_t)r].second, r});
         for (auto &m : members) {
             std::sort(m.second.begin(), m.second.end());
-            group_t *ng = new_group((int)m.second.size());
+            group_t *ng = new_group((int)m.second.size(), g->key.empty() ? "" : strf("%s/%llu.%d", g->key.c_str(), (unsigned long long)k, m.first),
+                                    g->net);
             for (size_t i = 0; i < m.second.size(); i++) {
                 ncclComm *made = sl.out[(size_t)m.second[i].second];
                 attach(ng, (int)i, made);
@@ -610,10 +813,70 @@ static ncclComm *split_join(ncclComm *c, int color, int key, bool nonblocking) {
             if (p && p->state == ncclInProgress) p->state = ncclSuccess; /* the parents' split is over */
         sl.done = true;
     }
+    return sl;
+}
+static ncclComm *split_join(ncclComm *c, int color, int key, bool nonblocking) {
+    lock_t lk(mu);
+    group_t *g = c->g;
+    c->owner = thread_token();
+    uint64_t k = c->split_enq++;
+    ncclComm *mine = color == NCCL_SPLIT_NOCOLOR ? nullptr : make_comm(c->device, c->owner, nonblocking);
+    if (mine) mine->state = ncclInProgress;
+    if (nonblocking) c->state = ncclInProgress;
+    emit(g, msg{M_SPLIT, c->rank, 0, 0, color, key, k, sig{}, g->key, ""});
+    split_slot &sl = split_arrive(g, k, c->rank, color, key, mine);
     progress();
     if (!nonblocking) wait(lk, [&] { return sl.done; }, strf("ncclCommSplit #%llu as %s", (unsigned long long)k, where(c).c_str()));
-    if (++sl.left == g->n) g->splits.erase(k);
+    if (++sl.left == g->nlocal && sl.done) g->splits.erase(k); /* else the last arrival (another process's) erases it */
     return mine;
+}
+
+/* mu held: what a rank of another process did (the messages' kinds above) */
+static void apply(net_t *n, const msg &m) {
+    const char *api = "the fake's transport";
+    group_t *g = by_key.count(m.group) ? by_key[m.group] : nullptr;
+    if (m.kind == M_JOIN) {
+        if (!g) g = new_group(m.n, m.group, n);
+        if (g->n != m.n || m.rank < 0 || m.rank >= g->n)
+            fail("ncclCommInitRank", "rank %d of another process joins unique id '%s' with %d ranks, the ranks before it with %d", m.rank,
+                 m.group.c_str(), m.n, g->n);
+        if (g->comms[(size_t)m.rank]) fail("ncclCommInitRank", "rank %d of unique id '%s' joins twice", m.rank, m.group.c_str());
+        attach(g, m.rank, make_comm(-1, nullptr, false, true));
+        joined(g);
+        return;
+    }
+    if (!g) fail(api, "a message of kind %d for communicator '%s', which this process has not made", m.kind, m.group.c_str());
+    switch (m.kind) {
+    case M_SPLIT:
+    {
+        split_slot &sl = split_arrive(g, m.k, m.rank, m.color, m.key, m.color == NCCL_SPLIT_NOCOLOR ? nullptr : make_comm(-1, nullptr, false, true));
+        if (sl.done && sl.left == g->nlocal) g->splits.erase(m.k); /* this process's ranks have left it (non-blocking) */
+        break;
+    }
+    case M_SIG: match(kind_names[m.s.k], g, m.rank, m.k, m.s); break;
+    case M_ARRIVE:
+        if (g->nlocal) arrive(g, m.k, m.rank, m.s, m.s.k != BROADCAST || m.rank == m.s.root ? m.data.data() : nullptr, m.data.size());
+        break;
+    case M_POST:
+        if (!g->comms[(size_t)m.peer]->remote)
+            g->chans[{m.rank, m.peer}].post[m.k] = posted{std::make_shared<std::vector<char>>(m.data.begin(), m.data.end()), false};
+        break;
+    case M_TAKEN: {
+        chan &ch = g->chans[{m.rank, m.peer}];
+        if (g->comms[(size_t)m.rank]->remote) ch.post.erase(m.k);
+        else ch.post[m.k].consumed = true;
+        break;
+    }
+    case M_ABORT: /* as NCCL's ranks see a peer's failure: an asynchronous error, and every wait ends */
+        g->aborted = true;
+        for (ncclComm *c : g->comms)
+            if (!c->remote && !c->destroyed) {
+                c->state = ncclRemoteError;
+                c->error = strf("mgt fake: a rank of another process aborted communicator #%d", g->id);
+            }
+        break;
+    default: fail(api, "a message of unknown kind %d", m.kind);
+    }
 }
 
 extern "C" {
@@ -623,12 +886,22 @@ ncclResult_t ncclGetVersion(int *version) {
     *version = NCCL_VERSION_CODE;
     return ncclSuccess;
 }
-ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) { /* the name of a socket that other processes' ranks join through */
     static uint64_t counter = 0;
     if (!id) return ncclInvalidArgument;
     lock_t lk(mu);
     memset(id, 0, sizeof *id);
-    snprintf(id->internal, sizeof id->internal, "mgt fake nccl id %d.%llu", (int)getpid(), (unsigned long long)++counter);
+    snprintf(id->internal, sizeof id->internal, "%s%d-%llu", net_prefix, (int)getpid(), (unsigned long long)++counter);
+    static const char *ompi = getenv("OMPI_COMM_WORLD_SIZE"), *pmi = getenv("PMI_SIZE"), *asked = getenv("MGT_FAKE_NCCL_PROCESSES");
+    if (!((ompi && atoi(ompi) > 1) || (pmi && atoi(pmi) > 1) || (asked && atoi(asked)))) return ncclSuccess; /* this process's ranks alone */
+    net_t *n = new net_t{id->internal, true, {}, {}};
+    sockaddr_un a;
+    socklen_t len = net_addr(n->name, &a);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (sockaddr *)&a, len) != 0 || listen(fd, 64) != 0)
+        fail("ncclGetUniqueId", "cannot listen on the abstract Unix socket '%s': %s", n->name.c_str(), strerror(errno));
+    nets[n->name] = n;
+    std::thread(acceptor, n, fd).detach();
     return ncclSuccess;
 }
 /* config->blocking 0: non-blocking; NCCL_CONFIG_UNDEF_INT or 1: blocking */
@@ -640,20 +913,19 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
     bool nb = config_nonblocking(config, false);
     lock_t lk(mu);
     step_check("ncclCommInitRank", current_device(), "making a communicator", "communicators are made when the run is created");
-    std::string key(id.internal, sizeof id.internal);
-    group_t *&g = by_id[key];
-    if (!g) g = new_group(nranks);
+    std::string key(id.internal, strnlen(id.internal, sizeof id.internal));
+    net_t *n = net_for("ncclCommInitRank", key); /* an id of another process: connects to it */
+    group_t *g = by_key.count(key) ? by_key[key] : new_group(nranks, key, n);
     if (g->n != nranks)
         fail("ncclCommInitRank", "rank %d joins unique id '%s' with %d ranks, the ranks before it with %d", rank,
              id.internal, nranks, g->n);
     if (g->comms[(size_t)rank]) fail("ncclCommInitRank", "rank %d of unique id '%s' joins twice", rank, id.internal);
     ncclComm *c = new_comm(g, rank, current_device(), thread_token());
     c->nonblocking = nb;
+    emit(g, msg{M_JOIN, rank, 0, nranks, 0, 0, 0, sig{}, key, ""});
     progress();
-    if (g->joined == g->n) { /* the last: every non-blocking member is ready */
-        for (ncclComm *m : g->comms)
-            if (m->state == ncclInProgress) m->state = ncclSuccess;
-    } else if (nb || group_depth > 0) {
+    if (g->joined == g->n) joined(g);
+    else if (nb || group_depth > 0) {
         c->state = ncclInProgress; /* until the others have joined */
         if (!nb) group_inits.push_back(c);
     }
@@ -719,7 +991,10 @@ static ncclResult_t destroy(const char *api, ncclComm_t cm, bool check) {
                  where(c).c_str());
     }
     c->destroyed = true; /* kept, so a later use is reported */
-    if (!check && g) g->aborted = true;
+    if (!check && g && !g->aborted) {
+        g->aborted = true;
+        emit(g, msg{M_ABORT, c->rank, 0, 0, 0, 0, 0, sig{}, g->key, ""});
+    }
     progress();
     return ncclSuccess;
 }

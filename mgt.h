@@ -58,7 +58,7 @@
 #define MGT_VERSION_STRING "0.1.0"
 
 #include <stddef.h> /* defines: size_t */
-#include <stdint.h> /* defines: uint16_t, uint64_t */
+#include <stdint.h> /* defines: uint16_t, uint32_t, uint64_t */
 #ifndef MGT_NO_STDIO
 #include <stdio.h> /* defines: FILE */
 #endif
@@ -123,7 +123,7 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(model, n_head, INT, "4", 1, 1024, "", "attention heads; d_model must divide by it")              \
     X(model, d_model, INT, "128", 8, 65536, "", "channels of the residual stream")                 \
     X(model, seq_len, INT, "128", 2, 65536, "", "context length in tokens")                        \
-    X(model, vocab_size, INT, "256", 2, 65536, "", "token ids; at least the tokenizer's vocabulary") \
+    X(model, vocab_size, INT, "256", 2, 16777216, "", "token ids; at least the tokenizer's vocabulary") \
     X(model, norm, ENUM, "layernorm", 0, 0, "layernorm|rmsnorm", "normalisation of each block and the head (GPT-2: layernorm, Llama: rmsnorm)") \
     X(model, norm_eps, FLOAT, "1e-5", 1e-12, 1, "", "epsilon of the normalisation; layernorm's is 1e-5") \
     X(model, positions, ENUM, "learned", 0, 0, "learned|rope", "position embedding table (GPT-2) or rotary positions on q and k (Llama)") \
@@ -673,7 +673,7 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg); /* valid
 MGTDEF void mgt_run_destroy(mgt_run *run);
 MGTDEF mgt_result mgt_run_step(mgt_run *run);               /* one optimizer step over global_batch */
 /* One optimizer step on your own tokens: rows (global_batch, seq_len + 1), targets shifted by one. */
-MGTDEF mgt_result mgt_run_step_tokens(mgt_run *run, const uint16_t *rows);
+MGTDEF mgt_result mgt_run_step_tokens(mgt_run *run, const uint32_t *rows);
 /* Opens a checkpoint for sampling only: no gradients, optimizer or data. */
 MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int threads);
 MGTDEF mgt_result mgt_run_eval(mgt_run *run, double *val_loss); /* eval_batches micro-batches of val */
@@ -730,7 +730,7 @@ typedef struct mgt_tensor_info {
 
 /* Mean loss over `count` global batches of rows (count x global_batch, seq_len + 1), without
    training; for tests and tools. */
-MGTDEF mgt_result mgt_run_loss(mgt_run *run, const uint16_t *rows, int count, double *loss);
+MGTDEF mgt_result mgt_run_loss(mgt_run *run, const uint32_t *rows, int count, double *loss);
 
 /* ---- 4/5. data and checkpoints -------------------------------------------------------------- */
 
@@ -3339,16 +3339,27 @@ static size_t mgt__widen_floats(const mgt__shape *s) {
 
 /* ---- data: llm.c token shards, memory-mapped ------------------------------------------------- */
 
+/* llm.c's two shard formats (dev/data/data_common.py): a 256-int32 header [magic, version, token
+   count], then the tokens, uint16 (GPT-2's) or uint32 (Llama 3's, for vocabularies over 65536) */
 #define MGT_SHARD_MAGIC 20240520
+#define MGT_SHARD_VERSION 1
+#define MGT_SHARD_MAGIC32 20240801
+#define MGT_SHARD_VERSION32 7
 #define MGT_SHARD_HEADER_BYTES 1024
 
 typedef struct mgt__shard {
-    const uint16_t *tokens;
+    const unsigned char *tokens;  /* little-endian, `width` bytes each */
+    int width;                    /* 2 or 4 */
     size_t n;
     void *map;
     size_t map_len;
     unsigned long long dev, ino;  /* the file's identity: train and val sharing a shard is worth a word */
 } mgt__shard;
+
+static uint32_t mgt__shard_token(const mgt__shard *s, size_t i) {
+    const unsigned char *p = s->tokens + i * (size_t)s->width;
+    return s->width == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 static void mgt__shard_close(mgt__shard *s) {
     if (s->map) munmap(s->map, s->map_len);
@@ -3358,8 +3369,8 @@ static void mgt__shard_close(mgt__shard *s) {
 static mgt_result mgt__shard_open(mgt__shard *s, const char *path, const char *key, int vocab_size) {
     int fd, header[256];
     struct stat st;
-    size_t i, count;
-    uint16_t max_token = 0;
+    size_t i, count, bytes;
+    uint32_t max_token = 0;
     char why[128];
     memset(s, 0, sizeof *s);
     fd = mgt__open_regular(path, &st, why, sizeof why);
@@ -3371,28 +3382,40 @@ static mgt_result mgt__shard_open(mgt__shard *s, const char *path, const char *k
         return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: %lld bytes, shorter than the 1024-byte header", key, path, (long long)st.st_size);
     }
     if (pread(fd, header, sizeof header, 0) != (ssize_t)sizeof header) { close(fd); return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot read the header", key, path); }
-    if (header[0] != MGT_SHARD_MAGIC || header[1] != 1) {
+    if (header[0] == MGT_SHARD_MAGIC && header[1] == MGT_SHARD_VERSION) s->width = 2;
+    else if (header[0] == MGT_SHARD_MAGIC32 && header[1] == MGT_SHARD_VERSION32) s->width = 4;
+    else {
         close(fd);
-        return mgt__fail(MGT_ERROR_DATA, "%s: %s: not a token shard (magic %d version %d, expected %d version 1; make it with `mgt prepare`)",
-                         key, path, header[0], header[1], MGT_SHARD_MAGIC);
+        return mgt__fail(MGT_ERROR_DATA, "%s: %s: not a token shard (magic %d version %d; expected %d version %d for 16-bit tokens or %d version %d "
+                         "for 32-bit; make it with `mgt prepare`)", key, path, header[0], header[1], MGT_SHARD_MAGIC, MGT_SHARD_VERSION,
+                         MGT_SHARD_MAGIC32, MGT_SHARD_VERSION32);
     }
-    count = (size_t)(unsigned)header[2];
-    if ((size_t)st.st_size < MGT_SHARD_HEADER_BYTES + 2 * count) {
+    if (header[2] < 0) {
         close(fd);
-        return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: the header promises %zu tokens (%zu bytes) but the file has %lld bytes",
-                         key, path, count, MGT_SHARD_HEADER_BYTES + 2 * count, (long long)st.st_size);
+        return mgt__fail(MGT_ERROR_DATA, "%s: %s: the header's token count %d is negative (a damaged shard; make it again with `mgt prepare`)", key, path, header[2]);
     }
-    s->map_len = MGT_SHARD_HEADER_BYTES + 2 * count;
+    count = (size_t)header[2];
+    bytes = MGT_SHARD_HEADER_BYTES + (size_t)s->width * count;
+    if ((size_t)st.st_size < bytes) {
+        close(fd);
+        return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: the header promises %zu %d-bit tokens (%zu bytes) but the file has %lld bytes",
+                         key, path, count, 8 * s->width, bytes, (long long)st.st_size);
+    }
+    s->map_len = bytes;
     s->map = mmap(NULL, s->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (s->map == MAP_FAILED) { s->map = NULL; return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot map: %s", key, path, strerror(errno)); }
-    s->tokens = (const uint16_t *)((const char *)s->map + MGT_SHARD_HEADER_BYTES);
+    s->tokens = (const unsigned char *)s->map + MGT_SHARD_HEADER_BYTES;
     s->n = count;
-    for (i = 0; i < count; i++) max_token = s->tokens[i] > max_token ? s->tokens[i] : max_token;
-    if (count && (int)max_token >= vocab_size) {
+    for (i = 0; i < count; i++) {
+        uint32_t t = mgt__shard_token(s, i);
+        max_token = t > max_token ? t : max_token;
+    }
+    if (count && max_token >= (uint32_t)vocab_size) {
+        for (i = 0; mgt__shard_token(s, i) != max_token; i++) {}
         mgt__shard_close(s);
-        return mgt__fail(MGT_ERROR_DATA, "%s: %s: token id %d is beyond the vocabulary (model.vocab_size = %d); was it prepared with another tokenizer?",
-                         key, path, (int)max_token, vocab_size);
+        return mgt__fail(MGT_ERROR_DATA, "%s: %s: token id %lu (token %zu of the shard) is beyond the vocabulary (model.vocab_size = %d); "
+                         "was it prepared with another tokenizer?", key, path, (unsigned long)max_token, i, vocab_size);
     }
     return MGT_OK;
 }
@@ -3422,7 +3445,7 @@ typedef struct mgt__loader {
     size_t *first_start;        /* nshards + 1: the number of the first start of each shard, then the total */
     int T, rows;
     uint64_t seed;
-    uint16_t *buf[2];
+    uint32_t *buf[2];
     long long buf_step[2], want;
     int busy, quit, started, inited;
     pthread_t thread;
@@ -3430,8 +3453,8 @@ typedef struct mgt__loader {
     pthread_cond_t cv;
 } mgt__loader;
 
-/* the T + 1 tokens of sequence i of a step */
-static const uint16_t *mgt__loader_sequence(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i) {
+/* where sequence i of a step starts: its shard and the offset in it */
+static const mgt__shard *mgt__loader_where(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i, size_t *off) {
     size_t g = (size_t)(mgt__hash3(ld->seed ^ stream, step, i) % (uint64_t)ld->first_start[ld->nshards]);
     int lo = 0, hi = ld->nshards - 1;
     while (lo < hi) { /* the shard whose starts hold g */
@@ -3439,15 +3462,21 @@ static const uint16_t *mgt__loader_sequence(const mgt__loader *ld, uint64_t stre
         if (ld->first_start[mid] <= g) lo = mid;
         else hi = mid - 1;
     }
-    return ld->shards[lo].tokens + (g - ld->first_start[lo]);
+    *off = g - ld->first_start[lo];
+    return &ld->shards[lo];
+}
+
+/* the T + 1 tokens of sequence i of a step into out, widened to 32 bits whatever the shard's width */
+static void mgt__loader_sequence(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i, uint32_t *out) {
+    size_t off, t;
+    const mgt__shard *s = mgt__loader_where(ld, stream, step, i, &off);
+    for (t = 0; t <= (size_t)ld->T; t++) out[t] = mgt__shard_token(s, off + t);
 }
 
 /* fills rows (count, T+1) of the given step; the loader thread prefetches the next step */
-static void mgt__loader_fill(const mgt__loader *ld, long long step, uint16_t *out) {
+static void mgt__loader_fill(const mgt__loader *ld, long long step, uint32_t *out) {
     int i;
-    for (i = 0; i < ld->rows; i++)
-        memcpy(out + (size_t)i * (size_t)(ld->T + 1), mgt__loader_sequence(ld, MGT__STREAM_TRAIN, (uint64_t)step, (uint64_t)i),
-               sizeof(uint16_t) * (size_t)(ld->T + 1));
+    for (i = 0; i < ld->rows; i++) mgt__loader_sequence(ld, MGT__STREAM_TRAIN, (uint64_t)step, (uint64_t)i, out + (size_t)i * (size_t)(ld->T + 1));
 }
 
 static void *mgt__loader_main(void *arg) {
@@ -3470,7 +3499,7 @@ static void *mgt__loader_main(void *arg) {
 }
 
 /* tokens of step `step`, valid until the next call; starts prefetching step+1 */
-static const uint16_t *mgt__loader_get(mgt__loader *ld, long long step) {
+static const uint32_t *mgt__loader_get(mgt__loader *ld, long long step) {
     pthread_mutex_lock(&ld->mu);
     while (ld->busy) pthread_cond_wait(&ld->cv, &ld->mu);
     if (ld->buf_step[step & 1] != step) {
@@ -3584,7 +3613,7 @@ static mgt_result mgt__loader_open(mgt__loader *ld, const char *spec, const char
     ld->rows = rows;
     ld->seed = seed;
     ld->buf_step[0] = ld->buf_step[1] = -1;
-    ld->buf[0] = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)rows * (size_t)(T + 1) * 2);
+    ld->buf[0] = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)rows * (size_t)(T + 1) * 2);
     if (!ld->buf[0]) { mgt__loader_close(ld); return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the data loader"); }
     ld->buf[1] = ld->buf[0] + (size_t)rows * (size_t)(T + 1);
     pthread_mutex_init(&ld->mu, NULL);
@@ -5381,7 +5410,7 @@ struct mgt_run {
     pthread_cond_t cv_cmd, cv_done;
     int cmd, pending, started;
     unsigned long generation;
-    const uint16_t *cmd_rows;
+    const uint32_t *cmd_rows;
     int cmd_micro;
 };
 
@@ -6175,11 +6204,11 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
 
 /* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
    global batch rows (GB, T+1), made in host memory and uploaded */
-static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint16_t *rows, int micro) {
+static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint32_t *rows, int micro) {
     const mgt__shape *s = &rk->shape;
     int b, t, dp = rk->run->plan.dp, N = s->B * s->T, *inputs = (int *)rk->host_io, *targets = inputs + N;
     for (b = 0; b < s->B; b++) {
-        const uint16_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
+        const uint32_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
         for (t = 0; t < s->T; t++) {
             inputs[b * s->T + t] = row[t];
             targets[b * s->T + t] = row[t + 1];
@@ -6202,7 +6231,7 @@ static mgt_result mgt__send_act(mgt__rank *rk, const void *buf, int to_stage) {
 /* micro-batch m through this stage, forward: receive, compute, send (or compute the loss) */
 /* micro-batch m through this stage, forward: receive (unless `received`), compute, then send, or
    leave the sending to the caller (`send` 0), or compute the loss on the last stage */
-static mgt_result mgt__micro_forward(mgt__rank *rk, const uint16_t *rows, int m, float grad_scale, int received, int send) {
+static mgt_result mgt__micro_forward(mgt__rank *rk, const uint32_t *rows, int m, float grad_scale, int received, int send) {
     mgt__acts *A = &rk->acts[m % rk->nsets];
     mgt__set_rows(rk, A, rows, m);
     if (!rk->first && !received) MGT__TRY(mgt__recv_act(rk, A->resid[0], rk->ppr - 1));
@@ -6230,7 +6259,7 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    earlier micro-batch from the next stage, which does the reverse: each pair goes as one sendrecv
    (Megatron's send_forward_recv_backward and send_backward_recv_forward), so that communicators
    whose send waits for the receiver (NCCL) cannot deadlock. */
-static mgt_result mgt__schedule(mgt__rank *rk, const uint16_t *rows, float grad_scale) {
+static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_scale) {
     const mgt__shape *s = &rk->shape;
     size_t act = (size_t)s->B * s->T * s->C;
     int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
@@ -6441,7 +6470,7 @@ static double mgt__test_slow_s;
    multiplied by the run's loss scale (1 but in fp16) before backward and the gradients divided by
    it in the update. A non-finite global norm (the same number on every rank) skips the update on
    every rank alike; the run decides what follows. */
-static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
+static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows) {
     struct mgt_run *run = rk->run;
     const mgt__plan *p = &run->plan;
     double t0 = mgt__now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
@@ -6501,7 +6530,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
 }
 
 /* forward only over rows (count micro-batches of this DP rank): the summed loss on the last stage */
-static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint16_t *rows, int micro_batches) {
+static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, int micro_batches) {
     int m;
     rk->loss_sum = 0;
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat + 1, sizeof(double));
@@ -6710,7 +6739,7 @@ static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
 
 /* runs the command on every rank (on the calling thread when there is one rank) and returns the
    first error, with the failing rank's message */
-static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint16_t *rows, int micro) {
+static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int micro) {
     int i;
     r->cmd = cmd;
     r->cmd_rows = rows;
@@ -6894,7 +6923,7 @@ MGTDEF void mgt_run_set_state(mgt_run *r, int state) {
    bf16 and fp32 fail after max_skipped skipped steps in a row, fp16 when the scale would fall below 1.
    A skipped step still consumes its batch and counts as a step (the schedule and the data order do
    not depend on skips); AdamW's bias correction counts the updates. */
-static mgt_result mgt__train_step(mgt_run *r, const uint16_t *rows) {
+static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt__now();
     int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
     if (mgt_run_state(r) == MGT_STATE_STARTING) mgt_run_set_state(r, MGT_STATE_RUNNING);
@@ -6962,21 +6991,21 @@ MGTDEF mgt_result mgt_run_step(mgt_run *r) {
     return mgt__after_step(r);
 }
 
-MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint16_t *rows) {
+MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint32_t *rows) {
     int i, n;
     if (!r || !rows) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: run and rows are required");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: this run was opened for sampling only");
     n = r->cfg.train.global_batch * (r->cfg.model.seq_len + 1);
     for (i = 0; i < n; i++)
-        if (rows[i] >= r->cfg.model.vocab_size)
-            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %d at %d is beyond vocab_size %d", rows[i], i, r->cfg.model.vocab_size);
+        if (rows[i] >= (uint32_t)r->cfg.model.vocab_size)
+            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %lu at %d is beyond vocab_size %d", (unsigned long)rows[i], i, r->cfg.model.vocab_size);
     MGT__TRY(mgt__claim_before_step(r));
     MGT__TRY(mgt__train_step(r, rows));
     return mgt__after_step(r);
 }
 
 /* mean loss over `count` global batches of rows (count x global_batch, T+1), without training */
-static mgt_result mgt__forward_loss(mgt_run *r, const uint16_t *rows, int count, double *loss) {
+static mgt_result mgt__forward_loss(mgt_run *r, const uint32_t *rows, int count, double *loss) {
     int j, GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len;
     double sum = 0;
     for (j = 0; j < count; j++) {
@@ -6987,24 +7016,23 @@ static mgt_result mgt__forward_loss(mgt_run *r, const uint16_t *rows, int count,
     return MGT_OK;
 }
 
-MGTDEF mgt_result mgt_run_loss(mgt_run *r, const uint16_t *rows, int count, double *loss) {
+MGTDEF mgt_result mgt_run_loss(mgt_run *r, const uint32_t *rows, int count, double *loss) {
     if (!r || !rows || !loss || count < 1 || r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_loss: run, rows, count >= 1 and loss are required");
     return mgt__forward_loss(r, rows, count, loss);
 }
 
 MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     int j, n, T, GB, state;
-    uint16_t *rows;
+    uint32_t *rows;
     mgt_result res;
     if (!r || !val_loss) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_eval: run and val_loss are required");
     if (!r->has_val) return mgt__fail(MGT_ERROR_CONFIG, "[data] val is empty: set it to a validation shard");
     T = r->cfg.model.seq_len;
     GB = r->cfg.train.global_batch;
     n = r->cfg.train.eval_batches * GB; /* the same sequences whatever the layout */
-    rows = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)n * (size_t)(T + 1));
+    rows = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)n * (size_t)(T + 1));
     if (!rows) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for validation batches");
-    for (j = 0; j < n; j++)
-        memcpy(rows + (size_t)j * (size_t)(T + 1), mgt__loader_sequence(&r->val, MGT__STREAM_VAL, 0, (uint64_t)j), sizeof(uint16_t) * (size_t)(T + 1));
+    for (j = 0; j < n; j++) mgt__loader_sequence(&r->val, MGT__STREAM_VAL, 0, (uint64_t)j, rows + (size_t)j * (size_t)(T + 1));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_EVALUATING);
     res = mgt__forward_loss(r, rows, r->cfg.train.eval_batches, &r->val_loss);
@@ -10153,7 +10181,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     mgt__plan p;
     mgt__sim_world *w = NULL;
     mgt_run *r = NULL;
-    uint16_t *rows = NULL;
+    uint32_t *rows = NULL;
     mgt_result res;
     double t0 = mgt__now(), peak, tokens;
     int i, c;
@@ -10166,9 +10194,9 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
     res = mgt__run_alloc_on(&r, cfg, 0, w);
     if (res == MGT_OK) {
-        rows = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
+        rows = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
         if (!rows) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-        else memset(rows, 0, sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
+        else memset(rows, 0, sizeof(uint32_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
     }
     if (res == MGT_OK && opt->device.host_sync) { /* the cpu: ops measured, as a rank runs them beside the others */
         int cores = mgt__cpu_count(), on_machine = p.world < cores / r->threads_per_rank ? p.world : cores / r->threads_per_rank;

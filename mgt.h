@@ -795,6 +795,28 @@ MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_s
 #endif
 #endif /* MGT_H_INCLUDED */
 
+/* mgt__catf: printf appended to the text in buf, cut at cap. The implementation's, and that of a
+   file built apart from it that includes only the declarations: kernels/comm_nccl.c, in the CUDA
+   library, which takes nothing from the program (it is opened with dlopen and reached through one
+   table), defines MGT_CATF before including mgt.h. */
+#if (defined(MGT_IMPLEMENTATION) || defined(MGT_CATF)) && !defined(MGT__CATF_DEFINED)
+#define MGT__CATF_DEFINED
+#include <stdarg.h> /* defines: va_list */
+#include <stdio.h>  /* defines: vsnprintf */
+#include <string.h> /* defines: strlen */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void mgt__catf(char *buf, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    va_list ap;
+    if (n + 1 >= cap) return;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+#endif
+
 /* ============================================================================================== */
 /*                                         IMPLEMENTATION                                         */
 /* ============================================================================================== */
@@ -4286,19 +4308,11 @@ static void mgt__lcomm_call_text(const mgt__lcomm_call *k, char *buf, size_t cap
         snprintf(buf, cap, "%s(group %d [%s], %llu %s)", mgt_coll_name(k->coll), k->group, members, count,
                  mgt__lcomm_dtype_name(k->dtype));
 }
-MGT__PRINTF(3, 4) static void mgt__lcomm_cat(char *buf, size_t cap, const char *fmt, ...) {
-    size_t n = strlen(buf);
-    va_list ap;
-    if (n + 1 >= cap) return;
-    va_start(ap, fmt);
-    vsnprintf(buf + n, cap - n, fmt, ap);
-    va_end(ap);
-}
 /* "rank 3 called all-reduce(...) as its call #17" */
 static void mgt__lcomm_cat_call(char *buf, size_t cap, int rank, const char *verb, const mgt__lcomm_call *k) {
     char text[512];
     mgt__lcomm_call_text(k, text, sizeof text);
-    mgt__lcomm_cat(buf, cap, "rank %d %s %s as its call #%lld", rank, verb, text, k->number);
+    mgt__catf(buf, cap, "rank %d %s %s as its call #%lld", rank, verb, text, k->number);
 }
 /* the calls of `rank` before call `before` that are still in its history */
 static void mgt__lcomm_cat_history(mgt__local_world *w, char *buf, size_t cap, int rank, long long before) {
@@ -4307,10 +4321,10 @@ static void mgt__lcomm_cat_history(mgt__local_world *w, char *buf, size_t cap, i
     char text[512];
     if (from < 1) from = 1;
     if (from >= before) return;
-    mgt__lcomm_cat(buf, cap, "; rank %d's calls before:", rank);
+    mgt__catf(buf, cap, "; rank %d's calls before:", rank);
     for (n = from; n < before && n <= q->calls; n++) {
         mgt__lcomm_call_text(&q->history[(n - 1) % MGT__LCOMM_HISTORY], text, sizeof text);
-        mgt__lcomm_cat(buf, cap, " #%lld %s", n, text);
+        mgt__catf(buf, cap, " #%lld %s", n, text);
     }
 }
 /* under mu: the world fails (once) with `why`; everyone waiting wakes up */
@@ -4381,14 +4395,14 @@ static void mgt__lcomm_check_deadlock(mgt__local_world *w) {
     for (r = 0, first = 1; r < w->world; r++) {
         const mgt__lcomm_rank *q = &w->ranks[r];
         if (w->live[r] || !mgt__lcomm_blocked(w, r)) continue;
-        if (!first) mgt__lcomm_cat(why, sizeof why, "; ");
+        if (!first) mgt__catf(why, sizeof why, "; ");
         first = 0;
         mgt__lcomm_cat_call(why, sizeof why, r, "waits in", &q->history[(q->calls - 1) % MGT__LCOMM_HISTORY]);
-        mgt__lcomm_cat(why, sizeof why, " for");
+        mgt__catf(why, sizeof why, " for");
         for (p = 0; p < w->world; p++) {
             if (!mgt__lcomm_waits_for(w, r, p)) continue;
-            mgt__lcomm_cat(why, sizeof why, " rank %d", p);
-            if (w->ranks[p].done) mgt__lcomm_cat(why, sizeof why, " (finished after call #%lld)", w->ranks[p].calls);
+            mgt__catf(why, sizeof why, " rank %d", p);
+            if (w->ranks[p].done) mgt__catf(why, sizeof why, " (finished after call #%lld)", w->ranks[p].calls);
         }
     }
     for (r = 0; r < w->world; r++)
@@ -4416,7 +4430,7 @@ static void mgt__lcomm_timeout(mgt__local_world *w, mgt__lcomm_rank *me) {
     char why[1024];
     snprintf(why, sizeof why, "timeout: ");
     mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "waited", &me->history[(me->calls - 1) % MGT__LCOMM_HISTORY]);
-    mgt__lcomm_cat(why, sizeof why, " for %d s (MGT_COMM_TIMEOUT_S) while other ranks kept running", MGT_COMM_TIMEOUT_S);
+    mgt__catf(why, sizeof why, " for %d s (MGT_COMM_TIMEOUT_S) while other ranks kept running", MGT_COMM_TIMEOUT_S);
     mgt__lcomm_fail_world(w, why);
 }
 
@@ -4449,7 +4463,7 @@ static mgt_result mgt__lcomm_enter(mgt__local_world *w, mgt__lcomm_rank *me, con
     if (invalid || me->done) {
         snprintf(why, sizeof why, "invalid call: ");
         mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &me->history[(me->calls - 1) % MGT__LCOMM_HISTORY]);
-        mgt__lcomm_cat(why, sizeof why, ": %s", invalid ? invalid : "after mgt__local_rank_done");
+        mgt__catf(why, sizeof why, ": %s", invalid ? invalid : "after mgt__local_rank_done");
         mgt__lcomm_fail_world(w, why);
         return mgt__fail(invalid ? MGT_ERROR_ARGUMENT : MGT_ERROR_COMM, "%s", w->why);
     }
@@ -4619,7 +4633,7 @@ static mgt_result mgt__lcomm_collective(mgt_comm *c, int coll, const mgt_group *
     } else if (!mgt__lcomm_rv_matches(rv, &call, g)) {
         snprintf(why, sizeof why, "mismatched collectives (the members of a group must make the same calls in the same order): ");
         mgt__lcomm_cat_call(why, sizeof why, rv->first_rank, "called", &rv->first);
-        mgt__lcomm_cat(why, sizeof why, ", ");
+        mgt__catf(why, sizeof why, ", ");
         mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &call);
         mgt__lcomm_cat_history(w, why, sizeof why, rv->first_rank, rv->first.number);
         mgt__lcomm_cat_history(w, why, sizeof why, me->comm.rank, call.number);
@@ -4708,7 +4722,7 @@ static mgt_result mgt__lcomm_send(mgt_comm *c, int peer, const void *buf, size_t
     if (r == MGT_OK && (!m || w->ranks[peer].done)) {
         snprintf(why, sizeof why, "%s: ", m ? "send to a finished rank" : "out of memory");
         mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", k);
-        if (m) mgt__lcomm_cat(why, sizeof why, ", but rank %d has finished after call #%lld", peer, w->ranks[peer].calls);
+        if (m) mgt__catf(why, sizeof why, ", but rank %d has finished after call #%lld", peer, w->ranks[peer].calls);
         mgt__lcomm_fail_world(w, why);
         r = mgt__lcomm_world_error(w);
     }
@@ -4760,7 +4774,7 @@ static mgt_result mgt__lcomm_recv(mgt_comm *c, int peer, void *buf, size_t count
             if ((*p)->call.count != count || (*p)->call.dtype != dtype) {
                 snprintf(why, sizeof why, "mismatched send/recv: ");
                 mgt__lcomm_cat_call(why, sizeof why, peer, "called", &(*p)->call);
-                mgt__lcomm_cat(why, sizeof why, ", ");
+                mgt__catf(why, sizeof why, ", ");
                 mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &call);
                 mgt__lcomm_fail_world(w, why);
                 continue;

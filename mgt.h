@@ -1610,9 +1610,16 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         if (cfg->model.n_head % nkv)
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] n_kv_head = %d does not divide n_head = %d; each key/value head serves n_head / n_kv_head query heads",
                              mgt__where(cfg, MGT__KEY(model, n_kv_head), w1, sizeof w1), nkv, cfg->model.n_head);
-        if (nkv % cfg->parallel.tp)
-            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d does not divide n_kv_head = %d (n_kv_head from %s); tensor parallelism splits the key/value heads too, so pick tp among the divisors of n_kv_head",
-                             mgt__where(cfg, MGT__KEY(parallel, tp), w1, sizeof w1), cfg->parallel.tp, nkv, mgt__where(cfg, MGT__KEY(model, n_kv_head), w2, sizeof w2));
+        if (nkv % cfg->parallel.tp && cfg->parallel.tp % nkv) { /* neither split nor replicated (see mgt__kv_local) */
+            char valid[200] = "";
+            int t;
+            for (t = 1; t <= cfg->model.n_head; t++)
+                if (cfg->model.n_head % t == 0 && (nkv % t == 0 || t % nkv == 0)) mgt__catf(valid, sizeof valid, "%s%d", valid[0] ? ", " : "", t);
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d with n_kv_head = %d (n_kv_head from %s): tensor parallelism splits the key/value heads "
+                             "(tp divides n_kv_head) or, when tp is a multiple of n_kv_head, gives each rank the one its query heads read; valid tp "
+                             "for n_head = %d: %s", mgt__where(cfg, MGT__KEY(parallel, tp), w1, sizeof w1), cfg->parallel.tp, nkv,
+                             mgt__where(cfg, MGT__KEY(model, n_kv_head), w2, sizeof w2), cfg->model.n_head, valid);
+        }
         if (dff % cfg->parallel.tp)
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d does not divide the MLP's d_ff = %d (d_ff from %s); tensor parallelism splits its hidden units",
                              mgt__where(cfg, MGT__KEY(parallel, tp), w1, sizeof w1), cfg->parallel.tp, dff, mgt__where(cfg, MGT__KEY(model, d_ff), w2, sizeof w2));
@@ -2997,6 +3004,12 @@ static mgt__dims mgt__model_dims(const mgt_config *cfg) {
     d.fc = d.swiglu ? 2 * d.H : d.H;
     return d;
 }
+/* key/value heads per TP rank: n_kv_head / tp; or, when tp is a multiple of n_kv_head, one, the head
+   its query heads read, held by tp / n_kv_head neighbouring TP ranks (its replicas; the rule of
+   vLLM's and SGLang's QKVParallelLinear: Megatron-LM's attention asserts that tp divides the
+   query groups). The replicas' gradients are summed over them (mgt__kv_grads), so they stay equal. */
+static int mgt__kv_local(const mgt__dims *d, int tp) { return d->NKV >= tp ? d->NKV / tp : 1; }
+static int mgt__kv_replicas(const mgt__dims *d, int tp) { return d->NKV >= tp ? 1 : tp / d->NKV; }
 
 /* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks. */
 typedef struct mgt__plan {
@@ -3069,6 +3082,8 @@ typedef struct mgt__tensor {
     int nseg, seg_local[3], seg_global[3], seg_rows[3];
     int col_start;
     int tp_replicated;      /* the same values on every TP rank */
+    size_t kv_from;         /* with replicated key/value heads: local elements from here on (c_attn's k and v rows) are
+                               held by the kv group too: their gradients summed over it, counted once; else 0 */
     int tied_copy;          /* the last stage's copy of wte: kept equal, saved and counted once */
     int decay;              /* AdamW weight decay applies (matrices and embeddings) */
     float init_std, init_value;
@@ -3169,7 +3184,8 @@ static int mgt__block_slots(const mgt__dims *d, int slot[MGT__BLOCK_TENSORS]) {
 static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt__plan *p, int stage, int tpr) {
     mgt__dims d = mgt__model_dims(cfg);
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
-    int Cl = C / tp, KVl = d.NKV / tp * hs, Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage], l1 = p->stage_first[stage + 1];
+    int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage],
+        l1 = p->stage_first[stage + 1];
     int norm_bias = !d.rms; /* LayerNorm has a bias, RMSNorm none */
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)L);
     char name[64];
@@ -3194,11 +3210,12 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_
             x = k == 0 ? mgt__add(lay, MGT__NAME("attn.c_attn.weight"), d.qkv, C, Cl + 2 * KVl, C, 0, 0, 1, std, 0, 0)
                        : mgt__add(lay, MGT__NAME("attn.c_attn.bias"), d.qkv, 0, Cl + 2 * KVl, 0, 0, 0, 0, 0, 0, 0);
             x->nseg = 3;
-            for (i = 0; i < 3; i++) {
+            for (i = 0; i < 3; i++) { /* replicas: TP ranks tpr / kvr * kvr .. + kvr - 1 hold the same key/value head */
                 x->seg_local[i] = i == 0 ? 0 : Cl + (i - 1) * KVl;
-                x->seg_global[i] = i == 0 ? tpr * Cl : C + (i - 1) * kv + tpr * KVl;
+                x->seg_global[i] = i == 0 ? tpr * Cl : C + (i - 1) * kv + tpr / kvr * KVl;
                 x->seg_rows[i] = i == 0 ? Cl : KVl;
             }
+            if (kvr > 1) x->kv_from = (size_t)Cl * (size_t)x->cols;
         }
         mgt__add(lay, MGT__NAME("attn.c_proj.weight"), C, C, C, Cl, 0, tpr * Cl, 1, proj_std, 0, 0);
         if (d.bias) mgt__add(lay, MGT__NAME("attn.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
@@ -5841,6 +5858,7 @@ struct mgt__rank {
     mgt_backend *be;
     mgt_comm *comm;
     mgt_group tp_g, dp_g, pp_g, emb_g, world_g;
+    mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
     int *members;                 /* storage of the groups' rank lists */
     mgt__layout lay;
     mgt__shape shape;
@@ -6326,6 +6344,29 @@ static float *mgt__slice_ptr(mgt__rank *rk, float *full, float *shard, int u, si
     return (float *)mgt__slice_at(rk, full, shard, u, flat, sizeof(float));
 }
 
+/* replicated key/value heads: each replica's k and v rows of c_attn hold the gradient of its own
+   query heads only; summed over the kv group, in member order like every sum, once the DP
+   reduction is done, so every replica updates alike. Under ZeRO each rank sums its slice (the
+   group's members own the same slices: their layouts are alike). At most two calls a block: the
+   weight's rows, the bias's. */
+static mgt_result mgt__kv_grads(mgt__rank *rk) {
+    int u, t, zero = rk->run->plan.zero;
+    if (rk->kv_g.size == 1) return MGT_OK;
+    for (u = 0; u < rk->lay.nu; u++) {
+        size_t lo = rk->lay.u[u].offset, hi = lo + rk->lay.u[u].size;
+        if (zero >= 1) mgt__unit_slice(rk, u, &lo, &hi);
+        for (t = rk->lay.u[u].first_tensor; t < rk->lay.u[u].first_tensor + rk->lay.u[u].ntensors; t++) {
+            const mgt__tensor *x = &rk->lay.t[t];
+            size_t a = x->offset + x->kv_from, b = x->offset + mgt__tensor_storage(x);
+            if (!x->kv_from) continue;
+            a = a > lo ? a : lo;
+            b = b < hi ? b : hi;
+            if (a < b) MGT__TRY(mgt__all_reduce(rk, &rk->kv_g, mgt__slice_ptr(rk, rk->grads, zero >= 2 ? rk->gshard : NULL, u, a), b - a));
+        }
+    }
+    return MGT_OK;
+}
+
 static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
     const mgt__plan *p = &rk->run->plan;
     int u;
@@ -6350,11 +6391,12 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
             rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, rk->rs_tmp, s);
         }
     }
-    return MGT_OK;
+    return mgt__kv_grads(rk);
 }
 
 /* sum of squares of the gradients this rank counts: its DP slice of every unit, TP-replicated
-   tensors on TP rank 0 only, the tied copy of wte never: every parameter exactly once */
+   tensors on TP rank 0 only, replicated key/value rows on their kv group's first rank only, the
+   tied copy of wte never: every parameter exactly once */
 static double mgt__local_sumsq(mgt__rank *rk) {
     double sum = 0;
     int u, t, k = 0;
@@ -6364,6 +6406,7 @@ static double mgt__local_sumsq(mgt__rank *rk) {
         for (t = rk->lay.u[u].first_tensor; t < rk->lay.u[u].first_tensor + rk->lay.u[u].ntensors; t++) {
             const mgt__tensor *x = &rk->lay.t[t];
             size_t a = x->offset > lo ? x->offset : lo, b = x->offset + mgt__tensor_storage(x) < hi ? x->offset + mgt__tensor_storage(x) : hi;
+            if (x->kv_from && rk->kv_g.index != 0 && b > x->offset + x->kv_from) b = x->offset + x->kv_from > a ? x->offset + x->kv_from : a; /* replicas: the first */
             if (a >= b || x->tied_copy || (x->tp_replicated && rk->tpr != 0)) continue;
             if (rk->dstat) { /* listed, for one multi-tensor sum */
                 rk->ss_x[k] = mgt__slice_ptr(rk, rk->grads, rk->run->plan.zero >= 2 ? rk->gshard : NULL, u, a);
@@ -6561,14 +6604,14 @@ static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &
    splits are collective), ordered after the backend's stream */
 static mgt_result mgt__rank_connect(mgt__rank *rk) {
     mgt_run *r = rk->run;
-    const mgt_group *groups[5];
+    const mgt_group *groups[6];
     int i, s, dt = rk->be->dtype;
     char *buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
-    groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g;
-    MGT__TRY(r->cuda->comm_create(r->nccl_world, rk->rank, r->cuda->backend_stream(rk->be), groups, 5, &rk->comm));
+    groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g; groups[5] = &rk->kv_g;
+    MGT__TRY(r->cuda->comm_create(r->nccl_world, rk->rank, r->cuda->backend_stream(rk->be), groups, 6, &rk->comm));
     /* NCCL connects on first use, allocating and synchronising: one collective on every group and a
        send/receive with each pipeline neighbour, now, so that no step does anything for the first time */
-    for (i = 0; i < 5; i++)
+    for (i = 0; i < 6; i++)
         if (groups[i]->size > 1 && groups[i]->ranks[groups[i]->index] == rk->rank) MGT__TRY(rk->comm->barrier(rk->comm, groups[i]));
     for (s = 0; s + 1 < r->plan.pp; s++) /* pairs in stage order: no cycle of waits */
         if (rk->ppr == s || rk->ppr == s + 1) {
@@ -7957,7 +8000,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         if (mgt__is_block_unit(rk, u) && rk->lay.u[u].size > rk->max_block) rk->max_block = rk->lay.u[u].size;
     }
     /* groups: TP (neighbours), DP, PP, the embedding pair (first and last stage), the world */
-    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W));
+    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + mgt__kv_replicas(&p->dims, p->tp)));
     if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     cur = rk->members;
     mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
@@ -7966,13 +8009,15 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
                     (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
     mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
+    k = mgt__kv_replicas(&p->dims, p->tp); /* kv groups: runs of k neighbouring TP ranks */
+    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
     /* shape of this rank's slice */
     rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
     rk->shape.T = cfg->model.seq_len;
     rk->shape.C = cfg->model.d_model;
     rk->shape.tp = p->tp;
     rk->shape.Cl = cfg->model.d_model / p->tp;
-    rk->shape.KVl = p->dims.NKV / p->tp * p->dims.hs;
+    rk->shape.KVl = mgt__kv_local(&p->dims, p->tp) * p->dims.hs;
     rk->shape.Hl = p->dims.H / p->tp;
     rk->shape.Fl = p->dims.fc / p->tp;
     rk->shape.NHl = cfg->model.n_head / p->tp;
@@ -8111,6 +8156,10 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
 
 static size_t mgt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 static size_t mgt__pad64b(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [a0, a1) and [b0, b1) */
+    size_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
 
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
     mgt__plan p;
@@ -8119,7 +8168,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     int dtype = cfg ? (cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32) : MGT_F32;
     mgt__shape sh;
     size_t a_resid, a_layer, a_last, a_io, scratch;
-    int tpr, dpr, ppr, nb, first, last, M, threads;
+    int tpr, dpr, ppr, nb, first, last, M, threads, kvr;
     if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
     mgt__plan_make(cfg, &p);
@@ -8131,7 +8180,8 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     M = p.micro_steps;
     C = (size_t)cfg->model.d_model; T = (size_t)cfg->model.seq_len; B = (size_t)cfg->train.micro_batch; N = B * T;
     Cl = C / (size_t)p.tp; Hl = (size_t)d->H / (size_t)p.tp; Vl = (size_t)p.Vp / (size_t)p.tp;
-    Q = Cl + 2 * (size_t)(d->NKV / p.tp * d->hs); F = (size_t)d->fc / (size_t)p.tp;
+    Q = Cl + 2 * (size_t)(mgt__kv_local(d, p.tp) * d->hs); F = (size_t)d->fc / (size_t)p.tp;
+    kvr = mgt__kv_replicas(d, p.tp);
     unit_align = 16 * (size_t)p.dp;
     e = mgt__dtype_size(dtype); /* parameters (the compute copy), activations; gradients stay fp32 */
     /* parameters: each tensor padded to 16 floats, each unit to 16 x dp; LayerNorm has a bias, RMSNorm
@@ -8183,7 +8233,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (its reserve: issue 13) */
         size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (S / 65536 + (size_t)(4 + per_block * (size_t)nb + 2) + 1) * sizeof(double);
         size_t oc = Q > F ? Q : F, k;
-        int kinds[5], g;
+        int kinds[6], g;
         o->cuda_attention = B * (size_t)(cfg->model.n_head / p.tp) * T * T * e;
         o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for, then the ones */
         if ((k = 128 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (128 parts) */
@@ -8198,8 +8248,8 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
         /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
            world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
            and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
-        kinds[0] = p.tp; kinds[1] = p.dp; kinds[2] = p.pp; kinds[3] = p.pp > 1 && (first || last) ? 2 : 1; kinds[4] = p.world;
-        for (g = 0; g < 5; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p.world || g == 4);
+        kinds[0] = p.tp; kinds[1] = p.dp; kinds[2] = p.pp; kinds[3] = p.pp > 1 && (first || last) ? 2 : 1; kinds[4] = p.world; kinds[5] = kvr;
+        for (g = 0; g < 6; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p.world || g == 4);
         o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
         o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
     }
@@ -8231,6 +8281,12 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
             }
         }
         if (p.world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p.world * sizeof(double); /* the gradient norm */
+        if (kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
+                          once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
+            size_t s0 = p.zero >= 1 ? (size_t)dpr * (block / (size_t)p.dp) : 0, s1 = p.zero >= 1 ? s0 + block / (size_t)p.dp : block;
+            size_t w0 = norm + Cl * C, b0 = norm + mgt__pad16(Q * C) + Cl;
+            o->bytes[MGT_COLL_ALL_REDUCE] += (double)nb * (double)f * (double)(mgt__overlap(w0, norm + Q * C, s0, s1) + (d->bias ? mgt__overlap(b0, b0 - Cl + Q, s0, s1) : 0));
+        }
     }
     return MGT_OK;
 }
@@ -8414,7 +8470,7 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
     /* what would make it fit, each tried with the planner */
     {
         mgt_config c = *cfg;
-        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0;
+        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
         for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
             if (per_dp % m) continue;
             c.train.micro_batch = m;
@@ -8440,8 +8496,8 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
         }
         c = *cfg;
         /* more GPUs, each holding less: tp must divide the key/value heads (and so n_head) and d_ff */
-        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && (c.model.n_kv_head ? c.model.n_kv_head : c.model.n_head) % t == 0 &&
-                                       (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
+        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && /* key/value heads split or replicated (mgt__kv_local) */
+                                       (nkv % t == 0 || t % nkv == 0) && (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
              t *= 2) {
             c.parallel.tp = t;
             mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
@@ -9853,7 +9909,7 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
     pthread_mutex_init(&w->measure_mu, NULL);
     w->opt = *opt;
     w->world = world;
-    w->ngroups = 5 * world;
+    w->ngroups = 6 * world; /* the ids of mgt__rank_init's groups */
     for (w->span = (size_t)1 << 40; w->span >= ((size_t)1 << 30) && !(w->base = (char *)mgt__sim_reserve(w->span)); w->span >>= 2) {}
     w->ranks = (mgt__sim_rank *)MGT_MALLOC(sizeof(mgt__sim_rank) * (size_t)world);
     w->groups = (mgt__sim_group *)MGT_MALLOC(sizeof(mgt__sim_group) * (size_t)w->ngroups);

@@ -54,7 +54,7 @@
 #include "comm_nccl.h" /* defines: mgt_nccl_world_create, mgt_nccl_comm_create, mgt_nccl_wait.. */
 #include "fake_note.h" /* defines: mgt_cuda_fake_note (the checking fakes' hook; null in the library) */
 
-#define MGT__NCCL_MAX_GROUPS 8 /* kinds of groups a rank belongs to (mgt.h has 5) */
+#define MGT__NCCL_MAX_GROUPS 8 /* kinds of groups a rank belongs to (mgt.h has 6) */
 #define MGT__NCCL_TIMED 2048   /* timed calls per step; more are counted, not timed */
 #define MGT__NCCL_DEFERRED 16  /* events of deferred calls; a later one stands in for an overwritten one */
 
@@ -147,8 +147,8 @@ static const char *mgt__nccl_why(ncclComm_t comm, ncclResult_t r) {
     return last && *last ? last : ncclGetErrorString(r);
 }
 static const char *mgt__nccl_kind(int kind) {
-    static const char *names[] = {"TP", "DP", "PP", "embedding", "world"};
-    return kind >= 0 && kind < 5 ? names[kind] : "other";
+    static const char *names[] = {"TP", "DP", "PP", "embedding", "world", "kv"};
+    return kind >= 0 && kind < 6 ? names[kind] : "other";
 }
 
 /* ---- the world's state: aborted, and what each rank does ---- */

@@ -130,7 +130,7 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(model, rope_theta, FLOAT, "10000", 1, 1e12, "", "rope: base of the rotation frequencies (Llama 3: 500000)") \
     X(model, mlp, ENUM, "gelu", 0, 0, "gelu|swiglu", "MLP: fc, GELU, proj (GPT-2) or down(silu(gate) * up) (Llama)") \
     X(model, d_ff, INT, "0", 0, 1048576, "", "hidden units of the MLP; 0 is 4 x d_model (GPT-2)") \
-    X(model, n_kv_head, INT, "0", 0, 1024, "", "key/value heads (grouped-query attention; 1 is multi-query); 0 is n_head") \
+    X(model, n_kv_head, INT, "0", 0, 1024, "", "key/value heads (grouped-query attention; 1 is multi-query); 0 is n_head; parallel.tp divides it, or is a multiple of it (each head then on tp / n_kv_head ranks)") \
     X(model, bias, INT, "1", 0, 1, "", "1: the linear layers have biases (GPT-2); 0: none (Llama); LayerNorm keeps its own") \
     X(model, tied_head, INT, "1", 0, 1, "", "1: the LM head is wte (GPT-2); 0: a separate lm_head matrix (Llama)")
 #define MGT_KEYS_data(X)                                                                           \

@@ -1157,7 +1157,7 @@ static int cmd_bench(int argc, char **argv) {
     mgt_result r;
     mgt_stats st;
     int rc, i, steps, warmup = 2, rows, vocab;
-    uint16_t *tokens;
+    uint32_t *tokens;
     double t0, elapsed, tok_s, gflops, sgemm1, machine;
     char measured[64];
     memset(&o, 0, sizeof o);
@@ -1182,8 +1182,8 @@ static int cmd_bench(int argc, char **argv) {
     fflush(stdout);
     rows = cfg.train.global_batch * (cfg.model.seq_len + 1);
     vocab = cfg.data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : cfg.data.tokenizer == MGT_TOKENIZER_HF ? cfg.model.vocab_size : 256;
-    tokens = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)rows);
-    for (i = 0; i < rows; i++) tokens[i] = (uint16_t)(mgt__hash3(7, 11, (uint64_t)i) % (uint64_t)vocab);
+    tokens = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)rows);
+    for (i = 0; i < rows; i++) tokens[i] = (uint32_t)(mgt__hash3(7, 11, (uint64_t)i) % (uint64_t)vocab);
     t0 = 0;
     for (i = 0; i < warmup + steps; i++) {
         if (i == warmup) t0 = mgt__now();

@@ -58,7 +58,7 @@
 #define MGT_VERSION_STRING "0.1.0"
 
 #include <stddef.h> /* defines: size_t */
-#include <stdint.h> /* defines: uint16_t, uint64_t */
+#include <stdint.h> /* defines: uint16_t, uint32_t, uint64_t */
 #ifndef MGT_NO_STDIO
 #include <stdio.h> /* defines: FILE */
 #endif
@@ -123,14 +123,14 @@ MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
     X(model, n_head, INT, "4", 1, 1024, "", "attention heads; d_model must divide by it")              \
     X(model, d_model, INT, "128", 8, 65536, "", "channels of the residual stream")                 \
     X(model, seq_len, INT, "128", 2, 65536, "", "context length in tokens")                        \
-    X(model, vocab_size, INT, "256", 2, 65536, "", "token ids; at least the tokenizer's vocabulary") \
+    X(model, vocab_size, INT, "256", 2, 16777216, "", "token ids; at least the tokenizer's vocabulary") \
     X(model, norm, ENUM, "layernorm", 0, 0, "layernorm|rmsnorm", "normalisation of each block and the head (GPT-2: layernorm, Llama: rmsnorm)") \
     X(model, norm_eps, FLOAT, "1e-5", 1e-12, 1, "", "epsilon of the normalisation; layernorm's is 1e-5") \
     X(model, positions, ENUM, "learned", 0, 0, "learned|rope", "position embedding table (GPT-2) or rotary positions on q and k (Llama)") \
     X(model, rope_theta, FLOAT, "10000", 1, 1e12, "", "rope: base of the rotation frequencies (Llama 3: 500000)") \
     X(model, mlp, ENUM, "gelu", 0, 0, "gelu|swiglu", "MLP: fc, GELU, proj (GPT-2) or down(silu(gate) * up) (Llama)") \
     X(model, d_ff, INT, "0", 0, 1048576, "", "hidden units of the MLP; 0 is 4 x d_model (GPT-2)") \
-    X(model, n_kv_head, INT, "0", 0, 1024, "", "key/value heads (grouped-query attention; 1 is multi-query); 0 is n_head") \
+    X(model, n_kv_head, INT, "0", 0, 1024, "", "key/value heads (grouped-query attention; 1 is multi-query); 0 is n_head; parallel.tp divides it, or is a multiple of it (each head then on tp / n_kv_head ranks)") \
     X(model, bias, INT, "1", 0, 1, "", "1: the linear layers have biases (GPT-2); 0: none (Llama); LayerNorm keeps its own") \
     X(model, tied_head, INT, "1", 0, 1, "", "1: the LM head is wte (GPT-2); 0: a separate lm_head matrix (Llama)")
 #define MGT_KEYS_data(X)                                                                           \
@@ -702,7 +702,7 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg); /* valid
 MGTDEF void mgt_run_destroy(mgt_run *run);
 MGTDEF mgt_result mgt_run_step(mgt_run *run);               /* one optimizer step over global_batch */
 /* One optimizer step on your own tokens: rows (global_batch, seq_len + 1), targets shifted by one. */
-MGTDEF mgt_result mgt_run_step_tokens(mgt_run *run, const uint16_t *rows);
+MGTDEF mgt_result mgt_run_step_tokens(mgt_run *run, const uint32_t *rows);
 /* Opens a checkpoint for sampling only: no gradients, optimizer or data. */
 MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int threads);
 MGTDEF mgt_result mgt_run_eval(mgt_run *run, double *val_loss); /* eval_batches micro-batches of val */
@@ -759,7 +759,7 @@ typedef struct mgt_tensor_info {
 
 /* Mean loss over `count` global batches of rows (count x global_batch, seq_len + 1), without
    training; for tests and tools. */
-MGTDEF mgt_result mgt_run_loss(mgt_run *run, const uint16_t *rows, int count, double *loss);
+MGTDEF mgt_result mgt_run_loss(mgt_run *run, const uint32_t *rows, int count, double *loss);
 
 /* ---- 4/5. data and checkpoints -------------------------------------------------------------- */
 
@@ -826,6 +826,28 @@ MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_s
 }
 #endif
 #endif /* MGT_H_INCLUDED */
+
+/* mgt__catf: printf appended to the text in buf, cut at cap. The implementation's, and that of a
+   file built apart from it that includes only the declarations: kernels/comm_nccl.c, in the CUDA
+   library, which takes nothing from the program (it is opened with dlopen and reached through one
+   table), defines MGT_CATF before including mgt.h. */
+#if (defined(MGT_IMPLEMENTATION) || defined(MGT_CATF)) && !defined(MGT__CATF_DEFINED)
+#define MGT__CATF_DEFINED
+#include <stdarg.h> /* defines: va_list */
+#include <stdio.h>  /* defines: vsnprintf */
+#include <string.h> /* defines: strlen */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void mgt__catf(char *buf, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    va_list ap;
+    if (n + 1 >= cap) return;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+#endif
 
 /* ============================================================================================== */
 /*                                         IMPLEMENTATION                                         */
@@ -1620,9 +1642,16 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         if (cfg->model.n_head % nkv)
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] n_kv_head = %d does not divide n_head = %d; each key/value head serves n_head / n_kv_head query heads",
                              mgt__where(cfg, MGT__KEY(model, n_kv_head), w1, sizeof w1), nkv, cfg->model.n_head);
-        if (nkv % cfg->parallel.tp)
-            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d does not divide n_kv_head = %d (n_kv_head from %s); tensor parallelism splits the key/value heads too, so pick tp among the divisors of n_kv_head",
-                             mgt__where(cfg, MGT__KEY(parallel, tp), w1, sizeof w1), cfg->parallel.tp, nkv, mgt__where(cfg, MGT__KEY(model, n_kv_head), w2, sizeof w2));
+        if (nkv % cfg->parallel.tp && cfg->parallel.tp % nkv) { /* neither split nor replicated (see mgt__kv_local) */
+            char valid[200] = "";
+            int t;
+            for (t = 1; t <= cfg->model.n_head; t++)
+                if (cfg->model.n_head % t == 0 && (nkv % t == 0 || t % nkv == 0)) mgt__catf(valid, sizeof valid, "%s%d", valid[0] ? ", " : "", t);
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d with n_kv_head = %d (n_kv_head from %s): tensor parallelism splits the key/value heads "
+                             "(tp divides n_kv_head) or, when tp is a multiple of n_kv_head, gives each rank the one its query heads read; valid tp "
+                             "for n_head = %d: %s", mgt__where(cfg, MGT__KEY(parallel, tp), w1, sizeof w1), cfg->parallel.tp, nkv,
+                             mgt__where(cfg, MGT__KEY(model, n_kv_head), w2, sizeof w2), cfg->model.n_head, valid);
+        }
         if (dff % cfg->parallel.tp)
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] tp = %d does not divide the MLP's d_ff = %d (d_ff from %s); tensor parallelism splits its hidden units",
                              mgt__where(cfg, MGT__KEY(parallel, tp), w1, sizeof w1), cfg->parallel.tp, dff, mgt__where(cfg, MGT__KEY(model, d_ff), w2, sizeof w2));
@@ -3021,6 +3050,12 @@ static mgt__dims mgt__model_dims(const mgt_config *cfg) {
     d.fc = d.swiglu ? 2 * d.H : d.H;
     return d;
 }
+/* key/value heads per TP rank: n_kv_head / tp; or, when tp is a multiple of n_kv_head, one, the head
+   its query heads read, held by tp / n_kv_head neighbouring TP ranks (its replicas; the rule of
+   vLLM's and SGLang's QKVParallelLinear: Megatron-LM's attention asserts that tp divides the
+   query groups). The replicas' gradients are summed over them (mgt__kv_grads), so they stay equal. */
+static int mgt__kv_local(const mgt__dims *d, int tp) { return d->NKV >= tp ? d->NKV / tp : 1; }
+static int mgt__kv_replicas(const mgt__dims *d, int tp) { return d->NKV >= tp ? 1 : tp / d->NKV; }
 
 /* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks. */
 typedef struct mgt__plan {
@@ -3093,6 +3128,8 @@ typedef struct mgt__tensor {
     int nseg, seg_local[3], seg_global[3], seg_rows[3];
     int col_start;
     int tp_replicated;      /* the same values on every TP rank */
+    size_t kv_from;         /* with replicated key/value heads: local elements from here on (c_attn's k and v rows) are
+                               held by the kv group too: their gradients summed over it, counted once; else 0 */
     int tied_copy;          /* the last stage's copy of wte: kept equal, saved and counted once */
     int decay;              /* AdamW weight decay applies (matrices and embeddings) */
     float init_std, init_value;
@@ -3193,7 +3230,8 @@ static int mgt__block_slots(const mgt__dims *d, int slot[MGT__BLOCK_TENSORS]) {
 static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt__plan *p, int stage, int tpr) {
     mgt__dims d = mgt__model_dims(cfg);
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
-    int Cl = C / tp, KVl = d.NKV / tp * hs, Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage], l1 = p->stage_first[stage + 1];
+    int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage],
+        l1 = p->stage_first[stage + 1];
     int norm_bias = !d.rms; /* LayerNorm has a bias, RMSNorm none */
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)L);
     char name[64];
@@ -3218,11 +3256,12 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_
             x = k == 0 ? mgt__add(lay, MGT__NAME("attn.c_attn.weight"), d.qkv, C, Cl + 2 * KVl, C, 0, 0, 1, std, 0, 0)
                        : mgt__add(lay, MGT__NAME("attn.c_attn.bias"), d.qkv, 0, Cl + 2 * KVl, 0, 0, 0, 0, 0, 0, 0);
             x->nseg = 3;
-            for (i = 0; i < 3; i++) {
+            for (i = 0; i < 3; i++) { /* replicas: TP ranks tpr / kvr * kvr .. + kvr - 1 hold the same key/value head */
                 x->seg_local[i] = i == 0 ? 0 : Cl + (i - 1) * KVl;
-                x->seg_global[i] = i == 0 ? tpr * Cl : C + (i - 1) * kv + tpr * KVl;
+                x->seg_global[i] = i == 0 ? tpr * Cl : C + (i - 1) * kv + tpr / kvr * KVl;
                 x->seg_rows[i] = i == 0 ? Cl : KVl;
             }
+            if (kvr > 1) x->kv_from = (size_t)Cl * (size_t)x->cols;
         }
         mgt__add(lay, MGT__NAME("attn.c_proj.weight"), C, C, C, Cl, 0, tpr * Cl, 1, proj_std, 0, 0);
         if (d.bias) mgt__add(lay, MGT__NAME("attn.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
@@ -3389,16 +3428,27 @@ static size_t mgt__widen_floats(const mgt__shape *s) {
 
 /* ---- data: llm.c token shards, memory-mapped ------------------------------------------------- */
 
+/* llm.c's two shard formats (dev/data/data_common.py): a 256-int32 header [magic, version, token
+   count], then the tokens, uint16 (GPT-2's) or uint32 (Llama 3's, for vocabularies over 65536) */
 #define MGT_SHARD_MAGIC 20240520
+#define MGT_SHARD_VERSION 1
+#define MGT_SHARD_MAGIC32 20240801
+#define MGT_SHARD_VERSION32 7
 #define MGT_SHARD_HEADER_BYTES 1024
 
 typedef struct mgt__shard {
-    const uint16_t *tokens;
+    const unsigned char *tokens;  /* little-endian, `width` bytes each */
+    int width;                    /* 2 or 4 */
     size_t n;
     void *map;
     size_t map_len;
     unsigned long long dev, ino;  /* the file's identity: train and val sharing a shard is worth a word */
 } mgt__shard;
+
+static uint32_t mgt__shard_token(const mgt__shard *s, size_t i) {
+    const unsigned char *p = s->tokens + i * (size_t)s->width;
+    return s->width == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 static void mgt__shard_close(mgt__shard *s) {
     if (s->map) munmap(s->map, s->map_len);
@@ -3408,8 +3458,8 @@ static void mgt__shard_close(mgt__shard *s) {
 static mgt_result mgt__shard_open(mgt__shard *s, const char *path, const char *key, int vocab_size) {
     int fd, header[256];
     struct stat st;
-    size_t i, count;
-    uint16_t max_token = 0;
+    size_t i, count, bytes;
+    uint32_t max_token = 0;
     char why[128];
     memset(s, 0, sizeof *s);
     fd = mgt__open_regular(path, &st, why, sizeof why);
@@ -3421,28 +3471,40 @@ static mgt_result mgt__shard_open(mgt__shard *s, const char *path, const char *k
         return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: %lld bytes, shorter than the 1024-byte header", key, path, (long long)st.st_size);
     }
     if (pread(fd, header, sizeof header, 0) != (ssize_t)sizeof header) { close(fd); return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot read the header", key, path); }
-    if (header[0] != MGT_SHARD_MAGIC || header[1] != 1) {
+    if (header[0] == MGT_SHARD_MAGIC && header[1] == MGT_SHARD_VERSION) s->width = 2;
+    else if (header[0] == MGT_SHARD_MAGIC32 && header[1] == MGT_SHARD_VERSION32) s->width = 4;
+    else {
         close(fd);
-        return mgt__fail(MGT_ERROR_DATA, "%s: %s: not a token shard (magic %d version %d, expected %d version 1; make it with `mgt prepare`)",
-                         key, path, header[0], header[1], MGT_SHARD_MAGIC);
+        return mgt__fail(MGT_ERROR_DATA, "%s: %s: not a token shard (magic %d version %d; expected %d version %d for 16-bit tokens or %d version %d "
+                         "for 32-bit; make it with `mgt prepare`)", key, path, header[0], header[1], MGT_SHARD_MAGIC, MGT_SHARD_VERSION,
+                         MGT_SHARD_MAGIC32, MGT_SHARD_VERSION32);
     }
-    count = (size_t)(unsigned)header[2];
-    if ((size_t)st.st_size < MGT_SHARD_HEADER_BYTES + 2 * count) {
+    if (header[2] < 0) {
         close(fd);
-        return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: the header promises %zu tokens (%zu bytes) but the file has %lld bytes",
-                         key, path, count, MGT_SHARD_HEADER_BYTES + 2 * count, (long long)st.st_size);
+        return mgt__fail(MGT_ERROR_DATA, "%s: %s: the header's token count %d is negative (a damaged shard; make it again with `mgt prepare`)", key, path, header[2]);
     }
-    s->map_len = MGT_SHARD_HEADER_BYTES + 2 * count;
+    count = (size_t)header[2];
+    bytes = MGT_SHARD_HEADER_BYTES + (size_t)s->width * count;
+    if ((size_t)st.st_size < bytes) {
+        close(fd);
+        return mgt__fail(MGT_ERROR_DATA, "%s: %s: truncated shard: the header promises %zu %d-bit tokens (%zu bytes) but the file has %lld bytes",
+                         key, path, count, 8 * s->width, bytes, (long long)st.st_size);
+    }
+    s->map_len = bytes;
     s->map = mmap(NULL, s->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (s->map == MAP_FAILED) { s->map = NULL; return mgt__fail(MGT_ERROR_DATA, "%s: %s: cannot map: %s", key, path, strerror(errno)); }
-    s->tokens = (const uint16_t *)((const char *)s->map + MGT_SHARD_HEADER_BYTES);
+    s->tokens = (const unsigned char *)s->map + MGT_SHARD_HEADER_BYTES;
     s->n = count;
-    for (i = 0; i < count; i++) max_token = s->tokens[i] > max_token ? s->tokens[i] : max_token;
-    if (count && (int)max_token >= vocab_size) {
+    for (i = 0; i < count; i++) {
+        uint32_t t = mgt__shard_token(s, i);
+        max_token = t > max_token ? t : max_token;
+    }
+    if (count && max_token >= (uint32_t)vocab_size) {
+        for (i = 0; mgt__shard_token(s, i) != max_token; i++) {}
         mgt__shard_close(s);
-        return mgt__fail(MGT_ERROR_DATA, "%s: %s: token id %d is beyond the vocabulary (model.vocab_size = %d); was it prepared with another tokenizer?",
-                         key, path, (int)max_token, vocab_size);
+        return mgt__fail(MGT_ERROR_DATA, "%s: %s: token id %lu (token %zu of the shard) is beyond the vocabulary (model.vocab_size = %d); "
+                         "was it prepared with another tokenizer?", key, path, (unsigned long)max_token, i, vocab_size);
     }
     return MGT_OK;
 }
@@ -3472,7 +3534,7 @@ typedef struct mgt__loader {
     size_t *first_start;        /* nshards + 1: the number of the first start of each shard, then the total */
     int T, rows;
     uint64_t seed;
-    uint16_t *buf[2];
+    uint32_t *buf[2];
     long long buf_step[2], want;
     int busy, quit, started, inited;
     pthread_t thread;
@@ -3480,8 +3542,8 @@ typedef struct mgt__loader {
     pthread_cond_t cv;
 } mgt__loader;
 
-/* the T + 1 tokens of sequence i of a step */
-static const uint16_t *mgt__loader_sequence(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i) {
+/* where sequence i of a step starts: its shard and the offset in it */
+static const mgt__shard *mgt__loader_where(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i, size_t *off) {
     size_t g = (size_t)(mgt__hash3(ld->seed ^ stream, step, i) % (uint64_t)ld->first_start[ld->nshards]);
     int lo = 0, hi = ld->nshards - 1;
     while (lo < hi) { /* the shard whose starts hold g */
@@ -3489,15 +3551,21 @@ static const uint16_t *mgt__loader_sequence(const mgt__loader *ld, uint64_t stre
         if (ld->first_start[mid] <= g) lo = mid;
         else hi = mid - 1;
     }
-    return ld->shards[lo].tokens + (g - ld->first_start[lo]);
+    *off = g - ld->first_start[lo];
+    return &ld->shards[lo];
+}
+
+/* the T + 1 tokens of sequence i of a step into out, widened to 32 bits whatever the shard's width */
+static void mgt__loader_sequence(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i, uint32_t *out) {
+    size_t off, t;
+    const mgt__shard *s = mgt__loader_where(ld, stream, step, i, &off);
+    for (t = 0; t <= (size_t)ld->T; t++) out[t] = mgt__shard_token(s, off + t);
 }
 
 /* fills rows (count, T+1) of the given step; the loader thread prefetches the next step */
-static void mgt__loader_fill(const mgt__loader *ld, long long step, uint16_t *out) {
+static void mgt__loader_fill(const mgt__loader *ld, long long step, uint32_t *out) {
     int i;
-    for (i = 0; i < ld->rows; i++)
-        memcpy(out + (size_t)i * (size_t)(ld->T + 1), mgt__loader_sequence(ld, MGT__STREAM_TRAIN, (uint64_t)step, (uint64_t)i),
-               sizeof(uint16_t) * (size_t)(ld->T + 1));
+    for (i = 0; i < ld->rows; i++) mgt__loader_sequence(ld, MGT__STREAM_TRAIN, (uint64_t)step, (uint64_t)i, out + (size_t)i * (size_t)(ld->T + 1));
 }
 
 static void *mgt__loader_main(void *arg) {
@@ -3520,7 +3588,7 @@ static void *mgt__loader_main(void *arg) {
 }
 
 /* tokens of step `step`, valid until the next call; starts prefetching step+1 */
-static const uint16_t *mgt__loader_get(mgt__loader *ld, long long step) {
+static const uint32_t *mgt__loader_get(mgt__loader *ld, long long step) {
     pthread_mutex_lock(&ld->mu);
     while (ld->busy) pthread_cond_wait(&ld->cv, &ld->mu);
     if (ld->buf_step[step & 1] != step) {
@@ -3634,7 +3702,7 @@ static mgt_result mgt__loader_open(mgt__loader *ld, const char *spec, const char
     ld->rows = rows;
     ld->seed = seed;
     ld->buf_step[0] = ld->buf_step[1] = -1;
-    ld->buf[0] = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)rows * (size_t)(T + 1) * 2);
+    ld->buf[0] = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)rows * (size_t)(T + 1) * 2);
     if (!ld->buf[0]) { mgt__loader_close(ld); return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the data loader"); }
     ld->buf[1] = ld->buf[0] + (size_t)rows * (size_t)(T + 1);
     pthread_mutex_init(&ld->mu, NULL);
@@ -4307,19 +4375,11 @@ static void mgt__lcomm_call_text(const mgt__lcomm_call *k, char *buf, size_t cap
         snprintf(buf, cap, "%s(group %d [%s], %llu %s)", mgt_coll_name(k->coll), k->group, members, count,
                  mgt__lcomm_dtype_name(k->dtype));
 }
-MGT__PRINTF(3, 4) static void mgt__lcomm_cat(char *buf, size_t cap, const char *fmt, ...) {
-    size_t n = strlen(buf);
-    va_list ap;
-    if (n + 1 >= cap) return;
-    va_start(ap, fmt);
-    vsnprintf(buf + n, cap - n, fmt, ap);
-    va_end(ap);
-}
 /* "rank 3 called all-reduce(...) as its call #17" */
 static void mgt__lcomm_cat_call(char *buf, size_t cap, int rank, const char *verb, const mgt__lcomm_call *k) {
     char text[512];
     mgt__lcomm_call_text(k, text, sizeof text);
-    mgt__lcomm_cat(buf, cap, "rank %d %s %s as its call #%lld", rank, verb, text, k->number);
+    mgt__catf(buf, cap, "rank %d %s %s as its call #%lld", rank, verb, text, k->number);
 }
 /* the calls of `rank` before call `before` that are still in its history */
 static void mgt__lcomm_cat_history(mgt__local_world *w, char *buf, size_t cap, int rank, long long before) {
@@ -4328,10 +4388,10 @@ static void mgt__lcomm_cat_history(mgt__local_world *w, char *buf, size_t cap, i
     char text[512];
     if (from < 1) from = 1;
     if (from >= before) return;
-    mgt__lcomm_cat(buf, cap, "; rank %d's calls before:", rank);
+    mgt__catf(buf, cap, "; rank %d's calls before:", rank);
     for (n = from; n < before && n <= q->calls; n++) {
         mgt__lcomm_call_text(&q->history[(n - 1) % MGT__LCOMM_HISTORY], text, sizeof text);
-        mgt__lcomm_cat(buf, cap, " #%lld %s", n, text);
+        mgt__catf(buf, cap, " #%lld %s", n, text);
     }
 }
 /* under mu: the world fails (once) with `why`; everyone waiting wakes up */
@@ -4402,14 +4462,14 @@ static void mgt__lcomm_check_deadlock(mgt__local_world *w) {
     for (r = 0, first = 1; r < w->world; r++) {
         const mgt__lcomm_rank *q = &w->ranks[r];
         if (w->live[r] || !mgt__lcomm_blocked(w, r)) continue;
-        if (!first) mgt__lcomm_cat(why, sizeof why, "; ");
+        if (!first) mgt__catf(why, sizeof why, "; ");
         first = 0;
         mgt__lcomm_cat_call(why, sizeof why, r, "waits in", &q->history[(q->calls - 1) % MGT__LCOMM_HISTORY]);
-        mgt__lcomm_cat(why, sizeof why, " for");
+        mgt__catf(why, sizeof why, " for");
         for (p = 0; p < w->world; p++) {
             if (!mgt__lcomm_waits_for(w, r, p)) continue;
-            mgt__lcomm_cat(why, sizeof why, " rank %d", p);
-            if (w->ranks[p].done) mgt__lcomm_cat(why, sizeof why, " (finished after call #%lld)", w->ranks[p].calls);
+            mgt__catf(why, sizeof why, " rank %d", p);
+            if (w->ranks[p].done) mgt__catf(why, sizeof why, " (finished after call #%lld)", w->ranks[p].calls);
         }
     }
     for (r = 0; r < w->world; r++)
@@ -4437,7 +4497,7 @@ static void mgt__lcomm_timeout(mgt__local_world *w, mgt__lcomm_rank *me) {
     char why[1024];
     snprintf(why, sizeof why, "timeout: ");
     mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "waited", &me->history[(me->calls - 1) % MGT__LCOMM_HISTORY]);
-    mgt__lcomm_cat(why, sizeof why, " for %d s (MGT_COMM_TIMEOUT_S) while other ranks kept running", MGT_COMM_TIMEOUT_S);
+    mgt__catf(why, sizeof why, " for %d s (MGT_COMM_TIMEOUT_S) while other ranks kept running", MGT_COMM_TIMEOUT_S);
     mgt__lcomm_fail_world(w, why);
 }
 
@@ -4470,7 +4530,7 @@ static mgt_result mgt__lcomm_enter(mgt__local_world *w, mgt__lcomm_rank *me, con
     if (invalid || me->done) {
         snprintf(why, sizeof why, "invalid call: ");
         mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &me->history[(me->calls - 1) % MGT__LCOMM_HISTORY]);
-        mgt__lcomm_cat(why, sizeof why, ": %s", invalid ? invalid : "after mgt__local_rank_done");
+        mgt__catf(why, sizeof why, ": %s", invalid ? invalid : "after mgt__local_rank_done");
         mgt__lcomm_fail_world(w, why);
         return mgt__fail(invalid ? MGT_ERROR_ARGUMENT : MGT_ERROR_COMM, "%s", w->why);
     }
@@ -4640,7 +4700,7 @@ static mgt_result mgt__lcomm_collective(mgt_comm *c, int coll, const mgt_group *
     } else if (!mgt__lcomm_rv_matches(rv, &call, g)) {
         snprintf(why, sizeof why, "mismatched collectives (the members of a group must make the same calls in the same order): ");
         mgt__lcomm_cat_call(why, sizeof why, rv->first_rank, "called", &rv->first);
-        mgt__lcomm_cat(why, sizeof why, ", ");
+        mgt__catf(why, sizeof why, ", ");
         mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &call);
         mgt__lcomm_cat_history(w, why, sizeof why, rv->first_rank, rv->first.number);
         mgt__lcomm_cat_history(w, why, sizeof why, me->comm.rank, call.number);
@@ -4729,7 +4789,7 @@ static mgt_result mgt__lcomm_send(mgt_comm *c, int peer, const void *buf, size_t
     if (r == MGT_OK && (!m || w->ranks[peer].done)) {
         snprintf(why, sizeof why, "%s: ", m ? "send to a finished rank" : "out of memory");
         mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", k);
-        if (m) mgt__lcomm_cat(why, sizeof why, ", but rank %d has finished after call #%lld", peer, w->ranks[peer].calls);
+        if (m) mgt__catf(why, sizeof why, ", but rank %d has finished after call #%lld", peer, w->ranks[peer].calls);
         mgt__lcomm_fail_world(w, why);
         r = mgt__lcomm_world_error(w);
     }
@@ -4781,7 +4841,7 @@ static mgt_result mgt__lcomm_recv(mgt_comm *c, int peer, void *buf, size_t count
             if ((*p)->call.count != count || (*p)->call.dtype != dtype) {
                 snprintf(why, sizeof why, "mismatched send/recv: ");
                 mgt__lcomm_cat_call(why, sizeof why, peer, "called", &(*p)->call);
-                mgt__lcomm_cat(why, sizeof why, ", ");
+                mgt__catf(why, sizeof why, ", ");
                 mgt__lcomm_cat_call(why, sizeof why, me->comm.rank, "called", &call);
                 mgt__lcomm_fail_world(w, why);
                 continue;
@@ -5585,7 +5645,7 @@ struct mgt_run {
     pthread_cond_t cv_cmd, cv_done;
     int cmd, pending, started;
     unsigned long generation;
-    const uint16_t *cmd_rows;
+    const uint32_t *cmd_rows;
     int cmd_micro;
 };
 
@@ -6002,6 +6062,7 @@ struct mgt__rank {
     mgt_backend *be;
     mgt_comm *comm;
     mgt_group tp_g, dp_g, pp_g, emb_g, world_g;
+    mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
     int *members;                 /* storage of the groups' rank lists */
     mgt__layout lay;
     mgt__shape shape;
@@ -6380,11 +6441,11 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
 
 /* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
    global batch rows (GB, T+1), made in host memory and uploaded */
-static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint16_t *rows, int micro) {
+static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint32_t *rows, int micro) {
     const mgt__shape *s = &rk->shape;
     int b, t, dp = rk->run->plan.dp, N = s->B * s->T, *inputs = (int *)rk->host_io, *targets = inputs + N;
     for (b = 0; b < s->B; b++) {
-        const uint16_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
+        const uint32_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
         for (t = 0; t < s->T; t++) {
             inputs[b * s->T + t] = row[t];
             targets[b * s->T + t] = row[t + 1];
@@ -6407,7 +6468,7 @@ static mgt_result mgt__send_act(mgt__rank *rk, const void *buf, int to_stage) {
 /* micro-batch m through this stage, forward: receive, compute, send (or compute the loss) */
 /* micro-batch m through this stage, forward: receive (unless `received`), compute, then send, or
    leave the sending to the caller (`send` 0), or compute the loss on the last stage */
-static mgt_result mgt__micro_forward(mgt__rank *rk, const uint16_t *rows, int m, float grad_scale, int received, int send) {
+static mgt_result mgt__micro_forward(mgt__rank *rk, const uint32_t *rows, int m, float grad_scale, int received, int send) {
     mgt__acts *A = &rk->acts[m % rk->nsets];
     mgt__set_rows(rk, A, rows, m);
     if (!rk->first && !received) MGT__TRY(mgt__recv_act(rk, A->resid[0], rk->ppr - 1));
@@ -6435,7 +6496,7 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    earlier micro-batch from the next stage, which does the reverse: each pair goes as one sendrecv
    (Megatron's send_forward_recv_backward and send_backward_recv_forward), so that communicators
    whose send waits for the receiver (NCCL) cannot deadlock. */
-static mgt_result mgt__schedule(mgt__rank *rk, const uint16_t *rows, float grad_scale) {
+static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_scale) {
     const mgt__shape *s = &rk->shape;
     size_t act = (size_t)s->B * s->T * s->C;
     int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
@@ -6488,6 +6549,29 @@ static float *mgt__slice_ptr(mgt__rank *rk, float *full, float *shard, int u, si
     return (float *)mgt__slice_at(rk, full, shard, u, flat, sizeof(float));
 }
 
+/* replicated key/value heads: each replica's k and v rows of c_attn hold the gradient of its own
+   query heads only; summed over the kv group, in member order like every sum, once the DP
+   reduction is done, so every replica updates alike. Under ZeRO each rank sums its slice (the
+   group's members own the same slices: their layouts are alike). At most two calls a block: the
+   weight's rows, the bias's. */
+static mgt_result mgt__kv_grads(mgt__rank *rk) {
+    int u, t, zero = rk->run->plan.zero;
+    if (rk->kv_g.size == 1) return MGT_OK;
+    for (u = 0; u < rk->lay.nu; u++) {
+        size_t lo = rk->lay.u[u].offset, hi = lo + rk->lay.u[u].size;
+        if (zero >= 1) mgt__unit_slice(rk, u, &lo, &hi);
+        for (t = rk->lay.u[u].first_tensor; t < rk->lay.u[u].first_tensor + rk->lay.u[u].ntensors; t++) {
+            const mgt__tensor *x = &rk->lay.t[t];
+            size_t a = x->offset + x->kv_from, b = x->offset + mgt__tensor_storage(x);
+            if (!x->kv_from) continue;
+            a = a > lo ? a : lo;
+            b = b < hi ? b : hi;
+            if (a < b) MGT__TRY(mgt__all_reduce(rk, &rk->kv_g, mgt__slice_ptr(rk, rk->grads, zero >= 2 ? rk->gshard : NULL, u, a), b - a));
+        }
+    }
+    return MGT_OK;
+}
+
 static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
     const mgt__plan *p = &rk->run->plan;
     int u;
@@ -6512,11 +6596,12 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
             rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, rk->rs_tmp, s);
         }
     }
-    return MGT_OK;
+    return mgt__kv_grads(rk);
 }
 
 /* sum of squares of the gradients this rank counts: its DP slice of every unit, TP-replicated
-   tensors on TP rank 0 only, the tied copy of wte never: every parameter exactly once */
+   tensors on TP rank 0 only, replicated key/value rows on their kv group's first rank only, the
+   tied copy of wte never: every parameter exactly once */
 static double mgt__local_sumsq(mgt__rank *rk) {
     double sum = 0;
     int u, t, k = 0;
@@ -6526,6 +6611,7 @@ static double mgt__local_sumsq(mgt__rank *rk) {
         for (t = rk->lay.u[u].first_tensor; t < rk->lay.u[u].first_tensor + rk->lay.u[u].ntensors; t++) {
             const mgt__tensor *x = &rk->lay.t[t];
             size_t a = x->offset > lo ? x->offset : lo, b = x->offset + mgt__tensor_storage(x) < hi ? x->offset + mgt__tensor_storage(x) : hi;
+            if (x->kv_from && rk->kv_g.index != 0 && b > x->offset + x->kv_from) b = x->offset + x->kv_from > a ? x->offset + x->kv_from : a; /* replicas: the first */
             if (a >= b || x->tied_copy || (x->tp_replicated && rk->tpr != 0)) continue;
             if (rk->dstat) { /* listed, for one multi-tensor sum */
                 rk->ss_x[k] = mgt__slice_ptr(rk, rk->grads, rk->run->plan.zero >= 2 ? rk->gshard : NULL, u, a);
@@ -6646,7 +6732,7 @@ static double mgt__test_slow_s;
    multiplied by the run's loss scale (1 but in fp16) before backward and the gradients divided by
    it in the update. A non-finite global norm (the same number on every rank) skips the update on
    every rank alike; the run decides what follows. */
-static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
+static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows) {
     struct mgt_run *run = rk->run;
     const mgt__plan *p = &run->plan;
     double t0 = mgt__now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
@@ -6706,7 +6792,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint16_t *rows) {
 }
 
 /* forward only over rows (count micro-batches of this DP rank): the summed loss on the last stage */
-static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint16_t *rows, int micro_batches) {
+static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, int micro_batches) {
     int m;
     rk->loss_sum = 0;
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat + 1, sizeof(double));
@@ -6723,14 +6809,14 @@ static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &
    splits are collective), ordered after the backend's stream */
 static mgt_result mgt__rank_connect(mgt__rank *rk) {
     mgt_run *r = rk->run;
-    const mgt_group *groups[5];
+    const mgt_group *groups[6];
     int i, s, dt = rk->be->dtype;
     char *buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
-    groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g;
-    MGT__TRY(r->cuda->comm_create(r->nccl_world, rk->rank, r->cuda->backend_stream(rk->be), groups, 5, &rk->comm));
+    groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g; groups[5] = &rk->kv_g;
+    MGT__TRY(r->cuda->comm_create(r->nccl_world, rk->rank, r->cuda->backend_stream(rk->be), groups, 6, &rk->comm));
     /* NCCL connects on first use, allocating and synchronising: one collective on every group and a
        send/receive with each pipeline neighbour, now, so that no step does anything for the first time */
-    for (i = 0; i < 5; i++)
+    for (i = 0; i < 6; i++)
         if (groups[i]->size > 1 && groups[i]->ranks[groups[i]->index] == rk->rank) MGT__TRY(rk->comm->barrier(rk->comm, groups[i]));
     for (s = 0; s + 1 < r->plan.pp; s++) /* pairs in stage order: no cycle of waits */
         if (rk->ppr == s || rk->ppr == s + 1) {
@@ -6915,7 +7001,7 @@ static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
 
 /* runs the command on every rank (on the calling thread when there is one rank) and returns the
    first error, with the failing rank's message */
-static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint16_t *rows, int micro) {
+static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int micro) {
     int i;
     r->cmd = cmd;
     r->cmd_rows = rows;
@@ -7099,7 +7185,7 @@ MGTDEF void mgt_run_set_state(mgt_run *r, int state) {
    bf16 and fp32 fail after max_skipped skipped steps in a row, fp16 when the scale would fall below 1.
    A skipped step still consumes its batch and counts as a step (the schedule and the data order do
    not depend on skips); AdamW's bias correction counts the updates. */
-static mgt_result mgt__train_step(mgt_run *r, const uint16_t *rows) {
+static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt__now();
     int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
     if (mgt_run_state(r) == MGT_STATE_STARTING) mgt_run_set_state(r, MGT_STATE_RUNNING);
@@ -7167,21 +7253,21 @@ MGTDEF mgt_result mgt_run_step(mgt_run *r) {
     return mgt__after_step(r);
 }
 
-MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint16_t *rows) {
+MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint32_t *rows) {
     int i, n;
     if (!r || !rows) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: run and rows are required");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: this run was opened for sampling only");
     n = r->cfg.train.global_batch * (r->cfg.model.seq_len + 1);
     for (i = 0; i < n; i++)
-        if (rows[i] >= r->cfg.model.vocab_size)
-            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %d at %d is beyond vocab_size %d", rows[i], i, r->cfg.model.vocab_size);
+        if (rows[i] >= (uint32_t)r->cfg.model.vocab_size)
+            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %lu at %d is beyond vocab_size %d", (unsigned long)rows[i], i, r->cfg.model.vocab_size);
     MGT__TRY(mgt__claim_before_step(r));
     MGT__TRY(mgt__train_step(r, rows));
     return mgt__after_step(r);
 }
 
 /* mean loss over `count` global batches of rows (count x global_batch, T+1), without training */
-static mgt_result mgt__forward_loss(mgt_run *r, const uint16_t *rows, int count, double *loss) {
+static mgt_result mgt__forward_loss(mgt_run *r, const uint32_t *rows, int count, double *loss) {
     int j, GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len;
     double sum = 0;
     for (j = 0; j < count; j++) {
@@ -7192,24 +7278,23 @@ static mgt_result mgt__forward_loss(mgt_run *r, const uint16_t *rows, int count,
     return MGT_OK;
 }
 
-MGTDEF mgt_result mgt_run_loss(mgt_run *r, const uint16_t *rows, int count, double *loss) {
+MGTDEF mgt_result mgt_run_loss(mgt_run *r, const uint32_t *rows, int count, double *loss) {
     if (!r || !rows || !loss || count < 1 || r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_loss: run, rows, count >= 1 and loss are required");
     return mgt__forward_loss(r, rows, count, loss);
 }
 
 MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     int j, n, T, GB, state;
-    uint16_t *rows;
+    uint32_t *rows;
     mgt_result res;
     if (!r || !val_loss) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_eval: run and val_loss are required");
     if (!r->has_val) return mgt__fail(MGT_ERROR_CONFIG, "[data] val is empty: set it to a validation shard");
     T = r->cfg.model.seq_len;
     GB = r->cfg.train.global_batch;
     n = r->cfg.train.eval_batches * GB; /* the same sequences whatever the layout */
-    rows = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)n * (size_t)(T + 1));
+    rows = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)n * (size_t)(T + 1));
     if (!rows) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for validation batches");
-    for (j = 0; j < n; j++)
-        memcpy(rows + (size_t)j * (size_t)(T + 1), mgt__loader_sequence(&r->val, MGT__STREAM_VAL, 0, (uint64_t)j), sizeof(uint16_t) * (size_t)(T + 1));
+    for (j = 0; j < n; j++) mgt__loader_sequence(&r->val, MGT__STREAM_VAL, 0, (uint64_t)j, rows + (size_t)j * (size_t)(T + 1));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_EVALUATING);
     res = mgt__forward_loss(r, rows, r->cfg.train.eval_batches, &r->val_loss);
@@ -8120,7 +8205,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         if (mgt__is_block_unit(rk, u) && rk->lay.u[u].size > rk->max_block) rk->max_block = rk->lay.u[u].size;
     }
     /* groups: TP (neighbours), DP, PP, the embedding pair (first and last stage), the world */
-    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W));
+    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + mgt__kv_replicas(&p->dims, p->tp)));
     if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     cur = rk->members;
     mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
@@ -8129,13 +8214,15 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
                     (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
     mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
+    k = mgt__kv_replicas(&p->dims, p->tp); /* kv groups: runs of k neighbouring TP ranks */
+    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
     /* shape of this rank's slice */
     rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
     rk->shape.T = cfg->model.seq_len;
     rk->shape.C = cfg->model.d_model;
     rk->shape.tp = p->tp;
     rk->shape.Cl = cfg->model.d_model / p->tp;
-    rk->shape.KVl = p->dims.NKV / p->tp * p->dims.hs;
+    rk->shape.KVl = mgt__kv_local(&p->dims, p->tp) * p->dims.hs;
     rk->shape.Hl = p->dims.H / p->tp;
     rk->shape.Fl = p->dims.fc / p->tp;
     rk->shape.NHl = cfg->model.n_head / p->tp;
@@ -8277,6 +8364,10 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
 
 static size_t mgt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 static size_t mgt__pad64b(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [a0, a1) and [b0, b1) */
+    size_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
 
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
     mgt__plan p;
@@ -8285,7 +8376,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     int dtype = cfg ? (cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32) : MGT_F32;
     mgt__shape sh;
     size_t a_resid, a_layer, a_last, a_io, scratch;
-    int tpr, dpr, ppr, nb, first, last, M, threads;
+    int tpr, dpr, ppr, nb, first, last, M, threads, kvr;
     if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
     mgt__plan_make(cfg, &p);
@@ -8297,7 +8388,8 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     M = p.micro_steps;
     C = (size_t)cfg->model.d_model; T = (size_t)cfg->model.seq_len; B = (size_t)cfg->train.micro_batch; N = B * T;
     Cl = C / (size_t)p.tp; Hl = (size_t)d->H / (size_t)p.tp; Vl = (size_t)p.Vp / (size_t)p.tp;
-    Q = Cl + 2 * (size_t)(d->NKV / p.tp * d->hs); F = (size_t)d->fc / (size_t)p.tp;
+    Q = Cl + 2 * (size_t)(mgt__kv_local(d, p.tp) * d->hs); F = (size_t)d->fc / (size_t)p.tp;
+    kvr = mgt__kv_replicas(d, p.tp);
     unit_align = 16 * (size_t)p.dp;
     e = mgt__dtype_size(dtype); /* parameters (the compute copy), activations; gradients stay fp32 */
     /* parameters: each tensor padded to 16 floats, each unit to 16 x dp; LayerNorm has a bias, RMSNorm
@@ -8349,7 +8441,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (its reserve: issue 13) */
         size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (S / 65536 + (size_t)(4 + per_block * (size_t)nb + 2) + 1) * sizeof(double);
         size_t oc = Q > F ? Q : F, k;
-        int kinds[5], g;
+        int kinds[6], g;
         size_t NHl = (size_t)(cfg->model.n_head / p.tp), hs = Cl / NHl;
         o->cuda_attention = B * NHl * T * f; /* flash attention's backward: dout . out per row and head */
         if (mgt_cudnn_attention_serves(dtype, (int)hs, (int)NHl, (int)((Q - Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
@@ -8365,8 +8457,8 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
         /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
            world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
            and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
-        kinds[0] = p.tp; kinds[1] = p.dp; kinds[2] = p.pp; kinds[3] = p.pp > 1 && (first || last) ? 2 : 1; kinds[4] = p.world;
-        for (g = 0; g < 5; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p.world || g == 4);
+        kinds[0] = p.tp; kinds[1] = p.dp; kinds[2] = p.pp; kinds[3] = p.pp > 1 && (first || last) ? 2 : 1; kinds[4] = p.world; kinds[5] = kvr;
+        for (g = 0; g < 6; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p.world || g == 4);
         o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
         o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
     }
@@ -8398,6 +8490,12 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
             }
         }
         if (p.world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p.world * sizeof(double); /* the gradient norm */
+        if (kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
+                          once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
+            size_t s0 = p.zero >= 1 ? (size_t)dpr * (block / (size_t)p.dp) : 0, s1 = p.zero >= 1 ? s0 + block / (size_t)p.dp : block;
+            size_t w0 = norm + Cl * C, b0 = norm + mgt__pad16(Q * C) + Cl;
+            o->bytes[MGT_COLL_ALL_REDUCE] += (double)nb * (double)f * (double)(mgt__overlap(w0, norm + Q * C, s0, s1) + (d->bias ? mgt__overlap(b0, b0 - Cl + Q, s0, s1) : 0));
+        }
     }
     return MGT_OK;
 }
@@ -8581,7 +8679,7 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
     /* what would make it fit, each tried with the planner */
     {
         mgt_config c = *cfg;
-        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0;
+        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
         for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
             if (per_dp % m) continue;
             c.train.micro_batch = m;
@@ -8607,8 +8705,8 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
         }
         c = *cfg;
         /* more GPUs, each holding less: tp must divide the key/value heads (and so n_head) and d_ff */
-        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && (c.model.n_kv_head ? c.model.n_kv_head : c.model.n_head) % t == 0 &&
-                                       (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
+        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && /* key/value heads split or replicated (mgt__kv_local) */
+                                       (nkv % t == 0 || t % nkv == 0) && (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
              t *= 2) {
             c.parallel.tp = t;
             mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
@@ -10138,7 +10236,7 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
     pthread_mutex_init(&w->measure_mu, NULL);
     w->opt = *opt;
     w->world = world;
-    w->ngroups = 5 * world;
+    w->ngroups = 6 * world; /* the ids of mgt__rank_init's groups */
     for (w->span = (size_t)1 << 40; w->span >= ((size_t)1 << 30) && !(w->base = (char *)mgt__sim_reserve(w->span)); w->span >>= 2) {}
     w->ranks = (mgt__sim_rank *)MGT_MALLOC(sizeof(mgt__sim_rank) * (size_t)world);
     w->groups = (mgt__sim_group *)MGT_MALLOC(sizeof(mgt__sim_group) * (size_t)w->ngroups);
@@ -10488,7 +10586,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     mgt__plan p;
     mgt__sim_world *w = NULL;
     mgt_run *r = NULL;
-    uint16_t *rows = NULL;
+    uint32_t *rows = NULL;
     mgt_result res;
     double t0 = mgt__now(), peak, tokens;
     int i, c;
@@ -10501,9 +10599,9 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
     res = mgt__run_alloc_on(&r, cfg, 0, w);
     if (res == MGT_OK) {
-        rows = (uint16_t *)MGT_MALLOC(sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
+        rows = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
         if (!rows) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-        else memset(rows, 0, sizeof(uint16_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
+        else memset(rows, 0, sizeof(uint32_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
     }
     if (res == MGT_OK && opt->device.host_sync) { /* the cpu: ops measured, as a rank runs them beside the others */
         int cores = mgt__cpu_count(), on_machine = p.world < cores / r->threads_per_rank ? p.world : cores / r->threads_per_rank;

@@ -17,11 +17,14 @@
      mgt_shard_write    write one token shard atomically
      mgt_prepare_main   the whole `mgt prepare` subcommand
 
-   SHARD FORMAT (llm.c's)
-     256 little-endian int32: [0] = 20240520 (MGT_PREP_SHARD_MAGIC), [1] = 1
-     (MGT_PREP_SHARD_VERSION), [2] = number of tokens, the rest 0; then the tokens
-     as little-endian uint16. A shard is written as PATH.tmp, flushed, fsynced
-     and renamed to PATH, so PATH is either the old file or the complete new one.
+   SHARD FORMATS (llm.c's, dev/data/data_common.py)
+     256 little-endian int32: [0] = magic, [1] = version, [2] = number of tokens,
+     the rest 0; then the tokens, little-endian:
+       16-bit: magic 20240520 (MGT_PREP_SHARD_MAGIC), version 1, uint16 tokens
+       32-bit: magic 20240801 (MGT_PREP_SHARD_MAGIC32), version 7, uint32 tokens
+               (llm.c's Llama 3 format), for vocabularies of more than 65536 ids
+     A shard is written as PATH.tmp, flushed, fsynced and renamed to PATH, so
+     PATH is either the old file or the complete new one.
 
    mgt prepare --tokenizer byte|gpt2|hf [--bpe-dir DIR] [--tokenizer-json FILE]
                [--val-fraction F] INPUT... -o PREFIX
@@ -35,8 +38,8 @@
      always cuts as well, so the result equals tokenizing each whole file.
      (hf: true of the patterns of GPT-2, Llama 3 and Qwen, whose pieces never
      run from a newline into a non-space character, and of added tokens
-     without a newline; hf needs data/tokenizer.h's MGT_TOK_HF.) A tokenizer of
-     more than 65536 ids does not fit the 16-bit shards and is refused (exit 2).
+     without a newline; hf needs data/tokenizer.h's MGT_TOK_HF.) The shards are
+     16-bit when the tokenizer has at most 65536 ids, else 32-bit.
 
    ERRORS
      mgt_shard_write returns 0, or -1 with one line in err. mgt_prepare_main
@@ -73,15 +76,21 @@
 
 #define MGT_PREP_SHARD_MAGIC 20240520
 #define MGT_PREP_SHARD_VERSION 1
+#define MGT_PREP_SHARD_MAGIC32 20240801
+#define MGT_PREP_SHARD_VERSION32 7
 #define MGT_PREP_SHARD_HEADER_INTS 256
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Writes tokens[0..n) as a shard at path (via path.tmp, fsync, rename).
-   Returns 0, or -1 with a one-line message in err (n above INT32_MAX, I/O). */
-MGT_PREPDEF int mgt_shard_write(const char *path, const uint16_t *tokens, size_t n,
+/* The bytes per token of the shards of a vocabulary of vocab_size ids: 2 up to 65536, else 4. */
+MGT_PREPDEF int mgt_shard_width(int vocab_size);
+
+/* Writes tokens[0..n) as a shard of `width`-byte tokens (2 or 4, see mgt_shard_width) at path
+   (via path.tmp, fsync, rename). Returns 0, or -1 with a one-line message in err (n above
+   INT32_MAX, a token over 65535 in a 16-bit shard, I/O). */
+MGT_PREPDEF int mgt_shard_write(const char *path, const uint32_t *tokens, size_t n, int width,
                                 char *err, size_t errlen);
 
 /* The whole subcommand: argv[0] is "prepare". Returns the exit code
@@ -152,6 +161,7 @@ typedef struct {
     FILE *f;
     char *path, *tmp;   /* final name, name while writing */
     size_t n;           /* tokens written */
+    int width;          /* bytes per token: 2 or 4 */
 } mgt__prep_shard;
 
 static void mgt__prep_shard_abort(mgt__prep_shard *s) {
@@ -161,10 +171,12 @@ static void mgt__prep_shard_abort(mgt__prep_shard *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int mgt__prep_shard_open(mgt__prep_shard *s, const char *path, char *err, size_t errlen) {
+static int mgt__prep_shard_open(mgt__prep_shard *s, const char *path, int width, char *err,
+                                size_t errlen) {
     static const unsigned char zero[4 * MGT_PREP_SHARD_HEADER_INTS] = {0};
     size_t len = strlen(path);
     memset(s, 0, sizeof *s);
+    s->width = width;
     s->path = (char *)malloc(len + 1);
     s->tmp = (char *)malloc(len + 5);
     if (!s->path || !s->tmp) {
@@ -190,37 +202,31 @@ static int mgt__prep_shard_open(mgt__prep_shard *s, const char *path, char *err,
     return 0;
 }
 
-static int mgt__prep_shard_append(mgt__prep_shard *s, const uint16_t *tok, size_t n,
+/* Appends tokens, little-endian on every host; a 16-bit shard refuses a token over 65535. */
+static int mgt__prep_shard_append(mgt__prep_shard *s, const uint32_t *tok, size_t n,
                                   char *err, size_t errlen) {
     unsigned char buf[8192];
     size_t i = 0;
     while (i < n) {
-        size_t k = n - i < sizeof buf / 2 ? n - i : sizeof buf / 2, j;
-        for (j = 0; j < k; j++) {            /* little-endian on every host */
-            buf[2 * j] = (unsigned char)(tok[i + j] & 0xFF);
-            buf[2 * j + 1] = (unsigned char)(tok[i + j] >> 8);
+        size_t k = n - i < sizeof buf / 4 ? n - i : sizeof buf / 4, j;
+        int b;
+        for (j = 0; j < k; j++) {
+            if (s->width == 2 && tok[i + j] > 65535u) {
+                mgt__prep_err(err, errlen, "%s: token %lu (id %lu) does not fit a 16-bit shard "
+                              "(write it with width 4)", s->path, (unsigned long)(s->n + i + j),
+                              (unsigned long)tok[i + j]);
+                return -1;
+            }
+            for (b = 0; b < s->width; b++)
+                buf[(size_t)s->width * j + (size_t)b] = (unsigned char)(tok[i + j] >> (8 * b));
         }
-        if (fwrite(buf, 2, k, s->f) != k) {
+        if (fwrite(buf, (size_t)s->width, k, s->f) != k) {
             mgt__prep_err(err, errlen, "%s: write error (%s)", s->tmp, strerror(errno));
             return -1;
         }
         i += k;
     }
     s->n += n;
-    return 0;
-}
-
-/* Appends tokenizer ids (32-bit) to a shard of 16-bit tokens: mgt_prepare_main refuses a
-   tokenizer with more than 65536 ids before any is written. */
-static int mgt__prep_append_ids(mgt__prep_shard *s, const uint32_t *ids, size_t n, char *err,
-                                size_t errlen) {
-    uint16_t narrow[4096];
-    size_t i, k, j;
-    for (i = 0; i < n; i += k) {
-        k = n - i < 4096 ? n - i : 4096;
-        for (j = 0; j < k; j++) narrow[j] = (uint16_t)ids[i + j];
-        if (mgt__prep_shard_append(s, narrow, k, err, errlen)) return -1;
-    }
     return 0;
 }
 
@@ -235,7 +241,9 @@ static int mgt__prep_shard_finish(mgt__prep_shard *s, char *err, size_t errlen) 
         mgt__prep_shard_abort(s);
         return -1;
     }
-    v[0] = MGT_PREP_SHARD_MAGIC; v[1] = MGT_PREP_SHARD_VERSION; v[2] = (uint32_t)s->n;
+    v[0] = s->width == 4 ? MGT_PREP_SHARD_MAGIC32 : MGT_PREP_SHARD_MAGIC;
+    v[1] = s->width == 4 ? MGT_PREP_SHARD_VERSION32 : MGT_PREP_SHARD_VERSION;
+    v[2] = (uint32_t)s->n;
     for (i = 0; i < 12; i++) hdr[i] = (unsigned char)(v[i / 4] >> (8 * (i % 4)));
     if (fflush(s->f) != 0 || fseek(s->f, 0, SEEK_SET) != 0 || fwrite(hdr, 1, 12, s->f) != 12 ||
         fflush(s->f) != 0 || mgt__prep_fsync(mgt__prep_fileno(s->f)) != 0) {
@@ -264,7 +272,9 @@ static int mgt__prep_shard_finish(mgt__prep_shard *s, char *err, size_t errlen) 
     return 0;
 }
 
-MGT_PREPDEF int mgt_shard_write(const char *path, const uint16_t *tokens, size_t n,
+MGT_PREPDEF int mgt_shard_width(int vocab_size) { return vocab_size > 65536 ? 4 : 2; }
+
+MGT_PREPDEF int mgt_shard_write(const char *path, const uint32_t *tokens, size_t n, int width,
                                 char *err, size_t errlen) {
     mgt__prep_shard s;
     if (err && errlen) err[0] = 0;
@@ -272,12 +282,17 @@ MGT_PREPDEF int mgt_shard_write(const char *path, const uint16_t *tokens, size_t
         mgt__prep_err(err, errlen, "mgt_shard_write: path or tokens is NULL");
         return -1;
     }
+    if (width != 2 && width != 4) {
+        mgt__prep_err(err, errlen, "%s: token width %d (use 2 or 4 bytes, see mgt_shard_width)",
+                      path, width);
+        return -1;
+    }
     if (n > MGT__PREP_INT32_MAX) {
         mgt__prep_err(err, errlen, "%s: %lu tokens, a shard holds at most 2147483647", path,
                       (unsigned long)n);
         return -1;
     }
-    if (mgt__prep_shard_open(&s, path, err, errlen)) return -1;
+    if (mgt__prep_shard_open(&s, path, width, err, errlen)) return -1;
     if (mgt__prep_shard_append(&s, tokens, n, err, errlen)) { mgt__prep_shard_abort(&s); return -1; }
     return mgt__prep_shard_finish(&s, err, errlen);
 }
@@ -286,8 +301,8 @@ MGT_PREPDEF int mgt_shard_write(const char *path, const uint16_t *tokens, size_t
 static int mgt__prep_split(mgt__prep_shard *train, mgt__prep_shard *val, size_t n_val,
                            char *err, size_t errlen) {
     unsigned char buf[65536];
-    size_t n_train = train->n - n_val, left = 2 * n_val;
-    long long off = 4LL * MGT_PREP_SHARD_HEADER_INTS + 2LL * (long long)n_train;
+    size_t n_train = train->n - n_val, left = (size_t)train->width * n_val;
+    long long off = 4LL * MGT_PREP_SHARD_HEADER_INTS + (long long)train->width * (long long)n_train;
     if (fflush(train->f) != 0) goto io;
     if (n_val > 0) {
         if (off > 2147483647LL) {
@@ -388,7 +403,7 @@ static int mgt__prep_file(const char *path, mgt_tokenizer *tok, mgt__prep_shard 
         return 2;
     }
     if (mgt_tok_eot(tok) >= 0) {
-        uint16_t eot = (uint16_t)mgt_tok_eot(tok);
+        uint32_t eot = (uint32_t)mgt_tok_eot(tok);
         if (mgt__prep_shard_append(train, &eot, 1, err, errlen)) { fclose(f); return 1; }
     }
     while (!eof) {
@@ -431,7 +446,7 @@ static int mgt__prep_file(const char *path, mgt_tokenizer *tok, mgt__prep_shard 
             fclose(f);
             return 2;
         }
-        if (mgt__prep_append_ids(train, *ids, n, err, errlen)) { fclose(f); return 1; }
+        if (mgt__prep_shard_append(train, *ids, n, err, errlen)) { fclose(f); return 1; }
         memmove(*buf, *buf + cut, len - cut);
         len -= cut;
         mgt__prep_progress_line(pg, train->n);
@@ -455,7 +470,7 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
     const char **inputs = NULL;
     char err[1024], *path = NULL, *buf = NULL;
     double frac = 0.1;
-    int i, ninputs = 0, rc = 2, only_inputs = 0;
+    int i, ninputs = 0, rc = 2, only_inputs = 0, width;
     mgt_tokenizer *tok = NULL;
     mgt__prep_shard train, val;
     mgt__prep_progress pg;
@@ -541,24 +556,19 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
                 "DIR, a directory with GPT-2's encoder.json and vocab.bpe)");
         goto out;
     }
-    if (mgt_tok_vocab_size(tok) > 65536) {
-        fprintf(stderr, "mgt prepare: %s: %d token ids do not fit llm.c's shards of 16-bit tokens "
-                "(at most 65536 ids); 32-bit shards (llm.c's Llama 3 format) are not written yet\n",
-                json ? json : bpe_dir, mgt_tok_vocab_size(tok));
-        goto out;
-    }
 
     rc = 1;
     plen = strlen(prefix);
     path = (char *)malloc(plen + 16);
     if (!path) { fprintf(stderr, "mgt prepare: out of memory\n"); goto out; }
     snprintf(path, plen + 16, "%s_train.bin", prefix);
-    if (mgt__prep_shard_open(&train, path, err, sizeof err)) {
+    width = mgt_shard_width(mgt_tok_vocab_size(tok));
+    if (mgt__prep_shard_open(&train, path, width, err, sizeof err)) {
         fprintf(stderr, "mgt prepare: %s\n", err);
         goto out;
     }
     snprintf(path, plen + 16, "%s_val.bin", prefix);
-    if (mgt__prep_shard_open(&val, path, err, sizeof err)) {
+    if (mgt__prep_shard_open(&val, path, width, err, sizeof err)) {
         fprintf(stderr, "mgt prepare: %s\n", err);
         goto out;
     }
@@ -594,10 +604,10 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
     }
     {
         char line[256];
-        int k = snprintf(line, sizeof line, "prepare: %lu bytes -> %lu tokens (train %lu, val %lu) "
-                         "in %.2f s", (unsigned long)pg.bytes_done, (unsigned long)n_total,
-                         (unsigned long)(n_total - n_val), (unsigned long)n_val,
-                         mgt__prep_now() - pg.t0);
+        int k = snprintf(line, sizeof line, "prepare: %lu bytes -> %lu tokens (train %lu, val %lu, "
+                         "%d-bit shards) in %.2f s", (unsigned long)pg.bytes_done,
+                         (unsigned long)n_total, (unsigned long)(n_total - n_val),
+                         (unsigned long)n_val, 8 * width, mgt__prep_now() - pg.t0);
         fprintf(stderr, "%s%-*s\n", pg.width ? "\r" : "", k > (int)pg.width ? k : (int)pg.width,
                 line);
     }

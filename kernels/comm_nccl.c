@@ -40,7 +40,8 @@
    Statistics: calls and bytes when enqueued; seconds from a pair of timing events around each call
    on the communication stream (waiting for peers included, as on CPU), read at the end of a step
    (mgt_nccl_settle), once the stream is known to be done, so a step's calls cost no host waits. */
-#include "mgt.h" /* defines: mgt_comm, mgt_group, mgt_result, MGT_F32.., MGT_COLL_* */
+#define MGT_CATF /* mgt.h's mgt__catf, which this file shares */
+#include "mgt.h" /* defines: mgt_comm, mgt_group, mgt_result, MGT_F32.., MGT_COLL_*, mgt__catf */
 
 #include <cuda_runtime.h> /* defines: cudaStream_t, cudaEvent_t, cudaMemcpyAsync, cudaHostAlloc, cudaEventQuery */
 #include <nccl.h>         /* defines: ncclComm_t, ncclCommInitRankConfig, ncclCommSplit, ncclAllReduce.. */
@@ -56,7 +57,7 @@
 #include "fake_note.h" /* defines: mgt_cuda_fake_note (the checking fakes' hook; null in the library) */
 
 typedef char mgt__nccl_id_fits[sizeof(ncclUniqueId) == MGT_NCCL_ID_BYTES ? 1 : -1]; /* mgt.h carries the id as bytes */
-#define MGT__NCCL_MAX_GROUPS 8 /* kinds of groups a rank belongs to (mgt.h has 5) */
+#define MGT__NCCL_MAX_GROUPS 8 /* kinds of groups a rank belongs to (mgt.h has 6) */
 #define MGT__NCCL_TIMED 2048   /* timed calls per step; more are counted, not timed */
 #define MGT__NCCL_DEFERRED 16  /* events of deferred calls; a later one stands in for an overwritten one */
 
@@ -149,16 +150,8 @@ static const char *mgt__nccl_why(ncclComm_t comm, ncclResult_t r) {
     return last && *last ? last : ncclGetErrorString(r);
 }
 static const char *mgt__nccl_kind(int kind) {
-    static const char *names[] = {"TP", "DP", "PP", "embedding", "world"};
-    return kind >= 0 && kind < 5 ? names[kind] : "other";
-}
-static void mgt__nccl_cat(char *buf, size_t cap, const char *fmt, ...) {
-    size_t n = strlen(buf);
-    va_list ap;
-    if (n + 1 >= cap) return;
-    va_start(ap, fmt);
-    vsnprintf(buf + n, cap - n, fmt, ap);
-    va_end(ap);
+    static const char *names[] = {"TP", "DP", "PP", "embedding", "world", "kv"};
+    return kind >= 0 && kind < 6 ? names[kind] : "other";
 }
 
 /* ---- the world's state: aborted, and what each rank does ---- */
@@ -194,30 +187,30 @@ static void mgt__nccl_ranks_state(mgt_nccl_world *w, char *msg, size_t cap, doub
         mgt__nccl_rank *o = &w->ranks[i];
         pthread_mutex_lock(&o->guard);
         snprintf(key[i], 420, "%.200s", o->doing[0] ? o->doing : "had not started");
-        if (o->last_call[0] && strncmp(o->doing, "issu", 4)) mgt__nccl_cat(key[i], 420, ", its last NCCL call %.190s", o->last_call);
+        if (o->last_call[0] && strncmp(o->doing, "issu", 4)) mgt__catf(key[i], 420, ", its last NCCL call %.190s", o->last_call);
         age[i] = o->since > 0 && t > o->since ? t - o->since : 0.0;
         pthread_mutex_unlock(&o->guard);
     }
-    mgt__nccl_cat(msg, cap, ". The ranks were last:");
+    mgt__catf(msg, cap, ". The ranks were last:");
     for (i = 0; i < n; i++) {
         double oldest = age[i];
         int count = 0, last = -2, run = 0;
         if (done[i]) continue;
         for (j = i; j < n; j++)
             if (!done[j] && !strcmp(key[j], key[i])) count++;
-        mgt__nccl_cat(msg, cap, " rank%s", count > 1 ? "s" : "");
+        mgt__catf(msg, cap, " rank%s", count > 1 ? "s" : "");
         for (j = i; j < n; j++) { /* the ranks as ranges: 0, 2-7 */
             if (done[j] || strcmp(key[j], key[i])) continue;
             done[j] = 1;
             if (age[j] > oldest) oldest = age[j];
             if (j == last + 1) { run++; last = j; continue; }
-            if (run) mgt__nccl_cat(msg, cap, "-%d", last);
-            mgt__nccl_cat(msg, cap, "%s%d", last == -2 ? " " : ", ", j);
+            if (run) mgt__catf(msg, cap, "-%d", last);
+            mgt__catf(msg, cap, "%s%d", last == -2 ? " " : ", ", j);
             last = j;
             run = 0;
         }
-        if (run) mgt__nccl_cat(msg, cap, "-%d", last);
-        mgt__nccl_cat(msg, cap, " %s (%.1f s);", key[i], oldest);
+        if (run) mgt__catf(msg, cap, "-%d", last);
+        mgt__catf(msg, cap, " %s (%.1f s);", key[i], oldest);
     }
     free(key);
     free(age);
@@ -244,19 +237,19 @@ static mgt_result mgt__nccl_failure(mgt_nccl_world *w, int r, mgt_result result,
         if (why) snprintf(why, cap, "%s", msg);
         return w->fail(MGT_ERROR_COMM, msg);
     }
-    mgt__nccl_cat(msg, sizeof msg, "rank %d (GPU %d): %s", r, w->devices[r], reason);
+    mgt__catf(msg, sizeof msg, "rank %d (GPU %d): %s", r, w->devices[r], reason);
     if (c) { /* the oldest call of this rank that has not completed: what its stream is behind */
         for (i = 0; i < c->ntimed; i++) {
             cudaError_t q = cudaEventQuery(c->timed[i].end);
             (void)cudaGetLastError();
             if (q != cudaSuccess) {
-                mgt__nccl_cat(msg, sizeof msg, ", behind NCCL %s, issued %.1f s before", c->timed[i].what, t - c->timed[i].issued_s);
+                mgt__catf(msg, sizeof msg, ", behind NCCL %s, issued %.1f s before", c->timed[i].what, t - c->timed[i].issued_s);
                 break;
             }
         }
     }
     mgt__nccl_ranks_state(w, msg, sizeof msg, t);
-    mgt__nccl_cat(msg, sizeof msg, " every rank is stopped (the communicators aborted); nothing after the last checkpoint is saved%s", tail ? tail : "");
+    mgt__catf(msg, sizeof msg, " every rank is stopped (the communicators aborted); nothing after the last checkpoint is saved%s", tail ? tail : "");
     pthread_mutex_lock(&w->mu);
     if (!w->why[0]) snprintf(w->why, sizeof w->why, "%.4095s", msg);
     else { /* another rank failed at the same moment and was first: its message stands */
@@ -433,7 +426,7 @@ static mgt_result mgt__nccl_begin(mgt__nccl *c, int coll, const char *what) {
     if (mgt__nccl_enter(c) != MGT_OK) return MGT_ERROR_COMM;
     if (me->in_step) me->step_calls++;
     snprintf(me->last_call, sizeof me->last_call, "%.159s", what);
-    if (me->in_step) mgt__nccl_cat(me->last_call, sizeof me->last_call, " (call %ld in steps, step %ld)", me->step_calls, me->step);
+    if (me->in_step) mgt__catf(me->last_call, sizeof me->last_call, " (call %ld in steps, step %ld)", me->step_calls, me->step);
     me->last_call_s = now;
     snprintf(me->doing, sizeof me->doing, "issuing %.200s", me->last_call);
     me->since = now;

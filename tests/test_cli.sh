@@ -480,8 +480,10 @@ expect_err "a malformed tokenizer.json is exit 2 naming the file and the fault" 
     "bad_tok.json: malformed JSON at line 1, column 28"
 expect_err "a folder as tokenizer.json is refused" 2 "$MGT" prepare --tokenizer hf --tokenizer-json hfp text.txt -o hf -- "hfp: is a folder, not a file"
 python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d['added_tokens'][-1]['id'] = 70000; json.dump(d, open('big_tok.json', 'w'))" "$HFJ"
-expect_err "prepare with a tokenizer of more than 65536 ids (16-bit shards), exit 2" 2 "$MGT" prepare --tokenizer hf --tokenizer-json big_tok.json text.txt -o hf -- \
-    "big_tok.json: 70001 token ids do not fit llm.c's shards of 16-bit tokens"
+run big_prepare "$MGT" prepare --tokenizer hf --tokenizer-json big_tok.json text.txt -o big
+if [ "$RC" -eq 0 ] && grep -q "32-bit shards" "$T/big_prepare.err" && [ "$(od -An -tu4 -N8 big_train.bin | tr -s ' ')" = " 20240801 7" ]; then
+    ok "prepare with a tokenizer of more than 65536 ids writes 32-bit shards (llm.c's Llama 3 header: 20240801, version 7)"
+else fail "prepare with 70001 token ids: exit $RC; $(cat "$T/big_prepare.err"); header $(od -An -tu4 -N8 big_train.bin 2>&1)"; fi
 run hf_prepare "$MGT" prepare --tokenizer hf --tokenizer-json hfp/tok.json text.txt -o hf
 if [ "$RC" -eq 0 ] && [ -s hf_train.bin ]; then ok "prepare --tokenizer hf --tokenizer-json FILE writes the shards"
 else fail "prepare hf: exit $RC; $(head -c 300 hf_prepare.err)"; fi

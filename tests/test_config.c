@@ -202,6 +202,23 @@ static void test_values(void) {
     mgt_config_init(&cfg);
     memset(cfg.data.val, 'v', MGT_STR_MAX);
     check(mgt_config_validate(&cfg) == MGT_ERROR_CONFIG && has("val") && has("NUL"), "validate: an unterminated string: %s", mgt_last_error());
+    { /* tp against n_kv_head: it divides it (a split), or is a multiple (replicas), else refused naming both and the valid tp */
+        static const char *tp[] = {"parallel.tp=2", "parallel.tp=4", "parallel.tp=12", "parallel.tp=6"};
+        int i;
+        for (i = 0; i < 4; i++) {
+            mgt_config_init(&cfg);
+            mgt_config_set(&cfg, "model.n_head=12");
+            mgt_config_set(&cfg, "model.d_model=96");
+            mgt_config_set(&cfg, "model.n_kv_head=4");
+            mgt_config_set(&cfg, "model.d_ff=384");
+            mgt_config_set(&cfg, "parallel.threads=12");
+            mgt_config_set(&cfg, tp[i]);
+            r = mgt_config_validate(&cfg);
+            if (i < 3) check(r == MGT_OK, "validate: n_kv_head 4 with %s: %s", tp[i], said(r));
+            else check(r == MGT_ERROR_CONFIG && has("[parallel] tp = 6 with n_kv_head = 4") && has("valid tp for n_head = 12: 1, 2, 4, 12"),
+                       "validate: n_kv_head 4 with tp 6 is refused: %s", said(r));
+        }
+    }
     mgt_config_init(&cfg);
     r = mgt_config_validate(&cfg);
     check(r == MGT_OK, "validate: the defaults: %s", said(r));

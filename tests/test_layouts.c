@@ -46,6 +46,8 @@ static int steps = 20;
 /* 1: the Llama-style model (RMSNorm, RoPE, SwiGLU, grouped-query attention with 8 query heads on 4
    key/value heads, no biases, a separate LM head) instead of GPT-2's */
 static int llama;
+/* the Llama model's key/value heads: 4 (tp 4 splits them), or 2 (tp 4 replicates each on two ranks) */
+static int kv_heads = 4;
 
 typedef struct layout { int dp, tp, pp, zero; const char *sched; } layout;
 
@@ -61,7 +63,7 @@ static void config(mgt_config *cfg, const layout *l, int accumulate, const char 
     mgt_config_set(cfg, quick ? "model.d_model=32" : "model.d_model=64");
     if (llama) {
         mgt_config_set(cfg, "model.n_head=8");
-        mgt_config_set(cfg, "model.n_kv_head=4");
+        snprintf(set, sizeof set, "model.n_kv_head=%d", kv_heads); mgt_config_set(cfg, set);
         mgt_config_set(cfg, "model.norm=rmsnorm");
         mgt_config_set(cfg, "model.positions=rope");
         mgt_config_set(cfg, "model.mlp=swiglu");
@@ -152,6 +154,27 @@ static double weight_diff_by(mgt_run *a, mgt_run *b, int rms) {
 }
 static double weight_diff(mgt_run *a, mgt_run *b) { return weight_diff_by(a, b, 0); }
 
+#ifndef MGT_TEST_CUDA
+/* replicated key/value heads: every replica holds the same bits as its kv group's first rank (the
+   parameters are host memory on CPU ranks only); returns the replicated elements compared, -1 on a
+   difference */
+static long replicas_alike(mgt_run *run) {
+    long n = 0;
+    int i, t;
+    for (i = 0; i < run->plan.world; i++) {
+        mgt__rank *a = &run->ranks[i], *lead = &run->ranks[a->kv_g.ranks[0]];
+        for (t = 0; t < a->lay.n && a != lead; t++) {
+            const mgt__tensor *x = &a->lay.t[t];
+            size_t k = mgt__tensor_storage(x) - x->kv_from;
+            if (!x->kv_from) continue;
+            if (memcmp(mgt__P(a, t) + x->kv_from, mgt__P(lead, t) + x->kv_from, sizeof(float) * k)) return -1;
+            n += (long)k;
+        }
+    }
+    return n;
+}
+#endif
+
 
 int main(int argc, char **argv) {
     static const layout all[] = {
@@ -163,7 +186,7 @@ int main(int argc, char **argv) {
     const layout one = {1, 1, 1, 0, "1f1b"};
     const layout *list = all;
     int n = (int)(sizeof all / sizeof all[0]), quick = argc > 1 && !strcmp(argv[1], "--quick"), i, acc, s;
-    int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2, llama_runs = 0;
+    int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2, llama_runs = 0, kv_runs = 0;
     const char *only = NULL;
     for (i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--only")) only = argv[i + 1];
@@ -234,6 +257,54 @@ int main(int argc, char **argv) {
         mgt_run_destroy(run);
     }
     mgt_run_destroy(ref);
+    /* tp 4 over 2 key/value heads: each rank holds the head its two query heads read, the pairs of
+       replicas sum their gradients (here ZeRO 2's slices of them); they match one rank as every
+       layout does, and a checkpoint moves tp 4 -> 1 rank -> tp 4 (one global copy of each head).
+       Not with --once (the sanitized CUDA run, where it would cost 20 s of CI's budget: the plain
+       CUDA run and the sanitized CPU runs have it) */
+    kv_heads = 2;
+    if (passes == 2 && (!only || strstr("kv2-tp4", only))) {
+        static const layout l = {2, 4, 1, 2, "1f1b"}, tp4 = {1, 4, 1, 0, "1f1b"};
+        int third = steps / 3;
+        char name[64];
+        double e = 0, w;
+        snprintf(name, sizeof name, "llama-kv2-dp%d-tp4-pp1-z%d", l.dp, l.zero);
+        config(&cfg, &one, 0, "kv2-one", quick, "fp32");
+        ref = train(&cfg, steps, base, NULL);
+        config(&cfg, &l, 0, name, quick, "fp32");
+        run = train(&cfg, steps, got, NULL);
+        for (s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
+        w = weight_diff(run, ref);
+        check(e <= 1e-5 && w <= 1e-3, "%-28s %d ranks, key/value heads replicated twice: max loss difference %.2e, max weight difference %.2e", name,
+              l.dp * l.tp, e, w);
+#ifndef MGT_TEST_CUDA
+        {
+            long alike = replicas_alike(run);
+            check(alike > 0, "%-28s the replicas of each key/value head hold the same bits (%ld elements compared)", name, alike);
+        }
+#endif
+        mgt_run_destroy(run);
+        mgt_run_destroy(ref);
+        kv_runs = 4;
+        config(&cfg, &tp4, 0, "kv2_moving", quick, "fp32");
+        run = train(&cfg, third, got, NULL);
+        mgt_run_save(run, NULL, 0);
+        mgt_run_destroy(run);
+        config(&cfg, &one, 0, "kv2_moving", quick, "fp32");
+        run = train(&cfg, 2 * third, got, "latest");
+        mgt_run_save(run, NULL, 0);
+        mgt_run_destroy(run);
+        config(&cfg, &tp4, 0, "kv2_moving", quick, "fp32");
+        run = train(&cfg, steps, got, "latest");
+#ifndef MGT_TEST_CUDA
+        check(replicas_alike(run) > 0, "kv2_moving: after the move back to tp 4 the replicas hold the same bits");
+#endif
+        mgt_run_destroy(run);
+        for (e = 0, s = 0; s < steps; s++) e = fmax(e, fabs(got[s] - base[s]) / base[s]);
+        check(e <= 1e-5, "llama kv2 checkpoint moved tp4 -> 1 rank -> tp4 at steps %d and %d: max loss difference %.2e over %d steps", third, 2 * third,
+              e, steps);
+    }
+    kv_heads = 4;
     llama = 0;
     if (only) return finish(dir, "layouts");
 
@@ -340,11 +411,12 @@ int main(int argc, char **argv) {
         llama = 0;
     }
 #ifdef MGT_TEST_CUDA
-    check(gpu_runs == passes * n + llama_runs + 6 + 11 + 4,
-          "%d runs on the CUDA backend (the matrix %s, the Llama matrix, the moving checkpoints, the bf16 subsets, cuDNN refused)",
+    check(gpu_runs == passes * n + llama_runs + kv_runs + 6 + 11 + 4,
+          "%d runs on the CUDA backend (the matrix %s, the Llama matrix, replicated key/value heads, the moving checkpoints, the bf16 subsets, cuDNN refused)",
           gpu_runs, passes == 2 ? "twice" : "once");
 #else
     (void)llama_runs;
+    (void)kv_runs;
 #endif
     return finish(dir, "layouts");
 }

@@ -9,11 +9,11 @@
 #include "parity_util.h" // defines: check, need, scaled_err, failures
 
 /* rows (B, T+1) from inputs x and targets y = x shifted by one */
-static void rows_from(uint16_t *rows, const int32_t *x, const int32_t *y, int B, int T) {
+static void rows_from(uint32_t *rows, const int32_t *x, const int32_t *y, int B, int T) {
     int b, t;
     for (b = 0; b < B; b++) {
-        for (t = 0; t < T; t++) rows[b * (T + 1) + t] = (uint16_t)x[b * T + t];
-        rows[b * (T + 1) + T] = (uint16_t)y[b * T + T - 1];
+        for (t = 0; t < T; t++) rows[b * (T + 1) + t] = (uint32_t)x[b * T + t];
+        rows[b * (T + 1) + T] = (uint32_t)y[b * T + T - 1];
     }
 }
 
@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     char set[256];
     int B, T, t, s;
     double worst;
-    uint16_t *rows;
+    uint32_t *rows;
     const char *keys[] = {"n_layer", "n_head", "d_model", "seq_len", "vocab_size"};
     const char *train_keys[] = {"lr", "min_lr", "warmup", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "steps"};
     if (mgt__st_open(&f, path) != MGT_OK) { printf("FAIL %s\n", mgt_last_error()); return 1; }
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
         const int32_t *tc = (const int32_t *)mgt__st_data(&f, need(&f, "train_clipped", "I32"));
         double el = 0, elr = 0, en0 = 0, en = 0, sq_err = 0, sq_ref = 0;
         int clip_mismatch = 0;
-        rows = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)B * (size_t)(T + 1));
+        rows = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)B * (size_t)(T + 1));
         load_params(rk, &f, "param.");
         for (s = 0; s < 10; s++) {
             rows_from(rows, tx + (size_t)s * B * T, ty + (size_t)s * B * T, B, T);

@@ -1,6 +1,6 @@
 /* test_prepare.c - checks data/prepare.h: mgt_shard_write and the whole
    `mgt prepare` subcommand (byte and GPT-2 tokenizers, the val split, chunked
-   reading, error exit codes).
+   reading, error exit codes, 32-bit shards for a vocabulary over 65536 ids).
 
      gcc -std=c99 -O2 -Wall -Wextra -Werror -o /tmp/test_prepare tests/test_prepare.c
      /tmp/test_prepare [BPE_DIR]     # run from the repo root
@@ -65,24 +65,25 @@ static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Reads a shard, checks its header and size; returns its tokens (malloc'd) and count. */
-static uint16_t *read_shard(const char *path, size_t *count) {
+/* Reads a shard, checks its header (16- or 32-bit, whichever `width` says) and size; returns its
+   tokens (malloc'd) and count. */
+static uint32_t *read_shard(const char *path, int width, size_t *count) {
     size_t n, i;
     unsigned char *b = (unsigned char *)read_file(path, &n);
-    uint16_t *tok;
-    int zeros = 1;
+    uint32_t *tok;
+    int zeros = 1, k;
     *count = 0;
     if (!b) { CHECK(0, "%s: missing", path); return NULL; }
     if (n < 1024) { CHECK(0, "%s: %zu bytes, shorter than the header", path, n); free(b); return NULL; }
-    CHECK(le32(b) == 20240520, "%s: magic %u", path, le32(b));
-    CHECK(le32(b + 4) == 1, "%s: version %u", path, le32(b + 4));
+    CHECK(le32(b) == (width == 4 ? 20240801u : 20240520u), "%s: magic %u for %d-byte tokens", path, le32(b), width);
+    CHECK(le32(b + 4) == (width == 4 ? 7u : 1u), "%s: version %u for %d-byte tokens", path, le32(b + 4), width);
     for (i = 12; i < 1024; i++) zeros &= b[i] == 0;
     CHECK(zeros, "%s: header ints 3..255 are not 0", path);
     *count = le32(b + 8);
-    CHECK(n == 1024 + 2 * *count, "%s: %zu bytes for %zu tokens", path, n, *count);
-    tok = (uint16_t *)malloc(2 * *count + 2);
-    for (i = 0; i < *count && 1024 + 2 * i + 1 < n; i++)
-        tok[i] = (uint16_t)(b[1024 + 2 * i] | b[1024 + 2 * i + 1] << 8);
+    CHECK(n == 1024 + (size_t)width * *count, "%s: %zu bytes for %zu %d-byte tokens", path, n, *count, width);
+    tok = (uint32_t *)malloc(4 * *count + 4);
+    for (i = 0; i < *count && 1024 + (size_t)width * (i + 1) <= n; i++)
+        for (tok[i] = 0, k = 0; k < width; k++) tok[i] |= (uint32_t)b[1024 + (size_t)width * i + (size_t)k] << (8 * k);
     free(b);
     return tok;
 }
@@ -106,22 +107,34 @@ static int prepare(int first, ...) {          /* mgt_prepare_main("prepare", arg
 static int exists(const char *path) { return access(path, F_OK) == 0; }
 
 static void test_shard_write(void) {
-    static const uint16_t tok[5] = {0, 1, 255, 256, 65535};
+    static const uint32_t tok[5] = {0, 1, 255, 256, 65535}, wide[5] = {0, 65535, 65536, 128255, 4000000000u};
     char err[256];
     size_t n;
-    uint16_t *got;
+    uint32_t *got;
     const char *p = tmp_path("w.bin");
     printf("mgt_shard_write: header, little-endian tokens, no .tmp left\n");
-    CHECK(mgt_shard_write(p, tok, 5, err, sizeof err) == 0, "write: %s", err);
-    got = read_shard(p, &n);
+    CHECK(mgt_shard_width(256) == 2 && mgt_shard_width(65536) == 2 && mgt_shard_width(65537) == 4 &&
+          mgt_shard_width(128256) == 4, "mgt_shard_width");
+    CHECK(mgt_shard_write(p, tok, 5, 2, err, sizeof err) == 0, "write: %s", err);
+    got = read_shard(p, 2, &n);
     CHECK(got && n == 5 && memcmp(got, tok, sizeof tok) == 0, "tokens differ");
     CHECK(!exists(tmp_path("w.bin.tmp")), ".tmp left behind");
     free(got);
-    CHECK(mgt_shard_write(p, tok, 0, err, sizeof err) == 0, "empty write: %s", err);
-    got = read_shard(p, &n);
+    CHECK(mgt_shard_write(p, tok, 0, 2, err, sizeof err) == 0, "empty write: %s", err);
+    got = read_shard(p, 2, &n);
     CHECK(n == 0, "empty shard count %zu", n);
     free(got);
-    CHECK(mgt_shard_write("/nonexistent/dir/x.bin", tok, 5, err, sizeof err) == -1 &&
+    printf("mgt_shard_write: 32-bit tokens round trip (llm.c's Llama 3 header)\n");
+    CHECK(mgt_shard_write(p, wide, 5, 4, err, sizeof err) == 0, "write: %s", err);
+    got = read_shard(p, 4, &n);
+    CHECK(got && n == 5 && memcmp(got, wide, sizeof wide) == 0, "32-bit tokens differ");
+    free(got);
+    CHECK(mgt_shard_write(p, wide, 5, 2, err, sizeof err) == -1 && strstr(err, "w.bin: token 2 (id 65536) does not fit a 16-bit shard"),
+          "a 16-bit shard of id 65536: '%s'", err);
+    printf("  message: %s\n", err);
+    CHECK(!exists(tmp_path("w.bin.tmp")), ".tmp left behind by a refused write");
+    CHECK(mgt_shard_write(p, tok, 5, 3, err, sizeof err) == -1 && strstr(err, "token width 3"), "width 3: '%s'", err);
+    CHECK(mgt_shard_write("/nonexistent/dir/x.bin", tok, 5, 2, err, sizeof err) == -1 &&
           strstr(err, "/nonexistent/dir/x.bin.tmp: cannot create"), "bad dir: '%s'", err);
     printf("  message: %s\n", err);
     unlink(p);
@@ -130,15 +143,15 @@ static void test_shard_write(void) {
 static void test_byte(void) {
     char text[1000], *in1 = tmp_path("a.txt"), *in2 = tmp_path("b.txt"), *pre = tmp_path("byte");
     size_t i, ntr, nva;
-    uint16_t *tr, *va;
+    uint32_t *tr, *va;
     int ok = 1;
     printf("prepare --tokenizer byte: two inputs, val = last 10%%\n");
     for (i = 0; i < sizeof text; i++) text[i] = (char)(i * 7 + 3);
     write_file(in1, text, 600);
     write_file(in2, text + 600, 400);
     CHECK(prepare(0, "--tokenizer", "byte", in1, in2, "-o", pre, NULL) == 0, "exit code");
-    tr = read_shard(tmp_path("byte_train.bin"), &ntr);
-    va = read_shard(tmp_path("byte_val.bin"), &nva);
+    tr = read_shard(tmp_path("byte_train.bin"), 2, &ntr);
+    va = read_shard(tmp_path("byte_val.bin"), 2, &nva);
     CHECK(ntr == 900 && nva == 100, "train %zu val %zu", ntr, nva);
     for (i = 0; tr && va && i < 1000 && ntr == 900 && nva == 100; i++)
         ok &= (i < 900 ? tr[i] : va[i - 900]) == (unsigned char)text[i];
@@ -147,15 +160,15 @@ static void test_byte(void) {
 
     printf("prepare: --val-fraction=0 gives an empty, valid val shard (with a warning)\n");
     CHECK(prepare(0, in1, "--val-fraction=0", "--output", pre, NULL) == 0, "exit code");
-    tr = read_shard(tmp_path("byte_train.bin"), &ntr);
-    va = read_shard(tmp_path("byte_val.bin"), &nva);
+    tr = read_shard(tmp_path("byte_train.bin"), 2, &ntr);
+    va = read_shard(tmp_path("byte_val.bin"), 2, &nva);
     CHECK(ntr == 600 && nva == 0, "train %zu val %zu", ntr, nva);
     free(tr); free(va);
     printf("prepare: --val-fraction 0.5 rounds to the nearest token\n");
     write_file(in1, text, 5);
     CHECK(prepare(0, in1, "--val-fraction", "0.5", "-o", pre, NULL) == 0, "exit code");
-    tr = read_shard(tmp_path("byte_train.bin"), &ntr);
-    va = read_shard(tmp_path("byte_val.bin"), &nva);
+    tr = read_shard(tmp_path("byte_train.bin"), 2, &ntr);
+    va = read_shard(tmp_path("byte_val.bin"), 2, &nva);
     CHECK(ntr == 2 && nva == 3, "train %zu val %zu", ntr, nva);
     CHECK(!exists(tmp_path("byte_train.bin.tmp")) && !exists(tmp_path("byte_val.bin.tmp")),
           ".tmp left behind");
@@ -188,8 +201,8 @@ static void test_errors(void) {
 
 /* GPT-2 and hf (kind, its files and their option): the shards equal the document-start token +
    encode(file) per input; a file over the 1 MB chunk checks that cutting at safe places changes
-   nothing. */
-static void test_bpe(const char *kind, const char *files, const char *option) {
+   nothing; the shards hold `width`-byte tokens. */
+static void test_bpe(const char *kind, const char *files, const char *option, int width) {
     mgt_tokenizer *tok;
     char err[512], *in1 = tmp_path("g1.txt"), *in2 = tmp_path("g2.txt"), *pre = tmp_path("g");
     static const char *pieces[] = {"Hello world", "  indented  line", "x", "\n", "\n\n", " ",
@@ -197,8 +210,7 @@ static void test_bpe(const char *kind, const char *files, const char *option) {
                                    "!!", "'s", "\n \n", "\r\n", "<|eot_id|>", ".\n", "a\nb"};
     size_t big_n = 3u << 20, i, n = 0, cap = 0, ntr, nva;
     char *big = (char *)malloc(big_n);
-    uint32_t *want = NULL;
-    uint16_t *tr, *va;
+    uint32_t *want = NULL, *tr, *va, top = 0;
     unsigned r = 12345;
     int ok = 1;
     int eot;
@@ -230,17 +242,40 @@ static void test_bpe(const char *kind, const char *files, const char *option) {
     mgt_tok_close(tok);
     CHECK(prepare(0, "--tokenizer", kind, option, files, "--val-fraction", "0.25",
                   in1, in2, "-o", pre, NULL) == 0, "exit code");
-    tr = read_shard(tmp_path("g_train.bin"), &ntr);
-    va = read_shard(tmp_path("g_val.bin"), &nva);
+    tr = read_shard(tmp_path("g_train.bin"), width, &ntr);
+    va = read_shard(tmp_path("g_val.bin"), width, &nva);
     CHECK(ntr + nva == n, "train %zu + val %zu tokens, expected %zu", ntr, nva, n);
     CHECK(nva == (size_t)(n * 0.25 + 0.5), "val %zu of %zu", nva, n);
-    for (i = 0; tr && va && ntr + nva == n && i < n; i++)
+    for (i = 0; tr && va && ntr + nva == n && i < n; i++) {
         ok &= (i < ntr ? tr[i] : va[i - ntr]) == want[i];
+        top = want[i] > top ? want[i] : top;
+    }
     CHECK(ok, "prepare's tokens differ from encoding each whole file");
-    printf("  %zu bytes -> %zu tokens (train %zu, val %zu)\n", big_n + 13, n, ntr, nva);
+    CHECK(width == 2 || top > 65535, "the 32-bit case wrote no id over 65535 (largest %u)", top);
+    printf("  %zu bytes -> %zu tokens (train %zu, val %zu, largest id %u, %d-bit shards)\n", big_n + 13, n, ntr, nva, top, 8 * width);
     free(tr); free(va); free(want); free(big);
     unlink(in1); unlink(in2);
     unlink(tmp_path("g_train.bin")); unlink(tmp_path("g_val.bin"));
+}
+
+/* the hf fixture with its added token <|eot_id|> at id 128009, as Llama 3 has it: a vocabulary of
+   more than 65536 ids, so prepare writes 32-bit shards (test_bpe's text has <|eot_id|>) */
+static const char *wide_json(void) {
+    static char out[600];
+    const char *from = "{\"id\":4,\"content\":\"<|eot_id|>\"", *to = "{\"id\":128009,\"content\":\"<|eot_id|>\"";
+    size_t n, at;
+    char *in = read_file("tests/fixtures/hf_llama3ish.json", &n), *big, *hit;
+    snprintf(out, sizeof out, "%s/wide.json", dir);
+    hit = in ? strstr(in, from) : NULL;
+    if (!hit) { CHECK(0, "tests/fixtures/hf_llama3ish.json: missing, or no %s (run from the repository root)", from); free(in); return out; }
+    at = (size_t)(hit - in);
+    big = (char *)malloc(n + 16);
+    memcpy(big, in, at);
+    memcpy(big + at, to, strlen(to));
+    memcpy(big + at + strlen(to), hit + strlen(from), n - at - strlen(from));
+    write_file(out, big, n - strlen(from) + strlen(to));
+    free(in); free(big);
+    return out;
 }
 
 int main(int argc, char **argv) {
@@ -252,13 +287,14 @@ int main(int argc, char **argv) {
     test_byte();
     test_errors();
     snprintf(probe, sizeof probe, "%s/encoder.json", bpe_dir);
-    if (exists(probe)) test_bpe("gpt2", bpe_dir, "--bpe-dir");
+    if (exists(probe)) test_bpe("gpt2", bpe_dir, "--bpe-dir", 2);
     else printf("SKIP (GPT-2 part): %s not found\n", probe);
-    test_bpe("hf", "tests/fixtures/hf_llama3ish.json", "--tokenizer-json");
+    test_bpe("hf", "tests/fixtures/hf_llama3ish.json", "--tokenizer-json", 2);
+    test_bpe("hf", wide_json(), "--tokenizer-json", 4);
     CHECK(prepare(0, "--tokenizer", "hf", tmp_path("a.txt"), "-o", tmp_path("hf"), NULL) == 2,
           "hf without --tokenizer-json");
     unlink(tmp_path("a.txt")); unlink(tmp_path("b.txt"));
-    unlink(tmp_path("byte_train.bin")); unlink(tmp_path("byte_val.bin"));
+    unlink(tmp_path("byte_train.bin")); unlink(tmp_path("byte_val.bin")); unlink(tmp_path("wide.json"));
     rmdir(dir);
     if (failures) { printf("%d FAILED\n", failures); return 1; }
     printf("all prepare tests passed\n");

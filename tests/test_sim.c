@@ -173,6 +173,7 @@ static void layouts(void) {
         {1, 1, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 1, 0, 0, 1, "1f1b", "bf16"}, {2, 1, 1, 0, 0, 2, "1f1b", "fp32"}, {2, 1, 1, 1, 0, 2, "1f1b", "bf16"},
         {2, 1, 1, 2, 0, 1, "1f1b", "fp16"}, {2, 1, 1, 3, 1, 2, "1f1b", "bf16"}, {1, 2, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 2, 0, 0, 1, "1f1b", "fp32"},
         {1, 1, 2, 0, 0, 1, "gpipe", "bf16"}, {2, 2, 2, 1, 1, 1, "1f1b", "bf16"}, {2, 2, 2, 3, 0, 1, "gpipe", "fp32"}, {1, 2, 4, 0, 1, 1, "1f1b", "fp32"},
+        {2, 4, 1, 2, 0, 1, "1f1b", "bf16"}, /* Llama: tp 4 over 2 key/value heads, replicated on pairs of ranks */
     };
     size_t i;
     mgt_sim_device cpu;
@@ -203,6 +204,9 @@ static void layouts(void) {
             mgt_plan_rank(&gpu, r, &p);
             CHECK(res.ranks[r].step_s > 0 && res.ranks[r].step_s >= res.ranks[r].compute_s - 1e-12, "layout %zu rank %d: step %g, compute %g", i, r,
                   res.ranks[r].step_s, res.ranks[r].compute_s);
+            /* the replicated key/value heads' gradient sums are counted as the plan counts them */
+            CHECK(!llama || L[i].tp < 4 || res.ranks[r].bytes[MGT_COLL_ALL_REDUCE] == p.bytes[MGT_COLL_ALL_REDUCE],
+                  "layout %zu rank %d: all-reduce %.0f bytes simulated, %.0f planned", i, r, res.ranks[r].bytes[MGT_COLL_ALL_REDUCE], p.bytes[MGT_COLL_ALL_REDUCE]);
             for (c = 0; c < MGT_MEM_COUNT; c++)
                 if (c != MGT_MEM_WORKSPACE)
                     CHECK(res.ranks[r].mem_peak[c] >= p.mem[c] && res.ranks[r].mem_peak[c] <= p.mem[c] + 4096 + p.mem[c] / 50,

@@ -1,5 +1,10 @@
 /* What the training tests share: a check that counts failures, a generated corpus, a temporary
-   folder. Include after mgt.h with its implementation. */
+   folder. Include after mgt.h with its implementation; it brings the project's shard writer
+   (data/prepare.h, and data/tokenizer.h without the hf tokenizer) with theirs. */
+#define MGT_TOKENIZER_IMPLEMENTATION
+#define MGT_PREPARE_IMPLEMENTATION
+#include "data/prepare.h" /* defines: mgt_shard_write */
+
 static int failures;
 
 static void check(int ok, const char *fmt, ...) MGT__PRINTF(2, 3);
@@ -16,22 +21,15 @@ static void check(int ok, const char *fmt, ...) {
 /* a shard of n pseudo-English bytes drawn from `seed`: learnable, and long enough for random windows */
 static void write_corpus(const char *path, size_t n, uint64_t seed) {
     static const char *words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog ", "ran ", "far ", "away. ", "then ", "it ", "slept.\n"};
-    int header[256] = {0};
-    uint16_t *tok = (uint16_t *)malloc(n * sizeof(uint16_t));
+    uint32_t *tok = (uint32_t *)malloc(n * sizeof(uint32_t));
     size_t i = 0;
     uint64_t k = 0;
-    FILE *f;
+    char err[700];
     while (i < n) {
         const char *w = words[mgt__hash3(seed, seed + 1, k++) % 14];
-        while (*w && i < n) tok[i++] = (uint16_t)(unsigned char)*w++;
+        while (*w && i < n) tok[i++] = (uint32_t)(unsigned char)*w++;
     }
-    header[0] = MGT_SHARD_MAGIC;
-    header[1] = 1;
-    header[2] = (int)n;
-    f = fopen(path, "wb");
-    fwrite(header, sizeof header, 1, f);
-    fwrite(tok, sizeof(uint16_t), n, f);
-    fclose(f);
+    if (mgt_shard_write(path, tok, n, 2, err, sizeof err)) { printf("FAIL: %s\n", err); exit(1); }
     free(tok);
 }
 

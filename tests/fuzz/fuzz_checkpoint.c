@@ -88,7 +88,7 @@ static void resume(const char *path) {
     mgt_config cfg;
     mgt_run *run;
     mgt_stats st;
-    uint16_t rows[5] = {72, 105, 33, 10, 72};
+    uint32_t rows[5] = {72, 105, 33, 10, 72};
     tiny_config(&cfg);
     if (mgt_run_create(&run, &cfg) != MGT_OK) fail(mgt_last_error());
     if (mgt_run_resume(run, path) == MGT_OK) {

@@ -1,7 +1,8 @@
 /* Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/), made by the current
    code so they are what mgt really reads and writes:
      config      the repository's presets (good and bad), some with --set assignments after NULs
-     shard       token shards: byte ids, GPT-2 ids, empty, truncated, a wrong magic
+     shard       token shards (data/prepare.h's writer): byte ids, GPT-2 ids, 32-bit Llama 3 ids,
+                 empty, truncated, a wrong magic, a wrong version
      checkpoint  checkpoints of a tiny model (n_layer 1, d_model 8, n_head 1, seq_len 4, vocab 256:
                  the smallest the presets allow with the byte tokenizer) saved by mgt_run_save:
                  fresh, after two steps in fp32, and after one step in fp16 (loss-scale metadata)
@@ -14,6 +15,9 @@
    The files are deterministic; commit what changes. */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
+#define MGT_TOKENIZER_IMPLEMENTATION
+#define MGT_PREPARE_IMPLEMENTATION
+#include "data/prepare.h" /* defines: mgt_shard_write */
 #include <sys/stat.h> /* defines: mkdir */
 
 static char root[1024]; /* the repository root, absolute */
@@ -140,28 +144,37 @@ static void config_dict(void) {
 
 /* ---- shards ------------------------------------------------------------------------------------ */
 
-static void shard_seed(const char *name, int magic, int version, int count, const uint16_t *tokens, int n) {
-    unsigned char buf[1024 + 2 * 64];
-    int header[256] = {0};
-    header[0] = magic;
-    header[1] = version;
-    header[2] = count;
-    memcpy(buf, header, sizeof header);
-    memcpy(buf + 1024, tokens, sizeof(uint16_t) * (size_t)n);
-    put("shard", name, buf, 1024 + 2 * (size_t)n);
+/* a shard of n `width`-byte tokens written as mgt prepare writes it; then, to make a bad one,
+   header word `word` (>= 0) set to `value`, and the file cut to `cut` bytes (>= 0) */
+static void shard_seed(const char *name, const uint32_t *tokens, int n, int width, int word, uint32_t value, long cut) {
+    char path[1200], err[1400];
+    FILE *f;
+    put("shard", name, "", 0); /* the folder */
+    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/shard/%s", root, name);
+    if (mgt_shard_write(path, tokens, (size_t)n, width, err, sizeof err)) die("mgt_shard_write", err);
+    if (word >= 0) {
+        unsigned char b[4] = {(unsigned char)value, (unsigned char)(value >> 8), (unsigned char)(value >> 16), (unsigned char)(value >> 24)};
+        if (!(f = fopen(path, "r+b")) || fseek(f, 4L * word, SEEK_SET) || fwrite(b, 1, 4, f) != 4 || fclose(f)) die(path, strerror(errno));
+    }
+    if (cut >= 0 && truncate(path, cut)) die(path, strerror(errno));
 }
 
 static void shard_seeds(void) {
-    uint16_t text[24], gpt2[12] = {15496, 995, 11, 50256, 464, 3797, 3332, 319, 262, 2603, 13, 198};
+    uint32_t text[24], gpt2[12] = {15496, 995, 11, 50256, 464, 3797, 3332, 319, 262, 2603, 13, 198},
+                       llama3[8] = {128000, 791, 8415, 7731, 389, 264, 5634, 128009};
     const char *s = "the cat sat on a mat.\nab";
     int i;
-    for (i = 0; i < 24; i++) text[i] = (uint16_t)(unsigned char)s[i];
-    shard_seed("byte_24.bin", MGT_SHARD_MAGIC, 1, 24, text, 24);
-    shard_seed("byte_5.bin", MGT_SHARD_MAGIC, 1, 5, text, 5);   /* exactly seq_len + 1 of the targets */
-    shard_seed("gpt2_12.bin", MGT_SHARD_MAGIC, 1, 12, gpt2, 12);
-    shard_seed("empty.bin", MGT_SHARD_MAGIC, 1, 0, text, 0);
-    shard_seed("truncated.bin", MGT_SHARD_MAGIC, 1, 30, text, 24);
-    shard_seed("magic.bin", 20240801, 1, 24, text, 24);
+    for (i = 0; i < 24; i++) text[i] = (uint32_t)(unsigned char)s[i];
+    shard_seed("byte_24.bin", text, 24, 2, -1, 0, -1);
+    shard_seed("byte_5.bin", text, 5, 2, -1, 0, -1);   /* exactly seq_len + 1 of the targets */
+    shard_seed("gpt2_12.bin", gpt2, 12, 2, -1, 0, -1);
+    shard_seed("empty.bin", text, 0, 2, -1, 0, -1);
+    shard_seed("truncated.bin", text, 24, 2, 2, 30, -1);             /* promises 30 tokens, holds 24 */
+    shard_seed("magic.bin", text, 24, 2, 0, MGT_SHARD_MAGIC32, -1);  /* the 32-bit magic, the 16-bit version */
+    shard_seed("byte32_24.bin", text, 24, 4, -1, 0, -1);
+    shard_seed("llama3_8.bin", llama3, 8, 4, -1, 0, -1);
+    shard_seed("truncated32.bin", text, 24, 4, -1, 0, 1024 + 4 * 24 - 2);
+    shard_seed("version32.bin", text, 24, 4, 1, MGT_SHARD_VERSION, -1); /* the 16-bit version, the 32-bit magic */
 }
 
 /* ---- checkpoints of the tiny model ------------------------------------------------------------ */
@@ -170,7 +183,7 @@ static void checkpoint_seed(const char *name, const char *dtype, int steps) {
     mgt_config cfg;
     mgt_run *run;
     char set[64], path[1200], *data;
-    uint16_t rows[5 * 2];
+    uint32_t rows[5 * 2];
     size_t n;
     int i;
     mgt_config_init(&cfg);
@@ -193,7 +206,7 @@ static void checkpoint_seed(const char *name, const char *dtype, int steps) {
     if (mgt_run_create(&run, &cfg) != MGT_OK) die("mgt_run_create", mgt_last_error());
     for (i = 0; i < steps; i++) {
         int k;
-        for (k = 0; k < 10; k++) rows[k] = (uint16_t)("the cat sat"[(i + k) % 11]);
+        for (k = 0; k < 10; k++) rows[k] = (uint32_t)("the cat sat"[(i + k) % 11]);
         if (mgt_run_step_tokens(run, rows) != MGT_OK) die("mgt_run_step_tokens", mgt_last_error());
     }
     if (mgt_run_save(run, path, sizeof path) != MGT_OK) die("mgt_run_save", mgt_last_error());

@@ -10,6 +10,7 @@ What it produces, for each of GPT2LMHeadModel and LlamaForCausalLM (tiny random 
                                                model-0000N-of-0000M.safetensors + model.safetensors.index.json
   llmc_gpt2.bin                                hf_gpt2's weights in llm.c's gpt2_124M.bin layout (version 3,
                                                float32, vocabulary padded by 64 rows that mgt must ignore)
+  llmc_gpt2_bf16.bin                           the same as version 5 (bfloat16)
   <dir>/reference.safetensors                  computed in float64 from those float32 weights:
       x, y           int32 (B,T) batch 0 inputs / targets
       logits         float32 (B,T,V) forward on batch 0
@@ -70,7 +71,8 @@ def make(name, model):
     if name == "hf_llama":  # the same weights in shards (model.safetensors.index.json), as large models are published
         model.save_pretrained(out + "_sharded", safe_serialization=True, max_shard_size="40KB")
     if name == "hf_gpt2":
-        write_llmc(os.path.join(HERE, "llmc_gpt2.bin"), model, V + 64)
+        write_llmc(os.path.join(HERE, "llmc_gpt2.bin"), model, V + 64, 3)
+        write_llmc(os.path.join(HERE, "llmc_gpt2_bf16.bin"), model, V + 64, 5)
     model = model.to(torch.float64)
     xs, ys = batches()
     params = dict(model.named_parameters())  # tied weights appear once
@@ -107,8 +109,8 @@ def make(name, model):
           f"(ln V = {math.log(V):.6f}), after {STEPS} steps {losses[-1]:.6f}")
 
 
-def write_llmc(path, model, padded_vocab):
-    """llm.c's gpt2_124M.bin layout (train_gpt2.py's write_model, version 3 = float32), written
+def write_llmc(path, model, padded_vocab, version):
+    """llm.c's gpt2_124M.bin layout (train_gpt2.py's write_model: version 3 float32, 5 bfloat16), written
     here from the Hugging Face tensors independently of mgt's reader: a 256-int32 header, then
     wte padded to padded_vocab rows, wpe, and the per-layer tensors stacked over layers in llm.c's
     order, Conv1D weights transposed to (out, in)."""
@@ -116,7 +118,7 @@ def write_llmc(path, model, padded_vocab):
     cfg = model.config
     L, C = cfg.n_layer, cfg.n_embd
     header = np.zeros(256, dtype=np.int32)
-    header[:8] = [20240326, 3, cfg.n_positions, cfg.vocab_size, L, cfg.n_head, C, padded_vocab]
+    header[:8] = [20240326, version, cfg.n_positions, cfg.vocab_size, L, cfg.n_head, C, padded_vocab]
     wte = sd["transformer.wte.weight"]
     pad = torch.full((padded_vocab - cfg.vocab_size, C), 7.0)  # llm.c pads with zeros; anything here must be ignored
     layer = lambda name, t=False: torch.stack([sd["transformer.h.%d.%s" % (i, name)].t() if t else sd["transformer.h.%d.%s" % (i, name)]
@@ -129,7 +131,10 @@ def write_llmc(path, model, padded_vocab):
     with open(path, "wb") as f:
         f.write(header.tobytes())
         for t in tensors:
-            f.write(t.contiguous().numpy().astype("<f4").tobytes())
+            if version == 3:
+                f.write(t.contiguous().numpy().astype("<f4").tobytes())
+            else:  # bfloat16, rounded to nearest even by torch
+                f.write(t.contiguous().to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes())
 
 
 def main():

@@ -203,16 +203,23 @@ int main(void) {
     if (!a || !b) { printf("FAIL %s\n", mgt_last_error()); return 1; }
     check("sharded folder (index.json, 4 shards): weights that differ", !same_weights(a, b), 0);
     mgt_run_destroy(b);
-    b = run_of(FIX "hf_llama", &ref, "parallel.tp=2");
-    if (!b) { printf("FAIL tp=2: %s\n", mgt_last_error()); return 1; }
-    { /* under tensor parallelism each rank takes its slice: gathered, they are the one-rank weights */
+    { /* 8 ranks (tp 2: q and k/v heads, gate/up split; pp 2; dp 2 under ZeRO-3) in bf16 each take their
+         slice of the fp32 master weights: gathered, they are the one-rank weights */
+        static const char *const layout[] = {"parallel.pp=2", "parallel.dp=2", "parallel.zero=3", "precision.dtype=bf16", "train.micro_batch=2"};
+        mgt_config c = a->cfg;
+        int i;
+        mgt_config_set(&c, "parallel.tp=2");
+        for (i = 0; i < 5; i++) mgt_config_set(&c, layout[i]);
+        if (mgt_run_create(&b, &c) != MGT_OK) { printf("FAIL tp 2 pp 2 dp 2 zero 3 bf16: %s\n", mgt_last_error()); return 1; }
+    }
+    {
         mgt__layout g;
         float **w;
         int t, differ = 0;
         mgt__global_layout(&b->cfg, &g);
         w = mgt__gather_global(b, &g, MGT__BUF_PARAMS);
         for (t = 0; t < g.n; t++) differ += memcmp(w[t], mgt__P(&a->ranks[0], t), sizeof(float) * g.t[t].info.numel) != 0;
-        check("tp=2: tensors that differ from one rank's, gathered", differ, 0);
+        check("tp 2 x pp 2 x dp 2, ZeRO-3, bf16: tensors that differ from one rank's, gathered", differ, 0);
         mgt__free_global(&g, w);
         mgt__layout_free(&g);
     }
@@ -224,6 +231,17 @@ int main(void) {
     b = run_of(FIX "llmc_gpt2.bin", &ref, NULL);
     if (!a || !b) { printf("FAIL %s\n", mgt_last_error()); return 1; }
     check("llm.c .bin (vocabulary padded 128 -> 192): weights that differ", !same_weights(a, b), 0);
+    mgt_run_destroy(b);
+    b = run_of(FIX "llmc_gpt2_bf16.bin", &ref, NULL);
+    if (!b) { printf("FAIL %s\n", mgt_last_error()); return 1; }
+    { /* version 5: each weight is the float32 one rounded to bfloat16 (torch's rounding, nearest even) */
+        int t, differ = 0;
+        size_t i;
+        for (t = 0; t < a->ranks[0].lay.n; t++)
+            for (i = 0; i < a->ranks[0].lay.t[t].info.numel; i++)
+                differ += mgt__P(&b->ranks[0], t)[i] != mgt__bf16_to_f32(mgt__f32_to_bf16(mgt__P(&a->ranks[0], t)[i]));
+        check("llm.c .bin version 5 (bf16): weights that are not the rounded float32 ones", differ, 0);
+    }
     mgt_run_destroy(b);
     mgt_run_destroy(a);
     mgt__st_close(&ref);

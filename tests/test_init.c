@@ -104,6 +104,12 @@ static void parity(const char *name) {
     back = run_of(out, &ref, NULL);
     if (!back) { printf("FAIL re-import of %s: %s\n", out, mgt_last_error()); exit(1); }
     check("export then re-import: weights that differ", !same_weights(run, back), 0);
+    mgt_run_destroy(back);
+    snprintf(path, sizeof path, "build/testdata/init_%s", name);
+    back = run_of(path, &ref, NULL); /* an mgt run folder: its newest checkpoint's weights, not its step */
+    if (!back) { printf("FAIL init from run folder %s: %s\n", path, mgt_last_error()); exit(1); }
+    check("init from the run folder: weights that differ", !same_weights(run, back), 0);
+    check("init from the run folder: starts at step 0", back->step, 0);
     { /* config.json: what from_pretrained needs to build the model */
         static const char *const gpt2[] = {"architectures", "model_type", "vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner",
                                            "activation_function", "layer_norm_epsilon", "tie_word_embeddings"};

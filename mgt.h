@@ -7829,9 +7829,11 @@ static void mgt__src_free(mgt__src *s) {
     free(s);
 }
 
-/* skips one JSON value of any kind (config.json has nested objects, arrays, true, null) */
-static int mgt__json_skip(const char **p) {
+/* skips one JSON value of any kind (config.json has nested objects, arrays, true, null); nesting
+   deeper than 64 is refused, so a hostile file cannot exhaust the stack */
+static int mgt__json_skip_at(const char **p, int depth) {
     mgt__json_ws(p);
+    if (depth > 64) return 0;
     if (**p == '"') {
         mgt__buf b;
         int ok;
@@ -7854,7 +7856,7 @@ static int mgt__json_skip(const char **p) {
                 free(k.p);
                 if (!ok) return 0;
             }
-            if (!mgt__json_skip(p)) return 0;
+            if (!mgt__json_skip_at(p, depth + 1)) return 0;
             mgt__json_ws(p);
             if (**p == ',') { (*p)++; continue; }
             if (**p == close) { (*p)++; return 1; }
@@ -7869,6 +7871,8 @@ static int mgt__json_skip(const char **p) {
         return 1;
     }
 }
+
+static int mgt__json_skip(const char **p) { return mgt__json_skip_at(p, 0); }
 
 /* the value of member `key` of the object at obj, or NULL (absent, or the text is not an object) */
 static const char *mgt__json_member(const char *obj, const char *key) {
@@ -7912,7 +7916,13 @@ static int mgt__json_text(const char *obj, const char *key, char *out, size_t ca
 /* the file's value of model key `name` (text as a preset would write it) and the field it came from */
 static mgt_result mgt__src_put(mgt__src *s, const char *name, const char *value, const char *field) {
     int key = mgt__find_key("model", name);
-    char why[512];
+    char why[512], most[32];
+    if (!strcmp(name, "seq_len")) { /* the file's positions; mgt's longest context, where the file has more (Llama 3's 131072) */
+        long long n = strtoll(value, NULL, 10);
+        s->positions = n > 0 && n < 2000000000 ? (int)n : 0;
+        snprintf(most, sizeof most, "%d", (int)mgt__keys[key].info.max);
+        if (n > (long long)mgt__keys[key].info.max) value = most;
+    }
     if (!mgt__set_value(&s->model, key, value, why, sizeof why))
         return mgt__fail(MGT_ERROR_CONFIG, "%s: %s's %s = %s does not fit mgt's [model] %s: %s", s->path, s->what, field, value, name, why);
     mgt__strlcpy(s->field[key], field, sizeof s->field[key]);
@@ -8003,7 +8013,6 @@ static mgt_result mgt__hf_config(mgt__src *s, const char *json) {
         MGT__HF("tie_word_embeddings", "tied_head", "0");
     }
 #undef MGT__HF
-    s->positions = s->model.model.seq_len;
     return MGT_OK;
 }
 
@@ -8145,7 +8154,6 @@ static mgt_result mgt__llmc_open(mgt__src *s, int weights) {
         mgt__src_put(s, "norm", "layernorm", "GPT-2") != MGT_OK || mgt__src_put(s, "norm_eps", "1e-5", "GPT-2") != MGT_OK ||
         mgt__src_put(s, "positions", "learned", "GPT-2") != MGT_OK || mgt__src_put(s, "mlp", "gelu", "GPT-2") != MGT_OK ||
         mgt__src_put(s, "bias", "1", "GPT-2") != MGT_OK || mgt__src_put(s, "tied_head", "1", "GPT-2") != MGT_OK) { close(fd); return MGT_ERROR_CONFIG; }
-    s->positions = h[2];
     if (weights) {
         s->bin_size = (size_t)st.st_size;
         s->bin = (unsigned char *)MGT_MALLOC(s->bin_size);
@@ -8178,7 +8186,6 @@ static mgt_result mgt__ckpt_src(mgt__src *s, int weights) {
         snprintf(field, sizeof field, "[model] %s", mgt__keys[i].info.name);
         MGT__TRY(mgt__src_put(s, mgt__keys[i].info.name, v, field));
     }
-    s->positions = c.model.seq_len;
     if (!weights) return MGT_OK;
     s->files = (mgt__st_file *)calloc(1, sizeof *s->files);
     if (!s->files) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -8319,11 +8326,12 @@ static const mgt__st_tensor *mgt__src_find(const mgt__src *s, const char *name, 
     return s->kind == MGT__SRC_GPT2 && !strncmp(name, "transformer.", 12) ? mgt__src_find(s, name + 12, file) : NULL;
 }
 
-/* element i of raw little-endian data of a safetensors dtype, as fp32 */
-static float mgt__st_value(const unsigned char *p, const char *dtype, size_t i) {
-    if (!strcmp(dtype, "F32")) { float v; memcpy(&v, p + 4 * i, 4); return v; }
-    if (!strcmp(dtype, "F64")) { double v; memcpy(&v, p + 8 * i, 8); return (float)v; }
-    { uint16_t h; memcpy(&h, p + 2 * i, 2); return !strcmp(dtype, "BF16") ? mgt__bf16_to_f32(h) : mgt__f16_to_f32(h); }
+/* element i of raw little-endian data of a safetensors dtype (its size in bytes: 4 F32, 8 F64,
+   2 BF16 or, with f16 set, F16), as fp32 */
+static float mgt__st_value(const unsigned char *p, int size, int f16, size_t i) {
+    if (size == 4) { float v; memcpy(&v, p + 4 * i, 4); return v; }
+    if (size == 8) { double v; memcpy(&v, p + 8 * i, 8); return (float)v; }
+    { uint16_t h; memcpy(&h, p + 2 * i, 2); return f16 ? mgt__f16_to_f32(h) : mgt__bf16_to_f32(h); }
 }
 
 /* part p (name prefixed by `prefix`) into its rows of dst, in mgt's layout */
@@ -8331,13 +8339,13 @@ static mgt_result mgt__src_read(const mgt__src *s, const mgt__part *p, const cha
     size_t cols = p->cols ? (size_t)p->cols : 1, r, c;
     const unsigned char *data;
     const char *dtype;
+    int size;
     if (s->kind == MGT__SRC_LLMC) {
         long long at = mgt__llmc_offset(s->hdr, mgt_name);
         if (at < 0) return mgt__fail(MGT_ERROR_CONFIG, "%s: llm.c's GPT-2 has no %s; the preset's model is not GPT-2", s->path, mgt_name);
         data = s->bin + 1024;
-        dtype = s->hdr[1] == 5 ? "BF16" : "F32";
         for (r = 0; r < (size_t)p->rows; r++)
-            for (c = 0; c < cols; c++) dst[r * cols + c] = mgt__st_value(data, dtype, (size_t)at + r * cols + c);
+            for (c = 0; c < cols; c++) dst[r * cols + c] = mgt__st_value(data, s->hdr[1] == 5 ? 2 : 4, 0, (size_t)at + r * cols + c);
         return MGT_OK;
     } else {
         char name[160];
@@ -8353,14 +8361,14 @@ static mgt_result mgt__src_read(const mgt__src *s, const mgt__part *p, const cha
         dtype = t->dtype;
         if (strcmp(dtype, "F32") && strcmp(dtype, "F64") && strcmp(dtype, "BF16") && strcmp(dtype, "F16"))
             return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' is %s; mgt reads F32, F16, BF16 and F64 weights", s->path, name, dtype);
-        if (t->ndim != ndim || t->shape[0] != want0 || (ndim == 2 && t->shape[1] != want1) ||
-            t->end - t->begin != (size_t)(want0 * (ndim == 2 ? want1 : 1)) * (!strcmp(dtype, "F64") ? 8 : !strcmp(dtype, "F32") ? 4 : 2))
+        size = !strcmp(dtype, "F64") ? 8 : !strcmp(dtype, "F32") ? 4 : 2;
+        if (t->ndim != ndim || t->shape[0] != want0 || (ndim == 2 && t->shape[1] != want1) || t->end - t->begin != (size_t)(want0 * (ndim == 2 ? want1 : 1)) * (size_t)size)
             return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' has shape [%lld%s%lld], but %s's model needs [%lld%s%lld]; the weights and %s disagree: "
                              "use the files as they were saved together", s->path, name, t->shape[0], t->ndim > 1 ? "," : "", t->ndim > 1 ? t->shape[1] : 0,
                              s->what, want0, ndim > 1 ? "," : "", ndim > 1 ? want1 : 0, s->what);
         data = (const unsigned char *)mgt__st_data(f, t);
         for (r = 0; r < (size_t)p->rows; r++)
-            for (c = 0; c < cols; c++) dst[r * cols + c] = mgt__st_value(data, dtype, p->transpose ? c * (size_t)p->src_rows + r : r * cols + c);
+            for (c = 0; c < cols; c++) dst[r * cols + c] = mgt__st_value(data, size, !strcmp(dtype, "F16"), p->transpose ? c * (size_t)p->src_rows + r : r * cols + c);
         return MGT_OK;
     }
 }

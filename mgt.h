@@ -19,6 +19,7 @@
      3. runs                      mgt_run: create, step, evaluate, checkpoint, resume, sample, stats
      4. data                      llm.c token shards (.bin), memory-mapped, sampled from (seed, step)
      5. checkpoints               safetensors files of named, layout-independent tensors
+     5b. weights in and out       [model] init (mgt, Hugging Face GPT-2/Llama, llm.c files), mgt_export
      6. implementation            thread pool, CPU backend (CBLAS + plain loops), model, AdamW
 
    OPTIONS (define before including; "everywhere" = in every file that includes mgt.h)
@@ -7952,6 +7953,8 @@ static mgt_result mgt__hf_config(mgt__src *s, const char *json) {
         if (mgt__json_string(&arch, &b)) mgt__strlcpy(name, b.p, sizeof name);
         free(b.p);
     }
+    if (!name[0] && mgt__json_text(json, "model_type", v, sizeof v)) /* a config.json without "architectures" */
+        mgt__strlcpy(name, !strcmp(v, "gpt2") ? "GPT2LMHeadModel" : !strcmp(v, "llama") ? "LlamaForCausalLM" : v, sizeof name);
     if (strcmp(name, "GPT2LMHeadModel") && strcmp(name, "LlamaForCausalLM"))
         return mgt__fail(MGT_ERROR_CONFIG, "%s/config.json: architecture '%s'; [model] init reads GPT2LMHeadModel or LlamaForCausalLM (Llama-family "
                          "checkpoints of other names need their config.json's \"architectures\" and tensors in Llama's form)", s->path, name[0] ? name : "(none)");

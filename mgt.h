@@ -8525,7 +8525,7 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
             char *name = (char *)MGT_MALLOC(sizeof hf[i].name);
             parts[n] = p;
             out[n].name = name;
-            if (!p || !name) { MGT_FREE(name); out[n].name = NULL; res = mgt__fail(MGT_ERROR_MEMORY, "out of memory"); break; }
+            if (!p || !name) { MGT_FREE(p); MGT_FREE(name); parts[n] = NULL; out[n].name = NULL; res = mgt__fail(MGT_ERROR_MEMORY, "out of memory"); break; }
             mgt__strlcpy(name, hf[i].name, sizeof hf[i].name);
             for (r = 0; r < (size_t)hf[i].rows; r++)
                 for (c = 0; c < cols; c++) p[hf[i].transpose ? c * (size_t)hf[i].rows + r : r * cols + c] = whole[(row + r) * cols + c];

@@ -1,4 +1,4 @@
-/* mgt.c - the driver: mgt train | sample | check | keys | prepare | bench
+/* mgt.c - the driver: mgt train | sample | check | keys | prepare | bench | plan | export
 
    Exit codes: 0 success, 1 failure at run time, 2 bad input (nothing was run), 130 interrupted
    (a checkpoint was written). Only this file turns library errors into exit codes. */
@@ -96,6 +96,11 @@ static const struct command_help {
      "  --trace FILE         with --gpu: the simulated step as Chrome trace JSON (open it in Perfetto)\n"
      "  --search             with --gpu: every layout of the GPUs (dp, tp, pp, zero, micro_batch, recompute, schedule)\n"
      "                       that fits their memory, simulated; prints the fastest ten"},
+    {"export", "mgt export CHECKPOINT -o DIR",
+     "Writes DIR for Hugging Face's from_pretrained from a checkpoint (a file, or a run folder's newest): config.json\n"
+     "(GPT2LMHeadModel or LlamaForCausalLM, from the model keys), model.safetensors (float32, Hugging Face's names) and\n"
+     "the run's tokenizer files (gpt2: vocab.json and merges.txt; hf: tokenizer.json; byte: none). Exit 2: a model\n"
+     "Hugging Face has no class for (the message names the key)."},
     {"version", "mgt version", "Prints the version."},
 };
 
@@ -188,7 +193,7 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
     if (o->preset && (r = mgt_config_load(cfg, o->preset)) != MGT_OK) return fail(r);
     for (i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--set") && (r = mgt_config_set(cfg, argv[++i])) != MGT_OK) return fail(r);
-    if ((r = mgt_config_validate(cfg)) != MGT_OK) return fail(r);
+    if ((r = mgt_config_resolve_init(cfg)) != MGT_OK || (r = mgt_config_validate(cfg)) != MGT_OK) return fail(r);
     return 0;
 }
 
@@ -787,6 +792,23 @@ static int cmd_sample(int argc, char **argv) {
     return rc;
 }
 
+static int cmd_export(int argc, char **argv) {
+    const char *checkpoint = NULL, *dir = NULL;
+    char note[1024];
+    mgt_result r;
+    int i;
+    for (i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) dir = argv[++i];
+        else if (argv[i][0] == '-') { fprintf(stderr, "mgt export: unknown option or missing value: %s (usage: mgt export CHECKPOINT -o DIR)\n", argv[i]); return 2; }
+        else if (checkpoint) { fprintf(stderr, "mgt export: one checkpoint at a time (got %s and %s)\n", checkpoint, argv[i]); return 2; }
+        else checkpoint = argv[i];
+    }
+    if (!checkpoint || !dir) { fprintf(stderr, "mgt export: needs a checkpoint (file or run folder) and -o DIR, for example mgt export runs/finetune -o gpt2-tuned\n"); return 2; }
+    if ((r = mgt_export(checkpoint, dir, note, sizeof note)) != MGT_OK) return fail(r);
+    printf("wrote %s\n", note);
+    return 0;
+}
+
 static int cmd_check(int argc, char **argv) {
     mgt_config cfg;
     options o;
@@ -1245,6 +1267,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "prepare")) return mgt_prepare_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc, argv);
+    if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         if (argc > 2) { fprintf(stderr, "mgt version: takes no arguments (got %s)\n", argv[2]); return 2; }
         printf("mgt %s\n", MGT_VERSION_STRING);

@@ -6,6 +6,11 @@ What it produces, for each of GPT2LMHeadModel and LlamaForCausalLM (tiny random 
 `transformers` itself, so the files are exactly what users download):
 
   <dir>/config.json, <dir>/model.safetensors   save_pretrained (float32, safetensors)
+  hf_llama_sharded/                            hf_llama's weights, save_pretrained(max_shard_size="40KB"):
+                                               model-0000N-of-0000M.safetensors + model.safetensors.index.json
+  llmc_gpt2.bin                                hf_gpt2's weights in llm.c's gpt2_124M.bin layout (version 3,
+                                               float32, vocabulary padded by 64 rows that mgt must ignore)
+  llmc_gpt2_bf16.bin                           the same as version 5 (bfloat16)
   <dir>/reference.safetensors                  computed in float64 from those float32 weights:
       x, y           int32 (B,T) batch 0 inputs / targets
       logits         float32 (B,T,V) forward on batch 0
@@ -63,6 +68,11 @@ def f32(t):
 def make(name, model):
     out = os.path.join(HERE, name)
     model.save_pretrained(out, safe_serialization=True)  # float32 weights, as users get them
+    if name == "hf_llama":  # the same weights in shards (model.safetensors.index.json), as large models are published
+        model.save_pretrained(out + "_sharded", safe_serialization=True, max_shard_size="40KB")
+    if name == "hf_gpt2":
+        write_llmc(os.path.join(HERE, "llmc_gpt2.bin"), model, V + 64, 3)
+        write_llmc(os.path.join(HERE, "llmc_gpt2_bf16.bin"), model, V + 64, 5)
     model = model.to(torch.float64)
     xs, ys = batches()
     params = dict(model.named_parameters())  # tied weights appear once
@@ -97,6 +107,34 @@ def make(name, model):
     save_file(ref, os.path.join(out, "reference.safetensors"), metadata=meta)
     print(f"{name}: {sum(p.numel() for p in params.values())} parameters, loss {ref['loss'][0]:.6f} "
           f"(ln V = {math.log(V):.6f}), after {STEPS} steps {losses[-1]:.6f}")
+
+
+def write_llmc(path, model, padded_vocab, version):
+    """llm.c's gpt2_124M.bin layout (train_gpt2.py's write_model: version 3 float32, 5 bfloat16), written
+    here from the Hugging Face tensors independently of mgt's reader: a 256-int32 header, then
+    wte padded to padded_vocab rows, wpe, and the per-layer tensors stacked over layers in llm.c's
+    order, Conv1D weights transposed to (out, in)."""
+    sd = {k: v.detach().to(torch.float32) for k, v in model.state_dict().items()}
+    cfg = model.config
+    L, C = cfg.n_layer, cfg.n_embd
+    header = np.zeros(256, dtype=np.int32)
+    header[:8] = [20240326, version, cfg.n_positions, cfg.vocab_size, L, cfg.n_head, C, padded_vocab]
+    wte = sd["transformer.wte.weight"]
+    pad = torch.full((padded_vocab - cfg.vocab_size, C), 7.0)  # llm.c pads with zeros; anything here must be ignored
+    layer = lambda name, t=False: torch.stack([sd["transformer.h.%d.%s" % (i, name)].t() if t else sd["transformer.h.%d.%s" % (i, name)]
+                                               for i in range(L)])
+    tensors = [torch.cat([wte, pad]), sd["transformer.wpe.weight"], layer("ln_1.weight"), layer("ln_1.bias"),
+               layer("attn.c_attn.weight", True), layer("attn.c_attn.bias"), layer("attn.c_proj.weight", True),
+               layer("attn.c_proj.bias"), layer("ln_2.weight"), layer("ln_2.bias"), layer("mlp.c_fc.weight", True),
+               layer("mlp.c_fc.bias"), layer("mlp.c_proj.weight", True), layer("mlp.c_proj.bias"),
+               sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"]]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        for t in tensors:
+            if version == 3:
+                f.write(t.contiguous().numpy().astype("<f4").tobytes())
+            else:  # bfloat16, rounded to nearest even by torch
+                f.write(t.contiguous().to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes())
 
 
 def main():

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 ROUNDTRIP=abort
 secs=${FUZZ_SECONDS:-8}
 seed=${FUZZ_SEED:-1}
-targets="config shard checkpoint tokenizer hf_tokenizer"
+targets="config shard checkpoint tokenizer hf_tokenizer init"
 keep=build/logs/fuzz
 mkdir -p "$keep"
 work=$(mktemp -d "${TMPDIR:-/tmp}/mgt_test_fuzz.XXXXXX") || exit 1

@@ -7,7 +7,7 @@
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 
-#include "parity_util.h" // defines: check, need, scaled_err, failures
+#include "parity_util.h" // defines: check, need, load_params, check_batch, failures
 
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "tests/fixtures/parity_llama.safetensors";
@@ -36,12 +36,8 @@ int main(int argc, char **argv) {
     mgt_config_set(&cfg, "parallel.threads=2");
     if (mgt_run_create(&run, &cfg) != MGT_OK) { printf("FAIL %s\n", mgt_last_error()); return 1; }
     rk = &run->ranks[0];
-    for (t = 0; t < rk->lay.n; t++) { /* one rank: local tensors are the global ones (wte and lm_head padded) */
-        char name[128];
-        snprintf(name, sizeof name, "param.%s", rk->lay.t[t].info.name);
-        memcpy(mgt__P(rk, t), mgt__st_data(&f, need(&f, name, "F32")), sizeof(float) * rk->lay.t[t].info.numel);
-    }
-    check_batch(&f, rk, B, T, V);
+    load_params(rk, &f, "param.");
+    check_batch(&f, rk, B, T, V, NULL);
     mgt_run_destroy(run);
     mgt__st_close(&f);
     printf("%s\n", failures ? "parity_llama: FAILED" : "parity_llama: ok");

@@ -11,6 +11,8 @@
                  and plain texts
      hf_tokenizer  tokenizer.json NUL text: tests/fixtures/hf_llama3ish.json, and the tokenizer
                  seeds' vocabulary as a GPT-2-style tokenizer.json with ["a", "b"] merges
+     init        config.json NUL index NUL weights: tests/fixtures/hf_gpt2 and hf_llama, a shard of
+                 hf_llama_sharded with its index, and llm.c's bf16 .bin
    Run from the repository root:  ninja build/fuzz/make_seeds && build/fuzz/make_seeds
    The files are deterministic; commit what changes. */
 #define MGT_IMPLEMENTATION
@@ -223,6 +225,7 @@ static void checkpoint_seeds(void) {
     checkpoint_seed("fp32_step0.safetensors", "fp32", 0);
     checkpoint_seed("fp32_step2.safetensors", "fp32", 2);
     checkpoint_seed("fp16_step1.safetensors", "fp16", 1);
+    remove("ck/mgt.lock"); /* the run's hold on its folder (mgt_run_claim) */
     rmdir("ck");
     if (chdir(root) || rmdir(tmp)) die(tmp, strerror(errno));
 }
@@ -349,6 +352,33 @@ static void tokenizer_seeds(void) {
     hf_tokenizer_seeds(buf, texts, (int)(sizeof texts / sizeof texts[0]), merges, (int)(sizeof merges / sizeof merges[0]));
 }
 
+/* ---- init: config.json NUL index NUL weights ------------------------------------------------------ */
+
+/* config.json, an index (or none) and a weights file, joined by NULs */
+static void init_seed(const char *name, const char *config, const char *index, const char *weights) {
+    size_t nc, ni = 0, nw, at;
+    char *c = slurp(config, &nc), *i = index ? slurp(index, &ni) : NULL, *w = slurp(weights, &nw), *buf = (char *)malloc(nc + ni + nw + 2);
+    memcpy(buf, c, nc);
+    buf[nc] = 0;
+    if (ni) memcpy(buf + nc + 1, i, ni);
+    at = nc + 1 + ni;
+    buf[at] = 0;
+    memcpy(buf + at + 1, w, nw);
+    put("init", name, buf, at + 1 + nw);
+    free(c);
+    free(i);
+    free(w);
+    free(buf);
+}
+
+static void init_seeds(void) {
+    init_seed("hf_gpt2", "tests/fixtures/hf_gpt2/config.json", NULL, "tests/fixtures/hf_gpt2/model.safetensors");
+    init_seed("hf_llama", "tests/fixtures/hf_llama/config.json", NULL, "tests/fixtures/hf_llama/model.safetensors");
+    init_seed("hf_llama_shard", "tests/fixtures/hf_llama_sharded/config.json", "tests/fixtures/hf_llama_sharded/model.safetensors.index.json",
+              "tests/fixtures/hf_llama_sharded/model-00004-of-00004.safetensors");
+    init_seed("llmc_bf16", "tests/fixtures/hf_gpt2/config.json", NULL, "tests/fixtures/llmc_gpt2_bf16.bin");
+}
+
 int main(void) {
     char dir[1100];
     if (!getcwd(root, sizeof root)) die("getcwd", strerror(errno));
@@ -359,5 +389,6 @@ int main(void) {
     shard_seeds();
     tokenizer_seeds();
     checkpoint_seeds();
+    init_seeds();
     return 0;
 }

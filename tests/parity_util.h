@@ -3,6 +3,7 @@
    weights (test_parity, test_parity_llama and test_init use them; inline: not every test uses all) */
 #ifndef MGT_PARITY_UTIL_H
 #define MGT_PARITY_UTIL_H
+#include "worst.h" /* defines: worse_of */
 
 static int failures;
 
@@ -118,10 +119,10 @@ static inline void check_training(const mgt__st_file *f, mgt_run *run, int B, in
         printf("     step %d: loss %.7f (torch %.7f)  lr %.6e  norm %.6f", s, run->loss, tl[s], run->lr, run->grad_norm);
         if (tn) printf(" (torch %.6f)  clipped %d", tn[s], tc[s]);
         printf("\n");
-        el = fmax(el, fabs(run->loss - tl[s]) / tl[s]);
-        elr = fmax(elr, fabs(run->lr - tlr[s]) / tlr[s]);
+        el = worse_of(el, fabs(run->loss - tl[s]) / tl[s]);
+        elr = worse_of(elr, fabs(run->lr - tlr[s]) / tlr[s]);
         if (tn && s == 0) en0 = fabs(run->grad_norm - tn[s]) / tn[s];
-        if (tn) en = fmax(en, fabs(run->grad_norm - tn[s]) / tn[s]);
+        if (tn) en = worse_of(en, fabs(run->grad_norm - tn[s]) / tn[s]);
         if (tc) clip_mismatch += (run->grad_norm > run->cfg.train.grad_clip) != (tc[s] != 0);
     }
     free(rows);

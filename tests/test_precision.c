@@ -258,7 +258,7 @@ static void train(mgt_run *run, int to, double *losses, double *scales, int *ski
 static double max_rel(const double *a, const double *b, int from, int to) {
     double e = 0;
     int s;
-    for (s = from; s < to; s++) e = fmax(e, fabs(a[s] - b[s]) / fabs(b[s]));
+    for (s = from; s < to; s++) e = worse_of(e, fabs(a[s] - b[s]) / fabs(b[s]));
     return e;
 }
 /* the global fp32 parameters (master weights under 16-bit storage) */

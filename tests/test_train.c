@@ -64,7 +64,7 @@ static void train_more(mgt_run *run, int to, double *losses) {
 static double max_rel_diff(const double *a, const double *b, int n) {
     double e = 0;
     int i;
-    for (i = 0; i < n; i++) e = fmax(e, fabs(a[i] - b[i]) / fabs(b[i]));
+    for (i = 0; i < n; i++) e = worse_of(e, fabs(a[i] - b[i]) / fabs(b[i]));
     return e;
 }
 

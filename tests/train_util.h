@@ -4,6 +4,7 @@
 #define MGT_TOKENIZER_IMPLEMENTATION
 #define MGT_PREPARE_IMPLEMENTATION
 #include "data/prepare.h" /* defines: mgt_shard_write */
+#include "worst.h"        /* defines: worse_of */
 
 static int failures;
 

@@ -1142,6 +1142,7 @@ static int cmd_keys(int argc, char **argv) {
         char valid[64];
         if (k[i].choices[0]) snprintf(valid, sizeof valid, "%s", k[i].choices);
         else if (!strcmp(k[i].type, "STR")) snprintf(valid, sizeof valid, "path");
+        else if (!strcmp(k[i].type, "INT")) snprintf(valid, sizeof valid, "%.0f..%.0f", k[i].min, k[i].max); /* 16777216, not 1.67772e+07 */
         else snprintf(valid, sizeof valid, "%g..%g", k[i].min, k[i].max);
         char name[80];
         snprintf(name, sizeof name, "%s.%s", k[i].section, k[i].name);

@@ -699,7 +699,13 @@ static int cmd_train(int argc, char **argv) {
     format_bytes((double)(st.mem_peak[MGT_MEM_ACTIVATIONS]), mem, sizeof mem);
     if (interrupted) {
         /* the command as it was typed (./mgt in the tree, mgt when installed on the PATH) */
-        printf("interrupted at step %d: checkpoint %s\nresume with: %s train", st.step, path, argv[0]);
+        char launcher[64];
+        printf("interrupted at step %d: checkpoint %s\nresume with: ", st.step, path);
+        if (processes > 1) { /* started by a launcher: resume the same way (any process count resumes) */
+            mgt_mpi_launcher(launcher, sizeof launcher);
+            printf(strcmp(launcher, "SLURM_NTASKS") ? "mpirun -np %d " : "srun --ntasks=%d ", processes);
+        }
+        printf("%s train", argv[0]);
         for (rc = 2; rc < argc; rc++) { /* the same command, with --resume latest */
             if (!strcmp(argv[rc], "--resume")) { rc++; continue; }
             if (!strcmp(argv[rc], "--overwrite")) continue; /* it would delete what resuming needs */

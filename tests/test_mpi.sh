@@ -215,10 +215,12 @@ kill "$watchdog" 2>/dev/null
 stopped=$(grep -o '^interrupted at step [0-9]*' log_usr1 | grep -o '[0-9]*$')
 if [ $rc -ne 130 ] || [ -z "$stopped" ] || [ ! -s "ck_usr1/step_$(printf %08d "$stopped").safetensors" ]; then
   fail "SIGUSR1: exit $rc, stopped at '${stopped}'"; tail -5 log_usr1
+elif ! grep -q "^resume with: mpirun -np 2 $mgt train tiny.ini .*--resume latest$" log_usr1; then
+  fail "SIGUSR1: the resume hint does not name mpirun -np 2: $(grep 'resume with' log_usr1)"
 elif ! "$mgt" train tiny.ini --no-tui --set parallel.dp=2 --set parallel.zero=1 --set train.steps=$((stopped + 2)) --set train.eval_every=0 \
     --set checkpoint.every=0 --set checkpoint.dir=ck_usr1 --set log.metrics=m_usr1.jsonl --resume latest > log_usr1_resume 2>&1; then
   fail "SIGUSR1: one process cannot resume step $stopped"; tail -5 log_usr1_resume
-else echo "ok  SIGUSR1 to mpirun: both processes stopped after step $stopped, exit 130, its checkpoint resumed by one process"; fi
+else echo "ok  SIGUSR1 to mpirun: both processes stopped after step $stopped, exit 130, the hint 'mpirun -np 2 ... --resume latest', its checkpoint resumed by one process"; fi
 
 [ $fails -eq 0 ] && echo "test_mpi: all passed"
 [ $fails -eq 0 ]

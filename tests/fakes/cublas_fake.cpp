@@ -361,9 +361,7 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t *out) {
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
-    lock_t lk(mu);
-    if (!lt_handles.erase(h)) fail("cublasLtDestroy", "%p is not a live cuBLASLt handle", (void *)h);
-    delete h;
+    destroy_handle(lt_handles, h, "cublasLtDestroy", "cuBLASLt");
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *out, cudaDataType type, uint64_t rows, uint64_t cols,

@@ -425,9 +425,7 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t *out) {
     return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnDestroy(cudnnHandle_t h) {
-    lock_t lk(mu);
-    if (!handles.erase(h)) fail("cudnnDestroy", "%p is not a live cuDNN handle", (void *)h);
-    delete h;
+    destroy_handle(handles, h, "cudnnDestroy", "cuDNN");
     return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s) {

@@ -15,6 +15,7 @@
 #include <condition_variable> /* defines: std::condition_variable */
 #include <functional>         /* defines: std::function */
 #include <mutex>              /* defines: std::mutex, std::unique_lock */
+#include <set>                /* defines: std::set */
 #include <string>             /* defines: std::string */
 #include <vector>             /* defines: std::vector */
 
@@ -98,6 +99,14 @@ inline uint16_t float_to_bf16(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+/* destroys a handle of a library whose live handles are a set (cuBLASLt's, cuDNN's): one that is
+   not live (never made, or destroyed already) is a failure */
+template <class H> void destroy_handle(std::set<H *> &live, H *h, const char *api, const char *library) {
+    lock_t lk(mu);
+    if (!live.erase(h)) fail(api, "%p is not a live %s handle", (void *)h, library);
+    delete h;
+}
+
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 

@@ -450,9 +450,13 @@ static mgt_result mgt__nccl_begin(mgt__nccl *c, int coll, const char *what) {
     if (t) MGT__TRY_IN("timing communication", cudaEventRecord(t->start, c->stream));
     return MGT_OK;
 }
-/* after the NCCL enqueue (still under the guard): the timing, the compute's order, the counts; the
-   guard is released, then an ncclInProgress answer is waited for */
+/* after the NCCL call (still under the guard): an error is reported; else the call is waited for until
+   NCCL has enqueued it (a non-blocking communicator that connects, or launches from its own thread,
+   answers ncclInProgress and puts the work on the stream only later: src/group.cc), and only then
+   is the compute stream ordered after it and its timing closed. Ordering before that point would
+   order the compute after nothing, and it would read a buffer before the collective writes it. */
 static mgt_result mgt__nccl_end(mgt__nccl *c, int coll, double bytes, ncclComm_t comm, ncclResult_t r, const char *what) {
+    mgt__nccl_rank *me = &c->w->ranks[c->rank];
     mgt__nccl_timed *t = c->ntimed < MGT__NCCL_TIMED ? &c->timed[c->ntimed] : NULL;
     if (r != ncclSuccess && r != ncclInProgress) {
         ncclResult_t async = ncclSuccess;
@@ -465,6 +469,13 @@ static mgt_result mgt__nccl_end(mgt__nccl *c, int coll, double bytes, ncclComm_t
         return mgt__nccl_failure(c->w, c->rank, MGT_ERROR_COMM, NULL, 0, r == ncclUnhandledCudaError ? mgt__nccl_cuda_hint() : NULL,
                                  "NCCL %s failed: %s (%s)", what, mgt__nccl_why(comm, r), ncclGetErrorString(r));
     }
+    c->comm.stats.calls[coll]++;
+    c->comm.stats.bytes[coll] += bytes;
+    if (r == ncclInProgress) snprintf(me->doing, sizeof me->doing, "issuing %.200s", me->last_call);
+    mgt__nccl_leave(c);
+    if (mgt__nccl_finish(c, comm, r, what) != MGT_OK) return MGT_ERROR_COMM;
+    if (mgt__nccl_enter(c) != MGT_OK) return MGT_ERROR_COMM;
+    /* MGT__TRY_IN: mgt__nccl_begin's, which leaves the guard on a failure */
     if (t) {
         MGT__TRY_IN("timing communication", cudaEventRecord(t->end, c->stream));
         c->ntimed++;
@@ -478,12 +489,8 @@ static mgt_result mgt__nccl_end(mgt__nccl *c, int coll, double bytes, ncclComm_t
         MGT__TRY_IN("ordering compute after communication", cudaStreamWaitEvent(c->compute, c->done, 0));
     }
 #undef MGT__TRY_IN
-    c->comm.stats.calls[coll]++;
-    c->comm.stats.bytes[coll] += bytes;
-    if (r == ncclInProgress) snprintf(c->w->ranks[c->rank].doing, sizeof c->w->ranks[c->rank].doing, "issuing %.200s", c->w->ranks[c->rank].last_call);
-    else snprintf(c->w->ranks[c->rank].doing, sizeof c->w->ranks[c->rank].doing, "enqueueing after %.200s", what);
+    snprintf(me->doing, sizeof me->doing, "enqueueing after %.200s", what);
     mgt__nccl_leave(c);
-    if (mgt__nccl_finish(c, comm, r, what) != MGT_OK) return MGT_ERROR_COMM;
     if (mgt__nccl_sync_mode()) { /* MGT_CUDA_SYNC=1: the call is waited for, so a failure names it */
         char waited[200];
         snprintf(waited, sizeof waited, "NCCL %.160s to finish (MGT_CUDA_SYNC=1)", what);
@@ -741,6 +748,13 @@ mgt_result mgt_nccl_world_create(int world, int first, int count, const int *dev
         if (w->devices[i] < 0) snprintf(w->ranks[i].doing, sizeof w->ranks[i].doing, "in another process");
         pthread_mutex_init(&w->ranks[i].guard, NULL);
     }
+    /* NCCL 2.22 and later connect each algorithm (ring, tree, NVLS...) at its first use
+       (NCCL_RUNTIME_CONNECT=1, the default): step 1's first bucket-sized all-reduce, its first
+       reduce-scatter and all-gather would allocate and set up proxies inside the step, which mgt
+       forbids, and no warm-up of a few elements selects the algorithms a step's sizes do. 0 connects
+       everything when the communicators are made. NCCL reads it once, at its first communicator, so
+       it is set before that; a value the user set stands (then step 1 connects, slowly but safely). */
+    if (!getenv("NCCL_RUNTIME_CONNECT")) setenv("NCCL_RUNTIME_CONNECT", "0", 0);
     /* this process's ranks from this thread, in one group; non-blocking, so polled until every rank
        is ready (ranks of other processes join the same id from theirs) */
     config.blocking = 0;

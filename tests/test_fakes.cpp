@@ -822,6 +822,12 @@ static void make_nonblocking(ncclComm_t *c, int n, int first_device) { /* one th
     ncclGroupEnd();
     cudaSetDevice(0);
 }
+/* after a call on a non-blocking communicator: NCCL may launch it later from its own thread (it
+   answered ncclInProgress); the stream holds the work once the state leaves ncclInProgress */
+static ncclResult_t enqueued(ncclComm_t c, ncclResult_t r) {
+    for (int i = 0; i < 100000 && r == ncclInProgress; i++) ncclCommGetAsyncError(c, &r);
+    return r;
+}
 static void test_poll() {
     ncclComm_t c[3];
     make_nonblocking(c, 3, 0);
@@ -855,13 +861,13 @@ static void test_poll() {
             ncclCommGetAsyncError(sub, &ss);
             e += ss != ncclSuccess;
         }
-        ncclAllReduce(p, p, 8, ncclFloat32, ncclSum, c[r], s);
+        e += enqueued(c[r], ncclAllReduce(p, p, 8, ncclFloat32, ncclSum, c[r], s)) != ncclSuccess;
         cudaEventRecord(done, s);
         e += poll_event(done, 20000) != 0;
         cudaMemcpy(h, p, sizeof h, cudaMemcpyDeviceToHost);
         e += h[0] != 6.0f || h[7] != 6.0f;
         if (sub) { /* polled too: the split communicator works */
-            ncclAllReduce(p, p, 8, ncclFloat32, ncclSum, sub, s);
+            e += enqueued(sub, ncclAllReduce(p, p, 8, ncclFloat32, ncclSum, sub, s)) != ncclSuccess;
             cudaEventRecord(done, s);
             e += poll_event(done, 20000) != 0;
             cudaMemcpy(h, p, sizeof h, cudaMemcpyDeviceToHost);
@@ -928,6 +934,7 @@ static int fault_kernel() { /* MGT_FAKE_KERNEL_FAULT=fake_fill */
 }
 static int fault_nccl(bool stall) { /* MGT_FAKE_STALL_RANK=1 or MGT_FAKE_NCCL_ERROR=1 */
     ncclComm_t c[2];
+    setenv("MGT_FAKE_NCCL_LATE", "0", 1); /* the step's call answers at once: the output below is fixed */
     make_nonblocking(c, 2, 0);
     host_barrier b(2);
     run_ranks(2, [&](int r) {
@@ -938,7 +945,7 @@ static int fault_nccl(bool stall) { /* MGT_FAKE_STALL_RANK=1 or MGT_FAKE_NCCL_ER
         float *d;
         cudaMalloc((void **)&d, 64);
         cudaMemsetAsync(d, 0, 64, s);
-        ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, c[r], s); /* the warm-up, outside any step */
+        enqueued(c[r], ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, c[r], s)); /* the warm-up, outside any step */
         cudaEventRecord(e, s);
         int warm = poll_event(e, 20000);
         b.arrive();
@@ -960,6 +967,40 @@ static int fault_nccl(bool stall) { /* MGT_FAKE_STALL_RANK=1 or MGT_FAKE_NCCL_ER
         printf("rank %d: after the abort the poll %s\n", r, after ? "still waits" : "ends");
         cudaFree(d);
         (void)stall;
+    });
+    return 0;
+}
+
+/* NCCL_RUNTIME_CONNECT=0: the communicators are connected when made, so a step's first ring
+   collectives (a 1 MiB all-reduce, a reduce-scatter) are no connection inside it, and each is right */
+static int fault_eager() {
+    ncclComm_t c[2];
+    make_nonblocking(c, 2, 0);
+    host_barrier b(2);
+    run_ranks(2, [&](int r) {
+        const size_t n = 1 << 18; /* 1 MiB of floats: a ring all-reduce */
+        cudaSetDevice(r);
+        cudaStream_t s = nb_stream();
+        cudaEvent_t e;
+        cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+        float *d, h[2];
+        cudaMalloc((void **)&d, n * 4);
+        fake_fill(d, (float)(r + 1), n, s);
+        b.arrive();
+        mgt_cuda_fake_note(r, MGT_NOTE_STEP_BEGIN, nullptr);
+        ncclResult_t a = enqueued(c[r], ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c[r], s));
+        ncclResult_t rs = enqueued(c[r], ncclReduceScatter(d, d + n / 2, n / 2, ncclFloat32, ncclSum, c[r], s));
+        cudaEventRecord(e, s);
+        int q = poll_event(e, 20000);
+        mgt_cuda_fake_note(r, MGT_NOTE_STEP_END, nullptr);
+        cudaMemcpy(&h[0], d, 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(&h[1], d + n / 2, 4, cudaMemcpyDeviceToHost);
+        b.arrive();
+        printf("rank %d: eager %s %s %s, sums %g %g\n", r, ncclGetErrorString(a), ncclGetErrorString(rs), q ? "waits" : "done", h[0], h[1]);
+        b.arrive();
+        ncclCommFinalize(c[r]);
+        ncclCommDestroy(c[r]);
+        cudaFree(d);
     });
     return 0;
 }
@@ -1506,7 +1547,7 @@ static const death deaths[] = {
          cudaEvent_t e;
          cudaEventCreate(&e);
      }},
-    {"step_first_collective", "mgt fake ncclAllReduce: the first collective of rank ", [] {
+    {"step_first_collective", "mgt fake ncclAllReduce: the first collective on trees of rank ", [] {
          two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
              mgt_cuda_fake_note(r, MGT_NOTE_STEP_BEGIN, nullptr);
              ncclAllReduce(p, p, 4, ncclFloat32, ncclSum, c, s);
@@ -1532,6 +1573,38 @@ static const death deaths[] = {
          mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
          cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, CUDA_R_32F, 2, d + 4, CUDA_R_32F, 2, &zero, d + 8,
                       CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+     }},
+    {"step_first_ring", "mgt fake ncclReduceScatter: the first collective on rings of rank ", [] {
+         /* a 1-element warm-up connects trees (small all-reduces), not the rings a step's
+            reduce-scatter runs on: NCCL 2.22 and later connect each algorithm at its first use */
+         two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             ncclAllReduce(p, p, 1, ncclFloat32, ncclSum, c, s);
+             cudaStreamSynchronize(s);
+             mgt_cuda_fake_note(r, MGT_NOTE_STEP_BEGIN, nullptr);
+             ncclReduceScatter(p, p + 32, 16, ncclFloat32, ncclSum, c, s);
+         });
+     }},
+    {"late_launch_order", "mgt fake NCCL's launch thread: hazard on bytes [0, 1) of an allocation of 256 bytes", [] {
+         /* the defect of issue 22: a call that answered ncclInProgress is enqueued later by NCCL's
+            thread; a stream ordered after an event recorded before the poll says ncclSuccess is
+            ordered after nothing, and its kernel writes the buffer before the all-reduce does */
+         ncclComm_t c[2];
+         make_nonblocking(c, 2, 0);
+         run_ranks(2, [&](int r) {
+             cudaSetDevice(r);
+             cudaStream_t s = nb_stream(), compute = nb_stream();
+             cudaEvent_t done;
+             cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+             float *p;
+             cudaMalloc((void **)&p, 64 * 4);
+             fake_fill(p, 1.0f, 64, s);
+             ncclResult_t st = ncclAllReduce(p, p, 64, ncclFloat32, ncclSum, c[r], s); /* connects: launched late */
+             cudaEventRecord(done, s); /* too early: before the poll */
+             cudaStreamWaitEvent(compute, done, 0);
+             fake_fill(p, 2.0f, 64, compute);
+             enqueued(c[r], st);
+             cudaStreamSynchronize(compute);
+         });
      }},
     {"in_progress_call", "mgt fake ncclAllReduce: a communicator of device 0 still being split", [] {
          ncclComm_t c[2];
@@ -1709,6 +1782,8 @@ static const fault_case faults[] = {
       "rank 1: mgt fake: rank 1's ncclAllReduce #1 failed asynchronously (MGT_FAKE_NCCL_ERROR)",
       "rank 1: warm-up done, call no error, poll cudaErrorNotReady, state remote process exited or there was a network error",
       "rank 0: warm-up done, call no error, poll cudaErrorNotReady, state no error", "rank 1: after the abort the poll ends"}},
+    {"eager", "NCCL_RUNTIME_CONNECT", "0",
+     {"rank 0: eager no error no error done, sums 3 6", "rank 1: eager no error no error done, sums 3 6"}},
 };
 static void expect_fault(const char *self, const fault_case &f) {
     int fd[2];
@@ -1755,6 +1830,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[2], "kernel")) return fault_kernel();
         if (!strcmp(argv[2], "stall")) return fault_nccl(true);
         if (!strcmp(argv[2], "nccl_error")) return fault_nccl(false);
+        if (!strcmp(argv[2], "eager")) return fault_eager();
         return 2;
     }
     if (argc == 3 && !strcmp(argv[1], "--die")) {

@@ -35,6 +35,21 @@
      receive, as a large NCCL send does).
    - ncclCommAbort (from any thread) ends every wait of the ranks of that communicator, so a rank
      blocked in a collective returns; operations of an aborted communicator compute nothing.
+   - LATE LAUNCH. On a non-blocking communicator NCCL may launch a call (or a group's calls) from a
+     thread of its own (src/group.cc: whenever something must be connected first) and answer
+     ncclInProgress; the work reaches the stream only when that thread has run, and the caller learns
+     it by polling ncclCommGetAsyncError until ncclSuccess. The fake does the same for every call that
+     connects (below) and for MGT_FAKE_NCCL_LATE percent (default 10) of the others, drawn from a
+     generator seeded by MGT_FAKE_NCCL_SEED: its thread enqueues the call 0.1 to 1.1 ms later. So a
+     caller that orders its streams after the call (records an event) before the poll says ncclSuccess
+     orders them after nothing, and the hazard check (cudart_fake.cpp) names the stream that touches
+     the buffer before the collective that writes it. The thread is joined by the poll that sees it
+     done, or by ncclCommDestroy/Abort.
+   - LAZY CONNECTION. NCCL 2.22 and later connect each algorithm of a communicator at its first use
+     (NCCL_RUNTIME_CONNECT, default 1; read once, when the first communicator is made): the fake's
+     tuner runs all-reduces of up to 64 KiB on trees and everything else on rings, so a 1-element
+     warm-up connects trees only. With NCCL_RUNTIME_CONNECT=0 every algorithm is connected when the
+     communicator is made. Sends and receives always connect their pair at first use.
 
    CHECKS (abort with "mgt fake <api>: ..."), naming both calls and both ranks:
    - the k-th collectives of the ranks of a communicator differ in operation, count, type,
@@ -48,9 +63,9 @@
      on (NCCL frees it under that thread); ncclCommGetAsyncError of a communicator in progress takes
      a millisecond, as NCCL's progress engine runs inside it, so such a window is wide;
    - inside a step of the calling rank's device (kernels/fake_note.h): creating, splitting,
-     finalizing or destroying a communicator, the first collective of a communicator and the first
-     send or receive between two of its ranks in each direction (NCCL connects lazily, allocating
-     and synchronising: warm every communicator and pipeline pair up when the run is created);
+     finalizing or destroying a communicator, the first collective on an algorithm not connected
+     yet (LAZY CONNECTION) and the first send or receive between two of its ranks in each direction
+     (NCCL connects lazily, allocating and synchronising: connect everything when the run is made);
    - a deadlock: every thread that owns a live rank waits inside the fakes (a rendezvous, a receive,
      an unreceived send, the driver's lock) and nothing moved for a second; the report lists what
      each waits for.
@@ -93,7 +108,7 @@
 #include <sys/socket.h> /* defines: socket, bind, listen, accept, connect, send, recv */
 #include <sys/un.h>    /* defines: sockaddr_un */
 #include <unistd.h>    /* defines: getpid, close */
-#include <algorithm>   /* defines: std::sort */
+#include <algorithm>   /* defines: std::sort, std::find */
 #include <deque>       /* defines: std::deque */
 #include <map>         /* defines: std::map */
 #include <memory>      /* defines: std::shared_ptr */
@@ -114,6 +129,7 @@ struct sig {
     int root; /* the root, or the peer of a send/recv */
 };
 struct group_t;
+struct launch_job;
 struct ncclComm {
     group_t *g; /* nullptr while a non-blocking split is in progress */
     int rank, device;
@@ -123,11 +139,13 @@ struct ncclComm {
     long pending;        /* operations enqueued and not yet performed */
     ncclResult_t state;  /* what ncclCommGetAsyncError answers */
     std::string error;   /* ncclGetLastError, after an injected error */
-    bool warm;           /* a collective was issued outside any step: NCCL has connected its ranks */
+    bool eager;          /* made with NCCL_RUNTIME_CONNECT=0: every algorithm connected at creation */
+    std::set<int> connected;                /* algorithms (ALGO_*) connected so far */
     std::set<std::pair<int, int>> p2p_warm; /* (peer, 0 send / 1 receive) used outside any step */
     int inside;          /* NCCL calls on it in progress (a thread inside one), for the abort check */
     const void *inside_thread;
     bool remote;         /* a stand-in for a rank of another process */
+    std::shared_ptr<launch_job> launching; /* its last call, launched later by NCCL's thread */
 };
 struct sig_rec {
     int rank, seen;
@@ -241,8 +259,20 @@ static group_t *new_group(int n, const std::string &key = "", net_t *net = nullp
     groups.push_back(g);
     return g;
 }
+/* NCCL 2.22 and later connect each algorithm of a communicator at its first use (NCCL_RUNTIME_CONNECT,
+   default 1): inside the call, allocating device memory and launching from a thread of NCCL's. Read
+   once, at the first communicator, as NCCL reads its parameters */
+static bool lazy_connect() { /* mu held */
+    static int lazy = -1;
+    if (lazy < 0) {
+        const char *e = getenv("NCCL_RUNTIME_CONNECT");
+        lazy = !(e && *e && atoi(e) == 0);
+    }
+    return lazy != 0;
+}
 static ncclComm *make_comm(int device, const void *owner, bool nonblocking, bool remote = false) { /* mu held */
-    ncclComm *c = new ncclComm{nullptr, -1, device, false, nonblocking, owner, 0, 0, 0, ncclSuccess, {}, false, {}, 0, nullptr, remote};
+    ncclComm *c = new ncclComm{nullptr, -1, device, false, nonblocking, owner, 0, 0, 0, ncclSuccess, {}, !lazy_connect(), {}, {}, 0, nullptr,
+                               remote, nullptr};
     if (!remote) comms_made.insert(c); /* a stand-in is no handle a caller may use */
     return c;
 }
@@ -677,6 +707,80 @@ static void submit(const char *api, std::vector<nop> ops, bool hang = false) {
     progress();
 }
 
+/* a group's calls: one operation per stream, in call order */
+static void submit_per_stream(const char *api, std::vector<nop> all) {
+    while (!all.empty()) {
+        std::vector<nop> mine, rest;
+        for (const nop &o : all) (o.stream == all[0].stream ? mine : rest).push_back(o);
+        submit(api, mine);
+        all.swap(rest);
+    }
+}
+
+/* ---- late launches (the header's LATE LAUNCH) -------------------------------------------------- */
+/* the algorithm NCCL's tuner would pick, as far as connecting goes: small all-reduces on trees,
+   everything else on rings (NVLS, CollNet and PAT are not modelled) */
+enum { ALGO_TREE, ALGO_RING };
+static int algorithm(const sig &s) {
+    return s.k == ALLREDUCE && s.count * type_size(s.type) <= (64u << 10) ? ALGO_TREE : ALGO_RING;
+}
+static const char *algo_name(int a) { return a == ALGO_TREE ? "tree" : "ring"; }
+/* whether a call that needs no connecting is launched late anyway: MGT_FAKE_NCCL_LATE percent of them
+   (default 10), drawn from a generator seeded by MGT_FAKE_NCCL_SEED (default 1). mu held */
+static bool late_by_chance() {
+    static const char *pct_env = getenv("MGT_FAKE_NCCL_LATE"), *seed_env = getenv("MGT_FAKE_NCCL_SEED");
+    static int pct = pct_env && *pct_env ? atoi(pct_env) : 10;
+    static uint64_t x = seed_env && *seed_env ? (uint64_t)strtoull(seed_env, nullptr, 10) * 2654435761u + 1 : 88172645463325252ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return (int)(x % 100) < pct;
+}
+/* a call (or a group's calls) that NCCL launches from its own thread: the host got ncclInProgress,
+   the communicators stay in progress until the thread has enqueued the work on the streams */
+struct launch_job {
+    std::thread th;
+    bool launched = false, joined = false;
+};
+static uint64_t launch_delay_us() { /* mu held: 100..1100 us, after the caller has had time to go on */
+    static uint64_t x = 0x9E3779B97F4A7C15ull;
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return 100 + (x >> 33) % 1000;
+}
+static void launch_late(std::vector<nop> ops) { /* mu held */
+    auto j = std::make_shared<launch_job>();
+    std::vector<ncclComm *> cs;
+    for (const nop &o : ops)
+        if (std::find(cs.begin(), cs.end(), o.c) == cs.end()) cs.push_back(o.c);
+    for (ncclComm *c : cs) {
+        c->state = ncclInProgress;
+        c->launching = j;
+    }
+    uint64_t delay = launch_delay_us();
+    j->th = std::thread([j, ops, cs, delay]() {
+        std::this_thread::sleep_for(std::chrono::microseconds(delay));
+        submit_per_stream("NCCL's launch thread", ops);
+        lock_t lk(mu);
+        for (ncclComm *c : cs)
+            if (c->state == ncclInProgress) c->state = ncclSuccess;
+        j->launched = true;
+        progress();
+    });
+}
+/* mu held through lk: c's late launch, when it has one, joined (wait: waiting for it to launch first;
+   destroying a communicator does) */
+static void reap(lock_t &lk, ncclComm *c, bool wait_launch) {
+    std::shared_ptr<launch_job> j = c->launching;
+    if (!j || (!j->launched && !wait_launch)) return;
+    if (!j->launched) wait(lk, [&j] { return j->launched; }, "NCCL's launch thread of " + where(c));
+    c->launching.reset();
+    if (j->joined) return;
+    j->joined = true;
+    lk.unlock();
+    j->th.join(); /* it only returns after `launched`: no wait for mu */
+    lk.lock();
+}
+
 /* mu held: rank `rank`'s k-th collective of g, or its k-th send to / receive from s.root, is s: the
    same as the other ranks' k-th (collectives), the k-th receive / send it meets (send/recv) */
 static void match(const char *api, group_t *g, int rank, uint64_t k, const sig &s) {
@@ -707,9 +811,12 @@ static thread_local int group_depth = 0;
 static thread_local std::vector<nop> grouped;
 static thread_local std::vector<ncclComm *> group_inits; /* blocking inits inside the group: done at its end */
 
+static thread_local bool group_late = false; /* a call of the open group needs connecting */
+
 static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send, void *recv, cudaStream_t stream) {
     nop o;
     fault f = NO_FAULT;
+    bool connects = false, late = false;
     lock_t lk(mu);
     ncclComm *c = comm(api, cm);
     inside_call in(c);
@@ -732,8 +839,9 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
         if ((s.k == BROADCAST || s.k == SEND || s.k == RECV) && (s.root < 0 || s.root >= g->n))
             fail(api, "%s names rank %d, outside the communicator, %s", desc(s).c_str(), s.root, where(c).c_str());
         if ((s.k == SEND || s.k == RECV) && s.root == c->rank) fail(api, "%s to itself, %s", desc(s).c_str(), where(c).c_str());
-        /* NCCL connects on first use: a collective sets up the communicator's rings and trees, a send or
-           receive its pair's channel, allocating device memory and synchronising */
+        /* NCCL connects on first use: a send or receive its pair's channel, a collective (unless the
+           communicator was made with NCCL_RUNTIME_CONNECT=0) the algorithm it runs on, allocating device
+           memory and launching from its own thread */
         if (s.k == SEND || s.k == RECV) {
             std::pair<int, int> pd(s.root, s.k == SEND ? 0 : 1);
             if (!c->p2p_warm.count(pd)) {
@@ -742,12 +850,16 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
                            "NCCL connects a pair on its first send or receive, allocating and synchronising: send and receive once "
                            "between every pipeline pair when the run is created");
                 c->p2p_warm.insert(pd);
+                connects = true;
             }
-        } else if (!c->warm) {
-            step_check(api, c->device, strf("the first collective of %s, %s", where(c).c_str(), desc(s).c_str()),
-                       "NCCL connects a communicator on its first collective, allocating and synchronising: run one on every "
-                       "communicator when the run is created");
-            c->warm = true;
+        } else if (!c->eager && !c->connected.count(algorithm(s))) {
+            step_check(api, c->device, strf("the first collective on %ss of %s, %s (NCCL_RUNTIME_CONNECT is not 0)", algo_name(algorithm(s)),
+                                            where(c).c_str(), desc(s).c_str()),
+                       "NCCL 2.22 and later connect each algorithm at its first use, allocating and synchronising: set "
+                       "NCCL_RUNTIME_CONNECT=0 before the first communicator is made, or run every kind and size of collective "
+                       "when the run is created");
+            c->connected.insert(algorithm(s));
+            connects = true;
         }
         f = injected(c, api, s);
         if (f == STALL) { /* never arrives: the call stays in progress, nothing is enqueued */
@@ -772,15 +884,23 @@ static ncclResult_t call(const char *api, ncclComm_t cm, sig s, const void *send
         }
         o.c = c;
         c->pending++;
+        late = c->nonblocking && f == NO_FAULT && (connects || late_by_chance());
     }
     o.s = s;
     o.send = send;
     o.recv = recv;
     o.stream = stream;
+    if (group_depth > 0 && f != ASYNC_ERROR) {
+        grouped.push_back(o);
+        group_late = group_late || (c->nonblocking && connects);
+        return ncclSuccess;
+    }
+    if (late) { /* NCCL's thread enqueues it: the caller polls ncclCommGetAsyncError until ncclSuccess */
+        launch_late({o});
+        return ncclInProgress;
+    }
     lk.unlock(); /* still inside the call: submit enqueues on the stream */
-    if (f == ASYNC_ERROR) submit(api, {o}, true);
-    else if (group_depth > 0) grouped.push_back(o);
-    else submit(api, {o});
+    submit(api, {o}, f == ASYNC_ERROR);
     lk.lock();
     return ncclSuccess;
 }
@@ -968,6 +1088,7 @@ ncclResult_t ncclCommSplit(ncclComm_t parent, int color, int key, ncclComm_t *ou
 static ncclResult_t destroy(const char *api, ncclComm_t cm, bool check) {
     lock_t lk(mu);
     ncclComm *c = comm(api, cm, true);
+    reap(lk, c, true); /* NCCL's launch thread ends before the communicator does */
     group_t *g = c->g;
     if (c->inside && c->inside_thread != thread_token())
         fail(api, "%s while another thread is inside an NCCL call on it: NCCL frees the communicator under that thread (abort a rank's "
@@ -1035,6 +1156,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t cm, ncclResult_t *e) {
         lk.lock();
         if (c->destroyed) fail("ncclCommGetAsyncError", "%s was freed while this thread was inside the call", where(c).c_str());
     }
+    reap(lk, c, false);
     if (device_fault(c->device) != cudaSuccess && c->state == ncclSuccess) {
         c->state = ncclUnhandledCudaError;
         c->error = strf("mgt fake: a kernel faulted on device %d (%s)", c->device, cudaGetErrorString(device_fault(c->device)));
@@ -1090,12 +1212,18 @@ ncclResult_t ncclGroupEnd(void) {
     if (--group_depth > 0) return ncclSuccess;
     std::vector<nop> all;
     all.swap(grouped);
-    while (!all.empty()) { /* one operation per stream, in call order */
-        std::vector<nop> mine, rest;
-        for (const nop &o : all) (o.stream == all[0].stream ? mine : rest).push_back(o);
-        submit("ncclGroupEnd", mine);
-        all.swap(rest);
+    bool late = group_late;
+    group_late = false;
+    if (!all.empty()) {
+        lock_t lk(mu);
+        bool nonblocking = true;
+        for (const nop &o : all) nonblocking = nonblocking && o.c->nonblocking;
+        if (nonblocking && (late || late_by_chance())) { /* NCCL's thread launches the group */
+            launch_late(all);
+            return ncclInProgress;
+        }
     }
+    submit_per_stream("ncclGroupEnd", all);
     std::vector<ncclComm *> inits;
     inits.swap(group_inits);
     lock_t lk(mu);

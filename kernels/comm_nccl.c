@@ -27,7 +27,9 @@
    them at once.
 
    The watchdog: no host wait is unbounded. Each one (an event of the rank's own streams: the end of
-   a step, a staged call, an NCCL call still being enqueued) polls with the world's deadline,
+   a step, a staged call, an NCCL call still being enqueued) waits with the world's deadline (an
+   event: a few queries, then the rank's waiter thread blocks in cudaEventSynchronize and wakes the
+   rank when it completes, while the rank checks its deadline every millisecond),
    [parallel] timeout_s, and reads ncclCommGetAsyncError of the rank's communicators and the world's
    abort flag while it waits. The rank that sees a deadline pass, an asynchronous error or a device
    fault writes one message (the rank, its GPU, what it waited for, the NCCL call it is behind with
@@ -63,6 +65,21 @@ typedef char mgt__nccl_id_fits[sizeof(ncclUniqueId) == MGT_NCCL_ID_BYTES ? 1 : -
 
 typedef struct mgt__nccl mgt__nccl;
 
+/* A rank's waits wake when their event completes: after a short spin of queries the event goes to
+   this thread, which blocks in cudaEventSynchronize (woken by the driver) and signals; the rank's
+   thread meanwhile sleeps on the condition in 1 ms slices to check its deadline, the world's abort
+   and NCCL's asynchronous errors. Polling alone, with a growing sleep between queries so as not to
+   burn a core, woke up to 1 ms late, three times a step. */
+typedef struct mgt__nccl_waiter {
+    pthread_t thread;
+    int started, quit, device;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;    /* a new request (to the thread), an answer (to the rank) */
+    cudaEvent_t event;    /* the request */
+    long asked, answered; /* requests so far, answered so far */
+    cudaError_t result;   /* the last answer's */
+} mgt__nccl_waiter;
+
 /* what the world keeps of each rank */
 typedef struct mgt__nccl_rank {
     pthread_mutex_t guard; /* held by the rank's thread around each of its NCCL calls, by an abort around
@@ -79,6 +96,7 @@ typedef struct mgt__nccl_rank {
     int in_step;
     long step, step_calls; /* steps begun; NCCL calls made inside steps, all steps together */
     size_t nccl_bytes;     /* NCCL's device memory, measured after the warm-up */
+    mgt__nccl_waiter waiter;
 } mgt__nccl_rank;
 
 struct mgt_nccl_world {
@@ -311,7 +329,8 @@ static ncclResult_t mgt__nccl_async(mgt_nccl_world *w, int r, int *gi) {
     return bad;
 }
 
-/* a short pause in a poll: yields first, then sleeps up to 1 ms */
+/* a short pause in a poll: yields first, then sleeps up to 1 ms (the polls of communicators in
+   progress, which no event signals) */
 static void mgt__nccl_pause(int *spins) {
     if (++*spins < 64) {
         sched_yield();
@@ -321,20 +340,101 @@ static void mgt__nccl_pause(int *spins) {
     nanosleep(&ts, NULL);
 }
 
+static void *mgt__nccl_waiter_main(void *arg) {
+    mgt__nccl_waiter *wt = (mgt__nccl_waiter *)arg;
+    if (cudaSetDevice(wt->device) != cudaSuccess) (void)cudaGetLastError();
+    if (mgt_cuda_fake_note) mgt_cuda_fake_note(wt->device, MGT_NOTE_WAITER, NULL);
+    pthread_mutex_lock(&wt->mu);
+    for (;;) {
+        cudaEvent_t e;
+        cudaError_t q;
+        while (!wt->quit && wt->answered == wt->asked) pthread_cond_wait(&wt->cv, &wt->mu);
+        if (wt->quit) break;
+        e = wt->event;
+        pthread_mutex_unlock(&wt->mu);
+        q = cudaEventSynchronize(e);
+        if (q != cudaSuccess) (void)cudaGetLastError();
+        pthread_mutex_lock(&wt->mu);
+        wt->result = q;
+        wt->answered = wt->asked;
+        pthread_cond_broadcast(&wt->cv);
+    }
+    pthread_mutex_unlock(&wt->mu);
+    return NULL;
+}
+/* hands `event` to rank r's waiter: its ticket, or 0 when the waiter is still on an earlier event (a
+   wait that failed at its deadline): then the caller keeps polling */
+static long mgt__nccl_waiter_ask(mgt_nccl_world *w, int r, cudaEvent_t event) {
+    mgt__nccl_waiter *wt = &w->ranks[r].waiter;
+    long ticket = 0;
+    pthread_mutex_lock(&wt->mu);
+    if (!wt->started && !wt->quit) wt->started = pthread_create(&wt->thread, NULL, mgt__nccl_waiter_main, wt) == 0;
+    if (wt->started && wt->answered == wt->asked) {
+        wt->event = event;
+        ticket = ++wt->asked;
+        pthread_cond_broadcast(&wt->cv);
+    }
+    pthread_mutex_unlock(&wt->mu);
+    return ticket;
+}
+/* up to `until` (CLOCK_REALTIME, as the condition's clock) for the answer to ticket: 1 and its result,
+   or 0 */
+static int mgt__nccl_waiter_answer(mgt_nccl_world *w, int r, long ticket, const struct timespec *until, cudaError_t *result) {
+    mgt__nccl_waiter *wt = &w->ranks[r].waiter;
+    int done;
+    pthread_mutex_lock(&wt->mu);
+    if (wt->answered < ticket) pthread_cond_timedwait(&wt->cv, &wt->mu, until);
+    done = wt->answered >= ticket;
+    if (done) *result = wt->result;
+    pthread_mutex_unlock(&wt->mu);
+    return done;
+}
+/* the waiter ends (world destroy): joined once its last request is answered, within timeout_s; a
+   waiter still inside cudaEventSynchronize then (a device that never completes) is left to the
+   process's end */
+static void mgt__nccl_waiter_end(mgt__nccl_waiter *wt, double timeout_s) {
+    double start = mgt__nccl_now();
+    int idle;
+    pthread_mutex_lock(&wt->mu);
+    wt->quit = 1;
+    pthread_cond_broadcast(&wt->cv);
+    while (wt->started && wt->answered != wt->asked && mgt__nccl_now() - start <= timeout_s) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 10000000L;
+        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&wt->cv, &wt->mu, &until);
+    }
+    idle = wt->answered == wt->asked;
+    pthread_mutex_unlock(&wt->mu);
+    if (!wt->started) return;
+    if (idle) pthread_join(wt->thread, NULL);
+    else pthread_detach(wt->thread);
+}
+
 mgt_result mgt_nccl_wait(mgt_nccl_world *w, int r, void *event, const char *what, char *why, size_t cap) {
     double start = mgt__nccl_now(), next_check = start;
     int spins = 0;
+    long ticket = 0;
     mgt__nccl_doing(w, r, "waiting for %s", what);
     for (;;) {
-        cudaError_t q;
+        cudaError_t q = cudaErrorNotReady;
         double t;
         if (mgt__nccl_world_aborted(w)) return mgt__nccl_echo(w, why, cap);
-        q = cudaEventQuery((cudaEvent_t)event);
+        if (ticket) { /* the waiter has it: sleep until it answers, 1 ms at most between checks */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 1000000L;
+            if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+            if (!mgt__nccl_waiter_answer(w, r, ticket, &until, &q)) q = cudaErrorNotReady;
+        } else {
+            q = cudaEventQuery((cudaEvent_t)event);
+            (void)cudaGetLastError(); /* not ready is no error, but may stay as the last error and fail the next launch check */
+        }
         if (q == cudaSuccess) {
             mgt__nccl_doing(w, r, "running, after %s", what);
             return MGT_OK;
         }
-        (void)cudaGetLastError(); /* not ready is no error, but may stay as the last error and fail the next launch check */
         if (q != cudaErrorNotReady)
             return mgt__nccl_failure(w, r, MGT_ERROR_DEVICE, why, cap,
                                      mgt__nccl_sync_mode() ? NULL : ". The failing op is not known: MGT_CUDA_SYNC=1 waits for every op and names it",
@@ -354,7 +454,8 @@ mgt_result mgt_nccl_wait(mgt_nccl_world *w, int r, void *event, const char *what
         }
         if (t - start > w->timeout_s)
             return mgt__nccl_failure(w, r, MGT_ERROR_COMM, why, cap, NULL, "waited %.1f s ([parallel] timeout_s) for %s", t - start, what);
-        mgt__nccl_pause(&spins);
+        if (!ticket && ++spins >= 64) ticket = mgt__nccl_waiter_ask(w, r, (cudaEvent_t)event); /* after ~64 yields: a short wait costs no handover */
+        if (!ticket) mgt__nccl_pause(&spins);
     }
 }
 
@@ -700,7 +801,12 @@ static void mgt__nccl_world_free(mgt_nccl_world *w) {
     int i;
     if (!w) return;
     if (w->ranks)
-        for (i = 0; i < w->world; i++) pthread_mutex_destroy(&w->ranks[i].guard);
+        for (i = 0; i < w->world; i++) {
+            mgt__nccl_waiter_end(&w->ranks[i].waiter, w->timeout_s);
+            pthread_mutex_destroy(&w->ranks[i].guard);
+            pthread_mutex_destroy(&w->ranks[i].waiter.mu);
+            pthread_cond_destroy(&w->ranks[i].waiter.cv);
+        }
     pthread_mutex_destroy(&w->mu);
     free(w->ranks);
     free(w->comms);
@@ -747,6 +853,9 @@ mgt_result mgt_nccl_world_create(int world, int first, int count, const int *dev
         w->devices[i] = i >= first && i < end ? devices[i - first] : -1;
         if (w->devices[i] < 0) snprintf(w->ranks[i].doing, sizeof w->ranks[i].doing, "in another process");
         pthread_mutex_init(&w->ranks[i].guard, NULL);
+        pthread_mutex_init(&w->ranks[i].waiter.mu, NULL);
+        w->ranks[i].waiter.device = w->devices[i];
+        pthread_cond_init(&w->ranks[i].waiter.cv, NULL);
     }
     /* NCCL 2.22 and later connect each algorithm (ring, tree, NVLS...) at its first use
        (NCCL_RUNTIME_CONNECT=1, the default): step 1's first bucket-sized all-reduce, its first

@@ -10587,7 +10587,8 @@ static void mgt__sim_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw
    benchmark on an H200 (cudnn-frontend benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn;
    an H200's bf16 tensor peak is the H100 SXM's 989 TFLOP/s), causal, bf16: head size 128 at T = 2048,
    forward 484 and backward 370 TFLOP/s (49% and 37%); head size 64 (the GPT-OSS shape, a 1024-key
-   window at T = 2048) 310 and 264 TFLOP/s (31% and 27%). Between 64 and 128 linear in hs, below 64
+   window at T = 2048) 310 and 264 TFLOP/s (31% and 27%), both scaled to the sequence's length by
+   mgt__sim_cudnn_attention_frac. Between 64 and 128 linear in hs, below 64
    in proportion to hs (a smaller head does less work per tile it loads); the same fractions on other
    devices. Its traffic is the tensors, O(B T C), the fp32 Stats and row sums, and the backward's fp32
    dq accumulator (written and read). Elsewhere, flash attention (kernels/attention.cu) on CUDA cores: each (batch, head)

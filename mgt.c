@@ -87,7 +87,8 @@ static const struct command_help {
      "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s against this machine's sgemm, memory, and\n"
      "the speedup over one rank. One rank's figure is kept as the baseline of `mgt train`'s speedup.\n"
      "  --steps N            timed steps after 2 warm-up steps, 1..1000000 (5)"},
-    {"plan", "mgt plan PRESET [--gpus N] [--gpu a100|h100|h200|b200|cpu] [--gpus-per-node N] [--trace FILE] [--search] [--set section.key=value]...",
+    {"plan", "mgt plan PRESET [--gpus N] [--gpu a100|h100|h200|b200|cpu] [--gpus-per-node N] [--trace FILE] [--search] [--calibrate FILE]\n"
+             "         [--set section.key=value]...",
      "Memory and traffic of every rank of PRESET's layout, in closed form, without running anything.\n"
      "  --gpus N             plan for N ranks: dp becomes N / (tp x pp)\n"
      "  --gpu NAME           also PREDICT one step on NAME (the step simulator: the runtime with modelled costs):\n"
@@ -95,7 +96,9 @@ static const struct command_help {
      "  --gpus-per-node N    GPUs that share a node's links (8); collectives beyond them cross the network\n"
      "  --trace FILE         with --gpu: the simulated step as Chrome trace JSON (open it in Perfetto)\n"
      "  --search             with --gpu: every layout of the GPUs (dp, tp, pp, zero, micro_batch, recompute, schedule)\n"
-     "                       that fits their memory, simulated; prints the fastest ten"},
+     "                       that fits their memory, simulated; prints the fastest ten\n"
+     "  --calibrate FILE     with --gpu: price each op family from times measured on a real GPU (FILE: docs/simulator.md,\n"
+     "                       \"Calibration\"): the family's prices scaled by measured / predicted for the shape measured"},
     {"export", "mgt export CHECKPOINT -o DIR",
      "Writes DIR for Hugging Face's from_pretrained from a checkpoint (a file, or a run folder's newest): config.json\n"
      "(GPT2LMHeadModel or LlamaForCausalLM, from the model keys), model.safetensors (float32, Hugging Face's names) and\n"
@@ -872,7 +875,25 @@ static int cmd_check(int argc, char **argv) {
 
 /* mgt plan --gpu NAME: one step of the layout simulated on NAME (mgt.h section 3d), printed as
    predicted: per rank, then for the step */
-static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node, const char *trace) {
+/* the calibration's scales on o (mgt_sim_calibrate), 0 or 2 with the reason on stderr */
+static int calibrate(mgt_sim_calibration *cal, mgt_sim_options *o) {
+    if (!cal) return 0;
+    if (mgt_sim_calibrate(cal, o) != MGT_OK) {
+        fprintf(stderr, "mgt plan: --calibrate: %s\n", mgt_last_error());
+        return 2;
+    }
+    return 0;
+}
+static void print_calibration(const mgt_sim_calibration *cal) {
+    int c;
+    if (!cal) return;
+    printf("calibrated from %s (measured on GPU %s, families", cal->path, cal->gpu);
+    for (c = 0; c < MGT_SIM_FAMILIES; c++)
+        if (cal->scale[c] > 0) printf(" %s x%.3f", mgt_sim_family_name(c), cal->scale[c]);
+    printf("; the others as modelled)\n");
+}
+
+static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node, const char *trace, mgt_sim_calibration *cal) {
     mgt_sim_options o;
     mgt_sim_result res;
     mgt_result r;
@@ -898,6 +919,7 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     }
     o.gpus_per_node = per_node;
     o.trace = trace;
+    if (calibrate(cal, &o)) return 2;
     if (o.device.host_sync) {
         fprintf(stderr, "mgt plan: running each op of a step once on this machine to price it (a few times one step's ops)...\n");
         fflush(stderr);
@@ -910,8 +932,12 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
                res.shapes_measured, res.ops_modelled, o.device.intra_gbps, res.wall_s);
     else
         printf("\nPREDICTED one optimizer step on %d x %s (%d per node), by mgt's step simulator: the runtime with modelled costs\n"
-               "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n\n",
-               world, o.device.title, per_node, res.wall_s);
+               "(a roofline per op, alpha-beta per collective; the assumptions are in README, \"Predicted speed\"); simulated in %.2f s\n%s",
+               world, o.device.title, per_node, res.wall_s, cal ? "" : "\n");
+    if (cal) {
+        print_calibration(cal);
+        printf("\n");
+    }
     if (!o.device.host_sync) /* the CUDA backend's attention scratch of a micro-batch (a float per row and head), as the summary counts it */
         scratch = (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * sizeof(float) / 1073741824.0;
     printf(" rank  dp tp pp   step ms  compute    gemm  attention  other   exposed comm  bubble  host-bound  memory\n");
@@ -987,7 +1013,7 @@ static double search_mem(const mgt_config *layout, const mgt_sim_device *d) {
     return worst / 1073741824.0 + d->reserve_gib +
            (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * sizeof(float) / 1073741824.0;
 }
-static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node) {
+static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node, mgt_sim_calibration *cal) {
     mgt_sim_options o;
     search_row *rows = NULL;
     int n = 0, cap = 0, tried = 0, tp, pp, zero, micro, rec, sched, i;
@@ -998,6 +1024,7 @@ static int search_layouts(const mgt_config *base, const char *gpu, int world, in
         return 2;
     }
     o.gpus_per_node = per_node;
+    if (calibrate(cal, &o)) return 2;
     for (tp = 1; tp <= world && tp <= per_node; tp++) {
         if (world % tp || base->model.n_head % tp) continue;
         for (pp = 1; pp <= world / tp && pp <= base->model.n_layer && pp <= 256; pp++) {
@@ -1042,6 +1069,10 @@ static int search_layouts(const mgt_config *base, const char *gpu, int world, in
     qsort(rows, (size_t)n, sizeof *rows, search_cmp);
     printf("\nPREDICTED fastest layouts of %d x %s (%d per node), global batch %d: %d layouts fit and were simulated in %.1f s\n\n", world,
            o.device.title, per_node, base->train.global_batch, tried, mgt__now() - t0);
+    if (cal) {
+        print_calibration(cal);
+        printf("\n");
+    }
     printf("   dp  tp  pp zero micro recompute schedule   step ms   tokens/s    MFU  memory GiB  bubble ms  exposed comm ms (rank 0)\n");
     for (i = 0; i < n && i < 10; i++)
         printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", rows[i].dp, rows[i].tp, rows[i].pp, rows[i].zero, rows[i].micro,
@@ -1058,7 +1089,8 @@ static int cmd_plan(int argc, char **argv) {
     int rc, i, c, gpus = 0, world;
     double total[MGT_COLL_COUNT] = {0}, v;
     char mem[MGT_MEM_COUNT][16], set[64];
-    const char *gpu = NULL, *trace = NULL;
+    const char *gpu = NULL, *trace = NULL, *calibrate_path = NULL;
+    mgt_sim_calibration *cal = NULL;
     int per_node = 8, search = 0;
     { /* plan's own options, taken out of argv (kept in order) before parse_common reads the rest */
         int kept = 2;
@@ -1073,10 +1105,20 @@ static int cmd_plan(int argc, char **argv) {
                 per_node = (int)v;
             } else if (!strcmp(argv[i], "--gpu") && has) gpu = argv[++i];
             else if (!strcmp(argv[i], "--trace") && has) trace = argv[++i];
+            else if (!strcmp(argv[i], "--calibrate") && has) calibrate_path = argv[++i];
             else argv[kept++] = argv[i];
         }
         argv[kept] = NULL;
         argc = kept;
+    }
+    if (calibrate_path && !gpu) { fprintf(stderr, "mgt plan: --calibrate needs --gpu NAME (the GPU whose model it calibrates)\n"); return 2; }
+    if (calibrate_path) { /* read before anything is printed: a bad file names its line and exits 2 */
+        static mgt_sim_calibration cal_file;
+        if (mgt_sim_calibration_read(calibrate_path, &cal_file) != MGT_OK) {
+            fprintf(stderr, "mgt plan: --calibrate: %s\n", mgt_last_error());
+            return 2;
+        }
+        cal = &cal_file;
     }
     if ((trace || search) && !gpu) { fprintf(stderr, "mgt plan: %s needs --gpu NAME (the device whose step it simulates)\n", trace ? "--trace" : "--search"); return 2; }
     if (gpu) { /* a known name, before anything is printed */
@@ -1087,6 +1129,7 @@ static int cmd_plan(int argc, char **argv) {
         lower[k] = 0;
         for (k = 0; k < n && strcmp(lower, table[k].name); k++) {}
         if (k == n) { fprintf(stderr, "mgt plan: --gpu %s: unknown device (a100, h100, h200, b200 or cpu)\n", gpu); return 2; }
+        if (calibrate_path && table[k].host_sync) { fprintf(stderr, "mgt plan: --calibrate rescales a GPU's model; the cpu device measures its ops itself\n"); return 2; }
     }
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
@@ -1100,7 +1143,7 @@ static int cmd_plan(int argc, char **argv) {
         if (mgt_config_set(&cfg, set) != MGT_OK || mgt_config_validate(&cfg) != MGT_OK) return fail(MGT_ERROR_CONFIG);
         world = gpus;
     }
-    if (search) return search_layouts(&cfg, gpu, world, per_node);
+    if (search) return search_layouts(&cfg, gpu, world, per_node, cal);
     printf("plan of %s: %d ranks = dp %d x tp %d x pp %d, zero %d, %s, micro_batch %d, recompute %s\n\n", o.preset, world, cfg.parallel.dp, cfg.parallel.tp,
            cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", cfg.train.micro_batch,
            cfg.train.recompute ? "full" : "none");
@@ -1136,7 +1179,7 @@ static int cmd_plan(int argc, char **argv) {
         format_bytes(total[c], set, sizeof set);
         if (total[c] > 0) printf("  %-15s %s\n", mgt_coll_name(c), set);
     }
-    return gpu ? print_predicted(&cfg, gpu, per_node, trace) : 0;
+    return gpu ? print_predicted(&cfg, gpu, per_node, trace, cal) : 0;
 }
 
 static int cmd_keys(int argc, char **argv) {

@@ -575,7 +575,10 @@ typedef struct mgt_sim_device {
     double link_frac;       /* achievable fraction of the link bandwidth (NCCL bus bandwidth / link) */
     double reserve_gib;     /* what the CUDA backend holds beside the model: context, cuBLAS, NCCL */
     int host_sync;          /* 1: ops and calls run on the rank's thread one after another (the CPU) */
-    double transc_gps;      /* exp and tanh per second, G (0: a quarter of vector_tflops, a GPU's special function units) */
+    double transc_gps;      /* exp and tanh per second, G (0: a quarter of vector_tflops) */
+    int sms;                /* streaming multiprocessors (0: the cpu) */
+    double clock_ghz;       /* the SM clock at which the dense peak is quoted */
+    double nvls_gbps;       /* all-reduce inside a node through NVLink SHARP (NVLS), algorithm bandwidth per GPU, GB/s (0: none) */
 } mgt_sim_device;
 
 /* the built-in devices (the "cpu" entry holds this machine's figures once mgt_sim_device_find measured it) */
@@ -596,8 +599,10 @@ typedef struct mgt_sim_op {
     int kernels;            /* launches */
     int rank;               /* whose op */
     long long args[6];      /* the call's shape arguments, as the backend entry takes them (the cpu device runs the op with them) */
-    double tensor_frac;     /* > 0: the GEMM part is one fused kernel (cuDNN's attention) at this fraction of the tensor
-                               peak, a published rate, instead of the GEMM shape model */
+    double tensor_frac;     /* > 0: the GEMM part runs at this fraction of the tensor peak: cuDNN's fused attention (a
+                               published rate), or the op's GEMMs by their shapes (FLOP-weighted) */
+    double host_us;         /* host time beyond the launches (cuBLASLt's per-call descriptors and heuristic) */
+    double serial_us;       /* device time of parts that run on one SM (a one-block kernel), added to the roofline */
 } mgt_sim_op;
 /* optional: prices an op instead of the model (modelled: the model's seconds); tests use it */
 typedef double (*mgt_sim_cost_fn)(void *user, const mgt_sim_op *op, double modelled);
@@ -608,6 +613,7 @@ typedef struct mgt_sim_options {
     mgt_sim_cost_fn cost;   /* NULL: the model */
     void *cost_user;
     const char *trace;      /* a Chrome trace JSON file of the simulated step, or NULL */
+    double family_scale[MGT_SIM_FAMILIES]; /* each op of a family costs this times its price (0: 1): mgt_sim_calibrate */
 } mgt_sim_options;
 MGTDEF void mgt_sim_options_init(mgt_sim_options *opt); /* h100, 8 per node */
 
@@ -638,6 +644,30 @@ typedef struct mgt_sim_result {
 /* one simulated optimizer step of cfg (data is not read) */
 MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt, mgt_sim_result *out);
 MGTDEF void mgt_sim_result_free(mgt_sim_result *res);
+
+/* Calibration: per-op-family times measured on a real GPU for one shape (one GPU, one micro-batch's
+   forward, backward and optimizer step), in an INI file (docs/simulator.md, "Calibration"):
+     [calibration]
+     gpu = NVIDIA H100 80GB HBM3        ; as the GPU names itself
+     gemm = 19.1                        ; milliseconds, one key per measured family (mgt_sim_family_name)
+     attention = 4.8
+     [model] ... [train] micro_batch = 16 ... [precision] dtype = bf16    ; the shape measured, as preset keys
+   mgt_sim_calibrate simulates that shape and scales each measured family's prices by measured /
+   predicted (mgt_sim_options.family_scale), so every layout and size of the family is rescaled. */
+typedef struct mgt_sim_calibration {
+    char path[256];                     /* the file it was read from */
+    char gpu[128];                      /* the GPU the times were measured on */
+    mgt_config shape;                   /* the shape measured: one GPU, global batch = micro_batch */
+    double measured_s[MGT_SIM_FAMILIES];/* seconds by family; < 0 where the file has none */
+    double scale[MGT_SIM_FAMILIES];     /* measured / predicted, after mgt_sim_calibrate; 0 where not measured */
+} mgt_sim_calibration;
+/* writes the file: family_seconds[MGT_SIM_FAMILIES] measured on gpu_name for cfg's shape (model,
+   micro_batch, recompute, precision), a negative time where a family was not measured */
+MGTDEF mgt_result mgt_sim_calibration_write(const char *path, const char *gpu_name, const mgt_config *cfg, const double *family_seconds);
+/* reads it; an error names the file, the line and what would be valid */
+MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration *out);
+/* simulates cal's shape on opt->device and sets opt->family_scale (and cal->scale) to measured / predicted */
+MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *opt);
 
 
 
@@ -10130,7 +10160,9 @@ typedef struct mgt__sim_rank {
     int tm_coll;                    /* the collective the communication stream ends with */
     int defer_next;
     long long args[6];              /* the shape arguments of the op being charged (MGT__SIM_ARGS) */
-    double tensor_frac;             /* and its fused kernel's fraction of the tensor peak (mgt_sim_op.tensor_frac) */
+    double tensor_frac;             /* and its GEMM part's fraction of the tensor peak (mgt_sim_op.tensor_frac) */
+    double host_us;                 /* and its host time beyond the launches (mgt_sim_op.host_us) */
+    double serial_us;               /* and its one-SM part (mgt_sim_op.serial_us) */
     long tickets;
     double ticket_end[MGT__SIM_TICKETS];
     int ticket_coll[MGT__SIM_TICKETS];
@@ -10187,17 +10219,31 @@ struct mgt__sim_world {
 static const char *const mgt__sim_family_names[MGT_SIM_FAMILIES] = {"gemm", "attention", "norm", "elementwise", "embedding", "loss", "optimizer"};
 MGTDEF const char *mgt_sim_family_name(int family) { return family >= 0 && family < MGT_SIM_FAMILIES ? mgt__sim_family_names[family] : "?"; }
 
-/* The devices: dense peaks (no structured sparsity), per GPU; sources in README ("Predicted speed").
-   Achievable fractions and latencies are assumptions, stated there too.
+/* The devices: dense peaks (no structured sparsity), per GPU; sources in docs/simulator.md.
+   Achievable fractions and latencies are assumptions, stated there too, except where a source is named:
+   - link_frac 0.82: NCCL's protocol overhead on NVLink, "450GB/s is the line rate. With the protocol
+     overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s" (S. Jeaugey, NCCL maintainer,
+     github.com/NVIDIA/nccl-tests/issues/212); the same overhead assumed on the other links.
+   - nvls_gbps 275: an all-reduce inside an H100/H200 node goes through NVLink SHARP by default, "On 8
+     GPUs, you should reach a peak busBw of ~480GB/s (algbw ~275GB/s)" (same thread; nccl-tests issue
+     290: 476 GB/s measured, "in the expected range for H100"). A100 has no NVLS; for B200 no published
+     figure was found, so it keeps the ring.
+   - transc_gps: exp2/tanh run on the special function units, 16 results per clock per SM on compute
+     capability 8.0 and 9.0 (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table),
+     times SMs and clock; B200 assumed alike.
+   - clock_ghz: the clock the datasheet's dense BF16 peak implies (peak / (SMs x dense FLOP per clock
+     per SM: 2048 on A100, 4096 on H100, 8192 assumed on B200)): 1.41, 1.83, 1.86 GHz.
    name title {TF32, BF16, FP16 TFLOP/s} fp32 TFLOP/s, GB/s, GiB, gemm_frac, gemm_dim, vector_frac,
    mem_frac, launch us, NVLink GB/s, NIC GB/s, latency inside/between nodes us, per ring step us,
-   link_frac, reserve GiB, host_sync, exp/tanh G/s (0: vector_tflops / 4) */
+   link_frac, reserve GiB, host_sync, exp/tanh G/s (0: vector_tflops / 4), SMs, clock GHz, NVLS GB/s */
 static mgt_sim_device mgt__sim_table[] = {
-    {"a100", "NVIDIA A100 SXM4 80GB", {156, 312, 312}, 19.5, 2039, 80, 0.80, 64, 0.5, 0.80, 4, 300, 25, 10, 20, 0.5, 0.80, 1.0, 0, 0},
-    {"h100", "NVIDIA H100 SXM5 80GB", {494.7, 989.4, 989.4}, 66.9, 3350, 80, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
-    {"h200", "NVIDIA H200 SXM 141GB", {494.7, 989.4, 989.4}, 66.9, 4800, 141, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
-    {"b200", "NVIDIA B200 (HGX) 180GB", {1100, 2250, 2250}, 75, 7700, 180, 0.70, 64, 0.5, 0.85, 4, 900, 50, 10, 20, 0.5, 0.80, 1.0, 0, 0},
-    {"cpu", "this machine (measured)", {0, 0, 0}, 0, 0, 0, 1.0, 0, 1.0, 1.0, 2, 0, 0, 2, 2, 0.2, 1.0, 0, 1, 0},
+    {"a100", "NVIDIA A100 SXM4 80GB", {156, 312, 312}, 19.5, 2039, 80, 0.80, 64, 0.5, 0.80, 4, 300, 25, 10, 20, 0.5, 0.82, 1.0, 0, 16 * 108 * 1.41, 108, 1.41, 0},
+    {"h100", "NVIDIA H100 SXM5 80GB", {494.7, 989.4, 989.4}, 66.9, 3350, 80, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.82, 1.0, 0, 16 * 132 * 1.83, 132, 1.83,
+     275},
+    {"h200", "NVIDIA H200 SXM 141GB", {494.7, 989.4, 989.4}, 66.9, 4800, 141, 0.75, 64, 0.5, 0.85, 4, 450, 50, 10, 20, 0.5, 0.82, 1.0, 0, 16 * 132 * 1.83, 132, 1.83,
+     275},
+    {"b200", "NVIDIA B200 (HGX) 180GB", {1100, 2250, 2250}, 75, 7700, 180, 0.70, 64, 0.5, 0.85, 4, 900, 50, 10, 20, 0.5, 0.82, 1.0, 0, 16 * 148 * 1.86, 148, 1.86, 0},
+    {"cpu", "this machine (measured)", {0, 0, 0}, 0, 0, 0, 1.0, 0, 1.0, 1.0, 2, 0, 0, 2, 2, 0.2, 1.0, 0, 1, 0, 0, 0, 0},
 };
 enum { MGT__SIM_NDEVICES = (int)(sizeof mgt__sim_table / sizeof mgt__sim_table[0]) };
 static pthread_mutex_t mgt__sim_cpu_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -10306,7 +10352,7 @@ static double mgt__sim_price(const mgt_sim_device *d, int dtype, const mgt_sim_o
         double transc = d->transc_gps > 0 ? d->transc_gps * 1e9 : d->vector_tflops * 1e12 / 4;
         t += mgt__sim_max(op->flops / (d->vector_tflops * 1e12 * d->vector_frac) + op->transcendentals / transc, op->bytes / bw);
     }
-    return t;
+    return t + op->serial_us * 1e-6;
 }
 
 static void mgt__sim_trace(mgt__sim_rank *rk, const char *name, double start, double dur, int stream) {
@@ -10331,13 +10377,14 @@ static void mgt__sim_run_op(mgt_backend *be, const mgt_sim_op *op) {
     mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
     const mgt_sim_options *o = &rk->w->opt;
     double sec = rk->w->measure_threads ? mgt__sim_measure(rk->w, be->dtype, op) : mgt__sim_price(&o->device, be->dtype, op), start;
+    if (o->family_scale[op->family] > 0) sec *= o->family_scale[op->family]; /* calibrated */
     if (o->cost) sec = o->cost(o->cost_user, op, sec);
     if (o->device.host_sync) {
         start = mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
         sec += op->kernels * o->device.launch_us * 1e-6;
         rk->th = rk->tc = rk->tm = start + sec;
     } else {
-        rk->th += op->kernels * o->device.launch_us * 1e-6;
+        rk->th += op->kernels * o->device.launch_us * 1e-6 + op->host_us * 1e-6;
         if (rk->th > rk->tc) rk->st.host_s += rk->th - rk->tc;
         start = mgt__sim_max(rk->tc, rk->th);
         rk->tc = start + sec;
@@ -10355,6 +10402,10 @@ static void mgt__sim_charge_t(mgt_backend *be, const char *name, int family, dou
     memset(rk->args, 0, sizeof rk->args);
     op.tensor_frac = rk->tensor_frac;
     rk->tensor_frac = 0;
+    op.host_us = rk->host_us;
+    rk->host_us = 0;
+    op.serial_us = rk->serial_us;
+    rk->serial_us = 0;
     op.transcendentals = transc;
     op.name = name;
     op.family = family;
@@ -10374,6 +10425,49 @@ static void mgt__sim_charge(mgt_backend *be, const char *name, int family, doubl
     mgt__sim_charge_t(be, name, family, gemm_flops, gemm_bytes, flops, bytes, 0, m, n, k, kernels);
 }
 
+/* A GEMM's fraction of the tensor peak by its shape: gemm_frac (large shapes), times d / (d + gemm_dim)
+   for d the smaller of its output's sides (tiles and waves: an assumption), times the K curve: cuBLAS
+   bf16 on a B200 with M = 128256, N = 4096 (linkedin/Liger-Kernel pull 1380, its cuBLAS column) took
+   0.264, 0.396, 0.685 and 1.336 ms at K = 256, 512, 1024 and 2048: 1019, 1359, 1571 and 1611 TFLOP/s, so
+   relative to K = 2048 0.633, 0.844, 0.975 and 1 (each output tile's pipeline fill and epilogue weigh
+   more when its K loop is short). The only published K sweep of cuBLAS found, on another chip: the same
+   curve is assumed on every GPU (linear in log2 K between the points, 1 from 2048, in proportion to K
+   below 256). The old model took d as the smallest of M, N and K alike: 685 TFLOP/s at K = 768 on an
+   H100, where this says 632 for GPT-2's forward GEMMs. */
+static double mgt__sim_gemm_k(double k) {
+    static const double ks[4] = {256, 512, 1024, 2048}, r[4] = {1019.0 / 1611, 1359.0 / 1611, 1571.0 / 1611, 1.0};
+    int i;
+    if (k >= ks[3]) return 1.0;
+    if (k <= ks[0]) return r[0] * k / ks[0];
+    for (i = 1; k > ks[i]; i++) {}
+    return r[i - 1] + (r[i] - r[i - 1]) * log2(k / ks[i - 1]);
+}
+static double mgt__sim_gemm_frac(const mgt_sim_device *d, double m, double n, double k) {
+    double mn = m < n ? m : n;
+    if (d->host_sync) return d->gemm_frac; /* the cpu measures its ops */
+    return d->gemm_frac * (mn > 0 ? mn / (mn + d->gemm_dim) : 1.0) * mgt__sim_gemm_k(k);
+}
+/* the op's GEMMs, each (M, N, K) with 2 M N K FLOPs: their FLOP-weighted fraction of the peak
+   (mgt_sim_op.tensor_frac), and `lt` cuBLASLt calls among them. A cuBLASLt call builds its descriptors
+   and asks the heuristic for an algorithm each time (kernels/backend_cuda.cu, mgt__gemm_lt): host time
+   beyond the launch, MGT__SIM_LT_LAUNCHES launches' worth (5 us at the GPUs' 4 us a launch): NVIDIA/raft
+   pull 1736 measured a GEMM's host latency at about 10 us with the heuristic and descriptors made per
+   call and about 5 us with them cached */
+#define MGT__SIM_LT_LAUNCHES 1.25
+static void mgt__sim_gemms(mgt_backend *be, int count, const double *mnk, int lt) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    const mgt_sim_device *d = &rk->w->opt.device;
+    double flops = 0, t = 0;
+    int i;
+    for (i = 0; i < count; i++) {
+        double f = mnk[3 * i] * mnk[3 * i + 1] * mnk[3 * i + 2];
+        flops += f;
+        t += f / mgt__sim_gemm_frac(d, mnk[3 * i], mnk[3 * i + 1], mnk[3 * i + 2]);
+    }
+    rk->tensor_frac = t > 0 ? flops / t : 0;
+    rk->host_us = d->host_sync ? 0 : lt * MGT__SIM_LT_LAUNCHES * d->launch_us;
+}
+
 /* ---- the backend: every op's FLOPs and bytes as formulas of its shapes (N = B*T rows, e = the
    storage type's bytes, fp32 parameter gradients and statistics), as the CUDA backend runs them. */
 #define MGT__SIM_E ((double)be->elt)
@@ -10388,19 +10482,30 @@ static void mgt__sim_encoder_forward(mgt_backend *be, void *out, const int *toke
     MGT__SIM_ARGS(B, T, C, vs, vr, wpe != NULL);
     mgt__sim_charge(be, "encoder_forward", MGT_SIM_EMBEDDING, 0, 0, N * C, N * 4 + N * C * MGT__SIM_E * (wpe ? 3 : 2), 0, 0, 0, 1);
 }
-/* the CUDA backend's embedding backward: one block sorts the (token, position) keys (a bitonic network
-   of P = the next power of two from N keys: log2 P (log2 P + 1) / 2 steps of P / 2 compare-exchanges,
-   about 4 operations each, on one SM: MGT__SIM_SMS times its share of the device's rate), then a warp
-   per distinct token (at most min(N, vr)) reads and writes its fp32 row once and reads its positions'
-   dout; dwpe reads dout again and its own (T,C) */
-#define MGT__SIM_SMS 132.0 /* SMs of an H100 SXM (A100 108, B200 148): a one-block kernel runs on one */
+/* the CUDA backend's embedding backward (kernels/encoder.cu): one block of 1024 threads sorts the
+   (token, position) keys, a bitonic network of P = the next power of two from N keys, log2 P (log2 P +
+   1) / 2 steps, each visiting every index once (a thread per index, 16 indices a thread at P = 16384),
+   then a warp per distinct token (at most min(N, vr)) reads and writes its fp32 row once and reads its
+   positions' dout; dwpe reads dout again and its own (T,C). The sort runs on one SM alone and is
+   priced by its shared-memory traffic: every visited index reads its 8-byte key once and about half
+   the keys are written back after a swap, 12 bytes an index at 128 bytes a clock (32 banks of 4 bytes:
+   the CUDA C++ Programming Guide, shared memory of compute capability 8.x and 9.x; B200 assumed alike).
+   The instructions it issues take less: about 9 an index (an estimate from mgt_bitonic_chunks' loop:
+   the index, its partner and the test for all; the loads, the compare and the swap for the half that
+   owns a pair) at 128 a clock (4 warp schedulers). 16384 keys on an H100: 105 steps, 88 us, where the
+   old price (4 operations a compare-exchange at one SM's share of the vector rate) said 14 us. Its
+   passes over the keys in memory are in the bytes. */
+#define MGT__SIM_SORT_BYTES 12.0
 static void mgt__sim_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int vs, int vr, int B, int T, int C) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    const mgt_sim_device *d = &rk->w->opt.device;
     double N = (double)B * T, P = 1, steps, rows = N < vr ? N : (double)vr;
     (void)dwte; (void)dout; (void)tokens; (void)vs;
     while (P < N) P *= 2;
     steps = log2(P) * (log2(P) + 1) / 2;
     MGT__SIM_ARGS(B, T, C, vs, vr, dwpe != NULL);
-    mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, N * C + (dwpe ? N * C : 0) + 4 * steps * P / 2 * MGT__SIM_SMS,
+    if (d->clock_ghz > 0) rk->serial_us = steps * P * MGT__SIM_SORT_BYTES / (128.0 * d->clock_ghz * 1e3);
+    mgt__sim_charge(be, "encoder_backward", MGT_SIM_EMBEDDING, 0, 0, N * C + (dwpe ? N * C : 0),
                     N * 4 + 8 * P + N * C * MGT__SIM_E + 8 * rows * C + (dwpe ? N * C * MGT__SIM_E + 8.0 * T * C : 0), 0, 0, 0, dwpe ? 3 : 2);
 }
 static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
@@ -10408,28 +10513,46 @@ static void mgt__sim_layernorm_forward(mgt_backend *be, void *out, float *mean, 
     MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
     mgt__sim_charge(be, "layernorm_forward", MGT_SIM_NORM, 0, 0, 8.0 * N * C, 2.0 * N * C * MGT__SIM_E + 8.0 * N + 2.0 * C * MGT__SIM_E, 0, 0, 0, 1);
 }
+/* one kernel (kernels/layernorm.cu): parts = min(N, 128) blocks of 512 threads, one per SM, so its
+   rows stream through at most 128 of the SMs (an H100 has 132: the bandwidth in proportion, an
+   assumption that an SM's share of the bandwidth is what its loads can pull); a warp per row reads dout,
+   inp and dinp and writes dinp; the block's partial sums of dweight and dbias read its rows of dout and
+   inp again (counted as DRAM: a part's rows may have left L2), each part writes 2 C fp32 partials; then
+   the last block alone adds the parts' partials (2 C parts floats, from L2) into dweight and dbias: one
+   SM, priced at its share of the device's bandwidth (an estimate: 512 threads with a load or two each in
+   flight over L2's latency pull about that much), 36 us for C = 768 on an H100 */
 static void mgt__sim_layernorm_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,
                                         const float *rstd, int N, int C) {
+    mgt__sim_rank *rk = (mgt__sim_rank *)be->impl;
+    const mgt_sim_device *d = &rk->w->opt.device;
+    double parts = N < 128 ? N : 128, share = d->sms > parts ? d->sms / parts : 1.0;
     (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd;
-    /* one kernel: a warp per row reads dout, inp and dinp and writes dinp; the block's partial sums of
-       dweight and dbias read its rows of dout and inp again (counted as DRAM: a part's rows may have left
-       L2), up to 128 partials are written and summed in fp32 by the last block */
     MGT__SIM_ARGS(N, C, 0, 0, 0, 0);
-    mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, 6.0 * N * C * MGT__SIM_E + 16.0 * N + 2 * 128 * 8.0 * C + 16.0 * C, 0, 0,
+    if (d->sms > 0) rk->serial_us = (2.0 * parts * C * 4 + 16.0 * C) / (d->mem_gbps * 1e3 * d->mem_frac / d->sms);
+    mgt__sim_charge(be, "layernorm_backward", MGT_SIM_NORM, 0, 0, 16.0 * N * C, (6.0 * N * C * MGT__SIM_E + 16.0 * N + 2 * parts * 4.0 * C) * share, 0, 0,
                     0, 1);
 }
 static void mgt__sim_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
-    double n = N, c = C, oc = OC;
+    double n = N, c = C, oc = OC, g[3];
     (void)out; (void)inp; (void)w;
+    g[0] = n; g[1] = oc; g[2] = c;
     MGT__SIM_ARGS(N, C, OC, bias != NULL, 0, 0);
+    mgt__sim_gemms(be, 1, g, bias != NULL);
     mgt__sim_charge(be, "matmul_forward", MGT_SIM_GEMM, 2 * n * c * oc, (n * c + c * oc + n * oc + (bias ? oc : 0)) * MGT__SIM_E, 0, 0, n, oc, c, 1);
+}
+/* a linear layer's backward GEMMs (M, N, K): dW (C x OC over the N rows), then dinp (N x C over OC) */
+static void mgt__sim_linear_gemms(double *g, double n, double c, double oc) {
+    g[0] = c; g[1] = oc; g[2] = n;
+    g[3] = n; g[4] = c; g[5] = oc;
 }
 #define MGT__SIM_BGRAD_BYTES(oc) (12 * (oc)) /* the BGRADB epilogue's fp32 vector written, read and added into dbias */
 static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C,
                                      int OC) {
-    double n = N, c = C, oc = OC, k = dinp ? 2 : 1;
+    double n = N, c = C, oc = OC, k = dinp ? 2 : 1, g[6];
     (void)dw; (void)dout; (void)inp; (void)w;
+    mgt__sim_linear_gemms(g, n, c, oc);
     MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, 0);
+    mgt__sim_gemms(be, dinp ? 2 : 1, g, db != NULL);
     mgt__sim_charge(be, "matmul_backward", MGT_SIM_GEMM, k * 2 * n * c * oc,
                     (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n,
                     oc, c, (int)k + (db ? 1 : 0));
@@ -10439,17 +10562,21 @@ static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, flo
    (DGELU); a bias gradient is the dW GEMM's BGRADB reduction of dout (no pass over dout), written
    as fp32 and added into dbias by a small kernel */
 static void mgt__sim_matmul_gelu_forward(mgt_backend *be, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
-    double n = N, c = C, oc = OC;
+    double n = N, c = C, oc = OC, g[3];
     (void)out; (void)pre; (void)inp; (void)w;
+    g[0] = n; g[1] = oc; g[2] = c;
     MGT__SIM_ARGS(N, C, OC, bias != NULL, 0, 0);
+    mgt__sim_gemms(be, 1, g, 1);
     mgt__sim_charge_t(be, "matmul_gelu_forward", MGT_SIM_GEMM, 2 * n * c * oc, (n * c + c * oc + 2 * n * oc + (bias ? oc : 0)) * MGT__SIM_E, 10 * n * oc,
                       0, n * oc, n, oc, c, 1);
 }
 static void mgt__sim_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw, float *db, const void *dout, const void *inp, const void *w,
                                           const void *pre, int N, int C, int OC) {
-    double n = N, c = C, oc = OC;
+    double n = N, c = C, oc = OC, g[6];
     (void)dpre; (void)dw; (void)dout; (void)inp; (void)w; (void)pre;
+    mgt__sim_linear_gemms(g, n, c, oc);
     MGT__SIM_ARGS(N, C, OC, db != NULL, 0, 0);
+    mgt__sim_gemms(be, 2, g, 1 + (db != NULL));
     mgt__sim_charge_t(be, "matmul_gelu_backward", MGT_SIM_GEMM, 4 * n * c * oc, (2 * n * oc + 3 * n * c + c * oc) * MGT__SIM_E + 8 * c * oc,
                       15 * n * c + (db ? n * oc : 0), db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n * c, n, oc, c, 2 + (db ? 1 : 0));
 }
@@ -10460,7 +10587,8 @@ static void mgt__sim_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw
    benchmark on an H200 (cudnn-frontend benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn;
    an H200's bf16 tensor peak is the H100 SXM's 989 TFLOP/s), causal, bf16: head size 128 at T = 2048,
    forward 484 and backward 370 TFLOP/s (49% and 37%); head size 64 (the GPT-OSS shape, a 1024-key
-   window at T = 2048) 310 and 264 TFLOP/s (31% and 27%). Between 64 and 128 linear in hs, below 64
+   window at T = 2048) 310 and 264 TFLOP/s (31% and 27%), both scaled to the sequence's length by
+   mgt__sim_cudnn_attention_frac. Between 64 and 128 linear in hs, below 64
    in proportion to hs (a smaller head does less work per tile it loads); the same fractions on other
    devices. Its traffic is the tensors, O(B T C), the fp32 Stats and row sums, and the backward's fp32
    dq accumulator (written and read). Elsewhere, flash attention (kernels/attention.cu) on CUDA cores: each (batch, head)
@@ -10477,8 +10605,21 @@ static double mgt__sim_attention_pairs(int B, int T, int NH) {
     return (double)B * NH * 1024.0 * tiles * (tiles + 1) / 2;
 }
 static int mgt__sim_on_cpu(mgt_backend *be) { return ((mgt__sim_rank *)be->impl)->w->opt.device.host_sync; }
-static double mgt__sim_cudnn_attention_frac(double hs, int backward) {
-    double f64 = (backward ? 264.0 : 310.0) / 989, f128 = (backward ? 370.0 : 484.0) / 989;
+/* cuDNN's rate falls at short sequences: per query tile it loads Q and writes O (and the backward its
+   dq, dk, dv) whatever the keys, and the diagonal tile is half masked. The H200 table (llama3.1 rows:
+   causal, bf16, head size 128, batch 1, 64 query heads) has forward 0.142 ms at T = 2048 and 0.465 ms at
+   T = 4096, backward 0.464 and 1.450 ms: a time a T^2 + b T through both gives the rate's shape
+   T / (T + T0), T0 = b / a = 1165 forward and 1593 backward (the same fit predicts 665 and 551 TFLOP/s
+   at T = 8192, where the table has 644 and 541). The published rates are scaled by it from the causal
+   length each was measured at: T = 2048 for head size 128; the GPT-OSS rows' 1024-key window at T = 2048
+   attends 768 keys per query on average, as a causal T = 1536 does, so 1536 for head size 64. Never above
+   the table's longest sequences (688 and 581 TFLOP/s at T = 32768 for 128; 358 and 299 for 64) */
+static double mgt__sim_cudnn_attention_frac(double hs, double T, int backward) {
+    double t0 = backward ? 1593.0 : 1165.0, g = T / (T + t0);
+    double f64 = (backward ? 264.0 : 310.0) / 989 * g / (1536.0 / (1536.0 + t0)), f128 = (backward ? 370.0 : 484.0) / 989 * g / (2048.0 / (2048.0 + t0));
+    double m64 = (backward ? 299.0 : 358.0) / 989, m128 = (backward ? 581.0 : 688.0) / 989;
+    f64 = f64 < m64 ? f64 : m64;
+    f128 = f128 < m128 ? f128 : m128;
     if (hs >= 128) return f128;
     return hs >= 64 ? f64 + (f128 - f64) * (hs - 64) / 64 : f64 * hs / 64;
 }
@@ -10487,7 +10628,7 @@ static int mgt__sim_cudnn_attention(mgt_backend *be, const char *name, int backw
     int hs = NH > 0 ? C / NH : 0;
     double pairs = (double)B * NH * T * (T + 1.0) / 2;
     if (mgt__sim_on_cpu(be) || !mgt_cudnn_attention_serves(be->dtype, hs, NH, NKV)) return 0;
-    ((mgt__sim_rank *)be->impl)->tensor_frac = mgt__sim_cudnn_attention_frac(hs, backward);
+    ((mgt__sim_rank *)be->impl)->tensor_frac = mgt__sim_cudnn_attention_frac(hs, T, backward);
     mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, (backward ? 2.5 : 1.0) * 4 * pairs * hs, bytes, 0, 0, 0, T, T, hs, kernels);
     return 1;
 }
@@ -10733,6 +10874,13 @@ static double mgt__sim_ring_cost(const mgt_sim_device *d, int coll, int n, int i
    between nodes alone, on the NICs */
 static double mgt__sim_coll_cost(const mgt_sim_device *d, int coll, int n, int nodes, int k, double bytes) {
     double inside;
+    if (nodes <= 1 && coll == MGT_COLL_ALL_REDUCE && d->nvls_gbps > 0 && n > 1 && !d->host_sync) {
+        /* NVLink SHARP: each GPU sends its buffer into the switch, which reduces, and reads the sum back,
+           whatever n: the published algorithm bandwidth (nvls_gbps), or the ring where that is faster
+           (2 GPUs), as NCCL's tuner chooses */
+        double ring = mgt__sim_ring_cost(d, coll, n, 0, bytes), nvls = d->intra_lat_us * 1e-6 + bytes / (d->nvls_gbps * 1e9);
+        return ring < nvls ? ring : nvls;
+    }
     if (nodes <= 1 || d->host_sync) return mgt__sim_ring_cost(d, coll, n, 0, bytes);
     if (coll == MGT_COLL_ALL_REDUCE)
         inside = mgt__sim_ring_cost(d, MGT_COLL_REDUCE_SCATTER, k, 0, bytes) + mgt__sim_ring_cost(d, MGT_COLL_ALL_GATHER, k, 0, bytes);
@@ -11457,6 +11605,178 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     if (res != MGT_OK) mgt_sim_result_free(out);
     out->wall_s = mgt__now() - t0;
     return res;
+}
+
+/* ---- calibration: per-family times measured on a GPU, in an INI file (mgt.h section 3d's
+   declarations; docs/simulator.md, "Calibration"). The [calibration] section is read here, line by
+   line; the shape's sections go to the preset reader with the calibration's lines blanked, so its
+   errors name the file's own lines. */
+static const char *const mgt__sim_cal_sections[] = {"model", "precision"};
+
+MGTDEF mgt_result mgt_sim_calibration_write(const char *path, const char *gpu_name, const mgt_config *cfg, const double *family_seconds) {
+    const mgt_key_info *keys;
+    char value[MGT_STR_MAX + 64];
+    FILE *f;
+    int n, i, s, c, err;
+    if (!path || !gpu_name || !cfg || !family_seconds) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_calibration_write: path, gpu_name, cfg and family_seconds are required");
+    if (strpbrk(gpu_name, ";#\n\r[]")) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_calibration_write: the GPU's name '%s' has a character INI cannot hold (; # [ ] or a line break)", gpu_name);
+    for (c = 0; c < MGT_SIM_FAMILIES; c++)
+        if (family_seconds[c] >= 0 && !isfinite(family_seconds[c]))
+            return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_calibration_write: %s's time is not finite", mgt_sim_family_name(c));
+    if (!(f = fopen(path, "w"))) return mgt__fail(MGT_ERROR_IO, "cannot write the calibration %s: %s", path, strerror(errno));
+    keys = mgt_config_keys(&n);
+    fprintf(f, "; mgt step simulator calibration (docs/simulator.md, \"Calibration\"): `mgt plan PRESET --gpu NAME --calibrate %s`\n", path);
+    fprintf(f, "[calibration]\ngpu = %s\n", gpu_name);
+    fprintf(f, "; milliseconds of one micro-batch's forward, backward and optimizer step on one GPU, by op family\n");
+    for (c = 0; c < MGT_SIM_FAMILIES; c++)
+        if (family_seconds[c] >= 0) fprintf(f, "%s = %.9g\n", mgt_sim_family_name(c), family_seconds[c] * 1e3);
+    fprintf(f, "; the shape measured\n");
+    for (s = 0; s < 2; s++) {
+        fprintf(f, "[%s]\n", mgt__sim_cal_sections[s]);
+        for (i = 0; i < n; i++)
+            if (!strcmp(keys[i].section, mgt__sim_cal_sections[s])) {
+                mgt_config_value_string(cfg, i, value, sizeof value);
+                fprintf(f, "%s = %s\n", keys[i].name, value);
+            }
+    }
+    fprintf(f, "[train]\nmicro_batch = %d\nrecompute = %s\n", cfg->train.micro_batch, cfg->train.recompute ? "full" : "none");
+    err = ferror(f);
+    if (fclose(f) != 0 || err) return mgt__fail(MGT_ERROR_IO, "cannot write the calibration %s", path);
+    return MGT_OK;
+}
+
+/* one line of [calibration]: "key = value ; comment", trimmed in place; 0 when it has no '=' */
+static int mgt__sim_cal_split(char *line, char **key, char **value) {
+    char *eq = strchr(line, '='), *end;
+    size_t i;
+    if (!eq) return 0;
+    *eq = 0;
+    *key = line;
+    *value = eq + 1;
+    for (i = 0; (*value)[i]; i++) /* an inline comment, after a space (inih's rule) */
+        if (((*value)[i] == ';' || (*value)[i] == '#') && i > 0 && ((*value)[i - 1] == ' ' || (*value)[i - 1] == '\t')) { (*value)[i] = 0; break; }
+    while (**key == ' ' || **key == '\t') (*key)++;
+    while (**value == ' ' || **value == '\t') (*value)++;
+    for (end = *key + strlen(*key); end > *key && (end[-1] == ' ' || end[-1] == '\t'); end--) end[-1] = 0;
+    for (end = *value + strlen(*value); end > *value && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'); end--) end[-1] = 0;
+    return 1;
+}
+
+MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration *out) {
+    FILE *f;
+    char *text = NULL, *line, *next;
+    size_t len = 0, cap = 0;
+    int lineno = 0, in_cal = 0, seen_cal = 0, c, families = 0;
+    mgt_result r = MGT_OK;
+    if (!path || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_calibration_read: path and out are required");
+    memset(out, 0, sizeof *out);
+    for (c = 0; c < MGT_SIM_FAMILIES; c++) out->measured_s[c] = -1;
+    mgt__strlcpy(out->path, path, sizeof out->path);
+    if (!(f = fopen(path, "r")))
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot read the calibration: %s (write one with mgt_sim_calibration_write; format in docs/simulator.md)", path,
+                         strerror(errno));
+    for (;;) { /* the whole file, as text */
+        size_t got;
+        if (len + 4096 + 1 > cap) {
+            char *p = (char *)realloc(text, cap = 2 * cap + 4096 + 1);
+            if (!p) { free(text); fclose(f); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+            text = p;
+        }
+        got = fread(text + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    text[len] = 0;
+    if (strlen(text) != len) { free(text); return mgt__fail(MGT_ERROR_CONFIG, "%s: a NUL byte: not a text file (a calibration is INI text)", path); }
+    for (line = text; line && r == MGT_OK; line = next) { /* [calibration] read and blanked; the rest left for the preset reader */
+        char *p = line, *key, *value, *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        next = nl ? nl + 1 : NULL;
+        if (nl) *nl = 0;
+        lineno++;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '[') {
+            in_cal = !strncmp(p, "[calibration]", 13);
+            seen_cal |= in_cal;
+        }
+        if (in_cal && *p && *p != ';' && *p != '#' && *p != '[') {
+            if (!mgt__sim_cal_split(p, &key, &value))
+                r = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: not an INI line (expected key = value or a ; comment)", path, lineno);
+            else if (!strcmp(key, "gpu")) {
+                if (!value[0] || strlen(value) >= sizeof out->gpu) r = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: gpu: the GPU's name, 1 to %d characters", path, lineno, (int)sizeof out->gpu - 1);
+                else mgt__strlcpy(out->gpu, value, sizeof out->gpu);
+            } else {
+                char *end;
+                double ms;
+                for (c = 0; c < MGT_SIM_FAMILIES && strcmp(key, mgt_sim_family_name(c)); c++) {}
+                if (c == MGT_SIM_FAMILIES) {
+                    char valid[160] = "gpu";
+                    int k;
+                    for (k = 0; k < MGT_SIM_FAMILIES; k++) { strcat(valid, ", "); strcat(valid, mgt_sim_family_name(k)); }
+                    r = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: [calibration] has no key '%s' (valid: %s)", path, lineno, key, valid);
+                } else if (out->measured_s[c] >= 0)
+                    r = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s is set again: a family's time is given once", path, lineno, key);
+                else {
+                    errno = 0;
+                    ms = strtod(value, &end);
+                    if (end == value || *end || errno || !isfinite(ms) || ms <= 0 || ms > 1e9)
+                        r = mgt__fail(MGT_ERROR_CONFIG, "%s:%d: %s = '%s': milliseconds, a number above 0 (the family's measured time)", path, lineno, key, value);
+                    else {
+                        out->measured_s[c] = ms * 1e-3;
+                        families++;
+                    }
+                }
+            }
+        }
+        if (in_cal) memset(line, ' ', n); /* the preset reader sees a blank line (the split left NULs in it) */
+        if (nl) *nl = '\n';
+    }
+    if (r == MGT_OK && !seen_cal) r = mgt__fail(MGT_ERROR_CONFIG, "%s: no [calibration] section (format in docs/simulator.md, \"Calibration\")", path);
+    if (r == MGT_OK && !out->gpu[0]) r = mgt__fail(MGT_ERROR_CONFIG, "%s: [calibration] names no gpu (add gpu = the GPU's name)", path);
+    if (r == MGT_OK && !families) r = mgt__fail(MGT_ERROR_CONFIG, "%s: [calibration] has no measured family (add e.g. gemm = 19.1, in milliseconds)", path);
+    if (r == MGT_OK) {
+        mgt_config_init(&out->shape);
+        r = mgt_config_load_string(&out->shape, text, path);
+    }
+    free(text);
+    if (r == MGT_OK) { /* one GPU, one micro-batch a step, nothing read */
+        mgt_config *k = &out->shape;
+        char kv[64];
+        snprintf(kv, sizeof kv, "train.global_batch=%d", k->train.micro_batch);
+        if ((r = mgt_config_set(k, kv)) == MGT_OK && (r = mgt_config_set(k, "parallel.dp=1")) == MGT_OK && (r = mgt_config_set(k, "parallel.tp=1")) == MGT_OK &&
+            (r = mgt_config_set(k, "parallel.pp=1")) == MGT_OK && (r = mgt_config_set(k, "data.train=")) == MGT_OK && (r = mgt_config_set(k, "data.val=")) == MGT_OK)
+            r = mgt_config_validate(k);
+        if (r != MGT_OK) r = mgt__fail(MGT_ERROR_CONFIG, "%s: the shape measured is not a valid preset: %s", path, mgt_last_error());
+    }
+    return r;
+}
+
+MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *opt) {
+    mgt_sim_options o;
+    mgt_sim_result res;
+    int c;
+    if (!cal || !opt) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_calibrate: cal and opt are required");
+    if (opt->device.host_sync) return mgt__fail(MGT_ERROR_ARGUMENT, "a calibration rescales a GPU's model; the cpu device measures its ops itself");
+    o = *opt;
+    memset(o.family_scale, 0, sizeof o.family_scale);
+    o.trace = NULL;
+    o.cost = NULL;
+    MGT__TRY(mgt_sim_run(&cal->shape, &o, &res));
+    for (c = 0; c < MGT_SIM_FAMILIES; c++) {
+        double predicted = res.ranks[0].busy_s[c];
+        cal->scale[c] = 0;
+        if (cal->measured_s[c] < 0) continue;
+        if (predicted <= 0) {
+            mgt_sim_result_free(&res);
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: %s is measured but no op of the family runs in the shape measured (remove the line)", cal->path,
+                             mgt_sim_family_name(c));
+        }
+        cal->scale[c] = cal->measured_s[c] / predicted;
+    }
+    mgt_sim_result_free(&res);
+    memcpy(opt->family_scale, cal->scale, sizeof opt->family_scale);
+    return MGT_OK;
 }
 
 #ifdef __cplusplus

@@ -370,6 +370,17 @@ else fail "plan --gpu h100: exit $RC; $(tail -c 400 "$T/plan_gpu.out") $(head -c
 run plan_search "$MGT" plan "$P/tiny.ini" --gpu a100 --gpus 2 --search
 if [ "$RC" -eq 0 ] && grep -q "^PREDICTED fastest layouts of 2 x NVIDIA A100" "$T/plan_search.out"; then ok "plan --search lists the fastest layouts"
 else fail "plan --search: exit $RC; $(tail -c 400 "$T/plan_search.out") $(head -c 400 "$T/plan_search.err")"; fi
+# --calibrate: per-family times measured on a GPU (docs/simulator.md, "Calibration") rescale the model
+printf '[calibration]\ngpu = NVIDIA H100 80GB HBM3\ngemm = 5\n[model]\nn_layer = 2\n[train]\nmicro_batch = 2\n' > "$T/cal.ini"
+run plan_cal "$MGT" plan "$P/tiny.ini" --gpu h100 --calibrate "$T/cal.ini"
+if [ "$RC" -eq 0 ] && grep -q "^calibrated from $T/cal.ini (measured on GPU NVIDIA H100 80GB HBM3, families gemm x" "$T/plan_cal.out"; then
+    ok "plan --calibrate says where its prices come from"
+else fail "plan --calibrate: exit $RC; $(tail -c 400 "$T/plan_cal.out") $(head -c 400 "$T/plan_cal.err")"; fi
+printf '[calibration]\ngpu = NVIDIA H100 80GB HBM3\ngemm = fast\n' > "$T/cal_bad.ini"
+expect_err "plan --calibrate, a malformed time" 2 "$MGT" plan "$P/tiny.ini" --gpu h100 --calibrate "$T/cal_bad.ini" -- \
+    "mgt plan: --calibrate: $T/cal_bad.ini:3: gemm = 'fast': milliseconds, a number above 0"
+expect_err "plan --calibrate, no file" 2 "$MGT" plan "$P/tiny.ini" --gpu h100 --calibrate "$T/none.ini" -- "$T/none.ini: cannot read the calibration"
+expect_err "plan --calibrate without --gpu" 2 "$MGT" plan "$P/tiny.ini" --calibrate "$T/cal.ini" -- "--calibrate needs --gpu NAME"
 expect_err "train --tui-frames x" 2 "$MGT" train "$P/tiny.ini" --no-tui --tui-frames x -- "mgt train: --tui-frames 'x' is not an integer"
 
 # the stored preset comes back exactly: a checkpoint folder of 150 characters with ';', '=' and spaces

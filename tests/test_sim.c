@@ -7,6 +7,8 @@
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 #include <stdio.h>
+#include <string.h>
+#include <math.h>
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
@@ -228,6 +230,65 @@ static void layouts(void) {
     }
 }
 
+/* calibration's round trip: times written for a shape (each family a known multiple of its prediction)
+   are read back, and the calibrated simulator predicts exactly them for that shape; another micro-batch
+   of the same model is rescaled family by family; a malformed file is refused naming its line */
+static void calibration(void) {
+    static const char *path = "build/test_sim_calibration.ini";
+    static const double factor[MGT_SIM_FAMILIES] = {1.3, 0.8, 2.0, 1.1, 3.0, 0.9, -1}; /* the optimizer not measured */
+    static mgt_sim_calibration cal;
+    mgt_config cfg, other;
+    mgt_sim_options o, calibrated;
+    mgt_sim_result base, res, base2, res2;
+    double measured[MGT_SIM_FAMILIES];
+    FILE *f;
+    int c;
+    small(&cfg, 1, 1, 1, 1, "1f1b");
+    set(&cfg, "precision.dtype=bf16");
+    mgt_sim_options_init(&o);
+    if (mgt_sim_run(&cfg, &o, &base) != MGT_OK) { CHECK(0, "mgt_sim_run: %s", mgt_last_error()); return; }
+    for (c = 0; c < MGT_SIM_FAMILIES; c++) measured[c] = factor[c] < 0 ? -1 : factor[c] * base.ranks[0].busy_s[c];
+    CHECK(mgt_sim_calibration_write(path, "NVIDIA H100 80GB HBM3", &cfg, measured) == MGT_OK, "write: %s", mgt_last_error());
+    CHECK(mgt_sim_calibration_read(path, &cal) == MGT_OK, "read: %s", mgt_last_error());
+    CHECK(!strcmp(cal.gpu, "NVIDIA H100 80GB HBM3"), "gpu '%s'", cal.gpu);
+    calibrated = o;
+    CHECK(mgt_sim_calibrate(&cal, &calibrated) == MGT_OK, "calibrate: %s", mgt_last_error());
+    if (mgt_sim_run(&cfg, &calibrated, &res) == MGT_OK) {
+        for (c = 0; c < MGT_SIM_FAMILIES; c++) {
+            double want = factor[c] < 0 ? base.ranks[0].busy_s[c] : measured[c], got = res.ranks[0].busy_s[c];
+            CHECK(fabs(got - want) <= 1e-6 * want, "calibrated %s: %.9f s, measured %.9f s", mgt_sim_family_name(c), got, want);
+        }
+        printf("calibration round trip: %s x%.2f .. %s x%.2f reproduced (%.3f ms of gemm)\n", mgt_sim_family_name(0), cal.scale[0],
+               mgt_sim_family_name(MGT_SIM_FAMILIES - 2), cal.scale[MGT_SIM_FAMILIES - 2], res.ranks[0].busy_s[0] * 1e3);
+        mgt_sim_result_free(&res);
+    } else CHECK(0, "calibrated run: %s", mgt_last_error());
+    other = cfg; /* 4 times the micro-batch: each family rescaled by the same factor */
+    set(&other, "train.micro_batch=8");
+    set(&other, "train.global_batch=8");
+    if (mgt_sim_run(&other, &o, &base2) == MGT_OK && mgt_sim_run(&other, &calibrated, &res2) == MGT_OK) {
+        for (c = 0; c < MGT_SIM_FAMILIES; c++) {
+            double want = (factor[c] < 0 ? 1 : factor[c]) * base2.ranks[0].busy_s[c];
+            CHECK(fabs(res2.ranks[0].busy_s[c] - want) <= 1e-6 * want, "micro-batch 8, %s: %.9f s, expected %.9f s", mgt_sim_family_name(c),
+                  res2.ranks[0].busy_s[c], want);
+        }
+        mgt_sim_result_free(&base2);
+        mgt_sim_result_free(&res2);
+    } else CHECK(0, "micro-batch 8: %s", mgt_last_error());
+    mgt_sim_result_free(&base);
+    if ((f = fopen(path, "w"))) { /* a malformed time on line 3 */
+        fprintf(f, "[calibration]\ngpu = x\ngemm = fast\n[model]\nn_layer = 2\n");
+        fclose(f);
+    }
+    CHECK(mgt_sim_calibration_read(path, &cal) != MGT_OK && strstr(mgt_last_error(), "build/test_sim_calibration.ini:3: gemm = 'fast': milliseconds"),
+          "malformed time: %s", mgt_last_error());
+    if ((f = fopen(path, "w"))) { /* a wrong shape key on line 4 */
+        fprintf(f, "[calibration]\ngpu = x\ngemm = 1\n[model]\nn_layers = 2\n");
+        fclose(f);
+    }
+    CHECK(mgt_sim_calibration_read(path, &cal) != MGT_OK && strstr(mgt_last_error(), "build/test_sim_calibration.ini:5:"), "wrong key: %s", mgt_last_error());
+    remove(path);
+}
+
 int main(int argc, char **argv) {
     int big = !(argc > 1 && !strcmp(argv[1], "--quick"));
     bubble(4, 8, "gpipe");
@@ -242,6 +303,7 @@ int main(int argc, char **argv) {
     llama = 1; /* the same layouts on the Llama family's ops and shapes */
     layouts();
     llama = 0;
+    calibration();
     if (big) gpt3();
     if (failures) { printf("test_sim: %d failures\n", failures); return 1; }
     printf("test_sim: ok\n");

@@ -20,7 +20,9 @@
 #include "attention_cudnn.h"
 
 #include <cuda_runtime.h> /* defines: cudaMemsetAsync */
-#include <cudnn.h>   /* defines: cudnnBackend*, cudnnCreate, cudnnSetStream */
+#include <cudnn.h>   /* defines: cudnnBackend*, cudnnCreate, cudnnSetStream, cudnnGetVersion */
+#include <dlfcn.h>   /* defines: dlopen */
+#include <float.h>   /* defines: FLT_MAX */
 #include <math.h>    /* defines: sqrtf, INFINITY */
 #include <stdarg.h>  /* defines: va_list */
 #include <stdint.h>  /* defines: int64_t */
@@ -290,10 +292,24 @@ static desc_t build_plan(builder *b, const char *name, int64_t *workspace) {
     return nullptr;
 }
 
+/* cuDNN compiles some engines at run time with NVRTC, which it opens by soname from its own code, so
+   only the loader's default path and LD_LIBRARY_PATH are searched there. Opened once from here, whose
+   run path holds the toolkit's library directory (kernels/build_cuda.sh), and kept (RTLD_GLOBAL), it
+   is found by that soname when cuDNN asks. The soname when it could not be opened, else NULL. */
+static const char *mgt__cudnn_load_nvrtc() {
+    static char name[32];
+    static const bool loaded = [] {
+        snprintf(name, sizeof name, "libnvrtc.so.%d", CUDART_VERSION / 1000);
+        return dlopen(name, RTLD_NOW | RTLD_GLOBAL) != nullptr;
+    }();
+    return loaded ? nullptr : name;
+}
+
 struct mgt_cudnn_attn {
     builder b; /* owns every descriptor and the handle */
     shape s;
     float scale, neg_inf;
+    bool zero_acc;                            /* the caller zeroes the dQ accumulator (cuDNN before 9.6) */
     desc_t fwd, bwd;                          /* the execution plans */
     cudaStream_t stream;                      /* the handle's: the accumulator is zeroed on it */
     size_t ws_plan, rowsum_at, acc_at, bytes; /* workspace: the plans', then D, then the dq accumulator */
@@ -319,7 +335,14 @@ extern "C" mgt_cudnn_attn *mgt_cudnn_attn_create(struct CUstream_st *stream, int
     b->next_uid = UID_VIRTUAL;
     a->s = {B, T, NH, NKV, hs, (int64_t)(NH + 2 * NKV) * hs};
     a->scale = 1.0f / sqrtf((float)hs);
-    a->neg_inf = -INFINITY;
+    /* by the loaded cuDNN, as cudnn-frontend decides (utils/attn_score_modifiers.h, the SDPA node's
+       workspace modifications): before 9.10 the mask value is the float's lowest (-inf turns fully
+       masked tiles into NaN there); before 9.6 the caller zeroes the dQ accumulator, from 9.6 the
+       engine does (a memset then is 0.2 ms of a GPT-2 step for nothing) */
+    size_t version = cudnnGetVersion();
+    a->neg_inf = version < 91000 ? -FLT_MAX : -INFINITY;
+    a->zero_acc = version < 90600;
+    (void)mgt__cudnn_load_nvrtc();
     a->stream = (cudaStream_t)stream;
     int64_t wf = 0, wb = 0;
     if (bok(b, cudnnCreate(&b->handle), "cudnnCreate") && bok(b, cudnnSetStream(b->handle, (cudaStream_t)stream), "cudnnSetStream")) {
@@ -329,7 +352,11 @@ extern "C" mgt_cudnn_attn *mgt_cudnn_attn_create(struct CUstream_st *stream, int
         a->bwd = build_plan(b, "backward", &wb);
     }
     if (b->failed) {
+        const char *nvrtc = mgt__cudnn_load_nvrtc();
         snprintf(why, cap, "%s", b->why);
+        if (nvrtc) /* the engines cuDNN compiles at run time were not there to offer */
+            snprintf(why + strlen(why), cap - strlen(why), "; %s could not be opened (cuDNN's runtime-compiled engines need it: add the CUDA toolkit's lib64, "
+                     "or a Python environment's nvidia/cuda_nvrtc/lib, to LD_LIBRARY_PATH)", nvrtc);
         mgt_cudnn_attn_destroy(a);
         return nullptr;
     }
@@ -375,10 +402,10 @@ extern "C" int mgt_cudnn_attn_backward(mgt_cudnn_attn *a, void *work, void *dqkv
     int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_DQ, UID_DK, UID_DV, UID_ROWSUM, UID_DQ_ACC, UID_SCALE, UID_NEG_INF};
     void *ptrs[] = {(void *)qkv, at(qkv, k), at(qkv, v), (void *)out, (void *)dout, (void *)lse, dqkv, at(dqkv, k), at(dqkv, v),
                     (char *)work + a->rowsum_at, (char *)work + a->acc_at, &a->scale, &a->neg_inf};
-    /* the fused backward adds every key block's part of dQ into the fp32 accumulator (atomics), so it
-       must start at zero each call, as TransformerEngine's cuDNN path zeroes it before executing */
+    /* the fused backward adds every key block's part of dQ into the fp32 accumulator (atomics), so
+       before cuDNN 9.6 it must start at zero each call (TransformerEngine's and cudnn-frontend's memset) */
     size_t acc_bytes = (size_t)s.B * s.NH * s.T * s.hs * sizeof(float);
-    cudaError_t ce = cudaMemsetAsync((char *)work + a->acc_at, 0, acc_bytes, a->stream);
+    cudaError_t ce = a->zero_acc ? cudaMemsetAsync((char *)work + a->acc_at, 0, acc_bytes, a->stream) : cudaSuccess;
     if (ce != cudaSuccess) {
         snprintf(why, cap, "cuDNN attention backward: zeroing the dQ accumulator: %s", cudaGetErrorString(ce));
         return -1;

@@ -39,5 +39,12 @@ for d in "$cuda_home/lib64" "$cuda_home/lib"; do [ -d "$d" ] && libdirs="$libdir
 nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/attention_cudnn.o build/cuda/comm_nccl.o build/cuda/plugin_cuda.o $libdirs \
     -lcublas -lcublasLt -lcudnn -lnccl -ldl -lpthread
 mv "$out.tmp" "$out"
+# cuDNN's runtime-compiled engines need NVRTC: the library opens libnvrtc.so.MAJOR through this run path
+# (kernels/attention_cudnn.cpp), so say so here when the toolkit has none
+nvrtc_major=$(sed -n 's/^#define CUDART_VERSION *\([0-9]*\)/\1/p' "$cuda_home/include/cuda_runtime_api.h" | head -1)
+nvrtc_major=$((${nvrtc_major:-13000} / 1000))
+found_nvrtc=0
+for d in "$cuda_home/lib64" "$cuda_home/lib"; do [ -e "$d/libnvrtc.so.$nvrtc_major" ] && found_nvrtc=1; done
+[ $found_nvrtc -eq 1 ] || echo "note: libnvrtc.so.$nvrtc_major is not in $cuda_home/lib64 or lib: cuDNN will offer only its precompiled attention engines"
 echo "built $out ($(du -h "$out" | cut -f1)); exports: $(nm -D --defined-only "$out" | awk '$2 == "T" && $3 ~ /^mgt_cuda_api_get$/ { print $3 }');" \
     "needs: $(readelf -d "$out" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"

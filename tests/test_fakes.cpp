@@ -1093,6 +1093,13 @@ static void attention_case(const attn_case &c) {
         CHECK(mgt_cudnn_attn_backward(a, work, dqkv_d, dout_d, dq, dd, dl, why, sizeof why) == 0, "backward: %s", why);
     mgt_cuda_fake_note(6, MGT_NOTE_STEP_END, nullptr);
     CHECK(mgt_fake_cudnn_executions() == runs + 3, "%ld cuDNN executions, want 3", mgt_fake_cudnn_executions() - runs);
+    { /* the dQ accumulator is zeroed by the caller before cuDNN 9.6 only (from 9.6 the engine does) */
+        mgt_fake_counts last;
+        long want = cudnnGetVersion() < 90600 ? 5 : 3;
+        mgt_fake_step_counts(6, &last, nullptr);
+        CHECK(last.ops == want, "cuDNN %zu: %ld operations in the step, want %ld (3 executions%s)", cudnnGetVersion(), last.ops, want,
+              want == 5 ? " and 2 memsets" : ", no memset");
+    }
     cudaStreamSynchronize(st);
     std::vector<uint16_t> go(nout), gd(nqkv);
     std::vector<float> gl = fetch(dl, nrows);
@@ -1157,6 +1164,15 @@ static cudnnBackendDescriptor_t cudnn_identity_graph(int64_t x_uid, int64_t y_ui
     cudnnBackendFinalize(g);
     return g;
 }
+/* an older cuDNN (MGT_FAKE_CUDNN_VERSION=90500): the mask value must be the float's lowest (its -inf
+   gives NaN) and the dQ accumulator zeroed by the caller, each case still right */
+static int fault_cudnn_old() {
+    attention_case({MGT_BF16, 2, 13, 2, 2, 16});
+    attention_case({MGT_F16, 1, 5, 3, 1, 32});
+    printf("cuDNN %zu: %d checks, %d failed\n", cudnnGetVersion(), checks, failures);
+    return 0;
+}
+
 static void test_cudnn() {
     attention_case({MGT_BF16, 2, 13, 2, 2, 16}); /* odd T */
     attention_case({MGT_BF16, 1, 9, 4, 2, 8});   /* grouped-query: 2 query heads per key/value head */
@@ -1782,6 +1798,7 @@ static const fault_case faults[] = {
       "rank 1: mgt fake: rank 1's ncclAllReduce #1 failed asynchronously (MGT_FAKE_NCCL_ERROR)",
       "rank 1: warm-up done, call no error, poll cudaErrorNotReady, state remote process exited or there was a network error",
       "rank 0: warm-up done, call no error, poll cudaErrorNotReady, state no error", "rank 1: after the abort the poll ends"}},
+    {"cudnn_old", "MGT_FAKE_CUDNN_VERSION", "90500", {"cuDNN 90500: ", " checks, 0 failed"}},
     {"eager", "NCCL_RUNTIME_CONNECT", "0",
      {"rank 0: eager no error no error done, sums 3 6", "rank 1: eager no error no error done, sums 3 6"}},
 };
@@ -1831,6 +1848,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[2], "stall")) return fault_nccl(true);
         if (!strcmp(argv[2], "nccl_error")) return fault_nccl(false);
         if (!strcmp(argv[2], "eager")) return fault_eager();
+        if (!strcmp(argv[2], "cudnn_old")) return fault_cudnn_old();
         return 2;
     }
     if (argc == 3 && !strcmp(argv[1], "--die")) {

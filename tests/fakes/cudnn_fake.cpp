@@ -26,7 +26,8 @@
    index i to i / ratio; a reduction sums (or maxes) every input element into the output element
    so mapped. A matmul whose output is in memory in fp32 (the backward's dQ accumulator) adds into
    what that memory holds, as the fused engine adds each key block's part with atomics: a caller
-   that does not zero it first gets a wrong dQ. The plan's workspace is overwritten with NaN (it is scratch), the forward plan needs
+   that does not zero it first gets a wrong dQ (before cuDNN 9.6; from 9.6 the engine zeroes it:
+   MGT_FAKE_CUDNN_VERSION picks the version, see fake_version). The plan's workspace is overwritten with NaN (it is scratch), the forward plan needs
    256 KiB and the backward 1 MiB, so a caller that sizes it from the plan is tested.
 
    CHECKS (abort with "mgt fake <api>: ..."): a descriptor that is not live (never created, or
@@ -302,7 +303,17 @@ struct run_state {
     std::vector<double> byval;            /* per tensor: the by-value scalar */
     std::vector<std::vector<double>> buf; /* per tensor: a virtual tensor's values, by its strides */
     std::vector<bool> written;
+    bool nan_tiles = false; /* a -inf mask value before cuDNN 9.10 (see fake_version) */
 };
+/* the cuDNN version the fake stands for: MGT_FAKE_CUDNN_VERSION (e.g. 90500), default the headers'.
+   Two behaviours follow it, as cudnn-frontend's SDPA lowering tells them apart: before 9.6 the
+   backward adds into the dQ accumulator as it finds it (the caller zeroes it: frontend's
+   workspace memset), from 9.6 the engine zeroes it itself; before 9.10 a mask value of -inf
+   turns fully masked tiles into NaN (frontend passes the float's lowest there) */
+static size_t fake_version() {
+    static const char *e = getenv("MGT_FAKE_CUDNN_VERSION");
+    return e && *e ? (size_t)strtoul(e, nullptr, 10) : (size_t)CUDNN_VERSION;
+}
 static double rnd(cudnnDataType_t t, double v) {
     if (t == CUDNN_DATA_BFLOAT16) return bf16_to_float(float_to_bf16((float)v));
     if (t == CUDNN_DATA_HALF) return half_to_float(float_to_half((float)v));
@@ -378,7 +389,7 @@ static void run_graph(run_state &r) {
                 }
                 /* a matmul into memory in fp32 is the dQ accumulator: the fused engine adds each key
                    block's part into it, so whatever it held before is in the result */
-                if (!y.virt && y.type == CUDNN_DATA_FLOAT) sum += load(r, o.y, offset(y, i));
+                if (!y.virt && y.type == CUDNN_DATA_FLOAT && fake_version() < 90600) sum += load(r, o.y, offset(y, i));
                 store(r, o.y, offset(y, i), sum);
             });
         } else if (o.kind == OP_RED) {
@@ -398,6 +409,10 @@ static void run_graph(run_state &r) {
         }
         r.written[o.y] = true;
     }
+    if (r.nan_tiles) /* the NaN of the fully masked tiles reaches every output */
+        for (const op &o : g.ops)
+            if (!g.tens[o.y].virt)
+                each(g.tens[o.y].n, [&](const int64_t *i) { store(r, o.y, offset(g.tens[o.y], i), NAN); });
 }
 
 extern "C" {
@@ -406,7 +421,7 @@ long mgt_fake_cudnn_executions(void) {
     lock_t lk(mu);
     return executions;
 }
-size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+size_t cudnnGetVersion(void) { return fake_version(); }
 const char *cudnnGetErrorString(cudnnStatus_t st) {
     switch (st) {
     case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
@@ -705,6 +720,7 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
         if (is_device_memory(bv.second, nullptr))
             fail(api, "%s: by-value tensor %lld points to device memory (cuDNN reads it on the host)", what.c_str(), (long long)r->g->tens[bv.first].uid);
         r->byval[bv.first] = *(const float *)bv.second; /* read when execute is called, as cuDNN does */
+        if (isinf(r->byval[bv.first]) && r->byval[bv.first] < 0 && fake_version() < 91000) r->nan_tiles = true;
     }
     enqueue(api, h->stream, h->device, what, acc, [r, ws, wsn] {
         if (ws)

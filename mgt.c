@@ -1,7 +1,8 @@
-/* mgt.c - the driver: mgt train | sample | check | keys | prepare | bench | plan | export
+/* mgt.c - the driver: mgt train | sample | check | keys | prepare | bench | plan | export | doctor
 
    Exit codes: 0 success, 1 failure at run time, 2 bad input (nothing was run), 130 interrupted
    (a checkpoint was written). Only this file turns library errors into exit codes. */
+#define _GNU_SOURCE /* dladdr (mgt doctor: where a library opened at run time came from) */
 #define MGT_IMPLEMENTATION
 #include "mgt.h"
 #define MGT_TOKENIZER_IMPLEMENTATION
@@ -10,12 +11,19 @@
 #define MGT_PREPARE_IMPLEMENTATION
 #include "data/prepare.h"   /* defines: mgt_prepare_main */
 
+#include <ctype.h>  /* defines: toupper */
+#include <dlfcn.h>  /* defines: dladdr (where a library opened at run time came from) */
 #include <signal.h> /* defines: sigaction, SIGINT, SIGTERM */
+#include <stdarg.h> /* defines: va_list */
 #include <pthread.h> /* defines: pthread_create, pthread_join (the training thread under the dashboard) */
 #define MGT_TUI_IMPLEMENTATION
 #include "tui/tui.h" /* defines: mgt_tui_open, mgt_tui_frame, mgt_tui_close, mgt_tui_summary */
 
 #ifndef MGT_NO_MAIN
+
+#ifndef MGT_BUILD_FLAGS /* build.ninja passes the flags mgt was compiled with, for mgt doctor */
+#define MGT_BUILD_FLAGS "not recorded (built without build.ninja)"
+#endif
 
 static volatile sig_atomic_t mgt_stop_requested;
 static void on_signal(int sig) { (void)sig; mgt_stop_requested = 1; }
@@ -104,6 +112,11 @@ static const struct command_help {
      "(GPT2LMHeadModel or LlamaForCausalLM, from the model keys), model.safetensors (float32, Hugging Face's names) and\n"
      "the run's tokenizer files (gpt2: vocab.json and merges.txt; hf: tokenizer.json; byte: none). Exit 2: a model\n"
      "Hugging Face has no class for (the message names the key)."},
+    {"doctor", "mgt doctor [PRESET] [--json] [--set section.key=value]...",
+     "What this machine has and what mgt will do on it, in a few seconds: mgt's build, the CPU, its memory and BLAS, the\n"
+     "CUDA library and every GPU, MPI, what [parallel] device = auto chooses now and why; with PRESET, whether it fits\n"
+     "and its predicted step on this GPU. Attach it to a bug report.\n"
+     "  --json               the same as one JSON object (sections of values; the GPUs an array)"},
     {"version", "mgt version", "Prints the version."},
 };
 
@@ -1285,6 +1298,330 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+/* ---- mgt doctor: what this machine has and what mgt will do on it, in a few seconds, for a bug
+   report or before a run (DeepSpeed's ds_report, PyTorch's collect_env). Text, or --json for
+   machines: one object of sections, each a flat object of values (numbers as numbers), the GPUs an
+   array. Nothing here trains or allocates a run. ---- */
+
+typedef struct doc {
+    int json;
+    int items;     /* values printed in the open section or GPU */
+    int sections;  /* sections printed */
+    int in_array;  /* inside "gpus": [ */
+    int elements;  /* GPUs printed */
+} doc;
+
+static void doc_json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c == '\n') printf("\\n");
+        else if (c == '\t') printf("\\t");
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+static void doc_close(doc *d) { /* the open section or GPU */
+    if (!d->json) return;
+    if (d->sections && !d->in_array) printf("\n  }");
+    if (d->in_array && d->elements) printf("\n    }");
+}
+/* a section; name "gpus" opens the array of GPUs, each begun by doc_element */
+static void doc_section(doc *d, const char *name, const char *title) {
+    doc_close(d);
+    if (d->in_array && d->json) printf("\n  ]");
+    d->in_array = !strcmp(name, "gpus");
+    d->elements = 0;
+    d->items = 0;
+    if (d->json) {
+        printf("%s\n  ", d->sections ? "," : "{");
+        doc_json_string(name);
+        printf(d->in_array ? ": [" : ": {");
+    } else if (!d->in_array) printf("\n%s\n", title);
+    d->sections++;
+}
+static void doc_element(doc *d, const char *title) {
+    if (d->json) {
+        if (d->elements) printf("\n    }");
+        printf("%s\n    {", d->elements ? "," : "");
+    } else printf("\n%s\n", title);
+    d->elements++;
+    d->items = 0;
+}
+static void doc_key(doc *d, const char *key, const char *label) {
+    if (d->json) {
+        printf("%s\n%s", d->items ? "," : "", d->in_array ? "      " : "    ");
+        doc_json_string(key);
+        printf(": ");
+    } else printf("  %-20s", label);
+    d->items++;
+}
+static void doc_str(doc *d, const char *key, const char *label, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void doc_str(doc *d, const char *key, const char *label, const char *fmt, ...) {
+    char v[2048];
+    va_list ap;
+    if (!d->json && !label[0]) return; /* a value only machines need (the text has it in another line) */
+    va_start(ap, fmt);
+    vsnprintf(v, sizeof v, fmt, ap);
+    va_end(ap);
+    doc_key(d, key, label);
+    if (d->json) doc_json_string(v);
+    else printf("%s\n", v);
+}
+/* a number that is not known: null for machines, the text's reason for people */
+static void doc_none(doc *d, const char *key, const char *label, const char *text) {
+    doc_key(d, key, label);
+    if (d->json) printf("null");
+    else printf("%s\n", text);
+}
+/* a number: the text shows it in `text` (which may say more), JSON as the number itself */
+static void doc_num(doc *d, const char *key, const char *label, double v, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void doc_num(doc *d, const char *key, const char *label, double v, const char *fmt, ...) {
+    char t[1024];
+    va_list ap;
+    if (!d->json && !label[0]) return; /* a value only machines need (the text has it in another line) */
+    va_start(ap, fmt);
+    vsnprintf(t, sizeof t, fmt, ap);
+    va_end(ap);
+    doc_key(d, key, label);
+    if (d->json) printf("%.17g", v);
+    else printf("%s\n", t);
+}
+static void doc_end(doc *d) {
+    doc_close(d);
+    if (d->json) printf("%s\n}\n", d->in_array ? "\n  ]" : "");
+}
+
+/* the first line of `file` that starts with `key` (its value after ':'), or "" */
+static void proc_value(const char *file, const char *key, char *out, size_t cap) {
+    char line[4096];
+    size_t n = strlen(key);
+    FILE *f = fopen(file, "r");
+    out[0] = 0;
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':'), *v;
+        if (strncmp(line, key, n) || !colon) continue;
+        for (v = colon + 1; *v == ' ' || *v == '\t'; v++) {}
+        v[strcspn(v, "\n")] = 0;
+        snprintf(out, cap, "%s", v);
+        break;
+    }
+    fclose(f);
+}
+/* whether the CPU's flags (/proc/cpuinfo) hold `flag` as a whole word */
+static int cpu_flag(const char *flags, const char *flag) {
+    size_t n = strlen(flag);
+    const char *p = flags;
+    while ((p = strstr(p, flag))) {
+        if ((p == flags || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) return 1;
+        p += n;
+    }
+    return 0;
+}
+/* the first file named `name` in $PATH, or "" */
+static void on_path(const char *name, char *out, size_t cap) {
+    const char *path = getenv("PATH");
+    char dir[1024];
+    out[0] = 0;
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        snprintf(dir, sizeof dir, "%.*s/%s", (int)n, path, name);
+        if (n && !access(dir, X_OK)) { snprintf(out, cap, "%s", dir); return; }
+        path += n + (path[n] == ':');
+    }
+}
+/* the simulator's name for a GPU's marketing name ("NVIDIA H100 80GB HBM3" -> h100), or NULL */
+static const char *sim_gpu_kind(const char *name) {
+    static const char *kinds[] = {"h200", "h100", "b200", "a100"};
+    size_t i;
+    for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        char upper[8];
+        size_t j;
+        for (j = 0; kinds[i][j] && j < sizeof upper - 1; j++) upper[j] = (char)toupper((unsigned char)kinds[i][j]);
+        upper[j] = 0;
+        if (strstr(name, upper)) return kinds[i];
+    }
+    return NULL;
+}
+
+/* the file a table of a library opened at run time came from */
+static const char *library_of(const void *table) {
+    Dl_info info;
+    return dladdr(table, &info) && info.dli_fname ? info.dli_fname : "loaded";
+}
+
+static void doctor_build(doc *d) {
+    char why[1024];
+    const mgt_cuda_api *cuda = mgt_cuda_load(why, sizeof why);
+    doc_section(d, "mgt", "mgt");
+    doc_str(d, "version", "version", "%s", MGT_VERSION_STRING);
+#if defined(__clang__)
+    doc_str(d, "compiler", "compiler", "clang %s", __clang_version__);
+#elif defined(__GNUC__)
+    doc_str(d, "compiler", "compiler", "gcc %s", __VERSION__);
+#endif
+    doc_str(d, "flags", "flags", "%s", MGT_BUILD_FLAGS);
+    doc_str(d, "cuda_library", "CUDA library", "%s", cuda ? library_of(cuda) : why);
+    {
+        const mgt_mpi_api *mpi = mgt_mpi_load(why, sizeof why);
+        doc_str(d, "mpi_library", "MPI library", "%s", mpi ? library_of(mpi) : why);
+    }
+    doc_str(d, "hf_tokenizer", "hf tokenizer", "built in (PCRE2 %d.%d, jansson %s, as compiled against)", PCRE2_MAJOR, PCRE2_MINOR, JANSSON_VERSION);
+}
+
+static void doctor_cpu(doc *d) {
+    char model[256], flags[8192], v[256], date[64], sgemm_k[320];
+    const char *isa[] = {"avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"};
+    double total = 0, avail = 0, g;
+    int cores = mgt__cpu_count(), threads = 0;
+    size_t i;
+    doc_section(d, "cpu", "CPU");
+    proc_value("/proc/cpuinfo", "model name", model, sizeof model);
+    doc_str(d, "model", "model", "%s", model[0] ? model : "n/a (no /proc/cpuinfo)");
+    doc_num(d, "cores", "cores", cores, "%d (the threads a run may use: affinity and cgroup quota counted)", cores);
+    proc_value("/proc/cpuinfo", "flags", flags, sizeof flags);
+    v[0] = 0;
+    for (i = 0; i < sizeof isa / sizeof isa[0]; i++)
+        snprintf(v + strlen(v), sizeof v - strlen(v), "%s%s %s", i ? ", " : "", isa[i], cpu_flag(flags, isa[i]) ? "yes" : "no");
+    doc_str(d, "isa", "ISA", "%s", flags[0] ? v : "n/a (no /proc/cpuinfo)");
+    proc_value("/proc/meminfo", "MemTotal", v, sizeof v);
+    total = atof(v) * 1024.0;
+    proc_value("/proc/meminfo", "MemAvailable", v, sizeof v);
+    avail = atof(v) * 1024.0;
+    if (total > 0) doc_num(d, "memory_total_bytes", "memory", total, "%.1f GiB, %.1f GiB available", total / 1073741824.0, avail / 1073741824.0);
+    else doc_none(d, "memory_total_bytes", "memory", "n/a (no /proc/meminfo)");
+    if (avail > 0) doc_num(d, "memory_available_bytes", "", avail, "%s", "");
+    mgt_blas_describe(v, sizeof v, &threads);
+    doc_str(d, "blas", "BLAS", "%s", v);
+    if (threads > 0) doc_num(d, "blas_threads", "BLAS threads", threads, "%d (mgt calls it from its own threads, one call each)", threads);
+    sgemm_key(sgemm_k, sizeof sgemm_k);
+    if ((g = baseline_find(sgemm_k, date, sizeof date, 1)) > 0)
+        doc_num(d, "sgemm_gflops", "sgemm", g, "%.1f GFLOP/s on %d threads, measured %s (the baselines file; `mgt bench` measures it again)", g, cores, date);
+    else doc_none(d, "sgemm_gflops", "sgemm", "not measured (`mgt bench PRESET` measures this machine's rate)");
+}
+
+
+static void doctor_cuda(doc *d) {
+    char why[1024];
+    const mgt_cuda_api *api = mgt_cuda_load(why, sizeof why);
+    int n = 0, i;
+    doc_section(d, "cuda", "CUDA");
+    if (!api) {
+        doc_str(d, "gpus", "GPUs", "none usable: %s", why);
+        return;
+    }
+    if (api->probe(&n, why, sizeof why) != 0) {
+        doc_str(d, "gpus", "GPUs", "none: %s (the CUDA runtime's reason)", why);
+        return;
+    }
+    doc_num(d, "gpus", "GPUs", n, "%d", n);
+    doc_section(d, "gpus", "GPUs");
+    for (i = 0; i < n; i++) {
+        mgt_gpu_info g;
+        char title[160];
+        if (api->info(i, &g) != 0) {
+            snprintf(title, sizeof title, "GPU %d", i);
+            doc_element(d, title);
+            doc_num(d, "index", "", i, "%d", i);
+            doc_str(d, "error", "error", "its properties could not be read");
+            continue;
+        }
+        snprintf(title, sizeof title, "GPU %d: %s", i, g.name);
+        doc_element(d, title);
+        doc_num(d, "index", "", i, "%d", i);
+        doc_str(d, "name", "", "%s", g.name);
+        doc_str(d, "compute_capability", "compute capability", "%d.%d", g.cc_major, g.cc_minor);
+        doc_num(d, "sms", "SMs", g.sm_count, "%d", g.sm_count);
+        doc_num(d, "memory_total_bytes", "memory", (double)g.memory_total, "%.1f GiB, %.1f GiB free", g.memory_total / 1073741824.0,
+                g.memory_free / 1073741824.0);
+        doc_num(d, "memory_free_bytes", "", (double)g.memory_free, "%s", "");
+        doc_str(d, "pci_bus_id", "PCI bus", "%s", g.pci_bus_id);
+    }
+}
+
+static void doctor_mpi(doc *d) {
+    char var[64] = "", path[1024];
+    int processes = mgt_mpi_launcher(var, sizeof var);
+    doc_section(d, "mpi", "MPI");
+    if (processes > 1) doc_str(d, "launcher", "this process", "started by an MPI launcher of %d processes (%s)", processes, var);
+    else doc_str(d, "launcher", "this process", "not started by an MPI launcher (mpirun -np N ./mgt ... runs N processes)");
+    on_path("mpirun", path, sizeof path);
+    doc_str(d, "mpirun", "mpirun", "%s", path[0] ? path : "not on PATH");
+    on_path("srun", path, sizeof path);
+    doc_str(d, "srun", "srun", "%s", path[0] ? path : "not on PATH");
+}
+
+/* what [parallel] device = auto would choose now for cfg, whether it fits, and the predicted step */
+static void doctor_preset(doc *d, const mgt_config *cfg, const char *preset) {
+    char why[1024], title[1200];
+    mgt_config c = *cfg;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, gpus;
+    mgt_fit fit;
+    c.parallel.device = MGT_DEVICE_AUTO;
+    gpus = mgt_device_for(&c, why, sizeof why);
+    snprintf(title, sizeof title, "%s (%d rank%s: dp %d x tp %d x pp %d)", preset ? preset : "[parallel] device = auto, one rank", world, world == 1 ? "" : "s",
+             cfg->parallel.dp, cfg->parallel.tp, cfg->parallel.pp);
+    doc_section(d, "preset", title);
+    if (preset) doc_str(d, "file", "", "%s", preset);
+    doc_num(d, "ranks", "", world, "%d", world);
+    if (gpus) doc_str(d, "device_auto", "device auto", "cuda: a GPU for each rank");
+    else doc_str(d, "device_auto", "device auto", "cpu: %s", why);
+    if (!preset) return;
+    fit.text[0] = 0;
+    mgt_plan_fit(cfg, &fit);
+    doc_str(d, "fit", "fits", "%s", fit.text[0] ? fit.text : mgt_last_error());
+    if (gpus) { /* the predicted step on this GPU kind */
+        const mgt_cuda_api *api = mgt_cuda_load(NULL, 0);
+        mgt_gpu_info g;
+        const char *kind = api && api->info(0, &g) == 0 ? sim_gpu_kind(g.name) : NULL;
+        mgt_sim_options o;
+        mgt_sim_result res;
+        mgt_sim_options_init(&o);
+        if (!kind) doc_str(d, "predicted_step", "predicted step", "n/a: the simulator has no model of this GPU (mgt plan --gpu lists those it has)");
+        else if (mgt_sim_device_find(kind, 0, &o.device) != MGT_OK || mgt_sim_run(cfg, &o, &res) != MGT_OK)
+            doc_str(d, "predicted_step", "predicted step", "n/a: %s", mgt_last_error());
+        else {
+            doc_num(d, "predicted_step_ms", "predicted step", res.step_s * 1e3, "%.2f ms an optimizer step, %.0f tokens/s, MFU %.1f%% on %s (PREDICTED by the step simulator; mgt plan --gpu %s says more)",
+                    res.step_s * 1e3, res.tokens_per_s, 100 * res.mfu, kind, kind);
+            doc_num(d, "predicted_tokens_per_s", "", res.tokens_per_s, "%s", "");
+            doc_num(d, "predicted_mfu", "", res.mfu, "%s", "");
+            doc_str(d, "predicted_on", "", "%s", kind);
+            mgt_sim_result_free(&res);
+        }
+    } else
+        doc_str(d, "predicted_step", "predicted step", "on the CPU: `mgt plan %s --gpu cpu` predicts it by running each op once", preset);
+}
+
+static int cmd_doctor(int argc, char **argv) {
+    mgt_config cfg;
+    options o;
+    doc d;
+    int i, rc, n = 0;
+    char **rest = (char **)calloc((size_t)argc + 1, sizeof(char *));
+    memset(&o, 0, sizeof o);
+    memset(&d, 0, sizeof d);
+    if (!rest) return fail(MGT_ERROR_MEMORY);
+    for (i = 0; i < argc; i++) { /* doctor's own options; parse_common takes the preset and --set */
+        if (i >= 2 && !strcmp(argv[i], "--json")) d.json = 1;
+        else rest[n++] = argv[i];
+    }
+    rc = parse_common(n, rest, &cfg, &o, 0);
+    free(rest);
+    if (rc) return rc;
+    mgt_set_logger(NULL, NULL); /* loading the libraries says nothing of its own here */
+    if (!d.json) printf("mgt doctor: what this machine has and what mgt will do on it\n");
+    doctor_build(&d);
+    doctor_cpu(&d);
+    doctor_cuda(&d);
+    doctor_mpi(&d);
+    doctor_preset(&d, &cfg, o.preset);
+    doc_end(&d);
+    return 0;
+}
+
 /* OpenBLAS's pthreads build starts its threads in a library constructor, before main, from
    OPENBLAS_NUM_THREADS or the core count. mgt calls BLAS from its own threads, one call on each, so
    those threads would only idle, each holding a GEMM buffer (128 MiB of address space); under a
@@ -1318,6 +1655,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc, argv);
     if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
+    if (!strcmp(cmd, "doctor")) return cmd_doctor(argc, argv);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         if (argc > 2) { fprintf(stderr, "mgt version: takes no arguments (got %s)\n", argv[2]); return 2; }
         printf("mgt %s\n", MGT_VERSION_STRING);

@@ -763,6 +763,12 @@ MGTDEF int mgt_run_state(const mgt_run *run);
 /* GFLOP/s of 1024^3 sgemms split over `threads` (0: every core) of a pool as a rank's, the median
    of repetitions over about `seconds` (0 or less when it cannot measure): a CPU's peak for MFU */
 MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds);
+/* the BLAS mgt calls, in words ("OpenBLAS 0.3.21 ... (its build configuration)", or a CBLAS that is
+   not OpenBLAS), and OpenBLAS's own thread count (0 when unknown) */
+MGTDEF void mgt_blas_describe(char *out, size_t cap, int *threads);
+/* where a run of cfg would go now: 1 its GPUs (device cuda or auto, a usable GPU for each rank of
+   this process), else 0 with why (empty for device = cpu) */
+MGTDEF int mgt_device_for(const mgt_config *cfg, char *why, size_t cap);
 /* the peak of one rank MFU is reckoned against when the preset states none (parallel.peak_gflops
    = 0), and where it comes from, shown beside MFU */
 MGTDEF void mgt_run_set_peak(mgt_run *run, double gflops_per_rank, const char *source);
@@ -2021,6 +2027,18 @@ static void mgt__blas_setup_locked(void) {
     mgt__blas.slots = mgt__cpu_count();
     if (pool && mgt__blas.slots > pool - mgt__blas.openblas_threads) mgt__blas.slots = pool - mgt__blas.openblas_threads;
     if (mgt__blas.slots < 1) mgt__blas.slots = 1;
+}
+
+MGTDEF void mgt_blas_describe(char *out, size_t cap, int *threads) {
+    const char *c;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    c = mgt__blas.config ? mgt__blas.config() : NULL;
+    if (threads) *threads = mgt__blas.get_threads ? mgt__blas.get_threads() : 0;
+    if (c) snprintf(out, cap, "%s (%s)", c, !mgt__blas.parallel ? "threading unknown" : mgt__blas.parallel() == 0 ? "serial" :
+                                          mgt__blas.parallel() == 1 ? "pthreads" : "OpenMP");
+    else snprintf(out, cap, "a CBLAS that is not OpenBLAS (no openblas_get_config): mgt limits it to one call per core, nothing more");
+    pthread_mutex_unlock(&mgt__blas.mu);
 }
 
 /* calls allowed at once, and the address space OpenBLAS's buffers for them still need */
@@ -9781,6 +9799,13 @@ static mgt_result mgt__choose_device(mgt_run *r) {
                          mgt__where(cfg, mgt__find_key("parallel", "device"), where, sizeof where), why);
     mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
     return MGT_OK;
+}
+
+MGTDEF int mgt_device_for(const mgt_config *cfg, char *why, size_t cap) {
+    char w[1024];
+    const mgt_cuda_api *api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, w, sizeof w);
+    if (why) mgt__strlcpy(why, api ? "" : w, cap);
+    return api != NULL;
 }
 
 /* the fit of cfg on the CPU (api NULL) or on the GPUs of api, one rank each */

@@ -1358,17 +1358,23 @@ static void doc_key(doc *d, const char *key, const char *label) {
     } else printf("  %-20s", label);
     d->items++;
 }
+/* one value: JSON's number (num) or string (text), the text's line (text); a value with no label
+   is for machines only (the text has it in another line) */
+static void doc_emit(doc *d, const char *key, const char *label, const double *num, const char *text) {
+    if (!d->json && !label[0]) return;
+    doc_key(d, key, label);
+    if (!d->json) printf("%s\n", text);
+    else if (num) printf("%.17g", *num);
+    else doc_json_string(text);
+}
 static void doc_str(doc *d, const char *key, const char *label, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void doc_str(doc *d, const char *key, const char *label, const char *fmt, ...) {
     char v[2048];
     va_list ap;
-    if (!d->json && !label[0]) return; /* a value only machines need (the text has it in another line) */
     va_start(ap, fmt);
     vsnprintf(v, sizeof v, fmt, ap);
     va_end(ap);
-    doc_key(d, key, label);
-    if (d->json) doc_json_string(v);
-    else printf("%s\n", v);
+    doc_emit(d, key, label, NULL, v);
 }
 /* a number that is not known: null for machines, the text's reason for people */
 static void doc_none(doc *d, const char *key, const char *label, const char *text) {
@@ -1376,18 +1382,15 @@ static void doc_none(doc *d, const char *key, const char *label, const char *tex
     if (d->json) printf("null");
     else printf("%s\n", text);
 }
-/* a number: the text shows it in `text` (which may say more), JSON as the number itself */
+/* a number: the text shows it as `fmt` says (which may say more), JSON as the number itself */
 static void doc_num(doc *d, const char *key, const char *label, double v, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static void doc_num(doc *d, const char *key, const char *label, double v, const char *fmt, ...) {
     char t[1024];
     va_list ap;
-    if (!d->json && !label[0]) return; /* a value only machines need (the text has it in another line) */
     va_start(ap, fmt);
     vsnprintf(t, sizeof t, fmt, ap);
     va_end(ap);
-    doc_key(d, key, label);
-    if (d->json) printf("%.17g", v);
-    else printf("%s\n", t);
+    doc_emit(d, key, label, &v, t);
 }
 static void doc_end(doc *d) {
     doc_close(d);

@@ -1468,6 +1468,7 @@ static void doctor_build(doc *d) {
 #endif
     doc_str(d, "flags", "flags", "%s", MGT_BUILD_FLAGS);
     doc_str(d, "cuda_library", "CUDA library", "%s", cuda ? library_of(cuda) : why);
+    if (mgt_cuda_pip_folder()[0]) doc_str(d, "nvidia_pip", "NVIDIA pip wheels", "%s (opened for what the CUDA library needs)", mgt_cuda_pip_folder());
     {
         const mgt_mpi_api *mpi = mgt_mpi_load(why, sizeof why);
         doc_str(d, "mpi_library", "MPI library", "%s", mpi ? library_of(mpi) : why);
@@ -1510,6 +1511,7 @@ static void doctor_cpu(doc *d) {
 static void doctor_cuda(doc *d) {
     char why[1024];
     const mgt_cuda_api *api = mgt_cuda_load(why, sizeof why);
+    mgt_cuda_report rep;
     int n = 0, i;
     doc_section(d, "cuda", "CUDA");
     if (!api) {
@@ -1521,6 +1523,30 @@ static void doctor_cuda(doc *d) {
         return;
     }
     doc_num(d, "gpus", "GPUs", n, "%d", n);
+    api->report(&rep);
+    if (rep.driver_version > 0)
+        doc_str(d, "driver", "driver", "CUDA %d.%d (the newest runtime the driver takes)", rep.driver_version / 1000, rep.driver_version % 1000 / 10);
+    else doc_none(d, "driver", "driver", "n/a");
+    if (rep.runtime_version > 0) doc_str(d, "runtime", "runtime", "CUDA %d.%d", rep.runtime_version / 1000, rep.runtime_version % 1000 / 10);
+    for (i = 0; i < rep.libraries; i++) {
+        char key[40], label[40];
+        size_t k;
+        snprintf(key, sizeof key, "%s", rep.library[i].name);
+        for (k = 0; key[k]; k++) key[k] = (char)tolower((unsigned char)key[k]);
+        snprintf(label, sizeof label, "%s", rep.library[i].name);
+        doc_str(d, key, label, "%s%s%s", rep.library[i].version, rep.library[i].path[0] ? ", " : "", rep.library[i].path);
+    }
+    if (rep.nvml_why[0]) doc_str(d, "nvml", "NVML", "%s (power limit, PCIe and NVLink are n/a)", rep.nvml_why);
+    if (n > 1) { /* which GPUs reach each other directly (peer access: NVLink or PCIe P2P) */
+        char m[2048] = "";
+        int j;
+        for (i = 0; i < rep.gpus; i++) {
+            snprintf(m + strlen(m), sizeof m - strlen(m), "%s%d:", i ? "; " : "", i);
+            for (j = 0; j < rep.gpus; j++)
+                if (j != i) snprintf(m + strlen(m), sizeof m - strlen(m), " %s", rep.peer[i][j] > 0 ? "P2P" : rep.peer[i][j] == 0 ? "no" : "?");
+        }
+        doc_str(d, "peer_access", "peer access", "%s (each GPU to the others in order)", m);
+    }
     doc_section(d, "gpus", "GPUs");
     for (i = 0; i < n; i++) {
         mgt_gpu_info g;
@@ -1542,6 +1568,22 @@ static void doctor_cuda(doc *d) {
                 g.memory_free / 1073741824.0);
         doc_num(d, "memory_free_bytes", "", (double)g.memory_free, "%s", "");
         doc_str(d, "pci_bus_id", "PCI bus", "%s", g.pci_bus_id);
+        if (i < rep.gpus) {
+            const char *na = "n/a";
+            if (rep.gpu[i].sm_clock_mhz > 0)
+                doc_num(d, "sm_clock_mhz", "clocks", rep.gpu[i].sm_clock_mhz, "SM %d MHz, memory %d MHz (peak)", rep.gpu[i].sm_clock_mhz, rep.gpu[i].memory_clock_mhz);
+            else doc_none(d, "sm_clock_mhz", "clocks", na);
+            if (rep.gpu[i].memory_clock_mhz > 0) doc_num(d, "memory_clock_mhz", "", rep.gpu[i].memory_clock_mhz, "%s", "");
+            if (rep.gpu[i].ecc >= 0) doc_str(d, "ecc", "ECC", "%s", rep.gpu[i].ecc ? "on" : "off");
+            else doc_none(d, "ecc", "ECC", na);
+            if (rep.gpu[i].power_limit_w > 0) doc_num(d, "power_limit_w", "power limit", rep.gpu[i].power_limit_w, "%d W", rep.gpu[i].power_limit_w);
+            else doc_none(d, "power_limit_w", "power limit", na);
+            if (rep.gpu[i].pcie_generation > 0)
+                doc_str(d, "pcie", "PCIe", "gen %d x%d (now)", rep.gpu[i].pcie_generation, rep.gpu[i].pcie_width);
+            else doc_none(d, "pcie", "PCIe", na);
+            if (rep.gpu[i].nvlinks_active >= 0) doc_num(d, "nvlinks_active", "NVLink", rep.gpu[i].nvlinks_active, "%d links active", rep.gpu[i].nvlinks_active);
+            else doc_none(d, "nvlinks_active", "NVLink", na);
+        }
     }
 }
 

@@ -456,7 +456,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 6 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 7 /* the table's version: the library and this header must agree */
 #define MGT_NCCL_ID_BYTES 128 /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
 
 typedef struct mgt_gpu_info {
@@ -470,6 +470,26 @@ typedef struct mgt_gpu_reading { /* has_*: the value was read (n/a otherwise) */
     double util_pct, power_w, temp_c, memory_used, memory_total;
     int has_util, has_power, has_temp, has_memory;
 } mgt_gpu_reading;
+
+/* what mgt doctor reports of the CUDA side: versions and files as loaded, each GPU's board, and
+   which GPUs reach each other directly; -1 (or "") where it is not known */
+#define MGT_CUDA_REPORT_GPUS 16
+typedef struct mgt_cuda_report {
+    int driver_version, runtime_version; /* 13000 = 13.0 */
+    int libraries;
+    struct {
+        char name[16];    /* cuBLAS, cuBLASLt, cuDNN, NCCL, NVRTC */
+        char version[32]; /* as the loaded library says */
+        char path[512];   /* the file it was loaded from */
+    } library[8];
+    int gpus; /* rows of gpu[] and peer[] (at most MGT_CUDA_REPORT_GPUS) */
+    struct {
+        int sm_clock_mhz, memory_clock_mhz, ecc; /* the CUDA runtime's */
+        int power_limit_w, pcie_generation, pcie_width, nvlinks_active; /* NVML's */
+    } gpu[MGT_CUDA_REPORT_GPUS];
+    signed char peer[MGT_CUDA_REPORT_GPUS][MGT_CUDA_REPORT_GPUS]; /* cudaDeviceCanAccessPeer: 1, 0, -1 */
+    char nvml_why[256]; /* why NVML's readings are missing, or "" */
+} mgt_cuda_report;
 
 /* sets the calling thread's mgt_last_error() to message and returns result */
 typedef mgt_result (*mgt_fail_fn)(mgt_result result, const char *message);
@@ -496,6 +516,7 @@ typedef struct mgt_cuda_api {
     void (*comm_destroy)(mgt_comm *comm);
     void (*world_abort)(void *world); /* after an error: every rank's pending call returns */
     void (*world_destroy)(void *world);
+    void (*report)(mgt_cuda_report *out); /* mgt doctor's view of the CUDA side */
 } mgt_cuda_api;
 
 /* the library's table (opened once), or NULL with why: not found, not an mgt CUDA library, or
@@ -503,6 +524,8 @@ typedef struct mgt_cuda_api {
 MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap);
 /* uses api (from a statically linked mgt_cuda_api_get()) instead of loading the library */
 MGTDEF void mgt_cuda_use(const mgt_cuda_api *api);
+/* the site-packages/nvidia folder whose pip wheels mgt_cuda_load opened to load the library, or "" */
+MGTDEF const char *mgt_cuda_pip_folder(void);
 
 /* ---- 3c2. processes: MPI, opened at run time ---------------------------------------------------
    `mpirun -np P ./mgt train PRESET` runs P processes; each runs a contiguous block of world / P
@@ -9744,6 +9767,43 @@ static const void *mgt__cuda_try(const char *path, char *why, size_t cap) {
     return mgt__dl_table(path, "mgt_cuda_api_get", "CUDA", MGT_CUDA_ABI, "ninja cuda", why, cap);
 }
 
+/* NVIDIA's libraries as pip wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13, nvidia-cublas...), where
+   PyTorch users have them: site-packages/nvidia/<part>/lib, which no loader path names. When the
+   CUDA library cannot load for want of one, each such folder of the Python environments in sight
+   ($MGT_NVIDIA_PIP: a folder holding nvidia/; $VIRTUAL_ENV, $CONDA_PREFIX, ~/.local, /usr/local,
+   /usr) has its libraries opened by path (RTLD_GLOBAL), so the library's needs are met by what is
+   loaded, and it is tried again. The folder used, or "" when none had any. */
+static char mgt__cuda_pip[512];
+static int mgt__cuda_preload_pip(void) {
+    const char *roots[6];
+    char pattern[700];
+    int i, opened = 0;
+    size_t k;
+    roots[0] = getenv("MGT_NVIDIA_PIP");
+    roots[1] = getenv("VIRTUAL_ENV");
+    roots[2] = getenv("CONDA_PREFIX");
+    roots[3] = getenv("HOME");
+    roots[4] = "/usr/local";
+    roots[5] = "/usr";
+    for (i = 0; i < 6 && !opened; i++) {
+        glob_t g;
+        if (!roots[i] || !roots[i][0]) continue;
+        if (i == 0) snprintf(pattern, sizeof pattern, "%s/nvidia/*/lib/lib*.so.*", roots[i]);
+        else snprintf(pattern, sizeof pattern, "%s/%slib/python3*/*-packages/nvidia/*/lib/lib*.so.*", roots[i], i == 3 ? ".local/" : "");
+        if (glob(pattern, 0, NULL, &g) != 0) continue;
+        for (k = 0; k < g.gl_pathc; k++) /* cudart, cuBLAS(Lt), cuDNN (its engines open each other), NCCL, NVRTC */
+            if (dlopen(g.gl_pathv[k], RTLD_NOW | RTLD_GLOBAL)) {
+                if (!opened++) {
+                    char *nv = strstr(g.gl_pathv[k], "/nvidia/");
+                    snprintf(mgt__cuda_pip, sizeof mgt__cuda_pip, "%.*s/nvidia", nv ? (int)(nv - g.gl_pathv[k]) : 0, g.gl_pathv[k]);
+                }
+            } else
+                (void)dlerror();
+        globfree(&g);
+    }
+    return opened;
+}
+
 MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
     const mgt_cuda_api *api;
     pthread_mutex_lock(&mgt__cuda_mu);
@@ -9751,6 +9811,12 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
         char tried[600] = "";
         const char *env = getenv("MGT_CUDA_LIBRARY");
         mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
+        if (!mgt__cuda_api && (strstr(tried, "libcudnn") || strstr(tried, "libnccl") || strstr(tried, "libcublas") || strstr(tried, "libcudart")) &&
+            mgt__cuda_preload_pip()) { /* a library it needs is missing: NVIDIA's pip wheels, when a Python environment has them */
+            tried[0] = 0;
+            mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
+            if (mgt__cuda_api) mgt__log(MGT_LOG_INFO, "CUDA: cuDNN, NCCL and cuBLAS from NVIDIA's pip wheels in %s", mgt__cuda_pip);
+        }
         if (!mgt__cuda_api && (!tried[0] || (strstr(tried, "No such file") && !strstr(tried, "libmgt_cuda.so: undefined"))) && !(env && env[0]))
             snprintf(mgt__cuda_why, sizeof mgt__cuda_why, "no CUDA library built; `ninja cuda` builds one"); /* the usual CPU machine: one short line */
         else if (!mgt__cuda_api)
@@ -9762,6 +9828,8 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
     pthread_mutex_unlock(&mgt__cuda_mu);
     return api;
 }
+
+MGTDEF const char *mgt_cuda_pip_folder(void) { return mgt__cuda_pip; }
 
 /* The CUDA library when a run of cfg goes to GPUs: device cuda or auto, and a GPU for each of its
    `world` ranks; else NULL with why (device cpu: why is empty) */

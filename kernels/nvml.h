@@ -49,7 +49,18 @@ typedef struct mgt_nvml {
     int (*utilization)(mgt_nvml_device device, unsigned rates[2]); /* nvmlUtilization_t {gpu, memory} */
     int (*power)(mgt_nvml_device device, unsigned *milliwatts);
     int (*temperature)(mgt_nvml_device device, int sensor, unsigned *celsius);
+    /* optional (NULL where the driver lacks them): what mgt doctor reports of a board */
+    int (*power_limit)(mgt_nvml_device device, unsigned *milliwatts);
+    int (*max_clock)(mgt_nvml_device device, int clock_type, unsigned *mhz);
+    int (*pcie_generation)(mgt_nvml_device device, unsigned *generation);
+    int (*pcie_width)(mgt_nvml_device device, unsigned *lanes);
+    int (*nvlink_state)(mgt_nvml_device device, unsigned link, int *active);
 } mgt_nvml;
+
+/* a board's fixed facts; -1 where NVML does not say */
+typedef struct mgt_nvml_board {
+    int power_limit_w, max_sm_clock_mhz, pcie_generation, pcie_width, nvlinks_active;
+} mgt_nvml_board;
 
 #define MGT_NVML_TEMPERATURE_GPU 0 /* nvmlTemperatureSensors_t */
 
@@ -90,6 +101,14 @@ static inline int mgt_nvml_open(mgt_nvml *nv) {
     MGT__NVML_LOAD(power, "nvmlDeviceGetPowerUsage");
     MGT__NVML_LOAD(temperature, "nvmlDeviceGetTemperature");
 #undef MGT__NVML_LOAD
+    {
+        void *p;
+        if ((p = dlsym(nv->lib, "nvmlDeviceGetPowerManagementLimit"))) memcpy(&nv->power_limit, &p, sizeof p);
+        if ((p = dlsym(nv->lib, "nvmlDeviceGetMaxClockInfo"))) memcpy(&nv->max_clock, &p, sizeof p);
+        if ((p = dlsym(nv->lib, "nvmlDeviceGetCurrPcieLinkGeneration"))) memcpy(&nv->pcie_generation, &p, sizeof p);
+        if ((p = dlsym(nv->lib, "nvmlDeviceGetCurrPcieLinkWidth"))) memcpy(&nv->pcie_width, &p, sizeof p);
+        if ((p = dlsym(nv->lib, "nvmlDeviceGetNvLinkState"))) memcpy(&nv->nvlink_state, &p, sizeof p);
+    }
     if (missing) {
         dlclose(nv->lib);
         nv->lib = NULL;
@@ -134,6 +153,24 @@ static inline void mgt_nvml_read(mgt_nvml *nv, mgt_nvml_device device, mgt_nvml_
         g->temp_c = celsius;
         g->has_temp = 1;
     }
+}
+
+#define MGT_NVML_CLOCK_SM 1     /* nvmlClockType_t */
+#define MGT_NVML_NVLINK_LINKS 18 /* NVML_NVLINK_MAX_LINKS */
+static inline void mgt_nvml_board_read(mgt_nvml *nv, mgt_nvml_device device, mgt_nvml_board *b) {
+    unsigned v;
+    int active, link, any = 0;
+    b->power_limit_w = nv->power_limit && nv->power_limit(device, &v) == 0 ? (int)(v / 1000) : -1;
+    b->max_sm_clock_mhz = nv->max_clock && nv->max_clock(device, MGT_NVML_CLOCK_SM, &v) == 0 ? (int)v : -1;
+    b->pcie_generation = nv->pcie_generation && nv->pcie_generation(device, &v) == 0 ? (int)v : -1;
+    b->pcie_width = nv->pcie_width && nv->pcie_width(device, &v) == 0 ? (int)v : -1;
+    b->nvlinks_active = 0;
+    for (link = 0; nv->nvlink_state && link < MGT_NVML_NVLINK_LINKS; link++) /* a link that does not exist answers an error */
+        if (nv->nvlink_state(device, (unsigned)link, &active) == 0) {
+            any = 1;
+            b->nvlinks_active += active != 0;
+        }
+    if (!any) b->nvlinks_active = -1;
 }
 
 static inline void mgt_nvml_close(mgt_nvml *nv) {

@@ -7,9 +7,15 @@
    probe: the usable GPUs, or why there are none, in words that say what to do (the CUDA runtime's
    own error, e.g. "CUDA driver version is insufficient for CUDA runtime version" on a machine with
    no driver). readings: NVML through dlopen (kernels/nvml.h), found by PCI bus id, opened once. */
-#include "mgt.h" /* defines: mgt_cuda_api, mgt_backend, mgt_comm, mgt_gpu_info, mgt_gpu_reading */
+#define _GNU_SOURCE /* dladdr: the file each library was loaded from (mgt doctor) */
+#include "mgt.h" /* defines: mgt_cuda_api, mgt_backend, mgt_comm, mgt_gpu_info, mgt_gpu_reading, mgt_cuda_report */
 
-#include <cuda_runtime.h> /* defines: cudaGetDeviceCount, cudaGetDeviceProperties, cudaMemGetInfo */
+#include <cublasLt.h>     /* defines: cublasLtGetVersion */
+#include <cublas_api.h>   /* defines: cublasGetProperty */
+#include <cuda_runtime.h> /* defines: cudaGetDeviceCount, cudaGetDeviceProperties, cudaMemGetInfo, cudaDeviceCanAccessPeer */
+#include <cudnn.h>        /* defines: cudnnGetVersion */
+#include <dlfcn.h>        /* defines: dladdr, dlopen, dlsym */
+#include <nccl.h>         /* defines: ncclGetVersion */
 #include <pthread.h>      /* defines: pthread_once */
 #include <stdio.h>        /* defines: snprintf */
 #include <string.h>       /* defines: memset */
@@ -81,6 +87,77 @@ static int mgt__cuda_reading(int device, mgt_gpu_reading *out) {
     return 0;
 }
 
+/* one library as loaded: its version (as it says) and the file that holds `symbol` */
+static void mgt__cuda_library(mgt_cuda_report *r, const char *name, const char *version, const void *symbol) {
+    Dl_info info;
+    if (r->libraries >= (int)(sizeof r->library / sizeof r->library[0])) return;
+    snprintf(r->library[r->libraries].name, sizeof r->library[0].name, "%s", name);
+    snprintf(r->library[r->libraries].version, sizeof r->library[0].version, "%s", version);
+    snprintf(r->library[r->libraries].path, sizeof r->library[0].path, "%s", symbol && dladdr(symbol, &info) && info.dli_fname ? info.dli_fname : "");
+    r->libraries++;
+}
+static void mgt__cuda_report(mgt_cuda_report *r) {
+    char v[32];
+    int major = 0, minor = 0, patch = 0, n = 0, i, j;
+    size_t cudnn = cudnnGetVersion();
+    void *nvrtc;
+    typedef int (*nvrtc_version_fn)(int *, int *);
+    memset(r, 0, sizeof *r);
+    if (cudaDriverGetVersion(&r->driver_version) != cudaSuccess) r->driver_version = -1;
+    if (cudaRuntimeGetVersion(&r->runtime_version) != cudaSuccess) r->runtime_version = -1;
+    (void)cudaGetLastError();
+    cublasGetProperty(MAJOR_VERSION, &major);
+    cublasGetProperty(MINOR_VERSION, &minor);
+    cublasGetProperty(PATCH_LEVEL, &patch);
+    snprintf(v, sizeof v, "%d.%d.%d", major, minor, patch);
+    mgt__cuda_library(r, "cuBLAS", v, (const void *)cublasGetProperty);
+    snprintf(v, sizeof v, "%zu", cublasLtGetVersion());
+    mgt__cuda_library(r, "cuBLASLt", v, (const void *)cublasLtGetVersion);
+    snprintf(v, sizeof v, "%zu.%zu.%zu", cudnn / 10000, cudnn / 100 % 100, cudnn % 100);
+    mgt__cuda_library(r, "cuDNN", v, (const void *)cudnnGetVersion);
+    if (ncclGetVersion(&major) == ncclSuccess) snprintf(v, sizeof v, "%d.%d.%d", major / 10000, major / 100 % 100, major % 100);
+    else snprintf(v, sizeof v, "unknown");
+    mgt__cuda_library(r, "NCCL", v, (const void *)ncclGetVersion);
+    snprintf(v, sizeof v, "libnvrtc.so.%d", CUDART_VERSION / 1000); /* opened as cuDNN opens it (attention_cudnn.cpp) */
+    nvrtc = dlopen(v, RTLD_NOW | RTLD_GLOBAL);
+    if (nvrtc) {
+        void *sym = dlsym(nvrtc, "nvrtcVersion");
+        nvrtc_version_fn fn;
+        memcpy(&fn, &sym, sizeof sym);
+        if (sym && fn(&major, &minor) == 0) snprintf(v, sizeof v, "%d.%d", major, minor);
+        mgt__cuda_library(r, "NVRTC", sym ? v : "unknown", sym);
+    } else
+        mgt__cuda_library(r, "NVRTC", "not found", NULL);
+    pthread_once(&mgt__nvml_once, mgt__nvml_init);
+    if (!mgt__nvml_ok) snprintf(r->nvml_why, sizeof r->nvml_why, "%s", mgt__nvml_state.why);
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    (void)cudaGetLastError();
+    r->gpus = n < MGT_CUDA_REPORT_GPUS ? n : MGT_CUDA_REPORT_GPUS;
+    for (i = 0; i < r->gpus; i++) {
+        mgt_gpu_info info;
+        mgt_nvml_device handle;
+        mgt_nvml_board b = {-1, -1, -1, -1, -1};
+        int khz;
+        r->gpu[i].sm_clock_mhz = cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, i) == cudaSuccess ? khz / 1000 : -1;
+        r->gpu[i].memory_clock_mhz = cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, i) == cudaSuccess ? khz / 1000 : -1;
+        r->gpu[i].ecc = cudaDeviceGetAttribute(&khz, cudaDevAttrEccEnabled, i) == cudaSuccess ? khz : -1;
+        (void)cudaGetLastError();
+        if (mgt__nvml_ok && mgt__cuda_info(i, &info) == 0 && mgt_nvml_find(&mgt__nvml_state, info.pci_bus_id, (unsigned)i, &handle) == 0)
+            mgt_nvml_board_read(&mgt__nvml_state, handle, &b);
+        else if (mgt__nvml_ok && !r->nvml_why[0])
+            snprintf(r->nvml_why, sizeof r->nvml_why, "%s", mgt__nvml_state.why);
+        r->gpu[i].power_limit_w = b.power_limit_w;
+        r->gpu[i].pcie_generation = b.pcie_generation;
+        r->gpu[i].pcie_width = b.pcie_width;
+        r->gpu[i].nvlinks_active = b.nvlinks_active;
+        for (j = 0; j < r->gpus; j++) {
+            int can = 0;
+            r->peer[i][j] = i == j ? 1 : cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess ? (signed char)(can != 0) : -1;
+        }
+        (void)cudaGetLastError();
+    }
+}
+
 static mgt_result mgt__cuda_world_create(int world, int first, int count, const int *devices, const void *unique_id, double timeout_s,
                                          mgt_fail_fn fail, void **out) {
     return mgt_nccl_world_create(world, first, count, devices, unique_id, timeout_s, fail, (mgt_nccl_world **)out);
@@ -110,6 +187,7 @@ __attribute__((visibility("default"))) const mgt_cuda_api *mgt_cuda_api_get(void
         mgt_nccl_comm_destroy,
         mgt__cuda_world_abort,
         mgt__cuda_world_destroy,
+        mgt__cuda_report,
     };
     return &api;
 }

@@ -34,6 +34,29 @@ check "doctor shows the sgemm rate the baselines file holds" 'echo "$out" | grep
 out=$("$ROOT/mgt" doctor --bogus 2>&1); rc=$?
 check "doctor with an unknown option: exit 2, named" '[ $rc -eq 2 ] && echo "$out" | grep -q "unknown option --bogus"' "$out"
 
+# NVIDIA's pip wheels: a CUDA library that needs a libcudnn_mgttest.so.9 the loader cannot find loads once
+# mgt opens the one in a Python environment's site-packages/nvidia/cudnn/lib, and doctor says so
+W=$T/venv/lib/python3.11/site-packages/nvidia/cudnn/lib
+mkdir -p "$W"
+echo 'int cudnn_stub(void) { return 9; }' >"$T/cudnn.c"
+cat >"$T/stub.c" <<'STUB'
+#include "mgt.h"
+extern int cudnn_stub(void);
+static int probe(int *devices, char *why, size_t cap) { *devices = 0; snprintf(why, cap, "stub library, cuDNN stub %d", cudnn_stub()); return -1; }
+const mgt_cuda_api *mgt_cuda_api_get(void) { static mgt_cuda_api api; api.abi = MGT_CUDA_ABI; api.probe = probe; return &api; }
+STUB
+if cc -shared -fPIC -o "$W/libcudnn_mgttest.so.9" -Wl,-soname,libcudnn_mgttest.so.9 "$T/cudnn.c" 2>"$T/err" &&
+   cc -shared -fPIC -I"$ROOT" -o "$T/libmgt_cuda.so" "$T/stub.c" "$W/libcudnn_mgttest.so.9" 2>>"$T/err"; then
+    out=$(MGT_CUDA_LIBRARY=$T/libmgt_cuda.so "$ROOT/mgt" doctor 2>&1); rc=$?
+    check "without the wheels the library does not load, naming libcudnn_mgttest.so.9" 'echo "$out" | grep -q "libcudnn_mgttest.so.9: cannot open shared object file"' "$out"
+    out=$(VIRTUAL_ENV=$T/venv MGT_CUDA_LIBRARY=$T/libmgt_cuda.so "$ROOT/mgt" doctor 2>&1); rc=$?
+    check "with a virtualenv holding nvidia/cudnn: loaded, the wheels' folder named" \
+        '[ $rc -eq 0 ] && echo "$out" | grep -q "NVIDIA pip wheels  *$T/venv/lib/python3.11/site-packages/nvidia (opened" \
+         && echo "$out" | grep -q "GPUs  *none: stub library, cuDNN stub 9"' "$out"
+else
+    echo "FAIL building the pip-wheel stubs: $(cat "$T/err")"; fails=$((fails + 1))
+fi
+
 FAKE=$ROOT/build/libmgt_cuda_fake.so
 if [ ! -f "$FAKE" ]; then
     echo "SKIP the fake GPUs: $FAKE is not built (ninja build/libmgt_cuda_fake.so; needs nvcc)"
@@ -44,7 +67,12 @@ else
         '[ $rc -eq 0 ] && echo "$out" | grep -q "^GPU 0: mgt fake NVIDIA H100 80GB HBM3 (0)" && echo "$out" | grep -q "^GPU 1: " \
          && echo "$out" | grep -q "compute capability  *9.0" && echo "$out" | grep -q "memory  *79.6 GiB, 79.6 GiB free" \
          && echo "$out" | grep -q "device auto  *cuda" && echo "$out" | grep -q "fits  *GPU memory: rank 0 needs .*: fits" \
-         && echo "$out" | grep -q "predicted step  *[0-9.]* ms an optimizer step, .* on h100 (PREDICTED"' "$out"
+         && echo "$out" | grep -q "predicted step  *[0-9.]* ms an optimizer step, .* on h100 (PREDICTED" \
+         && echo "$out" | grep -q "cuDNN  *9\.[0-9]*\.[0-9]*, .*libmgt_cuda_fake.so" && echo "$out" | grep -q "peer access  *0: P2P; 1: P2P" \
+         && echo "$out" | grep -q "clocks  *SM 1980 MHz, memory 2619 MHz" && echo "$out" | grep -q "power limit  *n/a"' "$out"
+    out=$(MGT_NVML_LIBRARY=$ROOT/build/fake_nvml/libnvidia-ml.so.1 "$ROOT/mgt" doctor 2>&1); rc=$?
+    check "doctor with NVML (the fake): power limit, PCIe, NVLink" \
+        '[ $rc -eq 0 ] && echo "$out" | grep -q "power limit  *700 W" && echo "$out" | grep -q "PCIe  *gen 5 x16" && echo "$out" | grep -q "NVLink  *18 links active"' "$out"
     "$ROOT/mgt" doctor presets/gpt2_124m_1gpu.ini --json >"$T/fake.json" 2>"$T/err"; rc=$?
     check "doctor --json on the fakes: 2 GPUs, memory in bytes, the prediction a number" \
         '[ $rc -eq 0 ] && [ "$(jget "$T/fake.json" "len(d[\"gpus\"]), d[\"gpus\"][1][\"memory_total_bytes\"], d[\"gpus\"][0][\"compute_capability\"], d[\"preset\"][\"predicted_on\"], d[\"preset\"][\"predicted_step_ms\"] > 0, sep=\" \"")" = "2 85520809984 9.0 h100 True" ]' \

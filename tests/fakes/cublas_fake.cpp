@@ -277,6 +277,13 @@ static int64_t attr_int(const char *api, int attr, const void *buf, size_t bytes
 
 extern "C" {
 
+/* the version of the headers the fake was built against, as the real library reports its own */
+cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value) {
+    if (!value) return CUBLAS_STATUS_INVALID_VALUE;
+    *value = type == MAJOR_VERSION ? CUBLAS_VER_MAJOR : type == MINOR_VERSION ? CUBLAS_VER_MINOR : CUBLAS_VER_PATCH;
+    return CUBLAS_STATUS_SUCCESS;
+}
+size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; } /* cuBLASLt ships with cuBLAS and reports its version */
 cublasStatus_t cublasCreate_v2(cublasHandle_t *out) {
     if (!out) return CUBLAS_STATUS_INVALID_VALUE;
     lock_t lk(mu);

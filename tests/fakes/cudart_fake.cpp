@@ -687,8 +687,18 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
     case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)p.sharedMemPerMultiprocessor; break;
     case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
+    case cudaDevAttrClockRate: *value = 1980000; break;       /* kHz: an H100 SXM's boost clock */
+    case cudaDevAttrMemoryClockRate: *value = 2619000; break; /* kHz: its HBM3 */
+    case cudaDevAttrEccEnabled: *value = 1; break;
     default: fail("cudaDeviceGetAttribute", "attribute %d is not faked", (int)attr);
     }
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) { /* every fake GPU reaches every other (one NVSwitch) */
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    if (!can || device < 0 || device >= n || peer < 0 || peer >= n) return err(cudaErrorInvalidDevice);
+    *can = device != peer;
     return cudaSuccess;
 }
 cudaError_t cudaRuntimeGetVersion(int *v) {

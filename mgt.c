@@ -14,7 +14,10 @@
 #include <ctype.h>  /* defines: toupper */
 #include <dlfcn.h>  /* defines: dladdr (where a library opened at run time came from) */
 #include <signal.h> /* defines: sigaction, SIGINT, SIGTERM */
+#include <fcntl.h>  /* defines: fcntl, O_NONBLOCK (a check's output, read within its time limit) */
+#include <math.h>   /* defines: fabs, fmax, INFINITY */
 #include <stdarg.h> /* defines: va_list */
+#include <sys/wait.h> /* defines: waitpid (mgt doctor --gpu runs each check in a child) */
 #include <pthread.h> /* defines: pthread_create, pthread_join (the training thread under the dashboard) */
 #define MGT_TUI_IMPLEMENTATION
 #include "tui/tui.h" /* defines: mgt_tui_open, mgt_tui_frame, mgt_tui_close, mgt_tui_summary */
@@ -112,11 +115,20 @@ static const struct command_help {
      "(GPT2LMHeadModel or LlamaForCausalLM, from the model keys), model.safetensors (float32, Hugging Face's names) and\n"
      "the run's tokenizer files (gpt2: vocab.json and merges.txt; hf: tokenizer.json; byte: none). Exit 2: a model\n"
      "Hugging Face has no class for (the message names the key)."},
-    {"doctor", "mgt doctor [PRESET] [--json] [--set section.key=value]...",
+    {"doctor", "mgt doctor [PRESET] [--json] [--set section.key=value]...\n"
+               "         mgt doctor --gpu [--quick] [--out DIR] [--only CHECK,...]",
      "What this machine has and what mgt will do on it, in a few seconds: mgt's build, the CPU, its memory and BLAS, the\n"
      "CUDA library and every GPU, MPI, what [parallel] device = auto chooses now and why; with PRESET, whether it fits\n"
      "and its predicted step on this GPU. Attach it to a bug report.\n"
-     "  --json               the same as one JSON object (sections of values; the GPUs an array)"},
+     "  --json               the same as one JSON object (sections of values; the GPUs an array)\n"
+     "--gpu: the acceptance run of the CUDA path (builds the CUDA library with this machine's nvcc when it is missing):\n"
+     "small-fp32, small-bf16, llama-fp32, llama-bf16 (GPU against CPU, step by step), resume (bit-identical on the GPU),\n"
+     "bench (GPT-2 124M bf16 16 x 1024, measured beside the prediction), and with 2 GPUs dp2, tp2, pp2, dp2-zero3. Each\n"
+     "check runs in a child; a failed one runs again with MGT_CUDA_SYNC=1 to name the op. A PASS/FAIL/SKIP line each,\n"
+     "in DIR/doctor-gpu.txt too, the figures in DIR/doctor-gpu.json; exit 1 when one failed.\n"
+     "  --quick              small shapes and a few steps (what the suite runs on the checking fakes)\n"
+     "  --out DIR            where the summary, the JSON and each check's log go (doctor-gpu)\n"
+     "  --only LIST          the checks named (comma-separated)"},
     {"version", "mgt version", "Prints the version."},
 };
 
@@ -1640,22 +1652,448 @@ static void doctor_preset(doc *d, const mgt_config *cfg, const char *preset) {
         doc_str(d, "predicted_step", "predicted step", "on the CPU: `mgt plan %s --gpu cpu` predicts it by running each op once", preset);
 }
 
+/* ---- mgt doctor --gpu: the acceptance run of the CUDA path. Each check runs in a child process of
+   its own (`mgt doctor --gpu-check NAME`), so a crash or a hang (under a time limit) ends that check
+   only; a check whose GPU run fails is run again with MGT_CUDA_SYNC=1, which waits for every op and so
+   names the one that failed. The parent writes a line per check (PASS, FAIL or SKIP) to the terminal
+   and to DIR/doctor-gpu.txt, every figure to DIR/doctor-gpu.json, and the op families' measured
+   times to DIR/doctor-gpu-calibration.ini (`mgt plan --gpu NAME --calibrate FILE`). ---- */
+
+#define GPU_MAX_STEPS 40
+typedef struct gpu_trace { /* one run's steps */
+    int steps;
+    double loss[GPU_MAX_STEPS], norm[GPU_MAX_STEPS];
+    char attention[200]; /* what the CUDA backend said of its attention, or "" */
+} gpu_trace;
+
+/* the small GPT of the acceptance run (head size 64, so cuDNN's fused attention serves bf16), or
+   the Llama-style tiny model (RMSNorm, RoPE, SwiGLU, 4 query heads on 2 key/value heads) */
+static const char gpu_small_ini[] =
+    "[model]\nn_layer = 2\nn_head = 2\nd_model = 128\nseq_len = 128\nvocab_size = 256\n"
+    "[train]\nsteps = 40\nglobal_batch = 8\nmicro_batch = 4\nlr = 1e-3\nmin_lr = 1e-4\nwarmup = 2\neval_every = 0\nseed = 1337\n"
+    "[checkpoint]\nevery = 0\n[log]\nmetrics = none\n";
+static const char gpu_llama_ini[] =
+    "[model]\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nd_model = 128\nseq_len = 128\nvocab_size = 256\nnorm = rmsnorm\npositions = rope\n"
+    "mlp = swiglu\nd_ff = 344\nbias = 0\ntied_head = 0\n"
+    "[train]\nsteps = 40\nglobal_batch = 8\nmicro_batch = 4\nlr = 2e-3\nmin_lr = 2e-4\nwarmup = 2\neval_every = 0\nseed = 1337\n"
+    "[checkpoint]\nevery = 0\n[log]\nmetrics = none\n";
+
+static char gpu_attention_note[200]; /* the backend's notice about its attention, caught by the logger */
+static void gpu_log(void *user, int level, const char *message) {
+    (void)user;
+    if (strstr(message, "attention")) snprintf(gpu_attention_note, sizeof gpu_attention_note, "%s", message);
+    if (level == MGT_LOG_WARN) fprintf(stderr, "mgt: warning: %s\n", message);
+}
+
+/* a model of the acceptance run: ini's keys, no data files (the steps take gpu_tokens), on `device` */
+static mgt_result gpu_config(mgt_config *cfg, const char *ini, const char *name, int device) {
+    mgt_result r;
+    mgt_config_init(cfg);
+    if ((r = mgt_config_load_string(cfg, ini, name)) != MGT_OK) return r;
+    cfg->data.train[0] = cfg->data.val[0] = 0;
+    cfg->parallel.device = device;
+    return MGT_OK;
+}
+
+/* the tokens of step `step` (the same on every device and every run: a step depends on nothing else) */
+static void gpu_tokens(uint32_t *rows, int n, int step, int vocab) {
+    int i;
+    for (i = 0; i < n; i++) rows[i] = (uint32_t)(mgt__hash3(7, (uint64_t)step, (uint64_t)i) % (uint64_t)vocab);
+}
+
+/* `steps` steps of cfg from `first` (a run made or resumed by the caller when run is given) */
+static mgt_result gpu_train(const mgt_config *cfg, int first, int steps, gpu_trace *t, mgt_run *given, const char *save_at_path, int save_at) {
+    mgt_run *run = given;
+    mgt_result r = MGT_OK;
+    int n = cfg->train.global_batch * (cfg->model.seq_len + 1), s;
+    uint32_t *rows = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
+    if (!rows) return MGT_ERROR_MEMORY;
+    gpu_attention_note[0] = 0;
+    if (!run && (r = mgt_run_create(&run, cfg)) != MGT_OK) { free(rows); return r; }
+    for (s = first; s < first + steps && s < GPU_MAX_STEPS && r == MGT_OK; s++) {
+        mgt_stats st;
+        gpu_tokens(rows, n, s, cfg->model.vocab_size);
+        if ((r = mgt_run_step_tokens(run, rows)) != MGT_OK) break;
+        mgt_run_stats(run, &st);
+        t->loss[s] = st.loss;
+        t->norm[s] = st.grad_norm;
+        t->steps = s + 1;
+        if (save_at_path && s + 1 == save_at) {
+            char path[1024];
+            r = mgt_run_save(run, path, sizeof path);
+        }
+    }
+    snprintf(t->attention, sizeof t->attention, "%s", gpu_attention_note);
+    if (!given) mgt_run_destroy(run);
+    free(rows);
+    return r;
+}
+
+/* the worst relative difference of b from a over steps [from, to) of loss and of the norm; a NaN
+   counts as infinite */
+static void gpu_worst(const gpu_trace *a, const gpu_trace *b, int from, int to, double *loss, double *norm) {
+    int s;
+    *loss = *norm = 0;
+    for (s = from; s < to; s++) {
+        double l = fabs(b->loss[s] - a->loss[s]) / fmax(fabs(a->loss[s]), 1e-12), g = fabs(b->norm[s] - a->norm[s]) / fmax(fabs(a->norm[s]), 1e-12);
+        *loss = l == l && l > *loss ? l : l == l ? *loss : INFINITY;
+        *norm = g == g && g > *norm ? g : g == g ? *norm : INFINITY;
+    }
+}
+
+/* prints the check's result: "RESULT <status> <name>: <details>" and its figures as JSON */
+static int gpu_result(const char *name, const char *status, const char *json, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int gpu_result(const char *name, const char *status, const char *json, const char *fmt, ...) {
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    printf("RESULT %s %s: %s\nJSON {\"check\": \"%s\", \"status\": \"%s\"%s%s}\n", status, name, text, name, status, json[0] ? ", " : "", json);
+    fflush(stdout);
+    return strcmp(status, "FAIL") == 0;
+}
+
+/* GPU against CPU, step by step, for one model and dtype. The bounds (relative, worst over the steps):
+   fp32, losses 1e-4 and gradient norms 1e-3: the fakes' GPU path matches the CPU within 1e-5
+   (tests/test_layouts.c); a real GPU adds cuBLAS's and libm's other orders and roundings, which
+   Adam amplifies over the steps. bf16, losses 1/64 (tests/test_layouts.c's bound: 4 unit roundoffs)
+   and norms 1/16 (a sum of squares of every gradient, each rounded; cuDNN rounds P before P.V). */
+static int gpu_check_parity(const char *name, const char *ini, int dtype, int steps) {
+    mgt_config cfg;
+    gpu_trace cpu, gpu;
+    mgt_result r;
+    double loss, norm, lb = dtype == MGT_F32 ? 1e-4 : 1.0 / 64, nb = dtype == MGT_F32 ? 1e-3 : 1.0 / 16;
+    char json[1024];
+    memset(&cpu, 0, sizeof cpu);
+    memset(&gpu, 0, sizeof gpu);
+    if ((r = gpu_config(&cfg, ini, name, MGT_DEVICE_CPU)) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
+    cfg.precision.dtype = dtype;
+    if ((r = gpu_train(&cfg, 0, steps, &cpu, NULL, NULL, 0)) != MGT_OK) return gpu_result(name, "FAIL", "", "the CPU run: %s", mgt_last_error());
+    cfg.parallel.device = MGT_DEVICE_CUDA;
+    if ((r = gpu_train(&cfg, 0, steps, &gpu, NULL, NULL, 0)) != MGT_OK) return gpu_result(name, "FAIL", "", "the GPU run: %s", mgt_last_error());
+    gpu_worst(&cpu, &gpu, 0, steps, &loss, &norm);
+    snprintf(json, sizeof json, "\"steps\": %d, \"loss_cpu_first\": %.9g, \"loss_gpu_first\": %.9g, \"loss_cpu_last\": %.9g, \"loss_gpu_last\": %.9g, "
+             "\"worst_loss_rel\": %.3g, \"worst_norm_rel\": %.3g, \"loss_bound\": %.3g, \"norm_bound\": %.3g", steps, cpu.loss[0], gpu.loss[0],
+             cpu.loss[steps - 1], gpu.loss[steps - 1], loss, norm, lb, nb);
+    return gpu_result(name, loss <= lb && norm <= nb ? "PASS" : "FAIL", json,
+                      "%d steps, loss %.4f -> %.4f on the GPU (CPU %.4f -> %.4f); worst difference: loss %.2e (bound %.0e), gradient norm %.2e (bound %.0e); "
+                      "attention: %s", steps, gpu.loss[0], gpu.loss[steps - 1], cpu.loss[0], cpu.loss[steps - 1], loss, lb, norm, nb,
+                      gpu.attention[0] ? gpu.attention : dtype == MGT_F32 ? "the own kernel (fp32)" : "cuDNN's fused attention");
+}
+
+/* a checkpoint at step 4 of 8 on the GPU (fp32, the own attention kernel, deterministic), resumed in
+   a new run: steps 5..8 bit-identical */
+static int gpu_check_resume(int steps) {
+    const char *name = "resume";
+    mgt_config cfg;
+    gpu_trace full, resumed;
+    mgt_run *run = NULL;
+    mgt_result r;
+    char dir[] = "/tmp/mgt_doctor_resume_XXXXXX", path[1100], json[256];
+    int half = steps / 2, same;
+    memset(&full, 0, sizeof full);
+    memset(&resumed, 0, sizeof resumed);
+    if (!mkdtemp(dir)) return gpu_result(name, "FAIL", "", "a folder for the checkpoint: %s", strerror(errno));
+    if (gpu_config(&cfg, gpu_small_ini, name, MGT_DEVICE_CUDA) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
+    mgt__strlcpy(cfg.checkpoint.dir, dir, sizeof cfg.checkpoint.dir);
+    if ((r = gpu_train(&cfg, 0, steps, &full, NULL, "save", half)) != MGT_OK) return gpu_result(name, "FAIL", "", "the first run: %s", mgt_last_error());
+    if ((r = mgt_checkpoint_latest(dir, path, sizeof path)) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
+    if ((r = mgt_run_create(&run, &cfg)) != MGT_OK || (r = mgt_run_resume(run, path)) != MGT_OK) {
+        if (run) mgt_run_destroy(run);
+        return gpu_result(name, "FAIL", "", "resuming %s: %s", path, mgt_last_error());
+    }
+    r = gpu_train(&cfg, half, steps - half, &resumed, run, NULL, 0);
+    mgt_run_destroy(run);
+    if (r != MGT_OK) return gpu_result(name, "FAIL", "", "the resumed run: %s", mgt_last_error());
+    same = !memcmp(full.loss + half, resumed.loss + half, sizeof(double) * (size_t)(steps - half));
+    snprintf(json, sizeof json, "\"saved_at\": %d, \"steps\": %d, \"bit_identical\": %s", half, steps, same ? "true" : "false");
+    return gpu_result(name, same ? "PASS" : "FAIL", json, "checkpoint at step %d, resumed: steps %d..%d %s (last %.9f and %.9f)", half, half + 1, steps,
+                      same ? "bit-identical" : "differ", full.loss[steps - 1], resumed.loss[steps - 1]);
+}
+
+/* GPT-2 124M (bf16, 16 x 1024: llm.c's shape on one GPU), or a small shape on the fakes (quick):
+   measured after warm-up steps, beside the simulator's prediction for this GPU */
+static int gpu_check_bench(int quick, const char *dir) {
+    const char *name = "bench";
+    mgt_config cfg;
+    mgt_run *run;
+    mgt_result r;
+    mgt_stats st;
+    mgt_gpu_info info;
+    const mgt_cuda_api *api = mgt_cuda_load(NULL, 0);
+    const char *kind;
+    int i, warm = quick ? 1 : 3, timed = quick ? 2 : 10, n;
+    uint32_t *rows;
+    double t0, ms, tok_s, mfu = -1, predicted_ms = -1;
+    char json[1024], pred[256] = "n/a: the simulator has no model of this GPU";
+    mgt_config_init(&cfg);
+    if ((r = mgt_config_load(&cfg, "presets/gpt2_124m_1gpu.ini")) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
+    cfg.data.train[0] = cfg.data.val[0] = 0;
+    mgt__strlcpy(cfg.log.metrics, "none", sizeof cfg.log.metrics);
+    cfg.checkpoint.every = 0;
+    cfg.parallel.device = MGT_DEVICE_CUDA;
+    cfg.precision.dtype = MGT_BF16;
+    cfg.train.micro_batch = cfg.train.global_batch = quick ? 2 : 16;
+    if (quick) /* the fakes run every kernel on the CPU: a model a thousand times smaller */
+        cfg.model.n_layer = 1, cfg.model.seq_len = 64, cfg.model.vocab_size = 256, cfg.model.d_model = 64, cfg.model.n_head = 1, cfg.data.tokenizer = MGT_TOKENIZER_BYTE;
+    cfg.train.steps = warm + timed;
+    if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
+    n = cfg.train.global_batch * (cfg.model.seq_len + 1);
+    rows = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
+    t0 = 0;
+    for (i = 0; rows && i < warm + timed; i++) {
+        if (i == warm) t0 = mgt__now();
+        gpu_tokens(rows, n, i, cfg.model.vocab_size);
+        if ((r = mgt_run_step_tokens(run, rows)) != MGT_OK) break;
+    }
+    ms = (mgt__now() - t0) / timed * 1e3;
+    mgt_run_stats(run, &st);
+    mgt_run_destroy(run);
+    free(rows);
+    if (r != MGT_OK || !rows) return gpu_result(name, "FAIL", "", "%s", rows ? mgt_last_error() : "out of memory");
+    tok_s = cfg.train.global_batch * cfg.model.seq_len / (ms * 1e-3);
+    kind = api && api->info(0, &info) == 0 ? sim_gpu_kind(info.name) : NULL;
+    if (kind) {
+        mgt_sim_options o;
+        mgt_sim_result res;
+        mgt_sim_options_init(&o);
+        if (mgt_sim_device_find(kind, 0, &o.device) == MGT_OK && mgt_sim_run(&cfg, &o, &res) == MGT_OK) {
+            predicted_ms = res.step_s * 1e3;
+            mfu = st.flops_per_token * tok_s / (o.device.tensor_tflops[MGT_BF16] * 1e12);
+            snprintf(pred, sizeof pred, "predicted %.2f ms on %s (measured / predicted %.2f)", predicted_ms, kind, ms / predicted_ms);
+            mgt_sim_result_free(&res);
+        }
+    }
+    snprintf(json, sizeof json, "\"shape\": \"%s\", \"measured_ms\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"predicted_ms\": %.4f, \"gpu_kind\": \"%s\"",
+             quick ? "a small bf16 model (quick)" : "GPT-2 124M bf16 16x1024", ms, tok_s, mfu, predicted_ms, kind ? kind : "");
+    (void)dir;
+    return gpu_result(name, "PASS", json, "%s: %.2f ms a step, %.0f tokens/s%s%.1f%%; %s (MEASURED after %d warm-up steps, %d timed)",
+                      quick ? "small bf16 model (quick)" : "GPT-2 124M bf16, 16 x 1024", ms, tok_s, mfu >= 0 ? ", MFU " : "", mfu >= 0 ? 100 * mfu : 0.0,
+                      pred, warm, timed);
+}
+
+/* dp 2, tp 2, pp 2 and dp 2 ZeRO-3 on the GPUs against one GPU (fp32, the small GPT): the layouts
+   reduce in other orders, so the fp32 bound of the parity checks */
+static int gpu_check_layout(const char *name, int steps) {
+    mgt_config cfg;
+    gpu_trace one, many;
+    double loss, norm;
+    char json[256];
+    memset(&one, 0, sizeof one);
+    memset(&many, 0, sizeof many);
+    if (gpu_config(&cfg, gpu_small_ini, name, MGT_DEVICE_CUDA) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
+    if (gpu_train(&cfg, 0, steps, &one, NULL, NULL, 0) != MGT_OK) return gpu_result(name, "FAIL", "", "one GPU: %s", mgt_last_error());
+    if (!strcmp(name, "dp2")) cfg.parallel.dp = 2;
+    else if (!strcmp(name, "tp2")) cfg.parallel.tp = 2;
+    else if (!strcmp(name, "pp2")) cfg.parallel.pp = 2;
+    else cfg.parallel.dp = 2, cfg.parallel.zero = 3;
+    if (gpu_train(&cfg, 0, steps, &many, NULL, NULL, 0) != MGT_OK) return gpu_result(name, "FAIL", "", "%s: %s", name, mgt_last_error());
+    gpu_worst(&one, &many, 0, steps, &loss, &norm);
+    snprintf(json, sizeof json, "\"steps\": %d, \"worst_loss_rel\": %.3g, \"worst_norm_rel\": %.3g", steps, loss, norm);
+    return gpu_result(name, loss <= 1e-4 && norm <= 1e-3 ? "PASS" : "FAIL", json, "%d steps against one GPU: worst loss difference %.2e (bound 1e-4), "
+                      "gradient norm %.2e (bound 1e-3)", steps, loss, norm);
+}
+
+/* one check, in this (child) process */
+static int gpu_check_main(const char *check, int quick, const char *dir) {
+    int steps = quick ? 4 : 20;
+    mgt_set_logger(gpu_log, NULL);
+    if (!strcmp(check, "small-fp32")) return gpu_check_parity(check, gpu_small_ini, MGT_F32, steps);
+    if (!strcmp(check, "small-bf16")) return gpu_check_parity(check, gpu_small_ini, MGT_BF16, steps);
+    if (!strcmp(check, "llama-fp32")) return gpu_check_parity(check, gpu_llama_ini, MGT_F32, steps);
+    if (!strcmp(check, "llama-bf16")) return gpu_check_parity(check, gpu_llama_ini, MGT_BF16, steps);
+    if (!strcmp(check, "resume")) return gpu_check_resume(quick ? 4 : 8);
+    if (!strcmp(check, "bench")) return gpu_check_bench(quick, dir);
+    if (!strcmp(check, "dp2") || !strcmp(check, "tp2") || !strcmp(check, "pp2") || !strcmp(check, "dp2-zero3")) return gpu_check_layout(check, steps);
+    fprintf(stderr, "mgt doctor: no check named %s\n", check);
+    return 2;
+}
+
+/* runs `mgt doctor --gpu-check NAME` (this program) with its output into log and out (the RESULT and
+   JSON lines), within timeout_s; sync: with MGT_CUDA_SYNC=1. The exit status, 124 on timeout */
+static int gpu_run_child(const char *check, int quick, int sync, double timeout_s, const char *log, char *out, size_t cap) {
+    char self[4096];
+    int fd[2], status = 0, timed_out = 0;
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1), used = 0;
+    double start = mgt__now();
+    pid_t pid;
+    FILE *lf = fopen(log, "a");
+    out[0] = 0;
+    if (n <= 0) snprintf(self, sizeof self, "./mgt");
+    else self[n] = 0;
+    if (pipe(fd) != 0) { if (lf) fclose(lf); return -1; }
+    if (lf) fprintf(lf, "== %s%s%s\n", check, quick ? " --quick" : "", sync ? " (MGT_CUDA_SYNC=1)" : ""), fflush(lf);
+    pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        if (sync) setenv("MGT_CUDA_SYNC", "1", 1);
+        execl(self, self, "doctor", "--gpu-check", check, quick ? "--quick" : "--full", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    fcntl(fd[0], F_SETFL, O_NONBLOCK);
+    for (;;) {
+        char buf[4096];
+        ssize_t k = read(fd[0], buf, sizeof buf);
+        if (k > 0) {
+            if (lf) fwrite(buf, 1, (size_t)k, lf);
+            if (used + k < (ssize_t)cap) memcpy(out + used, buf, (size_t)k), used += k, out[used] = 0;
+            continue;
+        }
+        if (k == 0) break;
+        if (mgt__now() - start > timeout_s && !timed_out) { kill(pid, SIGKILL); timed_out = 1; }
+        { struct timespec ts = {0, 20000000L}; nanosleep(&ts, NULL); }
+    }
+    close(fd[0]);
+    waitpid(pid, &status, 0);
+    if (lf) fclose(lf);
+    if (timed_out) return 124;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* the line of out that starts with `tag ` (its rest, up to the newline), or "" */
+static void gpu_line(const char *out, const char *tag, char *line, size_t cap) {
+    const char *p = out;
+    size_t n = strlen(tag);
+    line[0] = 0;
+    for (; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, tag, n) && p[n] == ' ') {
+            snprintf(line, cap, "%.*s", (int)strcspn(p + n + 1, "\n"), p + n + 1);
+            return;
+        }
+}
+/* the last line of out that says what failed (mgt's error lines), or its last line */
+static void gpu_last_error(const char *out, char *line, size_t cap) {
+    const char *p = out, *best = NULL, *last = NULL;
+    for (; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (*p != '\n') last = p;
+        if (!strncmp(p, "mgt", 3) || strstr(p, "FAIL")) best = p;
+    }
+    p = best ? best : last;
+    snprintf(line, cap, "%.*s", p ? (int)strcspn(p, "\n") : 0, p ? p : "no output");
+}
+
+static int cmd_doctor_gpu(int quick, const char *dir, const char *only) {
+    static const char *checks[] = {"small-fp32", "small-bf16", "llama-fp32", "llama-bf16", "resume", "bench", "dp2", "tp2", "pp2", "dp2-zero3"};
+    char why[1024], path[1200], out[65536], line[2048], json_path[1200];
+    const mgt_cuda_api *api;
+    int gpus = 0, i, failed = 0, ran = 0;
+    double t0 = mgt__now();
+    FILE *txt, *js;
+    if (mgt__mkdirs(dir) != MGT_OK) return fail(MGT_ERROR_IO);
+    snprintf(path, sizeof path, "%s/doctor-gpu.txt", dir);
+    snprintf(json_path, sizeof json_path, "%s/doctor-gpu.json", dir);
+    txt = fopen(path, "w");
+    js = fopen(json_path, "w");
+    if (!txt || !js) {
+        fprintf(stderr, "mgt doctor --gpu: cannot write %s: %s\n", !txt ? path : json_path, strerror(errno));
+        if (txt) fclose(txt);
+        if (js) fclose(js);
+        return 1;
+    }
+#define GPU_SAY(...) do { printf(__VA_ARGS__); fprintf(txt, __VA_ARGS__); fflush(stdout); } while (0)
+    GPU_SAY("mgt doctor --gpu: the CUDA path against the CPU, resume, speed%s; logs in %s\n", quick ? " (quick: small shapes, few steps)" : "", dir);
+    fprintf(js, "{\n  \"mgt\": \"%s\",\n  \"quick\": %s,\n  \"checks\": [", MGT_VERSION_STRING, quick ? "true" : "false");
+    api = mgt_cuda_load(why, sizeof why);
+    if (!api && !getenv("MGT_CUDA_LIBRARY") && !access("kernels/build_cuda.sh", F_OK)) { /* the source tree: build the library with this machine's nvcc */
+        char cmd[1400], nvcc[1024];
+        on_path("nvcc", nvcc, sizeof nvcc);
+        if (!nvcc[0] && !access("/usr/local/cuda/bin/nvcc", X_OK)) snprintf(nvcc, sizeof nvcc, "/usr/local/cuda/bin/nvcc");
+        if (nvcc[0]) {
+            double b0 = mgt__now();
+            int rc;
+            GPU_SAY("building the CUDA library with %s (ninja cuda; its log in %s/build.log)...\n", nvcc, dir);
+            snprintf(cmd, sizeof cmd, "ninja cuda > '%s/build.log' 2>&1", dir);
+            rc = system(cmd);
+            mgt_cuda_use(NULL); /* look again */
+            api = mgt_cuda_load(why, sizeof why);
+            GPU_SAY("%s build: ninja cuda %s in %.0f s\n", api ? "PASS" : "FAIL", rc == 0 ? "succeeded" : "failed", mgt__now() - b0);
+            if (!api) failed++;
+        }
+    }
+    if (!api || api->probe(&gpus, why, sizeof why) != 0 || gpus < 1) {
+        GPU_SAY("FAIL gpus: %s\n", api ? why : why[0] ? why : "no CUDA library");
+        fprintf(js, "\n    {\"check\": \"gpus\", \"status\": \"FAIL\"}\n  ],\n  \"failed\": 1\n}\n");
+        fclose(js);
+        fclose(txt);
+        return 1;
+    }
+    {
+        mgt_gpu_info info;
+        api->info(0, &info);
+        GPU_SAY("PASS gpus: %d, the first %s (compute capability %d.%d, %.1f GiB)\n", gpus, info.name, info.cc_major, info.cc_minor, info.memory_total / 1073741824.0);
+    }
+    for (i = 0; i < (int)(sizeof checks / sizeof checks[0]); i++) {
+        const char *c = checks[i];
+        char status[16] = "", result[2048], name[64];
+        int rc, multi = i >= 6;
+        if (only && !strstr(only, c)) continue;
+        if (multi && gpus < 2) {
+            GPU_SAY("SKIP %s: needs 2 GPUs, this machine has %d\n", c, gpus);
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s.log", dir, c);
+        remove(path);
+        rc = gpu_run_child(c, quick, 0, quick ? 300 : 240, path, out, sizeof out);
+        gpu_line(out, "RESULT", result, sizeof result);
+        if (sscanf(result, "%15s %63[^:]", status, name) != 2) {
+            gpu_last_error(out, line, sizeof line);
+            snprintf(status, sizeof status, "FAIL");
+            snprintf(result, sizeof result, "FAIL %s: %s (exit %d): %.1900s", c, rc == 124 ? "timed out" : "no result", rc, line);
+        }
+        if (!strcmp(status, "FAIL")) { /* once more, every op waited for, so the failing one is named */
+            char again[2048];
+            gpu_run_child(c, quick, 1, quick ? 300 : 240, path, out, sizeof out);
+            gpu_line(out, "RESULT", again, sizeof again);
+            gpu_last_error(out, line, sizeof line);
+            if (again[0] && !strcmp(again, result)) snprintf(result + strlen(result), sizeof result - strlen(result), " (the same with MGT_CUDA_SYNC=1)");
+            else snprintf(result + strlen(result), sizeof result - strlen(result), "; with MGT_CUDA_SYNC=1: %.1000s", again[0] ? again : line);
+            failed++;
+        }
+        ran++;
+        GPU_SAY("%s\n", result);
+        gpu_line(out, "JSON", line, sizeof line);
+        fprintf(js, "%s\n    %s", ran > 1 ? "," : "", line[0] ? line : "{}");
+    }
+    GPU_SAY("%s: %d check%s, %d failed, in %.0f s\n", failed ? "FAIL" : "PASS", ran, ran == 1 ? "" : "s", failed, mgt__now() - t0);
+    fprintf(js, "\n  ],\n  \"failed\": %d\n}\n", failed);
+    fclose(js);
+    fclose(txt);
+#undef GPU_SAY
+    return failed ? 1 : 0;
+}
+
 static int cmd_doctor(int argc, char **argv) {
     mgt_config cfg;
     options o;
     doc d;
-    int i, rc, n = 0;
+    int i, rc, n = 0, gpu = 0, quick = 0;
+    const char *out = "doctor-gpu", *only = NULL, *check = NULL;
     char **rest = (char **)calloc((size_t)argc + 1, sizeof(char *));
     memset(&o, 0, sizeof o);
     memset(&d, 0, sizeof d);
     if (!rest) return fail(MGT_ERROR_MEMORY);
     for (i = 0; i < argc; i++) { /* doctor's own options; parse_common takes the preset and --set */
         if (i >= 2 && !strcmp(argv[i], "--json")) d.json = 1;
-        else rest[n++] = argv[i];
+        else if (i >= 2 && !strcmp(argv[i], "--gpu")) gpu = 1;
+        else if (i >= 2 && !strcmp(argv[i], "--quick")) quick = 1;
+        else if (i >= 2 && !strcmp(argv[i], "--full")) quick = 0;
+        else if (i >= 2 && i + 1 < argc && (!strcmp(argv[i], "--out") || !strcmp(argv[i], "--only") || !strcmp(argv[i], "--gpu-check"))) {
+            if (!strcmp(argv[i], "--out")) out = argv[i + 1];
+            else if (!strcmp(argv[i], "--only")) only = argv[i + 1];
+            else check = argv[i + 1];
+            i++;
+        } else rest[n++] = argv[i];
     }
+    if (check) { free(rest); return gpu_check_main(check, quick, out); }
     rc = parse_common(n, rest, &cfg, &o, 0);
     free(rest);
     if (rc) return rc;
+    if (gpu) return cmd_doctor_gpu(quick, out, only);
     mgt_set_logger(NULL, NULL); /* loading the libraries says nothing of its own here */
     if (!d.json) printf("mgt doctor: what this machine has and what mgt will do on it\n");
     doctor_build(&d);

@@ -9817,8 +9817,10 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
             mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
             if (mgt__cuda_api) mgt__log(MGT_LOG_INFO, "CUDA: cuDNN, NCCL and cuBLAS from NVIDIA's pip wheels in %s", mgt__cuda_pip);
         }
-        if (!mgt__cuda_api && (!tried[0] || (strstr(tried, "No such file") && !strstr(tried, "libmgt_cuda.so: undefined"))) && !(env && env[0]))
-            snprintf(mgt__cuda_why, sizeof mgt__cuda_why, "no CUDA library built; `ninja cuda` builds one"); /* the usual CPU machine: one short line */
+        /* the usual CPU machine, no libmgt_cuda.so anywhere: one short line; one found that cannot
+           load (a bundle's lib/libmgt_cuda.so without CUDA's libraries) names what it lacks */
+        if (!mgt__cuda_api && (!tried[0] || strstr(tried, "libmgt_cuda.so: cannot open shared object file") == tried) && !(env && env[0]))
+            snprintf(mgt__cuda_why, sizeof mgt__cuda_why, "no CUDA library built; `ninja cuda` builds one");
         else if (!mgt__cuda_api)
             snprintf(mgt__cuda_why, sizeof mgt__cuda_why, "the CUDA backend library is not built or cannot load (%s); build it with `ninja cuda`",
                      tried[0] ? tried : "not found");

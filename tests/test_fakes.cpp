@@ -377,6 +377,40 @@ static void lt_run(uint32_t epi, cudaDataType dt, int m, int n, int k, const voi
     CK(cublasLtDestroy(h));
     CK(cudaFree(ws));
 }
+/* a BIAS GEMM (D 8x8 fp32 = A^T B + bias) through the heuristic, A at a_offset bytes into its buffer (the
+   heuristic told a_pref bytes when a_pref, else the default 256), the bias at bias_offset bytes */
+static void lt_align_case(size_t a_offset, uint32_t a_pref, size_t bias_offset) {
+    cublasLtHandle_t h;
+    cublasLtMatmulDesc_t d;
+    cublasLtMatrixLayout_t l;
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t res;
+    char *p;
+    float one = 1.0f, zero = 0.0f;
+    int found = 0;
+    int32_t opt = CUBLAS_OP_T;
+    uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CK(cudaMalloc((void **)&p, 4096)); /* A at 0 (+ a_offset), B at 1024, D at 2048, the bias at 3072 (+ bias_offset) */
+    CK(cudaMemset(p, 0, 4096));
+    const void *bias = p + 3072 + bias_offset;
+    CK(cublasLtCreate(&h));
+    CK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt));
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    CK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 8, 8, 8));
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    if (a_pref) CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_pref, sizeof a_pref));
+    CK(cublasLtMatmulAlgoGetHeuristic(h, d, l, l, l, l, pref, 1, &res, &found));
+    CHECK(found == 1, "%d algorithms", found);
+    CK(cublasLtMatmul(h, d, &one, p + a_offset, l, p + 1024, l, &zero, p + 2048, l, p + 2048, l, &res.algo, nullptr, 0, nullptr));
+    CK(cudaDeviceSynchronize());
+    CK(cublasLtMatmulPreferenceDestroy(pref));
+    CK(cublasLtMatrixLayoutDestroy(l));
+    CK(cublasLtMatmulDescDestroy(d));
+    CK(cublasLtDestroy(h));
+    CK(cudaFree(p));
+}
 static void test_lt_training() {
     const int m = 16, n = 5, k = 9, aux_ld = 24; /* aux's ld above m: the fake must honour it */
     std::vector<char> A((size_t)k * m * 2), B((size_t)k * n * 2), bias((size_t)m * 2), pre((size_t)aux_ld * n * 2), Dh((size_t)m * n * 2);
@@ -451,6 +485,7 @@ static void test_lt_training() {
     }
     CHECK(worst <= 0, "cuBLASLt BGRADB: %g beyond tolerance", worst);
     for (void *p : {dA, dB, dbias, daux, dD, dbg}) CK(cudaFree(p));
+    lt_align_case(16, 16, 16); /* an A 16 bytes into its buffer, the heuristic told so, a bias 16-byte aligned: no failure */
 }
 
 /* ---- NCCL ------------------------------------------------------------------------------------- */
@@ -1375,6 +1410,11 @@ static const death deaths[] = {
          cublasLtMatmulAlgoGetHeuristic(h, d, l, l, l, l, pref, 1, &res, &found);
          cublasLtMatmul(h, d, &one, p, l, p + 4, l, &one, p + 8, l, p + 8, l, &res.algo, p + 16, 1024, nullptr); /* less than it asked */
      }},
+    {"lt_alignment", "is 64-byte aligned, but the algorithm was chosen for a 256-byte aligned A (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES", [] {
+         lt_align_case(64, 0, 0); /* an activation carved at 64 bytes, the heuristic not told */
+     }},
+    {"lt_alignment_told", "is 16-byte aligned, but the algorithm was chosen for a 32-byte aligned A", [] { lt_align_case(16, 32, 0); }},
+    {"lt_bias_alignment", "the epilogue's bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER) at", [] { lt_align_case(0, 0, 8); }},
     {"host_deref", "mgt fake host access: device memory at", [] {
          float *x;
          cudaMalloc((void **)&x, 1000);

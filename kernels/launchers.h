@@ -105,7 +105,7 @@ int mgt_cuda_gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, 
 /* residual.cu */
 /* y += x; the backend table's add_inplace is the float one (gradient shards) */
 template <class floatX> int mgt_cuda_add_inplace(floatX *y, const floatX *x, size_t n, cudaStream_t stream);
-template <class floatX> /* out (N,C) += residual (N,C) + bias (C) */
+template <class floatX> /* out (N,C) += residual (N,C) + bias (C); residual NULL: out += bias */
 int mgt_cuda_bias_residual(floatX *out, const floatX *residual, const floatX *bias, int N, int C, cudaStream_t stream);
 size_t mgt_cuda_bias_backward_scratch(int N, int C);
 template <class floatX> /* dbias (C) += column sums of dout (N,C) in fp32, in a fixed order */

@@ -33,6 +33,7 @@
 /* tests/fakes/fake_kernels.cpp, through the SIMT shim */
 void fake_axpy(float *y, const float *x, float a, int n, cudaStream_t s);
 void fake_fill(float *y, float v, int n, cudaStream_t s);
+void fake_kernel_functions(const void **fn); /* fake_axpy's and fake_fill's kernels */
 
 static int checks, failures;
 #define CHECK(cond, ...)                                                               \
@@ -915,9 +916,22 @@ static void test_poll() {
     CHECK(bad == 0, "%d ranks went wrong polling their collectives", bad);
 }
 
+/* loads the test's kernels into the current device's context, as the backend loads its own when it
+   is made (a first launch inside a step fails: lazy loading) */
+static void load_fake_kernels() {
+    const void *fn[2];
+    fake_kernel_functions(fn);
+    for (const void *f : fn) {
+        cudaFuncAttributes a;
+        CK(cudaFuncGetAttributes(&a, f));
+        CHECK(a.maxThreadsPerBlock == 1024, "cudaFuncGetAttributes: %d threads per block at most", a.maxThreadsPerBlock);
+    }
+}
+
 /* the backend's step brackets: what a step did, counted per device */
 static void test_step_counts() {
     cudaSetDevice(5);
+    load_fake_kernels();
     cudaStream_t s = nb_stream();
     cudaEvent_t e;
     cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
@@ -1500,6 +1514,36 @@ static const death deaths[] = {
          mgt_cuda_fake_note(0, MGT_NOTE_OP, "matmul forward (N 4)");
          void *p;
          cudaMalloc(&p, 16);
+     }},
+    {"lazy_load_in_step", "mgt fake kernel launch: the first launch of kernel fake_fill_kernel (not loaded yet) on device 0 inside a step (during layernorm forward)", [] {
+         float *d;
+         cudaMalloc((void **)&d, 64);
+         cudaStream_t s = nb_stream();
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         mgt_cuda_fake_note(0, MGT_NOTE_OP, "layernorm forward");
+         fake_fill(d, 1.0f, 16, s); /* never loaded on device 0: CUDA loads it now (lazy loading) */
+     }},
+    {"lazy_load_other_device", "the first launch of kernel fake_fill_kernel (not loaded yet) on device 1 inside a step", [] {
+         load_fake_kernels(); /* into device 0's context only */
+         cudaSetDevice(1);
+         float *d;
+         cudaMalloc((void **)&d, 64);
+         cudaStream_t s = nb_stream();
+         mgt_cuda_fake_note(1, MGT_NOTE_STEP_BEGIN, nullptr);
+         fake_fill(d, 1.0f, 16, s);
+     }},
+    {"load_in_step", "mgt fake cudaFuncGetAttributes: loading a kernel on device 0 inside a step", [] {
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         load_fake_kernels();
+     }},
+    {"eager_loading", "mgt fake cudaMalloc: cudaMalloc of 16 bytes on device 0 inside a step", [] {
+         setenv("CUDA_MODULE_LOADING", "EAGER", 1); /* before the fakes start: every kernel loaded with the context */
+         float *d;
+         cudaMalloc((void **)&d, 64);
+         cudaStream_t s = nb_stream();
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         fake_fill(d, 1.0f, 16, s); /* no failure here */
+         cudaMalloc((void **)&d, 16); /* the step's first rule break */
      }},
     {"step_free", "mgt fake cudaFree: cudaFree of", [] {
          void *p;

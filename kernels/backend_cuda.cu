@@ -835,6 +835,25 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
 
 /* ---- the backend */
 
+/* every kernel the backend can launch, for its storage type and fp32, loaded into the device's context
+   now: CUDA would load each at its first launch (CUDA_MODULE_LOADING=LAZY, the default since CUDA
+   12.2), which may synchronise the device inside a step while NCCL kernels spin on another stream */
+static int mgt__cuda_load_kernels(mgt__cuda *c) {
+    mgt_kernel_list l;
+    cudaFuncAttributes a;
+    l.n = 0;
+    MGT__DISPATCH(c, mgt_cuda_kernels<floatX>(l));
+    if (c->be.dtype != MGT_F32) mgt_cuda_kernels<float>(l);
+    if (l.n > MGT_KERNELS_MAX) {
+        mgt__cuda_fail(c, "device %d: %d kernels to load, more than MGT_KERNELS_MAX (%d): raise it in kernels/launchers.h", c->device, l.n,
+                       MGT_KERNELS_MAX);
+        return 0;
+    }
+    for (int i = 0; i < l.n; i++)
+        if (!mgt__cuda_ok(c, cudaFuncGetAttributes(&a, l.fn[i]), "loading the kernels (cudaFuncGetAttributes)")) return 0;
+    return 1;
+}
+
 extern "C" void *mgt_cuda_backend_stream(mgt_backend *be) { return MGT__CU(be)->stream; }
 
 extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
@@ -945,7 +964,8 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     snprintf(c->op_desc, sizeof c->op_desc, "making the backend");
     /* a cuBLAS workspace of its own (cuBLAS's recommendation: 32 MiB on Hopper and later, 4 MiB before),
        so its first GEMM allocates nothing */
-    if (mgt__cuda_ok(c, cudaSetDevice(device), "cudaSetDevice") && mgt__cuda_ok(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "making a stream") &&
+    if (mgt__cuda_ok(c, cudaSetDevice(device), "cudaSetDevice") && mgt__cuda_load_kernels(c) &&
+        mgt__cuda_ok(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "making a stream") &&
         mgt__cuda_ok(c, cudaEventCreateWithFlags(&c->ev, cudaEventDisableTiming), "making an event") &&
         mgt__cuda_ok(c, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "reading the compute capability") &&
         mgt__blas_ok(c, cublasCreate(&c->blas), "cublasCreate") && mgt__blas_ok(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") &&

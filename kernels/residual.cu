@@ -132,8 +132,19 @@ template <class floatX> int mgt_cuda_bias_backward(float *dbias, float *scratch,
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_residual_kernels(mgt_kernel_list &l) {
+    const int E = mgt_pack_of<floatX>::n;
+    mgt_kernel_list_add(l, mgt_add_inplace_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_bias_residual_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_bias_backward_partials_kernel<floatX, E>);
+    mgt_kernel_list_add(l, mgt_bias_backward_partials_kernel<floatX, 1>);
+    mgt_kernel_list_add(l, mgt_bias_backward_sum_kernel);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                    \
     template int mgt_cuda_add_inplace<floatX>(floatX *, const floatX *, size_t, cudaStream_t);                     \
     template int mgt_cuda_bias_residual<floatX>(floatX *, const floatX *, const floatX *, int, int, cudaStream_t); \
-    template int mgt_cuda_bias_backward<floatX>(float *, float *, const floatX *, int, int, cudaStream_t);
+    template int mgt_cuda_bias_backward<floatX>(float *, float *, const floatX *, int, int, cudaStream_t); \
+    template void mgt_cuda_residual_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

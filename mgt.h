@@ -3418,12 +3418,15 @@ typedef struct mgt__acts {
     int *inputs, *targets;                 /* (N) */
 } mgt__acts;
 
-/* consecutive 64-byte aligned pieces of one block; a NULL base only measures (offsets, never
-   pointers, are added up: arithmetic on a null pointer is undefined) */
+/* consecutive 256-byte aligned pieces of one block (a device block starts 256-byte aligned: cuBLASLt
+   picks its fastest kernels for pointers that are, cublasLt.h's MIN_ALIGNMENT default); a NULL base
+   only measures (offsets, never pointers, are added up: arithmetic on a null pointer is undefined) */
+#define MGT__CARVE_ALIGN 256
+static size_t mgt__carve_bytes(size_t bytes) { return (bytes + MGT__CARVE_ALIGN - 1) & ~(size_t)(MGT__CARVE_ALIGN - 1); }
 typedef struct mgt__cursor { char *base; size_t used; } mgt__cursor;
 static void *mgt__carve(mgt__cursor *c, size_t bytes) {
     void *p = c->base ? c->base + c->used : NULL;
-    c->used += (bytes + 63) & ~(size_t)63;
+    c->used += mgt__carve_bytes(bytes);
     return p;
 }
 
@@ -9230,7 +9233,6 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
 /* ---- the plan in closed form: the sizes mgt__rank_init allocates, from the shapes alone ----- */
 
 static size_t mgt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
-static size_t mgt__pad64b(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [a0, a1) and [b0, b1) */
     size_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
     return hi > lo ? hi - lo : 0;
@@ -9283,16 +9285,16 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     o->mem[MGT_MEM_OPTIMIZER] = (dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? shard : S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
     sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)M : (size_t)(p.pp - ppr < M ? p.pp - ppr : M);
-    a_resid = (size_t)(nb + 1) * mgt__pad64b(N * C * e);
+    a_resid = (size_t)(nb + 1) * mgt__carve_bytes(N * C * e);
     a_layer = (size_t)(nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : nb) *
-              (3 * mgt__pad64b(N * C * e) + 4 * mgt__pad64b(N * f) + mgt__pad64b(N * Q * e) +
-               mgt__pad64b(mgt__att_bytes(B, (size_t)(cfg->model.n_head / p.tp), T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
-               mgt__pad64b(N * Cl * e) + mgt__pad64b(N * F * e) + mgt__pad64b(N * Hl * e));
-    a_last = last ? mgt__pad64b(N * C * e) + 2 * mgt__pad64b(N * f) + mgt__pad64b(N * Vl * e) + mgt__pad64b((size_t)p.tp * N * 3 * f) +
-                        mgt__pad64b(N * sizeof(double)) : 0;
-    a_io = 2 * mgt__pad64b(N * sizeof(int));
+              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * Q * e) +
+               mgt__carve_bytes(mgt__att_bytes(B, (size_t)(cfg->model.n_head / p.tp), T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+               mgt__carve_bytes(N * Cl * e) + mgt__carve_bytes(N * F * e) + mgt__carve_bytes(N * Hl * e));
+    a_last = last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * Vl * e) + mgt__carve_bytes((size_t)p.tp * N * 3 * f) +
+                        mgt__carve_bytes(N * sizeof(double)) : 0;
+    a_io = 2 * mgt__carve_bytes(N * sizeof(int));
     one = a_resid + a_layer + a_last + a_io;
-    scratch = 2 * mgt__pad64b(N * C * e) + mgt__pad64b(N * Q * e) + mgt__pad64b(N * F * e) + (F > Hl ? mgt__pad64b(N * Hl * e) : 0);
+    scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * Q * e) + mgt__carve_bytes(N * F * e) + (F > Hl ? mgt__carve_bytes(N * Hl * e) : 0);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();

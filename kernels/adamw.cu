@@ -168,8 +168,15 @@ int mgt_cuda_adamw_many(const mgt_adamw_tensor *tensors, int count, float lr, fl
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_adamw_kernels(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_adamw_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_adamw_many_kernel<floatX>);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                                   \
     template int mgt_cuda_adamw_master<floatX>(floatX *, float *, const float *, float *, float *, size_t, float, float, float,   \
                                                float, float, float, float, float, cudaStream_t);                          \
-    template int mgt_cuda_adamw_many<floatX>(const mgt_adamw_tensor *, int, float, float, float, float, float, float, float, cudaStream_t);
+    template int mgt_cuda_adamw_many<floatX>(const mgt_adamw_tensor *, int, float, float, float, float, float, float, float, cudaStream_t); \
+    template void mgt_cuda_adamw_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -382,8 +382,23 @@ int mgt_cuda_attention_backward(floatX *dqkv, float *scratch, const floatX *dout
     return MGT_ATTN_BY_HS(hs, mgt_attn_backward_nc, dqkv, scratch, dout, qkv, lse, B, T, NH, NKV, hs, scale, stream);
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX, int NC> static void mgt_attn_kernels_nc(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_attention_forward_kernel<floatX, NC>);
+    mgt_kernel_list_add(l, mgt_attention_backward_dq_kernel<floatX, NC>);
+    mgt_kernel_list_add(l, mgt_attention_backward_dkv_kernel<floatX, NC>);
+}
+template <class floatX> void mgt_cuda_attention_kernels(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_attention_backward_dot_kernel<floatX>);
+    mgt_attn_kernels_nc<floatX, 1>(l); /* every head size MGT_ATTN_BY_HS picks */
+    mgt_attn_kernels_nc<floatX, 2>(l);
+    mgt_attn_kernels_nc<floatX, 3>(l);
+    mgt_attn_kernels_nc<floatX, 4>(l);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                                  \
     template int mgt_cuda_attention_forward<floatX>(floatX *, float *, const floatX *, int, int, int, int, int, cudaStream_t);    \
     template int mgt_cuda_attention_backward<floatX>(floatX *, float *, const floatX *, const floatX *, const floatX *, const float *, int, int, \
-                                                     int, int, int, cudaStream_t);
+                                                     int, int, int, cudaStream_t); \
+    template void mgt_cuda_attention_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

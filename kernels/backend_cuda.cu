@@ -270,16 +270,29 @@ static void mgt__gemm(mgt__cuda *c, cublasOperation_t ta, cublasOperation_t tb, 
                  what);
 }
 
+/* the alignment cuBLASLt may assume of p: the largest power of two dividing the address, at most the
+   256 bytes cuBLASLt assumes of a matrix unless told less (cublasLt.h, MIN_ALIGNMENT_*_BYTES) */
+static uint32_t mgt__lt_alignment(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    return a == 0 || (a & (~a + 1)) >= 256 ? 256u : (uint32_t)(a & (~a + 1));
+}
+/* an epilogue's bias or aux vector: no preference covers it, and cuBLASLt's kernels may read it in
+   16-byte pieces (PyTorch #194497: an under-aligned bias faulted with "misaligned address") */
+#define MGT__LT_VECTOR_OK(p) (!(p) || mgt__lt_alignment(p) >= 16)
+
 /* D (m x n) = op(A) op(B) + beta D through cuBLASLt with an epilogue (llm.c's matmul_cublaslt, in
    spirit): BIAS adds bias (m) as each tile of D is written; GELU_AUX(_BIAS) also writes the GELU's
    input to aux (m x n, ld m) and D = gelu of it; DGELU multiplies D by gelu'(aux); BGRADB writes the
    column sums of op(B) over k (the bias gradient, n floats: D is fp32 there) to bias. aux's leading
-   dimension must be a multiple of 8 (cublasLt.h), which callers check. The descriptors are host
-   objects made and destroyed per call; the workspace is cuBLAS's, as much as the heuristic asks for.
-   Returns 0 when the heuristic offers no algorithm for a training epilogue (GELU_AUX, DGELU, BGRADB:
-   the caller then runs the GEMM and its kernel apart), else 1 (done, or the backend failed) */
+   dimension must be a multiple of 8 (cublasLt.h), which callers check. The heuristic is told each
+   matrix pointer's alignment: by default it assumes 256 bytes and may pick a kernel that faults on
+   the 16-byte aligned parameter slices. The descriptors are host objects made and destroyed per
+   call; the workspace is cuBLAS's, as much as the heuristic asks for.
+   Returns 0 when the epilogue is not run: a bias or aux pointer under 16 bytes aligned, no algorithm
+   offered, or cublasLtMatmul refusing the call (the caller then runs the GEMM and its kernel apart);
+   else 1 (done, or the backend failed) */
 static int mgt__gemm_lt(mgt__cuda *c, uint32_t epilogue, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const void *A, int lda,
-                         const void *B, int ldb, float beta, void *D, cudaDataType_t dtype, const void *bias, void *aux, const char *what) {
+                         const void *B, int ldb, float beta, void *D, cudaDataType_t dtype, const void *bias, void *aux) {
     cublasLtMatmulDesc_t desc = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
     cublasLtMatmulPreference_t pref = NULL;
@@ -287,10 +300,12 @@ static int mgt__gemm_lt(mgt__cuda *c, uint32_t epilogue, cublasOperation_t opa, 
     int32_t ta = opa, tb = opb;
     int64_t aux_ld = m;
     uint64_t most = c->blas_work_bytes;
-    int found = 0, ok, done = 1;
+    uint32_t align[4] = {mgt__lt_alignment(A), mgt__lt_alignment(B), mgt__lt_alignment(D), mgt__lt_alignment(D)}; /* A, B, C = D, D */
+    int found = 0, ok, done = 1, i;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     float one = 1.0f;
     if (c->failed) return 1;
+    if (!MGT__LT_VECTOR_OK(bias) || !MGT__LT_VECTOR_OK(aux)) return 0;
     memset(&algo, 0, sizeof algo);
     ok = mgt__blas_ok(c, cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate") &&
          mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "setting TRANSA") &&
@@ -300,38 +315,39 @@ static int mgt__gemm_lt(mgt__cuda *c, uint32_t epilogue, cublasOperation_t opa, 
     if (ok && aux)
         ok = mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux), "setting aux") &&
              mgt__blas_ok(c, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld), "setting aux's ld");
+    ok = ok && mgt__blas_ok(c, cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate") &&
+         mgt__blas_ok(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &most, sizeof most), "the workspace");
+    for (i = 0; ok && i < 4; i++)
+        ok = mgt__blas_ok(c, cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i),
+                                                                  &align[i], sizeof align[i]),
+                          "the pointers' alignment");
     if (ok && mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&la, c->type, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m, lda), "the layout of A") &&
         mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&lb, c->type, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k, ldb), "the layout of B") &&
         mgt__blas_ok(c, cublasLtMatrixLayoutCreate(&ld, dtype, (uint64_t)m, (uint64_t)n, m), "the layout of D") &&
-        mgt__blas_ok(c, cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate") &&
-        mgt__blas_ok(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &most, sizeof most), "the workspace") &&
         ((st = cublasLtMatmulAlgoGetHeuristic(c->lt, desc, la, lb, ld, ld, pref, 1, &algo, &found)) == CUBLAS_STATUS_NOT_SUPPORTED ||
          mgt__blas_ok(c, st, "cublasLtMatmulAlgoGetHeuristic"))) {
-        if (found < 1 && epilogue != CUBLASLT_EPILOGUE_BIAS) /* no algorithm (NOT_SUPPORTED, or none returned): the caller's kernels */
-            done = 0;
-        else if (found < 1)
-            mgt__cuda_fail(c, "device %d: cuBLASLt has no algorithm for %s with epilogue %u", c->device, c->op_desc, epilogue);
-        else
-            mgt__blas_ok(c, cublasLtMatmul(c->lt, desc, &one, A, la, B, lb, &beta, D, ld, D, ld, &algo.algo, c->blas_work, c->blas_work_bytes, c->stream),
-                         what);
+        /* no algorithm (NOT_SUPPORTED, or none returned), or the call refused (nothing was queued): the caller's kernels */
+        done = found >= 1 && cublasLtMatmul(c->lt, desc, &one, A, la, B, lb, &beta, D, ld, D, ld, &algo.algo, c->blas_work, c->blas_work_bytes,
+                                            c->stream) == CUBLAS_STATUS_SUCCESS;
     }
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (ld) cublasLtMatrixLayoutDestroy(ld);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (desc) cublasLtMatmulDescDestroy(desc);
-    return done;
+    return done || c->failed;
 }
 #define MGT__AUX_LD_OK(ld) ((ld) % 8 == 0) /* a GELU aux matrix's leading dimension (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD) */
 
-/* out (N,OC) = inp (N,C) W^T + bias, W (OC,C): out^T (OC x N) = W^T' inp^T, the bias by the BIAS epilogue */
+/* out (N,OC) = inp (N,C) W^T + bias, W (OC,C): out^T (OC x N) = W^T' inp^T, the bias by the BIAS
+   epilogue, or (no epilogue for this call) by the bias kernel after the GEMM */
 static void mgt__cuda_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "matmul forward", "N %d, C %d, OC %d%s", N, C, OC, bias ? ", bias" : "");
-    if (bias)
-        mgt__gemm_lt(c, CUBLASLT_EPILOGUE_BIAS, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, 0.0f, out, c->type, bias, NULL,
-                     "matmul forward (bias epilogue)");
-    else mgt__gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, 0.0f, out, c->type, OC, "matmul forward");
+    if (bias && mgt__gemm_lt(c, CUBLASLT_EPILOGUE_BIAS, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, 0.0f, out, c->type, bias, NULL)) return;
+    mgt__gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, 0.0f, out, c->type, OC, "matmul forward");
+    if (bias && !c->failed) /* out += bias: the residual kernel without a residual */
+        MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_bias_residual<floatX>((floatX *)out, NULL, (const floatX *)bias, N, OC, c->stream), "matmul bias"));
 }
 
 /* dbias (OC) += column sums of dout (N,OC), by the kernel (a fixed order of additions) */
@@ -349,8 +365,7 @@ static void mgt__cuda_bias_backward(mgt_backend *be, float *dbias, const void *d
 static void mgt__cuda_weight_grad(mgt__cuda *c, float *dweight, float *dbias, const void *dout, const void *inp, int N, int C, int OC) {
     float *db = dbias ? (float *)mgt__cuda_work(c, (size_t)OC * sizeof(float)) : NULL;
     if (dbias && !db) return;
-    if (dbias && mgt__gemm_lt(c, CUBLASLT_EPILOGUE_BGRADB, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, 1.0f, dweight, CUDA_R_32F, db, NULL,
-                              "matmul backward (weight, BGRADB epilogue)")) {
+    if (dbias && mgt__gemm_lt(c, CUBLASLT_EPILOGUE_BGRADB, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, 1.0f, dweight, CUDA_R_32F, db, NULL)) {
         if (!c->failed) mgt__kernel_ok(c, mgt_cuda_add_inplace<float>(dbias, db, (size_t)OC, c->stream), "bias gradient");
         return;
     }
@@ -463,28 +478,28 @@ static void mgt__cuda_gelu_backward(mgt_backend *be, void *dinp, const void *inp
                                     "gelu backward"));
 }
 /* pre (N,OC) = inp W^T + bias and out = gelu(pre) in one GEMM (GELU_AUX_BIAS: pre is the aux output);
-   OC not a multiple of 8 (aux's ld), or no algorithm for the epilogue, takes the GEMM and the GELU
-   kernel apart */
+   OC not a multiple of 8 (aux's ld), or the epilogue not run (mgt__gemm_lt), takes the GEMM and the
+   GELU kernel apart */
 static void mgt__cuda_matmul_gelu_forward(mgt_backend *be, void *out, void *pre, const void *inp, const void *weight, const void *bias, int N, int C,
                                           int OC) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "matmul gelu forward", "N %d, C %d, OC %d%s", N, C, OC, bias ? ", bias" : "");
     if (MGT__AUX_LD_OK(OC) && mgt__gemm_lt(c, bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C,
-                                           weight, C, inp, C, 0.0f, out, c->type, bias, pre, "matmul forward (GELU_AUX epilogue)"))
+                                           weight, C, inp, C, 0.0f, out, c->type, bias, pre))
         return;
     mgt__cuda_matmul_forward(be, pre, inp, weight, bias, N, C, OC);
     mgt__cuda_gelu_forward(be, out, pre, (size_t)N * (size_t)OC);
 }
 
 /* the backward of the matmul after the GELU: dpre (N,C) = (dout W) * gelu'(pre) in one GEMM (DGELU, pre
-   the aux input), then dW and dbias as matmul_backward's; C not a multiple of 8, or no algorithm for
-   the epilogue, takes the GELU backward kernel after the GEMM */
+   the aux input), then dW and dbias as matmul_backward's; C not a multiple of 8, or the epilogue not
+   run, takes the GELU backward kernel after the GEMM */
 static void mgt__cuda_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dweight, float *dbias, const void *dout, const void *inp,
                                            const void *weight, const void *pre, int N, int C, int OC) {
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "matmul gelu backward", "N %d, C %d, OC %d%s", N, C, OC, dbias ? ", bias" : "");
     if (MGT__AUX_LD_OK(C) && mgt__gemm_lt(c, CUBLASLT_EPILOGUE_DGELU, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, 0.0f, dpre, c->type, NULL,
-                                          (void *)pre, "matmul backward (input, DGELU epilogue)")) {
+                                          (void *)pre)) {
         mgt__cuda_weight_grad(c, dweight, dbias, dout, inp, N, C, OC);
         return;
     }
@@ -820,6 +835,25 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
 
 /* ---- the backend */
 
+/* every kernel the backend can launch, for its storage type and fp32, loaded into the device's context
+   now: CUDA would load each at its first launch (CUDA_MODULE_LOADING=LAZY, the default since CUDA
+   12.2), which may synchronise the device inside a step while NCCL kernels spin on another stream */
+static int mgt__cuda_load_kernels(mgt__cuda *c) {
+    mgt_kernel_list l;
+    cudaFuncAttributes a;
+    l.n = 0;
+    MGT__DISPATCH(c, mgt_cuda_kernels<floatX>(l));
+    if (c->be.dtype != MGT_F32) mgt_cuda_kernels<float>(l);
+    if (l.n > MGT_KERNELS_MAX) {
+        mgt__cuda_fail(c, "device %d: %d kernels to load, more than MGT_KERNELS_MAX (%d): raise it in kernels/launchers.h", c->device, l.n,
+                       MGT_KERNELS_MAX);
+        return 0;
+    }
+    for (int i = 0; i < l.n; i++)
+        if (!mgt__cuda_ok(c, cudaFuncGetAttributes(&a, l.fn[i]), "loading the kernels (cudaFuncGetAttributes)")) return 0;
+    return 1;
+}
+
 extern "C" void *mgt_cuda_backend_stream(mgt_backend *be) { return MGT__CU(be)->stream; }
 
 extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
@@ -930,7 +964,8 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     snprintf(c->op_desc, sizeof c->op_desc, "making the backend");
     /* a cuBLAS workspace of its own (cuBLAS's recommendation: 32 MiB on Hopper and later, 4 MiB before),
        so its first GEMM allocates nothing */
-    if (mgt__cuda_ok(c, cudaSetDevice(device), "cudaSetDevice") && mgt__cuda_ok(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "making a stream") &&
+    if (mgt__cuda_ok(c, cudaSetDevice(device), "cudaSetDevice") && mgt__cuda_load_kernels(c) &&
+        mgt__cuda_ok(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "making a stream") &&
         mgt__cuda_ok(c, cudaEventCreateWithFlags(&c->ev, cudaEventDisableTiming), "making an event") &&
         mgt__cuda_ok(c, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "reading the compute capability") &&
         mgt__blas_ok(c, cublasCreate(&c->blas), "cublasCreate") && mgt__blas_ok(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") &&

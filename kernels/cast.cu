@@ -34,8 +34,16 @@ template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cu
     return MGT_KERNEL_OK;
 }
 
+/* every kernel mgt_cuda_cast can launch to and from floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_cast_kernels(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_cast_kernel<floatX, float>);
+    mgt_kernel_list_add(l, mgt_cast_kernel<float, floatX>);
+}
+
 template int mgt_cuda_cast<__nv_bfloat16, float>(__nv_bfloat16 *, const float *, size_t, cudaStream_t);
 template int mgt_cuda_cast<__half, float>(__half *, const float *, size_t, cudaStream_t);
 template int mgt_cuda_cast<float, __nv_bfloat16>(float *, const __nv_bfloat16 *, size_t, cudaStream_t);
 template int mgt_cuda_cast<float, __half>(float *, const __half *, size_t, cudaStream_t);
 template int mgt_cuda_cast<float, float>(float *, const float *, size_t, cudaStream_t);
+#define MGT_INSTANTIATE(floatX) template void mgt_cuda_cast_kernels<floatX>(mgt_kernel_list &);
+MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

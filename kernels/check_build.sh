@@ -87,6 +87,14 @@ cpu)
     mkdir -p "$(dirname "$out")"
     # shellcheck disable=SC2086
     g++ $CPU_FLAGS -MMD -MF "$out.d" -MT "$out" "$src" || { echo "FAIL $src: g++ through the shim"; exit 1; }
+    # every kernel defined here is added to the file's mgt_cuda_<op>_kernels list (launchers.h): the
+    # backend loads those when the run is made, and one left out would load lazily, inside a step
+    missing=$(perl -0ne 'my %listed; $listed{$1} = 1 while /mgt_kernel_list_add\(l, (\w+)/g;
+        while (/__global__\s+void\s+(?:__launch_bounds__\((?:[^()]|\([^()]*\))*\)\s*)?(?:\/\*.*?\*\/\s*)?(\w+)\s*\(/gs) { print "$1 " unless $listed{$1} }' "$src")
+    if [ -n "$missing" ]; then
+        echo "FAIL $src: kernel(s) ${missing% } not added in its mgt_cuda_<op>_kernels (kernels/launchers.h: the backend loads every kernel when the run is made; one left out loads lazily at its first launch, inside a step)"
+        exit 1
+    fi
     touch "$out"
     ;;
 report)

@@ -123,8 +123,15 @@ int mgt_cuda_xent_finish(double *losses, floatX *logits, const float *parts, int
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_crossentropy_kernels(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_xent_partial_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_xent_finish_kernel<floatX>);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                              \
     template int mgt_cuda_xent_partial<floatX>(float *, const floatX *, const int *, int, int, int, int, cudaStream_t);      \
     template int mgt_cuda_xent_finish<floatX>(double *, floatX *, const float *, int, const int *, int, int, int, int, float, \
-                                              cudaStream_t);
+                                              cudaStream_t); \
+    template void mgt_cuda_crossentropy_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -1048,11 +1048,12 @@ MGT__SIMT_INTERNAL inline void mgt__simt_run(const char *kernel, dim3 grid, dim3
 
 /* THE FAKES' HOOK. tests/fakes/cudart_fake.cpp (the checking fake of cudart) defines this function;
    where it is linked, MGT_LAUNCH hands the launch to it instead of running it: the fake queues it
-   on `stream` and calls run(ctx) when the stream runs, then drop(ctx). `ptrs` are the kernel's
+   on `stream` and calls run(ctx) when the stream runs, then drop(ctx). `func` is the kernel function
+   (what cudaFuncGetAttributes takes: the fake knows which kernels are loaded). `ptrs` are the kernel's
    pointer arguments, `writes[i]` 0 where the parameter points to const (read only), so the fake
    can check them as device memory of the stream's device and for cross-stream hazards. Without
    the fakes the weak reference is null and a launch runs at once, on the calling thread. */
-extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, void (*run)(void *ctx),
+extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, const void *func, void (*run)(void *ctx),
                                      void (*drop)(void *ctx), void *ctx, int nptrs, const void *const *ptrs,
                                      const unsigned char *writes) __attribute__((weak));
 /* a struct passed by value that holds device pointers (a multi-tensor launch's list) names them with a
@@ -1097,7 +1098,8 @@ inline void mgt_simt_launch(const char *name, dim3 grid, dim3 block, size_t shme
         unsigned char writes[MGT_SIMT_MAX_POINTERS];
         int n = 0;
         std::apply([&](const auto &...x) { (mgt__simt_note_pointer(x, ptrs, writes, n), ...); }, pk->a);
-        mgt_simt_launch_hook(stream, name, run, [](void *p) { delete static_cast<pack *>(p); }, pk, n, ptrs, writes);
+        mgt_simt_launch_hook(stream, name, reinterpret_cast<const void *>(kernel), run, [](void *p) { delete static_cast<pack *>(p); }, pk, n,
+                             ptrs, writes);
         return;
     }
     pack pk{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...), name, grid, block, shmem_bytes};

@@ -222,8 +222,20 @@ int mgt_cuda_encoder_backward(float *dwte, float *dwpe, void *scratch, const flo
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_encoder_kernels(mgt_kernel_list &l) {
+    const int E = mgt_pack_of<floatX>::n;
+    mgt_kernel_list_add(l, mgt_encoder_forward_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_encoder_sort_kernel);
+    mgt_kernel_list_add(l, mgt_encoder_backward_wte_kernel<floatX, E>);
+    mgt_kernel_list_add(l, mgt_encoder_backward_wte_kernel<floatX, 1>);
+    mgt_kernel_list_add(l, mgt_encoder_backward_wpe_kernel<floatX, E>);
+    mgt_kernel_list_add(l, mgt_encoder_backward_wpe_kernel<floatX, 1>);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                                        \
     template int mgt_cuda_encoder_forward<floatX>(floatX *, const int *, const floatX *, int, int, const floatX *, int, int, int,      \
                                                   cudaStream_t);                                                                     \
-    template int mgt_cuda_encoder_backward<floatX>(float *, float *, void *, const floatX *, const int *, int, int, int, int, int, cudaStream_t);
+    template int mgt_cuda_encoder_backward<floatX>(float *, float *, void *, const floatX *, const int *, int, int, int, int, int, cudaStream_t); \
+    template void mgt_cuda_encoder_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

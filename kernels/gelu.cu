@@ -59,7 +59,14 @@ template <class floatX> int mgt_cuda_gelu_backward(floatX *dinp, const floatX *i
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_gelu_kernels(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_gelu_forward_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_gelu_backward_kernel<floatX>);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                     \
     template int mgt_cuda_gelu_forward<floatX>(floatX *, const floatX *, size_t, cudaStream_t);                     \
-    template int mgt_cuda_gelu_backward<floatX>(floatX *, const floatX *, const floatX *, size_t, cudaStream_t);
+    template int mgt_cuda_gelu_backward<floatX>(floatX *, const floatX *, const floatX *, size_t, cudaStream_t); \
+    template void mgt_cuda_gelu_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

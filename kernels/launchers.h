@@ -62,6 +62,34 @@ inline void mgt_kernel_note_launch(const char *file, int line) {
     s.n++;
 }
 
+/* ---- the kernels, loaded when the run is made ---------------------------------------------------
+   CUDA loads a kernel's code at its first launch (CUDA_MODULE_LOADING=LAZY, the default since CUDA
+   12.2), which may synchronise the device: inside a step, with NCCL kernels spinning on another
+   stream, a stall. So each op file lists every kernel its launchers can launch for a storage type
+   (mgt_cuda_<op>_kernels, beside its instantiations), and the backend loads all of them for the run's
+   type and fp32 with cudaFuncGetAttributes when it is made. A kernel missing from its list fails the
+   checking fakes (tests/fakes) at its first launch inside a step. */
+#define MGT_KERNELS_MAX 256
+typedef struct mgt_kernel_list {
+    int n; /* kernels added (more than MGT_KERNELS_MAX: the rest were not kept) */
+    const void *fn[MGT_KERNELS_MAX];
+} mgt_kernel_list;
+template <class F> inline void mgt_kernel_list_add(mgt_kernel_list &l, F *kernel) {
+    if (l.n < MGT_KERNELS_MAX) l.fn[l.n] = reinterpret_cast<const void *>(kernel); /* what cudaFuncGetAttributes takes */
+    l.n++;
+}
+/* the op files, each with its list: mgt_cuda_<op>_kernels<floatX> (cast: to and from fp32) */
+#define MGT_OP_FILES(X) X(adamw) X(attention) X(cast) X(crossentropy) X(encoder) X(gelu) X(layernorm) X(norm) X(residual) X(rmsnorm) X(rope) X(swiglu)
+#define MGT_DECLARE_KERNELS(op) template <class floatX> void mgt_cuda_##op##_kernels(mgt_kernel_list &l);
+MGT_OP_FILES(MGT_DECLARE_KERNELS)
+#undef MGT_DECLARE_KERNELS
+/* every op file's kernels for floatX */
+template <class floatX> inline void mgt_cuda_kernels(mgt_kernel_list &l) {
+#define MGT_ADD_KERNELS(op) mgt_cuda_##op##_kernels<floatX>(l);
+    MGT_OP_FILES(MGT_ADD_KERNELS)
+#undef MGT_ADD_KERNELS
+}
+
 /* ---- launchers (0 = ok, negative = MGT_KERNEL_*) ---------------------------------------------- */
 
 /* encoder.cu: vocabulary-parallel token + position embedding */
@@ -105,7 +133,7 @@ int mgt_cuda_gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, 
 /* residual.cu */
 /* y += x; the backend table's add_inplace is the float one (gradient shards) */
 template <class floatX> int mgt_cuda_add_inplace(floatX *y, const floatX *x, size_t n, cudaStream_t stream);
-template <class floatX> /* out (N,C) += residual (N,C) + bias (C) */
+template <class floatX> /* out (N,C) += residual (N,C) + bias (C); residual NULL: out += bias */
 int mgt_cuda_bias_residual(floatX *out, const floatX *residual, const floatX *bias, int N, int C, cudaStream_t stream);
 size_t mgt_cuda_bias_backward_scratch(int N, int C);
 template <class floatX> /* dbias (C) += column sums of dout (N,C) in fp32, in a fixed order */

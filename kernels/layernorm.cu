@@ -214,11 +214,23 @@ int mgt_cuda_layernorm_backward(floatX *dinp, float *dweight, float *dbias, floa
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_layernorm_kernels(mgt_kernel_list &l) {
+    const int E = mgt_pack_of<floatX>::n;
+    mgt_kernel_list_add(l, mgt_layernorm_forward_kernel<floatX, E, true>);
+    mgt_kernel_list_add(l, mgt_layernorm_forward_kernel<floatX, 1, true>);
+    mgt_kernel_list_add(l, mgt_layernorm_forward_kernel<floatX, E, false>);
+    mgt_kernel_list_add(l, mgt_layernorm_forward_kernel<floatX, 1, false>);
+    mgt_kernel_list_add(l, mgt_layernorm_backward_kernel<floatX, E>);
+    mgt_kernel_list_add(l, mgt_layernorm_backward_kernel<floatX, 1>);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                                   \
     template int mgt_cuda_layernorm_forward<floatX>(floatX *, float *, float *, const floatX *, const floatX *, const floatX *, int,  \
                                                     int, cudaStream_t);                                                        \
     template int mgt_cuda_residual_layernorm_forward<floatX>(floatX *, floatX *, float *, float *, const floatX *, const floatX *,  \
                                                              const floatX *, const floatX *, int, int, cudaStream_t);           \
     template int mgt_cuda_layernorm_backward<floatX>(floatX *, float *, float *, float *, unsigned *, const floatX *, const floatX *, \
-                                                     const floatX *, const float *, const float *, int, int, cudaStream_t);
+                                                     const floatX *, const float *, const float *, int, int, cudaStream_t); \
+    template void mgt_cuda_layernorm_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

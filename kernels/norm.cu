@@ -117,8 +117,16 @@ template <class floatX> int mgt_cuda_scale(floatX *x, float factor, size_t n, cu
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_norm_kernels(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_sum_squares_chunks_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_sum_doubles_kernel);
+    mgt_kernel_list_add(l, mgt_scale_kernel<floatX>);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                            \
     template int mgt_cuda_sum_squares<floatX>(double *, double *, const floatX *, size_t, cudaStream_t);   \
     template int mgt_cuda_sum_squares_blocks<floatX>(double *, const floatX *, size_t, cudaStream_t);      \
-    template int mgt_cuda_scale<floatX>(floatX *, float, size_t, cudaStream_t);
+    template int mgt_cuda_scale<floatX>(floatX *, float, size_t, cudaStream_t); \
+    template void mgt_cuda_norm_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

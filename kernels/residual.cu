@@ -1,7 +1,8 @@
 /* The residual stream and the biases of row-parallel layers, as mgt.h's mgt__add_task,
    mgt__bias_residual_task and mgt__bias_bwd_task:
      add_inplace    y += x                                   (n)
-     bias_residual  out += residual + bias                   (N,C) += (N,C) + (C)
+     bias_residual  out += residual + bias                   (N,C) += (N,C) + (C); out += bias without a residual
+                                                             (a matmul's bias where cuBLASLt's epilogue is not run)
      bias_backward  dbias += column sums of dout             (C) += sum over rows of (N,C), dbias fp32
    bias_backward is deterministic without atomics, like LayerNorm's parameter gradients: a fixed
    number of row parts (from N alone), one block per (32-column slice, part) summing its rows in a
@@ -39,15 +40,17 @@ mgt_bias_residual_kernel(floatX *out, const floatX *residual, const floatX *bias
     int lane = (int)threadIdx.x % MGT_WARP, warps = (int)(gridDim.x * blockDim.x) / MGT_WARP;
     for (int r = (int)(blockIdx.x * blockDim.x + threadIdx.x) / MGT_WARP; r < N; r += warps) {
         floatX *o = out + (size_t)r * (size_t)C;
-        const floatX *x = residual + (size_t)r * (size_t)C;
+        const floatX *x = residual ? residual + (size_t)r * (size_t)C : nullptr;
         if (packed) {
             for (int c = lane * E; c < C; c += MGT_WARP * E) {
-                mgt_vec<floatX, E> a = mgt_load128<floatX, E>(o + c), b = mgt_load128<floatX, E>(x + c), w = mgt_load128<floatX, E>(bias + c);
-                for (int k = 0; k < E; k++) a.v[k] = mgt_from_f32<floatX>(mgt_to_f32(a.v[k]) + (mgt_to_f32(b.v[k]) + mgt_to_f32(w.v[k])));
+                mgt_vec<floatX, E> a = mgt_load128<floatX, E>(o + c), w = mgt_load128<floatX, E>(bias + c), b = w;
+                if (x) b = mgt_load128<floatX, E>(x + c);
+                for (int k = 0; k < E; k++) a.v[k] = mgt_from_f32<floatX>(mgt_to_f32(a.v[k]) + ((x ? mgt_to_f32(b.v[k]) : 0.0f) + mgt_to_f32(w.v[k])));
                 mgt_store128<floatX, E>(o + c, a);
             }
         } else {
-            for (int c = lane; c < C; c += MGT_WARP) o[c] = mgt_from_f32<floatX>(mgt_to_f32(o[c]) + (mgt_to_f32(x[c]) + mgt_to_f32(bias[c])));
+            for (int c = lane; c < C; c += MGT_WARP)
+                o[c] = mgt_from_f32<floatX>(mgt_to_f32(o[c]) + ((x ? mgt_to_f32(x[c]) : 0.0f) + mgt_to_f32(bias[c])));
         }
     }
 }
@@ -100,7 +103,7 @@ template <class floatX> int mgt_cuda_add_inplace(floatX *y, const floatX *x, siz
 
 template <class floatX> int mgt_cuda_bias_residual(floatX *out, const floatX *residual, const floatX *bias, int N, int C, cudaStream_t stream) {
     MGT_REQUIRE(N > 0 && C > 0);
-    MGT_REQUIRE(out && residual && bias);
+    MGT_REQUIRE(out && bias); /* residual may be NULL: out += bias */
     MGT_REQUIRE(out != bias);
     int packed = C % mgt_pack_of<floatX>::n == 0 && mgt_aligned16(out) && mgt_aligned16(residual) && mgt_aligned16(bias);
     MGT_LAUNCH(mgt_bias_residual_kernel<floatX>, mgt_grid_for((size_t)N, MGT_RESIDUAL_WARPS, 8192), MGT_RESIDUAL_BLOCK, 0, stream, out, residual,
@@ -129,8 +132,19 @@ template <class floatX> int mgt_cuda_bias_backward(float *dbias, float *scratch,
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_residual_kernels(mgt_kernel_list &l) {
+    const int E = mgt_pack_of<floatX>::n;
+    mgt_kernel_list_add(l, mgt_add_inplace_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_bias_residual_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_bias_backward_partials_kernel<floatX, E>);
+    mgt_kernel_list_add(l, mgt_bias_backward_partials_kernel<floatX, 1>);
+    mgt_kernel_list_add(l, mgt_bias_backward_sum_kernel);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                    \
     template int mgt_cuda_add_inplace<floatX>(floatX *, const floatX *, size_t, cudaStream_t);                     \
     template int mgt_cuda_bias_residual<floatX>(floatX *, const floatX *, const floatX *, int, int, cudaStream_t); \
-    template int mgt_cuda_bias_backward<floatX>(float *, float *, const floatX *, int, int, cudaStream_t);
+    template int mgt_cuda_bias_backward<floatX>(float *, float *, const floatX *, int, int, cudaStream_t); \
+    template void mgt_cuda_residual_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -112,8 +112,17 @@ int mgt_cuda_rmsnorm_backward(floatX *dinp, float *dweight, float *scratch, cons
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_rmsnorm_kernels(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_rmsnorm_forward_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_rmsnorm_backward_rows_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_rmsnorm_backward_partials_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_rmsnorm_backward_params_kernel);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                                      \
     template int mgt_cuda_rmsnorm_forward<floatX>(floatX *, float *, const floatX *, const floatX *, float, int, int, cudaStream_t); \
     template int mgt_cuda_rmsnorm_backward<floatX>(floatX *, float *, float *, const floatX *, const floatX *, const floatX *,       \
-                                                   const float *, int, int, cudaStream_t);
+                                                   const float *, int, int, cudaStream_t); \
+    template void mgt_cuda_rmsnorm_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -51,7 +51,13 @@ template <class floatX> int mgt_cuda_rope_backward(floatX *dqkv, int B, int T, i
     return mgt_rope<floatX>(dqkv, B, T, NH, NKV, hs, theta, -1.0f, stream);
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_rope_kernels(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_rope_kernel<floatX>);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                          \
     template int mgt_cuda_rope_forward<floatX>(floatX *, int, int, int, int, int, float, cudaStream_t);  \
-    template int mgt_cuda_rope_backward<floatX>(floatX *, int, int, int, int, int, float, cudaStream_t);
+    template int mgt_cuda_rope_backward<floatX>(floatX *, int, int, int, int, int, float, cudaStream_t); \
+    template void mgt_cuda_rope_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -49,7 +49,14 @@ template <class floatX> int mgt_cuda_swiglu_backward(floatX *dinp, const floatX 
     return MGT_KERNEL_OK;
 }
 
+/* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
+template <class floatX> void mgt_cuda_swiglu_kernels(mgt_kernel_list &l) {
+    mgt_kernel_list_add(l, mgt_swiglu_forward_kernel<floatX>);
+    mgt_kernel_list_add(l, mgt_swiglu_backward_kernel<floatX>);
+}
+
 #define MGT_INSTANTIATE(floatX)                                                                                      \
     template int mgt_cuda_swiglu_forward<floatX>(floatX *, const floatX *, int, int, cudaStream_t);                  \
-    template int mgt_cuda_swiglu_backward<floatX>(floatX *, const floatX *, const floatX *, int, int, cudaStream_t);
+    template int mgt_cuda_swiglu_backward<floatX>(floatX *, const floatX *, const floatX *, int, int, cudaStream_t); \
+    template void mgt_cuda_swiglu_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

@@ -33,6 +33,7 @@
 /* tests/fakes/fake_kernels.cpp, through the SIMT shim */
 void fake_axpy(float *y, const float *x, float a, int n, cudaStream_t s);
 void fake_fill(float *y, float v, int n, cudaStream_t s);
+void fake_kernel_functions(const void **fn); /* fake_axpy's and fake_fill's kernels */
 
 static int checks, failures;
 #define CHECK(cond, ...)                                                               \
@@ -377,6 +378,40 @@ static void lt_run(uint32_t epi, cudaDataType dt, int m, int n, int k, const voi
     CK(cublasLtDestroy(h));
     CK(cudaFree(ws));
 }
+/* a BIAS GEMM (D 8x8 fp32 = A^T B + bias) through the heuristic, A at a_offset bytes into its buffer (the
+   heuristic told a_pref bytes when a_pref, else the default 256), the bias at bias_offset bytes */
+static void lt_align_case(size_t a_offset, uint32_t a_pref, size_t bias_offset) {
+    cublasLtHandle_t h;
+    cublasLtMatmulDesc_t d;
+    cublasLtMatrixLayout_t l;
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t res;
+    char *p;
+    float one = 1.0f, zero = 0.0f;
+    int found = 0;
+    int32_t opt = CUBLAS_OP_T;
+    uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CK(cudaMalloc((void **)&p, 4096)); /* A at 0 (+ a_offset), B at 1024, D at 2048, the bias at 3072 (+ bias_offset) */
+    CK(cudaMemset(p, 0, 4096));
+    const void *bias = p + 3072 + bias_offset;
+    CK(cublasLtCreate(&h));
+    CK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt));
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    CK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 8, 8, 8));
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    if (a_pref) CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_pref, sizeof a_pref));
+    CK(cublasLtMatmulAlgoGetHeuristic(h, d, l, l, l, l, pref, 1, &res, &found));
+    CHECK(found == 1, "%d algorithms", found);
+    CK(cublasLtMatmul(h, d, &one, p + a_offset, l, p + 1024, l, &zero, p + 2048, l, p + 2048, l, &res.algo, nullptr, 0, nullptr));
+    CK(cudaDeviceSynchronize());
+    CK(cublasLtMatmulPreferenceDestroy(pref));
+    CK(cublasLtMatrixLayoutDestroy(l));
+    CK(cublasLtMatmulDescDestroy(d));
+    CK(cublasLtDestroy(h));
+    CK(cudaFree(p));
+}
 static void test_lt_training() {
     const int m = 16, n = 5, k = 9, aux_ld = 24; /* aux's ld above m: the fake must honour it */
     std::vector<char> A((size_t)k * m * 2), B((size_t)k * n * 2), bias((size_t)m * 2), pre((size_t)aux_ld * n * 2), Dh((size_t)m * n * 2);
@@ -451,6 +486,7 @@ static void test_lt_training() {
     }
     CHECK(worst <= 0, "cuBLASLt BGRADB: %g beyond tolerance", worst);
     for (void *p : {dA, dB, dbias, daux, dD, dbg}) CK(cudaFree(p));
+    lt_align_case(16, 16, 16); /* an A 16 bytes into its buffer, the heuristic told so, a bias 16-byte aligned: no failure */
 }
 
 /* ---- NCCL ------------------------------------------------------------------------------------- */
@@ -886,9 +922,22 @@ static void test_poll() {
     CHECK(bad == 0, "%d ranks went wrong polling their collectives", bad);
 }
 
+/* loads the test's kernels into the current device's context, as the backend loads its own when it
+   is made (a first launch inside a step fails: lazy loading) */
+static void load_fake_kernels() {
+    const void *fn[2];
+    fake_kernel_functions(fn);
+    for (const void *f : fn) {
+        cudaFuncAttributes a;
+        CK(cudaFuncGetAttributes(&a, f));
+        CHECK(a.maxThreadsPerBlock == 1024, "cudaFuncGetAttributes: %d threads per block at most", a.maxThreadsPerBlock);
+    }
+}
+
 /* the backend's step brackets: what a step did, counted per device */
 static void test_step_counts() {
     cudaSetDevice(5);
+    load_fake_kernels();
     cudaStream_t s = nb_stream();
     cudaEvent_t e;
     cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
@@ -1432,6 +1481,11 @@ static const death deaths[] = {
          cublasLtMatmulAlgoGetHeuristic(h, d, l, l, l, l, pref, 1, &res, &found);
          cublasLtMatmul(h, d, &one, p, l, p + 4, l, &one, p + 8, l, p + 8, l, &res.algo, p + 16, 1024, nullptr); /* less than it asked */
      }},
+    {"lt_alignment", "is 64-byte aligned, but the algorithm was chosen for a 256-byte aligned A (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES", [] {
+         lt_align_case(64, 0, 0); /* an activation carved at 64 bytes, the heuristic not told */
+     }},
+    {"lt_alignment_told", "is 16-byte aligned, but the algorithm was chosen for a 32-byte aligned A", [] { lt_align_case(16, 32, 0); }},
+    {"lt_bias_alignment", "the epilogue's bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER) at", [] { lt_align_case(0, 0, 8); }},
     {"host_deref", "mgt fake host access: device memory at", [] {
          float *x;
          cudaMalloc((void **)&x, 1000);
@@ -1517,6 +1571,36 @@ static const death deaths[] = {
          mgt_cuda_fake_note(0, MGT_NOTE_OP, "matmul forward (N 4)");
          void *p;
          cudaMalloc(&p, 16);
+     }},
+    {"lazy_load_in_step", "mgt fake kernel launch: the first launch of kernel fake_fill_kernel (not loaded yet) on device 0 inside a step (during layernorm forward)", [] {
+         float *d;
+         cudaMalloc((void **)&d, 64);
+         cudaStream_t s = nb_stream();
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         mgt_cuda_fake_note(0, MGT_NOTE_OP, "layernorm forward");
+         fake_fill(d, 1.0f, 16, s); /* never loaded on device 0: CUDA loads it now (lazy loading) */
+     }},
+    {"lazy_load_other_device", "the first launch of kernel fake_fill_kernel (not loaded yet) on device 1 inside a step", [] {
+         load_fake_kernels(); /* into device 0's context only */
+         cudaSetDevice(1);
+         float *d;
+         cudaMalloc((void **)&d, 64);
+         cudaStream_t s = nb_stream();
+         mgt_cuda_fake_note(1, MGT_NOTE_STEP_BEGIN, nullptr);
+         fake_fill(d, 1.0f, 16, s);
+     }},
+    {"load_in_step", "mgt fake cudaFuncGetAttributes: loading a kernel on device 0 inside a step", [] {
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         load_fake_kernels();
+     }},
+    {"eager_loading", "mgt fake cudaMalloc: cudaMalloc of 16 bytes on device 0 inside a step", [] {
+         setenv("CUDA_MODULE_LOADING", "EAGER", 1); /* before the fakes start: every kernel loaded with the context */
+         float *d;
+         cudaMalloc((void **)&d, 64);
+         cudaStream_t s = nb_stream();
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         fake_fill(d, 1.0f, 16, s); /* no failure here */
+         cudaMalloc((void **)&d, 16); /* the step's first rule break */
      }},
     {"step_free", "mgt fake cudaFree: cudaFree of", [] {
          void *p;

@@ -639,16 +639,16 @@ template <class T> static void test_residual(int N, int C, bool random) {
             ck.near("y", i, dv(y[i]), want, bnd<T>(want, U32 * fabs(want)));
         }
     }
-    for (int alias = 0; alias < 2; alias++) {
-        checker ck("residual", "bias_residual<%s> N=%d C=%d%s", prec<T>::name, N, C, alias ? " residual = out" : "");
+    for (int alias = 0; alias < 3; alias++) { /* 2: no residual (out += bias, a matmul's bias without cuBLASLt's epilogue) */
+        checker ck("residual", "bias_residual<%s> N=%d C=%d%s", prec<T>::name, N, C, alias == 1 ? " residual = out" : alias ? " no residual" : "");
         std::vector<T> out;
         in_orders(ck, random, [&] {
             out = y0; // "+="
-            ck.rc(mgt_cuda_bias_residual<T>(out.data(), alias ? out.data() : x.data(), bias.data(), N, C, nullptr));
+            ck.rc(mgt_cuda_bias_residual<T>(out.data(), alias == 1 ? out.data() : alias ? nullptr : x.data(), bias.data(), N, C, nullptr));
             return std::vector<blob>{bytes(out)};
         });
         for (size_t i = 0; i < n; i++) { // two fp32 additions
-            double o = dv(y0[i]), r = alias ? o : dv(x[i]), b = dv(bias[i % C]), want = o + r + b;
+            double o = dv(y0[i]), r = alias == 1 ? o : alias ? 0.0 : dv(x[i]), b = dv(bias[i % C]), want = o + r + b;
             ck.near("out", i, dv(out[i]), want, bnd<T>(want, 2 * U32 * (fabs(o) + fabs(r) + fabs(b))));
         }
     }

@@ -218,10 +218,10 @@ int main(int argc, char **argv) {
             if (only && !strstr(name, only)) continue;
             config(&cfg, l, acc, name, quick, "fp32");
 #ifdef MGT_TEST_CUDA
-            /* one layout without cuBLASLt's training epilogues (the fake's heuristic offers none for
+            /* one layout without cuBLASLt's epilogues (the fake's heuristic offers none for BIAS,
                GELU_AUX, DGELU, BGRADB): the backend's GEMMs and kernels apart, the same bounds */
             setenv("MGT_FAKE_LT_NO_ALGO", strcmp(name, "dp1-tp2-pp1-z0-1f1b-a1") ? "0" : "1", 1);
-            if (!strcmp(getenv("MGT_FAKE_LT_NO_ALGO"), "1")) printf("     %s: cuBLASLt without the GELU and bias-gradient epilogues\n", name);
+            if (!strcmp(getenv("MGT_FAKE_LT_NO_ALGO"), "1")) printf("     %s: cuBLASLt without its epilogues (bias, GELU, bias gradient)\n", name);
 #endif
             run = train(&cfg, steps, got, NULL);
             for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);

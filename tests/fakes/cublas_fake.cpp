@@ -24,16 +24,20 @@
    elements"); the workspace argument written; the heuristic returns one
    algorithm, which needs the preference's CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES of workspace up
    to 1 MiB (as real ones want some: a caller that passes less than the heuristic's workspaceSize,
-   or no workspace, fails). MGT_FAKE_LT_NO_ALGO=1 makes the heuristic answer the training epilogues
-   with no algorithm (CUBLAS_STATUS_NOT_SUPPORTED, count 0), as a cuBLASLt without them would, so the
-   backend's fallback to separate kernels runs. Other epilogues (DGELU_BGRAD, BGRADA, the ReLU masks)
+   or no workspace, fails). The algorithm assumes the preference's CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES
+   (256 each unless set, as cublasLt.h documents) of the matrix pointers, and 16 bytes of the bias and aux
+   pointers. MGT_FAKE_LT_NO_ALGO=1 makes the heuristic answer every epilogue but DEFAULT (BIAS and the
+   training ones) with no algorithm (CUBLAS_STATUS_NOT_SUPPORTED, count 0), as a cuBLASLt without them
+   would, so the backend's fallback to separate kernels runs. Other epilogues (DGELU_BGRAD, BGRADA, the ReLU masks)
    and attributes abort as not faked.
 
    CHECKS (abort with "mgt fake <api>: ..."): the argument rules cuBLAS answers with
    CUBLAS_STATUS_INVALID_VALUE (negative sizes, lda/ldb/ldc too small, a batch count below 0),
    a type combination or compute type not listed above, an aux epilogue without the aux pointer or
    with an EPILOGUE_AUX_LD that is not a multiple of 8 or is below D's rows (cublasLt.h's rule), a
-   bias epilogue without the bias pointer, a bias gradient of another type than D's,
+   bias epilogue without the bias pointer, a bias gradient of another type than D's, a matrix pointer
+   less aligned than the algorithm's MIN_ALIGNMENT preferences promised, a bias or aux pointer under 16
+   bytes aligned (a GPU faults with "misaligned address"),
    a handle used after cublasDestroy or on a
    device other than its own, device pointer mode (not faked); inside a step of the handle's device
    (kernels/fake_note.h), a GEMM on a handle without cublasSetWorkspace (cuBLAS would allocate its
@@ -254,10 +258,26 @@ struct lt_desc {
 };
 struct lt_pref {
     uint64_t magic, max_workspace;
+    uint32_t min_align[4]; /* CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES */
 };
+static const char *const lt_matrix[4] = {"A", "B", "C", "D"};
+/* cublasLt.h: "uint32_t, default: 256" for each MIN_ALIGNMENT preference. An algorithm the heuristic
+   picks may assume that much of every matrix pointer; a less aligned one faults ("misaligned
+   address") on a GPU */
+static const uint32_t LT_DEFAULT_ALIGN = 256;
+/* the bias and aux pointers have no preference: PyTorch #194497 found the heuristic picking kernels
+   that load the epilogue's bias in 16-byte vectors (a misaligned bias faulted), and cublasLt.h's
+   EPILOGUE_AUX_LD rule (a multiple of 8 elements) keeps each aux column 16-byte aligned for 16-bit
+   types, so the fake requires 16 bytes of both */
+static const uint32_t LT_VECTOR_ALIGN = 16;
+static uint32_t alignment_of(const void *p) { /* the largest power of two dividing the address, at most 256 */
+    uintptr_t a = (uintptr_t)p;
+    return a == 0 || (a & -a) >= LT_DEFAULT_ALIGN ? LT_DEFAULT_ALIGN : (uint32_t)(a & -a);
+}
 static const uint64_t LT_ALGO_WORKSPACE_CAP = 1 << 20; /* what the fake's algorithm asks for at most */
 static_assert(sizeof(lt_layout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "lt_layout fits the opaque layout");
 static_assert(sizeof(lt_desc) <= sizeof(cublasLtMatmulDescOpaque_t), "lt_desc fits the opaque descriptor");
+static_assert(sizeof(lt_pref) <= sizeof(cublasLtMatmulPreferenceOpaque_t), "lt_pref fits the opaque preference");
 struct cublasLtContext {
     int device;
 };
@@ -273,6 +293,31 @@ static int64_t attr_int(const char *api, int attr, const void *buf, size_t bytes
     if (bytes == 4) { int32_t v; memcpy(&v, buf, 4); return v; }
     if (bytes == 8) { int64_t v; memcpy(&v, buf, 8); return v; }
     fail(api, "attribute %d: %zu bytes (4 or 8 expected)", attr, bytes);
+}
+
+/* what the algorithm assumes of the pointers (a NULL algo: cuBLASLt's own query, which sees them) */
+static void lt_check_alignment(int device, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, const void *C, const void *D,
+                               const void *bias, const void *aux) {
+    const char *api = "cublasLtMatmul";
+    std::string op;
+    {
+        lock_t lk(mu);
+        op = step_op(device);
+    }
+    const void *mat[4] = {A, B, C, D};
+    for (int i = 0; algo && algo->data[0] == LT_MAGIC && i < 4; i++)
+        if (alignment_of(mat[i]) < algo->data[2 + i])
+            fail(api, "%s at %p is %u-byte aligned, but the algorithm was chosen for a %llu-byte aligned %s "
+                 "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%s_BYTES, 256 unless set): a GPU fails or faults with \"misaligned address\"; "
+                 "set the preference from the pointer's alignment (device %d, during %s)",
+                 lt_matrix[i], mat[i], alignment_of(mat[i]), (unsigned long long)algo->data[2 + i], lt_matrix[i], lt_matrix[i], device, op.c_str());
+    const void *vec[2] = {bias, aux};
+    static const char *const vec_name[2] = {"bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER)", "aux matrix (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER)"};
+    for (int i = 0; i < 2; i++)
+        if (vec[i] && alignment_of(vec[i]) < LT_VECTOR_ALIGN)
+            fail(api, "the epilogue's %s at %p is %u-byte aligned, under the %u bytes its kernels may assume (no preference covers it): "
+                 "a GPU faults with \"misaligned address\"; run the GEMM without the epilogue and the op apart (device %d, during %s)",
+                 vec_name[i], vec[i], alignment_of(vec[i]), LT_VECTOR_ALIGN, device, op.c_str());
 }
 
 extern "C" {
@@ -443,8 +488,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t o, cublasLtMa
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *out) {
     if (!out) return CUBLAS_STATUS_INVALID_VALUE;
     *out = new cublasLtMatmulPreferenceOpaque_t();
-    (*out)->data[0] = LT_MAGIC;
-    (*out)->data[1] = 0; /* cuBLASLt's default: no workspace */
+    lt_pref p{LT_MAGIC, 0, {LT_DEFAULT_ALIGN, LT_DEFAULT_ALIGN, LT_DEFAULT_ALIGN, LT_DEFAULT_ALIGN}}; /* cuBLASLt's defaults: no workspace */
+    memcpy((*out)->data, &p, sizeof p);
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t o) {
@@ -460,6 +505,10 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t o
     if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) {
         if (bytes != 8) fail(api, "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES takes a uint64_t, not %zu bytes", bytes);
         memcpy(&p->max_workspace, buf, 8);
+    } else if (attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES) {
+        int i = attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES;
+        if (bytes != 4) fail(api, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%s_BYTES takes a uint32_t, not %zu bytes", lt_matrix[i], bytes);
+        memcpy(&p->min_align[i], buf, 4);
     }
     return CUBLAS_STATUS_SUCCESS; /* other preferences do not change the fake's one algorithm */
 }
@@ -477,8 +526,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
     lt_get<lt_layout>(api, dd, "layout D");
     lt_pref *pref = lt_get<lt_pref>(api, p, "matmul preference");
     if (requested < 1 || !results || !count) return CUBLAS_STATUS_INVALID_VALUE;
-    if (no_algo && (e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
-                    e == CUBLASLT_EPILOGUE_BGRADB)) {
+    if (no_algo && e != CUBLASLT_EPILOGUE_DEFAULT) {
         *count = 0;
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
@@ -486,8 +534,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
     results[0].workspaceSize = pref->max_workspace < LT_ALGO_WORKSPACE_CAP ? pref->max_workspace : LT_ALGO_WORKSPACE_CAP;
-    results[0].algo.data[0] = LT_MAGIC; /* the algorithm carries what it needs */
+    results[0].algo.data[0] = LT_MAGIC; /* the algorithm carries what it needs: its workspace, the alignments it assumes */
     results[0].algo.data[1] = results[0].workspaceSize;
+    for (int i = 0; i < 4; i++) results[0].algo.data[2 + i] = pref->min_align[i];
     *count = 1;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -538,6 +587,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                  (long long)d->aux_ld, m);
     }
     if ((gelu_aux || dgelu || bgradb) && ld->batch != 1) fail(api, "epilogue %u over a batch of %d is not faked", e, ld->batch);
+    lt_check_alignment(device, algo, A, B, C, D, has_bias || bgradb ? d->bias : nullptr, gelu_aux || dgelu ? d->aux : nullptr);
     if (bgradb && d->bias_type_set && d->bias_type != ld->type)
         fail(api, "a bias gradient of type %s for D of type %s: the gradient is D's type", type_name(d->bias_type), type_name(ld->type));
     gemm_args g{(cublasOperation_t)d->ta, (cublasOperation_t)d->tb, m, n, k, host_scalar(api, alpha, "alpha"),

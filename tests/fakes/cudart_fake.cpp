@@ -42,6 +42,9 @@
    - cudaFree/cudaFreeHost of memory that an operation the host has not synchronised with uses
      (stricter than CUDA, whose cudaFree synchronises: the backend must not rely on that);
    - use of a destroyed stream or event, a kernel launched on a stream of another device;
+   - lazy loading: a kernel (the function the shim's hook names) is loaded into a device's context by
+     its first launch there or by cudaFuncGetAttributes, unless CUDA_MODULE_LOADING=EAGER was set
+     when the fakes started; loading one inside a step fails, as it may synchronise the device;
    - deadlock: every thread owning an NCCL rank waits inside the fakes and nothing moves.
    Plain API errors that a correct program can meet return the CUDA error instead and set the
    per-thread last error: cudaErrorInvalidDevice, cudaErrorMemoryAllocation (also injected with
@@ -65,6 +68,7 @@
 #include <map>       /* defines: std::map */
 #include <memory>    /* defines: std::unique_ptr */
 #include <set>       /* defines: std::set */
+#include <utility>   /* defines: std::pair */
 
 struct CUstream_st;
 struct CUevent_st;
@@ -254,6 +258,15 @@ static int ndevices = -1;
 static size_t device_bytes, used_bytes[64];
 static long malloc_failures_after = -1;
 static bool protect = true; /* MGT_FAKE_NO_PROTECT=1 turns the host-access check off */
+/* lazy loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2): a kernel's code is loaded into
+   a device's context at its first launch there, or by cudaFuncGetAttributes; EAGER in the
+   environment when the context is made loads every kernel then */
+static bool eager_loading = false;
+static std::set<std::pair<int, const void *>> &loaded = *new std::set<std::pair<int, const void *>>; /* (device, kernel) */
+static const char *const lazy_load_why =
+    "CUDA loads a kernel's code at its first use (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2), which may synchronise the "
+    "device while NCCL kernels spin on another stream: load every kernel when the run is made (cudaFuncGetAttributes on each), or "
+    "set CUDA_MODULE_LOADING=EAGER";
 static struct sigaction old_segv;
 static thread_local int cur_device = 0;
 static thread_local cudaError_t last_error = cudaSuccess;
@@ -316,6 +329,8 @@ static void init_devices() { /* mu held */
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigaction(SIGSEGV, &sa, &old_segv);
     }
+    const char *loading = getenv("CUDA_MODULE_LOADING");
+    eager_loading = loading && !strcmp(loading, "EAGER"); /* read once, as CUDA reads it when it makes the context */
     const char *e = getenv("MGT_FAKE_DEVICES"), *m = getenv("MGT_FAKE_DEVICE_MIB");
     ndevices = e ? atoi(e) : 8;
     if (ndevices < 1 || ndevices > 64) fail("init", "MGT_FAKE_DEVICES=%s: give 1 to 64 devices", e);
@@ -601,8 +616,15 @@ static bool kernel_faults(int device, const std::string &name) {
 }
 
 /* the shim's hook (kernels/cuda_cpu.h): MGT_LAUNCH hands its launch here when the fakes are linked */
-extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, void (*run)(void *), void (*drop)(void *),
-                                     void *ctx, int nptrs, const void *const *ptrs, const unsigned char *writes) {
+/* mu held: loads `func` into the context of `device` if it is not loaded yet, which inside a step fails */
+static void load_kernel(const char *api, int device, const void *func, const std::string &what) {
+    init_devices();
+    if (eager_loading || loaded.count({device, func})) return;
+    step_check(api, device, what, lazy_load_why);
+    loaded.insert({device, func});
+}
+extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, const void *func, void (*run)(void *),
+                                     void (*drop)(void *), void *ctx, int nptrs, const void *const *ptrs, const unsigned char *writes) {
     std::vector<mem_use> acc;
     static const char *names[] = {"argument 1", "argument 2", "argument 3", "argument 4", "argument 5", "argument 6",
                                   "argument 7", "argument 8", "argument 9", "argument 10+"};
@@ -610,6 +632,10 @@ extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, vo
     std::shared_ptr<void> hold(ctx, drop); /* freed with the queued function, even if never run */
     int device = stream_device("kernel launch", stream);
     std::string name = kernel;
+    {
+        lock_t lk(mu);
+        load_kernel("kernel launch", device, func, strf("the first launch of kernel %s (not loaded yet)", kernel));
+    }
     enqueue_op("kernel launch", stream, -1, strf("kernel %s", kernel), acc, [run, hold, device, name](int mode) {
         if (mode != RUN_ABANDON && !kernel_faults(device, name)) run(hold.get());
         return true;
@@ -716,6 +742,18 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
     if (!func) return err(cudaErrorInvalidDeviceFunction);
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && (value < 0 || value > 227 * 1024))
         return err(cudaErrorInvalidValue);
+    return cudaSuccess;
+}
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func) {
+    lock_t lk(mu);
+    if (!attr) return err(cudaErrorInvalidValue);
+    if (!func) return err(cudaErrorInvalidDeviceFunction);
+    load_kernel("cudaFuncGetAttributes", cur_device, func, "loading a kernel");
+    memset(attr, 0, sizeof *attr); /* an H100's answer for a small kernel */
+    attr->maxThreadsPerBlock = 1024;
+    attr->numRegs = 32;
+    attr->ptxVersion = attr->binaryVersion = 90;
+    attr->maxDynamicSharedSizeBytes = 48 << 10;
     return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {

@@ -1830,8 +1830,17 @@ static int gpu_check_bench(int quick, const char *dir) {
     uint32_t *rows;
     double t0, ms, tok_s, mfu = -1, predicted_ms = -1;
     char json[1024], pred[256] = "n/a: the simulator has no model of this GPU";
+    char preset[4200] = "presets/gpt2_124m_1gpu.ini";
+    if (access(preset, R_OK)) { /* run elsewhere than the source tree: the presets beside the program (a bundle's ../presets) */
+        char exe[4096];
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[k > 0 ? k : 0] = 0;
+        if (strrchr(exe, '/')) *strrchr(exe, '/') = 0;
+        snprintf(preset, sizeof preset, "%s/presets/gpt2_124m_1gpu.ini", exe);
+        if (access(preset, R_OK)) snprintf(preset, sizeof preset, "%s/../presets/gpt2_124m_1gpu.ini", exe);
+    }
     mgt_config_init(&cfg);
-    if ((r = mgt_config_load(&cfg, "presets/gpt2_124m_1gpu.ini")) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
+    if ((r = mgt_config_load(&cfg, preset)) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
     cfg.data.train[0] = cfg.data.val[0] = 0;
     mgt__strlcpy(cfg.log.metrics, "none", sizeof cfg.log.metrics);
     cfg.checkpoint.every = 0;

@@ -173,6 +173,11 @@ static void mgt__cuda_check_op(mgt__cuda *c) {
     snprintf(what + n, sizeof what - n, ") to finish (MGT_CUDA_SYNC=1 waits for every op)");
     mgt__cuda_wait(c, what);
 }
+/* MGT_CUDA_SYNC=1, before each NCCL call of the rank (comm_nccl.c): the op launched last is waited for */
+static void mgt__cuda_finish_op(void *ctx) {
+    mgt__cuda *c = (mgt__cuda *)ctx;
+    if (!c->failed && c->op_pending) mgt__cuda_check_op(c);
+}
 __attribute__((format(printf, 4, 5))) static void mgt__cuda_op(mgt__cuda *c, const char *name, int line, const char *fmt, ...) {
     if (c->failed) return;
     if (c->op_pending && c->sync_mode) mgt__cuda_check_op(c);
@@ -913,6 +918,7 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
         return -1;
     }
     c->sync_mode = sync && *sync && strcmp(sync, "0") != 0;
+    if (world && c->sync_mode) mgt_nccl_before_calls(world, c->rank, mgt__cuda_finish_op, c);
     be->name = "cuda";
     be->dtype = dtype;
     be->elt = dtype == MGT_F32 ? 4 : 2;

@@ -97,6 +97,8 @@ typedef struct mgt__nccl_rank {
     long step, step_calls; /* steps begun; NCCL calls made inside steps, all steps together */
     size_t nccl_bytes;     /* NCCL's device memory, measured after the warm-up */
     mgt__nccl_waiter waiter;
+    void (*finish_op)(void *ctx); /* MGT_CUDA_SYNC=1: the backend's last op waited for before a call */
+    void *finish_ctx;
 } mgt__nccl_rank;
 
 struct mgt_nccl_world {
@@ -518,12 +520,22 @@ static mgt_result mgt__nccl_nothing(mgt__nccl *c) {
     return MGT_OK;
 }
 
+/* MGT_CUDA_SYNC=1: the backend's last op waited for before the stream is ordered after it, so a fault
+   in it is reported naming it (the world is then aborted, and the call returns that message) */
+static int mgt__nccl_finish_op(mgt__nccl *c) { /* 1 when it ran and the world is aborted since */
+    mgt__nccl_rank *me = &c->w->ranks[c->rank];
+    if (!me->finish_op || !mgt__nccl_sync_mode()) return 0;
+    me->finish_op(me->finish_ctx);
+    return mgt__nccl_world_aborted(c->w);
+}
+
 /* names the call (for the fakes, the rank's state and a later message), orders the communication
    stream after the compute and starts its timing; the guard is held from here to mgt__nccl_end */
 static mgt_result mgt__nccl_begin(mgt__nccl *c, int coll, const char *what) {
     mgt__nccl_rank *me = &c->w->ranks[c->rank];
     mgt__nccl_timed *t = c->ntimed < MGT__NCCL_TIMED ? &c->timed[c->ntimed] : NULL;
     double now = mgt__nccl_now();
+    mgt__nccl_finish_op(c);
     if (mgt__nccl_enter(c) != MGT_OK) return MGT_ERROR_COMM;
     if (me->in_step) me->step_calls++;
     snprintf(me->last_call, sizeof me->last_call, "%.159s", what);
@@ -731,6 +743,7 @@ static long mgt__nccl_defer(mgt_comm *cm) {
 static mgt_result mgt__nccl_sync(mgt_comm *cm, long ticket) {
     mgt__nccl *c = (mgt__nccl *)cm;
     cudaEvent_t e = c->done;
+    if (mgt__nccl_finish_op(c)) return mgt__nccl_echo(c->w, NULL, 0);
     if (ticket >= 0 && ticket < c->tickets) e = c->deferred[ticket % MGT__NCCL_DEFERRED];
     else MGT__CUDA_TRY(c, "ordering compute after communication", cudaEventRecord(c->done, c->stream));
     MGT__CUDA_TRY(c, "ordering compute after communication", cudaStreamWaitEvent(c->compute, e, 0));
@@ -922,6 +935,11 @@ void mgt_nccl_step(mgt_nccl_world *w, int r, int begin) {
     pthread_mutex_unlock(&me->guard);
 }
 
+void mgt_nccl_before_calls(mgt_nccl_world *w, int r, void (*finish_op)(void *ctx), void *ctx) {
+    w->ranks[r].finish_op = finish_op;
+    w->ranks[r].finish_ctx = ctx;
+}
+
 size_t mgt_nccl_memory(const mgt_nccl_world *w, int r) {
     size_t n;
     mgt__nccl_rank *me = &((mgt_nccl_world *)w)->ranks[r];
@@ -1033,6 +1051,7 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
 mgt_result mgt_nccl_settle(mgt_comm *cm) {
     mgt__nccl *c = (mgt__nccl *)cm;
     int i;
+    mgt__nccl_finish_op(c);
     if (mgt__nccl_world_aborted(c->w)) return mgt__nccl_echo(c->w, NULL, 0);
     MGT__CUDA_TRY(c, "marking the end of communication", cudaEventRecord(c->end, c->stream));
     if (mgt_nccl_wait(c->w, c->rank, c->end, "the work of its communication stream", NULL, 0) != MGT_OK) return MGT_ERROR_COMM;

@@ -72,6 +72,9 @@ void mgt_nccl_step(mgt_nccl_world *w, int rank, int begin);
    communicators and the warm-up that connects them (mgt.h's, ended by the first mgt_nccl_settle);
    0 before that */
 size_t mgt_nccl_memory(const mgt_nccl_world *w, int rank);
+/* MGT_CUDA_SYNC=1: `finish_op(ctx)` runs before each NCCL call of the rank, so the op its backend
+   launched last is waited for (and named, should it fault) before the call meets its error */
+void mgt_nccl_before_calls(mgt_nccl_world *w, int rank, void (*finish_op)(void *ctx), void *ctx);
 /* a failure the rank's backend found itself (a kernel fault): reported with every rank's state, the
    world aborted; returns `result` with the message in `why` */
 mgt_result mgt_nccl_fail(mgt_nccl_world *w, int rank, mgt_result result, const char *reason, char *why, size_t cap);

@@ -83,6 +83,18 @@ else
     out=$("$ROOT/mgt" doctor presets/gpt2_124m_1gpu.ini --set parallel.dp=4 2>&1); rc=$?
     check "doctor with 4 ranks on 2 GPUs: auto chooses the CPU and says why" \
         '[ $rc -eq 0 ] && echo "$out" | grep -q "device auto  *cpu: the run needs 4 GPUs (dp 4 x tp 1 x pp 1), this machine has 2"' "$out"
+    # the acceptance run, end to end on the fakes (its quick variant; the multi-GPU checks need the 2 GPUs)
+    out=$("$ROOT/mgt" doctor --gpu --quick --out "$T/dg" --only small-bf16,resume,bench,dp2 2>&1); rc=$?
+    check "doctor --gpu --quick on the fakes: small-bf16, resume, bench and dp2 pass, the summary and JSON written" \
+        '[ $rc -eq 0 ] && echo "$out" | grep -q "^PASS small-bf16: 4 steps, .* attention: cuDNN" && echo "$out" | grep -q "^PASS resume: .* bit-identical" \
+         && echo "$out" | grep -q "^PASS bench: .*MEASURED.*the checking fakes" && echo "$out" | grep -q "^PASS dp2: " && echo "$out" | grep -q "^PASS: 4 checks, 0 failed" \
+         && [ "$(jget "$T/dg/doctor-gpu.json" "len(d[\"checks\"]), d[\"failed\"], d[\"checks\"][0][\"status\"], sep=\" \"")" = "4 0 PASS" ] \
+         && cmp -s <(echo "$out") "$T/dg/doctor-gpu.txt"' "$out"
+    # a kernel that faults: the check fails, and its run with MGT_CUDA_SYNC=1 names the op and the line
+    out=$(MGT_FAKE_KERNEL_FAULT=layernorm_forward "$ROOT/mgt" doctor --gpu --quick --out "$T/dg2" --only small-fp32 2>&1); rc=$?
+    check "doctor --gpu with a faulting kernel: exit 1, the op named by the MGT_CUDA_SYNC=1 run" \
+        '[ $rc -eq 1 ] && echo "$out" | grep -q "^FAIL small-fp32: the GPU run: .*with MGT_CUDA_SYNC=1: .*while waiting for layernorm forward (N [0-9]*, C 128) (backend_cuda.cu:[0-9]*; its kernels launched at kernels/layernorm.cu:[0-9]*)" \
+         && echo "$out" | grep -q "^FAIL: 1 check, 1 failed"' "$out"
 fi
 [ $fails -eq 0 ] && echo "doctor: ok" || echo "doctor: $fails failed"
 [ $fails -eq 0 ]

@@ -414,6 +414,13 @@ static void mgt__nccl_waiter_end(mgt__nccl_waiter *wt, double timeout_s) {
     else pthread_detach(wt->thread);
 }
 
+/* the device of rank r failed (a kernel faulted: the sticky error q) while it waited for `what` */
+static mgt_result mgt__nccl_device_failed(mgt_nccl_world *w, int r, cudaError_t q, const char *what, char *why, size_t cap) {
+    return mgt__nccl_failure(w, r, MGT_ERROR_DEVICE, why, cap,
+                             mgt__nccl_sync_mode() ? NULL : ". The failing op is not known: MGT_CUDA_SYNC=1 waits for every op and names it",
+                             "the device failed (%s: %s) while waiting for %s", cudaGetErrorName(q), cudaGetErrorString(q), what);
+}
+
 mgt_result mgt_nccl_wait(mgt_nccl_world *w, int r, void *event, const char *what, char *why, size_t cap) {
     double start = mgt__nccl_now(), next_check = start;
     int spins = 0;
@@ -437,15 +444,17 @@ mgt_result mgt_nccl_wait(mgt_nccl_world *w, int r, void *event, const char *what
             mgt__nccl_doing(w, r, "running, after %s", what);
             return MGT_OK;
         }
-        if (q != cudaErrorNotReady)
-            return mgt__nccl_failure(w, r, MGT_ERROR_DEVICE, why, cap,
-                                     mgt__nccl_sync_mode() ? NULL : ". The failing op is not known: MGT_CUDA_SYNC=1 waits for every op and names it",
-                                     "the device failed (%s: %s) while waiting for %s", cudaGetErrorName(q), cudaGetErrorString(q), what);
+        if (q != cudaErrorNotReady) return mgt__nccl_device_failed(w, r, q, what, why, cap);
         t = mgt__nccl_now();
         if (t >= next_check) {
             int gi;
             ncclResult_t e = mgt__nccl_async(w, r, &gi);
             next_check = t + 0.001;
+            if (e == ncclUnhandledCudaError) { /* NCCL saw this rank's device fault first: the device's own error says it */
+                cudaError_t ce = cudaEventQuery((cudaEvent_t)event);
+                (void)cudaGetLastError();
+                if (ce != cudaSuccess && ce != cudaErrorNotReady) return mgt__nccl_device_failed(w, r, ce, what, why, cap);
+            }
             if (e != ncclSuccess) {
                 mgt__nccl *c = w->ranks[r].comm;
                 ncclComm_t comm = gi >= 0 ? c->groups[gi].comm : w->comms[r];
@@ -493,7 +502,15 @@ static mgt_result mgt__nccl_finish(mgt__nccl *c, ncclComm_t comm, ncclResult_t r
         mgt__nccl_leave(c);
     }
     if (r == ncclSuccess) return MGT_OK;
-    return mgt__nccl_failure(w, c->rank, MGT_ERROR_COMM, NULL, 0, NULL, "NCCL %s failed: %s (%s)", what, mgt__nccl_why(comm, r), ncclGetErrorString(r));
+    if (r == ncclUnhandledCudaError) { /* a kernel of this rank faulted (the device's sticky error): say which error, and how to find the op */
+        cudaError_t ce = cudaStreamQuery(c->stream);
+        (void)cudaGetLastError();
+        if (ce != cudaSuccess && ce != cudaErrorNotReady)
+            return mgt__nccl_failure(w, c->rank, MGT_ERROR_DEVICE, NULL, 0, mgt__nccl_cuda_hint(), "NCCL %s failed: %s (%s); the device failed (%s: %s)", what,
+                                     mgt__nccl_why(comm, r), ncclGetErrorString(r), cudaGetErrorName(ce), cudaGetErrorString(ce));
+    }
+    return mgt__nccl_failure(w, c->rank, MGT_ERROR_COMM, NULL, 0, r == ncclUnhandledCudaError ? mgt__nccl_cuda_hint() : NULL, "NCCL %s failed: %s (%s)", what,
+                             mgt__nccl_why(comm, r), ncclGetErrorString(r));
 }
 
 #define MGT__CUDA_TRY(c, what, call)                                                                              \

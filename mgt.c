@@ -1739,8 +1739,8 @@ static void gpu_worst(const gpu_trace *a, const gpu_trace *b, int from, int to, 
     *loss = *norm = 0;
     for (s = from; s < to; s++) {
         double l = fabs(b->loss[s] - a->loss[s]) / fmax(fabs(a->loss[s]), 1e-12), g = fabs(b->norm[s] - a->norm[s]) / fmax(fabs(a->norm[s]), 1e-12);
-        *loss = l == l && l > *loss ? l : l == l ? *loss : INFINITY;
-        *norm = g == g && g > *norm ? g : g == g ? *norm : INFINITY;
+        *loss = l != l ? INFINITY : fmax(*loss, l);
+        *norm = g != g ? INFINITY : fmax(*norm, g);
     }
 }
 

@@ -1816,7 +1816,9 @@ static int gpu_check_resume(int steps) {
 }
 
 /* GPT-2 124M (bf16, 16 x 1024: llm.c's shape on one GPU), or a small shape on the fakes (quick):
-   measured after warm-up steps, beside the simulator's prediction for this GPU */
+   measured after warm-up steps, beside the simulator's prediction for this GPU; then a few steps
+   with the op-family profile (CUDA events), written to DIR/calibration.ini for
+   `mgt plan --gpu KIND --calibrate` */
 static int gpu_check_bench(int quick, const char *dir) {
     const char *name = "bench";
     mgt_config cfg;
@@ -1826,10 +1828,10 @@ static int gpu_check_bench(int quick, const char *dir) {
     mgt_gpu_info info;
     const mgt_cuda_api *api = mgt_cuda_load(NULL, 0);
     const char *kind;
-    int i, warm = quick ? 1 : 3, timed = quick ? 2 : 10, n;
+    int i, warm = quick ? 1 : 3, timed = quick ? 2 : 10, profiled = quick ? 1 : 3, n, f, prof_steps = -1;
     uint32_t *rows;
-    double t0, ms, tok_s, mfu = -1, predicted_ms = -1;
-    char json[1024], pred[256] = "n/a: the simulator has no model of this GPU";
+    double t0, ms, tok_s, mfu = -1, predicted_ms = -1, family_s[MGT_SIM_FAMILIES], covered = 0;
+    char json[2048], pred[256] = "n/a: the simulator has no model of this GPU", families[512] = "", cal[1100] = "", cal_json[1200] = "";
     char preset[4200] = "presets/gpt2_124m_1gpu.ini";
     if (access(preset, R_OK)) { /* run elsewhere than the source tree: the presets beside the program (a bundle's ../presets) */
         char exe[4096];
@@ -1849,23 +1851,38 @@ static int gpu_check_bench(int quick, const char *dir) {
     cfg.train.micro_batch = cfg.train.global_batch = quick ? 2 : 16;
     if (quick) /* the fakes run every kernel on the CPU: a model a thousand times smaller */
         cfg.model.n_layer = 1, cfg.model.seq_len = 64, cfg.model.vocab_size = 256, cfg.model.d_model = 64, cfg.model.n_head = 1, cfg.data.tokenizer = MGT_TOKENIZER_BYTE;
-    cfg.train.steps = warm + timed;
+    cfg.train.steps = warm + timed + profiled;
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
     n = cfg.train.global_batch * (cfg.model.seq_len + 1);
     rows = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
-    t0 = 0;
-    for (i = 0; rows && i < warm + timed; i++) {
+    t0 = ms = 0;
+    for (i = 0; rows && i < warm + timed + profiled; i++) {
         if (i == warm) t0 = mgt__now();
+        if (i == warm + timed) { /* the timed steps are done: the profiled ones after them */
+            ms = (mgt__now() - t0) / timed * 1e3;
+            if (mgt_run_profile(run, 1, NULL) < 0) { r = MGT_ERROR_DEVICE; break; }
+        }
         gpu_tokens(rows, n, i, cfg.model.vocab_size);
         if ((r = mgt_run_step_tokens(run, rows)) != MGT_OK) break;
     }
-    ms = (mgt__now() - t0) / timed * 1e3;
+    if (r == MGT_OK && rows) prof_steps = mgt_run_profile(run, 0, family_s);
     mgt_run_stats(run, &st);
     mgt_run_destroy(run);
     free(rows);
     if (r != MGT_OK || !rows) return gpu_result(name, "FAIL", "", "%s", rows ? mgt_last_error() : "out of memory");
+    if (prof_steps < 1) return gpu_result(name, "FAIL", "", "the op-family profile measured no step (%s)", prof_steps < 0 ? mgt_last_error() : "no profile");
     tok_s = cfg.train.global_batch * cfg.model.seq_len / (ms * 1e-3);
     kind = api && api->info(0, &info) == 0 ? sim_gpu_kind(info.name) : NULL;
+    for (f = 0; f < MGT_SIM_FAMILIES; f++) {
+        size_t k = strlen(families), kj = strlen(cal_json);
+        covered += family_s[f];
+        snprintf(families + k, sizeof families - k, "%s%s %.3f", f ? ", " : "", mgt_sim_family_name(f), family_s[f] * 1e3);
+        snprintf(cal_json + kj, sizeof cal_json - kj, "%s\"%s\": %.6f", f ? ", " : "", mgt_sim_family_name(f), family_s[f] * 1e3);
+        if (family_s[f] <= 0) family_s[f] = -1; /* not measured */
+    }
+    snprintf(cal, sizeof cal, "%s/calibration.ini", dir);
+    if (mgt_sim_calibration_write(cal, api && api->info(0, &info) == 0 ? info.name : "unknown GPU", &cfg, family_s) != MGT_OK)
+        return gpu_result(name, "FAIL", "", "writing %s: %s", cal, mgt_last_error());
     if (kind) {
         mgt_sim_options o;
         mgt_sim_result res;
@@ -1877,12 +1894,14 @@ static int gpu_check_bench(int quick, const char *dir) {
             mgt_sim_result_free(&res);
         }
     }
-    snprintf(json, sizeof json, "\"shape\": \"%s\", \"measured_ms\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"predicted_ms\": %.4f, \"gpu_kind\": \"%s\"",
-             quick ? "a small bf16 model (quick)" : "GPT-2 124M bf16 16x1024", ms, tok_s, mfu, predicted_ms, kind ? kind : "");
-    (void)dir;
-    return gpu_result(name, "PASS", json, "%s: %.2f ms a step, %.0f tokens/s%s%.1f%%; %s (MEASURED after %d warm-up steps, %d timed%s)",
+    snprintf(json, sizeof json, "\"shape\": \"%s\", \"measured_ms\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"predicted_ms\": %.4f, \"gpu_kind\": \"%s\", "
+             "\"family_ms\": {%s}, \"profiled_steps\": %d, \"calibration\": \"%s\"",
+             quick ? "a small bf16 model (quick)" : "GPT-2 124M bf16 16x1024", ms, tok_s, mfu, predicted_ms, kind ? kind : "", cal_json, prof_steps, cal);
+    return gpu_result(name, "PASS", json, "%s: %.2f ms a step, %.0f tokens/s%s%.1f%%; %s (MEASURED after %d warm-up steps, %d timed%s); "
+                      "per op family (ms a step, CUDA events, %d profiled step%s): %s, %.0f%% of the step; written to %s",
                       quick ? "small bf16 model (quick)" : "GPT-2 124M bf16, 16 x 1024", ms, tok_s, mfu >= 0 ? ", MFU " : "", mfu >= 0 ? 100 * mfu : 0.0,
-                      pred, warm, timed, api && api->info(0, &info) == 0 && !strncmp(info.name, "mgt fake", 8) ? "; the checking fakes: the CPU's time, not a GPU's" : "");
+                      pred, warm, timed, api && api->info(0, &info) == 0 && !strncmp(info.name, "mgt fake", 8) ? "; the checking fakes: the CPU's time, not a GPU's" : "",
+                      prof_steps, prof_steps == 1 ? "" : "s", families, 100 * covered / (ms * 1e-3), cal);
 }
 
 /* dp 2, tp 2, pp 2 and dp 2 ZeRO-3 on the GPUs against one GPU (fp32, the small GPT): the layouts
@@ -1923,9 +1942,9 @@ static int gpu_check_main(const char *check, int quick, const char *dir) {
     return 2;
 }
 
-/* runs `mgt doctor --gpu-check NAME` (this program) with its output into log and out (the RESULT and
-   JSON lines), within timeout_s; sync: with MGT_CUDA_SYNC=1. The exit status, 124 on timeout */
-static int gpu_run_child(const char *check, int quick, int sync, double timeout_s, const char *log, char *out, size_t cap) {
+/* runs `mgt doctor --gpu-check NAME --out DIR` (this program) with its output into log and out (the
+   RESULT and JSON lines), within timeout_s; sync: with MGT_CUDA_SYNC=1. The exit status, 124 on timeout */
+static int gpu_run_child(const char *check, int quick, int sync, double timeout_s, const char *dir, const char *log, char *out, size_t cap) {
     char self[4096];
     int fd[2], status = 0, timed_out = 0;
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1), used = 0;
@@ -1944,7 +1963,7 @@ static int gpu_run_child(const char *check, int quick, int sync, double timeout_
         close(fd[0]);
         close(fd[1]);
         if (sync) setenv("MGT_CUDA_SYNC", "1", 1);
-        execl(self, self, "doctor", "--gpu-check", check, quick ? "--quick" : "--full", (char *)NULL);
+        execl(self, self, "doctor", "--gpu-check", check, quick ? "--quick" : "--full", "--out", dir, (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
@@ -2011,8 +2030,9 @@ static int cmd_doctor_gpu(int quick, const char *dir, const char *only) {
 #define GPU_SAY(...) do { printf(__VA_ARGS__); fprintf(txt, __VA_ARGS__); fflush(stdout); } while (0)
     GPU_SAY("mgt doctor --gpu: the CUDA path against the CPU, resume, speed%s; logs in %s\n", quick ? " (quick: small shapes, few steps)" : "", dir);
     fprintf(js, "{\n  \"mgt\": \"%s\",\n  \"quick\": %s,\n  \"checks\": [", MGT_VERSION_STRING, quick ? "true" : "false");
-    api = mgt_cuda_load(why, sizeof why);
-    if (!api && !getenv("MGT_CUDA_LIBRARY") && !access("kernels/build_cuda.sh", F_OK)) { /* the source tree: build the library with this machine's nvcc */
+    /* the source tree: the library brought up to date with this machine's nvcc before it is first
+       opened (a stale one, once opened, stays mapped: C++ libraries are not unloaded) */
+    if (!getenv("MGT_CUDA_LIBRARY") && !access("kernels/build_cuda.sh", F_OK)) {
         char cmd[1400], nvcc[1024];
         on_path("nvcc", nvcc, sizeof nvcc);
         if (!nvcc[0] && !access("/usr/local/cuda/bin/nvcc", X_OK)) snprintf(nvcc, sizeof nvcc, "/usr/local/cuda/bin/nvcc");
@@ -2022,12 +2042,11 @@ static int cmd_doctor_gpu(int quick, const char *dir, const char *only) {
             GPU_SAY("building the CUDA library with %s (ninja cuda; its log in %s/build.log)...\n", nvcc, dir);
             snprintf(cmd, sizeof cmd, "ninja cuda > '%s/build.log' 2>&1", dir);
             rc = system(cmd);
-            mgt_cuda_use(NULL); /* look again */
-            api = mgt_cuda_load(why, sizeof why);
-            GPU_SAY("%s build: ninja cuda %s in %.0f s\n", api ? "PASS" : "FAIL", rc == 0 ? "succeeded" : "failed", mgt__now() - b0);
-            if (!api) failed++;
+            GPU_SAY("%s build: ninja cuda %s in %.0f s\n", rc == 0 ? "PASS" : "FAIL", rc == 0 ? "succeeded" : "failed", mgt__now() - b0);
+            if (rc != 0) failed++;
         }
     }
+    api = mgt_cuda_load(why, sizeof why);
     if (!api || api->probe(&gpus, why, sizeof why) != 0 || gpus < 1) {
         GPU_SAY("FAIL gpus: %s\n", api ? why : why[0] ? why : "no CUDA library");
         fprintf(js, "\n    {\"check\": \"gpus\", \"status\": \"FAIL\"}\n  ],\n  \"failed\": 1\n}\n");
@@ -2051,7 +2070,7 @@ static int cmd_doctor_gpu(int quick, const char *dir, const char *only) {
         }
         snprintf(path, sizeof path, "%s/%s.log", dir, c);
         remove(path);
-        rc = gpu_run_child(c, quick, 0, quick ? 300 : 240, path, out, sizeof out);
+        rc = gpu_run_child(c, quick, 0, quick ? 300 : 240, dir, path, out, sizeof out);
         gpu_line(out, "RESULT", result, sizeof result);
         if (sscanf(result, "%15s %63[^:]", status, name) != 2) {
             gpu_last_error(out, line, sizeof line);
@@ -2060,7 +2079,7 @@ static int cmd_doctor_gpu(int quick, const char *dir, const char *only) {
         }
         if (!strcmp(status, "FAIL")) { /* once more, every op waited for, so the failing one is named */
             char again[2048];
-            gpu_run_child(c, quick, 1, quick ? 300 : 240, path, out, sizeof out);
+            gpu_run_child(c, quick, 1, quick ? 300 : 240, dir, path, out, sizeof out);
             gpu_line(out, "RESULT", again, sizeof again);
             gpu_last_error(out, line, sizeof line);
             if (again[0] && !strcmp(again, result)) snprintf(result + strlen(result), sizeof result - strlen(result), " (the same with MGT_CUDA_SYNC=1)");

@@ -438,7 +438,8 @@ struct mgt_backend {
     /* ---- optional (NULL on CPU), for a backend whose steps must not allocate or wait without a
        deadline (the CUDA backend): reserve makes everything a step uses from the largest operands,
        once, when the run is created (0, or -1 with error() set); step(be, 1) and step(be, 0)
-       bracket each training step and forward-only pass; sum_squares_many (*out = the sum of squares
+       bracket each training step and forward-only pass, step(be, 2) and step(be, 0) the warm-up
+       step before the first (its libraries' kernels load; every op is waited for); sum_squares_many (*out = the sum of squares
        of count fp32 vectors, in a fixed order) and sum_doubles (*out = (accumulate ? *out : 0) + the
        sum of x[0..n)) leave their result in backend memory, so the gradient norm, the loss and the
        skip decision cost one download per step */
@@ -446,6 +447,10 @@ struct mgt_backend {
     void (*step)(mgt_backend *be, int begin);
     void (*sum_squares_many)(mgt_backend *be, double *out, int count, const float *const *x, const size_t *n);
     void (*sum_doubles)(mgt_backend *be, double *out, const double *x, size_t n, int accumulate);
+    /* the op-family profile, called between steps: on 1 starts it, 0 ends it; family_s
+       (MGT_SIM_FAMILIES, may be NULL) gets the device seconds per step of each family since it
+       started; returns the steps profiled, -1 on failure (mgt_run_profile) */
+    int (*profile)(mgt_backend *be, int on, double *family_s);
 };
 
 /* ---- 3c. the CUDA backend library --------------------------------------------------------------
@@ -456,7 +461,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 7 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 8 /* the table's version: the library and this header must agree */
 #define MGT_NCCL_ID_BYTES 128 /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
 
 typedef struct mgt_gpu_info {
@@ -821,6 +826,13 @@ typedef struct mgt_tensor_info {
 /* Mean loss over `count` global batches of rows (count x global_batch, seq_len + 1), without
    training; for tests and tools. */
 MGTDEF mgt_result mgt_run_loss(mgt_run *run, const uint32_t *rows, int count, double *loss);
+/* The op-family profile of a GPU run (CUDA events around each op of a step; off by default, no
+   effect on results), between steps: on 1 starts it, 0 ends it and gives rank 0's device seconds per
+   step of each family (family_seconds[MGT_SIM_FAMILIES], mgt_sim_family_name; each op from its
+   start to the next op's, so idle time behind an op counts in its family). Returns the steps
+   profiled; 0 on a backend without a profile (the CPU), or for rank 0 in another process; -1 with
+   the error set on failure. What mgt_sim_calibration_write takes. */
+MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
 
 /* ---- 4/5. data and checkpoints -------------------------------------------------------------- */
 
@@ -5681,7 +5693,7 @@ static void mgt__sim_abort(mgt__sim_world *w);
 
 /* ---- runs: the ranks of a layout, driven from the caller's thread ---------------------------- */
 
-enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
+enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_WARM_UP, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
 #define MGT__HISTORY 65536 /* steps of statistics kept for readers */
 
 typedef struct mgt__rank mgt__rank;
@@ -5697,6 +5709,7 @@ struct mgt_run {
     int stop_asked, stop_agreed;     /* mgt_run_request_stop here; under MPI, asked by any process */
     const mgt_cuda_api *cuda;        /* GPU ranks: the CUDA backend library; NULL on the CPU */
     void *nccl_world;                /* and their NCCL communicators */
+    int warmed_up;                   /* the untimed warm-up step has run (GPU ranks) */
     mgt__sim_world *sim;             /* simulated ranks (section 3d): their backends and communicators; NULL otherwise */
     double gpu_read_s;               /* when the GPUs were last read */
     int inference, threads_per_rank;
@@ -6824,7 +6837,8 @@ static double mgt__test_slow_s;
    multiplied by the run's loss scale (1 but in fp16) before backward and the gradients divided by
    it in the update. A non-finite global norm (the same number on every rank) skips the update on
    every rank alike; the run decides what follows. */
-static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows) {
+/* update 0: the warm-up, a step without the optimizer (weights, moments and totals untouched) */
+static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int update) {
     struct mgt_run *run = rk->run;
     const mgt__plan *p = &run->plan;
     double t0 = mgt__now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
@@ -6833,7 +6847,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows) {
     int u;
     rk->loss_sum = 0;
 #ifdef MGT_TESTING
-    if (rk->rank == mgt__test_slow_rank) {
+    if (rk->rank == mgt__test_slow_rank && update) {
         struct timespec ts;
         ts.tv_sec = (time_t)mgt__test_slow_s;
         ts.tv_nsec = (long)((mgt__test_slow_s - (double)ts.tv_sec) * 1e9);
@@ -6865,6 +6879,11 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows) {
     norm = sqrt(sumsq) / loss_scale;
     rk->norm = norm;
     rk->skipped = !isfinite(norm);
+    if (!update) {
+        MGT__TRY(mgt__settle(rk));
+        memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
+        return MGT_OK;
+    }
     if (!rk->skipped) {
         lr = mgt__lr_at(&run->cfg, run->step);
         if (run->cfg.train.grad_clip > 0 && norm > run->cfg.train.grad_clip) clip = run->cfg.train.grad_clip / (norm + 1e-6);
@@ -6927,9 +6946,11 @@ static mgt_result mgt__rank_run_cmd(mgt__rank *rk) {
     mgt_result res;
     mgt__enter(rk->be);
     if (r->cmd == MGT__CMD_CONNECT) return mgt__rank_connect(rk);
-    if (r->cmd != MGT__CMD_STEP && r->cmd != MGT__CMD_FORWARD) return MGT_OK;
-    if (rk->be->step) rk->be->step(rk->be, 1); /* a step: nothing is made or waited for without a deadline until its end */
-    res = r->cmd == MGT__CMD_STEP ? mgt__rank_train_step(rk, r->cmd_rows) : mgt__rank_forward_only(rk, r->cmd_rows, r->cmd_micro);
+    if (r->cmd != MGT__CMD_STEP && r->cmd != MGT__CMD_FORWARD && r->cmd != MGT__CMD_WARM_UP) return MGT_OK;
+    /* a step: nothing is made or waited for without a deadline until its end (2: the warm-up step) */
+    if (rk->be->step) rk->be->step(rk->be, r->cmd == MGT__CMD_WARM_UP ? 2 : 1);
+    if (r->cmd == MGT__CMD_FORWARD) res = mgt__rank_forward_only(rk, r->cmd_rows, r->cmd_micro);
+    else res = mgt__rank_train_step(rk, r->cmd_rows, r->cmd == MGT__CMD_STEP);
     if (rk->be->step) rk->be->step(rk->be, 0);
     return res;
 }
@@ -7154,6 +7175,20 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
     pthread_mutex_unlock(&r->stats_mu);
 }
 
+/* GPU ranks, before their first step or forward pass: one untimed step without the optimizer. CUDA
+   loads a kernel at its first launch (lazy loading, the default since 12.2), which may synchronise
+   the device while NCCL kernels spin; mgt's own kernels are loaded when the backend is made, but
+   cuBLAS's and cuDNN's can only be loaded by running them, which the warm-up does with every op and
+   NCCL call waited for before the next (step(be, 2)), so that no step loads anything. */
+static mgt_result mgt__warm_up(mgt_run *r, const uint32_t *rows) {
+    double t0 = mgt__now();
+    if (!r->cuda || r->warmed_up) return MGT_OK;
+    r->warmed_up = 1;
+    MGT__TRY(mgt__run_cmd(r, MGT__CMD_WARM_UP, rows, 0));
+    mgt__event(r, MGT_LOG_INFO, "warm-up step (not counted): %.2f s, the libraries' kernels loaded", mgt__now() - t0);
+    return MGT_OK;
+}
+
 static void mgt__fill_rank_stats(mgt_run *r, int i, mgt_rank_stats *o) {
     mgt__rank *rk = &r->ranks[i];
     int c;
@@ -7280,6 +7315,8 @@ MGTDEF void mgt_run_set_state(mgt_run *r, int state) {
 static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt__now();
     int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
+    MGT__TRY(mgt__warm_up(r, rows));
+    t0 = mgt__now();
     if (mgt_run_state(r) == MGT_STATE_STARTING) mgt_run_set_state(r, MGT_STATE_RUNNING);
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_STEP, rows, 0));
     r->loss = mgt__gather_loss(r) / ((double)GB * T);
@@ -7362,12 +7399,29 @@ MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint32_t *rows) {
 static mgt_result mgt__forward_loss(mgt_run *r, const uint32_t *rows, int count, double *loss) {
     int j, GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len;
     double sum = 0;
+    MGT__TRY(mgt__warm_up(r, rows));
     for (j = 0; j < count; j++) {
         MGT__TRY(mgt__run_cmd(r, MGT__CMD_FORWARD, rows + (size_t)j * GB * (T + 1), r->plan.micro_steps));
         sum += mgt__gather_loss(r);
     }
     *loss = sum / ((double)count * GB * T);
     return MGT_OK;
+}
+
+MGTDEF int mgt_run_profile(mgt_run *r, int on, double *family_seconds) {
+    int i, steps = 0;
+    if (family_seconds) memset(family_seconds, 0, sizeof(double) * MGT_SIM_FAMILIES);
+    if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_profile: run is NULL"), -1;
+    for (i = r->rank_lo; i < r->rank_hi; i++) {
+        mgt_backend *be = r->ranks[i].be;
+        int n;
+        if (!be || !be->profile) continue;
+        mgt__enter(be);
+        n = be->profile(be, on, i == 0 ? family_seconds : NULL);
+        if (n < 0) return mgt__fail(MGT_ERROR_DEVICE, "mgt_run_profile: rank %d: %s", i, be->error && be->error(be) ? be->error(be) : "failed"), -1;
+        if (i == 0) steps = n;
+    }
+    return steps;
 }
 
 MGTDEF mgt_result mgt_run_loss(mgt_run *r, const uint32_t *rows, int count, double *loss) {

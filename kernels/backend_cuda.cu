@@ -81,7 +81,14 @@ typedef struct mgt__cuda {
     size_t down_bytes;
     cudaEvent_t ev;          /* what the host waits for */
     int reserved, in_step, sync_mode;
+    int warm_up; /* inside the warm-up step: every op waited for, as with MGT_CUDA_SYNC=1 */
     int nccl_counted;  /* NCCL's device memory (measured by the communicator) is in mem_current[MGT_MEM_BUFFERS] */
+    /* the op-family profile (mgt_run_profile, off by default): a timing event recorded on the
+       stream as each op of a step starts, the family of that op, and the seconds summed per family */
+    int profiling, prof_n, prof_cap, prof_steps, prof_overflow;
+    cudaEvent_t *prof_ev;
+    signed char *prof_family;
+    double prof_s[MGT_SIM_FAMILIES];
     size_t nccl_bytes;
     /* the op running now (MGT_CUDA_SYNC, the fakes, messages) */
     const char *op_name;
@@ -92,6 +99,19 @@ typedef struct mgt__cuda {
 } mgt__cuda;
 
 #define MGT__CU(be) ((mgt__cuda *)(be))
+
+/* the simulator's family of an op (mgt.h's mgt__sim_charge calls), by the name the op gives itself;
+   -1: a copy, in no family */
+static int mgt__cuda_family(const char *name) {
+    static const struct { const char *prefix; int family; } map[] = {
+        {"matmul", MGT_SIM_GEMM}, {"attention", MGT_SIM_ATTENTION}, {"layernorm", MGT_SIM_NORM}, {"rmsnorm", MGT_SIM_NORM},
+        {"residual + layernorm", MGT_SIM_NORM}, {"encoder", MGT_SIM_EMBEDDING}, {"cross-entropy", MGT_SIM_LOSS},
+        {"AdamW", MGT_SIM_OPTIMIZER}, {"sum of squares", MGT_SIM_OPTIMIZER}, {"upload", -1}, {"download", -1},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strncmp(name, map[i].prefix, strlen(map[i].prefix))) return map[i].family;
+    return MGT_SIM_ELEMENTWISE; /* gelu, swiglu, rope, add, bias, cast, scale, zero, sum */
+}
 
 /* ---- errors: the first one is kept */
 
@@ -170,22 +190,28 @@ static void mgt__cuda_check_op(mgt__cuda *c) {
         snprintf(what + n, sizeof what - n, "%s%s:%d", i ? ", " : "; its kernels launched at ", k.file[i], k.line[i]);
     }
     size_t n = strlen(what);
-    snprintf(what + n, sizeof what - n, ") to finish (MGT_CUDA_SYNC=1 waits for every op)");
+    snprintf(what + n, sizeof what - n, ") to finish (%s waits for every op)", c->sync_mode ? "MGT_CUDA_SYNC=1" : "the warm-up step");
     mgt__cuda_wait(c, what);
 }
-/* MGT_CUDA_SYNC=1, before each NCCL call of the rank (comm_nccl.c): the op launched last is waited for */
+/* MGT_CUDA_SYNC=1 and the warm-up step, before each NCCL call of the rank (comm_nccl.c): the op
+   launched last is waited for */
 static void mgt__cuda_finish_op(void *ctx) {
     mgt__cuda *c = (mgt__cuda *)ctx;
-    if (!c->failed && c->op_pending) mgt__cuda_check_op(c);
+    if (!c->failed && c->op_pending && (c->sync_mode || c->warm_up)) mgt__cuda_check_op(c);
 }
 __attribute__((format(printf, 4, 5))) static void mgt__cuda_op(mgt__cuda *c, const char *name, int line, const char *fmt, ...) {
     if (c->failed) return;
-    if (c->op_pending && c->sync_mode) mgt__cuda_check_op(c);
+    if (c->op_pending && (c->sync_mode || c->warm_up)) mgt__cuda_check_op(c);
     c->op_name = name;
     c->op_line = line;
     c->op_pending = 1;
+    if (c->profiling && c->in_step && !c->warm_up) { /* the op starts: the previous one's time ends */
+        if (c->prof_n + 1 >= c->prof_cap) c->prof_overflow = 1;
+        else if (mgt__cuda_ok(c, cudaEventRecord(c->prof_ev[c->prof_n], c->stream), "profiling an op"))
+            c->prof_family[c->prof_n++] = (signed char)mgt__cuda_family(name);
+    }
     mgt_kernel_launches().n = 0;
-    if (c->sync_mode || mgt_cuda_fake_note) {
+    if (c->sync_mode || c->warm_up || mgt_cuda_fake_note) {
         va_list ap;
         size_t n;
         snprintf(c->op_desc, sizeof c->op_desc, "%s (", name);
@@ -775,14 +801,53 @@ static void mgt__cuda_enter(mgt_backend *be) {
 /* the end of a rank's step: its stream is done (then every upload slot is free again) */
 static void mgt__cuda_finish(mgt_backend *be) {
     mgt__cuda *c = MGT__CU(be);
-    if (c->sync_mode && c->op_pending) mgt__cuda_check_op(c);
+    if ((c->sync_mode || c->warm_up) && c->op_pending) mgt__cuda_check_op(c);
+    int marks = c->prof_n; /* the profile: an end mark after the last op */
+    if (marks && !mgt__cuda_ok(c, cudaEventRecord(c->prof_ev[marks], c->stream), "profiling an op")) marks = 0;
     if (mgt__cuda_wait(c, "the step's compute (its compute stream)"))
         for (int k = 0; k < c->up_slots; k++) c->up_busy[k] = 0;
+    if (marks && !c->failed && !c->prof_overflow) { /* the step's ops, each from its start to the next op's */
+        for (int k = 0; k < marks; k++) {
+            float ms = 0;
+            if (c->prof_family[k] >= 0 && mgt__cuda_ok(c, cudaEventElapsedTime(&ms, c->prof_ev[k], c->prof_ev[k + 1]), "reading the profile"))
+                c->prof_s[c->prof_family[k]] += ms * 1e-3;
+        }
+        c->prof_steps++;
+    }
+    c->prof_n = c->prof_overflow = 0;
+}
+
+/* the op-family profile, between steps: on 1 starts it (the events made now, outside any step), 0
+   ends it; family_s (MGT_SIM_FAMILIES) gets the seconds per step of each family, averaged over the
+   steps profiled, which are returned (-1 on failure) */
+static int mgt__cuda_profile(mgt_backend *be, int on, double *family_s) {
+    mgt__cuda *c = MGT__CU(be);
+    int steps = c->prof_steps;
+    if (c->in_step || c->failed) return -1;
+    if (family_s)
+        for (int f = 0; f < MGT_SIM_FAMILIES; f++) family_s[f] = steps ? c->prof_s[f] / steps : 0;
+    memset(c->prof_s, 0, sizeof c->prof_s);
+    c->prof_steps = c->prof_n = c->prof_overflow = 0;
+    c->profiling = on;
+    if (on && !c->prof_ev) { /* a step of GPT-2 124M runs about 800 ops; 16384 covers 16 micro-batches of it */
+        c->prof_cap = 16384;
+        c->prof_ev = (cudaEvent_t *)calloc((size_t)c->prof_cap, sizeof *c->prof_ev);
+        c->prof_family = (signed char *)calloc((size_t)c->prof_cap, 1);
+        if (!c->prof_ev || !c->prof_family) {
+            mgt__cuda_fail(c, "device %d: out of memory for the profile's events", c->device);
+            return -1;
+        }
+        for (int k = 0; k < c->prof_cap; k++)
+            if (!mgt__cuda_ok(c, cudaEventCreate(&c->prof_ev[k]), "making the profile's events")) return -1;
+    }
+    return steps;
 }
 static const char *mgt__cuda_error(mgt_backend *be) { return MGT__CU(be)->failed ? MGT__CU(be)->error : NULL; }
 
 /* the runtime's bracket of a step (or a forward-only pass): nothing is made, freed or waited for
-   without a deadline between them */
+   without a deadline between them. begin 2: the warm-up step, where cuBLAS's and cuDNN's kernels
+   load at their first launch; a load may synchronise the device, so no NCCL kernel may be in
+   flight then: each op and each NCCL call is waited for before the next */
 static void mgt__cuda_step(mgt_backend *be, int begin) {
     mgt__cuda *c = MGT__CU(be);
     if (begin) c->up_next = 0;
@@ -792,11 +857,13 @@ static void mgt__cuda_step(mgt_backend *be, int begin) {
         c->nccl_bytes = nccl;
         c->nccl_counted = 1;
     }
-    c->in_step = begin;
+    c->in_step = begin != 0;
+    c->warm_up = begin == 2;
     c->op_pending = 0;
-    snprintf(c->op_desc, sizeof c->op_desc, "%s", begin ? "the start of a step" : "no step");
+    snprintf(c->op_desc, sizeof c->op_desc, "%s", begin == 2 ? "the start of the warm-up step" : begin ? "the start of a step" : "no step");
     if (c->world) mgt_nccl_step(c->world, c->rank, begin);
-    if (mgt_cuda_fake_note) mgt_cuda_fake_note(c->device, begin ? MGT_NOTE_STEP_BEGIN : MGT_NOTE_STEP_END, NULL);
+    if (mgt_cuda_fake_note)
+        mgt_cuda_fake_note(c->device, begin == 2 ? MGT_NOTE_WARM_UP_BEGIN : begin ? MGT_NOTE_STEP_BEGIN : MGT_NOTE_STEP_END, NULL);
 }
 
 /* everything a step uses, from the largest operands (mgt_backend_limits) */
@@ -894,6 +961,10 @@ extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
     free(c->up_busy);
     if (c->nccl_counted) mgt__cuda_account(be, -(long long)c->nccl_bytes, MGT_MEM_BUFFERS);
     if (c->ev) cudaEventDestroy(c->ev);
+    for (int k = 0; c->prof_ev && k < c->prof_cap; k++)
+        if (c->prof_ev[k]) cudaEventDestroy(c->prof_ev[k]);
+    free(c->prof_ev);
+    free(c->prof_family);
     mgt_cudnn_attn_destroy(c->cudnn_attn);
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
@@ -918,7 +989,7 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
         return -1;
     }
     c->sync_mode = sync && *sync && strcmp(sync, "0") != 0;
-    if (world && c->sync_mode) mgt_nccl_before_calls(world, c->rank, mgt__cuda_finish_op, c);
+    if (world) mgt_nccl_before_calls(world, c->rank, mgt__cuda_finish_op, c);
     be->name = "cuda";
     be->dtype = dtype;
     be->elt = dtype == MGT_F32 ? 4 : 2;
@@ -964,6 +1035,7 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     be->cast = mgt__cuda_cast;
     be->reserve = mgt__cuda_reserve;
     be->step = mgt__cuda_step;
+    be->profile = mgt__cuda_profile;
     be->sum_squares_many = mgt__cuda_sum_squares_many;
     be->sum_doubles = mgt__cuda_sum_doubles;
     be->impl = c;

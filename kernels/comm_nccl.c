@@ -93,11 +93,11 @@ typedef struct mgt__nccl_rank {
     double since;
     char last_call[200];
     double last_call_s;
-    int in_step;
+    int in_step, warm_up; /* warm_up: the untimed warm-up step (each call waited for) */
     long step, step_calls; /* steps begun; NCCL calls made inside steps, all steps together */
     size_t nccl_bytes;     /* NCCL's device memory, measured after the warm-up */
     mgt__nccl_waiter waiter;
-    void (*finish_op)(void *ctx); /* MGT_CUDA_SYNC=1: the backend's last op waited for before a call */
+    void (*finish_op)(void *ctx); /* MGT_CUDA_SYNC=1 and the warm-up: the backend's last op waited for before a call */
     void *finish_ctx;
 } mgt__nccl_rank;
 
@@ -541,7 +541,7 @@ static mgt_result mgt__nccl_nothing(mgt__nccl *c) {
    in it is reported naming it (the world is then aborted, and the call returns that message) */
 static int mgt__nccl_finish_op(mgt__nccl *c) { /* 1 when it ran and the world is aborted since */
     mgt__nccl_rank *me = &c->w->ranks[c->rank];
-    if (!me->finish_op || !mgt__nccl_sync_mode()) return 0;
+    if (!me->finish_op || !(mgt__nccl_sync_mode() || me->warm_up)) return 0;
     me->finish_op(me->finish_ctx);
     return mgt__nccl_world_aborted(c->w);
 }
@@ -554,9 +554,10 @@ static mgt_result mgt__nccl_begin(mgt__nccl *c, int coll, const char *what) {
     double now = mgt__nccl_now();
     mgt__nccl_finish_op(c);
     if (mgt__nccl_enter(c) != MGT_OK) return MGT_ERROR_COMM;
-    if (me->in_step) me->step_calls++;
+    if (me->in_step && !me->warm_up) me->step_calls++;
     snprintf(me->last_call, sizeof me->last_call, "%.159s", what);
-    if (me->in_step) mgt__catf(me->last_call, sizeof me->last_call, " (call %ld in steps, step %ld)", me->step_calls, me->step);
+    if (me->warm_up) mgt__catf(me->last_call, sizeof me->last_call, " (in the warm-up step)");
+    else if (me->in_step) mgt__catf(me->last_call, sizeof me->last_call, " (call %ld in steps, step %ld)", me->step_calls, me->step);
     me->last_call_s = now;
     snprintf(me->doing, sizeof me->doing, "issuing %.200s", me->last_call);
     me->since = now;
@@ -621,9 +622,10 @@ static mgt_result mgt__nccl_end(mgt__nccl *c, int coll, double bytes, ncclComm_t
 #undef MGT__TRY_IN
     snprintf(me->doing, sizeof me->doing, "enqueueing after %.200s", what);
     mgt__nccl_leave(c);
-    if (mgt__nccl_sync_mode()) { /* MGT_CUDA_SYNC=1: the call is waited for, so a failure names it */
+    if (mgt__nccl_sync_mode() || me->warm_up) { /* the call is waited for, so a failure names it (and the
+                                                   warm-up's next op may load a kernel: no NCCL kernel in flight) */
         char waited[200];
-        snprintf(waited, sizeof waited, "NCCL %.160s to finish (MGT_CUDA_SYNC=1)", what);
+        snprintf(waited, sizeof waited, "NCCL %.160s to finish (%s)", what, me->warm_up ? "the warm-up step" : "MGT_CUDA_SYNC=1");
         MGT__CUDA_TRY(c, "marking the end of a call", cudaEventRecord(c->end, c->stream));
         return mgt_nccl_wait(c->w, c->rank, c->end, waited, NULL, 0);
     }
@@ -942,11 +944,16 @@ double mgt_nccl_timeout(const mgt_nccl_world *w) { return w ? w->timeout_s : 300
 void mgt_nccl_step(mgt_nccl_world *w, int r, int begin) {
     mgt__nccl_rank *me = &w->ranks[r];
     pthread_mutex_lock(&me->guard);
-    me->in_step = begin;
-    if (begin) {
+    me->in_step = begin != 0;
+    me->warm_up = begin == 2;
+    if (begin == 2)
+        snprintf(me->doing, sizeof me->doing, "in the warm-up step");
+    else if (begin) {
         me->step++;
         snprintf(me->doing, sizeof me->doing, "in step %ld", me->step);
-    } else
+    } else if (me->step == 0)
+        snprintf(me->doing, sizeof me->doing, "done with the warm-up step");
+    else
         snprintf(me->doing, sizeof me->doing, "done with step %ld", me->step);
     me->since = mgt__nccl_now();
     pthread_mutex_unlock(&me->guard);

@@ -18,7 +18,9 @@ extern "C" {
 /* WAITER: the calling thread only waits for events on behalf of the rank of `device`, whose own
    thread keeps the deadline meanwhile (comm_nccl.c's waiter): its cudaEventSynchronize is no
    unbounded wait of a step */
-enum { MGT_NOTE_STEP_BEGIN = 1, MGT_NOTE_STEP_END = 2, MGT_NOTE_OP = 3, MGT_NOTE_WAITER = 4 };
+/* WARM_UP_BEGIN: the untimed warm-up step before the first (ended by STEP_END): a step's rules, but
+   the libraries' kernels may load, each op and NCCL call waited for, and it is not counted */
+enum { MGT_NOTE_STEP_BEGIN = 1, MGT_NOTE_STEP_END = 2, MGT_NOTE_OP = 3, MGT_NOTE_WAITER = 4, MGT_NOTE_WARM_UP_BEGIN = 5 };
 
 /* device: the CUDA device of the calling rank; label: the op (MGT_NOTE_OP), else NULL */
 void mgt_cuda_fake_note(int device, int what, const char *label) __attribute__((weak));

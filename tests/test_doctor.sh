@@ -90,6 +90,11 @@ else
          && echo "$out" | grep -q "^PASS bench: .*MEASURED.*the checking fakes" && echo "$out" | grep -q "^PASS dp2: " && echo "$out" | grep -q "^PASS: 4 checks, 0 failed" \
          && [ "$(jget "$T/dg/doctor-gpu.json" "len(d[\"checks\"]), d[\"failed\"], d[\"checks\"][0][\"status\"], sep=\" \"")" = "4 0 PASS" ] \
          && cmp -s <(echo "$out") "$T/dg/doctor-gpu.txt"' "$out"
+    # the bench's op-family profile: every family measured, in the file mgt plan --calibrate reads
+    out=$("$ROOT/mgt" plan presets/gpt2_124m_1gpu.ini --gpu h100 --calibrate "$T/dg/calibration.ini" 2>&1); rc=$?
+    check "doctor --gpu's bench writes calibration.ini (7 families measured) and mgt plan --calibrate reads it" \
+        '[ $rc -eq 0 ] && [ "$(grep -cE "^(gemm|attention|norm|elementwise|embedding|loss|optimizer) = [0-9.]+$" "$T/dg/calibration.ini")" = 7 ] \
+         && echo "$out" | grep -q "calibrat"' "$out"
     # a kernel that faults: the check fails, and its run with MGT_CUDA_SYNC=1 names the op and the line
     out=$(MGT_FAKE_KERNEL_FAULT=layernorm_forward "$ROOT/mgt" doctor --gpu --quick --out "$T/dg2" --only small-fp32 2>&1); rc=$?
     check "doctor --gpu with a faulting kernel: exit 1, the op named by the MGT_CUDA_SYNC=1 run" \

@@ -934,6 +934,18 @@ static void load_fake_kernels() {
     }
 }
 
+/* on each of the fake's 8 devices, as the backend loads its kernels when it is made: a first launch
+   while an NCCL call is queued on the device would fail (the load may synchronise the device) */
+static void load_fake_kernels_everywhere() {
+    int was;
+    cudaGetDevice(&was);
+    for (int d = 0; d < 8; d++) {
+        cudaSetDevice(d);
+        load_fake_kernels();
+    }
+    cudaSetDevice(was);
+}
+
 /* the backend's step brackets: what a step did, counted per device */
 static void test_step_counts() {
     cudaSetDevice(5);
@@ -1134,6 +1146,10 @@ static void attention_case(const attn_case &c) {
     cudaMalloc((void **)&dl, nrows * 4);
     cudaMemcpy(dq, h16.data(), nqkv * 2, cudaMemcpyHostToDevice);
     cudaMemcpy(dout_d, o16.data(), nout * 2, cudaMemcpyHostToDevice);
+    /* a warm-up outside any step loads the engines' kernels (the runtime's untimed first step) */
+    CHECK(mgt_cudnn_attn_forward(a, work, dd, dl, dq, why, sizeof why) == 0 &&
+              mgt_cudnn_attn_backward(a, work, dqkv_d, dout_d, dq, dd, dl, why, sizeof why) == 0,
+          "warm-up: %s", why);
     long runs = mgt_fake_cudnn_executions();
     mgt_cuda_fake_note(6, MGT_NOTE_STEP_BEGIN, nullptr); /* executing inside a step is allowed */
     CHECK(mgt_cudnn_attn_forward(a, work, dd, dl, dq, why, sizeof why) == 0, "forward: %s", why);
@@ -1674,6 +1690,25 @@ static const death deaths[] = {
          cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, CUDA_R_32F, 2, d + 4, CUDA_R_32F, 2, &zero, d + 8,
                       CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
      }},
+    {"step_first_gemm", "mgt fake cublasGemmEx: cublasGemmEx(NN, m 2, n 2, k 4, batch 1) (its library kernel is not loaded yet", [] {
+         /* issue 22: cuBLAS's kernels load lazily at their first launch; a shape used outside a step
+            is loaded, a new one inside a step is not (the runtime's warm-up step runs every shape) */
+         float *d, one = 1, zero = 0;
+         void *ws;
+         cudaMalloc((void **)&d, 256);
+         cudaMalloc(&ws, 1 << 20);
+         cublasHandle_t h;
+         cublasCreate(&h);
+         cublasSetWorkspace(h, ws, 1 << 20);
+         cublasSetStream(h, nb_stream());
+         cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, CUDA_R_32F, 2, d + 4, CUDA_R_32F, 2, &zero, d + 8,
+                      CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+         mgt_cuda_fake_note(0, MGT_NOTE_STEP_BEGIN, nullptr);
+         cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, CUDA_R_32F, 2, d + 4, CUDA_R_32F, 2, &zero, d + 8,
+                      CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT); /* loaded: allowed */
+         cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 4, &one, d, CUDA_R_32F, 2, d + 16, CUDA_R_32F, 4, &zero, d + 32,
+                      CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+     }},
     {"step_first_ring", "mgt fake ncclReduceScatter: the first collective on rings of rank ", [] {
          /* a 1-element warm-up connects trees (small all-reduces), not the rings a step's
             reduce-scatter runs on: NCCL 2.22 and later connect each algorithm at its first use */
@@ -1930,6 +1965,7 @@ int main(int argc, char **argv) {
     }
     if (argc == 3 && !strcmp(argv[1], "--fault")) {
         setvbuf(stdout, nullptr, _IONBF, 0);
+        load_fake_kernels_everywhere();
         if (!strcmp(argv[2], "kernel")) return fault_kernel();
         if (!strcmp(argv[2], "stall")) return fault_nccl(true);
         if (!strcmp(argv[2], "nccl_error")) return fault_nccl(false);
@@ -1946,6 +1982,7 @@ int main(int argc, char **argv) {
             }
         return 2;
     }
+    load_fake_kernels_everywhere();
     test_conversions();
     test_streams();
     test_gemm();

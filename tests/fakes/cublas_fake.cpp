@@ -191,6 +191,16 @@ static void submit(const char *api, int device, cudaStream_t stream, const gemm_
              "ldc %d batch %d", (int)g.ta, (int)g.tb, m, n, k, g.lda, g.ldb, g.ldc, g.batch);
     std::string what = strf("%s(%c%c, m %d, n %d, k %d, batch %d)", api, g.ta == CUBLAS_OP_N ? 'N' : 'T',
                             g.tb == CUBLAS_OP_N ? 'N' : 'T', m, n, k, g.batch);
+    {
+        /* the kernel cuBLAS picks depends on the operation, types, epilogue, beta and shape: a new
+           combination may need a kernel not loaded yet */
+        lock_t lk(mu);
+        load_library_kernel(api, device,
+                            strf("%s %d%d %d %d %d %d %d %d %d %d tf32 %d beta %d bias %d relu %d gelu %d aux %d dgelu %d bgrad %d", api, (int)g.ta,
+                                 (int)g.tb, m, n, k, g.batch, (int)g.at, (int)g.bt, (int)g.ct, (int)g.cit, (int)g.tf32, g.beta != 0.0f,
+                                 g.bias != nullptr, (int)g.relu, (int)g.gelu, (int)g.gelu_aux, (int)g.dgelu, g.bgrad != nullptr),
+                            what);
+    }
     std::vector<mem_use> acc;
     if (m && n && g.batch) {
         if (k) {

@@ -44,7 +44,10 @@
    - use of a destroyed stream or event, a kernel launched on a stream of another device;
    - lazy loading: a kernel (the function the shim's hook names) is loaded into a device's context by
      its first launch there or by cudaFuncGetAttributes, unless CUDA_MODULE_LOADING=EAGER was set
-     when the fakes started; loading one inside a step fails, as it may synchronise the device;
+     when the fakes started; loading one inside a step fails, as it may synchronise the device.
+     The libraries' kernels load the same way (cuBLAS, cuBLASLt and cuDNN call load_library_kernel
+     with a key for the kernel a call would pick): they cannot be loaded ahead by name, only by a
+     first call outside a step (the runtime's untimed warm-up step);
    - deadlock: every thread owning an NCCL rank waits inside the fakes and nothing moves.
    Plain API errors that a correct program can meet return the CUDA error instead and set the
    per-thread last error: cudaErrorInvalidDevice, cudaErrorMemoryAllocation (also injected with
@@ -275,6 +278,7 @@ static thread_local cudaError_t last_error = cudaSuccess;
    it named last, the sticky error of a faulted kernel, and what its steps did */
 struct dev_state {
     bool in_step = false;
+    bool warm_up = false; /* the step is the runtime's warm-up (MGT_NOTE_WARM_UP_BEGIN) */
     std::string op = "no op yet";
     cudaError_t sticky = cudaSuccess;
     std::string fault; /* the kernel that faulted */
@@ -286,6 +290,7 @@ static dev_state &dev(int device) {
     return dstate[device];
 }
 bool mgtfake::in_step(int device) { return device >= 0 && device < 64 && dstate[device].in_step; }
+bool mgtfake::in_warm_up(int device) { return device >= 0 && device < 64 && dstate[device].warm_up; }
 std::string mgtfake::step_op(int device) { return dev(device).op; }
 cudaError_t mgtfake::device_fault(int device) { return device >= 0 && device < 64 ? dstate[device].sticky : cudaSuccess; }
 void mgtfake::step_check(const char *api, int device, const std::string &what, const char *why) {
@@ -361,6 +366,7 @@ struct op {
     std::vector<std::pair<CUstream_st *, uint64_t>> deps; /* run those streams this far first */
     std::function<bool(int mode)> step; /* RUN_TRY, RUN_BLOCK, RUN_ABANDON (fake_core.h): true once done */
     std::vector<alloc *> opens; /* device memory it may touch: readable while it runs */
+    std::string peer_wait; /* an operation that waits for other devices (NCCL's): what it is */
 };
 static void set_open(const std::vector<alloc *> &as, int delta) { /* mu held */
     for (alloc *a : as) {
@@ -523,7 +529,7 @@ static void track(const char *api, CUstream_st *s, const vclock &vc, alloc *a, s
 }
 
 static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std::string &what, const std::vector<mem_use> &acc,
-                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock);
+                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock, bool peers = false);
 ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::string &what,
                         const std::vector<mem_use> &acc, std::function<void()> run,
                         const std::function<void(const ticket &)> &under_lock) {
@@ -534,10 +540,10 @@ ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::
 }
 ticket mgtfake::enqueue_step(const char *api, cudaStream_t h, int device, const std::string &what,
                              const std::vector<mem_use> &acc, std::function<bool(int)> step) {
-    return enqueue_op(api, h, device, what, acc, std::move(step), nullptr);
+    return enqueue_op(api, h, device, what, acc, std::move(step), nullptr, true);
 }
 static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std::string &what, const std::vector<mem_use> &acc,
-                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock) {
+                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock, bool peers) {
     lock_t lk(mu);
     CUstream_st *s = resolve(api, h);
     int want = device == -1 ? cur_device : device == -2 ? s->device : device;
@@ -584,19 +590,25 @@ static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std:
         if (a->device >= 0 && std::find(o.opens.begin(), o.opens.end(), a) == o.opens.end()) o.opens.push_back(a);
     }
     o.step = std::move(step);
+    if (peers) o.peer_wait = what;
     s->q.push_back(std::move(o));
     ticket t{s, s->enq};
     if (under_lock) under_lock(t);
     return t;
 }
 
-/* MGT_FAKE_KERNEL_FAULT=NAME[:R]: the first kernel whose name contains NAME faults when it runs (on
+/* MGT_FAKE_KERNEL_FAULT=NAME[:R][@warm-up]: the first kernel whose name contains NAME, launched outside
+   the warm-up step (with @warm-up: inside it), faults when it runs (on
    device R only, when given), as an illegal memory access would: the device's context keeps the
    error (sticky), its later operations are abandoned, and its calls answer the error */
-static bool kernel_faults(int device, const std::string &name) {
+static bool kernel_faults(int device, const std::string &name, bool warm_up) {
     static const char *env = getenv("MGT_FAKE_KERNEL_FAULT");
     if (!env || !*env) return false;
     std::string want = env;
+    static const std::string in_warm = "@warm-up";
+    bool for_warm_up = want.size() > in_warm.size() && !want.compare(want.size() - in_warm.size(), in_warm.size(), in_warm);
+    if (for_warm_up) want.resize(want.size() - in_warm.size());
+    if (warm_up != for_warm_up) return false;
     int only = -1;
     size_t colon = want.rfind(':');
     if (colon != std::string::npos) {
@@ -617,11 +629,37 @@ static bool kernel_faults(int device, const std::string &name) {
 
 /* the shim's hook (kernels/cuda_cpu.h): MGT_LAUNCH hands its launch here when the fakes are linked */
 /* mu held: loads `func` into the context of `device` if it is not loaded yet, which inside a step fails */
+/* mu held: a load may synchronise the device's context, which then waits for an NCCL kernel that
+   waits for its peers, whose threads may wait for this one: the queued NCCL operation, if any */
+static const std::string *peer_wait_on(int device) {
+    for (CUstream_st *s : streams)
+        if (s && !s->destroyed && s->device == device)
+            for (const op &o : s->q)
+                if (!o.peer_wait.empty()) return &o.peer_wait;
+    return nullptr;
+}
+static void load_checks(const char *api, int device, const std::string &what, const char *why) {
+    if (!in_warm_up(device)) step_check(api, device, what, why);
+    if (const std::string *nccl = peer_wait_on(device))
+        fail(api, "%s on device %d while %s is queued there (during %s): loading may synchronise the device while that NCCL kernel "
+             "waits for its peers; the warm-up waits for each NCCL call before the next op", what.c_str(), device, nccl->c_str(),
+             dstate[device].op.c_str());
+}
 static void load_kernel(const char *api, int device, const void *func, const std::string &what) {
     init_devices();
     if (eager_loading || loaded.count({device, func})) return;
-    step_check(api, device, what, lazy_load_why);
+    load_checks(api, device, what, lazy_load_why);
     loaded.insert({device, func});
+}
+void mgtfake::load_library_kernel(const char *api, int device, const std::string &key, const std::string &what) {
+    init_devices();
+    static std::set<std::pair<int, std::string>> &library = *new std::set<std::pair<int, std::string>>;
+    if (eager_loading || library.count({device, key})) return;
+    load_checks(api, device, what + " (its library kernel is not loaded yet: the first such call)",
+               "CUDA loads a library's kernel at its first launch (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2), which may "
+               "synchronise the device while NCCL kernels spin on another stream; cuBLAS and cuDNN kernels cannot be loaded by "
+               "name: run one untimed warm-up step first (MGT_NOTE_WARM_UP_BEGIN), or set CUDA_MODULE_LOADING=EAGER");
+    library.insert({device, key});
 }
 extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, const void *func, void (*run)(void *),
                                      void (*drop)(void *), void *ctx, int nptrs, const void *const *ptrs, const unsigned char *writes) {
@@ -632,12 +670,14 @@ extern "C" void mgt_simt_launch_hook(cudaStream_t stream, const char *kernel, co
     std::shared_ptr<void> hold(ctx, drop); /* freed with the queued function, even if never run */
     int device = stream_device("kernel launch", stream);
     std::string name = kernel;
+    bool warm_up;
     {
         lock_t lk(mu);
         load_kernel("kernel launch", device, func, strf("the first launch of kernel %s (not loaded yet)", kernel));
+        warm_up = in_warm_up(device);
     }
-    enqueue_op("kernel launch", stream, -1, strf("kernel %s", kernel), acc, [run, hold, device, name](int mode) {
-        if (mode != RUN_ABANDON && !kernel_faults(device, name)) run(hold.get());
+    enqueue_op("kernel launch", stream, -1, strf("kernel %s", kernel), acc, [run, hold, device, name, warm_up](int mode) {
+        if (mode != RUN_ABANDON && !kernel_faults(device, name, warm_up)) run(hold.get());
         return true;
     }, nullptr);
 }
@@ -1172,11 +1212,15 @@ void mgt_cuda_fake_note(int device, int what, const char *label) {
     lock_t lk(mu);
     init_devices();
     dev_state &d = dev(device);
-    if (what == MGT_NOTE_STEP_BEGIN) {
+    if (what == MGT_NOTE_STEP_BEGIN || what == MGT_NOTE_WARM_UP_BEGIN) {
         if (d.in_step) fail("mgt_cuda_fake_note", "device %d begins a step inside a step (during %s)", device, d.op.c_str());
         d.in_step = true;
+        d.warm_up = what == MGT_NOTE_WARM_UP_BEGIN;
         d.cur = mgt_fake_counts{};
-        d.op = "the start of a step";
+        d.op = d.warm_up ? "the start of the warm-up step" : "the start of a step";
+    } else if (what == MGT_NOTE_STEP_END && d.warm_up) { /* not counted */
+        d.in_step = d.warm_up = false;
+        d.op = "no step";
     } else if (what == MGT_NOTE_STEP_END) {
         if (!d.in_step) fail("mgt_cuda_fake_note", "device %d ends a step it did not begin", device);
         d.in_step = false;

@@ -686,6 +686,7 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
         const graph &g = *r->g;
         what = strf("cudnnBackendExecute(SDPA %s, B %lld, heads %lld, T %lld, hs %lld)", g.name.c_str(), (long long)g.tens[0].n[0], (long long)g.tens[0].n[1],
                     (long long)g.tens[0].n[2], (long long)g.tens[0].n[3]);
+        load_library_kernel(api, h->device, what, what); /* an engine's kernel loads at its first execution */
         size_t nt = g.tens.size();
         r->ptr.assign(nt, nullptr);
         r->byval.assign(nt, 0.0);

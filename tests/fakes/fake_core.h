@@ -80,8 +80,12 @@ bool is_device_memory(const void *p, int *device); /* a live cudaMalloc allocati
 /* steps (kernels/fake_note.h), with mu held: whether `device` is inside a step of its rank, the op
    its backend named last, and the check that fails a call made inside one */
 bool in_step(int device);
+bool in_warm_up(int device); /* the step is the runtime's warm-up (MGT_NOTE_WARM_UP_BEGIN) */
 std::string step_op(int device);
 void step_check(const char *api, int device, const std::string &what, const char *why);
+/* with mu held: the kernel a library call picks, named by `key` (its operation, types and epilogue),
+   loaded into `device`'s context at its first use, which inside a step fails (lazy loading) */
+void load_library_kernel(const char *api, int device, const std::string &key, const std::string &what);
 /* with mu held: the sticky error of a device one of whose kernels faulted (MGT_FAKE_KERNEL_FAULT),
    or cudaSuccess */
 cudaError_t device_fault(int device);

@@ -461,7 +461,7 @@ static fault injected(ncclComm *c, const char *api, const sig &sg) { /* mu held:
     static const char *stall = getenv("MGT_FAKE_STALL_RANK"), *error = getenv("MGT_FAKE_NCCL_ERROR"), *call = getenv("MGT_FAKE_STALL_CALL");
     static long counts[64];
     int r = stall && *stall ? atoi(stall) : error && *error ? atoi(error) : -1;
-    if (r < 0 || c->device != r || c->device >= 64 || !in_step(c->device)) return NO_FAULT;
+    if (r < 0 || c->device != r || c->device >= 64 || !in_step(c->device) || in_warm_up(c->device)) return NO_FAULT;
     long n = call && *call ? atol(call) : 1;
     if (++counts[c->device] != n) return NO_FAULT;
     fault f = stall && *stall ? STALL : ASYNC_ERROR;

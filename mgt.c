@@ -123,7 +123,8 @@ static const struct command_help {
      "  --json               the same as one JSON object (sections of values; the GPUs an array)\n"
      "--gpu: the acceptance run of the CUDA path (builds the CUDA library with this machine's nvcc when it is missing):\n"
      "small-fp32, small-bf16, llama-fp32, llama-bf16 (GPU against CPU, step by step), resume (bit-identical on the GPU),\n"
-     "bench (GPT-2 124M bf16 16 x 1024, measured beside the prediction), and with 2 GPUs dp2, tp2, pp2, dp2-zero3. Each\n"
+     "bench (GPT-2 124M bf16 16 x 1024, measured beside the prediction, and the time per op family in DIR/calibration.ini\n"
+     "for mgt plan --calibrate), and with 2 GPUs dp2, tp2, pp2, dp2-zero3 and allreduce (a bus-bandwidth sweep). Each\n"
      "check runs in a child; a failed one runs again with MGT_CUDA_SYNC=1 to name the op. A PASS/FAIL/SKIP line each,\n"
      "in DIR/doctor-gpu.txt too, the figures in DIR/doctor-gpu.json; exit 1 when one failed.\n"
      "  --quick              small shapes and a few steps (what the suite runs on the checking fakes)\n"
@@ -1926,6 +1927,104 @@ static int gpu_check_layout(const char *name, int steps) {
                       "gradient norm %.2e (bound 1e-3)", steps, loss, norm);
 }
 
+/* the all-reduce sweep: every GPU a rank (its own thread, backend and NCCL communicator, as a run
+   makes them), fp32 sums in place from 1 MiB doubling to 256 MiB (quick: 4 KiB to 64 KiB), each
+   size `iters` times after one untimed call; the time is the device's (CUDA events around each
+   call on the communication stream, the mean over the calls and the ranks' worst). algbw = bytes /
+   time; busbw = algbw x 2(n-1)/n, nccl-tests' figure for an all-reduce */
+#define AR_SIZES 9
+typedef struct ar_rank {
+    const mgt_cuda_api *api;
+    void *world;
+    int rank, n, sizes, iters;
+    size_t bytes[AR_SIZES];
+    double seconds[AR_SIZES];
+    mgt_result result;
+    char error[1100];
+} ar_rank;
+static void *ar_main(void *arg) {
+    ar_rank *a = (ar_rank *)arg;
+    int ranks[MGT_CUDA_REPORT_GPUS], i, s;
+    mgt_group g;
+    const mgt_group *gp = &g;
+    mgt_backend *be = NULL;
+    mgt_comm *comm = NULL;
+    void *buf = NULL;
+    char why[512] = "";
+    for (i = 0; i < a->n; i++) ranks[i] = i;
+    g.id = 0, g.size = a->n, g.index = a->rank, g.ranks = ranks;
+    a->result = MGT_OK;
+    if (a->api->backend_create(a->world, a->rank, MGT_F32, &be, why, sizeof why) != 0) a->result = mgt__fail(MGT_ERROR_DEVICE, "GPU %d: %s", a->rank, why);
+    else if (!(buf = be->alloc(be, a->bytes[a->sizes - 1], MGT_MEM_BUFFERS)))
+        a->result = mgt__fail(MGT_ERROR_DEVICE, "GPU %d: %s", a->rank, be->error(be) ? be->error(be) : "out of memory");
+    else if ((a->result = a->api->comm_create(a->world, a->rank, a->api->backend_stream(be), &gp, 1, &comm)) == MGT_OK)
+        a->result = comm->all_reduce(comm, &g, buf, 1, MGT_F32); /* connects */
+    if (a->result == MGT_OK) a->result = a->api->comm_settle(comm);
+    for (s = 0; s < a->sizes && a->result == MGT_OK; s++) {
+        size_t count = a->bytes[s] / sizeof(float);
+        if ((a->result = comm->all_reduce(comm, &g, buf, count, MGT_F32)) != MGT_OK || (a->result = a->api->comm_settle(comm)) != MGT_OK) break;
+        memset(&comm->stats, 0, sizeof comm->stats);
+        for (i = 0; i < a->iters && a->result == MGT_OK; i++) a->result = comm->all_reduce(comm, &g, buf, count, MGT_F32);
+        if (a->result == MGT_OK) a->result = a->api->comm_settle(comm);
+        a->seconds[s] = comm->stats.seconds[MGT_COLL_ALL_REDUCE] / a->iters;
+    }
+    if (a->result != MGT_OK) {
+        snprintf(a->error, sizeof a->error, "%s", mgt_last_error());
+        a->api->world_abort(a->world); /* the other ranks' calls end */
+    }
+    if (comm) a->api->comm_destroy(comm);
+    if (buf) be->free(be, buf, a->bytes[a->sizes - 1], MGT_MEM_BUFFERS);
+    if (be) a->api->backend_destroy(be);
+    return NULL;
+}
+static int gpu_check_allreduce(int quick, int gpus) {
+    const char *name = "allreduce";
+    const mgt_cuda_api *api = mgt_cuda_load(NULL, 0);
+    ar_rank ar[MGT_CUDA_REPORT_GPUS];
+    pthread_t th[MGT_CUDA_REPORT_GPUS];
+    int devices[MGT_CUDA_REPORT_GPUS], i, s, n = gpus < MGT_CUDA_REPORT_GPUS ? gpus : MGT_CUDA_REPORT_GPUS, failed = -1;
+    void *world = NULL;
+    char table[2048] = "", json[2048] = "", *t = table, *j = json;
+    double best = 0;
+    if (!api) return gpu_result(name, "FAIL", "", "no CUDA library");
+    for (i = 0; i < n; i++) devices[i] = i;
+    if (api->world_create(n, 0, n, devices, NULL, 60, mgt__fail_message, &world) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
+    for (i = 0; i < n; i++) {
+        memset(&ar[i], 0, sizeof ar[i]);
+        ar[i].api = api, ar[i].world = world, ar[i].rank = i, ar[i].n = n, ar[i].sizes = AR_SIZES, ar[i].iters = quick ? 2 : 20;
+        for (s = 0; s < AR_SIZES; s++) ar[i].bytes[s] = (size_t)(quick ? 4096 : 1 << 20) << s;
+        if (pthread_create(&th[i], NULL, ar_main, &ar[i]) != 0) { n = i; break; }
+    }
+    for (i = 0; i < n; i++) pthread_join(th[i], NULL);
+    api->world_destroy(world);
+    for (i = 0; i < n && failed < 0; i++)
+        if (ar[i].result != MGT_OK && ar[i].result != MGT_ERROR_COMM) failed = i; /* a root cause rather than its echo */
+    for (i = 0; i < n && failed < 0; i++)
+        if (ar[i].result != MGT_OK) failed = i;
+    if (failed >= 0 || n < 2) return gpu_result(name, "FAIL", "", "%s", n < 2 ? "could not start the ranks' threads" : ar[failed].error);
+    t += snprintf(t, sizeof table, "%d GPUs, fp32 sum in place, %d calls a size (MEASURED, CUDA events):\n%12s %12s %10s %10s %10s", n,
+                  ar[0].iters, "size (B)", "count", "time (us)", "algbw GB/s", "busbw GB/s");
+    j += snprintf(j, sizeof json, "\"gpus\": %d, \"sweep\": [", n);
+    for (s = 0; s < AR_SIZES; s++) {
+        double sec = 0, alg, bus;
+        for (i = 0; i < n; i++) sec = fmax(sec, ar[i].seconds[s]); /* the slowest rank's */
+        alg = sec > 0 ? ar[0].bytes[s] / sec / 1e9 : 0;
+        bus = alg * 2 * (n - 1) / n;
+        best = fmax(best, bus);
+        t += snprintf(t, sizeof table - (size_t)(t - table), "\n%12zu %12zu %10.1f %10.2f %10.2f", ar[0].bytes[s], ar[0].bytes[s] / sizeof(float), sec * 1e6, alg, bus);
+        j += snprintf(j, sizeof json - (size_t)(j - json), "%s{\"bytes\": %zu, \"us\": %.3f, \"algbw_gbps\": %.3f, \"busbw_gbps\": %.3f}", s ? ", " : "",
+                      ar[0].bytes[s], sec * 1e6, alg, bus);
+    }
+    snprintf(j, sizeof json - (size_t)(j - json), "], \"best_busbw_gbps\": %.3f", best);
+    printf("%s\n", table);
+    {
+        mgt_gpu_info info;
+        int fake = api->info(0, &info) == 0 && !strncmp(info.name, "mgt fake", 8);
+        return gpu_result(name, best > 0 ? "PASS" : "FAIL", json, "%d GPUs: best bus bandwidth %.2f GB/s (%zu to %zu bytes, MEASURED%s; the table in the check's log)",
+                          n, best, ar[0].bytes[0], ar[0].bytes[AR_SIZES - 1], fake ? "; the checking fakes: the CPU's time, not a GPU's" : "");
+    }
+}
+
 /* one check, in this (child) process */
 static int gpu_check_main(const char *check, int quick, const char *dir) {
     int steps = quick ? 4 : 20;
@@ -1938,6 +2037,13 @@ static int gpu_check_main(const char *check, int quick, const char *dir) {
     if (!strcmp(check, "resume")) return gpu_check_resume(quick ? 4 : 8);
     if (!strcmp(check, "bench")) return gpu_check_bench(quick, dir);
     if (!strcmp(check, "dp2") || !strcmp(check, "tp2") || !strcmp(check, "pp2") || !strcmp(check, "dp2-zero3")) return gpu_check_layout(check, steps);
+    if (!strcmp(check, "allreduce")) {
+        const mgt_cuda_api *api = mgt_cuda_load(NULL, 0);
+        int gpus = 0;
+        char why[256];
+        if (!api || api->probe(&gpus, why, sizeof why) != 0) return gpu_result(check, "FAIL", "", "no GPUs");
+        return gpu_check_allreduce(quick, gpus);
+    }
     fprintf(stderr, "mgt doctor: no check named %s\n", check);
     return 2;
 }
@@ -2010,7 +2116,7 @@ static void gpu_last_error(const char *out, char *line, size_t cap) {
 }
 
 static int cmd_doctor_gpu(int quick, const char *dir, const char *only) {
-    static const char *checks[] = {"small-fp32", "small-bf16", "llama-fp32", "llama-bf16", "resume", "bench", "dp2", "tp2", "pp2", "dp2-zero3"};
+    static const char *checks[] = {"small-fp32", "small-bf16", "llama-fp32", "llama-bf16", "resume", "bench", "dp2", "tp2", "pp2", "dp2-zero3", "allreduce"};
     char why[1024], path[1200], out[65536], line[2048], json_path[1200];
     const mgt_cuda_api *api;
     int gpus = 0, i, failed = 0, ran = 0;

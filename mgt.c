@@ -1832,7 +1832,7 @@ static int gpu_check_bench(int quick, const char *dir) {
     int i, warm = quick ? 1 : 3, timed = quick ? 2 : 10, profiled = quick ? 1 : 3, n, f, prof_steps = -1;
     uint32_t *rows;
     double t0, ms, tok_s, mfu = -1, predicted_ms = -1, family_s[MGT_SIM_FAMILIES], covered = 0;
-    char json[2048], pred[256] = "n/a: the simulator has no model of this GPU", families[512] = "", cal[1100] = "", cal_json[1200] = "";
+    char json[4096], pred[256] = "n/a: the simulator has no model of this GPU", families[512] = "", cal[1100] = "", cal_json[1200] = "";
     char preset[4200] = "presets/gpt2_124m_1gpu.ini";
     if (access(preset, R_OK)) { /* run elsewhere than the source tree: the presets beside the program (a bundle's ../presets) */
         char exe[4096];
@@ -1954,9 +1954,9 @@ static void *ar_main(void *arg) {
     for (i = 0; i < a->n; i++) ranks[i] = i;
     g.id = 0, g.size = a->n, g.index = a->rank, g.ranks = ranks;
     a->result = MGT_OK;
-    if (a->api->backend_create(a->world, a->rank, MGT_F32, &be, why, sizeof why) != 0) a->result = mgt__fail(MGT_ERROR_DEVICE, "GPU %d: %s", a->rank, why);
+    if (a->api->backend_create(a->world, a->rank, MGT_F32, &be, why, sizeof why) != 0) a->result = mgt_set_error(MGT_ERROR_DEVICE, why);
     else if (!(buf = be->alloc(be, a->bytes[a->sizes - 1], MGT_MEM_BUFFERS)))
-        a->result = mgt__fail(MGT_ERROR_DEVICE, "GPU %d: %s", a->rank, be->error(be) ? be->error(be) : "out of memory");
+        a->result = mgt_set_error(MGT_ERROR_DEVICE, be->error(be) ? be->error(be) : "out of memory for the sweep's buffer");
     else if ((a->result = a->api->comm_create(a->world, a->rank, a->api->backend_stream(be), &gp, 1, &comm)) == MGT_OK)
         a->result = comm->all_reduce(comm, &g, buf, 1, MGT_F32); /* connects */
     if (a->result == MGT_OK) a->result = a->api->comm_settle(comm);
@@ -1988,7 +1988,7 @@ static int gpu_check_allreduce(int quick, int gpus) {
     double best = 0;
     if (!api) return gpu_result(name, "FAIL", "", "no CUDA library");
     for (i = 0; i < n; i++) devices[i] = i;
-    if (api->world_create(n, 0, n, devices, NULL, 60, mgt__fail_message, &world) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
+    if (api->world_create(n, 0, n, devices, NULL, 60, mgt_set_error, &world) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
     for (i = 0; i < n; i++) {
         memset(&ar[i], 0, sizeof ar[i]);
         ar[i].api = api, ar[i].world = world, ar[i].rank = i, ar[i].n = n, ar[i].sizes = AR_SIZES, ar[i].iters = quick ? 2 : 20;

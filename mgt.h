@@ -107,6 +107,9 @@ typedef void (*mgt_log_fn)(void *user, int level, const char *message);
 
 MGTDEF const char *mgt_result_string(mgt_result result);
 MGTDEF const char *mgt_last_error(void); /* message of the calling thread's last error */
+/* sets the calling thread's last error to message and returns result (the mgt_fail_fn the CUDA and
+   MPI tables take; for drivers that report their own failures through mgt_last_error) */
+MGTDEF mgt_result mgt_set_error(mgt_result result, const char *message);
 MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
 
 /* ---- 2. presets ----------------------------------------------------------------------------- */
@@ -9668,7 +9671,7 @@ static pthread_mutex_t mgt__cuda_mu = PTHREAD_MUTEX_INITIALIZER;
 static const mgt_cuda_api *mgt__cuda_api;
 static char mgt__cuda_why[800];
 
-static mgt_result mgt__fail_message(mgt_result result, const char *message) { return mgt__fail(result, "%s", message); }
+MGTDEF mgt_result mgt_set_error(mgt_result result, const char *message) { return mgt__fail(result, "%s", message ? message : ""); }
 
 MGTDEF void mgt_cuda_use(const mgt_cuda_api *api) {
     pthread_mutex_lock(&mgt__cuda_mu);
@@ -10026,12 +10029,12 @@ static mgt_result mgt__nccl_world(mgt_run *r) {
     for (i = 0; devices && i < n; i++) devices[i] = i;
     if (res == MGT_OK && r->mpi) {
         memset(mine, 0, sizeof mine);
-        if (r->mpi->process == 0) res = r->cuda->unique_id(mine, mgt__fail_message);
+        if (r->mpi->process == 0) res = r->cuda->unique_id(mine, mgt_set_error);
         if (r->mpi->api->allgather(mine, ids, sizeof mine, why, sizeof why) && res == MGT_OK) /* every process calls it, even after a failure */
             res = mgt__fail(MGT_ERROR_COMM, "sending NCCL's unique id from the process of rank 0 to the others: MPI: %s", why);
     }
     if (res == MGT_OK)
-        res = r->cuda->world_create(r->plan.world, r->rank_lo, n, devices, ids, r->cfg.parallel.timeout_s, mgt__fail_message, &r->nccl_world);
+        res = r->cuda->world_create(r->plan.world, r->rank_lo, n, devices, ids, r->cfg.parallel.timeout_s, mgt_set_error, &r->nccl_world);
     MGT_FREE(devices);
     MGT_FREE(ids);
     return res;

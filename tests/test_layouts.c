@@ -13,7 +13,7 @@
 
    usage: test_layouts [--quick [--once]] [--only TEXT]   (--quick: smaller shapes and 6 steps, for
    the sanitizers; --once: the matrix without gradient accumulation only and without the 4-way
-   layouts of one kind, and the Llama model on the layouts that mix two or three kinds of
+   layouts of one kind, and the Llama model on one GPU and the layouts that mix all three kinds of
    parallelism, for the slowest of them;
    --only: just the matrix layouts whose name contains TEXT, e.g. dp2-tp1-pp1-z3, without the
    checkpoint and bf16 parts: one layout to look at while working on it) */
@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
     const layout one = {1, 1, 1, 0, "1f1b"};
     const layout *list = all;
     int n = (int)(sizeof all / sizeof all[0]), quick = argc > 1 && !strcmp(argv[1], "--quick"), i, acc, s;
-    int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2, llama_runs = 0, kv_runs = 0;
+    int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2, llama_runs = 0, kv_runs = 0, matrix_runs = 0, kinds;
     const char *only = NULL;
     for (i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--only")) only = argv[i + 1];
@@ -219,6 +219,7 @@ int main(int argc, char **argv) {
             if (only && !strstr(name, only)) continue;
             /* --once: not the 4-way layouts of one kind (their 2-way ones run the same code) */
             if (passes == 1 && l->dp * l->tp * l->pp == 4 && (l->dp > 1) + (l->tp > 1) + (l->pp > 1) == 1) continue;
+            matrix_runs++;
             config(&cfg, l, acc, name, quick, "fp32");
 #ifdef MGT_TEST_CUDA
             /* one layout without cuBLASLt's epilogues (the fake's heuristic offers none for BIAS,
@@ -250,7 +251,8 @@ int main(int argc, char **argv) {
         char name[64];
         snprintf(name, sizeof name, "llama-dp%d-tp%d-pp%d-z%d-%s", l->dp, l->tp, l->pp, l->zero, l->sched);
         if (only && !strstr(name, only)) continue;
-        if (passes == 1 && (l->dp > 1) + (l->tp > 1) + (l->pp > 1) == 1) continue; /* --once: its mixtures (and one GPU) only */
+        kinds = (l->dp > 1) + (l->tp > 1) + (l->pp > 1);
+        if (passes == 1 && kinds > 0 && kinds < 3) continue; /* --once: one GPU and the mixtures of all three kinds only */
         llama_runs++;
         config(&cfg, l, 0, name, quick, "fp32");
         run = train(&cfg, steps, got, NULL);
@@ -414,7 +416,7 @@ int main(int argc, char **argv) {
         llama = 0;
     }
 #ifdef MGT_TEST_CUDA
-    check(gpu_runs == passes * n + llama_runs + kv_runs + 6 + 11 + 4,
+    check(gpu_runs == matrix_runs + llama_runs + kv_runs + 6 + 11 + 4,
           "%d runs on the CUDA backend (the matrix %s, the Llama matrix, replicated key/value heads, the moving checkpoints, the bf16 subsets, cuDNN refused)",
           gpu_runs, passes == 2 ? "twice" : "once");
 #else

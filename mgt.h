@@ -1,3 +1,48 @@
+/* mgt.h - assembled by src/assemble.py from the parts under src/: edit a part, then run `ninja`
+   (or src/assemble.py), which writes this file again. A compiler names the part's file and line.
+
+   PARTS (in this order: the public API, then the implementation from its base up)
+     src/mgt_api.h          the public API: results, presets, runs, backends, communicators, the CUDA and MPI
+                            tables, the simulator, data, checkpoints, the plan
+     src/catf.h             mgt__catf, shared by the implementation and kernels/comm_nccl.c (which defines
+                            MGT_CATF)
+     src/impl_begin.h       the implementation begins: its guard, allocator hooks, system includes, compiler
+                            macros
+     src/base.c             results, errors and logging; counter-based random numbers
+     src/config.c           presets: the key table, INI loading, validation, printing
+     src/pool.c             the thread pool of a rank; bf16 and fp16 conversions
+     src/backend_cpu.c      the CPU backend: CBLAS GEMMs, the ops as plain loops, BLAS threading, bf16/fp16
+                            storage
+     src/model.c            the grid (ranks, groups, stages) and the model: a rank's tensors in one buffer,
+                            each a slice of a global tensor
+     src/data.c             llm.c token shards, memory-mapped, sampled from (seed, step)
+     src/safetensors.c      safetensors files: reading, writing, the JSON header
+     src/comm_local.c       the in-process world of rank threads: collectives, messages, deadlock detection
+     src/comm_mpi.c         processes (MPI) around the in-process world
+     src/run.c              the run's state (mgt_run), the learning-rate schedule, checkpoint folders (naming,
+                            pruning, locking) and the preset a checkpoint stores
+     src/rank.c             a rank: collectives over its groups, block, embedding and head forward and
+                            backward, micro-batches, the pipeline schedule
+     src/step.c             a rank's optimizer step (ZeRO reductions, the global norm, AdamW), the commands
+                            rank threads run, a step of the run, statistics and events
+     src/tensorboard.c      TensorBoard event files
+     src/checkpoint.c       layout-independent checkpoints: the ranks' slices gathered into global tensors,
+                            and back
+     src/weights.c          weights in and out: [model] init from mgt, Hugging Face and llm.c files,
+                            mgt_export
+     src/plan.c             the plan in closed form, and whether a run fits this machine (mgt_plan_fit)
+     src/device.c           where ranks go: the CUDA and MPI libraries opened at run time, the device choice,
+                            the sgemm probe
+     src/api.c              making a run (mgt_run_create, mgt_run_open), its NCCL world, sampling
+     src/sim.c              the step simulator: clocks, prices, the backend's ops as formulas of their shapes
+     src/sim_comm.c         the step simulator: its communicator and world, the CPU priced by running its ops
+     src/sim_calibration.c  the step simulator: calibration from per-family times measured on a GPU
+     src/impl_end.h         the implementation ends; the licence
+*/
+/* ==== begin src/mgt_api.h ==== */
+#line 1 "src/mgt_api.h"
+/* src/mgt_api.h - the public API: results, presets, runs, backends, communicators, the CUDA and MPI
+   tables, the simulator, data, checkpoints, the plan */
 /* mgt.h - v0.1.0 - train GPT-style transformers from an INI preset - MIT licence (see end of file)
 
    USAGE
@@ -14,13 +59,11 @@
      (mgt_plan_fit); MGT_MEMORY_CHECK=off in the environment makes that a warning.
 
    CONTENTS
-     1. results and errors        mgt_result, mgt_last_error(), mgt_set_logger()
-     2. presets                   mgt_config: one X-macro table of every key (MGT_CONFIG_KEYS)
-     3. runs                      mgt_run: create, step, evaluate, checkpoint, resume, sample, stats
-     4. data                      llm.c token shards (.bin), memory-mapped, sampled from (seed, step)
-     5. checkpoints               safetensors files of named, layout-independent tensors
-     5b. weights in and out       [model] init (mgt, Hugging Face GPT-2/Llama, llm.c files), mgt_export
-     6. implementation            thread pool, CPU backend (CBLAS + plain loops), model, AdamW
+     the parts this file is assembled from, listed at its top (src/assemble.py); in this public
+     part: 1. results and errors, 2. presets (one X-macro table of every key, MGT_CONFIG_KEYS),
+     3. runs (create, step, evaluate, checkpoint, resume, sample, stats; the backend and
+     communicator tables; 3c the CUDA library, 3c2 MPI, 3d the step simulator), 4/5. data and
+     checkpoints, the plan
 
    OPTIONS (define before including; "everywhere" = in every file that includes mgt.h)
      MGT_STATIC          everywhere: make every function static (private copy per translation unit)
@@ -909,6 +952,10 @@ MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_s
 }
 #endif
 #endif /* MGT_H_INCLUDED */
+/* ==== end src/mgt_api.h ==== */
+/* ==== begin src/catf.h ==== */
+#line 1 "src/catf.h"
+/* src/catf.h - mgt__catf, shared by the implementation and kernels/comm_nccl.c (which defines MGT_CATF) */
 
 /* mgt__catf: printf appended to the text in buf, cut at cap. The implementation's, and that of a
    file built apart from it that includes only the declarations: kernels/comm_nccl.c, in the CUDA
@@ -931,6 +978,11 @@ static void mgt__catf(char *buf, size_t cap, const char *fmt, ...) {
     va_end(ap);
 }
 #endif
+/* ==== end src/catf.h ==== */
+/* ==== begin src/impl_begin.h ==== */
+#line 1 "src/impl_begin.h"
+/* src/impl_begin.h - the implementation begins: its guard, allocator hooks, system includes, compiler
+   macros */
 
 /* ============================================================================================== */
 /*                                         IMPLEMENTATION                                         */
@@ -980,7 +1032,10 @@ extern "C" {
 #define MGT__THREAD_LOCAL
 #define MGT__PRINTF(a, b)
 #endif
-
+/* ==== end src/impl_begin.h ==== */
+/* ==== begin src/base.c ==== */
+#line 1 "src/base.c"
+/* src/base.c - results, errors and logging; counter-based random numbers */
 /* ---- results, errors, logging ---------------------------------------------------------------- */
 
 static MGT__THREAD_LOCAL char mgt__error_text[1024];
@@ -1079,7 +1134,10 @@ static double mgt__normal(uint64_t seed, uint64_t tensor, uint64_t index) {
     double u2 = mgt__uniform(mgt__hash3(seed, tensor, 2 * index + 1));
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
-
+/* ==== end src/base.c ==== */
+/* ==== begin src/config.c ==== */
+#line 1 "src/config.c"
+/* src/config.c - presets: the key table, INI loading, validation, printing */
 /* ---- presets ---------------------------------------------------------------------------------- */
 
 enum { MGT__T_INT, MGT__T_FLOAT, MGT__T_STR, MGT__T_ENUM };
@@ -1797,7 +1855,10 @@ MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap) {
     }
     return (int)used;
 }
-
+/* ==== end src/config.c ==== */
+/* ==== begin src/pool.c ==== */
+#line 1 "src/pool.c"
+/* src/pool.c - the thread pool of a rank; bf16 and fp16 conversions */
 /* ---- thread pool: the rank's thread plus helpers, one parallel region at a time --------------- */
 
 typedef void (*mgt__task_fn)(void *ctx, int tid, int nthreads);
@@ -1927,8 +1988,11 @@ static uint16_t mgt__f32_to_f16(float f) { /* round to nearest even, overflow to
     }
     return (uint16_t)(o | sign);
 }
-
-
+/* ==== end src/pool.c ==== */
+/* ==== begin src/backend_cpu.c ==== */
+#line 1 "src/backend_cpu.c"
+/* src/backend_cpu.c - the CPU backend: CBLAS GEMMs, the ops as plain loops, BLAS threading, bf16/fp16
+   storage */
 /* ---- the backend table ------------------------------------------------------------------------ */
 
 static void mgt__account(mgt_backend *be, long long bytes, int category) {
@@ -3121,7 +3185,11 @@ static void mgt__cpu_backend_destroy(mgt_backend *be) {
     MGT_FREE(cpu);
     MGT_FREE(be);
 }
-
+/* ==== end src/backend_cpu.c ==== */
+/* ==== begin src/model.c ==== */
+#line 1 "src/model.c"
+/* src/model.c - the grid (ranks, groups, stages) and the model: a rank's tensors in one buffer, each a
+   slice of a global tensor */
 /* ---- the plan: ranks, groups, stages -------------------------------------------------------- */
 
 /* The model's shapes from its preset. GPT-2 and the Llama family are settings of one model: the
@@ -3528,7 +3596,10 @@ static size_t mgt__widen_floats(const mgt__shape *s) {
 #undef MGT__MOST
     return most;
 }
-
+/* ==== end src/model.c ==== */
+/* ==== begin src/data.c ==== */
+#line 1 "src/data.c"
+/* src/data.c - llm.c token shards, memory-mapped, sampled from (seed, step) */
 /* ---- data: llm.c token shards, memory-mapped ------------------------------------------------- */
 
 /* llm.c's two shard formats (dev/data/data_common.py): a 256-int32 header [magic, version, token
@@ -3846,7 +3917,10 @@ static void mgt__loader_close(mgt__loader *ld) {
     MGT_FREE(ld->first_start);
     memset(ld, 0, sizeof *ld);
 }
-
+/* ==== end src/data.c ==== */
+/* ==== begin src/safetensors.c ==== */
+#line 1 "src/safetensors.c"
+/* src/safetensors.c - safetensors files: reading, writing, the JSON header */
 /* ---- safetensors: an 8-byte header length, a JSON header, then the raw tensors --------------- */
 
 typedef struct mgt__st_tensor {
@@ -4308,7 +4382,10 @@ static mgt_result mgt__checkpoint_open(mgt__st_file *f, const char *path) {
     }
     return MGT_OK;
 }
-
+/* ==== end src/safetensors.c ==== */
+/* ==== begin src/comm_local.c ==== */
+#line 1 "src/comm_local.c"
+/* src/comm_local.c - the in-process world of rank threads: collectives, messages, deadlock detection */
 /* ---- communication: the in-process world of rank threads ---------------------------------------
    mgt__local_world runs `world` ranks as threads of this process, one mgt_comm each; a rank's
    comm is used by one thread at a time. All shared state sits behind one mutex; each rank sleeps
@@ -5069,7 +5146,10 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
     }
     pthread_mutex_unlock(&w->mu);
 }
-
+/* ==== end src/comm_local.c ==== */
+/* ==== begin src/comm_mpi.c ==== */
+#line 1 "src/comm_mpi.c"
+/* src/comm_mpi.c - processes (MPI) around the in-process world */
 /* ---- communication: processes (MPI) around the in-process world ---------------------------------
    Under an MPI launcher each process runs a contiguous block of `per` ranks (rank / per is its
    process) in an in-process world of the whole world's size, of which only its block makes calls.
@@ -5687,7 +5767,11 @@ static mgt_result mgt__mpi_world_create(mgt__mpi_world **out, const mgt_mpi_api 
 static mgt_comm *mgt__mpi_comm(mgt__mpi_world *w, int rank) {
     return w && mgt__pcomm_process_of(w, rank) == w->process && rank >= 0 && rank < w->world ? &w->ranks[rank - w->process * w->per].comm : NULL;
 }
-
+/* ==== end src/comm_mpi.c ==== */
+/* ==== begin src/run.c ==== */
+#line 1 "src/run.c"
+/* src/run.c - the run's state (mgt_run), the learning-rate schedule, checkpoint folders (naming,
+   pruning, locking) and the preset a checkpoint stores */
 /* ---- 3d. the step simulator (defined at the end of the implementation): what the runtime calls */
 typedef struct mgt__sim_world mgt__sim_world;
 static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out);
@@ -6157,7 +6241,11 @@ MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg)
     }
     return res;
 }
-
+/* ==== end src/run.c ==== */
+/* ==== begin src/rank.c ==== */
+#line 1 "src/rank.c"
+/* src/rank.c - a rank: collectives over its groups, block, embedding and head forward and backward,
+   micro-batches, the pipeline schedule */
 /* ---- ranks ----------------------------------------------------------------------------------- */
 
 /* One rank: its slice of the model, its optimizer shard, its communicator. A run has dp x tp x pp
@@ -6637,7 +6725,11 @@ static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_
     for (m = steady; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1));
     return MGT_OK;
 }
-
+/* ==== end src/rank.c ==== */
+/* ==== begin src/step.c ==== */
+#line 1 "src/step.c"
+/* src/step.c - a rank's optimizer step (ZeRO reductions, the global norm, AdamW), the commands rank
+   threads run, a step of the run, statistics and events */
 /* ---- the optimizer step on a rank: tied embedding, ZeRO reductions, one global norm, AdamW ---- */
 
 /* the slice [lo, hi) of unit u that this DP rank owns (its ZeRO shard, or its share of the norm) */
@@ -7512,7 +7604,10 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->skipped_steps = r->skipped;
     st->step_skipped = r->last_skipped;
 }
-
+/* ==== end src/step.c ==== */
+/* ==== begin src/tensorboard.c ==== */
+#line 1 "src/tensorboard.c"
+/* src/tensorboard.c - TensorBoard event files */
 /* ---- TensorBoard event files: TFRecord framing around Event protocol buffers ----------------------
    A record is a little-endian uint64 length, the masked CRC-32C of those 8 bytes, the data, and the
    masked CRC-32C of the data. The data is an Event message: wall_time (field 1, double), step
@@ -7732,7 +7827,11 @@ MGTDEF int mgt_run_process(const mgt_run *r, int *processes) {
     return r && r->mpi ? r->mpi->process : 0;
 }
 MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
-
+/* ==== end src/tensorboard.c ==== */
+/* ==== begin src/checkpoint.c ==== */
+#line 1 "src/checkpoint.c"
+/* src/checkpoint.c - layout-independent checkpoints: the ranks' slices gathered into global tensors,
+   and back */
 /* ---- layout-independent checkpoints: gather the ranks' slices into global tensors, and back ---- */
 
 enum { MGT__BUF_PARAMS, MGT__BUF_M, MGT__BUF_V };
@@ -8215,7 +8314,10 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     if (r->mpi) res = mgt__mpi_agree(r, res, "resuming");
     return res;
 }
-
+/* ==== end src/checkpoint.c ==== */
+/* ==== begin src/weights.c ==== */
+#line 1 "src/weights.c"
+/* src/weights.c - weights in and out: [model] init from mgt, Hugging Face and llm.c files, mgt_export */
 /* ---- 5b. weights in and out: [model] init and mgt_export ----------------------------------------
    init reads weights only (the run starts at step 0 with fresh AdamW moments and data position)
    from an mgt checkpoint (a file or a run folder's newest), a Hugging Face folder (config.json and
@@ -9286,7 +9388,10 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     }
     return MGT_OK;
 }
-
+/* ==== end src/weights.c ==== */
+/* ==== begin src/plan.c ==== */
+#line 1 "src/plan.c"
+/* src/plan.c - the plan in closed form, and whether a run fits this machine (mgt_plan_fit) */
 /* ---- the plan in closed form: the sizes mgt__rank_init allocates, from the shapes alone ----- */
 
 static size_t mgt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -9664,7 +9769,11 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
     }
     return out->enforced ? mgt__fail(MGT_ERROR_CONFIG, "%s", out->text) : MGT_OK;
 }
-
+/* ==== end src/plan.c ==== */
+/* ==== begin src/device.c ==== */
+#line 1 "src/device.c"
+/* src/device.c - where ranks go: the CUDA and MPI libraries opened at run time, the device choice, the
+   sgemm probe */
 /* ---- the CUDA backend library: opened on first use (section 3c) ------------------------------ */
 
 static pthread_mutex_t mgt__cuda_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -10008,6 +10117,10 @@ MGTDEF void mgt_run_set_peak(mgt_run *r, double gflops_per_rank, const char *sou
 }
 
 /* 64 random bits (the kernel's; else time, process and address), as 16 hex digits */
+/* ==== end src/device.c ==== */
+/* ==== begin src/api.c ==== */
+#line 1 "src/api.c"
+/* src/api.c - making a run (mgt_run_create, mgt_run_open), its NCCL world, sampling */
 static void mgt__new_run_id(char *id, size_t cap) {
     uint64_t x = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -10286,8 +10399,10 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     MGT_FREE(raw);
     return max_new;
 }
-
-
+/* ==== end src/api.c ==== */
+/* ==== begin src/sim.c ==== */
+#line 1 "src/sim.c"
+/* src/sim.c - the step simulator: clocks, prices, the backend's ops as formulas of their shapes */
 /* ---- 3d. the step simulator: a backend and a communicator that keep clocks ----------------------
    Each rank has three clocks: its host thread (th), its compute stream (tc) and its communication
    stream (tm), in seconds from the start of the step. An op costs the host a launch and runs on
@@ -10999,7 +11114,10 @@ static void mgt__sim_finish(mgt_backend *be) {
     double t = mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
     rk->th = rk->tc = rk->tm = t;
 }
-
+/* ==== end src/sim.c ==== */
+/* ==== begin src/sim_comm.c ==== */
+#line 1 "src/sim_comm.c"
+/* src/sim_comm.c - the step simulator: its communicator and world, the CPU priced by running its ops */
 /* ---- the communicator */
 
 /* the cost of a collective over n members moving `bytes` (the buffer NCCL's bus bandwidth is
@@ -11760,7 +11878,10 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     out->wall_s = mgt__now() - t0;
     return res;
 }
-
+/* ==== end src/sim_comm.c ==== */
+/* ==== begin src/sim_calibration.c ==== */
+#line 1 "src/sim_calibration.c"
+/* src/sim_calibration.c - the step simulator: calibration from per-family times measured on a GPU */
 /* ---- calibration: per-family times measured on a GPU, in an INI file (mgt.h section 3d's
    declarations; docs/simulator.md, "Calibration"). The [calibration] section is read here, line by
    line; the shape's sections go to the preset reader with the calibration's lines blanked, so its
@@ -11932,6 +12053,10 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
     memcpy(opt->family_scale, cal->scale, sizeof opt->family_scale);
     return MGT_OK;
 }
+/* ==== end src/sim_calibration.c ==== */
+/* ==== begin src/impl_end.h ==== */
+#line 1 "src/impl_end.h"
+/* src/impl_end.h - the implementation ends; the licence */
 
 #ifdef __cplusplus
 }
@@ -11949,3 +12074,4 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
    permission notice shall be included in all copies or substantial portions of the Software.
    THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.
 */
+/* ==== end src/impl_end.h ==== */

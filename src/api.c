@@ -1,0 +1,281 @@
+/* src/api.c - making a run (mgt_run_create, mgt_run_open), its NCCL world, sampling */
+static void mgt__new_run_id(char *id, size_t cap) {
+    uint64_t x = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, &x, sizeof x) != (ssize_t)sizeof x) x = mgt__mix64((uint64_t)(mgt__now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)id);
+    if (fd >= 0) close(fd);
+    snprintf(id, cap, "%016llx", (unsigned long long)x);
+}
+
+/* the NCCL world of this process's ranks, on its GPUs 0.. (one process per node, or a launcher that
+   gives each process its own GPUs): under MPI the process of rank 0 makes NCCL's unique id and
+   every process takes it from one allgather, then joins the world with its ranks (ncclCommInitRank) */
+static mgt_result mgt__nccl_world(mgt_run *r) {
+    int n = r->rank_hi - r->rank_lo, i;
+    int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)n);
+    unsigned char mine[MGT_NCCL_ID_BYTES], *ids = r->mpi ? (unsigned char *)MGT_MALLOC(MGT_NCCL_ID_BYTES * (size_t)r->mpi->processes) : NULL;
+    mgt_result res = MGT_OK;
+    char why[512];
+    if (!devices || (r->mpi && !ids)) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    for (i = 0; devices && i < n; i++) devices[i] = i;
+    if (res == MGT_OK && r->mpi) {
+        memset(mine, 0, sizeof mine);
+        if (r->mpi->process == 0) res = r->cuda->unique_id(mine, mgt_set_error);
+        if (r->mpi->api->allgather(mine, ids, sizeof mine, why, sizeof why) && res == MGT_OK) /* every process calls it, even after a failure */
+            res = mgt__fail(MGT_ERROR_COMM, "sending NCCL's unique id from the process of rank 0 to the others: MPI: %s", why);
+    }
+    if (res == MGT_OK)
+        res = r->cuda->world_create(r->plan.world, r->rank_lo, n, devices, ids, r->cfg.parallel.timeout_s, mgt_set_error, &r->nccl_world);
+    MGT_FREE(devices);
+    MGT_FREE(ids);
+    return res;
+}
+
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim);
+static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) { return mgt__run_alloc_on(out, cfg, inference, NULL); }
+/* sim: the simulated world whose backends and communicators the ranks use (section 3d), or NULL */
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim) {
+    mgt_run *r;
+    int i, total, cores;
+    *out = NULL;
+    r = (mgt_run *)MGT_MALLOC(sizeof *r);
+    if (!r) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    memset(r, 0, sizeof *r);
+    r->cfg = *cfg;
+    r->inference = inference;
+    r->saved_step = -1;
+    r->lock_fd = -1;
+    mgt__new_run_id(r->run_id, sizeof r->run_id);
+    r->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
+    r->loss_scale = r->dtype == MGT_F16 ? cfg->precision.loss_scale : 1.0;
+    mgt__plan_make(cfg, &r->plan);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->stats_mu, NULL);
+    r->created_s = mgt__now();
+    r->state = MGT_STATE_STARTING;
+    pthread_cond_init(&r->cv_cmd, NULL);
+    pthread_cond_init(&r->cv_done, NULL);
+    if (!sim) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
+        mgt_fit fit;
+        mgt_result res = mgt__choose_device(r);
+        if (res == MGT_OK) res = mgt__fit_on(cfg, r->cuda, inference, &fit);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+        if (!fit.fits) {
+            mgt__log(MGT_LOG_WARN, "MGT_MEMORY_CHECK=off: %s", fit.text);
+            mgt__event(r, MGT_LOG_WARN, "the run does not fit this machine's memory (MGT_MEMORY_CHECK=off): it may fail or swap");
+        } else if (fit.host_have > 0 && fit.host_need > 0.5 * fit.host_have / MGT__HOST_SHARE) {
+            char need[32], avail[32];
+            mgt__fmt_bytes(fit.host_need, need, sizeof need);
+            mgt__fmt_bytes(fit.host_have / MGT__HOST_SHARE, avail, sizeof avail);
+            mgt__event(r, MGT_LOG_WARN, "the run takes %s of RAM, %.0f%% of what this machine has available (MemAvailable %s): other programs may run short",
+                       need, 100 * fit.host_need * MGT__HOST_SHARE / fit.host_have, avail);
+        }
+    }
+    r->rank_lo = 0;
+    r->rank_hi = r->plan.world;
+    if (!sim && !inference && mgt_mpi_launcher(NULL, 0) > 1) { /* this process runs its block of the ranks */
+        int process = 0, processes = 1;
+        mgt_result res = mgt_mpi_start(&process, &processes);
+        if (res == MGT_OK)
+            res = mgt__mpi_world_create(&r->mpi, mgt__mpi_api, process, processes, r->plan.world, cfg->parallel.timeout_s);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+        r->rank_lo = process * r->mpi->per;
+        r->rank_hi = r->rank_lo + r->mpi->per;
+    }
+    /* the cores are divided evenly between the ranks of this process, at least one thread each */
+    cores = mgt__cpu_count();
+    total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
+    r->threads_per_rank = total / (r->rank_hi - r->rank_lo) > 0 ? total / (r->rank_hi - r->rank_lo) : 1;
+    if (!r->cuda && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
+        mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
+                   "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
+    if (!r->cuda && r->plan.world > cores)
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
+                   "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);
+    r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
+    r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
+    if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);
+    if (r->ranks) memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world); /* destroy may walk them */
+    if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+    memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
+    r->sim = sim;
+    {
+        mgt_result res = MGT_OK;
+        if (r->mpi) {
+            r->shadow_be = (mgt_backend *)MGT_MALLOC(sizeof(mgt_backend) * (size_t)r->plan.world);
+            r->shadow_comm = (mgt_comm *)MGT_MALLOC(sizeof(mgt_comm) * (size_t)r->plan.world);
+            if (!r->shadow_be || !r->shadow_comm) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+            else {
+                memset(r->shadow_be, 0, sizeof(mgt_backend) * (size_t)r->plan.world);
+                memset(r->shadow_comm, 0, sizeof(mgt_comm) * (size_t)r->plan.world);
+            }
+        }
+        if (res == MGT_OK && r->cuda) res = mgt__nccl_world(r);
+        else if (res == MGT_OK && !r->mpi && !sim) res = mgt__local_world_create(&r->world, r->plan.world);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+    }
+    for (i = 0; i < r->plan.world; i++) {
+        mgt_result res;
+        if (i < r->rank_lo || i >= r->rank_hi) { mgt__shadow_rank(r, &r->ranks[i], i); continue; }
+        res = mgt__rank_init(r, &r->ranks[i], i);
+        if (sim) r->ranks[i].comm = mgt__sim_comm(sim, i);
+        else if (r->mpi) r->ranks[i].comm = mgt__mpi_comm(r->mpi, i);
+        else if (!r->cuda) r->ranks[i].comm = mgt__local_comm(r->world, i);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+    }
+    if (r->plan.world > 1) {
+        for (i = r->rank_lo; i < r->rank_hi; i++)
+            if (pthread_create(&r->ranks[i].thread, NULL, mgt__rank_main, &r->ranks[i])) {
+                r->started = 1;
+                mgt_run_destroy(r);
+                return mgt__fail(MGT_ERROR_MEMORY, "cannot start the thread of rank %d", i);
+            }
+        r->started = 1;
+    }
+    if (r->cuda) {
+        mgt_result res = mgt__run_cmd(r, MGT__CMD_CONNECT, NULL, 0);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+    }
+    *out = r;
+    return MGT_OK;
+}
+
+MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
+    mgt_run *r;
+    mgt_result res;
+    mgt_config resolved;
+    if (!out || !cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_create: out and cfg are required");
+    *out = NULL;
+    resolved = *cfg;
+    cfg = &resolved; /* the model keys [model] init gives */
+    MGT__TRY(mgt_config_resolve_init(&resolved));
+    MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__run_alloc(&r, cfg, 0));
+    if (cfg->model.init[0] && (res = mgt__init_weights(r)) != MGT_OK) { mgt_run_destroy(r); return res; }
+    if (cfg->data.train[0]) {
+        res = mgt__loader_open(&r->train, cfg->data.train, "[data] train", cfg->model.vocab_size, cfg->model.seq_len, cfg->train.global_batch,
+                               (uint64_t)cfg->train.seed, 1);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+        r->has_train = 1;
+    }
+    if (cfg->data.val[0]) {
+        res = mgt__loader_open(&r->val, cfg->data.val, "[data] val", cfg->model.vocab_size, cfg->model.seq_len, 1, (uint64_t)cfg->train.seed, 0);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+        r->has_val = 1;
+        if (r->has_train) { /* validating on shards it also trains on measures memory, not generalisation */
+            int a, b;
+            for (a = 0; a < r->train.nshards; a++)
+                for (b = 0; b < r->val.nshards; b++)
+                    if (r->train.shards[a].dev == r->val.shards[b].dev && r->train.shards[a].ino == r->val.shards[b].ino) {
+                        mgt__log(MGT_LOG_WARN, "[data] val's shard %d is also [data] train's shard %d: the validation loss is of data the run trains on",
+                                 b + 1, a + 1);
+                        a = r->train.nshards;
+                        break;
+                    }
+        }
+    }
+    if (cfg->checkpoint.dir[0]) mgt__strlcpy(r->dir, cfg->checkpoint.dir, sizeof r->dir);
+    else {
+        const char *base = strrchr(cfg->path, '/');
+        char stem[MGT_STR_MAX];
+        char *dot;
+        mgt__strlcpy(stem, base ? base + 1 : (cfg->path[0] ? cfg->path : "run"), sizeof stem);
+        dot = strrchr(stem, '.');
+        if (dot && dot != stem) *dot = 0;
+        snprintf(r->dir, sizeof r->dir, "runs/%s", stem);
+    }
+    if (strcmp(cfg->log.metrics, "auto")) mgt__strlcpy(r->metrics_path, cfg->log.metrics, sizeof r->metrics_path);
+    else snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", r->dir);
+    *out = r; /* the folder and metrics.jsonl are taken by mgt_run_claim, after a resume */
+    return MGT_OK;
+}
+
+MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int threads) {
+    mgt_config cfg;
+    mgt_run *r;
+    mgt_result res;
+    if (!out || !checkpoint) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_open: out and checkpoint are required");
+    *out = NULL;
+    MGT__TRY(mgt_checkpoint_config(checkpoint, &cfg));
+    if (threads > 0) cfg.parallel.threads = threads;
+    cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1; /* sampling runs on one rank, whatever trained it */
+    cfg.parallel.zero = 0;
+    MGT__TRY(mgt__run_alloc(&r, &cfg, 1));
+    res = mgt_run_resume(r, checkpoint);
+    if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+    *out = r;
+    return MGT_OK;
+}
+
+MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *out, int max_new, double temperature, int top_k, uint64_t seed) {
+    int *ctx, n = n_prompt, i, j, V;
+    float *probs, *logits;
+    void *raw;
+    mgt__rank *rk;
+    if (!r || !prompt || n_prompt < 1 || !out || max_new < 0 || r->plan.world != 1) {
+        mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_generate: needs a one-rank run, a prompt of at least one token, out and max_new >= 0");
+        return -1;
+    }
+    rk = &r->ranks[0];
+    V = r->cfg.model.vocab_size;
+    ctx = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n_prompt + max_new + 1));
+    probs = (float *)MGT_MALLOC(sizeof(float) * (size_t)V);
+    logits = (float *)MGT_MALLOC(sizeof(float) * (size_t)rk->shape.Vl); /* the last row in fp32 */
+    raw = MGT_MALLOC(rk->shape.elt * (size_t)rk->shape.Vl);              /* and as stored */
+    if (!ctx || !probs || !logits || !raw) {
+        MGT_FREE(ctx); MGT_FREE(probs); MGT_FREE(logits); MGT_FREE(raw);
+        mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+        return -1;
+    }
+    memcpy(ctx, prompt, sizeof(int) * (size_t)n_prompt);
+    for (i = 0; i < max_new; i++) {
+        int start = n > r->cfg.model.seq_len ? n - r->cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T, B0;
+        mgt__acts *A = &rk->acts[0];
+        double total = 0, u, acc = 0, mx = -1e30, kth = -1e30;
+        mgt__enter(rk->be);
+        rk->be->upload(rk->be, A->inputs, ctx + start, sizeof(int) * (size_t)len);
+        B0 = rk->shape.B;
+        rk->shape.B = 1;
+        rk->shape.T = len; /* the buffers are sized for seq_len; a shorter context uses a prefix */
+        mgt__stage_forward(rk, A);
+        mgt__norm_forward(rk, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[rk->nblocks], mgt__t_lnf(rk), mgt__t_lnf_bias(rk), len);
+        rk->be->matmul_forward(rk->be, A->logits, A->lnf, mgt__P(rk, mgt__t_head(rk)), NULL, len, rk->shape.C, rk->shape.Vl);
+        rk->shape.T = T;
+        rk->shape.B = B0;
+        rk->be->download(rk->be, raw, (const char *)A->logits + (size_t)(len - 1) * (size_t)rk->shape.Vl * rk->shape.elt,
+                         (size_t)rk->shape.Vl * rk->shape.elt);
+        for (j = 0; j < rk->shape.Vl; j++) logits[j] = mgt__load(raw, (size_t)j, rk->be->dtype);
+        if (rk->be->error && rk->be->error(rk->be)) {
+            mgt__fail(MGT_ERROR_DEVICE, "%s", rk->be->error(rk->be));
+            max_new = -1;
+            break;
+        }
+        for (j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
+        if (top_k > 0 && top_k < V) { /* the k-th largest logit: partial selection over a copy */
+            int k;
+            for (j = 0; j < V; j++) probs[j] = logits[j];
+            for (k = 0; k < top_k; k++) {
+                int best = k;
+                for (j = k + 1; j < V; j++) if (probs[j] > probs[best]) best = j;
+                { float t = probs[k]; probs[k] = probs[best]; probs[best] = t; }
+            }
+            kth = probs[top_k - 1];
+        }
+        for (j = 0; j < V; j++) {
+            double p = logits[j] < kth ? 0.0 : (temperature > 0 ? exp((logits[j] - mx) / temperature) : (logits[j] == mx ? 1.0 : 0.0));
+            probs[j] = (float)p;
+            total += p;
+        }
+        u = mgt__uniform(mgt__hash3(seed, 0x73616d70, (uint64_t)i)) * total;
+        for (j = 0; j < V; j++) { acc += probs[j]; pick = j; if (acc >= u && probs[j] > 0) break; }
+        ctx[n++] = pick;
+        out[i] = pick;
+    }
+    MGT_FREE(ctx);
+    MGT_FREE(probs);
+    MGT_FREE(logits);
+    MGT_FREE(raw);
+    return max_new;
+}
+
+

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""src/assemble.py - writes mgt.h from the parts under src/, in the order of PARTS.
+
+mgt ships one header; it is edited as parts, one concern each (sqlite's amalgamation, miniaudio's
+assembled file). Each part opens with a comment "/* src/NAME - what it holds */"; mgt.h opens with
+the list of parts made from those comments, and each part is framed by begin/end markers and a
+#line directive, so a compiler's message names the part's file and line.
+
+  src/assemble.py            write mgt.h (only when its text changes)
+  src/assemble.py --depfile FILE  the same, and FILE lists the parts for ninja (build.ninja runs this)
+  src/assemble.py --check    exit 1 when mgt.h is not what the parts assemble to
+  src/assemble.py --committed  the same for the last commit (git show HEAD:...), whatever the work tree
+
+Writing refuses an mgt.h edited by hand (newer than every part and not what they assemble to): the
+edit belongs in its part, and writing would lose it.
+"""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the order is the file's: the public API, then the implementation from its base up
+PARTS = [
+    "mgt_api.h", "catf.h", "impl_begin.h", "base.c", "config.c", "pool.c", "backend_cpu.c", "model.c", "data.c",
+    "safetensors.c", "comm_local.c", "comm_mpi.c", "run.c", "rank.c", "step.c", "tensorboard.c", "checkpoint.c",
+    "weights.c", "plan.c", "device.c", "api.c", "sim.c", "sim_comm.c", "sim_calibration.c", "impl_end.h",
+]
+HEAD_RE = re.compile(r"/\* src/(\S+) - (.*?)\*/", re.S)
+
+
+def describe(name, text):
+    m = HEAD_RE.match(text)
+    if not m or m.group(1) != name:
+        sys.exit("src/%s: line 1 must open its description: /* src/%s - what it holds */" % (name, name))
+    return " ".join(m.group(2).split())
+
+
+def wrap(text, width, indent):
+    out, line = [], ""
+    for word in text.split():
+        if line and len(indent) + len(line) + 1 + len(word) > width:
+            out.append(line)
+            line = word
+        else:
+            line = word if not line else line + " " + word
+    out.append(line)
+    return ("\n" + indent).join(out)
+
+
+def assemble(read):
+    texts = [(name, read("src/" + name)) for name in PARTS]
+    pad = max(len("src/" + n) for n in PARTS) + 2
+    out = ["/* mgt.h - assembled by src/assemble.py from the parts under src/: edit a part, then run `ninja`",
+           "   (or src/assemble.py), which writes this file again. A compiler names the part's file and line.",
+           "",
+           "   PARTS (in this order: the public API, then the implementation from its base up)"]
+    for name, text in texts:
+        out.append("     " + ("src/" + name).ljust(pad) + wrap(describe(name, text), 110, " " * (5 + pad)))
+    out.append("*/")
+    for name, text in texts:
+        if not text.endswith("\n"):
+            text += "\n"
+        out.append("/* ==== begin src/%s ==== */" % name)
+        out.append('#line 1 "src/%s"' % name)
+        out.append(text.rstrip("\n"))
+        out.append("/* ==== end src/%s ==== */" % name)
+    return "\n".join(out) + "\n"
+
+
+def from_tree(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def from_head(path):
+    return subprocess.run(["git", "-C", ROOT, "show", "HEAD:" + path], check=True, capture_output=True, text=True).stdout
+
+
+def first_difference(a, b):
+    al, bl = a.split("\n"), b.split("\n")
+    for i, (x, y) in enumerate(zip(al, bl)):
+        if x != y:
+            return i + 1
+    return min(len(al), len(bl)) + 1
+
+
+def main(argv):
+    target = os.path.join(ROOT, "mgt.h")
+    if len(argv) > 1 and argv[1] in ("--check", "--committed"):
+        head = argv[1] == "--committed"
+        read = from_head if head else from_tree
+        want, have = assemble(read), read("mgt.h")
+        if want != have:
+            where = "the last commit's" if head else "the work tree's"
+            sys.exit("%s mgt.h is not what src/ assembles to (first difference at its line %d): edit the part under src/, "
+                     "run src/assemble.py (or ninja) and commit both" % (where, first_difference(want, have)))
+        return 0
+    if len(argv) == 3 and argv[1] == "--depfile":
+        with open(argv[2], "w", encoding="utf-8") as f:
+            f.write("mgt.h: " + " ".join("src/" + n for n in PARTS) + "\n")
+    elif len(argv) > 1:
+        sys.exit(__doc__)
+    want = assemble(from_tree)
+    have = from_tree("mgt.h") if os.path.exists(target) else None
+    if have == want:
+        return 0
+    if have is not None:
+        newest_part = max(os.path.getmtime(os.path.join(ROOT, "src", n)) for n in PARTS)
+        if os.path.getmtime(target) > newest_part:
+            sys.exit("mgt.h was edited after its parts (first difference at its line %d): move the edit into its part under "
+                     "src/ (the markers name it); writing mgt.h now would lose it" % first_difference(want, have))
+    tmp = target + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(want)
+    os.replace(tmp, target)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,1195 @@
+/* src/backend_cpu.c - the CPU backend: CBLAS GEMMs, the ops as plain loops, BLAS threading, bf16/fp16
+   storage */
+/* ---- the backend table ------------------------------------------------------------------------ */
+
+static void mgt__account(mgt_backend *be, long long bytes, int category) {
+    be->mem_current[category] = (size_t)((long long)be->mem_current[category] + bytes);
+    if (be->mem_current[category] > be->mem_peak[category]) be->mem_peak[category] = be->mem_current[category];
+}
+
+MGTDEF const char *mgt_mem_category_name(int category) {
+    static const char *names[MGT_MEM_COUNT] = {"params", "grads", "optimizer", "activations", "buffers", "workspace"};
+    return category >= 0 && category < MGT_MEM_COUNT ? names[category] : "?";
+}
+
+/* ---- the CPU backend: CBLAS for GEMMs, plain loops that the compiler vectorises --------------- */
+
+typedef struct mgt__cpu {
+    mgt__pool pool;
+    float *scratch;      /* per-thread attention scratch, T*T floats each */
+    size_t scratch_per_thread;
+    float *wide;         /* 16-bit storage: fp32 copies of one op's operands (see mgt__widen_floats) */
+    size_t wide_floats, wide_used;
+} mgt__cpu;
+
+#define MGT__POOL(be) (&((mgt__cpu *)(be)->impl)->pool)
+
+/* Argument bundle of a parallel region; each task reads the fields it documents. */
+typedef struct mgt__args {
+    float *out[3];
+    const float *in[6];
+    const int *ints;
+    double *dout;
+    int n[6];
+    size_t count;
+    float f[8];
+    int flags[2];
+    mgt_backend *be;
+} mgt__args;
+
+/* exp(x) for x <= 88: 2^k * e^r with |r| <= ln2/2 and a degree-7 Taylor polynomial (relative error
+   below 2e-8 before rounding). Branch-free and without libm calls, so that loops calling it
+   vectorise (libm's expf and floorf would not, short of -ffast-math). */
+static float mgt__expf(float x) {
+    float k, r, p, scale, c;
+    int32_t bits;
+    c = x >= -87.0f ? x : -87.0f; /* a NaN becomes -87 here, so the int conversion below is defined... */
+    c = c <= 88.0f ? c : 88.0f;
+    k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 trick */
+    r = c - k * 0.693145751953125f - k * 1.428606765330187e-06f;
+    p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
+    bits = (int32_t)((uint32_t)((int32_t)k + 127) << 23);
+    memcpy(&scale, &bits, sizeof scale);
+    return x == x ? p * scale : x; /* ...and comes back as the NaN it was */
+}
+static float mgt__tanhf(float x) { return 1.0f - 2.0f / (mgt__expf(2.0f * x) + 1.0f); }
+
+static int mgt__cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}
+
+/* ---- BLAS: single-threaded calls from the pools' threads, at most mgt__blas.slots at a time ------
+   Every thread of every rank's pool calls cblas_sgemm on its own block, so BLAS must run each call
+   on the calling thread and start no threads of its own. OpenBLAS's pthreads build (Debian's
+   default) starts them in a library constructor, before main, from OPENBLAS_NUM_THREADS or the core
+   count: each idles here but holds a GEMM buffer (128 MiB of address space), and one that cannot
+   allocate it (a tight ulimit -v) retries forever, so the program never exits (exit joins it). The
+   driver therefore runs with OPENBLAS_NUM_THREADS=1 (mgt.c); a program that embeds mgt.h should
+   too. At its first CPU backend the library sets OpenBLAS to one thread and stops threads it had
+   started (as OpenBLAS's own fork handler does), which helps where they got their buffers.
+   OpenBLAS hands each call a buffer from a pool sized when it was built (2 x MAX_THREADS, at least
+   50: 128 for Debian's): a call that finds none free prints "This library was built to support a
+   maximum of 128 threads" and crashes, and one whose buffer cannot be allocated retries forever.
+   So at most `slots` calls run at once (the cores: more would only take turns, and never more than
+   the pool), and OpenBLAS allocates those `slots` buffers when the first CPU backend is created,
+   after a check that the address space has room for them: a run that does not fit fails there
+   with the numbers (MGT_ERROR_MEMORY), before its own memory, never inside a GEMM. Other BLAS
+   libraries (no OpenBLAS symbols) are only limited to `slots` calls at a time. */
+#if defined(__GNUC__) || defined(__clang__)
+extern void openblas_set_num_threads(int) __attribute__((weak));
+extern int openblas_get_num_threads(void) __attribute__((weak));
+extern int openblas_get_parallel(void) __attribute__((weak)); /* 0 serial, 1 pthreads, 2 OpenMP */
+extern char *openblas_get_config(void) __attribute__((weak)); /* "... MAX_THREADS=64" */
+extern void *blas_memory_alloc(int) __attribute__((weak));    /* its GEMM buffers (exported, internal) */
+extern void blas_memory_free(void *) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak)); /* stops its threads (its fork handler's call) */
+#define MGT__OPENBLAS(fn) (fn) /* NULL where the BLAS is not OpenBLAS */
+#else
+#define MGT__OPENBLAS(fn) NULL /* no weak symbols: OpenBLAS is left as it is */
+#endif
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t free_slot;
+    int slots, busy;       /* calls allowed at once (0: not set up yet), calls running */
+    int ready;             /* OpenBLAS holds `slots` buffers (or is not OpenBLAS) */
+    int openblas_threads;  /* OpenBLAS's threads when mgt first looked, the calling one included */
+    size_t buffer_bytes;   /* address space of one OpenBLAS buffer, as measured (0: not yet) */
+    void (*set_threads)(int);
+    int (*get_threads)(void), (*parallel)(void), (*shutdown)(void);
+    char *(*config)(void);
+    void *(*alloc)(int);
+    void (*release)(void *);
+} mgt__blas = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+
+#define MGT__BLAS_BUFFER_GUESS ((size_t)128 << 20) /* x86-64 OpenBLAS builds; measured once allocated */
+
+/* the process's mapped address space (VmSize) and resident memory, in bytes; 0 when unknown */
+static void mgt__self_memory(double *mapped, double *resident) {
+    unsigned long long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &pages, &rss) != 2) pages = rss = 0;
+        fclose(f);
+    }
+    if (mapped) *mapped = (double)pages * (double)sysconf(_SC_PAGESIZE);
+    if (resident) *resident = (double)rss * (double)sysconf(_SC_PAGESIZE);
+}
+
+/* sets `slots` (under mu): the cores, and no more than OpenBLAS's buffer pool less its threads' */
+static void mgt__blas_setup_locked(void) {
+    int pool = 0;
+    const char *c;
+    if (mgt__blas.slots) return;
+    mgt__blas.set_threads = MGT__OPENBLAS(openblas_set_num_threads);
+    mgt__blas.get_threads = MGT__OPENBLAS(openblas_get_num_threads);
+    mgt__blas.parallel = MGT__OPENBLAS(openblas_get_parallel);
+    mgt__blas.shutdown = MGT__OPENBLAS(blas_thread_shutdown_);
+    mgt__blas.config = MGT__OPENBLAS(openblas_get_config);
+    mgt__blas.alloc = MGT__OPENBLAS(blas_memory_alloc);
+    mgt__blas.release = MGT__OPENBLAS(blas_memory_free);
+    c = mgt__blas.config ? mgt__blas.config() : NULL;
+    if (c && strstr(c, "MAX_THREADS=")) pool = 2 * atoi(strstr(c, "MAX_THREADS=") + 12);
+    if (c && pool < 50) pool = 50;
+    mgt__blas.openblas_threads = mgt__blas.get_threads ? mgt__blas.get_threads() : 1;
+    mgt__blas.slots = mgt__cpu_count();
+    if (pool && mgt__blas.slots > pool - mgt__blas.openblas_threads) mgt__blas.slots = pool - mgt__blas.openblas_threads;
+    if (mgt__blas.slots < 1) mgt__blas.slots = 1;
+}
+
+MGTDEF void mgt_blas_describe(char *out, size_t cap, int *threads) {
+    const char *c;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    c = mgt__blas.config ? mgt__blas.config() : NULL;
+    if (threads) *threads = mgt__blas.get_threads ? mgt__blas.get_threads() : 0;
+    if (c) snprintf(out, cap, "%s (%s)", c, !mgt__blas.parallel ? "threading unknown" : mgt__blas.parallel() == 0 ? "serial" :
+                                          mgt__blas.parallel() == 1 ? "pthreads" : "OpenMP");
+    else snprintf(out, cap, "a CBLAS that is not OpenBLAS (no openblas_get_config): mgt limits it to one call per core, nothing more");
+    pthread_mutex_unlock(&mgt__blas.mu);
+}
+
+/* calls allowed at once, and the address space OpenBLAS's buffers for them still need */
+static int mgt__blas_slots(size_t *still_needed) {
+    int n;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    n = mgt__blas.slots;
+    if (still_needed)
+        *still_needed = mgt__blas.ready || !mgt__blas.alloc ? 0
+                        : (size_t)n * (mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes : MGT__BLAS_BUFFER_GUESS);
+    pthread_mutex_unlock(&mgt__blas.mu);
+    return n;
+}
+
+/* once per process, from the first CPU backend: one thread, OpenBLAS's own threads stopped, and
+   `slots` buffers allocated, each after a probe of the address space it needs */
+static mgt_result mgt__blas_prepare(void) {
+    mgt_result res = MGT_OK;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    if (!mgt__blas.ready) {
+        void *held[4096];
+        int n = 0, i, want = mgt__blas.slots < 4096 ? mgt__blas.slots : 4096;
+        if (mgt__blas.set_threads) mgt__blas.set_threads(1); /* before the shutdown, which it would undo */
+        if (mgt__blas.shutdown && mgt__blas.parallel && mgt__blas.parallel() == 1 && mgt__blas.openblas_threads > 1) mgt__blas.shutdown();
+        for (; mgt__blas.alloc && mgt__blas.release && n < want; n++) {
+            size_t probe = mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes + ((size_t)1 << 20) : 2 * MGT__BLAS_BUFFER_GUESS;
+            double before, after;
+            void *p = malloc(probe); /* a fresh mapping, not touched: address space only */
+            if (!p) {
+                double have, mapped;
+                struct rlimit lim;
+                char limit[160] = "";
+                mgt__self_memory(&mapped, NULL);
+                have = getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY ? (double)lim.rlim_cur : -1;
+                if (have >= 0) snprintf(limit, sizeof limit, " of the %.0f MiB that ulimit -v (RLIMIT_AS) allows; raise ulimit -v", have / 1048576.0);
+                res = mgt__fail(MGT_ERROR_MEMORY,
+                                "out of memory: OpenBLAS needs a buffer of %.0f MiB of address space for each GEMM running at once (%d here, one per "
+                                "core) and there is no room for %s: this process maps %.0f MiB%s%s",
+                                (double)(mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes : MGT__BLAS_BUFFER_GUESS) / 1048576.0, want,
+                                n ? "the next" : "the first", mapped / 1048576.0, limit,
+                                mgt__blas.openblas_threads > 1 ? "; OPENBLAS_NUM_THREADS=1 in the environment keeps OpenBLAS's own threads from taking theirs" : "");
+                break;
+            }
+            free(p);
+            mgt__self_memory(&before, NULL);
+            held[n] = mgt__blas.alloc(0);
+            mgt__self_memory(&after, NULL);
+            if (after > before && (size_t)(after - before) > mgt__blas.buffer_bytes) mgt__blas.buffer_bytes = (size_t)(after - before);
+        }
+        for (i = 0; i < n; i++) if (held[i]) mgt__blas.release(held[i]);
+        mgt__blas.ready = res == MGT_OK;
+    }
+    pthread_mutex_unlock(&mgt__blas.mu);
+    return res;
+}
+
+/* C = alpha op(A) op(B) + beta C on the calling thread, waiting while `slots` calls run */
+static void mgt__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                       float *C, int ldc) {
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    while (mgt__blas.busy >= mgt__blas.slots) pthread_cond_wait(&mgt__blas.free_slot, &mgt__blas.mu);
+    mgt__blas.busy++;
+    pthread_mutex_unlock(&mgt__blas.mu);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas.busy--;
+    pthread_cond_signal(&mgt__blas.free_slot);
+    pthread_mutex_unlock(&mgt__blas.mu);
+}
+
+/* sgemm on row-major matrices, split across the pool along the larger of M and N.
+   Each thread calls a single-threaded BLAS on its block, so the rank owns its cores. */
+typedef struct mgt__gemm_args {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    const float *bias; /* optional (N): C rows start as bias and beta must be 1 */
+} mgt__gemm_args;
+
+static void mgt__gemm_task(void *ctx, int tid, int nth) {
+    const mgt__gemm_args *g = (const mgt__gemm_args *)ctx;
+    size_t lo, hi;
+    const float *A = g->A, *Bm = g->B;
+    float *Cm = g->C;
+    int M = g->M, N = g->N;
+    if (g->M >= g->N) {
+        mgt__span((size_t)g->M, tid, nth, 16, &lo, &hi);
+        if (hi <= lo) return;
+        A = g->ta ? g->A + lo : g->A + lo * (size_t)g->lda;
+        Cm = g->C + lo * (size_t)g->ldc;
+        M = (int)(hi - lo);
+        if (g->bias) {
+            size_t i;
+            for (i = 0; i < (size_t)M; i++) memcpy(Cm + i * (size_t)g->ldc, g->bias, sizeof(float) * (size_t)N);
+        }
+    } else {
+        mgt__span((size_t)g->N, tid, nth, 16, &lo, &hi);
+        if (hi <= lo) return;
+        Bm = g->tb ? g->B + lo * (size_t)g->ldb : g->B + lo;
+        Cm = g->C + lo;
+        N = (int)(hi - lo);
+        if (g->bias) {
+            int i;
+            for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + lo, sizeof(float) * (size_t)N);
+        }
+    }
+    mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
+}
+
+static void mgt__gemm(mgt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *Bm, int ldb, float beta, float *Cm, int ldc, const float *bias) {
+    mgt__gemm_args g;
+    g.ta = ta; g.tb = tb; g.M = M; g.N = N; g.K = K; g.lda = lda; g.ldb = ldb; g.ldc = ldc;
+    g.alpha = alpha; g.beta = bias ? 1.0f : beta; g.A = A; g.B = Bm; g.C = Cm; g.bias = bias;
+    mgt__pool_run(MGT__POOL(be), mgt__gemm_task, &g);
+}
+
+static void *mgt__cpu_alloc(mgt_backend *be, size_t bytes, int category) {
+    void *p = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64)) return NULL;
+    memset(p, 0, rounded);
+    mgt__account(be, (long long)bytes, category);
+    return p;
+}
+static void mgt__cpu_free(mgt_backend *be, void *ptr, size_t bytes, int category) {
+    if (!ptr) return;
+    free(ptr);
+    mgt__account(be, -(long long)bytes, category);
+}
+static void mgt__cpu_copy(mgt_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memcpy(dst, src, bytes);
+}
+
+/* encoder: out (B,T,C) = wte[token - vocab_start] (tokens of this vocabulary slice) + wpe[t] */
+static void mgt__encoder_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int T = a->n[1], C = a->n[2], v0 = a->n[3], rows = a->n[4], c;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0] * (size_t)T, tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        int v = a->ints[r] - v0;
+        const float *e = v >= 0 && v < rows ? a->in[0] + (size_t)v * (size_t)C : NULL, *p = a->in[1] ? a->in[1] + (r % (size_t)T) * (size_t)C : NULL;
+        float *o = a->out[0] + r * (size_t)C;
+        for (c = 0; c < C; c++) o[c] = (e ? e[c] : 0.0f) + (p ? p[c] : 0.0f);
+    }
+}
+static void mgt__cpu_encoder_forward(mgt_backend *be, float *out, const int *tokens, const float *wte, int vocab_start, int vocab_rows,
+                                     const float *wpe, int B, int T, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.in[0] = wte; a.in[1] = wpe; a.ints = tokens; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = vocab_start; a.n[4] = vocab_rows;
+    mgt__pool_run(MGT__POOL(be), mgt__encoder_fwd_task, &a);
+}
+/* split by channels, so no two threads touch one gradient element and the sum order is fixed */
+static void mgt__encoder_bwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int B = a->n[0], T = a->n[1], C = a->n[2], v0 = a->n[3], rows = a->n[4], b, t;
+    size_t lo, hi, c;
+    mgt__span((size_t)C, tid, nth, 16, &lo, &hi);
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++) {
+            const float *d = a->in[0] + ((size_t)b * (size_t)T + (size_t)t) * (size_t)C;
+            int v = a->ints[b * T + t] - v0;
+            if (v >= 0 && v < rows) {
+                float *dw = a->out[0] + (size_t)v * (size_t)C;
+                for (c = lo; c < hi; c++) dw[c] += d[c];
+            }
+            if (a->out[1]) {
+                float *dp = a->out[1] + (size_t)t * (size_t)C;
+                for (c = lo; c < hi; c++) dp[c] += d[c];
+            }
+        }
+}
+static void mgt__cpu_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const float *dout, const int *tokens, int vocab_start,
+                                      int vocab_rows, int B, int T, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = dwte; a.out[1] = dwpe; a.in[0] = dout; a.ints = tokens; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = vocab_start; a.n[4] = vocab_rows;
+    mgt__pool_run(MGT__POOL(be), mgt__encoder_bwd_task, &a);
+}
+
+/* sum of n floats in 8 independent lanes (vectorises without -ffast-math), then in a fixed order */
+static float mgt__sum8(const float *x, int n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
+    int i, j;
+    for (i = 0; i + 8 <= n; i += 8)
+        for (j = 0; j < 8; j++) acc[j] += x[i + j];
+    for (; i < n; i++) s += x[i];
+    for (j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
+/* layernorm: out (N,C) = (inp - mean) * rstd * weight + bias, with eps 1e-5 */
+static void mgt__ln_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int C = a->n[1], c, j;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *x = a->in[0] + r * (size_t)C;
+        float *o = a->out[0] + r * (size_t)C, m, v = 0, s, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        m = mgt__sum8(x, C) / (float)C;
+        for (c = 0; c + 8 <= C; c += 8)
+            for (j = 0; j < 8; j++) acc[j] += (x[c + j] - m) * (x[c + j] - m);
+        for (; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        for (j = 0; j < 8; j++) v += acc[j];
+        v /= (float)C;
+        s = 1.0f / sqrtf(v + 1e-5f);
+        for (c = 0; c < C; c++) o[c] = (x[c] - m) * s * a->in[1][c] + a->in[2][c];
+        a->out[1][r] = m;
+        a->out[2][r] = s;
+    }
+}
+static void mgt__cpu_layernorm_forward(mgt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *weight, const float *bias, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.out[1] = mean; a.out[2] = rstd; a.in[0] = inp; a.in[1] = weight; a.in[2] = bias; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__ln_fwd_task, &a);
+}
+/* pass 1 over rows: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = weight * dout */
+static void mgt__ln_bwd_rows_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int C = a->n[1], c, j;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *d = a->in[0] + r * (size_t)C, *x = a->in[1] + r * (size_t)C, *w = a->in[2];
+        float m = a->in[3][r], rs = a->in[4][r], mg = 0, mgx = 0, *di = a->out[0] + r * (size_t)C;
+        float ag[8] = {0, 0, 0, 0, 0, 0, 0, 0}, agx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (c = 0; c + 8 <= C; c += 8)
+            for (j = 0; j < 8; j++) {
+                float g = w[c + j] * d[c + j];
+                ag[j] += g;
+                agx[j] += g * (x[c + j] - m) * rs;
+            }
+        for (; c < C; c++) { float g = w[c] * d[c]; mg += g; mgx += g * (x[c] - m) * rs; }
+        for (j = 0; j < 8; j++) { mg += ag[j]; mgx += agx[j]; }
+        mg /= (float)C;
+        mgx /= (float)C;
+        for (c = 0; c < C; c++) di[c] += rs * (w[c] * d[c] - mg - (x[c] - m) * rs * mgx);
+    }
+}
+/* pass 2 over channels: dweight += sum dout*xhat, dbias += sum dout (fixed row order) */
+static void mgt__ln_bwd_params_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int N = a->n[0], C = a->n[1];
+    size_t lo, hi, c;
+    int r;
+    mgt__span((size_t)C, tid, nth, 16, &lo, &hi);
+    for (r = 0; r < N; r++) {
+        const float *d = a->in[0] + (size_t)r * (size_t)C, *x = a->in[1] + (size_t)r * (size_t)C;
+        float m = a->in[3][r], rs = a->in[4][r];
+        for (c = lo; c < hi; c++) { a->out[1][c] += d[c] * (x[c] - m) * rs; a->out[2][c] += d[c]; }
+    }
+}
+static void mgt__cpu_layernorm_backward(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                        const float *weight, const float *mean, const float *rstd, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = dinp; a.out[1] = dweight; a.out[2] = dbias;
+    a.in[0] = dout; a.in[1] = inp; a.in[2] = weight; a.in[3] = mean; a.in[4] = rstd; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__ln_bwd_rows_task, &a);
+    mgt__pool_run(MGT__POOL(be), mgt__ln_bwd_params_task, &a);
+}
+
+/* matmul: out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC) */
+static void mgt__cpu_matmul_forward(mgt_backend *be, float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
+    mgt__gemm(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, bias);
+}
+/* dbias (OC) += column sums of dout (N,OC), split by columns for a fixed summation order */
+static void mgt__bias_bwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int N = a->n[0], OC = a->n[1], r;
+    size_t lo, hi, o;
+    mgt__span((size_t)OC, tid, nth, 16, &lo, &hi);
+    for (r = 0; r < N; r++) {
+        const float *d = a->in[0] + (size_t)r * (size_t)OC;
+        for (o = lo; o < hi; o++) a->out[0][o] += d[o];
+    }
+}
+static void mgt__cpu_matmul_backward(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                     const float *weight, int N, int C, int OC) {
+    if (dinp) mgt__gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C, NULL);   /* dinp = dout @ W */
+    mgt__gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C, NULL);            /* dW += dout^T @ inp */
+    if (dbias) {
+        mgt__args a;
+        memset(&a, 0, sizeof a);
+        a.out[0] = dbias; a.in[0] = dout; a.n[0] = N; a.n[1] = OC;
+        mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_task, &a);
+    }
+}
+
+/* out (N,C) += residual + bias: the bias of a row-parallel layer, added once after the reduction */
+static void mgt__bias_residual_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int C = a->n[1], c;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        float *o = a->out[0] + r * (size_t)C;
+        const float *x = a->in[0] + r * (size_t)C;
+        if (a->in[1])
+            for (c = 0; c < C; c++) o[c] += x[c] + a->in[1][c];
+        else
+            for (c = 0; c < C; c++) o[c] += x[c];
+    }
+}
+static void mgt__cpu_bias_residual(mgt_backend *be, float *out, const float *residual, const float *bias, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.in[0] = residual; a.in[1] = bias; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__bias_residual_task, &a);
+}
+static void mgt__cpu_bias_backward(mgt_backend *be, float *dbias, const float *dout, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = dbias; a.in[0] = dout; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_task, &a);
+}
+
+/* causal self-attention per (batch, key/value head), on qkv (B,T,W) laid out [q | k | v], W = (NH + 2 NKV) hs:
+   query head h on channels h*hs.. of q, its key/value head h / (NH / NKV) on the same channels of k
+   and v. att (B,NH,T,T) keeps the softmax probabilities for backward. The query heads that share a
+   key/value head run in one task, so their dK and dV add up without a race, in head order. */
+static void mgt__attn_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], NKV = a->n[4], hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, t, j, g;
+    float scale = 1.0f / sqrtf((float)hs);
+    size_t lo, hi, bk;
+    mgt__span((size_t)B * (size_t)NKV, tid, nth, 1, &lo, &hi);
+    for (bk = lo; bk < hi; bk++)
+        for (g = 0; g < group; g++) {
+            size_t b = bk / (size_t)NKV, kvh = bk % (size_t)NKV, h = kvh * (size_t)group + (size_t)g, bh = b * (size_t)NH + h;
+            const float *row = a->in[0] + b * (size_t)T * (size_t)W, *q = row + h * (size_t)hs, *k = row + C + kvh * (size_t)hs, *v = k + NKV * hs;
+            float *att = a->out[1] + bh * (size_t)T * (size_t)T, *out = a->out[0] + b * (size_t)T * (size_t)C + h * (size_t)hs;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, W, k, W, 0.0f, att, T);
+            for (t = 0; t < T; t++) {
+                float *p = att + (size_t)t * (size_t)T, mx = p[0], sum = 0, inv;
+                for (j = 1; j <= t; j++) mx = p[j] > mx ? p[j] : mx;
+                for (j = 0; j <= t; j++) p[j] = mgt__expf(p[j] - mx);
+                sum = mgt__sum8(p, t + 1);
+                inv = 1.0f / sum;
+                for (j = 0; j <= t; j++) p[j] *= inv;
+                for (j = t + 1; j < T; j++) p[j] = 0.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, v, W, 0.0f, out, C);
+        }
+}
+static void mgt__cpu_attention_forward(mgt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH, int NKV) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.out[1] = att; a.in[0] = qkv; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.n[4] = NKV;
+    mgt__pool_run(MGT__POOL(be), mgt__attn_fwd_task, &a);
+}
+static void mgt__attn_bwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    const mgt__cpu *cpu = (const mgt__cpu *)a->be->impl;
+    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], NKV = a->n[4], hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, t, j, g;
+    float scale = 1.0f / sqrtf((float)hs), *dp = cpu->scratch + (size_t)tid * cpu->scratch_per_thread;
+    size_t lo, hi, bk;
+    mgt__span((size_t)B * (size_t)NKV, tid, nth, 1, &lo, &hi);
+    for (bk = lo; bk < hi; bk++)
+        for (g = 0; g < group; g++) {
+            size_t b = bk / (size_t)NKV, kvh = bk % (size_t)NKV, h = kvh * (size_t)group + (size_t)g, bh = b * (size_t)NH + h;
+            size_t row = b * (size_t)T * (size_t)W, qoff = row + h * (size_t)hs, koff = row + (size_t)C + kvh * (size_t)hs;
+            const float *q = a->in[1] + qoff, *k = a->in[1] + koff, *v = k + NKV * hs;
+            const float *att = a->in[2] + bh * (size_t)T * (size_t)T, *dout = a->in[0] + b * (size_t)T * (size_t)C + h * (size_t)hs;
+            float *dq = a->out[0] + qoff, *dk = a->out[0] + koff, *dv = dk + NKV * hs, first = g == 0 ? 0.0f : 1.0f; /* the group's first head writes dK, dV */
+            /* dP = dY V^T, dV = P^T dY */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout, C, v, W, 0.0f, dp, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, dout, C, first, dv, W);
+            /* dS = P * (dP - rowsum(P * dP)), zero above the diagonal */
+            for (t = 0; t < T; t++) {
+                const float *p = att + (size_t)t * (size_t)T;
+                float *d = dp + (size_t)t * (size_t)T, dot = 0, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                int n = t + 1;
+                for (j = 0; j + 8 <= n; j += 8) {
+                    int l;
+                    for (l = 0; l < 8; l++) acc[l] += p[j + l] * d[j + l];
+                }
+                for (; j < n; j++) dot += p[j] * d[j];
+                for (j = 0; j < 8; j++) dot += acc[j];
+                for (j = 0; j < n; j++) d[j] = p[j] * (d[j] - dot);
+                for (j = n; j < T; j++) d[j] = 0.0f;
+            }
+            /* dQ = scale * dS K, dK = scale * dS^T Q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dp, T, k, W, 0.0f, dq, W);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dp, T, q, W, first, dk, W);
+        }
+}
+static void mgt__cpu_attention_backward(mgt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH,
+                                        int NKV) {
+    mgt__args a;
+    if ((size_t)T * (size_t)T > ((mgt__cpu *)be->impl)->scratch_per_thread) abort(); /* sized from seq_len at creation */
+    memset(&a, 0, sizeof a);
+    a.out[0] = dqkv; a.in[0] = dout; a.in[1] = qkv; a.in[2] = att; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.n[4] = NKV; a.be = be;
+    mgt__pool_run(MGT__POOL(be), mgt__attn_bwd_task, &a);
+}
+
+/* GELU, tanh approximation (GPT-2) */
+#define MGT__GELU_S 0.7978845608028654f /* sqrt(2/pi) */
+static void mgt__gelu_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    size_t lo, hi, i;
+    mgt__span(a->count, tid, nth, 64, &lo, &hi);
+    for (i = lo; i < hi; i++) {
+        float x = a->in[0][i];
+        a->out[0][i] = 0.5f * x * (1.0f + mgt__tanhf(MGT__GELU_S * (x + 0.044715f * x * x * x)));
+    }
+}
+static void mgt__gelu_bwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    size_t lo, hi, i;
+    mgt__span(a->count, tid, nth, 64, &lo, &hi);
+    for (i = lo; i < hi; i++) {
+        float x = a->in[0][i], u = MGT__GELU_S * (x + 0.044715f * x * x * x), th = mgt__tanhf(u);
+        float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * MGT__GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+        a->out[0][i] = grad * a->in[1][i];
+    }
+}
+static void mgt__cpu_gelu_forward(mgt_backend *be, float *out, const float *inp, size_t n) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.in[0] = inp; a.count = n;
+    mgt__pool_run(MGT__POOL(be), mgt__gelu_fwd_task, &a);
+}
+static void mgt__cpu_gelu_backward(mgt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = dinp; a.in[0] = inp; a.in[1] = dout; a.count = n;
+    mgt__pool_run(MGT__POOL(be), mgt__gelu_bwd_task, &a);
+}
+
+/* RMSNorm (Llama): out (N,C) = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps); no mean, no bias */
+static void mgt__rms_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int C = a->n[1], c, j;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *x = a->in[0] + r * (size_t)C;
+        float *o = a->out[0] + r * (size_t)C, ss = 0, s, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (c = 0; c + 8 <= C; c += 8)
+            for (j = 0; j < 8; j++) acc[j] += x[c + j] * x[c + j];
+        for (; c < C; c++) ss += x[c] * x[c];
+        for (j = 0; j < 8; j++) ss += acc[j];
+        s = 1.0f / sqrtf(ss / (float)C + a->f[0]);
+        for (c = 0; c < C; c++) o[c] = x[c] * s * a->in[1][c];
+        a->out[1][r] = s;
+    }
+}
+static void mgt__cpu_rmsnorm_forward(mgt_backend *be, float *out, float *rstd, const float *inp, const float *weight, float eps, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.out[1] = rstd; a.in[0] = inp; a.in[1] = weight; a.f[0] = eps; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__rms_fwd_task, &a);
+}
+/* pass 1 over rows: dinp += rstd * (g - xhat * mean(g * xhat)), g = weight * dout, xhat = inp * rstd */
+static void mgt__rms_bwd_rows_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int C = a->n[1], c, j;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *d = a->in[0] + r * (size_t)C, *x = a->in[1] + r * (size_t)C, *w = a->in[2];
+        float rs = a->in[3][r], mgx = 0, *di = a->out[0] + r * (size_t)C, agx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (c = 0; c + 8 <= C; c += 8)
+            for (j = 0; j < 8; j++) agx[j] += w[c + j] * d[c + j] * x[c + j] * rs;
+        for (; c < C; c++) mgx += w[c] * d[c] * x[c] * rs;
+        for (j = 0; j < 8; j++) mgx += agx[j];
+        mgx /= (float)C;
+        for (c = 0; c < C; c++) di[c] += rs * (w[c] * d[c] - x[c] * rs * mgx);
+    }
+}
+/* pass 2 over channels: dweight += sum dout * xhat (fixed row order) */
+static void mgt__rms_bwd_params_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int N = a->n[0], C = a->n[1], r;
+    size_t lo, hi, c;
+    mgt__span((size_t)C, tid, nth, 16, &lo, &hi);
+    for (r = 0; r < N; r++) {
+        const float *d = a->in[0] + (size_t)r * (size_t)C, *x = a->in[1] + (size_t)r * (size_t)C;
+        float rs = a->in[3][r];
+        for (c = lo; c < hi; c++) a->out[1][c] += d[c] * x[c] * rs;
+    }
+}
+static void mgt__cpu_rmsnorm_backward(mgt_backend *be, float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                                      const float *rstd, int N, int C) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = dinp; a.out[1] = dweight; a.in[0] = dout; a.in[1] = inp; a.in[2] = weight; a.in[3] = rstd; a.n[0] = N; a.n[1] = C;
+    mgt__pool_run(MGT__POOL(be), mgt__rms_bwd_rows_task, &a);
+    mgt__pool_run(MGT__POOL(be), mgt__rms_bwd_params_task, &a);
+}
+
+/* RoPE (Llama), in place on the q and k heads of each row of qkv (B,T,(NH + 2 NKV) hs): the pair
+   (i, i + hs/2) of a head at position t turns by t x theta^(-2i/hs), computed in fp32 as Hugging
+   Face computes its cos/sin tables. `sign` -1 turns back: the backward of a rotation is its inverse. */
+static void mgt__rope_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int T = a->n[1], NH = a->n[2], NKV = a->n[3], hs = a->n[4], half = hs / 2, W = (NH + 2 * NKV) * hs, i, h;
+    float theta = a->f[0], sign = a->f[1];
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0] * (size_t)T, tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        float *row = a->out[0] + r * (size_t)W, pos = (float)(r % (size_t)T);
+        for (i = 0; i < half; i++) {
+            float angle = pos * (1.0f / powf(theta, (float)(2 * i) / (float)hs)), c = cosf(angle), sn = sign * sinf(angle);
+            for (h = 0; h < NH + NKV; h++) { /* the q heads, then the k heads right after them */
+                float *x = row + (size_t)h * (size_t)hs, x0 = x[i], x1 = x[half + i];
+                x[i] = x0 * c - x1 * sn;
+                x[half + i] = x1 * c + x0 * sn;
+            }
+        }
+    }
+}
+static void mgt__cpu_rope(mgt_backend *be, float *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = qkv; a.n[0] = B; a.n[1] = T; a.n[2] = NH; a.n[3] = NKV; a.n[4] = hs; a.f[0] = theta; a.f[1] = sign;
+    mgt__pool_run(MGT__POOL(be), mgt__rope_task, &a);
+}
+/* SwiGLU (Llama): out (N,H) = silu(gate) * up with gate = inp[:, :H], up = inp[:, H:], silu(g) = g sigmoid(g) */
+static void mgt__swiglu_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int H = a->n[1], c;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *g = a->in[0] + r * 2 * (size_t)H, *u = g + H;
+        float *o = a->out[0] + r * (size_t)H;
+        for (c = 0; c < H; c++) o[c] = g[c] / (1.0f + mgt__expf(-g[c])) * u[c];
+    }
+}
+static void mgt__swiglu_bwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int H = a->n[1], c;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *g = a->in[0] + r * 2 * (size_t)H, *u = g + H, *d = a->in[1] + r * (size_t)H;
+        float *dg = a->out[0] + r * 2 * (size_t)H, *du = dg + H;
+        for (c = 0; c < H; c++) {
+            float sig = 1.0f / (1.0f + mgt__expf(-g[c])), gd = d[c];
+            du[c] = gd * g[c] * sig;
+            dg[c] = gd * u[c] * sig * (1.0f + g[c] * (1.0f - sig));
+        }
+    }
+}
+static void mgt__cpu_swiglu_forward(mgt_backend *be, float *out, const float *inp, int N, int H) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = out; a.in[0] = inp; a.n[0] = N; a.n[1] = H;
+    mgt__pool_run(MGT__POOL(be), mgt__swiglu_fwd_task, &a);
+}
+static void mgt__cpu_swiglu_backward(mgt_backend *be, float *dinp, const float *inp, const float *dout, int N, int H) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = dinp; a.in[0] = inp; a.in[1] = dout; a.n[0] = N; a.n[1] = H;
+    mgt__pool_run(MGT__POOL(be), mgt__swiglu_bwd_task, &a);
+}
+
+static void mgt__add_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    size_t lo, hi, i;
+    mgt__span(a->count, tid, nth, 64, &lo, &hi);
+    for (i = lo; i < hi; i++) a->out[0][i] += a->in[0][i];
+}
+static void mgt__cpu_add_inplace(mgt_backend *be, float *y, const float *x, size_t n) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = y; a.in[0] = x; a.count = n;
+    mgt__pool_run(MGT__POOL(be), mgt__add_task, &a);
+}
+static void mgt__scale_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    size_t lo, hi, i;
+    mgt__span(a->count, tid, nth, 64, &lo, &hi);
+    for (i = lo; i < hi; i++) a->out[0][i] *= a->f[0];
+}
+static void mgt__zero_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    size_t lo, hi;
+    mgt__span(a->count, tid, nth, 4096, &lo, &hi);
+    if (hi > lo) memset((char *)a->out[0] + lo, 0, hi - lo);
+}
+static void mgt__cpu_zero(mgt_backend *be, void *x, size_t bytes) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = (float *)x; a.count = bytes;
+    mgt__pool_run(MGT__POOL(be), mgt__zero_task, &a);
+}
+static void mgt__cpu_scale(mgt_backend *be, float *x, float factor, size_t n) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = x; a.f[0] = factor; a.count = n;
+    mgt__pool_run(MGT__POOL(be), mgt__scale_task, &a);
+}
+
+/* cross-entropy, vocabulary-parallel: each rank has columns [v0, v0 + Vl) of the logits */
+static void mgt__xent_partial_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int v0 = a->n[1], Vl = a->n[2], V = a->n[3], valid = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl, i;
+    size_t lo, hi, r;
+    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        const float *l = a->in[0] + r * (size_t)Vl;
+        float *part = a->out[1] + r * 3, mx = -INFINITY, e[256];
+        int y = a->ints[r] - v0, j, k;
+        part[2] = y >= 0 && y < valid ? l[y] : 0.0f;
+        for (i = 0; i < valid; i++) mx = l[i] > mx ? l[i] : mx;
+        part[0] = mx;
+        part[1] = 0.0f;
+        for (i = 0; i < valid; i += k) { /* the exponentials a block at a time: the logits stay as they are */
+            k = valid - i < 256 ? valid - i : 256;
+            for (j = 0; j < k; j++) e[j] = mgt__expf(l[i + j] - mx);
+            part[1] += mgt__sum8(e, k);
+        }
+    }
+}
+static void mgt__cpu_xent_partial(mgt_backend *be, float *part, const float *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.in[0] = logits; a.out[1] = part; a.ints = targets; a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V;
+    mgt__pool_run(MGT__POOL(be), mgt__xent_partial_task, &a);
+}
+static void mgt__xent_finish_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    int N = a->n[0], v0 = a->n[1], Vl = a->n[2], V = a->n[3], tp = a->n[4], i, k;
+    int valid = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
+    float gs = a->f[0];
+    size_t lo, hi, r;
+    mgt__span((size_t)N, tid, nth, 1, &lo, &hi);
+    for (r = lo; r < hi; r++) {
+        float *l = a->out[0] + r * (size_t)Vl, M = -INFINITY, scale;
+        double S = 0, target = 0;
+        int y = a->ints[r] - v0;
+        for (k = 0; k < tp; k++) { const float *p = a->in[0] + ((size_t)k * (size_t)N + r) * 3; if (p[1] > 0 && p[0] > M) M = p[0]; }
+        for (k = 0; k < tp; k++) { /* in rank order: the same sum on every rank */
+            const float *p = a->in[0] + ((size_t)k * (size_t)N + r) * 3;
+            if (p[1] > 0) S += (double)p[1] * (double)mgt__expf(p[0] - M);
+            target += p[2];
+        }
+        a->dout[r] = log(S) + (double)M - target;
+        if (gs == 0.0f) continue;
+        scale = (float)(1.0 / S) * gs;
+        for (i = 0; i < valid; i++) l[i] = mgt__expf(l[i] - M) * scale;
+        if (y >= 0 && y < valid) l[y] -= gs;
+        for (i = valid; i < Vl; i++) l[i] = 0.0f;
+    }
+}
+static void mgt__cpu_xent_finish(mgt_backend *be, double *losses, float *logits, const float *parts, int tp, const int *targets, int N,
+                                 int vocab_start, int Vl, int V, float grad_scale) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = logits; a.in[0] = parts; a.dout = losses; a.ints = targets;
+    a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V; a.n[4] = tp; a.f[0] = grad_scale;
+    mgt__pool_run(MGT__POOL(be), mgt__xent_finish_task, &a);
+}
+
+/* sum of squares in fixed blocks of 65536, each in double, added in block order: the result does
+   not depend on the thread count */
+#define MGT__SS_BLOCK 65536
+static void mgt__ss_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    size_t nblocks = (a->count + MGT__SS_BLOCK - 1) / MGT__SS_BLOCK, lo, hi, bl;
+    mgt__span(nblocks, tid, nth, 1, &lo, &hi);
+    for (bl = lo; bl < hi; bl++) {
+        size_t i0 = bl * MGT__SS_BLOCK, i1 = i0 + MGT__SS_BLOCK < a->count ? i0 + MGT__SS_BLOCK : a->count, i;
+        double s = 0, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int j;
+        for (i = i0; i + 8 <= i1; i += 8)
+            for (j = 0; j < 8; j++) acc[j] += (double)a->in[0][i + j] * a->in[0][i + j];
+        for (; i < i1; i++) s += (double)a->in[0][i] * a->in[0][i];
+        for (j = 0; j < 8; j++) s += acc[j];
+        a->dout[bl] = s;
+    }
+}
+static double mgt__cpu_sum_squares(mgt_backend *be, const float *x, size_t n) {
+    mgt__args a;
+    size_t nblocks = (n + MGT__SS_BLOCK - 1) / MGT__SS_BLOCK, i;
+    double total = 0, stack_parts[64], *parts = nblocks <= 64 ? stack_parts : (double *)MGT_MALLOC(sizeof(double) * nblocks);
+    if (!parts) return NAN;
+    memset(&a, 0, sizeof a);
+    a.in[0] = x; a.count = n; a.dout = parts;
+    mgt__pool_run(MGT__POOL(be), mgt__ss_task, &a);
+    for (i = 0; i < nblocks; i++) total += parts[i];
+    if (parts != stack_parts) MGT_FREE(parts);
+    return total;
+}
+
+/* AdamW, as torch.optim.AdamW: decoupled decay, bias-corrected moments; grad_scale applies clipping */
+static void mgt__adamw_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    float lr = a->f[0], b1 = a->f[1], b2 = a->f[2], eps = a->f[3], wd = a->f[4], gs = a->f[5], bc1 = a->f[6], bc2 = a->f[7];
+    float *p = a->out[0], *m = a->out[1], *v = a->out[2];
+    const float *g = a->in[0];
+    float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
+    size_t lo, hi, i;
+    mgt__span(a->count, tid, nth, 64, &lo, &hi);
+    for (i = lo; i < hi; i++) {
+        float gi = g[i] * gs;
+        m[i] = b1 * m[i] + (1.0f - b1) * gi;
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        p[i] = p[i] * decay - step * m[i] / (sqrtf(v[i]) / sbc2 + eps);
+    }
+}
+static void mgt__cpu_adamw(mgt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                           float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2) {
+    mgt__args a;
+    memset(&a, 0, sizeof a);
+    a.out[0] = param; a.out[1] = m; a.out[2] = v; a.in[0] = grad; a.count = n;
+    a.f[0] = lr; a.f[1] = beta1; a.f[2] = beta2; a.f[3] = eps; a.f[4] = weight_decay; a.f[5] = grad_scale;
+    a.f[6] = bias_correction1; a.f[7] = bias_correction2;
+    mgt__pool_run(MGT__POOL(be), mgt__adamw_task, &a);
+}
+
+/* ---- storage types on the CPU: fp32 runs the code above as it is; bf16 and fp16 widen their
+   inputs into fp32 workspace, run the same code, and round what they store once (to nearest even):
+   the numerics of a GPU kernel that computes in fp32 and stores 16-bit. The workspace is sized
+   from the rank's shapes (mgt__widen_floats) and counted as workspace memory. ---- */
+
+static size_t mgt__dtype_size(int dtype) { return dtype == MGT_F32 ? 4 : 2; }
+static float mgt__load(const void *base, size_t i, int dtype) { /* element i of a tensor in dtype */
+    if (dtype == MGT_BF16) return mgt__bf16_to_f32(((const uint16_t *)base)[i]);
+    if (dtype == MGT_F16) return mgt__f16_to_f32(((const uint16_t *)base)[i]);
+    return ((const float *)base)[i];
+}
+static void mgt__store(void *base, size_t i, int dtype, float v) { /* element i of a tensor in dtype, rounded */
+    if (dtype == MGT_F32) ((float *)base)[i] = v;
+    else ((uint16_t *)base)[i] = dtype == MGT_BF16 ? mgt__f32_to_bf16(v) : mgt__f32_to_f16(v);
+}
+
+typedef struct mgt__cast_args { void *dst; const void *src; int dd, sd; size_t n; } mgt__cast_args;
+static void mgt__cast_task(void *ctx, int tid, int nth) {
+    const mgt__cast_args *c = (const mgt__cast_args *)ctx;
+    size_t lo, hi, i;
+    mgt__span(c->n, tid, nth, 1024, &lo, &hi);
+    if (c->dd == c->sd) { memcpy((char *)c->dst + lo * mgt__dtype_size(c->dd), (const char *)c->src + lo * mgt__dtype_size(c->sd), (hi - lo) * mgt__dtype_size(c->dd)); return; }
+    /* one loop per pair, so that each vectorises */
+    if (c->sd == MGT_BF16 && c->dd == MGT_F32) for (i = lo; i < hi; i++) ((float *)c->dst)[i] = mgt__bf16_to_f32(((const uint16_t *)c->src)[i]);
+    else if (c->sd == MGT_F32 && c->dd == MGT_BF16) for (i = lo; i < hi; i++) ((uint16_t *)c->dst)[i] = mgt__f32_to_bf16(((const float *)c->src)[i]);
+    else if (c->sd == MGT_F16 && c->dd == MGT_F32) for (i = lo; i < hi; i++) ((float *)c->dst)[i] = mgt__f16_to_f32(((const uint16_t *)c->src)[i]);
+    else if (c->sd == MGT_F32 && c->dd == MGT_F16) for (i = lo; i < hi; i++) ((uint16_t *)c->dst)[i] = mgt__f32_to_f16(((const float *)c->src)[i]);
+    else /* between the two 16-bit types, through fp32 */
+        for (i = lo; i < hi; i++) {
+            float x = c->sd == MGT_BF16 ? mgt__bf16_to_f32(((const uint16_t *)c->src)[i]) : mgt__f16_to_f32(((const uint16_t *)c->src)[i]);
+            ((uint16_t *)c->dst)[i] = c->dd == MGT_BF16 ? mgt__f32_to_bf16(x) : mgt__f32_to_f16(x);
+        }
+}
+static void mgt__cpu_cast(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n) {
+    mgt__cast_args c;
+    if (!n) return;
+    c.dst = dst; c.src = src; c.dd = dst_dtype; c.sd = src_dtype; c.n = n;
+    mgt__pool_run(MGT__POOL(be), mgt__cast_task, &c);
+}
+
+/* the workspace of one op: taken in 64-byte pieces, released together by the next op */
+static float *mgt__wide_take(mgt_backend *be, size_t n) {
+    mgt__cpu *cpu = (mgt__cpu *)be->impl;
+    float *p = cpu->wide + cpu->wide_used;
+    cpu->wide_used += (n + 15) & ~(size_t)15;
+    if (cpu->wide_used > cpu->wide_floats) abort(); /* sized from the shapes at creation: a bug if it is short */
+    return p;
+}
+static float *mgt__wide_in(mgt_backend *be, const void *src, size_t n) {
+    float *p;
+    if (!src) return NULL;
+    p = mgt__wide_take(be, n);
+    mgt__cpu_cast(be, p, MGT_F32, src, be->dtype, n);
+    return p;
+}
+static void mgt__wide_out(mgt_backend *be, void *dst, const float *p, size_t n) { mgt__cpu_cast(be, dst, be->dtype, p, MGT_F32, n); }
+#define MGT__WIDE(be) (((mgt__cpu *)(be)->impl)->wide_used = 0, (be)->dtype != MGT_F32) /* starts an op: true when 16-bit */
+#define MGT__F(p) ((float *)(p))
+#define MGT__CF(p) ((const float *)(p))
+
+static void mgt__t_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int v0, int vr, const void *wpe, int B, int T, int C) {
+    size_t n = (size_t)B * T * C;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_encoder_forward(be, MGT__F(out), tokens, MGT__CF(wte), v0, vr, MGT__CF(wpe), B, T, C); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_encoder_forward(be, o, tokens, mgt__wide_in(be, wte, (size_t)vr * C), v0, vr, mgt__wide_in(be, wpe, (size_t)T * C), B, T, C);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, const void *dout, const int *tokens, int v0, int vr, int B, int T, int C) {
+    if (!MGT__WIDE(be)) { mgt__cpu_encoder_backward(be, dwte, dwpe, MGT__CF(dout), tokens, v0, vr, B, T, C); return; }
+    mgt__cpu_encoder_backward(be, dwte, dwpe, mgt__wide_in(be, dout, (size_t)B * T * C), tokens, v0, vr, B, T, C);
+}
+static void mgt__t_layernorm_forward(mgt_backend *be, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_layernorm_forward(be, MGT__F(out), mean, rstd, MGT__CF(inp), MGT__CF(w), MGT__CF(b), N, C); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_layernorm_forward(be, o, mean, rstd, mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), mgt__wide_in(be, b, (size_t)C), N, C);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_layernorm_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
+                                      const float *mean, const float *rstd, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *di;
+    if (!MGT__WIDE(be)) { mgt__cpu_layernorm_backward(be, MGT__F(dinp), dw, db, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), mean, rstd, N, C); return; }
+    di = mgt__wide_in(be, dinp, n); /* accumulated into (+=) */
+    mgt__cpu_layernorm_backward(be, di, dw, db, mgt__wide_in(be, dout, n), mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), mean, rstd, N, C);
+    mgt__wide_out(be, dinp, di, n);
+}
+static void mgt__t_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_matmul_forward(be, MGT__F(out), MGT__CF(inp), MGT__CF(w), MGT__CF(bias), N, C, OC); return; }
+    o = mgt__wide_take(be, (size_t)N * OC);
+    mgt__cpu_matmul_forward(be, o, mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), mgt__wide_in(be, bias, (size_t)OC), N, C, OC);
+    mgt__wide_out(be, out, o, (size_t)N * OC);
+}
+static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C, int OC) {
+    float *di;
+    if (!MGT__WIDE(be)) { mgt__cpu_matmul_backward(be, MGT__F(dinp), dw, db, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), N, C, OC); return; }
+    di = dinp ? mgt__wide_take(be, (size_t)N * C) : NULL;
+    mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), N, C, OC);
+    if (dinp) mgt__wide_out(be, dinp, di, (size_t)N * C);
+}
+static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n);
+static void mgt__t_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n);
+static void mgt__t_matmul_gelu_forward(mgt_backend *be, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    mgt__t_matmul_forward(be, pre, inp, w, bias, N, C, OC);
+    mgt__t_gelu_forward(be, out, pre, (size_t)N * OC);
+}
+static void mgt__t_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw, float *db, const void *dout, const void *inp, const void *w,
+                                        const void *pre, int N, int C, int OC) {
+    mgt__t_matmul_backward(be, dpre, dw, db, dout, inp, w, N, C, OC);
+    mgt__t_gelu_backward(be, dpre, pre, dpre, (size_t)N * C);
+}
+static void mgt__t_attention_forward(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV) {
+    size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * (C + 2 * (C / NH) * NKV), na = (size_t)B * NH * T * T;
+    float *o, *a;
+    if (!MGT__WIDE(be)) { mgt__cpu_attention_forward(be, MGT__F(out), MGT__F(att), MGT__CF(qkv), B, T, C, NH, NKV); return; }
+    o = mgt__wide_take(be, n);
+    a = mgt__wide_take(be, na);
+    mgt__cpu_attention_forward(be, o, a, mgt__wide_in(be, qkv, nqkv), B, T, C, NH, NKV);
+    mgt__wide_out(be, out, o, n);
+    mgt__wide_out(be, att, a, na);
+}
+static void mgt__t_attention_backward(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out, const void *att, int B, int T,
+                                      int C, int NH, int NKV) {
+    size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * (C + 2 * (C / NH) * NKV);
+    float *d;
+    (void)out; /* the probabilities are saved */
+    if (!MGT__WIDE(be)) { mgt__cpu_attention_backward(be, MGT__F(dqkv), MGT__CF(dout), MGT__CF(qkv), MGT__CF(att), B, T, C, NH, NKV); return; }
+    d = mgt__wide_take(be, nqkv);
+    mgt__cpu_attention_backward(be, d, mgt__wide_in(be, dout, n), mgt__wide_in(be, qkv, nqkv), mgt__wide_in(be, att, (size_t)B * NH * T * T), B, T, C,
+                                NH, NKV);
+    mgt__wide_out(be, dqkv, d, nqkv);
+}
+static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_gelu_forward(be, MGT__F(out), MGT__CF(inp), n); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_gelu_forward(be, o, mgt__wide_in(be, inp, n), n);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_gelu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
+    float *d, *x, *g;
+    if (!MGT__WIDE(be)) { mgt__cpu_gelu_backward(be, MGT__F(dinp), MGT__CF(inp), MGT__CF(dout), n); return; }
+    x = mgt__wide_in(be, inp, n);
+    g = mgt__wide_in(be, dout, n); /* read before dinp (which may be dout) is written */
+    d = mgt__wide_take(be, n);
+    mgt__cpu_gelu_backward(be, d, x, g, n);
+    mgt__wide_out(be, dinp, d, n);
+}
+static void mgt__t_rmsnorm_forward(mgt_backend *be, void *out, float *rstd, const void *inp, const void *w, float eps, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_rmsnorm_forward(be, MGT__F(out), rstd, MGT__CF(inp), MGT__CF(w), eps, N, C); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_rmsnorm_forward(be, o, rstd, mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), eps, N, C);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_rmsnorm_backward(mgt_backend *be, void *dinp, float *dw, const void *dout, const void *inp, const void *w, const float *rstd, int N,
+                                    int C) {
+    size_t n = (size_t)N * C;
+    float *di;
+    if (!MGT__WIDE(be)) { mgt__cpu_rmsnorm_backward(be, MGT__F(dinp), dw, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), rstd, N, C); return; }
+    di = mgt__wide_in(be, dinp, n); /* accumulated into (+=) */
+    mgt__cpu_rmsnorm_backward(be, di, dw, mgt__wide_in(be, dout, n), mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), rstd, N, C);
+    mgt__wide_out(be, dinp, di, n);
+}
+static void mgt__t_rope(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign) {
+    size_t n = (size_t)B * T * (NH + 2 * NKV) * hs;
+    float *x;
+    if (!MGT__WIDE(be)) { mgt__cpu_rope(be, MGT__F(qkv), B, T, NH, NKV, hs, theta, sign); return; }
+    x = mgt__wide_in(be, qkv, n);
+    mgt__cpu_rope(be, x, B, T, NH, NKV, hs, theta, sign);
+    mgt__wide_out(be, qkv, x, n);
+}
+static void mgt__t_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) { mgt__t_rope(be, qkv, B, T, NH, NKV, hs, theta, 1.0f); }
+static void mgt__t_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) { mgt__t_rope(be, dqkv, B, T, NH, NKV, hs, theta, -1.0f); }
+static void mgt__t_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
+    size_t n = (size_t)N * H;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_swiglu_forward(be, MGT__F(out), MGT__CF(inp), N, H); return; }
+    o = mgt__wide_take(be, n);
+    mgt__cpu_swiglu_forward(be, o, mgt__wide_in(be, inp, 2 * n), N, H);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_swiglu_backward(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H) {
+    size_t n = (size_t)N * H;
+    float *d;
+    if (!MGT__WIDE(be)) { mgt__cpu_swiglu_backward(be, MGT__F(dinp), MGT__CF(inp), MGT__CF(dout), N, H); return; }
+    d = mgt__wide_take(be, 2 * n);
+    mgt__cpu_swiglu_backward(be, d, mgt__wide_in(be, inp, 2 * n), mgt__wide_in(be, dout, n), N, H);
+    mgt__wide_out(be, dinp, d, 2 * n);
+}
+static void mgt__t_bias_residual(mgt_backend *be, void *out, const void *residual, const void *bias, int N, int C) {
+    size_t n = (size_t)N * C;
+    float *o;
+    if (!MGT__WIDE(be)) { mgt__cpu_bias_residual(be, MGT__F(out), MGT__CF(residual), MGT__CF(bias), N, C); return; }
+    o = mgt__wide_in(be, out, n);
+    mgt__cpu_bias_residual(be, o, mgt__wide_in(be, residual, n), mgt__wide_in(be, bias, (size_t)C), N, C);
+    mgt__wide_out(be, out, o, n);
+}
+static void mgt__t_bias_backward(mgt_backend *be, float *dbias, const void *dout, int N, int C) {
+    if (!MGT__WIDE(be)) { mgt__cpu_bias_backward(be, dbias, MGT__CF(dout), N, C); return; }
+    mgt__cpu_bias_backward(be, dbias, mgt__wide_in(be, dout, (size_t)N * C), N, C);
+}
+static void mgt__t_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int v0, int Vl, int V) {
+    float *l;
+    if (!MGT__WIDE(be)) { mgt__cpu_xent_partial(be, part, MGT__F(logits), targets, N, v0, Vl, V); return; }
+    l = mgt__wide_in(be, logits, (size_t)N * Vl);
+    mgt__cpu_xent_partial(be, part, l, targets, N, v0, Vl, V);
+}
+static void mgt__t_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int v0, int Vl,
+                               int V, float grad_scale) {
+    float *l;
+    if (!MGT__WIDE(be)) { mgt__cpu_xent_finish(be, losses, MGT__F(logits), parts, tp, targets, N, v0, Vl, V, grad_scale); return; }
+    l = mgt__wide_in(be, logits, (size_t)N * Vl);
+    mgt__cpu_xent_finish(be, losses, l, parts, tp, targets, N, v0, Vl, V, grad_scale);
+    if (grad_scale != 0.0f) mgt__wide_out(be, logits, l, (size_t)N * Vl);
+}
+/* the reference is adamw on each tensor in turn */
+static void mgt__cpu_adamw_many(mgt_backend *be, int count, float *const *param, void *const *param_copy, const float *const *grad, float *const *m,
+                                float *const *v, const size_t *n, const float *weight_decay, float lr, float beta1, float beta2, float eps,
+                                float grad_scale, float bias_correction1, float bias_correction2) {
+    int k;
+    for (k = 0; k < count; k++)
+        be->adamw(be, param[k], param_copy[k], grad[k], m[k], v[k], n[k], lr, beta1, beta2, eps, weight_decay[k], grad_scale, bias_correction1,
+                  bias_correction2);
+}
+/* the reference is the two ops one after the other */
+static void mgt__cpu_residual_layernorm_forward(mgt_backend *be, void *res, void *out, float *mean, float *rstd, const void *residual, const void *res_bias,
+                                                const void *weight, const void *bias, int N, int C) {
+    be->bias_residual(be, res, residual, res_bias, N, C);
+    be->layernorm_forward(be, out, mean, rstd, res, weight, bias, N, C);
+}
+static void mgt__t_adamw(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2) {
+    mgt__cpu_adamw(be, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1, bias_correction2);
+    if (param_copy) mgt__cpu_cast(be, param_copy, be->dtype, param, MGT_F32, n);
+}
+#undef MGT__F
+#undef MGT__CF
+
+/* a CPU backend of `threads` threads storing `dtype`; wide_floats of fp32 workspace for 16-bit ops */
+static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, size_t scratch_per_thread, int dtype, size_t wide_floats) {
+    mgt_backend *be = (mgt_backend *)MGT_MALLOC(sizeof *be);
+    mgt__cpu *cpu = (mgt__cpu *)MGT_MALLOC(sizeof *cpu);
+    if (!be || !cpu) { MGT_FREE(be); MGT_FREE(cpu); return mgt__fail(MGT_ERROR_MEMORY, "out of memory creating the CPU backend"); }
+    memset(be, 0, sizeof *be);
+    memset(cpu, 0, sizeof *cpu);
+    {
+        mgt_result res = mgt__blas_prepare();
+        if (res != MGT_OK) { MGT_FREE(be); MGT_FREE(cpu); return res; }
+    }
+    be->name = "cpu";
+    be->dtype = dtype;
+    be->elt = mgt__dtype_size(dtype);
+    be->impl = cpu;
+    be->host_memory = 1;
+    be->alloc = mgt__cpu_alloc;
+    be->free = mgt__cpu_free;
+    be->upload = mgt__cpu_copy;
+    be->download = mgt__cpu_copy;
+    be->encoder_forward = mgt__t_encoder_forward;
+    be->encoder_backward = mgt__t_encoder_backward;
+    be->layernorm_forward = mgt__t_layernorm_forward;
+    be->layernorm_backward = mgt__t_layernorm_backward;
+    be->matmul_forward = mgt__t_matmul_forward;
+    be->matmul_backward = mgt__t_matmul_backward;
+    be->matmul_gelu_forward = mgt__t_matmul_gelu_forward;
+    be->matmul_gelu_backward = mgt__t_matmul_gelu_backward;
+    be->attention_forward = mgt__t_attention_forward;
+    be->attention_backward = mgt__t_attention_backward;
+    be->gelu_forward = mgt__t_gelu_forward;
+    be->gelu_backward = mgt__t_gelu_backward;
+    be->rmsnorm_forward = mgt__t_rmsnorm_forward;
+    be->rmsnorm_backward = mgt__t_rmsnorm_backward;
+    be->rope_forward = mgt__t_rope_forward;
+    be->rope_backward = mgt__t_rope_backward;
+    be->swiglu_forward = mgt__t_swiglu_forward;
+    be->swiglu_backward = mgt__t_swiglu_backward;
+    be->add_inplace = mgt__cpu_add_inplace;
+    be->bias_residual = mgt__t_bias_residual;
+    be->residual_layernorm_forward = mgt__cpu_residual_layernorm_forward;
+    be->bias_backward = mgt__t_bias_backward;
+    be->xent_partial = mgt__t_xent_partial;
+    be->xent_finish = mgt__t_xent_finish;
+    be->sum_squares = mgt__cpu_sum_squares;
+    be->adamw = mgt__t_adamw;
+    be->adamw_many = mgt__cpu_adamw_many;
+    be->scale = mgt__cpu_scale;
+    be->zero = mgt__cpu_zero;
+    be->cast = mgt__cpu_cast;
+    if (!mgt__pool_init(&cpu->pool, threads)) {
+        mgt__pool_destroy(&cpu->pool);
+        MGT_FREE(cpu); MGT_FREE(be);
+        return mgt__fail(MGT_ERROR_MEMORY, "cannot start %d CPU threads", threads);
+    }
+    cpu->scratch_per_thread = scratch_per_thread;
+    cpu->scratch = (float *)be->alloc(be, sizeof(float) * scratch_per_thread * (size_t)cpu->pool.n, MGT_MEM_WORKSPACE);
+    cpu->wide_floats = dtype == MGT_F32 ? 0 : wide_floats;
+    cpu->wide = cpu->wide_floats ? (float *)be->alloc(be, sizeof(float) * cpu->wide_floats, MGT_MEM_WORKSPACE) : NULL;
+    if (!cpu->scratch || (cpu->wide_floats && !cpu->wide)) {
+        be->free(be, cpu->scratch, sizeof(float) * scratch_per_thread * (size_t)cpu->pool.n, MGT_MEM_WORKSPACE);
+        mgt__pool_destroy(&cpu->pool);
+        MGT_FREE(cpu); MGT_FREE(be);
+        return mgt__fail(MGT_ERROR_MEMORY, "out of memory for the CPU backend's workspace");
+    }
+    *out = be;
+    return MGT_OK;
+}
+static void mgt__cpu_backend_destroy(mgt_backend *be) {
+    mgt__cpu *cpu;
+    if (!be) return;
+    cpu = (mgt__cpu *)be->impl;
+    be->free(be, cpu->scratch, sizeof(float) * cpu->scratch_per_thread * (size_t)cpu->pool.n, MGT_MEM_WORKSPACE);
+    be->free(be, cpu->wide, sizeof(float) * cpu->wide_floats, MGT_MEM_WORKSPACE);
+    mgt__pool_destroy(&cpu->pool);
+    MGT_FREE(cpu);
+    MGT_FREE(be);
+}
+

@@ -1,0 +1,379 @@
+/* src/plan.c - the plan in closed form, and whether a run fits this machine (mgt_plan_fit) */
+/* ---- the plan in closed form: the sizes mgt__rank_init allocates, from the shapes alone ----- */
+
+static size_t mgt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [a0, a1) and [b0, b1) */
+    size_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
+
+MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
+    mgt__plan p;
+    size_t C, T, B, N, Cl, Hl, Q, F, Vl, norm, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float), e;
+    const mgt__dims *d = &p.dims;
+    int dtype = cfg ? (cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32) : MGT_F32;
+    mgt__shape sh;
+    size_t a_resid, a_layer, a_last, a_io, scratch;
+    int tpr, dpr, ppr, nb, first, last, M, threads, kvr;
+    if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
+    MGT__TRY(mgt_config_validate(cfg));
+    mgt__plan_make(cfg, &p);
+    if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
+    memset(o, 0, sizeof *o);
+    tpr = rank % p.tp; dpr = (rank / p.tp) % p.dp; ppr = rank / (p.tp * p.dp);
+    first = ppr == 0; last = ppr == p.pp - 1;
+    nb = p.stage_first[ppr + 1] - p.stage_first[ppr];
+    M = p.micro_steps;
+    C = (size_t)cfg->model.d_model; T = (size_t)cfg->model.seq_len; B = (size_t)cfg->train.micro_batch; N = B * T;
+    Cl = C / (size_t)p.tp; Hl = (size_t)d->H / (size_t)p.tp; Vl = (size_t)p.Vp / (size_t)p.tp;
+    Q = Cl + 2 * (size_t)(mgt__kv_local(d, p.tp) * d->hs); F = (size_t)d->fc / (size_t)p.tp;
+    kvr = mgt__kv_replicas(d, p.tp);
+    unit_align = 16 * (size_t)p.dp;
+    e = mgt__dtype_size(dtype); /* parameters (the compute copy), activations; gradients stay fp32 */
+    /* parameters: each tensor padded to 16 floats, each unit to 16 x dp; LayerNorm has a bias, RMSNorm
+       none; the linear layers' biases follow [model] bias */
+    norm = (d->rms ? 1 : 2) * mgt__pad16(C);
+#define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
+    block = MGT__UNIT(2 * norm + mgt__pad16(Q * C) + mgt__pad16(C * Cl) + mgt__pad16(F * C) + mgt__pad16(C * Hl) +
+                      (d->bias ? mgt__pad16(Q) + mgt__pad16(F) + 2 * mgt__pad16(C) : 0));
+    emb = first ? MGT__UNIT(mgt__pad16(Vl * C) + (d->rope ? 0 : mgt__pad16(T * C))) : 0;
+    head = last ? MGT__UNIT(norm + (!d->tied || p.pp > 1 ? mgt__pad16(Vl * C) : 0)) : 0;
+#undef MGT__UNIT
+    S = emb + (size_t)nb * block + head;
+    shard = S / (size_t)p.dp;
+    max_block = nb ? block : 0;
+    max_unit = emb > block ? emb : block;
+    max_unit = head > max_unit ? head : max_unit;
+    keep = emb + head;
+    o->rank = rank; o->dp = dpr; o->tp = tpr; o->pp = ppr;
+    o->first_block = p.stage_first[ppr]; o->last_block = p.stage_first[ppr + 1] - 1;
+    o->params = S;
+    o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? shard : S);
+    o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? (max_unit + max_block) / (size_t)p.dp : 0);
+    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? shard + 2 * max_block + keep : S);
+    o->mem[MGT_MEM_OPTIMIZER] = (dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? shard : S); /* moments, and master weights under 16-bit */
+    /* activations: one set per micro-batch in flight, and the backward scratch */
+    sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)M : (size_t)(p.pp - ppr < M ? p.pp - ppr : M);
+    a_resid = (size_t)(nb + 1) * mgt__carve_bytes(N * C * e);
+    a_layer = (size_t)(nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : nb) *
+              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * Q * e) +
+               mgt__carve_bytes(mgt__att_bytes(B, (size_t)(cfg->model.n_head / p.tp), T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+               mgt__carve_bytes(N * Cl * e) + mgt__carve_bytes(N * F * e) + mgt__carve_bytes(N * Hl * e));
+    a_last = last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * Vl * e) + mgt__carve_bytes((size_t)p.tp * N * 3 * f) +
+                        mgt__carve_bytes(N * sizeof(double)) : 0;
+    a_io = 2 * mgt__carve_bytes(N * sizeof(int));
+    one = a_resid + a_layer + a_last + a_io;
+    scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * Q * e) + mgt__carve_bytes(N * F * e) + (F > Hl ? mgt__carve_bytes(N * Hl * e) : 0);
+    o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
+    o->micro_in_flight = (int)sets;
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
+    threads = threads / p.world > 0 ? threads / p.world : 1;
+    o->mem[MGT_MEM_WORKSPACE] = f * T * T * (size_t)threads;
+    if (dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
+        memset(&sh, 0, sizeof sh);
+        sh.B = (int)B; sh.T = (int)T; sh.C = (int)C; sh.Cl = (int)Cl; sh.Hl = (int)Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)Vl;
+        sh.KVl = (int)(Q - Cl) / 2; sh.Fl = (int)F;
+        sh.first = first; sh.last = last;
+        o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
+    }
+    if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (its reserve: issue 13) */
+        size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (S / 65536 + (size_t)(4 + per_block * (size_t)nb + 2) + 1) * sizeof(double);
+        size_t oc = Q > F ? Q : F, k;
+        int kinds[6], g;
+        size_t NHl = (size_t)(cfg->model.n_head / p.tp), hs = Cl / NHl;
+        o->cuda_attention = B * NHl * T * f; /* flash attention's backward: dout . out per row and head */
+        if (mgt_cudnn_attention_serves(dtype, (int)hs, (int)NHl, (int)((Q - Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
+            o->cuda_attention = (o->cuda_attention + 255) / 256 * 256 + B * NHl * T * hs * f;
+        o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for */
+        if ((k = 128 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (128 parts) */
+        if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;    /* the widest bias's (64 parts) */
+        for (k = 1; k < N;) k <<= 1;
+        if ((k *= 8) > o->cuda_scratch) o->cuda_scratch = k;              /* the embedding backward's sort: 8-byte keys, a power of two */
+        if (ss > o->cuda_scratch) o->cuda_scratch = ss;                   /* the chunks of the multi-tensor norm */
+        o->cuda_cublas = (size_t)32 << 20;                                /* sm_90 and later; 4 MiB before */
+        o->mem[MGT_MEM_WORKSPACE] = o->cuda_scratch + o->cuda_cublas;
+        /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
+           world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
+           and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
+        kinds[0] = p.tp; kinds[1] = p.dp; kinds[2] = p.pp; kinds[3] = p.pp > 1 && (first || last) ? 2 : 1; kinds[4] = p.world; kinds[5] = kvr;
+        for (g = 0; g < 6; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p.world || g == 4);
+        o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
+        o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
+    }
+    /* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
+    {
+        double act = (double)(N * C * e), per_micro_tp = 0; /* activations move in the storage type */
+        int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL;
+        if (p.tp > 1) {
+            per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
+            o->bytes[MGT_COLL_ALL_REDUCE] += M * per_micro_tp;
+            if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p.tp * (double)(N * 3 * f);
+        }
+        if (p.pp > 1) {
+            o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * ((first ? 0 : 2) + (last ? 0 : 2)); /* forward and backward, in and out */
+            if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(Vl * C * f); /* the tied embedding */
+        }
+        if (p.dp > 1) {
+            double full = (double)(S * f), blocks = (double)((size_t)nb * block * f), fetches;
+            if (p.zero == 0) o->bytes[MGT_COLL_ALL_REDUCE] += full;
+            double pfull = full / (double)f * (double)e, pblocks = blocks / (double)f * (double)e; /* parameters: storage type */
+            if (p.zero == 1) { o->bytes[MGT_COLL_REDUCE_SCATTER] += full; o->bytes[MGT_COLL_ALL_GATHER] += pfull; }
+            if (p.zero >= 2) o->bytes[MGT_COLL_REDUCE_SCATTER] += M * blocks + (double)(keep * f);
+            if (p.zero == 2) o->bytes[MGT_COLL_ALL_GATHER] += pfull;
+            if (p.zero == 3) { /* every use of a unit gathers it: forward and backward of each block, the
+                                 embedding in both directions, the head (and a tied wte with it) in both */
+                fetches = 2.0 * pblocks + (first ? 2.0 * (double)(emb * e) : 0) + (last ? 2.0 * (double)(head * e) : 0) +
+                          (first && last && d->tied ? 2.0 * (double)(emb * e) : 0);
+                o->bytes[MGT_COLL_ALL_GATHER] += M * fetches;
+            }
+        }
+        if (p.world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p.world * sizeof(double); /* the gradient norm */
+        if (kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
+                          once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
+            size_t s0 = p.zero >= 1 ? (size_t)dpr * (block / (size_t)p.dp) : 0, s1 = p.zero >= 1 ? s0 + block / (size_t)p.dp : block;
+            size_t w0 = norm + Cl * C, b0 = norm + mgt__pad16(Q * C) + Cl;
+            o->bytes[MGT_COLL_ALL_REDUCE] += (double)nb * (double)f * (double)(mgt__overlap(w0, norm + Q * C, s0, s1) + (d->bias ? mgt__overlap(b0, b0 - Cl + Q, s0, s1) : 0));
+        }
+    }
+    return MGT_OK;
+}
+
+/* ---- does a run fit this machine (mgt_plan_fit): the plan against MemAvailable, ulimit -v, GPU memory ---- */
+
+#define MGT__HOST_SHARE 0.9 /* of MemAvailable a run may plan on: the rest is the page cache of its data, other programs, what no plan counts */
+#define MGT__THREAD_RESIDENT 262144.0 /* a thread's touched stack and bookkeeping (1024 rank threads measured 240 MB) */
+#define MGT__ARENA_BYTES 67108864.0 /* glibc gives a thread that allocates its own arena: 64 MiB of address space, at most 8 per core */
+#define MGT__GPU_RESERVE 268435456.0 /* per GPU, and per NCCL communicator: cuBLAS workspaces, NCCL buffers, rounding */
+
+/* snprintf for messages that may be cut at cap (the compiler is not asked to prove they are not) */
+MGT__PRINTF(3, 4) static int mgt__textf(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return n < 0 ? 0 : (size_t)n < cap ? n : (int)(cap ? cap - 1 : 0);
+}
+
+static void mgt__fmt_bytes(double b, char *out, size_t cap) {
+    if (b >= 1099511627776.0) mgt__textf(out, cap, "%.1f TiB", b / 1099511627776.0);
+    else if (b >= 1073741824.0) mgt__textf(out, cap, "%.1f GiB", b / 1073741824.0);
+    else if (b >= 10485760.0) mgt__textf(out, cap, "%.0f MiB", b / 1048576.0);
+    else if (b >= 1048576.0) mgt__textf(out, cap, "%.1f MiB", b / 1048576.0);
+    else mgt__textf(out, cap, "%.0f KiB", b / 1024.0);
+}
+
+/* a /proc/meminfo line ("MemAvailable:") in bytes, -1 when it cannot be read */
+static double mgt__meminfo(const char *key) {
+    char line[256];
+    double v = -1;
+    size_t n = strlen(key);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) { v = strtod(line + n, NULL) * 1024.0; break; }
+    fclose(f);
+    return v;
+}
+
+typedef struct mgt__need {
+    double host, as;      /* RAM, and the address space the run adds (CPU) */
+    double planned;       /* what `mgt plan` shows, summed over the ranks (CPU) */
+    double state;         /* of it: parameters, gradients and optimizer state */
+    double checkpoint;    /* a checkpoint's fp32 copies (parameters and both moments) */
+    double threads;       /* threads the run starts */
+    int gpu_rank;         /* GPU: the rank with the least headroom, what it needs and its excess over its device's free memory */
+    double gpu_need, gpu_excess;
+} mgt__need;
+
+/* What a run of cfg needs, from the plan of each rank. gpu_free[i] (nfree of them): free memory of
+   rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0, or -1
+   when cfg is not valid (mgt_last_error says why). */
+static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gpu_free, int nfree, mgt__need *n) {
+    mgt_config cfg = *cfg0;
+    int world, r, c, threads, per_rank, cores = mgt__cpu_count();
+    double least = -1;
+    memset(n, 0, sizeof *n);
+    n->gpu_rank = -1;
+    if (inference) cfg.train.micro_batch = cfg.train.global_batch = 1; /* sampling: one sequence, no optimizer */
+    if (gpu_free) cfg.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13) */
+    if (mgt_config_validate(&cfg) != MGT_OK) return -1;
+    world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+    for (r = 0; gpu_free && r < nfree; r++) least = least < 0 || gpu_free[r] < least ? gpu_free[r] : least;
+    for (r = 0; r < world; r++) {
+        mgt_rank_plan p;
+        double rank = 0, reserve = MGT__GPU_RESERVE, have;
+        if (mgt_plan_rank(&cfg, r, &p) != MGT_OK) return -1;
+        if (inference) p.mem[MGT_MEM_GRADS] = p.mem[MGT_MEM_OPTIMIZER] = p.mem[MGT_MEM_BUFFERS] = 0;
+        n->state += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_GRADS] + p.mem[MGT_MEM_OPTIMIZER]);
+        for (c = 0; c < MGT_MEM_COUNT; c++) rank += (double)p.mem[c]; /* on GPUs the workspace is the CUDA backend's scratch and cuBLAS's */
+        if (!gpu_free) { n->planned += rank; continue; }
+        /* NCCL: a communicator for the world and for each kind of group with more than one member */
+        reserve *= 1 + (world > 1) + (cfg.parallel.tp > 1) + (cfg.parallel.dp > 1) + 2 * (cfg.parallel.pp > 1);
+        rank += reserve;
+        n->host += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_OPTIMIZER]); /* a checkpoint copies the rank to the host */
+        have = r < nfree ? gpu_free[r] : least;
+        if (have >= 0 && (n->gpu_rank < 0 || rank - have > n->gpu_excess)) { n->gpu_rank = r; n->gpu_need = rank; n->gpu_excess = rank - have; }
+    }
+    n->checkpoint = 12.0 * (double)mgt__global_params(&cfg); /* saving gathers, resuming reads, three fp32 copies */
+    n->host += n->planned + n->checkpoint;
+    if (gpu_free) return 0;
+    threads = cfg.parallel.threads > 0 ? cfg.parallel.threads : cores;
+    per_rank = threads / world > 0 ? threads / world : 1;
+    n->threads = (world > 1 ? world : 0) + (double)world * (per_rank - 1) + (!inference && cfg.data.train[0] ? 1 : 0); /* ranks, pools, loader */
+    n->host += n->threads * MGT__THREAD_RESIDENT;
+    {
+        pthread_attr_t a;
+        size_t stack = 8 << 20, blas = 0;
+        struct stat st;
+        if (pthread_attr_init(&a) == 0) { pthread_attr_getstacksize(&a, &stack); pthread_attr_destroy(&a); }
+        mgt__blas_slots(&blas);
+        n->as = n->planned + n->checkpoint + n->threads * (double)stack + (n->threads < 8.0 * cores ? n->threads : 8.0 * cores) * MGT__ARENA_BYTES +
+                (double)blas + 64.0 * 1048576.0; /* and the libraries' own allocations */
+        if (!inference && cfg.data.train[0] && stat(cfg.data.train, &st) == 0) n->as += (double)st.st_size; /* the shards are mapped */
+        if (!inference && cfg.data.val[0] && stat(cfg.data.val, &st) == 0) n->as += (double)st.st_size;
+    }
+    return 0;
+}
+
+static int mgt__need_fits(const mgt__need *n, const mgt_fit *f) {
+    return (f->host_have < 0 || n->host <= f->host_have) && (f->as_have < 0 || n->as <= f->as_have) && (n->gpu_rank < 0 || n->gpu_excess <= 0);
+}
+
+/* appends "key = value (needs X)" to buf when cfg with that change fits; returns whether it did */
+static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inference, const double *gpu_free, int nfree, const mgt_fit *f,
+                      const char *what) {
+    mgt__need n;
+    char b[32];
+    size_t used = strlen(buf);
+    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0 || !mgt__need_fits(&n, f)) return 0;
+    mgt__fmt_bytes(gpu_free ? n.gpu_need : n.host, b, sizeof b);
+    mgt__textf(buf + used, cap - used, "%s%s (%s%s)", used ? ", or " : "", what, b, gpu_free ? " per GPU" : "");
+    return 1;
+}
+
+/* The comparison for a run of cfg on the CPU (gpu_free NULL) or on GPUs (gpu_free[rank], nfree of
+   them) into out; MGT_ERROR_CONFIG with the same line as the error when it does not fit and the
+   check is enforced. */
+static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
+    mgt__need n;
+    char need[32], have[32], avail_text[32], as_need[32], as_have[32], extra[32], cmp[640], levers[400] = "", what[96];
+    double avail = mgt__meminfo("MemAvailable:"), mapped = 0;
+    const char *env = getenv("MGT_MEMORY_CHECK");
+    struct rlimit lim;
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, used;
+    memset(out, 0, sizeof *out);
+    out->device = gpu_free ? MGT_DEVICE_CUDA : MGT_DEVICE_CPU;
+    out->enforced = !(env && !strcmp(env, "off"));
+    out->host_have = avail >= 0 ? MGT__HOST_SHARE * avail : -1;
+    out->as_have = -1;
+    if (!gpu_free && getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+        mgt__self_memory(&mapped, NULL);
+        out->as_have = (double)lim.rlim_cur > mapped ? (double)lim.rlim_cur - mapped : 0;
+    }
+    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0) return MGT_ERROR_CONFIG;
+    out->host_need = n.host;
+    out->as_need = gpu_free ? 0 : n.as;
+    out->gpu_rank = n.gpu_rank;
+    out->gpu_need = n.gpu_need;
+    out->gpu_have = n.gpu_rank >= 0 ? n.gpu_need - n.gpu_excess : -1;
+    out->checked = out->host_have >= 0 || out->as_have >= 0 || n.gpu_rank >= 0;
+    out->fits = mgt__need_fits(&n, out);
+    /* the comparison */
+    mgt__fmt_bytes(n.host, need, sizeof need);
+    mgt__fmt_bytes(out->host_have, have, sizeof have);
+    mgt__fmt_bytes(avail, avail_text, sizeof avail_text);
+    used = 0;
+    if (gpu_free && n.gpu_rank >= 0) {
+        char gn[32], gh[32];
+        mgt__fmt_bytes(n.gpu_need, gn, sizeof gn);
+        mgt__fmt_bytes(out->gpu_have, gh, sizeof gh);
+        used = mgt__textf(cmp, sizeof cmp, "GPU memory: rank %d needs %s (its plan and a reserve for cuBLAS and NCCL) and GPU %d has %s free%s; ",
+                        n.gpu_rank, gn, n.gpu_rank, gh, world > 1 ? " (the least headroom of the ranks)" : "");
+    }
+    if (gpu_free) {
+        mgt__textf(cmp + used, sizeof cmp - (size_t)used, "host memory: checkpoints need %s of the %s mgt may use (%.0f%% of MemAvailable %s)", need,
+                 have, 100 * MGT__HOST_SHARE, avail_text);
+    } else {
+        mgt__fmt_bytes(n.host - n.planned, extra, sizeof extra);
+        mgt__fmt_bytes(n.planned, what, sizeof what);
+        used = mgt__textf(cmp, sizeof cmp, "memory: %d rank%s %s (%s planned, as `mgt plan` shows, and %s for %.0f thread%s and a checkpoint's copies)",
+                        world, world == 1 ? " needs" : "s need", need, what, extra, n.threads, n.threads == 1 ? "" : "s");
+        if (out->host_have >= 0)
+            used += mgt__textf(cmp + used, sizeof cmp - (size_t)used, ", mgt may use %s (%.0f%% of MemAvailable %s)", have, 100 * MGT__HOST_SHARE, avail_text);
+        else
+            used += mgt__textf(cmp + used, sizeof cmp - (size_t)used, ", MemAvailable unknown (no /proc/meminfo)");
+        mgt__fmt_bytes(n.as, as_need, sizeof as_need);
+        mgt__fmt_bytes(out->as_have, as_have, sizeof as_have);
+        mgt__fmt_bytes(mapped, extra, sizeof extra);
+        if (out->as_have >= 0 && used < (int)sizeof cmp)
+            mgt__textf(cmp + used, sizeof cmp - (size_t)used, "; address space: the run adds %s, ulimit -v (RLIMIT_AS) leaves %s (%s already mapped)", as_need,
+                     as_have, extra);
+    }
+    if (out->fits) {
+        mgt__textf(out->text, sizeof out->text, "%s: fits", cmp);
+        return MGT_OK;
+    }
+    /* what would make it fit, each tried with the planner */
+    {
+        mgt_config c = *cfg;
+        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
+        for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
+            if (per_dp % m) continue;
+            c.train.micro_batch = m;
+            mgt__textf(what, sizeof what, "train.micro_batch = %d", m);
+            found = mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what);
+        }
+        c = *cfg;
+        if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+            c.train.recompute = MGT_RECOMPUTE_FULL;
+            if (!mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
+                for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
+                    if (per_dp % m) continue;
+                    c.train.micro_batch = m;
+                    mgt__textf(what, sizeof what, "train.recompute = full with train.micro_batch = %d", m);
+                    if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+                }
+        }
+        c = *cfg;
+        for (z = cfg->parallel.zero + 1; cfg->parallel.dp > 1 && z <= 3 && !inference; z++) {
+            c.parallel.zero = z;
+            mgt__textf(what, sizeof what, "parallel.zero = %d", z);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+        c = *cfg;
+        /* more GPUs, each holding less: tp must divide the key/value heads (and so n_head) and d_ff */
+        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && /* key/value heads split or replicated (mgt__kv_local) */
+                                       (nkv % t == 0 || t % nkv == 0) && (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
+             t *= 2) {
+            c.parallel.tp = t;
+            mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+        c = *cfg;
+        for (t = 2 * cfg->parallel.pp; gpu_free && t <= cfg->model.n_layer && t <= 256; t *= 2) {
+            c.parallel.pp = t;
+            mgt__textf(what, sizeof what, "parallel.pp = %d on %d GPUs", t, world / cfg->parallel.pp * t);
+            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
+        }
+    }
+    {
+        char state[32], at[MGT_STR_MAX + 8] = "", raise[96] = "";
+        int host_short = out->host_have >= 0 && n.host > out->host_have, as_short = out->as_have >= 0 && n.as > out->as_have;
+        size_t len = strlen(levers);
+        mgt__fmt_bytes(n.state, state, sizeof state);
+        if (cfg->path[0]) mgt__textf(at, sizeof at, "%s: ", cfg->path);
+        if (as_short && !host_short) /* the address space alone: ulimit -v counts KiB */
+            mgt__textf(raise, sizeof raise, "%sulimit -v %.0f or more", len ? ", or with " : "", (mapped + n.as) / 1024.0 + 1);
+        if (levers[0] || raise[0])
+            mgt__textf(out->text, sizeof out->text, "%sdoes not fit this machine: %s; it fits with %s%s%s", at, cmp, levers, raise,
+                     out->enforced ? "; MGT_MEMORY_CHECK=off runs it anyway" : "");
+        else
+            mgt__textf(out->text, sizeof out->text,
+                     "%sdoes not fit this machine: %s; neither a smaller micro-batch, recompute nor ZeRO%s makes it fit: parameters, gradients and "
+                     "optimizer state alone take %s; train a smaller model, or on a machine with more memory%s",
+                     at, cmp, gpu_free ? " nor more GPUs for tp or pp" : "", state, out->enforced ? "; MGT_MEMORY_CHECK=off runs it anyway" : "");
+    }
+    return out->enforced ? mgt__fail(MGT_ERROR_CONFIG, "%s", out->text) : MGT_OK;
+}
+

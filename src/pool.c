@@ -1,0 +1,132 @@
+/* src/pool.c - the thread pool of a rank; bf16 and fp16 conversions */
+/* ---- thread pool: the rank's thread plus helpers, one parallel region at a time --------------- */
+
+typedef void (*mgt__task_fn)(void *ctx, int tid, int nthreads);
+
+typedef struct mgt__pool {
+    int n; /* threads including the calling one */
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    mgt__task_fn fn;
+    void *ctx;
+    unsigned long generation;
+    int pending, quit;
+} mgt__pool;
+
+typedef struct mgt__worker_arg { mgt__pool *pool; int tid; } mgt__worker_arg;
+
+static void *mgt__worker(void *arg) {
+    mgt__worker_arg *wa = (mgt__worker_arg *)arg;
+    mgt__pool *p = wa->pool;
+    int tid = wa->tid;
+    unsigned long seen = 0;
+    MGT_FREE(wa);
+    for (;;) {
+        mgt__task_fn fn;
+        void *ctx;
+        pthread_mutex_lock(&p->mu);
+        while (p->generation == seen && !p->quit) pthread_cond_wait(&p->wake, &p->mu);
+        if (p->quit) { pthread_mutex_unlock(&p->mu); return NULL; }
+        seen = p->generation;
+        fn = p->fn;
+        ctx = p->ctx;
+        pthread_mutex_unlock(&p->mu);
+        fn(ctx, tid, p->n);
+        pthread_mutex_lock(&p->mu);
+        if (--p->pending == 0) pthread_cond_signal(&p->done);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+static int mgt__pool_init(mgt__pool *p, int n) {
+    int i;
+    memset(p, 0, sizeof *p);
+    p->n = n < 1 ? 1 : n;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    p->threads = (pthread_t *)MGT_MALLOC(sizeof(pthread_t) * (size_t)p->n);
+    if (!p->threads) return 0;
+    for (i = 1; i < p->n; i++) {
+        mgt__worker_arg *wa = (mgt__worker_arg *)MGT_MALLOC(sizeof *wa);
+        if (!wa) return 0;
+        wa->pool = p;
+        wa->tid = i;
+        if (pthread_create(&p->threads[i], NULL, mgt__worker, wa)) { MGT_FREE(wa); p->n = i; return 0; }
+    }
+    return 1;
+}
+
+static void mgt__pool_destroy(mgt__pool *p) {
+    int i;
+    if (!p->threads) return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
+    MGT_FREE(p->threads);
+    p->threads = NULL;
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->done);
+}
+
+/* runs fn(ctx, tid, n) on every thread of the pool and returns when all are done */
+static void mgt__pool_run(mgt__pool *p, mgt__task_fn fn, void *ctx) {
+    if (p->n == 1) { fn(ctx, 0, 1); return; }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->pending = p->n - 1;
+    p->generation++;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0, p->n);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* [lo, hi) of n items for thread tid of nth, in chunks that are multiples of align */
+static void mgt__span(size_t n, int tid, int nth, size_t align, size_t *lo, size_t *hi) {
+    size_t chunks = (n + align - 1) / align, per = chunks / (size_t)nth, extra = chunks % (size_t)nth;
+    size_t c0 = (size_t)tid * per + ((size_t)tid < extra ? (size_t)tid : extra);
+    size_t c1 = c0 + per + ((size_t)tid < extra ? 1 : 0);
+    *lo = c0 * align < n ? c0 * align : n;
+    *hi = c1 * align < n ? c1 * align : n;
+}
+
+/* ---- 16-bit floats: bf16 (fp32 with the low 16 bits dropped) and IEEE fp16, rounded to nearest even ---- */
+
+static float mgt__bits_f32(uint32_t x) { float f; memcpy(&f, &x, 4); return f; }
+static uint32_t mgt__f32_bits(float f) { uint32_t x; memcpy(&x, &f, 4); return x; }
+static float mgt__bf16_to_f32(uint16_t h) { return mgt__bits_f32((uint32_t)h << 16); }
+static uint16_t mgt__f32_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
+    uint32_t x = mgt__f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+static float mgt__f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0x1f) return mgt__bits_f32(sign | 0x7f800000u | (mant << 13));
+    if (exp) return mgt__bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+    return mgt__bits_f32(sign | mgt__f32_bits((float)mant * (1.0f / 16777216.0f))); /* subnormal */
+}
+static uint16_t mgt__f32_to_f16(float f) { /* round to nearest even, overflow to inf, NaN stays NaN */
+    uint32_t x = mgt__f32_bits(f), sign = (x >> 16) & 0x8000u, o;
+    x &= 0x7fffffffu;
+    if (x >= 0x47800000u) { /* 65536 and up, inf, NaN */
+        o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+    } else if (x < 0x38800000u) { /* below 2^-14: subnormal or zero; the fp32 addition rounds */
+        const uint32_t magic = 126u << 23; /* 0.5: aligns the 10 mantissa bits at the bottom */
+        o = mgt__f32_bits(mgt__bits_f32(x) + mgt__bits_f32(magic)) - magic;
+    } else { /* normal; a carry out of the mantissa rounds up to the next binade or to inf */
+        x += 0xfffu + ((x >> 13) & 1u) - (112u << 23);
+        o = x >> 13;
+    }
+    return (uint16_t)(o | sign);
+}
+
+

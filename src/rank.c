@@ -1,0 +1,482 @@
+/* src/rank.c - a rank: collectives over its groups, block, embedding and head forward and backward,
+   micro-batches, the pipeline schedule */
+/* ---- ranks ----------------------------------------------------------------------------------- */
+
+/* One rank: its slice of the model, its optimizer shard, its communicator. A run has dp x tp x pp
+   of them; on CPU each is a thread with its share of the cores. */
+struct mgt__rank {
+    struct mgt_run *run;
+    int rank, dpr, tpr, ppr, first, last, l0, nblocks;
+    int device;                   /* its GPU, or -1 on the CPU */
+    mgt_gpu_reading gpu;          /* the GPU's last reading */
+    mgt_backend *be;
+    mgt_comm *comm;
+    mgt_group tp_g, dp_g, pp_g, emb_g, world_g;
+    mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
+    int *members;                 /* storage of the groups' rank lists */
+    mgt__layout lay;
+    mgt__shape shape;
+    size_t shard;                 /* elements in this rank's shards: the sum of unit.size / dp */
+    void *params;                 /* the compute copy in the storage type: full (zero < 3) */
+    float *grads;                 /* fp32 gradients, full (zero < 2) */
+    void *pshard;                 /* the compute copy's shard (zero 3) */
+    float *gshard;                /* the gradients' shard (zero >= 2) */
+    float *m, *v;                 /* AdamW moments: full (zero 0) or the shard */
+    float *master;                /* 16-bit storage: fp32 master weights, sharded as m and v; NULL in fp32 */
+    void **unit_param;            /* where each unit's parameters (storage type) are now */
+    float **unit_grad;            /* and its gradients */
+    void *gather[2];              /* zero 3: gathered units */
+    int gathered[2];              /* unit in each gather buffer, -1 none */
+    long gather_ticket[2];        /* the deferred all-gather that filled it (a prefetch), or -1 */
+    float *unit_gbuf[2];          /* zero >= 2: a block's gradients until they are reduce-scattered; two,
+                                     so one block's reduce-scatter runs while the next computes */
+    float *keep_gbuf[2];          /* zero >= 2: the embedding and head units' gradients, kept for the
+                                     step because the tied embedding is reduced at its end */
+    float *rs_tmp;                /* zero >= 2: reduce-scatter result before accumulation (slot 0, and the
+                                     embedding and head units) */
+    float *rs_tmp1;               /* and slot 1's */
+    int gslot, gpending[2];       /* the slot the next block takes; the unit whose reduce-scatter each
+                                     slot holds, not yet added to the shard (-1 none) */
+    long gticket[2];              /* and that reduce-scatter's ticket (mgt_comm.defer) */
+    size_t max_unit, max_block, keep_size[2];
+    mgt__acts *acts;              /* activation sets: one per micro-batch in flight */
+    int nsets;
+    void *acts_block;
+    size_t acts_bytes;
+    mgt__grad_scratch gs;
+    void *gs_block;
+    size_t gs_bytes;
+    int *bucket_of_unit;          /* DP all-reduce bucket of each unit (zero 0) */
+    void *host_io;                /* host memory for one micro-batch's inputs and targets, then its losses */
+    void *mirrored[5];            /* while mirrored (see mgt__mirror): params, pshard, master, m, v */
+    int mirror_depth;             /* mirrors nest: the outermost makes and ends the copies */
+    double loss_sum, norm;        /* norm: the global gradient norm of the last step, unscaled */
+    int skipped;                  /* the last step's update was skipped (non-finite norm) */
+    double step_s, comm_s, bubble_s;
+    double total_compute_s, total_comm_s, total_bubble_s;
+    mgt_comm_stats step_comm;     /* communication of the last step */
+    mgt_result result;
+    char error[1024];
+    pthread_t thread;
+    /* a backend with sum_squares_many (GPU): the step's statistics stay in its memory until one
+       download, [0] the sum of squares, [1] the loss, then a double per rank of the world */
+    double *dstat;
+    const float **ss_x;           /* the vectors of this rank's sum of squares, and their lengths */
+    size_t *ss_n;
+};
+
+
+/* tensor t's compute copy, in the storage type (typed float * for fp32 tools: index it only when
+   shape.elt is 4), and its fp32 gradient */
+static float *mgt__P(mgt__rank *rk, int t) { /* NULL for an absent tensor (t < 0: a bias of a model without) */
+    const mgt__tensor *x;
+    if (t < 0) return NULL;
+    x = &rk->lay.t[t];
+    return (float *)(void *)((char *)rk->unit_param[x->unit] + (x->offset - rk->lay.u[x->unit].offset) * rk->shape.elt);
+}
+static float *mgt__G(mgt__rank *rk, int t) {
+    const mgt__tensor *x;
+    if (t < 0) return NULL;
+    x = &rk->lay.t[t];
+    return rk->unit_grad[x->unit] + (x->offset - rk->lay.u[x->unit].offset);
+}
+
+/* tensor indices in a rank's layout (-1: the model has no such tensor) */
+static int mgt__t_head(const mgt__rank *rk) { return rk->first && rk->run->plan.pp == 1 && rk->run->plan.dims.tied ? 0 : rk->lay.n - 1; } /* the LM head's matrix */
+static int mgt__t_wpe(const mgt__rank *rk) { return rk->lay.emb_tensors > 1 ? 1 : -1; }
+static int mgt__t_block(const mgt__rank *rk, int b, int k) {
+    return rk->lay.slot[k] < 0 ? -1 : (rk->first ? rk->lay.emb_tensors : 0) + b * rk->lay.per_block + rk->lay.slot[k];
+}
+static int mgt__t_lnf(const mgt__rank *rk) { return (rk->first ? rk->lay.emb_tensors : 0) + rk->nblocks * rk->lay.per_block; }
+static int mgt__t_lnf_bias(const mgt__rank *rk) { return rk->run->plan.dims.rms ? -1 : mgt__t_lnf(rk) + 1; }
+static int mgt__u_block(const mgt__rank *rk, int b) { return (rk->first ? 1 : 0) + b; }
+static int mgt__u_head(const mgt__rank *rk) { return rk->lay.nu - 1; }
+static int mgt__is_block_unit(const mgt__rank *rk, int u) { int b = u - (rk->first ? 1 : 0); return b >= 0 && b < rk->nblocks; }
+
+/* collectives that skip groups of one, so a single rank makes no calls at all */
+static mgt_result mgt__all_reduce(mgt__rank *rk, const mgt_group *g, float *buf, size_t n) {
+    return g->size > 1 ? rk->comm->all_reduce(rk->comm, g, buf, n, MGT_F32) : MGT_OK;
+}
+/* activations and their gradients in the storage type: the communicator sums 16-bit in fp32 and
+   rounds once, so a TP all-reduce rounds as an op's output does */
+static mgt_result mgt__all_reduce_act(mgt__rank *rk, const mgt_group *g, void *buf, size_t n) {
+    return g->size > 1 ? rk->comm->all_reduce(rk->comm, g, buf, n, rk->be->dtype) : MGT_OK;
+}
+
+/* a double summed over a group in member order: all-gathered as raw bytes, so it stays a double
+   and every member adds the same numbers in the same order */
+static mgt_result mgt__sum_over(mgt__rank *rk, const mgt_group *g, double *value) {
+    double stack[64], *all = g->size <= 64 ? stack : (double *)MGT_MALLOC(sizeof(double) * (size_t)g->size), sum = 0;
+    int i;
+    mgt_result res;
+    if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    res = rk->comm->all_gather(rk->comm, g, value, all, 2, MGT_F32); /* 2 x 4 bytes: one double each */
+    for (i = 0; i < g->size && res == MGT_OK; i++) sum += all[i];
+    if (all != stack) MGT_FREE(all);
+    if (res == MGT_OK) *value = sum;
+    return res;
+}
+
+/* communication that the compute next does not read, and the point where it must have arrived
+   (see mgt_comm.defer) */
+static long mgt__comm_defer(mgt__rank *rk) { return rk->comm->defer ? rk->comm->defer(rk->comm) : -1; }
+static mgt_result mgt__comm_sync(mgt__rank *rk, long ticket) { return rk->comm->sync ? rk->comm->sync(rk->comm, ticket) : MGT_OK; }
+
+/* ZeRO-3: brings a unit's parameters into a gather buffer (all-gather of the DP shards); a unit
+   prefetched earlier is waited for here */
+static mgt_result mgt__fetch(mgt__rank *rk, int u) {
+    const mgt__unit *un = &rk->lay.u[u];
+    size_t s = un->size / (size_t)rk->run->plan.dp;
+    int slot;
+    if (rk->run->plan.zero < 3) return MGT_OK;
+    for (slot = 0; slot < 2; slot++)
+        if (rk->gathered[slot] == u) return mgt__comm_sync(rk, rk->gather_ticket[slot]);
+    slot = rk->gathered[0] < 0 ? 0 : 1;
+    if (rk->gathered[slot] >= 0) rk->unit_param[rk->gathered[slot]] = NULL;
+    rk->gather_ticket[slot] = -1; /* waited for by the compute at once, unless a prefetch defers it */
+    MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, (char *)rk->pshard + un->shard_offset * rk->shape.elt, rk->gather[slot], s, rk->be->dtype));
+    rk->gathered[slot] = u;
+    rk->unit_param[u] = rk->gather[slot];
+    return MGT_OK;
+}
+/* ZeRO-3: gathers the unit needed next while a slot is free, so that a backend with a second
+   stream overlaps it with this unit's compute (on CPU ranks the order is what matters) */
+static mgt_result mgt__prefetch(mgt__rank *rk, int u) {
+    long ticket;
+    if (rk->run->plan.zero < 3 || u < 0 || u >= rk->lay.nu || rk->unit_param[u]) return MGT_OK;
+    if (rk->gathered[0] >= 0 && rk->gathered[1] >= 0) return MGT_OK;
+    ticket = mgt__comm_defer(rk);
+    MGT__TRY(mgt__fetch(rk, u));
+    rk->gather_ticket[rk->gathered[0] == u ? 0 : 1] = ticket;
+    return MGT_OK;
+}
+static void mgt__release(mgt__rank *rk, int u) {
+    int slot;
+    if (rk->run->plan.zero < 3) return;
+    for (slot = 0; slot < 2; slot++)
+        if (rk->gathered[slot] == u) { rk->gathered[slot] = -1; rk->unit_param[u] = NULL; }
+}
+
+/* ZeRO-2/3: a block's gradients are ready: reduce-scatter them and add this rank's slice to its
+   gradient shard; the embedding and head units wait for the end of the step (tied embedding) */
+/* ZeRO-2/3: the reduce-scatter a slot holds, waited for and added to the gradient shard */
+static mgt_result mgt__block_grads_flush(mgt__rank *rk, int slot) {
+    int u = rk->gpending[slot];
+    if (u < 0) return MGT_OK;
+    MGT__TRY(mgt__comm_sync(rk, rk->gticket[slot]));
+    rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, slot ? rk->rs_tmp1 : rk->rs_tmp, rk->lay.u[u].size / (size_t)rk->run->plan.dp);
+    rk->gpending[slot] = -1;
+    return MGT_OK;
+}
+/* the block's gradients are complete: their reduce-scatter is issued, and added to the shard when
+   the next block's are complete (or at the end of the step), so a communicator with its own
+   stream runs it while the next block computes */
+static mgt_result mgt__block_grads_done(mgt__rank *rk, int u) {
+    int slot = rk->gslot;
+    if (rk->run->plan.zero < 2) return MGT_OK;
+    MGT__TRY(mgt__block_grads_flush(rk, 1 - slot)); /* the previous block's, which ran while this one computed */
+    rk->gticket[slot] = mgt__comm_defer(rk);
+    MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->unit_gbuf[slot], slot ? rk->rs_tmp1 : rk->rs_tmp,
+                                      rk->lay.u[u].size / (size_t)rk->run->plan.dp, MGT_F32));
+    rk->gpending[slot] = u;
+    rk->gslot = 1 - slot;
+    return MGT_OK;
+}
+static mgt_result mgt__block_grads_begin(mgt__rank *rk, int u) {
+    int slot = rk->gslot;
+    if (rk->run->plan.zero < 2) return MGT_OK;
+    MGT__TRY(mgt__block_grads_flush(rk, slot)); /* the slot's previous block has arrived */
+    rk->be->zero(rk->be, rk->unit_gbuf[slot], sizeof(float) * rk->lay.u[u].size);
+    rk->unit_grad[u] = rk->unit_gbuf[slot];
+    return MGT_OK;
+}
+
+/* the block's normalisations: LayerNorm (GPT-2) or RMSNorm (Llama), into the same activations */
+static void mgt__norm_forward(mgt__rank *rk, void *out, float *mean, float *rstd, const void *inp, int t_weight, int t_bias, int N) {
+    mgt_backend *be = rk->be;
+    if (rk->run->plan.dims.rms) be->rmsnorm_forward(be, out, rstd, inp, mgt__P(rk, t_weight), (float)rk->run->cfg.model.norm_eps, N, rk->shape.C);
+    else be->layernorm_forward(be, out, mean, rstd, inp, mgt__P(rk, t_weight), mgt__P(rk, t_bias), N, rk->shape.C);
+}
+static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, const void *inp, const float *mean, const float *rstd, int t_weight,
+                               int t_bias, int N) {
+    mgt_backend *be = rk->be;
+    if (rk->run->plan.dims.rms) be->rmsnorm_backward(be, dinp, mgt__G(rk, t_weight), dout, inp, mgt__P(rk, t_weight), rstd, N, rk->shape.C);
+    else be->layernorm_backward(be, dinp, mgt__G(rk, t_weight), mgt__G(rk, t_bias), dout, inp, mgt__P(rk, t_weight), mean, rstd, N, rk->shape.C);
+}
+
+/* forward of block b: reads resid[b], writes resid[b+1] */
+static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    const mgt__dims *d = &rk->run->plan.dims;
+    mgt__layer_acts *a = &A->layer[b];
+    int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
+    const void *x = A->resid[b];
+    void *out = A->resid[b + 1];
+#define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
+#define MGT__BT(k) mgt__t_block(rk, b, k)
+    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
+    be->matmul_forward(be, a->qkv, a->ln1, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
+    if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->cfg.model.rope_theta);
+    be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
+    be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
+    if (!d->rms && MGT__BT(MGT__PROJB) >= 0) /* GPT-2: the residual and LayerNorm in one pass */
+        be->residual_layernorm_forward(be, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x, MGT__BP(MGT__PROJB), MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), N, C);
+    else {
+        be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
+        mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+    }
+    if (d->swiglu) {
+        be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
+        be->swiglu_forward(be, a->fch_gelu, a->fch, N, s->Hl);
+    } else
+        be->matmul_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
+    be->matmul_forward(be, out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, out, (size_t)N * C));
+    be->bias_residual(be, out, a->res2, MGT__BP(MGT__FCPROJB), N, C);
+#undef MGT__BP
+#undef MGT__BT
+    return MGT_OK;
+}
+
+/* backward of block b: gs.dres holds d(resid[b+1]) on entry and d(resid[b]) on exit */
+static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    const mgt__dims *d = &rk->run->plan.dims;
+    mgt__layer_acts *a = &A->layer[b];
+    mgt__grad_scratch *g = &rk->gs;
+    int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
+#define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
+#define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
+#define MGT__BT(k) mgt__t_block(rk, b, k)
+    /* the biases' gradients come with their matmul's (the CUDA backend: in its weight GEMM); a
+       row-parallel layer's bias is whole on every TP rank, its gradient the column sums of dres */
+    if (d->swiglu) { /* d(swiglu output) in dact, then d(gate, up) in dfch */
+        be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
+        be->swiglu_backward(be, g->dfch, a->fch, g->dact, N, s->Hl);
+    } else
+        be->matmul_gelu_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
+                                 s->Hl, C);
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, a->ln2, MGT__BP(MGT__FCW), N, C, s->Fl);
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C)); /* column-parallel: sum the input gradients */
+    mgt__norm_backward(rk, g->dres, g->dln, a->res2, a->ln2_mean, a->ln2_rstd, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+    /* dln carries d(atty) (N,Cl), then d(ln1) */
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
+    be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
+    if (d->rope) be->rope_backward(be, g->dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->cfg.model.rope_theta);
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C));
+    mgt__norm_backward(rk, g->dres, g->dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
+#undef MGT__BP
+#undef MGT__BG
+#undef MGT__BT
+    return MGT_OK;
+}
+
+/* the first stage's embedding: vocabulary-parallel lookups summed over TP, positions added once */
+static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
+    const mgt__shape *s = &rk->shape;
+    MGT__TRY(mgt__fetch(rk, 0));
+    rk->be->encoder_forward(rk->be, A->resid[0], A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL,
+                            s->B, s->T, s->C);
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, A->resid[0], (size_t)s->B * s->T * s->C));
+    return MGT_OK;
+}
+
+/* the last stage's head: final LayerNorm, vocabulary-parallel logits and cross-entropy. Each TP
+   rank sees only its Vl logits; the softmax statistics of all are gathered (3 floats a row), never
+   the logits. Returns the summed loss; with grad_scale != 0 the logits become their gradients. */
+static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scale, double *loss_sum) {
+    const mgt__shape *s = &rk->shape;
+    mgt_backend *be = rk->be;
+    int N = s->B * s->T, i, V = rk->run->cfg.model.vocab_size, u_head = mgt__u_head(rk);
+    float *part = A->xent + (size_t)rk->tpr * (size_t)N * 3;
+    double sum = 0;
+    MGT__TRY(mgt__fetch(rk, u_head));
+    MGT__TRY(mgt__fetch(rk, rk->lay.t[mgt__t_head(rk)].unit));
+    mgt__norm_forward(rk, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[s->nblocks], mgt__t_lnf(rk), mgt__t_lnf_bias(rk), N);
+    be->matmul_forward(be, A->logits, A->lnf, mgt__P(rk, mgt__t_head(rk)), NULL, N, s->C, s->Vl);
+    be->xent_partial(be, part, A->logits, A->targets, N, rk->tpr * s->Vl, s->Vl, V);
+    if (rk->tp_g.size > 1) MGT__TRY(rk->comm->all_gather(rk->comm, &rk->tp_g, part, A->xent, (size_t)N * 3, MGT_F32));
+    be->xent_finish(be, A->losses, A->logits, A->xent, s->tp, A->targets, N, rk->tpr * s->Vl, s->Vl, V, grad_scale);
+    if (rk->dstat) be->sum_doubles(be, rk->dstat + 1, A->losses, (size_t)N, 1); /* stays on the device until the step's download */
+    else {
+        be->download(be, rk->host_io, A->losses, sizeof(double) * (size_t)N);
+        for (i = 0; i < N; i++) sum += ((const double *)rk->host_io)[i];
+    }
+    *loss_sum = sum;
+    mgt__release(rk, u_head);
+    mgt__release(rk, rk->lay.t[mgt__t_head(rk)].unit);
+    return MGT_OK;
+}
+
+static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
+    const mgt__shape *s = &rk->shape;
+    mgt_backend *be = rk->be;
+    int N = s->B * s->T, t_lnf = mgt__t_lnf(rk), t_wte = mgt__t_head(rk);
+    MGT__TRY(mgt__fetch(rk, mgt__u_head(rk)));
+    MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
+    be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, A->lnf, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, rk->gs.dln, (size_t)N * s->C));
+    be->zero(be, rk->gs.dres, (size_t)N * s->C * s->elt);
+    mgt__norm_backward(rk, rk->gs.dres, rk->gs.dln, A->resid[s->nblocks], A->lnf_mean, A->lnf_rstd, t_lnf, mgt__t_lnf_bias(rk), N);
+    mgt__release(rk, mgt__u_head(rk));
+    mgt__release(rk, rk->lay.t[t_wte].unit);
+    return MGT_OK;
+}
+
+/* forward of this stage for one micro-batch (activations already received on later stages) */
+static mgt_result mgt__stage_forward(mgt__rank *rk, mgt__acts *A) {
+    int b;
+    if (rk->first) {
+        MGT__TRY(mgt__fetch(rk, 0));
+        if (rk->nblocks) MGT__TRY(mgt__prefetch(rk, mgt__u_block(rk, 0)));
+        MGT__TRY(mgt__embed_forward(rk, A));
+        mgt__release(rk, 0);
+    }
+    for (b = 0; b < rk->nblocks; b++) {
+        int u = mgt__u_block(rk, b);
+        MGT__TRY(mgt__fetch(rk, u));
+        if (b + 1 < rk->nblocks) MGT__TRY(mgt__prefetch(rk, u + 1));
+        MGT__TRY(mgt__block_forward(rk, A, b));
+        mgt__release(rk, u);
+    }
+    return MGT_OK;
+}
+
+/* the DP all-reduce of bucket k once the last micro-batch's backward finished its units */
+static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
+    const mgt__plan *p = &rk->run->plan;
+    int k, first = u, last = u;
+    if (p->zero != 0 || rk->dp_g.size == 1) return MGT_OK;
+    k = rk->bucket_of_unit[u];
+    while (first > 0 && rk->bucket_of_unit[first - 1] == k) first--;
+    while (last + 1 < rk->lay.nu && rk->bucket_of_unit[last + 1] == k) last++;
+    if (u != first) return MGT_OK; /* backward finishes a bucket at its lowest unit */
+    mgt__comm_defer(rk); /* read again only by the update */
+    return mgt__all_reduce(rk, &rk->dp_g, rk->grads + rk->lay.u[first].offset,
+                           rk->lay.u[last].offset + rk->lay.u[last].size - rk->lay.u[first].offset);
+}
+
+/* backward of this stage for one micro-batch; gs.dres holds the gradient of the stage output
+   (received from the next stage) unless this is the last stage */
+static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micro) {
+    int b, recompute = rk->shape.recompute;
+    if (rk->last) {
+        MGT__TRY(mgt__head_backward(rk, A));
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk))); /* with pp = 1 the head is unit nu - 1, never 0 */
+    }
+    for (b = rk->nblocks - 1; b >= 0; b--) {
+        int u = mgt__u_block(rk, b);
+        MGT__TRY(mgt__fetch(rk, u));
+        if (b > 0) MGT__TRY(mgt__prefetch(rk, u - 1));
+        MGT__TRY(mgt__block_grads_begin(rk, u));
+        if (recompute) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        MGT__TRY(mgt__block_backward(rk, A, b));
+        mgt__release(rk, u);
+        MGT__TRY(mgt__block_grads_done(rk, u));
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, u));
+    }
+    if (rk->first) {
+        const mgt__shape *s = &rk->shape;
+        MGT__TRY(mgt__fetch(rk, 0));
+        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, mgt__t_wpe(rk)), rk->gs.dres, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
+        mgt__release(rk, 0);
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
+    }
+    return MGT_OK;
+}
+
+/* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
+   global batch rows (GB, T+1), made in host memory and uploaded */
+static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint32_t *rows, int micro) {
+    const mgt__shape *s = &rk->shape;
+    int b, t, dp = rk->run->plan.dp, N = s->B * s->T, *inputs = (int *)rk->host_io, *targets = inputs + N;
+    for (b = 0; b < s->B; b++) {
+        const uint32_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
+        for (t = 0; t < s->T; t++) {
+            inputs[b * s->T + t] = row[t];
+            targets[b * s->T + t] = row[t + 1];
+        }
+    }
+    if (rk->first) rk->be->upload(rk->be, A->inputs, inputs, sizeof(int) * (size_t)N);
+    if (rk->last) rk->be->upload(rk->be, A->targets, targets, sizeof(int) * (size_t)N);
+}
+
+/* activations and their gradients between stages, in the storage type */
+static mgt_result mgt__recv_act(mgt__rank *rk, void *buf, int from_stage) {
+    const mgt__shape *s = &rk->shape;
+    return rk->comm->recv(rk->comm, rk->pp_g.ranks[from_stage], buf, (size_t)s->B * s->T * s->C, rk->be->dtype);
+}
+static mgt_result mgt__send_act(mgt__rank *rk, const void *buf, int to_stage) {
+    const mgt__shape *s = &rk->shape;
+    return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)s->B * s->T * s->C, rk->be->dtype);
+}
+
+/* micro-batch m through this stage, forward: receive, compute, send (or compute the loss) */
+/* micro-batch m through this stage, forward: receive (unless `received`), compute, then send, or
+   leave the sending to the caller (`send` 0), or compute the loss on the last stage */
+static mgt_result mgt__micro_forward(mgt__rank *rk, const uint32_t *rows, int m, float grad_scale, int received, int send) {
+    mgt__acts *A = &rk->acts[m % rk->nsets];
+    mgt__set_rows(rk, A, rows, m);
+    if (!rk->first && !received) MGT__TRY(mgt__recv_act(rk, A->resid[0], rk->ppr - 1));
+    MGT__TRY(mgt__stage_forward(rk, A));
+    if (!rk->last) return send ? mgt__send_act(rk, A->resid[rk->nblocks], rk->ppr + 1) : MGT_OK;
+    {
+        double loss;
+        MGT__TRY(mgt__head_forward(rk, A, grad_scale, &loss));
+        rk->loss_sum += loss;
+    }
+    return MGT_OK;
+}
+/* and backward, with the same choices for the gradient it receives and the one it sends */
+static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int received, int send) {
+    mgt__acts *A = &rk->acts[m % rk->nsets];
+    if (!rk->last && !received) MGT__TRY(mgt__recv_act(rk, rk->gs.dres, rk->ppr + 1));
+    MGT__TRY(mgt__stage_backward(rk, A, last_micro));
+    if (!rk->first && send) return mgt__send_act(rk, rk->gs.dres, rk->ppr - 1);
+    return MGT_OK;
+}
+
+/* the pipeline schedule of one step over M micro-batches: GPipe runs every forward and then every
+   backward; 1F1B runs pp - stage - 1 forwards, then alternates, so at most pp - stage micro-batches
+   are in flight. In 1F1B's steady state a stage sends its output and receives the gradient of an
+   earlier micro-batch from the next stage, which does the reverse: each pair goes as one sendrecv
+   (Megatron's send_forward_recv_backward and send_backward_recv_forward), so that communicators
+   whose send waits for the receiver (NCCL) cannot deadlock. */
+static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_scale) {
+    const mgt__shape *s = &rk->shape;
+    size_t act = (size_t)s->B * s->T * s->C;
+    int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
+    if (rk->run->cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
+        for (m = 0; m < M; m++) {
+            MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
+            if (rk->run->plan.pp == 1) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1)); /* one stage: no need to hold M sets */
+        }
+        if (rk->run->plan.pp > 1)
+            for (m = 0; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1));
+        return MGT_OK;
+    }
+    warm = rk->run->plan.pp - rk->ppr - 1;
+    if (warm > M) warm = M;
+    steady = M - warm;
+    for (m = 0; m < warm; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
+    for (m = 0; m < steady; m++) {
+        mgt__acts *F = &rk->acts[(m + warm) % rk->nsets];
+        /* forward of m + warm: its input came with the previous backward's send, but the first */
+        MGT__TRY(mgt__micro_forward(rk, rows, m + warm, grad_scale, m > 0, 0));
+        if (!rk->last) /* send that output, receive the gradient of micro-batch m */
+            MGT__TRY(rk->comm->sendrecv(rk->comm, rk->pp_g.ranks[rk->ppr + 1], F->resid[rk->nblocks], rk->pp_g.ranks[rk->ppr + 1], rk->gs.dres, act,
+                                        dtype));
+        MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 1, m == steady - 1));
+        if (!rk->first && m < steady - 1) { /* send the gradient, receive the next forward's input */
+            mgt__acts *next = &rk->acts[(m + warm + 1) % rk->nsets];
+            MGT__TRY(rk->comm->sendrecv(rk->comm, rk->pp_g.ranks[rk->ppr - 1], rk->gs.dres, rk->pp_g.ranks[rk->ppr - 1], next->resid[0], act, dtype));
+        }
+    }
+    for (m = steady; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1));
+    return MGT_OK;
+}
+

@@ -881,8 +881,9 @@ static int cmd_check(int argc, char **argv) {
     printf("\n\n rank  dp tp pp  blocks   local params  shard (1/dp)  tensors\n");
     if (!mgt__layout_alloc(&lay, &cfg, &plan)) return 1;
     for (i = 0; i < plan.world; i++) {
-        int tpr = i % plan.tp, dpr = (i / plan.tp) % plan.dp, ppr = i / (plan.tp * plan.dp);
+        int tpr, dpr, ppr;
         size_t shard = 0;
+        mgt_rank_coords(i, plan.dp, plan.tp, &dpr, &tpr, &ppr);
         mgt__layout_make(&lay, &cfg, &plan, ppr, tpr);
         for (u = 0; u < lay.nu; u++) shard += lay.u[u].size / (size_t)plan.dp;
         printf("%5d %3d %2d %2d  %3d-%-3d  %12zu  %12zu  %d%s%s\n", i, dpr, tpr, ppr, plan.stage_first[ppr], plan.stage_first[ppr + 1] - 1, lay.size,

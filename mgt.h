@@ -485,7 +485,7 @@ struct mgt_backend {
        deadline (the CUDA backend): reserve makes everything a step uses from the largest operands,
        once, when the run is created (0, or -1 with error() set); step(be, 1) and step(be, 0)
        bracket each training step and forward-only pass, step(be, 2) and step(be, 0) the warm-up
-       step before the first (its libraries' kernels load; every op is waited for); sum_squares_many (*out = the sum of squares
+       step before the first (its libraries' kernels load); sum_squares_many (*out = the sum of squares
        of count fp32 vectors, in a fixed order) and sum_doubles (*out = (accumulate ? *out : 0) + the
        sum of x[0..n)) leave their result in backend memory, so the gradient norm, the loss and the
        skip decision cost one download per step */
@@ -883,6 +883,11 @@ MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
 /* ---- 4/5. data and checkpoints -------------------------------------------------------------- */
 
 /* ---- planning: what each rank holds and moves, in closed form ------------------------------ */
+
+/* The grid: rank = (pp_index x dp + dp_index) x tp + tp_index, so that the ranks of a TP group are
+   neighbours (one node's GPUs) and a pipeline stage is a contiguous block. The one place it is written. */
+MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index);
+MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp);
 
 typedef struct mgt_rank_plan {
     int rank, dp, tp, pp;          /* coordinates */
@@ -3191,6 +3196,13 @@ static void mgt__cpu_backend_destroy(mgt_backend *be) {
 /* src/model.c - the grid (ranks, groups, stages) and the model: a rank's tensors in one buffer, each a
    slice of a global tensor */
 /* ---- the plan: ranks, groups, stages -------------------------------------------------------- */
+
+MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index) {
+    *tp_index = rank % tp;
+    *dp_index = rank / tp % dp;
+    *pp_index = rank / (tp * dp);
+}
+MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp) { return (pp_index * dp + dp_index) * tp + tp_index; }
 
 /* The model's shapes from its preset. GPT-2 and the Llama family are settings of one model: the
    normalisation, the positions, the MLP, the key/value heads, the biases and the head are chosen
@@ -7009,7 +7021,7 @@ static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, in
 
 
 
-static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[(ppr * r->plan.dp + dpr) * r->plan.tp + tpr]; }
+static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[mgt_rank_at(dpr, tpr, ppr, r->plan.dp, r->plan.tp)]; }
 
 /* GPU ranks: the rank's NCCL communicator, made on its own thread beside the others' (the group
    splits are collective), ordered after the backend's stream */
@@ -7192,9 +7204,7 @@ static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     const mgt__plan *p = &r->plan;
     memset(rk, 0, sizeof *rk); /* run stays NULL: nothing of it is freed */
     rk->rank = index;
-    rk->tpr = index % p->tp;
-    rk->dpr = (index / p->tp) % p->dp;
-    rk->ppr = index / (p->tp * p->dp);
+    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
     rk->first = rk->ppr == 0;
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
@@ -7273,8 +7283,8 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
 /* GPU ranks, before their first step or forward pass: one untimed step without the optimizer. CUDA
    loads a kernel at its first launch (lazy loading, the default since 12.2), which may synchronise
    the device while NCCL kernels spin; mgt's own kernels are loaded when the backend is made, but
-   cuBLAS's and cuDNN's can only be loaded by running them, which the warm-up does with every op and
-   NCCL call waited for before the next (step(be, 2)), so that no step loads anything. */
+   cuBLAS's and cuDNN's can only be loaded by running them, which the warm-up does (step(be, 2): the
+   step's rules, but loads allowed and waits of 10 x timeout_s, at least 120 s), so that no step loads anything. */
 static mgt_result mgt__warm_up(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt__now();
     if (!r->cuda || r->warmed_up) return MGT_OK;
@@ -9209,19 +9219,34 @@ static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int in
     for (i = 0; i < size; i++) (*cursor)[i] = base + i * stride;
     *cursor += size;
 }
+/* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
+   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks). A group's id is
+   kind x world + its first member's place, the same on every member */
+static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt__plan *p) {
+    int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
+    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
+    if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    cur = rk->members;
+    mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
+    mgt__make_group(&rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
+    mgt__make_group(&rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
+                    (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
+    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
+    return MGT_OK;
+}
 
 static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     const mgt__plan *p = &r->plan;
     const mgt_config *cfg = &r->cfg;
     mgt_backend *be;
-    int W = p->world, u, M = p->micro_steps, *cur, k, zero = p->zero;
+    int W = p->world, u, M = p->micro_steps, k, zero = p->zero;
     size_t bucket_floats, in_bucket = 0;
     memset(rk, 0, sizeof *rk);
     rk->run = r;
     rk->rank = index;
-    rk->tpr = index % p->tp;
-    rk->dpr = (index / p->tp) % p->dp;
-    rk->ppr = index / (p->tp * p->dp);
+    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
     rk->first = rk->ppr == 0;
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
@@ -9233,18 +9258,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         if (rk->lay.u[u].size > rk->max_unit) rk->max_unit = rk->lay.u[u].size;
         if (mgt__is_block_unit(rk, u) && rk->lay.u[u].size > rk->max_block) rk->max_block = rk->lay.u[u].size;
     }
-    /* groups: TP (neighbours), DP, PP, the embedding pair (first and last stage), the world */
-    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + mgt__kv_replicas(&p->dims, p->tp)));
-    if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    cur = rk->members;
-    mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
-    mgt__make_group(&rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
-    mgt__make_group(&rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
-                    (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
-    k = mgt__kv_replicas(&p->dims, p->tp); /* kv groups: runs of k neighbouring TP ranks */
-    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
+    MGT__TRY(mgt__rank_groups(rk, p));
     /* shape of this rank's slice */
     rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
     rk->shape.T = cfg->model.seq_len;
@@ -9413,7 +9427,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     mgt__plan_make(cfg, &p);
     if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
     memset(o, 0, sizeof *o);
-    tpr = rank % p.tp; dpr = (rank / p.tp) % p.dp; ppr = rank / (p.tp * p.dp);
+    mgt_rank_coords(rank, p.dp, p.tp, &dpr, &tpr, &ppr);
     first = ppr == 0; last = ppr == p.pp - 1;
     nb = p.stage_first[ppr + 1] - p.stage_first[ppr];
     M = p.micro_steps;

@@ -81,7 +81,7 @@ typedef struct mgt__cuda {
     size_t down_bytes;
     cudaEvent_t ev;          /* what the host waits for */
     int reserved, in_step, sync_mode;
-    int warm_up; /* inside the warm-up step: every op waited for, as with MGT_CUDA_SYNC=1 */
+    int warm_up; /* inside the warm-up step: not profiled */
     int nccl_counted;  /* NCCL's device memory (measured by the communicator) is in mem_current[MGT_MEM_BUFFERS] */
     /* the op-family profile (mgt_run_profile, off by default): a timing event recorded on the
        stream as each op of a step starts, the family of that op, and the seconds summed per family */
@@ -190,18 +190,17 @@ static void mgt__cuda_check_op(mgt__cuda *c) {
         snprintf(what + n, sizeof what - n, "%s%s:%d", i ? ", " : "; its kernels launched at ", k.file[i], k.line[i]);
     }
     size_t n = strlen(what);
-    snprintf(what + n, sizeof what - n, ") to finish (%s waits for every op)", c->sync_mode ? "MGT_CUDA_SYNC=1" : "the warm-up step");
+    snprintf(what + n, sizeof what - n, ") to finish (MGT_CUDA_SYNC=1 waits for every op)");
     mgt__cuda_wait(c, what);
 }
-/* MGT_CUDA_SYNC=1 and the warm-up step, before each NCCL call of the rank (comm_nccl.c): the op
-   launched last is waited for */
+/* MGT_CUDA_SYNC=1, before each NCCL call of the rank (comm_nccl.c): the op launched last is waited for */
 static void mgt__cuda_finish_op(void *ctx) {
     mgt__cuda *c = (mgt__cuda *)ctx;
-    if (!c->failed && c->op_pending && (c->sync_mode || c->warm_up)) mgt__cuda_check_op(c);
+    if (!c->failed && c->op_pending && c->sync_mode) mgt__cuda_check_op(c);
 }
 __attribute__((format(printf, 4, 5))) static void mgt__cuda_op(mgt__cuda *c, const char *name, int line, const char *fmt, ...) {
     if (c->failed) return;
-    if (c->op_pending && (c->sync_mode || c->warm_up)) mgt__cuda_check_op(c);
+    if (c->op_pending && c->sync_mode) mgt__cuda_check_op(c);
     c->op_name = name;
     c->op_line = line;
     c->op_pending = 1;
@@ -211,7 +210,7 @@ __attribute__((format(printf, 4, 5))) static void mgt__cuda_op(mgt__cuda *c, con
             c->prof_family[c->prof_n++] = (signed char)mgt__cuda_family(name);
     }
     mgt_kernel_launches().n = 0;
-    if (c->sync_mode || c->warm_up || mgt_cuda_fake_note) {
+    if (c->sync_mode || mgt_cuda_fake_note) {
         va_list ap;
         size_t n;
         snprintf(c->op_desc, sizeof c->op_desc, "%s (", name);
@@ -801,7 +800,7 @@ static void mgt__cuda_enter(mgt_backend *be) {
 /* the end of a rank's step: its stream is done (then every upload slot is free again) */
 static void mgt__cuda_finish(mgt_backend *be) {
     mgt__cuda *c = MGT__CU(be);
-    if ((c->sync_mode || c->warm_up) && c->op_pending) mgt__cuda_check_op(c);
+    if (c->sync_mode && c->op_pending) mgt__cuda_check_op(c);
     int marks = c->prof_n; /* the profile: an end mark after the last op */
     if (marks && !mgt__cuda_ok(c, cudaEventRecord(c->prof_ev[marks], c->stream), "profiling an op")) marks = 0;
     if (mgt__cuda_wait(c, "the step's compute (its compute stream)"))
@@ -846,8 +845,7 @@ static const char *mgt__cuda_error(mgt_backend *be) { return MGT__CU(be)->failed
 
 /* the runtime's bracket of a step (or a forward-only pass): nothing is made, freed or waited for
    without a deadline between them. begin 2: the warm-up step, where cuBLAS's and cuDNN's kernels
-   load at their first launch; a load may synchronise the device, so no NCCL kernel may be in
-   flight then: each op and each NCCL call is waited for before the next */
+   load at their first launch (its waits allow 10 x timeout_s, at least 120 s: comm_nccl.c) */
 static void mgt__cuda_step(mgt_backend *be, int begin) {
     mgt__cuda *c = MGT__CU(be);
     if (begin) c->up_next = 0;

@@ -97,7 +97,7 @@ typedef struct mgt__nccl_rank {
     long step, step_calls; /* steps begun; NCCL calls made inside steps, all steps together */
     size_t nccl_bytes;     /* NCCL's device memory, measured after the warm-up */
     mgt__nccl_waiter waiter;
-    void (*finish_op)(void *ctx); /* MGT_CUDA_SYNC=1 and the warm-up: the backend's last op waited for before a call */
+    void (*finish_op)(void *ctx); /* MGT_CUDA_SYNC=1: the backend's last op waited for before a call */
     void *finish_ctx;
 } mgt__nccl_rank;
 
@@ -293,6 +293,14 @@ static mgt_result mgt__nccl_echo(mgt_nccl_world *w, char *why, size_t cap) {
     return w->fail(MGT_ERROR_COMM, msg);
 }
 
+/* a wait's deadline on rank r's thread: [parallel] timeout_s; in the warm-up step ten times that and
+   at least 2 minutes, as loading a library's kernels (and cuDNN's runtime compilation of an engine)
+   takes seconds each */
+static double mgt__nccl_deadline(const mgt_nccl_world *w, int r) { return !w->ranks[r].warm_up ? w->timeout_s : 10 * w->timeout_s > 120.0 ? 10 * w->timeout_s : 120.0; }
+static const char *mgt__nccl_deadline_name(const mgt_nccl_world *w, int r) {
+    return w->ranks[r].warm_up ? "the warm-up step's deadline: 10 x [parallel] timeout_s, at least 120 s" : "[parallel] timeout_s";
+}
+
 /* MGT_CUDA_SYNC=1: every op (and NCCL call) is waited for, so a failure names it */
 static int mgt__nccl_sync_mode(void) {
     static int mode = -1;
@@ -463,8 +471,8 @@ mgt_result mgt_nccl_wait(mgt_nccl_world *w, int r, void *event, const char *what
                                          gi >= 0 ? mgt__nccl_kind(c->groups[gi].kind) : "world", mgt__nccl_why(comm, e), ncclGetErrorString(e), what);
             }
         }
-        if (t - start > w->timeout_s)
-            return mgt__nccl_failure(w, r, MGT_ERROR_COMM, why, cap, NULL, "waited %.1f s ([parallel] timeout_s) for %s", t - start, what);
+        if (t - start > mgt__nccl_deadline(w, r))
+            return mgt__nccl_failure(w, r, MGT_ERROR_COMM, why, cap, NULL, "waited %.1f s (%s) for %s", t - start, mgt__nccl_deadline_name(w, r), what);
         if (!ticket && ++spins >= 64) ticket = mgt__nccl_waiter_ask(w, r, (cudaEvent_t)event); /* after ~64 yields: a short wait costs no handover */
         if (!ticket) mgt__nccl_pause(&spins);
     }
@@ -493,9 +501,9 @@ static mgt_result mgt__nccl_finish(mgt__nccl *c, ncclComm_t comm, ncclResult_t r
     if (r == ncclSuccess) return MGT_OK;
     while (r == ncclInProgress) {
         if (mgt__nccl_world_aborted(w)) return mgt__nccl_echo(w, NULL, 0);
-        if (mgt__nccl_now() - start > w->timeout_s)
-            return mgt__nccl_failure(w, c->rank, MGT_ERROR_COMM, NULL, 0, NULL, "NCCL %s stayed in progress (ncclInProgress: not enqueued) for %.1f s ([parallel] timeout_s)", what,
-                                     mgt__nccl_now() - start);
+        if (mgt__nccl_now() - start > mgt__nccl_deadline(w, c->rank))
+            return mgt__nccl_failure(w, c->rank, MGT_ERROR_COMM, NULL, 0, NULL, "NCCL %s stayed in progress (ncclInProgress: not enqueued) for %.1f s (%s)", what,
+                                     mgt__nccl_now() - start, mgt__nccl_deadline_name(w, c->rank));
         mgt__nccl_pause(&spins);
         if (mgt__nccl_enter(c) != MGT_OK) return MGT_ERROR_COMM;
         if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) r = ncclInternalError;
@@ -541,7 +549,7 @@ static mgt_result mgt__nccl_nothing(mgt__nccl *c) {
    in it is reported naming it (the world is then aborted, and the call returns that message) */
 static int mgt__nccl_finish_op(mgt__nccl *c) { /* 1 when it ran and the world is aborted since */
     mgt__nccl_rank *me = &c->w->ranks[c->rank];
-    if (!me->finish_op || !(mgt__nccl_sync_mode() || me->warm_up)) return 0;
+    if (!me->finish_op || !mgt__nccl_sync_mode()) return 0;
     me->finish_op(me->finish_ctx);
     return mgt__nccl_world_aborted(c->w);
 }
@@ -622,10 +630,9 @@ static mgt_result mgt__nccl_end(mgt__nccl *c, int coll, double bytes, ncclComm_t
 #undef MGT__TRY_IN
     snprintf(me->doing, sizeof me->doing, "enqueueing after %.200s", what);
     mgt__nccl_leave(c);
-    if (mgt__nccl_sync_mode() || me->warm_up) { /* the call is waited for, so a failure names it (and the
-                                                   warm-up's next op may load a kernel: no NCCL kernel in flight) */
+    if (mgt__nccl_sync_mode()) { /* MGT_CUDA_SYNC=1: the call is waited for, so a failure names it */
         char waited[200];
-        snprintf(waited, sizeof waited, "NCCL %.160s to finish (%s)", what, me->warm_up ? "the warm-up step" : "MGT_CUDA_SYNC=1");
+        snprintf(waited, sizeof waited, "NCCL %.160s to finish (MGT_CUDA_SYNC=1)", what);
         MGT__CUDA_TRY(c, "marking the end of a call", cudaEventRecord(c->end, c->stream));
         return mgt_nccl_wait(c->w, c->rank, c->end, waited, NULL, 0);
     }

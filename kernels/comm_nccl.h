@@ -65,9 +65,9 @@ double mgt_nccl_timeout(const mgt_nccl_world *w);
    for ("the step's statistics"). MGT_OK; or the failure, with the one message in `why` (and the
    thread's error): the world is then aborted */
 mgt_result mgt_nccl_wait(mgt_nccl_world *w, int rank, void *event, const char *what, char *why, size_t cap);
-/* the rank's host is in a step (begin 1), in the warm-up step (2: each call is waited for before the
-   next, as with MGT_CUDA_SYNC=1, and not numbered) or between steps (0): what other ranks' messages
-   say of it, and the numbering of its calls inside steps */
+/* the rank's host is in a step (begin 1), in the warm-up step (2: its calls are not numbered, its
+   waits allow 10 x timeout_s, at least 120 s) or between steps (0): what other ranks' messages say of it, and the
+   numbering of its calls inside steps */
 void mgt_nccl_step(mgt_nccl_world *w, int rank, int begin);
 /* the device memory NCCL holds for rank r, measured (cudaMemGetInfo) around the making of its
    communicators and the warm-up that connects them (mgt.h's, ended by the first mgt_nccl_settle);

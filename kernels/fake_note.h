@@ -19,7 +19,7 @@ extern "C" {
    thread keeps the deadline meanwhile (comm_nccl.c's waiter): its cudaEventSynchronize is no
    unbounded wait of a step */
 /* WARM_UP_BEGIN: the untimed warm-up step before the first (ended by STEP_END): a step's rules, but
-   the libraries' kernels may load, each op and NCCL call waited for, and it is not counted */
+   the libraries' kernels may load, and it is not counted */
 enum { MGT_NOTE_STEP_BEGIN = 1, MGT_NOTE_STEP_END = 2, MGT_NOTE_OP = 3, MGT_NOTE_WAITER = 4, MGT_NOTE_WARM_UP_BEGIN = 5 };
 
 /* device: the CUDA device of the calling rank; label: the op (MGT_NOTE_OP), else NULL */

@@ -10,6 +10,9 @@ the list of parts made from those comments, and each part is framed by begin/end
   src/assemble.py --depfile FILE  the same, and FILE lists the parts for ninja (build.ninja runs this)
   src/assemble.py --check    exit 1 when mgt.h is not what the parts assemble to
   src/assemble.py --committed  the same for the last commit (git show HEAD:...), whatever the work tree
+  src/assemble.py --layers   exit 1 when an implementation part uses a function, macro or type that
+                             only a later part defines (the order is the layering), beyond the
+                             known ones listed in KNOWN_BACK_REFERENCES
 
 Writing refuses an mgt.h edited by hand (newer than every part and not what they assemble to): the
 edit belongs in its part, and writing would lose it.
@@ -27,6 +30,13 @@ PARTS = [
     "weights.c", "plan.c", "device.c", "api.c", "sim.c", "sim_comm.c", "sim_calibration.c", "impl_end.h",
 ]
 HEAD_RE = re.compile(r"/\* src/(\S+) - (.*?)\*/", re.S)
+# uses of a later part's name, through a forward declaration: the layering's debt, to be paid down
+# (issue 24); a new one fails --layers
+KNOWN_BACK_REFERENCES = {
+    ("run.c", "mgt__tensorboard_open"), ("run.c", "mgt__sim_abort"), ("run.c", "mgt__sim_backend"), ("run.c", "mgt__sim_comm"),
+    ("step.c", "mgt__metrics_line"), ("step.c", "mgt_run_save"), ("step.c", "mgt__sim_abort"), ("weights.c", "mgt__sim_backend"),
+    ("api.c", "mgt__sim_comm"), ("sim.c", "mgt__sim_measure"),
+}
 
 
 def describe(name, text):
@@ -68,6 +78,33 @@ def assemble(read):
     return "\n".join(out) + "\n"
 
 
+def code_of(text):
+    """text without comments and string literals (names in them are no uses)"""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+
+
+def back_references(read):
+    """(part, name, defining part) for each name an implementation part uses that a later part defines"""
+    defined, code = {}, {}
+    for name in PARTS:
+        c = code_of(read("src/" + name))
+        code[name] = c
+        for pattern in (r"^(?:static |MGTDEF |MGT__PRINTF\([^)]*\) static )[^;{=]*?\b(mgt_{1,2}\w+)\s*\([^;]*?\)\s*\{",
+                        r"^#define (MGT_\w+|mgt_\w+)", r"^\}\s*(mgt_{1,2}\w+);"):
+            for m in re.finditer(pattern, c, re.M | re.S):
+                defined.setdefault(m.group(1), name)
+    order = {name: i for i, name in enumerate(PARTS)}
+    found = []
+    for name in PARTS[1:]:  # the public part declares everything the others define
+        for used in sorted(set(re.findall(r"\b(mgt_{1,2}\w+|MGT_\w+)\b", code[name]))):
+            where = defined.get(used)
+            if where and order[where] > order[name]:
+                found.append((name, used, where))
+    return found
+
+
 def from_tree(path):
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         return f.read()
@@ -87,6 +124,16 @@ def first_difference(a, b):
 
 def main(argv):
     target = os.path.join(ROOT, "mgt.h")
+    if len(argv) == 2 and argv[1] == "--layers":
+        found = back_references(from_tree)
+        new = [f for f in found if (f[0], f[1]) not in KNOWN_BACK_REFERENCES]
+        for part, used, where in new:
+            print("src/%s uses %s, which the later src/%s defines: move one of them so that no part uses a later one" % (part, used, where))
+        paid = KNOWN_BACK_REFERENCES - {(f[0], f[1]) for f in found}
+        for part, used in sorted(paid):
+            print("src/%s no longer uses %s of a later part: take it out of KNOWN_BACK_REFERENCES" % (part, used))
+        print("%d uses of a later part's name (%d known, %d new)" % (len(found), len(found) - len(new), len(new)))
+        return 1 if new or paid else 0
     if len(argv) > 1 and argv[1] in ("--check", "--committed"):
         head = argv[1] == "--committed"
         read = from_head if head else from_tree

@@ -442,7 +442,7 @@ struct mgt_backend {
        deadline (the CUDA backend): reserve makes everything a step uses from the largest operands,
        once, when the run is created (0, or -1 with error() set); step(be, 1) and step(be, 0)
        bracket each training step and forward-only pass, step(be, 2) and step(be, 0) the warm-up
-       step before the first (its libraries' kernels load; every op is waited for); sum_squares_many (*out = the sum of squares
+       step before the first (its libraries' kernels load); sum_squares_many (*out = the sum of squares
        of count fp32 vectors, in a fixed order) and sum_doubles (*out = (accumulate ? *out : 0) + the
        sum of x[0..n)) leave their result in backend memory, so the gradient norm, the loss and the
        skip decision cost one download per step */
@@ -840,6 +840,11 @@ MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
 /* ---- 4/5. data and checkpoints -------------------------------------------------------------- */
 
 /* ---- planning: what each rank holds and moves, in closed form ------------------------------ */
+
+/* The grid: rank = (pp_index x dp + dp_index) x tp + tp_index, so that the ranks of a TP group are
+   neighbours (one node's GPUs) and a pipeline stage is a contiguous block. The one place it is written. */
+MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index);
+MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp);
 
 typedef struct mgt_rank_plan {
     int rank, dp, tp, pp;          /* coordinates */

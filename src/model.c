@@ -2,6 +2,13 @@
    slice of a global tensor */
 /* ---- the plan: ranks, groups, stages -------------------------------------------------------- */
 
+MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index) {
+    *tp_index = rank % tp;
+    *dp_index = rank / tp % dp;
+    *pp_index = rank / (tp * dp);
+}
+MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp) { return (pp_index * dp + dp_index) * tp + tp_index; }
+
 /* The model's shapes from its preset. GPT-2 and the Llama family are settings of one model: the
    normalisation, the positions, the MLP, the key/value heads, the biases and the head are chosen
    here, and every size below follows from these numbers (layout, activations, plan, costs). */

@@ -20,7 +20,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     mgt__plan_make(cfg, &p);
     if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
     memset(o, 0, sizeof *o);
-    tpr = rank % p.tp; dpr = (rank / p.tp) % p.dp; ppr = rank / (p.tp * p.dp);
+    mgt_rank_coords(rank, p.dp, p.tp, &dpr, &tpr, &ppr);
     first = ppr == 0; last = ppr == p.pp - 1;
     nb = p.stage_first[ppr + 1] - p.stage_first[ppr];
     M = p.micro_steps;

@@ -279,7 +279,7 @@ static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, in
 
 
 
-static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[(ppr * r->plan.dp + dpr) * r->plan.tp + tpr]; }
+static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[mgt_rank_at(dpr, tpr, ppr, r->plan.dp, r->plan.tp)]; }
 
 /* GPU ranks: the rank's NCCL communicator, made on its own thread beside the others' (the group
    splits are collective), ordered after the backend's stream */
@@ -462,9 +462,7 @@ static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     const mgt__plan *p = &r->plan;
     memset(rk, 0, sizeof *rk); /* run stays NULL: nothing of it is freed */
     rk->rank = index;
-    rk->tpr = index % p->tp;
-    rk->dpr = (index / p->tp) % p->dp;
-    rk->ppr = index / (p->tp * p->dp);
+    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
     rk->first = rk->ppr == 0;
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
@@ -543,8 +541,8 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
 /* GPU ranks, before their first step or forward pass: one untimed step without the optimizer. CUDA
    loads a kernel at its first launch (lazy loading, the default since 12.2), which may synchronise
    the device while NCCL kernels spin; mgt's own kernels are loaded when the backend is made, but
-   cuBLAS's and cuDNN's can only be loaded by running them, which the warm-up does with every op and
-   NCCL call waited for before the next (step(be, 2)), so that no step loads anything. */
+   cuBLAS's and cuDNN's can only be loaded by running them, which the warm-up does (step(be, 2): the
+   step's rules, but loads allowed and waits of 10 x timeout_s, at least 120 s), so that no step loads anything. */
 static mgt_result mgt__warm_up(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt__now();
     if (!r->cuda || r->warmed_up) return MGT_OK;

@@ -890,19 +890,34 @@ static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int in
     for (i = 0; i < size; i++) (*cursor)[i] = base + i * stride;
     *cursor += size;
 }
+/* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
+   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks). A group's id is
+   kind x world + its first member's place, the same on every member */
+static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt__plan *p) {
+    int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
+    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
+    if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    cur = rk->members;
+    mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
+    mgt__make_group(&rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
+    mgt__make_group(&rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
+                    (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
+    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
+    return MGT_OK;
+}
 
 static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     const mgt__plan *p = &r->plan;
     const mgt_config *cfg = &r->cfg;
     mgt_backend *be;
-    int W = p->world, u, M = p->micro_steps, *cur, k, zero = p->zero;
+    int W = p->world, u, M = p->micro_steps, k, zero = p->zero;
     size_t bucket_floats, in_bucket = 0;
     memset(rk, 0, sizeof *rk);
     rk->run = r;
     rk->rank = index;
-    rk->tpr = index % p->tp;
-    rk->dpr = (index / p->tp) % p->dp;
-    rk->ppr = index / (p->tp * p->dp);
+    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
     rk->first = rk->ppr == 0;
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
@@ -914,18 +929,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         if (rk->lay.u[u].size > rk->max_unit) rk->max_unit = rk->lay.u[u].size;
         if (mgt__is_block_unit(rk, u) && rk->lay.u[u].size > rk->max_block) rk->max_block = rk->lay.u[u].size;
     }
-    /* groups: TP (neighbours), DP, PP, the embedding pair (first and last stage), the world */
-    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + mgt__kv_replicas(&p->dims, p->tp)));
-    if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    cur = rk->members;
-    mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
-    mgt__make_group(&rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
-    mgt__make_group(&rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
-                    (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
-    k = mgt__kv_replicas(&p->dims, p->tp); /* kv groups: runs of k neighbouring TP ranks */
-    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
+    MGT__TRY(mgt__rank_groups(rk, p));
     /* shape of this rank's slice */
     rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
     rk->shape.T = cfg->model.seq_len;

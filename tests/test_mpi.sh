@@ -123,9 +123,12 @@ if [ -s "$root/build/libmgt_cuda_fake.so" ]; then
     --set checkpoint.every=0 --set checkpoint.dir=ck_gpu_stall --set log.metrics=none --set parallel.timeout_s=3 > log_gpu_stall 2>&1
   rc=$?
   secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-  if [ $rc -ne 1 ] || ! grep -q 'waited 3.0 s (\[parallel\] timeout_s) .*behind NCCL all-reduce #2 on group 2 (DP)' log_gpu_stall; then
+  # the all-reduce the fake stalled (its line numbers it, the connection's and the warm-up's calls included)
+  n=$(grep -o 'ncclAllReduce #[0-9]*' log_gpu_stall | head -n1 | tr -dc 0-9)
+  # named by process 0's wait, or by process 1's own call (whichever deadline passes first)
+  if [ $rc -ne 1 ] || [ -z "$n" ] || ! grep -qE "waited 3.0 s \(\[parallel\] timeout_s\) .*behind NCCL all-reduce #$n on group 2 \(DP\)|NCCL all-reduce #$n on group 2 \(DP\) stayed in progress \(ncclInProgress: not enqueued\) for 3.0 s" log_gpu_stall; then
     fail "GPU rank of process 1 stalled: exit $rc after ${secs}s"; grep '^mgt' log_gpu_stall | head -3
-  else echo "ok  GPU rank of process 1 stalled: exit 1 after ${secs}s: $(grep -m1 -o 'rank 0 (GPU 0): waited 3.0 s.*(DP)' log_gpu_stall | cut -c1-150)"; fi
+  else echo "ok  GPU rank of process 1 stalled: exit 1 after ${secs}s: $(grep -m1 -oE 'rank [01] \(GPU 0\): (waited 3.0 s|NCCL all-reduce).*\(DP\)' log_gpu_stall | cut -c1-150)"; fi
   unset MGT_CUDA_LIBRARY MGT_FAKE_DEVICES
 else echo "SKIP: GPU ranks across processes: build/libmgt_cuda_fake.so is empty (no CUDA headers to build the fakes against)"; fi
 

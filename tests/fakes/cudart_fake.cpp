@@ -366,7 +366,6 @@ struct op {
     std::vector<std::pair<CUstream_st *, uint64_t>> deps; /* run those streams this far first */
     std::function<bool(int mode)> step; /* RUN_TRY, RUN_BLOCK, RUN_ABANDON (fake_core.h): true once done */
     std::vector<alloc *> opens; /* device memory it may touch: readable while it runs */
-    std::string peer_wait; /* an operation that waits for other devices (NCCL's): what it is */
 };
 static void set_open(const std::vector<alloc *> &as, int delta) { /* mu held */
     for (alloc *a : as) {
@@ -529,7 +528,7 @@ static void track(const char *api, CUstream_st *s, const vclock &vc, alloc *a, s
 }
 
 static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std::string &what, const std::vector<mem_use> &acc,
-                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock, bool peers = false);
+                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock);
 ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::string &what,
                         const std::vector<mem_use> &acc, std::function<void()> run,
                         const std::function<void(const ticket &)> &under_lock) {
@@ -540,10 +539,10 @@ ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::
 }
 ticket mgtfake::enqueue_step(const char *api, cudaStream_t h, int device, const std::string &what,
                              const std::vector<mem_use> &acc, std::function<bool(int)> step) {
-    return enqueue_op(api, h, device, what, acc, std::move(step), nullptr, true);
+    return enqueue_op(api, h, device, what, acc, std::move(step), nullptr);
 }
 static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std::string &what, const std::vector<mem_use> &acc,
-                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock, bool peers) {
+                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock) {
     lock_t lk(mu);
     CUstream_st *s = resolve(api, h);
     int want = device == -1 ? cur_device : device == -2 ? s->device : device;
@@ -590,7 +589,6 @@ static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std:
         if (a->device >= 0 && std::find(o.opens.begin(), o.opens.end(), a) == o.opens.end()) o.opens.push_back(a);
     }
     o.step = std::move(step);
-    if (peers) o.peer_wait = what;
     s->q.push_back(std::move(o));
     ticket t{s, s->enq};
     if (under_lock) under_lock(t);
@@ -629,21 +627,9 @@ static bool kernel_faults(int device, const std::string &name, bool warm_up) {
 
 /* the shim's hook (kernels/cuda_cpu.h): MGT_LAUNCH hands its launch here when the fakes are linked */
 /* mu held: loads `func` into the context of `device` if it is not loaded yet, which inside a step fails */
-/* mu held: a load may synchronise the device's context, which then waits for an NCCL kernel that
-   waits for its peers, whose threads may wait for this one: the queued NCCL operation, if any */
-static const std::string *peer_wait_on(int device) {
-    for (CUstream_st *s : streams)
-        if (s && !s->destroyed && s->device == device)
-            for (const op &o : s->q)
-                if (!o.peer_wait.empty()) return &o.peer_wait;
-    return nullptr;
-}
+/* mu held: a load inside a step fails; the warm-up step is where the libraries' kernels load */
 static void load_checks(const char *api, int device, const std::string &what, const char *why) {
     if (!in_warm_up(device)) step_check(api, device, what, why);
-    if (const std::string *nccl = peer_wait_on(device))
-        fail(api, "%s on device %d while %s is queued there (during %s): loading may synchronise the device while that NCCL kernel "
-             "waits for its peers; the warm-up waits for each NCCL call before the next op", what.c_str(), device, nccl->c_str(),
-             dstate[device].op.c_str());
 }
 static void load_kernel(const char *api, int device, const void *func, const std::string &what) {
     init_devices();

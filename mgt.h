@@ -6268,7 +6268,7 @@ struct mgt__rank {
     int device;                   /* its GPU, or -1 on the CPU */
     mgt_gpu_reading gpu;          /* the GPU's last reading */
     mgt_backend *be;
-    mgt_comm *comm;
+    mgt_comm *comm;               /* the rank's communicator (the warm-up swaps in a quiet one) */
     mgt_group tp_g, dp_g, pp_g, emb_g, world_g;
     mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
     int *members;                 /* storage of the groups' rank lists */
@@ -6923,8 +6923,59 @@ static void mgt__comm_delta(mgt_comm_stats *out, const mgt_comm_stats *now, cons
 
 /* the end of a rank's work: a GPU rank waits for its streams (the step's time is the devices' too)
    and reports the first failure of an op or a collective */
+/* the warm-up's communicator: every call returns at once and moves nothing, so no NCCL kernel is in
+   flight while the libraries' kernels load (see mgt__warm_up) */
+static mgt_result mgt__quiet_all_reduce(mgt_comm *c, const mgt_group *g, void *buf, size_t n, int dt) {
+    (void)c; (void)g; (void)buf; (void)n; (void)dt;
+    return MGT_OK;
+}
+static mgt_result mgt__quiet_reduce_scatter(mgt_comm *c, const mgt_group *g, const void *s, void *r, size_t n, int dt) {
+    (void)c; (void)g; (void)s; (void)r; (void)n; (void)dt;
+    return MGT_OK;
+}
+static mgt_result mgt__quiet_all_gather(mgt_comm *c, const mgt_group *g, const void *s, void *r, size_t n, int dt) {
+    (void)c; (void)g; (void)s; (void)r; (void)n; (void)dt;
+    return MGT_OK;
+}
+static mgt_result mgt__quiet_broadcast(mgt_comm *c, const mgt_group *g, void *buf, size_t n, int dt, int root) {
+    (void)c; (void)g; (void)buf; (void)n; (void)dt; (void)root;
+    return MGT_OK;
+}
+static mgt_result mgt__quiet_send(mgt_comm *c, int peer, const void *buf, size_t n, int dt) {
+    (void)c; (void)peer; (void)buf; (void)n; (void)dt;
+    return MGT_OK;
+}
+static mgt_result mgt__quiet_recv(mgt_comm *c, int peer, void *buf, size_t n, int dt) {
+    (void)c; (void)peer; (void)buf; (void)n; (void)dt;
+    return MGT_OK;
+}
+static mgt_result mgt__quiet_sendrecv(mgt_comm *c, int sp, const void *s, int rp, void *r, size_t n, int dt) {
+    (void)c; (void)sp; (void)s; (void)rp; (void)r; (void)n; (void)dt;
+    return MGT_OK;
+}
+static mgt_result mgt__quiet_barrier(mgt_comm *c, const mgt_group *g) {
+    (void)c; (void)g;
+    return MGT_OK;
+}
+static mgt_comm mgt__quiet_comm(const mgt_comm *real) {
+    mgt_comm q;
+    memset(&q, 0, sizeof q);
+    q.rank = real->rank;
+    q.world = real->world;
+    q.all_reduce = mgt__quiet_all_reduce;
+    q.reduce_scatter = mgt__quiet_reduce_scatter;
+    q.all_gather = mgt__quiet_all_gather;
+    q.broadcast = mgt__quiet_broadcast;
+    q.send = mgt__quiet_send;
+    q.recv = mgt__quiet_recv;
+    q.sendrecv = mgt__quiet_sendrecv;
+    q.barrier = mgt__quiet_barrier;
+    return q; /* defer and sync NULL: every call is complete when it returns */
+}
+static int mgt__comm_is_quiet(const mgt_comm *c) { return c->all_reduce == mgt__quiet_all_reduce; }
+
 static mgt_result mgt__settle(mgt__rank *rk) {
-    mgt_result comm = rk->run->cuda ? rk->run->cuda->comm_settle(rk->comm) : MGT_OK;
+    mgt_result comm = rk->run->cuda && !mgt__comm_is_quiet(rk->comm) ? rk->run->cuda->comm_settle(rk->comm) : MGT_OK;
     const char *e;
     if (rk->be->finish) rk->be->finish(rk->be);
     e = rk->be->error ? rk->be->error(rk->be) : NULL;
@@ -7057,7 +7108,12 @@ static mgt_result mgt__rank_run_cmd(mgt__rank *rk) {
     /* a step: nothing is made or waited for without a deadline until its end (2: the warm-up step) */
     if (rk->be->step) rk->be->step(rk->be, r->cmd == MGT__CMD_WARM_UP ? 2 : 1);
     if (r->cmd == MGT__CMD_FORWARD) res = mgt__rank_forward_only(rk, r->cmd_rows, r->cmd_micro);
-    else res = mgt__rank_train_step(rk, r->cmd_rows, r->cmd == MGT__CMD_STEP);
+    else if (r->cmd == MGT__CMD_WARM_UP) {
+        mgt_comm *real = rk->comm, quiet = mgt__quiet_comm(real);
+        rk->comm = &quiet;
+        res = mgt__rank_train_step(rk, r->cmd_rows, 0);
+        rk->comm = real;
+    } else res = mgt__rank_train_step(rk, r->cmd_rows, 1);
     if (rk->be->step) rk->be->step(rk->be, 0);
     return res;
 }
@@ -7280,11 +7336,15 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
     pthread_mutex_unlock(&r->stats_mu);
 }
 
-/* GPU ranks, before their first step or forward pass: one untimed step without the optimizer. CUDA
-   loads a kernel at its first launch (lazy loading, the default since 12.2), which may synchronise
-   the device while NCCL kernels spin; mgt's own kernels are loaded when the backend is made, but
-   cuBLAS's and cuDNN's can only be loaded by running them, which the warm-up does (step(be, 2): the
-   step's rules, but loads allowed and waits of 10 x timeout_s, at least 120 s), so that no step loads anything. */
+/* GPU ranks, before their first step or forward pass: one untimed step without the optimizer or
+   communication. CUDA loads a kernel at its first launch (lazy loading, the default since 12.2),
+   which may synchronise the device while NCCL kernels spin waiting for peers that are loading too;
+   mgt's own kernels are loaded when the backend is made, but cuBLAS's and cuDNN's can only be loaded
+   by running them, which the warm-up does (step(be, 2): the step's rules, but loads allowed and
+   waits of 10 x timeout_s, at least 120 s), so that no step loads anything. Its communicator is
+   quiet (every call returns at once, moving nothing): no NCCL kernel is in flight while a kernel
+   loads, and the values it computes (from unreduced, unreceived buffers) are thrown away. NCCL
+   itself is connected already (mgt__rank_connect). */
 static mgt_result mgt__warm_up(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt__now();
     if (!r->cuda || r->warmed_up) return MGT_OK;

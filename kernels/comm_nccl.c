@@ -93,7 +93,7 @@ typedef struct mgt__nccl_rank {
     double since;
     char last_call[200];
     double last_call_s;
-    int in_step, warm_up; /* warm_up: the untimed warm-up step (each call waited for) */
+    int in_step, warm_up; /* warm_up: the untimed warm-up step (its waits get a longer deadline) */
     long step, step_calls; /* steps begun; NCCL calls made inside steps, all steps together */
     size_t nccl_bytes;     /* NCCL's device memory, measured after the warm-up */
     mgt__nccl_waiter waiter;
@@ -426,7 +426,8 @@ static void mgt__nccl_waiter_end(mgt__nccl_waiter *wt, double timeout_s) {
 static mgt_result mgt__nccl_device_failed(mgt_nccl_world *w, int r, cudaError_t q, const char *what, char *why, size_t cap) {
     return mgt__nccl_failure(w, r, MGT_ERROR_DEVICE, why, cap,
                              mgt__nccl_sync_mode() ? NULL : ". The failing op is not known: MGT_CUDA_SYNC=1 waits for every op and names it",
-                             "the device failed (%s: %s) while waiting for %s", cudaGetErrorName(q), cudaGetErrorString(q), what);
+                             "the device failed (%s: %s)%s while waiting for %s", cudaGetErrorName(q), cudaGetErrorString(q),
+                             w->ranks[r].warm_up ? " in the warm-up step" : "", what);
 }
 
 mgt_result mgt_nccl_wait(mgt_nccl_world *w, int r, void *event, const char *what, char *why, size_t cap) {
@@ -562,10 +563,9 @@ static mgt_result mgt__nccl_begin(mgt__nccl *c, int coll, const char *what) {
     double now = mgt__nccl_now();
     mgt__nccl_finish_op(c);
     if (mgt__nccl_enter(c) != MGT_OK) return MGT_ERROR_COMM;
-    if (me->in_step && !me->warm_up) me->step_calls++;
+    if (me->in_step) me->step_calls++; /* the warm-up step calls nothing: its communicator is quiet */
     snprintf(me->last_call, sizeof me->last_call, "%.159s", what);
-    if (me->warm_up) mgt__catf(me->last_call, sizeof me->last_call, " (in the warm-up step)");
-    else if (me->in_step) mgt__catf(me->last_call, sizeof me->last_call, " (call %ld in steps, step %ld)", me->step_calls, me->step);
+    if (me->in_step) mgt__catf(me->last_call, sizeof me->last_call, " (call %ld in steps, step %ld)", me->step_calls, me->step);
     me->last_call_s = now;
     snprintf(me->doing, sizeof me->doing, "issuing %.200s", me->last_call);
     me->since = now;

@@ -395,11 +395,13 @@ struct mgt__simt_thread {
     int kind, arg, width;
     unsigned mask, size;
     uint64_t value, result;
-    unsigned acq_mask, acq_bits, nwarp; /* TSan: lanes to acquire after a warp op, and their slots */
+    unsigned nwarp;                     /* warp ops so far */
+    void *acq_from;                     /* TSan: after a warp op, the exchange's sync object to acquire */
     char *stack_lo;                     /* lowest usable byte (the canary), above the guard page */
     void *asan_fake;
     void *tsan_fiber;
-    char tsan_slot[2]; /* TSan sync objects: this lane's release at its even / odd warp op */
+    char tsan_slot[2];   /* TSan sync objects: this lane's release at its even / odd warp op */
+    char tsan_gather[2]; /* and, as the lane that completes an exchange, every lane's releases joined */
     const char *active_file; /* __activemask: 1 = waiting at it, 2 = its group is complete */
     int active_line, active_state;
     unsigned active_mask;
@@ -728,14 +730,22 @@ MGT__SIMT_INTERNAL inline uint64_t mgt__simt_warp(int kind, const char *op, unsi
     t->nwarp++;
     if (arrived == (unsigned)__builtin_popcount(mask)) { /* the last lane: exchange and release */
         uint64_t poison = size == 8 ? ~0ull : (1ull << (8 * size)) - 1ull, ballot = 0;
-        unsigned slots = 0, k = 0;
+        unsigned k = 0;
+        void *gather = &t->tsan_gather[t->nwarp & 1u];
         for (unsigned m = mask; m; m &= m - 1) {
             unsigned l = (unsigned)__builtin_ctz(m);
             mgt__simt_thread *u = &b->t[base + l];
             if (u->value) ballot |= 1ull << l;
-            slots |= ((u->nwarp - 1u) & 1u) << l;
             b->scratch[k++] = base + l;
+#ifdef MGT__SIMT_TSAN
+            /* this lane gathers every lane's release, then the others take them all from one object:
+               2 x 31 clock operations per exchange instead of 31 x 31 (each costs TSan the clock's size) */
+            if (u != t) __tsan_acquire(&u->tsan_slot[(u->nwarp - 1u) & 1u]);
+#endif
         }
+#ifdef MGT__SIMT_TSAN
+        __tsan_release(gather);
+#endif
         for (unsigned m = mask; m; m &= m - 1) {
             unsigned l = (unsigned)__builtin_ctz(m);
             mgt__simt_thread *u = &b->t[base + l];
@@ -755,17 +765,13 @@ MGT__SIMT_INTERNAL inline uint64_t mgt__simt_warp(int kind, const char *op, unsi
             else if (own) u->result = u->value;
             else if (src < 32 && (mask >> src & 1u)) u->result = b->t[base + src].value;
             else u->result = poison; /* reading an inactive lane: undefined in CUDA */
-            u->acq_mask = mask & ~(1u << l);
-            u->acq_bits = slots;
+            u->acq_from = u == t ? nullptr : gather;
         }
         mgt__simt_push(b, b->scratch, k);
     }
     mgt__simt_yield(b, t);
 #ifdef MGT__SIMT_TSAN
-    for (unsigned m = t->acq_mask; m; m &= m - 1) {
-        unsigned l = (unsigned)__builtin_ctz(m);
-        __tsan_acquire(&b->t[base + l].tsan_slot[t->acq_bits >> l & 1u]);
-    }
+    if (t->acq_from) __tsan_acquire(t->acq_from);
 #endif
     return t->result;
 }

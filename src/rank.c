@@ -10,7 +10,7 @@ struct mgt__rank {
     int device;                   /* its GPU, or -1 on the CPU */
     mgt_gpu_reading gpu;          /* the GPU's last reading */
     mgt_backend *be;
-    mgt_comm *comm;
+    mgt_comm *comm;               /* the rank's communicator (the warm-up swaps in a quiet one) */
     mgt_group tp_g, dp_g, pp_g, emb_g, world_g;
     mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
     int *members;                 /* storage of the groups' rank lists */

@@ -1709,6 +1709,25 @@ static const death deaths[] = {
          cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 4, &one, d, CUDA_R_32F, 2, d + 16, CUDA_R_32F, 4, &zero, d + 32,
                       CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
      }},
+    {"warm_up_load_beside_nccl", "while an NCCL kernel is in flight there (", [] {
+         /* issue 22: even in the warm-up step, where loads are allowed, a library kernel must not
+            load while an NCCL kernel may spin on the device: the load may synchronise the device */
+         two_ranks([](int r, ncclComm_t c, cudaStream_t s, float *p) {
+             float one = 1, zero = 0;
+             void *ws;
+             cudaMalloc(&ws, 1 << 20);
+             cublasHandle_t h;
+             cublasCreate(&h);
+             cublasSetWorkspace(h, ws, 1 << 20);
+             cublasSetStream(h, nb_stream());
+             ncclAllReduce(p + 48, p + 48, 16, ncclFloat32, ncclSum, c, s); /* connects the trees it runs on */
+             cudaStreamSynchronize(s);
+             mgt_cuda_fake_note(r, MGT_NOTE_WARM_UP_BEGIN, nullptr);
+             ncclAllReduce(p + 48, p + 48, 16, ncclFloat32, ncclSum, c, s);
+             cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, p, CUDA_R_32F, 2, p + 4, CUDA_R_32F, 2, &zero, p + 8,
+                          CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+         });
+     }},
     {"step_first_ring", "mgt fake ncclReduceScatter: the first collective on rings of rank ", [] {
          /* a 1-element warm-up connects trees (small all-reduces), not the rings a step's
             reduce-scatter runs on: NCCL 2.22 and later connect each algorithm at its first use */

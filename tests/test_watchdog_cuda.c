@@ -11,14 +11,14 @@
      fault       MGT_FAKE_KERNEL_FAULT=layernorm_forward:1: rank 1's first LayerNorm kernel faults
      fault_sync  the same with MGT_CUDA_SYNC=1, which names the op and its kernel's launch site
      fault_warm_up the first LayerNorm of the untimed warm-up step faults: reported from the warm-up
-                 (its NCCL call named "in the warm-up step"), with the MGT_CUDA_SYNC=1 hint
+                 (which communicates nothing), with the MGT_CUDA_SYNC=1 hint
      nccl_error_wait (dp2) rank 1's last call of the step fails asynchronously: only the wait's
                  checks of ncclCommGetAsyncError can see it, and must, well before the deadline
    and the parent checks: the child exits 1 (what the CLI returns) within timeout_s plus a margin,
    its one message names rank 1, its GPU and the NCCL call the fake stalled or failed (the fake's
    own line says which: its kind and sequence number) with its group, or the faulting op; every rank
    thread has ended (the child counts its threads before the run and after mgt_run_destroy);
-   and built with ASan (8 cases) or TSan (1 case), no report. Without a fault, every step of these layouts does no
+   and built with ASan (8 cases) or TSan (3 cases), no report. Without a fault, every step of these layouts does no
    allocation, free, pageable copy or unbounded wait (the fakes would abort), and --syncs prints
    the host synchronisations of a step for GPT-2-shaped models of 2 and 4 layers, 1 and 2
    micro-batches: one download (the gradient norm, the loss, the skip decision) and three waits.
@@ -211,7 +211,7 @@ static void run_case(const char *self, const layout *l, const fault_case *f) {
     } else if (!strcmp(f->name, "fault"))
         ok = ok && strstr(out, "cudaErrorIllegalAddress") && strstr(out, "MGT_CUDA_SYNC=1");
     else if (!strcmp(f->name, "fault_warm_up"))
-        ok = ok && strstr(out, "cudaErrorIllegalAddress") && strstr(out, "MGT_CUDA_SYNC=1") && strstr(out, "(in the warm-up step)") &&
+        ok = ok && strstr(out, "cudaErrorIllegalAddress") && strstr(out, "MGT_CUDA_SYNC=1") && strstr(out, ") in the warm-up step while") &&
              !strstr(out, "in steps");
     else
         ok = ok && strstr(out, "cudaErrorIllegalAddress") && strstr(out, "layernorm forward (N ") && strstr(out, "kernels/layernorm.cu:");
@@ -278,10 +278,8 @@ int main(int argc, char **argv) {
             if (!strcmp(cases[j].name, "nccl_error_wait") && strcmp(layouts[i].name, "dp2")) continue;
             /* ASan: every layout stalls, and one other fault each */
             if (SANITIZED && !TSAN && argc == 1 && j > 0 && j != 1 + i % 4) continue;
-            /* TSan: tp2 fault_sync only. Since the untimed warm-up step (a full step before the fault),
-               the stall and NCCL-error cases under TSan on 2 busy cores ended 140-225 s after the fault,
-               past the 123 s allowed (not understood yet; plain and ASan runs take 0.1-3 s) */
-            if (TSAN && argc == 1 && !(i == 1 && j == 3)) continue;
+            /* TSan (the slowest): three cases */
+            if (TSAN && argc == 1 && !(i == 3 && j == 0) && !(i == 2 && j == 1) && !(i == 1 && j == 3)) continue;
             run_case(argv[0], &layouts[i], &cases[j]);
         }
     return finish(dir, "watchdog");

@@ -285,6 +285,10 @@ struct dev_state {
     mgt_fake_counts cur{}, last{}, total{};
 };
 static dev_state *const dstate = new dev_state[64]; /* never freed, as the other tables */
+static int *const late_launches = new int[64](); /* per device, under mu: NCCL calls its thread has yet to launch */
+void mgtfake::late_launch(int device, int delta) {
+    if (device >= 0 && device < 64) late_launches[device] += delta;
+}
 static dev_state &dev(int device) {
     if (device < 0 || device >= 64) fail("device", "device %d is not one of the fake's", device);
     return dstate[device];
@@ -366,6 +370,7 @@ struct op {
     std::vector<std::pair<CUstream_st *, uint64_t>> deps; /* run those streams this far first */
     std::function<bool(int mode)> step; /* RUN_TRY, RUN_BLOCK, RUN_ABANDON (fake_core.h): true once done */
     std::vector<alloc *> opens; /* device memory it may touch: readable while it runs */
+    std::string collective; /* an NCCL call (enqueue_step): what it is, for the lazy-loading check */
 };
 static void set_open(const std::vector<alloc *> &as, int delta) { /* mu held */
     for (alloc *a : as) {
@@ -528,7 +533,8 @@ static void track(const char *api, CUstream_st *s, const vclock &vc, alloc *a, s
 }
 
 static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std::string &what, const std::vector<mem_use> &acc,
-                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock);
+                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock,
+                         bool collective = false);
 ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::string &what,
                         const std::vector<mem_use> &acc, std::function<void()> run,
                         const std::function<void(const ticket &)> &under_lock) {
@@ -539,10 +545,11 @@ ticket mgtfake::enqueue(const char *api, cudaStream_t h, int device, const std::
 }
 ticket mgtfake::enqueue_step(const char *api, cudaStream_t h, int device, const std::string &what,
                              const std::vector<mem_use> &acc, std::function<bool(int)> step) {
-    return enqueue_op(api, h, device, what, acc, std::move(step), nullptr);
+    return enqueue_op(api, h, device, what, acc, std::move(step), nullptr, true);
 }
 static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std::string &what, const std::vector<mem_use> &acc,
-                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock) {
+                         std::function<bool(int)> step, const std::function<void(const ticket &)> &under_lock,
+                         bool collective) {
     lock_t lk(mu);
     CUstream_st *s = resolve(api, h);
     int want = device == -1 ? cur_device : device == -2 ? s->device : device;
@@ -589,6 +596,7 @@ static ticket enqueue_op(const char *api, cudaStream_t h, int device, const std:
         if (a->device >= 0 && std::find(o.opens.begin(), o.opens.end(), a) == o.opens.end()) o.opens.push_back(a);
     }
     o.step = std::move(step);
+    if (collective) o.collective = what;
     s->q.push_back(std::move(o));
     ticket t{s, s->enq};
     if (under_lock) under_lock(t);
@@ -627,9 +635,26 @@ static bool kernel_faults(int device, const std::string &name, bool warm_up) {
 
 /* the shim's hook (kernels/cuda_cpu.h): MGT_LAUNCH hands its launch here when the fakes are linked */
 /* mu held: loads `func` into the context of `device` if it is not loaded yet, which inside a step fails */
-/* mu held: a load inside a step fails; the warm-up step is where the libraries' kernels load */
+/* mu held: an NCCL call of `device` not finished yet (queued on a stream, or still to be launched by
+   NCCL's thread): what it is, or "" */
+static std::string collective_in_flight(int device) {
+    for (CUstream_st *s : streams)
+        if (s->device == device && !s->destroyed)
+            for (const op &o : s->q)
+                if (!o.collective.empty()) return o.collective + " on " + sname(s);
+    return late_launches[device] > 0 ? "an NCCL call that NCCL's thread has yet to launch" : "";
+}
+/* mu held: a load inside a step fails; the warm-up step is where the libraries' kernels load, but
+   never beside an NCCL kernel: the load may synchronise the device, and that kernel waits for peers
+   that may be loading too (CUDA's lazy-loading guide: a kernel spinning until another runs deadlocks) */
 static void load_checks(const char *api, int device, const std::string &what, const char *why) {
     if (!in_warm_up(device)) step_check(api, device, what, why);
+    std::string nccl = collective_in_flight(device);
+    if (!nccl.empty())
+        fail(api, "%s on device %d (during %s) while an NCCL kernel is in flight there (%s): loading a kernel may "
+             "synchronise the device, and the NCCL kernel waits for peers that may be loading too, a deadlock (load with no "
+             "collective in flight: the warm-up step computes without communicating)", what.c_str(), device,
+             dstate[device].op.c_str(), nccl.c_str());
 }
 static void load_kernel(const char *api, int device, const void *func, const std::string &what) {
     init_devices();

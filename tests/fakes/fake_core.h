@@ -86,6 +86,9 @@ void step_check(const char *api, int device, const std::string &what, const char
 /* with mu held: the kernel a library call picks, named by `key` (its operation, types and epilogue),
    loaded into `device`'s context at its first use, which inside a step fails (lazy loading) */
 void load_library_kernel(const char *api, int device, const std::string &key, const std::string &what);
+/* with mu held: NCCL's thread will launch (+1) or has launched (-1) a call of `device`; a kernel load
+   meanwhile fails, as one beside a queued NCCL call does */
+void late_launch(int device, int delta);
 /* with mu held: the sticky error of a device one of whose kernels faulted (MGT_FAKE_KERNEL_FAULT),
    or cudaSuccess */
 cudaError_t device_fault(int device);

@@ -756,11 +756,14 @@ static void launch_late(std::vector<nop> ops) { /* mu held */
         c->state = ncclInProgress;
         c->launching = j;
     }
+    int device = ops[0].c->device;
+    late_launch(device, +1);
     uint64_t delay = launch_delay_us();
-    j->th = std::thread([j, ops, cs, delay]() {
+    j->th = std::thread([j, ops, cs, delay, device]() {
         std::this_thread::sleep_for(std::chrono::microseconds(delay));
         submit_per_stream("NCCL's launch thread", ops);
         lock_t lk(mu);
+        late_launch(device, -1);
         for (ncclComm *c : cs)
             if (c->state == ncclInProgress) c->state = ncclSuccess;
         j->launched = true;

@@ -1325,17 +1325,26 @@ typedef struct doc {
     int elements;  /* GPUs printed */
 } doc;
 
-static void doc_json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
+/* s as a JSON string, quotes included, into out (cut short, still closed, when cap is too small) */
+static void json_quote(char *out, size_t cap, const char *s) {
+    size_t n = 0;
+    if (cap < 3) { if (cap) out[0] = 0; return; }
+    out[n++] = '"';
+    for (; *s && n + 8 < cap; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c == '\n') printf("\\n");
-        else if (c == '\t') printf("\\t");
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
+        if (c == '"' || c == '\\') n += (size_t)snprintf(out + n, cap - n, "\\%c", c);
+        else if (c == '\n') n += (size_t)snprintf(out + n, cap - n, "\\n");
+        else if (c == '\t') n += (size_t)snprintf(out + n, cap - n, "\\t");
+        else if (c < 0x20) n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
+        else out[n++] = (char)c;
     }
-    putchar('"');
+    out[n++] = '"';
+    out[n] = 0;
+}
+static void doc_json_string(const char *s) {
+    char q[8192];
+    json_quote(q, sizeof q, s);
+    fputs(q, stdout);
 }
 static void doc_close(doc *d) { /* the open section or GPU */
     if (!d->json) return;
@@ -1830,10 +1839,11 @@ static int gpu_check_bench(int quick, const char *dir) {
     mgt_gpu_info info;
     const mgt_cuda_api *api = mgt_cuda_load(NULL, 0);
     const char *kind;
-    int i, warm = quick ? 1 : 3, timed = quick ? 2 : 10, profiled = quick ? 1 : 3, n, f, prof_steps = -1;
+    int i, warm = quick ? 1 : 3, timed = quick ? 2 : 10, profiled = quick ? 1 : 3, n, f, prof_steps = -1, have_info;
     uint32_t *rows;
     double t0, ms, tok_s, mfu = -1, predicted_ms = -1, family_s[MGT_SIM_FAMILIES], covered = 0;
     char json[4096], pred[256] = "n/a: the simulator has no model of this GPU", families[512] = "", cal[1100] = "", cal_json[1200] = "";
+    char cal_quoted[2300];
     char preset[4200] = "presets/gpt2_124m_1gpu.ini";
     if (access(preset, R_OK)) { /* run elsewhere than the source tree: the presets beside the program (a bundle's ../presets) */
         char exe[4096];
@@ -1874,7 +1884,8 @@ static int gpu_check_bench(int quick, const char *dir) {
     if (r != MGT_OK || !rows) return gpu_result(name, "FAIL", "", "%s", rows ? mgt_last_error() : "out of memory");
     if (prof_steps < 1) return gpu_result(name, "FAIL", "", "the op-family profile measured no step (%s)", prof_steps < 0 ? mgt_last_error() : "no profile");
     tok_s = cfg.train.global_batch * cfg.model.seq_len / (ms * 1e-3);
-    kind = api && api->info(0, &info) == 0 ? sim_gpu_kind(info.name) : NULL;
+    have_info = api && api->info(0, &info) == 0;
+    kind = have_info ? sim_gpu_kind(info.name) : NULL;
     for (f = 0; f < MGT_SIM_FAMILIES; f++) {
         size_t k = strlen(families), kj = strlen(cal_json);
         covered += family_s[f];
@@ -1883,7 +1894,8 @@ static int gpu_check_bench(int quick, const char *dir) {
         if (family_s[f] <= 0) family_s[f] = -1; /* not measured */
     }
     snprintf(cal, sizeof cal, "%s/calibration.ini", dir);
-    if (mgt_sim_calibration_write(cal, api && api->info(0, &info) == 0 ? info.name : "unknown GPU", &cfg, family_s) != MGT_OK)
+    json_quote(cal_quoted, sizeof cal_quoted, cal);
+    if (mgt_sim_calibration_write(cal, have_info ? info.name : "unknown GPU", &cfg, family_s) != MGT_OK)
         return gpu_result(name, "FAIL", "", "writing %s: %s", cal, mgt_last_error());
     if (kind) {
         mgt_sim_options o;
@@ -1897,12 +1909,12 @@ static int gpu_check_bench(int quick, const char *dir) {
         }
     }
     snprintf(json, sizeof json, "\"shape\": \"%s\", \"measured_ms\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"predicted_ms\": %.4f, \"gpu_kind\": \"%s\", "
-             "\"family_ms\": {%s}, \"profiled_steps\": %d, \"calibration\": \"%s\"",
-             quick ? "a small bf16 model (quick)" : "GPT-2 124M bf16 16x1024", ms, tok_s, mfu, predicted_ms, kind ? kind : "", cal_json, prof_steps, cal);
+             "\"family_ms\": {%s}, \"profiled_steps\": %d, \"calibration\": %s",
+             quick ? "a small bf16 model (quick)" : "GPT-2 124M bf16 16x1024", ms, tok_s, mfu, predicted_ms, kind ? kind : "", cal_json, prof_steps, cal_quoted);
     return gpu_result(name, "PASS", json, "%s: %.2f ms a step, %.0f tokens/s%s%.1f%%; %s (MEASURED after %d warm-up steps, %d timed%s); "
                       "per op family (ms a step, CUDA events, %d profiled step%s): %s, %.0f%% of the step; written to %s",
                       quick ? "small bf16 model (quick)" : "GPT-2 124M bf16, 16 x 1024", ms, tok_s, mfu >= 0 ? ", MFU " : "", mfu >= 0 ? 100 * mfu : 0.0,
-                      pred, warm, timed, api && api->info(0, &info) == 0 && !strncmp(info.name, "mgt fake", 8) ? "; the checking fakes: the CPU's time, not a GPU's" : "",
+                      pred, warm, timed, have_info && !strncmp(info.name, "mgt fake", 8) ? "; the checking fakes: the CPU's time, not a GPU's" : "",
                       prof_steps, prof_steps == 1 ? "" : "s", families, 100 * covered / (ms * 1e-3), cal);
 }
 

@@ -83,18 +83,19 @@ else
     out=$("$ROOT/mgt" doctor presets/gpt2_124m_1gpu.ini --set parallel.dp=4 2>&1); rc=$?
     check "doctor with 4 ranks on 2 GPUs: auto chooses the CPU and says why" \
         '[ $rc -eq 0 ] && echo "$out" | grep -q "device auto  *cpu: the run needs 4 GPUs (dp 4 x tp 1 x pp 1), this machine has 2"' "$out"
-    # the acceptance run, end to end on the fakes (its quick variant; the multi-GPU checks need the 2 GPUs)
-    out=$("$ROOT/mgt" doctor --gpu --quick --out "$T/dg" --only small-bf16,resume,bench,dp2,allreduce 2>&1); rc=$?
+    # the acceptance run, end to end on the fakes (its quick variant; the multi-GPU checks need the 2 GPUs),
+    # into a folder whose name JSON must escape
+    out=$("$ROOT/mgt" doctor --gpu --quick --out "$T/d\"g" --only small-bf16,resume,bench,dp2,allreduce 2>&1); rc=$?
     check "doctor --gpu --quick on the fakes: small-bf16, resume, bench, dp2 and the all-reduce sweep pass, the summary and JSON written" \
         '[ $rc -eq 0 ] && echo "$out" | grep -q "^PASS small-bf16: 4 steps, .* attention: cuDNN" && echo "$out" | grep -q "^PASS resume: .* bit-identical" \
          && echo "$out" | grep -q "^PASS bench: .*MEASURED.*the checking fakes" && echo "$out" | grep -q "^PASS dp2: " && echo "$out" | grep -q "^PASS allreduce: 2 GPUs: best bus bandwidth [0-9.]* GB/s" \
-         && echo "$out" | grep -q "^PASS: 5 checks, 0 failed" && [ "$(grep -c "^ *[0-9]* *[0-9]* *[0-9.]* *[0-9.]* *[0-9.]*$" "$T/dg/allreduce.log")" = 9 ] \
-         && [ "$(jget "$T/dg/doctor-gpu.json" "len(d[\"checks\"]), d[\"failed\"], d[\"checks\"][0][\"status\"], sep=\" \"")" = "5 0 PASS" ] \
-         && cmp -s <(echo "$out") "$T/dg/doctor-gpu.txt"' "$out"
+         && echo "$out" | grep -q "^PASS: 5 checks, 0 failed" && [ "$(grep -c "^ *[0-9]* *[0-9]* *[0-9.]* *[0-9.]* *[0-9.]*$" "$T/d\"g/allreduce.log")" = 9 ] \
+         && [ "$(jget "$T/d\"g/doctor-gpu.json" "len(d[\"checks\"]), d[\"failed\"], d[\"checks\"][0][\"status\"], sep=\" \"")" = "5 0 PASS" ] \
+         && cmp -s <(echo "$out") "$T/d\"g/doctor-gpu.txt"' "$out"
     # the bench's op-family profile: every family measured, in the file mgt plan --calibrate reads
-    out=$("$ROOT/mgt" plan presets/gpt2_124m_1gpu.ini --gpu h100 --calibrate "$T/dg/calibration.ini" 2>&1); rc=$?
+    out=$("$ROOT/mgt" plan presets/gpt2_124m_1gpu.ini --gpu h100 --calibrate "$T/d\"g/calibration.ini" 2>&1); rc=$?
     check "doctor --gpu's bench writes calibration.ini (7 families measured) and mgt plan --calibrate reads it" \
-        '[ $rc -eq 0 ] && [ "$(grep -cE "^(gemm|attention|norm|elementwise|embedding|loss|optimizer) = [0-9.]+$" "$T/dg/calibration.ini")" = 7 ] \
+        '[ $rc -eq 0 ] && [ "$(grep -cE "^(gemm|attention|norm|elementwise|embedding|loss|optimizer) = [0-9.]+$" "$T/d\"g/calibration.ini")" = 7 ] \
          && echo "$out" | grep -q "calibrat"' "$out"
     # a kernel that faults: the check fails, and its run with MGT_CUDA_SYNC=1 names the op and the line
     out=$(MGT_FAKE_KERNEL_FAULT=layernorm_forward "$ROOT/mgt" doctor --gpu --quick --out "$T/dg2" --only small-fp32 2>&1); rc=$?

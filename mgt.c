@@ -11,7 +11,7 @@
 #define MGT_PREPARE_IMPLEMENTATION
 #include "data/prepare.h"   /* defines: mgt_prepare_main */
 
-#include <ctype.h>  /* defines: toupper */
+#include <ctype.h>  /* defines: toupper, isspace */
 #include <dlfcn.h>  /* defines: dladdr (where a library opened at run time came from) */
 #include <signal.h> /* defines: sigaction, SIGINT, SIGTERM */
 #include <fcntl.h>  /* defines: fcntl, O_NONBLOCK (a check's output, read within its time limit) */
@@ -168,7 +168,7 @@ static int option_number(const char *cmd, const char *opt, const char *text, int
     if (!integer && errno == ERANGE && isfinite(v)) errno = 0; /* a subnormal number: the nearest double */
     if (integer) snprintf(range, sizeof range, "%.0f..%.0f", lo, hi);
     else snprintf(range, sizeof range, "%g..%g", lo, hi);
-    if (end == text || *end || mgt__ini_space((unsigned char)text[0]) || v != v || (!integer && isinf(v) && errno != ERANGE)) {
+    if (end == text || *end || isspace((unsigned char)text[0]) || v != v || (!integer && isinf(v) && errno != ERANGE)) {
         fprintf(stderr, "mgt %s: %s '%s' is not %s (valid: %s)\n", cmd, opt, text, integer ? "an integer" : "a finite number", range);
         return 0;
     }
@@ -284,7 +284,7 @@ static void baseline_record(const char *key, double tok_s, const char *what) {
     FILE *f;
     if (!baseline_path(path, sizeof path)) return;
     snprintf(dir, sizeof dir, "%s", path);
-    if ((slash = strrchr(dir, '/')) && slash != dir) { *slash = 0; if (mgt__mkdirs(dir) != MGT_OK) { fprintf(stderr, "mgt: warning: %s\n", mgt_last_error()); return; } }
+    if ((slash = strrchr(dir, '/')) && slash != dir) { *slash = 0; if (mgt_mkdirs(dir) != MGT_OK) { fprintf(stderr, "mgt: warning: %s\n", mgt_last_error()); return; } }
     if (!(f = fopen(path, "a"))) { fprintf(stderr, "mgt: warning: %s: cannot record %s: %s\n", path, what, strerror(errno)); return; }
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     fprintf(f, "%s\t%.1f\t%s\n", key, tok_s, when);
@@ -300,7 +300,7 @@ static void baseline_record(const char *key, double tok_s, const char *what) {
 static void sgemm_key(char *out, size_t cap) {
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
-    snprintf(out, cap, "host=%s sgemm threads=%d", host, mgt__cpu_count());
+    snprintf(out, cap, "host=%s sgemm threads=%d", host, mgt_cpu_count());
 }
 static double machine_sgemm(double seconds, int remeasure, char *date, size_t cap) {
     char key[320];
@@ -370,7 +370,7 @@ typedef struct train_ctl {
    when the last pair is complete. */
 static int ab_next(train_ctl *c) {
     tui_ab *ab = c->ab;
-    double now = mgt__now();
+    double now = mgt_now();
     if (ab->start == 0) { ab->start = now; ab->warm = 1; return 0; } /* the warm-up window: drawing */
     if (now - ab->start < ab->window_s || ab->count == 0) return 0; /* a window holds at least one step */
     if (ab->warm || (!ab->aa && ab->kind == 0)) ab->draw_s += now - ab->start;
@@ -464,9 +464,9 @@ static void *train_thread(void *arg) {
         if (mgt_run_state(c->run) == MGT_STATE_PAUSED) mgt_run_set_state(c->run, MGT_STATE_RUNNING);
         if (c->ab && ab_next(c)) break;
         c->step_before = st.step;
-        t0 = mgt__now();
+        t0 = mgt_now();
         if ((r = mgt_run_step(c->run)) != MGT_OK) break;
-        if (c->ab) { c->ab->sum += mgt__now() - t0; c->ab->count++; }
+        if (c->ab) { c->ab->sum += mgt_now() - t0; c->ab->count++; }
         mgt_run_stats(c->run, &st);
     }
     __atomic_store_n(&c->quiet, 0, __ATOMIC_SEQ_CST);
@@ -518,7 +518,7 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
     opt.preset = preset;
     opt.max_frames = max_frames;
     opt.base_tokens_per_s = base_tok_s;
-    opt.run_time_s = mgt__now() - run->created_s; /* the run's clock, which stamps its events */
+    opt.run_time_s = mgt_now() - run->created_s; /* the run's clock, which stamps its events */
     if (ab && getenv("MGT_TUI_REFRESH_MS")) { /* A/B only: draw more often, so that the cost of one screen stands out of the noise */
         int ms = atoi(getenv("MGT_TUI_REFRESH_MS"));
         opt.refresh_s = ms > 0 ? ms * 1e-3 : 0;
@@ -595,7 +595,7 @@ static int cmd_train(int argc, char **argv) {
     mgt_stats st;
     char path[1200], mem[32], base_date[64] = "", where[48];
     static const char *dtypes[] = {"fp32", "bf16", "fp16"};
-    mgt__plan plan;
+    const mgt_plan *plan;
     double base_tok_s = 0, start_elapsed;
     struct sigaction sa;
     int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0, processes = 1;
@@ -612,7 +612,7 @@ static int cmd_train(int argc, char **argv) {
     argc = nargs;
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
-    if (!cfg.log.metrics[0]) mgt__strlcpy(cfg.log.metrics, "auto", sizeof cfg.log.metrics); /* mgt train keeps metrics unless told not to */
+    if (!cfg.log.metrics[0]) strcpy(cfg.log.metrics, "auto"); /* mgt train keeps metrics unless told not to */
     mgt_set_logger(print_log, NULL);
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
     if (o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
@@ -636,18 +636,18 @@ static int cmd_train(int argc, char **argv) {
     start_step = st.step;
     format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
                           st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
-    mgt__plan_make(&cfg, &plan);
-    if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan.world, plan.world == 1 ? "" : "s");
+    plan = mgt_run_plan(run);
+    if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan->world, plan->world == 1 ? "" : "s");
     else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
     printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
-           "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, o.preset, (double)st.params / 1e6, plan.world,
-           plan.world == 1 ? "" : "s", plan.dp, plan.tp, plan.pp, plan.zero, plan.pp > 1 ? ", " : "",
-           plan.pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "", plan.micro_steps, plan.micro_steps == 1 ? "" : "es",
+           "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, o.preset, (double)st.params / 1e6, plan->world,
+           plan->world == 1 ? "" : "s", plan->dp, plan->tp, plan->pp, plan->zero, plan->pp > 1 ? ", " : "",
+           plan->pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
            cfg.train.micro_batch, cfg.train.micro_batch == 1 ? "" : "s", where, dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0],
            cfg.train.global_batch, cfg.model.seq_len, mem, mgt_run_dir(run));
     if (st.peak_gflops > 0)
         printf("MFU against %.1f GFLOP/s (%s)\n", st.peak_gflops, strcmp(st.peak_source, "preset") ? st.peak_source : "[parallel] peak_gflops x ranks");
-    if (plan.world > 1) { /* the speedup is shown only against a measured single rank of the same model */
+    if (plan->world > 1) { /* the speedup is shown only against a measured single rank of the same model */
         char key[512];
         baseline_key(&cfg, st.threads, key, sizeof key);
         if ((base_tok_s = baseline_find(key, base_date, sizeof base_date, 0)) > 0)
@@ -688,7 +688,7 @@ static int cmd_train(int argc, char **argv) {
         /* the log line: the loss and its smoothed curve (an exponential average, debiased as
            TensorBoard's), MFU, memory, the wall time since training began and the time left at the
            mean pace of this process's steps */
-        double ema = 0, ema_weight = 0, t_start = mgt__now();
+        double ema = 0, ema_weight = 0, t_start = mgt_now();
         while (st.step < cfg.train.steps) {
             if (mgt_stop_requested && processes > 1) mgt_run_request_stop(run); /* every process stops after the same step */
             else if (mgt_stop_requested) { interrupted = 1; break; }
@@ -707,7 +707,7 @@ static int cmd_train(int argc, char **argv) {
             if (isfinite(st.loss)) { ema = 0.9 * ema + 0.1 * st.loss; ema_weight = 0.9 * ema_weight + 0.1; }
             if (st.step % cfg.log.every == 0 || st.step == cfg.train.steps || st.step == start_step + 1) {
                 char mfu[16] = "n/a", memory[32], elapsed[16], eta[16];
-                double wall = mgt__now() - t_start;
+                double wall = mgt_now() - t_start;
                 size_t bytes = 0;
                 int c;
                 for (c = 0; c < MGT_MEM_COUNT; c++) bytes += st.mem_current[c];
@@ -847,9 +847,9 @@ static int cmd_export(int argc, char **argv) {
 static int cmd_check(int argc, char **argv) {
     mgt_config cfg;
     options o;
-    mgt__plan plan;
-    mgt__layout lay;
-    int rc, i, u, threads;
+    mgt_plan plan;
+    mgt_result r;
+    int rc, i, threads;
     char text[16384];
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
@@ -857,7 +857,6 @@ static int cmd_check(int argc, char **argv) {
     size_t n_tokens[2] = {0, 0};
     for (i = 0; i < 2; i++) { /* the shards as a run reads them: every file of the globs, each long enough */
         const char *spec = i ? cfg.data.val : cfg.data.train;
-        mgt_result r;
         if (spec[0] && (r = mgt_data_check(spec, i ? "[data] val" : "[data] train", cfg.model.vocab_size, cfg.model.seq_len, &n_files[i], &n_tokens[i])) != MGT_OK)
             return fail(r);
     }
@@ -865,34 +864,28 @@ static int cmd_check(int argc, char **argv) {
     printf("; %s, resolved\n%s\n", o.preset, text);
     for (i = 0; i < 2; i++)
         if (n_files[i]) printf("; data.%s: %d shard%s, %zu tokens\n", i ? "val" : "train", n_files[i], n_files[i] == 1 ? "" : "s", n_tokens[i]);
-    mgt__plan_make(&cfg, &plan);
-    threads = cfg.parallel.threads ? cfg.parallel.threads : mgt__cpu_count();
+    if ((r = mgt_plan_make(&cfg, &plan)) != MGT_OK) return fail(r);
+    threads = cfg.parallel.threads ? cfg.parallel.threads : mgt_cpu_count();
     printf("; layout\n");
     printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, device cpu\n", plan.world, plan.dp, plan.tp,
            plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b");
     printf("threads        %d per rank (%d in all)\n", threads / plan.world > 0 ? threads / plan.world : 1, threads);
     printf("batch          %d sequences of %d tokens = %d micro-batches of %d per DP rank (gradient accumulation %s)\n", cfg.train.global_batch,
            cfg.model.seq_len, plan.micro_steps, cfg.train.micro_batch, plan.micro_steps > 1 ? "on" : "off");
-    printf("parameters     %zu (%.2fM); vocabulary padded to %d rows, %d per TP rank\n", mgt__global_params(&cfg), (double)mgt__global_params(&cfg) / 1e6,
-           plan.Vp, plan.Vp / plan.tp);
+    printf("parameters     %zu (%.2fM); vocabulary padded to %d rows, %d per TP rank\n", plan.params, (double)plan.params / 1e6, plan.Vp, plan.Vp / plan.tp);
     printf("stages        ");
     for (i = 0; i < plan.pp; i++) printf(" %d: blocks %d-%d%s%s;", i, plan.stage_first[i], plan.stage_first[i + 1] - 1, i == 0 ? " +embedding" : "",
                                          i == plan.pp - 1 ? " +head" : "");
     printf("\n\n rank  dp tp pp  blocks   local params  shard (1/dp)  tensors\n");
-    if (!mgt__layout_alloc(&lay, &cfg, &plan)) return 1;
     for (i = 0; i < plan.world; i++) {
-        int tpr, dpr, ppr;
-        size_t shard = 0;
-        mgt_rank_coords(i, plan.dp, plan.tp, &dpr, &tpr, &ppr);
-        mgt__layout_make(&lay, &cfg, &plan, ppr, tpr);
-        for (u = 0; u < lay.nu; u++) shard += lay.u[u].size / (size_t)plan.dp;
-        printf("%5d %3d %2d %2d  %3d-%-3d  %12zu  %12zu  %d%s%s\n", i, dpr, tpr, ppr, plan.stage_first[ppr], plan.stage_first[ppr + 1] - 1, lay.size,
-               plan.zero ? shard : lay.size, lay.n, ppr == 0 ? " +embedding" : "", ppr == plan.pp - 1 ? " +head" : "");
+        mgt_rank_plan rp;
+        if ((r = mgt_plan_rank(&cfg, i, &rp)) != MGT_OK) return fail(r);
+        printf("%5d %3d %2d %2d  %3d-%-3d  %12zu  %12zu  %d%s%s\n", i, rp.dp, rp.tp, rp.pp, rp.first_block, rp.last_block, rp.params,
+               plan.zero ? rp.shard : rp.params, rp.tensors, rp.pp == 0 ? " +embedding" : "", rp.pp == plan.pp - 1 ? " +head" : "");
     }
-    mgt__layout_free(&lay);
     { /* whether it fits this machine: the same check mgt train makes before it allocates */
         mgt_fit fit;
-        mgt_result r = mgt_plan_fit(&cfg, &fit);
+        r = mgt_plan_fit(&cfg, &fit);
         fflush(stdout);
         if (r != MGT_OK) return fail(r);
         printf("\n%s%s\n", fit.fits ? "" : "warning: ", fit.text);
@@ -1013,38 +1006,11 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     return 0;
 }
 
-/* mgt plan --search: the layouts of `world` GPUs that fit the device's memory (closed-form plan plus
-   the CUDA reserve and attention scratch), each simulated; the fastest ten, PREDICTED */
-typedef struct search_row { int dp, tp, pp, zero, micro, recompute, gpipe; double step_s, tok_s, mfu, mem_gib, bubble_s, exposed_s; } search_row;
-static int search_cmp(const void *a, const void *b) {
-    double x = ((const search_row *)a)->tok_s, y = ((const search_row *)b)->tok_s;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-/* GiB the fullest rank of cfg needs on a GPU, or -1 when cfg is not a valid layout */
-static double search_mem(const mgt_config *layout, const mgt_sim_device *d) {
-    mgt_config gpu = *layout; /* planned as GPU ranks: flash attention's activations */
-    const mgt_config *cfg = &gpu;
-    int r, c, world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
-    double worst = 0;
-    gpu.parallel.device = MGT_DEVICE_CUDA;
-    if (mgt_config_validate(cfg) != MGT_OK) return -1;
-    for (r = 0; r < world; r++) {
-        mgt_rank_plan p;
-        double used = 0;
-        if (r >= cfg->parallel.tp * cfg->parallel.dp && (r / (cfg->parallel.tp * cfg->parallel.dp)) != cfg->parallel.pp - 1 &&
-            r % (cfg->parallel.tp * cfg->parallel.dp)) continue; /* one rank per middle stage: they hold alike */
-        if (mgt_plan_rank(cfg, r, &p) != MGT_OK) return -1;
-        for (c = 0; c < MGT_MEM_COUNT; c++) if (c != MGT_MEM_WORKSPACE) used += (double)p.mem[c];
-        if (used > worst) worst = used;
-    }
-    return worst / 1073741824.0 + d->reserve_gib +
-           (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * sizeof(float) / 1073741824.0;
-}
+/* mgt plan --search: the fastest ten layouts of `world` GPUs that fit (mgt_plan_search), PREDICTED */
 static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node, mgt_sim_calibration *cal) {
     mgt_sim_options o;
-    search_row *rows = NULL;
-    int n = 0, cap = 0, tried = 0, tp, pp, zero, micro, rec, sched, i;
-    double t0 = mgt__now();
+    mgt_layout_search found;
+    int i;
     mgt_sim_options_init(&o);
     if (mgt_sim_device_find(gpu, 0, &o.device) != MGT_OK || o.device.host_sync) {
         fprintf(stderr, "mgt plan: --search is for GPUs (a100, h100, h200, b200)\n");
@@ -1052,60 +1018,27 @@ static int search_layouts(const mgt_config *base, const char *gpu, int world, in
     }
     o.gpus_per_node = per_node;
     if (calibrate(cal, &o)) return 2;
-    for (tp = 1; tp <= world && tp <= per_node; tp++) {
-        if (world % tp || base->model.n_head % tp) continue;
-        for (pp = 1; pp <= world / tp && pp <= base->model.n_layer && pp <= 256; pp++) {
-            int dp = world / tp / pp;
-            if ((world / tp) % pp || base->train.global_batch % dp) continue;
-            for (zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
-                for (micro = base->train.global_batch / dp; micro >= 1; micro--) {
-                    if ((base->train.global_batch / dp) % micro) continue;
-                    for (sched = 0; sched < (pp > 1 ? 2 : 1); sched++)
-                        for (rec = 0; rec < 2; rec++) {
-                            mgt_config cfg = *base;
-                            mgt_sim_result res;
-                            double mem, exposed = 0;
-                            int c;
-                            cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
-                            cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
-                            mem = search_mem(&cfg, &o.device);
-                            if (mem < 0 || mem > o.device.mem_gib) continue;
-                            tried++;
-                            if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { fprintf(stderr, "mgt plan: --search: %s\n", mgt_last_error()); continue; }
-                            if (n == cap) {
-                                search_row *g = (search_row *)realloc(rows, sizeof *rows * (size_t)(cap = cap ? 2 * cap : 64));
-                                if (!g) { mgt_sim_result_free(&res); free(rows); return fail(MGT_ERROR_MEMORY); }
-                                rows = g;
-                            }
-                            for (c = 0; c < MGT_COLL_COUNT; c++) exposed += res.ranks[0].exposed_s[c];
-                            rows[n].dp = dp; rows[n].tp = tp; rows[n].pp = pp; rows[n].zero = zero; rows[n].micro = micro; rows[n].recompute = rec;
-                            rows[n].gpipe = sched; rows[n].step_s = res.step_s; rows[n].tok_s = res.tokens_per_s; rows[n].mfu = res.mfu;
-                            rows[n].mem_gib = res.mem_peak_gib; rows[n].bubble_s = res.ranks[0].bubble_s; rows[n].exposed_s = exposed;
-                            n++;
-                            mgt_sim_result_free(&res);
-                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
-                        }
-                }
-        }
-    }
-    if (!n) {
+    if (mgt_plan_search(base, &o, world, &found) != MGT_OK) return fail(MGT_ERROR_MEMORY);
+    if (found.failed) fprintf(stderr, "mgt plan: --search: %d layout%s the simulator refused, the last: %s\n", found.failed, found.failed == 1 ? "" : "s", mgt_last_error());
+    if (!found.count) {
         printf("\nPREDICTED: no layout of %d x %s fits its %.0f GiB (with global batch %d)\n", world, o.device.title, o.device.mem_gib, base->train.global_batch);
-        free(rows);
+        mgt_layout_search_free(&found);
         return 1;
     }
-    qsort(rows, (size_t)n, sizeof *rows, search_cmp);
     printf("\nPREDICTED fastest layouts of %d x %s (%d per node), global batch %d: %d layouts fit and were simulated in %.1f s\n\n", world,
-           o.device.title, per_node, base->train.global_batch, tried, mgt__now() - t0);
+           o.device.title, per_node, base->train.global_batch, found.count, found.wall_s);
     if (cal) {
         print_calibration(cal);
         printf("\n");
     }
     printf("   dp  tp  pp zero micro recompute schedule   step ms   tokens/s    MFU  memory GiB  bubble ms  exposed comm ms (rank 0)\n");
-    for (i = 0; i < n && i < 10; i++)
-        printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", rows[i].dp, rows[i].tp, rows[i].pp, rows[i].zero, rows[i].micro,
-               rows[i].recompute ? "full" : "none", rows[i].pp > 1 ? (rows[i].gpipe ? "gpipe" : "1f1b") : "-", rows[i].step_s * 1e3, rows[i].tok_s,
-               100 * rows[i].mfu, rows[i].mem_gib, rows[i].bubble_s * 1e3, rows[i].exposed_s * 1e3);
-    free(rows);
+    for (i = 0; i < found.count && i < 10; i++) {
+        const mgt_layout_choice *c = &found.layouts[i];
+        printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", c->dp, c->tp, c->pp, c->zero, c->micro_batch,
+               c->recompute ? "full" : "none", c->pp > 1 ? (c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
+               100 * c->mfu, c->mem_gib, c->bubble_s * 1e3, c->exposed_s * 1e3);
+    }
+    mgt_layout_search_free(&found);
     return 0;
 }
 
@@ -1238,9 +1171,9 @@ static double bench_sgemm_1thread(int n) {
     for (i = 0; i < n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); /* warms caches and BLAS buffers */
     while (reps < 64 && (reps < 3 || t < 0.5)) {
-        double t0 = mgt__now(), dt;
+        double t0 = mgt_now(), dt;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        dt = mgt__now() - t0;
+        dt = mgt_now() - t0;
         t += dt;
         rates[reps++] = flops / dt * 1e-9;
     }
@@ -1263,7 +1196,7 @@ static int cmd_bench(int argc, char **argv) {
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     steps = o.steps > 0 ? o.steps : 5;
     cfg.data.train[0] = cfg.data.val[0] = 0;  /* synthetic tokens: the benchmark needs no data */
-    mgt__strlcpy(cfg.log.metrics, "none", sizeof cfg.log.metrics); /* a benchmark writes no record of a run and takes no folder */
+    strcpy(cfg.log.metrics, "none"); /* a benchmark writes no record of a run and takes no folder */
     cfg.log.tensorboard[0] = 0;
     cfg.checkpoint.every = 0;
     cfg.train.steps = warmup + steps;
@@ -1277,18 +1210,18 @@ static int cmd_bench(int argc, char **argv) {
     sgemm1 = bench_sgemm_1thread(1024);
     machine = machine_sgemm(2.0, 1, measured, sizeof measured);
     printf("sgemm 1024^3:   %.1f GFLOP/s on 1 thread; %.1f GFLOP/s on the machine's %d threads together (the median over 2 s): the peak of MFU\n",
-           sgemm1, machine, mgt__cpu_count());
+           sgemm1, machine, mgt_cpu_count());
     fflush(stdout);
     rows = cfg.train.global_batch * (cfg.model.seq_len + 1);
     vocab = cfg.data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : cfg.data.tokenizer == MGT_TOKENIZER_HF ? cfg.model.vocab_size : 256;
     tokens = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)rows);
-    for (i = 0; i < rows; i++) tokens[i] = (uint32_t)(mgt__hash3(7, 11, (uint64_t)i) % (uint64_t)vocab);
+    for (i = 0; i < rows; i++) tokens[i] = (uint32_t)(mgt_hash3(7, 11, (uint64_t)i) % (uint64_t)vocab);
     t0 = 0;
     for (i = 0; i < warmup + steps; i++) {
-        if (i == warmup) t0 = mgt__now();
+        if (i == warmup) t0 = mgt_now();
         if ((r = mgt_run_step_tokens(run, tokens)) != MGT_OK) { free(tokens); mgt_run_destroy(run); return fail(r); }
     }
-    elapsed = mgt__now() - t0;
+    elapsed = mgt_now() - t0;
     mgt_run_stats(run, &st);
     tok_s = (double)steps * cfg.train.global_batch * cfg.model.seq_len / elapsed;
     gflops = tok_s * st.flops_per_token * 1e-9;
@@ -1503,7 +1436,7 @@ static void doctor_cpu(doc *d) {
     char model[256], flags[8192], v[256], date[64], sgemm_k[320];
     const char *isa[] = {"avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"};
     double total = 0, avail = 0, g;
-    int cores = mgt__cpu_count(), threads = 0;
+    int cores = mgt_cpu_count(), threads = 0;
     size_t i;
     doc_section(d, "cpu", "CPU");
     proc_value("/proc/cpuinfo", "model name", model, sizeof model);
@@ -1712,7 +1645,7 @@ static mgt_result gpu_config(mgt_config *cfg, const char *ini, const char *name,
 /* the tokens of step `step` (the same on every device and every run: a step depends on nothing else) */
 static void gpu_tokens(uint32_t *rows, int n, int step, int vocab) {
     int i;
-    for (i = 0; i < n; i++) rows[i] = (uint32_t)(mgt__hash3(7, (uint64_t)step, (uint64_t)i) % (uint64_t)vocab);
+    for (i = 0; i < n; i++) rows[i] = (uint32_t)(mgt_hash3(7, (uint64_t)step, (uint64_t)i) % (uint64_t)vocab);
 }
 
 /* `steps` steps of cfg from `first` (a run made or resumed by the caller when run is given) */
@@ -1810,7 +1743,7 @@ static int gpu_check_resume(int steps) {
     memset(&resumed, 0, sizeof resumed);
     if (!mkdtemp(dir)) return gpu_result(name, "FAIL", "", "a folder for the checkpoint: %s", strerror(errno));
     if (gpu_config(&cfg, gpu_small_ini, name, MGT_DEVICE_CUDA) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
-    mgt__strlcpy(cfg.checkpoint.dir, dir, sizeof cfg.checkpoint.dir);
+    memcpy(cfg.checkpoint.dir, dir, sizeof dir); /* a short literal template: it fits */
     if ((r = gpu_train(&cfg, 0, steps, &full, NULL, "save", half)) != MGT_OK) return gpu_result(name, "FAIL", "", "the first run: %s", mgt_last_error());
     if ((r = mgt_checkpoint_latest(dir, path, sizeof path)) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK || (r = mgt_run_resume(run, path)) != MGT_OK) {
@@ -1856,7 +1789,7 @@ static int gpu_check_bench(int quick, const char *dir) {
     mgt_config_init(&cfg);
     if ((r = mgt_config_load(&cfg, preset)) != MGT_OK) return gpu_result(name, "FAIL", "", "%s", mgt_last_error());
     cfg.data.train[0] = cfg.data.val[0] = 0;
-    mgt__strlcpy(cfg.log.metrics, "none", sizeof cfg.log.metrics);
+    strcpy(cfg.log.metrics, "none");
     cfg.checkpoint.every = 0;
     cfg.parallel.device = MGT_DEVICE_CUDA;
     cfg.precision.dtype = MGT_BF16;
@@ -1869,9 +1802,9 @@ static int gpu_check_bench(int quick, const char *dir) {
     rows = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
     t0 = ms = 0;
     for (i = 0; rows && i < warm + timed + profiled; i++) {
-        if (i == warm) t0 = mgt__now();
+        if (i == warm) t0 = mgt_now();
         if (i == warm + timed) { /* the timed steps are done: the profiled ones after them */
-            ms = (mgt__now() - t0) / timed * 1e3;
+            ms = (mgt_now() - t0) / timed * 1e3;
             if (mgt_run_profile(run, 1, NULL) < 0) { r = MGT_ERROR_DEVICE; break; }
         }
         gpu_tokens(rows, n, i, cfg.model.vocab_size);
@@ -2067,7 +2000,7 @@ static int gpu_run_child(const char *check, int quick, int sync, double timeout_
     char self[4096];
     int fd[2], status = 0, timed_out = 0;
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1), used = 0;
-    double start = mgt__now();
+    double start = mgt_now();
     pid_t pid;
     FILE *lf = fopen(log, "a");
     out[0] = 0;
@@ -2096,7 +2029,7 @@ static int gpu_run_child(const char *check, int quick, int sync, double timeout_
             continue;
         }
         if (k == 0) break;
-        if (mgt__now() - start > timeout_s && !timed_out) { kill(pid, SIGKILL); timed_out = 1; }
+        if (mgt_now() - start > timeout_s && !timed_out) { kill(pid, SIGKILL); timed_out = 1; }
         { struct timespec ts = {0, 20000000L}; nanosleep(&ts, NULL); }
     }
     close(fd[0]);
@@ -2133,9 +2066,9 @@ static int cmd_doctor_gpu(int quick, const char *dir, const char *only) {
     char why[1024], path[1200], out[65536], line[2048], json_path[1200];
     const mgt_cuda_api *api;
     int gpus = 0, i, failed = 0, ran = 0;
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     FILE *txt, *js;
-    if (mgt__mkdirs(dir) != MGT_OK) return fail(MGT_ERROR_IO);
+    if (mgt_mkdirs(dir) != MGT_OK) return fail(MGT_ERROR_IO);
     snprintf(path, sizeof path, "%s/doctor-gpu.txt", dir);
     snprintf(json_path, sizeof json_path, "%s/doctor-gpu.json", dir);
     txt = fopen(path, "w");
@@ -2156,12 +2089,12 @@ static int cmd_doctor_gpu(int quick, const char *dir, const char *only) {
         on_path("nvcc", nvcc, sizeof nvcc);
         if (!nvcc[0] && !access("/usr/local/cuda/bin/nvcc", X_OK)) snprintf(nvcc, sizeof nvcc, "/usr/local/cuda/bin/nvcc");
         if (nvcc[0]) {
-            double b0 = mgt__now();
+            double b0 = mgt_now();
             int rc;
             GPU_SAY("building the CUDA library with %s (ninja cuda; its log in %s/build.log)...\n", nvcc, dir);
             snprintf(cmd, sizeof cmd, "ninja cuda > '%s/build.log' 2>&1", dir);
             rc = system(cmd);
-            GPU_SAY("%s build: ninja cuda %s in %.0f s\n", rc == 0 ? "PASS" : "FAIL", rc == 0 ? "succeeded" : "failed", mgt__now() - b0);
+            GPU_SAY("%s build: ninja cuda %s in %.0f s\n", rc == 0 ? "PASS" : "FAIL", rc == 0 ? "succeeded" : "failed", mgt_now() - b0);
             if (rc != 0) failed++;
         }
     }
@@ -2210,7 +2143,7 @@ static int cmd_doctor_gpu(int quick, const char *dir, const char *only) {
         gpu_line(out, "JSON", line, sizeof line);
         fprintf(js, "%s\n    %s", ran > 1 ? "," : "", line[0] ? line : "{}");
     }
-    GPU_SAY("%s: %d check%s, %d failed, in %.0f s\n", failed ? "FAIL" : "PASS", ran, ran == 1 ? "" : "s", failed, mgt__now() - t0);
+    GPU_SAY("%s: %d check%s, %d failed, in %.0f s\n", failed ? "FAIL" : "PASS", ran, ran == 1 ? "" : "s", failed, mgt_now() - t0);
     fprintf(js, "\n  ],\n  \"failed\": %d\n}\n", failed);
     fclose(js);
     fclose(txt);

@@ -13,8 +13,8 @@
      src/pool.c             the thread pool of a rank; bf16 and fp16 conversions
      src/backend_cpu.c      the CPU backend: CBLAS GEMMs, the ops as plain loops, BLAS threading, bf16/fp16
                             storage
-     src/model.c            the grid (ranks, groups, stages) and the model: a rank's tensors in one buffer,
-                            each a slice of a global tensor
+     src/model.c            the run's plan (mgt_plan_make: the grid, the batch's split, the stages, the sizes)
+                            and the model: a rank's tensors in one buffer, each a slice of a global tensor
      src/data.c             llm.c token shards, memory-mapped, sampled from (seed, step)
      src/safetensors.c      safetensors files: reading, writing, the JSON header
      src/comm_local.c       the in-process world of rank threads: collectives, messages, deadlock detection
@@ -30,13 +30,16 @@
                             and back
      src/weights.c          weights in and out: [model] init from mgt, Hugging Face and llm.c files,
                             mgt_export
-     src/plan.c             the plan in closed form, and whether a run fits this machine (mgt_plan_fit)
+     src/plan.c             a rank's plan in closed form (mgt_plan_rank: its memory and traffic), and whether
+                            a run fits this machine (mgt_plan_fit)
      src/device.c           where ranks go: the CUDA and MPI libraries opened at run time, the device choice,
                             the sgemm probe
      src/api.c              making a run (mgt_run_create, mgt_run_open), its NCCL world, sampling
      src/sim.c              the step simulator: clocks, prices, the backend's ops as formulas of their shapes
      src/sim_comm.c         the step simulator: its communicator and world, the CPU priced by running its ops
      src/sim_calibration.c  the step simulator: calibration from per-family times measured on a GPU
+     src/sim_search.c       the layout search: every layout of a number of GPUs that fits, simulated, fastest
+                            first (mgt plan --search)
      src/impl_end.h         the implementation ends; the licence
 */
 /* ==== begin src/mgt_api.h ==== */
@@ -154,6 +157,13 @@ MGTDEF const char *mgt_last_error(void); /* message of the calling thread's last
    MPI tables take; for drivers that report their own failures through mgt_last_error) */
 MGTDEF mgt_result mgt_set_error(mgt_result result, const char *message);
 MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
+/* small utilities the library uses and its driver shares: monotonic seconds; the counter-based
+   hash behind initialisation and synthetic data; the CPUs this process may run on (its affinity);
+   mkdir -p */
+MGTDEF double mgt_now(void);
+MGTDEF uint64_t mgt_hash3(uint64_t a, uint64_t b, uint64_t c);
+MGTDEF int mgt_cpu_count(void);
+MGTDEF mgt_result mgt_mkdirs(const char *path);
 
 /* ---- 2. presets ----------------------------------------------------------------------------- */
 
@@ -743,6 +753,25 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
 /* simulates cal's shape on opt->device and sets opt->family_scale (and cal->scale) to measured / predicted */
 MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *opt);
 
+/* The layout search (`mgt plan --search`): every layout of `world` GPUs of opt->device that fits its
+   memory (the closed-form plan, the CUDA reserve and the attention scratch), simulated, fastest
+   first (PREDICTED). It tries dp x tp x pp with tp within a node, ZeRO 0-3 where dp > 1, every
+   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and full recompute only where
+   no recompute does not fit. base gives the model, the batch and the precision. */
+typedef struct mgt_layout_choice {
+    int dp, tp, pp, zero, micro_batch, recompute, pp_schedule; /* the preset's values */
+    double step_s, tokens_per_s, mfu, mem_gib;                 /* mem_gib: the fullest GPU */
+    double bubble_s, exposed_s;                                /* rank 0's pipeline wait, and its communication not hidden */
+} mgt_layout_choice;
+typedef struct mgt_layout_search {
+    int count;                  /* layouts that fit and were simulated, in layouts[] */
+    int failed;                 /* that fit but the simulator refused (mgt_last_error says why, for the last) */
+    double wall_s;              /* the search's own time */
+    mgt_layout_choice *layouts; /* fastest first; mgt_layout_search_free */
+} mgt_layout_search;
+MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out);
+MGTDEF void mgt_layout_search_free(mgt_layout_search *search);
+
 
 
 typedef struct mgt_stats {
@@ -850,6 +879,8 @@ MGTDEF void mgt_run_set_state(mgt_run *run, int state); /* for drivers: paused, 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *run);
 MGTDEF const char *mgt_run_dir(const mgt_run *run);        /* checkpoint folder in use */
 MGTDEF const char *mgt_run_device(const mgt_run *run);     /* where the ranks run: "cpu", or "cuda" (one GPU each) */
+typedef struct mgt_plan mgt_plan; /* below, with the planning functions */
+MGTDEF const mgt_plan *mgt_run_plan(const mgt_run *run);    /* the run's plan (mgt_plan_make of its config) */
 /* this process's index among the run's processes (0 and 1 without an MPI launcher): process 0
    alone claims the folder and writes metrics and checkpoints; a driver keeps the others quiet */
 MGTDEF int mgt_run_process(const mgt_run *run, int *processes);
@@ -889,10 +920,35 @@ MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
 MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index);
 MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp);
 
+/* The model's shapes, from its preset: GPT-2 and the Llama family are settings of one model. */
+typedef struct mgt_dims {
+    int C, NH, NKV, hs;   /* channels, query heads, key/value heads, head size C / NH */
+    int H;                /* the MLP's hidden units (d_ff) */
+    int qkv;              /* rows of the fused attention input matrix: (NH + 2 NKV) x hs */
+    int fc;               /* rows of the MLP's first matrix: H, or gate and up side by side (2H) */
+    int rms, rope, swiglu, bias, tied;
+} mgt_dims;
+#define MGT_MAX_PP 256
+/* What a config means for the run as a whole: the grid, the batch's split, the stages, the sizes.
+   Made once per run (mgt_run_create) from a validated config, and read by rank setup, the memory
+   plan, the simulator, checkpoints and the driver. */
+struct mgt_plan {
+    int world, dp, tp, pp, zero; /* zero is 0 where dp is 1 (nothing to shard) */
+    int micro_steps;        /* global_batch / (micro_batch x dp): accumulation and pipeline depth */
+    int Vp;                 /* vocabulary padded to a multiple of 128 x tp rows */
+    int stage_first[MGT_MAX_PP + 1]; /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
+    size_t params;          /* the model's parameters, without the vocabulary's padding */
+    mgt_dims dims;
+};
+/* validates cfg, then plans it (thread-safe) */
+MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out);
+
 typedef struct mgt_rank_plan {
     int rank, dp, tp, pp;          /* coordinates */
     int first_block, last_block;   /* blocks of its stage, inclusive */
-    size_t params;                 /* parameters it holds (its TP and PP slice, vocabulary padding included) */
+    size_t params;                 /* parameters it holds (its TP and PP slice, padding included) */
+    size_t shard;                  /* of them, its 1/dp share (what ZeRO keeps of them) */
+    int tensors;                   /* the tensors they are */
     size_t mem[MGT_MEM_COUNT];     /* predicted bytes by memory category */
     double bytes[MGT_COLL_COUNT];  /* predicted bytes per optimizer step, counted as mgt_comm_stats counts them */
     int micro_in_flight;           /* activation sets it keeps (the pipeline schedule's depth) */
@@ -1076,7 +1132,7 @@ MGT__PRINTF(2, 3) static void mgt__log(int level, const char *fmt, ...) {
     mgt__logger(mgt__logger_user, level, text);
 }
 
-static double mgt__now(void) {
+MGTDEF double mgt_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -1129,14 +1185,14 @@ static uint64_t mgt__mix64(uint64_t x) { /* splitmix64 finaliser */
     x ^= x >> 31;
     return x;
 }
-static uint64_t mgt__hash3(uint64_t a, uint64_t b, uint64_t c) {
+MGTDEF uint64_t mgt_hash3(uint64_t a, uint64_t b, uint64_t c) {
     return mgt__mix64(mgt__mix64(mgt__mix64(a + 0x9e3779b97f4a7c15ULL) ^ b) ^ c);
 }
 static double mgt__uniform(uint64_t h) { return ((double)(h >> 11) + 0.5) * (1.0 / 9007199254740992.0); } /* (0,1) */
 /* standard normal for element `index` of tensor `tensor` (Box-Muller over two counters) */
 static double mgt__normal(uint64_t seed, uint64_t tensor, uint64_t index) {
-    double u1 = mgt__uniform(mgt__hash3(seed, tensor, 2 * index));
-    double u2 = mgt__uniform(mgt__hash3(seed, tensor, 2 * index + 1));
+    double u1 = mgt__uniform(mgt_hash3(seed, tensor, 2 * index));
+    double u2 = mgt__uniform(mgt_hash3(seed, tensor, 2 * index + 1));
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 /* ==== end src/base.c ==== */
@@ -2052,9 +2108,29 @@ static float mgt__expf(float x) {
 }
 static float mgt__tanhf(float x) { return 1.0f - 2.0f / (mgt__expf(2.0f * x) + 1.0f); }
 
-static int mgt__cpu_count(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (int)n;
+/* the CPUs this process may run on: its affinity (Cpus_allowed_list, as taskset, numactl and
+   mpirun's binding set it), else the online ones; read from /proc so that no feature macro is needed */
+MGTDEF int mgt_cpu_count(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = 0;
+    char line[4096];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = line + strlen("Cpus_allowed_list:");
+        if (strncmp(line, "Cpus_allowed_list:", strlen("Cpus_allowed_list:"))) continue;
+        while (*p) { /* "0-3,8,10-11" */
+            char *end;
+            long lo = strtol(p, &end, 10), hi = lo;
+            if (end == p) { p++; continue; }
+            p = end;
+            if (*p == '-') { hi = strtol(p + 1, &end, 10); p = end; }
+            if (hi >= lo) n += (int)(hi - lo + 1);
+        }
+        break;
+    }
+    if (f) fclose(f);
+    if (n < 1 || (online >= 1 && n > online)) n = online < 1 ? 1 : (int)online;
+    return n;
 }
 
 /* ---- BLAS: single-threaded calls from the pools' threads, at most mgt__blas.slots at a time ------
@@ -2131,7 +2207,7 @@ static void mgt__blas_setup_locked(void) {
     if (c && strstr(c, "MAX_THREADS=")) pool = 2 * atoi(strstr(c, "MAX_THREADS=") + 12);
     if (c && pool < 50) pool = 50;
     mgt__blas.openblas_threads = mgt__blas.get_threads ? mgt__blas.get_threads() : 1;
-    mgt__blas.slots = mgt__cpu_count();
+    mgt__blas.slots = mgt_cpu_count();
     if (pool && mgt__blas.slots > pool - mgt__blas.openblas_threads) mgt__blas.slots = pool - mgt__blas.openblas_threads;
     if (mgt__blas.slots < 1) mgt__blas.slots = 1;
 }
@@ -3193,8 +3269,8 @@ static void mgt__cpu_backend_destroy(mgt_backend *be) {
 /* ==== end src/backend_cpu.c ==== */
 /* ==== begin src/model.c ==== */
 #line 1 "src/model.c"
-/* src/model.c - the grid (ranks, groups, stages) and the model: a rank's tensors in one buffer, each a
-   slice of a global tensor */
+/* src/model.c - the run's plan (mgt_plan_make: the grid, the batch's split, the stages, the sizes)
+   and the model: a rank's tensors in one buffer, each a slice of a global tensor */
 /* ---- the plan: ranks, groups, stages -------------------------------------------------------- */
 
 MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index) {
@@ -3207,15 +3283,8 @@ MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp)
 /* The model's shapes from its preset. GPT-2 and the Llama family are settings of one model: the
    normalisation, the positions, the MLP, the key/value heads, the biases and the head are chosen
    here, and every size below follows from these numbers (layout, activations, plan, costs). */
-typedef struct mgt__dims {
-    int C, NH, NKV, hs;   /* channels, query heads, key/value heads, head size C / NH */
-    int H;                /* the MLP's hidden units (d_ff) */
-    int qkv;              /* rows of the fused attention input matrix: (NH + 2 NKV) x hs */
-    int fc;               /* rows of the MLP's first matrix: H, or gate and up side by side (2H) */
-    int rms, rope, swiglu, bias, tied;
-} mgt__dims;
-static mgt__dims mgt__model_dims(const mgt_config *cfg) {
-    mgt__dims d;
+static mgt_dims mgt__model_dims(const mgt_config *cfg) {
+    mgt_dims d;
     d.C = cfg->model.d_model;
     d.NH = cfg->model.n_head;
     d.NKV = cfg->model.n_kv_head ? cfg->model.n_kv_head : d.NH;
@@ -3234,51 +3303,60 @@ static mgt__dims mgt__model_dims(const mgt_config *cfg) {
    its query heads read, held by tp / n_kv_head neighbouring TP ranks (its replicas; the rule of
    vLLM's and SGLang's QKVParallelLinear: Megatron-LM's attention asserts that tp divides the
    query groups). The replicas' gradients are summed over them (mgt__kv_grads), so they stay equal. */
-static int mgt__kv_local(const mgt__dims *d, int tp) { return d->NKV >= tp ? d->NKV / tp : 1; }
-static int mgt__kv_replicas(const mgt__dims *d, int tp) { return d->NKV >= tp ? 1 : tp / d->NKV; }
+static int mgt__kv_local(const mgt_dims *d, int tp) { return d->NKV >= tp ? d->NKV / tp : 1; }
+static int mgt__kv_replicas(const mgt_dims *d, int tp) { return d->NKV >= tp ? 1 : tp / d->NKV; }
 
-/* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks. */
-typedef struct mgt__plan {
-    int world, dp, tp, pp, zero;
-    int micro_steps;        /* global_batch / (micro_batch x dp): accumulation and pipeline depth */
-    int Vp;                 /* vocabulary padded to a multiple of 128 x tp rows */
-    int stage_first[257];   /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
-    mgt__dims dims;         /* the model's shapes */
-} mgt__plan;
-
-#define MGT_MAX_PP 256
+/* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks (mgt_rank_coords). */
 
 static double mgt__block_cost(const mgt_config *cfg) { /* forward FLOPs per token of one block */
-    mgt__dims d = mgt__model_dims(cfg);
+    mgt_dims d = mgt__model_dims(cfg);
     double C = d.C, T = cfg->model.seq_len;
     return 2.0 * C * ((double)d.qkv + C + (double)d.fc + (double)d.H) + 4.0 * T * C; /* GPT-2: 24 C^2 + 4 T C */
 }
 
 /* contiguous blocks per stage minimising the most expensive stage; the last stage also runs the
    LM head (2 x C x Vp per token), so on a large vocabulary it gets fewer blocks */
-static void mgt__plan_stages(const mgt_config *cfg, mgt__plan *p) {
+static mgt_result mgt__plan_stages(const mgt_config *cfg, mgt_plan *p) {
     int L = cfg->model.n_layer, S = p->pp, s, l, k;
     double block = mgt__block_cost(cfg), head = 2.0 * cfg->model.d_model * (double)p->Vp;
-    static double best[MGT_MAX_PP + 1][1025];
-    static int cut[MGT_MAX_PP + 1][1025];
-    /* best[s][l]: the lowest max-cost of blocks [0,l) on stages [0,s) */
-    for (l = 0; l <= L; l++) best[1][l] = l * block, cut[1][l] = 0;
+    size_t w = (size_t)L + 1;
+    double *best; /* best[s w + l]: the lowest max-cost of blocks [0,l) on stages [0,s) */
+    int *cut;     /* cut[s w + l]: where the last of those stages begins */
+    if (S == 1) { p->stage_first[0] = 0; p->stage_first[1] = L; return MGT_OK; }
+    best = (double *)MGT_MALLOC(sizeof(double) * (size_t)(S + 1) * w);
+    cut = (int *)MGT_MALLOC(sizeof(int) * (size_t)(S + 1) * w);
+    if (!best || !cut) {
+        MGT_FREE(best);
+        MGT_FREE(cut);
+        return mgt__fail(MGT_ERROR_MEMORY, "out of memory planning %d pipeline stages", S);
+    }
+    for (l = 0; l <= L; l++) best[w + (size_t)l] = l * block, cut[w + (size_t)l] = 0;
     for (s = 2; s <= S; s++)
         for (l = 0; l <= L; l++) {
-            best[s][l] = 1e300;
-            for (k = s - 1; k <= l; k++) { /* stage s-1 takes [k, l), at least one block each */
-                double c = (l - k) * block + (s == S && l == L ? head : 0), m = best[s - 1][k] > c ? best[s - 1][k] : c;
-                if (k == l && s > 1) continue;
-                if (m < best[s][l]) { best[s][l] = m; cut[s][l] = k; }
+            best[(size_t)s * w + (size_t)l] = 1e300;
+            for (k = s - 1; k < l; k++) { /* stage s-1 takes [k, l), at least one block each */
+                double c = (l - k) * block + (s == S && l == L ? head : 0), m = best[(size_t)(s - 1) * w + (size_t)k] > c ? best[(size_t)(s - 1) * w + (size_t)k] : c;
+                if (m < best[(size_t)s * w + (size_t)l]) { best[(size_t)s * w + (size_t)l] = m; cut[(size_t)s * w + (size_t)l] = k; }
             }
         }
-    if (S == 1) { p->stage_first[0] = 0; p->stage_first[1] = L; return; }
     p->stage_first[S] = L;
-    for (s = S, l = L; s >= 1; s--) { p->stage_first[s - 1] = cut[s][l]; l = cut[s][l]; }
+    for (s = S, l = L; s >= 1; s--) { p->stage_first[s - 1] = cut[(size_t)s * w + (size_t)l]; l = cut[(size_t)s * w + (size_t)l]; }
     p->stage_first[0] = 0;
+    MGT_FREE(best);
+    MGT_FREE(cut);
+    return MGT_OK;
 }
 
-static void mgt__plan_make(const mgt_config *cfg, mgt__plan *p) {
+/* the model's parameters, without the vocabulary's padding (GPT-2: V C + T C + L (12 C^2 + 13 C) + 2 C) */
+static size_t mgt__global_params(const mgt_config *cfg) {
+    mgt_dims d = mgt__model_dims(cfg);
+    size_t C = (size_t)d.C, V = (size_t)cfg->model.vocab_size, norm = d.rms ? C : 2 * C;
+    size_t block = 2 * norm + (size_t)d.qkv * C + C * C + (size_t)d.fc * C + C * (size_t)d.H + (d.bias ? (size_t)d.qkv + (size_t)d.fc + 2 * C : 0);
+    return V * C * (d.tied ? 1 : 2) + (d.rope ? 0 : (size_t)cfg->model.seq_len * C) + (size_t)cfg->model.n_layer * block + norm;
+}
+
+/* the plan of a validated config */
+static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
     memset(p, 0, sizeof *p);
     p->dp = cfg->parallel.dp;
     p->tp = cfg->parallel.tp;
@@ -3287,8 +3365,14 @@ static void mgt__plan_make(const mgt_config *cfg, mgt__plan *p) {
     p->world = p->dp * p->tp * p->pp;
     p->micro_steps = cfg->train.global_batch / (cfg->train.micro_batch * p->dp);
     p->Vp = (cfg->model.vocab_size + 128 * p->tp - 1) / (128 * p->tp) * (128 * p->tp);
+    p->params = mgt__global_params(cfg);
     p->dims = mgt__model_dims(cfg);
-    mgt__plan_stages(cfg, p);
+    return mgt__plan_stages(cfg, p);
+}
+MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out) {
+    if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_make: cfg and out are required");
+    MGT__TRY(mgt_config_validate(cfg));
+    return mgt__plan_make(cfg, out);
 }
 
 /* ---- the model: a rank's tensors in one contiguous buffer, each a slice of a global tensor ---- */
@@ -3393,7 +3477,7 @@ static void mgt__close_unit(mgt__layout *lay, int dp) {
 
 /* which of the block tensors (MGT__LN1W..) a model has: GPT-2 all twelve, a model without biases
    (Llama) only the weights. slot[k] is tensor k's index inside its block, or -1; returns the count */
-static int mgt__block_slots(const mgt__dims *d, int slot[MGT__BLOCK_TENSORS]) {
+static int mgt__block_slots(const mgt_dims *d, int slot[MGT__BLOCK_TENSORS]) {
     int k, n = 0;
     for (k = 0; k < MGT__BLOCK_TENSORS; k++) {
         int norm_bias = k == MGT__LN1B || k == MGT__LN2B, linear_bias = k == MGT__QKVB || k == MGT__PROJB || k == MGT__FCB || k == MGT__FCPROJB;
@@ -3407,8 +3491,8 @@ static int mgt__block_slots(const mgt__dims *d, int slot[MGT__BLOCK_TENSORS]) {
    a table: c_attn.weight holds q, k and v rows one after the other ((NH + 2 NKV) hs rows: Llama's
    q_proj, k_proj, v_proj), mlp.c_fc.weight holds SwiGLU's gate rows then its up rows (gate_proj,
    up_proj), mlp.c_proj is down_proj, ln_1/ln_2/ln_f the norms, lm_head.weight a separate head. */
-static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt__plan *p, int stage, int tpr) {
-    mgt__dims d = mgt__model_dims(cfg);
+static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_plan *p, int stage, int tpr) {
+    mgt_dims d = mgt__model_dims(cfg);
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
     int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage],
         l1 = p->stage_first[stage + 1];
@@ -3470,7 +3554,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_
     }
 }
 
-static int mgt__layout_alloc(mgt__layout *lay, const mgt_config *cfg, const mgt__plan *p) {
+static int mgt__layout_alloc(mgt__layout *lay, const mgt_config *cfg, const mgt_plan *p) {
     int blocks = cfg->model.n_layer; /* an upper bound for any stage */
     lay->cap = 2 + MGT__BLOCK_TENSORS * blocks + 3;
     lay->t = (mgt__tensor *)MGT_MALLOC(sizeof(mgt__tensor) * (size_t)lay->cap);
@@ -3730,7 +3814,7 @@ typedef struct mgt__loader {
 
 /* where sequence i of a step starts: its shard and the offset in it */
 static const mgt__shard *mgt__loader_where(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i, size_t *off) {
-    size_t g = (size_t)(mgt__hash3(ld->seed ^ stream, step, i) % (uint64_t)ld->first_start[ld->nshards]);
+    size_t g = (size_t)(mgt_hash3(ld->seed ^ stream, step, i) % (uint64_t)ld->first_start[ld->nshards]);
     int lo = 0, hi = ld->nshards - 1;
     while (lo < hi) { /* the shard whose starts hold g */
         int mid = (lo + hi + 1) / 2;
@@ -4835,14 +4919,14 @@ static void mgt__lcomm_work(const mgt__lcomm_rv *rv, int index, int coll, size_t
 }
 static mgt_result mgt__lcomm_finish(mgt_comm *c, int coll, double t0, mgt_result r, double bytes) {
     c->stats.calls[coll]++;
-    c->stats.seconds[coll] += mgt__now() - t0;
+    c->stats.seconds[coll] += mgt_now() - t0;
     if (r == MGT_OK) c->stats.bytes[coll] += bytes;
     return r;
 }
 
 static mgt_result mgt__lcomm_collective(mgt_comm *c, int coll, const mgt_group *g, const void *src, void *dst,
                                        size_t count, int dtype, int root) {
-    double t0 = mgt__now(), bytes;
+    double t0 = mgt_now(), bytes;
     mgt__lcomm_rank *me;
     mgt__local_world *w;
     mgt__lcomm_rv *rv;
@@ -4960,7 +5044,7 @@ static mgt_result mgt__lcomm_barrier(mgt_comm *c, const mgt_group *g) {
 }
 
 static mgt_result mgt__lcomm_send(mgt_comm *c, int peer, const void *buf, size_t count, int dtype) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     mgt__lcomm_rank *me;
     mgt__local_world *w;
     mgt__lcomm_msg *m = NULL, **tail;
@@ -5012,7 +5096,7 @@ static mgt_result mgt__lcomm_sendrecv(mgt_comm *c, int send_peer, const void *se
 }
 
 static mgt_result mgt__lcomm_recv(mgt_comm *c, int peer, void *buf, size_t count, int dtype) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     mgt__lcomm_rank *me;
     mgt__local_world *w;
     mgt__lcomm_msg *m = NULL, **p;
@@ -5292,7 +5376,7 @@ static mgt_result mgt__pcomm_world_error(mgt__mpi_world *w) {
 /* waits for n requests (NULL ones are done) until the deadline; who, what and peer (a rank) name a
    late one */
 static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req, const int *peer, int n, const char *what) {
-    double start = mgt__now(), pause = 1e-6;
+    double start = mgt_now(), pause = 1e-6;
     char why[2048], text[512];
     int i, left;
     for (;;) {
@@ -5315,7 +5399,7 @@ static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req
             MGT__MPI_ACQUIRE(w);
             return MGT_OK;
         }
-        if (mgt__pcomm_failed(w) || (w->timeout_s > 0 && mgt__now() - start > w->timeout_s)) {
+        if (mgt__pcomm_failed(w) || (w->timeout_s > 0 && mgt_now() - start > w->timeout_s)) {
             int timed_out = !mgt__pcomm_failed(w);
             for (i = 0; i < n && !req[i]; i++) {}
             if (timed_out)
@@ -5495,7 +5579,7 @@ done:
 static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *g, const void *src, void *dst, size_t count, int dtype, int root) {
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
-    double t0 = mgt__now(), bytes;
+    double t0 = mgt_now(), bytes;
     size_t elt = mgt__lcomm_elt(dtype), block = count * elt;
     int n, idx, j, nreq = 0, *peer = NULL;
     void **req = NULL;
@@ -5640,7 +5724,7 @@ static mgt_result mgt__pcomm_send(mgt_comm *c, int peer, const void *buf, size_t
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
     size_t bytes = count * mgt__lcomm_elt(dtype);
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     mgt__pcomm_msg *s;
     mgt_result r;
     char text[512], why[1024];
@@ -5663,7 +5747,7 @@ static mgt_result mgt__pcomm_recv(mgt_comm *c, int peer, void *buf, size_t count
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
     size_t bytes = count * mgt__lcomm_elt(dtype);
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     void *req;
     mgt_result r;
     char text[512], what[128];
@@ -5706,8 +5790,8 @@ static void mgt__mpi_world_destroy(mgt__mpi_world *w) {
     if (!w) return;
     for (i = 0; w->ranks && i < w->per; i++) {
         mgt__pcomm_rank *me = &w->ranks[i];
-        double until = mgt__now() + 1;
-        while (me->sends && mgt__now() < until && mgt__pcomm_reap(me) == MGT_OK) {}
+        double until = mgt_now() + 1;
+        while (me->sends && mgt_now() < until && mgt__pcomm_reap(me) == MGT_OK) {}
         while (me->sends) { /* never received: the run failed */
             mgt__pcomm_msg *s = me->sends;
             me->sends = s->next;
@@ -5798,7 +5882,7 @@ enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_WARM_UP, MGT__CMD_STEP, MGT__CM
 typedef struct mgt__rank mgt__rank;
 struct mgt_run {
     mgt_config cfg;
-    mgt__plan plan;
+    mgt_plan plan;
     mgt__rank *ranks;
     mgt__local_world *world;         /* CPU ranks' communication */
     mgt__mpi_world *mpi;             /* or, under an MPI launcher, the processes' (section 3c2) */
@@ -5867,7 +5951,7 @@ static double mgt__lr_at(const mgt_config *cfg, int step) {
     return min_lr + 0.5 * (1.0 + cos(3.14159265358979323846 * ratio)) * (lr - min_lr);
 }
 
-static mgt_result mgt__mkdirs(const char *path) {
+MGTDEF mgt_result mgt_mkdirs(const char *path) {
     char tmp[1024];
     size_t i, n = strlen(path);
     if (n >= sizeof tmp) return mgt__fail(MGT_ERROR_IO, "%s: path too long", path);
@@ -6080,7 +6164,7 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
     if (!mgt__metrics_on(&r->cfg)) return MGT_OK;
     mgt__strlcpy(folder, r->metrics_path, sizeof folder);
     slash = strrchr(folder, '/');
-    if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt__mkdirs(folder)); }
+    if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt_mkdirs(folder)); }
     /* a new run, or one resumed from another folder, starts a new file */
     if (continues) MGT__TRY(mgt__metrics_truncate(r->metrics_path, r->step));
     r->metrics = fopen(r->metrics_path, continues ? "a" : "w");
@@ -6097,7 +6181,7 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
         int fd, e;
         DIR *d;
         struct dirent *de;
-        MGT__TRY(mgt__mkdirs(r->dir));
+        MGT__TRY(mgt_mkdirs(r->dir));
         snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", r->dir);
         fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0 && errno == EACCES) fd = open(lock_path, O_RDONLY | O_CLOEXEC); /* another user's lock file: flock needs no write */
@@ -6466,7 +6550,7 @@ static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, cons
 static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
-    const mgt__dims *d = &rk->run->plan.dims;
+    const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
     int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
     const void *x = A->resid[b];
@@ -6502,7 +6586,7 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
 static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
-    const mgt__dims *d = &rk->run->plan.dims;
+    const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
     mgt__grad_scratch *g = &rk->gs;
     int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
@@ -6606,7 +6690,7 @@ static mgt_result mgt__stage_forward(mgt__rank *rk, mgt__acts *A) {
 
 /* the DP all-reduce of bucket k once the last micro-batch's backward finished its units */
 static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
-    const mgt__plan *p = &rk->run->plan;
+    const mgt_plan *p = &rk->run->plan;
     int k, first = u, last = u;
     if (p->zero != 0 || rk->dp_g.size == 1) return MGT_OK;
     k = rk->bucket_of_unit[u];
@@ -6785,7 +6869,7 @@ static mgt_result mgt__kv_grads(mgt__rank *rk) {
 }
 
 static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
-    const mgt__plan *p = &rk->run->plan;
+    const mgt_plan *p = &rk->run->plan;
     int u;
     /* the tied embedding: the first stage's and the last stage's wte gradients are one gradient */
     if (p->pp > 1 && p->dims.tied && (rk->first || rk->last)) {
@@ -6875,7 +6959,7 @@ static void mgt__adamw_flush(mgt__rank *rk, mgt__adamw_batch *bt) {
    all-gather, which reads what they wrote. */
 static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scale, int step) {
     const mgt_config *cfg = &rk->run->cfg;
-    const mgt__plan *p = &rk->run->plan;
+    const mgt_plan *p = &rk->run->plan;
     double b1 = cfg->train.beta1, b2 = cfg->train.beta2;
     float bc1 = (float)(1.0 - pow(b1, step + 1)), bc2 = (float)(1.0 - pow(b2, step + 1));
     int u, t, sharded = p->zero >= 1;
@@ -6998,8 +7082,8 @@ static double mgt__test_slow_s;
 /* update 0: the warm-up, a step without the optimizer (weights, moments and totals untouched) */
 static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int update) {
     struct mgt_run *run = rk->run;
-    const mgt__plan *p = &run->plan;
-    double t0 = mgt__now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
+    const mgt_plan *p = &run->plan;
+    double t0 = mgt_now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
     float grad_scale = (float)loss_scale / ((float)run->cfg.train.global_batch * (float)rk->shape.T);
     mgt_comm_stats before = rk->comm->stats;
     int u;
@@ -7048,7 +7132,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
         MGT__TRY(mgt__optimizer_step(rk, lr, clip / loss_scale, run->step - run->skipped));
     }
     MGT__TRY(mgt__settle(rk));
-    rk->step_s = mgt__now() - t0;
+    rk->step_s = mgt_now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
     rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
     rk->comm_s = 0;
@@ -7257,7 +7341,7 @@ static mgt_result mgt__mpi_agree(mgt_run *r, mgt_result res, const char *doing) 
 
 /* a rank of another process, as this one's driver sees it: its coordinates and what it reports */
 static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
-    const mgt__plan *p = &r->plan;
+    const mgt_plan *p = &r->plan;
     memset(rk, 0, sizeof *rk); /* run stays NULL: nothing of it is freed */
     rk->rank = index;
     mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
@@ -7321,7 +7405,7 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
     memset(&e, 0, sizeof e);
     e.step = r->step;
     e.level = level;
-    e.time_s = mgt__now() - r->created_s;
+    e.time_s = mgt_now() - r->created_s;
     va_start(ap, fmt);
     vsnprintf(e.text, sizeof e.text, fmt, ap);
     va_end(ap);
@@ -7346,11 +7430,11 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
    loads, and the values it computes (from unreduced, unreceived buffers) are thrown away. NCCL
    itself is connected already (mgt__rank_connect). */
 static mgt_result mgt__warm_up(mgt_run *r, const uint32_t *rows) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     if (!r->cuda || r->warmed_up) return MGT_OK;
     r->warmed_up = 1;
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_WARM_UP, rows, 0));
-    mgt__event(r, MGT_LOG_INFO, "warm-up step (not counted): %.2f s, the libraries' kernels loaded", mgt__now() - t0);
+    mgt__event(r, MGT_LOG_INFO, "warm-up step (not counted): %.2f s, the libraries' kernels loaded", mgt_now() - t0);
     return MGT_OK;
 }
 
@@ -7401,9 +7485,9 @@ static void mgt__publish(mgt_run *r) {
     int i, slowest = 0;
     double mean = 0;
     mgt_run_stats(r, &st);
-    if (r->cuda && mgt__now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
+    if (r->cuda && mgt_now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
         for (i = r->rank_lo; i < r->rank_hi; i++) r->cuda->reading(r->ranks[i].device, &r->ranks[i].gpu);
-        r->gpu_read_s = mgt__now();
+        r->gpu_read_s = mgt_now();
     }
     pthread_mutex_lock(&r->stats_mu);
     if (!r->history) r->history = (mgt_stats *)MGT_MALLOC(sizeof(mgt_stats) * MGT__HISTORY);
@@ -7478,10 +7562,10 @@ MGTDEF void mgt_run_set_state(mgt_run *r, int state) {
    A skipped step still consumes its batch and counts as a step (the schedule and the data order do
    not depend on skips); AdamW's bias correction counts the updates. */
 static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
     MGT__TRY(mgt__warm_up(r, rows));
-    t0 = mgt__now();
+    t0 = mgt_now();
     if (mgt_run_state(r) == MGT_STATE_STARTING) mgt_run_set_state(r, MGT_STATE_RUNNING);
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_STEP, rows, 0));
     r->loss = mgt__gather_loss(r) / ((double)GB * T);
@@ -7494,7 +7578,7 @@ static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
     }
     r->step++;
     r->tokens_seen += (long long)GB * T;
-    r->step_s = mgt__now() - t0;
+    r->step_s = mgt_now() - t0;
     r->elapsed_s += r->step_s;
     if (r->last_skipped) {
         double before = r->loss_scale;
@@ -7628,14 +7712,8 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     return MGT_OK;
 }
 
-static size_t mgt__global_params(const mgt_config *cfg) { /* GPT-2: V C + T C + L (12 C^2 + 13 C) + 2 C */
-    mgt__dims d = mgt__model_dims(cfg);
-    size_t C = (size_t)d.C, V = (size_t)cfg->model.vocab_size, norm = d.rms ? C : 2 * C;
-    size_t block = 2 * norm + (size_t)d.qkv * C + C * C + (size_t)d.fc * C + C * (size_t)d.H + (d.bias ? (size_t)d.qkv + (size_t)d.fc + 2 * C : 0);
-    return V * C * (d.tied ? 1 : 2) + (d.rope ? 0 : (size_t)cfg->model.seq_len * C) + (size_t)cfg->model.n_layer * block + norm;
-}
 static double mgt__flops_per_token(const mgt_run *r) {
-    return 6.0 * (double)mgt__global_params(&r->cfg) + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
+    return 6.0 * (double)r->plan.params + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
 }
 
 MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
@@ -7661,7 +7739,7 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->has_mfu = st->peak_gflops > 0 && st->gflops > 0; /* against the peak the preset states, or one measured */
     st->mfu = st->has_mfu ? st->gflops / st->peak_gflops : 0;
     st->tokens_seen = r->tokens_seen;
-    st->params = mgt__global_params(&r->cfg);
+    st->params = r->plan.params;
     for (i = 0; i < r->plan.world; i++) /* the busiest rank: what a device must hold */
         for (c = 0; c < MGT_MEM_COUNT; c++) {
             if (r->ranks[i].be->mem_current[c] > st->mem_current[c]) st->mem_current[c] = r->ranks[i].be->mem_current[c];
@@ -7763,7 +7841,7 @@ static mgt_result mgt__tensorboard_open(mgt_run *r) {
     char path[MGT_STR_MAX + 160], host[64] = "localhost";
     if (r->tensorboard) { fclose(r->tensorboard); r->tensorboard = NULL; }
     if (!r->cfg.log.tensorboard[0]) return MGT_OK;
-    MGT__TRY(mgt__mkdirs(r->cfg.log.tensorboard));
+    MGT__TRY(mgt_mkdirs(r->cfg.log.tensorboard));
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
     /* TensorBoard reads every events.out.tfevents.* of the folder: a resumed run adds its own file */
@@ -7832,7 +7910,7 @@ static void mgt__json_number(FILE *f, const char *key, const char *fmt, double v
 static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
     mgt_stats st;
     FILE *f = r->metrics;
-    double elapsed = mgt__now() - r->created_s;
+    double elapsed = mgt_now() - r->created_s;
     size_t peak = 0;
     int c;
     if (!train_line && !eval_line) return MGT_OK;
@@ -7890,6 +7968,7 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
 MGTDEF const char *mgt_run_device(const mgt_run *r) { return r && r->cuda ? "cuda" : "cpu"; }
+MGTDEF const mgt_plan *mgt_run_plan(const mgt_run *r) { return &r->plan; }
 MGTDEF void mgt_run_request_stop(mgt_run *r) { if (r) r->stop_asked = 1; }
 MGTDEF int mgt_run_stop_agreed(const mgt_run *r) { return r && (r->mpi ? r->stop_agreed : r->stop_asked); }
 MGTDEF int mgt_run_process(const mgt_run *r, int *processes) {
@@ -8061,10 +8140,10 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
 
 /* the tensors of the whole model, one rank's view with no parallelism: names, global shapes */
 static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
-    mgt__plan one;
+    mgt_plan one;
     mgt_config c1 = *cfg;
     c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = 1;
-    mgt__plan_make(&c1, &one);
+    MGT__TRY(mgt__plan_make(&c1, &one));
     if (!mgt__layout_alloc(lay, &c1, &one)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     mgt__layout_make(lay, &c1, &one, 0, 0);
     return MGT_OK;
@@ -8833,7 +8912,7 @@ static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
 /* is the preset's value of model key i the file's? d_ff 0 and n_kv_head 0 mean their defaults */
 static int mgt__same_model_key(const mgt_config *cfg, const mgt_config *file, int i) {
     char a[MGT_STR_MAX + 64], b[MGT_STR_MAX + 64];
-    mgt__dims x = mgt__model_dims(cfg), y = mgt__model_dims(file);
+    mgt_dims x = mgt__model_dims(cfg), y = mgt__model_dims(file);
     if (!strcmp(mgt__keys[i].info.name, "d_ff")) return x.H == y.H;
     if (!strcmp(mgt__keys[i].info.name, "n_kv_head")) return x.NKV == y.NKV;
     mgt_config_value_string(cfg, i, a, sizeof a);
@@ -8880,7 +8959,7 @@ static int mgt__hf_parts(int kind, const mgt_config *cfg, int positions, const m
     static const char *const llama[][2] = {{"ln_1.weight", "input_layernorm.weight"},     {"attn.c_proj.weight", "self_attn.o_proj.weight"},
                                            {"attn.c_proj.bias", "self_attn.o_proj.bias"}, {"ln_2.weight", "post_attention_layernorm.weight"},
                                            {"mlp.c_proj.weight", "mlp.down_proj.weight"}, {"mlp.c_proj.bias", "mlp.down_proj.bias"}};
-    mgt__dims d = mgt__model_dims(cfg);
+    mgt_dims d = mgt__model_dims(cfg);
     int layer = -1, off = 0, i, n = 1;
     const char *rest = x->name, *suffix;
     if (sscanf(x->name, "h.%d.%n", &layer, &off) == 1 && off > 0) rest = x->name + off;
@@ -9018,7 +9097,7 @@ static mgt_result mgt__init_weights(mgt_run *r) {
 /* which Hugging Face class expresses model cfg: GPT2LMHeadModel (layernorm, learned positions,
    GELU, biases, n_kv_head = n_head) or LlamaForCausalLM (rmsnorm, rope, swiglu); -1 with why */
 static int mgt__hf_kind(const mgt_config *cfg, char *why, size_t cap) {
-    mgt__dims d = mgt__model_dims(cfg);
+    mgt_dims d = mgt__model_dims(cfg);
     if (!d.rms && !d.rope && !d.swiglu) {
         if (d.NKV != d.NH) snprintf(why, cap, "[model] n_kv_head = %d with n_head = %d: GPT2LMHeadModel has no grouped-query attention", d.NKV, d.NH);
         else if (!d.bias) snprintf(why, cap, "[model] bias = 0: GPT2LMHeadModel's linear layers all have biases");
@@ -9041,7 +9120,7 @@ static mgt_result mgt__write_atomic(const char *path, const void *data, size_t b
 
 /* config.json as from_pretrained reads it */
 static void mgt__hf_config_json(mgt__buf *b, const mgt_config *cfg, int kind) {
-    mgt__dims d = mgt__model_dims(cfg);
+    mgt_dims d = mgt__model_dims(cfg);
     char eps[64], theta[64];
     mgt_config_value_string(cfg, mgt__find_key("model", "norm_eps"), eps, sizeof eps);
     mgt_config_value_string(cfg, mgt__find_key("model", "rope_theta"), theta, sizeof theta);
@@ -9091,7 +9170,7 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
     MGT__TRY(mgt_checkpoint_config(path, &cfg));
     if ((kind = mgt__hf_kind(&cfg, why, sizeof why)) < 0)
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: %s; such a model stays in mgt's checkpoints", path, why);
-    MGT__TRY(mgt__mkdirs(dir));
+    MGT__TRY(mgt_mkdirs(dir));
     memset(&s, 0, sizeof s);
     s.kind = MGT__SRC_MGT;
     mgt__strlcpy(s.path, path, sizeof s.path);
@@ -9167,7 +9246,7 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
 
 static void mgt__rank_free(mgt__rank *rk) {
     mgt_backend *be = rk->be;
-    const mgt__plan *p = &rk->run->plan;
+    const mgt_plan *p = &rk->run->plan;
     int u;
     mgt__unmirror(rk, 0);
     if (be) {
@@ -9282,7 +9361,7 @@ static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int in
 /* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
    stage), the world, and the key/value replicas (runs of k neighbouring TP ranks). A group's id is
    kind x world + its first member's place, the same on every member */
-static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt__plan *p) {
+static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
     int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
     rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
     if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -9298,7 +9377,7 @@ static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt__plan *p) {
 }
 
 static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
-    const mgt__plan *p = &r->plan;
+    const mgt_plan *p = &r->plan;
     const mgt_config *cfg = &r->cfg;
     mgt_backend *be;
     int W = p->world, u, M = p->micro_steps, k, zero = p->zero;
@@ -9465,7 +9544,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
 /* ==== end src/weights.c ==== */
 /* ==== begin src/plan.c ==== */
 #line 1 "src/plan.c"
-/* src/plan.c - the plan in closed form, and whether a run fits this machine (mgt_plan_fit) */
+/* src/plan.c - a rank's plan in closed form (mgt_plan_rank: its memory and traffic), and whether a run fits this machine (mgt_plan_fit) */
 /* ---- the plan in closed form: the sizes mgt__rank_init allocates, from the shapes alone ----- */
 
 static size_t mgt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -9475,16 +9554,16 @@ static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [
 }
 
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
-    mgt__plan p;
+    mgt_plan p;
     size_t C, T, B, N, Cl, Hl, Q, F, Vl, norm, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float), e;
-    const mgt__dims *d = &p.dims;
+    const mgt_dims *d = &p.dims;
     int dtype = cfg ? (cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32) : MGT_F32;
     mgt__shape sh;
     size_t a_resid, a_layer, a_last, a_io, scratch;
     int tpr, dpr, ppr, nb, first, last, M, threads, kvr;
     if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
-    mgt__plan_make(cfg, &p);
+    MGT__TRY(mgt__plan_make(cfg, &p));
     if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
     memset(o, 0, sizeof *o);
     mgt_rank_coords(rank, p.dp, p.tp, &dpr, &tpr, &ppr);
@@ -9515,6 +9594,11 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     o->rank = rank; o->dp = dpr; o->tp = tpr; o->pp = ppr;
     o->first_block = p.stage_first[ppr]; o->last_block = p.stage_first[ppr + 1] - 1;
     o->params = S;
+    o->shard = shard;
+    { /* the tensors: the embeddings, each block's (mgt__block_slots), the final norm and an untied or pipelined head */
+        int slot[MGT__BLOCK_TENSORS];
+        o->tensors = (first ? (d->rope ? 1 : 2) : 0) + nb * mgt__block_slots(d, slot) + (last ? (d->rms ? 1 : 2) + (!d->tied || p.pp > 1) : 0);
+    }
     o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? shard : S);
     o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? (max_unit + max_block) / (size_t)p.dp : 0);
     o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? shard + 2 * max_block + keep : S);
@@ -9533,7 +9617,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * Q * e) + mgt__carve_bytes(N * F * e) + (F > Hl ? mgt__carve_bytes(N * Hl * e) : 0);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
-    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
     threads = threads / p.world > 0 ? threads / p.world : 1;
     o->mem[MGT_MEM_WORKSPACE] = f * T * T * (size_t)threads;
     if (dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
@@ -9658,7 +9742,7 @@ typedef struct mgt__need {
    when cfg is not valid (mgt_last_error says why). */
 static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gpu_free, int nfree, mgt__need *n) {
     mgt_config cfg = *cfg0;
-    int world, r, c, threads, per_rank, cores = mgt__cpu_count();
+    int world, r, c, threads, per_rank, cores = mgt_cpu_count();
     double least = -1;
     memset(n, 0, sizeof *n);
     n->gpu_rank = -1;
@@ -10161,7 +10245,7 @@ MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
     float *a, *b, *c;
     double rates[256], t_all = 0;
     int reps = 0, i, j;
-    if (threads <= 0 || threads > 4096) threads = mgt__cpu_count();
+    if (threads <= 0 || threads > 4096) threads = mgt_cpu_count();
     if (mgt__cpu_backend_create_typed(&be, threads, 0, MGT_F32, 0) != MGT_OK) return 0;
     a = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
     b = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
@@ -10170,9 +10254,9 @@ MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
         for (i = 0; i < n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
         mgt__gemm(be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL); /* warms caches and BLAS buffers */
         while (reps < 256 && (reps < 3 || t_all < seconds)) {
-            double t0 = mgt__now(), dt;
+            double t0 = mgt_now(), dt;
             mgt__gemm(be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL);
-            dt = mgt__now() - t0;
+            dt = mgt_now() - t0;
             t_all += dt;
             rates[reps++] = 2.0 * n * n * (double)n / dt * 1e-9;
         }
@@ -10198,7 +10282,7 @@ MGTDEF void mgt_run_set_peak(mgt_run *r, double gflops_per_rank, const char *sou
 static void mgt__new_run_id(char *id, size_t cap) {
     uint64_t x = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || read(fd, &x, sizeof x) != (ssize_t)sizeof x) x = mgt__mix64((uint64_t)(mgt__now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)id);
+    if (fd < 0 || read(fd, &x, sizeof x) != (ssize_t)sizeof x) x = mgt__mix64((uint64_t)(mgt_now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)id);
     if (fd >= 0) close(fd);
     snprintf(id, cap, "%016llx", (unsigned long long)x);
 }
@@ -10244,13 +10328,16 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     mgt__new_run_id(r->run_id, sizeof r->run_id);
     r->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
     r->loss_scale = r->dtype == MGT_F16 ? cfg->precision.loss_scale : 1.0;
-    mgt__plan_make(cfg, &r->plan);
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->stats_mu, NULL);
-    r->created_s = mgt__now();
+    r->created_s = mgt_now();
     r->state = MGT_STATE_STARTING;
     pthread_cond_init(&r->cv_cmd, NULL);
     pthread_cond_init(&r->cv_done, NULL);
+    {
+        mgt_result res = mgt__plan_make(cfg, &r->plan);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+    }
     if (!sim) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
         mgt_fit fit;
         mgt_result res = mgt__choose_device(r);
@@ -10279,7 +10366,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
         r->rank_hi = r->rank_lo + r->mpi->per;
     }
     /* the cores are divided evenly between the ranks of this process, at least one thread each */
-    cores = mgt__cpu_count();
+    cores = mgt_cpu_count();
     total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     r->threads_per_rank = total / (r->rank_hi - r->rank_lo) > 0 ? total / (r->rank_hi - r->rank_lo) : 1;
     if (!r->cuda && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
@@ -10462,7 +10549,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
             probs[j] = (float)p;
             total += p;
         }
-        u = mgt__uniform(mgt__hash3(seed, 0x73616d70, (uint64_t)i)) * total;
+        u = mgt__uniform(mgt_hash3(seed, 0x73616d70, (uint64_t)i)) * total;
         for (j = 0; j < V; j++) { acc += probs[j]; pick = j; if (acc >= u && probs[j] > 0) break; }
         ctx[n++] = pick;
         out[i] = pick;
@@ -10606,9 +10693,9 @@ static double mgt__sim_copy_rate(size_t bytes) {
     memset(a, 1, bytes);
     memset(b, 2, bytes);
     for (i = 0; i < n; i++) {
-        double t0 = mgt__now(), dt;
+        double t0 = mgt_now(), dt;
         memcpy(i % 2 ? a : b, i % 2 ? b : a, bytes);
-        dt = mgt__now() - t0;
+        dt = mgt_now() - t0;
         rates[i] = dt > 0 ? (double)bytes / dt : 0;
     }
     for (i = 1; i < n; i++)
@@ -10627,12 +10714,12 @@ static double mgt__sim_exp_rate(void) {
     if (!x) return 0;
     for (i = 0; i < n; i++) x[i] = -8.0f + 8.0f * (float)i / n;
     for (r = 0; r < 7; r++) {
-        double t0 = mgt__now(), dt;
+        double t0 = mgt_now(), dt;
         for (j = 0; j < 16; j++) {
             for (i = 0; i < n; i++) x[i] = mgt__expf(x[i]) - 1.0f;
             sink += x[j];
         }
-        dt = mgt__now() - t0;
+        dt = mgt_now() - t0;
         rates[r] = dt > 0 ? 16.0 * n / dt : 0;
     }
     for (i = 1; i < 7; i++)
@@ -10650,7 +10737,7 @@ MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_dev
         if (a[j] || b[j]) continue;
         if (mgt__sim_table[i].host_sync) { /* this machine: measured once per thread count */
             mgt_sim_device *d = &mgt__sim_table[i];
-            if (threads < 1) threads = mgt__cpu_count();
+            if (threads < 1) threads = mgt_cpu_count();
             pthread_mutex_lock(&mgt__sim_cpu_mu);
             if (mgt__sim_cpu_threads != threads) {
                 double gf = mgt_cpu_sgemm_gflops(threads, 0.3), copy = mgt__sim_copy_rate((size_t)64 << 20);
@@ -11793,9 +11880,9 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
     }
     mgt__sim_replay(w->meters[0].be, op, w->meters[0].arena);
     for (r = 0; r < 3; r++) {
-        double t0 = mgt__now();
+        double t0 = mgt_now();
         mgt__sim_replay(w->meters[0].be, op, w->meters[0].arena);
-        times[r] = mgt__now() - t0;
+        times[r] = mgt_now() - t0;
     }
     pthread_mutex_lock(&stop_mu);
     stop = 1;
@@ -11878,19 +11965,19 @@ MGTDEF void mgt_sim_result_free(mgt_sim_result *res) {
 }
 
 MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt, mgt_sim_result *out) {
-    mgt__plan p;
+    mgt_plan p;
     mgt__sim_world *w = NULL;
     mgt_run *r = NULL;
     uint32_t *rows = NULL;
     mgt_result res;
-    double t0 = mgt__now(), peak, tokens;
+    double t0 = mgt_now(), peak, tokens;
     int i, c;
     if (!cfg || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: cfg, opt and out are required");
     memset(out, 0, sizeof *out);
     if (opt->device.tensor_tflops[0] <= 0 || opt->device.mem_gbps <= 0 || opt->device.vector_tflops <= 0)
         return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: device '%s' has no peak or bandwidth (for cpu, use mgt_sim_device_find)", opt->device.name);
     MGT__TRY(mgt_config_validate(cfg));
-    mgt__plan_make(cfg, &p);
+    MGT__TRY(mgt__plan_make(cfg, &p));
     MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
     res = mgt__run_alloc_on(&r, cfg, 0, w);
     if (res == MGT_OK) {
@@ -11899,7 +11986,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
         else memset(rows, 0, sizeof(uint32_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
     }
     if (res == MGT_OK && opt->device.host_sync) { /* the cpu: ops measured, as a rank runs them beside the others */
-        int cores = mgt__cpu_count(), on_machine = p.world < cores / r->threads_per_rank ? p.world : cores / r->threads_per_rank;
+        int cores = mgt_cpu_count(), on_machine = p.world < cores / r->threads_per_rank ? p.world : cores / r->threads_per_rank;
         w->companions = on_machine > 1 ? (on_machine - 1 < 63 ? on_machine - 1 : 63) : 0;
         w->meters = (mgt__sim_meter *)MGT_MALLOC(sizeof(mgt__sim_meter) * (size_t)(w->companions + 1));
         if (!w->meters) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -11949,7 +12036,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     if (r) mgt_run_destroy(r);
     mgt__sim_world_destroy(w);
     if (res != MGT_OK) mgt_sim_result_free(out);
-    out->wall_s = mgt__now() - t0;
+    out->wall_s = mgt_now() - t0;
     return res;
 }
 /* ==== end src/sim_comm.c ==== */
@@ -12128,6 +12215,105 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
     return MGT_OK;
 }
 /* ==== end src/sim_calibration.c ==== */
+/* ==== begin src/sim_search.c ==== */
+#line 1 "src/sim_search.c"
+/* src/sim_search.c - the layout search: every layout of a number of GPUs that fits, simulated,
+   fastest first (mgt plan --search) */
+
+/* GiB the fullest rank of cfg needs on a GPU (the plan, the device's reserve, the attention
+   scratch), or -1 when cfg is not a valid layout */
+static double mgt__search_mem(const mgt_config *layout, const mgt_sim_device *d) {
+    mgt_config gpu = *layout; /* planned as GPU ranks: flash attention's activations */
+    int r, c, tp = gpu.parallel.tp, dp = gpu.parallel.dp, pp = gpu.parallel.pp;
+    double worst = 0;
+    gpu.parallel.device = MGT_DEVICE_CUDA;
+    if (mgt_config_validate(&gpu) != MGT_OK) return -1;
+    for (r = 0; r < dp * tp * pp; r++) {
+        mgt_rank_plan p;
+        double used = 0;
+        if (r >= tp * dp && r / (tp * dp) != pp - 1 && r % (tp * dp)) continue; /* one rank per middle stage: they hold alike */
+        if (mgt_plan_rank(&gpu, r, &p) != MGT_OK) return -1;
+        for (c = 0; c < MGT_MEM_COUNT; c++)
+            if (c != MGT_MEM_WORKSPACE) used += (double)p.mem[c];
+        if (used > worst) worst = used;
+    }
+    return worst / 1073741824.0 + d->reserve_gib +
+           (double)gpu.train.micro_batch * (gpu.model.n_head / tp) * (double)gpu.model.seq_len * sizeof(float) / 1073741824.0;
+}
+static int mgt__search_faster(const void *a, const void *b) {
+    double x = ((const mgt_layout_choice *)a)->tokens_per_s, y = ((const mgt_layout_choice *)b)->tokens_per_s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+/* appends one simulated layout; 0 when out of memory */
+static int mgt__search_add(mgt_layout_search *s, int *cap, const mgt_config *cfg, const mgt_sim_result *res) {
+    mgt_layout_choice *c;
+    int k;
+    if (s->count == *cap) {
+        int grown = *cap ? 2 * *cap : 64;
+        mgt_layout_choice *g = (mgt_layout_choice *)MGT_MALLOC(sizeof *g * (size_t)grown);
+        if (!g) return 0;
+        if (s->count) memcpy(g, s->layouts, sizeof *g * (size_t)s->count);
+        MGT_FREE(s->layouts);
+        s->layouts = g;
+        *cap = grown;
+    }
+    c = &s->layouts[s->count++];
+    memset(c, 0, sizeof *c);
+    c->dp = cfg->parallel.dp; c->tp = cfg->parallel.tp; c->pp = cfg->parallel.pp; c->zero = cfg->parallel.zero;
+    c->micro_batch = cfg->train.micro_batch; c->recompute = cfg->train.recompute; c->pp_schedule = cfg->parallel.pp_schedule;
+    c->step_s = res->step_s; c->tokens_per_s = res->tokens_per_s; c->mfu = res->mfu; c->mem_gib = res->mem_peak_gib;
+    c->bubble_s = res->ranks[0].bubble_s;
+    for (k = 0; k < MGT_COLL_COUNT; k++) c->exposed_s += res->ranks[0].exposed_s[k];
+    return 1;
+}
+
+MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out) {
+    int cap = 0, tp, pp, zero, micro, rec, sched, per_node;
+    double t0 = mgt_now();
+    if (!base || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: base, opt and out are required");
+    memset(out, 0, sizeof *out);
+    if (opt->device.host_sync) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: the search is for GPUs, not '%s'", opt->device.name);
+    if (world < 1) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: %d GPUs", world);
+    per_node = opt->gpus_per_node > 0 ? opt->gpus_per_node : world;
+    for (tp = 1; tp <= world && tp <= per_node; tp++) {
+        if (world % tp || base->model.n_head % tp) continue;
+        for (pp = 1; pp <= world / tp && pp <= base->model.n_layer && pp <= MGT_MAX_PP; pp++) {
+            int dp = world / tp / pp;
+            if ((world / tp) % pp || base->train.global_batch % dp) continue;
+            for (zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+                for (micro = base->train.global_batch / dp; micro >= 1; micro--) {
+                    if ((base->train.global_batch / dp) % micro) continue;
+                    for (sched = 0; sched < (pp > 1 ? 2 : 1); sched++)
+                        for (rec = 0; rec < 2; rec++) {
+                            mgt_config cfg = *base;
+                            mgt_sim_result res;
+                            double mem;
+                            cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
+                            cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            mem = mgt__search_mem(&cfg, &opt->device);
+                            if (mem < 0 || mem > opt->device.mem_gib) continue;
+                            if (mgt_sim_run(&cfg, opt, &res) != MGT_OK) { out->failed++; continue; }
+                            if (!mgt__search_add(out, &cap, &cfg, &res)) {
+                                mgt_sim_result_free(&res);
+                                mgt_layout_search_free(out);
+                                return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+                            }
+                            mgt_sim_result_free(&res);
+                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
+                        }
+                }
+        }
+    }
+    if (out->count) qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, mgt__search_faster);
+    out->wall_s = mgt_now() - t0;
+    return MGT_OK;
+}
+MGTDEF void mgt_layout_search_free(mgt_layout_search *search) {
+    if (!search) return;
+    MGT_FREE(search->layouts);
+    memset(search, 0, sizeof *search);
+}
+/* ==== end src/sim_search.c ==== */
 /* ==== begin src/impl_end.h ==== */
 #line 1 "src/impl_end.h"
 /* src/impl_end.h - the implementation ends; the licence */

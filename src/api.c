@@ -2,7 +2,7 @@
 static void mgt__new_run_id(char *id, size_t cap) {
     uint64_t x = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || read(fd, &x, sizeof x) != (ssize_t)sizeof x) x = mgt__mix64((uint64_t)(mgt__now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)id);
+    if (fd < 0 || read(fd, &x, sizeof x) != (ssize_t)sizeof x) x = mgt__mix64((uint64_t)(mgt_now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)id);
     if (fd >= 0) close(fd);
     snprintf(id, cap, "%016llx", (unsigned long long)x);
 }
@@ -48,13 +48,16 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     mgt__new_run_id(r->run_id, sizeof r->run_id);
     r->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
     r->loss_scale = r->dtype == MGT_F16 ? cfg->precision.loss_scale : 1.0;
-    mgt__plan_make(cfg, &r->plan);
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->stats_mu, NULL);
-    r->created_s = mgt__now();
+    r->created_s = mgt_now();
     r->state = MGT_STATE_STARTING;
     pthread_cond_init(&r->cv_cmd, NULL);
     pthread_cond_init(&r->cv_done, NULL);
+    {
+        mgt_result res = mgt__plan_make(cfg, &r->plan);
+        if (res != MGT_OK) { mgt_run_destroy(r); return res; }
+    }
     if (!sim) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
         mgt_fit fit;
         mgt_result res = mgt__choose_device(r);
@@ -83,7 +86,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
         r->rank_hi = r->rank_lo + r->mpi->per;
     }
     /* the cores are divided evenly between the ranks of this process, at least one thread each */
-    cores = mgt__cpu_count();
+    cores = mgt_cpu_count();
     total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     r->threads_per_rank = total / (r->rank_hi - r->rank_lo) > 0 ? total / (r->rank_hi - r->rank_lo) : 1;
     if (!r->cuda && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
@@ -266,7 +269,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
             probs[j] = (float)p;
             total += p;
         }
-        u = mgt__uniform(mgt__hash3(seed, 0x73616d70, (uint64_t)i)) * total;
+        u = mgt__uniform(mgt_hash3(seed, 0x73616d70, (uint64_t)i)) * total;
         for (j = 0; j < V; j++) { acc += probs[j]; pick = j; if (acc >= u && probs[j] > 0) break; }
         ctx[n++] = pick;
         out[i] = pick;

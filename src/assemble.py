@@ -12,7 +12,9 @@ the list of parts made from those comments, and each part is framed by begin/end
   src/assemble.py --committed  the same for the last commit (git show HEAD:...), whatever the work tree
   src/assemble.py --layers   exit 1 when an implementation part uses a function, macro or type that
                              only a later part defines (the order is the layering), beyond the
-                             known ones listed in KNOWN_BACK_REFERENCES
+                             known ones listed in KNOWN_BACK_REFERENCES, or when docs/design.md's
+                             map of the parts is not the parts'
+  src/assemble.py --map      write that map into docs/design.md (between its markers)
 
 Writing refuses an mgt.h edited by hand (newer than every part and not what they assemble to): the
 edit belongs in its part, and writing would lose it.
@@ -27,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTS = [
     "mgt_api.h", "catf.h", "impl_begin.h", "base.c", "config.c", "pool.c", "backend_cpu.c", "model.c", "data.c",
     "safetensors.c", "comm_local.c", "comm_mpi.c", "run.c", "rank.c", "step.c", "tensorboard.c", "checkpoint.c",
-    "weights.c", "plan.c", "device.c", "api.c", "sim.c", "sim_comm.c", "sim_calibration.c", "impl_end.h",
+    "weights.c", "plan.c", "device.c", "api.c", "sim.c", "sim_comm.c", "sim_calibration.c", "sim_search.c", "impl_end.h",
 ]
 HEAD_RE = re.compile(r"/\* src/(\S+) - (.*?)\*/", re.S)
 # uses of a later part's name, through a forward declaration: the layering's debt, to be paid down
@@ -105,6 +107,33 @@ def back_references(read):
     return found
 
 
+MAP_BEGIN = "<!-- the parts map: written by src/assemble.py --map from PARTS and each part's first line -->"
+MAP_END = "<!-- end of the parts map -->"
+
+
+def parts_map(read):
+    """docs/design.md's map of the parts: each part's concern, and the later parts' names it still uses"""
+    later = {}
+    for part, used in sorted(KNOWN_BACK_REFERENCES):
+        later.setdefault(part, []).append("`%s`" % used)
+    rows = ["| part | what it owns | may use |", "|---|---|---|"]
+    for i, name in enumerate(PARTS):
+        uses = "its own declarations" if i == 0 else "the parts above"
+        if name in later:
+            uses += "; of later parts, still: " + ", ".join(later[name])
+        rows.append("| `src/%s` | %s | %s |" % (name, describe(name, read("src/" + name)).replace("|", "\\|"), uses))
+    return MAP_BEGIN + "\n" + "\n".join(rows) + "\n" + MAP_END
+
+
+def design_with_map(read):
+    """docs/design.md with its map as the parts are now, and whether the map was there"""
+    doc = read("docs/design.md")
+    a, b = doc.find(MAP_BEGIN), doc.find(MAP_END)
+    if a < 0 or b < a:
+        return doc, False
+    return doc[:a] + parts_map(read) + doc[b + len(MAP_END):], True
+
+
 def from_tree(path):
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         return f.read()
@@ -133,7 +162,18 @@ def main(argv):
         for part, used in sorted(paid):
             print("src/%s no longer uses %s of a later part: take it out of KNOWN_BACK_REFERENCES" % (part, used))
         print("%d uses of a later part's name (%d known, %d new)" % (len(found), len(found) - len(new), len(new)))
-        return 1 if new or paid else 0
+        doc, has_map = design_with_map(from_tree)
+        stale = not has_map or doc != from_tree("docs/design.md")
+        if stale:
+            print("docs/design.md's map of the parts is %s: run src/assemble.py --map" % ("missing" if not has_map else "not the parts' (a part, its first line or a known use changed)"))
+        return 1 if new or paid or stale else 0
+    if len(argv) == 2 and argv[1] == "--map":
+        doc, has_map = design_with_map(from_tree)
+        if not has_map:
+            sys.exit("docs/design.md has no map markers: put %s and %s where the map goes" % (MAP_BEGIN, MAP_END))
+        with open(os.path.join(ROOT, "docs/design.md"), "w", encoding="utf-8") as f:
+            f.write(doc)
+        return 0
     if len(argv) > 1 and argv[1] in ("--check", "--committed"):
         head = argv[1] == "--committed"
         read = from_head if head else from_tree

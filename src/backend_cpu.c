@@ -54,9 +54,29 @@ static float mgt__expf(float x) {
 }
 static float mgt__tanhf(float x) { return 1.0f - 2.0f / (mgt__expf(2.0f * x) + 1.0f); }
 
-static int mgt__cpu_count(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (int)n;
+/* the CPUs this process may run on: its affinity (Cpus_allowed_list, as taskset, numactl and
+   mpirun's binding set it), else the online ones; read from /proc so that no feature macro is needed */
+MGTDEF int mgt_cpu_count(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = 0;
+    char line[4096];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = line + strlen("Cpus_allowed_list:");
+        if (strncmp(line, "Cpus_allowed_list:", strlen("Cpus_allowed_list:"))) continue;
+        while (*p) { /* "0-3,8,10-11" */
+            char *end;
+            long lo = strtol(p, &end, 10), hi = lo;
+            if (end == p) { p++; continue; }
+            p = end;
+            if (*p == '-') { hi = strtol(p + 1, &end, 10); p = end; }
+            if (hi >= lo) n += (int)(hi - lo + 1);
+        }
+        break;
+    }
+    if (f) fclose(f);
+    if (n < 1 || (online >= 1 && n > online)) n = online < 1 ? 1 : (int)online;
+    return n;
 }
 
 /* ---- BLAS: single-threaded calls from the pools' threads, at most mgt__blas.slots at a time ------
@@ -133,7 +153,7 @@ static void mgt__blas_setup_locked(void) {
     if (c && strstr(c, "MAX_THREADS=")) pool = 2 * atoi(strstr(c, "MAX_THREADS=") + 12);
     if (c && pool < 50) pool = 50;
     mgt__blas.openblas_threads = mgt__blas.get_threads ? mgt__blas.get_threads() : 1;
-    mgt__blas.slots = mgt__cpu_count();
+    mgt__blas.slots = mgt_cpu_count();
     if (pool && mgt__blas.slots > pool - mgt__blas.openblas_threads) mgt__blas.slots = pool - mgt__blas.openblas_threads;
     if (mgt__blas.slots < 1) mgt__blas.slots = 1;
 }

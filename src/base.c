@@ -34,7 +34,7 @@ MGT__PRINTF(2, 3) static void mgt__log(int level, const char *fmt, ...) {
     mgt__logger(mgt__logger_user, level, text);
 }
 
-static double mgt__now(void) {
+MGTDEF double mgt_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -87,14 +87,14 @@ static uint64_t mgt__mix64(uint64_t x) { /* splitmix64 finaliser */
     x ^= x >> 31;
     return x;
 }
-static uint64_t mgt__hash3(uint64_t a, uint64_t b, uint64_t c) {
+MGTDEF uint64_t mgt_hash3(uint64_t a, uint64_t b, uint64_t c) {
     return mgt__mix64(mgt__mix64(mgt__mix64(a + 0x9e3779b97f4a7c15ULL) ^ b) ^ c);
 }
 static double mgt__uniform(uint64_t h) { return ((double)(h >> 11) + 0.5) * (1.0 / 9007199254740992.0); } /* (0,1) */
 /* standard normal for element `index` of tensor `tensor` (Box-Muller over two counters) */
 static double mgt__normal(uint64_t seed, uint64_t tensor, uint64_t index) {
-    double u1 = mgt__uniform(mgt__hash3(seed, tensor, 2 * index));
-    double u2 = mgt__uniform(mgt__hash3(seed, tensor, 2 * index + 1));
+    double u1 = mgt__uniform(mgt_hash3(seed, tensor, 2 * index));
+    double u2 = mgt__uniform(mgt_hash3(seed, tensor, 2 * index + 1));
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 

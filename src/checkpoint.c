@@ -159,10 +159,10 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
 
 /* the tensors of the whole model, one rank's view with no parallelism: names, global shapes */
 static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
-    mgt__plan one;
+    mgt_plan one;
     mgt_config c1 = *cfg;
     c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = 1;
-    mgt__plan_make(&c1, &one);
+    MGT__TRY(mgt__plan_make(&c1, &one));
     if (!mgt__layout_alloc(lay, &c1, &one)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     mgt__layout_make(lay, &c1, &one, 0, 0);
     return MGT_OK;

@@ -436,14 +436,14 @@ static void mgt__lcomm_work(const mgt__lcomm_rv *rv, int index, int coll, size_t
 }
 static mgt_result mgt__lcomm_finish(mgt_comm *c, int coll, double t0, mgt_result r, double bytes) {
     c->stats.calls[coll]++;
-    c->stats.seconds[coll] += mgt__now() - t0;
+    c->stats.seconds[coll] += mgt_now() - t0;
     if (r == MGT_OK) c->stats.bytes[coll] += bytes;
     return r;
 }
 
 static mgt_result mgt__lcomm_collective(mgt_comm *c, int coll, const mgt_group *g, const void *src, void *dst,
                                        size_t count, int dtype, int root) {
-    double t0 = mgt__now(), bytes;
+    double t0 = mgt_now(), bytes;
     mgt__lcomm_rank *me;
     mgt__local_world *w;
     mgt__lcomm_rv *rv;
@@ -561,7 +561,7 @@ static mgt_result mgt__lcomm_barrier(mgt_comm *c, const mgt_group *g) {
 }
 
 static mgt_result mgt__lcomm_send(mgt_comm *c, int peer, const void *buf, size_t count, int dtype) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     mgt__lcomm_rank *me;
     mgt__local_world *w;
     mgt__lcomm_msg *m = NULL, **tail;
@@ -613,7 +613,7 @@ static mgt_result mgt__lcomm_sendrecv(mgt_comm *c, int send_peer, const void *se
 }
 
 static mgt_result mgt__lcomm_recv(mgt_comm *c, int peer, void *buf, size_t count, int dtype) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     mgt__lcomm_rank *me;
     mgt__local_world *w;
     mgt__lcomm_msg *m = NULL, **p;

@@ -129,7 +129,7 @@ static mgt_result mgt__pcomm_world_error(mgt__mpi_world *w) {
 /* waits for n requests (NULL ones are done) until the deadline; who, what and peer (a rank) name a
    late one */
 static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req, const int *peer, int n, const char *what) {
-    double start = mgt__now(), pause = 1e-6;
+    double start = mgt_now(), pause = 1e-6;
     char why[2048], text[512];
     int i, left;
     for (;;) {
@@ -152,7 +152,7 @@ static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req
             MGT__MPI_ACQUIRE(w);
             return MGT_OK;
         }
-        if (mgt__pcomm_failed(w) || (w->timeout_s > 0 && mgt__now() - start > w->timeout_s)) {
+        if (mgt__pcomm_failed(w) || (w->timeout_s > 0 && mgt_now() - start > w->timeout_s)) {
             int timed_out = !mgt__pcomm_failed(w);
             for (i = 0; i < n && !req[i]; i++) {}
             if (timed_out)
@@ -332,7 +332,7 @@ done:
 static mgt_result mgt__pcomm_collective(mgt_comm *c, int coll, const mgt_group *g, const void *src, void *dst, size_t count, int dtype, int root) {
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
-    double t0 = mgt__now(), bytes;
+    double t0 = mgt_now(), bytes;
     size_t elt = mgt__lcomm_elt(dtype), block = count * elt;
     int n, idx, j, nreq = 0, *peer = NULL;
     void **req = NULL;
@@ -477,7 +477,7 @@ static mgt_result mgt__pcomm_send(mgt_comm *c, int peer, const void *buf, size_t
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
     size_t bytes = count * mgt__lcomm_elt(dtype);
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     mgt__pcomm_msg *s;
     mgt_result r;
     char text[512], why[1024];
@@ -500,7 +500,7 @@ static mgt_result mgt__pcomm_recv(mgt_comm *c, int peer, void *buf, size_t count
     mgt__pcomm_rank *me = (mgt__pcomm_rank *)c->impl;
     mgt__mpi_world *w = me->w;
     size_t bytes = count * mgt__lcomm_elt(dtype);
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     void *req;
     mgt_result r;
     char text[512], what[128];
@@ -543,8 +543,8 @@ static void mgt__mpi_world_destroy(mgt__mpi_world *w) {
     if (!w) return;
     for (i = 0; w->ranks && i < w->per; i++) {
         mgt__pcomm_rank *me = &w->ranks[i];
-        double until = mgt__now() + 1;
-        while (me->sends && mgt__now() < until && mgt__pcomm_reap(me) == MGT_OK) {}
+        double until = mgt_now() + 1;
+        while (me->sends && mgt_now() < until && mgt__pcomm_reap(me) == MGT_OK) {}
         while (me->sends) { /* never received: the run failed */
             mgt__pcomm_msg *s = me->sends;
             me->sends = s->next;

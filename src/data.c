@@ -117,7 +117,7 @@ typedef struct mgt__loader {
 
 /* where sequence i of a step starts: its shard and the offset in it */
 static const mgt__shard *mgt__loader_where(const mgt__loader *ld, uint64_t stream, uint64_t step, uint64_t i, size_t *off) {
-    size_t g = (size_t)(mgt__hash3(ld->seed ^ stream, step, i) % (uint64_t)ld->first_start[ld->nshards]);
+    size_t g = (size_t)(mgt_hash3(ld->seed ^ stream, step, i) % (uint64_t)ld->first_start[ld->nshards]);
     int lo = 0, hi = ld->nshards - 1;
     while (lo < hi) { /* the shard whose starts hold g */
         int mid = (lo + hi + 1) / 2;

@@ -313,7 +313,7 @@ MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
     float *a, *b, *c;
     double rates[256], t_all = 0;
     int reps = 0, i, j;
-    if (threads <= 0 || threads > 4096) threads = mgt__cpu_count();
+    if (threads <= 0 || threads > 4096) threads = mgt_cpu_count();
     if (mgt__cpu_backend_create_typed(&be, threads, 0, MGT_F32, 0) != MGT_OK) return 0;
     a = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
     b = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
@@ -322,9 +322,9 @@ MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
         for (i = 0; i < n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
         mgt__gemm(be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL); /* warms caches and BLAS buffers */
         while (reps < 256 && (reps < 3 || t_all < seconds)) {
-            double t0 = mgt__now(), dt;
+            double t0 = mgt_now(), dt;
             mgt__gemm(be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL);
-            dt = mgt__now() - t0;
+            dt = mgt_now() - t0;
             t_all += dt;
             rates[reps++] = 2.0 * n * n * (double)n / dt * 1e-9;
         }

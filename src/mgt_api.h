@@ -111,6 +111,13 @@ MGTDEF const char *mgt_last_error(void); /* message of the calling thread's last
    MPI tables take; for drivers that report their own failures through mgt_last_error) */
 MGTDEF mgt_result mgt_set_error(mgt_result result, const char *message);
 MGTDEF void mgt_set_logger(mgt_log_fn fn, void *user);
+/* small utilities the library uses and its driver shares: monotonic seconds; the counter-based
+   hash behind initialisation and synthetic data; the CPUs this process may run on (its affinity);
+   mkdir -p */
+MGTDEF double mgt_now(void);
+MGTDEF uint64_t mgt_hash3(uint64_t a, uint64_t b, uint64_t c);
+MGTDEF int mgt_cpu_count(void);
+MGTDEF mgt_result mgt_mkdirs(const char *path);
 
 /* ---- 2. presets ----------------------------------------------------------------------------- */
 
@@ -700,6 +707,25 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
 /* simulates cal's shape on opt->device and sets opt->family_scale (and cal->scale) to measured / predicted */
 MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *opt);
 
+/* The layout search (`mgt plan --search`): every layout of `world` GPUs of opt->device that fits its
+   memory (the closed-form plan, the CUDA reserve and the attention scratch), simulated, fastest
+   first (PREDICTED). It tries dp x tp x pp with tp within a node, ZeRO 0-3 where dp > 1, every
+   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and full recompute only where
+   no recompute does not fit. base gives the model, the batch and the precision. */
+typedef struct mgt_layout_choice {
+    int dp, tp, pp, zero, micro_batch, recompute, pp_schedule; /* the preset's values */
+    double step_s, tokens_per_s, mfu, mem_gib;                 /* mem_gib: the fullest GPU */
+    double bubble_s, exposed_s;                                /* rank 0's pipeline wait, and its communication not hidden */
+} mgt_layout_choice;
+typedef struct mgt_layout_search {
+    int count;                  /* layouts that fit and were simulated, in layouts[] */
+    int failed;                 /* that fit but the simulator refused (mgt_last_error says why, for the last) */
+    double wall_s;              /* the search's own time */
+    mgt_layout_choice *layouts; /* fastest first; mgt_layout_search_free */
+} mgt_layout_search;
+MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out);
+MGTDEF void mgt_layout_search_free(mgt_layout_search *search);
+
 
 
 typedef struct mgt_stats {
@@ -807,6 +833,8 @@ MGTDEF void mgt_run_set_state(mgt_run *run, int state); /* for drivers: paused, 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *run);
 MGTDEF const char *mgt_run_dir(const mgt_run *run);        /* checkpoint folder in use */
 MGTDEF const char *mgt_run_device(const mgt_run *run);     /* where the ranks run: "cpu", or "cuda" (one GPU each) */
+typedef struct mgt_plan mgt_plan; /* below, with the planning functions */
+MGTDEF const mgt_plan *mgt_run_plan(const mgt_run *run);    /* the run's plan (mgt_plan_make of its config) */
 /* this process's index among the run's processes (0 and 1 without an MPI launcher): process 0
    alone claims the folder and writes metrics and checkpoints; a driver keeps the others quiet */
 MGTDEF int mgt_run_process(const mgt_run *run, int *processes);
@@ -846,10 +874,35 @@ MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
 MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index);
 MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp);
 
+/* The model's shapes, from its preset: GPT-2 and the Llama family are settings of one model. */
+typedef struct mgt_dims {
+    int C, NH, NKV, hs;   /* channels, query heads, key/value heads, head size C / NH */
+    int H;                /* the MLP's hidden units (d_ff) */
+    int qkv;              /* rows of the fused attention input matrix: (NH + 2 NKV) x hs */
+    int fc;               /* rows of the MLP's first matrix: H, or gate and up side by side (2H) */
+    int rms, rope, swiglu, bias, tied;
+} mgt_dims;
+#define MGT_MAX_PP 256
+/* What a config means for the run as a whole: the grid, the batch's split, the stages, the sizes.
+   Made once per run (mgt_run_create) from a validated config, and read by rank setup, the memory
+   plan, the simulator, checkpoints and the driver. */
+struct mgt_plan {
+    int world, dp, tp, pp, zero; /* zero is 0 where dp is 1 (nothing to shard) */
+    int micro_steps;        /* global_batch / (micro_batch x dp): accumulation and pipeline depth */
+    int Vp;                 /* vocabulary padded to a multiple of 128 x tp rows */
+    int stage_first[MGT_MAX_PP + 1]; /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
+    size_t params;          /* the model's parameters, without the vocabulary's padding */
+    mgt_dims dims;
+};
+/* validates cfg, then plans it (thread-safe) */
+MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out);
+
 typedef struct mgt_rank_plan {
     int rank, dp, tp, pp;          /* coordinates */
     int first_block, last_block;   /* blocks of its stage, inclusive */
-    size_t params;                 /* parameters it holds (its TP and PP slice, vocabulary padding included) */
+    size_t params;                 /* parameters it holds (its TP and PP slice, padding included) */
+    size_t shard;                  /* of them, its 1/dp share (what ZeRO keeps of them) */
+    int tensors;                   /* the tensors they are */
     size_t mem[MGT_MEM_COUNT];     /* predicted bytes by memory category */
     double bytes[MGT_COLL_COUNT];  /* predicted bytes per optimizer step, counted as mgt_comm_stats counts them */
     int micro_in_flight;           /* activation sets it keeps (the pipeline schedule's depth) */

@@ -1,5 +1,5 @@
-/* src/model.c - the grid (ranks, groups, stages) and the model: a rank's tensors in one buffer, each a
-   slice of a global tensor */
+/* src/model.c - the run's plan (mgt_plan_make: the grid, the batch's split, the stages, the sizes)
+   and the model: a rank's tensors in one buffer, each a slice of a global tensor */
 /* ---- the plan: ranks, groups, stages -------------------------------------------------------- */
 
 MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index) {
@@ -12,15 +12,8 @@ MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp)
 /* The model's shapes from its preset. GPT-2 and the Llama family are settings of one model: the
    normalisation, the positions, the MLP, the key/value heads, the biases and the head are chosen
    here, and every size below follows from these numbers (layout, activations, plan, costs). */
-typedef struct mgt__dims {
-    int C, NH, NKV, hs;   /* channels, query heads, key/value heads, head size C / NH */
-    int H;                /* the MLP's hidden units (d_ff) */
-    int qkv;              /* rows of the fused attention input matrix: (NH + 2 NKV) x hs */
-    int fc;               /* rows of the MLP's first matrix: H, or gate and up side by side (2H) */
-    int rms, rope, swiglu, bias, tied;
-} mgt__dims;
-static mgt__dims mgt__model_dims(const mgt_config *cfg) {
-    mgt__dims d;
+static mgt_dims mgt__model_dims(const mgt_config *cfg) {
+    mgt_dims d;
     d.C = cfg->model.d_model;
     d.NH = cfg->model.n_head;
     d.NKV = cfg->model.n_kv_head ? cfg->model.n_kv_head : d.NH;
@@ -39,51 +32,60 @@ static mgt__dims mgt__model_dims(const mgt_config *cfg) {
    its query heads read, held by tp / n_kv_head neighbouring TP ranks (its replicas; the rule of
    vLLM's and SGLang's QKVParallelLinear: Megatron-LM's attention asserts that tp divides the
    query groups). The replicas' gradients are summed over them (mgt__kv_grads), so they stay equal. */
-static int mgt__kv_local(const mgt__dims *d, int tp) { return d->NKV >= tp ? d->NKV / tp : 1; }
-static int mgt__kv_replicas(const mgt__dims *d, int tp) { return d->NKV >= tp ? 1 : tp / d->NKV; }
+static int mgt__kv_local(const mgt_dims *d, int tp) { return d->NKV >= tp ? d->NKV / tp : 1; }
+static int mgt__kv_replicas(const mgt_dims *d, int tp) { return d->NKV >= tp ? 1 : tp / d->NKV; }
 
-/* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks. */
-typedef struct mgt__plan {
-    int world, dp, tp, pp, zero;
-    int micro_steps;        /* global_batch / (micro_batch x dp): accumulation and pipeline depth */
-    int Vp;                 /* vocabulary padded to a multiple of 128 x tp rows */
-    int stage_first[257];   /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
-    mgt__dims dims;         /* the model's shapes */
-} mgt__plan;
-
-#define MGT_MAX_PP 256
+/* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks (mgt_rank_coords). */
 
 static double mgt__block_cost(const mgt_config *cfg) { /* forward FLOPs per token of one block */
-    mgt__dims d = mgt__model_dims(cfg);
+    mgt_dims d = mgt__model_dims(cfg);
     double C = d.C, T = cfg->model.seq_len;
     return 2.0 * C * ((double)d.qkv + C + (double)d.fc + (double)d.H) + 4.0 * T * C; /* GPT-2: 24 C^2 + 4 T C */
 }
 
 /* contiguous blocks per stage minimising the most expensive stage; the last stage also runs the
    LM head (2 x C x Vp per token), so on a large vocabulary it gets fewer blocks */
-static void mgt__plan_stages(const mgt_config *cfg, mgt__plan *p) {
+static mgt_result mgt__plan_stages(const mgt_config *cfg, mgt_plan *p) {
     int L = cfg->model.n_layer, S = p->pp, s, l, k;
     double block = mgt__block_cost(cfg), head = 2.0 * cfg->model.d_model * (double)p->Vp;
-    static double best[MGT_MAX_PP + 1][1025];
-    static int cut[MGT_MAX_PP + 1][1025];
-    /* best[s][l]: the lowest max-cost of blocks [0,l) on stages [0,s) */
-    for (l = 0; l <= L; l++) best[1][l] = l * block, cut[1][l] = 0;
+    size_t w = (size_t)L + 1;
+    double *best; /* best[s w + l]: the lowest max-cost of blocks [0,l) on stages [0,s) */
+    int *cut;     /* cut[s w + l]: where the last of those stages begins */
+    if (S == 1) { p->stage_first[0] = 0; p->stage_first[1] = L; return MGT_OK; }
+    best = (double *)MGT_MALLOC(sizeof(double) * (size_t)(S + 1) * w);
+    cut = (int *)MGT_MALLOC(sizeof(int) * (size_t)(S + 1) * w);
+    if (!best || !cut) {
+        MGT_FREE(best);
+        MGT_FREE(cut);
+        return mgt__fail(MGT_ERROR_MEMORY, "out of memory planning %d pipeline stages", S);
+    }
+    for (l = 0; l <= L; l++) best[w + (size_t)l] = l * block, cut[w + (size_t)l] = 0;
     for (s = 2; s <= S; s++)
         for (l = 0; l <= L; l++) {
-            best[s][l] = 1e300;
-            for (k = s - 1; k <= l; k++) { /* stage s-1 takes [k, l), at least one block each */
-                double c = (l - k) * block + (s == S && l == L ? head : 0), m = best[s - 1][k] > c ? best[s - 1][k] : c;
-                if (k == l && s > 1) continue;
-                if (m < best[s][l]) { best[s][l] = m; cut[s][l] = k; }
+            best[(size_t)s * w + (size_t)l] = 1e300;
+            for (k = s - 1; k < l; k++) { /* stage s-1 takes [k, l), at least one block each */
+                double c = (l - k) * block + (s == S && l == L ? head : 0), m = best[(size_t)(s - 1) * w + (size_t)k] > c ? best[(size_t)(s - 1) * w + (size_t)k] : c;
+                if (m < best[(size_t)s * w + (size_t)l]) { best[(size_t)s * w + (size_t)l] = m; cut[(size_t)s * w + (size_t)l] = k; }
             }
         }
-    if (S == 1) { p->stage_first[0] = 0; p->stage_first[1] = L; return; }
     p->stage_first[S] = L;
-    for (s = S, l = L; s >= 1; s--) { p->stage_first[s - 1] = cut[s][l]; l = cut[s][l]; }
+    for (s = S, l = L; s >= 1; s--) { p->stage_first[s - 1] = cut[(size_t)s * w + (size_t)l]; l = cut[(size_t)s * w + (size_t)l]; }
     p->stage_first[0] = 0;
+    MGT_FREE(best);
+    MGT_FREE(cut);
+    return MGT_OK;
 }
 
-static void mgt__plan_make(const mgt_config *cfg, mgt__plan *p) {
+/* the model's parameters, without the vocabulary's padding (GPT-2: V C + T C + L (12 C^2 + 13 C) + 2 C) */
+static size_t mgt__global_params(const mgt_config *cfg) {
+    mgt_dims d = mgt__model_dims(cfg);
+    size_t C = (size_t)d.C, V = (size_t)cfg->model.vocab_size, norm = d.rms ? C : 2 * C;
+    size_t block = 2 * norm + (size_t)d.qkv * C + C * C + (size_t)d.fc * C + C * (size_t)d.H + (d.bias ? (size_t)d.qkv + (size_t)d.fc + 2 * C : 0);
+    return V * C * (d.tied ? 1 : 2) + (d.rope ? 0 : (size_t)cfg->model.seq_len * C) + (size_t)cfg->model.n_layer * block + norm;
+}
+
+/* the plan of a validated config */
+static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
     memset(p, 0, sizeof *p);
     p->dp = cfg->parallel.dp;
     p->tp = cfg->parallel.tp;
@@ -92,8 +94,14 @@ static void mgt__plan_make(const mgt_config *cfg, mgt__plan *p) {
     p->world = p->dp * p->tp * p->pp;
     p->micro_steps = cfg->train.global_batch / (cfg->train.micro_batch * p->dp);
     p->Vp = (cfg->model.vocab_size + 128 * p->tp - 1) / (128 * p->tp) * (128 * p->tp);
+    p->params = mgt__global_params(cfg);
     p->dims = mgt__model_dims(cfg);
-    mgt__plan_stages(cfg, p);
+    return mgt__plan_stages(cfg, p);
+}
+MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out) {
+    if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_make: cfg and out are required");
+    MGT__TRY(mgt_config_validate(cfg));
+    return mgt__plan_make(cfg, out);
 }
 
 /* ---- the model: a rank's tensors in one contiguous buffer, each a slice of a global tensor ---- */
@@ -198,7 +206,7 @@ static void mgt__close_unit(mgt__layout *lay, int dp) {
 
 /* which of the block tensors (MGT__LN1W..) a model has: GPT-2 all twelve, a model without biases
    (Llama) only the weights. slot[k] is tensor k's index inside its block, or -1; returns the count */
-static int mgt__block_slots(const mgt__dims *d, int slot[MGT__BLOCK_TENSORS]) {
+static int mgt__block_slots(const mgt_dims *d, int slot[MGT__BLOCK_TENSORS]) {
     int k, n = 0;
     for (k = 0; k < MGT__BLOCK_TENSORS; k++) {
         int norm_bias = k == MGT__LN1B || k == MGT__LN2B, linear_bias = k == MGT__QKVB || k == MGT__PROJB || k == MGT__FCB || k == MGT__FCPROJB;
@@ -212,8 +220,8 @@ static int mgt__block_slots(const mgt__dims *d, int slot[MGT__BLOCK_TENSORS]) {
    a table: c_attn.weight holds q, k and v rows one after the other ((NH + 2 NKV) hs rows: Llama's
    q_proj, k_proj, v_proj), mlp.c_fc.weight holds SwiGLU's gate rows then its up rows (gate_proj,
    up_proj), mlp.c_proj is down_proj, ln_1/ln_2/ln_f the norms, lm_head.weight a separate head. */
-static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt__plan *p, int stage, int tpr) {
-    mgt__dims d = mgt__model_dims(cfg);
+static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_plan *p, int stage, int tpr) {
+    mgt_dims d = mgt__model_dims(cfg);
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
     int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage],
         l1 = p->stage_first[stage + 1];
@@ -275,7 +283,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_
     }
 }
 
-static int mgt__layout_alloc(mgt__layout *lay, const mgt_config *cfg, const mgt__plan *p) {
+static int mgt__layout_alloc(mgt__layout *lay, const mgt_config *cfg, const mgt_plan *p) {
     int blocks = cfg->model.n_layer; /* an upper bound for any stage */
     lay->cap = 2 + MGT__BLOCK_TENSORS * blocks + 3;
     lay->t = (mgt__tensor *)MGT_MALLOC(sizeof(mgt__tensor) * (size_t)lay->cap);

@@ -1,4 +1,4 @@
-/* src/plan.c - the plan in closed form, and whether a run fits this machine (mgt_plan_fit) */
+/* src/plan.c - a rank's plan in closed form (mgt_plan_rank: its memory and traffic), and whether a run fits this machine (mgt_plan_fit) */
 /* ---- the plan in closed form: the sizes mgt__rank_init allocates, from the shapes alone ----- */
 
 static size_t mgt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -8,16 +8,16 @@ static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [
 }
 
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
-    mgt__plan p;
+    mgt_plan p;
     size_t C, T, B, N, Cl, Hl, Q, F, Vl, norm, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float), e;
-    const mgt__dims *d = &p.dims;
+    const mgt_dims *d = &p.dims;
     int dtype = cfg ? (cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32) : MGT_F32;
     mgt__shape sh;
     size_t a_resid, a_layer, a_last, a_io, scratch;
     int tpr, dpr, ppr, nb, first, last, M, threads, kvr;
     if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
-    mgt__plan_make(cfg, &p);
+    MGT__TRY(mgt__plan_make(cfg, &p));
     if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
     memset(o, 0, sizeof *o);
     mgt_rank_coords(rank, p.dp, p.tp, &dpr, &tpr, &ppr);
@@ -48,6 +48,11 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     o->rank = rank; o->dp = dpr; o->tp = tpr; o->pp = ppr;
     o->first_block = p.stage_first[ppr]; o->last_block = p.stage_first[ppr + 1] - 1;
     o->params = S;
+    o->shard = shard;
+    { /* the tensors: the embeddings, each block's (mgt__block_slots), the final norm and an untied or pipelined head */
+        int slot[MGT__BLOCK_TENSORS];
+        o->tensors = (first ? (d->rope ? 1 : 2) : 0) + nb * mgt__block_slots(d, slot) + (last ? (d->rms ? 1 : 2) + (!d->tied || p.pp > 1) : 0);
+    }
     o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? shard : S);
     o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? (max_unit + max_block) / (size_t)p.dp : 0);
     o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? shard + 2 * max_block + keep : S);
@@ -66,7 +71,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * Q * e) + mgt__carve_bytes(N * F * e) + (F > Hl ? mgt__carve_bytes(N * Hl * e) : 0);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
-    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt__cpu_count();
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
     threads = threads / p.world > 0 ? threads / p.world : 1;
     o->mem[MGT_MEM_WORKSPACE] = f * T * T * (size_t)threads;
     if (dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
@@ -191,7 +196,7 @@ typedef struct mgt__need {
    when cfg is not valid (mgt_last_error says why). */
 static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gpu_free, int nfree, mgt__need *n) {
     mgt_config cfg = *cfg0;
-    int world, r, c, threads, per_rank, cores = mgt__cpu_count();
+    int world, r, c, threads, per_rank, cores = mgt_cpu_count();
     double least = -1;
     memset(n, 0, sizeof *n);
     n->gpu_rank = -1;

@@ -208,7 +208,7 @@ static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, cons
 static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
-    const mgt__dims *d = &rk->run->plan.dims;
+    const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
     int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
     const void *x = A->resid[b];
@@ -244,7 +244,7 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
 static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
-    const mgt__dims *d = &rk->run->plan.dims;
+    const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
     mgt__grad_scratch *g = &rk->gs;
     int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
@@ -348,7 +348,7 @@ static mgt_result mgt__stage_forward(mgt__rank *rk, mgt__acts *A) {
 
 /* the DP all-reduce of bucket k once the last micro-batch's backward finished its units */
 static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
-    const mgt__plan *p = &rk->run->plan;
+    const mgt_plan *p = &rk->run->plan;
     int k, first = u, last = u;
     if (p->zero != 0 || rk->dp_g.size == 1) return MGT_OK;
     k = rk->bucket_of_unit[u];

@@ -14,7 +14,7 @@ enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_WARM_UP, MGT__CMD_STEP, MGT__CM
 typedef struct mgt__rank mgt__rank;
 struct mgt_run {
     mgt_config cfg;
-    mgt__plan plan;
+    mgt_plan plan;
     mgt__rank *ranks;
     mgt__local_world *world;         /* CPU ranks' communication */
     mgt__mpi_world *mpi;             /* or, under an MPI launcher, the processes' (section 3c2) */
@@ -83,7 +83,7 @@ static double mgt__lr_at(const mgt_config *cfg, int step) {
     return min_lr + 0.5 * (1.0 + cos(3.14159265358979323846 * ratio)) * (lr - min_lr);
 }
 
-static mgt_result mgt__mkdirs(const char *path) {
+MGTDEF mgt_result mgt_mkdirs(const char *path) {
     char tmp[1024];
     size_t i, n = strlen(path);
     if (n >= sizeof tmp) return mgt__fail(MGT_ERROR_IO, "%s: path too long", path);
@@ -296,7 +296,7 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
     if (!mgt__metrics_on(&r->cfg)) return MGT_OK;
     mgt__strlcpy(folder, r->metrics_path, sizeof folder);
     slash = strrchr(folder, '/');
-    if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt__mkdirs(folder)); }
+    if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt_mkdirs(folder)); }
     /* a new run, or one resumed from another folder, starts a new file */
     if (continues) MGT__TRY(mgt__metrics_truncate(r->metrics_path, r->step));
     r->metrics = fopen(r->metrics_path, continues ? "a" : "w");
@@ -313,7 +313,7 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
         int fd, e;
         DIR *d;
         struct dirent *de;
-        MGT__TRY(mgt__mkdirs(r->dir));
+        MGT__TRY(mgt_mkdirs(r->dir));
         snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", r->dir);
         fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0 && errno == EACCES) fd = open(lock_path, O_RDONLY | O_CLOEXEC); /* another user's lock file: flock needs no write */

@@ -128,9 +128,9 @@ static double mgt__sim_copy_rate(size_t bytes) {
     memset(a, 1, bytes);
     memset(b, 2, bytes);
     for (i = 0; i < n; i++) {
-        double t0 = mgt__now(), dt;
+        double t0 = mgt_now(), dt;
         memcpy(i % 2 ? a : b, i % 2 ? b : a, bytes);
-        dt = mgt__now() - t0;
+        dt = mgt_now() - t0;
         rates[i] = dt > 0 ? (double)bytes / dt : 0;
     }
     for (i = 1; i < n; i++)
@@ -149,12 +149,12 @@ static double mgt__sim_exp_rate(void) {
     if (!x) return 0;
     for (i = 0; i < n; i++) x[i] = -8.0f + 8.0f * (float)i / n;
     for (r = 0; r < 7; r++) {
-        double t0 = mgt__now(), dt;
+        double t0 = mgt_now(), dt;
         for (j = 0; j < 16; j++) {
             for (i = 0; i < n; i++) x[i] = mgt__expf(x[i]) - 1.0f;
             sink += x[j];
         }
-        dt = mgt__now() - t0;
+        dt = mgt_now() - t0;
         rates[r] = dt > 0 ? 16.0 * n / dt : 0;
     }
     for (i = 1; i < 7; i++)
@@ -172,7 +172,7 @@ MGTDEF mgt_result mgt_sim_device_find(const char *name, int threads, mgt_sim_dev
         if (a[j] || b[j]) continue;
         if (mgt__sim_table[i].host_sync) { /* this machine: measured once per thread count */
             mgt_sim_device *d = &mgt__sim_table[i];
-            if (threads < 1) threads = mgt__cpu_count();
+            if (threads < 1) threads = mgt_cpu_count();
             pthread_mutex_lock(&mgt__sim_cpu_mu);
             if (mgt__sim_cpu_threads != threads) {
                 double gf = mgt_cpu_sgemm_gflops(threads, 0.3), copy = mgt__sim_copy_rate((size_t)64 << 20);

@@ -600,9 +600,9 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
     }
     mgt__sim_replay(w->meters[0].be, op, w->meters[0].arena);
     for (r = 0; r < 3; r++) {
-        double t0 = mgt__now();
+        double t0 = mgt_now();
         mgt__sim_replay(w->meters[0].be, op, w->meters[0].arena);
-        times[r] = mgt__now() - t0;
+        times[r] = mgt_now() - t0;
     }
     pthread_mutex_lock(&stop_mu);
     stop = 1;
@@ -685,19 +685,19 @@ MGTDEF void mgt_sim_result_free(mgt_sim_result *res) {
 }
 
 MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt, mgt_sim_result *out) {
-    mgt__plan p;
+    mgt_plan p;
     mgt__sim_world *w = NULL;
     mgt_run *r = NULL;
     uint32_t *rows = NULL;
     mgt_result res;
-    double t0 = mgt__now(), peak, tokens;
+    double t0 = mgt_now(), peak, tokens;
     int i, c;
     if (!cfg || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: cfg, opt and out are required");
     memset(out, 0, sizeof *out);
     if (opt->device.tensor_tflops[0] <= 0 || opt->device.mem_gbps <= 0 || opt->device.vector_tflops <= 0)
         return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: device '%s' has no peak or bandwidth (for cpu, use mgt_sim_device_find)", opt->device.name);
     MGT__TRY(mgt_config_validate(cfg));
-    mgt__plan_make(cfg, &p);
+    MGT__TRY(mgt__plan_make(cfg, &p));
     MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
     res = mgt__run_alloc_on(&r, cfg, 0, w);
     if (res == MGT_OK) {
@@ -706,7 +706,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
         else memset(rows, 0, sizeof(uint32_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
     }
     if (res == MGT_OK && opt->device.host_sync) { /* the cpu: ops measured, as a rank runs them beside the others */
-        int cores = mgt__cpu_count(), on_machine = p.world < cores / r->threads_per_rank ? p.world : cores / r->threads_per_rank;
+        int cores = mgt_cpu_count(), on_machine = p.world < cores / r->threads_per_rank ? p.world : cores / r->threads_per_rank;
         w->companions = on_machine > 1 ? (on_machine - 1 < 63 ? on_machine - 1 : 63) : 0;
         w->meters = (mgt__sim_meter *)MGT_MALLOC(sizeof(mgt__sim_meter) * (size_t)(w->companions + 1));
         if (!w->meters) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -756,7 +756,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     if (r) mgt_run_destroy(r);
     mgt__sim_world_destroy(w);
     if (res != MGT_OK) mgt_sim_result_free(out);
-    out->wall_s = mgt__now() - t0;
+    out->wall_s = mgt_now() - t0;
     return res;
 }
 

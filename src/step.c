@@ -43,7 +43,7 @@ static mgt_result mgt__kv_grads(mgt__rank *rk) {
 }
 
 static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
-    const mgt__plan *p = &rk->run->plan;
+    const mgt_plan *p = &rk->run->plan;
     int u;
     /* the tied embedding: the first stage's and the last stage's wte gradients are one gradient */
     if (p->pp > 1 && p->dims.tied && (rk->first || rk->last)) {
@@ -133,7 +133,7 @@ static void mgt__adamw_flush(mgt__rank *rk, mgt__adamw_batch *bt) {
    all-gather, which reads what they wrote. */
 static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scale, int step) {
     const mgt_config *cfg = &rk->run->cfg;
-    const mgt__plan *p = &rk->run->plan;
+    const mgt_plan *p = &rk->run->plan;
     double b1 = cfg->train.beta1, b2 = cfg->train.beta2;
     float bc1 = (float)(1.0 - pow(b1, step + 1)), bc2 = (float)(1.0 - pow(b2, step + 1));
     int u, t, sharded = p->zero >= 1;
@@ -256,8 +256,8 @@ static double mgt__test_slow_s;
 /* update 0: the warm-up, a step without the optimizer (weights, moments and totals untouched) */
 static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int update) {
     struct mgt_run *run = rk->run;
-    const mgt__plan *p = &run->plan;
-    double t0 = mgt__now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
+    const mgt_plan *p = &run->plan;
+    double t0 = mgt_now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
     float grad_scale = (float)loss_scale / ((float)run->cfg.train.global_batch * (float)rk->shape.T);
     mgt_comm_stats before = rk->comm->stats;
     int u;
@@ -306,7 +306,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
         MGT__TRY(mgt__optimizer_step(rk, lr, clip / loss_scale, run->step - run->skipped));
     }
     MGT__TRY(mgt__settle(rk));
-    rk->step_s = mgt__now() - t0;
+    rk->step_s = mgt_now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
     rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
     rk->comm_s = 0;
@@ -515,7 +515,7 @@ static mgt_result mgt__mpi_agree(mgt_run *r, mgt_result res, const char *doing) 
 
 /* a rank of another process, as this one's driver sees it: its coordinates and what it reports */
 static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
-    const mgt__plan *p = &r->plan;
+    const mgt_plan *p = &r->plan;
     memset(rk, 0, sizeof *rk); /* run stays NULL: nothing of it is freed */
     rk->rank = index;
     mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
@@ -579,7 +579,7 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
     memset(&e, 0, sizeof e);
     e.step = r->step;
     e.level = level;
-    e.time_s = mgt__now() - r->created_s;
+    e.time_s = mgt_now() - r->created_s;
     va_start(ap, fmt);
     vsnprintf(e.text, sizeof e.text, fmt, ap);
     va_end(ap);
@@ -604,11 +604,11 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
    loads, and the values it computes (from unreduced, unreceived buffers) are thrown away. NCCL
    itself is connected already (mgt__rank_connect). */
 static mgt_result mgt__warm_up(mgt_run *r, const uint32_t *rows) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     if (!r->cuda || r->warmed_up) return MGT_OK;
     r->warmed_up = 1;
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_WARM_UP, rows, 0));
-    mgt__event(r, MGT_LOG_INFO, "warm-up step (not counted): %.2f s, the libraries' kernels loaded", mgt__now() - t0);
+    mgt__event(r, MGT_LOG_INFO, "warm-up step (not counted): %.2f s, the libraries' kernels loaded", mgt_now() - t0);
     return MGT_OK;
 }
 
@@ -659,9 +659,9 @@ static void mgt__publish(mgt_run *r) {
     int i, slowest = 0;
     double mean = 0;
     mgt_run_stats(r, &st);
-    if (r->cuda && mgt__now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
+    if (r->cuda && mgt_now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
         for (i = r->rank_lo; i < r->rank_hi; i++) r->cuda->reading(r->ranks[i].device, &r->ranks[i].gpu);
-        r->gpu_read_s = mgt__now();
+        r->gpu_read_s = mgt_now();
     }
     pthread_mutex_lock(&r->stats_mu);
     if (!r->history) r->history = (mgt_stats *)MGT_MALLOC(sizeof(mgt_stats) * MGT__HISTORY);
@@ -736,10 +736,10 @@ MGTDEF void mgt_run_set_state(mgt_run *r, int state) {
    A skipped step still consumes its batch and counts as a step (the schedule and the data order do
    not depend on skips); AdamW's bias correction counts the updates. */
 static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
     MGT__TRY(mgt__warm_up(r, rows));
-    t0 = mgt__now();
+    t0 = mgt_now();
     if (mgt_run_state(r) == MGT_STATE_STARTING) mgt_run_set_state(r, MGT_STATE_RUNNING);
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_STEP, rows, 0));
     r->loss = mgt__gather_loss(r) / ((double)GB * T);
@@ -752,7 +752,7 @@ static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
     }
     r->step++;
     r->tokens_seen += (long long)GB * T;
-    r->step_s = mgt__now() - t0;
+    r->step_s = mgt_now() - t0;
     r->elapsed_s += r->step_s;
     if (r->last_skipped) {
         double before = r->loss_scale;
@@ -886,14 +886,8 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     return MGT_OK;
 }
 
-static size_t mgt__global_params(const mgt_config *cfg) { /* GPT-2: V C + T C + L (12 C^2 + 13 C) + 2 C */
-    mgt__dims d = mgt__model_dims(cfg);
-    size_t C = (size_t)d.C, V = (size_t)cfg->model.vocab_size, norm = d.rms ? C : 2 * C;
-    size_t block = 2 * norm + (size_t)d.qkv * C + C * C + (size_t)d.fc * C + C * (size_t)d.H + (d.bias ? (size_t)d.qkv + (size_t)d.fc + 2 * C : 0);
-    return V * C * (d.tied ? 1 : 2) + (d.rope ? 0 : (size_t)cfg->model.seq_len * C) + (size_t)cfg->model.n_layer * block + norm;
-}
 static double mgt__flops_per_token(const mgt_run *r) {
-    return 6.0 * (double)mgt__global_params(&r->cfg) + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
+    return 6.0 * (double)r->plan.params + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
 }
 
 MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
@@ -919,7 +913,7 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->has_mfu = st->peak_gflops > 0 && st->gflops > 0; /* against the peak the preset states, or one measured */
     st->mfu = st->has_mfu ? st->gflops / st->peak_gflops : 0;
     st->tokens_seen = r->tokens_seen;
-    st->params = mgt__global_params(&r->cfg);
+    st->params = r->plan.params;
     for (i = 0; i < r->plan.world; i++) /* the busiest rank: what a device must hold */
         for (c = 0; c < MGT_MEM_COUNT; c++) {
             if (r->ranks[i].be->mem_current[c] > st->mem_current[c]) st->mem_current[c] = r->ranks[i].be->mem_current[c];

@@ -84,7 +84,7 @@ static mgt_result mgt__tensorboard_open(mgt_run *r) {
     char path[MGT_STR_MAX + 160], host[64] = "localhost";
     if (r->tensorboard) { fclose(r->tensorboard); r->tensorboard = NULL; }
     if (!r->cfg.log.tensorboard[0]) return MGT_OK;
-    MGT__TRY(mgt__mkdirs(r->cfg.log.tensorboard));
+    MGT__TRY(mgt_mkdirs(r->cfg.log.tensorboard));
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
     /* TensorBoard reads every events.out.tfevents.* of the folder: a resumed run adds its own file */
@@ -153,7 +153,7 @@ static void mgt__json_number(FILE *f, const char *key, const char *fmt, double v
 static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
     mgt_stats st;
     FILE *f = r->metrics;
-    double elapsed = mgt__now() - r->created_s;
+    double elapsed = mgt_now() - r->created_s;
     size_t peak = 0;
     int c;
     if (!train_line && !eval_line) return MGT_OK;
@@ -211,6 +211,7 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
 MGTDEF const char *mgt_run_device(const mgt_run *r) { return r && r->cuda ? "cuda" : "cpu"; }
+MGTDEF const mgt_plan *mgt_run_plan(const mgt_run *r) { return &r->plan; }
 MGTDEF void mgt_run_request_stop(mgt_run *r) { if (r) r->stop_asked = 1; }
 MGTDEF int mgt_run_stop_agreed(const mgt_run *r) { return r && (r->mpi ? r->stop_agreed : r->stop_asked); }
 MGTDEF int mgt_run_process(const mgt_run *r, int *processes) {

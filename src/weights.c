@@ -444,7 +444,7 @@ static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
 /* is the preset's value of model key i the file's? d_ff 0 and n_kv_head 0 mean their defaults */
 static int mgt__same_model_key(const mgt_config *cfg, const mgt_config *file, int i) {
     char a[MGT_STR_MAX + 64], b[MGT_STR_MAX + 64];
-    mgt__dims x = mgt__model_dims(cfg), y = mgt__model_dims(file);
+    mgt_dims x = mgt__model_dims(cfg), y = mgt__model_dims(file);
     if (!strcmp(mgt__keys[i].info.name, "d_ff")) return x.H == y.H;
     if (!strcmp(mgt__keys[i].info.name, "n_kv_head")) return x.NKV == y.NKV;
     mgt_config_value_string(cfg, i, a, sizeof a);
@@ -491,7 +491,7 @@ static int mgt__hf_parts(int kind, const mgt_config *cfg, int positions, const m
     static const char *const llama[][2] = {{"ln_1.weight", "input_layernorm.weight"},     {"attn.c_proj.weight", "self_attn.o_proj.weight"},
                                            {"attn.c_proj.bias", "self_attn.o_proj.bias"}, {"ln_2.weight", "post_attention_layernorm.weight"},
                                            {"mlp.c_proj.weight", "mlp.down_proj.weight"}, {"mlp.c_proj.bias", "mlp.down_proj.bias"}};
-    mgt__dims d = mgt__model_dims(cfg);
+    mgt_dims d = mgt__model_dims(cfg);
     int layer = -1, off = 0, i, n = 1;
     const char *rest = x->name, *suffix;
     if (sscanf(x->name, "h.%d.%n", &layer, &off) == 1 && off > 0) rest = x->name + off;
@@ -629,7 +629,7 @@ static mgt_result mgt__init_weights(mgt_run *r) {
 /* which Hugging Face class expresses model cfg: GPT2LMHeadModel (layernorm, learned positions,
    GELU, biases, n_kv_head = n_head) or LlamaForCausalLM (rmsnorm, rope, swiglu); -1 with why */
 static int mgt__hf_kind(const mgt_config *cfg, char *why, size_t cap) {
-    mgt__dims d = mgt__model_dims(cfg);
+    mgt_dims d = mgt__model_dims(cfg);
     if (!d.rms && !d.rope && !d.swiglu) {
         if (d.NKV != d.NH) snprintf(why, cap, "[model] n_kv_head = %d with n_head = %d: GPT2LMHeadModel has no grouped-query attention", d.NKV, d.NH);
         else if (!d.bias) snprintf(why, cap, "[model] bias = 0: GPT2LMHeadModel's linear layers all have biases");
@@ -652,7 +652,7 @@ static mgt_result mgt__write_atomic(const char *path, const void *data, size_t b
 
 /* config.json as from_pretrained reads it */
 static void mgt__hf_config_json(mgt__buf *b, const mgt_config *cfg, int kind) {
-    mgt__dims d = mgt__model_dims(cfg);
+    mgt_dims d = mgt__model_dims(cfg);
     char eps[64], theta[64];
     mgt_config_value_string(cfg, mgt__find_key("model", "norm_eps"), eps, sizeof eps);
     mgt_config_value_string(cfg, mgt__find_key("model", "rope_theta"), theta, sizeof theta);
@@ -702,7 +702,7 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
     MGT__TRY(mgt_checkpoint_config(path, &cfg));
     if ((kind = mgt__hf_kind(&cfg, why, sizeof why)) < 0)
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: %s; such a model stays in mgt's checkpoints", path, why);
-    MGT__TRY(mgt__mkdirs(dir));
+    MGT__TRY(mgt_mkdirs(dir));
     memset(&s, 0, sizeof s);
     s.kind = MGT__SRC_MGT;
     mgt__strlcpy(s.path, path, sizeof s.path);
@@ -778,7 +778,7 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
 
 static void mgt__rank_free(mgt__rank *rk) {
     mgt_backend *be = rk->be;
-    const mgt__plan *p = &rk->run->plan;
+    const mgt_plan *p = &rk->run->plan;
     int u;
     mgt__unmirror(rk, 0);
     if (be) {
@@ -893,7 +893,7 @@ static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int in
 /* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
    stage), the world, and the key/value replicas (runs of k neighbouring TP ranks). A group's id is
    kind x world + its first member's place, the same on every member */
-static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt__plan *p) {
+static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
     int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
     rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
     if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -909,7 +909,7 @@ static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt__plan *p) {
 }
 
 static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
-    const mgt__plan *p = &r->plan;
+    const mgt_plan *p = &r->plan;
     const mgt_config *cfg = &r->cfg;
     mgt_backend *be;
     int W = p->world, u, M = p->micro_steps, k, zero = p->zero;

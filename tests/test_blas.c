@@ -102,8 +102,8 @@ static int child(const char *which) {
     }
     if (!strcmp(which, "gate")) {
         int bad = gemm_on(1000, 1000 * 16, 256, 256); /* 16 rows each */
-        printf("     %d calls of cblas_sgemm at most at once, on %d cores%s\n", most_in_flight, mgt__cpu_count(), COUNTS_CALLS ? "" : " (not counted: not OpenBLAS)");
-        return bad || most_in_flight > mgt__cpu_count();
+        printf("     %d calls of cblas_sgemm at most at once, on %d cores%s\n", most_in_flight, mgt_cpu_count(), COUNTS_CALLS ? "" : " (not counted: not OpenBLAS)");
+        return bad || most_in_flight > mgt_cpu_count();
     }
     if (!strcmp(which, "oom")) {
         double mapped = mapped_bytes();
@@ -127,7 +127,7 @@ static int child(const char *which) {
 static int run_case(const char *self, const char *which, double limit, const char *openblas_threads) {
     pid_t pid = fork();
     int status;
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     if (pid == 0) {
         char *argv[4];
         argv[0] = (char *)self; argv[1] = (char *)"--case"; argv[2] = (char *)which; argv[3] = NULL;
@@ -140,7 +140,7 @@ static int run_case(const char *self, const char *which, double limit, const cha
         struct timespec nap = {0, 20 * 1000 * 1000};
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid) break;
-        if (mgt__now() - t0 > limit) {
+        if (mgt_now() - t0 > limit) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             printf("     still running after %.0f s: killed\n", limit);
@@ -149,7 +149,7 @@ static int run_case(const char *self, const char *which, double limit, const cha
         nanosleep(&nap, NULL);
     }
     printf("     %s: %s %d after %.2f s\n", which, WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-           mgt__now() - t0);
+           mgt_now() - t0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

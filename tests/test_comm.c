@@ -116,7 +116,7 @@ static void *rank_main(void *p) {
 static double run_world(int world, rank_fn fn, const void *arg, int jitter, uint64_t seed, rank_ctx *t) {
     mgt__local_world *w;
     pthread_t th[8];
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     int r;
     if (mgt__local_world_create(&w, world) != MGT_OK) { check(0, "world of %d: %s", world, mgt_last_error()); return 0; }
     for (r = 0; r < world; r++) {
@@ -132,7 +132,7 @@ static double run_world(int world, rank_fn fn, const void *arg, int jitter, uint
     for (r = 0; r < world; r++) pthread_create(&th[r], NULL, rank_main, &t[r]);
     for (r = 0; r < world; r++) pthread_join(th[r], NULL);
     mgt__local_world_destroy(w);
-    return mgt__now() - t0;
+    return mgt_now() - t0;
 }
 MGT__PRINTF(2, 3) static void rank_bad(rank_ctx *t, const char *fmt, ...) {
     va_list ap;
@@ -567,9 +567,9 @@ static const bad_case bad_cases[] = {
 /* call i of the rank under test: result, message and time kept */
 #define TRY(i, call)                                                              \
     do {                                                                          \
-        double t0_ = mgt__now();                                                  \
+        double t0_ = mgt_now();                                                  \
         t->rc[i] = (call);                                                        \
-        t->seconds[i] = mgt__now() - t0_;                                         \
+        t->seconds[i] = mgt_now() - t0_;                                         \
         snprintf(t->msg[i], sizeof t->msg[i], "%s", t->rc[i] ? mgt_last_error() : ""); \
     } while (0)
 
@@ -607,10 +607,10 @@ static void bad_rank(rank_ctx *t) {
         if (r >= 2) { /* keeps working until the world fails */
             int pr[2] = {2, 3};
             mgt_group q;
-            double t0 = mgt__now();
+            double t0 = mgt_now();
             q.id = 5, q.size = 2, q.index = r - 2, q.ranks = pr;
             do TRY(0, c->all_reduce(c, &q, x, 8, MGT_F32));
-            while (t->rc[0] == MGT_OK && mgt__now() - t0 < 20);
+            while (t->rc[0] == MGT_OK && mgt_now() - t0 < 20);
             break;
         }
         if (c->all_reduce(c, &g, x, 8, MGT_F32)) rank_bad(t, "%s", mgt_last_error());
@@ -683,7 +683,7 @@ static void test_bad(void) {
 }
 
 int main(void) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     signal(SIGALRM, on_alarm);
     alarm(240);
     test_rounding();
@@ -692,6 +692,6 @@ int main(void) {
     test_send_recv();
     test_layouts();
     test_sweep();
-    printf("%d of %d checks passed in %.2f s\n", test_checks - test_failures, test_checks, mgt__now() - t0);
+    printf("%d of %d checks passed in %.2f s\n", test_checks - test_failures, test_checks, mgt_now() - t0);
     return test_failures ? 1 : 0;
 }

@@ -192,7 +192,7 @@ int main(void) {
     snprintf(spec, sizeof spec, "%s/s_000002.bin", dir);
     CHECK(mgt__loader_open(&ld, spec, "[data] train", 256, T, 1, 1337, 0) == MGT_OK, "open one: %s", mgt_last_error());
     for (i = 0; i < 100; i++) {
-        size_t want = (size_t)(mgt__hash3(1337 ^ MGT__STREAM_TRAIN, (uint64_t)i, 5) % (uint64_t)(300 - T));
+        size_t want = (size_t)(mgt_hash3(1337 ^ MGT__STREAM_TRAIN, (uint64_t)i, 5) % (uint64_t)(300 - T));
         size_t off;
         CHECK(mgt__loader_where(&ld, MGT__STREAM_TRAIN, (uint64_t)i, 5, &off) == &ld.shards[0] && off == want, "one shard, step %d: another position", i);
     }

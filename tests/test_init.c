@@ -166,7 +166,7 @@ static void broken_copy(const char *dir, const char *from, const char *to, const
     mgt__st_out *out;
     int i, n = 0;
     FILE *fp;
-    mgt__mkdirs(dir);
+    mgt_mkdirs(dir);
     json = mgt__read_text(FIX "hf_gpt2/config.json", why, sizeof why);
     snprintf(path, sizeof path, "%s/config.json", dir);
     fp = fopen(path, "w");

@@ -33,9 +33,9 @@
        backward chains two or three reductions (up to 45 terms) and uses the float mean/rstd/att of
        the forward, ~1e-6; tolerance 1e-4 (100x margin, while a missing term or factor gives > 1e-2);
      - elementwise ops with an exact float answer (add, scale, zero) must match bit for bit.
-   Inputs come from mgt__hash3, so every run sees the same numbers. */
+   Inputs come from mgt_hash3, so every run sees the same numbers. */
 #define MGT_IMPLEMENTATION
-#include "mgt.h" // defines: mgt_backend, mgt__cpu_backend_create_typed/destroy, mgt__hash3, mgt__uniform
+#include "mgt.h" // defines: mgt_backend, mgt__cpu_backend_create_typed/destroy, mgt_hash3, mgt__uniform
 
 #include <math.h>   // defines: fabs, sqrt, exp, log, tanh, NAN, isnan
 #include <stdio.h>  // defines: printf
@@ -58,7 +58,7 @@ static void report(const char *op, const char *what, double err, double tol) {
 /* ---- deterministic inputs and small helpers ------------------------------------------------- */
 
 static double urand(uint64_t tag, uint64_t i, double lo, double hi) {
-    return lo + (hi - lo) * mgt__uniform(mgt__hash3(0x6d67745f6f7073ULL, tag, i));
+    return lo + (hi - lo) * mgt__uniform(mgt_hash3(0x6d67745f6f7073ULL, tag, i));
 }
 static float *falloc(size_t n) {
     float *x = (float *)malloc(sizeof(float) * (n ? n : 1));
@@ -211,7 +211,7 @@ static void test_encoder(mgt_backend *be) {
     float *P_wte = fcopy(dwte, (size_t)V * C), *P_wpe = fcopy(dwpe, (size_t)T * C);
     enc_ctx k;
     double *g_wte = dalloc((size_t)V * C), *g_wpe = dalloc((size_t)T * C), *e_wte, *e_wpe;
-    for (i = 0; i < (size_t)(B * T); i++) tok[i] = (int)(mgt__hash3(7, 106, i) % (uint64_t)(V - 2)); /* repeats; rows V-2, V-1 unused */
+    for (i = 0; i < (size_t)(B * T); i++) tok[i] = (int)(mgt_hash3(7, 106, i) % (uint64_t)(V - 2)); /* repeats; rows V-2, V-1 unused */
     tok[3] = tok[5]; /* the same token at two positions of a row */
     k.tok = tok; k.B = B; k.T = T; k.C = C;
     k.wte = to_double(wte, (size_t)V * C); k.wpe = to_double(wpe, (size_t)T * C); k.R = to_double(R, n); k.out = dalloc(n);
@@ -692,7 +692,7 @@ static void test_crossentropy(mgt_backend *be) {
     xent_ctx k;
     double lerr = 0, pad = 0, clobber = 0;
     for (r = 0; r < N; r++) {
-        y[r] = (int)(mgt__hash3(7, 602, (uint64_t)r) % (uint64_t)V);
+        y[r] = (int)(mgt_hash3(7, 602, (uint64_t)r) % (uint64_t)V);
         for (c = V; c < Vp; c++) logits[(size_t)r * Vp + c] = 100.0f; /* padding: would dominate if read */
     }
     y[0] = 0; y[1] = V - 1;

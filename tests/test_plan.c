@@ -71,6 +71,11 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
         mgt_rank_plan p;
         mgt__rank *rk = &run->ranks[i];
         mgt_plan_rank(&cfg, i, &p);
+        if (p.params != rk->lay.size || (int)p.tensors != rk->lay.n || p.shard != rk->shard) {
+            printf("FAIL rank %d: planned %zu parameters in %d tensors, shard %zu; its layout has %zu in %d, shard %zu\n", i, p.params, p.tensors,
+                   p.shard, rk->lay.size, rk->lay.n, rk->shard);
+            failures++;
+        }
         for (c = 0; c < MGT_MEM_COUNT; c++) {
             double e = fmax(rel((double)rk->be->mem_current[c], (double)p.mem[c]), rel((double)rk->be->mem_peak[c], (double)p.mem[c]));
             if (e > mem_err) {

@@ -21,7 +21,7 @@ static const char *dt_name[3] = {"fp32", "bf16", "fp16"};
 
 /* ---- 1. the 16-bit ops against the fp32 ops --------------------------------------------------- */
 
-static float urandf(uint64_t tag, size_t i, double lo, double hi) { return (float)(lo + (hi - lo) * mgt__uniform(mgt__hash3(99, tag, i))); }
+static float urandf(uint64_t tag, size_t i, double lo, double hi) { return (float)(lo + (hi - lo) * mgt__uniform(mgt_hash3(99, tag, i))); }
 static float round_to(float x, int dt) { return dt == MGT_BF16 ? mgt__bf16_to_f32(mgt__f32_to_bf16(x)) : mgt__f16_to_f32(mgt__f32_to_f16(x)); }
 
 /* an input: fp32 values exactly representable in dt, and the same values stored in dt */
@@ -61,7 +61,7 @@ static void test_ops16(int dt) {
     size_t i;
     if (mgt__cpu_backend_create_typed(&b32, 2, T * T, MGT_F32, 0) != MGT_OK ||
         mgt__cpu_backend_create_typed(&b16, 2, T * T, dt, 1 << 16) != MGT_OK) { printf("FAIL backend: %s\n", mgt_last_error()); exit(1); }
-    for (i = 0; i < N; i++) { tok[i] = (int)(mgt__hash3(5, 6, i) % V); tgt[i] = (int)(mgt__hash3(7, 8, i) % V); }
+    for (i = 0; i < N; i++) { tok[i] = (int)(mgt_hash3(5, 6, i) % V); tgt[i] = (int)(mgt_hash3(7, 8, i) % V); }
     { /* encoder */
         pair wte = input((size_t)V * C, 1, -1, 1, dt), wpe = input((size_t)T * C, 2, -1, 1, dt), out = input(N * C, 3, 0, 0, dt), dout = input(N * C, 4, -1, 1, dt);
         float *g32 = (float *)calloc((size_t)(V + T) * C, 4), *g16 = (float *)calloc((size_t)(V + T) * C, 4);
@@ -420,14 +420,14 @@ static void test_skip(void) {
     /* non-finite from step 2 on: max_skipped = 3 fails at step 4 with a clear error, on bf16 as on fp32 */
     for (i = 0; i < 2; i++) {
         mgt_result res = MGT_OK;
-        double t0 = mgt__now();
+        double t0 = mgt_now();
         config(&cfg, i ? "bf16" : "fp32", 2, 1, 2, 3, "fail");
         set(&cfg, "precision.max_skipped=3");
         many = create(&cfg);
         mgt__test_nan_from = 2;
         mgt__test_nan_to = 1000;
         for (s = 0; s < 6 && res == MGT_OK; s++) res = mgt_run_step(many);
-        check(res == MGT_ERROR_NUMERIC && many->step == 4 && strstr(mgt_last_error(), "max_skipped") && mgt__now() - t0 < 30,
+        check(res == MGT_ERROR_NUMERIC && many->step == 4 && strstr(mgt_last_error(), "max_skipped") && mgt_now() - t0 < 30,
               "%s, 4 ranks, non-finite from step 2: fails at step %d: %s", dt_name[i], many->step, mgt_last_error());
         mgt_run_destroy(many);
     }

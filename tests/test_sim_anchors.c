@@ -139,12 +139,12 @@ static void nccl_allreduce(void) {
 }
 
 int main(void) {
-    double t0 = mgt__now();
+    double t0 = mgt_now();
     printf("the step simulator against published measurements (ratio = predicted / published)\n\n");
     llmc();
     cudnn_sdpa();
     nccl_allreduce();
-    printf("\n%d anchors, %d outside their tolerance, in %.1f s\n", anchors, failures, mgt__now() - t0);
+    printf("\n%d anchors, %d outside their tolerance, in %.1f s\n", anchors, failures, mgt_now() - t0);
     printf("test_sim_anchors: %s\n", failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }

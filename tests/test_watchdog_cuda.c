@@ -153,7 +153,7 @@ static void run_case(const char *self, const layout *l, const fault_case *f) {
     pid_t pid;
     char buf[4096], call[64] = "", *th;
     ssize_t k;
-    double t0 = mgt__now(), t_fault = 0, secs;
+    double t0 = mgt_now(), t_fault = 0, secs;
     size_t n = 0, cap = 1 << 16;
     char *out = (char *)malloc(cap);
     if (pipe(fd) != 0 || !out) { perror("pipe"); exit(1); }
@@ -179,12 +179,12 @@ static void run_case(const char *self, const layout *l, const fault_case *f) {
         memcpy(out + n, buf, (size_t)k);
         n += (size_t)k;
         out[n] = 0;
-        if (!t_fault && strstr(out, "mgt fake: ")) t_fault = mgt__now(); /* the fake's line when it injects the fault */
+        if (!t_fault && strstr(out, "mgt fake: ")) t_fault = mgt_now(); /* the fake's line when it injects the fault */
     }
     out[n] = 0;
     close(fd[0]);
     waitpid(pid, &status, 0);
-    secs = mgt__now() - (t_fault ? t_fault : t0);
+    secs = mgt_now() - (t_fault ? t_fault : t0);
     th = strstr(out, "threads: ");
     if (th) sscanf(th, "threads: %d before the run, %d after it", &before, &after);
     threads_ok = before > 0 && after == before;

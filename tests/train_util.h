@@ -27,7 +27,7 @@ static void write_corpus(const char *path, size_t n, uint64_t seed) {
     uint64_t k = 0;
     char err[700];
     while (i < n) {
-        const char *w = words[mgt__hash3(seed, seed + 1, k++) % 14];
+        const char *w = words[mgt_hash3(seed, seed + 1, k++) % 14];
         while (*w && i < n) tok[i++] = (uint32_t)(unsigned char)*w++;
     }
     if (mgt_shard_write(path, tok, n, 2, err, sizeof err)) { printf("FAIL: %s\n", err); exit(1); }

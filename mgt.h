@@ -71,7 +71,8 @@
    OPTIONS (define before including; "everywhere" = in every file that includes mgt.h)
      MGT_STATIC          everywhere: make every function static (private copy per translation unit)
      MGT_NO_STDIO        beside MGT_IMPLEMENTATION: no FILE* helpers (mgt_config_fprint)
-     MGT_MALLOC/MGT_FREE beside MGT_IMPLEMENTATION: allocator hooks, define both or neither
+     MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
+                         library's memory (all three or none; tests/test_alloc.c counts them)
      MGT_TESTING         beside MGT_IMPLEMENTATION: test hooks (a non-finite gradient on demand)
 
    EXAMPLE
@@ -1052,11 +1053,14 @@ static void mgt__catf(char *buf, size_t cap, const char *fmt, ...) {
 #ifndef MGT__IMPLEMENTED
 #define MGT__IMPLEMENTED
 
-#if defined(MGT_MALLOC) != defined(MGT_FREE)
-#error "define both MGT_MALLOC and MGT_FREE, or neither"
+/* every allocation of the library goes through these (a test counts them: tests/test_alloc.c);
+   what the C library allocates itself (glob's paths) it frees itself */
+#if defined(MGT_MALLOC) != defined(MGT_FREE) || defined(MGT_MALLOC) != defined(MGT_REALLOC)
+#error "define MGT_MALLOC, MGT_REALLOC and MGT_FREE together, or none of them"
 #endif
 #ifndef MGT_MALLOC
 #define MGT_MALLOC(size) malloc(size)
+#define MGT_REALLOC(ptr, size) realloc(ptr, size)
 #define MGT_FREE(ptr) free(ptr)
 #endif
 
@@ -1136,6 +1140,17 @@ MGTDEF double mgt_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* zeroed memory for n things of `size` bytes through MGT_MALLOC; NULL when the product overflows */
+static void *mgt__calloc(size_t n, size_t size) {
+    void *p;
+    size_t bytes;
+    if (size && n > (size_t)-1 / size) return NULL;
+    bytes = n * size;
+    p = MGT_MALLOC(bytes > 0 ? bytes : 1);
+    if (p) memset(p, 0, bytes);
+    return p;
 }
 
 /* bounded string copy that always terminates */
@@ -1548,7 +1563,7 @@ static int mgt__ini_getline(mgt__ini_state *st) {
                                        MGT__INI_LINE_MAX);
                 return 0;
             }
-            if (!(p = (char *)realloc(st->buf, cap))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+            if (!(p = (char *)MGT_REALLOC(st->buf, cap))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
             st->buf = p;
             st->cap = cap;
         }
@@ -1560,7 +1575,7 @@ static int mgt__ini_getline(mgt__ini_state *st) {
     }
     if (!any) return 0;
     if (!st->buf) { /* a first line that is empty */
-        if (!(st->buf = (char *)realloc(NULL, 256))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+        if (!(st->buf = (char *)MGT_REALLOC(NULL, 256))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
         st->cap = 256;
     }
     if (n > 0 && st->buf[n - 1] == '\r') n--; /* CRLF; inih strips it too */
@@ -1725,7 +1740,7 @@ static mgt_result mgt__config_parse(mgt_config *cfg, mgt__ini_state *st, const c
     st->cfg = cfg;
     st->last_key = -1;
     rc = ini_parse_stream(mgt__ini_reader, st, mgt__ini_handler, st);
-    free(st->buf);
+    MGT_FREE(st->buf);
     st->buf = NULL;
     if (st->failed) return st->failed;
     if (rc > 0) return mgt__fail(MGT_ERROR_CONFIG, "%s:%d: not an INI line (expected [section], key = value or a ; comment)", name, rc);
@@ -2251,7 +2266,7 @@ static mgt_result mgt__blas_prepare(void) {
         for (; mgt__blas.alloc && mgt__blas.release && n < want; n++) {
             size_t probe = mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes + ((size_t)1 << 20) : 2 * MGT__BLAS_BUFFER_GUESS;
             double before, after;
-            void *p = malloc(probe); /* a fresh mapping, not touched: address space only */
+            void *p = malloc(probe); /* libc: a probe of address space (a fresh mapping, never touched), not memory mgt keeps */
             if (!p) {
                 double have, mapped;
                 struct rlimit lim;
@@ -2267,7 +2282,7 @@ static mgt_result mgt__blas_prepare(void) {
                                 mgt__blas.openblas_threads > 1 ? "; OPENBLAS_NUM_THREADS=1 in the environment keeps OpenBLAS's own threads from taking theirs" : "");
                 break;
             }
-            free(p);
+            free(p); /* libc: the probe's */
             mgt__self_memory(&before, NULL);
             held[n] = mgt__blas.alloc(0);
             mgt__self_memory(&after, NULL);
@@ -2343,17 +2358,25 @@ static void mgt__gemm(mgt_backend *be, int ta, int tb, int M, int N, int K, floa
     mgt__pool_run(MGT__POOL(be), mgt__gemm_task, &g);
 }
 
+/* tensors start on a cache line: MGT_MALLOC's block, 64 bytes more, and the block's address kept
+   just below the aligned one (for MGT_FREE) */
 static void *mgt__cpu_alloc(mgt_backend *be, size_t bytes, int category) {
-    void *p = NULL;
     size_t rounded = (bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, rounded ? rounded : 64)) return NULL;
+    char *raw, *p;
+    if (bytes > (size_t)-1 - 64 - 2 * sizeof(void *)) return NULL;
+    raw = (char *)MGT_MALLOC((rounded ? rounded : 64) + 64 + sizeof(void *));
+    if (!raw) return NULL;
+    p = (char *)(((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63);
+    memcpy(p - sizeof(void *), &raw, sizeof raw);
     memset(p, 0, rounded);
     mgt__account(be, (long long)bytes, category);
     return p;
 }
 static void mgt__cpu_free(mgt_backend *be, void *ptr, size_t bytes, int category) {
+    void *raw;
     if (!ptr) return;
-    free(ptr);
+    memcpy(&raw, (char *)ptr - sizeof(void *), sizeof raw);
+    MGT_FREE(raw);
     mgt__account(be, -(long long)bytes, category);
 }
 static void mgt__cpu_copy(mgt_backend *be, void *dst, const void *src, size_t bytes) {
@@ -3921,7 +3944,7 @@ static mgt_result mgt__data_files(const char *spec, const char *key, glob_t *fil
     if (!flags) return mgt__fail(MGT_ERROR_DATA, "%s: '%s' names no file", key, spec);
     { /* the same file twice (by its identity, not its name) counts once */
         struct stat st;
-        unsigned long long *id = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * (files->gl_pathc + 1));
+        unsigned long long *id = (unsigned long long *)MGT_MALLOC(sizeof(unsigned long long) * 2 * (files->gl_pathc + 1));
         if (!id) { globfree(files); return mgt__fail(MGT_ERROR_MEMORY, "out of memory listing %s", key); }
         for (i = 0, kept = 0; i < files->gl_pathc; i++) {
             int seen = 0;
@@ -3937,8 +3960,8 @@ static mgt_result mgt__data_files(const char *spec, const char *key, glob_t *fil
             files->gl_pathv[i] = t;
             kept++;
         }
-        free(id);
-        for (i = kept; i < files->gl_pathc; i++) { free(files->gl_pathv[i]); files->gl_pathv[i] = NULL; }
+        MGT_FREE(id);
+        for (i = kept; i < files->gl_pathc; i++) { free(files->gl_pathv[i]); files->gl_pathv[i] = NULL; } /* libc: glob's own */
     }
     files->gl_pathc = kept;
     return MGT_OK;
@@ -4083,7 +4106,7 @@ static void mgt__buf_put(mgt__buf *b, const char *s, size_t n) {
         size_t cap = b->cap ? b->cap : 256;
         char *p;
         while (cap < b->n + n + 1) cap *= 2;
-        p = (char *)realloc(b->p, cap);
+        p = (char *)MGT_REALLOC(b->p, cap);
         if (!p) { b->oom = 1; return; }
         b->p = p;
         b->cap = cap;
@@ -4189,7 +4212,7 @@ static mgt_result mgt__st_write(const char *path, const mgt__st_out *t, int n, c
     }
     mgt__buf_str(&h, "}");
     while (!h.oom && h.n % 8) mgt__buf_str(&h, " ");
-    if (h.oom) { free(h.p); return mgt__fail(MGT_ERROR_MEMORY, "out of memory writing %s", path); }
+    if (h.oom) { MGT_FREE(h.p); return mgt__fail(MGT_ERROR_MEMORY, "out of memory writing %s", path); }
     len = (uint64_t)h.n;
     mgt__hash_init(&sum);
     mgt__hash_update(&sum, &len, 8);
@@ -4199,11 +4222,11 @@ static mgt_result mgt__st_write(const char *path, const mgt__st_out *t, int n, c
     memcpy(h.p + sum_at, digits, 16);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     f = fopen(tmp, "wb");
-    if (!f) { free(h.p); return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s", tmp, strerror(errno)); }
+    if (!f) { MGT_FREE(h.p); return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s", tmp, strerror(errno)); }
     ok &= fwrite(&len, 8, 1, f) == 1;
     ok &= fwrite(h.p, 1, h.n, f) == h.n;
     for (i = 0; i < n && ok; i++) ok &= fwrite(t[i].data, 1, t[i].bytes, f) == t[i].bytes;
-    free(h.p);
+    MGT_FREE(h.p);
     return mgt__atomic_finish(f, ok, tmp, path);
 }
 
@@ -4274,9 +4297,9 @@ static int mgt__json_numbers(const char **p, long long *v, int cap) { /* [n, n, 
 
 static void mgt__st_close(mgt__st_file *f) {
     int i;
-    for (i = 0; i < 2 * f->nmeta; i++) free(f->meta[i]);
-    free(f->meta);
-    free(f->t);
+    for (i = 0; i < 2 * f->nmeta; i++) MGT_FREE(f->meta[i]);
+    MGT_FREE(f->meta);
+    MGT_FREE(f->t);
     MGT_FREE(f->buf);
     memset(f, 0, sizeof *f);
 }
@@ -4322,29 +4345,29 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
             mgt__json_ws(&p);
             if (*p == '}') break;
             memset(&key, 0, sizeof key);
-            if (!mgt__json_string(&p, &key) || !mgt__json_expect(&p, ':') || !mgt__json_expect(&p, '{')) { free(key.p); goto bad; }
+            if (!mgt__json_string(&p, &key) || !mgt__json_expect(&p, ':') || !mgt__json_expect(&p, '{')) { MGT_FREE(key.p); goto bad; }
             if (!strcmp(key.p, "__metadata__")) {
-                free(key.p);
+                MGT_FREE(key.p);
                 for (;;) {
                     mgt__buf k, v;
                     mgt__json_ws(&p);
                     if (*p == '}') { p++; break; }
                     memset(&k, 0, sizeof k);
                     memset(&v, 0, sizeof v);
-                    if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { free(k.p); goto bad; }
+                    if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { MGT_FREE(k.p); goto bad; }
                     mgt__json_ws(&p);
                     if (!strcmp(k.p, "checksum")) f->checksum_at = (size_t)(p + 1 - (const char *)f->buf);
-                    if (!mgt__json_string(&p, &v)) { free(k.p); free(v.p); goto bad; }
+                    if (!mgt__json_string(&p, &v)) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; }
                     {
                         int i;
                         for (i = 0; i < f->nmeta; i++)
-                            if (!strcmp(f->meta[2 * i], k.p)) { free(k.p); free(v.p); goto bad; } /* a key twice: which one counts? */
+                            if (!strcmp(f->meta[2 * i], k.p)) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; } /* a key twice: which one counts? */
                     }
                     if (f->nmeta == cap_m) {
                         char **m;
                         cap_m = cap_m ? 2 * cap_m : 16;
-                        m = (char **)realloc(f->meta, sizeof(char *) * 2 * (size_t)cap_m);
-                        if (!m) { free(k.p); free(v.p); goto bad; }
+                        m = (char **)MGT_REALLOC(f->meta, sizeof(char *) * 2 * (size_t)cap_m);
+                        if (!m) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; }
                         f->meta = m;
                     }
                     f->meta[2 * f->nmeta] = k.p;
@@ -4358,36 +4381,36 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
                 if (f->n == cap_t) {
                     mgt__st_tensor *nt;
                     cap_t = cap_t ? 2 * cap_t : 64;
-                    nt = (mgt__st_tensor *)realloc(f->t, sizeof *nt * (size_t)cap_t);
-                    if (!nt) { free(key.p); goto bad; }
+                    nt = (mgt__st_tensor *)MGT_REALLOC(f->t, sizeof *nt * (size_t)cap_t);
+                    if (!nt) { MGT_FREE(key.p); goto bad; }
                     f->t = nt;
                 }
                 t = &f->t[f->n++];
                 memset(t, 0, sizeof *t);
                 mgt__strlcpy(t->name, key.p, sizeof t->name);
-                free(key.p);
+                MGT_FREE(key.p);
                 for (;;) {
                     mgt__buf field;
                     mgt__json_ws(&p);
                     if (*p == '}') { p++; break; }
                     memset(&field, 0, sizeof field);
-                    if (!mgt__json_string(&p, &field) || !mgt__json_expect(&p, ':')) { free(field.p); goto bad; }
+                    if (!mgt__json_string(&p, &field) || !mgt__json_expect(&p, ':')) { MGT_FREE(field.p); goto bad; }
                     if (!strcmp(field.p, "dtype")) {
                         mgt__buf v;
                         memset(&v, 0, sizeof v);
-                        if (!mgt__json_string(&p, &v)) { free(field.p); free(v.p); goto bad; }
+                        if (!mgt__json_string(&p, &v)) { MGT_FREE(field.p); MGT_FREE(v.p); goto bad; }
                         mgt__strlcpy(t->dtype, v.p, sizeof t->dtype);
-                        free(v.p);
+                        MGT_FREE(v.p);
                     } else if (!strcmp(field.p, "shape")) {
                         t->ndim = mgt__json_numbers(&p, t->shape, 4);
-                        if (t->ndim < 0) { free(field.p); goto bad; }
+                        if (t->ndim < 0) { MGT_FREE(field.p); goto bad; }
                     } else if (!strcmp(field.p, "data_offsets")) {
                         long long o[2];
-                        if (mgt__json_numbers(&p, o, 2) != 2 || o[0] < 0 || o[1] < o[0]) { free(field.p); goto bad; }
+                        if (mgt__json_numbers(&p, o, 2) != 2 || o[0] < 0 || o[1] < o[0]) { MGT_FREE(field.p); goto bad; }
                         t->begin = (size_t)o[0];
                         t->end = (size_t)o[1];
-                    } else { free(field.p); goto bad; }
-                    free(field.p);
+                    } else { MGT_FREE(field.p); goto bad; }
+                    MGT_FREE(field.p);
                     mgt__json_ws(&p);
                     if (*p == ',') p++;
                 }
@@ -6034,8 +6057,8 @@ static int mgt__list_checkpoints(const char *dir, const mgt__history *h, int min
         mgt__checkpoint_run_id(path, id, sizeof id);
         if ((!strcmp(id, h->run_id) && s >= h->first && s <= h->last) != mine) continue;
         if (n == cap) {
-            int *grown = (int *)realloc(*steps, sizeof(int) * (size_t)(cap = cap ? 2 * cap : 64));
-            if (!grown) { closedir(d); free(*steps); *steps = NULL; return -1; }
+            int *grown = (int *)MGT_REALLOC(*steps, sizeof(int) * (size_t)(cap = cap ? 2 * cap : 64));
+            if (!grown) { closedir(d); MGT_FREE(*steps); *steps = NULL; return -1; }
             *steps = grown;
         }
         (*steps)[n++] = s;
@@ -6055,7 +6078,7 @@ static void mgt__prune_checkpoints(const mgt_run *r) {
         snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
         remove(path);
     }
-    free(steps);
+    MGT_FREE(steps);
 }
 
 /* The run's folder holds one line of history: another's checkpoints (another run's, this run's
@@ -6073,7 +6096,7 @@ static mgt_result mgt__check_folder(mgt_run *r, const mgt__history *h, int resum
             for (i = n - 1; i >= 0 && strlen(list) < 120; i--)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%sstep_%08d", list[0] ? ", " : "", steps[i]);
             if (i >= 0) snprintf(list + strlen(list), sizeof list - strlen(list), ", ...");
-            free(steps);
+            MGT_FREE(steps);
             mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
             if (resumed)
                 return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s holds %d checkpoint%s of another run, of another line of this run's history or "
@@ -6088,12 +6111,12 @@ static mgt_result mgt__check_folder(mgt_run *r, const mgt__history *h, int resum
             snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
             if (remove(path)) {
                 int e = errno;
-                free(steps);
+                MGT_FREE(steps);
                 return mgt__fail(MGT_ERROR_IO, "%s: cannot delete (--overwrite): %s", path, strerror(e));
             }
             mgt__log(MGT_LOG_INFO, "--overwrite: deleted %s", path);
         }
-        free(steps);
+        MGT_FREE(steps);
     }
 }
 
@@ -6272,7 +6295,7 @@ static int mgt__config_store(const mgt_config *cfg, char *out, size_t cap) { /* 
     mgt__buf_str(&b, "}");
     n = !b.oom && b.n < cap ? (int)b.n : -1;
     if (n >= 0) memcpy(out, b.p, b.n + 1);
-    free(b.p);
+    MGT_FREE(b.p);
     return n;
 }
 
@@ -6294,8 +6317,8 @@ static mgt_result mgt__config_restore(mgt_config *cfg, const char *json, const c
         memset(&k, 0, sizeof k);
         memset(&v, 0, sizeof v);
         if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':') || !mgt__json_string(&p, &v) || strlen(k.p) != k.n || strlen(v.p) != v.n) {
-            free(k.p);
-            free(v.p);
+            MGT_FREE(k.p);
+            MGT_FREE(v.p);
             return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is malformed near byte %d", name, (int)(p - json));
         }
         dot = strchr(k.p, '.');
@@ -6306,8 +6329,8 @@ static mgt_result mgt__config_restore(mgt_config *cfg, const char *json, const c
         else if (seen[key]) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has '%s' twice", name, k.p);
         else if (!mgt__set_value(cfg, key, v.p, why, sizeof why)) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset's %s: %s", name, k.p, why);
         else { seen[key] = 1; cfg->line[key] = 0; }
-        free(k.p);
-        free(v.p);
+        MGT_FREE(k.p);
+        MGT_FREE(v.p);
         if (r != MGT_OK) return r;
     }
     mgt__json_ws(&p);
@@ -7413,7 +7436,7 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
     pthread_mutex_lock(&r->stats_mu);
     if (r->events_n == r->events_cap) {
         int cap = r->events_cap ? 2 * r->events_cap : 64;
-        mgt_event *p = (mgt_event *)realloc(r->events, sizeof *p * (size_t)cap);
+        mgt_event *p = (mgt_event *)MGT_REALLOC(r->events, sizeof *p * (size_t)cap);
         if (p) { r->events = p; r->events_cap = cap; }
     }
     if (r->events_n < r->events_cap) r->events[r->events_n++] = e;
@@ -8497,9 +8520,9 @@ static void mgt__src_free(mgt__src *s) {
     int i;
     if (!s) return;
     for (i = 0; i < s->nfiles; i++) mgt__st_close(&s->files[i]);
-    free(s->files);
+    MGT_FREE(s->files);
     MGT_FREE(s->bin);
-    free(s);
+    MGT_FREE(s);
 }
 
 /* skips one JSON value of any kind (config.json has nested objects, arrays, true, null); nesting
@@ -8512,7 +8535,7 @@ static int mgt__json_skip_at(const char **p, int depth) {
         int ok;
         memset(&b, 0, sizeof b);
         ok = mgt__json_string(p, &b);
-        free(b.p);
+        MGT_FREE(b.p);
         return ok;
     }
     if (**p == '{' || **p == '[') {
@@ -8526,7 +8549,7 @@ static int mgt__json_skip_at(const char **p, int depth) {
                 int ok;
                 memset(&k, 0, sizeof k);
                 ok = mgt__json_string(p, &k) && mgt__json_expect(p, ':');
-                free(k.p);
+                MGT_FREE(k.p);
                 if (!ok) return 0;
             }
             if (!mgt__json_skip_at(p, depth + 1)) return 0;
@@ -8557,9 +8580,9 @@ static const char *mgt__json_member(const char *obj, const char *key) {
         mgt__buf k;
         int match;
         memset(&k, 0, sizeof k);
-        if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { free(k.p); return NULL; }
+        if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { MGT_FREE(k.p); return NULL; }
         match = !strcmp(k.p, key);
-        free(k.p);
+        MGT_FREE(k.p);
         mgt__json_ws(&p);
         if (match) return p;
         if (!mgt__json_skip(&p) || !mgt__json_expect(&p, ',')) return NULL;
@@ -8574,9 +8597,9 @@ static int mgt__json_text(const char *obj, const char *key, char *out, size_t ca
     if (*p == '"') {
         mgt__buf b;
         memset(&b, 0, sizeof b);
-        if (!mgt__json_string(&p, &b)) { free(b.p); return 0; }
+        if (!mgt__json_string(&p, &b)) { MGT_FREE(b.p); return 0; }
         mgt__strlcpy(out, b.p, cap);
-        free(b.p);
+        MGT_FREE(b.p);
         return 1;
     }
     if (!strncmp(p, "true", 4) || !strncmp(p, "false", 5)) { mgt__strlcpy(out, p[0] == 't' ? "1" : "0", cap); return 1; }
@@ -8623,7 +8646,7 @@ static mgt_result mgt__hf_config(mgt__src *s, const char *json) {
         mgt__buf b;
         memset(&b, 0, sizeof b);
         if (mgt__json_string(&arch, &b)) mgt__strlcpy(name, b.p, sizeof name);
-        free(b.p);
+        MGT_FREE(b.p);
     }
     if (!name[0] && mgt__json_text(json, "model_type", v, sizeof v)) /* a config.json without "architectures" */
         mgt__strlcpy(name, !strcmp(v, "gpt2") ? "GPT2LMHeadModel" : !strcmp(v, "llama") ? "LlamaForCausalLM" : v, sizeof name);
@@ -8697,10 +8720,10 @@ static char *mgt__read_text(const char *path, char *why, size_t cap) {
     int fd = mgt__open_regular(path, &st, why, cap);
     char *text;
     if (fd < 0) return NULL;
-    text = st.st_size < (1 << 26) ? (char *)malloc((size_t)st.st_size + 1) : NULL;
+    text = st.st_size < (1 << 26) ? (char *)MGT_MALLOC((size_t)st.st_size + 1) : NULL;
     if (!text || read(fd, text, (size_t)st.st_size) != (ssize_t)st.st_size) {
         snprintf(why, cap, "%s", text ? "read error" : "too large or out of memory");
-        free(text);
+        MGT_FREE(text);
         close(fd);
         return NULL;
     }
@@ -8722,7 +8745,7 @@ static mgt_result mgt__hf_files(mgt__src *s) {
         if (access(path, F_OK))
             return mgt__fail(MGT_ERROR_CONFIG, "%s: has config.json but no model.safetensors (nor model.safetensors.index.json); download the weights in "
                              "safetensors form (pytorch_model.bin is not read)", s->path);
-        s->files = (mgt__st_file *)calloc(1, sizeof *s->files);
+        s->files = (mgt__st_file *)mgt__calloc(1, sizeof *s->files);
         if (!s->files) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
         MGT__TRY(mgt__st_open(&s->files[0], path));
         s->nfiles = 1;
@@ -8742,8 +8765,8 @@ static mgt_result mgt__hf_files(mgt__src *s) {
             res = mgt__fail(MGT_ERROR_CONFIG, "%s: a malformed \"weight_map\" (tensor name to a shard file in the same folder)", path);
         for (i = 0; res == MGT_OK && i < s->nfiles && !seen; i++) seen = !strcmp(names[i], v.p);
         if (res == MGT_OK && !seen) {
-            mgt__st_file *nf = (mgt__st_file *)realloc(s->files, sizeof *nf * (size_t)(s->nfiles + 1));
-            char (*nn)[256] = (char (*)[256])realloc(names, 256 * (size_t)(s->nfiles + 1));
+            mgt__st_file *nf = (mgt__st_file *)MGT_REALLOC(s->files, sizeof *nf * (size_t)(s->nfiles + 1));
+            char (*nn)[256] = (char (*)[256])MGT_REALLOC(names, 256 * (size_t)(s->nfiles + 1));
             if (nf) s->files = nf;
             if (nn) names = nn;
             if (!nf || !nn) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -8754,13 +8777,13 @@ static mgt_result mgt__hf_files(mgt__src *s) {
                 if (res == MGT_OK) mgt__strlcpy(names[s->nfiles++], v.p, 256);
             }
         }
-        free(k.p);
-        free(v.p);
+        MGT_FREE(k.p);
+        MGT_FREE(v.p);
         mgt__json_ws(&map);
         if (*map == ',') map++;
     }
-    free(index);
-    free(names);
+    MGT_FREE(index);
+    MGT_FREE(names);
     if (res == MGT_OK && !s->nfiles) res = mgt__fail(MGT_ERROR_CONFIG, "%s: an empty \"weight_map\"", path);
     return res;
 }
@@ -8862,7 +8885,7 @@ static mgt_result mgt__ckpt_src(mgt__src *s, int weights) {
         MGT__TRY(mgt__src_put(s, mgt__keys[i].info.name, v, field));
     }
     if (!weights) return MGT_OK;
-    s->files = (mgt__st_file *)calloc(1, sizeof *s->files);
+    s->files = (mgt__st_file *)mgt__calloc(1, sizeof *s->files);
     if (!s->files) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     MGT__TRY(mgt__checkpoint_open(&s->files[0], s->path));
     s->nfiles = 1;
@@ -8871,7 +8894,7 @@ static mgt_result mgt__ckpt_src(mgt__src *s, int weights) {
 
 /* opens what [model] init names: its model, and with `weights` its tensors too */
 static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
-    mgt__src *s = (mgt__src *)calloc(1, sizeof *s);
+    mgt__src *s = (mgt__src *)mgt__calloc(1, sizeof *s);
     struct stat st;
     mgt_result res = MGT_OK;
     *out = NULL;
@@ -8887,7 +8910,7 @@ static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
         if (!access(cj, F_OK)) {
             char *json = mgt__read_text(cj, why, sizeof why);
             res = json ? mgt__hf_config(s, json) : mgt__fail(MGT_ERROR_CONFIG, "%s: cannot read: %s", cj, why);
-            free(json);
+            MGT_FREE(json);
             if (res == MGT_OK && weights) res = mgt__hf_files(s);
             if (res != MGT_OK) { mgt__src_free(s); return res; }
             *out = s;
@@ -9150,7 +9173,7 @@ static mgt_result mgt__copy_file(const char *from, const char *dir, const char *
     if (!text) return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot read the run's tokenizer file: %s; %s", from, why, fix);
     snprintf(to, sizeof to, "%s/%s", dir, name);
     res = mgt__write_atomic(to, text, strlen(text));
-    free(text);
+    MGT_FREE(text);
     return res;
 }
 
@@ -9174,15 +9197,15 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
     memset(&s, 0, sizeof s);
     s.kind = MGT__SRC_MGT;
     mgt__strlcpy(s.path, path, sizeof s.path);
-    s.files = (mgt__st_file *)calloc(1, sizeof *s.files);
+    s.files = (mgt__st_file *)mgt__calloc(1, sizeof *s.files);
     if (!s.files) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    if ((res = mgt__checkpoint_open(&s.files[0], path)) != MGT_OK) { free(s.files); return res; }
+    if ((res = mgt__checkpoint_open(&s.files[0], path)) != MGT_OK) { MGT_FREE(s.files); return res; }
     s.nfiles = 1;
     s.positions = cfg.model.seq_len;
-    if ((res = mgt__global_layout(&cfg, &g)) != MGT_OK) { mgt__st_close(&s.files[0]); free(s.files); return res; }
+    if ((res = mgt__global_layout(&cfg, &g)) != MGT_OK) { mgt__st_close(&s.files[0]); MGT_FREE(s.files); return res; }
     cap_out = 3 * g.n;
-    out = (mgt__st_out *)calloc((size_t)cap_out, sizeof *out);
-    parts = (float **)calloc((size_t)cap_out, sizeof *parts);
+    out = (mgt__st_out *)mgt__calloc((size_t)cap_out, sizeof *out);
+    parts = (float **)mgt__calloc((size_t)cap_out, sizeof *parts);
     if (!out || !parts) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     for (t = 0; t < g.n && res == MGT_OK; t++) { /* each tensor read as init reads mgt's, then cut into Hugging Face's parts */
         mgt__part mine[3], hf[3];
@@ -9213,18 +9236,18 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
     }
     mgt__layout_free(&g);
     mgt__st_close(&s.files[0]);
-    free(s.files);
+    MGT_FREE(s.files);
     snprintf(file, sizeof file, "%s/model.safetensors", dir);
     if (res == MGT_OK) res = mgt__st_write(file, out, n, meta, 1);
     for (i = 0; i < n; i++) { MGT_FREE((void *)out[i].name); MGT_FREE(parts[i]); }
-    free(out);
-    free(parts);
+    MGT_FREE(out);
+    MGT_FREE(parts);
     if (res != MGT_OK) return res;
     memset(&json, 0, sizeof json);
     mgt__hf_config_json(&json, &cfg, kind);
     snprintf(file, sizeof file, "%s/config.json", dir);
     res = json.oom ? mgt__fail(MGT_ERROR_MEMORY, "out of memory") : mgt__write_atomic(file, json.p, json.n);
-    free(json.p);
+    MGT_FREE(json.p);
     if (res != MGT_OK) return res;
     if (cfg.data.tokenizer == MGT_TOKENIZER_GPT2) { /* GPT-2's encoder.json and vocab.bpe are Hugging Face's vocab.json and merges.txt */
         const char *fix = "export reads it from the checkpoint's [data] bpe_dir: put GPT-2's files back there";
@@ -9314,7 +9337,7 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->stats_mu);
     MGT_FREE(r->history);
-    free(r->events);
+    MGT_FREE(r->events);
     MGT_FREE(r->rank_stats);
     pthread_cond_destroy(&r->cv_cmd);
     pthread_cond_destroy(&r->cv_done);
@@ -10789,7 +10812,7 @@ static void mgt__sim_trace(mgt__sim_rank *rk, const char *name, double start, do
     if (!rk->w->opt.trace || dur <= 0) return;
     if (rk->nev == rk->cap_ev) {
         size_t cap = rk->cap_ev ? 2 * rk->cap_ev : 1024;
-        mgt__sim_event *p = (mgt__sim_event *)realloc(rk->ev, sizeof *p * cap);
+        mgt__sim_event *p = (mgt__sim_event *)MGT_REALLOC(rk->ev, sizeof *p * cap);
         if (!p) return; /* the trace is best effort */
         rk->ev = p;
         rk->cap_ev = cap;
@@ -11467,7 +11490,7 @@ static mgt_result mgt__sim_post(mgt__sim_rank *rk, int peer, double issue, doubl
     pthread_mutex_lock(&b->mu);
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 16;
-        mgt__sim_msg *m = (mgt__sim_msg *)realloc(b->msg, sizeof *m * cap);
+        mgt__sim_msg *m = (mgt__sim_msg *)MGT_REALLOC(b->msg, sizeof *m * cap);
         if (!m) { pthread_mutex_unlock(&b->mu); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
         b->msg = m;
         b->cap = cap;
@@ -11572,15 +11595,15 @@ static void mgt__sim_world_destroy(mgt__sim_world *w) {
     int i;
     if (!w) return;
     for (i = 0; w->groups && i < w->ngroups; i++) { pthread_mutex_destroy(&w->groups[i].mu); pthread_cond_destroy(&w->groups[i].cv); }
-    for (i = 0; w->boxes && i < w->world; i++) { pthread_mutex_destroy(&w->boxes[i].mu); pthread_cond_destroy(&w->boxes[i].cv); free(w->boxes[i].msg); }
-    for (i = 0; w->ranks && i < w->world; i++) free(w->ranks[i].ev);
+    for (i = 0; w->boxes && i < w->world; i++) { pthread_mutex_destroy(&w->boxes[i].mu); pthread_cond_destroy(&w->boxes[i].cv); MGT_FREE(w->boxes[i].msg); }
+    for (i = 0; w->ranks && i < w->world; i++) MGT_FREE(w->ranks[i].ev);
     if (w->base) munmap(w->base, w->span);
     for (i = 0; w->meters && i <= w->companions; i++) {
         if (w->meters[i].be) mgt__cpu_backend_destroy(w->meters[i].be);
         MGT_FREE(w->meters[i].arena);
     }
     MGT_FREE(w->meters);
-    free(w->measured); /* realloc'd */
+    MGT_FREE(w->measured); /* realloc'd */
     pthread_mutex_destroy(&w->measure_mu);
     pthread_mutex_destroy(&w->mu);
     MGT_FREE(w->groups);
@@ -11894,7 +11917,7 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
     sec = times[1];
     if (w->nmeasured == w->cap_measured) {
         size_t cap = w->cap_measured ? 2 * w->cap_measured : 64;
-        mgt__sim_measured *p = (mgt__sim_measured *)realloc(w->measured, sizeof *p * cap);
+        mgt__sim_measured *p = (mgt__sim_measured *)MGT_REALLOC(w->measured, sizeof *p * cap);
         if (p) { w->measured = p; w->cap_measured = cap; }
     }
     if (w->nmeasured < w->cap_measured) {
@@ -12114,8 +12137,8 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
     for (;;) { /* the whole file, as text */
         size_t got;
         if (len + 4096 + 1 > cap) {
-            char *p = (char *)realloc(text, cap = 2 * cap + 4096 + 1);
-            if (!p) { free(text); fclose(f); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+            char *p = (char *)MGT_REALLOC(text, cap = 2 * cap + 4096 + 1);
+            if (!p) { MGT_FREE(text); fclose(f); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
             text = p;
         }
         got = fread(text + len, 1, cap - len - 1, f);
@@ -12124,7 +12147,7 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
     }
     fclose(f);
     text[len] = 0;
-    if (strlen(text) != len) { free(text); return mgt__fail(MGT_ERROR_CONFIG, "%s: a NUL byte: not a text file (a calibration is INI text)", path); }
+    if (strlen(text) != len) { MGT_FREE(text); return mgt__fail(MGT_ERROR_CONFIG, "%s: a NUL byte: not a text file (a calibration is INI text)", path); }
     for (line = text; line && r == MGT_OK; line = next) { /* [calibration] read and blanked; the rest left for the preset reader */
         char *p = line, *key, *value, *nl = strchr(line, '\n');
         size_t n = nl ? (size_t)(nl - line) : strlen(line);
@@ -12175,7 +12198,7 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
         mgt_config_init(&out->shape);
         r = mgt_config_load_string(&out->shape, text, path);
     }
-    free(text);
+    MGT_FREE(text);
     if (r == MGT_OK) { /* one GPU, one micro-batch a step, nothing read */
         mgt_config *k = &out->shape;
         char kv[64];

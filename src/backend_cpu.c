@@ -197,7 +197,7 @@ static mgt_result mgt__blas_prepare(void) {
         for (; mgt__blas.alloc && mgt__blas.release && n < want; n++) {
             size_t probe = mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes + ((size_t)1 << 20) : 2 * MGT__BLAS_BUFFER_GUESS;
             double before, after;
-            void *p = malloc(probe); /* a fresh mapping, not touched: address space only */
+            void *p = malloc(probe); /* libc: a probe of address space (a fresh mapping, never touched), not memory mgt keeps */
             if (!p) {
                 double have, mapped;
                 struct rlimit lim;
@@ -213,7 +213,7 @@ static mgt_result mgt__blas_prepare(void) {
                                 mgt__blas.openblas_threads > 1 ? "; OPENBLAS_NUM_THREADS=1 in the environment keeps OpenBLAS's own threads from taking theirs" : "");
                 break;
             }
-            free(p);
+            free(p); /* libc: the probe's */
             mgt__self_memory(&before, NULL);
             held[n] = mgt__blas.alloc(0);
             mgt__self_memory(&after, NULL);
@@ -289,17 +289,25 @@ static void mgt__gemm(mgt_backend *be, int ta, int tb, int M, int N, int K, floa
     mgt__pool_run(MGT__POOL(be), mgt__gemm_task, &g);
 }
 
+/* tensors start on a cache line: MGT_MALLOC's block, 64 bytes more, and the block's address kept
+   just below the aligned one (for MGT_FREE) */
 static void *mgt__cpu_alloc(mgt_backend *be, size_t bytes, int category) {
-    void *p = NULL;
     size_t rounded = (bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, rounded ? rounded : 64)) return NULL;
+    char *raw, *p;
+    if (bytes > (size_t)-1 - 64 - 2 * sizeof(void *)) return NULL;
+    raw = (char *)MGT_MALLOC((rounded ? rounded : 64) + 64 + sizeof(void *));
+    if (!raw) return NULL;
+    p = (char *)(((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63);
+    memcpy(p - sizeof(void *), &raw, sizeof raw);
     memset(p, 0, rounded);
     mgt__account(be, (long long)bytes, category);
     return p;
 }
 static void mgt__cpu_free(mgt_backend *be, void *ptr, size_t bytes, int category) {
+    void *raw;
     if (!ptr) return;
-    free(ptr);
+    memcpy(&raw, (char *)ptr - sizeof(void *), sizeof raw);
+    MGT_FREE(raw);
     mgt__account(be, -(long long)bytes, category);
 }
 static void mgt__cpu_copy(mgt_backend *be, void *dst, const void *src, size_t bytes) {

@@ -40,6 +40,17 @@ MGTDEF double mgt_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* zeroed memory for n things of `size` bytes through MGT_MALLOC; NULL when the product overflows */
+static void *mgt__calloc(size_t n, size_t size) {
+    void *p;
+    size_t bytes;
+    if (size && n > (size_t)-1 / size) return NULL;
+    bytes = n * size;
+    p = MGT_MALLOC(bytes > 0 ? bytes : 1);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
 /* bounded string copy that always terminates */
 static void mgt__strlcpy(char *dst, const char *src, size_t cap) {
     size_t n = strlen(src);

@@ -348,7 +348,7 @@ static int mgt__ini_getline(mgt__ini_state *st) {
                                        MGT__INI_LINE_MAX);
                 return 0;
             }
-            if (!(p = (char *)realloc(st->buf, cap))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+            if (!(p = (char *)MGT_REALLOC(st->buf, cap))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
             st->buf = p;
             st->cap = cap;
         }
@@ -360,7 +360,7 @@ static int mgt__ini_getline(mgt__ini_state *st) {
     }
     if (!any) return 0;
     if (!st->buf) { /* a first line that is empty */
-        if (!(st->buf = (char *)realloc(NULL, 256))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
+        if (!(st->buf = (char *)MGT_REALLOC(NULL, 256))) { st->failed = mgt__fail(MGT_ERROR_MEMORY, "%s: out of memory reading the preset", st->cfg->path); return 0; }
         st->cap = 256;
     }
     if (n > 0 && st->buf[n - 1] == '\r') n--; /* CRLF; inih strips it too */
@@ -525,7 +525,7 @@ static mgt_result mgt__config_parse(mgt_config *cfg, mgt__ini_state *st, const c
     st->cfg = cfg;
     st->last_key = -1;
     rc = ini_parse_stream(mgt__ini_reader, st, mgt__ini_handler, st);
-    free(st->buf);
+    MGT_FREE(st->buf);
     st->buf = NULL;
     if (st->failed) return st->failed;
     if (rc > 0) return mgt__fail(MGT_ERROR_CONFIG, "%s:%d: not an INI line (expected [section], key = value or a ; comment)", name, rc);

@@ -224,7 +224,7 @@ static mgt_result mgt__data_files(const char *spec, const char *key, glob_t *fil
     if (!flags) return mgt__fail(MGT_ERROR_DATA, "%s: '%s' names no file", key, spec);
     { /* the same file twice (by its identity, not its name) counts once */
         struct stat st;
-        unsigned long long *id = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * (files->gl_pathc + 1));
+        unsigned long long *id = (unsigned long long *)MGT_MALLOC(sizeof(unsigned long long) * 2 * (files->gl_pathc + 1));
         if (!id) { globfree(files); return mgt__fail(MGT_ERROR_MEMORY, "out of memory listing %s", key); }
         for (i = 0, kept = 0; i < files->gl_pathc; i++) {
             int seen = 0;
@@ -240,8 +240,8 @@ static mgt_result mgt__data_files(const char *spec, const char *key, glob_t *fil
             files->gl_pathv[i] = t;
             kept++;
         }
-        free(id);
-        for (i = kept; i < files->gl_pathc; i++) { free(files->gl_pathv[i]); files->gl_pathv[i] = NULL; }
+        MGT_FREE(id);
+        for (i = kept; i < files->gl_pathc; i++) { free(files->gl_pathv[i]); files->gl_pathv[i] = NULL; } /* libc: glob's own */
     }
     files->gl_pathc = kept;
     return MGT_OK;

@@ -8,11 +8,14 @@
 #ifndef MGT__IMPLEMENTED
 #define MGT__IMPLEMENTED
 
-#if defined(MGT_MALLOC) != defined(MGT_FREE)
-#error "define both MGT_MALLOC and MGT_FREE, or neither"
+/* every allocation of the library goes through these (a test counts them: tests/test_alloc.c);
+   what the C library allocates itself (glob's paths) it frees itself */
+#if defined(MGT_MALLOC) != defined(MGT_FREE) || defined(MGT_MALLOC) != defined(MGT_REALLOC)
+#error "define MGT_MALLOC, MGT_REALLOC and MGT_FREE together, or none of them"
 #endif
 #ifndef MGT_MALLOC
 #define MGT_MALLOC(size) malloc(size)
+#define MGT_REALLOC(ptr, size) realloc(ptr, size)
 #define MGT_FREE(ptr) free(ptr)
 #endif
 

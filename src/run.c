@@ -166,8 +166,8 @@ static int mgt__list_checkpoints(const char *dir, const mgt__history *h, int min
         mgt__checkpoint_run_id(path, id, sizeof id);
         if ((!strcmp(id, h->run_id) && s >= h->first && s <= h->last) != mine) continue;
         if (n == cap) {
-            int *grown = (int *)realloc(*steps, sizeof(int) * (size_t)(cap = cap ? 2 * cap : 64));
-            if (!grown) { closedir(d); free(*steps); *steps = NULL; return -1; }
+            int *grown = (int *)MGT_REALLOC(*steps, sizeof(int) * (size_t)(cap = cap ? 2 * cap : 64));
+            if (!grown) { closedir(d); MGT_FREE(*steps); *steps = NULL; return -1; }
             *steps = grown;
         }
         (*steps)[n++] = s;
@@ -187,7 +187,7 @@ static void mgt__prune_checkpoints(const mgt_run *r) {
         snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
         remove(path);
     }
-    free(steps);
+    MGT_FREE(steps);
 }
 
 /* The run's folder holds one line of history: another's checkpoints (another run's, this run's
@@ -205,7 +205,7 @@ static mgt_result mgt__check_folder(mgt_run *r, const mgt__history *h, int resum
             for (i = n - 1; i >= 0 && strlen(list) < 120; i--)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%sstep_%08d", list[0] ? ", " : "", steps[i]);
             if (i >= 0) snprintf(list + strlen(list), sizeof list - strlen(list), ", ...");
-            free(steps);
+            MGT_FREE(steps);
             mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
             if (resumed)
                 return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s holds %d checkpoint%s of another run, of another line of this run's history or "
@@ -220,12 +220,12 @@ static mgt_result mgt__check_folder(mgt_run *r, const mgt__history *h, int resum
             snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
             if (remove(path)) {
                 int e = errno;
-                free(steps);
+                MGT_FREE(steps);
                 return mgt__fail(MGT_ERROR_IO, "%s: cannot delete (--overwrite): %s", path, strerror(e));
             }
             mgt__log(MGT_LOG_INFO, "--overwrite: deleted %s", path);
         }
-        free(steps);
+        MGT_FREE(steps);
     }
 }
 
@@ -404,7 +404,7 @@ static int mgt__config_store(const mgt_config *cfg, char *out, size_t cap) { /* 
     mgt__buf_str(&b, "}");
     n = !b.oom && b.n < cap ? (int)b.n : -1;
     if (n >= 0) memcpy(out, b.p, b.n + 1);
-    free(b.p);
+    MGT_FREE(b.p);
     return n;
 }
 
@@ -426,8 +426,8 @@ static mgt_result mgt__config_restore(mgt_config *cfg, const char *json, const c
         memset(&k, 0, sizeof k);
         memset(&v, 0, sizeof v);
         if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':') || !mgt__json_string(&p, &v) || strlen(k.p) != k.n || strlen(v.p) != v.n) {
-            free(k.p);
-            free(v.p);
+            MGT_FREE(k.p);
+            MGT_FREE(v.p);
             return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset is malformed near byte %d", name, (int)(p - json));
         }
         dot = strchr(k.p, '.');
@@ -438,8 +438,8 @@ static mgt_result mgt__config_restore(mgt_config *cfg, const char *json, const c
         else if (seen[key]) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset has '%s' twice", name, k.p);
         else if (!mgt__set_value(cfg, key, v.p, why, sizeof why)) r = mgt__fail(MGT_ERROR_CHECKPOINT, "%s: the stored preset's %s: %s", name, k.p, why);
         else { seen[key] = 1; cfg->line[key] = 0; }
-        free(k.p);
-        free(v.p);
+        MGT_FREE(k.p);
+        MGT_FREE(v.p);
         if (r != MGT_OK) return r;
     }
     mgt__json_ws(&p);

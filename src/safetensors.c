@@ -65,7 +65,7 @@ static void mgt__buf_put(mgt__buf *b, const char *s, size_t n) {
         size_t cap = b->cap ? b->cap : 256;
         char *p;
         while (cap < b->n + n + 1) cap *= 2;
-        p = (char *)realloc(b->p, cap);
+        p = (char *)MGT_REALLOC(b->p, cap);
         if (!p) { b->oom = 1; return; }
         b->p = p;
         b->cap = cap;
@@ -171,7 +171,7 @@ static mgt_result mgt__st_write(const char *path, const mgt__st_out *t, int n, c
     }
     mgt__buf_str(&h, "}");
     while (!h.oom && h.n % 8) mgt__buf_str(&h, " ");
-    if (h.oom) { free(h.p); return mgt__fail(MGT_ERROR_MEMORY, "out of memory writing %s", path); }
+    if (h.oom) { MGT_FREE(h.p); return mgt__fail(MGT_ERROR_MEMORY, "out of memory writing %s", path); }
     len = (uint64_t)h.n;
     mgt__hash_init(&sum);
     mgt__hash_update(&sum, &len, 8);
@@ -181,11 +181,11 @@ static mgt_result mgt__st_write(const char *path, const mgt__st_out *t, int n, c
     memcpy(h.p + sum_at, digits, 16);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     f = fopen(tmp, "wb");
-    if (!f) { free(h.p); return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s", tmp, strerror(errno)); }
+    if (!f) { MGT_FREE(h.p); return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s", tmp, strerror(errno)); }
     ok &= fwrite(&len, 8, 1, f) == 1;
     ok &= fwrite(h.p, 1, h.n, f) == h.n;
     for (i = 0; i < n && ok; i++) ok &= fwrite(t[i].data, 1, t[i].bytes, f) == t[i].bytes;
-    free(h.p);
+    MGT_FREE(h.p);
     return mgt__atomic_finish(f, ok, tmp, path);
 }
 
@@ -256,9 +256,9 @@ static int mgt__json_numbers(const char **p, long long *v, int cap) { /* [n, n, 
 
 static void mgt__st_close(mgt__st_file *f) {
     int i;
-    for (i = 0; i < 2 * f->nmeta; i++) free(f->meta[i]);
-    free(f->meta);
-    free(f->t);
+    for (i = 0; i < 2 * f->nmeta; i++) MGT_FREE(f->meta[i]);
+    MGT_FREE(f->meta);
+    MGT_FREE(f->t);
     MGT_FREE(f->buf);
     memset(f, 0, sizeof *f);
 }
@@ -304,29 +304,29 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
             mgt__json_ws(&p);
             if (*p == '}') break;
             memset(&key, 0, sizeof key);
-            if (!mgt__json_string(&p, &key) || !mgt__json_expect(&p, ':') || !mgt__json_expect(&p, '{')) { free(key.p); goto bad; }
+            if (!mgt__json_string(&p, &key) || !mgt__json_expect(&p, ':') || !mgt__json_expect(&p, '{')) { MGT_FREE(key.p); goto bad; }
             if (!strcmp(key.p, "__metadata__")) {
-                free(key.p);
+                MGT_FREE(key.p);
                 for (;;) {
                     mgt__buf k, v;
                     mgt__json_ws(&p);
                     if (*p == '}') { p++; break; }
                     memset(&k, 0, sizeof k);
                     memset(&v, 0, sizeof v);
-                    if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { free(k.p); goto bad; }
+                    if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { MGT_FREE(k.p); goto bad; }
                     mgt__json_ws(&p);
                     if (!strcmp(k.p, "checksum")) f->checksum_at = (size_t)(p + 1 - (const char *)f->buf);
-                    if (!mgt__json_string(&p, &v)) { free(k.p); free(v.p); goto bad; }
+                    if (!mgt__json_string(&p, &v)) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; }
                     {
                         int i;
                         for (i = 0; i < f->nmeta; i++)
-                            if (!strcmp(f->meta[2 * i], k.p)) { free(k.p); free(v.p); goto bad; } /* a key twice: which one counts? */
+                            if (!strcmp(f->meta[2 * i], k.p)) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; } /* a key twice: which one counts? */
                     }
                     if (f->nmeta == cap_m) {
                         char **m;
                         cap_m = cap_m ? 2 * cap_m : 16;
-                        m = (char **)realloc(f->meta, sizeof(char *) * 2 * (size_t)cap_m);
-                        if (!m) { free(k.p); free(v.p); goto bad; }
+                        m = (char **)MGT_REALLOC(f->meta, sizeof(char *) * 2 * (size_t)cap_m);
+                        if (!m) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; }
                         f->meta = m;
                     }
                     f->meta[2 * f->nmeta] = k.p;
@@ -340,36 +340,36 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
                 if (f->n == cap_t) {
                     mgt__st_tensor *nt;
                     cap_t = cap_t ? 2 * cap_t : 64;
-                    nt = (mgt__st_tensor *)realloc(f->t, sizeof *nt * (size_t)cap_t);
-                    if (!nt) { free(key.p); goto bad; }
+                    nt = (mgt__st_tensor *)MGT_REALLOC(f->t, sizeof *nt * (size_t)cap_t);
+                    if (!nt) { MGT_FREE(key.p); goto bad; }
                     f->t = nt;
                 }
                 t = &f->t[f->n++];
                 memset(t, 0, sizeof *t);
                 mgt__strlcpy(t->name, key.p, sizeof t->name);
-                free(key.p);
+                MGT_FREE(key.p);
                 for (;;) {
                     mgt__buf field;
                     mgt__json_ws(&p);
                     if (*p == '}') { p++; break; }
                     memset(&field, 0, sizeof field);
-                    if (!mgt__json_string(&p, &field) || !mgt__json_expect(&p, ':')) { free(field.p); goto bad; }
+                    if (!mgt__json_string(&p, &field) || !mgt__json_expect(&p, ':')) { MGT_FREE(field.p); goto bad; }
                     if (!strcmp(field.p, "dtype")) {
                         mgt__buf v;
                         memset(&v, 0, sizeof v);
-                        if (!mgt__json_string(&p, &v)) { free(field.p); free(v.p); goto bad; }
+                        if (!mgt__json_string(&p, &v)) { MGT_FREE(field.p); MGT_FREE(v.p); goto bad; }
                         mgt__strlcpy(t->dtype, v.p, sizeof t->dtype);
-                        free(v.p);
+                        MGT_FREE(v.p);
                     } else if (!strcmp(field.p, "shape")) {
                         t->ndim = mgt__json_numbers(&p, t->shape, 4);
-                        if (t->ndim < 0) { free(field.p); goto bad; }
+                        if (t->ndim < 0) { MGT_FREE(field.p); goto bad; }
                     } else if (!strcmp(field.p, "data_offsets")) {
                         long long o[2];
-                        if (mgt__json_numbers(&p, o, 2) != 2 || o[0] < 0 || o[1] < o[0]) { free(field.p); goto bad; }
+                        if (mgt__json_numbers(&p, o, 2) != 2 || o[0] < 0 || o[1] < o[0]) { MGT_FREE(field.p); goto bad; }
                         t->begin = (size_t)o[0];
                         t->end = (size_t)o[1];
-                    } else { free(field.p); goto bad; }
-                    free(field.p);
+                    } else { MGT_FREE(field.p); goto bad; }
+                    MGT_FREE(field.p);
                     mgt__json_ws(&p);
                     if (*p == ',') p++;
                 }

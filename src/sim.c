@@ -224,7 +224,7 @@ static void mgt__sim_trace(mgt__sim_rank *rk, const char *name, double start, do
     if (!rk->w->opt.trace || dur <= 0) return;
     if (rk->nev == rk->cap_ev) {
         size_t cap = rk->cap_ev ? 2 * rk->cap_ev : 1024;
-        mgt__sim_event *p = (mgt__sim_event *)realloc(rk->ev, sizeof *p * cap);
+        mgt__sim_event *p = (mgt__sim_event *)MGT_REALLOC(rk->ev, sizeof *p * cap);
         if (!p) return; /* the trace is best effort */
         rk->ev = p;
         rk->cap_ev = cap;

@@ -70,8 +70,8 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
     for (;;) { /* the whole file, as text */
         size_t got;
         if (len + 4096 + 1 > cap) {
-            char *p = (char *)realloc(text, cap = 2 * cap + 4096 + 1);
-            if (!p) { free(text); fclose(f); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+            char *p = (char *)MGT_REALLOC(text, cap = 2 * cap + 4096 + 1);
+            if (!p) { MGT_FREE(text); fclose(f); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
             text = p;
         }
         got = fread(text + len, 1, cap - len - 1, f);
@@ -80,7 +80,7 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
     }
     fclose(f);
     text[len] = 0;
-    if (strlen(text) != len) { free(text); return mgt__fail(MGT_ERROR_CONFIG, "%s: a NUL byte: not a text file (a calibration is INI text)", path); }
+    if (strlen(text) != len) { MGT_FREE(text); return mgt__fail(MGT_ERROR_CONFIG, "%s: a NUL byte: not a text file (a calibration is INI text)", path); }
     for (line = text; line && r == MGT_OK; line = next) { /* [calibration] read and blanked; the rest left for the preset reader */
         char *p = line, *key, *value, *nl = strchr(line, '\n');
         size_t n = nl ? (size_t)(nl - line) : strlen(line);
@@ -131,7 +131,7 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
         mgt_config_init(&out->shape);
         r = mgt_config_load_string(&out->shape, text, path);
     }
-    free(text);
+    MGT_FREE(text);
     if (r == MGT_OK) { /* one GPU, one micro-batch a step, nothing read */
         mgt_config *k = &out->shape;
         char kv[64];

@@ -187,7 +187,7 @@ static mgt_result mgt__sim_post(mgt__sim_rank *rk, int peer, double issue, doubl
     pthread_mutex_lock(&b->mu);
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 16;
-        mgt__sim_msg *m = (mgt__sim_msg *)realloc(b->msg, sizeof *m * cap);
+        mgt__sim_msg *m = (mgt__sim_msg *)MGT_REALLOC(b->msg, sizeof *m * cap);
         if (!m) { pthread_mutex_unlock(&b->mu); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
         b->msg = m;
         b->cap = cap;
@@ -292,15 +292,15 @@ static void mgt__sim_world_destroy(mgt__sim_world *w) {
     int i;
     if (!w) return;
     for (i = 0; w->groups && i < w->ngroups; i++) { pthread_mutex_destroy(&w->groups[i].mu); pthread_cond_destroy(&w->groups[i].cv); }
-    for (i = 0; w->boxes && i < w->world; i++) { pthread_mutex_destroy(&w->boxes[i].mu); pthread_cond_destroy(&w->boxes[i].cv); free(w->boxes[i].msg); }
-    for (i = 0; w->ranks && i < w->world; i++) free(w->ranks[i].ev);
+    for (i = 0; w->boxes && i < w->world; i++) { pthread_mutex_destroy(&w->boxes[i].mu); pthread_cond_destroy(&w->boxes[i].cv); MGT_FREE(w->boxes[i].msg); }
+    for (i = 0; w->ranks && i < w->world; i++) MGT_FREE(w->ranks[i].ev);
     if (w->base) munmap(w->base, w->span);
     for (i = 0; w->meters && i <= w->companions; i++) {
         if (w->meters[i].be) mgt__cpu_backend_destroy(w->meters[i].be);
         MGT_FREE(w->meters[i].arena);
     }
     MGT_FREE(w->meters);
-    free(w->measured); /* realloc'd */
+    MGT_FREE(w->measured); /* realloc'd */
     pthread_mutex_destroy(&w->measure_mu);
     pthread_mutex_destroy(&w->mu);
     MGT_FREE(w->groups);
@@ -614,7 +614,7 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
     sec = times[1];
     if (w->nmeasured == w->cap_measured) {
         size_t cap = w->cap_measured ? 2 * w->cap_measured : 64;
-        mgt__sim_measured *p = (mgt__sim_measured *)realloc(w->measured, sizeof *p * cap);
+        mgt__sim_measured *p = (mgt__sim_measured *)MGT_REALLOC(w->measured, sizeof *p * cap);
         if (p) { w->measured = p; w->cap_measured = cap; }
     }
     if (w->nmeasured < w->cap_measured) {

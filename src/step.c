@@ -587,7 +587,7 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
     pthread_mutex_lock(&r->stats_mu);
     if (r->events_n == r->events_cap) {
         int cap = r->events_cap ? 2 * r->events_cap : 64;
-        mgt_event *p = (mgt_event *)realloc(r->events, sizeof *p * (size_t)cap);
+        mgt_event *p = (mgt_event *)MGT_REALLOC(r->events, sizeof *p * (size_t)cap);
         if (p) { r->events = p; r->events_cap = cap; }
     }
     if (r->events_n < r->events_cap) r->events[r->events_n++] = e;

@@ -29,9 +29,9 @@ static void mgt__src_free(mgt__src *s) {
     int i;
     if (!s) return;
     for (i = 0; i < s->nfiles; i++) mgt__st_close(&s->files[i]);
-    free(s->files);
+    MGT_FREE(s->files);
     MGT_FREE(s->bin);
-    free(s);
+    MGT_FREE(s);
 }
 
 /* skips one JSON value of any kind (config.json has nested objects, arrays, true, null); nesting
@@ -44,7 +44,7 @@ static int mgt__json_skip_at(const char **p, int depth) {
         int ok;
         memset(&b, 0, sizeof b);
         ok = mgt__json_string(p, &b);
-        free(b.p);
+        MGT_FREE(b.p);
         return ok;
     }
     if (**p == '{' || **p == '[') {
@@ -58,7 +58,7 @@ static int mgt__json_skip_at(const char **p, int depth) {
                 int ok;
                 memset(&k, 0, sizeof k);
                 ok = mgt__json_string(p, &k) && mgt__json_expect(p, ':');
-                free(k.p);
+                MGT_FREE(k.p);
                 if (!ok) return 0;
             }
             if (!mgt__json_skip_at(p, depth + 1)) return 0;
@@ -89,9 +89,9 @@ static const char *mgt__json_member(const char *obj, const char *key) {
         mgt__buf k;
         int match;
         memset(&k, 0, sizeof k);
-        if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { free(k.p); return NULL; }
+        if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { MGT_FREE(k.p); return NULL; }
         match = !strcmp(k.p, key);
-        free(k.p);
+        MGT_FREE(k.p);
         mgt__json_ws(&p);
         if (match) return p;
         if (!mgt__json_skip(&p) || !mgt__json_expect(&p, ',')) return NULL;
@@ -106,9 +106,9 @@ static int mgt__json_text(const char *obj, const char *key, char *out, size_t ca
     if (*p == '"') {
         mgt__buf b;
         memset(&b, 0, sizeof b);
-        if (!mgt__json_string(&p, &b)) { free(b.p); return 0; }
+        if (!mgt__json_string(&p, &b)) { MGT_FREE(b.p); return 0; }
         mgt__strlcpy(out, b.p, cap);
-        free(b.p);
+        MGT_FREE(b.p);
         return 1;
     }
     if (!strncmp(p, "true", 4) || !strncmp(p, "false", 5)) { mgt__strlcpy(out, p[0] == 't' ? "1" : "0", cap); return 1; }
@@ -155,7 +155,7 @@ static mgt_result mgt__hf_config(mgt__src *s, const char *json) {
         mgt__buf b;
         memset(&b, 0, sizeof b);
         if (mgt__json_string(&arch, &b)) mgt__strlcpy(name, b.p, sizeof name);
-        free(b.p);
+        MGT_FREE(b.p);
     }
     if (!name[0] && mgt__json_text(json, "model_type", v, sizeof v)) /* a config.json without "architectures" */
         mgt__strlcpy(name, !strcmp(v, "gpt2") ? "GPT2LMHeadModel" : !strcmp(v, "llama") ? "LlamaForCausalLM" : v, sizeof name);
@@ -229,10 +229,10 @@ static char *mgt__read_text(const char *path, char *why, size_t cap) {
     int fd = mgt__open_regular(path, &st, why, cap);
     char *text;
     if (fd < 0) return NULL;
-    text = st.st_size < (1 << 26) ? (char *)malloc((size_t)st.st_size + 1) : NULL;
+    text = st.st_size < (1 << 26) ? (char *)MGT_MALLOC((size_t)st.st_size + 1) : NULL;
     if (!text || read(fd, text, (size_t)st.st_size) != (ssize_t)st.st_size) {
         snprintf(why, cap, "%s", text ? "read error" : "too large or out of memory");
-        free(text);
+        MGT_FREE(text);
         close(fd);
         return NULL;
     }
@@ -254,7 +254,7 @@ static mgt_result mgt__hf_files(mgt__src *s) {
         if (access(path, F_OK))
             return mgt__fail(MGT_ERROR_CONFIG, "%s: has config.json but no model.safetensors (nor model.safetensors.index.json); download the weights in "
                              "safetensors form (pytorch_model.bin is not read)", s->path);
-        s->files = (mgt__st_file *)calloc(1, sizeof *s->files);
+        s->files = (mgt__st_file *)mgt__calloc(1, sizeof *s->files);
         if (!s->files) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
         MGT__TRY(mgt__st_open(&s->files[0], path));
         s->nfiles = 1;
@@ -274,8 +274,8 @@ static mgt_result mgt__hf_files(mgt__src *s) {
             res = mgt__fail(MGT_ERROR_CONFIG, "%s: a malformed \"weight_map\" (tensor name to a shard file in the same folder)", path);
         for (i = 0; res == MGT_OK && i < s->nfiles && !seen; i++) seen = !strcmp(names[i], v.p);
         if (res == MGT_OK && !seen) {
-            mgt__st_file *nf = (mgt__st_file *)realloc(s->files, sizeof *nf * (size_t)(s->nfiles + 1));
-            char (*nn)[256] = (char (*)[256])realloc(names, 256 * (size_t)(s->nfiles + 1));
+            mgt__st_file *nf = (mgt__st_file *)MGT_REALLOC(s->files, sizeof *nf * (size_t)(s->nfiles + 1));
+            char (*nn)[256] = (char (*)[256])MGT_REALLOC(names, 256 * (size_t)(s->nfiles + 1));
             if (nf) s->files = nf;
             if (nn) names = nn;
             if (!nf || !nn) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -286,13 +286,13 @@ static mgt_result mgt__hf_files(mgt__src *s) {
                 if (res == MGT_OK) mgt__strlcpy(names[s->nfiles++], v.p, 256);
             }
         }
-        free(k.p);
-        free(v.p);
+        MGT_FREE(k.p);
+        MGT_FREE(v.p);
         mgt__json_ws(&map);
         if (*map == ',') map++;
     }
-    free(index);
-    free(names);
+    MGT_FREE(index);
+    MGT_FREE(names);
     if (res == MGT_OK && !s->nfiles) res = mgt__fail(MGT_ERROR_CONFIG, "%s: an empty \"weight_map\"", path);
     return res;
 }
@@ -394,7 +394,7 @@ static mgt_result mgt__ckpt_src(mgt__src *s, int weights) {
         MGT__TRY(mgt__src_put(s, mgt__keys[i].info.name, v, field));
     }
     if (!weights) return MGT_OK;
-    s->files = (mgt__st_file *)calloc(1, sizeof *s->files);
+    s->files = (mgt__st_file *)mgt__calloc(1, sizeof *s->files);
     if (!s->files) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     MGT__TRY(mgt__checkpoint_open(&s->files[0], s->path));
     s->nfiles = 1;
@@ -403,7 +403,7 @@ static mgt_result mgt__ckpt_src(mgt__src *s, int weights) {
 
 /* opens what [model] init names: its model, and with `weights` its tensors too */
 static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
-    mgt__src *s = (mgt__src *)calloc(1, sizeof *s);
+    mgt__src *s = (mgt__src *)mgt__calloc(1, sizeof *s);
     struct stat st;
     mgt_result res = MGT_OK;
     *out = NULL;
@@ -419,7 +419,7 @@ static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
         if (!access(cj, F_OK)) {
             char *json = mgt__read_text(cj, why, sizeof why);
             res = json ? mgt__hf_config(s, json) : mgt__fail(MGT_ERROR_CONFIG, "%s: cannot read: %s", cj, why);
-            free(json);
+            MGT_FREE(json);
             if (res == MGT_OK && weights) res = mgt__hf_files(s);
             if (res != MGT_OK) { mgt__src_free(s); return res; }
             *out = s;
@@ -682,7 +682,7 @@ static mgt_result mgt__copy_file(const char *from, const char *dir, const char *
     if (!text) return mgt__fail(MGT_ERROR_CONFIG, "%s: cannot read the run's tokenizer file: %s; %s", from, why, fix);
     snprintf(to, sizeof to, "%s/%s", dir, name);
     res = mgt__write_atomic(to, text, strlen(text));
-    free(text);
+    MGT_FREE(text);
     return res;
 }
 
@@ -706,15 +706,15 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
     memset(&s, 0, sizeof s);
     s.kind = MGT__SRC_MGT;
     mgt__strlcpy(s.path, path, sizeof s.path);
-    s.files = (mgt__st_file *)calloc(1, sizeof *s.files);
+    s.files = (mgt__st_file *)mgt__calloc(1, sizeof *s.files);
     if (!s.files) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    if ((res = mgt__checkpoint_open(&s.files[0], path)) != MGT_OK) { free(s.files); return res; }
+    if ((res = mgt__checkpoint_open(&s.files[0], path)) != MGT_OK) { MGT_FREE(s.files); return res; }
     s.nfiles = 1;
     s.positions = cfg.model.seq_len;
-    if ((res = mgt__global_layout(&cfg, &g)) != MGT_OK) { mgt__st_close(&s.files[0]); free(s.files); return res; }
+    if ((res = mgt__global_layout(&cfg, &g)) != MGT_OK) { mgt__st_close(&s.files[0]); MGT_FREE(s.files); return res; }
     cap_out = 3 * g.n;
-    out = (mgt__st_out *)calloc((size_t)cap_out, sizeof *out);
-    parts = (float **)calloc((size_t)cap_out, sizeof *parts);
+    out = (mgt__st_out *)mgt__calloc((size_t)cap_out, sizeof *out);
+    parts = (float **)mgt__calloc((size_t)cap_out, sizeof *parts);
     if (!out || !parts) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     for (t = 0; t < g.n && res == MGT_OK; t++) { /* each tensor read as init reads mgt's, then cut into Hugging Face's parts */
         mgt__part mine[3], hf[3];
@@ -745,18 +745,18 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
     }
     mgt__layout_free(&g);
     mgt__st_close(&s.files[0]);
-    free(s.files);
+    MGT_FREE(s.files);
     snprintf(file, sizeof file, "%s/model.safetensors", dir);
     if (res == MGT_OK) res = mgt__st_write(file, out, n, meta, 1);
     for (i = 0; i < n; i++) { MGT_FREE((void *)out[i].name); MGT_FREE(parts[i]); }
-    free(out);
-    free(parts);
+    MGT_FREE(out);
+    MGT_FREE(parts);
     if (res != MGT_OK) return res;
     memset(&json, 0, sizeof json);
     mgt__hf_config_json(&json, &cfg, kind);
     snprintf(file, sizeof file, "%s/config.json", dir);
     res = json.oom ? mgt__fail(MGT_ERROR_MEMORY, "out of memory") : mgt__write_atomic(file, json.p, json.n);
-    free(json.p);
+    MGT_FREE(json.p);
     if (res != MGT_OK) return res;
     if (cfg.data.tokenizer == MGT_TOKENIZER_GPT2) { /* GPT-2's encoder.json and vocab.bpe are Hugging Face's vocab.json and merges.txt */
         const char *fix = "export reads it from the checkpoint's [data] bpe_dir: put GPT-2's files back there";
@@ -846,7 +846,7 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->stats_mu);
     MGT_FREE(r->history);
-    free(r->events);
+    MGT_FREE(r->events);
     MGT_FREE(r->rank_stats);
     pthread_cond_destroy(&r->cv_cmd);
     pthread_cond_destroy(&r->cv_done);

@@ -653,6 +653,12 @@ static int cmd_train(int argc, char **argv) {
         if ((base_tok_s = baseline_find(key, base_date, sizeof base_date, 0)) > 0)
             printf("speedup against one rank of this model: %.0f tokens/s, measured by mgt bench at %s\n", base_tok_s, base_date);
     }
+    if (start_step >= cfg.train.steps) { /* a finished run resumed: no step to take, no loss to show */
+        printf("nothing to train: the checkpoint is at step %d and [train] steps = %d; to train on, raise it: --set train.steps=%d --resume latest\n",
+               start_step, cfg.train.steps, start_step + cfg.train.steps);
+        mgt_run_destroy(run);
+        return 0;
+    }
     if (start_step > 0) printf("resuming at step %d of %d\n", start_step, cfg.train.steps);
     start_elapsed = st.elapsed_s;
     fflush(stdout);

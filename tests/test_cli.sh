@@ -283,6 +283,10 @@ else fail "resumed losses differ: $(diff <(losses full.out 11) <(losses resumed.
 run resumed_file "$MGT" train "$P/tiny.ini" --no-tui --set checkpoint.dir=resumed_file --resume full/step_00000015.safetensors
 if [ "$RC" -eq 0 ] && [ "$(losses full.out 16)" = "$(losses resumed_file.out 16)" ]; then ok "--resume FILE continues exactly (steps 16..20)"
 else fail "--resume full/step_00000015.safetensors: exit $RC; $(head -c 300 resumed_file.err)"; fi
+run past_end "$MGT" train "$P/tiny.ini" --no-tui --set checkpoint.dir=full --resume latest
+if [ "$RC" -eq 0 ] && grep -q "^nothing to train: the checkpoint is at step 20 and \[train\] steps = 20; to train on, raise it: --set train.steps=40 --resume latest" past_end.out \
+   && ! grep -q "final loss" past_end.out; then ok "--resume latest of a finished run: nothing to train, how to go on, no loss"
+else fail "--resume latest past the end: exit $RC; $(head -c 300 past_end.out) $(head -c 300 past_end.err)"; fi
 mkdir -p empty_dir
 expect_err "--resume latest with no checkpoint exits 2" 2 "$MGT" train "$P/tiny.ini" --no-tui --set checkpoint.dir=empty_dir --resume latest -- "empty_dir"
 

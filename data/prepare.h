@@ -521,9 +521,12 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
         char *end;
         errno = 0;
         frac = strtod(vf, &end);
-        if (end == vf || *end != 0 || errno != 0 || !(frac >= 0.0 && frac <= 0.5)) {
-            fprintf(stderr, "mgt prepare: --val-fraction: '%s' is not a number in [0, 0.5] "
-                    "(e.g. --val-fraction 0.1)\n", vf);
+        if (end == vf || *end != 0 || errno != 0 || frac != frac) {
+            fprintf(stderr, "mgt prepare: --val-fraction: '%s' is not a number (valid: 0 to 0.5, e.g. --val-fraction 0.1)\n", vf);
+            goto out;
+        }
+        if (!(frac >= 0.0 && frac <= 0.5)) {
+            fprintf(stderr, "mgt prepare: --val-fraction: %s is out of range (valid: 0 to 0.5, e.g. --val-fraction 0.1)\n", vf);
             goto out;
         }
     }

@@ -90,6 +90,10 @@ if [ "$RC" -eq 0 ] && [ -s tk_train.bin ] && [ -s tk_val.bin ]; then ok "prepare
 else fail "prepare: exit $RC; $(cat prepare.err)"; fi
 
 expect_err "prepare with a missing input exits 2 and names it" 2 "$MGT" prepare --tokenizer byte no_such_input.txt -o x -- "no_such_input.txt"
+expect_err "prepare --val-fraction 0.9: out of range, not 'not a number'" 2 "$MGT" prepare --tokenizer byte --val-fraction 0.9 no_such_input.txt -o x -- \
+    "--val-fraction: 0.9 is out of range (valid: 0 to 0.5"
+expect_err "prepare --val-fraction abc: not a number" 2 "$MGT" prepare --tokenizer byte --val-fraction abc no_such_input.txt -o x -- \
+    "--val-fraction: 'abc' is not a number (valid: 0 to 0.5"
 
 # ---- 0. help: every command, exit 0; an option of another command is an error --------------------
 for c in train sample check keys prepare bench plan version; do

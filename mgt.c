@@ -790,7 +790,11 @@ static int cmd_sample(int argc, char **argv) {
         else checkpoint = a;
     }
     if (!checkpoint) { fprintf(stderr, "mgt sample: needs a checkpoint file or folder, for example runs/quickstart\n"); return 2; }
-    if ((r = mgt_run_open(&run, checkpoint, 0)) != MGT_OK) return fail(r);
+    if ((r = mgt_run_open(&run, checkpoint, 0)) != MGT_OK) {
+        int rc = fail(r);
+        if (r == MGT_ERROR_CHECKPOINT) fprintf(stderr, "mgt sample takes a checkpoint (step_N.safetensors) or a run's folder, for example runs/quickstart\n");
+        return rc;
+    }
     cfg = mgt_run_config(run);
     if (cfg->data.tokenizer == MGT_TOKENIZER_HF) {
         kind = "hf", files = tokenizer_json ? tokenizer_json : cfg->data.tokenizer_json;

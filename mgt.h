@@ -4323,6 +4323,18 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: too short to be a safetensors file", path);
     }
     f->size = (size_t)st.st_size;
+    { /* a safetensors file opens with its header's length and the header's '{': anything else is another kind of file */
+        int brace = fgetc(fp);
+        if (brace != '{' || fseek(fp, 8, SEEK_SET) != 0) {
+            unsigned char head[8];
+            int text = 1, i;
+            memcpy(head, &hlen, 8);
+            for (i = 0; i < 8; i++) text &= head[i] == '\n' || head[i] == '\t' || head[i] == '\r' || (head[i] >= 32 && head[i] < 127);
+            fclose(fp);
+            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not a checkpoint (a safetensors file opens with its header's length and '{')%s", path,
+                             text ? "; it begins as text: a preset, or another text file?" : "");
+        }
+    }
     if (hlen > f->size - 8) {
         fclose(fp);
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: header of %llu bytes in a %zu-byte file", path, (unsigned long long)hlen, f->size);
@@ -4475,7 +4487,8 @@ static mgt_result mgt__checkpoint_open(mgt__st_file *f, const char *path) {
     sum_text = mgt__st_meta(f, "checksum");
     if (!format || strncmp(format, "mgt-checkpoint-", 15)) {
         mgt__st_close(f);
-        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not an mgt checkpoint (no \"format\": \"" MGT__CHECKPOINT_FORMAT "\" in its metadata)", path);
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not an mgt checkpoint (no \"format\": \"" MGT__CHECKPOINT_FORMAT "\" in its metadata)%s", path,
+                         format ? "" : "; the weights of a Hugging Face model start a run with [model] init = its file or folder");
     }
     if (strcmp(format, MGT__CHECKPOINT_FORMAT)) {
         mgt__fail(MGT_ERROR_CHECKPOINT, "%s: checkpoint format '%s'; this mgt reads " MGT__CHECKPOINT_FORMAT "%s", path, format,
@@ -6012,7 +6025,15 @@ MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap)
         if (s > best) best = s;
     }
     closedir(d);
-    if (best < 0) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoints (step_*.safetensors) in this folder", dir);
+    if (best < 0) {
+        char hf[1100];
+        struct stat st;
+        snprintf(hf, sizeof hf, "%s/config.json", dir);
+        if (stat(hf, &st) == 0)
+            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: a Hugging Face model folder (config.json), not mgt's checkpoints (step_*.safetensors): "
+                             "start a run from its weights with [model] init = %s (--set model.init=%s)", dir, dir, dir);
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoints (step_*.safetensors) in this folder", dir);
+    }
     snprintf(path, cap, "%s/step_%08d.safetensors", dir, best);
     return MGT_OK;
 }

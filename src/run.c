@@ -121,7 +121,15 @@ MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap)
         if (s > best) best = s;
     }
     closedir(d);
-    if (best < 0) return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoints (step_*.safetensors) in this folder", dir);
+    if (best < 0) {
+        char hf[1100];
+        struct stat st;
+        snprintf(hf, sizeof hf, "%s/config.json", dir);
+        if (stat(hf, &st) == 0)
+            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: a Hugging Face model folder (config.json), not mgt's checkpoints (step_*.safetensors): "
+                             "start a run from its weights with [model] init = %s (--set model.init=%s)", dir, dir, dir);
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoints (step_*.safetensors) in this folder", dir);
+    }
     snprintf(path, cap, "%s/step_%08d.safetensors", dir, best);
     return MGT_OK;
 }

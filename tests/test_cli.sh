@@ -352,6 +352,14 @@ if [ "$RC" -eq 0 ] && ! cmp -s s1.out s3.out; then ok "sample: another seed give
 run s4 "$MGT" sample full --tokens 10 --seed 3
 if [ "$RC" -eq 0 ] && [ -s s4.out ]; then ok "sample accepts a checkpoint folder"; else fail "sample full/: exit $RC; $(head -c 300 s4.err)"; fi
 expect_err "sample of a missing checkpoint exits 2" 2 "$MGT" sample full/step_00099999.safetensors --tokens 5 -- "step_00099999.safetensors"
+expect_err "sample of a preset: not a checkpoint, it is text, what sample takes" 2 "$MGT" sample tiny.ini -- \
+    "tiny.ini: not a checkpoint (a safetensors file opens with its header's length and '{'); it begins as text" "mgt sample takes a checkpoint (step_N.safetensors) or a run's folder"
+mkdir -p hf_folder && echo '{}' > hf_folder/config.json
+expect_err "sample of a Hugging Face folder points at [model] init" 2 "$MGT" sample hf_folder -- \
+    "hf_folder: a Hugging Face model folder (config.json), not mgt's checkpoints" "[model] init = hf_folder"
+python3 -c "import json,struct; h=json.dumps({'w':{'dtype':'F32','shape':[2],'data_offsets':[0,8]}}).encode(); open('hf_folder/model.safetensors','wb').write(struct.pack('<Q',len(h))+h+bytes(8))"
+expect_err "--resume of a Hugging Face weights file points at [model] init" 2 "$MGT" train tiny.ini --no-tui --set checkpoint.dir=hf_resume --resume hf_folder/model.safetensors -- \
+    "not an mgt checkpoint" "the weights of a Hugging Face model start a run with [model] init"
 
 # every numeric option as strictly as a preset value: the whole text, finite, in range; exit 2
 expect_err "sample --tokens abc" 2 "$MGT" sample "$CK" --tokens abc -- "mgt sample: --tokens 'abc' is not an integer (valid: 0..1000000)"

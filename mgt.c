@@ -753,6 +753,13 @@ static int cmd_train(int argc, char **argv) {
     printf("done: %d step%s, final loss %.4f, %.1f s in steps, activations %s; checkpoint %s\n", st.step, st.step == 1 ? "" : "s", st.loss,
            st.elapsed_s, mem, path);
     if (st.has_val_loss) printf("val loss %.4f at step %d\n", st.val_loss, st.val_step);
+    if (!strncmp(st.peak_source, "the fastest step", 16) && !strcmp(mgt_run_device(run), "cpu") && cfg.parallel.peak_gflops <= 0 && processes == 1) {
+        char key[320]; /* a step beat the measured sgemm: the machine's peak for MFU is at least that step's rate */
+        sgemm_key(key, sizeof key);
+        baseline_record(key, st.peak_gflops, "the machine's peak");
+        printf("MFU's peak: %s ran at %.1f GFLOP/s, above this machine's measured sgemm; recorded as its peak for later runs\n", st.peak_source,
+               st.peak_gflops);
+    }
     if (base_tok_s > 0 && st.step > start_step && st.elapsed_s > start_elapsed) {
         double tok_s = (double)(st.step - start_step) * cfg.train.global_batch * cfg.model.seq_len / (st.elapsed_s - start_elapsed);
         printf("speedup %.2fx over one rank: %.0f tokens/s in steps here, %.0f measured by mgt bench at %s\n", tok_s / base_tok_s, tok_s, base_tok_s,

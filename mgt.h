@@ -5949,6 +5949,8 @@ struct mgt_run {
     int claimed, lock_fd;            /* holds its checkpoint folder (mgt_run_claim): the flock'd mgt.lock */
     double peak_per_rank;            /* mgt_run_set_peak's GFLOP/s, used when the preset states none */
     char peak_source[64];
+    double peak_seen;                /* a step's GFLOP/s per rank that beat the peak above (0: none did): MFU's peak from then on */
+    char peak_seen_source[64];
     double loss, lr, grad_norm, step_s, val_loss, elapsed_s;
     int has_val_loss, val_step;
     long long tokens_seen;
@@ -7464,6 +7466,26 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
     pthread_mutex_unlock(&r->stats_mu);
 }
 
+static double mgt__flops_per_token(const mgt_run *r) {
+    return 6.0 * (double)r->plan.params + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
+}
+
+/* MFU cannot pass 100%: a step faster than the peak MFU is reckoned against (a measured sgemm, taken
+   on a busy machine or on one GEMM shape, or the preset's) proves the peak low. From then on MFU is
+   against the fastest step of the run, and the first such step says so in an event. */
+static void mgt__peak_check(mgt_run *r) {
+    double stated = r->cfg.parallel.peak_gflops > 0 ? r->cfg.parallel.peak_gflops : r->peak_per_rank, now;
+    if (stated <= 0 || r->step_s <= 0) return;
+    now = (double)r->cfg.train.global_batch * r->cfg.model.seq_len / r->step_s * mgt__flops_per_token(r) * 1e-9 / r->plan.world;
+    if (now <= stated || now <= r->peak_seen) return;
+    if (r->peak_seen <= 0)
+        mgt__event(r, MGT_LOG_WARN, "step %d ran at %.1f GFLOP/s per rank, above the peak MFU was reckoned against (%.1f, %s): MFU is against "
+                   "the fastest step from now on", r->step, now, stated, r->cfg.parallel.peak_gflops > 0 ? "[parallel] peak_gflops" : r->peak_source);
+    r->peak_seen = now;
+    snprintf(r->peak_seen_source, sizeof r->peak_seen_source, "the fastest step of this run, step %d", r->step);
+}
+
+
 /* GPU ranks, before their first step or forward pass: one untimed step without the optimizer or
    communication. CUDA loads a kernel at its first launch (lazy loading, the default since 12.2),
    which may synchronise the device while NCCL kernels spin waiting for peers that are loading too;
@@ -7624,6 +7646,7 @@ static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
     r->tokens_seen += (long long)GB * T;
     r->step_s = mgt_now() - t0;
     r->elapsed_s += r->step_s;
+    mgt__peak_check(r);
     if (r->last_skipped) {
         double before = r->loss_scale;
         r->skipped++;
@@ -7756,10 +7779,6 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     return MGT_OK;
 }
 
-static double mgt__flops_per_token(const mgt_run *r) {
-    return 6.0 * (double)r->plan.params + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
-}
-
 MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     int i, c;
     if (!st) return;
@@ -7778,8 +7797,9 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->samples_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch / r->step_s : 0;
     st->flops_per_token = mgt__flops_per_token(r);
     st->gflops = st->tokens_per_s * st->flops_per_token * 1e-9;
-    st->peak_gflops = (r->cfg.parallel.peak_gflops > 0 ? r->cfg.parallel.peak_gflops : r->peak_per_rank) * r->plan.world;
-    mgt__strlcpy(st->peak_source, r->cfg.parallel.peak_gflops > 0 ? "preset" : r->peak_per_rank > 0 ? r->peak_source : "", sizeof st->peak_source);
+    st->peak_gflops = (r->peak_seen > 0 ? r->peak_seen : r->cfg.parallel.peak_gflops > 0 ? r->cfg.parallel.peak_gflops : r->peak_per_rank) * r->plan.world;
+    mgt__strlcpy(st->peak_source, r->peak_seen > 0 ? r->peak_seen_source : r->cfg.parallel.peak_gflops > 0 ? "preset" : r->peak_per_rank > 0 ? r->peak_source : "",
+                 sizeof st->peak_source);
     st->has_mfu = st->peak_gflops > 0 && st->gflops > 0; /* against the peak the preset states, or one measured */
     st->mfu = st->has_mfu ? st->gflops / st->peak_gflops : 0;
     st->tokens_seen = r->tokens_seen;

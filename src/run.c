@@ -45,6 +45,8 @@ struct mgt_run {
     int claimed, lock_fd;            /* holds its checkpoint folder (mgt_run_claim): the flock'd mgt.lock */
     double peak_per_rank;            /* mgt_run_set_peak's GFLOP/s, used when the preset states none */
     char peak_source[64];
+    double peak_seen;                /* a step's GFLOP/s per rank that beat the peak above (0: none did): MFU's peak from then on */
+    char peak_seen_source[64];
     double loss, lr, grad_norm, step_s, val_loss, elapsed_s;
     int has_val_loss, val_step;
     long long tokens_seen;

@@ -615,8 +615,12 @@ static int cmd_train(int argc, char **argv) {
     if (!cfg.log.metrics[0]) strcpy(cfg.log.metrics, "auto"); /* mgt train keeps metrics unless told not to */
     mgt_set_logger(print_log, NULL);
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
-    if (o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
-    if ((r = mgt_run_claim(run, o.overwrite)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
+    /* a refusal is every process's (the library agrees on it): process 0 alone says why */
+    if ((o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) || (r = mgt_run_claim(run, o.overwrite)) != MGT_OK) {
+        int quiet = mgt_run_process(run, NULL) > 0;
+        mgt_run_destroy(run);
+        return quiet ? exit_code(r) : fail(r);
+    }
     if (mgt_run_process(run, &processes) > 0) { /* process 0 shows the whole world; the others train quietly */
         o.no_tui = 1;
         if (!freopen("/dev/null", "w", stdout)) { mgt_run_destroy(run); return fail(MGT_ERROR_IO); }

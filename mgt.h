@@ -5899,6 +5899,26 @@ static mgt_result mgt__mpi_world_create(mgt__mpi_world **out, const mgt_mpi_api 
 static mgt_comm *mgt__mpi_comm(mgt__mpi_world *w, int rank) {
     return w && mgt__pcomm_process_of(w, rank) == w->process && rank >= 0 && rank < w->world ? &w->ranks[rank - w->process * w->per].comm : NULL;
 }
+
+/* after a step every process takes alike (reading a checkpoint, claiming the folder): every process
+   fails when one did, naming it, so that none trains on waiting for a peer that left */
+typedef struct mgt__mpi_outcome { int result; char error[500]; } mgt__mpi_outcome;
+static mgt_result mgt__mpi_agree(mgt__mpi_world *w, mgt_result res, const char *doing) {
+    mgt__mpi_outcome mine, *all;
+    char why[512];
+    int p;
+    memset(&mine, 0, sizeof mine);
+    mine.result = res;
+    if (res != MGT_OK) mgt__strlcpy(mine.error, mgt_last_error(), sizeof mine.error);
+    all = (mgt__mpi_outcome *)MGT_MALLOC(sizeof mine * (size_t)w->processes);
+    if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (w->api->allgather(&mine, all, sizeof mine, why, sizeof why)) res = mgt__fail(MGT_ERROR_COMM, "%s: MPI: %s", doing, why);
+    else
+        for (p = 0; p < w->processes && res == MGT_OK; p++)
+            if (all[p].result != MGT_OK) res = mgt__fail((mgt_result)all[p].result, "process %d (on %s), %s: %s", p, w->hosts[p], doing, all[p].error);
+    MGT_FREE(all);
+    return res;
+}
 /* ==== end src/comm_mpi.c ==== */
 /* ==== begin src/run.c ==== */
 #line 1 "src/run.c"
@@ -6283,6 +6303,7 @@ static mgt_result mgt__claim_before_step(mgt_run *r) {
 MGTDEF mgt_result mgt_run_claim(mgt_run *r, int overwrite) {
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: run is NULL");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: this run was opened for sampling only");
+    if (r->mpi && r->mpi->processes > 1) return mgt__mpi_agree(r->mpi, mgt__claim(r, overwrite), "claiming the checkpoint folder");
     return mgt__claim(r, overwrite);
 }
 
@@ -7362,27 +7383,6 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
     }
     MGT_FREE(all);
     return MGT_OK;
-}
-
-/* under MPI, after a step every process takes alike (each reads the checkpoint itself): every
-   process fails when one did, naming it */
-typedef struct mgt__mpi_outcome { int result; char error[500]; } mgt__mpi_outcome;
-static mgt_result mgt__mpi_agree(mgt_run *r, mgt_result res, const char *doing) {
-    mgt__mpi_world *w = r->mpi;
-    mgt__mpi_outcome mine, *all;
-    char why[512];
-    int p;
-    memset(&mine, 0, sizeof mine);
-    mine.result = res;
-    if (res != MGT_OK) mgt__strlcpy(mine.error, mgt_last_error(), sizeof mine.error);
-    all = (mgt__mpi_outcome *)MGT_MALLOC(sizeof mine * (size_t)w->processes);
-    if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    if (w->api->allgather(&mine, all, sizeof mine, why, sizeof why)) res = mgt__fail(MGT_ERROR_COMM, "%s: MPI: %s", doing, why);
-    else
-        for (p = 0; p < w->processes && res == MGT_OK; p++)
-            if (all[p].result != MGT_OK) res = mgt__fail((mgt_result)all[p].result, "process %d (on %s), %s: %s", p, w->hosts[p], doing, all[p].error);
-    MGT_FREE(all);
-    return res;
 }
 
 /* a rank of another process, as this one's driver sees it: its coordinates and what it reports */
@@ -8524,7 +8524,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     mgt__layout_free(&g);
     mgt__st_close(&f);
     if (res == MGT_OK && r->claimed) res = mgt__open_metrics(r); /* its metrics continue this history */
-    if (r->mpi) res = mgt__mpi_agree(r, res, "resuming");
+    if (r->mpi) res = mgt__mpi_agree(r->mpi, res, "resuming");
     return res;
 }
 /* ==== end src/checkpoint.c ==== */
@@ -9153,7 +9153,7 @@ static mgt_result mgt__init_weights(mgt_run *r) {
         if (tensors) { mgt__free_global(&g, tensors); mgt__layout_free(&g); }
         mgt__src_free(s);
     }
-    if (r->mpi) res = mgt__mpi_agree(r, res, "reading [model] init");
+    if (r->mpi) res = mgt__mpi_agree(r->mpi, res, "reading [model] init");
     if (res == MGT_OK) mgt__log(MGT_LOG_INFO, "weights from %s (step 0, fresh optimizer)", r->cfg.model.init);
     return res;
 }

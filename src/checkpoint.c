@@ -479,7 +479,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     mgt__layout_free(&g);
     mgt__st_close(&f);
     if (res == MGT_OK && r->claimed) res = mgt__open_metrics(r); /* its metrics continue this history */
-    if (r->mpi) res = mgt__mpi_agree(r, res, "resuming");
+    if (r->mpi) res = mgt__mpi_agree(r->mpi, res, "resuming");
     return res;
 }
 

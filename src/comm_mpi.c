@@ -617,3 +617,22 @@ static mgt_comm *mgt__mpi_comm(mgt__mpi_world *w, int rank) {
     return w && mgt__pcomm_process_of(w, rank) == w->process && rank >= 0 && rank < w->world ? &w->ranks[rank - w->process * w->per].comm : NULL;
 }
 
+/* after a step every process takes alike (reading a checkpoint, claiming the folder): every process
+   fails when one did, naming it, so that none trains on waiting for a peer that left */
+typedef struct mgt__mpi_outcome { int result; char error[500]; } mgt__mpi_outcome;
+static mgt_result mgt__mpi_agree(mgt__mpi_world *w, mgt_result res, const char *doing) {
+    mgt__mpi_outcome mine, *all;
+    char why[512];
+    int p;
+    memset(&mine, 0, sizeof mine);
+    mine.result = res;
+    if (res != MGT_OK) mgt__strlcpy(mine.error, mgt_last_error(), sizeof mine.error);
+    all = (mgt__mpi_outcome *)MGT_MALLOC(sizeof mine * (size_t)w->processes);
+    if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (w->api->allgather(&mine, all, sizeof mine, why, sizeof why)) res = mgt__fail(MGT_ERROR_COMM, "%s: MPI: %s", doing, why);
+    else
+        for (p = 0; p < w->processes && res == MGT_OK; p++)
+            if (all[p].result != MGT_OK) res = mgt__fail((mgt_result)all[p].result, "process %d (on %s), %s: %s", p, w->hosts[p], doing, all[p].error);
+    MGT_FREE(all);
+    return res;
+}

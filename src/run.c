@@ -379,6 +379,7 @@ static mgt_result mgt__claim_before_step(mgt_run *r) {
 MGTDEF mgt_result mgt_run_claim(mgt_run *r, int overwrite) {
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: run is NULL");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: this run was opened for sampling only");
+    if (r->mpi && r->mpi->processes > 1) return mgt__mpi_agree(r->mpi, mgt__claim(r, overwrite), "claiming the checkpoint folder");
     return mgt__claim(r, overwrite);
 }
 

@@ -492,27 +492,6 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
     return MGT_OK;
 }
 
-/* under MPI, after a step every process takes alike (each reads the checkpoint itself): every
-   process fails when one did, naming it */
-typedef struct mgt__mpi_outcome { int result; char error[500]; } mgt__mpi_outcome;
-static mgt_result mgt__mpi_agree(mgt_run *r, mgt_result res, const char *doing) {
-    mgt__mpi_world *w = r->mpi;
-    mgt__mpi_outcome mine, *all;
-    char why[512];
-    int p;
-    memset(&mine, 0, sizeof mine);
-    mine.result = res;
-    if (res != MGT_OK) mgt__strlcpy(mine.error, mgt_last_error(), sizeof mine.error);
-    all = (mgt__mpi_outcome *)MGT_MALLOC(sizeof mine * (size_t)w->processes);
-    if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    if (w->api->allgather(&mine, all, sizeof mine, why, sizeof why)) res = mgt__fail(MGT_ERROR_COMM, "%s: MPI: %s", doing, why);
-    else
-        for (p = 0; p < w->processes && res == MGT_OK; p++)
-            if (all[p].result != MGT_OK) res = mgt__fail((mgt_result)all[p].result, "process %d (on %s), %s: %s", p, w->hosts[p], doing, all[p].error);
-    MGT_FREE(all);
-    return res;
-}
-
 /* a rank of another process, as this one's driver sees it: its coordinates and what it reports */
 static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     const mgt_plan *p = &r->plan;

@@ -621,7 +621,7 @@ static mgt_result mgt__init_weights(mgt_run *r) {
         if (tensors) { mgt__free_global(&g, tensors); mgt__layout_free(&g); }
         mgt__src_free(s);
     }
-    if (r->mpi) res = mgt__mpi_agree(r, res, "reading [model] init");
+    if (r->mpi) res = mgt__mpi_agree(r->mpi, res, "reading [model] init");
     if (res == MGT_OK) mgt__log(MGT_LOG_INFO, "weights from %s (step 0, fresh optimizer)", r->cfg.model.init);
     return res;
 }

@@ -176,6 +176,19 @@ if [ $rc -eq 0 ] || ! grep -q "started by an MPI launcher (OMPI_COMM_WORLD_SIZE=
   fail "no MPI library: exit $rc"; tail -5 log_nolib
 else echo "ok  no MPI library: $(grep -m1 -o 'started by an MPI launcher.*' log_nolib | cut -c1-150)"; fi
 
+# a refusal by process 0 (its folder holds another run's checkpoints) is every process's: the job
+# ends with exit 2 at once, the reason printed once, where process 1 trained on and waited
+# parallel.timeout_s (300 s) for process 0 (issue 25)
+"$mgt" train tiny.ini --no-tui --set checkpoint.dir=held --set train.steps=2 --set checkpoint.every=2 > log_held0 2>&1
+start=$(date +%s)
+timeout 120 mpirun -np 2 "$mgt" train tiny.ini --no-tui --set parallel.dp=2 --set checkpoint.dir=held > log_held 2>&1
+rc=$?
+took=$(( $(date +%s) - start ))
+said=$(grep -c "already holds 1 checkpoint of another run" log_held)
+if [ $rc -ne 2 ] || [ "$said" != 1 ] || [ $took -gt 30 ] || grep -q "^step\|waited" log_held; then
+  fail "a refusal by process 0: exit $rc after $took s, the reason printed $said times"; tail -5 log_held
+else echo "ok  a refusal by process 0 ends every process: exit 2 after $took s, said once: $(grep -m1 -o 'already holds.*another run' log_held)"; fi
+
 # a stalled process (SIGSTOP): the other's ranks give up after parallel.timeout_s naming it, and the
 # job ends with exit 1 rather than hanging
 timeout 90 mpirun -np 2 "$mgt" train tiny.ini --no-tui --set parallel.dp=2 --set train.steps=1000000 --set train.eval_every=0 \

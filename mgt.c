@@ -742,7 +742,10 @@ static int cmd_train(int argc, char **argv) {
         printf("interrupted at step %d: checkpoint %s\nresume with: ", st.step, path);
         if (processes > 1) { /* started by a launcher: resume the same way (any process count resumes) */
             mgt_mpi_launcher(launcher, sizeof launcher);
-            printf(strcmp(launcher, "SLURM_NTASKS") ? "mpirun -np %d " : "srun --ntasks=%d ", processes);
+            if (!strcmp(launcher, "SLURM_NTASKS")) printf("srun --ntasks=%d ", processes);
+            else /* Open MPI refuses root without the option (or OMPI_ALLOW_RUN_AS_ROOT, which the job's environment would show) */
+                printf(geteuid() == 0 && !strcmp(launcher, "OMPI_COMM_WORLD_SIZE") && !getenv("OMPI_ALLOW_RUN_AS_ROOT") ? "mpirun --allow-run-as-root -np %d "
+                                                                                                                         : "mpirun -np %d ", processes);
         }
         printf("%s train", argv[0]);
         for (rc = 2; rc < argc; rc++) { /* the same command, with --resume latest */

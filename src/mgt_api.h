@@ -191,7 +191,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(checkpoint, keep, INT, "3", 1, 1000000, "", "newest checkpoints kept")
 #define MGT_KEYS_log(X)                                                                            \
     X(log, every, INT, "10", 1, 2000000000, "", "steps between log lines and metrics")             \
-    X(log, metrics, STR, "", 0, 0, "", "metrics.jsonl path; auto is <checkpoint dir>/metrics.jsonl (mgt train's default); empty is none") \
+    X(log, metrics, STR, "", 0, 0, "", "metrics.jsonl path; auto: <checkpoint dir>/metrics.jsonl; none: no file; empty: auto under mgt train, none in a program that embeds mgt") \
     X(log, tensorboard, STR, "", 0, 0, "", "folder for TensorBoard event files; empty is none")
 
 #define MGT_CONFIG_KEYS(X) \

@@ -907,6 +907,25 @@ static int cmd_check(int argc, char **argv) {
         printf("%5d %3d %2d %2d  %3d-%-3d  %12zu  %12zu  %d%s%s\n", i, rp.dp, rp.tp, rp.pp, rp.first_block, rp.last_block, rp.params,
                plan.zero ? rp.shard : rp.params, rp.tensors, rp.pp == 0 ? " +embedding" : "", rp.pp == plan.pp - 1 ? " +head" : "");
     }
+    printf("\nmemory by category (planned: what each rank allocates, as `mgt plan` shows)\n rank");
+    for (i = 0; i < MGT_MEM_COUNT; i++) printf(" %11s", mgt_mem_category_name(i));
+    printf("       total\n");
+    for (i = 0; i < plan.world; i++) {
+        mgt_rank_plan rp;
+        char b[32];
+        double total = 0;
+        int c;
+        if ((r = mgt_plan_rank(&cfg, i, &rp)) != MGT_OK) return fail(r);
+        if (plan.world > 16 && i >= 8 && i < plan.world - 8) { if (i == 8) printf("  ...\n"); continue; }
+        printf("%5d", i);
+        for (c = 0; c < MGT_MEM_COUNT; c++) {
+            format_bytes((double)rp.mem[c], b, sizeof b);
+            printf(" %11s", b);
+            total += (double)rp.mem[c];
+        }
+        format_bytes(total, b, sizeof b);
+        printf(" %11s\n", b);
+    }
     { /* whether it fits this machine: the same check mgt train makes before it allocates */
         mgt_fit fit;
         r = mgt_plan_fit(&cfg, &fit);

@@ -185,6 +185,9 @@ if [ "$RC" -eq 0 ] && grep -q '^\[model\]' check.out && grep -Eq '^n_layer +=  *
     grep -Eq '^metrics +=' check.out && grep -q '^; layout' check.out && grep -q '^parameters ' check.out; then
     ok "check of a good preset prints the resolved config and the layout, exit 0"
 else fail "check tiny.ini: exit $RC; $(head -c 300 check.err)"; fi
+if grep -q '^memory by category (planned' check.out && grep -Eq '^ rank +params +grads +optimizer +activations +buffers +workspace +total$' check.out &&
+   grep -Eq '^    0 +[0-9.]+ [KMG]iB( +[0-9.]+ [KMG]iB){6}$' check.out; then ok "check prints each rank's memory by category, as its help says"
+else fail "check tiny.ini: no memory by category: $(grep -A3 'memory by' check.out | head -4)"; fi
 run check2 "$MGT" check "$P/tiny.ini" --set model.n_layer=1
 if [ "$RC" -eq 0 ] && grep -Eq '^n_layer +=  *1 ' check2.out; then ok "check applies --set"; else fail "check --set model.n_layer=1: exit $RC"; fi
 

@@ -1374,7 +1374,7 @@ static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t 
     if (line > 0) snprintf(buf, cap, "%s:%d", cfg->path, line);
     else if (line == MGT__FROM_INIT) snprintf(buf, cap, "[model] init's model");
     else if (line < 0) snprintf(buf, cap, "--set %s.%s", mgt__keys[key].info.section, mgt__keys[key].info.name);
-    else snprintf(buf, cap, "the default");
+    else snprintf(buf, cap, "the default of [%s] %s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     return buf;
 }
 
@@ -1843,11 +1843,17 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     if ((long long)cfg->train.global_batch % ((long long)cfg->train.micro_batch * cfg->parallel.dp)) { /* 1e6 x 4096 does not fit an int */
         int keys[3], k, primary;
         keys[0] = MGT__KEY(parallel, dp); keys[1] = MGT__KEY(train, global_batch); keys[2] = MGT__KEY(train, micro_batch);
+        int per = cfg->train.global_batch % cfg->parallel.dp ? 0 : cfg->train.global_batch / cfg->parallel.dp, m = 0;
+        char keep[160] = "";
         for (primary = keys[1], k = 2; k >= 0; k--) if (cfg->line[keys[k]] != 0) primary = keys[k]; /* a key the user set */
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s, dp from %s); make global_batch a multiple of %lld",
+        for (m = per && cfg->train.micro_batch < per ? cfg->train.micro_batch : per; m > 1 && per % m; m--) {}
+        if (per) /* the micro-batch that keeps the batch, and with it the training */
+            snprintf(keep, sizeof keep, ", or keep the batch with [train] micro_batch = %d (%d micro-batch%s of %d on each of the %d DP ranks)", m, per / m,
+                     per / m == 1 ? "" : "es", m, cfg->parallel.dp);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s, dp from %s); make global_batch a multiple of %lld%s",
                          mgt__where(cfg, primary, w1, sizeof w1), cfg->train.global_batch, cfg->train.micro_batch, cfg->parallel.dp,
                          mgt__where(cfg, keys[1], w2, sizeof w2), mgt__where(cfg, keys[2], w3, sizeof w3), mgt__where(cfg, keys[0], w4, sizeof w4),
-                         (long long)cfg->train.micro_batch * cfg->parallel.dp);
+                         (long long)cfg->train.micro_batch * cfg->parallel.dp, keep);
     }
     if (cfg->model.n_head % cfg->parallel.tp) {
         int a = MGT__KEY(parallel, tp), b = MGT__KEY(model, n_head);

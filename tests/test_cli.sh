@@ -146,7 +146,8 @@ expect_err "--set out of range" 2 "$MGT" check "$P/tiny.ini" --set train.beta1=1
 MGT_CUDA_LIBRARY="$T/none.so" expect_err "--set parallel.device=cuda without the CUDA library" 2 "$MGT" train "$P/tiny.ini" --no-tui \
     --set parallel.device=cuda -- "[parallel] device = cuda, but no usable GPU" "none.so" "ninja cuda" "set device = cpu"
 expect_err "dp = 2 in a file with the default batch: the batch does not divide, at dp's line" 2 "$MGT" check "$B/batch_dp.ini" -- \
-    "batch_dp.ini:4:" "global_batch = 8" "micro_batch x dp = 8 x 2" "dp from"
+    "batch_dp.ini:4:" "global_batch = 8" "micro_batch x dp = 8 x 2" "dp from" "global_batch from the default of [train] global_batch" \
+    "or keep the batch with [train] micro_batch = 4 (1 micro-batch of 4 on each of the 2 DP ranks)"
 expect_err "tp must divide n_head" 2 "$MGT" check "$P/tiny.ini" --set parallel.tp=3 -- "tp = 3" "n_head"
 expect_err "pp must not exceed n_layer" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=9 -- "pp = 9" "n_layer"
 

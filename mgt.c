@@ -961,17 +961,17 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     mgt_sim_result res;
     mgt_result r;
     double fam[MGT_SIM_FAMILIES] = {0}, comm[MGT_COLL_COUNT] = {0}, exposed[MGT_COLL_COUNT] = {0}, bubble = 0, host = 0, compute = 0, scratch = 0;
-    int i, c, world, slowest = 0, threads;
+    int i, c, world, slowest = 0, threads, fits;
     world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
     mgt_sim_options_init(&o);
-    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
     if ((r = mgt_sim_device_find(gpu, threads, &o.device)) != MGT_OK) {
         fprintf(stderr, "mgt plan: --gpu: %s\n", mgt_last_error());
         return 2;
     }
     if (o.device.host_sync) { /* the CPU: its cores are divided between the ranks, as mgt train divides them */
         char date[64];
-        double peak = threads == (int)sysconf(_SC_NPROCESSORS_ONLN) ? machine_sgemm(0.3, 0, date, sizeof date) : 0;
+        double peak = threads == mgt_cpu_count() ? machine_sgemm(0.3, 0, date, sizeof date) : 0;
         if (peak > 0) { /* the machine's peak as MFU takes it (the largest measured): MFU alike in plan and train */
             o.device.vector_tflops *= peak * 1e-3 / o.device.tensor_tflops[0];
             for (c = 0; c < 3; c++) o.device.tensor_tflops[c] = peak * 1e-3;
@@ -988,6 +988,7 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
         fflush(stderr);
     }
     if ((r = mgt_sim_run(cfg, &o, &res)) != MGT_OK) return fail(r);
+    fits = o.device.host_sync || res.mem_peak_gib <= o.device.mem_gib;
     if (o.device.host_sync)
         printf("\nPREDICTED one optimizer step on %d CPU rank%s of this machine (%d threads in all, %d a rank), by mgt's step simulator: the\n"
                "runtime with each op priced by running the CPU backend's op of its shape once (%d shapes; %lld ops by the model), collectives\n"
@@ -1026,14 +1027,21 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     printf("\nthe step, as its busiest rank (%d) spends it (PREDICTED):\n", slowest);
     printf("  compute        %9.2f ms:", compute * 1e3);
     for (c = 0; c < MGT_SIM_FAMILIES; c++) if (fam[c] > 0) printf(" %s %.2f", mgt_sim_family_name(c), fam[c] * 1e3);
-    printf("\n  communication  (time on the communication stream, and what the compute waited for it)\n");
-    for (c = 0; c < MGT_COLL_COUNT; c++)
-        if (comm[c] > 0) printf("    %-15s %9.2f ms, exposed %.2f ms\n", mgt_coll_name(c), comm[c] * 1e3, exposed[c] * 1e3);
+    if (res.world == 1) printf("\n  communication  none (one rank)\n");
+    else {
+        printf("\n  communication  (time on the communication stream, and what the compute waited for it)\n");
+        for (c = 0; c < MGT_COLL_COUNT; c++)
+            if (comm[c] > 0) printf("    %-15s %9.2f ms, exposed %.2f ms\n", mgt_coll_name(c), comm[c] * 1e3, exposed[c] * 1e3);
+    }
     printf("  bubble         %9.2f ms (waiting for pipeline peers)\n", bubble * 1e3);
     if (host > 0) printf("  host-bound     %9.2f ms (the device waiting for kernel launches)\n", host * 1e3);
     printf("  step           %9.2f ms\n", res.step_s * 1e3);
-    printf("  tokens/s       %9.0f (%.0f per %s)\n", res.tokens_per_s, res.tokens_per_s / res.world, o.device.host_sync ? "rank" : "GPU");
-    if (o.device.host_sync)
+    if (!fits) /* a speed the layout cannot have: it would not start */
+        printf("  tokens/s             n/a: the layout does not fit (%.2f GiB on the fullest GPU of %.0f)\n  MFU                  n/a\n", res.mem_peak_gib,
+               o.device.mem_gib);
+    else printf("  tokens/s       %9.0f (%.0f per %s)\n", res.tokens_per_s, res.tokens_per_s / res.world, o.device.host_sync ? "rank" : "GPU");
+    if (!fits) {}
+    else if (o.device.host_sync)
         printf("  MFU            %9.1f %% (%.3g GFLOP/token against the machine's sgemm, %.1f GFLOP/s)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
                o.device.tensor_tflops[cfg->precision.dtype] * 1e3 * world);
     else
@@ -1046,7 +1054,9 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
                res.mem_peak_gib, o.device.mem_gib, o.device.reserve_gib, res.mem_peak_gib > o.device.mem_gib ? ": DOES NOT FIT" : "");
     if (trace) printf("  trace          %s (Chrome trace JSON: chrome://tracing or ui.perfetto.dev)\n", trace);
     mgt_sim_result_free(&res);
-    return 0;
+    if (!fits) fprintf(stderr, "mgt plan: the layout does not fit %s's %.0f GiB (exit 1): `mgt plan PRESET --gpu %s --gpus N --search` lists the layouts that do\n",
+                       o.device.title, o.device.mem_gib, gpu);
+    return fits ? 0 : 1;
 }
 
 /* mgt plan --search: the fastest ten layouts of `world` GPUs that fit (mgt_plan_search), PREDICTED */
@@ -1147,9 +1157,13 @@ static int cmd_plan(int argc, char **argv) {
         world = gpus;
     }
     if (search) return search_layouts(&cfg, gpu, world, per_node, cal);
-    printf("plan of %s: %d ranks = dp %d x tp %d x pp %d, zero %d, %s, micro_batch %d, recompute %s\n\n", o.preset, world, cfg.parallel.dp, cfg.parallel.tp,
-           cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", cfg.train.micro_batch,
-           cfg.train.recompute ? "full" : "none");
+    {
+        static const char *dtypes[] = {"fp32", "bf16", "fp16"};
+        printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
+               cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
+               cfg.parallel.pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "",
+               dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, cfg.train.recompute ? "full" : "none");
+    }
     printf(" rank  dp tp pp  blocks      params      grads  optimizer  activations    buffers      total\n");
     for (i = 0; i < world; i++) {
         mgt_rank_plan p;
@@ -1177,10 +1191,13 @@ static int cmd_plan(int argc, char **argv) {
                "estimates: NCCL's buffers about %s (%d communicator%s) and the CUDA context about %s\n", s[0], s[1], s[2], s[3],
                most.cuda_communicators, most.cuda_communicators == 1 ? "" : "s", set);
     }
-    printf("\nbytes moved per step, all ranks (each rank counts what it sends or receives):\n");
-    for (c = 0; c < MGT_COLL_COUNT; c++) {
-        format_bytes(total[c], set, sizeof set);
-        if (total[c] > 0) printf("  %-15s %s\n", mgt_coll_name(c), set);
+    if (world == 1) printf("\nbytes moved per step: none (one rank)\n");
+    else {
+        printf("\nbytes moved per step, all ranks (each rank counts what it sends or receives):\n");
+        for (c = 0; c < MGT_COLL_COUNT; c++) {
+            format_bytes(total[c], set, sizeof set);
+            if (total[c] > 0) printf("  %-15s %s\n", mgt_coll_name(c), set);
+        }
     }
     return gpu ? print_predicted(&cfg, gpu, per_node, trace, cal) : 0;
 }

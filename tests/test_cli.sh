@@ -387,6 +387,16 @@ if [ "$RC" -eq 0 ] && grep -q "^PREDICTED one optimizer step on 2 x NVIDIA H100"
    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert any(e.get('ph')=='X' for e in d['traceEvents'])" "$T/t.json"; then
     ok "plan --gpu h100 predicts a step and writes its trace"
 else fail "plan --gpu h100: exit $RC; $(tail -c 400 "$T/plan_gpu.out") $(head -c 400 "$T/plan_gpu.err")"; fi
+run plan_one "$MGT" plan "$P/tiny.ini"
+if [ "$RC" -eq 0 ] && grep -q "^plan of .*: 1 rank = dp 1 x tp 1 x pp 1, zero 0, fp32, micro_batch" "$T/plan_one.out" && ! grep -q "1f1b\|1 ranks" "$T/plan_one.out" \
+   && grep -q "^bytes moved per step: none (one rank)$" "$T/plan_one.out"; then ok "plan of one rank: '1 rank', the dtype, no schedule, no empty traffic heading"
+else fail "plan of one rank: exit $RC; $(head -c 300 "$T/plan_one.out")"; fi
+run plan_nofit "$MGT" plan "$P/tiny.ini" --gpu h100 --set model.d_model=4096 --set model.n_head=32 --set model.n_layer=24 --set model.vocab_size=50304 \
+    --set model.seq_len=4096 --set train.micro_batch=8 --set train.global_batch=8
+if [ "$RC" -eq 1 ] && grep -q "DOES NOT FIT" "$T/plan_nofit.out" && grep -q "tokens/s *n/a: the layout does not fit" "$T/plan_nofit.out" \
+   && ! grep -Eq "tokens/s +[0-9]" "$T/plan_nofit.out" && grep -q "does not fit .* (exit 1)" "$T/plan_nofit.err"; then
+    ok "plan of a layout that does not fit: exit 1, no tokens/s or MFU for it"
+else fail "plan that does not fit: exit $RC; $(grep -E 'tokens/s|MFU|memory' "$T/plan_nofit.out" | head -4)"; fi
 run plan_search "$MGT" plan "$P/tiny.ini" --gpu a100 --gpus 2 --search
 if [ "$RC" -eq 0 ] && grep -q "^PREDICTED fastest layouts of 2 x NVIDIA A100" "$T/plan_search.out"; then ok "plan --search lists the fastest layouts"
 else fail "plan --search: exit $RC; $(tail -c 400 "$T/plan_search.out") $(head -c 400 "$T/plan_search.err")"; fi

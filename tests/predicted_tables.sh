@@ -25,7 +25,7 @@ echo "| preset | layout | step | tokens/s | MFU | bubble | memory per GPU |"
 echo "|---|---|---|---|---|---|---|"
 for p in $(grep -l "^device *= *cuda" presets/*.ini); do
   out=$($MGT plan "$p" --gpu h100 2>&1)
-  layout=$(echo "$out" | awk '/^plan of/ {sub(/.*ranks = /, ""); print; exit}')
+  layout=$(echo "$out" | awk '/^plan of/ {sub(/.*ranks? = /, ""); print; exit}')
   printf "| \`%s\` | %s | %s ms | %s | %s%% | %s ms | %s GiB |\n" "$(basename "$p")" "$layout" "$(echo "$out" | field step)" \
     "$(echo "$out" | field tokens/s)" "$(echo "$out" | field MFU)" "$(echo "$out" | field bubble)" \
     "$(echo "$out" | awk '$1 == "memory" && $3 == "GiB" {print $2; exit}')"
@@ -38,7 +38,7 @@ echo "|---|---|---|---|---|---|---|---|"
 for p in presets/gpt2_1558m_dp8_zero3.ini presets/gpt2_1558m_tp2_pp2_dp2.ini; do
   for nodes in 2 4 16; do
     out=$($MGT plan "$p" --gpu h100 --gpus $((nodes * 8)) --gpus-per-node 8 --set train.micro_batch=4 2>&1)
-    layout=$(echo "$out" | awk '/^plan of/ {sub(/.*ranks = /, ""); print; exit}')
+    layout=$(echo "$out" | awk '/^plan of/ {sub(/.*ranks? = /, ""); print; exit}')
     tok=$(echo "$out" | field tokens/s)
     exposed=$(echo "$out" | awk '/exposed/ {sub(/.*exposed /, ""); sub(/ ms/, ""); s += $1} END {printf "%.1f", s}')
     printf "| \`%s\` | %d | %s | %s ms | %s | %s | %s%% | %s ms |\n" "$(basename "$p")" "$nodes" "$layout" "$(echo "$out" | field step)" "$tok" \

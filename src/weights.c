@@ -198,7 +198,8 @@ static mgt_result mgt__hf_config(mgt__src *s, const char *json) {
         MGT__HF("num_hidden_layers", "n_layer", NULL);
         MGT__HF("num_attention_heads", "n_head", NULL);
         MGT__HF("hidden_size", "d_model", NULL);
-        if (mgt__json_text(json, "head_dim", v, sizeof v) && atoi(v) * s->model.model.n_head != s->model.model.d_model)
+        if (mgt__json_text(json, "head_dim", v, sizeof v) && /* bounded, in 64 bits: a head_dim of 536870920 x 8 heads wrapped to 64 in an int */
+            (strtoll(v, NULL, 10) < 1 || strtoll(v, NULL, 10) > 65536 || strtoll(v, NULL, 10) * (long long)s->model.model.n_head != (long long)s->model.model.d_model))
             return mgt__fail(MGT_ERROR_CONFIG, "%s/config.json: head_dim %s is not hidden_size / num_attention_heads; mgt's heads split d_model", s->path, v);
         snprintf(def, sizeof def, "%d", s->model.model.n_head);
         MGT__HF("num_key_value_heads", "n_kv_head", def);
@@ -340,6 +341,13 @@ static mgt_result mgt__llmc_open(mgt__src *s, int weights) {
         return mgt__fail(MGT_ERROR_CONFIG, "%s: llm.c model version %d; mgt reads version 3 (fp32) and 5 (bf16), as train_gpt2.c/.cu write them", s->path, h[1]);
     }
     for (i = 2; i < 8; i++) if (h[i] <= 0) break;
+    /* within mgt's own limits before any product of them (untrusted: a header of 1 << 30 layers and
+       channels would overflow the sizes below); the vocabulary's padding at most 16 Mi rows too */
+    if (i == 8 && (h[2] > 65536 || h[3] > 16777216 || h[4] > 1024 || h[5] > 1024 || h[6] > 65536 || h[7] > 16777216)) {
+        close(fd);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: llm.c header (maxT %d, V %d, L %d, NH %d, C %d, Vp %d) is beyond what mgt trains (maxT and C at most 65536, "
+                         "V and Vp 16777216, L and NH 1024); the file is damaged or not a model", s->path, h[2], h[3], h[4], h[5], h[6], h[7]);
+    }
     if (i < 8 || h[7] < h[3] || h[6] % h[5]) {
         close(fd);
         return mgt__fail(MGT_ERROR_CONFIG, "%s: llm.c header (maxT %d, V %d, L %d, NH %d, C %d, Vp %d) is not a GPT-2 model; the file is damaged", s->path, h[2], h[3],

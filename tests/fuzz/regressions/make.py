@@ -74,3 +74,14 @@ config = {
 }
 for name, text in config.items():
     open(OUT + "config/" + name, "wb").write(text)
+
+# [model] init: config.json, NUL, index JSON (empty), NUL, the weights file (issue 25)
+import os
+os.makedirs(OUT + "init", exist_ok=True)
+# llm.c's header with 1 << 30 layers and channels: its tensor sizes overflowed 64 bits
+hdr = [20240326, 3, 1024, 50257, 1 << 30, 1 << 10, 1 << 30, 50304] + [0] * 248
+open(OUT + "init/llmc_huge_header", "wb").write(b"\0\0" + struct.pack("<256i", *hdr))
+# a Llama config.json whose head_dim x n_head wrapped to d_model in an int (536870920 x 8 = 64 mod 2^32)
+cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 64,
+       "head_dim": 536870920, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 64}
+open(OUT + "init/head_dim_wraps", "wb").write(json.dumps(cfg).encode() + b"\0\0")

@@ -81,6 +81,7 @@ static const struct command_help {
      "Ctrl-C or SIGTERM finishes the step, writes a checkpoint and exits 130. Exit 2: bad input, nothing run; 1: failed."},
     {"sample", "mgt sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--bpe-dir DIR] [--tokenizer-json FILE]",
      "Continues a prompt with a checkpoint's model (a file, or a folder's newest); the preset stored in it says the rest.\n"
+     "A token the tokenizer has no text for (a model whose vocabulary is larger) prints as <|id|>.\n"
      "  --prompt TEXT        the text to continue (default: the start of a document)\n"
      "  --tokens N           tokens to write, 0..1000000 (200)\n"
      "  --temperature T      0 is greedy (1)\n"
@@ -841,6 +842,7 @@ static int cmd_sample(int argc, char **argv) {
         const char *bytes;
         int len = mgt_tok_decode(tok, out[i], &bytes);
         if (len > 0) fwrite(bytes, 1, (size_t)len, stdout);
+        else if (len < 0) printf("<|%d|>", out[i]); /* an id the tokenizer has no text for (a model's vocabulary beyond it): shown, not dropped */
     }
     fputc('\n', stdout);
     free(ids);

@@ -353,6 +353,11 @@ else fail "sample: exit $rc1/$RC, $(wc -c <s1.out) bytes; $(head -c 300 s1.err)"
 if cmp -s s1.out s2.out; then ok "sample: the same seed gives the same text"; else fail "sample: the same seed gave different text"; fi
 run s3 "$MGT" sample "$CK" --tokens 50 --seed 4
 if [ "$RC" -eq 0 ] && ! cmp -s s1.out s3.out; then ok "sample: another seed gives other text"; else fail "sample --seed 4: exit $RC or same text as --seed 3"; fi
+run vbig "$MGT" train "$P/tiny.ini" --no-tui --set model.vocab_size=4096 --set train.steps=1 --set checkpoint.dir=vbig --set checkpoint.every=1
+run s5 "$MGT" sample vbig --prompt "" --tokens 40 --seed 3
+n5=$(grep -o '<|[0-9]*|>' s5.out | wc -l); bad5=$(grep -o '<|[0-9]*|>' s5.out | tr -d '<|>' | awk '$1 < 256 || $1 >= 4096' | wc -l)
+if [ "$RC" -eq 0 ] && [ "$n5" -ge 20 ] && [ "$bad5" -eq 0 ]; then ok "sample: ids beyond the byte tokenizer print as <|id|> ($n5 of 40), none dropped"
+else fail "sample of a 4096-id byte model: exit $RC, $n5 shown, $bad5 out of range; $(head -c 200 s5.out) $(head -c 200 s5.err)"; fi
 run s4 "$MGT" sample full --tokens 10 --seed 3
 if [ "$RC" -eq 0 ] && [ -s s4.out ]; then ok "sample accepts a checkpoint folder"; else fail "sample full/: exit $RC; $(head -c 300 s4.err)"; fi
 expect_err "sample of a missing checkpoint exits 2" 2 "$MGT" sample full/step_00099999.safetensors --tokens 5 -- "step_00099999.safetensors"

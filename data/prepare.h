@@ -555,8 +555,8 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
         fclose(f);
     }
     if (mgt_tok_open(&tok, kind, strcmp(kind, "hf") ? bpe_dir : json, err, sizeof err)) {
-        fprintf(stderr, "mgt prepare: %s%s\n", err, strcmp(kind, "gpt2") ? "" : " (pass --bpe-dir "
-                "DIR, a directory with GPT-2's encoder.json and vocab.bpe)");
+        fprintf(stderr, "mgt prepare: %s%s\n", err, strcmp(kind, "gpt2") ? "" : " (`./setup.sh --gpt2` fetches GPT-2's encoder.json and "
+                "vocab.bpe into data/gpt2-bpe; or pass --bpe-dir DIR, a directory that has them)");
         goto out;
     }
 

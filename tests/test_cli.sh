@@ -213,6 +213,9 @@ expect_err "a FIFO as encoder.json is refused at once" 2 timeout 10 "$MGT" prepa
     "bpe_fifo/encoder.json: is a FIFO (named pipe), not a file"
 expect_err "a folder as encoder.json is refused" 2 "$MGT" prepare --tokenizer gpt2 --bpe-dir bpe_dir text.txt -o bpe_out -- \
     "bpe_dir/encoder.json: is a folder, not a file"
+mkdir -p no_bpe
+expect_err "gpt2 without its BPE files names ./setup.sh --gpt2" 2 "$MGT" prepare --tokenizer gpt2 --bpe-dir no_bpe text.txt -o bpe_out -- \
+    "no_bpe/encoder.json" "./setup.sh --gpt2"
 if [ -e ck ]; then fail "a run rejected for its data wrote $T/ck"; else ok "runs rejected for their data wrote nothing"; fi
 
 # ---- 3. training contract -----------------------------------------------------------------------

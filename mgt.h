@@ -3939,6 +3939,15 @@ static mgt_result mgt__data_files(const char *spec, const char *key, glob_t *fil
                 return mgt__fail(MGT_ERROR_DATA, "%s: '%s' matches no file (make the shards with `mgt prepare`, or check the pattern)", key, item);
             }
         }
+        if (rc == GLOB_ABORTED && errno == ENOENT) { /* the pattern's folder does not exist: nothing prepared there yet */
+            char folder[sizeof item], *slash;
+            if (flags) globfree(files);
+            memcpy(folder, item, sizeof folder);
+            slash = strrchr(folder, '/');
+            if (slash) *slash = 0;
+            return mgt__fail(MGT_ERROR_DATA, "%s: '%s' matches no file: the folder %s does not exist (make the shards there with `mgt prepare`)", key, item,
+                             slash ? folder : ".");
+        }
         if (rc != 0) {
             if (flags) globfree(files);
             return mgt__fail(rc == GLOB_NOSPACE ? MGT_ERROR_MEMORY : MGT_ERROR_DATA, "%s: cannot list '%s': %s", key, item, strerror(errno));

@@ -201,6 +201,8 @@ expect_err "truncated shard (header says more tokens)" 2 "$MGT" train "$P/tiny.i
 expect_err "shard shorter than the 1024-byte header" 2 "$MGT" train "$P/tiny.ini" --no-tui --set data.train=headeronly.bin -- \
     "headeronly.bin" "1024"
 expect_err "shard with the wrong magic" 2 "$MGT" train "$P/tiny.ini" --no-tui --set data.train=magic.bin -- "magic.bin" "20240520"
+expect_err "a shard pattern in a folder that does not exist: matches no file, names the folder and mgt prepare" 2 "$MGT" check "$P/tiny.ini" \
+    --set "data.train=no_such_folder/shard_*.bin" -- "'no_such_folder/shard_*.bin' matches no file: the folder no_such_folder does not exist" "mgt prepare"
 expect_err "token id >= vocab_size (train)" 2 "$MGT" train "$P/tiny.ini" --no-tui --set data.train=bigtoken.bin -- "bigtoken.bin" "300" "256"
 expect_err "token id >= vocab_size (val)" 2 "$MGT" train "$P/tiny.ini" --no-tui --set data.val=bigtoken.bin -- "bigtoken.bin" "300"
 expect_err "check also validates the train shard" 2 "$MGT" check "$P/tiny.ini" --set data.train=magic.bin -- "magic.bin"

@@ -4320,6 +4320,12 @@ static void mgt__st_close(mgt__st_file *f) {
 }
 
 /* reads a safetensors file, or only its header (header_only: no tensor data, `data` is NULL) */
+/* whether the 8 bytes read (the header's length) are followed by the header's '{', as in every
+   safetensors file; leaves fp just after the length */
+static int mgt__st_opens_header(FILE *fp) {
+    return fgetc(fp) == '{' && fseek(fp, 8, SEEK_SET) == 0;
+}
+
 static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_only) {
     FILE *fp;
     uint64_t hlen;
@@ -4338,17 +4344,14 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: too short to be a safetensors file", path);
     }
     f->size = (size_t)st.st_size;
-    { /* a safetensors file opens with its header's length and the header's '{': anything else is another kind of file */
-        int brace = fgetc(fp);
-        if (brace != '{' || fseek(fp, 8, SEEK_SET) != 0) {
-            unsigned char head[8];
-            int text = 1, i;
-            memcpy(head, &hlen, 8);
-            for (i = 0; i < 8; i++) text &= head[i] == '\n' || head[i] == '\t' || head[i] == '\r' || (head[i] >= 32 && head[i] < 127);
-            fclose(fp);
-            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not a checkpoint (a safetensors file opens with its header's length and '{')%s", path,
-                             text ? "; it begins as text: a preset, or another text file?" : "");
-        }
+    if (!mgt__st_opens_header(fp)) {
+        unsigned char head[8];
+        int text = 1, i;
+        memcpy(head, &hlen, 8);
+        for (i = 0; i < 8; i++) text &= head[i] == '\n' || head[i] == '\t' || head[i] == '\r' || (head[i] >= 32 && head[i] < 127);
+        fclose(fp);
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: not a checkpoint (a safetensors file opens with its header's length and '{')%s", path,
+                         text ? "; it begins as text: a preset, or another text file?" : "");
     }
     if (hlen > f->size - 8) {
         fclose(fp);

@@ -659,8 +659,16 @@ static int cmd_train(int argc, char **argv) {
             printf("speedup against one rank of this model: %.0f tokens/s, measured by mgt bench at %s\n", base_tok_s, base_date);
     }
     if (start_step >= cfg.train.steps) { /* a finished run resumed: no step to take, no loss to show */
-        printf("nothing to train: the checkpoint is at step %d and [train] steps = %d; to train on, raise it: --set train.steps=%d --resume latest\n",
-               start_step, cfg.train.steps, start_step + cfg.train.steps);
+        char here[1200], name[64];
+        snprintf(name, sizeof name, "/step_%08d.safetensors", start_step);
+        /* resumed into another folder: the checkpoint is saved there too, so the run's folder holds it */
+        if ((mgt_checkpoint_latest(mgt_run_dir(run), here, sizeof here) != MGT_OK || !strstr(here, name)) &&
+            (r = mgt_run_save(run, here, sizeof here)) != MGT_OK) {
+            mgt_run_destroy(run);
+            return fail(r);
+        }
+        printf("nothing to train: the checkpoint is at step %d and [train] steps = %d; to train on, raise it: --set train.steps=%d --resume latest "
+               "(checkpoint %s)\n", start_step, cfg.train.steps, start_step + cfg.train.steps, here);
         mgt_run_destroy(run);
         return 0;
     }

@@ -194,9 +194,9 @@ else ok "# skipped: no writable /dev/full"; fi
 
 train r1 --set checkpoint.dir=fin --set train.steps=6 --set checkpoint.every=0
 train r2 --set checkpoint.dir=fin2 --set train.steps=6 --resume fin
-line=$(grep '^done:' r2.out)
-if [ "$RC" -eq 0 ] && [[ "$line" == *"checkpoint fin2/step_00000006.safetensors" ]] && [ -f fin2/step_00000006.safetensors ]; then
-    ok "a finished run resumed into another folder saves there, and the path it prints exists"
+line=$(grep '^nothing to train:' r2.out)
+if [ "$RC" -eq 0 ] && [[ "$line" == *"(checkpoint fin2/step_00000006.safetensors)" ]] && [ -f fin2/step_00000006.safetensors ] && ! grep -q "final loss" r2.out; then
+    ok "a finished run resumed into another folder: nothing to train, its checkpoint saved there, and the path it prints exists"
 else fail "resume finished: exit $RC; $line; $(ls fin2 2>&1 | tr '\n' ' ')"; fi
 
 # ---- 6. checkpoints that must not be trusted ---------------------------------------------------

@@ -459,13 +459,20 @@ static void expect_stalled_abort(const char *self) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(out, "rank 1 returned: stopped with the world"),
           "a stalled rank inside NCCL, the world aborted by another (status %d):\n%s", status, out);
 }
-/* runs this program as --wake with MGT_FAKE_NCCL_LATE=0 and passes on what it printed */
+/* runs this program as --wake with MGT_FAKE_NCCL_LATE=0 and passes on what it printed. The bound is
+   on a mechanism, not a speed: a busy machine can delay a wake-up past it by chance (a clean-clone
+   run beside other work measured a 0.574 ms median once), so up to three runs, and one must pass;
+   a wait that polls (1.76 ms median, the old code) fails all three */
 static void expect_wake(const char *self) {
-    int rank = -1;
+    int rank = -1, run, status = 0;
     char out[8192];
-    int status = run_child(self, "--wake", "MGT_FAKE_NCCL_LATE", "0", out, sizeof out);
-    printf("%s", out);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(out, "a wait woke"), "--wake (status %d)", status);
+    for (run = 1; run <= 3; run++) {
+        status = run_child(self, "--wake", "MGT_FAKE_NCCL_LATE", "0", out, sizeof out);
+        printf("%s", out);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(out, "a wait woke")) break;
+        if (run < 3) printf("(run %d of 3 missed the bound: again)\n", run);
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(out, "a wait woke"), "--wake, 3 runs (status %d)", status);
 }
 
 int main(int argc, char **argv) {

@@ -1050,11 +1050,10 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
         printf("  tokens/s             n/a: the layout does not fit (%.2f GiB on the fullest GPU of %.0f)\n  MFU                  n/a\n", res.mem_peak_gib,
                o.device.mem_gib);
     else printf("  tokens/s       %9.0f (%.0f per %s)\n", res.tokens_per_s, res.tokens_per_s / res.world, o.device.host_sync ? "rank" : "GPU");
-    if (!fits) {}
-    else if (o.device.host_sync)
+    if (fits && o.device.host_sync)
         printf("  MFU            %9.1f %% (%.3g GFLOP/token against the machine's sgemm, %.1f GFLOP/s)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
                o.device.tensor_tflops[cfg->precision.dtype] * 1e3 * world);
-    else
+    else if (fits)
         printf("  MFU            %9.1f %% (%.3g GFLOP/token against %.1f TFLOP/s dense per GPU)\n", 100 * res.mfu, res.flops_per_token * 1e-9,
                o.device.tensor_tflops[cfg->precision.dtype]);
     if (o.device.host_sync) printf("  memory         %9.2f GiB on the fullest rank (what the runtime allocates)\n", res.mem_peak_gib);

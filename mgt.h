@@ -13,6 +13,7 @@
      src/pool.c             the thread pool of a rank; bf16 and fp16 conversions
      src/backend_cpu.c      the CPU backend: CBLAS GEMMs, the ops as plain loops, BLAS threading, bf16/fp16
                             storage
+     src/world.c            the world table: where a run's ranks live and how they reach each other
      src/model.c            the run's plan (mgt_plan_make: the grid, the batch's split, the stages, the sizes)
                             and the model: a rank's tensors in one buffer, each a slice of a global tensor
      src/data.c             llm.c token shards, memory-mapped, sampled from (seed, step)
@@ -3296,6 +3297,63 @@ static void mgt__cpu_backend_destroy(mgt_backend *be) {
     MGT_FREE(be);
 }
 /* ==== end src/backend_cpu.c ==== */
+/* ==== begin src/world.c ==== */
+#line 1 "src/world.c"
+/* src/world.c - the world table: where a run's ranks live and how they reach each other */
+/* ---- worlds ------------------------------------------------------------------------------------
+   A run's ranks live in one world, which makes each rank's backend and communicator and wakes the
+   others when one fails. Four fill the table: rank threads of this process (mgt__world_local,
+   src/comm_local.c), MPI processes around CPU ranks (mgt__world_mpi, src/comm_mpi.c), ranks on
+   GPUs talking through NCCL (mgt__world_nccl, src/device.c) and the step simulator
+   (mgt__world_sim, src/sim_comm.c). A run holds one and never asks which; a new transport fills
+   one more. The processes around the ranks (one, or MPI's) are apart from the world: the run's
+   `procs`, NULL for one process, which a world may use (NCCL shares its unique id through it). */
+
+typedef struct mgt__mpi_world mgt__mpi_world;
+
+typedef struct mgt__world_args { /* what a world is made from */
+    int world, first, count;      /* ranks in all; this process's are first .. first + count - 1 */
+    double timeout_s;             /* [parallel] timeout_s */
+    mgt__mpi_world *procs;        /* the processes around them, or NULL for one */
+    const mgt_cuda_api *cuda;     /* a GPU world's CUDA backend library */
+} mgt__world_args;
+
+typedef struct mgt__rank_want { /* what a rank's backend is made for */
+    int rank, dtype, threads;     /* threads: a CPU rank's */
+    size_t scratch_floats;        /* a CPU rank's attention scratch */
+    size_t widen_floats;          /* and its widest operand in fp32 (bf16 and fp16 storage) */
+} mgt__rank_want;
+
+typedef struct mgt__world_api {
+    const char *device;           /* what mgt_run_device says: "cpu" or "cuda" */
+    /* ranks on GPUs: every group is used once when a rank connects (NCCL connects lazily), an
+       untimed warm-up step loads the kernels, and the GPUs are read for the dashboard */
+    int on_gpus;
+    int holds_values;             /* 0: buffers hold nothing (simulated), nothing to initialise */
+    mgt_result (*create)(const mgt__world_args *a, void **world); /* NULL: made by its owner */
+    /* a rank's backend, and the GPU it is on (-1: none) */
+    mgt_result (*backend)(void *world, const mgt__rank_want *want, mgt_backend **out, int *device);
+    void (*backend_destroy)(void *world, mgt_backend *be); /* NULL: the world's own */
+    /* a rank's communicator, made on the rank's thread beside the others' (NCCL's splits are collective) */
+    mgt_result (*comm)(void *world, int rank, mgt_backend *be, const mgt_group *const *groups, int ngroups, mgt_comm **out);
+    mgt_result (*settle)(void *world, mgt_comm *c);   /* waits for what the rank enqueued; NULL: calls complete when they return */
+    void (*comm_destroy)(void *world, mgt_comm *c);   /* NULL: the world's own */
+    void (*rank_failed)(void *world, mgt_comm *c);    /* a rank failed: peers waiting on it return an error */
+    void (*read_gpu)(void *world, int device, mgt_gpu_reading *out); /* NULL: no GPUs */
+    void (*destroy)(void *world);                     /* NULL: its owner's */
+} mgt__world_api;
+
+/* a CPU rank's backend, for the worlds of CPU ranks */
+static mgt_result mgt__world_cpu_backend(void *world, const mgt__rank_want *want, mgt_backend **out, int *device) {
+    (void)world;
+    *device = -1;
+    return mgt__cpu_backend_create_typed(out, want->threads, want->scratch_floats, want->dtype, want->widen_floats);
+}
+static void mgt__world_cpu_backend_destroy(void *world, mgt_backend *be) {
+    (void)world;
+    mgt__cpu_backend_destroy(be);
+}
+/* ==== end src/world.c ==== */
 /* ==== begin src/model.c ==== */
 #line 1 "src/model.c"
 /* src/model.c - the run's plan (mgt_plan_make: the grid, the batch's split, the stages, the sizes)
@@ -5296,6 +5354,29 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
     }
     pthread_mutex_unlock(&w->mu);
 }
+
+
+/* ---- the world of rank threads in this process (the table of src/world.c) */
+static mgt_result mgt__world_local_create(const mgt__world_args *a, void **world) {
+    mgt__local_world *w = NULL;
+    mgt_result res = mgt__local_world_create(&w, a->world);
+    *world = w;
+    return res;
+}
+static mgt_result mgt__world_local_comm(void *world, int rank, mgt_backend *be, const mgt_group *const *groups, int ngroups, mgt_comm **out) {
+    (void)be, (void)groups, (void)ngroups;
+    *out = mgt__local_comm((mgt__local_world *)world, rank);
+    return MGT_OK;
+}
+static void mgt__world_local_rank_failed(void *world, mgt_comm *c) {
+    (void)world;
+    mgt__local_rank_done(c);
+}
+static void mgt__world_local_destroy(void *world) { mgt__local_world_destroy((mgt__local_world *)world); }
+static const mgt__world_api mgt__world_local = {
+    "cpu", 0, 1, mgt__world_local_create, mgt__world_cpu_backend, mgt__world_cpu_backend_destroy, mgt__world_local_comm,
+    NULL, NULL, mgt__world_local_rank_failed, NULL, mgt__world_local_destroy,
+};
 /* ==== end src/comm_local.c ==== */
 /* ==== begin src/comm_mpi.c ==== */
 #line 1 "src/comm_mpi.c"
@@ -5319,7 +5400,6 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
    program order. Send copies the data and returns (buffered, as the in-process send). Calls are
    counted in the in-process communicator's statistics, which the rank's mgt_comm mirrors. */
 
-typedef struct mgt__mpi_world mgt__mpi_world;
 static char mgt__mpi_host[256]; /* this process's, once MPI has started */
 
 typedef struct mgt__pcomm_msg { /* a buffered send in flight; the data follows the struct */
@@ -5919,12 +5999,14 @@ static mgt_comm *mgt__mpi_comm(mgt__mpi_world *w, int rank) {
 }
 
 /* after a step every process takes alike (reading a checkpoint, claiming the folder): every process
-   fails when one did, naming it, so that none trains on waiting for a peer that left */
+   fails when one did, naming it, so that none trains on waiting for a peer that left. One process
+   (w NULL) agrees with itself. */
 typedef struct mgt__mpi_outcome { int result; char error[500]; } mgt__mpi_outcome;
 static mgt_result mgt__mpi_agree(mgt__mpi_world *w, mgt_result res, const char *doing) {
     mgt__mpi_outcome mine, *all;
     char why[512];
     int p;
+    if (!w) return res;
     memset(&mine, 0, sizeof mine);
     mine.result = res;
     if (res != MGT_OK) mgt__strlcpy(mine.error, mgt_last_error(), sizeof mine.error);
@@ -5937,17 +6019,31 @@ static mgt_result mgt__mpi_agree(mgt__mpi_world *w, mgt_result res, const char *
     MGT_FREE(all);
     return res;
 }
+
+/* ---- the world of CPU ranks over MPI processes (the table of src/world.c): the run's processes
+   are the world, made before it (they decide which ranks are this process's) */
+static mgt_result mgt__world_mpi_create(const mgt__world_args *a, void **world) {
+    *world = a->procs;
+    return MGT_OK;
+}
+static mgt_result mgt__world_mpi_comm(void *world, int rank, mgt_backend *be, const mgt_group *const *groups, int ngroups, mgt_comm **out) {
+    (void)be, (void)groups, (void)ngroups;
+    *out = mgt__mpi_comm((mgt__mpi_world *)world, rank);
+    return MGT_OK;
+}
+static void mgt__world_mpi_rank_failed(void *world, mgt_comm *c) {
+    (void)world;
+    mgt__pcomm_rank_done(c);
+}
+static const mgt__world_api mgt__world_mpi = {
+    "cpu", 0, 1, mgt__world_mpi_create, mgt__world_cpu_backend, mgt__world_cpu_backend_destroy, mgt__world_mpi_comm,
+    NULL, NULL, mgt__world_mpi_rank_failed, NULL, NULL,
+};
 /* ==== end src/comm_mpi.c ==== */
 /* ==== begin src/run.c ==== */
 #line 1 "src/run.c"
 /* src/run.c - the run's state (mgt_run), the learning-rate schedule, checkpoint folders (naming,
    pruning, locking) and the preset a checkpoint stores */
-/* ---- 3d. the step simulator (defined at the end of the implementation): what the runtime calls */
-typedef struct mgt__sim_world mgt__sim_world;
-static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out);
-static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank);
-static void mgt__sim_abort(mgt__sim_world *w);
-
 /* ---- runs: the ranks of a layout, driven from the caller's thread ---------------------------- */
 
 enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_WARM_UP, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
@@ -5958,16 +6054,15 @@ struct mgt_run {
     mgt_config cfg;
     mgt_plan plan;
     mgt__rank *ranks;
-    mgt__local_world *world;         /* CPU ranks' communication */
-    mgt__mpi_world *mpi;             /* or, under an MPI launcher, the processes' (section 3c2) */
+    const mgt__world_api *world_api; /* where the ranks live and how they reach each other (src/world.c) */
+    void *world;                     /* and that world's state */
+    mgt__mpi_world *procs;           /* the processes under an MPI launcher (src/comm_mpi.c), NULL for one */
+    int process, processes;          /* this one, and how many (1 without MPI) */
     int rank_lo, rank_hi;            /* this process's ranks: all of them but under MPI */
     mgt_backend *shadow_be;          /* (world) under MPI: what the other processes' ranks report */
     mgt_comm *shadow_comm;           /* (world) and their communication statistics */
     int stop_asked, stop_agreed;     /* mgt_run_request_stop here; under MPI, asked by any process */
-    const mgt_cuda_api *cuda;        /* GPU ranks: the CUDA backend library; NULL on the CPU */
-    void *nccl_world;                /* and their NCCL communicators */
     int warmed_up;                   /* the untimed warm-up step has run (GPU ranks) */
-    mgt__sim_world *sim;             /* simulated ranks (section 3d): their backends and communicators; NULL otherwise */
     double gpu_read_s;               /* when the GPUs were last read */
     int inference, threads_per_rank;
     mgt__loader train, val;
@@ -6260,7 +6355,7 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
     char lock_path[1200], where[300];
     mgt__history h;
     if (r->inference) return MGT_OK;
-    if (r->mpi && r->mpi->process > 0) return MGT_OK; /* process 0 holds the folder and writes the records */
+    if (r->process > 0) return MGT_OK; /* process 0 holds the folder and writes the records */
     if (!r->claimed) {
         int fd, e;
         DIR *d;
@@ -6321,8 +6416,7 @@ static mgt_result mgt__claim_before_step(mgt_run *r) {
 MGTDEF mgt_result mgt_run_claim(mgt_run *r, int overwrite) {
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: run is NULL");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: this run was opened for sampling only");
-    if (r->mpi && r->mpi->processes > 1) return mgt__mpi_agree(r->mpi, mgt__claim(r, overwrite), "claiming the checkpoint folder");
-    return mgt__claim(r, overwrite);
+    return mgt__mpi_agree(r->procs, mgt__claim(r, overwrite), "claiming the checkpoint folder");
 }
 
 static mgt_result mgt__resolve_checkpoint(const char *what, const char *dir, char *path, size_t cap) {
@@ -7144,7 +7238,8 @@ static mgt_comm mgt__quiet_comm(const mgt_comm *real) {
 static int mgt__comm_is_quiet(const mgt_comm *c) { return c->all_reduce == mgt__quiet_all_reduce; }
 
 static mgt_result mgt__settle(mgt__rank *rk) {
-    mgt_result comm = rk->run->cuda && !mgt__comm_is_quiet(rk->comm) ? rk->run->cuda->comm_settle(rk->comm) : MGT_OK;
+    const mgt_run *r = rk->run;
+    mgt_result comm = r->world_api->settle && !mgt__comm_is_quiet(rk->comm) ? r->world_api->settle(r->world, rk->comm) : MGT_OK;
     const char *e;
     if (rk->be->finish) rk->be->finish(rk->be);
     e = rk->be->error ? rk->be->error(rk->be) : NULL;
@@ -7243,17 +7338,19 @@ static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, in
 
 static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[mgt_rank_at(dpr, tpr, ppr, r->plan.dp, r->plan.tp)]; }
 
-/* GPU ranks: the rank's NCCL communicator, made on its own thread beside the others' (the group
-   splits are collective), ordered after the backend's stream */
+/* the rank's communicator from its world, made on its own thread beside the others' (NCCL's group
+   splits are collective) */
 static mgt_result mgt__rank_connect(mgt__rank *rk) {
     mgt_run *r = rk->run;
     const mgt_group *groups[6];
     int i, s, dt = rk->be->dtype;
-    char *buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
+    char *buf;
     groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g; groups[5] = &rk->kv_g;
-    MGT__TRY(r->cuda->comm_create(r->nccl_world, rk->rank, r->cuda->backend_stream(rk->be), groups, 6, &rk->comm));
+    MGT__TRY(r->world_api->comm(r->world, rk->rank, rk->be, groups, 6, &rk->comm));
+    if (!r->world_api->on_gpus) return MGT_OK;
     /* NCCL connects on first use, allocating and synchronising: one collective on every group and a
        send/receive with each pipeline neighbour, now, so that no step does anything for the first time */
+    buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
     for (i = 0; i < 6; i++)
         if (groups[i]->size > 1 && groups[i]->ranks[groups[i]->index] == rk->rank) MGT__TRY(rk->comm->barrier(rk->comm, groups[i]));
     for (s = 0; s + 1 < r->plan.pp; s++) /* pairs in stage order: no cycle of waits */
@@ -7261,7 +7358,7 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
             int peer = rk->pp_g.ranks[rk->ppr == s ? s + 1 : s];
             MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
         }
-    MGT__TRY(r->cuda->comm_settle(rk->comm));
+    if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
     return MGT_OK;
 }
@@ -7303,10 +7400,7 @@ static void *mgt__rank_main(void *arg) {
         if (rk->result != MGT_OK) {
             mgt__strlcpy(rk->error, mgt_last_error(), sizeof rk->error);
             /* peers waiting on this rank fail instead of hanging */
-            if (r->cuda) r->cuda->world_abort(r->nccl_world);
-            else if (r->sim) mgt__sim_abort(r->sim);
-            else if (r->mpi) mgt__pcomm_rank_done(rk->comm);
-            else mgt__local_rank_done(rk->comm);
+            r->world_api->rank_failed(r->world, rk->comm);
         }
         pthread_mutex_lock(&r->mu);
         if (--r->pending == 0) pthread_cond_signal(&r->cv_done);
@@ -7325,11 +7419,13 @@ typedef struct mgt__rank_report {
     char error[512];
 } mgt__rank_report;
 
-static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
+static mgt_result mgt__share_ranks(mgt_run *r) {
     int per = r->rank_hi - r->rank_lo, i;
     size_t bytes = sizeof(mgt__rank_report) * (size_t)per;
-    mgt__rank_report *all = (mgt__rank_report *)MGT_MALLOC(bytes * (size_t)r->mpi->processes), *mine;
+    mgt__rank_report *all, *mine;
     char why[512];
+    if (r->processes == 1) return MGT_OK; /* one process has every rank's */
+    all = (mgt__rank_report *)MGT_MALLOC(bytes * (size_t)r->processes);
     if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     for (i = r->rank_lo; i < r->rank_hi; i++) /* a failed rank fails the run now; its process ends the job */
         if (r->ranks[i].result != MGT_OK) { MGT_FREE(all); return MGT_OK; }
@@ -7356,7 +7452,7 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
         mgt__strlcpy(o->error, rk->error, sizeof o->error);
     }
     { /* to and from every other process, against parallel.timeout_s (a lost process is named) */
-        mgt__mpi_world *w = r->mpi;
+        mgt__mpi_world *w = r->procs;
         int n = 0, p, *peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)w->processes);
         void **req = (void **)MGT_MALLOC(sizeof(void *) * 2 * (size_t)w->processes);
         char who[48];
@@ -7397,7 +7493,7 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
         rk->skipped = o->skipped;
         rk->result = (mgt_result)o->result;
         if (o->result != MGT_OK)
-            snprintf(rk->error, sizeof rk->error, "(process %d on %s) %s", i / per, r->mpi->hosts[i / per], o->error);
+            snprintf(rk->error, sizeof rk->error, "(process %d on %s) %s", i / per, r->procs->hosts[i / per], o->error);
     }
     MGT_FREE(all);
     return MGT_OK;
@@ -7413,7 +7509,7 @@ static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
     rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
-    rk->device = r->cuda ? index % (r->rank_hi - r->rank_lo) : -1; /* its process's GPU, as this process's ranks have theirs */
+    rk->device = r->world_api->on_gpus ? index % (r->rank_hi - r->rank_lo) : -1; /* its process's GPU, as this process's ranks have theirs */
     rk->be = &r->shadow_be[index];
     rk->be->name = "cpu";
     rk->comm = &r->shadow_comm[index];
@@ -7438,7 +7534,7 @@ static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int mi
     pthread_cond_broadcast(&r->cv_cmd);
     while (r->pending) pthread_cond_wait(&r->cv_done, &r->mu);
     pthread_mutex_unlock(&r->mu);
-    if (r->mpi) MGT__TRY(mgt__mpi_share_ranks(r));
+    MGT__TRY(mgt__share_ranks(r));
     for (i = 0; i < r->plan.world; i++) /* a root cause rather than its echo on the peers */
         if (r->ranks[i].result != MGT_OK && r->ranks[i].result != MGT_ERROR_COMM)
             return mgt__fail(r->ranks[i].result, "rank %d: %s", i, r->ranks[i].error);
@@ -7515,7 +7611,7 @@ static void mgt__peak_check(mgt_run *r) {
    itself is connected already (mgt__rank_connect). */
 static mgt_result mgt__warm_up(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt_now();
-    if (!r->cuda || r->warmed_up) return MGT_OK;
+    if (!r->world_api->on_gpus || r->warmed_up) return MGT_OK;
     r->warmed_up = 1;
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_WARM_UP, rows, 0));
     mgt__event(r, MGT_LOG_INFO, "warm-up step (not counted): %.2f s, the libraries' kernels loaded", mgt_now() - t0);
@@ -7569,8 +7665,8 @@ static void mgt__publish(mgt_run *r) {
     int i, slowest = 0;
     double mean = 0;
     mgt_run_stats(r, &st);
-    if (r->cuda && mgt_now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
-        for (i = r->rank_lo; i < r->rank_hi; i++) r->cuda->reading(r->ranks[i].device, &r->ranks[i].gpu);
+    if (r->world_api->read_gpu && mgt_now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
+        for (i = r->rank_lo; i < r->rank_hi; i++) r->world_api->read_gpu(r->world, r->ranks[i].device, &r->ranks[i].gpu);
         r->gpu_read_s = mgt_now();
     }
     pthread_mutex_lock(&r->stats_mu);
@@ -8049,13 +8145,13 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
 }
 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
-MGTDEF const char *mgt_run_device(const mgt_run *r) { return r && r->cuda ? "cuda" : "cpu"; }
+MGTDEF const char *mgt_run_device(const mgt_run *r) { return r ? r->world_api->device : "cpu"; }
 MGTDEF const mgt_plan *mgt_run_plan(const mgt_run *r) { return &r->plan; }
 MGTDEF void mgt_run_request_stop(mgt_run *r) { if (r) r->stop_asked = 1; }
-MGTDEF int mgt_run_stop_agreed(const mgt_run *r) { return r && (r->mpi ? r->stop_agreed : r->stop_asked); }
+MGTDEF int mgt_run_stop_agreed(const mgt_run *r) { return r && (r->processes > 1 ? r->stop_agreed : r->stop_asked); }
 MGTDEF int mgt_run_process(const mgt_run *r, int *processes) {
-    if (processes) *processes = r && r->mpi ? r->mpi->processes : 1;
-    return r && r->mpi ? r->mpi->process : 0;
+    if (processes) *processes = r ? r->processes : 1;
+    return r ? r->process : 0;
 }
 MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
 /* ==== end src/tensorboard.c ==== */
@@ -8234,8 +8330,8 @@ static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
 /* global tensors of buffer `which` (params, m, v), gathered from the ranks; free with MGT_FREE */
 /* under MPI: each process takes the elements its ranks hold, and process 0 merges every process's
    into `out` (the others' `out` is only their part) */
-static mgt_result mgt__mpi_gather_global(mgt_run *r, const mgt__layout *g, int which, float **out) {
-    mgt__mpi_world *w = r->mpi;
+static mgt_result mgt__gather_mpi(mgt_run *r, const mgt__layout *g, int which, float **out) {
+    mgt__mpi_world *w = r->procs;
     int n = g->n, t, p, nreq = 0, *peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)n);
     unsigned char **here = (unsigned char **)MGT_MALLOC(sizeof(unsigned char *) * (size_t)n);
     unsigned char **got = (unsigned char **)MGT_MALLOC(sizeof(unsigned char *) * (size_t)n);
@@ -8293,6 +8389,13 @@ static mgt_result mgt__mpi_gather_global(mgt_run *r, const mgt__layout *g, int w
     return res;
 }
 
+/* the global tensors from this process's ranks, and from the other processes' under MPI */
+static mgt_result mgt__gather_processes(mgt_run *r, const mgt__layout *g, int which, float **out) {
+    if (r->procs) return mgt__gather_mpi(r, g, which, out);
+    mgt__exchange(r, which, g, out, 1, NULL);
+    return MGT_OK;
+}
+
 static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
     float **out = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g->n);
     int t;
@@ -8304,12 +8407,11 @@ static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
         MGT_FREE(out);
         return NULL;
     }
-    if (r->mpi && mgt__mpi_gather_global(r, g, which, out) != MGT_OK) {
+    if (mgt__gather_processes(r, g, which, out) != MGT_OK) {
         for (t = 0; t < g->n; t++) MGT_FREE(out[t]);
         MGT_FREE(out);
         out = NULL;
-    } else if (!r->mpi)
-        mgt__exchange(r, which, g, out, 1, NULL);
+    }
     mgt__unmirror_all(r, 0);
     return out;
 }
@@ -8348,7 +8450,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     /* this step is saved already when its file is this folder's (a run resumed from another
        folder and not trained further is saved here too); under MPI every process decides alike,
        without looking at a file only process 0's machine may see */
-    if (r->saved_step == r->step && !strcmp(r->saved_path, path) && (r->mpi || !access(path, F_OK))) return MGT_OK;
+    if (r->saved_step == r->step && !strcmp(r->saved_path, path) && (r->processes > 1 || !access(path, F_OK))) return MGT_OK;
     MGT__TRY(mgt__claim_once(r));
     MGT__TRY(mgt__global_layout(&r->cfg, &g));
     state = mgt_run_state(r);
@@ -8364,7 +8466,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
         for (i = 0; ok && i < g.n; i++) ok = bufs[k] && bufs[k][i];
     }
     mgt__unmirror_all(r, 0);
-    if (r->mpi && r->mpi->process > 0) { /* its part is with process 0, which writes the file */
+    if (r->process > 0) { /* its part is with process 0, which writes the file */
         for (k = 0; k < 3; k++) mgt__free_global(&g, bufs[k]);
         mgt__layout_free(&g);
         mgt_run_set_state(r, state);
@@ -8542,7 +8644,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     mgt__layout_free(&g);
     mgt__st_close(&f);
     if (res == MGT_OK && r->claimed) res = mgt__open_metrics(r); /* its metrics continue this history */
-    if (r->mpi) res = mgt__mpi_agree(r->mpi, res, "resuming");
+    res = mgt__mpi_agree(r->procs, res, "resuming");
     return res;
 }
 /* ==== end src/checkpoint.c ==== */
@@ -9179,7 +9281,7 @@ static mgt_result mgt__init_weights(mgt_run *r) {
         if (tensors) { mgt__free_global(&g, tensors); mgt__layout_free(&g); }
         mgt__src_free(s);
     }
-    if (r->mpi) res = mgt__mpi_agree(r->mpi, res, "reading [model] init");
+    res = mgt__mpi_agree(r->procs, res, "reading [model] init");
     if (res == MGT_OK) mgt__log(MGT_LOG_INFO, "weights from %s (step 0, fresh optimizer)", r->cfg.model.init);
     return res;
 }
@@ -9342,8 +9444,8 @@ static void mgt__rank_free(mgt__rank *rk) {
     if (be) {
         mgt__enter(be);
         /* the communicator first: it waits for its stream, which may still read the buffers below */
-        if (rk->comm && rk->run->cuda) {
-            rk->run->cuda->comm_destroy(rk->comm);
+        if (rk->comm && rk->run->world_api->comm_destroy) {
+            rk->run->world_api->comm_destroy(rk->run->world, rk->comm);
             rk->comm = NULL;
         }
         size_t full = sizeof(float) * rk->lay.size, sh = sizeof(float) * rk->shard, e = be->elt;
@@ -9364,8 +9466,7 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
         be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
         be->free(be, rk->dstat, sizeof(double) * (size_t)(2 + rk->run->plan.world), MGT_MEM_BUFFERS);
-        if (rk->run->cuda) rk->run->cuda->backend_destroy(be);
-        else if (!rk->run->sim) mgt__cpu_backend_destroy(be); /* a simulated backend is its world's */
+        if (rk->run->world_api->backend_destroy) rk->run->world_api->backend_destroy(rk->run->world, be);
     }
     MGT_FREE(rk->host_io);
     MGT_FREE(rk->ss_x);
@@ -9396,11 +9497,10 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->tensorboard) fclose(r->tensorboard);
     if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
     if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
-    if (r->world) mgt__local_world_destroy(r->world);
-    mgt__mpi_world_destroy(r->mpi);
+    if (r->world && r->world_api->destroy) r->world_api->destroy(r->world);
+    mgt__mpi_world_destroy(r->procs);
     MGT_FREE(r->shadow_be);
     MGT_FREE(r->shadow_comm);
-    if (r->nccl_world) r->cuda->world_destroy(r->nccl_world);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->stats_mu);
     MGT_FREE(r->history);
@@ -9504,18 +9604,17 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
     rk->shape.first = rk->first;
     rk->shape.elt = mgt__dtype_size(r->dtype);
-    rk->device = -1;
-    if (r->sim) MGT__TRY(mgt__sim_backend(r->sim, index, r->dtype, &rk->be));
-    else if (r->cuda) { /* rank i on its process's GPU i - (its first rank) */
-        char why[600];
-        if (r->cuda->backend_create(r->nccl_world, index - r->rank_lo, r->dtype, &rk->be, why, sizeof why) != 0)
-            return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index - r->rank_lo, why);
-        rk->device = index - r->rank_lo;
-        mgt__enter(rk->be);
-    } else
-        MGT__TRY(mgt__cpu_backend_create_typed(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len, r->dtype,
-                                               mgt__widen_floats(&rk->shape)));
+    {
+        mgt__rank_want want;
+        want.rank = index;
+        want.dtype = r->dtype;
+        want.threads = r->threads_per_rank;
+        want.scratch_floats = (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len;
+        want.widen_floats = mgt__widen_floats(&rk->shape);
+        MGT__TRY(r->world_api->backend(r->world, &want, &rk->be, &rk->device));
+    }
     be = rk->be;
+    mgt__enter(be);
     rk->shape.att_lse = be->att_lse; /* the size of what attention saves */
     rk->host_io = MGT_MALLOC(sizeof(double) * (size_t)rk->shape.B * (size_t)rk->shape.T); /* 2N ints or N doubles */
     if (!rk->host_io) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -9617,7 +9716,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         if (!rk->gs_block) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for gradient scratch");
         mgt__scratch_layout(&rk->gs, (char *)rk->gs_block, &rk->shape);
     }
-    if (!r->sim) { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each (simulated ones hold nothing) */
+    if (r->world_api->holds_values) { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each (simulated ones hold nothing) */
         int t;
         MGT__TRY(mgt__mirror(rk));
         for (t = 0; t < rk->lay.n; t++) {
@@ -10273,13 +10372,81 @@ static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char 
     return api;
 }
 
+/* ---- the world of GPU ranks talking through NCCL (the table of src/world.c) */
+typedef struct mgt__nccl_state {
+    const mgt_cuda_api *cuda;     /* the CUDA backend library */
+    void *world;                  /* its NCCL world of this process's ranks */
+    int first;                    /* this process's first rank, on its GPU 0 */
+} mgt__nccl_state;
+
+/* this process's ranks on its GPUs 0.. (one process per node, or a launcher that gives each
+   process its own GPUs): under MPI the process of rank 0 makes NCCL's unique id and every process
+   takes it from one allgather, then joins the world with its ranks (ncclCommInitRank) */
+static mgt_result mgt__world_nccl_create(const mgt__world_args *a, void **world) {
+    mgt__nccl_state *s = (mgt__nccl_state *)MGT_MALLOC(sizeof *s);
+    const mgt__mpi_world *procs = a->procs;
+    int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)a->count), i;
+    unsigned char mine[MGT_NCCL_ID_BYTES], *ids = procs ? (unsigned char *)MGT_MALLOC(MGT_NCCL_ID_BYTES * (size_t)procs->processes) : NULL;
+    mgt_result res = MGT_OK;
+    char why[512];
+    *world = s;
+    if (!s || !devices || (procs && !ids)) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (s) {
+        s->cuda = a->cuda;
+        s->world = NULL;
+        s->first = a->first;
+    }
+    for (i = 0; devices && i < a->count; i++) devices[i] = i;
+    if (res == MGT_OK && procs) {
+        memset(mine, 0, sizeof mine);
+        if (procs->process == 0) res = a->cuda->unique_id(mine, mgt_set_error);
+        if (procs->api->allgather(mine, ids, sizeof mine, why, sizeof why) && res == MGT_OK) /* every process calls it, even after a failure */
+            res = mgt__fail(MGT_ERROR_COMM, "sending NCCL's unique id from the process of rank 0 to the others: MPI: %s", why);
+    }
+    if (res == MGT_OK) res = a->cuda->world_create(a->world, a->first, a->count, devices, ids, a->timeout_s, mgt_set_error, &s->world);
+    MGT_FREE(devices);
+    MGT_FREE(ids);
+    return res;
+}
+/* rank i on its process's GPU i - (its first rank) */
+static mgt_result mgt__world_nccl_backend(void *world, const mgt__rank_want *want, mgt_backend **out, int *device) {
+    mgt__nccl_state *s = (mgt__nccl_state *)world;
+    char why[600];
+    *device = want->rank - s->first;
+    if (s->cuda->backend_create(s->world, *device, want->dtype, out, why, sizeof why) != 0)
+        return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", want->rank, *device, why);
+    return MGT_OK;
+}
+static void mgt__world_nccl_backend_destroy(void *world, mgt_backend *be) { ((mgt__nccl_state *)world)->cuda->backend_destroy(be); }
+/* ordered after the backend's stream */
+static mgt_result mgt__world_nccl_comm(void *world, int rank, mgt_backend *be, const mgt_group *const *groups, int ngroups, mgt_comm **out) {
+    mgt__nccl_state *s = (mgt__nccl_state *)world;
+    return s->cuda->comm_create(s->world, rank, s->cuda->backend_stream(be), groups, ngroups, out);
+}
+static mgt_result mgt__world_nccl_settle(void *world, mgt_comm *c) { return ((mgt__nccl_state *)world)->cuda->comm_settle(c); }
+static void mgt__world_nccl_comm_destroy(void *world, mgt_comm *c) { ((mgt__nccl_state *)world)->cuda->comm_destroy(c); }
+static void mgt__world_nccl_rank_failed(void *world, mgt_comm *c) {
+    mgt__nccl_state *s = (mgt__nccl_state *)world;
+    (void)c; /* every rank's pending call returns */
+    s->cuda->world_abort(s->world);
+}
+static void mgt__world_nccl_read_gpu(void *world, int device, mgt_gpu_reading *out) { ((mgt__nccl_state *)world)->cuda->reading(device, out); }
+static void mgt__world_nccl_destroy(void *world) {
+    mgt__nccl_state *s = (mgt__nccl_state *)world;
+    if (s->world) s->cuda->world_destroy(s->world);
+    MGT_FREE(s);
+}
+static const mgt__world_api mgt__world_nccl = {
+    "cuda", 1, 1, mgt__world_nccl_create, mgt__world_nccl_backend, mgt__world_nccl_backend_destroy, mgt__world_nccl_comm,
+    mgt__world_nccl_settle, mgt__world_nccl_comm_destroy, mgt__world_nccl_rank_failed, mgt__world_nccl_read_gpu, mgt__world_nccl_destroy,
+};
+
 /* where a run's ranks go: the CPU, or one GPU each (device cuda, or auto when GPUs work). Sets
-   r->cuda (NULL: CPU); a run that asked for cuda and cannot have it fails with what to do. */
-static mgt_result mgt__choose_device(mgt_run *r) {
-    const mgt_config *cfg = &r->cfg;
+   *cuda (NULL: CPU); a run that asked for cuda and cannot have it fails with what to do. */
+static mgt_result mgt__choose_device(const mgt_config *cfg, int world, const mgt_cuda_api **cuda) {
     char why[900], where[300];
-    r->cuda = mgt__gpus_for(cfg, r->plan.world, why, sizeof why);
-    if (r->cuda || cfg->parallel.device == MGT_DEVICE_CPU) return MGT_OK;
+    *cuda = mgt__gpus_for(cfg, world, why, sizeof why);
+    if (*cuda || cfg->parallel.device == MGT_DEVICE_CPU) return MGT_OK;
     if (cfg->parallel.device == MGT_DEVICE_CUDA)
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] device = cuda, but no usable GPU: %s; set device = cpu (or auto) to train on the CPU",
                          mgt__where(cfg, mgt__find_key("parallel", "device"), where, sizeof where), why);
@@ -10377,35 +10544,13 @@ static void mgt__new_run_id(char *id, size_t cap) {
     snprintf(id, cap, "%016llx", (unsigned long long)x);
 }
 
-/* the NCCL world of this process's ranks, on its GPUs 0.. (one process per node, or a launcher that
-   gives each process its own GPUs): under MPI the process of rank 0 makes NCCL's unique id and
-   every process takes it from one allgather, then joins the world with its ranks (ncclCommInitRank) */
-static mgt_result mgt__nccl_world(mgt_run *r) {
-    int n = r->rank_hi - r->rank_lo, i;
-    int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)n);
-    unsigned char mine[MGT_NCCL_ID_BYTES], *ids = r->mpi ? (unsigned char *)MGT_MALLOC(MGT_NCCL_ID_BYTES * (size_t)r->mpi->processes) : NULL;
-    mgt_result res = MGT_OK;
-    char why[512];
-    if (!devices || (r->mpi && !ids)) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    for (i = 0; devices && i < n; i++) devices[i] = i;
-    if (res == MGT_OK && r->mpi) {
-        memset(mine, 0, sizeof mine);
-        if (r->mpi->process == 0) res = r->cuda->unique_id(mine, mgt_set_error);
-        if (r->mpi->api->allgather(mine, ids, sizeof mine, why, sizeof why) && res == MGT_OK) /* every process calls it, even after a failure */
-            res = mgt__fail(MGT_ERROR_COMM, "sending NCCL's unique id from the process of rank 0 to the others: MPI: %s", why);
-    }
-    if (res == MGT_OK)
-        res = r->cuda->world_create(r->plan.world, r->rank_lo, n, devices, ids, r->cfg.parallel.timeout_s, mgt_set_error, &r->nccl_world);
-    MGT_FREE(devices);
-    MGT_FREE(ids);
-    return res;
-}
-
-static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim);
-static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) { return mgt__run_alloc_on(out, cfg, inference, NULL); }
-/* sim: the simulated world whose backends and communicators the ranks use (section 3d), or NULL */
-static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim) {
+/* given: a world made by its owner (the simulator's), with its state; NULL: the world this machine
+   and launcher give (src/world.c) */
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, const mgt__world_api *given, void *given_world);
+static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) { return mgt__run_alloc_on(out, cfg, inference, NULL, NULL); }
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, const mgt__world_api *given, void *given_world) {
     mgt_run *r;
+    const mgt_cuda_api *cuda = NULL;
     int i, total, cores;
     *out = NULL;
     r = (mgt_run *)MGT_MALLOC(sizeof *r);
@@ -10415,6 +10560,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r->inference = inference;
     r->saved_step = -1;
     r->lock_fd = -1;
+    r->processes = 1;
     mgt__new_run_id(r->run_id, sizeof r->run_id);
     r->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
     r->loss_scale = r->dtype == MGT_F16 ? cfg->precision.loss_scale : 1.0;
@@ -10428,10 +10574,10 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
         mgt_result res = mgt__plan_make(cfg, &r->plan);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
-    if (!sim) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
+    if (!given) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
         mgt_fit fit;
-        mgt_result res = mgt__choose_device(r);
-        if (res == MGT_OK) res = mgt__fit_on(cfg, r->cuda, inference, &fit);
+        mgt_result res = mgt__choose_device(cfg, r->plan.world, &cuda);
+        if (res == MGT_OK) res = mgt__fit_on(cfg, cuda, inference, &fit);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         if (!fit.fits) {
             mgt__log(MGT_LOG_WARN, "MGT_MEMORY_CHECK=off: %s", fit.text);
@@ -10446,23 +10592,24 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     }
     r->rank_lo = 0;
     r->rank_hi = r->plan.world;
-    if (!sim && !inference && mgt_mpi_launcher(NULL, 0) > 1) { /* this process runs its block of the ranks */
-        int process = 0, processes = 1;
-        mgt_result res = mgt_mpi_start(&process, &processes);
+    if (!given && !inference && mgt_mpi_launcher(NULL, 0) > 1) { /* this process runs its block of the ranks */
+        mgt_result res = mgt_mpi_start(&r->process, &r->processes);
         if (res == MGT_OK)
-            res = mgt__mpi_world_create(&r->mpi, mgt__mpi_api, process, processes, r->plan.world, cfg->parallel.timeout_s);
+            res = mgt__mpi_world_create(&r->procs, mgt__mpi_api, r->process, r->processes, r->plan.world, cfg->parallel.timeout_s);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
-        r->rank_lo = process * r->mpi->per;
-        r->rank_hi = r->rank_lo + r->mpi->per;
+        r->rank_lo = r->process * r->procs->per;
+        r->rank_hi = r->rank_lo + r->procs->per;
     }
+    /* the one choice of world; everything after asks the table */
+    r->world_api = given ? given : cuda ? &mgt__world_nccl : r->procs ? &mgt__world_mpi : &mgt__world_local;
     /* the cores are divided evenly between the ranks of this process, at least one thread each */
     cores = mgt_cpu_count();
     total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     r->threads_per_rank = total / (r->rank_hi - r->rank_lo) > 0 ? total / (r->rank_hi - r->rank_lo) : 1;
-    if (!r->cuda && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
+    if (!r->world_api->on_gpus && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
-    if (!r->cuda && r->plan.world > cores)
+    if (!r->world_api->on_gpus && r->plan.world > cores)
         mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
                    "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
@@ -10470,11 +10617,9 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->ranks) memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world); /* destroy may walk them */
     if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
-    memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
-    r->sim = sim;
     {
         mgt_result res = MGT_OK;
-        if (r->mpi) {
+        if (r->processes > 1) {
             r->shadow_be = (mgt_backend *)MGT_MALLOC(sizeof(mgt_backend) * (size_t)r->plan.world);
             r->shadow_comm = (mgt_comm *)MGT_MALLOC(sizeof(mgt_comm) * (size_t)r->plan.world);
             if (!r->shadow_be || !r->shadow_comm) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -10483,17 +10628,23 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
                 memset(r->shadow_comm, 0, sizeof(mgt_comm) * (size_t)r->plan.world);
             }
         }
-        if (res == MGT_OK && r->cuda) res = mgt__nccl_world(r);
-        else if (res == MGT_OK && !r->mpi && !sim) res = mgt__local_world_create(&r->world, r->plan.world);
+        if (res == MGT_OK && given) r->world = given_world;
+        else if (res == MGT_OK) {
+            mgt__world_args a;
+            a.world = r->plan.world;
+            a.first = r->rank_lo;
+            a.count = r->rank_hi - r->rank_lo;
+            a.timeout_s = cfg->parallel.timeout_s;
+            a.procs = r->procs;
+            a.cuda = cuda;
+            res = r->world_api->create(&a, &r->world);
+        }
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     for (i = 0; i < r->plan.world; i++) {
         mgt_result res;
         if (i < r->rank_lo || i >= r->rank_hi) { mgt__shadow_rank(r, &r->ranks[i], i); continue; }
         res = mgt__rank_init(r, &r->ranks[i], i);
-        if (sim) r->ranks[i].comm = mgt__sim_comm(sim, i);
-        else if (r->mpi) r->ranks[i].comm = mgt__mpi_comm(r->mpi, i);
-        else if (!r->cuda) r->ranks[i].comm = mgt__local_comm(r->world, i);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     if (r->plan.world > 1) {
@@ -10505,7 +10656,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
             }
         r->started = 1;
     }
-    if (r->cuda) {
+    { /* each rank takes its communicator on its own thread */
         mgt_result res = mgt__run_cmd(r, MGT__CMD_CONNECT, NULL, 0);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
@@ -10669,6 +10820,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
 #define MGT__SIM_TICKETS 64
 #define MGT__SIM_PCIE 25e9 /* bytes/s of host-device copies (PCIe 4.0 x16, what one direction achieves) */
 
+typedef struct mgt__sim_world mgt__sim_world;
 typedef struct mgt__sim_event { const char *name; double start, dur; int stream; } mgt__sim_event;
 
 typedef struct mgt__sim_rank {
@@ -11789,14 +11941,6 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
     return MGT_OK;
 }
 
-static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out) {
-    mgt_backend *be = &w->ranks[rank].be;
-    be->dtype = dtype;
-    be->elt = mgt__dtype_size(dtype);
-    *out = be;
-    return MGT_OK;
-}
-static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank) { return &w->ranks[rank].comm; }
 
 /* ---- the cpu device: an op priced by running the CPU backend's op of its shape. mgt__sim_replay
    calls op on be with buffers carved from arena (floats; tokens and targets in range), or with
@@ -12015,6 +12159,29 @@ static void mgt__sim_abort(mgt__sim_world *w) {
     }
 }
 
+/* ---- the simulated world (the table of src/world.c): its ranks' backends and communicators are
+   the simulator's, which makes and frees them */
+static mgt_result mgt__world_sim_backend(void *world, const mgt__rank_want *want, mgt_backend **out, int *device) {
+    mgt_backend *be = &((mgt__sim_world *)world)->ranks[want->rank].be;
+    be->dtype = want->dtype;
+    be->elt = mgt__dtype_size(want->dtype);
+    *out = be;
+    *device = -1;
+    return MGT_OK;
+}
+static mgt_result mgt__world_sim_comm(void *world, int rank, mgt_backend *be, const mgt_group *const *groups, int ngroups, mgt_comm **out) {
+    (void)be, (void)groups, (void)ngroups;
+    *out = &((mgt__sim_world *)world)->ranks[rank].comm;
+    return MGT_OK;
+}
+static void mgt__world_sim_rank_failed(void *world, mgt_comm *c) {
+    (void)c;
+    mgt__sim_abort((mgt__sim_world *)world);
+}
+static const mgt__world_api mgt__world_sim = {
+    "cpu", 0, 0, NULL, mgt__world_sim_backend, NULL, mgt__world_sim_comm, NULL, NULL, mgt__world_sim_rank_failed, NULL, NULL,
+};
+
 /* every clock and count back to zero, between steps (the rank threads are idle) */
 static void mgt__sim_reset(mgt__sim_world *w) {
     int i;
@@ -12069,7 +12236,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     MGT__TRY(mgt_config_validate(cfg));
     MGT__TRY(mgt__plan_make(cfg, &p));
     MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
-    res = mgt__run_alloc_on(&r, cfg, 0, w);
+    res = mgt__run_alloc_on(&r, cfg, 0, &mgt__world_sim, w);
     if (res == MGT_OK) {
         rows = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
         if (!rows) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");

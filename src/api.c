@@ -7,35 +7,13 @@ static void mgt__new_run_id(char *id, size_t cap) {
     snprintf(id, cap, "%016llx", (unsigned long long)x);
 }
 
-/* the NCCL world of this process's ranks, on its GPUs 0.. (one process per node, or a launcher that
-   gives each process its own GPUs): under MPI the process of rank 0 makes NCCL's unique id and
-   every process takes it from one allgather, then joins the world with its ranks (ncclCommInitRank) */
-static mgt_result mgt__nccl_world(mgt_run *r) {
-    int n = r->rank_hi - r->rank_lo, i;
-    int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)n);
-    unsigned char mine[MGT_NCCL_ID_BYTES], *ids = r->mpi ? (unsigned char *)MGT_MALLOC(MGT_NCCL_ID_BYTES * (size_t)r->mpi->processes) : NULL;
-    mgt_result res = MGT_OK;
-    char why[512];
-    if (!devices || (r->mpi && !ids)) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    for (i = 0; devices && i < n; i++) devices[i] = i;
-    if (res == MGT_OK && r->mpi) {
-        memset(mine, 0, sizeof mine);
-        if (r->mpi->process == 0) res = r->cuda->unique_id(mine, mgt_set_error);
-        if (r->mpi->api->allgather(mine, ids, sizeof mine, why, sizeof why) && res == MGT_OK) /* every process calls it, even after a failure */
-            res = mgt__fail(MGT_ERROR_COMM, "sending NCCL's unique id from the process of rank 0 to the others: MPI: %s", why);
-    }
-    if (res == MGT_OK)
-        res = r->cuda->world_create(r->plan.world, r->rank_lo, n, devices, ids, r->cfg.parallel.timeout_s, mgt_set_error, &r->nccl_world);
-    MGT_FREE(devices);
-    MGT_FREE(ids);
-    return res;
-}
-
-static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim);
-static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) { return mgt__run_alloc_on(out, cfg, inference, NULL); }
-/* sim: the simulated world whose backends and communicators the ranks use (section 3d), or NULL */
-static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, mgt__sim_world *sim) {
+/* given: a world made by its owner (the simulator's), with its state; NULL: the world this machine
+   and launcher give (src/world.c) */
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, const mgt__world_api *given, void *given_world);
+static mgt_result mgt__run_alloc(mgt_run **out, const mgt_config *cfg, int inference) { return mgt__run_alloc_on(out, cfg, inference, NULL, NULL); }
+static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int inference, const mgt__world_api *given, void *given_world) {
     mgt_run *r;
+    const mgt_cuda_api *cuda = NULL;
     int i, total, cores;
     *out = NULL;
     r = (mgt_run *)MGT_MALLOC(sizeof *r);
@@ -45,6 +23,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r->inference = inference;
     r->saved_step = -1;
     r->lock_fd = -1;
+    r->processes = 1;
     mgt__new_run_id(r->run_id, sizeof r->run_id);
     r->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
     r->loss_scale = r->dtype == MGT_F16 ? cfg->precision.loss_scale : 1.0;
@@ -58,10 +37,10 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
         mgt_result res = mgt__plan_make(cfg, &r->plan);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
-    if (!sim) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
+    if (!given) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
         mgt_fit fit;
-        mgt_result res = mgt__choose_device(r);
-        if (res == MGT_OK) res = mgt__fit_on(cfg, r->cuda, inference, &fit);
+        mgt_result res = mgt__choose_device(cfg, r->plan.world, &cuda);
+        if (res == MGT_OK) res = mgt__fit_on(cfg, cuda, inference, &fit);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         if (!fit.fits) {
             mgt__log(MGT_LOG_WARN, "MGT_MEMORY_CHECK=off: %s", fit.text);
@@ -76,23 +55,24 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     }
     r->rank_lo = 0;
     r->rank_hi = r->plan.world;
-    if (!sim && !inference && mgt_mpi_launcher(NULL, 0) > 1) { /* this process runs its block of the ranks */
-        int process = 0, processes = 1;
-        mgt_result res = mgt_mpi_start(&process, &processes);
+    if (!given && !inference && mgt_mpi_launcher(NULL, 0) > 1) { /* this process runs its block of the ranks */
+        mgt_result res = mgt_mpi_start(&r->process, &r->processes);
         if (res == MGT_OK)
-            res = mgt__mpi_world_create(&r->mpi, mgt__mpi_api, process, processes, r->plan.world, cfg->parallel.timeout_s);
+            res = mgt__mpi_world_create(&r->procs, mgt__mpi_api, r->process, r->processes, r->plan.world, cfg->parallel.timeout_s);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
-        r->rank_lo = process * r->mpi->per;
-        r->rank_hi = r->rank_lo + r->mpi->per;
+        r->rank_lo = r->process * r->procs->per;
+        r->rank_hi = r->rank_lo + r->procs->per;
     }
+    /* the one choice of world; everything after asks the table */
+    r->world_api = given ? given : cuda ? &mgt__world_nccl : r->procs ? &mgt__world_mpi : &mgt__world_local;
     /* the cores are divided evenly between the ranks of this process, at least one thread each */
     cores = mgt_cpu_count();
     total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     r->threads_per_rank = total / (r->rank_hi - r->rank_lo) > 0 ? total / (r->rank_hi - r->rank_lo) : 1;
-    if (!r->cuda && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
+    if (!r->world_api->on_gpus && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
-    if (!r->cuda && r->plan.world > cores)
+    if (!r->world_api->on_gpus && r->plan.world > cores)
         mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
                    "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
@@ -100,11 +80,9 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->ranks) memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world); /* destroy may walk them */
     if (!r->ranks || !r->rank_stats) { mgt_run_destroy(r); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
-    memset(r->ranks, 0, sizeof(mgt__rank) * (size_t)r->plan.world);
-    r->sim = sim;
     {
         mgt_result res = MGT_OK;
-        if (r->mpi) {
+        if (r->processes > 1) {
             r->shadow_be = (mgt_backend *)MGT_MALLOC(sizeof(mgt_backend) * (size_t)r->plan.world);
             r->shadow_comm = (mgt_comm *)MGT_MALLOC(sizeof(mgt_comm) * (size_t)r->plan.world);
             if (!r->shadow_be || !r->shadow_comm) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -113,17 +91,23 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
                 memset(r->shadow_comm, 0, sizeof(mgt_comm) * (size_t)r->plan.world);
             }
         }
-        if (res == MGT_OK && r->cuda) res = mgt__nccl_world(r);
-        else if (res == MGT_OK && !r->mpi && !sim) res = mgt__local_world_create(&r->world, r->plan.world);
+        if (res == MGT_OK && given) r->world = given_world;
+        else if (res == MGT_OK) {
+            mgt__world_args a;
+            a.world = r->plan.world;
+            a.first = r->rank_lo;
+            a.count = r->rank_hi - r->rank_lo;
+            a.timeout_s = cfg->parallel.timeout_s;
+            a.procs = r->procs;
+            a.cuda = cuda;
+            res = r->world_api->create(&a, &r->world);
+        }
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     for (i = 0; i < r->plan.world; i++) {
         mgt_result res;
         if (i < r->rank_lo || i >= r->rank_hi) { mgt__shadow_rank(r, &r->ranks[i], i); continue; }
         res = mgt__rank_init(r, &r->ranks[i], i);
-        if (sim) r->ranks[i].comm = mgt__sim_comm(sim, i);
-        else if (r->mpi) r->ranks[i].comm = mgt__mpi_comm(r->mpi, i);
-        else if (!r->cuda) r->ranks[i].comm = mgt__local_comm(r->world, i);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }
     if (r->plan.world > 1) {
@@ -135,7 +119,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
             }
         r->started = 1;
     }
-    if (r->cuda) {
+    { /* each rank takes its communicator on its own thread */
         mgt_result res = mgt__run_cmd(r, MGT__CMD_CONNECT, NULL, 0);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
     }

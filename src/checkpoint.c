@@ -171,8 +171,8 @@ static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
 /* global tensors of buffer `which` (params, m, v), gathered from the ranks; free with MGT_FREE */
 /* under MPI: each process takes the elements its ranks hold, and process 0 merges every process's
    into `out` (the others' `out` is only their part) */
-static mgt_result mgt__mpi_gather_global(mgt_run *r, const mgt__layout *g, int which, float **out) {
-    mgt__mpi_world *w = r->mpi;
+static mgt_result mgt__gather_mpi(mgt_run *r, const mgt__layout *g, int which, float **out) {
+    mgt__mpi_world *w = r->procs;
     int n = g->n, t, p, nreq = 0, *peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)n);
     unsigned char **here = (unsigned char **)MGT_MALLOC(sizeof(unsigned char *) * (size_t)n);
     unsigned char **got = (unsigned char **)MGT_MALLOC(sizeof(unsigned char *) * (size_t)n);
@@ -230,6 +230,13 @@ static mgt_result mgt__mpi_gather_global(mgt_run *r, const mgt__layout *g, int w
     return res;
 }
 
+/* the global tensors from this process's ranks, and from the other processes' under MPI */
+static mgt_result mgt__gather_processes(mgt_run *r, const mgt__layout *g, int which, float **out) {
+    if (r->procs) return mgt__gather_mpi(r, g, which, out);
+    mgt__exchange(r, which, g, out, 1, NULL);
+    return MGT_OK;
+}
+
 static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
     float **out = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g->n);
     int t;
@@ -241,12 +248,11 @@ static float **mgt__gather_global(mgt_run *r, const mgt__layout *g, int which) {
         MGT_FREE(out);
         return NULL;
     }
-    if (r->mpi && mgt__mpi_gather_global(r, g, which, out) != MGT_OK) {
+    if (mgt__gather_processes(r, g, which, out) != MGT_OK) {
         for (t = 0; t < g->n; t++) MGT_FREE(out[t]);
         MGT_FREE(out);
         out = NULL;
-    } else if (!r->mpi)
-        mgt__exchange(r, which, g, out, 1, NULL);
+    }
     mgt__unmirror_all(r, 0);
     return out;
 }
@@ -285,7 +291,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     /* this step is saved already when its file is this folder's (a run resumed from another
        folder and not trained further is saved here too); under MPI every process decides alike,
        without looking at a file only process 0's machine may see */
-    if (r->saved_step == r->step && !strcmp(r->saved_path, path) && (r->mpi || !access(path, F_OK))) return MGT_OK;
+    if (r->saved_step == r->step && !strcmp(r->saved_path, path) && (r->processes > 1 || !access(path, F_OK))) return MGT_OK;
     MGT__TRY(mgt__claim_once(r));
     MGT__TRY(mgt__global_layout(&r->cfg, &g));
     state = mgt_run_state(r);
@@ -301,7 +307,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
         for (i = 0; ok && i < g.n; i++) ok = bufs[k] && bufs[k][i];
     }
     mgt__unmirror_all(r, 0);
-    if (r->mpi && r->mpi->process > 0) { /* its part is with process 0, which writes the file */
+    if (r->process > 0) { /* its part is with process 0, which writes the file */
         for (k = 0; k < 3; k++) mgt__free_global(&g, bufs[k]);
         mgt__layout_free(&g);
         mgt_run_set_state(r, state);
@@ -479,7 +485,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     mgt__layout_free(&g);
     mgt__st_close(&f);
     if (res == MGT_OK && r->claimed) res = mgt__open_metrics(r); /* its metrics continue this history */
-    if (r->mpi) res = mgt__mpi_agree(r->mpi, res, "resuming");
+    res = mgt__mpi_agree(r->procs, res, "resuming");
     return res;
 }
 

@@ -760,3 +760,25 @@ MGT__LCOMM_UNUSED static void mgt__local_rank_done(mgt_comm *c) {
     pthread_mutex_unlock(&w->mu);
 }
 
+
+/* ---- the world of rank threads in this process (the table of src/world.c) */
+static mgt_result mgt__world_local_create(const mgt__world_args *a, void **world) {
+    mgt__local_world *w = NULL;
+    mgt_result res = mgt__local_world_create(&w, a->world);
+    *world = w;
+    return res;
+}
+static mgt_result mgt__world_local_comm(void *world, int rank, mgt_backend *be, const mgt_group *const *groups, int ngroups, mgt_comm **out) {
+    (void)be, (void)groups, (void)ngroups;
+    *out = mgt__local_comm((mgt__local_world *)world, rank);
+    return MGT_OK;
+}
+static void mgt__world_local_rank_failed(void *world, mgt_comm *c) {
+    (void)world;
+    mgt__local_rank_done(c);
+}
+static void mgt__world_local_destroy(void *world) { mgt__local_world_destroy((mgt__local_world *)world); }
+static const mgt__world_api mgt__world_local = {
+    "cpu", 0, 1, mgt__world_local_create, mgt__world_cpu_backend, mgt__world_cpu_backend_destroy, mgt__world_local_comm,
+    NULL, NULL, mgt__world_local_rank_failed, NULL, mgt__world_local_destroy,
+};

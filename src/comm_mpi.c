@@ -18,7 +18,6 @@
    program order. Send copies the data and returns (buffered, as the in-process send). Calls are
    counted in the in-process communicator's statistics, which the rank's mgt_comm mirrors. */
 
-typedef struct mgt__mpi_world mgt__mpi_world;
 static char mgt__mpi_host[256]; /* this process's, once MPI has started */
 
 typedef struct mgt__pcomm_msg { /* a buffered send in flight; the data follows the struct */
@@ -618,12 +617,14 @@ static mgt_comm *mgt__mpi_comm(mgt__mpi_world *w, int rank) {
 }
 
 /* after a step every process takes alike (reading a checkpoint, claiming the folder): every process
-   fails when one did, naming it, so that none trains on waiting for a peer that left */
+   fails when one did, naming it, so that none trains on waiting for a peer that left. One process
+   (w NULL) agrees with itself. */
 typedef struct mgt__mpi_outcome { int result; char error[500]; } mgt__mpi_outcome;
 static mgt_result mgt__mpi_agree(mgt__mpi_world *w, mgt_result res, const char *doing) {
     mgt__mpi_outcome mine, *all;
     char why[512];
     int p;
+    if (!w) return res;
     memset(&mine, 0, sizeof mine);
     mine.result = res;
     if (res != MGT_OK) mgt__strlcpy(mine.error, mgt_last_error(), sizeof mine.error);
@@ -636,3 +637,23 @@ static mgt_result mgt__mpi_agree(mgt__mpi_world *w, mgt_result res, const char *
     MGT_FREE(all);
     return res;
 }
+
+/* ---- the world of CPU ranks over MPI processes (the table of src/world.c): the run's processes
+   are the world, made before it (they decide which ranks are this process's) */
+static mgt_result mgt__world_mpi_create(const mgt__world_args *a, void **world) {
+    *world = a->procs;
+    return MGT_OK;
+}
+static mgt_result mgt__world_mpi_comm(void *world, int rank, mgt_backend *be, const mgt_group *const *groups, int ngroups, mgt_comm **out) {
+    (void)be, (void)groups, (void)ngroups;
+    *out = mgt__mpi_comm((mgt__mpi_world *)world, rank);
+    return MGT_OK;
+}
+static void mgt__world_mpi_rank_failed(void *world, mgt_comm *c) {
+    (void)world;
+    mgt__pcomm_rank_done(c);
+}
+static const mgt__world_api mgt__world_mpi = {
+    "cpu", 0, 1, mgt__world_mpi_create, mgt__world_cpu_backend, mgt__world_cpu_backend_destroy, mgt__world_mpi_comm,
+    NULL, NULL, mgt__world_mpi_rank_failed, NULL, NULL,
+};

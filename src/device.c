@@ -251,13 +251,81 @@ static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char 
     return api;
 }
 
+/* ---- the world of GPU ranks talking through NCCL (the table of src/world.c) */
+typedef struct mgt__nccl_state {
+    const mgt_cuda_api *cuda;     /* the CUDA backend library */
+    void *world;                  /* its NCCL world of this process's ranks */
+    int first;                    /* this process's first rank, on its GPU 0 */
+} mgt__nccl_state;
+
+/* this process's ranks on its GPUs 0.. (one process per node, or a launcher that gives each
+   process its own GPUs): under MPI the process of rank 0 makes NCCL's unique id and every process
+   takes it from one allgather, then joins the world with its ranks (ncclCommInitRank) */
+static mgt_result mgt__world_nccl_create(const mgt__world_args *a, void **world) {
+    mgt__nccl_state *s = (mgt__nccl_state *)MGT_MALLOC(sizeof *s);
+    const mgt__mpi_world *procs = a->procs;
+    int *devices = (int *)MGT_MALLOC(sizeof(int) * (size_t)a->count), i;
+    unsigned char mine[MGT_NCCL_ID_BYTES], *ids = procs ? (unsigned char *)MGT_MALLOC(MGT_NCCL_ID_BYTES * (size_t)procs->processes) : NULL;
+    mgt_result res = MGT_OK;
+    char why[512];
+    *world = s;
+    if (!s || !devices || (procs && !ids)) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (s) {
+        s->cuda = a->cuda;
+        s->world = NULL;
+        s->first = a->first;
+    }
+    for (i = 0; devices && i < a->count; i++) devices[i] = i;
+    if (res == MGT_OK && procs) {
+        memset(mine, 0, sizeof mine);
+        if (procs->process == 0) res = a->cuda->unique_id(mine, mgt_set_error);
+        if (procs->api->allgather(mine, ids, sizeof mine, why, sizeof why) && res == MGT_OK) /* every process calls it, even after a failure */
+            res = mgt__fail(MGT_ERROR_COMM, "sending NCCL's unique id from the process of rank 0 to the others: MPI: %s", why);
+    }
+    if (res == MGT_OK) res = a->cuda->world_create(a->world, a->first, a->count, devices, ids, a->timeout_s, mgt_set_error, &s->world);
+    MGT_FREE(devices);
+    MGT_FREE(ids);
+    return res;
+}
+/* rank i on its process's GPU i - (its first rank) */
+static mgt_result mgt__world_nccl_backend(void *world, const mgt__rank_want *want, mgt_backend **out, int *device) {
+    mgt__nccl_state *s = (mgt__nccl_state *)world;
+    char why[600];
+    *device = want->rank - s->first;
+    if (s->cuda->backend_create(s->world, *device, want->dtype, out, why, sizeof why) != 0)
+        return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", want->rank, *device, why);
+    return MGT_OK;
+}
+static void mgt__world_nccl_backend_destroy(void *world, mgt_backend *be) { ((mgt__nccl_state *)world)->cuda->backend_destroy(be); }
+/* ordered after the backend's stream */
+static mgt_result mgt__world_nccl_comm(void *world, int rank, mgt_backend *be, const mgt_group *const *groups, int ngroups, mgt_comm **out) {
+    mgt__nccl_state *s = (mgt__nccl_state *)world;
+    return s->cuda->comm_create(s->world, rank, s->cuda->backend_stream(be), groups, ngroups, out);
+}
+static mgt_result mgt__world_nccl_settle(void *world, mgt_comm *c) { return ((mgt__nccl_state *)world)->cuda->comm_settle(c); }
+static void mgt__world_nccl_comm_destroy(void *world, mgt_comm *c) { ((mgt__nccl_state *)world)->cuda->comm_destroy(c); }
+static void mgt__world_nccl_rank_failed(void *world, mgt_comm *c) {
+    mgt__nccl_state *s = (mgt__nccl_state *)world;
+    (void)c; /* every rank's pending call returns */
+    s->cuda->world_abort(s->world);
+}
+static void mgt__world_nccl_read_gpu(void *world, int device, mgt_gpu_reading *out) { ((mgt__nccl_state *)world)->cuda->reading(device, out); }
+static void mgt__world_nccl_destroy(void *world) {
+    mgt__nccl_state *s = (mgt__nccl_state *)world;
+    if (s->world) s->cuda->world_destroy(s->world);
+    MGT_FREE(s);
+}
+static const mgt__world_api mgt__world_nccl = {
+    "cuda", 1, 1, mgt__world_nccl_create, mgt__world_nccl_backend, mgt__world_nccl_backend_destroy, mgt__world_nccl_comm,
+    mgt__world_nccl_settle, mgt__world_nccl_comm_destroy, mgt__world_nccl_rank_failed, mgt__world_nccl_read_gpu, mgt__world_nccl_destroy,
+};
+
 /* where a run's ranks go: the CPU, or one GPU each (device cuda, or auto when GPUs work). Sets
-   r->cuda (NULL: CPU); a run that asked for cuda and cannot have it fails with what to do. */
-static mgt_result mgt__choose_device(mgt_run *r) {
-    const mgt_config *cfg = &r->cfg;
+   *cuda (NULL: CPU); a run that asked for cuda and cannot have it fails with what to do. */
+static mgt_result mgt__choose_device(const mgt_config *cfg, int world, const mgt_cuda_api **cuda) {
     char why[900], where[300];
-    r->cuda = mgt__gpus_for(cfg, r->plan.world, why, sizeof why);
-    if (r->cuda || cfg->parallel.device == MGT_DEVICE_CPU) return MGT_OK;
+    *cuda = mgt__gpus_for(cfg, world, why, sizeof why);
+    if (*cuda || cfg->parallel.device == MGT_DEVICE_CPU) return MGT_OK;
     if (cfg->parallel.device == MGT_DEVICE_CUDA)
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] device = cuda, but no usable GPU: %s; set device = cpu (or auto) to train on the CPU",
                          mgt__where(cfg, mgt__find_key("parallel", "device"), where, sizeof where), why);

@@ -1,11 +1,5 @@
 /* src/run.c - the run's state (mgt_run), the learning-rate schedule, checkpoint folders (naming,
    pruning, locking) and the preset a checkpoint stores */
-/* ---- 3d. the step simulator (defined at the end of the implementation): what the runtime calls */
-typedef struct mgt__sim_world mgt__sim_world;
-static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out);
-static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank);
-static void mgt__sim_abort(mgt__sim_world *w);
-
 /* ---- runs: the ranks of a layout, driven from the caller's thread ---------------------------- */
 
 enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_WARM_UP, MGT__CMD_STEP, MGT__CMD_FORWARD, MGT__CMD_QUIT };
@@ -16,16 +10,15 @@ struct mgt_run {
     mgt_config cfg;
     mgt_plan plan;
     mgt__rank *ranks;
-    mgt__local_world *world;         /* CPU ranks' communication */
-    mgt__mpi_world *mpi;             /* or, under an MPI launcher, the processes' (section 3c2) */
+    const mgt__world_api *world_api; /* where the ranks live and how they reach each other (src/world.c) */
+    void *world;                     /* and that world's state */
+    mgt__mpi_world *procs;           /* the processes under an MPI launcher (src/comm_mpi.c), NULL for one */
+    int process, processes;          /* this one, and how many (1 without MPI) */
     int rank_lo, rank_hi;            /* this process's ranks: all of them but under MPI */
     mgt_backend *shadow_be;          /* (world) under MPI: what the other processes' ranks report */
     mgt_comm *shadow_comm;           /* (world) and their communication statistics */
     int stop_asked, stop_agreed;     /* mgt_run_request_stop here; under MPI, asked by any process */
-    const mgt_cuda_api *cuda;        /* GPU ranks: the CUDA backend library; NULL on the CPU */
-    void *nccl_world;                /* and their NCCL communicators */
     int warmed_up;                   /* the untimed warm-up step has run (GPU ranks) */
-    mgt__sim_world *sim;             /* simulated ranks (section 3d): their backends and communicators; NULL otherwise */
     double gpu_read_s;               /* when the GPUs were last read */
     int inference, threads_per_rank;
     mgt__loader train, val;
@@ -318,7 +311,7 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
     char lock_path[1200], where[300];
     mgt__history h;
     if (r->inference) return MGT_OK;
-    if (r->mpi && r->mpi->process > 0) return MGT_OK; /* process 0 holds the folder and writes the records */
+    if (r->process > 0) return MGT_OK; /* process 0 holds the folder and writes the records */
     if (!r->claimed) {
         int fd, e;
         DIR *d;
@@ -379,8 +372,7 @@ static mgt_result mgt__claim_before_step(mgt_run *r) {
 MGTDEF mgt_result mgt_run_claim(mgt_run *r, int overwrite) {
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: run is NULL");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_claim: this run was opened for sampling only");
-    if (r->mpi && r->mpi->processes > 1) return mgt__mpi_agree(r->mpi, mgt__claim(r, overwrite), "claiming the checkpoint folder");
-    return mgt__claim(r, overwrite);
+    return mgt__mpi_agree(r->procs, mgt__claim(r, overwrite), "claiming the checkpoint folder");
 }
 
 static mgt_result mgt__resolve_checkpoint(const char *what, const char *dir, char *path, size_t cap) {

@@ -14,6 +14,7 @@
 #define MGT__SIM_TICKETS 64
 #define MGT__SIM_PCIE 25e9 /* bytes/s of host-device copies (PCIe 4.0 x16, what one direction achieves) */
 
+typedef struct mgt__sim_world mgt__sim_world;
 typedef struct mgt__sim_event { const char *name; double start, dur; int stream; } mgt__sim_event;
 
 typedef struct mgt__sim_rank {

@@ -419,14 +419,6 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
     return MGT_OK;
 }
 
-static mgt_result mgt__sim_backend(mgt__sim_world *w, int rank, int dtype, mgt_backend **out) {
-    mgt_backend *be = &w->ranks[rank].be;
-    be->dtype = dtype;
-    be->elt = mgt__dtype_size(dtype);
-    *out = be;
-    return MGT_OK;
-}
-static mgt_comm *mgt__sim_comm(mgt__sim_world *w, int rank) { return &w->ranks[rank].comm; }
 
 /* ---- the cpu device: an op priced by running the CPU backend's op of its shape. mgt__sim_replay
    calls op on be with buffers carved from arena (floats; tokens and targets in range), or with
@@ -645,6 +637,29 @@ static void mgt__sim_abort(mgt__sim_world *w) {
     }
 }
 
+/* ---- the simulated world (the table of src/world.c): its ranks' backends and communicators are
+   the simulator's, which makes and frees them */
+static mgt_result mgt__world_sim_backend(void *world, const mgt__rank_want *want, mgt_backend **out, int *device) {
+    mgt_backend *be = &((mgt__sim_world *)world)->ranks[want->rank].be;
+    be->dtype = want->dtype;
+    be->elt = mgt__dtype_size(want->dtype);
+    *out = be;
+    *device = -1;
+    return MGT_OK;
+}
+static mgt_result mgt__world_sim_comm(void *world, int rank, mgt_backend *be, const mgt_group *const *groups, int ngroups, mgt_comm **out) {
+    (void)be, (void)groups, (void)ngroups;
+    *out = &((mgt__sim_world *)world)->ranks[rank].comm;
+    return MGT_OK;
+}
+static void mgt__world_sim_rank_failed(void *world, mgt_comm *c) {
+    (void)c;
+    mgt__sim_abort((mgt__sim_world *)world);
+}
+static const mgt__world_api mgt__world_sim = {
+    "cpu", 0, 0, NULL, mgt__world_sim_backend, NULL, mgt__world_sim_comm, NULL, NULL, mgt__world_sim_rank_failed, NULL, NULL,
+};
+
 /* every clock and count back to zero, between steps (the rank threads are idle) */
 static void mgt__sim_reset(mgt__sim_world *w) {
     int i;
@@ -699,7 +714,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     MGT__TRY(mgt_config_validate(cfg));
     MGT__TRY(mgt__plan_make(cfg, &p));
     MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
-    res = mgt__run_alloc_on(&r, cfg, 0, w);
+    res = mgt__run_alloc_on(&r, cfg, 0, &mgt__world_sim, w);
     if (res == MGT_OK) {
         rows = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)cfg->train.global_batch * (size_t)(cfg->model.seq_len + 1));
         if (!rows) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");

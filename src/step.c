@@ -233,7 +233,8 @@ static mgt_comm mgt__quiet_comm(const mgt_comm *real) {
 static int mgt__comm_is_quiet(const mgt_comm *c) { return c->all_reduce == mgt__quiet_all_reduce; }
 
 static mgt_result mgt__settle(mgt__rank *rk) {
-    mgt_result comm = rk->run->cuda && !mgt__comm_is_quiet(rk->comm) ? rk->run->cuda->comm_settle(rk->comm) : MGT_OK;
+    const mgt_run *r = rk->run;
+    mgt_result comm = r->world_api->settle && !mgt__comm_is_quiet(rk->comm) ? r->world_api->settle(r->world, rk->comm) : MGT_OK;
     const char *e;
     if (rk->be->finish) rk->be->finish(rk->be);
     e = rk->be->error ? rk->be->error(rk->be) : NULL;
@@ -332,17 +333,19 @@ static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, in
 
 static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[mgt_rank_at(dpr, tpr, ppr, r->plan.dp, r->plan.tp)]; }
 
-/* GPU ranks: the rank's NCCL communicator, made on its own thread beside the others' (the group
-   splits are collective), ordered after the backend's stream */
+/* the rank's communicator from its world, made on its own thread beside the others' (NCCL's group
+   splits are collective) */
 static mgt_result mgt__rank_connect(mgt__rank *rk) {
     mgt_run *r = rk->run;
     const mgt_group *groups[6];
     int i, s, dt = rk->be->dtype;
-    char *buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
+    char *buf;
     groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g; groups[5] = &rk->kv_g;
-    MGT__TRY(r->cuda->comm_create(r->nccl_world, rk->rank, r->cuda->backend_stream(rk->be), groups, 6, &rk->comm));
+    MGT__TRY(r->world_api->comm(r->world, rk->rank, rk->be, groups, 6, &rk->comm));
+    if (!r->world_api->on_gpus) return MGT_OK;
     /* NCCL connects on first use, allocating and synchronising: one collective on every group and a
        send/receive with each pipeline neighbour, now, so that no step does anything for the first time */
+    buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
     for (i = 0; i < 6; i++)
         if (groups[i]->size > 1 && groups[i]->ranks[groups[i]->index] == rk->rank) MGT__TRY(rk->comm->barrier(rk->comm, groups[i]));
     for (s = 0; s + 1 < r->plan.pp; s++) /* pairs in stage order: no cycle of waits */
@@ -350,7 +353,7 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
             int peer = rk->pp_g.ranks[rk->ppr == s ? s + 1 : s];
             MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
         }
-    MGT__TRY(r->cuda->comm_settle(rk->comm));
+    if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
     return MGT_OK;
 }
@@ -392,10 +395,7 @@ static void *mgt__rank_main(void *arg) {
         if (rk->result != MGT_OK) {
             mgt__strlcpy(rk->error, mgt_last_error(), sizeof rk->error);
             /* peers waiting on this rank fail instead of hanging */
-            if (r->cuda) r->cuda->world_abort(r->nccl_world);
-            else if (r->sim) mgt__sim_abort(r->sim);
-            else if (r->mpi) mgt__pcomm_rank_done(rk->comm);
-            else mgt__local_rank_done(rk->comm);
+            r->world_api->rank_failed(r->world, rk->comm);
         }
         pthread_mutex_lock(&r->mu);
         if (--r->pending == 0) pthread_cond_signal(&r->cv_done);
@@ -414,11 +414,13 @@ typedef struct mgt__rank_report {
     char error[512];
 } mgt__rank_report;
 
-static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
+static mgt_result mgt__share_ranks(mgt_run *r) {
     int per = r->rank_hi - r->rank_lo, i;
     size_t bytes = sizeof(mgt__rank_report) * (size_t)per;
-    mgt__rank_report *all = (mgt__rank_report *)MGT_MALLOC(bytes * (size_t)r->mpi->processes), *mine;
+    mgt__rank_report *all, *mine;
     char why[512];
+    if (r->processes == 1) return MGT_OK; /* one process has every rank's */
+    all = (mgt__rank_report *)MGT_MALLOC(bytes * (size_t)r->processes);
     if (!all) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     for (i = r->rank_lo; i < r->rank_hi; i++) /* a failed rank fails the run now; its process ends the job */
         if (r->ranks[i].result != MGT_OK) { MGT_FREE(all); return MGT_OK; }
@@ -445,7 +447,7 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
         mgt__strlcpy(o->error, rk->error, sizeof o->error);
     }
     { /* to and from every other process, against parallel.timeout_s (a lost process is named) */
-        mgt__mpi_world *w = r->mpi;
+        mgt__mpi_world *w = r->procs;
         int n = 0, p, *peer = (int *)MGT_MALLOC(sizeof(int) * 2 * (size_t)w->processes);
         void **req = (void **)MGT_MALLOC(sizeof(void *) * 2 * (size_t)w->processes);
         char who[48];
@@ -486,7 +488,7 @@ static mgt_result mgt__mpi_share_ranks(mgt_run *r) {
         rk->skipped = o->skipped;
         rk->result = (mgt_result)o->result;
         if (o->result != MGT_OK)
-            snprintf(rk->error, sizeof rk->error, "(process %d on %s) %s", i / per, r->mpi->hosts[i / per], o->error);
+            snprintf(rk->error, sizeof rk->error, "(process %d on %s) %s", i / per, r->procs->hosts[i / per], o->error);
     }
     MGT_FREE(all);
     return MGT_OK;
@@ -502,7 +504,7 @@ static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
     rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
-    rk->device = r->cuda ? index % (r->rank_hi - r->rank_lo) : -1; /* its process's GPU, as this process's ranks have theirs */
+    rk->device = r->world_api->on_gpus ? index % (r->rank_hi - r->rank_lo) : -1; /* its process's GPU, as this process's ranks have theirs */
     rk->be = &r->shadow_be[index];
     rk->be->name = "cpu";
     rk->comm = &r->shadow_comm[index];
@@ -527,7 +529,7 @@ static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int mi
     pthread_cond_broadcast(&r->cv_cmd);
     while (r->pending) pthread_cond_wait(&r->cv_done, &r->mu);
     pthread_mutex_unlock(&r->mu);
-    if (r->mpi) MGT__TRY(mgt__mpi_share_ranks(r));
+    MGT__TRY(mgt__share_ranks(r));
     for (i = 0; i < r->plan.world; i++) /* a root cause rather than its echo on the peers */
         if (r->ranks[i].result != MGT_OK && r->ranks[i].result != MGT_ERROR_COMM)
             return mgt__fail(r->ranks[i].result, "rank %d: %s", i, r->ranks[i].error);
@@ -604,7 +606,7 @@ static void mgt__peak_check(mgt_run *r) {
    itself is connected already (mgt__rank_connect). */
 static mgt_result mgt__warm_up(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt_now();
-    if (!r->cuda || r->warmed_up) return MGT_OK;
+    if (!r->world_api->on_gpus || r->warmed_up) return MGT_OK;
     r->warmed_up = 1;
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_WARM_UP, rows, 0));
     mgt__event(r, MGT_LOG_INFO, "warm-up step (not counted): %.2f s, the libraries' kernels loaded", mgt_now() - t0);
@@ -658,8 +660,8 @@ static void mgt__publish(mgt_run *r) {
     int i, slowest = 0;
     double mean = 0;
     mgt_run_stats(r, &st);
-    if (r->cuda && mgt_now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
-        for (i = r->rank_lo; i < r->rank_hi; i++) r->cuda->reading(r->ranks[i].device, &r->ranks[i].gpu);
+    if (r->world_api->read_gpu && mgt_now() - r->gpu_read_s >= 0.5) { /* NVML's counters move slower than steps */
+        for (i = r->rank_lo; i < r->rank_hi; i++) r->world_api->read_gpu(r->world, r->ranks[i].device, &r->ranks[i].gpu);
         r->gpu_read_s = mgt_now();
     }
     pthread_mutex_lock(&r->stats_mu);

@@ -210,13 +210,13 @@ static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line) {
 }
 
 MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
-MGTDEF const char *mgt_run_device(const mgt_run *r) { return r && r->cuda ? "cuda" : "cpu"; }
+MGTDEF const char *mgt_run_device(const mgt_run *r) { return r ? r->world_api->device : "cpu"; }
 MGTDEF const mgt_plan *mgt_run_plan(const mgt_run *r) { return &r->plan; }
 MGTDEF void mgt_run_request_stop(mgt_run *r) { if (r) r->stop_asked = 1; }
-MGTDEF int mgt_run_stop_agreed(const mgt_run *r) { return r && (r->mpi ? r->stop_agreed : r->stop_asked); }
+MGTDEF int mgt_run_stop_agreed(const mgt_run *r) { return r && (r->processes > 1 ? r->stop_agreed : r->stop_asked); }
 MGTDEF int mgt_run_process(const mgt_run *r, int *processes) {
-    if (processes) *processes = r && r->mpi ? r->mpi->processes : 1;
-    return r && r->mpi ? r->mpi->process : 0;
+    if (processes) *processes = r ? r->processes : 1;
+    return r ? r->process : 0;
 }
 MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
 

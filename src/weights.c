@@ -629,7 +629,7 @@ static mgt_result mgt__init_weights(mgt_run *r) {
         if (tensors) { mgt__free_global(&g, tensors); mgt__layout_free(&g); }
         mgt__src_free(s);
     }
-    if (r->mpi) res = mgt__mpi_agree(r->mpi, res, "reading [model] init");
+    res = mgt__mpi_agree(r->procs, res, "reading [model] init");
     if (res == MGT_OK) mgt__log(MGT_LOG_INFO, "weights from %s (step 0, fresh optimizer)", r->cfg.model.init);
     return res;
 }
@@ -792,8 +792,8 @@ static void mgt__rank_free(mgt__rank *rk) {
     if (be) {
         mgt__enter(be);
         /* the communicator first: it waits for its stream, which may still read the buffers below */
-        if (rk->comm && rk->run->cuda) {
-            rk->run->cuda->comm_destroy(rk->comm);
+        if (rk->comm && rk->run->world_api->comm_destroy) {
+            rk->run->world_api->comm_destroy(rk->run->world, rk->comm);
             rk->comm = NULL;
         }
         size_t full = sizeof(float) * rk->lay.size, sh = sizeof(float) * rk->shard, e = be->elt;
@@ -814,8 +814,7 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
         be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
         be->free(be, rk->dstat, sizeof(double) * (size_t)(2 + rk->run->plan.world), MGT_MEM_BUFFERS);
-        if (rk->run->cuda) rk->run->cuda->backend_destroy(be);
-        else if (!rk->run->sim) mgt__cpu_backend_destroy(be); /* a simulated backend is its world's */
+        if (rk->run->world_api->backend_destroy) rk->run->world_api->backend_destroy(rk->run->world, be);
     }
     MGT_FREE(rk->host_io);
     MGT_FREE(rk->ss_x);
@@ -846,11 +845,10 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->tensorboard) fclose(r->tensorboard);
     if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
     if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
-    if (r->world) mgt__local_world_destroy(r->world);
-    mgt__mpi_world_destroy(r->mpi);
+    if (r->world && r->world_api->destroy) r->world_api->destroy(r->world);
+    mgt__mpi_world_destroy(r->procs);
     MGT_FREE(r->shadow_be);
     MGT_FREE(r->shadow_comm);
-    if (r->nccl_world) r->cuda->world_destroy(r->nccl_world);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->stats_mu);
     MGT_FREE(r->history);
@@ -954,18 +952,17 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
     rk->shape.first = rk->first;
     rk->shape.elt = mgt__dtype_size(r->dtype);
-    rk->device = -1;
-    if (r->sim) MGT__TRY(mgt__sim_backend(r->sim, index, r->dtype, &rk->be));
-    else if (r->cuda) { /* rank i on its process's GPU i - (its first rank) */
-        char why[600];
-        if (r->cuda->backend_create(r->nccl_world, index - r->rank_lo, r->dtype, &rk->be, why, sizeof why) != 0)
-            return mgt__fail(MGT_ERROR_DEVICE, "rank %d cannot start on GPU %d: %s", index, index - r->rank_lo, why);
-        rk->device = index - r->rank_lo;
-        mgt__enter(rk->be);
-    } else
-        MGT__TRY(mgt__cpu_backend_create_typed(&rk->be, r->threads_per_rank, (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len, r->dtype,
-                                               mgt__widen_floats(&rk->shape)));
+    {
+        mgt__rank_want want;
+        want.rank = index;
+        want.dtype = r->dtype;
+        want.threads = r->threads_per_rank;
+        want.scratch_floats = (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len;
+        want.widen_floats = mgt__widen_floats(&rk->shape);
+        MGT__TRY(r->world_api->backend(r->world, &want, &rk->be, &rk->device));
+    }
     be = rk->be;
+    mgt__enter(be);
     rk->shape.att_lse = be->att_lse; /* the size of what attention saves */
     rk->host_io = MGT_MALLOC(sizeof(double) * (size_t)rk->shape.B * (size_t)rk->shape.T); /* 2N ints or N doubles */
     if (!rk->host_io) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -1067,7 +1064,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
         if (!rk->gs_block) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for gradient scratch");
         mgt__scratch_layout(&rk->gs, (char *)rk->gs_block, &rk->shape);
     }
-    if (!r->sim) { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each (simulated ones hold nothing) */
+    if (r->world_api->holds_values) { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each (simulated ones hold nothing) */
         int t;
         MGT__TRY(mgt__mirror(rk));
         for (t = 0; t < rk->lay.n; t++) {

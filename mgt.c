@@ -588,15 +588,170 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
 
 static int plan_world(const mgt_config *c) { return c->parallel.dp * c->parallel.tp * c->parallel.pp; }
 
+/* mgt train's first lines: what runs where, MFU's peak, the speedup's baseline (*base_tok_s, 0:
+   none measured, and its date) */
+static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset, double *base_tok_s, char *base_date, size_t date_cap) {
+    static const char *dtypes[] = {"fp32", "bf16", "fp16"};
+    const mgt_plan *plan = mgt_run_plan(run);
+    char mem[32], where[48];
+    mgt_stats st;
+    mgt_run_stats(run, &st); /* after set_peak: the banner names the peak */
+    format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
+                          st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
+    if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan->world, plan->world == 1 ? "" : "s");
+    else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
+    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
+           "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, preset, (double)st.params / 1e6, plan->world,
+           plan->world == 1 ? "" : "s", plan->dp, plan->tp, plan->pp, plan->zero, plan->pp > 1 ? ", " : "",
+           plan->pp > 1 ? (cfg->parallel.pp_schedule ? "gpipe" : "1f1b") : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
+           cfg->train.micro_batch, cfg->train.micro_batch == 1 ? "" : "s", where, dtypes[cfg->precision.dtype >= 0 && cfg->precision.dtype < 3 ? cfg->precision.dtype : 0],
+           cfg->train.global_batch, cfg->model.seq_len, mem, mgt_run_dir(run));
+    if (st.peak_gflops > 0)
+        printf("MFU against %.1f GFLOP/s (%s)\n", st.peak_gflops, strcmp(st.peak_source, "preset") ? st.peak_source : "[parallel] peak_gflops x ranks");
+    *base_tok_s = 0;
+    if (plan->world > 1) { /* the speedup is shown only against a measured single rank of the same model */
+        char key[512];
+        baseline_key(cfg, st.threads, key, sizeof key);
+        if ((*base_tok_s = baseline_find(key, base_date, date_cap, 0)) > 0)
+            printf("speedup against one rank of this model: %.0f tokens/s, measured by mgt bench at %s\n", *base_tok_s, base_date);
+    }
+}
+
+/* a finished run resumed: no step to take, no loss to show (its checkpoint is saved in the run's
+   folder too when it came from another); exit status */
+static int train_nothing_left(mgt_run *run, const mgt_config *cfg, int start_step) {
+    char here[1200], name[64];
+    mgt_result r;
+    snprintf(name, sizeof name, "/step_%08d.safetensors", start_step);
+    if ((mgt_checkpoint_latest(mgt_run_dir(run), here, sizeof here) != MGT_OK || !strstr(here, name)) &&
+        (r = mgt_run_save(run, here, sizeof here)) != MGT_OK)
+        return fail(r);
+    printf("nothing to train: the checkpoint is at step %d and [train] steps = %d; to train on, raise it: --set train.steps=%d --resume latest "
+           "(checkpoint %s)\n", start_step, cfg->train.steps, start_step + cfg->train.steps, here);
+    return 0;
+}
+
+/* MGT_TUI_AB=W:N[:aa] (the dashboard's A/B benchmark): *out NULL when unset; 0, or 2 when malformed */
+static int tui_ab_from_env(tui_ab **out) {
+    const char *ab_env = getenv("MGT_TUI_AB");
+    double w = 0;
+    int pairs = 0;
+    char aa[8] = "";
+    tui_ab *ab;
+    *out = NULL;
+    if (!ab_env || !ab_env[0]) return 0;
+    ab = (tui_ab *)calloc(1, sizeof *ab);
+    if (!ab || sscanf(ab_env, "%lf:%d:%7s", &w, &pairs, aa) < 2 || w <= 0 || pairs < 2 || pairs > AB_MAX_PAIRS || (aa[0] && strcmp(aa, "aa"))) {
+        fprintf(stderr, "mgt: MGT_TUI_AB=%s: expected W:N[:aa] (window seconds > 0, 2 to %d pairs)\n", ab_env, AB_MAX_PAIRS);
+        free(ab);
+        return 2;
+    }
+    ab->window_s = w;
+    ab->pairs = pairs;
+    ab->aa = aa[0] != 0;
+    ab->rng = (unsigned)time(NULL) ^ (unsigned)getpid();
+    pthread_mutex_init(&ab->mu, NULL);
+    pthread_cond_init(&ab->cv, NULL);
+    *out = ab;
+    return 0;
+}
+
+/* the steps without the dashboard, a line every log.every: the loss and its smoothed curve (an
+   exponential average, debiased as TensorBoard's), MFU, memory, the wall time since training began
+   and the time left at the mean pace of this process's steps. 0, or 1 when a step failed (said) */
+static int train_log_loop(mgt_run *run, const mgt_config *cfg, int processes, int start_step, int *interrupted) {
+    double ema = 0, ema_weight = 0, t_start = mgt_now();
+    mgt_stats st;
+    mgt_run_stats(run, &st);
+    while (st.step < cfg->train.steps) {
+        mgt_result r;
+        if (mgt_stop_requested && processes > 1) mgt_run_request_stop(run); /* every process stops after the same step */
+        else if (mgt_stop_requested) { *interrupted = 1; break; }
+        holding = 1;
+        r = mgt_run_step(run);
+        holding = 0;
+        if (r != MGT_OK) {
+            print_held();
+            report_train_failure(run, mgt_last_error(), st.step);
+            if (processes > 1) mgt_mpi_abort(1); /* the other processes may wait on this one's ranks */
+            return 1;
+        }
+        mgt_run_stats(run, &st);
+        if (processes > 1 && mgt_run_stop_agreed(run)) *interrupted = 1; /* after this step's line */
+        if (isfinite(st.loss)) { ema = 0.9 * ema + 0.1 * st.loss; ema_weight = 0.9 * ema_weight + 0.1; }
+        if (st.step % cfg->log.every == 0 || st.step == cfg->train.steps || st.step == start_step + 1) {
+            char mfu[16] = "n/a", memory[32], elapsed[16], eta[16];
+            double wall = mgt_now() - t_start;
+            size_t bytes = 0;
+            int c;
+            for (c = 0; c < MGT_MEM_COUNT; c++) bytes += st.mem_current[c];
+            format_bytes((double)bytes, memory, sizeof memory);
+            if (st.has_mfu) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * st.mfu);
+            format_hms(wall, elapsed, sizeof elapsed);
+            format_hms(wall / (st.step - start_step) * (cfg->train.steps - st.step), eta, sizeof eta);
+            printf("step %d/%d | loss %.4f (smoothed %.4f) | lr %.2e | norm %.2f | %.0f tok/s | %.1f ms | mfu %s | mem %s | %s elapsed, eta %s\n",
+                   st.step, st.steps, st.loss, ema_weight > 0 ? ema / ema_weight : st.loss, st.lr, st.grad_norm, st.tokens_per_s, st.step_ms, mfu,
+                   memory, elapsed, eta);
+        }
+        print_held();
+        if (*interrupted) break;
+    }
+    return 0;
+}
+
+/* after an interrupted run: the command as it was typed (./mgt in the tree, mgt when installed on
+   the PATH), under its launcher, with --resume latest */
+static void print_resume_hint(int argc, char **argv, int processes, int step, const char *path) {
+    char launcher[64];
+    int i;
+    printf("interrupted at step %d: checkpoint %s\nresume with: ", step, path);
+    if (processes > 1) { /* started by a launcher: resume the same way (any process count resumes) */
+        mgt_mpi_launcher(launcher, sizeof launcher);
+        if (!strcmp(launcher, "SLURM_NTASKS")) printf("srun --ntasks=%d ", processes);
+        else /* Open MPI refuses root without the option (or OMPI_ALLOW_RUN_AS_ROOT, which the job's environment would show) */
+            printf(geteuid() == 0 && !strcmp(launcher, "OMPI_COMM_WORLD_SIZE") && !getenv("OMPI_ALLOW_RUN_AS_ROOT") ? "mpirun --allow-run-as-root -np %d "
+                                                                                                                     : "mpirun -np %d ", processes);
+    }
+    printf("%s train", argv[0]);
+    for (i = 2; i < argc; i++) { /* the same command, with --resume latest */
+        if (!strcmp(argv[i], "--resume")) { i++; continue; }
+        if (!strcmp(argv[i], "--overwrite")) continue; /* it would delete what resuming needs */
+        printf(strpbrk(argv[i], " \t'\"$") ? " '%s'" : " %s", argv[i]);
+    }
+    printf(" --resume latest\n");
+}
+
+/* a finished run's last lines: loss, time, checkpoint; a new peak for MFU; the speedup */
+static void train_done_report(mgt_run *run, const mgt_config *cfg, int processes, int start_step, double start_elapsed, double base_tok_s,
+                              const char *base_date, const char *path) {
+    char mem[32];
+    mgt_stats st;
+    mgt_run_stats(run, &st);
+    format_bytes((double)(st.mem_peak[MGT_MEM_ACTIVATIONS]), mem, sizeof mem);
+    printf("done: %d step%s, final loss %.4f, %.1f s in steps, activations %s; checkpoint %s\n", st.step, st.step == 1 ? "" : "s", st.loss,
+           st.elapsed_s, mem, path);
+    if (st.has_val_loss) printf("val loss %.4f at step %d\n", st.val_loss, st.val_step);
+    if (!strncmp(st.peak_source, "the fastest step", 16) && !strcmp(mgt_run_device(run), "cpu") && cfg->parallel.peak_gflops <= 0 && processes == 1) {
+        char key[320]; /* a step beat the measured sgemm: the machine's peak for MFU is at least that step's rate */
+        sgemm_key(key, sizeof key);
+        baseline_record(key, st.peak_gflops, "the machine's peak");
+        printf("MFU's peak: %s ran at %.1f GFLOP/s, above this machine's measured sgemm; recorded as its peak for later runs\n", st.peak_source,
+               st.peak_gflops);
+    }
+    if (base_tok_s > 0 && st.step > start_step && st.elapsed_s > start_elapsed) {
+        double tok_s = (double)(st.step - start_step) * cfg->train.global_batch * cfg->model.seq_len / (st.elapsed_s - start_elapsed);
+        printf("speedup %.2fx over one rank: %.0f tokens/s in steps here, %.0f measured by mgt bench at %s\n", tok_s / base_tok_s, tok_s, base_tok_s,
+               base_date);
+    }
+}
+
 static int cmd_train(int argc, char **argv) {
     mgt_config cfg;
     options o;
     mgt_run *run;
     mgt_result r;
     mgt_stats st;
-    char path[1200], mem[32], base_date[64] = "", where[48];
-    static const char *dtypes[] = {"fp32", "bf16", "fp16"};
-    const mgt_plan *plan;
+    char path[1200], base_date[64] = "";
     double base_tok_s = 0, start_elapsed;
     struct sigaction sa;
     int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0, processes = 1;
@@ -637,150 +792,35 @@ static int cmd_train(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     if (processes > 1) sigaction(SIGUSR1, &sa, NULL); /* Open MPI's mpirun forwards it (Ctrl-C kills the job) */
-    mgt_run_stats(run, &st); /* after set_peak: the banner names the peak */
+    train_banner(run, &cfg, o.preset, &base_tok_s, base_date, sizeof base_date);
+    mgt_run_stats(run, &st);
     start_step = st.step;
-    format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
-                          st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
-    plan = mgt_run_plan(run);
-    if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan->world, plan->world == 1 ? "" : "s");
-    else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
-    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
-           "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, o.preset, (double)st.params / 1e6, plan->world,
-           plan->world == 1 ? "" : "s", plan->dp, plan->tp, plan->pp, plan->zero, plan->pp > 1 ? ", " : "",
-           plan->pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
-           cfg.train.micro_batch, cfg.train.micro_batch == 1 ? "" : "s", where, dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0],
-           cfg.train.global_batch, cfg.model.seq_len, mem, mgt_run_dir(run));
-    if (st.peak_gflops > 0)
-        printf("MFU against %.1f GFLOP/s (%s)\n", st.peak_gflops, strcmp(st.peak_source, "preset") ? st.peak_source : "[parallel] peak_gflops x ranks");
-    if (plan->world > 1) { /* the speedup is shown only against a measured single rank of the same model */
-        char key[512];
-        baseline_key(&cfg, st.threads, key, sizeof key);
-        if ((base_tok_s = baseline_find(key, base_date, sizeof base_date, 0)) > 0)
-            printf("speedup against one rank of this model: %.0f tokens/s, measured by mgt bench at %s\n", base_tok_s, base_date);
-    }
-    if (start_step >= cfg.train.steps) { /* a finished run resumed: no step to take, no loss to show */
-        char here[1200], name[64];
-        snprintf(name, sizeof name, "/step_%08d.safetensors", start_step);
-        /* resumed into another folder: the checkpoint is saved there too, so the run's folder holds it */
-        if ((mgt_checkpoint_latest(mgt_run_dir(run), here, sizeof here) != MGT_OK || !strstr(here, name)) &&
-            (r = mgt_run_save(run, here, sizeof here)) != MGT_OK) {
-            mgt_run_destroy(run);
-            return fail(r);
-        }
-        printf("nothing to train: the checkpoint is at step %d and [train] steps = %d; to train on, raise it: --set train.steps=%d --resume latest "
-               "(checkpoint %s)\n", start_step, cfg.train.steps, start_step + cfg.train.steps, here);
+    start_elapsed = st.elapsed_s;
+    if (start_step >= cfg.train.steps) {
+        rc = train_nothing_left(run, &cfg, start_step);
         mgt_run_destroy(run);
-        return 0;
+        return rc;
     }
     if (start_step > 0) printf("resuming at step %d of %d\n", start_step, cfg.train.steps);
-    start_elapsed = st.elapsed_s;
     fflush(stdout);
+    rc = -1;
     /* the dashboard when both ends are a terminal, unless --no-tui; the log otherwise */
     if (!o.no_tui && isatty(0) && isatty(1) && getenv("TERM") && strcmp(getenv("TERM"), "dumb")) {
-        tui_ab *ab = NULL;
-        const char *ab_env = getenv("MGT_TUI_AB");
-        if (ab_env && ab_env[0]) {
-            double w = 0;
-            int pairs = 0;
-            char aa[8] = "";
-            ab = (tui_ab *)calloc(1, sizeof *ab);
-            if (!ab || sscanf(ab_env, "%lf:%d:%7s", &w, &pairs, aa) < 2 || w <= 0 || pairs < 2 || pairs > AB_MAX_PAIRS ||
-                (aa[0] && strcmp(aa, "aa"))) {
-                fprintf(stderr, "mgt: MGT_TUI_AB=%s: expected W:N[:aa] (window seconds > 0, 2 to %d pairs)\n", ab_env, AB_MAX_PAIRS);
-                free(ab);
-                mgt_run_destroy(run);
-                return 2;
-            }
-            ab->window_s = w;
-            ab->pairs = pairs;
-            ab->aa = aa[0] != 0;
-            ab->rng = (unsigned)time(NULL) ^ (unsigned)getpid();
-            pthread_mutex_init(&ab->mu, NULL);
-            pthread_cond_init(&ab->cv, NULL);
-        }
+        tui_ab *ab;
+        if (tui_ab_from_env(&ab)) { mgt_run_destroy(run); return 2; }
         rc = train_dashboard(run, o.preset, tui_frames, base_tok_s, ab, &interrupted);
         if (ab) { pthread_mutex_destroy(&ab->mu); pthread_cond_destroy(&ab->cv); free(ab); }
-        if (rc > 0) { mgt_run_destroy(run); return 1; }
-        if (rc == 0) st.step = cfg.train.steps; /* skips the log loop */
     }
-    {
-        /* the log line: the loss and its smoothed curve (an exponential average, debiased as
-           TensorBoard's), MFU, memory, the wall time since training began and the time left at the
-           mean pace of this process's steps */
-        double ema = 0, ema_weight = 0, t_start = mgt_now();
-        while (st.step < cfg.train.steps) {
-            if (mgt_stop_requested && processes > 1) mgt_run_request_stop(run); /* every process stops after the same step */
-            else if (mgt_stop_requested) { interrupted = 1; break; }
-            holding = 1;
-            r = mgt_run_step(run);
-            holding = 0;
-            if (r != MGT_OK) {
-                print_held();
-                report_train_failure(run, mgt_last_error(), st.step);
-                if (processes > 1) mgt_mpi_abort(1); /* the other processes may wait on this one's ranks */
-                mgt_run_destroy(run);
-                return 1;
-            }
-            mgt_run_stats(run, &st);
-            if (processes > 1 && mgt_run_stop_agreed(run)) interrupted = 1; /* after this step's line */
-            if (isfinite(st.loss)) { ema = 0.9 * ema + 0.1 * st.loss; ema_weight = 0.9 * ema_weight + 0.1; }
-            if (st.step % cfg.log.every == 0 || st.step == cfg.train.steps || st.step == start_step + 1) {
-                char mfu[16] = "n/a", memory[32], elapsed[16], eta[16];
-                double wall = mgt_now() - t_start;
-                size_t bytes = 0;
-                int c;
-                for (c = 0; c < MGT_MEM_COUNT; c++) bytes += st.mem_current[c];
-                format_bytes((double)bytes, memory, sizeof memory);
-                if (st.has_mfu) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * st.mfu);
-                format_hms(wall, elapsed, sizeof elapsed);
-                format_hms(wall / (st.step - start_step) * (cfg.train.steps - st.step), eta, sizeof eta);
-                printf("step %d/%d | loss %.4f (smoothed %.4f) | lr %.2e | norm %.2f | %.0f tok/s | %.1f ms | mfu %s | mem %s | %s elapsed, eta %s\n",
-                       st.step, st.steps, st.loss, ema_weight > 0 ? ema / ema_weight : st.loss, st.lr, st.grad_norm, st.tokens_per_s, st.step_ms, mfu,
-                       memory, elapsed, eta);
-            }
-            print_held();
-            if (interrupted) break;
-        }
-    }
+    if (rc < 0) rc = train_log_loop(run, &cfg, processes, start_step, &interrupted); /* no dashboard, or it could not start */
+    if (rc > 0) { mgt_run_destroy(run); return 1; }
     if ((r = mgt_run_save(run, path, sizeof path)) != MGT_OK) { mgt_run_destroy(run); return fail(r); }
     mgt_run_stats(run, &st);
-    format_bytes((double)(st.mem_peak[MGT_MEM_ACTIVATIONS]), mem, sizeof mem);
     if (interrupted) {
-        /* the command as it was typed (./mgt in the tree, mgt when installed on the PATH) */
-        char launcher[64];
-        printf("interrupted at step %d: checkpoint %s\nresume with: ", st.step, path);
-        if (processes > 1) { /* started by a launcher: resume the same way (any process count resumes) */
-            mgt_mpi_launcher(launcher, sizeof launcher);
-            if (!strcmp(launcher, "SLURM_NTASKS")) printf("srun --ntasks=%d ", processes);
-            else /* Open MPI refuses root without the option (or OMPI_ALLOW_RUN_AS_ROOT, which the job's environment would show) */
-                printf(geteuid() == 0 && !strcmp(launcher, "OMPI_COMM_WORLD_SIZE") && !getenv("OMPI_ALLOW_RUN_AS_ROOT") ? "mpirun --allow-run-as-root -np %d "
-                                                                                                                         : "mpirun -np %d ", processes);
-        }
-        printf("%s train", argv[0]);
-        for (rc = 2; rc < argc; rc++) { /* the same command, with --resume latest */
-            if (!strcmp(argv[rc], "--resume")) { rc++; continue; }
-            if (!strcmp(argv[rc], "--overwrite")) continue; /* it would delete what resuming needs */
-            printf(strpbrk(argv[rc], " \t'\"$") ? " '%s'" : " %s", argv[rc]);
-        }
-        printf(" --resume latest\n");
+        print_resume_hint(argc, argv, processes, st.step, path);
         mgt_run_destroy(run);
         return 130;
     }
-    printf("done: %d step%s, final loss %.4f, %.1f s in steps, activations %s; checkpoint %s\n", st.step, st.step == 1 ? "" : "s", st.loss,
-           st.elapsed_s, mem, path);
-    if (st.has_val_loss) printf("val loss %.4f at step %d\n", st.val_loss, st.val_step);
-    if (!strncmp(st.peak_source, "the fastest step", 16) && !strcmp(mgt_run_device(run), "cpu") && cfg.parallel.peak_gflops <= 0 && processes == 1) {
-        char key[320]; /* a step beat the measured sgemm: the machine's peak for MFU is at least that step's rate */
-        sgemm_key(key, sizeof key);
-        baseline_record(key, st.peak_gflops, "the machine's peak");
-        printf("MFU's peak: %s ran at %.1f GFLOP/s, above this machine's measured sgemm; recorded as its peak for later runs\n", st.peak_source,
-               st.peak_gflops);
-    }
-    if (base_tok_s > 0 && st.step > start_step && st.elapsed_s > start_elapsed) {
-        double tok_s = (double)(st.step - start_step) * cfg.train.global_batch * cfg.model.seq_len / (st.elapsed_s - start_elapsed);
-        printf("speedup %.2fx over one rank: %.0f tokens/s in steps here, %.0f measured by mgt bench at %s\n", tok_s / base_tok_s, tok_s, base_tok_s,
-               base_date);
-    }
+    train_done_report(run, &cfg, processes, start_step, start_elapsed, base_tok_s, base_date, path);
     mgt_run_destroy(run);
     return 0;
 }

@@ -29,13 +29,16 @@
      src/tensorboard.c      TensorBoard event files
      src/checkpoint.c       layout-independent checkpoints: the ranks' slices gathered into global tensors,
                             and back
+     src/rank_make.c        a rank made and freed: its place and groups, its backend, its buffers and
+                            activations, its first values
      src/weights.c          weights in and out: [model] init from mgt, Hugging Face and llm.c files,
                             mgt_export
      src/plan.c             a rank's plan in closed form (mgt_plan_rank: its memory and traffic), and whether
                             a run fits this machine (mgt_plan_fit)
      src/device.c           where ranks go: the CUDA and MPI libraries opened at run time, the device choice,
                             the sgemm probe
-     src/api.c              making a run (mgt_run_create, mgt_run_open), its NCCL world, sampling
+     src/api.c              making and destroying a run (mgt_run_create, mgt_run_open, mgt_run_destroy),
+                            sampling
      src/sim.c              the step simulator: clocks, prices, the backend's ops as formulas of their shapes
      src/sim_comm.c         the step simulator: its communicator and world, the CPU priced by running its ops
      src/sim_calibration.c  the step simulator: calibration from per-family times measured on a GPU
@@ -74,7 +77,6 @@
      MGT_NO_STDIO        beside MGT_IMPLEMENTATION: no FILE* helpers (mgt_config_fprint)
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
                          library's memory (all three or none; tests/test_alloc.c counts them)
-     MGT_TESTING         beside MGT_IMPLEMENTATION: test hooks (a non-finite gradient on demand)
 
    EXAMPLE
         mgt_config cfg;
@@ -4384,6 +4386,84 @@ static int mgt__st_opens_header(FILE *fp) {
     return fgetc(fp) == '{' && fseek(fp, 8, SEEK_SET) == 0;
 }
 
+/* the header's "__metadata__" object, after its '{': string keys and values, each key once. 1, or 0
+   when malformed */
+static int mgt__st_parse_metadata(mgt__st_file *f, const char **pp, int *cap_m) {
+    const char *p = *pp;
+    for (;;) {
+        mgt__buf k, v;
+        mgt__json_ws(&p);
+        if (*p == '}') { *pp = p + 1; return 1; }
+        memset(&k, 0, sizeof k);
+        memset(&v, 0, sizeof v);
+        if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { MGT_FREE(k.p); return 0; }
+        mgt__json_ws(&p);
+        if (!strcmp(k.p, "checksum")) f->checksum_at = (size_t)(p + 1 - (const char *)f->buf);
+        if (!mgt__json_string(&p, &v)) { MGT_FREE(k.p); MGT_FREE(v.p); return 0; }
+        {
+            int i;
+            for (i = 0; i < f->nmeta; i++)
+                if (!strcmp(f->meta[2 * i], k.p)) { MGT_FREE(k.p); MGT_FREE(v.p); return 0; } /* a key twice: which one counts? */
+        }
+        if (f->nmeta == *cap_m) {
+            char **m;
+            *cap_m = *cap_m ? 2 * *cap_m : 16;
+            m = (char **)MGT_REALLOC(f->meta, sizeof(char *) * 2 * (size_t)*cap_m);
+            if (!m) { MGT_FREE(k.p); MGT_FREE(v.p); return 0; }
+            f->meta = m;
+        }
+        f->meta[2 * f->nmeta] = k.p;
+        f->meta[2 * f->nmeta + 1] = v.p;
+        f->nmeta++;
+        mgt__json_ws(&p);
+        if (*p == ',') p++;
+    }
+}
+
+/* one tensor's object, after its '{': its dtype, shape and data offsets. 1; 0 when malformed; -1
+   when its data ends past the file */
+static int mgt__st_parse_tensor(mgt__st_file *f, const char **pp, const char *name, int *cap_t) {
+    const char *p = *pp;
+    mgt__st_tensor *t;
+    if (f->n == *cap_t) {
+        mgt__st_tensor *nt;
+        *cap_t = *cap_t ? 2 * *cap_t : 64;
+        nt = (mgt__st_tensor *)MGT_REALLOC(f->t, sizeof *nt * (size_t)*cap_t);
+        if (!nt) return 0;
+        f->t = nt;
+    }
+    t = &f->t[f->n++];
+    memset(t, 0, sizeof *t);
+    mgt__strlcpy(t->name, name, sizeof t->name);
+    for (;;) {
+        mgt__buf field;
+        mgt__json_ws(&p);
+        if (*p == '}') { p++; break; }
+        memset(&field, 0, sizeof field);
+        if (!mgt__json_string(&p, &field) || !mgt__json_expect(&p, ':')) { MGT_FREE(field.p); return 0; }
+        if (!strcmp(field.p, "dtype")) {
+            mgt__buf v;
+            memset(&v, 0, sizeof v);
+            if (!mgt__json_string(&p, &v)) { MGT_FREE(field.p); MGT_FREE(v.p); return 0; }
+            mgt__strlcpy(t->dtype, v.p, sizeof t->dtype);
+            MGT_FREE(v.p);
+        } else if (!strcmp(field.p, "shape")) {
+            t->ndim = mgt__json_numbers(&p, t->shape, 4);
+            if (t->ndim < 0) { MGT_FREE(field.p); return 0; }
+        } else if (!strcmp(field.p, "data_offsets")) {
+            long long o[2];
+            if (mgt__json_numbers(&p, o, 2) != 2 || o[0] < 0 || o[1] < o[0]) { MGT_FREE(field.p); return 0; }
+            t->begin = (size_t)o[0];
+            t->end = (size_t)o[1];
+        } else { MGT_FREE(field.p); return 0; }
+        MGT_FREE(field.p);
+        mgt__json_ws(&p);
+        if (*p == ',') p++;
+    }
+    *pp = p;
+    return t->end > f->size - f->data_start ? -1 : 1;
+}
+
 static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_only) {
     FILE *fp;
     uint64_t hlen;
@@ -4430,84 +4510,20 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
         if (!mgt__json_expect(&p, '{')) goto bad;
         for (;;) {
             mgt__buf key;
+            int got;
             mgt__json_ws(&p);
             if (*p == '}') break;
             memset(&key, 0, sizeof key);
             if (!mgt__json_string(&p, &key) || !mgt__json_expect(&p, ':') || !mgt__json_expect(&p, '{')) { MGT_FREE(key.p); goto bad; }
-            if (!strcmp(key.p, "__metadata__")) {
-                MGT_FREE(key.p);
-                for (;;) {
-                    mgt__buf k, v;
-                    mgt__json_ws(&p);
-                    if (*p == '}') { p++; break; }
-                    memset(&k, 0, sizeof k);
-                    memset(&v, 0, sizeof v);
-                    if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { MGT_FREE(k.p); goto bad; }
-                    mgt__json_ws(&p);
-                    if (!strcmp(k.p, "checksum")) f->checksum_at = (size_t)(p + 1 - (const char *)f->buf);
-                    if (!mgt__json_string(&p, &v)) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; }
-                    {
-                        int i;
-                        for (i = 0; i < f->nmeta; i++)
-                            if (!strcmp(f->meta[2 * i], k.p)) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; } /* a key twice: which one counts? */
-                    }
-                    if (f->nmeta == cap_m) {
-                        char **m;
-                        cap_m = cap_m ? 2 * cap_m : 16;
-                        m = (char **)MGT_REALLOC(f->meta, sizeof(char *) * 2 * (size_t)cap_m);
-                        if (!m) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; }
-                        f->meta = m;
-                    }
-                    f->meta[2 * f->nmeta] = k.p;
-                    f->meta[2 * f->nmeta + 1] = v.p;
-                    f->nmeta++;
-                    mgt__json_ws(&p);
-                    if (*p == ',') p++;
-                }
-            } else {
-                mgt__st_tensor *t;
-                if (f->n == cap_t) {
-                    mgt__st_tensor *nt;
-                    cap_t = cap_t ? 2 * cap_t : 64;
-                    nt = (mgt__st_tensor *)MGT_REALLOC(f->t, sizeof *nt * (size_t)cap_t);
-                    if (!nt) { MGT_FREE(key.p); goto bad; }
-                    f->t = nt;
-                }
-                t = &f->t[f->n++];
-                memset(t, 0, sizeof *t);
-                mgt__strlcpy(t->name, key.p, sizeof t->name);
-                MGT_FREE(key.p);
-                for (;;) {
-                    mgt__buf field;
-                    mgt__json_ws(&p);
-                    if (*p == '}') { p++; break; }
-                    memset(&field, 0, sizeof field);
-                    if (!mgt__json_string(&p, &field) || !mgt__json_expect(&p, ':')) { MGT_FREE(field.p); goto bad; }
-                    if (!strcmp(field.p, "dtype")) {
-                        mgt__buf v;
-                        memset(&v, 0, sizeof v);
-                        if (!mgt__json_string(&p, &v)) { MGT_FREE(field.p); MGT_FREE(v.p); goto bad; }
-                        mgt__strlcpy(t->dtype, v.p, sizeof t->dtype);
-                        MGT_FREE(v.p);
-                    } else if (!strcmp(field.p, "shape")) {
-                        t->ndim = mgt__json_numbers(&p, t->shape, 4);
-                        if (t->ndim < 0) { MGT_FREE(field.p); goto bad; }
-                    } else if (!strcmp(field.p, "data_offsets")) {
-                        long long o[2];
-                        if (mgt__json_numbers(&p, o, 2) != 2 || o[0] < 0 || o[1] < o[0]) { MGT_FREE(field.p); goto bad; }
-                        t->begin = (size_t)o[0];
-                        t->end = (size_t)o[1];
-                    } else { MGT_FREE(field.p); goto bad; }
-                    MGT_FREE(field.p);
-                    mgt__json_ws(&p);
-                    if (*p == ',') p++;
-                }
-                if (t->end > f->size - f->data_start) {
-                    f->buf[f->data_start] = save;
-                    mgt__st_close(f);
-                    return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: tensor data ends past the end of the file", path);
-                }
+            if (!strcmp(key.p, "__metadata__")) got = mgt__st_parse_metadata(f, &p, &cap_m);
+            else got = mgt__st_parse_tensor(f, &p, key.p, &cap_t);
+            MGT_FREE(key.p);
+            if (got < 0) {
+                f->buf[f->data_start] = save;
+                mgt__st_close(f);
+                return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: tensor data ends past the end of the file", path);
             }
+            if (!got) goto bad;
             mgt__json_ws(&p);
             if (*p == ',') p++;
         }
@@ -7247,14 +7263,6 @@ static mgt_result mgt__settle(mgt__rank *rk) {
     return e ? mgt__fail(MGT_ERROR_DEVICE, "%s", e) : comm;
 }
 
-#ifdef MGT_TESTING
-/* tests: at steps [from, to] (1-based) rank 0's sum of squares becomes NaN, as a non-finite gradient would */
-static int mgt__test_nan_from = 0, mgt__test_nan_to = 0;
-/* and rank mgt__test_slow_rank computes mgt__test_slow_s longer each step (a slow device) */
-static int mgt__test_slow_rank = -1;
-static double mgt__test_slow_s;
-#endif
-
 /* one training step on this rank: the schedule, the reductions, the norm, the update. The loss is
    multiplied by the run's loss scale (1 but in fp16) before backward and the gradients divided by
    it in the update. A non-finite global norm (the same number on every rank) skips the update on
@@ -7268,14 +7276,6 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
-#ifdef MGT_TESTING
-    if (rk->rank == mgt__test_slow_rank && update) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)mgt__test_slow_s;
-        ts.tv_nsec = (long)((mgt__test_slow_s - (double)ts.tv_sec) * 1e9);
-        nanosleep(&ts, NULL);
-    }
-#endif
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat, 2 * sizeof(double));
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
@@ -7286,17 +7286,10 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     MGT__TRY(mgt__schedule(rk, rows, grad_scale));
     MGT__TRY(mgt__reduce_gradients(rk));
     MGT__TRY(mgt__comm_sync(rk, -1)); /* the deferred buckets and prefetches have arrived */
-    if (rk->dstat) {
-        MGT__TRY(mgt__device_stats(rk, &sumsq));
-#ifdef MGT_TESTING
-        if (run->step + 1 >= mgt__test_nan_from && run->step + 1 <= mgt__test_nan_to) sumsq = NAN; /* every rank: rank 0's in the sum */
-#endif
-    } else {
-    sumsq = mgt__local_sumsq(rk);
-#ifdef MGT_TESTING
-    if (run->step + 1 >= mgt__test_nan_from && run->step + 1 <= mgt__test_nan_to && rk->rank == 0) sumsq = NAN;
-#endif
-    if (rk->world_g.size > 1) MGT__TRY(mgt__sum_over(rk, &rk->world_g, &sumsq));
+    if (rk->dstat) MGT__TRY(mgt__device_stats(rk, &sumsq));
+    else {
+        sumsq = mgt__local_sumsq(rk);
+        if (rk->world_g.size > 1) MGT__TRY(mgt__sum_over(rk, &rk->world_g, &sumsq));
     }
     norm = sqrt(sumsq) / loss_scale;
     rk->norm = norm;
@@ -8648,6 +8641,313 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
     return res;
 }
 /* ==== end src/checkpoint.c ==== */
+/* ==== begin src/rank_make.c ==== */
+#line 1 "src/rank_make.c"
+/* src/rank_make.c - a rank made and freed: its place and groups, its backend, its buffers and
+   activations, its first values */
+static void mgt__rank_free(mgt__rank *rk) {
+    mgt_backend *be = rk->be;
+    const mgt_plan *p = &rk->run->plan;
+    int u;
+    mgt__unmirror(rk, 0);
+    if (be) {
+        mgt__enter(be);
+        /* the communicator first: it waits for its stream, which may still read the buffers below */
+        if (rk->comm && rk->run->world_api->comm_destroy) {
+            rk->run->world_api->comm_destroy(rk->run->world, rk->comm);
+            rk->comm = NULL;
+        }
+        size_t full = sizeof(float) * rk->lay.size, sh = sizeof(float) * rk->shard, e = be->elt;
+        be->free(be, rk->params, e * rk->lay.size, MGT_MEM_PARAMS);
+        be->free(be, rk->pshard, e * rk->shard, MGT_MEM_PARAMS);
+        be->free(be, rk->gather[0], e * rk->max_unit, MGT_MEM_BUFFERS);
+        be->free(be, rk->gather[1], e * rk->max_unit, MGT_MEM_BUFFERS);
+        be->free(be, rk->master, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
+        be->free(be, rk->grads, full, MGT_MEM_GRADS);
+        be->free(be, rk->gshard, sh, MGT_MEM_GRADS);
+        be->free(be, rk->unit_gbuf[0], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
+        be->free(be, rk->unit_gbuf[1], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
+        be->free(be, rk->rs_tmp1, sizeof(float) * rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS);
+        for (u = 0; u < 2; u++) be->free(be, rk->keep_gbuf[u], sizeof(float) * rk->keep_size[u], MGT_MEM_GRADS);
+        be->free(be, rk->rs_tmp, sizeof(float) * rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS);
+        be->free(be, rk->m, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
+        be->free(be, rk->v, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
+        be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
+        be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
+        be->free(be, rk->dstat, sizeof(double) * (size_t)(2 + rk->run->plan.world), MGT_MEM_BUFFERS);
+        if (rk->run->world_api->backend_destroy) rk->run->world_api->backend_destroy(rk->run->world, be);
+    }
+    MGT_FREE(rk->host_io);
+    MGT_FREE(rk->ss_x);
+    MGT_FREE(rk->ss_n);
+    if (rk->acts) for (u = 0; u < rk->nsets; u++) { MGT_FREE(rk->acts[u].resid); MGT_FREE(rk->acts[u].layer); }
+    MGT_FREE(rk->acts);
+    MGT_FREE(rk->unit_param);
+    MGT_FREE(rk->unit_grad);
+    MGT_FREE(rk->bucket_of_unit);
+    MGT_FREE(rk->members);
+    mgt__layout_free(&rk->lay);
+}
+
+
+/* every element from (seed, tensor name, global element index): any slice of any layout
+   initialises alike; vocabulary padding rows stay zero */
+typedef struct mgt__init_args { mgt__rank *rk; const mgt__tensor *x; } mgt__init_args;
+static void mgt__init_task(void *ctx, int tid, int nth) {
+    const mgt__init_args *a = (const mgt__init_args *)ctx;
+    const mgt__tensor *x = a->x;
+    mgt__rank *rk = a->rk;
+    uint64_t key = mgt__name_key(x->info.name), seed = (uint64_t)rk->run->cfg.train.seed;
+    size_t lo, hi, slo, shi, i, gcols = (size_t)(x->info.ndim == 2 ? x->info.shape[1] : 1);
+    int zero3 = rk->run->plan.zero >= 3, master_sharded = rk->run->plan.zero >= 1, dtype = rk->be->dtype;
+    mgt__span((size_t)x->rows, tid, nth, 1, &lo, &hi);
+    mgt__unit_slice(rk, x->unit, &slo, &shi);
+    for (i = lo; i < hi; i++) {
+        int grow = mgt__global_row(x, (int)i), c;
+        for (c = 0; c < x->cols; c++) {
+            size_t flat = x->offset + i * (size_t)x->cols + (size_t)c, gidx = (size_t)grow * gcols + (size_t)(x->col_start + c);
+            float v = grow < 0 ? 0.0f : x->init_std > 0 ? (float)(x->init_std * mgt__normal(seed, key, gidx)) : x->init_value;
+            size_t in_shard = rk->lay.u[x->unit].shard_offset + (flat - slo);
+            int mine = flat >= slo && flat < shi;
+            if (rk->master && (!master_sharded || mine)) rk->master[master_sharded ? in_shard : flat] = v;
+            if (!zero3) mgt__store(rk->params, flat, dtype, v);
+            else if (mine) mgt__store(rk->pshard, in_shard, dtype, v);
+        }
+    }
+}
+
+/* the group of the ranks whose coordinates differ from this one's only along one axis */
+static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int index, int stride, int base) {
+    int i;
+    g->id = id;
+    g->size = size;
+    g->index = index;
+    g->ranks = *cursor;
+    for (i = 0; i < size; i++) (*cursor)[i] = base + i * stride;
+    *cursor += size;
+}
+/* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
+   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks). A group's id is
+   kind x world + its first member's place, the same on every member */
+static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
+    int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
+    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
+    if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    cur = rk->members;
+    mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
+    mgt__make_group(&rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
+    mgt__make_group(&rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
+                    (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
+    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
+    return MGT_OK;
+}
+
+/* the rank's place in the grid: its coordinates and stage, its slice of the model, its groups and
+   the shapes of its ops */
+static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
+    const mgt_plan *p = &r->plan;
+    const mgt_config *cfg = &r->cfg;
+    int u;
+    memset(rk, 0, sizeof *rk);
+    rk->run = r;
+    rk->rank = index;
+    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
+    rk->first = rk->ppr == 0;
+    rk->last = rk->ppr == p->pp - 1;
+    rk->l0 = p->stage_first[rk->ppr];
+    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+    if (!mgt__layout_alloc(&rk->lay, cfg, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    mgt__layout_make(&rk->lay, cfg, p, rk->ppr, rk->tpr);
+    for (u = 0; u < rk->lay.nu; u++) {
+        rk->shard += rk->lay.u[u].size / (size_t)p->dp;
+        if (rk->lay.u[u].size > rk->max_unit) rk->max_unit = rk->lay.u[u].size;
+        if (mgt__is_block_unit(rk, u) && rk->lay.u[u].size > rk->max_block) rk->max_block = rk->lay.u[u].size;
+    }
+    MGT__TRY(mgt__rank_groups(rk, p));
+    /* shape of this rank's slice */
+    rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
+    rk->shape.T = cfg->model.seq_len;
+    rk->shape.C = cfg->model.d_model;
+    rk->shape.tp = p->tp;
+    rk->shape.Cl = cfg->model.d_model / p->tp;
+    rk->shape.KVl = mgt__kv_local(&p->dims, p->tp) * p->dims.hs;
+    rk->shape.Hl = p->dims.H / p->tp;
+    rk->shape.Fl = p->dims.fc / p->tp;
+    rk->shape.NHl = cfg->model.n_head / p->tp;
+    rk->shape.Vl = p->Vp / p->tp;
+    rk->shape.nblocks = rk->nblocks;
+    rk->shape.last = rk->last;
+    rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
+    rk->shape.first = rk->first;
+    rk->shape.elt = mgt__dtype_size(r->dtype);
+    return MGT_OK;
+}
+
+/* the rank's backend, from its world; on a GPU, everything a step uses is made now, from the
+   largest operands */
+static mgt_result mgt__rank_backend(mgt_run *r, mgt__rank *rk) {
+    const mgt_config *cfg = &r->cfg;
+    mgt_backend *be;
+    {
+        mgt__rank_want want;
+        want.rank = rk->rank;
+        want.dtype = r->dtype;
+        want.threads = r->threads_per_rank;
+        want.scratch_floats = (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len;
+        want.widen_floats = mgt__widen_floats(&rk->shape);
+        MGT__TRY(r->world_api->backend(r->world, &want, &rk->be, &rk->device));
+    }
+    be = rk->be;
+    mgt__enter(be);
+    rk->shape.att_lse = be->att_lse; /* the size of what attention saves */
+    rk->host_io = MGT_MALLOC(sizeof(double) * (size_t)rk->shape.B * (size_t)rk->shape.T); /* 2N ints or N doubles */
+    if (!rk->host_io) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    if (be->reserve) { /* GPU: everything a step uses, made now from the largest operands */
+        mgt_backend_limits lim;
+        memset(&lim, 0, sizeof lim);
+        lim.B = rk->shape.B;
+        lim.T = rk->shape.T;
+        lim.C = rk->shape.C;
+        lim.NH = rk->shape.NHl;
+        lim.hs = rk->shape.NHl > 0 ? rk->shape.Cl / rk->shape.NHl : 0;
+        lim.NKV = lim.hs > 0 ? rk->shape.KVl / lim.hs : 0;
+        lim.OC = rk->shape.Cl + 2 * rk->shape.KVl > rk->shape.Fl ? rk->shape.Cl + 2 * rk->shape.KVl : rk->shape.Fl;
+        lim.norm_tensors = (size_t)rk->lay.n;
+        lim.norm_elements = rk->lay.size;
+        lim.upload_bytes = sizeof(int) * (size_t)rk->shape.B * (size_t)rk->shape.T;
+        lim.uploads = 2 * (r->inference ? 1 : r->plan.micro_steps);
+        if (be->reserve(be, &lim) != 0)
+            return mgt__fail(MGT_ERROR_MEMORY, "rank %d cannot reserve what its steps use: %s", rk->rank, be->error ? be->error(be) : "?");
+    }
+    return MGT_OK;
+}
+
+/* parameters, gradients and AdamW moments, sharded over DP as the ZeRO stage says, and the step's
+   statistics on the device */
+static mgt_result mgt__rank_state(mgt_run *r, mgt__rank *rk) {
+    const mgt_plan *p = &r->plan;
+    mgt_backend *be = rk->be;
+    int u, k, zero = p->zero;
+    rk->unit_param = (void **)MGT_MALLOC(sizeof(void *) * (size_t)rk->lay.nu);
+    rk->unit_grad = (float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.nu);
+    rk->bucket_of_unit = (int *)MGT_MALLOC(sizeof(int) * (size_t)rk->lay.nu);
+    if (!rk->unit_param || !rk->unit_grad || !rk->bucket_of_unit) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+#define MGT__ALLOC_AS(type, ptr, bytes, cat) \
+    if (!((ptr) = (type)be->alloc(be, (bytes), cat))) return mgt__fail(MGT_ERROR_MEMORY, "out of memory: rank %d needs more for its %s", rk->rank, mgt_mem_category_name(cat));
+#define MGT__ALLOC(ptr, floats, cat) MGT__ALLOC_AS(float *, ptr, sizeof(float) * (floats), cat)
+    if (zero < 3 || r->inference) { MGT__ALLOC_AS(void *, rk->params, be->elt * rk->lay.size, MGT_MEM_PARAMS) }
+    else {
+        MGT__ALLOC_AS(void *, rk->pshard, be->elt * rk->shard, MGT_MEM_PARAMS)
+        MGT__ALLOC_AS(void *, rk->gather[0], be->elt * rk->max_unit, MGT_MEM_BUFFERS)
+        MGT__ALLOC_AS(void *, rk->gather[1], be->elt * rk->max_unit, MGT_MEM_BUFFERS)
+    }
+    rk->gathered[0] = rk->gathered[1] = -1;
+    for (u = 0; u < rk->lay.nu; u++) rk->unit_param[u] = rk->params ? (char *)rk->params + rk->lay.u[u].offset * be->elt : NULL;
+    if (!r->inference) {
+        if (zero < 2) {
+            MGT__ALLOC(rk->grads, rk->lay.size, MGT_MEM_GRADS)
+            for (u = 0; u < rk->lay.nu; u++) rk->unit_grad[u] = rk->grads + rk->lay.u[u].offset;
+        } else {
+            MGT__ALLOC(rk->gshard, rk->shard, MGT_MEM_GRADS)
+            if (rk->max_block) {
+                MGT__ALLOC(rk->unit_gbuf[0], rk->max_block, MGT_MEM_GRADS)
+                MGT__ALLOC(rk->unit_gbuf[1], rk->max_block, MGT_MEM_GRADS)
+                MGT__ALLOC(rk->rs_tmp1, rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS)
+            }
+            rk->gpending[0] = rk->gpending[1] = -1;
+            MGT__ALLOC(rk->rs_tmp, rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS)
+            for (u = 0, k = 0; u < rk->lay.nu; u++) {
+                rk->unit_grad[u] = NULL;
+                if (mgt__is_block_unit(rk, u)) continue;
+                rk->keep_size[k] = rk->lay.u[u].size;
+                MGT__ALLOC(rk->keep_gbuf[k], rk->keep_size[k], MGT_MEM_GRADS)
+                rk->unit_grad[u] = rk->keep_gbuf[k++];
+            }
+        }
+        MGT__ALLOC(rk->m, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
+        MGT__ALLOC(rk->v, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
+        if (r->dtype != MGT_F32) MGT__ALLOC(rk->master, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
+    }
+    if (be->sum_squares_many && be->sum_doubles) { /* the step's statistics, on the device until one download */
+        MGT__ALLOC_AS(double *, rk->dstat, sizeof(double) * (size_t)(2 + p->world), MGT_MEM_BUFFERS)
+        rk->ss_x = (const float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.n);
+        rk->ss_n = (size_t *)MGT_MALLOC(sizeof(size_t) * (size_t)rk->lay.n);
+        if (!rk->ss_x || !rk->ss_n) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    }
+#undef MGT__ALLOC
+#undef MGT__ALLOC_AS
+    return MGT_OK;
+}
+
+/* the DP buckets, and the activations of the micro-batches in flight */
+static mgt_result mgt__rank_activations(mgt_run *r, mgt__rank *rk) {
+    const mgt_plan *p = &r->plan;
+    const mgt_config *cfg = &r->cfg;
+    mgt_backend *be = rk->be;
+    int u, k, M = p->micro_steps;
+    size_t bucket_floats, in_bucket = 0;
+    /* DP buckets: consecutive units in the order backward finishes them, about bucket_mb each */
+    bucket_floats = (size_t)(cfg->parallel.bucket_mb * 1048576.0 / sizeof(float));
+    for (u = rk->lay.nu - 1, k = 0; u >= 0; u--) {
+        if (in_bucket > 0 && in_bucket + rk->lay.u[u].size > bucket_floats) { k++; in_bucket = 0; }
+        rk->bucket_of_unit[u] = k;
+        in_bucket += rk->lay.u[u].size;
+    }
+    /* activations: one set per micro-batch in flight (GPipe: all of them; 1F1B: pp - stage) */
+    rk->nsets = r->inference || p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? M : (p->pp - rk->ppr < M ? p->pp - rk->ppr : M);
+    rk->acts = (mgt__acts *)MGT_MALLOC(sizeof(mgt__acts) * (size_t)rk->nsets);
+    if (!rk->acts) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    memset(rk->acts, 0, sizeof(mgt__acts) * (size_t)rk->nsets);
+    for (k = 0; k < rk->nsets; k++) {
+        rk->acts[k].resid = (void **)MGT_MALLOC(sizeof(void *) * (size_t)(rk->nblocks + 1));
+        rk->acts[k].layer = (mgt__layer_acts *)MGT_MALLOC(sizeof(mgt__layer_acts) * (size_t)(rk->nblocks + 1));
+        if (!rk->acts[k].resid || !rk->acts[k].layer) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    }
+    {
+        size_t one = mgt__acts_layout(&rk->acts[0], NULL, &rk->shape);
+        rk->acts_bytes = one * (size_t)rk->nsets;
+        rk->acts_block = be->alloc(be, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
+        if (!rk->acts_block)
+            return mgt__fail(MGT_ERROR_MEMORY, "out of memory: rank %d needs %.1f MiB of activations; lower [train] micro_batch or use recompute = full",
+                             rk->rank, (double)rk->acts_bytes / 1048576.0);
+        for (k = 0; k < rk->nsets; k++) mgt__acts_layout(&rk->acts[k], (char *)rk->acts_block + (size_t)k * one, &rk->shape);
+    }
+    if (!r->inference) {
+        rk->gs_bytes = mgt__scratch_layout(&rk->gs, NULL, &rk->shape);
+        rk->gs_block = be->alloc(be, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
+        if (!rk->gs_block) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for gradient scratch");
+        mgt__scratch_layout(&rk->gs, (char *)rk->gs_block, &rk->shape);
+    }
+    return MGT_OK;
+}
+
+/* first values from (seed, tensor name, element): CPU ranks with their threads, GPU ranks in a host
+   copy, one thread each */
+static mgt_result mgt__rank_first_values(mgt__rank *rk) {
+    mgt_backend *be = rk->be;
+    int t;
+    MGT__TRY(mgt__mirror(rk));
+    for (t = 0; t < rk->lay.n; t++) {
+        mgt__init_args a;
+        a.rk = rk;
+        a.x = &rk->lay.t[t];
+        if (be->host_memory) mgt__pool_run(MGT__POOL(be), mgt__init_task, &a);
+        else mgt__init_task(&a, 0, 1);
+    }
+    mgt__unmirror(rk, 1);
+    return MGT_OK;
+}
+
+static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
+    MGT__TRY(mgt__rank_place(r, rk, index));
+    MGT__TRY(mgt__rank_backend(r, rk));
+    MGT__TRY(mgt__rank_state(r, rk));
+    MGT__TRY(mgt__rank_activations(r, rk));
+    return r->world_api->holds_values ? mgt__rank_first_values(rk) : MGT_OK; /* simulated ranks hold nothing */
+}
+/* ==== end src/rank_make.c ==== */
 /* ==== begin src/weights.c ==== */
 #line 1 "src/weights.c"
 /* src/weights.c - weights in and out: [model] init from mgt, Hugging Face and llm.c files, mgt_export */
@@ -9435,301 +9735,6 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
                  "which Hugging Face has no file for", dir, kind == MGT__SRC_GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM");
     return MGT_OK;
 }
-
-static void mgt__rank_free(mgt__rank *rk) {
-    mgt_backend *be = rk->be;
-    const mgt_plan *p = &rk->run->plan;
-    int u;
-    mgt__unmirror(rk, 0);
-    if (be) {
-        mgt__enter(be);
-        /* the communicator first: it waits for its stream, which may still read the buffers below */
-        if (rk->comm && rk->run->world_api->comm_destroy) {
-            rk->run->world_api->comm_destroy(rk->run->world, rk->comm);
-            rk->comm = NULL;
-        }
-        size_t full = sizeof(float) * rk->lay.size, sh = sizeof(float) * rk->shard, e = be->elt;
-        be->free(be, rk->params, e * rk->lay.size, MGT_MEM_PARAMS);
-        be->free(be, rk->pshard, e * rk->shard, MGT_MEM_PARAMS);
-        be->free(be, rk->gather[0], e * rk->max_unit, MGT_MEM_BUFFERS);
-        be->free(be, rk->gather[1], e * rk->max_unit, MGT_MEM_BUFFERS);
-        be->free(be, rk->master, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
-        be->free(be, rk->grads, full, MGT_MEM_GRADS);
-        be->free(be, rk->gshard, sh, MGT_MEM_GRADS);
-        be->free(be, rk->unit_gbuf[0], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
-        be->free(be, rk->unit_gbuf[1], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
-        be->free(be, rk->rs_tmp1, sizeof(float) * rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS);
-        for (u = 0; u < 2; u++) be->free(be, rk->keep_gbuf[u], sizeof(float) * rk->keep_size[u], MGT_MEM_GRADS);
-        be->free(be, rk->rs_tmp, sizeof(float) * rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS);
-        be->free(be, rk->m, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
-        be->free(be, rk->v, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
-        be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
-        be->free(be, rk->gs_block, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
-        be->free(be, rk->dstat, sizeof(double) * (size_t)(2 + rk->run->plan.world), MGT_MEM_BUFFERS);
-        if (rk->run->world_api->backend_destroy) rk->run->world_api->backend_destroy(rk->run->world, be);
-    }
-    MGT_FREE(rk->host_io);
-    MGT_FREE(rk->ss_x);
-    MGT_FREE(rk->ss_n);
-    if (rk->acts) for (u = 0; u < rk->nsets; u++) { MGT_FREE(rk->acts[u].resid); MGT_FREE(rk->acts[u].layer); }
-    MGT_FREE(rk->acts);
-    MGT_FREE(rk->unit_param);
-    MGT_FREE(rk->unit_grad);
-    MGT_FREE(rk->bucket_of_unit);
-    MGT_FREE(rk->members);
-    mgt__layout_free(&rk->lay);
-}
-
-MGTDEF void mgt_run_destroy(mgt_run *r) {
-    int i;
-    if (!r) return;
-    if (r->started) {
-        pthread_mutex_lock(&r->mu);
-        r->cmd = MGT__CMD_QUIT;
-        r->generation++;
-        pthread_cond_broadcast(&r->cv_cmd);
-        pthread_mutex_unlock(&r->mu);
-        for (i = 0; i < r->plan.world; i++) if (r->ranks[i].thread) pthread_join(r->ranks[i].thread, NULL);
-    }
-    if (r->has_train) mgt__loader_close(&r->train);
-    if (r->has_val) mgt__loader_close(&r->val);
-    if (r->metrics) fclose(r->metrics);
-    if (r->tensorboard) fclose(r->tensorboard);
-    if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
-    if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
-    if (r->world && r->world_api->destroy) r->world_api->destroy(r->world);
-    mgt__mpi_world_destroy(r->procs);
-    MGT_FREE(r->shadow_be);
-    MGT_FREE(r->shadow_comm);
-    pthread_mutex_destroy(&r->mu);
-    pthread_mutex_destroy(&r->stats_mu);
-    MGT_FREE(r->history);
-    MGT_FREE(r->events);
-    MGT_FREE(r->rank_stats);
-    pthread_cond_destroy(&r->cv_cmd);
-    pthread_cond_destroy(&r->cv_done);
-    MGT_FREE(r->ranks);
-    MGT_FREE(r);
-}
-
-/* every element from (seed, tensor name, global element index): any slice of any layout
-   initialises alike; vocabulary padding rows stay zero */
-typedef struct mgt__init_args { mgt__rank *rk; const mgt__tensor *x; } mgt__init_args;
-static void mgt__init_task(void *ctx, int tid, int nth) {
-    const mgt__init_args *a = (const mgt__init_args *)ctx;
-    const mgt__tensor *x = a->x;
-    mgt__rank *rk = a->rk;
-    uint64_t key = mgt__name_key(x->info.name), seed = (uint64_t)rk->run->cfg.train.seed;
-    size_t lo, hi, slo, shi, i, gcols = (size_t)(x->info.ndim == 2 ? x->info.shape[1] : 1);
-    int zero3 = rk->run->plan.zero >= 3, master_sharded = rk->run->plan.zero >= 1, dtype = rk->be->dtype;
-    mgt__span((size_t)x->rows, tid, nth, 1, &lo, &hi);
-    mgt__unit_slice(rk, x->unit, &slo, &shi);
-    for (i = lo; i < hi; i++) {
-        int grow = mgt__global_row(x, (int)i), c;
-        for (c = 0; c < x->cols; c++) {
-            size_t flat = x->offset + i * (size_t)x->cols + (size_t)c, gidx = (size_t)grow * gcols + (size_t)(x->col_start + c);
-            float v = grow < 0 ? 0.0f : x->init_std > 0 ? (float)(x->init_std * mgt__normal(seed, key, gidx)) : x->init_value;
-            size_t in_shard = rk->lay.u[x->unit].shard_offset + (flat - slo);
-            int mine = flat >= slo && flat < shi;
-            if (rk->master && (!master_sharded || mine)) rk->master[master_sharded ? in_shard : flat] = v;
-            if (!zero3) mgt__store(rk->params, flat, dtype, v);
-            else if (mine) mgt__store(rk->pshard, in_shard, dtype, v);
-        }
-    }
-}
-
-/* the group of the ranks whose coordinates differ from this one's only along one axis */
-static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int index, int stride, int base) {
-    int i;
-    g->id = id;
-    g->size = size;
-    g->index = index;
-    g->ranks = *cursor;
-    for (i = 0; i < size; i++) (*cursor)[i] = base + i * stride;
-    *cursor += size;
-}
-/* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
-   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks). A group's id is
-   kind x world + its first member's place, the same on every member */
-static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
-    int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
-    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
-    if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    cur = rk->members;
-    mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
-    mgt__make_group(&rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
-    mgt__make_group(&rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
-                    (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
-    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
-    return MGT_OK;
-}
-
-static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
-    const mgt_plan *p = &r->plan;
-    const mgt_config *cfg = &r->cfg;
-    mgt_backend *be;
-    int W = p->world, u, M = p->micro_steps, k, zero = p->zero;
-    size_t bucket_floats, in_bucket = 0;
-    memset(rk, 0, sizeof *rk);
-    rk->run = r;
-    rk->rank = index;
-    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
-    rk->first = rk->ppr == 0;
-    rk->last = rk->ppr == p->pp - 1;
-    rk->l0 = p->stage_first[rk->ppr];
-    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
-    if (!mgt__layout_alloc(&rk->lay, cfg, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    mgt__layout_make(&rk->lay, cfg, p, rk->ppr, rk->tpr);
-    for (u = 0; u < rk->lay.nu; u++) {
-        rk->shard += rk->lay.u[u].size / (size_t)p->dp;
-        if (rk->lay.u[u].size > rk->max_unit) rk->max_unit = rk->lay.u[u].size;
-        if (mgt__is_block_unit(rk, u) && rk->lay.u[u].size > rk->max_block) rk->max_block = rk->lay.u[u].size;
-    }
-    MGT__TRY(mgt__rank_groups(rk, p));
-    /* shape of this rank's slice */
-    rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
-    rk->shape.T = cfg->model.seq_len;
-    rk->shape.C = cfg->model.d_model;
-    rk->shape.tp = p->tp;
-    rk->shape.Cl = cfg->model.d_model / p->tp;
-    rk->shape.KVl = mgt__kv_local(&p->dims, p->tp) * p->dims.hs;
-    rk->shape.Hl = p->dims.H / p->tp;
-    rk->shape.Fl = p->dims.fc / p->tp;
-    rk->shape.NHl = cfg->model.n_head / p->tp;
-    rk->shape.Vl = p->Vp / p->tp;
-    rk->shape.nblocks = rk->nblocks;
-    rk->shape.last = rk->last;
-    rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
-    rk->shape.first = rk->first;
-    rk->shape.elt = mgt__dtype_size(r->dtype);
-    {
-        mgt__rank_want want;
-        want.rank = index;
-        want.dtype = r->dtype;
-        want.threads = r->threads_per_rank;
-        want.scratch_floats = (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len;
-        want.widen_floats = mgt__widen_floats(&rk->shape);
-        MGT__TRY(r->world_api->backend(r->world, &want, &rk->be, &rk->device));
-    }
-    be = rk->be;
-    mgt__enter(be);
-    rk->shape.att_lse = be->att_lse; /* the size of what attention saves */
-    rk->host_io = MGT_MALLOC(sizeof(double) * (size_t)rk->shape.B * (size_t)rk->shape.T); /* 2N ints or N doubles */
-    if (!rk->host_io) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    if (be->reserve) { /* GPU: everything a step uses, made now from the largest operands */
-        mgt_backend_limits lim;
-        memset(&lim, 0, sizeof lim);
-        lim.B = rk->shape.B;
-        lim.T = rk->shape.T;
-        lim.C = rk->shape.C;
-        lim.NH = rk->shape.NHl;
-        lim.hs = rk->shape.NHl > 0 ? rk->shape.Cl / rk->shape.NHl : 0;
-        lim.NKV = lim.hs > 0 ? rk->shape.KVl / lim.hs : 0;
-        lim.OC = rk->shape.Cl + 2 * rk->shape.KVl > rk->shape.Fl ? rk->shape.Cl + 2 * rk->shape.KVl : rk->shape.Fl;
-        lim.norm_tensors = (size_t)rk->lay.n;
-        lim.norm_elements = rk->lay.size;
-        lim.upload_bytes = sizeof(int) * (size_t)rk->shape.B * (size_t)rk->shape.T;
-        lim.uploads = 2 * (r->inference ? 1 : M);
-        if (be->reserve(be, &lim) != 0)
-            return mgt__fail(MGT_ERROR_MEMORY, "rank %d cannot reserve what its steps use: %s", index, be->error ? be->error(be) : "?");
-    }
-    /* parameters, gradients and AdamW moments, sharded over DP as the ZeRO stage says */
-    rk->unit_param = (void **)MGT_MALLOC(sizeof(void *) * (size_t)rk->lay.nu);
-    rk->unit_grad = (float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.nu);
-    rk->bucket_of_unit = (int *)MGT_MALLOC(sizeof(int) * (size_t)rk->lay.nu);
-    if (!rk->unit_param || !rk->unit_grad || !rk->bucket_of_unit) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-#define MGT__ALLOC_AS(type, ptr, bytes, cat) \
-    if (!((ptr) = (type)be->alloc(be, (bytes), cat))) return mgt__fail(MGT_ERROR_MEMORY, "out of memory: rank %d needs more for its %s", index, mgt_mem_category_name(cat));
-#define MGT__ALLOC(ptr, floats, cat) MGT__ALLOC_AS(float *, ptr, sizeof(float) * (floats), cat)
-    if (zero < 3 || r->inference) { MGT__ALLOC_AS(void *, rk->params, be->elt * rk->lay.size, MGT_MEM_PARAMS) }
-    else {
-        MGT__ALLOC_AS(void *, rk->pshard, be->elt * rk->shard, MGT_MEM_PARAMS)
-        MGT__ALLOC_AS(void *, rk->gather[0], be->elt * rk->max_unit, MGT_MEM_BUFFERS)
-        MGT__ALLOC_AS(void *, rk->gather[1], be->elt * rk->max_unit, MGT_MEM_BUFFERS)
-    }
-    rk->gathered[0] = rk->gathered[1] = -1;
-    for (u = 0; u < rk->lay.nu; u++) rk->unit_param[u] = rk->params ? (char *)rk->params + rk->lay.u[u].offset * be->elt : NULL;
-    if (!r->inference) {
-        if (zero < 2) {
-            MGT__ALLOC(rk->grads, rk->lay.size, MGT_MEM_GRADS)
-            for (u = 0; u < rk->lay.nu; u++) rk->unit_grad[u] = rk->grads + rk->lay.u[u].offset;
-        } else {
-            MGT__ALLOC(rk->gshard, rk->shard, MGT_MEM_GRADS)
-            if (rk->max_block) {
-                MGT__ALLOC(rk->unit_gbuf[0], rk->max_block, MGT_MEM_GRADS)
-                MGT__ALLOC(rk->unit_gbuf[1], rk->max_block, MGT_MEM_GRADS)
-                MGT__ALLOC(rk->rs_tmp1, rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS)
-            }
-            rk->gpending[0] = rk->gpending[1] = -1;
-            MGT__ALLOC(rk->rs_tmp, rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS)
-            for (u = 0, k = 0; u < rk->lay.nu; u++) {
-                rk->unit_grad[u] = NULL;
-                if (mgt__is_block_unit(rk, u)) continue;
-                rk->keep_size[k] = rk->lay.u[u].size;
-                MGT__ALLOC(rk->keep_gbuf[k], rk->keep_size[k], MGT_MEM_GRADS)
-                rk->unit_grad[u] = rk->keep_gbuf[k++];
-            }
-        }
-        MGT__ALLOC(rk->m, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
-        MGT__ALLOC(rk->v, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
-        if (r->dtype != MGT_F32) MGT__ALLOC(rk->master, zero >= 1 ? rk->shard : rk->lay.size, MGT_MEM_OPTIMIZER)
-    }
-    if (be->sum_squares_many && be->sum_doubles) { /* the step's statistics, on the device until one download */
-        MGT__ALLOC_AS(double *, rk->dstat, sizeof(double) * (size_t)(2 + W), MGT_MEM_BUFFERS)
-        rk->ss_x = (const float **)MGT_MALLOC(sizeof(float *) * (size_t)rk->lay.n);
-        rk->ss_n = (size_t *)MGT_MALLOC(sizeof(size_t) * (size_t)rk->lay.n);
-        if (!rk->ss_x || !rk->ss_n) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    }
-#undef MGT__ALLOC
-#undef MGT__ALLOC_AS
-    /* DP buckets: consecutive units in the order backward finishes them, about bucket_mb each */
-    bucket_floats = (size_t)(cfg->parallel.bucket_mb * 1048576.0 / sizeof(float));
-    for (u = rk->lay.nu - 1, k = 0; u >= 0; u--) {
-        if (in_bucket > 0 && in_bucket + rk->lay.u[u].size > bucket_floats) { k++; in_bucket = 0; }
-        rk->bucket_of_unit[u] = k;
-        in_bucket += rk->lay.u[u].size;
-    }
-    /* activations: one set per micro-batch in flight (GPipe: all of them; 1F1B: pp - stage) */
-    rk->nsets = r->inference || p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? M : (p->pp - rk->ppr < M ? p->pp - rk->ppr : M);
-    rk->acts = (mgt__acts *)MGT_MALLOC(sizeof(mgt__acts) * (size_t)rk->nsets);
-    if (!rk->acts) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    memset(rk->acts, 0, sizeof(mgt__acts) * (size_t)rk->nsets);
-    for (k = 0; k < rk->nsets; k++) {
-        rk->acts[k].resid = (void **)MGT_MALLOC(sizeof(void *) * (size_t)(rk->nblocks + 1));
-        rk->acts[k].layer = (mgt__layer_acts *)MGT_MALLOC(sizeof(mgt__layer_acts) * (size_t)(rk->nblocks + 1));
-        if (!rk->acts[k].resid || !rk->acts[k].layer) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    }
-    {
-        size_t one = mgt__acts_layout(&rk->acts[0], NULL, &rk->shape);
-        rk->acts_bytes = one * (size_t)rk->nsets;
-        rk->acts_block = be->alloc(be, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
-        if (!rk->acts_block)
-            return mgt__fail(MGT_ERROR_MEMORY, "out of memory: rank %d needs %.1f MiB of activations; lower [train] micro_batch or use recompute = full",
-                             index, (double)rk->acts_bytes / 1048576.0);
-        for (k = 0; k < rk->nsets; k++) mgt__acts_layout(&rk->acts[k], (char *)rk->acts_block + (size_t)k * one, &rk->shape);
-    }
-    if (!r->inference) {
-        rk->gs_bytes = mgt__scratch_layout(&rk->gs, NULL, &rk->shape);
-        rk->gs_block = be->alloc(be, rk->gs_bytes, MGT_MEM_ACTIVATIONS);
-        if (!rk->gs_block) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for gradient scratch");
-        mgt__scratch_layout(&rk->gs, (char *)rk->gs_block, &rk->shape);
-    }
-    if (r->world_api->holds_values) { /* CPU ranks initialise with their threads; GPU ranks in a host copy, one thread each (simulated ones hold nothing) */
-        int t;
-        MGT__TRY(mgt__mirror(rk));
-        for (t = 0; t < rk->lay.n; t++) {
-            mgt__init_args a;
-            a.rk = rk;
-            a.x = &rk->lay.t[t];
-            if (be->host_memory) mgt__pool_run(MGT__POOL(be), mgt__init_task, &a);
-            else mgt__init_task(&a, 0, 1);
-        }
-        mgt__unmirror(rk, 1);
-    }
-    return MGT_OK;
-}
 /* ==== end src/weights.c ==== */
 /* ==== begin src/plan.c ==== */
 #line 1 "src/plan.c"
@@ -9742,139 +9747,166 @@ static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [
     return hi > lo ? hi - lo : 0;
 }
 
+/* a rank's sizes, from the plan: its slice of the model's shapes and its stage (the parameters:
+   each tensor padded to 16 floats, each unit to 16 x dp; LayerNorm has a bias, RMSNorm none; the
+   linear layers' biases follow [model] bias) */
+typedef struct mgt__rank_sizes {
+    size_t C, T, B, N, Cl, Hl, Q, F, Vl; /* model width, sequence, micro-batch, tokens; the rank's slices of width, heads, qkv, MLP, vocabulary */
+    size_t norm, block, emb, head;       /* floats of a norm, a block's unit, the embedding's and the head's (0: not on this stage) */
+    size_t S, shard, keep;               /* the rank's parameters, its DP shard, the units outside blocks */
+    size_t e, f;                         /* bytes of the storage type and of fp32 */
+    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype;
+} mgt__rank_sizes;
+
+static void mgt__rank_sizes_of(const mgt_config *cfg, const mgt_plan *p, int rank, mgt__rank_sizes *z) {
+    const mgt_dims *d = &p->dims;
+    size_t unit_align = 16 * (size_t)p->dp;
+    memset(z, 0, sizeof *z);
+    z->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
+    mgt_rank_coords(rank, p->dp, p->tp, &z->dpr, &z->tpr, &z->ppr);
+    z->first = z->ppr == 0;
+    z->last = z->ppr == p->pp - 1;
+    z->nb = p->stage_first[z->ppr + 1] - p->stage_first[z->ppr];
+    z->M = p->micro_steps;
+    z->C = (size_t)cfg->model.d_model; z->T = (size_t)cfg->model.seq_len; z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
+    z->Cl = z->C / (size_t)p->tp; z->Hl = (size_t)d->H / (size_t)p->tp; z->Vl = (size_t)p->Vp / (size_t)p->tp;
+    z->Q = z->Cl + 2 * (size_t)(mgt__kv_local(d, p->tp) * d->hs); z->F = (size_t)d->fc / (size_t)p->tp;
+    z->kvr = mgt__kv_replicas(d, p->tp);
+    z->e = mgt__dtype_size(z->dtype); /* parameters (the compute copy), activations; gradients stay fp32 */
+    z->f = sizeof(float);
+    z->norm = (d->rms ? 1 : 2) * mgt__pad16(z->C);
+#define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
+    z->block = MGT__UNIT(2 * z->norm + mgt__pad16(z->Q * z->C) + mgt__pad16(z->C * z->Cl) + mgt__pad16(z->F * z->C) + mgt__pad16(z->C * z->Hl) +
+                         (d->bias ? mgt__pad16(z->Q) + mgt__pad16(z->F) + 2 * mgt__pad16(z->C) : 0));
+    z->emb = z->first ? MGT__UNIT(mgt__pad16(z->Vl * z->C) + (d->rope ? 0 : mgt__pad16(z->T * z->C))) : 0;
+    z->head = z->last ? MGT__UNIT(z->norm + (!d->tied || p->pp > 1 ? mgt__pad16(z->Vl * z->C) : 0)) : 0;
+#undef MGT__UNIT
+    z->S = z->emb + (size_t)z->nb * z->block + z->head;
+    z->shard = z->S / (size_t)p->dp;
+    z->keep = z->emb + z->head;
+}
+
+/* the CUDA backend's own memory (its reserve: issue 13), and NCCL's and the context's estimates */
+static void mgt__plan_rank_cuda(const mgt_config *cfg, const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+    const mgt_dims *d = &p->dims;
+    size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (z->S / 65536 + (size_t)(4 + per_block * (size_t)z->nb + 2) + 1) * sizeof(double);
+    size_t oc = z->Q > z->F ? z->Q : z->F, k, f = z->f;
+    int kinds[6], g;
+    size_t NHl = (size_t)(cfg->model.n_head / p->tp), hs = z->Cl / NHl;
+    o->cuda_attention = z->B * NHl * z->T * f; /* flash attention's backward: dout . out per row and head */
+    if (mgt_cudnn_attention_serves(z->dtype, (int)hs, (int)NHl, (int)((z->Q - z->Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
+        o->cuda_attention = (o->cuda_attention + 255) / 256 * 256 + z->B * NHl * z->T * hs * f;
+    o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for */
+    if ((k = 128 * 2 * z->C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (128 parts) */
+    if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;       /* the widest bias's (64 parts) */
+    for (k = 1; k < z->N;) k <<= 1;
+    if ((k *= 8) > o->cuda_scratch) o->cuda_scratch = k;                 /* the embedding backward's sort: 8-byte keys, a power of two */
+    if (ss > o->cuda_scratch) o->cuda_scratch = ss;                      /* the chunks of the multi-tensor norm */
+    o->cuda_cublas = (size_t)32 << 20;                                   /* sm_90 and later; 4 MiB before */
+    o->mem[MGT_MEM_WORKSPACE] = o->cuda_scratch + o->cuda_cublas;
+    /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
+       world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
+       and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
+    kinds[0] = p->tp; kinds[1] = p->dp; kinds[2] = p->pp; kinds[3] = p->pp > 1 && (z->first || z->last) ? 2 : 1; kinds[4] = p->world; kinds[5] = z->kvr;
+    for (g = 0; g < 6; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p->world || g == 4);
+    o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
+    o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
+}
+
+/* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
+static void mgt__plan_rank_traffic(const mgt_config *cfg, const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+    const mgt_dims *d = &p->dims;
+    size_t f = z->f, e = z->e;
+    double act = (double)(z->N * z->C * e), per_micro_tp = 0; /* activations move in the storage type */
+    int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL, M = z->M, nb = z->nb, first = z->first, last = z->last;
+    if (p->tp > 1) {
+        per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
+        o->bytes[MGT_COLL_ALL_REDUCE] += M * per_micro_tp;
+        if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p->tp * (double)(z->N * 3 * f);
+    }
+    if (p->pp > 1) {
+        o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * ((first ? 0 : 2) + (last ? 0 : 2)); /* forward and backward, in and out */
+        if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(z->Vl * z->C * f); /* the tied embedding */
+    }
+    if (p->dp > 1) {
+        double full = (double)(z->S * f), blocks = (double)((size_t)nb * z->block * f), fetches;
+        double pfull = full / (double)f * (double)e, pblocks = blocks / (double)f * (double)e; /* parameters: storage type */
+        if (p->zero == 0) o->bytes[MGT_COLL_ALL_REDUCE] += full;
+        if (p->zero == 1) { o->bytes[MGT_COLL_REDUCE_SCATTER] += full; o->bytes[MGT_COLL_ALL_GATHER] += pfull; }
+        if (p->zero >= 2) o->bytes[MGT_COLL_REDUCE_SCATTER] += M * blocks + (double)(z->keep * f);
+        if (p->zero == 2) o->bytes[MGT_COLL_ALL_GATHER] += pfull;
+        if (p->zero == 3) { /* every use of a unit gathers it: forward and backward of each block, the
+                              embedding in both directions, the head (and a tied wte with it) in both */
+            fetches = 2.0 * pblocks + (first ? 2.0 * (double)(z->emb * e) : 0) + (last ? 2.0 * (double)(z->head * e) : 0) +
+                      (first && last && d->tied ? 2.0 * (double)(z->emb * e) : 0);
+            o->bytes[MGT_COLL_ALL_GATHER] += M * fetches;
+        }
+    }
+    if (p->world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p->world * sizeof(double); /* the gradient norm */
+    if (z->kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
+                         once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
+        size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
+        size_t w0 = z->norm + z->Cl * z->C, b0 = z->norm + mgt__pad16(z->Q * z->C) + z->Cl;
+        o->bytes[MGT_COLL_ALL_REDUCE] += (double)nb * (double)f *
+                                         (double)(mgt__overlap(w0, z->norm + z->Q * z->C, s0, s1) + (d->bias ? mgt__overlap(b0, b0 - z->Cl + z->Q, s0, s1) : 0));
+    }
+}
+
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
     mgt_plan p;
-    size_t C, T, B, N, Cl, Hl, Q, F, Vl, norm, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float), e;
+    mgt__rank_sizes z;
     const mgt_dims *d = &p.dims;
-    int dtype = cfg ? (cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32) : MGT_F32;
-    mgt__shape sh;
-    size_t a_resid, a_layer, a_last, a_io, scratch;
-    int tpr, dpr, ppr, nb, first, last, M, threads, kvr;
+    size_t max_unit, max_block, sets, one, a_resid, a_layer, a_last, a_io, scratch, N, C, e, f;
+    int threads;
     if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
     MGT__TRY(mgt__plan_make(cfg, &p));
     if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
     memset(o, 0, sizeof *o);
-    mgt_rank_coords(rank, p.dp, p.tp, &dpr, &tpr, &ppr);
-    first = ppr == 0; last = ppr == p.pp - 1;
-    nb = p.stage_first[ppr + 1] - p.stage_first[ppr];
-    M = p.micro_steps;
-    C = (size_t)cfg->model.d_model; T = (size_t)cfg->model.seq_len; B = (size_t)cfg->train.micro_batch; N = B * T;
-    Cl = C / (size_t)p.tp; Hl = (size_t)d->H / (size_t)p.tp; Vl = (size_t)p.Vp / (size_t)p.tp;
-    Q = Cl + 2 * (size_t)(mgt__kv_local(d, p.tp) * d->hs); F = (size_t)d->fc / (size_t)p.tp;
-    kvr = mgt__kv_replicas(d, p.tp);
-    unit_align = 16 * (size_t)p.dp;
-    e = mgt__dtype_size(dtype); /* parameters (the compute copy), activations; gradients stay fp32 */
-    /* parameters: each tensor padded to 16 floats, each unit to 16 x dp; LayerNorm has a bias, RMSNorm
-       none; the linear layers' biases follow [model] bias */
-    norm = (d->rms ? 1 : 2) * mgt__pad16(C);
-#define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
-    block = MGT__UNIT(2 * norm + mgt__pad16(Q * C) + mgt__pad16(C * Cl) + mgt__pad16(F * C) + mgt__pad16(C * Hl) +
-                      (d->bias ? mgt__pad16(Q) + mgt__pad16(F) + 2 * mgt__pad16(C) : 0));
-    emb = first ? MGT__UNIT(mgt__pad16(Vl * C) + (d->rope ? 0 : mgt__pad16(T * C))) : 0;
-    head = last ? MGT__UNIT(norm + (!d->tied || p.pp > 1 ? mgt__pad16(Vl * C) : 0)) : 0;
-#undef MGT__UNIT
-    S = emb + (size_t)nb * block + head;
-    shard = S / (size_t)p.dp;
-    max_block = nb ? block : 0;
-    max_unit = emb > block ? emb : block;
-    max_unit = head > max_unit ? head : max_unit;
-    keep = emb + head;
-    o->rank = rank; o->dp = dpr; o->tp = tpr; o->pp = ppr;
-    o->first_block = p.stage_first[ppr]; o->last_block = p.stage_first[ppr + 1] - 1;
-    o->params = S;
-    o->shard = shard;
+    mgt__rank_sizes_of(cfg, &p, rank, &z);
+    N = z.N; C = z.C; e = z.e; f = z.f;
+    max_block = z.nb ? z.block : 0;
+    max_unit = z.emb > z.block ? z.emb : z.block;
+    max_unit = z.head > max_unit ? z.head : max_unit;
+    o->rank = rank; o->dp = z.dpr; o->tp = z.tpr; o->pp = z.ppr;
+    o->first_block = p.stage_first[z.ppr]; o->last_block = p.stage_first[z.ppr + 1] - 1;
+    o->params = z.S;
+    o->shard = z.shard;
     { /* the tensors: the embeddings, each block's (mgt__block_slots), the final norm and an untied or pipelined head */
         int slot[MGT__BLOCK_TENSORS];
-        o->tensors = (first ? (d->rope ? 1 : 2) : 0) + nb * mgt__block_slots(d, slot) + (last ? (d->rms ? 1 : 2) + (!d->tied || p.pp > 1) : 0);
+        o->tensors = (z.first ? (d->rope ? 1 : 2) : 0) + z.nb * mgt__block_slots(d, slot) + (z.last ? (d->rms ? 1 : 2) + (!d->tied || p.pp > 1) : 0);
     }
-    o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? shard : S);
+    o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? z.shard : z.S);
     o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? (max_unit + max_block) / (size_t)p.dp : 0);
-    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? shard + 2 * max_block + keep : S);
-    o->mem[MGT_MEM_OPTIMIZER] = (dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? shard : S); /* moments, and master weights under 16-bit */
+    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? z.shard + 2 * max_block + z.keep : z.S);
+    o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
-    sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)M : (size_t)(p.pp - ppr < M ? p.pp - ppr : M);
-    a_resid = (size_t)(nb + 1) * mgt__carve_bytes(N * C * e);
-    a_layer = (size_t)(nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : nb) *
-              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * Q * e) +
-               mgt__carve_bytes(mgt__att_bytes(B, (size_t)(cfg->model.n_head / p.tp), T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
-               mgt__carve_bytes(N * Cl * e) + mgt__carve_bytes(N * F * e) + mgt__carve_bytes(N * Hl * e));
-    a_last = last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * Vl * e) + mgt__carve_bytes((size_t)p.tp * N * 3 * f) +
-                        mgt__carve_bytes(N * sizeof(double)) : 0;
+    sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p.pp - z.ppr < z.M ? p.pp - z.ppr : z.M);
+    a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
+    a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
+              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
+               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p.tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+               mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
+    a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p.tp * N * 3 * f) +
+                          mgt__carve_bytes(N * sizeof(double)) : 0;
     a_io = 2 * mgt__carve_bytes(N * sizeof(int));
     one = a_resid + a_layer + a_last + a_io;
-    scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * Q * e) + mgt__carve_bytes(N * F * e) + (F > Hl ? mgt__carve_bytes(N * Hl * e) : 0);
+    scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) + (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
     threads = threads / p.world > 0 ? threads / p.world : 1;
-    o->mem[MGT_MEM_WORKSPACE] = f * T * T * (size_t)threads;
-    if (dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
+    o->mem[MGT_MEM_WORKSPACE] = f * z.T * z.T * (size_t)threads;
+    if (z.dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
+        mgt__shape sh;
         memset(&sh, 0, sizeof sh);
-        sh.B = (int)B; sh.T = (int)T; sh.C = (int)C; sh.Cl = (int)Cl; sh.Hl = (int)Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)Vl;
-        sh.KVl = (int)(Q - Cl) / 2; sh.Fl = (int)F;
-        sh.first = first; sh.last = last;
+        sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)z.Vl;
+        sh.KVl = (int)(z.Q - z.Cl) / 2; sh.Fl = (int)z.F;
+        sh.first = z.first; sh.last = z.last;
         o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
     }
-    if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (its reserve: issue 13) */
-        size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (S / 65536 + (size_t)(4 + per_block * (size_t)nb + 2) + 1) * sizeof(double);
-        size_t oc = Q > F ? Q : F, k;
-        int kinds[6], g;
-        size_t NHl = (size_t)(cfg->model.n_head / p.tp), hs = Cl / NHl;
-        o->cuda_attention = B * NHl * T * f; /* flash attention's backward: dout . out per row and head */
-        if (mgt_cudnn_attention_serves(dtype, (int)hs, (int)NHl, (int)((Q - Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
-            o->cuda_attention = (o->cuda_attention + 255) / 256 * 256 + B * NHl * T * hs * f;
-        o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for */
-        if ((k = 128 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (128 parts) */
-        if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;    /* the widest bias's (64 parts) */
-        for (k = 1; k < N;) k <<= 1;
-        if ((k *= 8) > o->cuda_scratch) o->cuda_scratch = k;              /* the embedding backward's sort: 8-byte keys, a power of two */
-        if (ss > o->cuda_scratch) o->cuda_scratch = ss;                   /* the chunks of the multi-tensor norm */
-        o->cuda_cublas = (size_t)32 << 20;                                /* sm_90 and later; 4 MiB before */
-        o->mem[MGT_MEM_WORKSPACE] = o->cuda_scratch + o->cuda_cublas;
-        /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
-           world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
-           and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
-        kinds[0] = p.tp; kinds[1] = p.dp; kinds[2] = p.pp; kinds[3] = p.pp > 1 && (first || last) ? 2 : 1; kinds[4] = p.world; kinds[5] = kvr;
-        for (g = 0; g < 6; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p.world || g == 4);
-        o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
-        o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
-    }
-    /* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
-    {
-        double act = (double)(N * C * e), per_micro_tp = 0; /* activations move in the storage type */
-        int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL;
-        if (p.tp > 1) {
-            per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
-            o->bytes[MGT_COLL_ALL_REDUCE] += M * per_micro_tp;
-            if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p.tp * (double)(N * 3 * f);
-        }
-        if (p.pp > 1) {
-            o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * ((first ? 0 : 2) + (last ? 0 : 2)); /* forward and backward, in and out */
-            if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(Vl * C * f); /* the tied embedding */
-        }
-        if (p.dp > 1) {
-            double full = (double)(S * f), blocks = (double)((size_t)nb * block * f), fetches;
-            if (p.zero == 0) o->bytes[MGT_COLL_ALL_REDUCE] += full;
-            double pfull = full / (double)f * (double)e, pblocks = blocks / (double)f * (double)e; /* parameters: storage type */
-            if (p.zero == 1) { o->bytes[MGT_COLL_REDUCE_SCATTER] += full; o->bytes[MGT_COLL_ALL_GATHER] += pfull; }
-            if (p.zero >= 2) o->bytes[MGT_COLL_REDUCE_SCATTER] += M * blocks + (double)(keep * f);
-            if (p.zero == 2) o->bytes[MGT_COLL_ALL_GATHER] += pfull;
-            if (p.zero == 3) { /* every use of a unit gathers it: forward and backward of each block, the
-                                 embedding in both directions, the head (and a tied wte with it) in both */
-                fetches = 2.0 * pblocks + (first ? 2.0 * (double)(emb * e) : 0) + (last ? 2.0 * (double)(head * e) : 0) +
-                          (first && last && d->tied ? 2.0 * (double)(emb * e) : 0);
-                o->bytes[MGT_COLL_ALL_GATHER] += M * fetches;
-            }
-        }
-        if (p.world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p.world * sizeof(double); /* the gradient norm */
-        if (kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
-                          once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
-            size_t s0 = p.zero >= 1 ? (size_t)dpr * (block / (size_t)p.dp) : 0, s1 = p.zero >= 1 ? s0 + block / (size_t)p.dp : block;
-            size_t w0 = norm + Cl * C, b0 = norm + mgt__pad16(Q * C) + Cl;
-            o->bytes[MGT_COLL_ALL_REDUCE] += (double)nb * (double)f * (double)(mgt__overlap(w0, norm + Q * C, s0, s1) + (d->bias ? mgt__overlap(b0, b0 - Cl + Q, s0, s1) : 0));
-        }
-    }
+    if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(cfg, &p, &z, o);
+    mgt__plan_rank_traffic(cfg, &p, &z, o);
     return MGT_OK;
 }
 
@@ -9995,6 +10027,52 @@ static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inferenc
 /* The comparison for a run of cfg on the CPU (gpu_free NULL) or on GPUs (gpu_free[rank], nfree of
    them) into out; MGT_ERROR_CONFIG with the same line as the error when it does not fit and the
    check is enforced. */
+/* what would make cfg fit, each tried with the planner, written into levers ("" when nothing does) */
+static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out, char *levers, size_t cap) {
+    char what[96];
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    mgt_config c = *cfg;
+    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
+    for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
+        if (per_dp % m) continue;
+        c.train.micro_batch = m;
+        mgt__textf(what, sizeof what, "train.micro_batch = %d", m);
+        found = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what);
+    }
+    c = *cfg;
+    if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+        c.train.recompute = MGT_RECOMPUTE_FULL;
+        if (!mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
+            for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
+                if (per_dp % m) continue;
+                c.train.micro_batch = m;
+                mgt__textf(what, sizeof what, "train.recompute = full with train.micro_batch = %d", m);
+                if (mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what)) break;
+            }
+    }
+    c = *cfg;
+    for (z = cfg->parallel.zero + 1; cfg->parallel.dp > 1 && z <= 3 && !inference; z++) {
+        c.parallel.zero = z;
+        mgt__textf(what, sizeof what, "parallel.zero = %d", z);
+        if (mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what)) break;
+    }
+    c = *cfg;
+    /* more GPUs, each holding less: tp must divide the key/value heads (and so n_head) and d_ff */
+    for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && /* key/value heads split or replicated (mgt__kv_local) */
+                                   (nkv % t == 0 || t % nkv == 0) && (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
+         t *= 2) {
+        c.parallel.tp = t;
+        mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
+        if (mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what)) break;
+    }
+    c = *cfg;
+    for (t = 2 * cfg->parallel.pp; gpu_free && t <= cfg->model.n_layer && t <= 256; t *= 2) {
+        c.parallel.pp = t;
+        mgt__textf(what, sizeof what, "parallel.pp = %d on %d GPUs", t, world / cfg->parallel.pp * t);
+        if (mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what)) break;
+    }
+}
+
 static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
     mgt__need n;
     char need[32], have[32], avail_text[32], as_need[32], as_have[32], extra[32], cmp[640], levers[400] = "", what[96];
@@ -10054,49 +10132,7 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
         mgt__textf(out->text, sizeof out->text, "%s: fits", cmp);
         return MGT_OK;
     }
-    /* what would make it fit, each tried with the planner */
-    {
-        mgt_config c = *cfg;
-        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
-        for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
-            if (per_dp % m) continue;
-            c.train.micro_batch = m;
-            mgt__textf(what, sizeof what, "train.micro_batch = %d", m);
-            found = mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what);
-        }
-        c = *cfg;
-        if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
-            c.train.recompute = MGT_RECOMPUTE_FULL;
-            if (!mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
-                for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
-                    if (per_dp % m) continue;
-                    c.train.micro_batch = m;
-                    mgt__textf(what, sizeof what, "train.recompute = full with train.micro_batch = %d", m);
-                    if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
-                }
-        }
-        c = *cfg;
-        for (z = cfg->parallel.zero + 1; cfg->parallel.dp > 1 && z <= 3 && !inference; z++) {
-            c.parallel.zero = z;
-            mgt__textf(what, sizeof what, "parallel.zero = %d", z);
-            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
-        }
-        c = *cfg;
-        /* more GPUs, each holding less: tp must divide the key/value heads (and so n_head) and d_ff */
-        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && /* key/value heads split or replicated (mgt__kv_local) */
-                                       (nkv % t == 0 || t % nkv == 0) && (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
-             t *= 2) {
-            c.parallel.tp = t;
-            mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
-            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
-        }
-        c = *cfg;
-        for (t = 2 * cfg->parallel.pp; gpu_free && t <= cfg->model.n_layer && t <= 256; t *= 2) {
-            c.parallel.pp = t;
-            mgt__textf(what, sizeof what, "parallel.pp = %d on %d GPUs", t, world / cfg->parallel.pp * t);
-            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
-        }
-    }
+    mgt__fit_levers(cfg, inference, gpu_free, nfree, out, levers, sizeof levers);
     {
         char state[32], at[MGT_STR_MAX + 8] = "", raise[96] = "";
         int host_short = out->host_have >= 0 && n.host > out->host_have, as_short = out->as_have >= 0 && n.as > out->as_have;
@@ -10535,7 +10571,7 @@ MGTDEF void mgt_run_set_peak(mgt_run *r, double gflops_per_rank, const char *sou
 /* ==== end src/device.c ==== */
 /* ==== begin src/api.c ==== */
 #line 1 "src/api.c"
-/* src/api.c - making a run (mgt_run_create, mgt_run_open), its NCCL world, sampling */
+/* src/api.c - making and destroying a run (mgt_run_create, mgt_run_open, mgt_run_destroy), sampling */
 static void mgt__new_run_id(char *id, size_t cap) {
     uint64_t x = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -10664,7 +10700,40 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     return MGT_OK;
 }
 
-MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
+MGTDEF void mgt_run_destroy(mgt_run *r) {
+    int i;
+    if (!r) return;
+    if (r->started) {
+        pthread_mutex_lock(&r->mu);
+        r->cmd = MGT__CMD_QUIT;
+        r->generation++;
+        pthread_cond_broadcast(&r->cv_cmd);
+        pthread_mutex_unlock(&r->mu);
+        for (i = 0; i < r->plan.world; i++) if (r->ranks[i].thread) pthread_join(r->ranks[i].thread, NULL);
+    }
+    if (r->has_train) mgt__loader_close(&r->train);
+    if (r->has_val) mgt__loader_close(&r->val);
+    if (r->metrics) fclose(r->metrics);
+    if (r->tensorboard) fclose(r->tensorboard);
+    if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
+    if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
+    if (r->world && r->world_api->destroy) r->world_api->destroy(r->world);
+    mgt__mpi_world_destroy(r->procs);
+    MGT_FREE(r->shadow_be);
+    MGT_FREE(r->shadow_comm);
+    pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->stats_mu);
+    MGT_FREE(r->history);
+    MGT_FREE(r->events);
+    MGT_FREE(r->rank_stats);
+    pthread_cond_destroy(&r->cv_cmd);
+    pthread_cond_destroy(&r->cv_done);
+    MGT_FREE(r->ranks);
+    MGT_FREE(r);
+}
+
+/* mgt_run_create on a given world (NULL: this machine's); tests wrap the local world's to inject faults */
+static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const mgt__world_api *given, void *given_world) {
     mgt_run *r;
     mgt_result res;
     mgt_config resolved;
@@ -10674,7 +10743,7 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
     cfg = &resolved; /* the model keys [model] init gives */
     MGT__TRY(mgt_config_resolve_init(&resolved));
     MGT__TRY(mgt_config_validate(cfg));
-    MGT__TRY(mgt__run_alloc(&r, cfg, 0));
+    MGT__TRY(mgt__run_alloc_on(&r, cfg, 0, given, given_world));
     if (cfg->model.init[0] && (res = mgt__init_weights(r)) != MGT_OK) { mgt_run_destroy(r); return res; }
     if (cfg->data.train[0]) {
         res = mgt__loader_open(&r->train, cfg->data.train, "[data] train", cfg->model.vocab_size, cfg->model.seq_len, cfg->train.global_batch,
@@ -10713,6 +10782,7 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
     *out = r; /* the folder and metrics.jsonl are taken by mgt_run_claim, after a resume */
     return MGT_OK;
 }
+MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) { return mgt__run_create_on(out, cfg, NULL, NULL); }
 
 MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int threads) {
     mgt_config cfg;

@@ -1,4 +1,4 @@
-/* src/api.c - making a run (mgt_run_create, mgt_run_open), its NCCL world, sampling */
+/* src/api.c - making and destroying a run (mgt_run_create, mgt_run_open, mgt_run_destroy), sampling */
 static void mgt__new_run_id(char *id, size_t cap) {
     uint64_t x = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -127,7 +127,40 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     return MGT_OK;
 }
 
-MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
+MGTDEF void mgt_run_destroy(mgt_run *r) {
+    int i;
+    if (!r) return;
+    if (r->started) {
+        pthread_mutex_lock(&r->mu);
+        r->cmd = MGT__CMD_QUIT;
+        r->generation++;
+        pthread_cond_broadcast(&r->cv_cmd);
+        pthread_mutex_unlock(&r->mu);
+        for (i = 0; i < r->plan.world; i++) if (r->ranks[i].thread) pthread_join(r->ranks[i].thread, NULL);
+    }
+    if (r->has_train) mgt__loader_close(&r->train);
+    if (r->has_val) mgt__loader_close(&r->val);
+    if (r->metrics) fclose(r->metrics);
+    if (r->tensorboard) fclose(r->tensorboard);
+    if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
+    if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
+    if (r->world && r->world_api->destroy) r->world_api->destroy(r->world);
+    mgt__mpi_world_destroy(r->procs);
+    MGT_FREE(r->shadow_be);
+    MGT_FREE(r->shadow_comm);
+    pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->stats_mu);
+    MGT_FREE(r->history);
+    MGT_FREE(r->events);
+    MGT_FREE(r->rank_stats);
+    pthread_cond_destroy(&r->cv_cmd);
+    pthread_cond_destroy(&r->cv_done);
+    MGT_FREE(r->ranks);
+    MGT_FREE(r);
+}
+
+/* mgt_run_create on a given world (NULL: this machine's); tests wrap the local world's to inject faults */
+static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const mgt__world_api *given, void *given_world) {
     mgt_run *r;
     mgt_result res;
     mgt_config resolved;
@@ -137,7 +170,7 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
     cfg = &resolved; /* the model keys [model] init gives */
     MGT__TRY(mgt_config_resolve_init(&resolved));
     MGT__TRY(mgt_config_validate(cfg));
-    MGT__TRY(mgt__run_alloc(&r, cfg, 0));
+    MGT__TRY(mgt__run_alloc_on(&r, cfg, 0, given, given_world));
     if (cfg->model.init[0] && (res = mgt__init_weights(r)) != MGT_OK) { mgt_run_destroy(r); return res; }
     if (cfg->data.train[0]) {
         res = mgt__loader_open(&r->train, cfg->data.train, "[data] train", cfg->model.vocab_size, cfg->model.seq_len, cfg->train.global_batch,
@@ -176,6 +209,7 @@ MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) {
     *out = r; /* the folder and metrics.jsonl are taken by mgt_run_claim, after a resume */
     return MGT_OK;
 }
+MGTDEF mgt_result mgt_run_create(mgt_run **out, const mgt_config *cfg) { return mgt__run_create_on(out, cfg, NULL, NULL); }
 
 MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int threads) {
     mgt_config cfg;

@@ -27,7 +27,6 @@
      MGT_NO_STDIO        beside MGT_IMPLEMENTATION: no FILE* helpers (mgt_config_fprint)
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
                          library's memory (all three or none; tests/test_alloc.c counts them)
-     MGT_TESTING         beside MGT_IMPLEMENTATION: test hooks (a non-finite gradient on demand)
 
    EXAMPLE
         mgt_config cfg;

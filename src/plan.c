@@ -7,139 +7,166 @@ static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [
     return hi > lo ? hi - lo : 0;
 }
 
+/* a rank's sizes, from the plan: its slice of the model's shapes and its stage (the parameters:
+   each tensor padded to 16 floats, each unit to 16 x dp; LayerNorm has a bias, RMSNorm none; the
+   linear layers' biases follow [model] bias) */
+typedef struct mgt__rank_sizes {
+    size_t C, T, B, N, Cl, Hl, Q, F, Vl; /* model width, sequence, micro-batch, tokens; the rank's slices of width, heads, qkv, MLP, vocabulary */
+    size_t norm, block, emb, head;       /* floats of a norm, a block's unit, the embedding's and the head's (0: not on this stage) */
+    size_t S, shard, keep;               /* the rank's parameters, its DP shard, the units outside blocks */
+    size_t e, f;                         /* bytes of the storage type and of fp32 */
+    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype;
+} mgt__rank_sizes;
+
+static void mgt__rank_sizes_of(const mgt_config *cfg, const mgt_plan *p, int rank, mgt__rank_sizes *z) {
+    const mgt_dims *d = &p->dims;
+    size_t unit_align = 16 * (size_t)p->dp;
+    memset(z, 0, sizeof *z);
+    z->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
+    mgt_rank_coords(rank, p->dp, p->tp, &z->dpr, &z->tpr, &z->ppr);
+    z->first = z->ppr == 0;
+    z->last = z->ppr == p->pp - 1;
+    z->nb = p->stage_first[z->ppr + 1] - p->stage_first[z->ppr];
+    z->M = p->micro_steps;
+    z->C = (size_t)cfg->model.d_model; z->T = (size_t)cfg->model.seq_len; z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
+    z->Cl = z->C / (size_t)p->tp; z->Hl = (size_t)d->H / (size_t)p->tp; z->Vl = (size_t)p->Vp / (size_t)p->tp;
+    z->Q = z->Cl + 2 * (size_t)(mgt__kv_local(d, p->tp) * d->hs); z->F = (size_t)d->fc / (size_t)p->tp;
+    z->kvr = mgt__kv_replicas(d, p->tp);
+    z->e = mgt__dtype_size(z->dtype); /* parameters (the compute copy), activations; gradients stay fp32 */
+    z->f = sizeof(float);
+    z->norm = (d->rms ? 1 : 2) * mgt__pad16(z->C);
+#define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
+    z->block = MGT__UNIT(2 * z->norm + mgt__pad16(z->Q * z->C) + mgt__pad16(z->C * z->Cl) + mgt__pad16(z->F * z->C) + mgt__pad16(z->C * z->Hl) +
+                         (d->bias ? mgt__pad16(z->Q) + mgt__pad16(z->F) + 2 * mgt__pad16(z->C) : 0));
+    z->emb = z->first ? MGT__UNIT(mgt__pad16(z->Vl * z->C) + (d->rope ? 0 : mgt__pad16(z->T * z->C))) : 0;
+    z->head = z->last ? MGT__UNIT(z->norm + (!d->tied || p->pp > 1 ? mgt__pad16(z->Vl * z->C) : 0)) : 0;
+#undef MGT__UNIT
+    z->S = z->emb + (size_t)z->nb * z->block + z->head;
+    z->shard = z->S / (size_t)p->dp;
+    z->keep = z->emb + z->head;
+}
+
+/* the CUDA backend's own memory (its reserve: issue 13), and NCCL's and the context's estimates */
+static void mgt__plan_rank_cuda(const mgt_config *cfg, const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+    const mgt_dims *d = &p->dims;
+    size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (z->S / 65536 + (size_t)(4 + per_block * (size_t)z->nb + 2) + 1) * sizeof(double);
+    size_t oc = z->Q > z->F ? z->Q : z->F, k, f = z->f;
+    int kinds[6], g;
+    size_t NHl = (size_t)(cfg->model.n_head / p->tp), hs = z->Cl / NHl;
+    o->cuda_attention = z->B * NHl * z->T * f; /* flash attention's backward: dout . out per row and head */
+    if (mgt_cudnn_attention_serves(z->dtype, (int)hs, (int)NHl, (int)((z->Q - z->Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
+        o->cuda_attention = (o->cuda_attention + 255) / 256 * 256 + z->B * NHl * z->T * hs * f;
+    o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for */
+    if ((k = 128 * 2 * z->C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (128 parts) */
+    if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;       /* the widest bias's (64 parts) */
+    for (k = 1; k < z->N;) k <<= 1;
+    if ((k *= 8) > o->cuda_scratch) o->cuda_scratch = k;                 /* the embedding backward's sort: 8-byte keys, a power of two */
+    if (ss > o->cuda_scratch) o->cuda_scratch = ss;                      /* the chunks of the multi-tensor norm */
+    o->cuda_cublas = (size_t)32 << 20;                                   /* sm_90 and later; 4 MiB before */
+    o->mem[MGT_MEM_WORKSPACE] = o->cuda_scratch + o->cuda_cublas;
+    /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
+       world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
+       and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
+    kinds[0] = p->tp; kinds[1] = p->dp; kinds[2] = p->pp; kinds[3] = p->pp > 1 && (z->first || z->last) ? 2 : 1; kinds[4] = p->world; kinds[5] = z->kvr;
+    for (g = 0; g < 6; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p->world || g == 4);
+    o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
+    o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
+}
+
+/* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
+static void mgt__plan_rank_traffic(const mgt_config *cfg, const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+    const mgt_dims *d = &p->dims;
+    size_t f = z->f, e = z->e;
+    double act = (double)(z->N * z->C * e), per_micro_tp = 0; /* activations move in the storage type */
+    int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL, M = z->M, nb = z->nb, first = z->first, last = z->last;
+    if (p->tp > 1) {
+        per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
+        o->bytes[MGT_COLL_ALL_REDUCE] += M * per_micro_tp;
+        if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p->tp * (double)(z->N * 3 * f);
+    }
+    if (p->pp > 1) {
+        o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * ((first ? 0 : 2) + (last ? 0 : 2)); /* forward and backward, in and out */
+        if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(z->Vl * z->C * f); /* the tied embedding */
+    }
+    if (p->dp > 1) {
+        double full = (double)(z->S * f), blocks = (double)((size_t)nb * z->block * f), fetches;
+        double pfull = full / (double)f * (double)e, pblocks = blocks / (double)f * (double)e; /* parameters: storage type */
+        if (p->zero == 0) o->bytes[MGT_COLL_ALL_REDUCE] += full;
+        if (p->zero == 1) { o->bytes[MGT_COLL_REDUCE_SCATTER] += full; o->bytes[MGT_COLL_ALL_GATHER] += pfull; }
+        if (p->zero >= 2) o->bytes[MGT_COLL_REDUCE_SCATTER] += M * blocks + (double)(z->keep * f);
+        if (p->zero == 2) o->bytes[MGT_COLL_ALL_GATHER] += pfull;
+        if (p->zero == 3) { /* every use of a unit gathers it: forward and backward of each block, the
+                              embedding in both directions, the head (and a tied wte with it) in both */
+            fetches = 2.0 * pblocks + (first ? 2.0 * (double)(z->emb * e) : 0) + (last ? 2.0 * (double)(z->head * e) : 0) +
+                      (first && last && d->tied ? 2.0 * (double)(z->emb * e) : 0);
+            o->bytes[MGT_COLL_ALL_GATHER] += M * fetches;
+        }
+    }
+    if (p->world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p->world * sizeof(double); /* the gradient norm */
+    if (z->kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
+                         once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
+        size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
+        size_t w0 = z->norm + z->Cl * z->C, b0 = z->norm + mgt__pad16(z->Q * z->C) + z->Cl;
+        o->bytes[MGT_COLL_ALL_REDUCE] += (double)nb * (double)f *
+                                         (double)(mgt__overlap(w0, z->norm + z->Q * z->C, s0, s1) + (d->bias ? mgt__overlap(b0, b0 - z->Cl + z->Q, s0, s1) : 0));
+    }
+}
+
 MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
     mgt_plan p;
-    size_t C, T, B, N, Cl, Hl, Q, F, Vl, norm, block, emb, head, S, shard, max_unit, max_block = 0, keep = 0, unit_align, sets, one, f = sizeof(float), e;
+    mgt__rank_sizes z;
     const mgt_dims *d = &p.dims;
-    int dtype = cfg ? (cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32) : MGT_F32;
-    mgt__shape sh;
-    size_t a_resid, a_layer, a_last, a_io, scratch;
-    int tpr, dpr, ppr, nb, first, last, M, threads, kvr;
+    size_t max_unit, max_block, sets, one, a_resid, a_layer, a_last, a_io, scratch, N, C, e, f;
+    int threads;
     if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
     MGT__TRY(mgt__plan_make(cfg, &p));
     if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
     memset(o, 0, sizeof *o);
-    mgt_rank_coords(rank, p.dp, p.tp, &dpr, &tpr, &ppr);
-    first = ppr == 0; last = ppr == p.pp - 1;
-    nb = p.stage_first[ppr + 1] - p.stage_first[ppr];
-    M = p.micro_steps;
-    C = (size_t)cfg->model.d_model; T = (size_t)cfg->model.seq_len; B = (size_t)cfg->train.micro_batch; N = B * T;
-    Cl = C / (size_t)p.tp; Hl = (size_t)d->H / (size_t)p.tp; Vl = (size_t)p.Vp / (size_t)p.tp;
-    Q = Cl + 2 * (size_t)(mgt__kv_local(d, p.tp) * d->hs); F = (size_t)d->fc / (size_t)p.tp;
-    kvr = mgt__kv_replicas(d, p.tp);
-    unit_align = 16 * (size_t)p.dp;
-    e = mgt__dtype_size(dtype); /* parameters (the compute copy), activations; gradients stay fp32 */
-    /* parameters: each tensor padded to 16 floats, each unit to 16 x dp; LayerNorm has a bias, RMSNorm
-       none; the linear layers' biases follow [model] bias */
-    norm = (d->rms ? 1 : 2) * mgt__pad16(C);
-#define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
-    block = MGT__UNIT(2 * norm + mgt__pad16(Q * C) + mgt__pad16(C * Cl) + mgt__pad16(F * C) + mgt__pad16(C * Hl) +
-                      (d->bias ? mgt__pad16(Q) + mgt__pad16(F) + 2 * mgt__pad16(C) : 0));
-    emb = first ? MGT__UNIT(mgt__pad16(Vl * C) + (d->rope ? 0 : mgt__pad16(T * C))) : 0;
-    head = last ? MGT__UNIT(norm + (!d->tied || p.pp > 1 ? mgt__pad16(Vl * C) : 0)) : 0;
-#undef MGT__UNIT
-    S = emb + (size_t)nb * block + head;
-    shard = S / (size_t)p.dp;
-    max_block = nb ? block : 0;
-    max_unit = emb > block ? emb : block;
-    max_unit = head > max_unit ? head : max_unit;
-    keep = emb + head;
-    o->rank = rank; o->dp = dpr; o->tp = tpr; o->pp = ppr;
-    o->first_block = p.stage_first[ppr]; o->last_block = p.stage_first[ppr + 1] - 1;
-    o->params = S;
-    o->shard = shard;
+    mgt__rank_sizes_of(cfg, &p, rank, &z);
+    N = z.N; C = z.C; e = z.e; f = z.f;
+    max_block = z.nb ? z.block : 0;
+    max_unit = z.emb > z.block ? z.emb : z.block;
+    max_unit = z.head > max_unit ? z.head : max_unit;
+    o->rank = rank; o->dp = z.dpr; o->tp = z.tpr; o->pp = z.ppr;
+    o->first_block = p.stage_first[z.ppr]; o->last_block = p.stage_first[z.ppr + 1] - 1;
+    o->params = z.S;
+    o->shard = z.shard;
     { /* the tensors: the embeddings, each block's (mgt__block_slots), the final norm and an untied or pipelined head */
         int slot[MGT__BLOCK_TENSORS];
-        o->tensors = (first ? (d->rope ? 1 : 2) : 0) + nb * mgt__block_slots(d, slot) + (last ? (d->rms ? 1 : 2) + (!d->tied || p.pp > 1) : 0);
+        o->tensors = (z.first ? (d->rope ? 1 : 2) : 0) + z.nb * mgt__block_slots(d, slot) + (z.last ? (d->rms ? 1 : 2) + (!d->tied || p.pp > 1) : 0);
     }
-    o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? shard : S);
+    o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? z.shard : z.S);
     o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? (max_unit + max_block) / (size_t)p.dp : 0);
-    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? shard + 2 * max_block + keep : S);
-    o->mem[MGT_MEM_OPTIMIZER] = (dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? shard : S); /* moments, and master weights under 16-bit */
+    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? z.shard + 2 * max_block + z.keep : z.S);
+    o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
-    sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)M : (size_t)(p.pp - ppr < M ? p.pp - ppr : M);
-    a_resid = (size_t)(nb + 1) * mgt__carve_bytes(N * C * e);
-    a_layer = (size_t)(nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : nb) *
-              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * Q * e) +
-               mgt__carve_bytes(mgt__att_bytes(B, (size_t)(cfg->model.n_head / p.tp), T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
-               mgt__carve_bytes(N * Cl * e) + mgt__carve_bytes(N * F * e) + mgt__carve_bytes(N * Hl * e));
-    a_last = last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * Vl * e) + mgt__carve_bytes((size_t)p.tp * N * 3 * f) +
-                        mgt__carve_bytes(N * sizeof(double)) : 0;
+    sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p.pp - z.ppr < z.M ? p.pp - z.ppr : z.M);
+    a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
+    a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
+              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
+               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p.tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+               mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
+    a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p.tp * N * 3 * f) +
+                          mgt__carve_bytes(N * sizeof(double)) : 0;
     a_io = 2 * mgt__carve_bytes(N * sizeof(int));
     one = a_resid + a_layer + a_last + a_io;
-    scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * Q * e) + mgt__carve_bytes(N * F * e) + (F > Hl ? mgt__carve_bytes(N * Hl * e) : 0);
+    scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) + (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
     threads = threads / p.world > 0 ? threads / p.world : 1;
-    o->mem[MGT_MEM_WORKSPACE] = f * T * T * (size_t)threads;
-    if (dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
+    o->mem[MGT_MEM_WORKSPACE] = f * z.T * z.T * (size_t)threads;
+    if (z.dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
+        mgt__shape sh;
         memset(&sh, 0, sizeof sh);
-        sh.B = (int)B; sh.T = (int)T; sh.C = (int)C; sh.Cl = (int)Cl; sh.Hl = (int)Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)Vl;
-        sh.KVl = (int)(Q - Cl) / 2; sh.Fl = (int)F;
-        sh.first = first; sh.last = last;
+        sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)z.Vl;
+        sh.KVl = (int)(z.Q - z.Cl) / 2; sh.Fl = (int)z.F;
+        sh.first = z.first; sh.last = z.last;
         o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
     }
-    if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (its reserve: issue 13) */
-        size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (S / 65536 + (size_t)(4 + per_block * (size_t)nb + 2) + 1) * sizeof(double);
-        size_t oc = Q > F ? Q : F, k;
-        int kinds[6], g;
-        size_t NHl = (size_t)(cfg->model.n_head / p.tp), hs = Cl / NHl;
-        o->cuda_attention = B * NHl * T * f; /* flash attention's backward: dout . out per row and head */
-        if (mgt_cudnn_attention_serves(dtype, (int)hs, (int)NHl, (int)((Q - Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
-            o->cuda_attention = (o->cuda_attention + 255) / 256 * 256 + B * NHl * T * hs * f;
-        o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for */
-        if ((k = 128 * 2 * C * f) > o->cuda_scratch) o->cuda_scratch = k; /* LayerNorm's partial sums (128 parts) */
-        if ((k = 64 * oc * f) > o->cuda_scratch) o->cuda_scratch = k;    /* the widest bias's (64 parts) */
-        for (k = 1; k < N;) k <<= 1;
-        if ((k *= 8) > o->cuda_scratch) o->cuda_scratch = k;              /* the embedding backward's sort: 8-byte keys, a power of two */
-        if (ss > o->cuda_scratch) o->cuda_scratch = ss;                   /* the chunks of the multi-tensor norm */
-        o->cuda_cublas = (size_t)32 << 20;                                /* sm_90 and later; 4 MiB before */
-        o->mem[MGT_MEM_WORKSPACE] = o->cuda_scratch + o->cuda_cublas;
-        /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
-           world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
-           and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
-        kinds[0] = p.tp; kinds[1] = p.dp; kinds[2] = p.pp; kinds[3] = p.pp > 1 && (first || last) ? 2 : 1; kinds[4] = p.world; kinds[5] = kvr;
-        for (g = 0; g < 6; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p.world || g == 4);
-        o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
-        o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
-    }
-    /* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
-    {
-        double act = (double)(N * C * e), per_micro_tp = 0; /* activations move in the storage type */
-        int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL;
-        if (p.tp > 1) {
-            per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
-            o->bytes[MGT_COLL_ALL_REDUCE] += M * per_micro_tp;
-            if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p.tp * (double)(N * 3 * f);
-        }
-        if (p.pp > 1) {
-            o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * ((first ? 0 : 2) + (last ? 0 : 2)); /* forward and backward, in and out */
-            if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(Vl * C * f); /* the tied embedding */
-        }
-        if (p.dp > 1) {
-            double full = (double)(S * f), blocks = (double)((size_t)nb * block * f), fetches;
-            if (p.zero == 0) o->bytes[MGT_COLL_ALL_REDUCE] += full;
-            double pfull = full / (double)f * (double)e, pblocks = blocks / (double)f * (double)e; /* parameters: storage type */
-            if (p.zero == 1) { o->bytes[MGT_COLL_REDUCE_SCATTER] += full; o->bytes[MGT_COLL_ALL_GATHER] += pfull; }
-            if (p.zero >= 2) o->bytes[MGT_COLL_REDUCE_SCATTER] += M * blocks + (double)(keep * f);
-            if (p.zero == 2) o->bytes[MGT_COLL_ALL_GATHER] += pfull;
-            if (p.zero == 3) { /* every use of a unit gathers it: forward and backward of each block, the
-                                 embedding in both directions, the head (and a tied wte with it) in both */
-                fetches = 2.0 * pblocks + (first ? 2.0 * (double)(emb * e) : 0) + (last ? 2.0 * (double)(head * e) : 0) +
-                          (first && last && d->tied ? 2.0 * (double)(emb * e) : 0);
-                o->bytes[MGT_COLL_ALL_GATHER] += M * fetches;
-            }
-        }
-        if (p.world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p.world * sizeof(double); /* the gradient norm */
-        if (kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
-                          once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
-            size_t s0 = p.zero >= 1 ? (size_t)dpr * (block / (size_t)p.dp) : 0, s1 = p.zero >= 1 ? s0 + block / (size_t)p.dp : block;
-            size_t w0 = norm + Cl * C, b0 = norm + mgt__pad16(Q * C) + Cl;
-            o->bytes[MGT_COLL_ALL_REDUCE] += (double)nb * (double)f * (double)(mgt__overlap(w0, norm + Q * C, s0, s1) + (d->bias ? mgt__overlap(b0, b0 - Cl + Q, s0, s1) : 0));
-        }
-    }
+    if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(cfg, &p, &z, o);
+    mgt__plan_rank_traffic(cfg, &p, &z, o);
     return MGT_OK;
 }
 
@@ -260,6 +287,52 @@ static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inferenc
 /* The comparison for a run of cfg on the CPU (gpu_free NULL) or on GPUs (gpu_free[rank], nfree of
    them) into out; MGT_ERROR_CONFIG with the same line as the error when it does not fit and the
    check is enforced. */
+/* what would make cfg fit, each tried with the planner, written into levers ("" when nothing does) */
+static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out, char *levers, size_t cap) {
+    char what[96];
+    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    mgt_config c = *cfg;
+    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
+    for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
+        if (per_dp % m) continue;
+        c.train.micro_batch = m;
+        mgt__textf(what, sizeof what, "train.micro_batch = %d", m);
+        found = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what);
+    }
+    c = *cfg;
+    if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+        c.train.recompute = MGT_RECOMPUTE_FULL;
+        if (!mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
+            for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
+                if (per_dp % m) continue;
+                c.train.micro_batch = m;
+                mgt__textf(what, sizeof what, "train.recompute = full with train.micro_batch = %d", m);
+                if (mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what)) break;
+            }
+    }
+    c = *cfg;
+    for (z = cfg->parallel.zero + 1; cfg->parallel.dp > 1 && z <= 3 && !inference; z++) {
+        c.parallel.zero = z;
+        mgt__textf(what, sizeof what, "parallel.zero = %d", z);
+        if (mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what)) break;
+    }
+    c = *cfg;
+    /* more GPUs, each holding less: tp must divide the key/value heads (and so n_head) and d_ff */
+    for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && /* key/value heads split or replicated (mgt__kv_local) */
+                                   (nkv % t == 0 || t % nkv == 0) && (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
+         t *= 2) {
+        c.parallel.tp = t;
+        mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
+        if (mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what)) break;
+    }
+    c = *cfg;
+    for (t = 2 * cfg->parallel.pp; gpu_free && t <= cfg->model.n_layer && t <= 256; t *= 2) {
+        c.parallel.pp = t;
+        mgt__textf(what, sizeof what, "parallel.pp = %d on %d GPUs", t, world / cfg->parallel.pp * t);
+        if (mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what)) break;
+    }
+}
+
 static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
     mgt__need n;
     char need[32], have[32], avail_text[32], as_need[32], as_have[32], extra[32], cmp[640], levers[400] = "", what[96];
@@ -319,49 +392,7 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
         mgt__textf(out->text, sizeof out->text, "%s: fits", cmp);
         return MGT_OK;
     }
-    /* what would make it fit, each tried with the planner */
-    {
-        mgt_config c = *cfg;
-        int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
-        for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
-            if (per_dp % m) continue;
-            c.train.micro_batch = m;
-            mgt__textf(what, sizeof what, "train.micro_batch = %d", m);
-            found = mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what);
-        }
-        c = *cfg;
-        if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
-            c.train.recompute = MGT_RECOMPUTE_FULL;
-            if (!mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
-                for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
-                    if (per_dp % m) continue;
-                    c.train.micro_batch = m;
-                    mgt__textf(what, sizeof what, "train.recompute = full with train.micro_batch = %d", m);
-                    if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
-                }
-        }
-        c = *cfg;
-        for (z = cfg->parallel.zero + 1; cfg->parallel.dp > 1 && z <= 3 && !inference; z++) {
-            c.parallel.zero = z;
-            mgt__textf(what, sizeof what, "parallel.zero = %d", z);
-            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
-        }
-        c = *cfg;
-        /* more GPUs, each holding less: tp must divide the key/value heads (and so n_head) and d_ff */
-        for (t = 2 * cfg->parallel.tp; gpu_free && t <= 64 && c.model.n_head % t == 0 && /* key/value heads split or replicated (mgt__kv_local) */
-                                       (nkv % t == 0 || t % nkv == 0) && (c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model) % t == 0;
-             t *= 2) {
-            c.parallel.tp = t;
-            mgt__textf(what, sizeof what, "parallel.tp = %d on %d GPUs", t, world / cfg->parallel.tp * t);
-            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
-        }
-        c = *cfg;
-        for (t = 2 * cfg->parallel.pp; gpu_free && t <= cfg->model.n_layer && t <= 256; t *= 2) {
-            c.parallel.pp = t;
-            mgt__textf(what, sizeof what, "parallel.pp = %d on %d GPUs", t, world / cfg->parallel.pp * t);
-            if (mgt__lever(levers, sizeof levers, &c, inference, gpu_free, nfree, out, what)) break;
-        }
-    }
+    mgt__fit_levers(cfg, inference, gpu_free, nfree, out, levers, sizeof levers);
     {
         char state[32], at[MGT_STR_MAX + 8] = "", raise[96] = "";
         int host_short = out->host_have >= 0 && n.host > out->host_have, as_short = out->as_have >= 0 && n.as > out->as_have;

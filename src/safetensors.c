@@ -270,6 +270,84 @@ static int mgt__st_opens_header(FILE *fp) {
     return fgetc(fp) == '{' && fseek(fp, 8, SEEK_SET) == 0;
 }
 
+/* the header's "__metadata__" object, after its '{': string keys and values, each key once. 1, or 0
+   when malformed */
+static int mgt__st_parse_metadata(mgt__st_file *f, const char **pp, int *cap_m) {
+    const char *p = *pp;
+    for (;;) {
+        mgt__buf k, v;
+        mgt__json_ws(&p);
+        if (*p == '}') { *pp = p + 1; return 1; }
+        memset(&k, 0, sizeof k);
+        memset(&v, 0, sizeof v);
+        if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { MGT_FREE(k.p); return 0; }
+        mgt__json_ws(&p);
+        if (!strcmp(k.p, "checksum")) f->checksum_at = (size_t)(p + 1 - (const char *)f->buf);
+        if (!mgt__json_string(&p, &v)) { MGT_FREE(k.p); MGT_FREE(v.p); return 0; }
+        {
+            int i;
+            for (i = 0; i < f->nmeta; i++)
+                if (!strcmp(f->meta[2 * i], k.p)) { MGT_FREE(k.p); MGT_FREE(v.p); return 0; } /* a key twice: which one counts? */
+        }
+        if (f->nmeta == *cap_m) {
+            char **m;
+            *cap_m = *cap_m ? 2 * *cap_m : 16;
+            m = (char **)MGT_REALLOC(f->meta, sizeof(char *) * 2 * (size_t)*cap_m);
+            if (!m) { MGT_FREE(k.p); MGT_FREE(v.p); return 0; }
+            f->meta = m;
+        }
+        f->meta[2 * f->nmeta] = k.p;
+        f->meta[2 * f->nmeta + 1] = v.p;
+        f->nmeta++;
+        mgt__json_ws(&p);
+        if (*p == ',') p++;
+    }
+}
+
+/* one tensor's object, after its '{': its dtype, shape and data offsets. 1; 0 when malformed; -1
+   when its data ends past the file */
+static int mgt__st_parse_tensor(mgt__st_file *f, const char **pp, const char *name, int *cap_t) {
+    const char *p = *pp;
+    mgt__st_tensor *t;
+    if (f->n == *cap_t) {
+        mgt__st_tensor *nt;
+        *cap_t = *cap_t ? 2 * *cap_t : 64;
+        nt = (mgt__st_tensor *)MGT_REALLOC(f->t, sizeof *nt * (size_t)*cap_t);
+        if (!nt) return 0;
+        f->t = nt;
+    }
+    t = &f->t[f->n++];
+    memset(t, 0, sizeof *t);
+    mgt__strlcpy(t->name, name, sizeof t->name);
+    for (;;) {
+        mgt__buf field;
+        mgt__json_ws(&p);
+        if (*p == '}') { p++; break; }
+        memset(&field, 0, sizeof field);
+        if (!mgt__json_string(&p, &field) || !mgt__json_expect(&p, ':')) { MGT_FREE(field.p); return 0; }
+        if (!strcmp(field.p, "dtype")) {
+            mgt__buf v;
+            memset(&v, 0, sizeof v);
+            if (!mgt__json_string(&p, &v)) { MGT_FREE(field.p); MGT_FREE(v.p); return 0; }
+            mgt__strlcpy(t->dtype, v.p, sizeof t->dtype);
+            MGT_FREE(v.p);
+        } else if (!strcmp(field.p, "shape")) {
+            t->ndim = mgt__json_numbers(&p, t->shape, 4);
+            if (t->ndim < 0) { MGT_FREE(field.p); return 0; }
+        } else if (!strcmp(field.p, "data_offsets")) {
+            long long o[2];
+            if (mgt__json_numbers(&p, o, 2) != 2 || o[0] < 0 || o[1] < o[0]) { MGT_FREE(field.p); return 0; }
+            t->begin = (size_t)o[0];
+            t->end = (size_t)o[1];
+        } else { MGT_FREE(field.p); return 0; }
+        MGT_FREE(field.p);
+        mgt__json_ws(&p);
+        if (*p == ',') p++;
+    }
+    *pp = p;
+    return t->end > f->size - f->data_start ? -1 : 1;
+}
+
 static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_only) {
     FILE *fp;
     uint64_t hlen;
@@ -316,84 +394,20 @@ static mgt_result mgt__st_read(mgt__st_file *f, const char *path, int header_onl
         if (!mgt__json_expect(&p, '{')) goto bad;
         for (;;) {
             mgt__buf key;
+            int got;
             mgt__json_ws(&p);
             if (*p == '}') break;
             memset(&key, 0, sizeof key);
             if (!mgt__json_string(&p, &key) || !mgt__json_expect(&p, ':') || !mgt__json_expect(&p, '{')) { MGT_FREE(key.p); goto bad; }
-            if (!strcmp(key.p, "__metadata__")) {
-                MGT_FREE(key.p);
-                for (;;) {
-                    mgt__buf k, v;
-                    mgt__json_ws(&p);
-                    if (*p == '}') { p++; break; }
-                    memset(&k, 0, sizeof k);
-                    memset(&v, 0, sizeof v);
-                    if (!mgt__json_string(&p, &k) || !mgt__json_expect(&p, ':')) { MGT_FREE(k.p); goto bad; }
-                    mgt__json_ws(&p);
-                    if (!strcmp(k.p, "checksum")) f->checksum_at = (size_t)(p + 1 - (const char *)f->buf);
-                    if (!mgt__json_string(&p, &v)) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; }
-                    {
-                        int i;
-                        for (i = 0; i < f->nmeta; i++)
-                            if (!strcmp(f->meta[2 * i], k.p)) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; } /* a key twice: which one counts? */
-                    }
-                    if (f->nmeta == cap_m) {
-                        char **m;
-                        cap_m = cap_m ? 2 * cap_m : 16;
-                        m = (char **)MGT_REALLOC(f->meta, sizeof(char *) * 2 * (size_t)cap_m);
-                        if (!m) { MGT_FREE(k.p); MGT_FREE(v.p); goto bad; }
-                        f->meta = m;
-                    }
-                    f->meta[2 * f->nmeta] = k.p;
-                    f->meta[2 * f->nmeta + 1] = v.p;
-                    f->nmeta++;
-                    mgt__json_ws(&p);
-                    if (*p == ',') p++;
-                }
-            } else {
-                mgt__st_tensor *t;
-                if (f->n == cap_t) {
-                    mgt__st_tensor *nt;
-                    cap_t = cap_t ? 2 * cap_t : 64;
-                    nt = (mgt__st_tensor *)MGT_REALLOC(f->t, sizeof *nt * (size_t)cap_t);
-                    if (!nt) { MGT_FREE(key.p); goto bad; }
-                    f->t = nt;
-                }
-                t = &f->t[f->n++];
-                memset(t, 0, sizeof *t);
-                mgt__strlcpy(t->name, key.p, sizeof t->name);
-                MGT_FREE(key.p);
-                for (;;) {
-                    mgt__buf field;
-                    mgt__json_ws(&p);
-                    if (*p == '}') { p++; break; }
-                    memset(&field, 0, sizeof field);
-                    if (!mgt__json_string(&p, &field) || !mgt__json_expect(&p, ':')) { MGT_FREE(field.p); goto bad; }
-                    if (!strcmp(field.p, "dtype")) {
-                        mgt__buf v;
-                        memset(&v, 0, sizeof v);
-                        if (!mgt__json_string(&p, &v)) { MGT_FREE(field.p); MGT_FREE(v.p); goto bad; }
-                        mgt__strlcpy(t->dtype, v.p, sizeof t->dtype);
-                        MGT_FREE(v.p);
-                    } else if (!strcmp(field.p, "shape")) {
-                        t->ndim = mgt__json_numbers(&p, t->shape, 4);
-                        if (t->ndim < 0) { MGT_FREE(field.p); goto bad; }
-                    } else if (!strcmp(field.p, "data_offsets")) {
-                        long long o[2];
-                        if (mgt__json_numbers(&p, o, 2) != 2 || o[0] < 0 || o[1] < o[0]) { MGT_FREE(field.p); goto bad; }
-                        t->begin = (size_t)o[0];
-                        t->end = (size_t)o[1];
-                    } else { MGT_FREE(field.p); goto bad; }
-                    MGT_FREE(field.p);
-                    mgt__json_ws(&p);
-                    if (*p == ',') p++;
-                }
-                if (t->end > f->size - f->data_start) {
-                    f->buf[f->data_start] = save;
-                    mgt__st_close(f);
-                    return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: tensor data ends past the end of the file", path);
-                }
+            if (!strcmp(key.p, "__metadata__")) got = mgt__st_parse_metadata(f, &p, &cap_m);
+            else got = mgt__st_parse_tensor(f, &p, key.p, &cap_t);
+            MGT_FREE(key.p);
+            if (got < 0) {
+                f->buf[f->data_start] = save;
+                mgt__st_close(f);
+                return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: truncated: tensor data ends past the end of the file", path);
             }
+            if (!got) goto bad;
             mgt__json_ws(&p);
             if (*p == ',') p++;
         }

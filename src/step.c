@@ -242,14 +242,6 @@ static mgt_result mgt__settle(mgt__rank *rk) {
     return e ? mgt__fail(MGT_ERROR_DEVICE, "%s", e) : comm;
 }
 
-#ifdef MGT_TESTING
-/* tests: at steps [from, to] (1-based) rank 0's sum of squares becomes NaN, as a non-finite gradient would */
-static int mgt__test_nan_from = 0, mgt__test_nan_to = 0;
-/* and rank mgt__test_slow_rank computes mgt__test_slow_s longer each step (a slow device) */
-static int mgt__test_slow_rank = -1;
-static double mgt__test_slow_s;
-#endif
-
 /* one training step on this rank: the schedule, the reductions, the norm, the update. The loss is
    multiplied by the run's loss scale (1 but in fp16) before backward and the gradients divided by
    it in the update. A non-finite global norm (the same number on every rank) skips the update on
@@ -263,14 +255,6 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
-#ifdef MGT_TESTING
-    if (rk->rank == mgt__test_slow_rank && update) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)mgt__test_slow_s;
-        ts.tv_nsec = (long)((mgt__test_slow_s - (double)ts.tv_sec) * 1e9);
-        nanosleep(&ts, NULL);
-    }
-#endif
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat, 2 * sizeof(double));
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
@@ -281,17 +265,10 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     MGT__TRY(mgt__schedule(rk, rows, grad_scale));
     MGT__TRY(mgt__reduce_gradients(rk));
     MGT__TRY(mgt__comm_sync(rk, -1)); /* the deferred buckets and prefetches have arrived */
-    if (rk->dstat) {
-        MGT__TRY(mgt__device_stats(rk, &sumsq));
-#ifdef MGT_TESTING
-        if (run->step + 1 >= mgt__test_nan_from && run->step + 1 <= mgt__test_nan_to) sumsq = NAN; /* every rank: rank 0's in the sum */
-#endif
-    } else {
-    sumsq = mgt__local_sumsq(rk);
-#ifdef MGT_TESTING
-    if (run->step + 1 >= mgt__test_nan_from && run->step + 1 <= mgt__test_nan_to && rk->rank == 0) sumsq = NAN;
-#endif
-    if (rk->world_g.size > 1) MGT__TRY(mgt__sum_over(rk, &rk->world_g, &sumsq));
+    if (rk->dstat) MGT__TRY(mgt__device_stats(rk, &sumsq));
+    else {
+        sumsq = mgt__local_sumsq(rk);
+        if (rk->world_g.size > 1) MGT__TRY(mgt__sum_over(rk, &rk->world_g, &sumsq));
     }
     norm = sqrt(sumsq) / loss_scale;
     rk->norm = norm;

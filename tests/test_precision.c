@@ -6,15 +6,15 @@
    3. fp16 dynamic loss scaling: from 2^40 the first steps overflow, are skipped and halve the scale,
       then training goes on (the exact sequence, the same on 1 and 4 ranks); the scale doubles after
       loss_scale_window finite steps;
-   4. a non-finite gradient norm in a multi-rank fp32 run (injected through MGT_TESTING's hook) skips
+   4. a non-finite gradient norm in a multi-rank fp32 run (a NaN left in rank 0's embedding gradient by tests/fault_world.h) skips
       the update on every rank alike and the run goes on, exactly as one rank does; too many in a row
       fail with a clear error, never a hang;
    5. checkpoints hold the fp32 master weights: bf16 resumes bit-exactly, and fp32 resumes a bf16 run;
       an fp16 run's loss scale comes back. */
 #define MGT_IMPLEMENTATION
-#define MGT_TESTING
 #include "mgt.h"
 #include "train_util.h"
+#include "fault_world.h"
 
 static char dir[256];
 static const char *dt_name[3] = {"fp32", "bf16", "fp16"};
@@ -385,19 +385,21 @@ static void test_loss_scale(void) {
     }
 }
 
-/* a NaN in the gradient norm at step 3 of an fp32 run on 8 ranks and on 1 */
+/* a NaN in the gradient at step 3 of an fp32 run on 8 ranks and on 1 */
 static void test_skip(void) {
     mgt_config cfg;
     mgt_run *one, *many, *before;
+    fault_world fw_one, fw_many;
     double l1[8], l8[8];
     int sk[8], s, found = 0, n, i;
     mgt_event ev[64];
     config(&cfg, "fp32", 1, 1, 1, 0, "skip1");
-    one = create(&cfg);
-    mgt__test_nan_from = mgt__test_nan_to = 3;
+    one = fault_run_create(&cfg, &fw_one);
+    fw_one.nan_from = fw_one.nan_to = 3;
     train(one, 8, l1, NULL, NULL);
     config(&cfg, "fp32", 2, 2, 2, 1, "skip8");
-    many = create(&cfg);
+    many = fault_run_create(&cfg, &fw_many);
+    fw_many.nan_from = fw_many.nan_to = 3;
     before = create(&cfg);
     train(many, 2, l8, NULL, sk);
     train(before, 2, NULL, NULL, NULL);
@@ -417,21 +419,23 @@ static void test_skip(void) {
     mgt_run_destroy(one);
     mgt_run_destroy(many);
     mgt_run_destroy(before);
+    fault_world_free(&fw_one);
+    fault_world_free(&fw_many);
     /* non-finite from step 2 on: max_skipped = 3 fails at step 4 with a clear error, on bf16 as on fp32 */
     for (i = 0; i < 2; i++) {
         mgt_result res = MGT_OK;
         double t0 = mgt_now();
         config(&cfg, i ? "bf16" : "fp32", 2, 1, 2, 3, "fail");
         set(&cfg, "precision.max_skipped=3");
-        many = create(&cfg);
-        mgt__test_nan_from = 2;
-        mgt__test_nan_to = 1000;
+        many = fault_run_create(&cfg, &fw_many);
+        fw_many.nan_from = 2;
+        fw_many.nan_to = 1000;
         for (s = 0; s < 6 && res == MGT_OK; s++) res = mgt_run_step(many);
         check(res == MGT_ERROR_NUMERIC && many->step == 4 && strstr(mgt_last_error(), "max_skipped") && mgt_now() - t0 < 30,
               "%s, 4 ranks, non-finite from step 2: fails at step %d: %s", dt_name[i], many->step, mgt_last_error());
         mgt_run_destroy(many);
+        fault_world_free(&fw_many);
     }
-    mgt__test_nan_from = mgt__test_nan_to = 0;
 }
 
 /* checkpoints: fp32 master weights in the file, whatever the storage type */

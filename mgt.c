@@ -111,11 +111,12 @@ static const struct command_help {
      "                       that fits their memory, simulated; prints the fastest ten\n"
      "  --calibrate FILE     with --gpu: price each op family from times measured on a real GPU (FILE: docs/simulator.md,\n"
      "                       \"Calibration\"): the family's prices scaled by measured / predicted for the shape measured"},
-    {"export", "mgt export CHECKPOINT -o DIR",
+    {"export", "mgt export CHECKPOINT -o DIR [--overwrite]",
      "Writes DIR for Hugging Face's from_pretrained from a checkpoint (a file, or a run folder's newest): config.json\n"
      "(GPT2LMHeadModel or LlamaForCausalLM, from the model keys), model.safetensors (float32, Hugging Face's names) and\n"
      "the run's tokenizer files (gpt2: vocab.json and merges.txt; hf: tokenizer.json; byte: none). Exit 2: a model\n"
-     "Hugging Face has no class for (the message names the key)."},
+     "Hugging Face has no class for (the message names the key), or DIR holds a model already.\n"
+     "  --overwrite          replace the files of a model DIR holds"},
     {"doctor", "mgt doctor [PRESET] [--json] [--set section.key=value]...\n"
                "         mgt doctor --gpu [--quick] [--out DIR] [--only CHECK,...]",
      "What this machine has and what mgt will do on it, in a few seconds: mgt's build, the CPU, its memory and BLAS, the\n"
@@ -903,16 +904,28 @@ static int cmd_sample(int argc, char **argv) {
 
 static int cmd_export(int argc, char **argv) {
     const char *checkpoint = NULL, *dir = NULL;
-    char note[1024];
+    static const char *const written[] = {"config.json", "model.safetensors", "generation_config.json", "vocab.json", "merges.txt", "tokenizer.json"};
+    char note[1024], path[1200];
     mgt_result r;
-    int i;
+    int i, overwrite = 0;
     for (i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) dir = argv[++i];
-        else if (argv[i][0] == '-') { fprintf(stderr, "mgt export: unknown option or missing value: %s (usage: mgt export CHECKPOINT -o DIR)\n", argv[i]); return 2; }
+        else if (!strcmp(argv[i], "--overwrite")) overwrite = 1;
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "mgt export: unknown option or missing value: %s (usage: mgt export CHECKPOINT -o DIR [--overwrite])\n", argv[i]);
+            return 2;
+        }
         else if (checkpoint) { fprintf(stderr, "mgt export: one checkpoint at a time (got %s and %s)\n", checkpoint, argv[i]); return 2; }
         else checkpoint = argv[i];
     }
     if (!checkpoint || !dir) { fprintf(stderr, "mgt export: needs a checkpoint (file or run folder) and -o DIR, for example mgt export runs/finetune -o gpt2-tuned\n"); return 2; }
+    for (i = 0; i < (int)(sizeof written / sizeof written[0]) && !overwrite; i++) { /* a model exported before is not replaced unasked */
+        snprintf(path, sizeof path, "%s/%s", dir, written[i]);
+        if (!access(path, F_OK)) {
+            fprintf(stderr, "mgt export: %s already holds %s: export into another folder, or add --overwrite to replace what is there\n", dir, written[i]);
+            return 2;
+        }
+    }
     if ((r = mgt_export(checkpoint, dir, note, sizeof note)) != MGT_OK) return fail(r);
     printf("wrote %s\n", note);
     return 0;

@@ -521,7 +521,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 8 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 9 /* the table's version: the library and this header must agree */
 #define MGT_NCCL_ID_BYTES 128 /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
 
 typedef struct mgt_gpu_info {
@@ -582,6 +582,9 @@ typedef struct mgt_cuda_api {
     void (*world_abort)(void *world); /* after an error: every rank's pending call returns */
     void (*world_destroy)(void *world);
     void (*report)(mgt_cuda_report *out); /* mgt doctor's view of the CUDA side */
+    /* where the library's notes go (it prints nothing itself): mgt_cuda_load and mgt_cuda_use give it
+       mgt's logger (mgt_set_logger); NULL: a library with nothing to say */
+    void (*set_logger)(mgt_log_fn log, void *user);
 } mgt_cuda_api;
 
 /* the library's table (opened once), or NULL with why: not found, not an mgt CUDA library, or
@@ -6373,11 +6376,13 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
     if (r->inference) return MGT_OK;
     if (r->process > 0) return MGT_OK; /* process 0 holds the folder and writes the records */
     if (!r->claimed) {
-        int fd, e;
+        int fd, e, tries = 0;
         DIR *d;
         struct dirent *de;
+        struct stat held, named;
         MGT__TRY(mgt_mkdirs(r->dir));
         snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", r->dir);
+    again:
         fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0 && errno == EACCES) fd = open(lock_path, O_RDONLY | O_CLOEXEC); /* another user's lock file: flock needs no write */
         if (fd < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot create the run's lock file: %s", lock_path, strerror(errno));
@@ -6396,6 +6401,13 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
             if (got > 0 && owner[got - 1] == '\n') owner[got - 1] = 0;
             return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s is in use by another run: %s; wait for it to end, or give this run another [checkpoint] dir",
                              mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where), r->dir, owner[0] ? owner : "a process that left no name");
+        }
+        /* the run that held it removes the file as it ends: a lock taken on the removed file is no
+           lock, so take the one the folder names now */
+        if (fstat(fd, &held) || stat(lock_path, &named) || held.st_dev != named.st_dev || held.st_ino != named.st_ino) {
+            close(fd);
+            if (++tries < 100) goto again;
+            return mgt__fail(MGT_ERROR_IO, "%s: the lock file keeps changing under this run", lock_path);
         }
         {
             char owner[600];
@@ -10165,9 +10177,16 @@ static char mgt__cuda_why[800];
 
 MGTDEF mgt_result mgt_set_error(mgt_result result, const char *message) { return mgt__fail(result, "%s", message ? message : ""); }
 
+/* the CUDA library's notes, through mgt's logger */
+static void mgt__cuda_note(void *user, int level, const char *message) {
+    (void)user;
+    mgt__log(level, "%s", message);
+}
+
 MGTDEF void mgt_cuda_use(const mgt_cuda_api *api) {
     pthread_mutex_lock(&mgt__cuda_mu);
     mgt__cuda_api = api;
+    if (api && api->set_logger) api->set_logger(mgt__cuda_note, NULL);
     mgt__cuda_why[0] = 0;
     pthread_mutex_unlock(&mgt__cuda_mu);
 }
@@ -10368,6 +10387,7 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
             mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
             if (mgt__cuda_api) mgt__log(MGT_LOG_INFO, "CUDA: cuDNN, NCCL and cuBLAS from NVIDIA's pip wheels in %s", mgt__cuda_pip);
         }
+        if (mgt__cuda_api && mgt__cuda_api->set_logger) mgt__cuda_api->set_logger(mgt__cuda_note, NULL);
         /* the usual CPU machine, no libmgt_cuda.so anywhere: one short line; one found that cannot
            load (a bundle's lib/libmgt_cuda.so without CUDA's libraries) names what it lacks */
         if (!mgt__cuda_api && (!tried[0] || strstr(tried, "libmgt_cuda.so: cannot open shared object file") == tried) && !(env && env[0]))
@@ -10486,7 +10506,8 @@ static mgt_result mgt__choose_device(const mgt_config *cfg, int world, const mgt
     if (cfg->parallel.device == MGT_DEVICE_CUDA)
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] device = cuda, but no usable GPU: %s; set device = cpu (or auto) to train on the CPU",
                          mgt__where(cfg, mgt__find_key("parallel", "device"), where, sizeof where), why);
-    mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
+    /* the usual CPU machine, which never built the CUDA library, hears nothing of it on every run */
+    if (strncmp(why, "no CUDA library built", 21)) mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
     return MGT_OK;
 }
 
@@ -10642,10 +10663,11 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     cores = mgt_cpu_count();
     total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     r->threads_per_rank = total / (r->rank_hi - r->rank_lo) > 0 ? total / (r->rank_hi - r->rank_lo) : 1;
-    if (!r->world_api->on_gpus && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
+    /* ranks on this machine's cores (not on GPUs, nor simulated): warn where they would only take turns */
+    if (!given && !r->world_api->on_gpus && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
-    if (!r->world_api->on_gpus && r->plan.world > cores)
+    if (!given && !r->world_api->on_gpus && r->plan.world > cores)
         mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
                    "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
@@ -10715,7 +10737,12 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->has_val) mgt__loader_close(&r->val);
     if (r->metrics) fclose(r->metrics);
     if (r->tensorboard) fclose(r->tensorboard);
-    if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
+    if (r->lock_fd >= 0) { /* releases the folder, leaving no lock file behind (a run that takes it next checks it took the named one) */
+        char lock_path[MGT_STR_MAX + 48];
+        snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", r->dir);
+        unlink(lock_path);
+        close(r->lock_fd);
+    }
     if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
     if (r->world && r->world_api->destroy) r->world_api->destroy(r->world);
     mgt__mpi_world_destroy(r->procs);

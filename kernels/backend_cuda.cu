@@ -113,7 +113,25 @@ static int mgt__cuda_family(const char *name) {
     return MGT_SIM_ELEMENTWISE; /* gelu, swiglu, rope, add, bias, cast, scale, zero, sum */
 }
 
-/* ---- errors: the first one is kept */
+/* ---- notes and errors: a note goes to mgt's logger (the library prints nothing itself); a rank's
+   first error is kept */
+
+static mgt_log_fn mgt__cuda_log;
+static void *mgt__cuda_log_user;
+void mgt_cuda_set_logger(mgt_log_fn log, void *user) {
+    mgt__cuda_log_user = user;
+    __atomic_store_n(&mgt__cuda_log, log, __ATOMIC_RELEASE);
+}
+static void mgt__cuda_note(int level, const char *fmt, ...) {
+    mgt_log_fn log = __atomic_load_n(&mgt__cuda_log, __ATOMIC_ACQUIRE);
+    char text[600];
+    va_list ap;
+    if (!log) return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    log(mgt__cuda_log_user, level, text);
+}
 
 static void mgt__cuda_fail(mgt__cuda *c, const char *fmt, ...) {
     va_list ap;
@@ -876,7 +894,7 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
         char why[300];
         c->cudnn_attn = mgt_cudnn_attn_create((struct CUstream_st *)c->stream, be->dtype, l->B, l->T, l->NH, l->NKV, l->hs, why, sizeof why);
         if (c->cudnn_attn) MGT__NEED(mgt_cudnn_attn_workspace(c->cudnn_attn)); /* the plan's workspace, the row sums, the fp32 dq */
-        else fprintf(stderr, "mgt cuda: device %d: cuDNN attention not used (%s): the own flash-attention kernel runs instead\n", c->device, why);
+        else mgt__cuda_note(MGT_LOG_INFO, "device %d: cuDNN attention not used (%s): the own flash-attention kernel runs instead", c->device, why);
     }
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->OC));                        /* the widest bias */
     MGT__NEED(mgt_cuda_bias_backward_scratch((int)N, l->C));

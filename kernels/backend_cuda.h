@@ -26,6 +26,8 @@ extern "C" {
 /* 0, or -1 with why */
 int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dtype, mgt_backend **out, char *why, size_t cap);
 void mgt_cuda_backend_destroy(mgt_backend *be);
+/* where the library's notes go (mgt's logger, through the plugin table); none until set */
+void mgt_cuda_set_logger(mgt_log_fn log, void *user);
 /* the cudaStream_t every op is enqueued on (for the communicator's events) */
 void *mgt_cuda_backend_stream(mgt_backend *be);
 

@@ -188,6 +188,7 @@ __attribute__((visibility("default"))) const mgt_cuda_api *mgt_cuda_api_get(void
         mgt__cuda_world_abort,
         mgt__cuda_world_destroy,
         mgt__cuda_report,
+        mgt_cuda_set_logger,
     };
     return &api;
 }

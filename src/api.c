@@ -69,10 +69,11 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     cores = mgt_cpu_count();
     total = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     r->threads_per_rank = total / (r->rank_hi - r->rank_lo) > 0 ? total / (r->rank_hi - r->rank_lo) : 1;
-    if (!r->world_api->on_gpus && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
+    /* ranks on this machine's cores (not on GPUs, nor simulated): warn where they would only take turns */
+    if (!given && !r->world_api->on_gpus && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
-    if (!r->world_api->on_gpus && r->plan.world > cores)
+    if (!given && !r->world_api->on_gpus && r->plan.world > cores)
         mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
                    "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
@@ -142,7 +143,12 @@ MGTDEF void mgt_run_destroy(mgt_run *r) {
     if (r->has_val) mgt__loader_close(&r->val);
     if (r->metrics) fclose(r->metrics);
     if (r->tensorboard) fclose(r->tensorboard);
-    if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
+    if (r->lock_fd >= 0) { /* releases the folder, leaving no lock file behind (a run that takes it next checks it took the named one) */
+        char lock_path[MGT_STR_MAX + 48];
+        snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", r->dir);
+        unlink(lock_path);
+        close(r->lock_fd);
+    }
     if (r->ranks) for (i = 0; i < r->plan.world; i++) if (r->ranks[i].run) mgt__rank_free(&r->ranks[i]);
     if (r->world && r->world_api->destroy) r->world_api->destroy(r->world);
     mgt__mpi_world_destroy(r->procs);

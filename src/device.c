@@ -8,9 +8,16 @@ static char mgt__cuda_why[800];
 
 MGTDEF mgt_result mgt_set_error(mgt_result result, const char *message) { return mgt__fail(result, "%s", message ? message : ""); }
 
+/* the CUDA library's notes, through mgt's logger */
+static void mgt__cuda_note(void *user, int level, const char *message) {
+    (void)user;
+    mgt__log(level, "%s", message);
+}
+
 MGTDEF void mgt_cuda_use(const mgt_cuda_api *api) {
     pthread_mutex_lock(&mgt__cuda_mu);
     mgt__cuda_api = api;
+    if (api && api->set_logger) api->set_logger(mgt__cuda_note, NULL);
     mgt__cuda_why[0] = 0;
     pthread_mutex_unlock(&mgt__cuda_mu);
 }
@@ -211,6 +218,7 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
             mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
             if (mgt__cuda_api) mgt__log(MGT_LOG_INFO, "CUDA: cuDNN, NCCL and cuBLAS from NVIDIA's pip wheels in %s", mgt__cuda_pip);
         }
+        if (mgt__cuda_api && mgt__cuda_api->set_logger) mgt__cuda_api->set_logger(mgt__cuda_note, NULL);
         /* the usual CPU machine, no libmgt_cuda.so anywhere: one short line; one found that cannot
            load (a bundle's lib/libmgt_cuda.so without CUDA's libraries) names what it lacks */
         if (!mgt__cuda_api && (!tried[0] || strstr(tried, "libmgt_cuda.so: cannot open shared object file") == tried) && !(env && env[0]))
@@ -329,7 +337,8 @@ static mgt_result mgt__choose_device(const mgt_config *cfg, int world, const mgt
     if (cfg->parallel.device == MGT_DEVICE_CUDA)
         return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] device = cuda, but no usable GPU: %s; set device = cpu (or auto) to train on the CPU",
                          mgt__where(cfg, mgt__find_key("parallel", "device"), where, sizeof where), why);
-    mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
+    /* the usual CPU machine, which never built the CUDA library, hears nothing of it on every run */
+    if (strncmp(why, "no CUDA library built", 21)) mgt__log(MGT_LOG_INFO, "device auto: training on the CPU (%s)", why);
     return MGT_OK;
 }
 

@@ -471,7 +471,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 8 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 9 /* the table's version: the library and this header must agree */
 #define MGT_NCCL_ID_BYTES 128 /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
 
 typedef struct mgt_gpu_info {
@@ -532,6 +532,9 @@ typedef struct mgt_cuda_api {
     void (*world_abort)(void *world); /* after an error: every rank's pending call returns */
     void (*world_destroy)(void *world);
     void (*report)(mgt_cuda_report *out); /* mgt doctor's view of the CUDA side */
+    /* where the library's notes go (it prints nothing itself): mgt_cuda_load and mgt_cuda_use give it
+       mgt's logger (mgt_set_logger); NULL: a library with nothing to say */
+    void (*set_logger)(mgt_log_fn log, void *user);
 } mgt_cuda_api;
 
 /* the library's table (opened once), or NULL with why: not found, not an mgt CUDA library, or

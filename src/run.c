@@ -313,11 +313,13 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
     if (r->inference) return MGT_OK;
     if (r->process > 0) return MGT_OK; /* process 0 holds the folder and writes the records */
     if (!r->claimed) {
-        int fd, e;
+        int fd, e, tries = 0;
         DIR *d;
         struct dirent *de;
+        struct stat held, named;
         MGT__TRY(mgt_mkdirs(r->dir));
         snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", r->dir);
+    again:
         fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0 && errno == EACCES) fd = open(lock_path, O_RDONLY | O_CLOEXEC); /* another user's lock file: flock needs no write */
         if (fd < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot create the run's lock file: %s", lock_path, strerror(errno));
@@ -336,6 +338,13 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
             if (got > 0 && owner[got - 1] == '\n') owner[got - 1] = 0;
             return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s is in use by another run: %s; wait for it to end, or give this run another [checkpoint] dir",
                              mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where), r->dir, owner[0] ? owner : "a process that left no name");
+        }
+        /* the run that held it removes the file as it ends: a lock taken on the removed file is no
+           lock, so take the one the folder names now */
+        if (fstat(fd, &held) || stat(lock_path, &named) || held.st_dev != named.st_dev || held.st_ino != named.st_ino) {
+            close(fd);
+            if (++tries < 100) goto again;
+            return mgt__fail(MGT_ERROR_IO, "%s: the lock file keeps changing under this run", lock_path);
         }
         {
             char owner[600];

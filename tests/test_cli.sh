@@ -238,8 +238,22 @@ if grep -m1 '^mgt ' train.out | grep -qF '| 1 rank: dp 1 x tp 1 x pp 1, zero 0 |
     grep -qE '^MFU against [0-9.]+ GFLOP/s \(this machine.s sgemm, measured ' train.out && grep -qE '^step 20/20 .* \| mfu [0-9.]+% \|' train.out; then
     ok "banner: fields labelled, no schedule at pp 1; MFU against the measured sgemm, shown in the log"
 else fail "banner/MFU: $(grep -m2 -E '^(mgt|MFU) ' train.out | tr '\n' ';')"; fi
+if [ -e ck/mgt.lock ]; then fail "a finished run left ck/mgt.lock behind"; else ok "a finished run leaves no mgt.lock"; fi
 run one "$MGT" train "$P/tiny.ini" --no-tui --set checkpoint.dir=one --set train.steps=1
 if [ "$RC" -eq 0 ] && grep -q '^done: 1 step, final loss' one.out; then ok "done: 1 step"; else fail "one step: $(grep '^done' one.out)"; fi
+# mgt export: a folder for from_pretrained; a second export into it is refused unless --overwrite
+run export1 "$MGT" export ck -o exported
+run export2 "$MGT" export ck -o exported
+E2=$RC
+run export3 "$MGT" export ck -o exported --overwrite
+if [ "$E2" -eq 2 ] && grep -q "exported already holds config.json.*--overwrite" export2.err && [ "$RC" -eq 0 ] && [ -s exported/model.safetensors ] &&
+    grep -q '^wrote exported' export1.out; then ok "export: written, refused into a folder holding a model (exit 2), replaced with --overwrite"
+else fail "export: second exit $E2 ($(cat export2.err)), --overwrite exit $RC ($(cat export3.err))"; fi
+# device auto where no CUDA library was ever built (an mgt alone in its folder): the CPU, without a line about it
+mkdir -p alone && cp "$MGT" alone/mgt
+run alone alone/mgt train "$P/tiny.ini" --no-tui --set checkpoint.dir=alone_ck --set train.steps=1
+if [ "$RC" -eq 0 ] && ! grep -q 'device auto' alone.out alone.err; then ok "device auto, no CUDA library built: no line about it"
+else fail "device auto, no CUDA library built: exit $RC; $(grep -h 'device auto' alone.out alone.err)"; fi
 if python3 - ck/metrics.jsonl <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -397,6 +411,10 @@ if [ "$RC" -eq 0 ] && grep -q "^PREDICTED one optimizer step on 2 x NVIDIA H100"
    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert any(e.get('ph')=='X' for e in d['traceEvents'])" "$T/t.json"; then
     ok "plan --gpu h100 predicts a step and writes its trace"
 else fail "plan --gpu h100: exit $RC; $(tail -c 400 "$T/plan_gpu.out") $(head -c 400 "$T/plan_gpu.err")"; fi
+# simulated GPUs are not this machine's cores: no warning about ranks or threads on them
+run plan_gpu8 "$MGT" plan "$P/tiny.ini" --gpu h100 --gpus 8 --set parallel.threads=64 --set train.global_batch=16
+if [ "$RC" -eq 0 ] && ! grep -q "cores" "$T/plan_gpu8.out" "$T/plan_gpu8.err"; then ok "plan --gpu h100 --gpus 8: no warning about this machine's cores"
+else fail "plan --gpu h100 --gpus 8 warns about CPU cores: $(grep -h cores "$T/plan_gpu8.out" "$T/plan_gpu8.err" | head -c 400)"; fi
 run plan_one "$MGT" plan "$P/tiny.ini"
 if [ "$RC" -eq 0 ] && grep -q "^plan of .*: 1 rank = dp 1 x tp 1 x pp 1, zero 0, fp32, micro_batch" "$T/plan_one.out" && ! grep -q "1f1b\|1 ranks" "$T/plan_one.out" \
    && grep -q "^bytes moved per step: none (one rank)$" "$T/plan_one.out"; then ok "plan of one rank: '1 rank', the dtype, no schedule, no empty traffic heading"

@@ -157,10 +157,10 @@ ckpt() { # processes, --set assignments...
 ckpt 2 parallel.dp=2 parallel.zero=3
 ckpt 4 parallel.dp=2 parallel.pp=2 parallel.zero=1 precision.dtype=bf16
 
-# only process 0 holds the folder: one lock, one metrics file
+# only process 0 holds the folder: one metrics file, and no lock file left when the run ends
 name=one_folder
 train "$name" 2 "" parallel.dp=2 || fail "$name: exit $?"
-[ -f "ck_$name/mgt.lock" ] && [ -s "m_$name.jsonl" ] || fail "$name: process 0 did not claim ck_$name or write m_$name.jsonl"
+[ ! -e "ck_$name/mgt.lock" ] && [ -s "m_$name.jsonl" ] || fail "$name: ck_$name/mgt.lock left behind, or process 0 wrote no m_$name.jsonl"
 
 # 3 ranks over 2 processes: refused, naming both numbers
 train uneven 2 "" parallel.dp=3 train.global_batch=6 train.micro_batch=2

@@ -904,7 +904,7 @@ static int cmd_sample(int argc, char **argv) {
 
 static int cmd_export(int argc, char **argv) {
     const char *checkpoint = NULL, *dir = NULL;
-    static const char *const written[] = {"config.json", "model.safetensors", "generation_config.json", "vocab.json", "merges.txt", "tokenizer.json"};
+    static const char *const written[] = {"config.json", "model.safetensors"}; /* what every export writes */
     char note[1024], path[1200];
     mgt_result r;
     int i, overwrite = 0;

@@ -57,7 +57,6 @@ static void fault_encoder_backward(mgt_backend *be, float *dwte, float *dwpe, co
     if (f->rank == 0 && w->run && w->run->step + 1 >= w->nan_from && w->run->step + 1 <= w->nan_to) dwte[0] = NAN;
 }
 
-static mgt_result fault_create(const mgt__world_args *a, void **world) { (void)a, (void)world; return MGT_OK; } /* never called: the world is given */
 static mgt_result fault_backend(void *world, const mgt__rank_want *want, mgt_backend **out, int *device) {
     fault_world *w = (fault_world *)world;
     int i;
@@ -91,7 +90,7 @@ static mgt_result fault_comm(void *world, int rank, mgt_backend *be, const mgt_g
 }
 static void fault_rank_failed(void *world, mgt_comm *c) { mgt__world_local.rank_failed(((fault_world *)world)->local, c); }
 static const mgt__world_api fault_world_api = {
-    "cpu", 0, 1, fault_create, fault_backend, fault_backend_destroy, fault_comm, NULL, NULL, fault_rank_failed, NULL, NULL,
+    "cpu", 0, 1, NULL, fault_backend, fault_backend_destroy, fault_comm, NULL, NULL, fault_rank_failed, NULL, NULL,
 };
 
 /* a run of cfg on a fault world (*w, which outlives the run); exits on failure */

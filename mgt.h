@@ -10340,26 +10340,48 @@ static const void *mgt__cuda_try(const char *path, char *why, size_t cap) {
 /* NVIDIA's libraries as pip wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13, nvidia-cublas...), where
    PyTorch users have them: site-packages/nvidia/<part>/lib, which no loader path names. When the
    CUDA library cannot load for want of one, each such folder of the Python environments in sight
-   ($MGT_NVIDIA_PIP: a folder holding nvidia/; $VIRTUAL_ENV, $CONDA_PREFIX, ~/.local, /usr/local,
-   /usr) has its libraries opened by path (RTLD_GLOBAL), so the library's needs are met by what is
-   loaded, and it is tried again. The folder used, or "" when none had any. */
+   ($MGT_NVIDIA_PIP: a folder holding nvidia/; $VIRTUAL_ENV, $CONDA_PREFIX, the environment of the
+   first python3 on PATH (an activated or a PATH-only virtualenv), ~/.local, /usr/local, /usr) has
+   its libraries opened by path (RTLD_GLOBAL), so the library's needs are met by what is loaded,
+   and it is tried again. The folder used, or "" when none had any. */
 static char mgt__cuda_pip[512];
+/* the environment of the first python3 on PATH: its bin/'s parent, links not followed (a
+   virtualenv's python3 links to the system's), or "" */
+static void mgt__python_prefix(char *out, size_t cap) {
+    const char *path = getenv("PATH");
+    out[0] = 0;
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        char exe[600];
+        snprintf(exe, sizeof exe, "%.*s/python3", (int)n, path);
+        if (n && !access(exe, X_OK)) {
+            char *slash;
+            snprintf(out, cap, "%.*s", (int)n, path);
+            slash = strrchr(out, '/');
+            if (slash && slash != out) *slash = 0; /* bin's parent */
+            return;
+        }
+        path += n + (path[n] == ':');
+    }
+}
 static int mgt__cuda_preload_pip(void) {
-    const char *roots[6];
-    char pattern[700];
+    const char *roots[7];
+    char pattern[700], python[600];
     int i, opened = 0;
     size_t k;
+    mgt__python_prefix(python, sizeof python);
     roots[0] = getenv("MGT_NVIDIA_PIP");
     roots[1] = getenv("VIRTUAL_ENV");
     roots[2] = getenv("CONDA_PREFIX");
-    roots[3] = getenv("HOME");
-    roots[4] = "/usr/local";
-    roots[5] = "/usr";
-    for (i = 0; i < 6 && !opened; i++) {
+    roots[3] = python;
+    roots[4] = getenv("HOME");
+    roots[5] = "/usr/local";
+    roots[6] = "/usr";
+    for (i = 0; i < 7 && !opened; i++) {
         glob_t g;
         if (!roots[i] || !roots[i][0]) continue;
         if (i == 0) snprintf(pattern, sizeof pattern, "%s/nvidia/*/lib/lib*.so.*", roots[i]);
-        else snprintf(pattern, sizeof pattern, "%s/%slib/python3*/*-packages/nvidia/*/lib/lib*.so.*", roots[i], i == 3 ? ".local/" : "");
+        else snprintf(pattern, sizeof pattern, "%s/%slib/python3*/*-packages/nvidia/*/lib/lib*.so.*", roots[i], i == 4 ? ".local/" : "");
         if (glob(pattern, 0, NULL, &g) != 0) continue;
         for (k = 0; k < g.gl_pathc; k++) /* cudart, cuBLAS(Lt), cuDNN (its engines open each other), NCCL, NVRTC */
             if (dlopen(g.gl_pathv[k], RTLD_NOW | RTLD_GLOBAL)) {

@@ -19,24 +19,48 @@ if ! command -v nvcc > /dev/null 2>&1; then
 fi
 cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
 mkdir -p build/cuda build/kernels
+# cuDNN, NCCL or cuBLAS missing from the toolkit (a machine with nvcc whose libraries came as
+# NVIDIA's pip wheels, as PyTorch installs them): their headers and libraries from the wheels of
+# $MGT_NVIDIA_PIP (a folder holding nvidia/) or of python3's environment, linked by the names the
+# wheels have (libnccl.so.2: a wheel has no unversioned link) through links made in build/cuda/pip,
+# with a run path to each wheel's lib/ (mgt's loader also finds them there when the library moves)
+includes="-I$cuda_home/include" pip_links="" pip_rpaths=""
+pip_root=${MGT_NVIDIA_PIP:-$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])' 2> /dev/null || true)}
+for header in cudnn.h nccl.h cublas_v2.h; do
+    [ -f "$cuda_home/include/$header" ] && continue
+    found=$(ls "$pip_root"/nvidia/*/include/"$header" 2> /dev/null | head -1)
+    [ -n "$found" ] || { echo "FAIL $header is neither in $cuda_home/include nor in NVIDIA's pip wheels (${pip_root:-no python3}/nvidia): install cuDNN 9, NCCL and cuBLAS, or set MGT_NVIDIA_PIP to a folder holding nvidia/" >&2; exit 1; }
+    wheel=$(dirname "$(dirname "$found")")
+    echo "note: $header from NVIDIA's pip wheel $wheel"
+    includes="$includes -I$wheel/include"
+    mkdir -p build/cuda/pip
+    for so in "$wheel"/lib/lib*.so.*; do
+        [ -e "$so" ] || continue
+        base=$(basename "$so")
+        ln -sf "$so" "build/cuda/pip/${base%%.so.*}.so"
+    done
+    pip_links="-Lbuild/cuda/pip" pip_rpaths="$pip_rpaths -Xlinker -rpath=$wheel/lib"
+done
 kernels/check_build.sh all > build/kernels/check.log 2>&1 || { cat build/kernels/check.log; exit 1; }
 gencode="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_100,code=sm_100"
 gencode="$gencode -gencode arch=compute_90,code=compute_90"
 # shellcheck disable=SC2086
-nvcc -c -std=c++17 -O2 $gencode -Werror all-warnings -Xcompiler -fPIC,-Wall,-Wextra,-Werror -I. -Ikernels \
+nvcc -c -std=c++17 -O2 $gencode -Werror all-warnings -Xcompiler -fPIC,-Wall,-Wextra,-Werror -I. -Ikernels $includes \
     -o build/cuda/backend_cuda.o kernels/backend_cuda.cu
 # cuDNN's fused attention (host code against cudnn.h: no kernels of its own)
-g++ -std=c++17 -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I. -Ikernels -I"$cuda_home/include" \
+# shellcheck disable=SC2086
+g++ -std=c++17 -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I. -Ikernels $includes \
     -c -o build/cuda/attention_cudnn.o kernels/attention_cudnn.cpp
 for f in comm_nccl plugin_cuda; do
-    gcc -std=c11 -O2 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I. -Ikernels -I"$cuda_home/include" \
+    # shellcheck disable=SC2086
+    gcc -std=c11 -O2 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I. -Ikernels $includes \
         -c -o "build/cuda/$f.o" "kernels/$f.c"
 done
 objs=$(grep -l '^#include "common.cuh"' kernels/*.cu | grep -v 'kernels/backend_' | sed 's|kernels/\(.*\)\.cu|build/kernels/\1.o|')
 libdirs=""
 for d in "$cuda_home/lib64" "$cuda_home/lib"; do [ -d "$d" ] && libdirs="$libdirs -L$d -Xlinker -rpath=$d"; done
 # shellcheck disable=SC2086
-nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/attention_cudnn.o build/cuda/comm_nccl.o build/cuda/plugin_cuda.o $libdirs \
+nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/attention_cudnn.o build/cuda/comm_nccl.o build/cuda/plugin_cuda.o $libdirs $pip_links $pip_rpaths \
     -lcublas -lcublasLt -lcudnn -lnccl -ldl -lpthread
 mv "$out.tmp" "$out"
 # cuDNN's runtime-compiled engines need NVRTC: the library opens libnvrtc.so.MAJOR through this run path

@@ -53,6 +53,11 @@ if cc -shared -fPIC -o "$W/libcudnn_mgttest.so.9" -Wl,-soname,libcudnn_mgttest.s
     check "with a virtualenv holding nvidia/cudnn: loaded, the wheels' folder named" \
         '[ $rc -eq 0 ] && echo "$out" | grep -q "NVIDIA pip wheels  *$T/venv/lib/python3.11/site-packages/nvidia (opened" \
          && echo "$out" | grep -q "GPUs  *none: stub library, cuDNN stub 9"' "$out"
+    # a virtualenv only on PATH, as a container image puts it (/opt/torch/.venv/bin first, no VIRTUAL_ENV)
+    mkdir -p "$T/venv/bin" && printf '#!/bin/sh\n' > "$T/venv/bin/python3" && chmod +x "$T/venv/bin/python3"
+    out=$(env -u VIRTUAL_ENV PATH="$T/venv/bin:$PATH" MGT_CUDA_LIBRARY=$T/libmgt_cuda.so "$ROOT/mgt" doctor 2>&1); rc=$?
+    check "with that virtualenv's python3 first on PATH: loaded, the wheels' folder named" \
+        '[ $rc -eq 0 ] && echo "$out" | grep -q "NVIDIA pip wheels  *$T/venv/lib/python3.11/site-packages/nvidia (opened"' "$out"
 else
     echo "FAIL building the pip-wheel stubs: $(cat "$T/err")"; fails=$((fails + 1))
 fi

@@ -108,8 +108,8 @@ bin/mgt finds them through its run path (\$ORIGIN/../lib, which LD_LIBRARY_PATH 
 bin/mgt is compiled for x86-64-v2 and runs $(cd "$stage/bin" && ls mgt-* 2> /dev/null | tr '\n' ' ')instead where the CPU
 has that level (\`bin/mgt version\` says which runs; MGT_X86_LEVEL=v2 or v3 caps it). The matrix
 products are OpenBLAS's ($(grep -ao 'OpenBLAS [0-9][0-9.]*[0-9]' "$lib"/libopenblas.so.* | head -n 1)), which chooses its kernels for the CPU at run
-time; a CPU newer than it gets its generic kernels: OPENBLAS_CORETYPE=Haswell or SkylakeX then
-chooses (check the sgemm rate \`bin/mgt bench presets/quickstart.ini\` prints).
+time; a CPU newer than it gets its generic kernels, and mgt then sets OPENBLAS_CORETYPE to SkylakeX
+or Haswell by the CPU's instructions (\`bin/mgt doctor\` says so; set it yourself to choose).
 ${plugins}
 Embedding: include/mgt/mgt.h and lib/pkgconfig/mgt.pc,
   PKG_CONFIG_PATH=\$PWD/lib/pkgconfig cc -O3 prog.c \$(pkg-config --cflags --libs mgt)

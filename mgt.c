@@ -251,11 +251,11 @@ static int baseline_path(char *out, size_t cap) {
     return 1;
 }
 
-static void baseline_key(const mgt_config *c, int threads, char *out, size_t cap) {
+static void baseline_key(const mgt_config *c, const char *device, int threads, char *out, size_t cap) {
     char host[256] = "?";
     static const char *dtypes[] = {"fp32", "bf16", "fp16"};
     gethostname(host, sizeof host - 1);
-    snprintf(out, cap, "host=%s device=cpu threads=%d L=%d NH=%d C=%d T=%d V=%d batch=%d recompute=%d dtype=%s", host, threads,
+    snprintf(out, cap, "host=%s device=%s threads=%d L=%d NH=%d C=%d T=%d V=%d batch=%d recompute=%d dtype=%s", host, device, threads,
              c->model.n_layer, c->model.n_head, c->model.d_model, c->model.seq_len, c->model.vocab_size, c->train.global_batch,
              c->train.recompute, dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0]);
 }
@@ -589,6 +589,20 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
 
 static int plan_world(const mgt_config *c) { return c->parallel.dp * c->parallel.tp * c->parallel.pp; }
 
+/* the dense peak of one of this machine's GPUs for dtype, GFLOP/s, from the simulator's table of its
+   kind (bf16 and fp16 on tensor cores; fp32 on CUDA cores, as mgt's fp32 GEMMs use no TF32), its
+   source said in source; 0 when no GPU or one the table lacks */
+static const char *sim_gpu_kind(const char *name);
+static double gpu_peak_gflops(int dtype, char *source, size_t cap) {
+    const mgt_cuda_api *api = mgt_cuda_load(NULL, 0);
+    mgt_gpu_info info;
+    mgt_sim_device dev;
+    const char *kind;
+    if (!api || api->info(0, &info) != 0 || !(kind = sim_gpu_kind(info.name)) || mgt_sim_device_find(kind, 0, &dev) != MGT_OK) return 0;
+    snprintf(source, cap, "%s's dense %s peak, mgt plan --gpu %s", info.name, dtype == MGT_F32 ? "fp32 (CUDA cores: no TF32)" : dtype == MGT_BF16 ? "bf16" : "fp16", kind);
+    return (dtype == MGT_F32 ? dev.vector_tflops : dev.tensor_tflops[dtype]) * 1e3;
+}
+
 /* mgt train's first lines: what runs where, MFU's peak, the speedup's baseline (*base_tok_s, 0:
    none measured, and its date) */
 static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset, double *base_tok_s, char *base_date, size_t date_cap) {
@@ -612,7 +626,7 @@ static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset
     *base_tok_s = 0;
     if (plan->world > 1) { /* the speedup is shown only against a measured single rank of the same model */
         char key[512];
-        baseline_key(cfg, st.threads, key, sizeof key);
+        baseline_key(cfg, mgt_run_device(run), st.threads, key, sizeof key);
         if ((*base_tok_s = baseline_find(key, base_date, date_cap, 0)) > 0)
             printf("speedup against one rank of this model: %.0f tokens/s, measured by mgt bench at %s\n", *base_tok_s, base_date);
     }
@@ -787,6 +801,10 @@ static int cmd_train(int argc, char **argv) {
         double machine = machine_sgemm(0.3, 0, measured, sizeof measured);
         snprintf(source, sizeof source, "this machine's sgemm, measured %s", measured);
         if (machine > 0) mgt_run_set_peak(run, machine / plan_world(&cfg), source);
+    } else if (cfg.parallel.peak_gflops <= 0) { /* MFU against the GPU's published peak */
+        char source[256];
+        double gpu = gpu_peak_gflops(cfg.precision.dtype, source, sizeof source);
+        if (gpu > 0) mgt_run_set_peak(run, gpu, source);
     }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -1310,10 +1328,10 @@ static int cmd_bench(int argc, char **argv) {
     mgt_run *run;
     mgt_result r;
     mgt_stats st;
-    int rc, i, steps, warmup = 2, rows, vocab;
+    int rc, i, steps, warmup = 2, rows, vocab, gpus, ranks;
     uint32_t *tokens;
-    double t0, elapsed, tok_s, gflops, sgemm1, machine;
-    char measured[64];
+    double t0, elapsed, tok_s, gflops, sgemm1, machine = 0, peak = 0;
+    char measured[64], peak_source[256] = "";
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     steps = o.steps > 0 ? o.steps : 5;
@@ -1329,11 +1347,18 @@ static int cmd_bench(int argc, char **argv) {
            cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.global_batch,
            cfg.train.micro_batch, cfg.train.recompute ? "full" : "none", st.threads);
     fflush(stdout);
-    sgemm1 = bench_sgemm_1thread(1024);
-    machine = machine_sgemm(2.0, 1, measured, sizeof measured);
-    printf("sgemm 1024^3:   %.1f GFLOP/s on 1 thread; %.1f GFLOP/s on the machine's %d threads together (the median over 2 s): the peak of MFU\n",
-           sgemm1, machine, mgt_cpu_count());
-    fflush(stdout);
+    ranks = plan_world(&cfg);
+    gpus = !strcmp(mgt_run_device(run), "cuda");
+    if (cfg.parallel.peak_gflops > 0) peak = cfg.parallel.peak_gflops * ranks, snprintf(peak_source, sizeof peak_source, "[parallel] peak_gflops x ranks");
+    else if (gpus) peak = gpu_peak_gflops(cfg.precision.dtype, peak_source, sizeof peak_source) * ranks;
+    if (!gpus) { /* the CPU's matrix rate: what a step on this machine's cores can reach */
+        sgemm1 = bench_sgemm_1thread(1024);
+        machine = machine_sgemm(2.0, 1, measured, sizeof measured);
+        printf("sgemm 1024^3:   %.1f GFLOP/s on 1 thread; %.1f GFLOP/s on the machine's %d threads together (the median over 2 s)%s\n",
+               sgemm1, machine, mgt_cpu_count(), peak > 0 ? "" : ": the peak of MFU");
+        if (peak <= 0) peak = machine, snprintf(peak_source, sizeof peak_source, "this machine's sgemm");
+        fflush(stdout);
+    }
     rows = cfg.train.global_batch * (cfg.model.seq_len + 1);
     vocab = cfg.data.tokenizer == MGT_TOKENIZER_GPT2 ? 50257 : cfg.data.tokenizer == MGT_TOKENIZER_HF ? cfg.model.vocab_size : 256;
     tokens = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)rows);
@@ -1347,16 +1372,18 @@ static int cmd_bench(int argc, char **argv) {
     mgt_run_stats(run, &st);
     tok_s = (double)steps * cfg.train.global_batch * cfg.model.seq_len / elapsed;
     gflops = tok_s * st.flops_per_token * 1e-9;
-    printf("train step:     %.1f ms, %.0f tokens/s, %.1f GFLOP/s (%.0f MFLOP per token), %.0f%% of the machine's sgemm (%d rank%s, %d thread%s in all)\n",
-           elapsed / steps * 1e3, tok_s, gflops, st.flops_per_token * 1e-6, 100.0 * gflops / machine, cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp,
-           cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp == 1 ? "" : "s", st.threads, st.threads == 1 ? "" : "s");
+    printf("train step:     %.1f ms, %.0f tokens/s, %.1f GFLOP/s (%.0f MFLOP per token), ", elapsed / steps * 1e3, tok_s, gflops, st.flops_per_token * 1e-6);
+    if (peak > 0) printf("MFU %.1f%% against %.1f GFLOP/s (%s)", 100.0 * gflops / peak, peak, peak_source);
+    else printf("MFU n/a: mgt has no peak for this GPU ([parallel] peak_gflops states one)");
+    if (gpus) printf(" (%d rank%s on %d GPU%s)\n", ranks, ranks == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s");
+    else printf(" (%d rank%s, %d thread%s in all)\n", ranks, ranks == 1 ? "" : "s", st.threads, st.threads == 1 ? "" : "s");
     printf("memory peak:    params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
            st.mem_peak[MGT_MEM_PARAMS] / 1048576.0, st.mem_peak[MGT_MEM_GRADS] / 1048576.0, st.mem_peak[MGT_MEM_OPTIMIZER] / 1048576.0,
            st.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0);
     {
         char key[512], date[64];
         double base;
-        baseline_key(&cfg, st.threads, key, sizeof key);
+        baseline_key(&cfg, mgt_run_device(run), st.threads, key, sizeof key);
         if (cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp == 1) baseline_record(key, tok_s, "the single-rank baseline");
         else if ((base = baseline_find(key, date, sizeof date, 0)) > 0)
             printf("speedup:        %.2fx over one rank (%.0f tokens/s measured by mgt bench at %s)\n", tok_s / base, base, date);
@@ -1578,6 +1605,9 @@ static void doctor_cpu(doc *d) {
     if (avail > 0) doc_num(d, "memory_available_bytes", "", avail, "%s", "");
     mgt_blas_describe(v, sizeof v, &threads);
     doc_str(d, "blas", "BLAS", "%s", v);
+    if (getenv("MGT_BLAS_CORE_WAS")) /* blas_settle asked for better kernels than OpenBLAS chose */
+        doc_str(d, "blas_kernels", "BLAS kernels", "%s: OpenBLAS took this CPU for %s, mgt set OPENBLAS_CORETYPE=%s (set it yourself to choose)",
+                getenv("OPENBLAS_CORETYPE"), getenv("MGT_BLAS_CORE_WAS"), getenv("OPENBLAS_CORETYPE"));
     if (threads > 0) doc_num(d, "blas_threads", "BLAS threads", threads, "%d (mgt calls it from its own threads, one call each)", threads);
     sgemm_key(sgemm_k, sizeof sgemm_k);
     if ((g = baseline_find(sgemm_k, date, sizeof date, 1)) > 0)
@@ -2318,16 +2348,40 @@ static int cmd_doctor(int argc, char **argv) {
    returns. So when OpenBLAS started threads, mgt runs itself again with OPENBLAS_NUM_THREADS=1 (the
    same process, once: the variable is then 1), from its own path rather than /proc/self/exe, so
    that its name stays mgt (ps, pgrep). Where that fails (no /proc, the binary replaced), the
-   library stops them at its first run (mgt.h, BLAS). */
-static void blas_threads_off(char **argv) {
-    const char *v = getenv("OPENBLAS_NUM_THREADS");
+   library stops them at its first run (mgt.h, BLAS).
+   The same run fixes OpenBLAS's kernels: built for many CPUs (DYNAMIC_ARCH), it picks them at load
+   from the CPU's model number, and one it does not know (newer than the library, or a VM that hides
+   the model) gets its SSE3 kernels: on the H200 machine's AVX-512 Xeon, OpenBLAS 0.3.21 ran
+   "Prescott", 28.8 GFLOP/s a core where its SkylakeX kernels give 128.7. There, unless OPENBLAS_CORETYPE is set, mgt asks for the
+   kernels of the instructions the CPU has (SkylakeX with AVX-512, Haswell with AVX2 and FMA), and
+   says so in MGT_BLAS_CORE_WAS (mgt doctor shows it). */
+extern char *openblas_get_corename(void) __attribute__((weak));
+static const char *blas_better_core(void) {
+    static const char *generic[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Sandybridge", "Generic", "Katmai", "Northwood", "Banias"};
+    const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+    size_t i;
+    if (!core || getenv("OPENBLAS_CORETYPE")) return NULL;
+    for (i = 0; i < sizeof generic / sizeof generic[0]; i++)
+        if (!strcasecmp(core, generic[i])) break;
+    if (i == sizeof generic / sizeof generic[0]) return NULL;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return NULL;
+}
+static void blas_settle(char **argv) {
+    const char *v = getenv("OPENBLAS_NUM_THREADS"), *core = blas_better_core();
     char self[4096];
     ssize_t n;
-    if (!openblas_get_num_threads || !openblas_get_parallel || openblas_get_parallel() != 1 || openblas_get_num_threads() <= 1) return;
-    if (v && !strcmp(v, "1")) return;
+    int threads = openblas_get_num_threads && openblas_get_parallel && openblas_get_parallel() == 1 && openblas_get_num_threads() > 1 && !(v && !strcmp(v, "1"));
+    if (!threads && !core) return;
     n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0 || n >= (ssize_t)sizeof self - 1) return;
     self[n] = 0;
+    if (core && (setenv("OPENBLAS_CORETYPE", core, 1) != 0 || setenv("MGT_BLAS_CORE_WAS", openblas_get_corename(), 1) != 0)) return;
     if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv(self, argv);
 }
 
@@ -2362,7 +2416,7 @@ int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
     int rc;
     cpu_level_exec(argv);
-    blas_threads_off(argv);
+    blas_settle(argv);
     if (argc > 2 && (rc = command_help(argc, argv)) >= 0) return rc;
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);

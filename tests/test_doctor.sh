@@ -107,6 +107,15 @@ else
     check "doctor --gpu with a faulting kernel: exit 1, the op named by the MGT_CUDA_SYNC=1 run" \
         '[ $rc -eq 1 ] && echo "$out" | grep -q "^FAIL small-fp32: the GPU run: .*with MGT_CUDA_SYNC=1: .*while waiting for layernorm forward (N [0-9]*, C 128) (backend_cuda.cu:[0-9]*; its kernels launched at kernels/layernorm.cu:[0-9]*)" \
          && echo "$out" | grep -q "^FAIL: 1 check, 1 failed"' "$out"
+    # mgt bench on a GPU: MFU against the GPU's peak, not the CPU's sgemm (on the H200 it printed
+    # "393094% of the machine's sgemm"), and a baseline kept apart from the CPU's
+    tiny="--set model.n_layer=1 --set model.d_model=64 --set model.n_head=1 --set model.seq_len=64 --set train.global_batch=2 --set train.micro_batch=2"
+    # shellcheck disable=SC2086
+    out=$("$ROOT/mgt" bench presets/quickstart.ini --steps 1 --set parallel.device=cuda --set precision.dtype=bf16 $tiny 2>&1); rc=$?
+    check "mgt bench on a fake GPU: MFU against its dense bf16 peak, no CPU sgemm, the baseline keyed device=cuda" \
+        '[ $rc -eq 0 ] && ! echo "$out" | grep -q "sgemm" \
+         && echo "$out" | grep -q "^train step: .* MFU [0-9.]*% against 989400.0 GFLOP/s (mgt fake NVIDIA H100 80GB HBM3 (0).s dense bf16 peak, mgt plan --gpu h100) (1 rank on 1 GPU)" \
+         && grep -q "device=cuda .*L=1 NH=1 C=64 T=64" "$MGT_BASELINES" && ! grep -q "device=cpu .*L=1 NH=1 C=64 T=64" "$MGT_BASELINES"' "$out"
 fi
 [ $fails -eq 0 ] && echo "doctor: ok" || echo "doctor: $fails failed"
 [ $fails -eq 0 ]

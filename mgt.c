@@ -1232,8 +1232,10 @@ static int cmd_plan(int argc, char **argv) {
             fprintf(stderr, "mgt plan: --gpus %d does not divide by tp x pp = %d\n", gpus, cfg.parallel.tp * cfg.parallel.pp);
             return 2;
         }
+        char option[32];
         snprintf(set, sizeof set, "parallel.dp=%d", gpus / (cfg.parallel.tp * cfg.parallel.pp));
-        if (mgt_config_set(&cfg, set) != MGT_OK || mgt_config_validate(&cfg) != MGT_OK) return fail(MGT_ERROR_CONFIG);
+        snprintf(option, sizeof option, "--gpus %d", gpus);
+        if (mgt_config_set_from(&cfg, set, option) != MGT_OK || mgt_config_validate(&cfg) != MGT_OK) return fail(MGT_ERROR_CONFIG);
         world = gpus;
     }
     if (search) return search_layouts(&cfg, gpu, world, per_node, cal);

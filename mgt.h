@@ -269,7 +269,9 @@ enum { MGT_MLP_GELU, MGT_MLP_SWIGLU };
 typedef struct mgt_config {
     MGT_CONFIG_SECTIONS(MGT__DECL_SECTION)
     char path[MGT_STR_MAX];        /* preset file, for messages ("" when built in code) */
-    int line[MGT_CONFIG_NKEYS];    /* where each key was set: >0 file line, 0 default, -1 --set */
+    int line[MGT_CONFIG_NKEYS];    /* where each key was set: >0 file line, 0 default, -1 --set,
+                                      -3 - i a program's option[i] (mgt_config_set_from) */
+    char option[4][48];            /* the options that set keys, as the user typed them ("--gpus 3") */
 } mgt_config;
 
 typedef struct mgt_key_info {
@@ -281,6 +283,8 @@ MGTDEF void mgt_config_init(mgt_config *cfg);                     /* every key a
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path); /* INI file over cfg */
 MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, const char *name);
 MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment); /* "section.key=value" */
+/* the same, set by a program's own option (`option`, "--gpus 3"), which messages then name */
+MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option);
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
 MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text, to read (checkpoints store JSON) */
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
@@ -1379,6 +1383,7 @@ static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t 
     int line = cfg->line[key];
     if (line > 0) snprintf(buf, cap, "%s:%d", cfg->path, line);
     else if (line == MGT__FROM_INIT) snprintf(buf, cap, "[model] init's model");
+    else if (line <= -3 && line >= -6) snprintf(buf, cap, "%s", cfg->option[-3 - line]);
     else if (line < 0) snprintf(buf, cap, "--set %s.%s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     else snprintf(buf, cap, "the default of [%s] %s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     return buf;
@@ -1787,15 +1792,19 @@ MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, 
     return mgt__config_parse(cfg, &st, name ? name : "<string>");
 }
 
-MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) {
-    char section[64], name[64], why[512];
+MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) { return mgt_config_set_from(cfg, assignment, NULL); }
+
+MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option) {
+    char section[64], name[64], why[512], by[80];
     const char *dot, *eq;
-    int key;
+    int key, slot;
     if (!cfg || !assignment) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_set: cfg and assignment are required");
+    if (option) snprintf(by, sizeof by, "%s (%s)", option, assignment);
+    else snprintf(by, sizeof by, "--set %.70s", assignment);
     dot = strchr(assignment, '.');
     eq = strchr(assignment, '=');
     if (!dot || !eq || dot > eq || (size_t)(dot - assignment) >= sizeof section || (size_t)(eq - dot - 1) >= sizeof name)
-        return mgt__fail(MGT_ERROR_CONFIG, "--set %s: expected section.key=value, for example --set train.steps=100", assignment);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: expected section.key=value, for example --set train.steps=100", by);
     memcpy(section, assignment, (size_t)(dot - assignment));
     section[dot - assignment] = 0;
     memcpy(name, dot + 1, (size_t)(eq - dot - 1));
@@ -1803,11 +1812,15 @@ MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) {
     key = mgt__find_key(section, name);
     if (key < 0) {
         mgt__suggest(section, name, why, sizeof why);
-        return mgt__fail(MGT_ERROR_CONFIG, "--set %s: %s", assignment, why);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: %s", by, why);
     }
     if (!mgt__set_value(cfg, key, eq + 1, why, sizeof why))
-        return mgt__fail(MGT_ERROR_CONFIG, "--set %s: [%s] %s: %s", assignment, section, name, why);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: %s", by, section, name, why);
     cfg->line[key] = -1;
+    if (!option) return MGT_OK;
+    for (slot = 0; slot < 3 && cfg->option[slot][0] && strcmp(cfg->option[slot], option); slot++) {} /* the last slot is reused */
+    mgt__strlcpy(cfg->option[slot], option, sizeof cfg->option[slot]);
+    cfg->line[key] = -3 - slot;
     return MGT_OK;
 }
 
@@ -1856,6 +1869,12 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         if (per) /* the micro-batch that keeps the batch, and with it the training */
             snprintf(keep, sizeof keep, ", or keep the batch with [train] micro_batch = %d (%d micro-batch%s of %d on each of the %d DP ranks)", m, per / m,
                      per / m == 1 ? "" : "es", m, cfg->parallel.dp);
+        else { /* no micro-batch keeps it: the data-parallel sizes that would */
+            int d, shown = 0;
+            snprintf(keep, sizeof keep, ", or keep the batch with a dp that divides %d:", cfg->train.global_batch);
+            for (d = 1; d <= cfg->train.global_batch && shown < 8; d++)
+                if (cfg->train.global_batch % d == 0) snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "%s %d", shown++ ? "," : "", d);
+        }
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s, dp from %s); make global_batch a multiple of %lld%s",
                          mgt__where(cfg, primary, w1, sizeof w1), cfg->train.global_batch, cfg->train.micro_batch, cfg->parallel.dp,
                          mgt__where(cfg, keys[1], w2, sizeof w2), mgt__where(cfg, keys[2], w3, sizeof w3), mgt__where(cfg, keys[0], w4, sizeof w4),
@@ -9207,7 +9226,9 @@ static char *mgt__read_text(const char *path, char *why, size_t cap) {
 }
 
 /* the safetensors files of a Hugging Face folder: model.safetensors, or the shards its index names */
-static mgt_result mgt__hf_files(mgt__src *s) {
+/* the folder's safetensors files; header_only: their tensor index alone (a check of the shapes
+   before a run allocates anything) */
+static mgt_result mgt__hf_files(mgt__src *s, int header_only) {
     char path[1600], why[256], (*names)[256] = NULL;
     char *index;
     const char *map;
@@ -9221,7 +9242,7 @@ static mgt_result mgt__hf_files(mgt__src *s) {
                              "safetensors form (pytorch_model.bin is not read)", s->path);
         s->files = (mgt__st_file *)mgt__calloc(1, sizeof *s->files);
         if (!s->files) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-        MGT__TRY(mgt__st_open(&s->files[0], path));
+        MGT__TRY(mgt__st_read(&s->files[0], path, header_only));
         s->nfiles = 1;
         return MGT_OK;
     }
@@ -9246,7 +9267,7 @@ static mgt_result mgt__hf_files(mgt__src *s) {
             if (!nf || !nn) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
             else {
                 snprintf(path, sizeof path, "%s/%s", s->path, v.p);
-                res = mgt__st_open(&s->files[s->nfiles], path);
+                res = mgt__st_read(&s->files[s->nfiles], path, header_only);
                 snprintf(path, sizeof path, "%s/model.safetensors.index.json", s->path);
                 if (res == MGT_OK) mgt__strlcpy(names[s->nfiles++], v.p, 256);
             }
@@ -9373,7 +9394,9 @@ static mgt_result mgt__ckpt_src(mgt__src *s, int weights) {
     return MGT_OK;
 }
 
-/* opens what [model] init names: its model, and with `weights` its tensors too */
+/* opens what [model] init names: its model, and with `weights` its tensors too (MGT__SRC_INDEX:
+   a Hugging Face folder's tensor index alone, nothing more of the other kinds) */
+#define MGT__SRC_INDEX 2
 static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
     mgt__src *s = (mgt__src *)mgt__calloc(1, sizeof *s);
     struct stat st;
@@ -9392,7 +9415,7 @@ static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
             char *json = mgt__read_text(cj, why, sizeof why);
             res = json ? mgt__hf_config(s, json) : mgt__fail(MGT_ERROR_CONFIG, "%s: cannot read: %s", cj, why);
             MGT_FREE(json);
-            if (res == MGT_OK && weights) res = mgt__hf_files(s);
+            if (res == MGT_OK && weights) res = mgt__hf_files(s, weights == MGT__SRC_INDEX);
             if (res != MGT_OK) { mgt__src_free(s); return res; }
             *out = s;
             return MGT_OK;
@@ -9406,7 +9429,7 @@ static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
         FILE *fp = fopen(s->path, "rb");
         if (fp && fread(&magic, 4, 1, fp) != 1) magic = 0;
         if (fp) fclose(fp);
-        res = magic == MGT__LLMC_MAGIC ? mgt__llmc_open(s, weights) : mgt__ckpt_src(s, weights);
+        res = magic == MGT__LLMC_MAGIC ? mgt__llmc_open(s, weights == 1) : mgt__ckpt_src(s, weights == 1);
     }
     if (res != MGT_OK) { mgt__src_free(s); return res; }
     *out = s;
@@ -9424,13 +9447,14 @@ static int mgt__same_model_key(const mgt_config *cfg, const mgt_config *file, in
     return !strcmp(a, b);
 }
 
+static mgt_result mgt__src_check(const mgt__src *s, const mgt_config *cfg);
 MGTDEF mgt_result mgt_config_resolve_init(mgt_config *cfg) {
     mgt__src *s;
     int i;
     mgt_result res = MGT_OK;
     if (!cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_resolve_init: cfg is NULL");
     if (!cfg->model.init[0]) return MGT_OK;
-    MGT__TRY(mgt__src_open(&s, cfg->model.init, 0));
+    MGT__TRY(mgt__src_open(&s, cfg->model.init, MGT__SRC_INDEX));
     for (i = 0; i < MGT_CONFIG_NKEYS && res == MGT_OK; i++) {
         char where[MGT_STR_MAX + 64], mine[MGT_STR_MAX + 64], theirs[MGT_STR_MAX + 64], why[512];
         const char *name = mgt__keys[i].info.name;
@@ -9449,6 +9473,9 @@ MGTDEF mgt_result mgt_config_resolve_init(mgt_config *cfg) {
             res = mgt__fail(MGT_ERROR_CONFIG, "%s: [model] %s = %s, but [model] init %s has %s = %s (%s: %s); remove %s from the preset (init's model gives it) "
                             "or init from another model", mgt__where(cfg, i, where, sizeof where), name, mine, cfg->model.init, name, theirs, s->what, s->field[i], name);
     }
+    /* a config.json that its safetensors contradict: refused here (mgt check), not after the run
+       allocated its memory */
+    if (res == MGT_OK && (s->kind == MGT__SRC_GPT2 || s->kind == MGT__SRC_LLAMA)) res = mgt__src_check(s, cfg);
     mgt__src_free(s);
     return res;
 }
@@ -9513,6 +9540,49 @@ static float mgt__st_value(const unsigned char *p, int size, int f16, size_t i) 
     { uint16_t h; memcpy(&h, p + 2 * i, 2); return f16 ? mgt__f16_to_f32(h) : mgt__bf16_to_f32(h); }
 }
 
+/* the safetensors tensor of part p (name prefixed by `prefix`), checked: there, of a float dtype
+   (its size in bytes in *size) and of the shape the model needs */
+static mgt_result mgt__src_tensor(const mgt__src *s, const mgt__part *p, const char *prefix, const char *mgt_name, const mgt__st_file **f,
+                                  const mgt__st_tensor **out, int *size) {
+    char name[160];
+    const mgt__st_tensor *t;
+    long long want0 = p->transpose ? p->cols : p->src_rows, want1 = p->transpose ? p->src_rows : p->cols;
+    int ndim = p->cols ? 2 : 1;
+    snprintf(name, sizeof name, "%.31s%.127s", prefix, p->name); /* a prefix: "grad.", "final." (tests) */
+    *out = t = mgt__src_find(s, name, f);
+    if (!t)
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no tensor '%s' (mgt's %s); %s says the model has it: use the folder as save_pretrained wrote it",
+                         s->path, name, mgt_name, s->what);
+    if (strcmp(t->dtype, "F32") && strcmp(t->dtype, "F64") && strcmp(t->dtype, "BF16") && strcmp(t->dtype, "F16"))
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' is %s; mgt reads F32, F16, BF16 and F64 weights", s->path, name, t->dtype);
+    *size = !strcmp(t->dtype, "F64") ? 8 : !strcmp(t->dtype, "F32") ? 4 : 2;
+    if (t->ndim != ndim || t->shape[0] != want0 || (ndim == 2 && t->shape[1] != want1) || t->end - t->begin != (size_t)(want0 * (ndim == 2 ? want1 : 1)) * (size_t)*size)
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' has shape [%lld%s%lld], but %s's model needs [%lld%s%lld]; the weights and %s disagree: "
+                         "use the files as they were saved together", s->path, name, t->shape[0], t->ndim > 1 ? "," : "", t->ndim > 1 ? t->shape[1] : 0,
+                         s->what, want0, ndim > 1 ? "," : "", ndim > 1 ? want1 : 0, s->what);
+    return MGT_OK;
+}
+
+/* every tensor model cfg needs, checked against a Hugging Face folder's index (mgt__src_tensor)
+   before anything is allocated for them */
+static mgt_result mgt__src_check(const mgt__src *s, const mgt_config *cfg) {
+    mgt__layout g;
+    mgt_result res = MGT_OK;
+    int t;
+    MGT__TRY(mgt__global_layout(cfg, &g));
+    for (t = 0; t < g.n && res == MGT_OK; t++) {
+        mgt__part part[3];
+        int i, n = mgt__hf_parts(s->kind, cfg, s->positions, &g.t[t].info, part), size;
+        for (i = 0; i < n && res == MGT_OK; i++) {
+            const mgt__st_file *f;
+            const mgt__st_tensor *x;
+            res = mgt__src_tensor(s, &part[i], "", g.t[t].info.name, &f, &x, &size);
+        }
+    }
+    mgt__layout_free(&g);
+    return res;
+}
+
 /* part p (name prefixed by `prefix`) into its rows of dst, in mgt's layout */
 static mgt_result mgt__src_read(const mgt__src *s, const mgt__part *p, const char *prefix, const char *mgt_name, float *dst) {
     size_t cols = p->cols ? (size_t)p->cols : 1, r, c;
@@ -9527,24 +9597,10 @@ static mgt_result mgt__src_read(const mgt__src *s, const mgt__part *p, const cha
             for (c = 0; c < cols; c++) dst[r * cols + c] = mgt__st_value(data, s->hdr[1] == 5 ? 2 : 4, 0, (size_t)at + r * cols + c);
         return MGT_OK;
     } else {
-        char name[160];
         const mgt__st_file *f = NULL;
         const mgt__st_tensor *t;
-        long long want0 = p->transpose ? p->cols : p->src_rows, want1 = p->transpose ? p->src_rows : p->cols;
-        int ndim = p->cols ? 2 : 1;
-        snprintf(name, sizeof name, "%.31s%.127s", prefix, p->name); /* a prefix: "grad.", "final." (tests) */
-        t = mgt__src_find(s, name, &f);
-        if (!t)
-            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no tensor '%s' (mgt's %s); %s says the model has it: use the folder as save_pretrained wrote it",
-                             s->path, name, mgt_name, s->what);
+        MGT__TRY(mgt__src_tensor(s, p, prefix, mgt_name, &f, &t, &size));
         dtype = t->dtype;
-        if (strcmp(dtype, "F32") && strcmp(dtype, "F64") && strcmp(dtype, "BF16") && strcmp(dtype, "F16"))
-            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' is %s; mgt reads F32, F16, BF16 and F64 weights", s->path, name, dtype);
-        size = !strcmp(dtype, "F64") ? 8 : !strcmp(dtype, "F32") ? 4 : 2;
-        if (t->ndim != ndim || t->shape[0] != want0 || (ndim == 2 && t->shape[1] != want1) || t->end - t->begin != (size_t)(want0 * (ndim == 2 ? want1 : 1)) * (size_t)size)
-            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' has shape [%lld%s%lld], but %s's model needs [%lld%s%lld]; the weights and %s disagree: "
-                             "use the files as they were saved together", s->path, name, t->shape[0], t->ndim > 1 ? "," : "", t->ndim > 1 ? t->shape[1] : 0,
-                             s->what, want0, ndim > 1 ? "," : "", ndim > 1 ? want1 : 0, s->what);
         data = (const unsigned char *)mgt__st_data(f, t);
         for (r = 0; r < (size_t)p->rows; r++)
             for (c = 0; c < cols; c++) dst[r * cols + c] = mgt__st_value(data, size, !strcmp(dtype, "F16"), p->transpose ? c * (size_t)p->src_rows + r : r * cols + c);

@@ -617,6 +617,19 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
     if (n_val == 0)
         fprintf(stderr, "mgt prepare: warning: %s_val.bin is empty (--val-fraction %g of %lu "
                 "tokens is less than one token)\n", prefix, frac, (unsigned long)n_total);
+    { /* a shard shorter than one sequence (seq_len + 1 tokens) is refused by mgt train: say so
+         now, against the quick start's seq_len 128 */
+        size_t counts[2];
+        const char *names[2] = {"train", "val"};
+        int k;
+        counts[0] = n_total - n_val, counts[1] = n_val;
+        for (k = 0; k < 2; k++)
+            if (counts[k] > 0 && counts[k] < 129)
+                fprintf(stderr, "mgt prepare: warning: %s_%s.bin holds %lu tokens: a preset reads it only with [model] "
+                        "seq_len %lu or less (a sequence is seq_len + 1 tokens; the quick start's is 128): give more text%s\n",
+                        prefix, names[k], (unsigned long)counts[k], (unsigned long)(counts[k] - 1),
+                        k ? " or a larger --val-fraction" : "");
+    }
     rc = 0;
 out:
     mgt__prep_shard_abort(&train);

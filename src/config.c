@@ -158,6 +158,7 @@ static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t 
     int line = cfg->line[key];
     if (line > 0) snprintf(buf, cap, "%s:%d", cfg->path, line);
     else if (line == MGT__FROM_INIT) snprintf(buf, cap, "[model] init's model");
+    else if (line <= -3 && line >= -6) snprintf(buf, cap, "%s", cfg->option[-3 - line]);
     else if (line < 0) snprintf(buf, cap, "--set %s.%s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     else snprintf(buf, cap, "the default of [%s] %s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     return buf;
@@ -566,15 +567,19 @@ MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, 
     return mgt__config_parse(cfg, &st, name ? name : "<string>");
 }
 
-MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) {
-    char section[64], name[64], why[512];
+MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) { return mgt_config_set_from(cfg, assignment, NULL); }
+
+MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option) {
+    char section[64], name[64], why[512], by[80];
     const char *dot, *eq;
-    int key;
+    int key, slot;
     if (!cfg || !assignment) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_set: cfg and assignment are required");
+    if (option) snprintf(by, sizeof by, "%s (%s)", option, assignment);
+    else snprintf(by, sizeof by, "--set %.70s", assignment);
     dot = strchr(assignment, '.');
     eq = strchr(assignment, '=');
     if (!dot || !eq || dot > eq || (size_t)(dot - assignment) >= sizeof section || (size_t)(eq - dot - 1) >= sizeof name)
-        return mgt__fail(MGT_ERROR_CONFIG, "--set %s: expected section.key=value, for example --set train.steps=100", assignment);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: expected section.key=value, for example --set train.steps=100", by);
     memcpy(section, assignment, (size_t)(dot - assignment));
     section[dot - assignment] = 0;
     memcpy(name, dot + 1, (size_t)(eq - dot - 1));
@@ -582,11 +587,15 @@ MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) {
     key = mgt__find_key(section, name);
     if (key < 0) {
         mgt__suggest(section, name, why, sizeof why);
-        return mgt__fail(MGT_ERROR_CONFIG, "--set %s: %s", assignment, why);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: %s", by, why);
     }
     if (!mgt__set_value(cfg, key, eq + 1, why, sizeof why))
-        return mgt__fail(MGT_ERROR_CONFIG, "--set %s: [%s] %s: %s", assignment, section, name, why);
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: %s", by, section, name, why);
     cfg->line[key] = -1;
+    if (!option) return MGT_OK;
+    for (slot = 0; slot < 3 && cfg->option[slot][0] && strcmp(cfg->option[slot], option); slot++) {} /* the last slot is reused */
+    mgt__strlcpy(cfg->option[slot], option, sizeof cfg->option[slot]);
+    cfg->line[key] = -3 - slot;
     return MGT_OK;
 }
 
@@ -635,6 +644,12 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         if (per) /* the micro-batch that keeps the batch, and with it the training */
             snprintf(keep, sizeof keep, ", or keep the batch with [train] micro_batch = %d (%d micro-batch%s of %d on each of the %d DP ranks)", m, per / m,
                      per / m == 1 ? "" : "es", m, cfg->parallel.dp);
+        else { /* no micro-batch keeps it: the data-parallel sizes that would */
+            int d, shown = 0;
+            snprintf(keep, sizeof keep, ", or keep the batch with a dp that divides %d:", cfg->train.global_batch);
+            for (d = 1; d <= cfg->train.global_batch && shown < 8; d++)
+                if (cfg->train.global_batch % d == 0) snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "%s %d", shown++ ? "," : "", d);
+        }
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] global_batch = %d is not a multiple of micro_batch x dp = %d x %d (global_batch from %s, micro_batch from %s, dp from %s); make global_batch a multiple of %lld%s",
                          mgt__where(cfg, primary, w1, sizeof w1), cfg->train.global_batch, cfg->train.micro_batch, cfg->parallel.dp,
                          mgt__where(cfg, keys[1], w2, sizeof w2), mgt__where(cfg, keys[2], w3, sizeof w3), mgt__where(cfg, keys[0], w4, sizeof w4),

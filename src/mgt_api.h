@@ -219,7 +219,9 @@ enum { MGT_MLP_GELU, MGT_MLP_SWIGLU };
 typedef struct mgt_config {
     MGT_CONFIG_SECTIONS(MGT__DECL_SECTION)
     char path[MGT_STR_MAX];        /* preset file, for messages ("" when built in code) */
-    int line[MGT_CONFIG_NKEYS];    /* where each key was set: >0 file line, 0 default, -1 --set */
+    int line[MGT_CONFIG_NKEYS];    /* where each key was set: >0 file line, 0 default, -1 --set,
+                                      -3 - i a program's option[i] (mgt_config_set_from) */
+    char option[4][48];            /* the options that set keys, as the user typed them ("--gpus 3") */
 } mgt_config;
 
 typedef struct mgt_key_info {
@@ -231,6 +233,8 @@ MGTDEF void mgt_config_init(mgt_config *cfg);                     /* every key a
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path); /* INI file over cfg */
 MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, const char *name);
 MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment); /* "section.key=value" */
+/* the same, set by a program's own option (`option`, "--gpus 3"), which messages then name */
+MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option);
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
 MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text, to read (checkpoints store JSON) */
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);

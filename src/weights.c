@@ -243,7 +243,9 @@ static char *mgt__read_text(const char *path, char *why, size_t cap) {
 }
 
 /* the safetensors files of a Hugging Face folder: model.safetensors, or the shards its index names */
-static mgt_result mgt__hf_files(mgt__src *s) {
+/* the folder's safetensors files; header_only: their tensor index alone (a check of the shapes
+   before a run allocates anything) */
+static mgt_result mgt__hf_files(mgt__src *s, int header_only) {
     char path[1600], why[256], (*names)[256] = NULL;
     char *index;
     const char *map;
@@ -257,7 +259,7 @@ static mgt_result mgt__hf_files(mgt__src *s) {
                              "safetensors form (pytorch_model.bin is not read)", s->path);
         s->files = (mgt__st_file *)mgt__calloc(1, sizeof *s->files);
         if (!s->files) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-        MGT__TRY(mgt__st_open(&s->files[0], path));
+        MGT__TRY(mgt__st_read(&s->files[0], path, header_only));
         s->nfiles = 1;
         return MGT_OK;
     }
@@ -282,7 +284,7 @@ static mgt_result mgt__hf_files(mgt__src *s) {
             if (!nf || !nn) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory");
             else {
                 snprintf(path, sizeof path, "%s/%s", s->path, v.p);
-                res = mgt__st_open(&s->files[s->nfiles], path);
+                res = mgt__st_read(&s->files[s->nfiles], path, header_only);
                 snprintf(path, sizeof path, "%s/model.safetensors.index.json", s->path);
                 if (res == MGT_OK) mgt__strlcpy(names[s->nfiles++], v.p, 256);
             }
@@ -409,7 +411,9 @@ static mgt_result mgt__ckpt_src(mgt__src *s, int weights) {
     return MGT_OK;
 }
 
-/* opens what [model] init names: its model, and with `weights` its tensors too */
+/* opens what [model] init names: its model, and with `weights` its tensors too (MGT__SRC_INDEX:
+   a Hugging Face folder's tensor index alone, nothing more of the other kinds) */
+#define MGT__SRC_INDEX 2
 static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
     mgt__src *s = (mgt__src *)mgt__calloc(1, sizeof *s);
     struct stat st;
@@ -428,7 +432,7 @@ static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
             char *json = mgt__read_text(cj, why, sizeof why);
             res = json ? mgt__hf_config(s, json) : mgt__fail(MGT_ERROR_CONFIG, "%s: cannot read: %s", cj, why);
             MGT_FREE(json);
-            if (res == MGT_OK && weights) res = mgt__hf_files(s);
+            if (res == MGT_OK && weights) res = mgt__hf_files(s, weights == MGT__SRC_INDEX);
             if (res != MGT_OK) { mgt__src_free(s); return res; }
             *out = s;
             return MGT_OK;
@@ -442,7 +446,7 @@ static mgt_result mgt__src_open(mgt__src **out, const char *init, int weights) {
         FILE *fp = fopen(s->path, "rb");
         if (fp && fread(&magic, 4, 1, fp) != 1) magic = 0;
         if (fp) fclose(fp);
-        res = magic == MGT__LLMC_MAGIC ? mgt__llmc_open(s, weights) : mgt__ckpt_src(s, weights);
+        res = magic == MGT__LLMC_MAGIC ? mgt__llmc_open(s, weights == 1) : mgt__ckpt_src(s, weights == 1);
     }
     if (res != MGT_OK) { mgt__src_free(s); return res; }
     *out = s;
@@ -460,13 +464,14 @@ static int mgt__same_model_key(const mgt_config *cfg, const mgt_config *file, in
     return !strcmp(a, b);
 }
 
+static mgt_result mgt__src_check(const mgt__src *s, const mgt_config *cfg);
 MGTDEF mgt_result mgt_config_resolve_init(mgt_config *cfg) {
     mgt__src *s;
     int i;
     mgt_result res = MGT_OK;
     if (!cfg) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_resolve_init: cfg is NULL");
     if (!cfg->model.init[0]) return MGT_OK;
-    MGT__TRY(mgt__src_open(&s, cfg->model.init, 0));
+    MGT__TRY(mgt__src_open(&s, cfg->model.init, MGT__SRC_INDEX));
     for (i = 0; i < MGT_CONFIG_NKEYS && res == MGT_OK; i++) {
         char where[MGT_STR_MAX + 64], mine[MGT_STR_MAX + 64], theirs[MGT_STR_MAX + 64], why[512];
         const char *name = mgt__keys[i].info.name;
@@ -485,6 +490,9 @@ MGTDEF mgt_result mgt_config_resolve_init(mgt_config *cfg) {
             res = mgt__fail(MGT_ERROR_CONFIG, "%s: [model] %s = %s, but [model] init %s has %s = %s (%s: %s); remove %s from the preset (init's model gives it) "
                             "or init from another model", mgt__where(cfg, i, where, sizeof where), name, mine, cfg->model.init, name, theirs, s->what, s->field[i], name);
     }
+    /* a config.json that its safetensors contradict: refused here (mgt check), not after the run
+       allocated its memory */
+    if (res == MGT_OK && (s->kind == MGT__SRC_GPT2 || s->kind == MGT__SRC_LLAMA)) res = mgt__src_check(s, cfg);
     mgt__src_free(s);
     return res;
 }
@@ -549,6 +557,49 @@ static float mgt__st_value(const unsigned char *p, int size, int f16, size_t i) 
     { uint16_t h; memcpy(&h, p + 2 * i, 2); return f16 ? mgt__f16_to_f32(h) : mgt__bf16_to_f32(h); }
 }
 
+/* the safetensors tensor of part p (name prefixed by `prefix`), checked: there, of a float dtype
+   (its size in bytes in *size) and of the shape the model needs */
+static mgt_result mgt__src_tensor(const mgt__src *s, const mgt__part *p, const char *prefix, const char *mgt_name, const mgt__st_file **f,
+                                  const mgt__st_tensor **out, int *size) {
+    char name[160];
+    const mgt__st_tensor *t;
+    long long want0 = p->transpose ? p->cols : p->src_rows, want1 = p->transpose ? p->src_rows : p->cols;
+    int ndim = p->cols ? 2 : 1;
+    snprintf(name, sizeof name, "%.31s%.127s", prefix, p->name); /* a prefix: "grad.", "final." (tests) */
+    *out = t = mgt__src_find(s, name, f);
+    if (!t)
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no tensor '%s' (mgt's %s); %s says the model has it: use the folder as save_pretrained wrote it",
+                         s->path, name, mgt_name, s->what);
+    if (strcmp(t->dtype, "F32") && strcmp(t->dtype, "F64") && strcmp(t->dtype, "BF16") && strcmp(t->dtype, "F16"))
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' is %s; mgt reads F32, F16, BF16 and F64 weights", s->path, name, t->dtype);
+    *size = !strcmp(t->dtype, "F64") ? 8 : !strcmp(t->dtype, "F32") ? 4 : 2;
+    if (t->ndim != ndim || t->shape[0] != want0 || (ndim == 2 && t->shape[1] != want1) || t->end - t->begin != (size_t)(want0 * (ndim == 2 ? want1 : 1)) * (size_t)*size)
+        return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' has shape [%lld%s%lld], but %s's model needs [%lld%s%lld]; the weights and %s disagree: "
+                         "use the files as they were saved together", s->path, name, t->shape[0], t->ndim > 1 ? "," : "", t->ndim > 1 ? t->shape[1] : 0,
+                         s->what, want0, ndim > 1 ? "," : "", ndim > 1 ? want1 : 0, s->what);
+    return MGT_OK;
+}
+
+/* every tensor model cfg needs, checked against a Hugging Face folder's index (mgt__src_tensor)
+   before anything is allocated for them */
+static mgt_result mgt__src_check(const mgt__src *s, const mgt_config *cfg) {
+    mgt__layout g;
+    mgt_result res = MGT_OK;
+    int t;
+    MGT__TRY(mgt__global_layout(cfg, &g));
+    for (t = 0; t < g.n && res == MGT_OK; t++) {
+        mgt__part part[3];
+        int i, n = mgt__hf_parts(s->kind, cfg, s->positions, &g.t[t].info, part), size;
+        for (i = 0; i < n && res == MGT_OK; i++) {
+            const mgt__st_file *f;
+            const mgt__st_tensor *x;
+            res = mgt__src_tensor(s, &part[i], "", g.t[t].info.name, &f, &x, &size);
+        }
+    }
+    mgt__layout_free(&g);
+    return res;
+}
+
 /* part p (name prefixed by `prefix`) into its rows of dst, in mgt's layout */
 static mgt_result mgt__src_read(const mgt__src *s, const mgt__part *p, const char *prefix, const char *mgt_name, float *dst) {
     size_t cols = p->cols ? (size_t)p->cols : 1, r, c;
@@ -563,24 +614,10 @@ static mgt_result mgt__src_read(const mgt__src *s, const mgt__part *p, const cha
             for (c = 0; c < cols; c++) dst[r * cols + c] = mgt__st_value(data, s->hdr[1] == 5 ? 2 : 4, 0, (size_t)at + r * cols + c);
         return MGT_OK;
     } else {
-        char name[160];
         const mgt__st_file *f = NULL;
         const mgt__st_tensor *t;
-        long long want0 = p->transpose ? p->cols : p->src_rows, want1 = p->transpose ? p->src_rows : p->cols;
-        int ndim = p->cols ? 2 : 1;
-        snprintf(name, sizeof name, "%.31s%.127s", prefix, p->name); /* a prefix: "grad.", "final." (tests) */
-        t = mgt__src_find(s, name, &f);
-        if (!t)
-            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: has no tensor '%s' (mgt's %s); %s says the model has it: use the folder as save_pretrained wrote it",
-                             s->path, name, mgt_name, s->what);
+        MGT__TRY(mgt__src_tensor(s, p, prefix, mgt_name, &f, &t, &size));
         dtype = t->dtype;
-        if (strcmp(dtype, "F32") && strcmp(dtype, "F64") && strcmp(dtype, "BF16") && strcmp(dtype, "F16"))
-            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' is %s; mgt reads F32, F16, BF16 and F64 weights", s->path, name, dtype);
-        size = !strcmp(dtype, "F64") ? 8 : !strcmp(dtype, "F32") ? 4 : 2;
-        if (t->ndim != ndim || t->shape[0] != want0 || (ndim == 2 && t->shape[1] != want1) || t->end - t->begin != (size_t)(want0 * (ndim == 2 ? want1 : 1)) * (size_t)size)
-            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: tensor '%s' has shape [%lld%s%lld], but %s's model needs [%lld%s%lld]; the weights and %s disagree: "
-                             "use the files as they were saved together", s->path, name, t->shape[0], t->ndim > 1 ? "," : "", t->ndim > 1 ? t->shape[1] : 0,
-                             s->what, want0, ndim > 1 ? "," : "", ndim > 1 ? want1 : 0, s->what);
         data = (const unsigned char *)mgt__st_data(f, t);
         for (r = 0; r < (size_t)p->rows; r++)
             for (c = 0; c < cols; c++) dst[r * cols + c] = mgt__st_value(data, size, !strcmp(dtype, "F16"), p->transpose ? c * (size_t)p->src_rows + r : r * cols + c);

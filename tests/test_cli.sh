@@ -88,6 +88,12 @@ EOF
 run prepare "$MGT" prepare --tokenizer byte text.txt -o tk
 if [ "$RC" -eq 0 ] && [ -s tk_train.bin ] && [ -s tk_val.bin ]; then ok "prepare --tokenizer byte makes tk_train.bin and tk_val.bin"
 else fail "prepare: exit $RC; $(cat prepare.err)"; fi
+if grep -q "holds .* tokens" prepare.err; then fail "prepare of the test text warns of a short shard: $(cat prepare.err)"; fi
+printf 'hello world, this is a tiny.\n' > tiny29.txt
+run tiny_prepare "$MGT" prepare --tokenizer byte tiny29.txt -o tiny29
+if [ "$RC" -eq 0 ] && grep -q "warning: tiny29_val.bin holds 3 tokens: a preset reads it only with \[model\] seq_len 2 or less" tiny_prepare.err \
+    && grep -q "warning: tiny29_train.bin holds 26 tokens" tiny_prepare.err; then ok "prepare of a 29-byte text warns that its 3-token val shard (and 26-token train shard) fit no preset"
+else fail "prepare of a 29-byte text: exit $RC; $(cat tiny_prepare.err)"; fi
 
 expect_err "prepare with a missing input exits 2 and names it" 2 "$MGT" prepare --tokenizer byte no_such_input.txt -o x -- "no_such_input.txt"
 expect_err "prepare --val-fraction 0.9: out of range, not 'not a number'" 2 "$MGT" prepare --tokenizer byte --val-fraction 0.9 no_such_input.txt -o x -- \
@@ -148,6 +154,8 @@ MGT_CUDA_LIBRARY="$T/none.so" expect_err "--set parallel.device=cuda without the
 expect_err "dp = 2 in a file with the default batch: the batch does not divide, at dp's line" 2 "$MGT" check "$B/batch_dp.ini" -- \
     "batch_dp.ini:4:" "global_batch = 8" "micro_batch x dp = 8 x 2" "dp from" "global_batch from the default of [train] global_batch" \
     "or keep the batch with [train] micro_batch = 4 (1 micro-batch of 4 on each of the 2 DP ranks)"
+expect_err "mgt plan --gpus 3 of the quick start: the message names --gpus 3 (not --set parallel.dp) and the dp that keep the batch" 2 \
+    "$MGT" plan "$ROOT/presets/quickstart.ini" --gpus 3 -- "mgt: --gpus 3: [train] global_batch = 16" "dp from --gpus 3)" "a dp that divides 16: 1, 2, 4, 8, 16"
 expect_err "tp must divide n_head" 2 "$MGT" check "$P/tiny.ini" --set parallel.tp=3 -- "tp = 3" "n_head"
 expect_err "pp must not exceed n_layer" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=9 -- "pp = 9" "n_layer"
 

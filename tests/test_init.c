@@ -266,6 +266,12 @@ int main(void) {
     broken_copy("build/testdata/init_shape", NULL, NULL, NULL, "transformer.wpe.weight");
     snprintf(args, sizeof args, "bench tests/presets/init_conflict.ini --steps 1 %s --set model.n_layer=2 --set model.init=build/testdata/init_shape", train);
     refused("a tensor of the wrong shape", args, "init_shape", "transformer.wpe.weight", "[8,32]");
+    /* a config.json its safetensors contradict: mgt check refuses it (mgt train did so only after
+       allocating the run) */
+    broken_copy("build/testdata/init_disagree", "\"n_embd\": 32", "\"n_embd\": 64", NULL, NULL);
+    snprintf(args, sizeof args, "check tests/presets/init_conflict.ini %s --set model.n_layer=2 --set model.init=build/testdata/init_disagree", train);
+    refused("by mgt check, a config.json (n_embd 64) that its model.safetensors (32) contradicts", args, "init_disagree", "has shape [128,32]",
+            "config.json's model needs [128,64]");
     { /* a model between the two families (layernorm with rope) has no Hugging Face class */
         static const char *const keys[] = {"data.train=", "data.val=", "log.metrics=", "model.positions=rope", "model.n_layer=1", "model.d_model=32",
                                            "model.n_head=2", "model.seq_len=8", "train.global_batch=1", "train.micro_batch=1", "parallel.threads=1",

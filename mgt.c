@@ -96,8 +96,9 @@ static const struct command_help {
     {"prepare", "mgt prepare --tokenizer byte|gpt2|hf [--bpe-dir DIR] [--tokenizer-json FILE] [--val-fraction F] INPUT... -o PREFIX",
      "Tokenizes text files into PREFIX_train.bin and PREFIX_val.bin (llm.c's shard format); `mgt prepare --help` has more."},
     {"bench", "mgt bench PRESET [--steps N] [--set section.key=value]...",
-     "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s against this machine's sgemm, memory, and\n"
-     "the speedup over one rank. One rank's figure is kept as the baseline of `mgt train`'s speedup.\n"
+     "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s and MFU (against this machine's sgemm, or a\n"
+     "GPU's dense peak), memory, and the speedup over one rank. One rank's figure is kept as the baseline of `mgt train`'s\n"
+     "speedup, with the share of their cores its threads had; on a busy machine (under 60%) it says so and keeps none.\n"
      "  --steps N            timed steps after 2 warm-up steps, 1..1000000 (5)"},
     {"plan", "mgt plan PRESET [--gpus N] [--gpu a100|h100|h200|b200|cpu] [--gpus-per-node N] [--trace FILE] [--search] [--calibrate FILE]\n"
              "         [--set section.key=value]...",
@@ -271,16 +272,26 @@ static double baseline_find(const char *key, char *date, size_t cap, int largest
     while (fgets(line, sizeof line, f)) {
         char when[64];
         double v;
+        char *cond;
         if (strncmp(line, key, n) || line[n] != '\t' || sscanf(line + n + 1, "%lf\t%63s", &v, when) != 2 || !(v > 0)) continue;
         if (largest && v < found) continue;
         found = v;
-        snprintf(date, cap, "%s", when);
+        line[strcspn(line, "\n")] = 0;
+        cond = strchr(strchr(line + n + 1, '\t') + 1, '\t'); /* a fourth column: the conditions it was measured in */
+        {
+            size_t k;
+            snprintf(date, cap, "%s", when);
+            k = strlen(date);
+            if (cond && k + 2 < cap) snprintf(date + k, cap - k, ", %s", cond + 1);
+        }
     }
     fclose(f);
     return found;
 }
 
-static void baseline_record(const char *key, double tok_s, const char *what) {
+static void baseline_record_when(const char *key, double tok_s, const char *what, const char *conditions);
+static void baseline_record(const char *key, double tok_s, const char *what) { baseline_record_when(key, tok_s, what, NULL); }
+static void baseline_record_when(const char *key, double tok_s, const char *what, const char *conditions) {
     char path[1024], dir[1024], when[64], *slash;
     time_t now = time(NULL);
     FILE *f;
@@ -289,7 +300,7 @@ static void baseline_record(const char *key, double tok_s, const char *what) {
     if ((slash = strrchr(dir, '/')) && slash != dir) { *slash = 0; if (mgt_mkdirs(dir) != MGT_OK) { fprintf(stderr, "mgt: warning: %s\n", mgt_last_error()); return; } }
     if (!(f = fopen(path, "a"))) { fprintf(stderr, "mgt: warning: %s: cannot record %s: %s\n", path, what, strerror(errno)); return; }
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    fprintf(f, "%s\t%.1f\t%s\n", key, tok_s, when);
+    fprintf(f, "%s\t%.1f\t%s%s%s\n", key, tok_s, when, conditions ? "\t" : "", conditions ? conditions : "");
     if (fclose(f)) fprintf(stderr, "mgt: warning: %s: cannot record %s: %s\n", path, what, strerror(errno));
     else if (!strcmp(what, "the single-rank baseline"))
         printf("recorded as the single-rank baseline of this model in %s: a run on more ranks shows its speedup against it\n", path);
@@ -766,7 +777,7 @@ static int cmd_train(int argc, char **argv) {
     mgt_run *run;
     mgt_result r;
     mgt_stats st;
-    char path[1200], base_date[64] = "";
+    char path[1200], base_date[192] = "";
     double base_tok_s = 0, start_elapsed;
     struct sigaction sa;
     int rc, interrupted = 0, start_step, tui_frames = 0, i, nargs = 0, processes = 1;
@@ -1303,6 +1314,38 @@ static int cmd_keys(int argc, char **argv) {
     return 0;
 }
 
+/* How much of their cores `threads` threads get when they all compute: the mean over them of
+   CPU time / wall time spinning for `seconds` (about 1 on a quiet machine; 0.5 where as much other
+   work runs). A busy machine makes a benchmark low, and a baseline taken then would make every
+   later speedup look high. */
+typedef struct spin_arg { double seconds, share; } spin_arg;
+static void *spin_main(void *p) {
+    spin_arg *a = (spin_arg *)p;
+    struct timespec c0, c1;
+    volatile unsigned long x = 0;
+    double w0 = mgt_now(), wall;
+    int i;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    while ((wall = mgt_now() - w0) < a->seconds)
+        for (i = 0; i < 100000; i++) x = x + 1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    a->share = ((double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9) / wall;
+    return NULL;
+}
+static double cpu_share(int threads, double seconds) {
+    pthread_t th[256];
+    spin_arg a[256];
+    double sum = 0;
+    int i, n = threads < 1 ? 1 : threads > 256 ? 256 : threads, started = 0;
+    for (i = 0; i < n; i++) {
+        a[i].seconds = seconds, a[i].share = 0;
+        if (pthread_create(&th[i], NULL, spin_main, &a[i]) != 0) break;
+        started++;
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL), sum += a[i].share;
+    return started ? sum / started : 1;
+}
+
 /* GFLOP/s of an n x n x n sgemm on the calling thread alone (BLAS single-threaded, as a rank's
    pool calls it), the median of repetitions over about half a second */
 static double bench_sgemm_1thread(int n) {
@@ -1332,7 +1375,7 @@ static int cmd_bench(int argc, char **argv) {
     mgt_stats st;
     int rc, i, steps, warmup = 2, rows, vocab, gpus, ranks;
     uint32_t *tokens;
-    double t0, elapsed, tok_s, gflops, sgemm1, machine = 0, peak = 0;
+    double t0, elapsed, tok_s, gflops, sgemm1, machine = 0, peak = 0, share = 1;
     char measured[64], peak_source[256] = "";
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
@@ -1366,11 +1409,13 @@ static int cmd_bench(int argc, char **argv) {
     tokens = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)rows);
     for (i = 0; i < rows; i++) tokens[i] = (uint32_t)(mgt_hash3(7, 11, (uint64_t)i) % (uint64_t)vocab);
     t0 = 0;
+    if (!gpus) share = cpu_share(st.threads, 0.3);
     for (i = 0; i < warmup + steps; i++) {
         if (i == warmup) t0 = mgt_now();
         if ((r = mgt_run_step_tokens(run, tokens)) != MGT_OK) { free(tokens); mgt_run_destroy(run); return fail(r); }
     }
     elapsed = mgt_now() - t0;
+    if (!gpus) share = fmin(share, cpu_share(st.threads, 0.3)); /* before and after: the lower */
     mgt_run_stats(run, &st);
     tok_s = (double)steps * cfg.train.global_batch * cfg.model.seq_len / elapsed;
     gflops = tok_s * st.flops_per_token * 1e-9;
@@ -1383,10 +1428,16 @@ static int cmd_bench(int argc, char **argv) {
            st.mem_peak[MGT_MEM_PARAMS] / 1048576.0, st.mem_peak[MGT_MEM_GRADS] / 1048576.0, st.mem_peak[MGT_MEM_OPTIMIZER] / 1048576.0,
            st.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0);
     {
-        char key[512], date[64];
+        char key[512], date[192];
         double base;
         baseline_key(&cfg, mgt_run_device(run), st.threads, key, sizeof key);
-        if (cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp == 1) baseline_record(key, tok_s, "the single-rank baseline");
+        char conditions[128];
+        snprintf(conditions, sizeof conditions, "its %d thread%s had %.0f%% of their cores", st.threads, st.threads == 1 ? "" : "s", 100 * share);
+        if (share < 0.6) /* the machine is busy: figures low, and no baseline from them */
+            fprintf(stderr, "mgt bench: warning: the machine is busy: this benchmark's %d thread%s had only %.0f%% of their cores (other work is running), "
+                            "so its figures are low%s; run it again on a quiet machine\n", st.threads, st.threads == 1 ? "" : "s", 100 * share,
+                    ranks == 1 ? " and it records no single-rank baseline" : "");
+        else if (ranks == 1) baseline_record_when(key, tok_s, "the single-rank baseline", gpus ? NULL : conditions);
         else if ((base = baseline_find(key, date, sizeof date, 0)) > 0)
             printf("speedup:        %.2fx over one rank (%.0f tokens/s measured by mgt bench at %s)\n", tok_s / base, base, date);
         else printf("speedup:        n/a: no single-rank measurement of this model; `mgt bench` with parallel.dp, tp and pp = 1 makes one\n");

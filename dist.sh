@@ -34,6 +34,7 @@ mkdir -p "$stage"
 # what `ninja install` installs, by its own command (as tests/test_install.sh runs it), then the
 # bundle's program in place of the one built for this CPU
 PREFIX=$stage DESTDIR='' bash -c "$(ninja -t commands install | tail -n 1)" > /dev/null
+rm -rf "$stage/lib/mgt" # the bundle keeps its plugins in lib/, on its program's run path (below)
 install -m 755 "$exe" "$stage/bin/mgt"
 for level in "$@"; do install -m 755 "$level" "$stage/bin/"; done
 

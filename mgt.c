@@ -643,6 +643,26 @@ static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset
     }
 }
 
+/* Under a launcher, how to stop with a checkpoint. Ctrl-C reaches Open MPI's mpirun, which ends the
+   job at once (exit 1, no checkpoint: measured with Open MPI 4.1); SIGUSR1 it forwards to every
+   process, which then stop after the same step (a checkpoint, exit 130). The launcher is this
+   process's parent when the job runs on this machine. */
+static void stop_hint(void) {
+    char path[64], comm[64] = "";
+    FILE *f;
+    pid_t parent = getppid();
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)parent);
+    if ((f = fopen(path, "r"))) {
+        if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+        fclose(f);
+    }
+    comm[strcspn(comm, "\n")] = 0;
+    if (!strcmp(comm, "mpirun") || !strcmp(comm, "mpiexec") || !strcmp(comm, "orterun") || !strcmp(comm, "prterun"))
+        printf("to stop with a checkpoint: kill -USR1 %d (%s forwards it to every process; Ctrl-C makes it end the job at once, without a checkpoint)\n",
+               (int)parent, comm);
+    else printf("to stop with a checkpoint: send SIGUSR1 to every process (scancel --signal=USR1 under Slurm); a launcher's Ctrl-C may end the job at once\n");
+}
+
 /* a finished run resumed: no step to take, no loss to show (its checkpoint is saved in the run's
    folder too when it came from another); exit status */
 static int train_nothing_left(mgt_run *run, const mgt_config *cfg, int start_step) {
@@ -823,6 +843,7 @@ static int cmd_train(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     if (processes > 1) sigaction(SIGUSR1, &sa, NULL); /* Open MPI's mpirun forwards it (Ctrl-C kills the job) */
     train_banner(run, &cfg, o.preset, &base_tok_s, base_date, sizeof base_date);
+    if (processes > 1) stop_hint();
     mgt_run_stats(run, &st);
     start_step = st.step;
     start_elapsed = st.elapsed_s;

@@ -6186,6 +6186,25 @@ static int mgt__checkpoint_step(const char *name) {
     return strcmp(canonical, name) ? -1 : step;
 }
 
+/* whether another process's run holds folder dir (its mgt.lock locked), with what that run wrote
+   of itself into owner ("process 4242 on host (mgt train ...)") */
+static int mgt__folder_held(const char *dir, char *owner, size_t cap) {
+    char lock_path[1100];
+    int fd, held = 0, pid = 0;
+    ssize_t got;
+    snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", dir);
+    owner[0] = 0;
+    if ((fd = open(lock_path, O_RDONLY | O_CLOEXEC)) < 0) return 0;
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0) flock(fd, LOCK_UN);
+    else held = errno == EWOULDBLOCK;
+    got = held ? pread(fd, owner, cap - 1, 0) : 0;
+    close(fd);
+    owner[got > 0 ? got : 0] = 0;
+    owner[strcspn(owner, "\n")] = 0;
+    if (sscanf(owner, "process %d", &pid) == 1 && pid == (int)getpid()) held = 0; /* this process's own run */
+    return held;
+}
+
 MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap) {
     DIR *d;
     struct dirent *e;
@@ -6205,6 +6224,9 @@ MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap)
         if (stat(hf, &st) == 0)
             return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: a Hugging Face model folder (config.json), not mgt's checkpoints (step_*.safetensors): "
                              "start a run from its weights with [model] init = %s (--set model.init=%s)", dir, dir, dir);
+        if (mgt__folder_held(dir, hf, sizeof hf))
+            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoints (step_*.safetensors) in this folder yet: it is in use by a run that has "
+                             "written none: %s; wait for its first checkpoint or its end", dir, hf[0] ? hf : "a process that left no name");
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoints (step_*.safetensors) in this folder", dir);
     }
     snprintf(path, cap, "%s/step_%08d.safetensors", dir, best);
@@ -7541,6 +7563,15 @@ static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     rk->comm->world = p->world;
 }
 
+/* rank i's error, said as rank i's (once: a message that names the rank already is kept as it is) */
+static mgt_result mgt__rank_fail(const mgt_run *r, int i) {
+    char tag[32];
+    int n = snprintf(tag, sizeof tag, "rank %d", i);
+    const char *e = r->ranks[i].error;
+    if (!strncmp(e, tag, (size_t)n) && (e[n] == ' ' || e[n] == ':')) return mgt__fail(r->ranks[i].result, "%s", e);
+    return mgt__fail(r->ranks[i].result, "rank %d: %s", i, e);
+}
+
 /* runs the command on every rank (on the calling thread when there is one rank) and returns the
    first error, with the failing rank's message */
 static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int micro) {
@@ -7560,10 +7591,9 @@ static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int mi
     pthread_mutex_unlock(&r->mu);
     MGT__TRY(mgt__share_ranks(r));
     for (i = 0; i < r->plan.world; i++) /* a root cause rather than its echo on the peers */
-        if (r->ranks[i].result != MGT_OK && r->ranks[i].result != MGT_ERROR_COMM)
-            return mgt__fail(r->ranks[i].result, "rank %d: %s", i, r->ranks[i].error);
+        if (r->ranks[i].result != MGT_OK && r->ranks[i].result != MGT_ERROR_COMM) return mgt__rank_fail(r, i);
     for (i = 0; i < r->plan.world; i++)
-        if (r->ranks[i].result != MGT_OK) return mgt__fail(r->ranks[i].result, "rank %d: %s", i, r->ranks[i].error);
+        if (r->ranks[i].result != MGT_OK) return mgt__rank_fail(r, i);
     return MGT_OK;
 }
 
@@ -10368,8 +10398,9 @@ static const void *mgt__dl_table(const char *path, const char *symbol, const cha
     }
     return table; /* kept open for the life of the process */
 }
-/* the library `file` at $env, else build/<file> beside the program, <file> beside it, then on the
-   loader's path; try(path) checks what it found */
+/* the library `file` at $env, else build/<file> beside the program (the source tree), <file> beside
+   it, ../lib/mgt/<file> (`ninja install`), then on the loader's path (a bundle's run path); try(path)
+   checks what it found */
 static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
                                   char *tried, size_t cap) {
     char exe[1024], dir[1024], path[1200], *slash;
@@ -10385,6 +10416,8 @@ static const void *mgt__dl_search(const char *env_name, const char *file, const 
     snprintf(path, sizeof path, "%s/build/%s", dir, file);
     if (!access(path, F_OK)) api = try_path(path, tried, cap);
     snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
+    snprintf(path, sizeof path, "%s/../lib/mgt/%s", dir, file);
     if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
     if (!api) api = try_path(file, tried, cap);
     return api;
@@ -10743,8 +10776,8 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r->threads_per_rank = total / (r->rank_hi - r->rank_lo) > 0 ? total / (r->rank_hi - r->rank_lo) : 1;
     /* ranks on this machine's cores (not on GPUs, nor simulated): warn where they would only take turns */
     if (!given && !r->world_api->on_gpus && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
-        mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d cores: a rank's threads meet at every op, so threads beyond the cores only "
-                   "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores);
+        mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d core%s: a rank's threads meet at every op, so threads beyond the cores only "
+                   "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores, cores == 1 ? "" : "s");
     if (!given && !r->world_api->on_gpus && r->plan.world > cores)
         mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
                    "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);

@@ -143,8 +143,9 @@ static const void *mgt__dl_table(const char *path, const char *symbol, const cha
     }
     return table; /* kept open for the life of the process */
 }
-/* the library `file` at $env, else build/<file> beside the program, <file> beside it, then on the
-   loader's path; try(path) checks what it found */
+/* the library `file` at $env, else build/<file> beside the program (the source tree), <file> beside
+   it, ../lib/mgt/<file> (`ninja install`), then on the loader's path (a bundle's run path); try(path)
+   checks what it found */
 static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
                                   char *tried, size_t cap) {
     char exe[1024], dir[1024], path[1200], *slash;
@@ -160,6 +161,8 @@ static const void *mgt__dl_search(const char *env_name, const char *file, const 
     snprintf(path, sizeof path, "%s/build/%s", dir, file);
     if (!access(path, F_OK)) api = try_path(path, tried, cap);
     snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
+    snprintf(path, sizeof path, "%s/../lib/mgt/%s", dir, file);
     if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
     if (!api) api = try_path(file, tried, cap);
     return api;

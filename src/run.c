@@ -104,6 +104,25 @@ static int mgt__checkpoint_step(const char *name) {
     return strcmp(canonical, name) ? -1 : step;
 }
 
+/* whether another process's run holds folder dir (its mgt.lock locked), with what that run wrote
+   of itself into owner ("process 4242 on host (mgt train ...)") */
+static int mgt__folder_held(const char *dir, char *owner, size_t cap) {
+    char lock_path[1100];
+    int fd, held = 0, pid = 0;
+    ssize_t got;
+    snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", dir);
+    owner[0] = 0;
+    if ((fd = open(lock_path, O_RDONLY | O_CLOEXEC)) < 0) return 0;
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0) flock(fd, LOCK_UN);
+    else held = errno == EWOULDBLOCK;
+    got = held ? pread(fd, owner, cap - 1, 0) : 0;
+    close(fd);
+    owner[got > 0 ? got : 0] = 0;
+    owner[strcspn(owner, "\n")] = 0;
+    if (sscanf(owner, "process %d", &pid) == 1 && pid == (int)getpid()) held = 0; /* this process's own run */
+    return held;
+}
+
 MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap) {
     DIR *d;
     struct dirent *e;
@@ -123,6 +142,9 @@ MGTDEF mgt_result mgt_checkpoint_latest(const char *dir, char *path, size_t cap)
         if (stat(hf, &st) == 0)
             return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: a Hugging Face model folder (config.json), not mgt's checkpoints (step_*.safetensors): "
                              "start a run from its weights with [model] init = %s (--set model.init=%s)", dir, dir, dir);
+        if (mgt__folder_held(dir, hf, sizeof hf))
+            return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoints (step_*.safetensors) in this folder yet: it is in use by a run that has "
+                             "written none: %s; wait for its first checkpoint or its end", dir, hf[0] ? hf : "a process that left no name");
         return mgt__fail(MGT_ERROR_CHECKPOINT, "%s: no checkpoints (step_*.safetensors) in this folder", dir);
     }
     snprintf(path, cap, "%s/step_%08d.safetensors", dir, best);

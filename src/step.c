@@ -489,6 +489,15 @@ static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     rk->comm->world = p->world;
 }
 
+/* rank i's error, said as rank i's (once: a message that names the rank already is kept as it is) */
+static mgt_result mgt__rank_fail(const mgt_run *r, int i) {
+    char tag[32];
+    int n = snprintf(tag, sizeof tag, "rank %d", i);
+    const char *e = r->ranks[i].error;
+    if (!strncmp(e, tag, (size_t)n) && (e[n] == ' ' || e[n] == ':')) return mgt__fail(r->ranks[i].result, "%s", e);
+    return mgt__fail(r->ranks[i].result, "rank %d: %s", i, e);
+}
+
 /* runs the command on every rank (on the calling thread when there is one rank) and returns the
    first error, with the failing rank's message */
 static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int micro) {
@@ -508,10 +517,9 @@ static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int mi
     pthread_mutex_unlock(&r->mu);
     MGT__TRY(mgt__share_ranks(r));
     for (i = 0; i < r->plan.world; i++) /* a root cause rather than its echo on the peers */
-        if (r->ranks[i].result != MGT_OK && r->ranks[i].result != MGT_ERROR_COMM)
-            return mgt__fail(r->ranks[i].result, "rank %d: %s", i, r->ranks[i].error);
+        if (r->ranks[i].result != MGT_OK && r->ranks[i].result != MGT_ERROR_COMM) return mgt__rank_fail(r, i);
     for (i = 0; i < r->plan.world; i++)
-        if (r->ranks[i].result != MGT_OK) return mgt__fail(r->ranks[i].result, "rank %d: %s", i, r->ranks[i].error);
+        if (r->ranks[i].result != MGT_OK) return mgt__rank_fail(r, i);
     return MGT_OK;
 }
 

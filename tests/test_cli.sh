@@ -530,6 +530,15 @@ base=$(awk -F'\t' '$1 ~ / L=2 NH=2 C=32 T=16 V=256 batch=4 recompute=0 dtype=fp3
 if [ "$RC" -eq 0 ] && grep -q "^recorded as the single-rank baseline of this model in $MGT_BASELINES" bench1.out && [ -n "$base" ] &&
     grep -q '^host=.* threads=2 L=2 ' "$MGT_BASELINES"; then ok "bench of one rank records its tokens/s ($base), keyed by machine and shape"
 else fail "bench of one rank: exit $RC; $(tail -2 bench1.out); $(cat "$MGT_BASELINES")"; fi
+# the CPU affinity mask is the machine: one core under taskset, one thread (threads = 0), and a warning for 2
+if command -v taskset > /dev/null; then
+    run aff taskset -c 0 "$MGT" train "$P/tiny.ini" --no-tui --set train.steps=1 --set checkpoint.dir=aff
+    run aff2 taskset -c 0 "$MGT" train "$P/tiny.ini" --no-tui --set train.steps=1 --set checkpoint.dir=aff2 --set parallel.threads=2
+    if grep -m1 '^mgt ' aff.out | grep -qF '| cpu, 1 thread |' && ! grep -q "threads = " aff.err &&
+        grep -q "warning: \[parallel\] threads = 2 on 1 core: a rank's threads meet" aff2.err; then
+        ok "under taskset -c 0: threads = 0 is 1 thread, threads = 2 warns of 1 core"
+    else fail "under taskset -c 0: $(grep -m1 '^mgt ' aff.out); $(cat aff.err aff2.err)"; fi
+fi
 # a busy machine (busy loops on every core): the benchmark says so and records no baseline
 busy=()
 for _ in $(seq $((2 * $(nproc)))); do timeout 60 sh -c 'while :; do :; done' & busy+=($!); done

@@ -19,6 +19,13 @@ if PREFIX="$T/prefix" bash -c "$cmd" >"$T/install.out" 2>&1 && [ -x "$T/prefix/b
     ok "install puts bin/mgt, include/mgt/{mgt.h,tui/tui.h,data/*.h} and lib/pkgconfig/mgt.pc under PREFIX"
 else fail "install: $(cat "$T/install.out")"; fi
 if "$T/prefix/bin/mgt" version | grep -q "^mgt "; then ok "the installed mgt runs"; else fail "installed mgt version"; fi
+# the MPI library (`ninja mpi`), when built, installed where the installed mgt opens it under mpirun
+if [ -f build/libmgt_mpi.so ]; then
+    out=$(env -u MGT_MPI_LIBRARY "$T/prefix/bin/mgt" doctor 2>&1)
+    if [ -f "$T/prefix/lib/mgt/libmgt_mpi.so" ] && echo "$out" | grep -q "MPI library  *$T/prefix/bin/../lib/mgt/libmgt_mpi.so"; then
+        ok "install puts build/libmgt_mpi.so in lib/mgt, where the installed mgt opens it"
+    else fail "the installed MPI library: $(ls "$T/prefix/lib/mgt" 2>&1); $(echo "$out" | grep -i "MPI library")"; fi
+fi
 
 # the embedding example, built in another folder with nothing but pkg-config's flags
 mkdir -p "$T/elsewhere" && cp tests/example_embed.c "$T/elsewhere/prog.c"

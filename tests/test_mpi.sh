@@ -212,7 +212,7 @@ else
   rc=$?
   secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   kill -CONT "$stalled" 2>/dev/null
-  if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "waited 2 s (parallel.timeout_s) in .* for rank 1 (process 1 on " log_stall; then
+  if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "waited 2 s (parallel.timeout_s) in .* for rank 1 (process 1 on " log_stall || grep -q "rank 0: rank 0" log_stall; then
     fail "stall: exit $rc after ${secs}s"; tail -8 log_stall
   else echo "ok  process 1 stopped: exit $rc after ${secs}s: $(grep -m1 'waited 2 s' log_stall | cut -c1-170)"; fi
 fi
@@ -231,6 +231,8 @@ kill "$watchdog" 2>/dev/null
 stopped=$(grep -o '^interrupted at step [0-9]*' log_usr1 | grep -o '[0-9]*$')
 if [ $rc -ne 130 ] || [ -z "$stopped" ] || [ ! -s "ck_usr1/step_$(printf %08d "$stopped").safetensors" ]; then
   fail "SIGUSR1: exit $rc, stopped at '${stopped}'"; tail -5 log_usr1
+elif ! grep -q "^to stop with a checkpoint: kill -USR1 $launcher (mpirun forwards it to every process; Ctrl-C makes it end the job at once" log_usr1; then
+  fail "SIGUSR1: the banner does not say how to stop (kill -USR1 $launcher): $(grep 'to stop' log_usr1)"
 elif ! grep -q "^resume with: mpirun -np 2 $mgt train tiny.ini .*--resume latest$" log_usr1; then
   fail "SIGUSR1: the resume hint does not name mpirun -np 2: $(grep 'resume with' log_usr1)"
 elif ! "$mgt" train tiny.ini --no-tui --set parallel.dp=2 --set parallel.zero=1 --set train.steps=$((stopped + 2)) --set train.eval_every=0 \

@@ -133,6 +133,10 @@ for _ in $(seq 500); do grep -q process lk/mgt.lock 2>/dev/null && break; sleep 
 train l2 --set checkpoint.dir=lk --set train.steps=5
 if [ "$RC" -eq 2 ] && has l2.err "lk is in use by another run: process $BGPID on $(hostname) (" && has l2.err "checkpoint.dir=lk"; then ok "a second run into a folder in use exits 2 naming the first one's process ($BGPID)"
 else fail "lock: exit $RC (want 2); $(head -c 300 l2.err); lock file: $(cat lk/mgt.lock 2>&1)"; fi
+train l2r --set checkpoint.dir=lk --set train.steps=5 --resume latest
+if [ "$RC" -eq 2 ] && has l2r.err "lk: no checkpoints (step_*.safetensors) in this folder yet: it is in use by a run that has written none: process $BGPID on"; then
+    ok "--resume latest into a folder a live run holds before its first checkpoint says it is in use, naming the run"
+else fail "resume into a live run's folder: exit $RC (want 2); $(head -c 300 l2r.err)"; fi
 kill -TERM $BGPID; wait $BGPID; rc=$?; BGPID=
 if [ "$rc" -eq 130 ] && ls lk | grep -q safetensors; then ok "the first run is undisturbed: SIGTERM saves its checkpoint (exit 130)"
 else fail "first run: exit $rc; $(tail -2 bg.err)"; fi

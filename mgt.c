@@ -48,8 +48,21 @@ static int fail(mgt_result r) {
    in held_lines, so they follow that step's own line; warnings go to stderr at once. */
 static char held_lines[4096];
 static int holding;
+/* this process's rank under an MPI launcher (0 without one): the processes but the first stay quiet,
+   so that the job says each warning and notice once (errors are not logged: each process says its own) */
+static int launcher_rank(void) {
+    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    size_t i;
+    if (mgt_mpi_launcher(NULL, 0) <= 1) return 0;
+    for (i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
+        if (getenv(ranks[i])) return atoi(getenv(ranks[i]));
+    return getenv("SLURM_PROCID") ? atoi(getenv("SLURM_PROCID")) : 0;
+}
 static void print_log(void *user, int level, const char *message) {
+    static int quiet = -1;
     (void)user;
+    if (quiet < 0) quiet = launcher_rank() > 0;
+    if (quiet) return;
     if (level == MGT_LOG_WARN) fprintf(stderr, "mgt: warning: %s\n", message);
     else if (holding && strlen(held_lines) + strlen(message) + 4 < sizeof held_lines)
         snprintf(held_lines + strlen(held_lines), sizeof held_lines - strlen(held_lines), "  %s\n", message);

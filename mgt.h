@@ -228,7 +228,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
     X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \
     X(parallel, peak_gflops, FLOAT, "0", 0, 1e9, "", "a rank's peak GFLOP/s for MFU; 0 is unknown (n/a)") \
-    X(parallel, timeout_s, FLOAT, "300", 1, 86400, "", "GPU ranks: a wait for a peer or the device that takes longer aborts the run, naming the rank and call")
+    X(parallel, timeout_s, FLOAT, "300", 1, 86400, "", "a wait for a peer (another GPU or MPI process) or the device that takes longer aborts the run, naming the rank and call")
 #define MGT_KEYS_precision(X)                                                                      \
     X(precision, dtype, ENUM, "fp32", 0, 0, "fp32|bf16|fp16", "storage of parameters and activations; fp32 master weights") \
     X(precision, loss_scale, FLOAT, "65536", 1, 1e30, "", "fp16: initial dynamic loss scale, a power of two")        \
@@ -5548,7 +5548,7 @@ static mgt_result mgt__pcomm_world_error(mgt__mpi_world *w) {
 /* waits for n requests (NULL ones are done) until the deadline; who, what and peer (a rank) name a
    late one */
 static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req, const int *peer, int n, const char *what) {
-    double start = mgt_now(), pause = 1e-6;
+    double start = mgt_now(), pause = 1e-6, last = start;
     char why[2048], text[512];
     int i, left;
     for (;;) {
@@ -5570,6 +5570,12 @@ static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req
         if (!left) {
             MGT__MPI_ACQUIRE(w);
             return MGT_OK;
+        }
+        { /* polls come every 0.2 ms at most: a gap of seconds means this process did not run (SIGSTOP,
+             a suspended machine), not that the peer is late, so the gap does not count against it */
+            double now = mgt_now();
+            if (now - last > 0.5) start += now - last;
+            last = now;
         }
         if (mgt__pcomm_failed(w) || (w->timeout_s > 0 && mgt_now() - start > w->timeout_s)) {
             int timed_out = !mgt__pcomm_failed(w);
@@ -10778,9 +10784,10 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     if (!given && !r->world_api->on_gpus && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d core%s: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores, cores == 1 ? "" : "s");
-    if (!given && !r->world_api->on_gpus && r->plan.world > cores)
-        mgt__event(r, MGT_LOG_WARN, "%d ranks (dp %d x tp %d x pp %d) on %d cores: a rank is at least one thread, so ranks take turns on the "
-                   "cores and a step is slower than on fewer ranks", r->plan.world, r->plan.dp, r->plan.tp, r->plan.pp, cores);
+    if (!given && !r->world_api->on_gpus && r->rank_hi - r->rank_lo > cores) /* this process's ranks on its cores */
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (%sdp %d x tp %d x pp %d) on %d core%s: a rank is at least one thread, so ranks take turns on the "
+                   "cores and a step is slower than on fewer ranks", r->rank_hi - r->rank_lo, r->rank_hi - r->rank_lo < r->plan.world ? "this process's, of " : "",
+                   r->plan.dp, r->plan.tp, r->plan.pp, cores, cores == 1 ? "" : "s");
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);

@@ -128,7 +128,7 @@ static mgt_result mgt__pcomm_world_error(mgt__mpi_world *w) {
 /* waits for n requests (NULL ones are done) until the deadline; who, what and peer (a rank) name a
    late one */
 static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req, const int *peer, int n, const char *what) {
-    double start = mgt_now(), pause = 1e-6;
+    double start = mgt_now(), pause = 1e-6, last = start;
     char why[2048], text[512];
     int i, left;
     for (;;) {
@@ -150,6 +150,12 @@ static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req
         if (!left) {
             MGT__MPI_ACQUIRE(w);
             return MGT_OK;
+        }
+        { /* polls come every 0.2 ms at most: a gap of seconds means this process did not run (SIGSTOP,
+             a suspended machine), not that the peer is late, so the gap does not count against it */
+            double now = mgt_now();
+            if (now - last > 0.5) start += now - last;
+            last = now;
         }
         if (mgt__pcomm_failed(w) || (w->timeout_s > 0 && mgt_now() - start > w->timeout_s)) {
             int timed_out = !mgt__pcomm_failed(w);

@@ -178,7 +178,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
     X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \
     X(parallel, peak_gflops, FLOAT, "0", 0, 1e9, "", "a rank's peak GFLOP/s for MFU; 0 is unknown (n/a)") \
-    X(parallel, timeout_s, FLOAT, "300", 1, 86400, "", "GPU ranks: a wait for a peer or the device that takes longer aborts the run, naming the rank and call")
+    X(parallel, timeout_s, FLOAT, "300", 1, 86400, "", "a wait for a peer (another GPU or MPI process) or the device that takes longer aborts the run, naming the rank and call")
 #define MGT_KEYS_precision(X)                                                                      \
     X(precision, dtype, ENUM, "fp32", 0, 0, "fp32|bf16|fp16", "storage of parameters and activations; fp32 master weights") \
     X(precision, loss_scale, FLOAT, "65536", 1, 1e30, "", "fp16: initial dynamic loss scale, a power of two")        \

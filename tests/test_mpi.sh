@@ -189,6 +189,16 @@ if [ $rc -ne 2 ] || [ "$said" != 1 ] || [ $took -gt 30 ] || grep -q "^step\|wait
   fail "a refusal by process 0: exit $rc after $took s, the reason printed $said times"; tail -5 log_held
 else echo "ok  a refusal by process 0 ends every process: exit 2 after $took s, said once: $(grep -m1 -o 'already holds.*another run' log_held)"; fi
 
+# a warning is the job's, said once (by process 0), and a process's ranks are counted against its own
+# cores (each process bound to one: 1 rank each is no oversubscription)
+timeout 120 mpirun -np 2 "$mgt" train tiny.ini --no-tui --set parallel.dp=2 --set train.steps=2 --set parallel.threads=64 \
+  --set checkpoint.dir=warn_once > log_warn 2>&1
+rc=$?
+said=$(grep -c "warning: \[parallel\] threads = 64 on" log_warn)
+if [ $rc -ne 0 ] || [ "$said" != 1 ] || grep -q "ranks (.*) on 1 core" log_warn; then
+  fail "warnings under mpirun: exit $rc, the threads warning said $said times"; grep -i warning log_warn
+else echo "ok  a warning under mpirun -np 2 is said once, and 1 rank a process on its core is no warning"; fi
+
 # a stalled process (SIGSTOP): the other's ranks give up after parallel.timeout_s naming it, and the
 # job ends with exit 1 rather than hanging
 timeout 90 mpirun -np 2 "$mgt" train tiny.ini --no-tui --set parallel.dp=2 --set train.steps=1000000 --set train.eval_every=0 \
@@ -212,7 +222,8 @@ else
   rc=$?
   secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   kill -CONT "$stalled" 2>/dev/null
-  if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "waited 2 s (parallel.timeout_s) in .* for rank 1 (process 1 on " log_stall || grep -q "rank 0: rank 0" log_stall; then
+  if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "waited 2 s (parallel.timeout_s) in .* for rank 1 (process 1 on " log_stall || grep -q "rank 0: rank 0" log_stall \
+    || grep -q "for rank 0 (process 0 on" log_stall; then # the stopped process, resumed to be killed, blamed its healthy peer
     fail "stall: exit $rc after ${secs}s"; tail -8 log_stall
   else echo "ok  process 1 stopped: exit $rc after ${secs}s: $(grep -m1 'waited 2 s' log_stall | cut -c1-170)"; fi
 fi

@@ -6398,6 +6398,48 @@ static mgt_result mgt__metrics_truncate(const char *path, int step) {
 }
 
 static mgt_result mgt__tensorboard_open(mgt_run *r); /* [log] tensorboard's event file */
+
+/* number `key` of a metrics.jsonl line into *v; 0 when the line has none */
+static int mgt__jsonl_number(const char *line, const char *key, double *v) {
+    char pat[48];
+    const char *at;
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    return (at = strstr(line, pat)) != NULL && sscanf(at + strlen(pat), "%lf", v) == 1;
+}
+/* A run resumed in its own folder: the steps its metrics.jsonl holds (up to the resumed step) as
+   the first of its published history, so that a reader (the dashboard) draws the whole run and
+   its smoothed loss goes on rather than restarting at the resumed step. */
+static void mgt__history_from_metrics(mgt_run *r) {
+    char line[1 << 12];
+    FILE *f = fopen(r->metrics_path, "r");
+    if (!f) return;
+    pthread_mutex_lock(&r->stats_mu);
+    if (!r->history) r->history = (mgt_stats *)MGT_MALLOC(sizeof(mgt_stats) * MGT__HISTORY);
+    while (r->history && fgets(line, sizeof line, f)) {
+        double v;
+        mgt_stats st, *last = r->history_n ? &r->history[(r->history_n - 1) % MGT__HISTORY] : NULL;
+        if (!strncmp(line, "{\"type\":\"eval\",", 15) && last && mgt__jsonl_number(line, "step", &v) && (int)v == last->step &&
+            mgt__jsonl_number(line, "val_loss", &last->val_loss)) {
+            last->has_val_loss = 1, last->val_step = last->step;
+            continue;
+        }
+        if (strncmp(line, "{\"type\":\"train\",", 16) || !mgt__jsonl_number(line, "step", &v)) continue;
+        memset(&st, 0, sizeof st);
+        st.step = (int)v, st.steps = r->cfg.train.steps;
+        mgt__jsonl_number(line, "loss", &st.loss);
+        mgt__jsonl_number(line, "lr", &st.lr);
+        mgt__jsonl_number(line, "grad_norm", &st.grad_norm);
+        mgt__jsonl_number(line, "tokens_per_s", &st.tokens_per_s);
+        st.samples_per_s = st.tokens_per_s / r->cfg.model.seq_len;
+        if (mgt__jsonl_number(line, "step_s", &v)) st.step_ms = v * 1e3;
+        st.has_mfu = mgt__jsonl_number(line, "mfu", &st.mfu);
+        if (mgt__jsonl_number(line, "tokens", &v)) st.tokens_seen = (long long)v;
+        if (last && last->has_val_loss) st.has_val_loss = 1, st.val_loss = last->val_loss, st.val_step = last->val_step;
+        r->history[r->history_n++ % MGT__HISTORY] = st;
+    }
+    pthread_mutex_unlock(&r->stats_mu);
+    fclose(f);
+}
 /* a program that embeds mgt writes no metrics unless asked: empty (the default) and "none" are off */
 static int mgt__metrics_on(const mgt_config *c) { return c->log.metrics[0] && strcmp(c->log.metrics, "none"); }
 static mgt_result mgt__open_metrics(mgt_run *r) {
@@ -6412,6 +6454,7 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
     if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt_mkdirs(folder)); }
     /* a new run, or one resumed from another folder, starts a new file */
     if (continues) MGT__TRY(mgt__metrics_truncate(r->metrics_path, r->step));
+    if (continues) mgt__history_from_metrics(r);
     r->metrics = fopen(r->metrics_path, continues ? "a" : "w");
     if (!r->metrics) return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno));
     return MGT_OK;
@@ -8494,14 +8537,14 @@ static void mgt__absolute_path(char *path, size_t cap) {
     mgt__strlcpy(path, where, cap);
 }
 MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
-    char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64], skipped_text[64], scale_text[64];
+    char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64], skipped_text[64], scale_text[64], wall_text[64], steps_text[64];
     char *preset = NULL;
     mgt__st_out *out = NULL;
     mgt__layout g;
     float **bufs[3] = {NULL, NULL, NULL};
     int i, k, n = 0, bytes_preset = 1 << 16, ok = 1, state;
     mgt_result res;
-    const char *meta[18];
+    const char *meta[22];
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: run is NULL");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: this run was opened for sampling only");
@@ -8576,8 +8619,13 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
         snprintf(scale_text, sizeof scale_text, "%.17g", r->loss_scale);
         meta[12] = "skipped_steps"; meta[13] = skipped_text;
         meta[14] = "run_id"; meta[15] = r->run_id;
-        meta[16] = "loss_scale"; meta[17] = scale_text;
-        res = ok ? mgt__st_write(path, out, n, meta, r->dtype == MGT_F16 ? 9 : 8) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
+        /* the run's clocks, so that a resumed run's elapsed time and events go on from here */
+        snprintf(wall_text, sizeof wall_text, "%.3f", mgt_now() - r->created_s);
+        snprintf(steps_text, sizeof steps_text, "%.6f", r->elapsed_s);
+        meta[16] = "elapsed_s"; meta[17] = wall_text;
+        meta[18] = "step_time_s"; meta[19] = steps_text;
+        meta[20] = "loss_scale"; meta[21] = scale_text;
+        res = ok ? mgt__st_write(path, out, n, meta, r->dtype == MGT_F16 ? 11 : 10) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     }
     for (i = 0; i < n; i++) MGT_FREE((void *)out[i].name);
     MGT_FREE(out);
@@ -8594,7 +8642,21 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
 }
 
 /* the run state a checkpoint's metadata holds, each number parsed strictly and range-checked */
-typedef struct mgt__resume_meta { long long step, seed, tokens, skipped, good; double loss_scale; int has_scale; const char *run_id; } mgt__resume_meta;
+typedef struct mgt__resume_meta {
+    long long step, seed, tokens, skipped, good;
+    double loss_scale, elapsed_s, step_time_s; /* the clocks: 0 in checkpoints written before them */
+    int has_scale;
+    const char *run_id;
+} mgt__resume_meta;
+/* an optional non-negative number of the metadata; 0 when absent, -1 when malformed */
+static double mgt__meta_seconds(const mgt__st_file *f, const char *key) {
+    const char *v = mgt__st_meta(f, key);
+    char *end;
+    double x;
+    if (!v) return 0;
+    x = strtod(v, &end);
+    return end == v || *end || !(x >= 0 && x < 1e12) ? -1 : x;
+}
 static mgt_result mgt__resume_meta_read(const mgt__st_file *f, const char *path, mgt__resume_meta *m) {
     const char *skipped = mgt__st_meta(f, "skipped_steps"), *scale = mgt__st_meta(f, "loss_scale"), *bad = NULL;
     memset(m, 0, sizeof *m);
@@ -8610,6 +8672,8 @@ static mgt_result mgt__resume_meta_read(const mgt__st_file *f, const char *path,
         m->skipped = a;
         m->good = b;
     }
+    if (!bad && (m->elapsed_s = mgt__meta_seconds(f, "elapsed_s")) < 0) bad = "elapsed_s";
+    if (!bad && (m->step_time_s = mgt__meta_seconds(f, "step_time_s")) < 0) bad = "step_time_s";
     if (!bad && scale) { /* an fp16 run's dynamic loss scale: a power of two in [1, 2^100] */
         char *end;
         int e;
@@ -8689,6 +8753,8 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         r->resumed = 1;
         r->resumed_elsewhere = elsewhere;
         r->tokens_seen = meta.tokens;
+        r->elapsed_s = meta.step_time_s;
+        r->created_s = mgt_now() - meta.elapsed_s; /* the run's clock goes on from the checkpoint's */
         r->skipped = (int)meta.skipped;
         r->good_steps = (int)meta.good;
         r->skipped_in_row = 0;
@@ -8696,7 +8762,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         else if (r->dtype == MGT_F16) r->good_steps = 0;
         if (meta.seed != r->cfg.train.seed)
             mgt__log(MGT_LOG_WARN, "%s was trained with seed %lld, this preset has %d: the data order changes", path, meta.seed, r->cfg.train.seed);
-        mgt__log(MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
+        mgt__event(r, MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
     }
     if (copies) for (t = 0; t < g.n; t++) MGT_FREE(copies[t]);
     MGT_FREE(copies);

@@ -275,14 +275,14 @@ static void mgt__absolute_path(char *path, size_t cap) {
     mgt__strlcpy(path, where, cap);
 }
 MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
-    char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64], skipped_text[64], scale_text[64];
+    char path[1200], step_text[32], seed_text[32], tokens_text[32], loss_text[64], skipped_text[64], scale_text[64], wall_text[64], steps_text[64];
     char *preset = NULL;
     mgt__st_out *out = NULL;
     mgt__layout g;
     float **bufs[3] = {NULL, NULL, NULL};
     int i, k, n = 0, bytes_preset = 1 << 16, ok = 1, state;
     mgt_result res;
-    const char *meta[18];
+    const char *meta[22];
     static const char *prefix[3] = {"", "optim.m.", "optim.v."};
     if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: run is NULL");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_save: this run was opened for sampling only");
@@ -357,8 +357,13 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
         snprintf(scale_text, sizeof scale_text, "%.17g", r->loss_scale);
         meta[12] = "skipped_steps"; meta[13] = skipped_text;
         meta[14] = "run_id"; meta[15] = r->run_id;
-        meta[16] = "loss_scale"; meta[17] = scale_text;
-        res = ok ? mgt__st_write(path, out, n, meta, r->dtype == MGT_F16 ? 9 : 8) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
+        /* the run's clocks, so that a resumed run's elapsed time and events go on from here */
+        snprintf(wall_text, sizeof wall_text, "%.3f", mgt_now() - r->created_s);
+        snprintf(steps_text, sizeof steps_text, "%.6f", r->elapsed_s);
+        meta[16] = "elapsed_s"; meta[17] = wall_text;
+        meta[18] = "step_time_s"; meta[19] = steps_text;
+        meta[20] = "loss_scale"; meta[21] = scale_text;
+        res = ok ? mgt__st_write(path, out, n, meta, r->dtype == MGT_F16 ? 11 : 10) : mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     }
     for (i = 0; i < n; i++) MGT_FREE((void *)out[i].name);
     MGT_FREE(out);
@@ -375,7 +380,21 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
 }
 
 /* the run state a checkpoint's metadata holds, each number parsed strictly and range-checked */
-typedef struct mgt__resume_meta { long long step, seed, tokens, skipped, good; double loss_scale; int has_scale; const char *run_id; } mgt__resume_meta;
+typedef struct mgt__resume_meta {
+    long long step, seed, tokens, skipped, good;
+    double loss_scale, elapsed_s, step_time_s; /* the clocks: 0 in checkpoints written before them */
+    int has_scale;
+    const char *run_id;
+} mgt__resume_meta;
+/* an optional non-negative number of the metadata; 0 when absent, -1 when malformed */
+static double mgt__meta_seconds(const mgt__st_file *f, const char *key) {
+    const char *v = mgt__st_meta(f, key);
+    char *end;
+    double x;
+    if (!v) return 0;
+    x = strtod(v, &end);
+    return end == v || *end || !(x >= 0 && x < 1e12) ? -1 : x;
+}
 static mgt_result mgt__resume_meta_read(const mgt__st_file *f, const char *path, mgt__resume_meta *m) {
     const char *skipped = mgt__st_meta(f, "skipped_steps"), *scale = mgt__st_meta(f, "loss_scale"), *bad = NULL;
     memset(m, 0, sizeof *m);
@@ -391,6 +410,8 @@ static mgt_result mgt__resume_meta_read(const mgt__st_file *f, const char *path,
         m->skipped = a;
         m->good = b;
     }
+    if (!bad && (m->elapsed_s = mgt__meta_seconds(f, "elapsed_s")) < 0) bad = "elapsed_s";
+    if (!bad && (m->step_time_s = mgt__meta_seconds(f, "step_time_s")) < 0) bad = "step_time_s";
     if (!bad && scale) { /* an fp16 run's dynamic loss scale: a power of two in [1, 2^100] */
         char *end;
         int e;
@@ -470,6 +491,8 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         r->resumed = 1;
         r->resumed_elsewhere = elsewhere;
         r->tokens_seen = meta.tokens;
+        r->elapsed_s = meta.step_time_s;
+        r->created_s = mgt_now() - meta.elapsed_s; /* the run's clock goes on from the checkpoint's */
         r->skipped = (int)meta.skipped;
         r->good_steps = (int)meta.good;
         r->skipped_in_row = 0;
@@ -477,7 +500,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         else if (r->dtype == MGT_F16) r->good_steps = 0;
         if (meta.seed != r->cfg.train.seed)
             mgt__log(MGT_LOG_WARN, "%s was trained with seed %lld, this preset has %d: the data order changes", path, meta.seed, r->cfg.train.seed);
-        mgt__log(MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
+        mgt__event(r, MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
     }
     if (copies) for (t = 0; t < g.n; t++) MGT_FREE(copies[t]);
     MGT_FREE(copies);

@@ -310,6 +310,48 @@ static mgt_result mgt__metrics_truncate(const char *path, int step) {
 }
 
 static mgt_result mgt__tensorboard_open(mgt_run *r); /* [log] tensorboard's event file */
+
+/* number `key` of a metrics.jsonl line into *v; 0 when the line has none */
+static int mgt__jsonl_number(const char *line, const char *key, double *v) {
+    char pat[48];
+    const char *at;
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    return (at = strstr(line, pat)) != NULL && sscanf(at + strlen(pat), "%lf", v) == 1;
+}
+/* A run resumed in its own folder: the steps its metrics.jsonl holds (up to the resumed step) as
+   the first of its published history, so that a reader (the dashboard) draws the whole run and
+   its smoothed loss goes on rather than restarting at the resumed step. */
+static void mgt__history_from_metrics(mgt_run *r) {
+    char line[1 << 12];
+    FILE *f = fopen(r->metrics_path, "r");
+    if (!f) return;
+    pthread_mutex_lock(&r->stats_mu);
+    if (!r->history) r->history = (mgt_stats *)MGT_MALLOC(sizeof(mgt_stats) * MGT__HISTORY);
+    while (r->history && fgets(line, sizeof line, f)) {
+        double v;
+        mgt_stats st, *last = r->history_n ? &r->history[(r->history_n - 1) % MGT__HISTORY] : NULL;
+        if (!strncmp(line, "{\"type\":\"eval\",", 15) && last && mgt__jsonl_number(line, "step", &v) && (int)v == last->step &&
+            mgt__jsonl_number(line, "val_loss", &last->val_loss)) {
+            last->has_val_loss = 1, last->val_step = last->step;
+            continue;
+        }
+        if (strncmp(line, "{\"type\":\"train\",", 16) || !mgt__jsonl_number(line, "step", &v)) continue;
+        memset(&st, 0, sizeof st);
+        st.step = (int)v, st.steps = r->cfg.train.steps;
+        mgt__jsonl_number(line, "loss", &st.loss);
+        mgt__jsonl_number(line, "lr", &st.lr);
+        mgt__jsonl_number(line, "grad_norm", &st.grad_norm);
+        mgt__jsonl_number(line, "tokens_per_s", &st.tokens_per_s);
+        st.samples_per_s = st.tokens_per_s / r->cfg.model.seq_len;
+        if (mgt__jsonl_number(line, "step_s", &v)) st.step_ms = v * 1e3;
+        st.has_mfu = mgt__jsonl_number(line, "mfu", &st.mfu);
+        if (mgt__jsonl_number(line, "tokens", &v)) st.tokens_seen = (long long)v;
+        if (last && last->has_val_loss) st.has_val_loss = 1, st.val_loss = last->val_loss, st.val_step = last->val_step;
+        r->history[r->history_n++ % MGT__HISTORY] = st;
+    }
+    pthread_mutex_unlock(&r->stats_mu);
+    fclose(f);
+}
 /* a program that embeds mgt writes no metrics unless asked: empty (the default) and "none" are off */
 static int mgt__metrics_on(const mgt_config *c) { return c->log.metrics[0] && strcmp(c->log.metrics, "none"); }
 static mgt_result mgt__open_metrics(mgt_run *r) {
@@ -324,6 +366,7 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
     if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt_mkdirs(folder)); }
     /* a new run, or one resumed from another folder, starts a new file */
     if (continues) MGT__TRY(mgt__metrics_truncate(r->metrics_path, r->step));
+    if (continues) mgt__history_from_metrics(r);
     r->metrics = fopen(r->metrics_path, continues ? "a" : "w");
     if (!r->metrics) return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno));
     return MGT_OK;

@@ -145,6 +145,19 @@ if [ "$RC" -eq 0 ]; then ok "the lock is released when a run ends"; else fail "a
 
 # ---- 3. metrics.jsonl across a resume, stale temporary files ---------------------------------------
 
+# a resumed run goes on: its clock (metrics' elapsed_s) from the checkpoint's, its smoothed loss from
+# the metrics' points before it (was: elapsed_s from 0, smoothed = the first loss), and it says so
+train c1 --set checkpoint.dir=cont --set train.steps=200 --set checkpoint.every=100 --set log.every=5
+train c2 --set checkpoint.dir=cont --set train.steps=210 --set checkpoint.every=100 --set log.every=5 --resume latest
+el=$(python3 -c 'import json,sys
+t = {l["step"]: l["elapsed_s"] for l in map(json.loads, open(sys.argv[1])) if l["type"] == "train"}
+print(int(t[205] >= t[200]), t[200], t[205])' cont/metrics.jsonl 2>&1)
+first=$(grep -m1 '^step 201/' c2.out)
+if [ "$RC" -eq 0 ] && [ "${el%% *}" = 1 ] && has c2.out "resumed from cont/step_00000200.safetensors at step 200" &&
+    [ -n "$first" ] && ! echo "$first" | grep -Eq 'loss ([0-9.]+) \(smoothed \1\)'; then
+    ok "a resumed run's clock and smoothed loss go on (elapsed_s at steps 200, 205: ${el#* }; $(echo "$first" | cut -d'|' -f2))"
+else fail "resume continuity: exit $RC; elapsed $el; $first"; fi
+
 train m1 --set checkpoint.dir=mr --set train.steps=12 --set checkpoint.every=5 --set checkpoint.keep=5
 rm mr/step_00000010.safetensors mr/step_00000012.safetensors # as if killed after step 12 with its last checkpoint at step 5
 : >mr/step_00000007.safetensors.tmp                             # and one left half-written

@@ -162,7 +162,7 @@ start 120 40 --set parallel.dp=1
 wait_for 'step +[1-9][0-9]*/' 20 || fail "no step within 20 s"
 grep -q ' | 1 rank: dp1 tp1 pp1 zero0 1f1b | 2 micro-batches x 4 seq | fp32 ' "$TMP/screen" || fail "the header does not show 1 rank and 2 micro-batches"
 views 120 40
-grep -q 'the slowest (1 rank) ' "$TMP/screen" || fail "the communication view does not say (1 rank)"
+grep -q 'ms per collective in the last step, by rank; < marks the slowest (1 rank) ' "$TMP/screen" || fail "the communication view's title does not say what it shows (1 rank)"
 send q; wait_for 'EXIT=' 20 || fail "q did not end the run"
 tm capture-pane -p -J -t t > "$TMP/screen"
 grep -q ' | 1 rank: dp 1 x tp 1 x pp 1, zero 0, 1f1b, 2 micro-batches x 4 seq$' "$TMP/screen" || fail "the summary does not show 1 rank"

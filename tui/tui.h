@@ -854,7 +854,7 @@ static void mgt_tui__axis(char *out, size_t cap, double v, double span) { /* 6 c
 static void mgt_tui__draw_loss(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_LOSS];
     char buf[160], a[32], b[32];
-    int H, W, gw, gh, i, x0 = 8, first, last, px, prev_py = -1;
+    int H, W, gw, gh, i, x0 = 9, first, last, px, prev_py = -1; /* x0: the border, a space, 6 of label, a space */
     double lo, hi, top = -HUGE_VAL; /* top: the highest value drawn, shown when it lies above the range */
     unsigned char *grid;
     float *col;
@@ -931,9 +931,9 @@ static void mgt_tui__draw_loss(mgt_tui *t) {
         free(grid);
     }
     /* y labels (drawn after the curve: a clipped curve runs along the top) */
-    mgt_tui__axis(a, sizeof a, hi, hi - lo); mgt_tui__put(t, w, 2, 1, a);
-    mgt_tui__axis(a, sizeof a, (lo + hi) / 2, hi - lo); mgt_tui__put(t, w, 2 + (gh - 1) / 2, 1, a);
-    mgt_tui__axis(a, sizeof a, lo, hi - lo); mgt_tui__put(t, w, 1 + gh, 1, a);
+    mgt_tui__axis(a, sizeof a, hi, hi - lo); mgt_tui__put(t, w, 2, 2, a);
+    mgt_tui__axis(a, sizeof a, (lo + hi) / 2, hi - lo); mgt_tui__put(t, w, 2 + (gh - 1) / 2, 2, a);
+    mgt_tui__axis(a, sizeof a, lo, hi - lo); mgt_tui__put(t, w, 1 + gh, 2, a);
     /* x labels */
     snprintf(a, sizeof a, "%d", first);
     snprintf(b, sizeof b, "%d", last);
@@ -1048,11 +1048,11 @@ static void mgt_tui__bar(mgt_tui *t, WINDOW *w, int y, int x, int width, const m
 static void mgt_tui__draw_ranks(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_RANKS];
     int H, W, row, barw, form, slow = mgt_tui__straggler(t), comm_view = t->ui.view == MGT_TUI_COMM, c;
-    char line[600], a[40], b[16], title[96], nr[32];
+    char line[600], a[40], b[16], title[128], nr[32];
     if (!w) return;
     werase(w);
     mgt_tui_fmt_n(t->nranks, "rank", "ranks", nr, sizeof nr);
-    if (comm_view) snprintf(title, sizeof title, "communication per rank: ms in the last step, < the slowest (%s)", nr);
+    if (comm_view) snprintf(title, sizeof title, "ms per collective in the last step, by rank; < marks the slowest (%s)", nr);
     else snprintf(title, sizeof title, "ranks (%d)", t->nranks);
     mgt_tui__box(t, w, title);
     getmaxyx(w, H, W);

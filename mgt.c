@@ -108,11 +108,12 @@ static const struct command_help {
     {"keys", "mgt keys [--markdown]", "Every preset key with its type, default, valid values and meaning (--markdown: README's table)."},
     {"prepare", "mgt prepare --tokenizer byte|gpt2|hf [--bpe-dir DIR] [--tokenizer-json FILE] [--val-fraction F] INPUT... -o PREFIX",
      "Tokenizes text files into PREFIX_train.bin and PREFIX_val.bin (llm.c's shard format); `mgt prepare --help` has more."},
-    {"bench", "mgt bench PRESET [--steps N] [--set section.key=value]...",
+    {"bench", "mgt bench PRESET [--steps N] [--record] [--set section.key=value]...",
      "Trains PRESET's shape on synthetic tokens and prints tokens/s, GFLOP/s and MFU (against this machine's sgemm, or a\n"
      "GPU's dense peak), memory, and the speedup over one rank. One rank's figure is kept as the baseline of `mgt train`'s\n"
      "speedup, with the share of their cores its threads had; on a busy machine (under 60%) it says so and keeps none.\n"
-     "  --steps N            timed steps after 2 warm-up steps, 1..1000000 (5)"},
+     "  --steps N            timed steps after 2 warm-up steps, 1..1000000 (5)\n"
+     "  --record             keep one rank's figure as the baseline even when the machine looks busy"},
     {"plan", "mgt plan PRESET [--gpus N] [--gpu a100|h100|h200|b200|cpu] [--gpus-per-node N] [--trace FILE] [--search] [--calibrate FILE]\n"
              "         [--set section.key=value]...",
      "Memory and traffic of every rank of PRESET's layout, in closed form, without running anything.\n"
@@ -199,7 +200,7 @@ static int option_number(const char *cmd, const char *opt, const char *text, int
 /* PRESET plus --set overrides; other options are left to the caller through `extra` */
 typedef struct options {
     const char *preset, *resume, *prompt;
-    int no_tui, tokens, top_k, steps, markdown, overwrite;
+    int no_tui, tokens, top_k, steps, markdown, overwrite, record;
     double temperature;
     unsigned long long seed;
 } options;
@@ -228,6 +229,7 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
             }
             continue; /* --set is applied after the preset is loaded */
         }
+        if (!strcmp(a, "--record") && !strcmp(argv[1], "bench")) { o->record = 1; continue; }
         if (!strcmp(a, "--no-tui")) { o->no_tui = 1; continue; }
         if (!strcmp(a, "--overwrite")) { o->overwrite = 1; continue; }
         if (a[0] == '-') { fprintf(stderr, "mgt %s: unknown option %s (see mgt %s --help)\n", argv[1], a, argv[1]); return 2; }
@@ -1013,7 +1015,10 @@ static int cmd_check(int argc, char **argv) {
     size_t n_tokens[2] = {0, 0};
     for (i = 0; i < 2; i++) { /* the shards as a run reads them: every file of the globs, each long enough */
         const char *spec = i ? cfg.data.val : cfg.data.train;
-        if (spec[0] && (r = mgt_data_check(spec, i ? "[data] val" : "[data] train", cfg.model.vocab_size, cfg.model.seq_len, &n_files[i], &n_tokens[i])) != MGT_OK)
+        char where[300], name[400];
+        mgt_config_where(&cfg, "data", i ? "val" : "train", where, sizeof where);
+        snprintf(name, sizeof name, "%s%s[data] %s", where, where[0] ? ": " : "", i ? "val" : "train");
+        if (spec[0] && (r = mgt_data_check(spec, name, cfg.model.vocab_size, cfg.model.seq_len, &n_files[i], &n_tokens[i])) != MGT_OK)
             return fail(r);
     }
     mgt_config_format(&cfg, text, sizeof text);
@@ -1473,10 +1478,10 @@ static int cmd_bench(int argc, char **argv) {
         baseline_key(&cfg, mgt_run_device(run), st.threads, key, sizeof key);
         char conditions[128];
         snprintf(conditions, sizeof conditions, "its %d thread%s had %.0f%% of their cores", st.threads, st.threads == 1 ? "" : "s", 100 * share);
-        if (share < 0.6) /* the machine is busy: figures low, and no baseline from them */
+        if (share < 0.6 && !o.record) /* the machine is busy: figures low, and no baseline from them */
             fprintf(stderr, "mgt bench: warning: the machine is busy: this benchmark's %d thread%s had only %.0f%% of their cores (other work is running), "
-                            "so its figures are low%s; run it again on a quiet machine\n", st.threads, st.threads == 1 ? "" : "s", 100 * share,
-                    ranks == 1 ? " and it records no single-rank baseline" : "");
+                            "so its figures are low%s; run it again on a quiet machine (or keep them anyway with --record)\n", st.threads,
+                    st.threads == 1 ? "" : "s", 100 * share, ranks == 1 ? " and it records no single-rank baseline" : "");
         else if (ranks == 1) baseline_record_when(key, tok_s, "the single-rank baseline", gpus ? NULL : conditions);
         else if ((base = baseline_find(key, date, sizeof date, 0)) > 0)
             printf("speedup:        %.2fx over one rank (%.0f tokens/s measured by mgt bench at %s)\n", tok_s / base, base, date);

@@ -283,6 +283,9 @@ MGTDEF void mgt_config_init(mgt_config *cfg);                     /* every key a
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path); /* INI file over cfg */
 MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, const char *name);
 MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment); /* "section.key=value" */
+/* where key section.name got its value, for messages: "preset.ini:17", "--set data.train", "--gpus 3",
+   "[model] init's model", or "" for a default (and an unknown key) */
+MGTDEF const char *mgt_config_where(const mgt_config *cfg, const char *section, const char *name, char *buf, size_t cap);
 /* the same, set by a program's own option (`option`, "--gpus 3"), which messages then name */
 MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option);
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
@@ -1793,6 +1796,13 @@ MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, 
 }
 
 MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) { return mgt_config_set_from(cfg, assignment, NULL); }
+
+MGTDEF const char *mgt_config_where(const mgt_config *cfg, const char *section, const char *name, char *buf, size_t cap) {
+    int key = cfg && section && name ? mgt__find_key(section, name) : -1;
+    if (cap) buf[0] = 0;
+    if (key >= 0 && cfg->line[key] != 0) mgt__where(cfg, key, buf, cap);
+    return buf;
+}
 
 MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option) {
     char section[64], name[64], why[512], by[80];
@@ -4100,6 +4110,14 @@ static mgt_result mgt__loader_open(mgt__loader *ld, const char *spec, const char
     ld->inited = 1;
     if (prefetch && !pthread_create(&ld->thread, NULL, mgt__loader_main, ld)) ld->started = 1;
     return MGT_OK;
+}
+
+/* "[data] train", after where the preset set it ("preset.ini:12: [data] train"), for messages */
+static const char *mgt__data_key(const mgt_config *cfg, const char *name, char *out, size_t cap) {
+    char where[300];
+    mgt_config_where(cfg, "data", name, where, sizeof where);
+    snprintf(out, cap, "%s%s[data] %s", where, where[0] ? ": " : "", name);
+    return out;
 }
 
 /* a data spec's shards, as a run would read them: the files, their tokens in all */
@@ -10957,13 +10975,16 @@ static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const
     MGT__TRY(mgt__run_alloc_on(&r, cfg, 0, given, given_world));
     if (cfg->model.init[0] && (res = mgt__init_weights(r)) != MGT_OK) { mgt_run_destroy(r); return res; }
     if (cfg->data.train[0]) {
-        res = mgt__loader_open(&r->train, cfg->data.train, "[data] train", cfg->model.vocab_size, cfg->model.seq_len, cfg->train.global_batch,
-                               (uint64_t)cfg->train.seed, 1);
+        char name[400];
+        res = mgt__loader_open(&r->train, cfg->data.train, mgt__data_key(cfg, "train", name, sizeof name), cfg->model.vocab_size, cfg->model.seq_len,
+                               cfg->train.global_batch, (uint64_t)cfg->train.seed, 1);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         r->has_train = 1;
     }
     if (cfg->data.val[0]) {
-        res = mgt__loader_open(&r->val, cfg->data.val, "[data] val", cfg->model.vocab_size, cfg->model.seq_len, 1, (uint64_t)cfg->train.seed, 0);
+        char name[400];
+        res = mgt__loader_open(&r->val, cfg->data.val, mgt__data_key(cfg, "val", name, sizeof name), cfg->model.vocab_size, cfg->model.seq_len, 1,
+                               (uint64_t)cfg->train.seed, 0);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         r->has_val = 1;
         if (r->has_train) { /* validating on shards it also trains on measures memory, not generalisation */

@@ -180,13 +180,16 @@ static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const
     MGT__TRY(mgt__run_alloc_on(&r, cfg, 0, given, given_world));
     if (cfg->model.init[0] && (res = mgt__init_weights(r)) != MGT_OK) { mgt_run_destroy(r); return res; }
     if (cfg->data.train[0]) {
-        res = mgt__loader_open(&r->train, cfg->data.train, "[data] train", cfg->model.vocab_size, cfg->model.seq_len, cfg->train.global_batch,
-                               (uint64_t)cfg->train.seed, 1);
+        char name[400];
+        res = mgt__loader_open(&r->train, cfg->data.train, mgt__data_key(cfg, "train", name, sizeof name), cfg->model.vocab_size, cfg->model.seq_len,
+                               cfg->train.global_batch, (uint64_t)cfg->train.seed, 1);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         r->has_train = 1;
     }
     if (cfg->data.val[0]) {
-        res = mgt__loader_open(&r->val, cfg->data.val, "[data] val", cfg->model.vocab_size, cfg->model.seq_len, 1, (uint64_t)cfg->train.seed, 0);
+        char name[400];
+        res = mgt__loader_open(&r->val, cfg->data.val, mgt__data_key(cfg, "val", name, sizeof name), cfg->model.vocab_size, cfg->model.seq_len, 1,
+                               (uint64_t)cfg->train.seed, 0);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         r->has_val = 1;
         if (r->has_train) { /* validating on shards it also trains on measures memory, not generalisation */

@@ -569,6 +569,13 @@ MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, 
 
 MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment) { return mgt_config_set_from(cfg, assignment, NULL); }
 
+MGTDEF const char *mgt_config_where(const mgt_config *cfg, const char *section, const char *name, char *buf, size_t cap) {
+    int key = cfg && section && name ? mgt__find_key(section, name) : -1;
+    if (cap) buf[0] = 0;
+    if (key >= 0 && cfg->line[key] != 0) mgt__where(cfg, key, buf, cap);
+    return buf;
+}
+
 MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option) {
     char section[64], name[64], why[512], by[80];
     const char *dot, *eq;

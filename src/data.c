@@ -294,6 +294,14 @@ static mgt_result mgt__loader_open(mgt__loader *ld, const char *spec, const char
     return MGT_OK;
 }
 
+/* "[data] train", after where the preset set it ("preset.ini:12: [data] train"), for messages */
+static const char *mgt__data_key(const mgt_config *cfg, const char *name, char *out, size_t cap) {
+    char where[300];
+    mgt_config_where(cfg, "data", name, where, sizeof where);
+    snprintf(out, cap, "%s%s[data] %s", where, where[0] ? ": " : "", name);
+    return out;
+}
+
 /* a data spec's shards, as a run would read them: the files, their tokens in all */
 MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_size, int seq_len, int *n_files, size_t *n_tokens) {
     mgt__loader ld;

@@ -233,6 +233,9 @@ MGTDEF void mgt_config_init(mgt_config *cfg);                     /* every key a
 MGTDEF mgt_result mgt_config_load(mgt_config *cfg, const char *path); /* INI file over cfg */
 MGTDEF mgt_result mgt_config_load_string(mgt_config *cfg, const char *ini_text, const char *name);
 MGTDEF mgt_result mgt_config_set(mgt_config *cfg, const char *assignment); /* "section.key=value" */
+/* where key section.name got its value, for messages: "preset.ini:17", "--set data.train", "--gpus 3",
+   "[model] init's model", or "" for a default (and an unknown key) */
+MGTDEF const char *mgt_config_where(const mgt_config *cfg, const char *section, const char *name, char *buf, size_t cap);
 /* the same, set by a program's own option (`option`, "--gpus 3"), which messages then name */
 MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option);
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */

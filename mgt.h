@@ -75,6 +75,8 @@
    OPTIONS (define before including; "everywhere" = in every file that includes mgt.h)
      MGT_STATIC          everywhere: make every function static (private copy per translation unit)
      MGT_NO_STDIO        beside MGT_IMPLEMENTATION: no FILE* helpers (mgt_config_fprint)
+     MGT_NO_TENSORBOARD  beside MGT_IMPLEMENTATION: no TensorBoard writer ([log] tensorboard is then
+                         refused when a run starts); metrics.jsonl stays
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
                          library's memory (all three or none; tests/test_alloc.c counts them)
 
@@ -8063,6 +8065,7 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
    session_log (field 7): {status (field 1): START = 1}, which makes TensorBoard drop the points of
    earlier files from its step on (a resumed run's). These few fields are what TensorBoard's scalar
    dashboard reads. */
+#ifndef MGT_NO_TENSORBOARD
 static uint32_t mgt__crc32c(const unsigned char *p, size_t n) {
     uint32_t c = 0xffffffffu;
     size_t i;
@@ -8196,6 +8199,17 @@ static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_lin
         r->tensorboard = NULL;
     }
 }
+
+#else /* MGT_NO_TENSORBOARD: the writer is left out, and a run that asks for it refused */
+static mgt_result mgt__tensorboard_open(mgt_run *r) {
+    if (!r->cfg.log.tensorboard[0]) return MGT_OK;
+    return mgt__fail(MGT_ERROR_CONFIG, "[log] tensorboard = %s, but this program was built with MGT_NO_TENSORBOARD (no TensorBoard writer): "
+                     "leave the key empty, or build without the switch", r->cfg.log.tensorboard);
+}
+static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_line, int eval_line) {
+    (void)r, (void)st, (void)train_line, (void)eval_line;
+}
+#endif /* MGT_NO_TENSORBOARD */
 
 /* a JSON number, or null where it is not finite (JSON has no inf or nan) */
 static void mgt__json_number(FILE *f, const char *key, const char *fmt, double v) {

@@ -25,6 +25,8 @@
    OPTIONS (define before including; "everywhere" = in every file that includes mgt.h)
      MGT_STATIC          everywhere: make every function static (private copy per translation unit)
      MGT_NO_STDIO        beside MGT_IMPLEMENTATION: no FILE* helpers (mgt_config_fprint)
+     MGT_NO_TENSORBOARD  beside MGT_IMPLEMENTATION: no TensorBoard writer ([log] tensorboard is then
+                         refused when a run starts); metrics.jsonl stays
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
                          library's memory (all three or none; tests/test_alloc.c counts them)
 

@@ -7,6 +7,7 @@
    session_log (field 7): {status (field 1): START = 1}, which makes TensorBoard drop the points of
    earlier files from its step on (a resumed run's). These few fields are what TensorBoard's scalar
    dashboard reads. */
+#ifndef MGT_NO_TENSORBOARD
 static uint32_t mgt__crc32c(const unsigned char *p, size_t n) {
     uint32_t c = 0xffffffffu;
     size_t i;
@@ -140,6 +141,17 @@ static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_lin
         r->tensorboard = NULL;
     }
 }
+
+#else /* MGT_NO_TENSORBOARD: the writer is left out, and a run that asks for it refused */
+static mgt_result mgt__tensorboard_open(mgt_run *r) {
+    if (!r->cfg.log.tensorboard[0]) return MGT_OK;
+    return mgt__fail(MGT_ERROR_CONFIG, "[log] tensorboard = %s, but this program was built with MGT_NO_TENSORBOARD (no TensorBoard writer): "
+                     "leave the key empty, or build without the switch", r->cfg.log.tensorboard);
+}
+static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_line, int eval_line) {
+    (void)r, (void)st, (void)train_line, (void)eval_line;
+}
+#endif /* MGT_NO_TENSORBOARD */
 
 /* a JSON number, or null where it is not finite (JSON has no inf or nan) */
 static void mgt__json_number(FILE *f, const char *key, const char *fmt, double v) {

@@ -77,6 +77,8 @@
      MGT_NO_STDIO        beside MGT_IMPLEMENTATION: no FILE* helpers (mgt_config_fprint)
      MGT_NO_TENSORBOARD  beside MGT_IMPLEMENTATION: no TensorBoard writer ([log] tensorboard is then
                          refused when a run starts); metrics.jsonl stays
+     MGT_NO_SIM          beside MGT_IMPLEMENTATION: no step simulator (the mgt_sim_* functions, mgt_plan_search and
+                         mgt_layout_search_free are then not defined)
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
                          library's memory (all three or none; tests/test_alloc.c counts them)
 
@@ -11119,6 +11121,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
 }
 /* ==== end src/api.c ==== */
 /* ==== begin src/sim.c ==== */
+#ifndef MGT_NO_SIM
 #line 1 "src/sim.c"
 /* src/sim.c - the step simulator: clocks, prices, the backend's ops as formulas of their shapes */
 /* ---- 3d. the step simulator: a backend and a communicator that keep clocks ----------------------
@@ -11833,8 +11836,10 @@ static void mgt__sim_finish(mgt_backend *be) {
     double t = mgt__sim_max(rk->th, mgt__sim_max(rk->tc, rk->tm));
     rk->th = rk->tc = rk->tm = t;
 }
+#endif /* MGT_NO_SIM */
 /* ==== end src/sim.c ==== */
 /* ==== begin src/sim_comm.c ==== */
+#ifndef MGT_NO_SIM
 #line 1 "src/sim_comm.c"
 /* src/sim_comm.c - the step simulator: its communicator and world, the CPU priced by running its ops */
 /* ---- the communicator */
@@ -12612,8 +12617,10 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     out->wall_s = mgt_now() - t0;
     return res;
 }
+#endif /* MGT_NO_SIM */
 /* ==== end src/sim_comm.c ==== */
 /* ==== begin src/sim_calibration.c ==== */
+#ifndef MGT_NO_SIM
 #line 1 "src/sim_calibration.c"
 /* src/sim_calibration.c - the step simulator: calibration from per-family times measured on a GPU */
 /* ---- calibration: per-family times measured on a GPU, in an INI file (mgt.h section 3d's
@@ -12787,8 +12794,10 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
     memcpy(opt->family_scale, cal->scale, sizeof opt->family_scale);
     return MGT_OK;
 }
+#endif /* MGT_NO_SIM */
 /* ==== end src/sim_calibration.c ==== */
 /* ==== begin src/sim_search.c ==== */
+#ifndef MGT_NO_SIM
 #line 1 "src/sim_search.c"
 /* src/sim_search.c - the layout search: every layout of a number of GPUs that fits, simulated,
    fastest first (mgt plan --search) */
@@ -12886,6 +12895,7 @@ MGTDEF void mgt_layout_search_free(mgt_layout_search *search) {
     MGT_FREE(search->layouts);
     memset(search, 0, sizeof *search);
 }
+#endif /* MGT_NO_SIM */
 /* ==== end src/sim_search.c ==== */
 /* ==== begin src/impl_end.h ==== */
 #line 1 "src/impl_end.h"

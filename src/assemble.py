@@ -31,6 +31,8 @@ PARTS = [
     "safetensors.c", "comm_local.c", "comm_mpi.c", "run.c", "rank.c", "step.c", "tensorboard.c", "checkpoint.c", "rank_make.c",
     "weights.c", "plan.c", "device.c", "api.c", "sim.c", "sim_comm.c", "sim_calibration.c", "sim_search.c", "impl_end.h",
 ]
+# optional parts, stb-style: each is compiled unless its switch is defined (mgt.h's OPTIONS)
+OPTIONAL = {"sim.c": "MGT_NO_SIM", "sim_comm.c": "MGT_NO_SIM", "sim_calibration.c": "MGT_NO_SIM", "sim_search.c": "MGT_NO_SIM"}
 HEAD_RE = re.compile(r"/\* src/(\S+) - (.*?)\*/", re.S)
 # uses of a later part's name, through a forward declaration: the layering's debt, to be paid down
 # (issue 24); a new one fails --layers
@@ -72,8 +74,12 @@ def assemble(read):
         if not text.endswith("\n"):
             text += "\n"
         out.append("/* ==== begin src/%s ==== */" % name)
+        if name in OPTIONAL:
+            out.append("#ifndef %s" % OPTIONAL[name])
         out.append('#line 1 "src/%s"' % name)
         out.append(text.rstrip("\n"))
+        if name in OPTIONAL:
+            out.append("#endif /* %s */" % OPTIONAL[name])
         out.append("/* ==== end src/%s ==== */" % name)
     return "\n".join(out) + "\n"
 

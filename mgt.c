@@ -48,20 +48,11 @@ static int fail(mgt_result r) {
    in held_lines, so they follow that step's own line; warnings go to stderr at once. */
 static char held_lines[4096];
 static int holding;
-/* this process's rank under an MPI launcher (0 without one): the processes but the first stay quiet,
-   so that the job says each warning and notice once (errors are not logged: each process says its own) */
-static int launcher_rank(void) {
-    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
-    size_t i;
-    if (mgt_mpi_launcher(NULL, 0) <= 1) return 0;
-    for (i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
-        if (getenv(ranks[i])) return atoi(getenv(ranks[i]));
-    return getenv("SLURM_PROCID") ? atoi(getenv("SLURM_PROCID")) : 0;
-}
 static void print_log(void *user, int level, const char *message) {
-    static int quiet = -1;
+    static int quiet = -1; /* under a launcher the processes but the first stay quiet, so that the job says each
+                              warning and notice once (errors are not logged: each process says its own) */
     (void)user;
-    if (quiet < 0) quiet = launcher_rank() > 0;
+    if (quiet < 0) quiet = mgt_mpi_launcher_rank() > 0;
     if (quiet) return;
     if (level == MGT_LOG_WARN) fprintf(stderr, "mgt: warning: %s\n", message);
     else if (holding && strlen(held_lines) + strlen(message) + 4 < sizeof held_lines)
@@ -304,9 +295,8 @@ static double baseline_find(const char *key, char *date, size_t cap, int largest
     return found;
 }
 
-static void baseline_record_when(const char *key, double tok_s, const char *what, const char *conditions);
-static void baseline_record(const char *key, double tok_s, const char *what) { baseline_record_when(key, tok_s, what, NULL); }
-static void baseline_record_when(const char *key, double tok_s, const char *what, const char *conditions) {
+/* conditions: how the machine was when measured (a fourth column), or NULL */
+static void baseline_record(const char *key, double tok_s, const char *what, const char *conditions) {
     char path[1024], dir[1024], when[64], *slash;
     time_t now = time(NULL);
     FILE *f;
@@ -339,7 +329,7 @@ static double machine_sgemm(double seconds, int remeasure, char *date, size_t ca
     if (g > 0) {
         time_t now = time(NULL);
         strftime(date, cap, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        baseline_record(key, g, "the machine's sgemm rate");
+        baseline_record(key, g, "the machine's sgemm rate", NULL);
     }
     return g;
 }
@@ -801,7 +791,7 @@ static void train_done_report(mgt_run *run, const mgt_config *cfg, int processes
     if (!strncmp(st.peak_source, "the fastest step", 16) && !strcmp(mgt_run_device(run), "cpu") && cfg->parallel.peak_gflops <= 0 && processes == 1) {
         char key[320]; /* a step beat the measured sgemm: the machine's peak for MFU is at least that step's rate */
         sgemm_key(key, sizeof key);
-        baseline_record(key, st.peak_gflops, "the machine's peak");
+        baseline_record(key, st.peak_gflops, "the machine's peak", NULL);
         printf("MFU's peak: %s ran at %.1f GFLOP/s, above this machine's measured sgemm; recorded as its peak for later runs\n", st.peak_source,
                st.peak_gflops);
     }
@@ -1482,7 +1472,7 @@ static int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "mgt bench: warning: the machine is busy: this benchmark's %d thread%s had only %.0f%% of their cores (other work is running), "
                             "so its figures are low%s; run it again on a quiet machine (or keep them anyway with --record)\n", st.threads,
                     st.threads == 1 ? "" : "s", 100 * share, ranks == 1 ? " and it records no single-rank baseline" : "");
-        else if (ranks == 1) baseline_record_when(key, tok_s, "the single-rank baseline", gpus ? NULL : conditions);
+        else if (ranks == 1) baseline_record(key, tok_s, "the single-rank baseline", gpus ? NULL : conditions);
         else if ((base = baseline_find(key, date, sizeof date, 0)) > 0)
             printf("speedup:        %.2fx over one rank (%.0f tokens/s measured by mgt bench at %s)\n", tok_s / base, base, date);
         else printf("speedup:        n/a: no single-rank measurement of this model; `mgt bench` with parallel.dp, tp and pp = 1 makes one\n");

@@ -636,6 +636,8 @@ typedef struct mgt_mpi_api {
    OMPI_COMM_WORLD_SIZE, MPICH/Intel MPI's PMI_SIZE, Slurm's SLURM_NTASKS beside PMIX_RANK or
    PMI_RANK), or 1 when none did; `name` gets the variable that said so */
 MGTDEF int mgt_mpi_launcher(char *name, size_t cap);
+/* this process's index among them, from the same launcher's variables (0 when none started it) */
+MGTDEF int mgt_mpi_launcher_rank(void);
 /* the library's table (opened once), or NULL with why */
 MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap);
 MGTDEF void mgt_mpi_use(const mgt_mpi_api *api); /* a statically linked table instead */
@@ -6214,21 +6216,22 @@ static int mgt__checkpoint_step(const char *name) {
     return strcmp(canonical, name) ? -1 : step;
 }
 
-/* whether another process's run holds folder dir (its mgt.lock locked), with what that run wrote
-   of itself into owner ("process 4242 on host (mgt train ...)") */
+/* what the run holding lock file fd wrote of itself ("process 4242 on host (mgt train ...)"), one line */
+static void mgt__lock_owner(int fd, char *owner, size_t cap) {
+    ssize_t got = pread(fd, owner, cap - 1, 0);
+    owner[got > 0 ? got : 0] = 0;
+    owner[strcspn(owner, "\n")] = 0;
+}
+/* whether another process's run holds folder dir (its mgt.lock locked), that run in owner */
 static int mgt__folder_held(const char *dir, char *owner, size_t cap) {
     char lock_path[1100];
     int fd, held = 0, pid = 0;
-    ssize_t got;
     snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", dir);
     owner[0] = 0;
     if ((fd = open(lock_path, O_RDONLY | O_CLOEXEC)) < 0) return 0;
     if (flock(fd, LOCK_SH | LOCK_NB) == 0) flock(fd, LOCK_UN);
-    else held = errno == EWOULDBLOCK;
-    got = held ? pread(fd, owner, cap - 1, 0) : 0;
+    else if ((held = errno == EWOULDBLOCK)) mgt__lock_owner(fd, owner, cap);
     close(fd);
-    owner[got > 0 ? got : 0] = 0;
-    owner[strcspn(owner, "\n")] = 0;
     if (sscanf(owner, "process %d", &pid) == 1 && pid == (int)getpid()) held = 0; /* this process's own run */
     return held;
 }
@@ -6500,17 +6503,14 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
         if (fd < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot create the run's lock file: %s", lock_path, strerror(errno));
         if (flock(fd, LOCK_EX | LOCK_NB)) {
             char owner[600];
-            ssize_t got;
             e = errno;
             if (e != EWOULDBLOCK) { /* no lock to be had here (some network file systems): say so rather than "in use" */
                 close(fd);
                 return mgt__fail(MGT_ERROR_IO, "%s: cannot lock: %s; the checkpoint folder must be on a file system with flock (a local disk)", lock_path,
                                  strerror(e));
             }
-            got = pread(fd, owner, sizeof owner - 1, 0);
+            mgt__lock_owner(fd, owner, sizeof owner);
             close(fd);
-            owner[got > 0 ? got : 0] = 0;
-            if (got > 0 && owner[got - 1] == '\n') owner[got - 1] = 0;
             return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s is in use by another run: %s; wait for it to end, or give this run another [checkpoint] dir",
                              mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where), r->dir, owner[0] ? owner : "a process that left no name");
         }
@@ -10408,6 +10408,15 @@ MGTDEF int mgt_mpi_launcher(char *name, size_t cap) {
         return n > 65536 ? 65536 : (int)n;
     }
     return 1;
+}
+
+MGTDEF int mgt_mpi_launcher_rank(void) {
+    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    size_t i;
+    if (mgt_mpi_launcher(NULL, 0) <= 1) return 0;
+    for (i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
+        if (getenv(ranks[i])) return atoi(getenv(ranks[i]));
+    return getenv("SLURM_PROCID") ? atoi(getenv("SLURM_PROCID")) : 0;
 }
 
 static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap);

@@ -49,6 +49,15 @@ MGTDEF int mgt_mpi_launcher(char *name, size_t cap) {
     return 1;
 }
 
+MGTDEF int mgt_mpi_launcher_rank(void) {
+    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    size_t i;
+    if (mgt_mpi_launcher(NULL, 0) <= 1) return 0;
+    for (i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
+        if (getenv(ranks[i])) return atoi(getenv(ranks[i]));
+    return getenv("SLURM_PROCID") ? atoi(getenv("SLURM_PROCID")) : 0;
+}
+
 static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap);
 static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
                                   char *tried, size_t cap);

@@ -586,6 +586,8 @@ typedef struct mgt_mpi_api {
    OMPI_COMM_WORLD_SIZE, MPICH/Intel MPI's PMI_SIZE, Slurm's SLURM_NTASKS beside PMIX_RANK or
    PMI_RANK), or 1 when none did; `name` gets the variable that said so */
 MGTDEF int mgt_mpi_launcher(char *name, size_t cap);
+/* this process's index among them, from the same launcher's variables (0 when none started it) */
+MGTDEF int mgt_mpi_launcher_rank(void);
 /* the library's table (opened once), or NULL with why */
 MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap);
 MGTDEF void mgt_mpi_use(const mgt_mpi_api *api); /* a statically linked table instead */

@@ -104,21 +104,22 @@ static int mgt__checkpoint_step(const char *name) {
     return strcmp(canonical, name) ? -1 : step;
 }
 
-/* whether another process's run holds folder dir (its mgt.lock locked), with what that run wrote
-   of itself into owner ("process 4242 on host (mgt train ...)") */
+/* what the run holding lock file fd wrote of itself ("process 4242 on host (mgt train ...)"), one line */
+static void mgt__lock_owner(int fd, char *owner, size_t cap) {
+    ssize_t got = pread(fd, owner, cap - 1, 0);
+    owner[got > 0 ? got : 0] = 0;
+    owner[strcspn(owner, "\n")] = 0;
+}
+/* whether another process's run holds folder dir (its mgt.lock locked), that run in owner */
 static int mgt__folder_held(const char *dir, char *owner, size_t cap) {
     char lock_path[1100];
     int fd, held = 0, pid = 0;
-    ssize_t got;
     snprintf(lock_path, sizeof lock_path, "%s/mgt.lock", dir);
     owner[0] = 0;
     if ((fd = open(lock_path, O_RDONLY | O_CLOEXEC)) < 0) return 0;
     if (flock(fd, LOCK_SH | LOCK_NB) == 0) flock(fd, LOCK_UN);
-    else held = errno == EWOULDBLOCK;
-    got = held ? pread(fd, owner, cap - 1, 0) : 0;
+    else if ((held = errno == EWOULDBLOCK)) mgt__lock_owner(fd, owner, cap);
     close(fd);
-    owner[got > 0 ? got : 0] = 0;
-    owner[strcspn(owner, "\n")] = 0;
     if (sscanf(owner, "process %d", &pid) == 1 && pid == (int)getpid()) held = 0; /* this process's own run */
     return held;
 }
@@ -390,17 +391,14 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
         if (fd < 0) return mgt__fail(MGT_ERROR_IO, "%s: cannot create the run's lock file: %s", lock_path, strerror(errno));
         if (flock(fd, LOCK_EX | LOCK_NB)) {
             char owner[600];
-            ssize_t got;
             e = errno;
             if (e != EWOULDBLOCK) { /* no lock to be had here (some network file systems): say so rather than "in use" */
                 close(fd);
                 return mgt__fail(MGT_ERROR_IO, "%s: cannot lock: %s; the checkpoint folder must be on a file system with flock (a local disk)", lock_path,
                                  strerror(e));
             }
-            got = pread(fd, owner, sizeof owner - 1, 0);
+            mgt__lock_owner(fd, owner, sizeof owner);
             close(fd);
-            owner[got > 0 ? got : 0] = 0;
-            if (got > 0 && owner[got - 1] == '\n') owner[got - 1] = 0;
             return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s is in use by another run: %s; wait for it to end, or give this run another [checkpoint] dir",
                              mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where), r->dir, owner[0] ? owner : "a process that left no name");
         }

@@ -713,12 +713,17 @@ static int tui_ab_from_env(tui_ab **out) {
 static int train_log_loop(mgt_run *run, const mgt_config *cfg, int processes, int start_step, int *interrupted) {
     double ema = 0, ema_weight = 0, t_start = mgt_now();
     mgt_stats st, past[64];
-    int n, from = 0, i;
-    while ((n = mgt_run_history(run, from, past, 64)) > 0) { /* resumed in its folder: the smoothed loss goes on from its metrics */
-        for (i = 0; i < n; i++)
+    mgt_snapshot s;
+    int i;
+    memset(&s, 0, sizeof s);
+    s.history = past;
+    s.history_max = 64;
+    do { /* resumed in its folder: the smoothed loss goes on from its metrics */
+        mgt_run_snapshot(run, &s);
+        for (i = 0; i < s.history_n; i++)
             if (isfinite(past[i].loss)) ema = 0.9 * ema + 0.1 * past[i].loss, ema_weight = 0.9 * ema_weight + 0.1;
-        from += n;
-    }
+        s.history_from = s.history_first + s.history_n;
+    } while (s.history_n == s.history_max);
     mgt_run_stats(run, &st);
     while (st.step < cfg->train.steps) {
         mgt_result r;

@@ -824,6 +824,7 @@ typedef struct mgt_stats {
    the communication stream's time inside NCCL calls (CUDA events); where they overlap compute,
    compute (still the rest of the step) is only the part that nothing overlapped. */
 typedef struct mgt_rank_stats {
+    int step;                           /* the step these statistics are of */
     int rank, dp, tp, pp;               /* coordinates in the grid */
     int first_block, last_block;        /* blocks of its pipeline stage, inclusive */
     char device[32];                    /* "cpu" or "cuda:N" */
@@ -872,16 +873,32 @@ MGTDEF mgt_result mgt_run_save(mgt_run *run, char *path, size_t cap); /* checkpo
 MGTDEF mgt_result mgt_run_claim(mgt_run *run, int overwrite);
 MGTDEF mgt_result mgt_run_resume(mgt_run *run, const char *checkpoint); /* file, folder or "latest" */
 MGTDEF void mgt_run_stats(const mgt_run *run, mgt_stats *out);
-/* Statistics published for readers on other threads (a dashboard): each call holds a lock only to
-   copy. mgt_run_history copies the run statistics of steps [from, from + max) as published after
-   each step and returns how many it copied (a ring of the last 65536 steps: an older `from`
-   starts at the oldest kept, and each entry names its step; a step validated after it was
-   published comes again, with its val_loss); mgt_run_ranks the latest per-rank statistics (returns
-   the rank count); mgt_run_events the events [from, from + max) (validations, checkpoints,
-   warnings such as a loss spike, a non-finite loss or a slow rank). */
-MGTDEF int mgt_run_history(const mgt_run *run, int from, mgt_stats *out, int max);
-MGTDEF int mgt_run_ranks(const mgt_run *run, mgt_rank_stats *out, int max);
-MGTDEF int mgt_run_events(const mgt_run *run, int from, mgt_event *out, int max);
+/* What a run has published, for readers on other threads (a dashboard): one call copies, under
+   the statistics lock taken once, the state, the run statistics of each step as published after it
+   (a ring of the last 65536 steps; a step validated after it was published comes again, with its
+   val_loss), the latest per-rank statistics and the events (validations, checkpoints, warnings
+   such as a loss spike, a non-finite loss or a slow rank), so every part of a frame is of the same
+   moment. The caller owns the arrays (NULL with max 0: none of that kind) and says where its
+   reading left off; a reader behind by more than history_max calls again until history_n <
+   history_max. */
+typedef struct mgt_snapshot {
+    /* in */
+    int history_from;              /* the first step entry wanted (0: the oldest kept) */
+    mgt_stats *history;
+    int history_max;
+    mgt_rank_stats *ranks;
+    int ranks_max;
+    int events_from;               /* the first event wanted */
+    mgt_event *events;
+    int events_max;
+    /* out */
+    int state;                     /* MGT_STATE_* */
+    int history_first, history_n;  /* entries [history_first, history_first + history_n) were copied:
+                                      history_first > history_from when the ring overwrote older ones */
+    int ranks_n;                   /* the run's ranks; min(ranks_n, ranks_max) were copied */
+    int events_n;                  /* events [events_from, events_from + events_n) were copied */
+} mgt_snapshot;
+MGTDEF void mgt_run_snapshot(const mgt_run *run, mgt_snapshot *s);
 MGTDEF int mgt_run_state(const mgt_run *run);
 /* GFLOP/s of 1024^3 sgemms split over `threads` (0: every core) of a pool as a rank's, the median
    of repetitions over about `seconds` (0 or less when it cannot measure): a CPU's peak for MFU */
@@ -7747,6 +7764,7 @@ static void mgt__fill_rank_stats(mgt_run *r, int i, mgt_rank_stats *o) {
     mgt__rank *rk = &r->ranks[i];
     int c;
     memset(o, 0, sizeof *o);
+    o->step = r->step;
     o->rank = i;
     o->dp = rk->dpr;
     o->tp = rk->tpr;
@@ -7817,33 +7835,26 @@ static void mgt__publish(mgt_run *r) {
     }
 }
 
-MGTDEF int mgt_run_history(const mgt_run *r, int from, mgt_stats *out, int max) {
-    int n = 0;
+MGTDEF void mgt_run_snapshot(const mgt_run *r, mgt_snapshot *s) {
     mgt_run *w = (mgt_run *)r; /* the lock is the only thing touched */
-    if (!r || !out || from < 0 || max < 1) return 0;
+    int i, from;
+    if (!s) return;
+    s->state = MGT_STATE_FAILED;
+    s->history_first = s->history_from;
+    s->history_n = s->ranks_n = s->events_n = 0;
+    if (!r) return;
     pthread_mutex_lock(&w->stats_mu);
-    if (from < r->history_n - MGT__HISTORY) from = r->history_n - MGT__HISTORY; /* overwritten: the oldest kept */
-    for (; from + n < r->history_n && n < max; n++) out[n] = r->history[(from + n) % MGT__HISTORY];
+    s->state = r->state;
+    from = s->history_from < r->history_n - MGT__HISTORY ? r->history_n - MGT__HISTORY : s->history_from; /* overwritten: the oldest kept */
+    if (from < 0) from = 0;
+    s->history_first = from;
+    for (; s->history && from + s->history_n < r->history_n && s->history_n < s->history_max; s->history_n++)
+        s->history[s->history_n] = r->history[(from + s->history_n) % MGT__HISTORY];
+    s->ranks_n = r->plan.world;
+    for (i = 0; s->ranks && i < s->ranks_max && i < r->plan.world; i++) s->ranks[i] = r->rank_stats[i];
+    for (; s->events && s->events_from >= 0 && s->events_from + s->events_n < r->events_n && s->events_n < s->events_max; s->events_n++)
+        s->events[s->events_n] = r->events[s->events_from + s->events_n];
     pthread_mutex_unlock(&w->stats_mu);
-    return n;
-}
-MGTDEF int mgt_run_ranks(const mgt_run *r, mgt_rank_stats *out, int max) {
-    int i;
-    mgt_run *w = (mgt_run *)r;
-    if (!r) return 0;
-    pthread_mutex_lock(&w->stats_mu);
-    for (i = 0; out && i < max && i < r->plan.world; i++) out[i] = r->rank_stats[i];
-    pthread_mutex_unlock(&w->stats_mu);
-    return r->plan.world;
-}
-MGTDEF int mgt_run_events(const mgt_run *r, int from, mgt_event *out, int max) {
-    int n = 0;
-    mgt_run *w = (mgt_run *)r;
-    if (!r || !out || from < 0 || max < 1) return 0;
-    pthread_mutex_lock(&w->stats_mu);
-    for (; from + n < r->events_n && n < max; n++) out[n] = r->events[from + n];
-    pthread_mutex_unlock(&w->stats_mu);
-    return n;
 }
 MGTDEF int mgt_run_state(const mgt_run *r) {
     int s;

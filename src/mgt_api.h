@@ -774,6 +774,7 @@ typedef struct mgt_stats {
    the communication stream's time inside NCCL calls (CUDA events); where they overlap compute,
    compute (still the rest of the step) is only the part that nothing overlapped. */
 typedef struct mgt_rank_stats {
+    int step;                           /* the step these statistics are of */
     int rank, dp, tp, pp;               /* coordinates in the grid */
     int first_block, last_block;        /* blocks of its pipeline stage, inclusive */
     char device[32];                    /* "cpu" or "cuda:N" */
@@ -822,16 +823,32 @@ MGTDEF mgt_result mgt_run_save(mgt_run *run, char *path, size_t cap); /* checkpo
 MGTDEF mgt_result mgt_run_claim(mgt_run *run, int overwrite);
 MGTDEF mgt_result mgt_run_resume(mgt_run *run, const char *checkpoint); /* file, folder or "latest" */
 MGTDEF void mgt_run_stats(const mgt_run *run, mgt_stats *out);
-/* Statistics published for readers on other threads (a dashboard): each call holds a lock only to
-   copy. mgt_run_history copies the run statistics of steps [from, from + max) as published after
-   each step and returns how many it copied (a ring of the last 65536 steps: an older `from`
-   starts at the oldest kept, and each entry names its step; a step validated after it was
-   published comes again, with its val_loss); mgt_run_ranks the latest per-rank statistics (returns
-   the rank count); mgt_run_events the events [from, from + max) (validations, checkpoints,
-   warnings such as a loss spike, a non-finite loss or a slow rank). */
-MGTDEF int mgt_run_history(const mgt_run *run, int from, mgt_stats *out, int max);
-MGTDEF int mgt_run_ranks(const mgt_run *run, mgt_rank_stats *out, int max);
-MGTDEF int mgt_run_events(const mgt_run *run, int from, mgt_event *out, int max);
+/* What a run has published, for readers on other threads (a dashboard): one call copies, under
+   the statistics lock taken once, the state, the run statistics of each step as published after it
+   (a ring of the last 65536 steps; a step validated after it was published comes again, with its
+   val_loss), the latest per-rank statistics and the events (validations, checkpoints, warnings
+   such as a loss spike, a non-finite loss or a slow rank), so every part of a frame is of the same
+   moment. The caller owns the arrays (NULL with max 0: none of that kind) and says where its
+   reading left off; a reader behind by more than history_max calls again until history_n <
+   history_max. */
+typedef struct mgt_snapshot {
+    /* in */
+    int history_from;              /* the first step entry wanted (0: the oldest kept) */
+    mgt_stats *history;
+    int history_max;
+    mgt_rank_stats *ranks;
+    int ranks_max;
+    int events_from;               /* the first event wanted */
+    mgt_event *events;
+    int events_max;
+    /* out */
+    int state;                     /* MGT_STATE_* */
+    int history_first, history_n;  /* entries [history_first, history_first + history_n) were copied:
+                                      history_first > history_from when the ring overwrote older ones */
+    int ranks_n;                   /* the run's ranks; min(ranks_n, ranks_max) were copied */
+    int events_n;                  /* events [events_from, events_from + events_n) were copied */
+} mgt_snapshot;
+MGTDEF void mgt_run_snapshot(const mgt_run *run, mgt_snapshot *s);
 MGTDEF int mgt_run_state(const mgt_run *run);
 /* GFLOP/s of 1024^3 sgemms split over `threads` (0: every core) of a pool as a rank's, the median
    of repetitions over about `seconds` (0 or less when it cannot measure): a CPU's peak for MFU */

@@ -602,6 +602,7 @@ static void mgt__fill_rank_stats(mgt_run *r, int i, mgt_rank_stats *o) {
     mgt__rank *rk = &r->ranks[i];
     int c;
     memset(o, 0, sizeof *o);
+    o->step = r->step;
     o->rank = i;
     o->dp = rk->dpr;
     o->tp = rk->tpr;
@@ -672,33 +673,26 @@ static void mgt__publish(mgt_run *r) {
     }
 }
 
-MGTDEF int mgt_run_history(const mgt_run *r, int from, mgt_stats *out, int max) {
-    int n = 0;
+MGTDEF void mgt_run_snapshot(const mgt_run *r, mgt_snapshot *s) {
     mgt_run *w = (mgt_run *)r; /* the lock is the only thing touched */
-    if (!r || !out || from < 0 || max < 1) return 0;
+    int i, from;
+    if (!s) return;
+    s->state = MGT_STATE_FAILED;
+    s->history_first = s->history_from;
+    s->history_n = s->ranks_n = s->events_n = 0;
+    if (!r) return;
     pthread_mutex_lock(&w->stats_mu);
-    if (from < r->history_n - MGT__HISTORY) from = r->history_n - MGT__HISTORY; /* overwritten: the oldest kept */
-    for (; from + n < r->history_n && n < max; n++) out[n] = r->history[(from + n) % MGT__HISTORY];
+    s->state = r->state;
+    from = s->history_from < r->history_n - MGT__HISTORY ? r->history_n - MGT__HISTORY : s->history_from; /* overwritten: the oldest kept */
+    if (from < 0) from = 0;
+    s->history_first = from;
+    for (; s->history && from + s->history_n < r->history_n && s->history_n < s->history_max; s->history_n++)
+        s->history[s->history_n] = r->history[(from + s->history_n) % MGT__HISTORY];
+    s->ranks_n = r->plan.world;
+    for (i = 0; s->ranks && i < s->ranks_max && i < r->plan.world; i++) s->ranks[i] = r->rank_stats[i];
+    for (; s->events && s->events_from >= 0 && s->events_from + s->events_n < r->events_n && s->events_n < s->events_max; s->events_n++)
+        s->events[s->events_n] = r->events[s->events_from + s->events_n];
     pthread_mutex_unlock(&w->stats_mu);
-    return n;
-}
-MGTDEF int mgt_run_ranks(const mgt_run *r, mgt_rank_stats *out, int max) {
-    int i;
-    mgt_run *w = (mgt_run *)r;
-    if (!r) return 0;
-    pthread_mutex_lock(&w->stats_mu);
-    for (i = 0; out && i < max && i < r->plan.world; i++) out[i] = r->rank_stats[i];
-    pthread_mutex_unlock(&w->stats_mu);
-    return r->plan.world;
-}
-MGTDEF int mgt_run_events(const mgt_run *r, int from, mgt_event *out, int max) {
-    int n = 0;
-    mgt_run *w = (mgt_run *)r;
-    if (!r || !out || from < 0 || max < 1) return 0;
-    pthread_mutex_lock(&w->stats_mu);
-    for (; from + n < r->events_n && n < max; n++) out[n] = r->events[from + n];
-    pthread_mutex_unlock(&w->stats_mu);
-    return n;
 }
 MGTDEF int mgt_run_state(const mgt_run *r) {
     int s;

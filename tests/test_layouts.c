@@ -107,7 +107,7 @@ static mgt_run *train(const mgt_config *cfg, int to, double *losses, const char 
 #ifdef MGT_TEST_CUDA
     if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* every rank really ran on its "GPU" */
         mgt_rank_stats rs[8];
-        int n = mgt_run_ranks(run, rs, 8), i;
+        int n = published_ranks(run, rs, 8), i;
         for (i = 0; i < n; i++) {
             char want[32];
             snprintf(want, sizeof want, "cuda:%d", i);

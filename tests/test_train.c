@@ -5,10 +5,11 @@
    - the data order is a function of (seed, step) alone, and a bad checkpoint is refused;
    - a validation reaches the history, a rank far slower than the others is an event. */
 #define MGT_IMPLEMENTATION
+#include <pthread.h>
+
 #include "mgt.h"
 #include "train_util.h"
 #include "fault_world.h"
-
 
 static char dir[256];
 
@@ -59,6 +60,15 @@ static void train_more(mgt_run *run, int to, double *losses) {
         mgt_run_stats(run, &st);
         losses[st.step - 1] = st.loss;
     }
+}
+
+/* 12 steps, then the state a driver sets when training ends */
+static void *train_steps_thread(void *arg) {
+    mgt_run *run = (mgt_run *)arg;
+    static double losses[12];
+    train_more(run, 12, losses);
+    mgt_run_set_state(run, MGT_STATE_FINISHED);
+    return NULL;
 }
 
 static double max_rel_diff(const double *a, const double *b, int n) {
@@ -204,13 +214,47 @@ int main(void) {
         snprintf(set, sizeof set, "data.val=%s/corpus.bin", dir);
         mgt_config_set(&cfg, set);
         run = train(&cfg, 3, losses_accum, NULL);
-        n = mgt_run_history(run, 0, h, 8);
+        n = published_history(run, h, 8);
         check(n == 3 && !h[2].has_val_loss, "history before validating: %d entries, the last without val_loss", n);
         if (mgt_run_eval(run, &val) != MGT_OK) printf("FAIL eval: %s\n", mgt_last_error());
-        n = mgt_run_history(run, 0, h, 8);
+        n = published_history(run, h, 8);
         check(n == 4 && h[3].step == 3 && h[3].has_val_loss && h[3].val_step == 3 && h[3].val_loss == val && h[3].loss == h[2].loss,
               "validation at step 3 published again with the step: %d entries, the last step %d, val %.4f at step %d", n, h[n > 0 ? n - 1 : 0].step,
               h[n > 0 ? n - 1 : 0].val_loss, h[n > 0 ? n - 1 : 0].val_step);
+        mgt_run_destroy(run);
+    }
+
+    /* a reader on another thread (a dashboard) sees one moment: in every snapshot taken while two
+       ranks train, the ranks' statistics are of the last step the history holds, and the state is
+       not yet finished before the last step */
+    {
+        mgt_stats h[64];
+        mgt_rank_stats rs[2];
+        mgt_snapshot s;
+        pthread_t thread;
+        int reads = 0, mixed = 0, from = 0, last = 0, done = 0;
+        base_config(&cfg, "snapshot");
+        mgt_config_set(&cfg, "parallel.dp=2");
+        run = train(&cfg, 0, losses_accum, NULL);
+        pthread_create(&thread, NULL, train_steps_thread, run);
+        while (!done) {
+            memset(&s, 0, sizeof s);
+            s.history_from = from;
+            s.history = h;
+            s.history_max = 64;
+            s.ranks = rs;
+            s.ranks_max = 2;
+            mgt_run_snapshot(run, &s);
+            from = s.history_first + s.history_n;
+            if (s.history_n) last = h[s.history_n - 1].step;
+            done = s.state == MGT_STATE_FINISHED;
+            if (last && (rs[0].step != last || rs[1].step != last || (done && last != 12))) {
+                if (!mixed++) printf("     mixed: history at step %d, ranks at %d and %d, %s\n", last, rs[0].step, rs[1].step, mgt_state_name(s.state));
+            }
+            reads += s.history_n > 0;
+        }
+        pthread_join(thread, NULL);
+        check(!mixed && last == 12 && reads > 0, "snapshots of one moment while training: %d with new steps, %d mixed, the last at step %d", reads, mixed, last);
         mgt_run_destroy(run);
     }
 
@@ -228,16 +272,16 @@ int main(void) {
         mgt_config_set(&cfg, "parallel.dp=2");
         run = fault_run_create(&cfg, &fw);
         train_more(run, 3, losses_accum);
-        n = mgt_run_events(run, 0, ev, 64);
+        n = published_events(run, ev, 64);
         for (i = 0; i < n; i++) false_alarm += strstr(ev[i].text, "computed for") != NULL;
-        n = mgt_run_ranks(run, rs, 2);
+        n = published_ranks(run, rs, 2);
         for (i = 0; i < n; i++)
             if (6 * rs[i].compute_s > slow_s) slow_s = 6 * rs[i].compute_s;
         fw.slow_rank = 1;
         fw.slow_s = slow_s / run->plan.micro_steps; /* its embedding forward runs once per micro-batch */
         train_more(run, 6, losses_accum);
         fw.slow_rank = -1;
-        n = mgt_run_events(run, 0, ev, 64);
+        n = published_events(run, ev, 64);
         for (i = 0; i < n; i++) warned += strstr(ev[i].text, "rank 1 computed for") != NULL;
         check(!false_alarm && warned >= 2, "a rank %.0f ms slower: %d slow-rank warnings in 6 steps (%d before, when both were alike)%s%s", slow_s * 1e3, warned,
               false_alarm, n ? ": " : "", n ? ev[n - 1].text : "");
@@ -256,7 +300,7 @@ int main(void) {
         mgt_run_set_peak(run, 1e-6, "a test's low peak");
         train_more(run, 3, losses_accum);
         mgt_run_stats(run, &st);
-        n = mgt_run_events(run, 0, ev, 64);
+        n = published_events(run, ev, 64);
         for (i = 0; i < n; i++) said += strstr(ev[i].text, "above the peak MFU was reckoned against (0.0, a test's low peak)") != NULL;
         check(st.has_mfu && st.mfu <= 1.0 && st.mfu > 0.1 && said == 1 && !strncmp(st.peak_source, "the fastest step of this run, step ", 35),
               "a step beats the peak: MFU %.3f against %.3g GFLOP/s (%s), %d event", st.mfu, st.peak_gflops, st.peak_source, said);

@@ -19,6 +19,34 @@ static void check(int ok, const char *fmt, ...) {
     if (!ok) failures++;
 }
 
+/* what a reader on another thread sees (mgt_run_snapshot): the first max published steps, the
+   ranks' latest statistics, the first max events; each returns how many it copied (ranks: the
+   run's rank count). Inline: a test that uses none is not warned of it. */
+static inline int published_history(const mgt_run *run, mgt_stats *out, int max) {
+    mgt_snapshot s;
+    memset(&s, 0, sizeof s);
+    s.history = out;
+    s.history_max = max;
+    mgt_run_snapshot(run, &s);
+    return s.history_n;
+}
+static inline int published_ranks(const mgt_run *run, mgt_rank_stats *out, int max) {
+    mgt_snapshot s;
+    memset(&s, 0, sizeof s);
+    s.ranks = out;
+    s.ranks_max = max;
+    mgt_run_snapshot(run, &s);
+    return s.ranks_n;
+}
+static inline int published_events(const mgt_run *run, mgt_event *out, int max) {
+    mgt_snapshot s;
+    memset(&s, 0, sizeof s);
+    s.events = out;
+    s.events_max = max;
+    mgt_run_snapshot(run, &s);
+    return s.events_n;
+}
+
 /* a shard of n pseudo-English bytes drawn from `seed`: learnable, and long enough for random windows */
 static void write_corpus(const char *path, size_t n, uint64_t seed) {
     static const char *words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog ", "ran ", "far ", "away. ", "then ", "it ", "slept.\n"};

@@ -12,8 +12,8 @@
      arithmetic): no ncurses and no mgt.h needed, which is how tests/test_tui_layout.c uses it.
 
    WHAT IT IS
-     A view (htop's update/display split): it reads what the run publishes (mgt_run_history,
-     mgt_run_ranks, mgt_run_events, mgt_run_state, mgt_run_config) and never calls into training.
+     A view (htop's update/display split): it reads what the run publishes (mgt_run_snapshot,
+     mgt_run_config) and never calls into training.
      Keys come back as flags (MGT_TUI_STOP, MGT_TUI_PAUSE, MGT_TUI_SAVE); the driver acts on them.
 
    THE LOOP (mgt_tui_frame, one call per frame)
@@ -577,8 +577,12 @@ int mgt_tui_open(mgt_tui **out, const mgt_run *run, const mgt_tui_options *opt) 
     if (opt) t->opt = *opt;
     if (t->opt.refresh_s <= 0) t->opt.refresh_s = 0.5;
     if (t->opt.frame_ms <= 0) t->opt.frame_ms = 100;
-    t->nranks = mgt_run_ranks(run, NULL, 0);
-    if (t->nranks < 1) t->nranks = 1;
+    {
+        mgt_snapshot count;
+        memset(&count, 0, sizeof count);
+        mgt_run_snapshot(run, &count);
+        t->nranks = count.ranks_n > 0 ? count.ranks_n : 1;
+    }
     t->ranks = (mgt_rank_stats *)calloc((size_t)t->nranks, sizeof *t->ranks);
     if (!t->ranks) { free(t); return -1; }
     setlocale(LC_ALL, "");
@@ -656,59 +660,67 @@ static void mgt_tui__take_val(mgt_tui *t, const mgt_stats *s) {
     t->last_val_step = s->val_step;
 }
 
-/* new history entries, the ranks' latest statistics, new events, the state */
-void mgt_tui_refresh(mgt_tui *t) {
-    mgt_stats buf[64];
-    int n, i;
-    /* the state first: a state the driver set after a step (paused, finished) then comes with every
-       step before it, so the screen never shows "paused" beside a step that is about to change */
-    t->state = mgt_run_state(t->run);
-    while ((n = mgt_run_history(t->run, t->nhist, buf, 64)) > 0) {
-        for (i = 0; i < n; i++) {
-            const mgt_stats *s = &buf[i];
-            mgt_tui__point *p;
-            if (t->npts > 0 && s->step <= t->pts[t->npts - 1].step) { /* read twice after the ring wrapped, or again with a validation */
-                if (s->step == t->pts[t->npts - 1].step) {
-                    mgt_tui__take_val(t, s);
-                    t->last = *s;
-                }
-                continue;
-            }
-            if (t->npts == t->cap) {
-                int cap = t->cap ? 2 * t->cap : 1024;
-                mgt_tui__point *q = (mgt_tui__point *)realloc(t->pts, sizeof *q * (size_t)cap);
-                if (!q) break;
-                t->pts = q; t->cap = cap;
-            }
-            p = &t->pts[t->npts++];
-            p->step = s->step;
-            p->loss = (float)s->loss;
-            p->tok_s = (float)s->tokens_per_s;
-            p->samp_s = (float)s->samples_per_s;
-            p->step_ms = (float)s->step_ms;
-            p->mfu = (float)s->mfu;
-            p->has_mfu = (unsigned char)(s->has_mfu != 0);
-            if (isfinite(s->loss)) { /* as mgt_tui_smooth, one step at a time */
-                if (s->loss < t->best) t->best = s->loss;
-                t->ema_acc = MGT_TUI_SMOOTHING * t->ema_acc + (1 - MGT_TUI_SMOOTHING) * s->loss;
-                t->ema_w = MGT_TUI_SMOOTHING * t->ema_w + (1 - MGT_TUI_SMOOTHING);
-                t->ema = t->ema_acc / t->ema_w;
-            }
-            p->sm = t->ema_w > 0 ? (float)t->ema : (float)NAN;
+/* one step's published statistics into the chart's points, the smoothed loss and the last values */
+static void mgt_tui__take_step(mgt_tui *t, const mgt_stats *s) {
+    mgt_tui__point *p;
+    if (t->npts > 0 && s->step <= t->pts[t->npts - 1].step) { /* read twice after the ring wrapped, or again with a validation */
+        if (s->step == t->pts[t->npts - 1].step) {
             mgt_tui__take_val(t, s);
             t->last = *s;
-            t->has_last = 1;
         }
-        t->nhist += n;
-        if (n < 64) break;
+        return;
     }
-    mgt_run_ranks(t->run, t->ranks, t->nranks);
-    for (;;) { /* events: keep the newest MGT_TUI__EVENTS in a ring */
-        mgt_event e;
-        if (mgt_run_events(t->run, t->nev, &e, 1) != 1) break;
-        t->ev[t->nev % MGT_TUI__EVENTS] = e;
-        t->nev++;
+    if (t->npts == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 1024;
+        mgt_tui__point *q = (mgt_tui__point *)realloc(t->pts, sizeof *q * (size_t)cap);
+        if (!q) return; /* out of memory: the chart misses this point, the rest of the screen goes on */
+        t->pts = q; t->cap = cap;
     }
+    p = &t->pts[t->npts++];
+    p->step = s->step;
+    p->loss = (float)s->loss;
+    p->tok_s = (float)s->tokens_per_s;
+    p->samp_s = (float)s->samples_per_s;
+    p->step_ms = (float)s->step_ms;
+    p->mfu = (float)s->mfu;
+    p->has_mfu = (unsigned char)(s->has_mfu != 0);
+    if (isfinite(s->loss)) { /* as mgt_tui_smooth, one step at a time */
+        if (s->loss < t->best) t->best = s->loss;
+        t->ema_acc = MGT_TUI_SMOOTHING * t->ema_acc + (1 - MGT_TUI_SMOOTHING) * s->loss;
+        t->ema_w = MGT_TUI_SMOOTHING * t->ema_w + (1 - MGT_TUI_SMOOTHING);
+        t->ema = t->ema_acc / t->ema_w;
+    }
+    p->sm = t->ema_w > 0 ? (float)t->ema : (float)NAN;
+    mgt_tui__take_val(t, s);
+    t->last = *s;
+    t->has_last = 1;
+}
+
+/* new history entries, the ranks' latest statistics, new events and the state, all of one moment
+   (mgt_run_snapshot): the screen never shows "paused" beside a step that is about to change, nor a
+   rank table a step ahead of the chart */
+void mgt_tui_refresh(mgt_tui *t) {
+    mgt_stats buf[64];
+    mgt_event ev[16];
+    mgt_snapshot s;
+    int i;
+    do {
+        memset(&s, 0, sizeof s);
+        s.history_from = t->nhist;
+        s.history = buf;
+        s.history_max = 64;
+        s.ranks = t->ranks;
+        s.ranks_max = t->nranks;
+        s.events_from = t->nev;
+        s.events = ev;
+        s.events_max = 16;
+        mgt_run_snapshot(t->run, &s);
+        for (i = 0; i < s.history_n; i++) mgt_tui__take_step(t, &buf[i]);
+        t->nhist = s.history_first + s.history_n;
+        for (i = 0; i < s.events_n; i++) t->ev[(t->nev + i) % MGT_TUI__EVENTS] = ev[i]; /* keep the newest MGT_TUI__EVENTS in a ring */
+        t->nev += s.events_n;
+    } while (s.history_n == s.history_max || s.events_n == s.events_max); /* behind: read on */
+    t->state = s.state;
     t->dirty = 1;
 }
 

@@ -1035,7 +1035,7 @@ static int cmd_check(int argc, char **argv) {
     printf("\n\n rank  dp tp pp  blocks   local params  shard (1/dp)  tensors\n");
     for (i = 0; i < plan.world; i++) {
         mgt_rank_plan rp;
-        if ((r = mgt_plan_rank(&cfg, i, &rp)) != MGT_OK) return fail(r);
+        if ((r = mgt_plan_rank(&plan, i, &rp)) != MGT_OK) return fail(r);
         printf("%5d %3d %2d %2d  %3d-%-3d  %12zu  %12zu  %d%s%s\n", i, rp.dp, rp.tp, rp.pp, rp.first_block, rp.last_block, rp.params,
                plan.zero ? rp.shard : rp.params, rp.tensors, rp.pp == 0 ? " +embedding" : "", rp.pp == plan.pp - 1 ? " +head" : "");
     }
@@ -1047,7 +1047,7 @@ static int cmd_check(int argc, char **argv) {
         char b[32];
         double total = 0;
         int c;
-        if ((r = mgt_plan_rank(&cfg, i, &rp)) != MGT_OK) return fail(r);
+        if ((r = mgt_plan_rank(&plan, i, &rp)) != MGT_OK) return fail(r);
         if (plan.world > 16 && i >= 8 && i < plan.world - 8) { if (i == 8) printf("  ...\n"); continue; }
         printf("%5d", i);
         for (c = 0; c < MGT_MEM_COUNT; c++) {
@@ -1233,6 +1233,7 @@ static int cmd_plan(int argc, char **argv) {
     int rc, i, c, gpus = 0, world;
     double total[MGT_COLL_COUNT] = {0}, v;
     char mem[MGT_MEM_COUNT][16], set[64];
+    mgt_plan plan;
     const char *gpu = NULL, *trace = NULL, *calibrate_path = NULL;
     mgt_sim_calibration *cal = NULL;
     int per_node = 8, search = 0;
@@ -1290,6 +1291,7 @@ static int cmd_plan(int argc, char **argv) {
         world = gpus;
     }
     if (search) return search_layouts(&cfg, gpu, world, per_node, cal);
+    if (mgt_plan_make(&cfg, &plan) != MGT_OK) return fail(MGT_ERROR_CONFIG);
     {
         static const char *dtypes[] = {"fp32", "bf16", "fp16"};
         printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
@@ -1301,7 +1303,7 @@ static int cmd_plan(int argc, char **argv) {
     for (i = 0; i < world; i++) {
         mgt_rank_plan p;
         size_t sum = 0;
-        if (mgt_plan_rank(&cfg, i, &p) != MGT_OK) return fail(MGT_ERROR_CONFIG);
+        if (mgt_plan_rank(&plan, i, &p) != MGT_OK) return fail(MGT_ERROR_CONFIG);
         for (c = 0; c < MGT_MEM_COUNT; c++) { format_bytes((double)p.mem[c], mem[c], sizeof mem[c]); sum += p.mem[c]; }
         for (c = 0; c < MGT_COLL_COUNT; c++) total[c] += p.bytes[c];
         if (world > 16 && i >= 8 && i < world - 8) { if (i == 8) printf("  ...\n"); continue; }
@@ -1313,7 +1315,7 @@ static int cmd_plan(int argc, char **argv) {
         mgt_rank_plan p, most;
         char s[4][16];
         memset(&most, 0, sizeof most);
-        for (i = 0; i < world && mgt_plan_rank(&cfg, i, &p) == MGT_OK; i++)
+        for (i = 0; i < world && mgt_plan_rank(&plan, i, &p) == MGT_OK; i++)
             if (p.cuda_scratch + p.cuda_nccl_estimate >= most.cuda_scratch + most.cuda_nccl_estimate) most = p;
         format_bytes((double)most.cuda_scratch, s[0], sizeof s[0]);
         format_bytes((double)most.cuda_attention, s[1], sizeof s[1]);

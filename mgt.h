@@ -976,6 +976,7 @@ struct mgt_plan {
     int stage_first[MGT_MAX_PP + 1]; /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
     size_t params;          /* the model's parameters, without the vocabulary's padding */
     mgt_dims dims;
+    mgt_config cfg;         /* the validated config the plan is of: what the plan's readers take the rest from */
 };
 /* validates cfg, then plans it (thread-safe) */
 MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out);
@@ -1001,8 +1002,8 @@ typedef struct mgt_rank_plan {
     size_t cuda_nccl_estimate, cuda_context_estimate;
     int cuda_communicators;
 } mgt_rank_plan;
-/* The plan of `rank` (0 .. dp*tp*pp - 1) under cfg; threads is the CPU threads of the run (0: every core). */
-MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *out);
+/* The plan of `rank` (0 .. dp*tp*pp - 1) of a run planned by mgt_plan_make (or mgt_run_plan). */
+MGTDEF mgt_result mgt_plan_rank(const mgt_plan *plan, int rank, mgt_rank_plan *out);
 
 /* Does a run of cfg fit this machine? What the planner says its ranks need, against what the
    machine has, before anything is allocated; mgt_run_create and mgt_run_open refuse a run that does
@@ -3502,6 +3503,7 @@ static size_t mgt__global_params(const mgt_config *cfg) {
 /* the plan of a validated config */
 static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
     memset(p, 0, sizeof *p);
+    p->cfg = *cfg;
     p->dp = cfg->parallel.dp;
     p->tp = cfg->parallel.tp;
     p->pp = cfg->parallel.pp;
@@ -3635,8 +3637,9 @@ static int mgt__block_slots(const mgt_dims *d, int slot[MGT__BLOCK_TENSORS]) {
    a table: c_attn.weight holds q, k and v rows one after the other ((NH + 2 NKV) hs rows: Llama's
    q_proj, k_proj, v_proj), mlp.c_fc.weight holds SwiGLU's gate rows then its up rows (gate_proj,
    up_proj), mlp.c_proj is down_proj, ln_1/ln_2/ln_f the norms, lm_head.weight a separate head. */
-static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_plan *p, int stage, int tpr) {
-    mgt_dims d = mgt__model_dims(cfg);
+static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int tpr) {
+    const mgt_config *cfg = &p->cfg;
+    mgt_dims d = p->dims;
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
     int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage],
         l1 = p->stage_first[stage + 1];
@@ -3698,8 +3701,8 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_
     }
 }
 
-static int mgt__layout_alloc(mgt__layout *lay, const mgt_config *cfg, const mgt_plan *p) {
-    int blocks = cfg->model.n_layer; /* an upper bound for any stage */
+static int mgt__layout_alloc(mgt__layout *lay, const mgt_plan *p) {
+    int blocks = p->cfg.model.n_layer; /* an upper bound for any stage */
     lay->cap = 2 + MGT__BLOCK_TENSORS * blocks + 3;
     lay->t = (mgt__tensor *)MGT_MALLOC(sizeof(mgt__tensor) * (size_t)lay->cap);
     lay->u = (mgt__unit *)MGT_MALLOC(sizeof(mgt__unit) * (size_t)(blocks + 2));
@@ -8470,8 +8473,8 @@ static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
     mgt_config c1 = *cfg;
     c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = 1;
     MGT__TRY(mgt__plan_make(&c1, &one));
-    if (!mgt__layout_alloc(lay, &c1, &one)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    mgt__layout_make(lay, &c1, &one, 0, 0);
+    if (!mgt__layout_alloc(lay, &one)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    mgt__layout_make(lay, &one, 0, 0);
     return MGT_OK;
 }
 
@@ -8936,8 +8939,8 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
     rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
-    if (!mgt__layout_alloc(&rk->lay, cfg, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    mgt__layout_make(&rk->lay, cfg, p, rk->ppr, rk->tpr);
+    if (!mgt__layout_alloc(&rk->lay, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    mgt__layout_make(&rk->lay, p, rk->ppr, rk->tpr);
     for (u = 0; u < rk->lay.nu; u++) {
         rk->shard += rk->lay.u[u].size / (size_t)p->dp;
         if (rk->lay.u[u].size > rk->max_unit) rk->max_unit = rk->lay.u[u].size;
@@ -9973,7 +9976,8 @@ typedef struct mgt__rank_sizes {
     int dpr, tpr, ppr, nb, first, last, M, kvr, dtype;
 } mgt__rank_sizes;
 
-static void mgt__rank_sizes_of(const mgt_config *cfg, const mgt_plan *p, int rank, mgt__rank_sizes *z) {
+static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) {
+    const mgt_config *cfg = &p->cfg;
     const mgt_dims *d = &p->dims;
     size_t unit_align = 16 * (size_t)p->dp;
     memset(z, 0, sizeof *z);
@@ -10002,7 +10006,8 @@ static void mgt__rank_sizes_of(const mgt_config *cfg, const mgt_plan *p, int ran
 }
 
 /* the CUDA backend's own memory (its reserve: issue 13), and NCCL's and the context's estimates */
-static void mgt__plan_rank_cuda(const mgt_config *cfg, const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+static void mgt__plan_rank_cuda(const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+    const mgt_config *cfg = &p->cfg;
     const mgt_dims *d = &p->dims;
     size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (z->S / 65536 + (size_t)(4 + per_block * (size_t)z->nb + 2) + 1) * sizeof(double);
     size_t oc = z->Q > z->F ? z->Q : z->F, k, f = z->f;
@@ -10029,7 +10034,8 @@ static void mgt__plan_rank_cuda(const mgt_config *cfg, const mgt_plan *p, const 
 }
 
 /* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
-static void mgt__plan_rank_traffic(const mgt_config *cfg, const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+    const mgt_config *cfg = &p->cfg;
     const mgt_dims *d = &p->dims;
     size_t f = z->f, e = z->e;
     double act = (double)(z->N * z->C * e), per_micro_tp = 0; /* activations move in the storage type */
@@ -10067,42 +10073,42 @@ static void mgt__plan_rank_traffic(const mgt_config *cfg, const mgt_plan *p, con
     }
 }
 
-MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
-    mgt_plan p;
+MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     mgt__rank_sizes z;
-    const mgt_dims *d = &p.dims;
+    const mgt_dims *d;
+    const mgt_config *cfg;
     size_t max_unit, max_block, sets, one, a_resid, a_layer, a_last, a_io, scratch, N, C, e, f;
     int threads;
-    if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
-    MGT__TRY(mgt_config_validate(cfg));
-    MGT__TRY(mgt__plan_make(cfg, &p));
-    if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
+    if (!p || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: plan and out are required");
+    d = &p->dims;
+    cfg = &p->cfg;
+    if (rank < 0 || rank >= p->world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p->world);
     memset(o, 0, sizeof *o);
-    mgt__rank_sizes_of(cfg, &p, rank, &z);
+    mgt__rank_sizes_of(p, rank, &z);
     N = z.N; C = z.C; e = z.e; f = z.f;
     max_block = z.nb ? z.block : 0;
     max_unit = z.emb > z.block ? z.emb : z.block;
     max_unit = z.head > max_unit ? z.head : max_unit;
     o->rank = rank; o->dp = z.dpr; o->tp = z.tpr; o->pp = z.ppr;
-    o->first_block = p.stage_first[z.ppr]; o->last_block = p.stage_first[z.ppr + 1] - 1;
+    o->first_block = p->stage_first[z.ppr]; o->last_block = p->stage_first[z.ppr + 1] - 1;
     o->params = z.S;
     o->shard = z.shard;
     { /* the tensors: the embeddings, each block's (mgt__block_slots), the final norm and an untied or pipelined head */
         int slot[MGT__BLOCK_TENSORS];
-        o->tensors = (z.first ? (d->rope ? 1 : 2) : 0) + z.nb * mgt__block_slots(d, slot) + (z.last ? (d->rms ? 1 : 2) + (!d->tied || p.pp > 1) : 0);
+        o->tensors = (z.first ? (d->rope ? 1 : 2) : 0) + z.nb * mgt__block_slots(d, slot) + (z.last ? (d->rms ? 1 : 2) + (!d->tied || p->pp > 1) : 0);
     }
-    o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? z.shard : z.S);
-    o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? (max_unit + max_block) / (size_t)p.dp : 0);
-    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? z.shard + 2 * max_block + z.keep : z.S);
-    o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
+    o->mem[MGT_MEM_PARAMS] = e * (p->zero >= 3 ? z.shard : z.S);
+    o->mem[MGT_MEM_BUFFERS] = e * (p->zero >= 3 ? 2 * max_unit : 0) + f * (p->zero >= 2 ? (max_unit + max_block) / (size_t)p->dp : 0);
+    o->mem[MGT_MEM_GRADS] = f * (p->zero >= 2 ? z.shard + 2 * max_block + z.keep : z.S);
+    o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p->zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
-    sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p.pp - z.ppr < z.M ? p.pp - z.ppr : z.M);
+    sets = p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p->pp - z.ppr < z.M ? p->pp - z.ppr : z.M);
     a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
     a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
               (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
-               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p.tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
                mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
-    a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p.tp * N * 3 * f) +
+    a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
     a_io = 2 * mgt__carve_bytes(N * sizeof(int));
     one = a_resid + a_layer + a_last + a_io;
@@ -10110,18 +10116,18 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
-    threads = threads / p.world > 0 ? threads / p.world : 1;
+    threads = threads / p->world > 0 ? threads / p->world : 1;
     o->mem[MGT_MEM_WORKSPACE] = f * z.T * z.T * (size_t)threads;
     if (z.dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
         mgt__shape sh;
         memset(&sh, 0, sizeof sh);
-        sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)z.Vl;
+        sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p->tp; sh.Vl = (int)z.Vl;
         sh.KVl = (int)(z.Q - z.Cl) / 2; sh.Fl = (int)z.F;
         sh.first = z.first; sh.last = z.last;
         o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
     }
-    if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(cfg, &p, &z, o);
-    mgt__plan_rank_traffic(cfg, &p, &z, o);
+    if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(p, &z, o);
+    mgt__plan_rank_traffic(p, &z, o);
     return MGT_OK;
 }
 
@@ -10173,41 +10179,48 @@ typedef struct mgt__need {
     double gpu_need, gpu_excess;
 } mgt__need;
 
-/* What a run of cfg needs, from the plan of each rank. gpu_free[i] (nfree of them): free memory of
-   rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0, or -1
-   when cfg is not valid (mgt_last_error says why). */
-static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gpu_free, int nfree, mgt__need *n) {
-    mgt_config cfg = *cfg0;
+/* What a run of plan `run` needs, from the plan of each rank. gpu_free[i] (nfree of them): free
+   memory of rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0,
+   or -1 when sampling with it is not valid (mgt_last_error says why). */
+static int mgt__fit_need(const mgt_plan *run, int inference, const double *gpu_free, int nfree, mgt__need *n) {
+    mgt_plan variant;
+    const mgt_plan *plan = run;
+    const mgt_config *cfg = &run->cfg;
     int world, r, c, threads, per_rank, cores = mgt_cpu_count();
     double least = -1;
     memset(n, 0, sizeof *n);
     n->gpu_rank = -1;
-    if (inference) cfg.train.micro_batch = cfg.train.global_batch = 1; /* sampling: one sequence, no optimizer */
-    if (gpu_free) cfg.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13) */
-    if (mgt_config_validate(&cfg) != MGT_OK) return -1;
-    world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+    if (inference || (gpu_free && cfg->parallel.device != MGT_DEVICE_CUDA)) {
+        mgt_config v = *cfg;
+        if (inference) v.train.micro_batch = v.train.global_batch = 1; /* sampling: one sequence, no optimizer */
+        if (gpu_free) v.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13); no rule depends on the device */
+        if ((inference && mgt_config_validate(&v) != MGT_OK) || mgt__plan_make(&v, &variant) != MGT_OK) return -1;
+        plan = &variant;
+        cfg = &variant.cfg;
+    }
+    world = plan->world;
     for (r = 0; gpu_free && r < nfree; r++) least = least < 0 || gpu_free[r] < least ? gpu_free[r] : least;
     for (r = 0; r < world; r++) {
         mgt_rank_plan p;
         double rank = 0, reserve = MGT__GPU_RESERVE, have;
-        if (mgt_plan_rank(&cfg, r, &p) != MGT_OK) return -1;
+        if (mgt_plan_rank(plan, r, &p) != MGT_OK) return -1;
         if (inference) p.mem[MGT_MEM_GRADS] = p.mem[MGT_MEM_OPTIMIZER] = p.mem[MGT_MEM_BUFFERS] = 0;
         n->state += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_GRADS] + p.mem[MGT_MEM_OPTIMIZER]);
         for (c = 0; c < MGT_MEM_COUNT; c++) rank += (double)p.mem[c]; /* on GPUs the workspace is the CUDA backend's scratch and cuBLAS's */
         if (!gpu_free) { n->planned += rank; continue; }
         /* NCCL: a communicator for the world and for each kind of group with more than one member */
-        reserve *= 1 + (world > 1) + (cfg.parallel.tp > 1) + (cfg.parallel.dp > 1) + 2 * (cfg.parallel.pp > 1);
+        reserve *= 1 + (world > 1) + (cfg->parallel.tp > 1) + (cfg->parallel.dp > 1) + 2 * (cfg->parallel.pp > 1);
         rank += reserve;
         n->host += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_OPTIMIZER]); /* a checkpoint copies the rank to the host */
         have = r < nfree ? gpu_free[r] : least;
         if (have >= 0 && (n->gpu_rank < 0 || rank - have > n->gpu_excess)) { n->gpu_rank = r; n->gpu_need = rank; n->gpu_excess = rank - have; }
     }
-    n->checkpoint = 12.0 * (double)mgt__global_params(&cfg); /* saving gathers, resuming reads, three fp32 copies */
+    n->checkpoint = 12.0 * (double)plan->params; /* saving gathers, resuming reads, three fp32 copies */
     n->host += n->planned + n->checkpoint;
     if (gpu_free) return 0;
-    threads = cfg.parallel.threads > 0 ? cfg.parallel.threads : cores;
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     per_rank = threads / world > 0 ? threads / world : 1;
-    n->threads = (world > 1 ? world : 0) + (double)world * (per_rank - 1) + (!inference && cfg.data.train[0] ? 1 : 0); /* ranks, pools, loader */
+    n->threads = (world > 1 ? world : 0) + (double)world * (per_rank - 1) + (!inference && cfg->data.train[0] ? 1 : 0); /* ranks, pools, loader */
     n->host += n->threads * MGT__THREAD_RESIDENT;
     {
         pthread_attr_t a;
@@ -10217,8 +10230,8 @@ static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gp
         mgt__blas_slots(&blas);
         n->as = n->planned + n->checkpoint + n->threads * (double)stack + (n->threads < 8.0 * cores ? n->threads : 8.0 * cores) * MGT__ARENA_BYTES +
                 (double)blas + 64.0 * 1048576.0; /* and the libraries' own allocations */
-        if (!inference && cfg.data.train[0] && stat(cfg.data.train, &st) == 0) n->as += (double)st.st_size; /* the shards are mapped */
-        if (!inference && cfg.data.val[0] && stat(cfg.data.val, &st) == 0) n->as += (double)st.st_size;
+        if (!inference && cfg->data.train[0] && stat(cfg->data.train, &st) == 0) n->as += (double)st.st_size; /* the shards are mapped */
+        if (!inference && cfg->data.val[0] && stat(cfg->data.val, &st) == 0) n->as += (double)st.st_size;
     }
     return 0;
 }
@@ -10233,7 +10246,9 @@ static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inferenc
     mgt__need n;
     char b[32];
     size_t used = strlen(buf);
-    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0 || !mgt__need_fits(&n, f)) return 0;
+    mgt_plan plan;
+    if (mgt_config_validate(cfg) != MGT_OK || mgt__plan_make(cfg, &plan) != MGT_OK) return 0; /* a change the rules refuse */
+    if (mgt__fit_need(&plan, inference, gpu_free, nfree, &n) != 0 || !mgt__need_fits(&n, f)) return 0;
     mgt__fmt_bytes(gpu_free ? n.gpu_need : n.host, b, sizeof b);
     mgt__textf(buf + used, cap - used, "%s%s (%s%s)", used ? ", or " : "", what, b, gpu_free ? " per GPU" : "");
     return 1;
@@ -10288,7 +10303,8 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
     }
 }
 
-static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
+static mgt_result mgt__fit(const mgt_plan *plan, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
+    const mgt_config *cfg = &plan->cfg;
     mgt__need n;
     char need[32], have[32], avail_text[32], as_need[32], as_have[32], extra[32], cmp[640], levers[400] = "", what[96];
     double avail = mgt__meminfo("MemAvailable:"), mapped = 0;
@@ -10304,7 +10320,7 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
         mgt__self_memory(&mapped, NULL);
         out->as_have = (double)lim.rlim_cur > mapped ? (double)lim.rlim_cur - mapped : 0;
     }
-    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0) return MGT_ERROR_CONFIG;
+    if (mgt__fit_need(plan, inference, gpu_free, nfree, &n) != 0) return MGT_ERROR_CONFIG;
     out->host_need = n.host;
     out->as_need = gpu_free ? 0 : n.as;
     out->gpu_rank = n.gpu_rank;
@@ -10755,10 +10771,10 @@ MGTDEF int mgt_device_for(const mgt_config *cfg, char *why, size_t cap) {
     return api != NULL;
 }
 
-/* the fit of cfg on the CPU (api NULL) or on the GPUs of api, one rank each */
-static mgt_result mgt__fit_on(const mgt_config *cfg, const mgt_cuda_api *api, int inference, mgt_fit *out) {
+/* the fit of a planned run on the CPU (api NULL) or on the GPUs of api, one rank each */
+static mgt_result mgt__fit_on(const mgt_plan *plan, const mgt_cuda_api *api, int inference, mgt_fit *out) {
     double *free_bytes = NULL;
-    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, i, local = mgt__local_ranks(world);
+    int world = plan->world, i, local = mgt__local_ranks(world);
     mgt_result res;
     if (api) {
         free_bytes = (double *)MGT_MALLOC(sizeof(double) * (size_t)world);
@@ -10768,17 +10784,19 @@ static mgt_result mgt__fit_on(const mgt_config *cfg, const mgt_cuda_api *api, in
             free_bytes[i] = api->info(i % local, &info) == 0 && info.memory_free > 0 ? (double)info.memory_free : -1;
         }
     }
-    res = mgt__fit(cfg, inference, free_bytes, api ? world : 0, out);
+    res = mgt__fit(plan, inference, free_bytes, api ? world : 0, out);
     MGT_FREE(free_bytes);
     return res;
 }
 
 MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
     const mgt_cuda_api *api;
+    mgt_plan plan;
     char why[900];
     if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_fit: cfg and out are required");
     memset(out, 0, sizeof *out);
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__plan_make(cfg, &plan));
     api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
     if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
         out->device = MGT_DEVICE_CUDA;
@@ -10787,7 +10805,7 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
         snprintf(out->text, sizeof out->text, "GPU memory not checked: no usable GPU here (%s)", why);
         return MGT_OK;
     }
-    return mgt__fit_on(cfg, api, 0, out);
+    return mgt__fit_on(&plan, api, 0, out);
 }
 
 MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
@@ -10871,7 +10889,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     if (!given) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
         mgt_fit fit;
         mgt_result res = mgt__choose_device(cfg, r->plan.world, &cuda);
-        if (res == MGT_OK) res = mgt__fit_on(cfg, cuda, inference, &fit);
+        if (res == MGT_OK) res = mgt__fit_on(&r->plan, cuda, inference, &fit);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         if (!fit.fits) {
             mgt__log(MGT_LOG_WARN, "MGT_MEMORY_CHECK=off: %s", fit.text);
@@ -12826,15 +12844,16 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
    scratch), or -1 when cfg is not a valid layout */
 static double mgt__search_mem(const mgt_config *layout, const mgt_sim_device *d) {
     mgt_config gpu = *layout; /* planned as GPU ranks: flash attention's activations */
+    mgt_plan plan;
     int r, c, tp = gpu.parallel.tp, dp = gpu.parallel.dp, pp = gpu.parallel.pp;
     double worst = 0;
     gpu.parallel.device = MGT_DEVICE_CUDA;
-    if (mgt_config_validate(&gpu) != MGT_OK) return -1;
+    if (mgt_plan_make(&gpu, &plan) != MGT_OK) return -1;
     for (r = 0; r < dp * tp * pp; r++) {
         mgt_rank_plan p;
         double used = 0;
         if (r >= tp * dp && r / (tp * dp) != pp - 1 && r % (tp * dp)) continue; /* one rank per middle stage: they hold alike */
-        if (mgt_plan_rank(&gpu, r, &p) != MGT_OK) return -1;
+        if (mgt_plan_rank(&plan, r, &p) != MGT_OK) return -1;
         for (c = 0; c < MGT_MEM_COUNT; c++)
             if (c != MGT_MEM_WORKSPACE) used += (double)p.mem[c];
         if (used > worst) worst = used;

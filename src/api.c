@@ -40,7 +40,7 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     if (!given) { /* where the ranks go, and whether they fit there, before anything large is allocated (a simulated run allocates nothing) */
         mgt_fit fit;
         mgt_result res = mgt__choose_device(cfg, r->plan.world, &cuda);
-        if (res == MGT_OK) res = mgt__fit_on(cfg, cuda, inference, &fit);
+        if (res == MGT_OK) res = mgt__fit_on(&r->plan, cuda, inference, &fit);
         if (res != MGT_OK) { mgt_run_destroy(r); return res; }
         if (!fit.fits) {
             mgt__log(MGT_LOG_WARN, "MGT_MEMORY_CHECK=off: %s", fit.text);

@@ -383,10 +383,10 @@ MGTDEF int mgt_device_for(const mgt_config *cfg, char *why, size_t cap) {
     return api != NULL;
 }
 
-/* the fit of cfg on the CPU (api NULL) or on the GPUs of api, one rank each */
-static mgt_result mgt__fit_on(const mgt_config *cfg, const mgt_cuda_api *api, int inference, mgt_fit *out) {
+/* the fit of a planned run on the CPU (api NULL) or on the GPUs of api, one rank each */
+static mgt_result mgt__fit_on(const mgt_plan *plan, const mgt_cuda_api *api, int inference, mgt_fit *out) {
     double *free_bytes = NULL;
-    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, i, local = mgt__local_ranks(world);
+    int world = plan->world, i, local = mgt__local_ranks(world);
     mgt_result res;
     if (api) {
         free_bytes = (double *)MGT_MALLOC(sizeof(double) * (size_t)world);
@@ -396,17 +396,19 @@ static mgt_result mgt__fit_on(const mgt_config *cfg, const mgt_cuda_api *api, in
             free_bytes[i] = api->info(i % local, &info) == 0 && info.memory_free > 0 ? (double)info.memory_free : -1;
         }
     }
-    res = mgt__fit(cfg, inference, free_bytes, api ? world : 0, out);
+    res = mgt__fit(plan, inference, free_bytes, api ? world : 0, out);
     MGT_FREE(free_bytes);
     return res;
 }
 
 MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
     const mgt_cuda_api *api;
+    mgt_plan plan;
     char why[900];
     if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_fit: cfg and out are required");
     memset(out, 0, sizeof *out);
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__plan_make(cfg, &plan));
     api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
     if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
         out->device = MGT_DEVICE_CUDA;
@@ -415,7 +417,7 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
         snprintf(out->text, sizeof out->text, "GPU memory not checked: no usable GPU here (%s)", why);
         return MGT_OK;
     }
-    return mgt__fit_on(cfg, api, 0, out);
+    return mgt__fit_on(&plan, api, 0, out);
 }
 
 MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {

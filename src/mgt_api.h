@@ -926,6 +926,7 @@ struct mgt_plan {
     int stage_first[MGT_MAX_PP + 1]; /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
     size_t params;          /* the model's parameters, without the vocabulary's padding */
     mgt_dims dims;
+    mgt_config cfg;         /* the validated config the plan is of: what the plan's readers take the rest from */
 };
 /* validates cfg, then plans it (thread-safe) */
 MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out);
@@ -951,8 +952,8 @@ typedef struct mgt_rank_plan {
     size_t cuda_nccl_estimate, cuda_context_estimate;
     int cuda_communicators;
 } mgt_rank_plan;
-/* The plan of `rank` (0 .. dp*tp*pp - 1) under cfg; threads is the CPU threads of the run (0: every core). */
-MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *out);
+/* The plan of `rank` (0 .. dp*tp*pp - 1) of a run planned by mgt_plan_make (or mgt_run_plan). */
+MGTDEF mgt_result mgt_plan_rank(const mgt_plan *plan, int rank, mgt_rank_plan *out);
 
 /* Does a run of cfg fit this machine? What the planner says its ranks need, against what the
    machine has, before anything is allocated; mgt_run_create and mgt_run_open refuse a run that does

@@ -87,6 +87,7 @@ static size_t mgt__global_params(const mgt_config *cfg) {
 /* the plan of a validated config */
 static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
     memset(p, 0, sizeof *p);
+    p->cfg = *cfg;
     p->dp = cfg->parallel.dp;
     p->tp = cfg->parallel.tp;
     p->pp = cfg->parallel.pp;
@@ -220,8 +221,9 @@ static int mgt__block_slots(const mgt_dims *d, int slot[MGT__BLOCK_TENSORS]) {
    a table: c_attn.weight holds q, k and v rows one after the other ((NH + 2 NKV) hs rows: Llama's
    q_proj, k_proj, v_proj), mlp.c_fc.weight holds SwiGLU's gate rows then its up rows (gate_proj,
    up_proj), mlp.c_proj is down_proj, ln_1/ln_2/ln_f the norms, lm_head.weight a separate head. */
-static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_plan *p, int stage, int tpr) {
-    mgt_dims d = mgt__model_dims(cfg);
+static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int tpr) {
+    const mgt_config *cfg = &p->cfg;
+    mgt_dims d = p->dims;
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
     int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage],
         l1 = p->stage_first[stage + 1];
@@ -283,8 +285,8 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_config *cfg, const mgt_
     }
 }
 
-static int mgt__layout_alloc(mgt__layout *lay, const mgt_config *cfg, const mgt_plan *p) {
-    int blocks = cfg->model.n_layer; /* an upper bound for any stage */
+static int mgt__layout_alloc(mgt__layout *lay, const mgt_plan *p) {
+    int blocks = p->cfg.model.n_layer; /* an upper bound for any stage */
     lay->cap = 2 + MGT__BLOCK_TENSORS * blocks + 3;
     lay->t = (mgt__tensor *)MGT_MALLOC(sizeof(mgt__tensor) * (size_t)lay->cap);
     lay->u = (mgt__unit *)MGT_MALLOC(sizeof(mgt__unit) * (size_t)(blocks + 2));

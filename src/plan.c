@@ -18,7 +18,8 @@ typedef struct mgt__rank_sizes {
     int dpr, tpr, ppr, nb, first, last, M, kvr, dtype;
 } mgt__rank_sizes;
 
-static void mgt__rank_sizes_of(const mgt_config *cfg, const mgt_plan *p, int rank, mgt__rank_sizes *z) {
+static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) {
+    const mgt_config *cfg = &p->cfg;
     const mgt_dims *d = &p->dims;
     size_t unit_align = 16 * (size_t)p->dp;
     memset(z, 0, sizeof *z);
@@ -47,7 +48,8 @@ static void mgt__rank_sizes_of(const mgt_config *cfg, const mgt_plan *p, int ran
 }
 
 /* the CUDA backend's own memory (its reserve: issue 13), and NCCL's and the context's estimates */
-static void mgt__plan_rank_cuda(const mgt_config *cfg, const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+static void mgt__plan_rank_cuda(const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+    const mgt_config *cfg = &p->cfg;
     const mgt_dims *d = &p->dims;
     size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (z->S / 65536 + (size_t)(4 + per_block * (size_t)z->nb + 2) + 1) * sizeof(double);
     size_t oc = z->Q > z->F ? z->Q : z->F, k, f = z->f;
@@ -74,7 +76,8 @@ static void mgt__plan_rank_cuda(const mgt_config *cfg, const mgt_plan *p, const 
 }
 
 /* traffic per step, as the communicator counts it (bytes the rank sends or receives) */
-static void mgt__plan_rank_traffic(const mgt_config *cfg, const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, mgt_rank_plan *o) {
+    const mgt_config *cfg = &p->cfg;
     const mgt_dims *d = &p->dims;
     size_t f = z->f, e = z->e;
     double act = (double)(z->N * z->C * e), per_micro_tp = 0; /* activations move in the storage type */
@@ -112,42 +115,42 @@ static void mgt__plan_rank_traffic(const mgt_config *cfg, const mgt_plan *p, con
     }
 }
 
-MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *o) {
-    mgt_plan p;
+MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     mgt__rank_sizes z;
-    const mgt_dims *d = &p.dims;
+    const mgt_dims *d;
+    const mgt_config *cfg;
     size_t max_unit, max_block, sets, one, a_resid, a_layer, a_last, a_io, scratch, N, C, e, f;
     int threads;
-    if (!cfg || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: cfg and out are required");
-    MGT__TRY(mgt_config_validate(cfg));
-    MGT__TRY(mgt__plan_make(cfg, &p));
-    if (rank < 0 || rank >= p.world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p.world);
+    if (!p || !o) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: plan and out are required");
+    d = &p->dims;
+    cfg = &p->cfg;
+    if (rank < 0 || rank >= p->world) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_rank: rank %d of %d", rank, p->world);
     memset(o, 0, sizeof *o);
-    mgt__rank_sizes_of(cfg, &p, rank, &z);
+    mgt__rank_sizes_of(p, rank, &z);
     N = z.N; C = z.C; e = z.e; f = z.f;
     max_block = z.nb ? z.block : 0;
     max_unit = z.emb > z.block ? z.emb : z.block;
     max_unit = z.head > max_unit ? z.head : max_unit;
     o->rank = rank; o->dp = z.dpr; o->tp = z.tpr; o->pp = z.ppr;
-    o->first_block = p.stage_first[z.ppr]; o->last_block = p.stage_first[z.ppr + 1] - 1;
+    o->first_block = p->stage_first[z.ppr]; o->last_block = p->stage_first[z.ppr + 1] - 1;
     o->params = z.S;
     o->shard = z.shard;
     { /* the tensors: the embeddings, each block's (mgt__block_slots), the final norm and an untied or pipelined head */
         int slot[MGT__BLOCK_TENSORS];
-        o->tensors = (z.first ? (d->rope ? 1 : 2) : 0) + z.nb * mgt__block_slots(d, slot) + (z.last ? (d->rms ? 1 : 2) + (!d->tied || p.pp > 1) : 0);
+        o->tensors = (z.first ? (d->rope ? 1 : 2) : 0) + z.nb * mgt__block_slots(d, slot) + (z.last ? (d->rms ? 1 : 2) + (!d->tied || p->pp > 1) : 0);
     }
-    o->mem[MGT_MEM_PARAMS] = e * (p.zero >= 3 ? z.shard : z.S);
-    o->mem[MGT_MEM_BUFFERS] = e * (p.zero >= 3 ? 2 * max_unit : 0) + f * (p.zero >= 2 ? (max_unit + max_block) / (size_t)p.dp : 0);
-    o->mem[MGT_MEM_GRADS] = f * (p.zero >= 2 ? z.shard + 2 * max_block + z.keep : z.S);
-    o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p.zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
+    o->mem[MGT_MEM_PARAMS] = e * (p->zero >= 3 ? z.shard : z.S);
+    o->mem[MGT_MEM_BUFFERS] = e * (p->zero >= 3 ? 2 * max_unit : 0) + f * (p->zero >= 2 ? (max_unit + max_block) / (size_t)p->dp : 0);
+    o->mem[MGT_MEM_GRADS] = f * (p->zero >= 2 ? z.shard + 2 * max_block + z.keep : z.S);
+    o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p->zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
-    sets = p.pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p.pp - z.ppr < z.M ? p.pp - z.ppr : z.M);
+    sets = p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p->pp - z.ppr < z.M ? p->pp - z.ppr : z.M);
     a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
     a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
               (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
-               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p.tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
                mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
-    a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p.tp * N * 3 * f) +
+    a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
     a_io = 2 * mgt__carve_bytes(N * sizeof(int));
     one = a_resid + a_layer + a_last + a_io;
@@ -155,18 +158,18 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_config *cfg, int rank, mgt_rank_plan *
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
-    threads = threads / p.world > 0 ? threads / p.world : 1;
+    threads = threads / p->world > 0 ? threads / p->world : 1;
     o->mem[MGT_MEM_WORKSPACE] = f * z.T * z.T * (size_t)threads;
     if (z.dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
         mgt__shape sh;
         memset(&sh, 0, sizeof sh);
-        sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p.tp; sh.Vl = (int)z.Vl;
+        sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p->tp; sh.Vl = (int)z.Vl;
         sh.KVl = (int)(z.Q - z.Cl) / 2; sh.Fl = (int)z.F;
         sh.first = z.first; sh.last = z.last;
         o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
     }
-    if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(cfg, &p, &z, o);
-    mgt__plan_rank_traffic(cfg, &p, &z, o);
+    if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(p, &z, o);
+    mgt__plan_rank_traffic(p, &z, o);
     return MGT_OK;
 }
 
@@ -218,41 +221,48 @@ typedef struct mgt__need {
     double gpu_need, gpu_excess;
 } mgt__need;
 
-/* What a run of cfg needs, from the plan of each rank. gpu_free[i] (nfree of them): free memory of
-   rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0, or -1
-   when cfg is not valid (mgt_last_error says why). */
-static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gpu_free, int nfree, mgt__need *n) {
-    mgt_config cfg = *cfg0;
+/* What a run of plan `run` needs, from the plan of each rank. gpu_free[i] (nfree of them): free
+   memory of rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0,
+   or -1 when sampling with it is not valid (mgt_last_error says why). */
+static int mgt__fit_need(const mgt_plan *run, int inference, const double *gpu_free, int nfree, mgt__need *n) {
+    mgt_plan variant;
+    const mgt_plan *plan = run;
+    const mgt_config *cfg = &run->cfg;
     int world, r, c, threads, per_rank, cores = mgt_cpu_count();
     double least = -1;
     memset(n, 0, sizeof *n);
     n->gpu_rank = -1;
-    if (inference) cfg.train.micro_batch = cfg.train.global_batch = 1; /* sampling: one sequence, no optimizer */
-    if (gpu_free) cfg.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13) */
-    if (mgt_config_validate(&cfg) != MGT_OK) return -1;
-    world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+    if (inference || (gpu_free && cfg->parallel.device != MGT_DEVICE_CUDA)) {
+        mgt_config v = *cfg;
+        if (inference) v.train.micro_batch = v.train.global_batch = 1; /* sampling: one sequence, no optimizer */
+        if (gpu_free) v.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13); no rule depends on the device */
+        if ((inference && mgt_config_validate(&v) != MGT_OK) || mgt__plan_make(&v, &variant) != MGT_OK) return -1;
+        plan = &variant;
+        cfg = &variant.cfg;
+    }
+    world = plan->world;
     for (r = 0; gpu_free && r < nfree; r++) least = least < 0 || gpu_free[r] < least ? gpu_free[r] : least;
     for (r = 0; r < world; r++) {
         mgt_rank_plan p;
         double rank = 0, reserve = MGT__GPU_RESERVE, have;
-        if (mgt_plan_rank(&cfg, r, &p) != MGT_OK) return -1;
+        if (mgt_plan_rank(plan, r, &p) != MGT_OK) return -1;
         if (inference) p.mem[MGT_MEM_GRADS] = p.mem[MGT_MEM_OPTIMIZER] = p.mem[MGT_MEM_BUFFERS] = 0;
         n->state += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_GRADS] + p.mem[MGT_MEM_OPTIMIZER]);
         for (c = 0; c < MGT_MEM_COUNT; c++) rank += (double)p.mem[c]; /* on GPUs the workspace is the CUDA backend's scratch and cuBLAS's */
         if (!gpu_free) { n->planned += rank; continue; }
         /* NCCL: a communicator for the world and for each kind of group with more than one member */
-        reserve *= 1 + (world > 1) + (cfg.parallel.tp > 1) + (cfg.parallel.dp > 1) + 2 * (cfg.parallel.pp > 1);
+        reserve *= 1 + (world > 1) + (cfg->parallel.tp > 1) + (cfg->parallel.dp > 1) + 2 * (cfg->parallel.pp > 1);
         rank += reserve;
         n->host += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_OPTIMIZER]); /* a checkpoint copies the rank to the host */
         have = r < nfree ? gpu_free[r] : least;
         if (have >= 0 && (n->gpu_rank < 0 || rank - have > n->gpu_excess)) { n->gpu_rank = r; n->gpu_need = rank; n->gpu_excess = rank - have; }
     }
-    n->checkpoint = 12.0 * (double)mgt__global_params(&cfg); /* saving gathers, resuming reads, three fp32 copies */
+    n->checkpoint = 12.0 * (double)plan->params; /* saving gathers, resuming reads, three fp32 copies */
     n->host += n->planned + n->checkpoint;
     if (gpu_free) return 0;
-    threads = cfg.parallel.threads > 0 ? cfg.parallel.threads : cores;
+    threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : cores;
     per_rank = threads / world > 0 ? threads / world : 1;
-    n->threads = (world > 1 ? world : 0) + (double)world * (per_rank - 1) + (!inference && cfg.data.train[0] ? 1 : 0); /* ranks, pools, loader */
+    n->threads = (world > 1 ? world : 0) + (double)world * (per_rank - 1) + (!inference && cfg->data.train[0] ? 1 : 0); /* ranks, pools, loader */
     n->host += n->threads * MGT__THREAD_RESIDENT;
     {
         pthread_attr_t a;
@@ -262,8 +272,8 @@ static int mgt__fit_need(const mgt_config *cfg0, int inference, const double *gp
         mgt__blas_slots(&blas);
         n->as = n->planned + n->checkpoint + n->threads * (double)stack + (n->threads < 8.0 * cores ? n->threads : 8.0 * cores) * MGT__ARENA_BYTES +
                 (double)blas + 64.0 * 1048576.0; /* and the libraries' own allocations */
-        if (!inference && cfg.data.train[0] && stat(cfg.data.train, &st) == 0) n->as += (double)st.st_size; /* the shards are mapped */
-        if (!inference && cfg.data.val[0] && stat(cfg.data.val, &st) == 0) n->as += (double)st.st_size;
+        if (!inference && cfg->data.train[0] && stat(cfg->data.train, &st) == 0) n->as += (double)st.st_size; /* the shards are mapped */
+        if (!inference && cfg->data.val[0] && stat(cfg->data.val, &st) == 0) n->as += (double)st.st_size;
     }
     return 0;
 }
@@ -278,7 +288,9 @@ static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inferenc
     mgt__need n;
     char b[32];
     size_t used = strlen(buf);
-    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0 || !mgt__need_fits(&n, f)) return 0;
+    mgt_plan plan;
+    if (mgt_config_validate(cfg) != MGT_OK || mgt__plan_make(cfg, &plan) != MGT_OK) return 0; /* a change the rules refuse */
+    if (mgt__fit_need(&plan, inference, gpu_free, nfree, &n) != 0 || !mgt__need_fits(&n, f)) return 0;
     mgt__fmt_bytes(gpu_free ? n.gpu_need : n.host, b, sizeof b);
     mgt__textf(buf + used, cap - used, "%s%s (%s%s)", used ? ", or " : "", what, b, gpu_free ? " per GPU" : "");
     return 1;
@@ -333,7 +345,8 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
     }
 }
 
-static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
+static mgt_result mgt__fit(const mgt_plan *plan, int inference, const double *gpu_free, int nfree, mgt_fit *out) {
+    const mgt_config *cfg = &plan->cfg;
     mgt__need n;
     char need[32], have[32], avail_text[32], as_need[32], as_have[32], extra[32], cmp[640], levers[400] = "", what[96];
     double avail = mgt__meminfo("MemAvailable:"), mapped = 0;
@@ -349,7 +362,7 @@ static mgt_result mgt__fit(const mgt_config *cfg, int inference, const double *g
         mgt__self_memory(&mapped, NULL);
         out->as_have = (double)lim.rlim_cur > mapped ? (double)lim.rlim_cur - mapped : 0;
     }
-    if (mgt__fit_need(cfg, inference, gpu_free, nfree, &n) != 0) return MGT_ERROR_CONFIG;
+    if (mgt__fit_need(plan, inference, gpu_free, nfree, &n) != 0) return MGT_ERROR_CONFIG;
     out->host_need = n.host;
     out->as_need = gpu_free ? 0 : n.as;
     out->gpu_rank = n.gpu_rank;

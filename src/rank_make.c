@@ -113,8 +113,8 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = p->stage_first[rk->ppr];
     rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
-    if (!mgt__layout_alloc(&rk->lay, cfg, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-    mgt__layout_make(&rk->lay, cfg, p, rk->ppr, rk->tpr);
+    if (!mgt__layout_alloc(&rk->lay, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
+    mgt__layout_make(&rk->lay, p, rk->ppr, rk->tpr);
     for (u = 0; u < rk->lay.nu; u++) {
         rk->shard += rk->lay.u[u].size / (size_t)p->dp;
         if (rk->lay.u[u].size > rk->max_unit) rk->max_unit = rk->lay.u[u].size;

@@ -5,15 +5,16 @@
    scratch), or -1 when cfg is not a valid layout */
 static double mgt__search_mem(const mgt_config *layout, const mgt_sim_device *d) {
     mgt_config gpu = *layout; /* planned as GPU ranks: flash attention's activations */
+    mgt_plan plan;
     int r, c, tp = gpu.parallel.tp, dp = gpu.parallel.dp, pp = gpu.parallel.pp;
     double worst = 0;
     gpu.parallel.device = MGT_DEVICE_CUDA;
-    if (mgt_config_validate(&gpu) != MGT_OK) return -1;
+    if (mgt_plan_make(&gpu, &plan) != MGT_OK) return -1;
     for (r = 0; r < dp * tp * pp; r++) {
         mgt_rank_plan p;
         double used = 0;
         if (r >= tp * dp && r / (tp * dp) != pp - 1 && r % (tp * dp)) continue; /* one rank per middle stage: they hold alike */
-        if (mgt_plan_rank(&gpu, r, &p) != MGT_OK) return -1;
+        if (mgt_plan_rank(&plan, r, &p) != MGT_OK) return -1;
         for (c = 0; c < MGT_MEM_COUNT; c++)
             if (c != MGT_MEM_WORKSPACE) used += (double)p.mem[c];
         if (used > worst) worst = used;

@@ -50,6 +50,12 @@ static void config(mgt_config *cfg, const layout *l, int micro) {
     snprintf(set, sizeof set, "checkpoint.dir=%s/ck", dir); mgt_config_set(cfg, set);
 }
 
+/* rank r's plan of cfg (zeroed when cfg is not valid: the checks that read it then fail) */
+static void rank_plan(const mgt_config *cfg, int r, mgt_rank_plan *out) {
+    mgt_plan plan;
+    if (mgt_plan_make(cfg, &plan) != MGT_OK || mgt_plan_rank(&plan, r, out) != MGT_OK) memset(out, 0, sizeof *out);
+}
+
 static double rel(double measured, double predicted) {
     if (predicted == 0) return measured == 0 ? 0 : 1;
     return fabs(measured - predicted) / predicted;
@@ -70,7 +76,7 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
     for (i = 0; i < ranks; i++) {
         mgt_rank_plan p;
         mgt__rank *rk = &run->ranks[i];
-        mgt_plan_rank(&cfg, i, &p);
+        mgt_plan_rank(mgt_run_plan(run), i, &p);
         if (p.params != rk->lay.size || (int)p.tensors != rk->lay.n || p.shard != rk->shard) {
             printf("FAIL rank %d: planned %zu parameters in %d tensors, shard %zu; its layout has %zu in %d, shard %zu\n", i, p.params, p.tensors,
                    p.shard, rk->lay.size, rk->lay.n, rk->shard);
@@ -144,9 +150,9 @@ int main(void) {
         mgt_config_set(&big, "model.seq_len=1024"); mgt_config_set(&big, "model.vocab_size=50257"); mgt_config_set(&big, "data.tokenizer=gpt2");
         mgt_config_set(&big, "train.global_batch=64"); mgt_config_set(&big, "train.micro_batch=8"); mgt_config_set(&big, "parallel.dp=8");
         mgt_config_set(&big, "parallel.zero=1");
-        mgt_plan_rank(&big, 0, &z1);
+        rank_plan(&big, 0, &z1);
         mgt_config_set(&big, "parallel.zero=2");
-        mgt_plan_rank(&big, 0, &z2);
+        rank_plan(&big, 0, &z2);
         check(grad[1] == grad[0] && z2.mem[MGT_MEM_GRADS] < z1.mem[MGT_MEM_GRADS],
               "ZeRO 2 shards the gradients: toy dp 2 %zu -> %zu bytes (two blocks and the tied units kept whole); GPT-2 124M dp 8: %.0f -> %.0f MiB",
               grad[1], grad[2], z1.mem[MGT_MEM_GRADS] / 1048576.0, z2.mem[MGT_MEM_GRADS] / 1048576.0);
@@ -205,9 +211,9 @@ int main(void) {
         mgt_config cfg;
         mgt_rank_plan one, two, stage;
         layout l1 = {1, 1, 1, 0, 0, "1f1b"}, lt = {1, 2, 1, 0, 0, "1f1b"}, lp = {1, 1, 2, 0, 0, "1f1b"};
-        config(&cfg, &l1, 8); mgt_plan_rank(&cfg, 0, &one);
-        config(&cfg, &lt, 8); mgt_plan_rank(&cfg, 0, &two);
-        config(&cfg, &lp, 8); mgt_plan_rank(&cfg, 0, &stage);
+        config(&cfg, &l1, 8); rank_plan(&cfg, 0, &one);
+        config(&cfg, &lt, 8); rank_plan(&cfg, 0, &two);
+        config(&cfg, &lp, 8); rank_plan(&cfg, 0, &stage);
         check(two.params < one.params * 0.6 && two.params > one.params * 0.45, "tp 2 holds about half the parameters per rank: %zu of %zu", two.params, one.params);
         check(stage.params < one.params, "pp 2: the first stage holds %zu of %zu parameters", stage.params, one.params);
     }

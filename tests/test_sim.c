@@ -202,8 +202,9 @@ static void layouts(void) {
         for (r = 0; r < res.world; r++) {
             mgt_rank_plan p;
             mgt_config gpu = cfg; /* the simulator is the CUDA backend: flash attention's activations */
+            mgt_plan plan;
             gpu.parallel.device = MGT_DEVICE_CUDA;
-            mgt_plan_rank(&gpu, r, &p);
+            if (mgt_plan_make(&gpu, &plan) != MGT_OK || mgt_plan_rank(&plan, r, &p) != MGT_OK) memset(&p, 0, sizeof p);
             CHECK(res.ranks[r].step_s > 0 && res.ranks[r].step_s >= res.ranks[r].compute_s - 1e-12, "layout %zu rank %d: step %g, compute %g", i, r,
                   res.ranks[r].step_s, res.ranks[r].compute_s);
             /* the replicated key/value heads' gradient sums are counted as the plan counts them */

@@ -2,7 +2,7 @@
    Input: INI text, then up to four `section.key=value` assignments, the parts separated by NUL bytes
    ("[model]\nn_layer = 2\n\0train.steps=5\0data.val="). It runs what `mgt train PRESET --set ...`
    runs: mgt_config_load_string, mgt_config_set for each assignment, mgt_config_validate, and on a
-   valid preset mgt_config_format, mgt_config_value_string and mgt_plan_rank for the first and the
+   valid preset mgt_config_format, mgt_config_value_string, mgt_plan_make and mgt_plan_rank for the first and the
    last rank. Sanitizers catch memory errors and undefined behaviour; the target checks:
    - an error leaves a message in mgt_last_error();
    - the stored-preset round trip: a preset that loaded and validated, stored the way a checkpoint
@@ -101,6 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int n, i;
     mgt_config cfg;
     mgt_rank_plan plan;
+    mgt_plan whole;
     mgt_result r;
     if (size > 1 << 16) return -1;
     n = fuzz_split(data, size, store, parts, 5, NULL);
@@ -122,10 +123,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (r != MGT_OK) return 0;
     if (mgt_config_format(&cfg, out, sizeof out) < 0) { fprintf(stderr, "a valid preset does not format into 64 KiB\n"); abort(); }
     for (i = 0; i < MGT_CONFIG_NKEYS; i++) (void)mgt_config_value_string(&cfg, i, out, sizeof out);
-    check_error(mgt_plan_rank(&cfg, 0, &plan));
-    {
-        long long world = (long long)cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
-        check_error(mgt_plan_rank(&cfg, (int)world - 1, &plan));
+    r = mgt_plan_make(&cfg, &whole);
+    check_error(r);
+    if (r == MGT_OK) {
+        check_error(mgt_plan_rank(&whole, 0, &plan));
+        check_error(mgt_plan_rank(&whole, whole.world - 1, &plan));
     }
     check_roundtrip(&cfg);
     return 0;

@@ -9,6 +9,8 @@
      src/impl_begin.h       the implementation begins: its guard, allocator hooks, system includes, compiler
                             macros
      src/base.c             results, errors and logging; counter-based random numbers
+     src/plugin.c           opening mgt's libraries at run time (the CUDA backend's, MPI's): where they are
+                            looked for, and their interface version
      src/config.c           presets: the key table, INI loading, validation, printing
      src/pool.c             the thread pool of a rank; bf16 and fp16 conversions
      src/backend_cpu.c      the CPU backend: CBLAS GEMMs, the ops as plain loops, BLAS threading, bf16/fp16
@@ -19,7 +21,8 @@
      src/data.c             llm.c token shards, memory-mapped, sampled from (seed, step)
      src/safetensors.c      safetensors files: reading, writing, the JSON header
      src/comm_local.c       the in-process world of rank threads: collectives, messages, deadlock detection
-     src/comm_mpi.c         processes (MPI) around the in-process world
+     src/comm_mpi.c         processes (MPI) around the in-process world: the launcher, the MPI library, the
+                            two-level communicator (MGT_NO_MPI leaves it out)
      src/run.c              the run's state (mgt_run), the learning-rate schedule, checkpoint folders (naming,
                             pruning, locking) and the preset a checkpoint stores
      src/rank.c             a rank: collectives over its groups, block, embedding and head forward and
@@ -35,8 +38,8 @@
                             mgt_export
      src/plan.c             a rank's plan in closed form (mgt_plan_rank: its memory and traffic), and whether
                             a run fits this machine (mgt_plan_fit)
-     src/device.c           where ranks go: the CUDA and MPI libraries opened at run time, the device choice,
-                            the sgemm probe
+     src/device.c           where ranks go: the CUDA library opened at run time, the device choice, the sgemm
+                            probe
      src/api.c              making and destroying a run (mgt_run_create, mgt_run_open, mgt_run_destroy),
                             sampling
      src/sim.c              the step simulator: clocks, prices, the backend's ops as formulas of their shapes
@@ -79,6 +82,8 @@
                          refused when a run starts); metrics.jsonl stays
      MGT_NO_SIM          beside MGT_IMPLEMENTATION: no step simulator (the mgt_sim_* functions, mgt_plan_search and
                          mgt_layout_search_free are then not defined)
+     MGT_NO_MPI          beside MGT_IMPLEMENTATION: one process only, no MPI (a run started by an MPI
+                         launcher of several processes is then refused, naming the switch)
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
                          library's memory (all three or none; tests/test_alloc.c counts them)
 
@@ -1248,6 +1253,63 @@ static double mgt__normal(uint64_t seed, uint64_t tensor, uint64_t index) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 /* ==== end src/base.c ==== */
+/* ==== begin src/plugin.c ==== */
+#line 1 "src/plugin.c"
+/* src/plugin.c - opening mgt's libraries at run time (the CUDA backend's, MPI's): where they are looked for, and their interface version */
+/* a library's table: dlopen(path), then its getter `symbol`, whose table starts with its version
+   (`abi`); NULL with why appended to `why` */
+static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap) {
+    typedef const void *(*get_fn)(void);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL), *sym;
+    const void *table;
+    get_fn get;
+    size_t used = strlen(why);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(why + used, cap - used, "%s%s", used ? "; " : "", e ? e : path);
+        return NULL;
+    }
+    sym = dlsym(lib, symbol);
+    if (!sym) {
+        snprintf(why + used, cap - used, "%s%s: not an mgt %s library (no %s)", used ? "; " : "", path, kind, symbol);
+        dlclose(lib);
+        return NULL;
+    }
+    memcpy(&get, &sym, sizeof get); /* POSIX: a symbol's address converts to a function pointer */
+    table = get();
+    if (!table || *(const int *)table != abi) {
+        snprintf(why + used, cap - used, "%s%s: built for another mgt (interface %d, this one %d); rebuild it with `%s`", used ? "; " : "", path,
+                 table ? *(const int *)table : -1, abi, target);
+        dlclose(lib);
+        return NULL;
+    }
+    return table; /* kept open for the life of the process */
+}
+/* the library `file` at $env, else build/<file> beside the program (the source tree), <file> beside
+   it, ../lib/mgt/<file> (`ninja install`), then on the loader's path (a bundle's run path); try(path)
+   checks what it found */
+static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
+                                  char *tried, size_t cap) {
+    char exe[1024], dir[1024], path[1200], *slash;
+    const char *env = getenv(env_name);
+    const void *api = NULL;
+    ssize_t n;
+    if (env && env[0]) return try_path(env, tried, cap);
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    mgt__strlcpy(dir, exe, sizeof dir);
+    slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    snprintf(path, sizeof path, "%s/build/%s", dir, file);
+    if (!access(path, F_OK)) api = try_path(path, tried, cap);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
+    snprintf(path, sizeof path, "%s/../lib/mgt/%s", dir, file);
+    if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
+    if (!api) api = try_path(file, tried, cap);
+    return api;
+}
+/* ==== end src/plugin.c ==== */
 /* ==== begin src/config.c ==== */
 #line 1 "src/config.c"
 /* src/config.c - presets: the key table, INI loading, validation, printing */
@@ -5462,7 +5524,7 @@ static const mgt__world_api mgt__world_local = {
 /* ==== end src/comm_local.c ==== */
 /* ==== begin src/comm_mpi.c ==== */
 #line 1 "src/comm_mpi.c"
-/* src/comm_mpi.c - processes (MPI) around the in-process world */
+/* src/comm_mpi.c - processes (MPI) around the in-process world: the launcher, the MPI library, the two-level communicator (MGT_NO_MPI leaves it out) */
 /* ---- communication: processes (MPI) around the in-process world ---------------------------------
    Under an MPI launcher each process runs a contiguous block of `per` ranks (rank / per is its
    process) in an in-process world of the whole world's size, of which only its block makes calls.
@@ -5482,7 +5544,37 @@ static const mgt__world_api mgt__world_local = {
    program order. Send copies the data and returns (buffered, as the in-process send). Calls are
    counted in the in-process communicator's statistics, which the rank's mgt_comm mirrors. */
 
-static char mgt__mpi_host[256]; /* this process's, once MPI has started */
+/* ---- the launcher: how many processes started this one, from the launcher's environment (read
+   also by a program built with MGT_NO_MPI, so that it refuses to run as one of several copies) */
+
+MGTDEF int mgt_mpi_launcher(char *name, size_t cap) {
+    /* each launcher's own size variable; Slurm's srun counts only beside a PMI rank of its step
+       (SLURM_NTASKS alone is also set inside a batch script, which is one process) */
+    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    const char *v;
+    long n;
+    size_t i;
+    if (name && cap) name[0] = 0;
+    for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (!(v = getenv(sizes[i])) || (n = strtol(v, NULL, 10)) < 1) continue;
+        if (name) mgt__strlcpy(name, sizes[i], cap);
+        return n > 65536 ? 65536 : (int)n;
+    }
+    if ((getenv("PMIX_RANK") || getenv("PMI_RANK")) && (v = getenv("SLURM_NTASKS")) && (n = strtol(v, NULL, 10)) >= 1) {
+        if (name) mgt__strlcpy(name, "SLURM_NTASKS", cap);
+        return n > 65536 ? 65536 : (int)n;
+    }
+    return 1;
+}
+
+MGTDEF int mgt_mpi_launcher_rank(void) {
+    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    size_t i;
+    if (mgt_mpi_launcher(NULL, 0) <= 1) return 0;
+    for (i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
+        if (getenv(ranks[i])) return atoi(getenv(ranks[i]));
+    return getenv("SLURM_PROCID") ? atoi(getenv("SLURM_PROCID")) : 0;
+}
 
 typedef struct mgt__pcomm_msg { /* a buffered send in flight; the data follows the struct */
     struct mgt__pcomm_msg *next;
@@ -5509,6 +5601,77 @@ struct mgt__mpi_world {
     int handoff; /* ThreadSanitizer's token for MPI's hand-overs (MGT__MPI_RELEASE) */
     double wire_bytes; /* bytes this process's ranks sent to other processes (under mu): what the network carries */
 };
+
+#ifndef MGT_NO_MPI
+
+/* ---- the MPI library: build/libmgt_mpi.so, opened on first use (src/plugin.c) ---------------- */
+
+static char mgt__mpi_host[256]; /* this process's, once MPI has started */
+static pthread_mutex_t mgt__mpi_mu = PTHREAD_MUTEX_INITIALIZER;
+static const mgt_mpi_api *mgt__mpi_api;
+static char mgt__mpi_why[800];
+static int mgt__mpi_started, mgt__mpi_aborted, mgt__mpi_process, mgt__mpi_processes = 1;
+
+static const void *mgt__mpi_try(const char *path, char *why, size_t cap) {
+    return mgt__dl_table(path, "mgt_mpi_api_get", "MPI", MGT_MPI_ABI, "ninja mpi", why, cap);
+}
+
+MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap) {
+    const mgt_mpi_api *api;
+    pthread_mutex_lock(&mgt__mpi_mu);
+    if (!mgt__mpi_api && !mgt__mpi_why[0]) {
+        char tried[600] = "";
+        mgt__mpi_api = (const mgt_mpi_api *)mgt__dl_search("MGT_MPI_LIBRARY", "libmgt_mpi.so", mgt__mpi_try, tried, sizeof tried);
+        if (!mgt__mpi_api)
+            snprintf(mgt__mpi_why, sizeof mgt__mpi_why, "the MPI library is not built or cannot load (%s); build it with `ninja mpi` (needs mpicc)",
+                     tried[0] ? tried : "not found");
+    }
+    api = mgt__mpi_api;
+    if (!api && why) mgt__strlcpy(why, mgt__mpi_why, cap);
+    pthread_mutex_unlock(&mgt__mpi_mu);
+    return api;
+}
+
+MGTDEF void mgt_mpi_use(const mgt_mpi_api *api) {
+    pthread_mutex_lock(&mgt__mpi_mu);
+    mgt__mpi_api = api;
+    mgt__mpi_why[0] = 0;
+    pthread_mutex_unlock(&mgt__mpi_mu);
+}
+
+/* MPI_Finalize at exit: Open MPI's launcher treats a process that exits without it as failed. Not
+   after an abort, whose processes are being killed */
+static void mgt__mpi_at_exit(void) {
+    if (mgt__mpi_started && !mgt__mpi_aborted) mgt__mpi_api->finalize();
+}
+
+MGTDEF mgt_result mgt_mpi_start(int *process, int *processes) {
+    char why[800], launcher[64];
+    int expected = mgt_mpi_launcher(launcher, sizeof launcher);
+    mgt_result r = MGT_OK;
+    if (!process || !processes) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_mpi_start: process and processes are required");
+    why[0] = 0;
+    if (!mgt_mpi_load(why, sizeof why)) return mgt__fail(MGT_ERROR_UNSUPPORTED, "started by an MPI launcher (%s=%d), but %s", launcher, expected, why);
+    pthread_mutex_lock(&mgt__mpi_mu);
+    if (!mgt__mpi_started) {
+        if (mgt__mpi_api->init(&mgt__mpi_process, &mgt__mpi_processes, mgt__mpi_host, sizeof mgt__mpi_host, why, sizeof why))
+            r = mgt__fail(MGT_ERROR_COMM, "MPI_Init_thread: %s", why);
+        else {
+            mgt__mpi_started = 1;
+            atexit(mgt__mpi_at_exit);
+        }
+    }
+    *process = mgt__mpi_process;
+    *processes = mgt__mpi_processes;
+    pthread_mutex_unlock(&mgt__mpi_mu);
+    return r;
+}
+
+MGTDEF void mgt_mpi_abort(int code) {
+    if (!mgt__mpi_started || mgt__mpi_processes < 2) return;
+    mgt__mpi_aborted = 1;
+    mgt__mpi_api->abort_all(code);
+}
 
 /* Between two threads of one process, MPI hands data over inside its own (uninstrumented)
    library: ThreadSanitizer sees the receiver read what another thread wrote with no order
@@ -6127,6 +6290,47 @@ static const mgt__world_api mgt__world_mpi = {
     "cpu", 0, 1, mgt__world_mpi_create, mgt__world_cpu_backend, mgt__world_cpu_backend_destroy, mgt__world_mpi_comm,
     NULL, NULL, mgt__world_mpi_rank_failed, NULL, NULL,
 };
+
+#else /* MGT_NO_MPI: one process; a launcher of several is refused, and what takes a process's role elsewhere is never reached */
+
+static const mgt_mpi_api *mgt__mpi_api;
+MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap) {
+    if (why && cap) mgt__strlcpy(why, "this program was built with MGT_NO_MPI (no MPI)", cap);
+    return NULL;
+}
+MGTDEF void mgt_mpi_use(const mgt_mpi_api *api) { (void)api; }
+MGTDEF mgt_result mgt_mpi_start(int *process, int *processes) {
+    char launcher[64];
+    int expected = mgt_mpi_launcher(launcher, sizeof launcher);
+    if (!process || !processes) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_mpi_start: process and processes are required");
+    *process = 0;
+    *processes = 1;
+    if (expected <= 1) return MGT_OK;
+    return mgt__fail(MGT_ERROR_UNSUPPORTED, "started by an MPI launcher (%s=%d), but this program was built with MGT_NO_MPI: run it as one process, "
+                                            "or build it without MGT_NO_MPI", launcher, expected);
+}
+MGTDEF void mgt_mpi_abort(int code) { (void)code; }
+static mgt_result mgt__mpi_world_create(mgt__mpi_world **out, const mgt_mpi_api *api, int process, int processes, int world, double timeout_s) {
+    (void)api, (void)process, (void)processes, (void)world, (void)timeout_s;
+    *out = NULL;
+    return mgt__fail(MGT_ERROR_UNSUPPORTED, "this program was built with MGT_NO_MPI");
+}
+static void mgt__mpi_world_destroy(mgt__mpi_world *w) { (void)w; }
+static mgt_result mgt__mpi_agree(mgt__mpi_world *w, mgt_result res, const char *doing) {
+    (void)w, (void)doing;
+    return res;
+}
+static mgt_result mgt__pcomm_fail(mgt__mpi_world *w, const char *why) {
+    (void)w;
+    return mgt__fail(MGT_ERROR_COMM, "%s", why);
+}
+static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req, const int *peer, int n, const char *what) {
+    (void)w, (void)req, (void)peer, (void)n;
+    return mgt__fail(MGT_ERROR_COMM, "%s: %s: built with MGT_NO_MPI", who, what);
+}
+static const mgt__world_api mgt__world_mpi = {"cpu", 0, 1, NULL, mgt__world_cpu_backend, mgt__world_cpu_backend_destroy, NULL, NULL, NULL, NULL, NULL, NULL};
+
+#endif /* MGT_NO_MPI */
 /* ==== end src/comm_mpi.c ==== */
 /* ==== begin src/run.c ==== */
 #line 1 "src/run.c"
@@ -10386,9 +10590,9 @@ static mgt_result mgt__fit(const mgt_plan *plan, int inference, const double *gp
 /* ==== end src/plan.c ==== */
 /* ==== begin src/device.c ==== */
 #line 1 "src/device.c"
-/* src/device.c - where ranks go: the CUDA and MPI libraries opened at run time, the device choice, the
-   sgemm probe */
-/* ---- the CUDA backend library: opened on first use (section 3c) ------------------------------ */
+/* src/device.c - where ranks go: the CUDA library opened at run time, the device choice, the sgemm
+   probe */
+/* ---- the CUDA backend library: opened on first use (src/plugin.c) ---------------------------- */
 
 static pthread_mutex_t mgt__cuda_mu = PTHREAD_MUTEX_INITIALIZER;
 static const mgt_cuda_api *mgt__cuda_api;
@@ -10410,160 +10614,6 @@ MGTDEF void mgt_cuda_use(const mgt_cuda_api *api) {
     pthread_mutex_unlock(&mgt__cuda_mu);
 }
 
-/* ---- 3c2. processes: MPI through build/libmgt_mpi.so */
-
-static pthread_mutex_t mgt__mpi_mu = PTHREAD_MUTEX_INITIALIZER;
-static const mgt_mpi_api *mgt__mpi_api;
-static char mgt__mpi_why[800];
-static int mgt__mpi_started, mgt__mpi_aborted, mgt__mpi_process, mgt__mpi_processes = 1;
-
-MGTDEF int mgt_mpi_launcher(char *name, size_t cap) {
-    /* each launcher's own size variable; Slurm's srun counts only beside a PMI rank of its step
-       (SLURM_NTASKS alone is also set inside a batch script, which is one process) */
-    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
-    const char *v;
-    long n;
-    size_t i;
-    if (name && cap) name[0] = 0;
-    for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        if (!(v = getenv(sizes[i])) || (n = strtol(v, NULL, 10)) < 1) continue;
-        if (name) mgt__strlcpy(name, sizes[i], cap);
-        return n > 65536 ? 65536 : (int)n;
-    }
-    if ((getenv("PMIX_RANK") || getenv("PMI_RANK")) && (v = getenv("SLURM_NTASKS")) && (n = strtol(v, NULL, 10)) >= 1) {
-        if (name) mgt__strlcpy(name, "SLURM_NTASKS", cap);
-        return n > 65536 ? 65536 : (int)n;
-    }
-    return 1;
-}
-
-MGTDEF int mgt_mpi_launcher_rank(void) {
-    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
-    size_t i;
-    if (mgt_mpi_launcher(NULL, 0) <= 1) return 0;
-    for (i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
-        if (getenv(ranks[i])) return atoi(getenv(ranks[i]));
-    return getenv("SLURM_PROCID") ? atoi(getenv("SLURM_PROCID")) : 0;
-}
-
-static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap);
-static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
-                                  char *tried, size_t cap);
-static const void *mgt__mpi_try(const char *path, char *why, size_t cap) {
-    return mgt__dl_table(path, "mgt_mpi_api_get", "MPI", MGT_MPI_ABI, "ninja mpi", why, cap);
-}
-
-MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap) {
-    const mgt_mpi_api *api;
-    pthread_mutex_lock(&mgt__mpi_mu);
-    if (!mgt__mpi_api && !mgt__mpi_why[0]) {
-        char tried[600] = "";
-        mgt__mpi_api = (const mgt_mpi_api *)mgt__dl_search("MGT_MPI_LIBRARY", "libmgt_mpi.so", mgt__mpi_try, tried, sizeof tried);
-        if (!mgt__mpi_api)
-            snprintf(mgt__mpi_why, sizeof mgt__mpi_why, "the MPI library is not built or cannot load (%s); build it with `ninja mpi` (needs mpicc)",
-                     tried[0] ? tried : "not found");
-    }
-    api = mgt__mpi_api;
-    if (!api && why) mgt__strlcpy(why, mgt__mpi_why, cap);
-    pthread_mutex_unlock(&mgt__mpi_mu);
-    return api;
-}
-
-MGTDEF void mgt_mpi_use(const mgt_mpi_api *api) {
-    pthread_mutex_lock(&mgt__mpi_mu);
-    mgt__mpi_api = api;
-    mgt__mpi_why[0] = 0;
-    pthread_mutex_unlock(&mgt__mpi_mu);
-}
-
-/* MPI_Finalize at exit: Open MPI's launcher treats a process that exits without it as failed. Not
-   after an abort, whose processes are being killed */
-static void mgt__mpi_at_exit(void) {
-    if (mgt__mpi_started && !mgt__mpi_aborted) mgt__mpi_api->finalize();
-}
-
-MGTDEF mgt_result mgt_mpi_start(int *process, int *processes) {
-    char why[800], launcher[64];
-    int expected = mgt_mpi_launcher(launcher, sizeof launcher);
-    mgt_result r = MGT_OK;
-    if (!process || !processes) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_mpi_start: process and processes are required");
-    why[0] = 0;
-    if (!mgt_mpi_load(why, sizeof why)) return mgt__fail(MGT_ERROR_UNSUPPORTED, "started by an MPI launcher (%s=%d), but %s", launcher, expected, why);
-    pthread_mutex_lock(&mgt__mpi_mu);
-    if (!mgt__mpi_started) {
-        if (mgt__mpi_api->init(&mgt__mpi_process, &mgt__mpi_processes, mgt__mpi_host, sizeof mgt__mpi_host, why, sizeof why))
-            r = mgt__fail(MGT_ERROR_COMM, "MPI_Init_thread: %s", why);
-        else {
-            mgt__mpi_started = 1;
-            atexit(mgt__mpi_at_exit);
-        }
-    }
-    *process = mgt__mpi_process;
-    *processes = mgt__mpi_processes;
-    pthread_mutex_unlock(&mgt__mpi_mu);
-    return r;
-}
-
-MGTDEF void mgt_mpi_abort(int code) {
-    if (!mgt__mpi_started || mgt__mpi_processes < 2) return;
-    mgt__mpi_aborted = 1;
-    mgt__mpi_api->abort_all(code);
-}
-
-/* the table from one candidate path, or NULL with why appended */
-/* a library's table: dlopen(path), then its getter `symbol`, whose table starts with its version
-   (`abi`); NULL with why appended to `why` */
-static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap) {
-    typedef const void *(*get_fn)(void);
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL), *sym;
-    const void *table;
-    get_fn get;
-    size_t used = strlen(why);
-    if (!lib) {
-        const char *e = dlerror();
-        snprintf(why + used, cap - used, "%s%s", used ? "; " : "", e ? e : path);
-        return NULL;
-    }
-    sym = dlsym(lib, symbol);
-    if (!sym) {
-        snprintf(why + used, cap - used, "%s%s: not an mgt %s library (no %s)", used ? "; " : "", path, kind, symbol);
-        dlclose(lib);
-        return NULL;
-    }
-    memcpy(&get, &sym, sizeof get); /* POSIX: a symbol's address converts to a function pointer */
-    table = get();
-    if (!table || *(const int *)table != abi) {
-        snprintf(why + used, cap - used, "%s%s: built for another mgt (interface %d, this one %d); rebuild it with `%s`", used ? "; " : "", path,
-                 table ? *(const int *)table : -1, abi, target);
-        dlclose(lib);
-        return NULL;
-    }
-    return table; /* kept open for the life of the process */
-}
-/* the library `file` at $env, else build/<file> beside the program (the source tree), <file> beside
-   it, ../lib/mgt/<file> (`ninja install`), then on the loader's path (a bundle's run path); try(path)
-   checks what it found */
-static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
-                                  char *tried, size_t cap) {
-    char exe[1024], dir[1024], path[1200], *slash;
-    const char *env = getenv(env_name);
-    const void *api = NULL;
-    ssize_t n;
-    if (env && env[0]) return try_path(env, tried, cap);
-    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = 0;
-    mgt__strlcpy(dir, exe, sizeof dir);
-    slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    snprintf(path, sizeof path, "%s/build/%s", dir, file);
-    if (!access(path, F_OK)) api = try_path(path, tried, cap);
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
-    snprintf(path, sizeof path, "%s/../lib/mgt/%s", dir, file);
-    if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
-    if (!api) api = try_path(file, tried, cap);
-    return api;
-}
 static const void *mgt__cuda_try(const char *path, char *why, size_t cap) {
     return mgt__dl_table(path, "mgt_cuda_api_get", "CUDA", MGT_CUDA_ABI, "ninja cuda", why, cap);
 }

@@ -1,4 +1,4 @@
-/* src/comm_mpi.c - processes (MPI) around the in-process world */
+/* src/comm_mpi.c - processes (MPI) around the in-process world: the launcher, the MPI library, the two-level communicator (MGT_NO_MPI leaves it out) */
 /* ---- communication: processes (MPI) around the in-process world ---------------------------------
    Under an MPI launcher each process runs a contiguous block of `per` ranks (rank / per is its
    process) in an in-process world of the whole world's size, of which only its block makes calls.
@@ -18,7 +18,37 @@
    program order. Send copies the data and returns (buffered, as the in-process send). Calls are
    counted in the in-process communicator's statistics, which the rank's mgt_comm mirrors. */
 
-static char mgt__mpi_host[256]; /* this process's, once MPI has started */
+/* ---- the launcher: how many processes started this one, from the launcher's environment (read
+   also by a program built with MGT_NO_MPI, so that it refuses to run as one of several copies) */
+
+MGTDEF int mgt_mpi_launcher(char *name, size_t cap) {
+    /* each launcher's own size variable; Slurm's srun counts only beside a PMI rank of its step
+       (SLURM_NTASKS alone is also set inside a batch script, which is one process) */
+    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    const char *v;
+    long n;
+    size_t i;
+    if (name && cap) name[0] = 0;
+    for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (!(v = getenv(sizes[i])) || (n = strtol(v, NULL, 10)) < 1) continue;
+        if (name) mgt__strlcpy(name, sizes[i], cap);
+        return n > 65536 ? 65536 : (int)n;
+    }
+    if ((getenv("PMIX_RANK") || getenv("PMI_RANK")) && (v = getenv("SLURM_NTASKS")) && (n = strtol(v, NULL, 10)) >= 1) {
+        if (name) mgt__strlcpy(name, "SLURM_NTASKS", cap);
+        return n > 65536 ? 65536 : (int)n;
+    }
+    return 1;
+}
+
+MGTDEF int mgt_mpi_launcher_rank(void) {
+    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    size_t i;
+    if (mgt_mpi_launcher(NULL, 0) <= 1) return 0;
+    for (i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
+        if (getenv(ranks[i])) return atoi(getenv(ranks[i]));
+    return getenv("SLURM_PROCID") ? atoi(getenv("SLURM_PROCID")) : 0;
+}
 
 typedef struct mgt__pcomm_msg { /* a buffered send in flight; the data follows the struct */
     struct mgt__pcomm_msg *next;
@@ -45,6 +75,77 @@ struct mgt__mpi_world {
     int handoff; /* ThreadSanitizer's token for MPI's hand-overs (MGT__MPI_RELEASE) */
     double wire_bytes; /* bytes this process's ranks sent to other processes (under mu): what the network carries */
 };
+
+#ifndef MGT_NO_MPI
+
+/* ---- the MPI library: build/libmgt_mpi.so, opened on first use (src/plugin.c) ---------------- */
+
+static char mgt__mpi_host[256]; /* this process's, once MPI has started */
+static pthread_mutex_t mgt__mpi_mu = PTHREAD_MUTEX_INITIALIZER;
+static const mgt_mpi_api *mgt__mpi_api;
+static char mgt__mpi_why[800];
+static int mgt__mpi_started, mgt__mpi_aborted, mgt__mpi_process, mgt__mpi_processes = 1;
+
+static const void *mgt__mpi_try(const char *path, char *why, size_t cap) {
+    return mgt__dl_table(path, "mgt_mpi_api_get", "MPI", MGT_MPI_ABI, "ninja mpi", why, cap);
+}
+
+MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap) {
+    const mgt_mpi_api *api;
+    pthread_mutex_lock(&mgt__mpi_mu);
+    if (!mgt__mpi_api && !mgt__mpi_why[0]) {
+        char tried[600] = "";
+        mgt__mpi_api = (const mgt_mpi_api *)mgt__dl_search("MGT_MPI_LIBRARY", "libmgt_mpi.so", mgt__mpi_try, tried, sizeof tried);
+        if (!mgt__mpi_api)
+            snprintf(mgt__mpi_why, sizeof mgt__mpi_why, "the MPI library is not built or cannot load (%s); build it with `ninja mpi` (needs mpicc)",
+                     tried[0] ? tried : "not found");
+    }
+    api = mgt__mpi_api;
+    if (!api && why) mgt__strlcpy(why, mgt__mpi_why, cap);
+    pthread_mutex_unlock(&mgt__mpi_mu);
+    return api;
+}
+
+MGTDEF void mgt_mpi_use(const mgt_mpi_api *api) {
+    pthread_mutex_lock(&mgt__mpi_mu);
+    mgt__mpi_api = api;
+    mgt__mpi_why[0] = 0;
+    pthread_mutex_unlock(&mgt__mpi_mu);
+}
+
+/* MPI_Finalize at exit: Open MPI's launcher treats a process that exits without it as failed. Not
+   after an abort, whose processes are being killed */
+static void mgt__mpi_at_exit(void) {
+    if (mgt__mpi_started && !mgt__mpi_aborted) mgt__mpi_api->finalize();
+}
+
+MGTDEF mgt_result mgt_mpi_start(int *process, int *processes) {
+    char why[800], launcher[64];
+    int expected = mgt_mpi_launcher(launcher, sizeof launcher);
+    mgt_result r = MGT_OK;
+    if (!process || !processes) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_mpi_start: process and processes are required");
+    why[0] = 0;
+    if (!mgt_mpi_load(why, sizeof why)) return mgt__fail(MGT_ERROR_UNSUPPORTED, "started by an MPI launcher (%s=%d), but %s", launcher, expected, why);
+    pthread_mutex_lock(&mgt__mpi_mu);
+    if (!mgt__mpi_started) {
+        if (mgt__mpi_api->init(&mgt__mpi_process, &mgt__mpi_processes, mgt__mpi_host, sizeof mgt__mpi_host, why, sizeof why))
+            r = mgt__fail(MGT_ERROR_COMM, "MPI_Init_thread: %s", why);
+        else {
+            mgt__mpi_started = 1;
+            atexit(mgt__mpi_at_exit);
+        }
+    }
+    *process = mgt__mpi_process;
+    *processes = mgt__mpi_processes;
+    pthread_mutex_unlock(&mgt__mpi_mu);
+    return r;
+}
+
+MGTDEF void mgt_mpi_abort(int code) {
+    if (!mgt__mpi_started || mgt__mpi_processes < 2) return;
+    mgt__mpi_aborted = 1;
+    mgt__mpi_api->abort_all(code);
+}
 
 /* Between two threads of one process, MPI hands data over inside its own (uninstrumented)
    library: ThreadSanitizer sees the receiver read what another thread wrote with no order
@@ -663,3 +764,44 @@ static const mgt__world_api mgt__world_mpi = {
     "cpu", 0, 1, mgt__world_mpi_create, mgt__world_cpu_backend, mgt__world_cpu_backend_destroy, mgt__world_mpi_comm,
     NULL, NULL, mgt__world_mpi_rank_failed, NULL, NULL,
 };
+
+#else /* MGT_NO_MPI: one process; a launcher of several is refused, and what takes a process's role elsewhere is never reached */
+
+static const mgt_mpi_api *mgt__mpi_api;
+MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap) {
+    if (why && cap) mgt__strlcpy(why, "this program was built with MGT_NO_MPI (no MPI)", cap);
+    return NULL;
+}
+MGTDEF void mgt_mpi_use(const mgt_mpi_api *api) { (void)api; }
+MGTDEF mgt_result mgt_mpi_start(int *process, int *processes) {
+    char launcher[64];
+    int expected = mgt_mpi_launcher(launcher, sizeof launcher);
+    if (!process || !processes) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_mpi_start: process and processes are required");
+    *process = 0;
+    *processes = 1;
+    if (expected <= 1) return MGT_OK;
+    return mgt__fail(MGT_ERROR_UNSUPPORTED, "started by an MPI launcher (%s=%d), but this program was built with MGT_NO_MPI: run it as one process, "
+                                            "or build it without MGT_NO_MPI", launcher, expected);
+}
+MGTDEF void mgt_mpi_abort(int code) { (void)code; }
+static mgt_result mgt__mpi_world_create(mgt__mpi_world **out, const mgt_mpi_api *api, int process, int processes, int world, double timeout_s) {
+    (void)api, (void)process, (void)processes, (void)world, (void)timeout_s;
+    *out = NULL;
+    return mgt__fail(MGT_ERROR_UNSUPPORTED, "this program was built with MGT_NO_MPI");
+}
+static void mgt__mpi_world_destroy(mgt__mpi_world *w) { (void)w; }
+static mgt_result mgt__mpi_agree(mgt__mpi_world *w, mgt_result res, const char *doing) {
+    (void)w, (void)doing;
+    return res;
+}
+static mgt_result mgt__pcomm_fail(mgt__mpi_world *w, const char *why) {
+    (void)w;
+    return mgt__fail(MGT_ERROR_COMM, "%s", why);
+}
+static mgt_result mgt__pcomm_wait(mgt__mpi_world *w, const char *who, void **req, const int *peer, int n, const char *what) {
+    (void)w, (void)req, (void)peer, (void)n;
+    return mgt__fail(MGT_ERROR_COMM, "%s: %s: built with MGT_NO_MPI", who, what);
+}
+static const mgt__world_api mgt__world_mpi = {"cpu", 0, 1, NULL, mgt__world_cpu_backend, mgt__world_cpu_backend_destroy, NULL, NULL, NULL, NULL, NULL, NULL};
+
+#endif /* MGT_NO_MPI */

@@ -29,6 +29,8 @@
                          refused when a run starts); metrics.jsonl stays
      MGT_NO_SIM          beside MGT_IMPLEMENTATION: no step simulator (the mgt_sim_* functions, mgt_plan_search and
                          mgt_layout_search_free are then not defined)
+     MGT_NO_MPI          beside MGT_IMPLEMENTATION: one process only, no MPI (a run started by an MPI
+                         launcher of several processes is then refused, naming the switch)
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
                          library's memory (all three or none; tests/test_alloc.c counts them)
 

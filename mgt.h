@@ -6953,6 +6953,17 @@ struct mgt__rank {
 
 /* tensor t's compute copy, in the storage type (typed float * for fp32 tools: index it only when
    shape.elt is 4), and its fp32 gradient */
+/* rank `index` of plan p: its coordinates in the grid and its stage's blocks (a rank of this
+   process, or another process's as its driver sees it) */
+static void mgt__rank_locate(mgt__rank *rk, const mgt_plan *p, int index) {
+    rk->rank = index;
+    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
+    rk->first = rk->ppr == 0;
+    rk->last = rk->ppr == p->pp - 1;
+    rk->l0 = p->stage_first[rk->ppr];
+    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+}
+
 static float *mgt__P(mgt__rank *rk, int t) { /* NULL for an absent tensor (t < 0: a bias of a model without) */
     const mgt__tensor *x;
     if (t < 0) return NULL;
@@ -7844,12 +7855,7 @@ static mgt_result mgt__share_ranks(mgt_run *r) {
 static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     const mgt_plan *p = &r->plan;
     memset(rk, 0, sizeof *rk); /* run stays NULL: nothing of it is freed */
-    rk->rank = index;
-    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
-    rk->first = rk->ppr == 0;
-    rk->last = rk->ppr == p->pp - 1;
-    rk->l0 = p->stage_first[rk->ppr];
-    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+    mgt__rank_locate(rk, p, index);
     rk->device = r->world_api->on_gpus ? index % (r->rank_hi - r->rank_lo) : -1; /* its process's GPU, as this process's ranks have theirs */
     rk->be = &r->shadow_be[index];
     rk->be->name = "cpu";
@@ -9137,12 +9143,7 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     int u;
     memset(rk, 0, sizeof *rk);
     rk->run = r;
-    rk->rank = index;
-    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
-    rk->first = rk->ppr == 0;
-    rk->last = rk->ppr == p->pp - 1;
-    rk->l0 = p->stage_first[rk->ppr];
-    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+    mgt__rank_locate(rk, p, index);
     if (!mgt__layout_alloc(&rk->lay, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     mgt__layout_make(&rk->lay, p, rk->ppr, rk->tpr);
     for (u = 0; u < rk->lay.nu; u++) {

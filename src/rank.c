@@ -68,6 +68,17 @@ struct mgt__rank {
 
 /* tensor t's compute copy, in the storage type (typed float * for fp32 tools: index it only when
    shape.elt is 4), and its fp32 gradient */
+/* rank `index` of plan p: its coordinates in the grid and its stage's blocks (a rank of this
+   process, or another process's as its driver sees it) */
+static void mgt__rank_locate(mgt__rank *rk, const mgt_plan *p, int index) {
+    rk->rank = index;
+    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
+    rk->first = rk->ppr == 0;
+    rk->last = rk->ppr == p->pp - 1;
+    rk->l0 = p->stage_first[rk->ppr];
+    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+}
+
 static float *mgt__P(mgt__rank *rk, int t) { /* NULL for an absent tensor (t < 0: a bias of a model without) */
     const mgt__tensor *x;
     if (t < 0) return NULL;

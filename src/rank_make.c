@@ -107,12 +107,7 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     int u;
     memset(rk, 0, sizeof *rk);
     rk->run = r;
-    rk->rank = index;
-    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
-    rk->first = rk->ppr == 0;
-    rk->last = rk->ppr == p->pp - 1;
-    rk->l0 = p->stage_first[rk->ppr];
-    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+    mgt__rank_locate(rk, p, index);
     if (!mgt__layout_alloc(&rk->lay, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     mgt__layout_make(&rk->lay, p, rk->ppr, rk->tpr);
     for (u = 0; u < rk->lay.nu; u++) {

@@ -475,12 +475,7 @@ static mgt_result mgt__share_ranks(mgt_run *r) {
 static void mgt__shadow_rank(mgt_run *r, mgt__rank *rk, int index) {
     const mgt_plan *p = &r->plan;
     memset(rk, 0, sizeof *rk); /* run stays NULL: nothing of it is freed */
-    rk->rank = index;
-    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
-    rk->first = rk->ppr == 0;
-    rk->last = rk->ppr == p->pp - 1;
-    rk->l0 = p->stage_first[rk->ppr];
-    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+    mgt__rank_locate(rk, p, index);
     rk->device = r->world_api->on_gpus ? index % (r->rank_hi - r->rank_lo) : -1; /* its process's GPU, as this process's ranks have theirs */
     rk->be = &r->shadow_be[index];
     rk->be->name = "cpu";

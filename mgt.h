@@ -13,8 +13,10 @@
                             looked for, and their interface version
      src/config.c           presets: the key table, INI loading, validation, printing
      src/pool.c             the thread pool of a rank; bf16 and fp16 conversions
-     src/backend_cpu.c      the CPU backend: CBLAS GEMMs, the ops as plain loops, BLAS threading, bf16/fp16
-                            storage
+     src/blas.c             the CPUs a process may use, and the BLAS: OpenBLAS's threads and core type
+                            settled, single-threaded sgemm calls from the pools' threads, split over them
+     src/backend_cpu.c      the CPU backend: the ops as plain loops over the pool's threads, GEMMs through
+                            src/blas.c, bf16/fp16 storage
      src/world.c            the world table: where a run's ranks live and how they reach each other
      src/model.c            the run's plan (mgt_plan_make: the grid, the batch's split, the stages, the sizes)
                             and the model: a rank's tensors in one buffer, each a slice of a global tensor
@@ -2192,64 +2194,10 @@ static uint16_t mgt__f32_to_f16(float f) { /* round to nearest even, overflow to
     return (uint16_t)(o | sign);
 }
 /* ==== end src/pool.c ==== */
-/* ==== begin src/backend_cpu.c ==== */
-#line 1 "src/backend_cpu.c"
-/* src/backend_cpu.c - the CPU backend: CBLAS GEMMs, the ops as plain loops, BLAS threading, bf16/fp16
-   storage */
-/* ---- the backend table ------------------------------------------------------------------------ */
-
-static void mgt__account(mgt_backend *be, long long bytes, int category) {
-    be->mem_current[category] = (size_t)((long long)be->mem_current[category] + bytes);
-    if (be->mem_current[category] > be->mem_peak[category]) be->mem_peak[category] = be->mem_current[category];
-}
-
-MGTDEF const char *mgt_mem_category_name(int category) {
-    static const char *names[MGT_MEM_COUNT] = {"params", "grads", "optimizer", "activations", "buffers", "workspace"};
-    return category >= 0 && category < MGT_MEM_COUNT ? names[category] : "?";
-}
-
-/* ---- the CPU backend: CBLAS for GEMMs, plain loops that the compiler vectorises --------------- */
-
-typedef struct mgt__cpu {
-    mgt__pool pool;
-    float *scratch;      /* per-thread attention scratch, T*T floats each */
-    size_t scratch_per_thread;
-    float *wide;         /* 16-bit storage: fp32 copies of one op's operands (see mgt__widen_floats) */
-    size_t wide_floats, wide_used;
-} mgt__cpu;
-
-#define MGT__POOL(be) (&((mgt__cpu *)(be)->impl)->pool)
-
-/* Argument bundle of a parallel region; each task reads the fields it documents. */
-typedef struct mgt__args {
-    float *out[3];
-    const float *in[6];
-    const int *ints;
-    double *dout;
-    int n[6];
-    size_t count;
-    float f[8];
-    int flags[2];
-    mgt_backend *be;
-} mgt__args;
-
-/* exp(x) for x <= 88: 2^k * e^r with |r| <= ln2/2 and a degree-7 Taylor polynomial (relative error
-   below 2e-8 before rounding). Branch-free and without libm calls, so that loops calling it
-   vectorise (libm's expf and floorf would not, short of -ffast-math). */
-static float mgt__expf(float x) {
-    float k, r, p, scale, c;
-    int32_t bits;
-    c = x >= -87.0f ? x : -87.0f; /* a NaN becomes -87 here, so the int conversion below is defined... */
-    c = c <= 88.0f ? c : 88.0f;
-    k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 trick */
-    r = c - k * 0.693145751953125f - k * 1.428606765330187e-06f;
-    p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    bits = (int32_t)((uint32_t)((int32_t)k + 127) << 23);
-    memcpy(&scale, &bits, sizeof scale);
-    return x == x ? p * scale : x; /* ...and comes back as the NaN it was */
-}
-static float mgt__tanhf(float x) { return 1.0f - 2.0f / (mgt__expf(2.0f * x) + 1.0f); }
-
+/* ==== begin src/blas.c ==== */
+#line 1 "src/blas.c"
+/* src/blas.c - the CPUs a process may use, and the BLAS: OpenBLAS's threads and core type settled,
+   single-threaded sgemm calls from the pools' threads, split over them */
 /* the CPUs this process may run on: its affinity (Cpus_allowed_list, as taskset, numactl and
    mpirun's binding set it), else the online ones; read from /proc so that no feature macro is needed */
 MGTDEF int mgt_cpu_count(void) {
@@ -2476,7 +2424,66 @@ static void mgt__gemm_task(void *ctx, int tid, int nth) {
     }
     mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
 }
+/* ==== end src/blas.c ==== */
+/* ==== begin src/backend_cpu.c ==== */
+#line 1 "src/backend_cpu.c"
+/* src/backend_cpu.c - the CPU backend: the ops as plain loops over the pool's threads, GEMMs
+   through src/blas.c, bf16/fp16 storage */
+/* ---- the backend table ------------------------------------------------------------------------ */
 
+static void mgt__account(mgt_backend *be, long long bytes, int category) {
+    be->mem_current[category] = (size_t)((long long)be->mem_current[category] + bytes);
+    if (be->mem_current[category] > be->mem_peak[category]) be->mem_peak[category] = be->mem_current[category];
+}
+
+MGTDEF const char *mgt_mem_category_name(int category) {
+    static const char *names[MGT_MEM_COUNT] = {"params", "grads", "optimizer", "activations", "buffers", "workspace"};
+    return category >= 0 && category < MGT_MEM_COUNT ? names[category] : "?";
+}
+
+/* ---- the CPU backend: CBLAS for GEMMs, plain loops that the compiler vectorises --------------- */
+
+typedef struct mgt__cpu {
+    mgt__pool pool;
+    float *scratch;      /* per-thread attention scratch, T*T floats each */
+    size_t scratch_per_thread;
+    float *wide;         /* 16-bit storage: fp32 copies of one op's operands (see mgt__widen_floats) */
+    size_t wide_floats, wide_used;
+} mgt__cpu;
+
+#define MGT__POOL(be) (&((mgt__cpu *)(be)->impl)->pool)
+
+/* Argument bundle of a parallel region; each task reads the fields it documents. */
+typedef struct mgt__args {
+    float *out[3];
+    const float *in[6];
+    const int *ints;
+    double *dout;
+    int n[6];
+    size_t count;
+    float f[8];
+    int flags[2];
+    mgt_backend *be;
+} mgt__args;
+
+/* exp(x) for x <= 88: 2^k * e^r with |r| <= ln2/2 and a degree-7 Taylor polynomial (relative error
+   below 2e-8 before rounding). Branch-free and without libm calls, so that loops calling it
+   vectorise (libm's expf and floorf would not, short of -ffast-math). */
+static float mgt__expf(float x) {
+    float k, r, p, scale, c;
+    int32_t bits;
+    c = x >= -87.0f ? x : -87.0f; /* a NaN becomes -87 here, so the int conversion below is defined... */
+    c = c <= 88.0f ? c : 88.0f;
+    k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 trick */
+    r = c - k * 0.693145751953125f - k * 1.428606765330187e-06f;
+    p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
+    bits = (int32_t)((uint32_t)((int32_t)k + 127) << 23);
+    memcpy(&scale, &bits, sizeof scale);
+    return x == x ? p * scale : x; /* ...and comes back as the NaN it was */
+}
+static float mgt__tanhf(float x) { return 1.0f - 2.0f / (mgt__expf(2.0f * x) + 1.0f); }
+
+/* C = alpha op(A) op(B) + beta C (+ bias on each row), split over the backend's pool */
 static void mgt__gemm(mgt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *Bm, int ldb, float beta, float *Cm, int ldc, const float *bias) {
     mgt__gemm_args g;

@@ -27,7 +27,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the order is the file's: the public API, then the implementation from its base up
 PARTS = [
-    "mgt_api.h", "catf.h", "impl_begin.h", "base.c", "plugin.c", "config.c", "pool.c", "backend_cpu.c", "world.c", "model.c", "data.c",
+    "mgt_api.h", "catf.h", "impl_begin.h", "base.c", "plugin.c", "config.c", "pool.c", "blas.c", "backend_cpu.c", "world.c", "model.c", "data.c",
     "safetensors.c", "comm_local.c", "comm_mpi.c", "run.c", "rank.c", "step.c", "tensorboard.c", "checkpoint.c", "rank_make.c",
     "weights.c", "plan.c", "device.c", "api.c", "sim.c", "sim_comm.c", "sim_calibration.c", "sim_search.c", "impl_end.h",
 ]

@@ -1,0 +1,228 @@
+/* src/blas.c - the CPUs a process may use, and the BLAS: OpenBLAS's threads and core type settled,
+   single-threaded sgemm calls from the pools' threads, split over them */
+/* the CPUs this process may run on: its affinity (Cpus_allowed_list, as taskset, numactl and
+   mpirun's binding set it), else the online ones; read from /proc so that no feature macro is needed */
+MGTDEF int mgt_cpu_count(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = 0;
+    char line[4096];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = line + strlen("Cpus_allowed_list:");
+        if (strncmp(line, "Cpus_allowed_list:", strlen("Cpus_allowed_list:"))) continue;
+        while (*p) { /* "0-3,8,10-11" */
+            char *end;
+            long lo = strtol(p, &end, 10), hi = lo;
+            if (end == p) { p++; continue; }
+            p = end;
+            if (*p == '-') { hi = strtol(p + 1, &end, 10); p = end; }
+            if (hi >= lo) n += (int)(hi - lo + 1);
+        }
+        break;
+    }
+    if (f) fclose(f);
+    if (n < 1 || (online >= 1 && n > online)) n = online < 1 ? 1 : (int)online;
+    return n;
+}
+
+/* ---- BLAS: single-threaded calls from the pools' threads, at most mgt__blas.slots at a time ------
+   Every thread of every rank's pool calls cblas_sgemm on its own block, so BLAS must run each call
+   on the calling thread and start no threads of its own. OpenBLAS's pthreads build (Debian's
+   default) starts them in a library constructor, before main, from OPENBLAS_NUM_THREADS or the core
+   count: each idles here but holds a GEMM buffer (128 MiB of address space), and one that cannot
+   allocate it (a tight ulimit -v) retries forever, so the program never exits (exit joins it). The
+   driver therefore runs with OPENBLAS_NUM_THREADS=1 (mgt.c); a program that embeds mgt.h should
+   too. At its first CPU backend the library sets OpenBLAS to one thread and stops threads it had
+   started (as OpenBLAS's own fork handler does), which helps where they got their buffers.
+   OpenBLAS hands each call a buffer from a pool sized when it was built (2 x MAX_THREADS, at least
+   50: 128 for Debian's): a call that finds none free prints "This library was built to support a
+   maximum of 128 threads" and crashes, and one whose buffer cannot be allocated retries forever.
+   So at most `slots` calls run at once (the cores: more would only take turns, and never more than
+   the pool), and OpenBLAS allocates those `slots` buffers when the first CPU backend is created,
+   after a check that the address space has room for them: a run that does not fit fails there
+   with the numbers (MGT_ERROR_MEMORY), before its own memory, never inside a GEMM. Other BLAS
+   libraries (no OpenBLAS symbols) are only limited to `slots` calls at a time. */
+#if defined(__GNUC__) || defined(__clang__)
+extern void openblas_set_num_threads(int) __attribute__((weak));
+extern int openblas_get_num_threads(void) __attribute__((weak));
+extern int openblas_get_parallel(void) __attribute__((weak)); /* 0 serial, 1 pthreads, 2 OpenMP */
+extern char *openblas_get_config(void) __attribute__((weak)); /* "... MAX_THREADS=64" */
+extern void *blas_memory_alloc(int) __attribute__((weak));    /* its GEMM buffers (exported, internal) */
+extern void blas_memory_free(void *) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak)); /* stops its threads (its fork handler's call) */
+#define MGT__OPENBLAS(fn) (fn) /* NULL where the BLAS is not OpenBLAS */
+#else
+#define MGT__OPENBLAS(fn) NULL /* no weak symbols: OpenBLAS is left as it is */
+#endif
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t free_slot;
+    int slots, busy;       /* calls allowed at once (0: not set up yet), calls running */
+    int ready;             /* OpenBLAS holds `slots` buffers (or is not OpenBLAS) */
+    int openblas_threads;  /* OpenBLAS's threads when mgt first looked, the calling one included */
+    size_t buffer_bytes;   /* address space of one OpenBLAS buffer, as measured (0: not yet) */
+    void (*set_threads)(int);
+    int (*get_threads)(void), (*parallel)(void), (*shutdown)(void);
+    char *(*config)(void);
+    void *(*alloc)(int);
+    void (*release)(void *);
+} mgt__blas = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+
+#define MGT__BLAS_BUFFER_GUESS ((size_t)128 << 20) /* x86-64 OpenBLAS builds; measured once allocated */
+
+/* the process's mapped address space (VmSize) and resident memory, in bytes; 0 when unknown */
+static void mgt__self_memory(double *mapped, double *resident) {
+    unsigned long long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &pages, &rss) != 2) pages = rss = 0;
+        fclose(f);
+    }
+    if (mapped) *mapped = (double)pages * (double)sysconf(_SC_PAGESIZE);
+    if (resident) *resident = (double)rss * (double)sysconf(_SC_PAGESIZE);
+}
+
+/* sets `slots` (under mu): the cores, and no more than OpenBLAS's buffer pool less its threads' */
+static void mgt__blas_setup_locked(void) {
+    int pool = 0;
+    const char *c;
+    if (mgt__blas.slots) return;
+    mgt__blas.set_threads = MGT__OPENBLAS(openblas_set_num_threads);
+    mgt__blas.get_threads = MGT__OPENBLAS(openblas_get_num_threads);
+    mgt__blas.parallel = MGT__OPENBLAS(openblas_get_parallel);
+    mgt__blas.shutdown = MGT__OPENBLAS(blas_thread_shutdown_);
+    mgt__blas.config = MGT__OPENBLAS(openblas_get_config);
+    mgt__blas.alloc = MGT__OPENBLAS(blas_memory_alloc);
+    mgt__blas.release = MGT__OPENBLAS(blas_memory_free);
+    c = mgt__blas.config ? mgt__blas.config() : NULL;
+    if (c && strstr(c, "MAX_THREADS=")) pool = 2 * atoi(strstr(c, "MAX_THREADS=") + 12);
+    if (c && pool < 50) pool = 50;
+    mgt__blas.openblas_threads = mgt__blas.get_threads ? mgt__blas.get_threads() : 1;
+    mgt__blas.slots = mgt_cpu_count();
+    if (pool && mgt__blas.slots > pool - mgt__blas.openblas_threads) mgt__blas.slots = pool - mgt__blas.openblas_threads;
+    if (mgt__blas.slots < 1) mgt__blas.slots = 1;
+}
+
+MGTDEF void mgt_blas_describe(char *out, size_t cap, int *threads) {
+    const char *c;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    c = mgt__blas.config ? mgt__blas.config() : NULL;
+    if (threads) *threads = mgt__blas.get_threads ? mgt__blas.get_threads() : 0;
+    if (c) snprintf(out, cap, "%s (%s)", c, !mgt__blas.parallel ? "threading unknown" : mgt__blas.parallel() == 0 ? "serial" :
+                                          mgt__blas.parallel() == 1 ? "pthreads" : "OpenMP");
+    else snprintf(out, cap, "a CBLAS that is not OpenBLAS (no openblas_get_config): mgt limits it to one call per core, nothing more");
+    pthread_mutex_unlock(&mgt__blas.mu);
+}
+
+/* calls allowed at once, and the address space OpenBLAS's buffers for them still need */
+static int mgt__blas_slots(size_t *still_needed) {
+    int n;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    n = mgt__blas.slots;
+    if (still_needed)
+        *still_needed = mgt__blas.ready || !mgt__blas.alloc ? 0
+                        : (size_t)n * (mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes : MGT__BLAS_BUFFER_GUESS);
+    pthread_mutex_unlock(&mgt__blas.mu);
+    return n;
+}
+
+/* once per process, from the first CPU backend: one thread, OpenBLAS's own threads stopped, and
+   `slots` buffers allocated, each after a probe of the address space it needs */
+static mgt_result mgt__blas_prepare(void) {
+    mgt_result res = MGT_OK;
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    if (!mgt__blas.ready) {
+        void *held[4096];
+        int n = 0, i, want = mgt__blas.slots < 4096 ? mgt__blas.slots : 4096;
+        if (mgt__blas.set_threads) mgt__blas.set_threads(1); /* before the shutdown, which it would undo */
+        if (mgt__blas.shutdown && mgt__blas.parallel && mgt__blas.parallel() == 1 && mgt__blas.openblas_threads > 1) mgt__blas.shutdown();
+        for (; mgt__blas.alloc && mgt__blas.release && n < want; n++) {
+            size_t probe = mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes + ((size_t)1 << 20) : 2 * MGT__BLAS_BUFFER_GUESS;
+            double before, after;
+            void *p = malloc(probe); /* libc: a probe of address space (a fresh mapping, never touched), not memory mgt keeps */
+            if (!p) {
+                double have, mapped;
+                struct rlimit lim;
+                char limit[160] = "";
+                mgt__self_memory(&mapped, NULL);
+                have = getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY ? (double)lim.rlim_cur : -1;
+                if (have >= 0) snprintf(limit, sizeof limit, " of the %.0f MiB that ulimit -v (RLIMIT_AS) allows; raise ulimit -v", have / 1048576.0);
+                res = mgt__fail(MGT_ERROR_MEMORY,
+                                "out of memory: OpenBLAS needs a buffer of %.0f MiB of address space for each GEMM running at once (%d here, one per "
+                                "core) and there is no room for %s: this process maps %.0f MiB%s%s",
+                                (double)(mgt__blas.buffer_bytes ? mgt__blas.buffer_bytes : MGT__BLAS_BUFFER_GUESS) / 1048576.0, want,
+                                n ? "the next" : "the first", mapped / 1048576.0, limit,
+                                mgt__blas.openblas_threads > 1 ? "; OPENBLAS_NUM_THREADS=1 in the environment keeps OpenBLAS's own threads from taking theirs" : "");
+                break;
+            }
+            free(p); /* libc: the probe's */
+            mgt__self_memory(&before, NULL);
+            held[n] = mgt__blas.alloc(0);
+            mgt__self_memory(&after, NULL);
+            if (after > before && (size_t)(after - before) > mgt__blas.buffer_bytes) mgt__blas.buffer_bytes = (size_t)(after - before);
+        }
+        for (i = 0; i < n; i++) if (held[i]) mgt__blas.release(held[i]);
+        mgt__blas.ready = res == MGT_OK;
+    }
+    pthread_mutex_unlock(&mgt__blas.mu);
+    return res;
+}
+
+/* C = alpha op(A) op(B) + beta C on the calling thread, waiting while `slots` calls run */
+static void mgt__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                       float *C, int ldc) {
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas_setup_locked();
+    while (mgt__blas.busy >= mgt__blas.slots) pthread_cond_wait(&mgt__blas.free_slot, &mgt__blas.mu);
+    mgt__blas.busy++;
+    pthread_mutex_unlock(&mgt__blas.mu);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    pthread_mutex_lock(&mgt__blas.mu);
+    mgt__blas.busy--;
+    pthread_cond_signal(&mgt__blas.free_slot);
+    pthread_mutex_unlock(&mgt__blas.mu);
+}
+
+/* sgemm on row-major matrices, split across the pool along the larger of M and N.
+   Each thread calls a single-threaded BLAS on its block, so the rank owns its cores. */
+typedef struct mgt__gemm_args {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    const float *bias; /* optional (N): C rows start as bias and beta must be 1 */
+} mgt__gemm_args;
+
+static void mgt__gemm_task(void *ctx, int tid, int nth) {
+    const mgt__gemm_args *g = (const mgt__gemm_args *)ctx;
+    size_t lo, hi;
+    const float *A = g->A, *Bm = g->B;
+    float *Cm = g->C;
+    int M = g->M, N = g->N;
+    if (g->M >= g->N) {
+        mgt__span((size_t)g->M, tid, nth, 16, &lo, &hi);
+        if (hi <= lo) return;
+        A = g->ta ? g->A + lo : g->A + lo * (size_t)g->lda;
+        Cm = g->C + lo * (size_t)g->ldc;
+        M = (int)(hi - lo);
+        if (g->bias) {
+            size_t i;
+            for (i = 0; i < (size_t)M; i++) memcpy(Cm + i * (size_t)g->ldc, g->bias, sizeof(float) * (size_t)N);
+        }
+    } else {
+        mgt__span((size_t)g->N, tid, nth, 16, &lo, &hi);
+        if (hi <= lo) return;
+        Bm = g->tb ? g->B + lo * (size_t)g->ldb : g->B + lo;
+        Cm = g->C + lo;
+        N = (int)(hi - lo);
+        if (g->bias) {
+            int i;
+            for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + lo, sizeof(float) * (size_t)N);
+        }
+    }
+    mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
+}

@@ -526,7 +526,6 @@ static double mgt__gather_loss(mgt_run *r) {
     return sum;
 }
 
-static mgt_result mgt__metrics_line(mgt_run *r, int train_line, int eval_line);
 
 MGTDEF const char *mgt_state_name(int state) {
     static const char *names[] = {"starting", "running", "paused", "evaluating", "checkpointing", "finished", "failed"};
@@ -757,41 +756,6 @@ static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
     }
     mgt__publish(r);
     return MGT_OK;
-}
-
-static mgt_result mgt__after_step(mgt_run *r) {
-    const mgt_config *cfg = &r->cfg;
-    int evaluated = 0;
-    if (r->has_val && cfg->train.eval_every > 0 && (r->step % cfg->train.eval_every == 0 || r->step == cfg->train.steps)) {
-        double vl;
-        MGT__TRY(mgt_run_eval(r, &vl));
-        evaluated = 1;
-    }
-    MGT__TRY(mgt__metrics_line(r, r->step % cfg->log.every == 0 || r->step == cfg->train.steps, evaluated));
-    if (cfg->checkpoint.every > 0 && r->step % cfg->checkpoint.every == 0) return mgt_run_save(r, NULL, 0);
-    return MGT_OK;
-}
-
-MGTDEF mgt_result mgt_run_step(mgt_run *r) {
-    if (!r) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step: run is NULL");
-    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step: this run was opened for sampling only");
-    if (!r->has_train) return mgt__fail(MGT_ERROR_CONFIG, "[data] train is empty: set it to a token shard");
-    MGT__TRY(mgt__claim_before_step(r));
-    MGT__TRY(mgt__train_step(r, mgt__loader_get(&r->train, r->step)));
-    return mgt__after_step(r);
-}
-
-MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint32_t *rows) {
-    int i, n;
-    if (!r || !rows) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: run and rows are required");
-    if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: this run was opened for sampling only");
-    n = r->cfg.train.global_batch * (r->cfg.model.seq_len + 1);
-    for (i = 0; i < n; i++)
-        if (rows[i] >= (uint32_t)r->cfg.model.vocab_size)
-            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %lu at %d is beyond vocab_size %d", (unsigned long)rows[i], i, r->cfg.model.vocab_size);
-    MGT__TRY(mgt__claim_before_step(r));
-    MGT__TRY(mgt__train_step(r, rows));
-    return mgt__after_step(r);
 }
 
 /* mean loss over `count` global batches of rows (count x global_batch, T+1), without training */

@@ -9,7 +9,7 @@
 #define MGT_TOK_HF /* data.tokenizer = hf: Hugging Face tokenizer.json (links libpcre2-8 and jansson) */
 #include "data/tokenizer.h" /* defines: mgt_tok_open, mgt_tok_encode, mgt_tok_decode */
 #define MGT_PREPARE_IMPLEMENTATION
-#include "data/prepare.h"   /* defines: mgt_prepare_main */
+#include "data/prepare.h"   /* defines: mgt_prepare, mgt_prepare_options */
 
 #include <ctype.h>  /* defines: toupper, isspace */
 #include <dlfcn.h>  /* defines: dladdr (where a library opened at run time came from) */
@@ -1349,6 +1349,182 @@ static int cmd_keys(int argc, char **argv) {
     return 0;
 }
 
+/* ---- mgt prepare: the command line of data/prepare.h's mgt_prepare ---- */
+
+static void prepare_usage(FILE *f, int full) {
+    fprintf(f, "usage: mgt prepare [--tokenizer byte|gpt2|hf] [--bpe-dir DIR] [--tokenizer-json FILE] "
+            "[--val-fraction F] INPUT... -o PREFIX\n");
+    if (!full) return;
+    fprintf(f,
+        "  Tokenizes the text files INPUT... into PREFIX_train.bin and PREFIX_val.bin.\n"
+        "  --tokenizer byte|gpt2|hf  byte: one token per byte (vocabulary 256, default);\n"
+        "                          gpt2: GPT-2 BPE (vocabulary 50257, end-of-text before each input)\n"
+        "                          hf: a Hugging Face tokenizer.json of byte-level BPE (Llama 3, SmolLM)\n"
+        "  --bpe-dir DIR           directory with encoder.json and vocab.bpe (default data/gpt2-bpe)\n"
+        "  --tokenizer-json FILE   the tokenizer.json of --tokenizer hf\n"
+        "  --val-fraction F        the last fraction F of the tokens goes to PREFIX_val.bin,\n"
+        "                          0 <= F <= 0.5 (default 0.1)\n"
+        "  -o, --output PREFIX     output prefix (required)\n");
+}
+
+/* argv[*i] as `name VALUE` (taking the next argument) or `name=VALUE`: the value; NULL when it is
+   another option, or when the value is missing (*missing set) */
+static const char *prepare_option(int argc, char **argv, int *i, const char *name, int *missing) {
+    size_t k = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, k) != 0) return NULL;
+    if (a[k] == '=') return a + k + 1;
+    if (a[k] != 0) return NULL;
+    if (*i + 1 >= argc) { *missing = 1; return NULL; }
+    return argv[++*i];
+}
+
+/* The arguments in order into opt (inputs into `inputs`, opt->inputs' storage), the value of
+   --val-fraction as typed into *val_fraction. Returns -1 to go on, else the exit code: 0 after
+   --help, 2 for a wrong argument (said). */
+static int prepare_parse(int argc, char **argv, mgt_prepare_options *opt, const char **inputs, const char **val_fraction) {
+    int i, only_inputs = 0;
+    for (i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int missing = 0;
+        if (only_inputs || a[0] != '-' || a[1] == 0) { inputs[opt->ninputs++] = a; continue; }
+        if (strcmp(a, "--") == 0) { only_inputs = 1; continue; }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            prepare_usage(stdout, 1);
+            return 0;
+        }
+        if ((v = prepare_option(argc, argv, &i, "--tokenizer", &missing)) != NULL) opt->tokenizer = v;
+        else if ((v = prepare_option(argc, argv, &i, "--bpe-dir", &missing)) != NULL) opt->bpe_dir = v;
+        else if ((v = prepare_option(argc, argv, &i, "--tokenizer-json", &missing)) != NULL) opt->tokenizer_json = v;
+        else if ((v = prepare_option(argc, argv, &i, "--val-fraction", &missing)) != NULL) *val_fraction = v;
+        else if ((v = prepare_option(argc, argv, &i, "--output", &missing)) != NULL) opt->prefix = v;
+        else if ((v = prepare_option(argc, argv, &i, "-o", &missing)) != NULL) opt->prefix = v;
+        if (missing) {
+            fprintf(stderr, "mgt prepare: %s: missing value (see mgt prepare --help)\n", a);
+            return 2;
+        }
+        if (!v) {
+            fprintf(stderr, "mgt prepare: %s: unknown option\n", a);
+            prepare_usage(stderr, 1);
+            return 2;
+        }
+    }
+    return -1;
+}
+
+/* The options as the command line gave them, said with its own names before the library sees
+   them: -1 to go on, or 2 (said). */
+static int prepare_check(mgt_prepare_options *opt, const char *val_fraction) {
+    const char *kind = opt->tokenizer;
+    if (strcmp(kind, "byte") != 0 && strcmp(kind, "gpt2") != 0 && strcmp(kind, "hf") != 0) {
+        fprintf(stderr, "mgt prepare: --tokenizer: unknown tokenizer '%s' (use byte, gpt2 or hf)\n", kind);
+        return 2;
+    }
+    if (!strcmp(kind, "hf") && (!opt->tokenizer_json || !*opt->tokenizer_json)) {
+        fprintf(stderr, "mgt prepare: --tokenizer hf needs --tokenizer-json FILE, a Hugging Face tokenizer.json\n");
+        return 2;
+    }
+    if (val_fraction) {
+        char *end;
+        errno = 0;
+        opt->val_fraction = strtod(val_fraction, &end);
+        if (end == val_fraction || *end != 0 || errno != 0 || opt->val_fraction != opt->val_fraction) {
+            fprintf(stderr, "mgt prepare: --val-fraction: '%s' is not a number (valid: 0 to 0.5, e.g. --val-fraction 0.1)\n", val_fraction);
+            return 2;
+        }
+        if (!(opt->val_fraction >= 0.0 && opt->val_fraction <= 0.5)) {
+            fprintf(stderr, "mgt prepare: --val-fraction: %s is out of range (valid: 0 to 0.5, e.g. --val-fraction 0.1)\n", val_fraction);
+            return 2;
+        }
+    }
+    if (!opt->prefix || !*opt->prefix) {
+        fprintf(stderr, "mgt prepare: missing -o PREFIX (the outputs are PREFIX_train.bin and PREFIX_val.bin)\n");
+        prepare_usage(stderr, 0);
+        return 2;
+    }
+    if (opt->ninputs == 0) {
+        fprintf(stderr, "mgt prepare: no INPUT files (give one or more text files)\n");
+        prepare_usage(stderr, 0);
+        return 2;
+    }
+    return -1;
+}
+
+/* the progress line, rewritten in place on stderr every 0.25 s at most: on a terminal, and in a log
+   for inputs over 4 MiB (a run long enough to want it) */
+#define PREPARE_PROGRESS_BYTES (4u << 20)
+typedef struct prepare_progress {
+    int terminal;
+    double last_s;
+    size_t width; /* the widest line written: the next one covers it */
+} prepare_progress;
+
+static void prepare_progress_line(void *user, const mgt_prepare_progress *p) {
+    prepare_progress *pg = (prepare_progress *)user;
+    char line[160];
+    int k;
+    if (!(pg->terminal || p->bytes_total > PREPARE_PROGRESS_BYTES) || p->seconds - pg->last_s < 0.25) return;
+    pg->last_s = p->seconds;
+    if (p->bytes_total > 0)
+        k = snprintf(line, sizeof line, "prepare: %.1f / %.1f MB (%.0f%%), %lu tokens, %.1f MB/s", p->bytes_done / 1e6, p->bytes_total / 1e6,
+                     100.0 * (double)p->bytes_done / (double)p->bytes_total, (unsigned long)p->tokens, p->bytes_done / 1e6 / (p->seconds + 1e-9));
+    else
+        k = snprintf(line, sizeof line, "prepare: %.1f MB, %lu tokens", p->bytes_done / 1e6, (unsigned long)p->tokens);
+    if (k > 0 && (size_t)k > pg->width) pg->width = (size_t)k;
+    fprintf(stderr, "\r%-*s", (int)pg->width, line);
+    fflush(stderr);
+}
+
+/* prepare's last lines: what it wrote over the progress line, and a warning for each shard that no
+   preset could read */
+static void prepare_report(const mgt_prepare_options *opt, const mgt_prepare_result *res, const prepare_progress *pg) {
+    char line[256];
+    size_t n_total = res->train_tokens + res->val_tokens, counts[2];
+    const char *names[2] = {"train", "val"};
+    int k = snprintf(line, sizeof line, "prepare: %lu bytes -> %lu tokens (train %lu, val %lu, %d-bit shards) in %.2f s", (unsigned long)res->bytes,
+                     (unsigned long)n_total, (unsigned long)res->train_tokens, (unsigned long)res->val_tokens, 8 * res->width, res->seconds);
+    fprintf(stderr, "%s%-*s\n", pg->width ? "\r" : "", k > (int)pg->width ? k : (int)pg->width, line);
+    if (res->val_tokens == 0)
+        fprintf(stderr, "mgt prepare: warning: %s_val.bin is empty (--val-fraction %g of %lu tokens is less than one token)\n", opt->prefix,
+                opt->val_fraction, (unsigned long)n_total);
+    /* mgt train refuses a shard shorter than one sequence (seq_len + 1 tokens): said now, against the quick start's seq_len 128 */
+    counts[0] = res->train_tokens, counts[1] = res->val_tokens;
+    for (k = 0; k < 2; k++)
+        if (counts[k] > 0 && counts[k] < 129)
+            fprintf(stderr, "mgt prepare: warning: %s_%s.bin holds %lu tokens: a preset reads it only with [model] "
+                    "seq_len %lu or less (a sequence is seq_len + 1 tokens; the quick start's is 128): give more text%s\n",
+                    opt->prefix, names[k], (unsigned long)counts[k], (unsigned long)(counts[k] - 1), k ? " or a larger --val-fraction" : "");
+}
+
+/* Exit 0, 2 for a wrong argument or input (nothing written), 1 when the shards could not be written. */
+static int cmd_prepare(int argc, char **argv) {
+    mgt_prepare_options opt;
+    mgt_prepare_result res;
+    prepare_progress pg;
+    const char **inputs = (const char **)malloc((size_t)argc * sizeof *inputs), *val_fraction = NULL;
+    char err[1024];
+    int rc;
+    if (!inputs) { fprintf(stderr, "mgt prepare: out of memory\n"); return 1; }
+    mgt_prepare_options_init(&opt);
+    opt.inputs = inputs;
+    if ((rc = prepare_parse(argc, argv, &opt, inputs, &val_fraction)) >= 0 || (rc = prepare_check(&opt, val_fraction)) >= 0) {
+        free(inputs);
+        return rc;
+    }
+    memset(&pg, 0, sizeof pg);
+    pg.terminal = isatty(2);
+    opt.progress = prepare_progress_line;
+    opt.user = &pg;
+    rc = mgt_prepare(&opt, &res, err, sizeof err);
+    if (rc != 0) {
+        if (pg.width) fprintf(stderr, "\n");
+        fprintf(stderr, "mgt prepare: %s%s\n", err, rc == MGT_PREP_ERROR_TOKENIZER && !strcmp(opt.tokenizer, "gpt2") ? " (`./setup.sh --gpt2` "
+                "fetches GPT-2's encoder.json and vocab.bpe into data/gpt2-bpe; or pass --bpe-dir DIR, a directory that has them)" : "");
+    } else prepare_report(&opt, &res, &pg);
+    free(inputs);
+    return rc == 0 ? 0 : rc == MGT_PREP_ERROR_OUTPUT ? 1 : 2;
+}
+
 /* How much of their cores `threads` threads get when they all compute: the mean over them of
    CPU time / wall time spinning for `seconds` (about 1 on a quiet machine; 0.5 where as much other
    work runs). A busy machine makes a benchmark low, and a baseline taken then would make every
@@ -2510,7 +2686,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);
     if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
     if (!strcmp(cmd, "keys")) return cmd_keys(argc, argv);
-    if (!strcmp(cmd, "prepare")) return mgt_prepare_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prepare")) return cmd_prepare(argc, argv);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc, argv);
     if (!strcmp(cmd, "export")) return cmd_export(argc, argv);

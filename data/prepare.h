@@ -1,4 +1,4 @@
-/* mgt prepare.h - v0.1.0 - MIT licence - token shard writer and the corpus preparer of `mgt prepare`
+/* mgt prepare.h - v0.1.0 - MIT licence - token shard writer and corpus preparer (`mgt prepare`)
 
    USAGE
      Define MGT_PREPARE_IMPLEMENTATION in exactly one C or C++ file before
@@ -96,7 +96,7 @@ MGT_PREPDEF int mgt_shard_write(const char *path, const uint32_t *tokens, size_t
 
 /* mgt_prepare's errors (0 is success) */
 #define MGT_PREP_ERROR_ARGUMENT (-1)  /* the options: see mgt_prepare_options */
-#define MGT_PREP_ERROR_INPUT (-2)     /* an input cannot be read, or the inputs hold no tokens or more than INT32_MAX */
+#define MGT_PREP_ERROR_INPUT (-2)     /* an input cannot be read; no tokens, or over INT32_MAX */
 #define MGT_PREP_ERROR_TOKENIZER (-3) /* the tokenizer's files cannot be read or are malformed */
 #define MGT_PREP_ERROR_OUTPUT (-4)    /* a shard cannot be written, or memory ran out */
 
@@ -110,9 +110,9 @@ typedef void (*mgt_prepare_progress_fn)(void *user, const mgt_prepare_progress *
 
 typedef struct mgt_prepare_options {
     const char *tokenizer;        /* "byte" (one token per byte, the default), "gpt2" or "hf" */
-    const char *bpe_dir;          /* gpt2: the folder of encoder.json and vocab.bpe ("data/gpt2-bpe") */
+    const char *bpe_dir;          /* gpt2: encoder.json and vocab.bpe's folder ("data/gpt2-bpe") */
     const char *tokenizer_json;   /* hf: a Hugging Face tokenizer.json (required) */
-    double val_fraction;          /* the last fraction of the tokens for PREFIX_val.bin, 0..0.5 (0.1) */
+    double val_fraction;          /* the last part of the tokens for PREFIX_val.bin, 0..0.5 (0.1) */
     const char *const *inputs;    /* the text files, tokenized as one stream (at least one) */
     int ninputs;
     const char *prefix;           /* the outputs: PREFIX_train.bin and PREFIX_val.bin (required) */
@@ -134,7 +134,8 @@ MGT_PREPDEF void mgt_prepare_options_init(mgt_prepare_options *opt);
 /* Checks the options, then that every input opens, then opens the tokenizer, then tokenizes and
    writes both shards (out may be NULL). Returns 0, or a MGT_PREP_ERROR_* with a one-line message
    in err; a failed run leaves no output behind. */
-MGT_PREPDEF int mgt_prepare(const mgt_prepare_options *opt, mgt_prepare_result *out, char *err, size_t errlen);
+MGT_PREPDEF int mgt_prepare(const mgt_prepare_options *opt, mgt_prepare_result *out, char *err,
+                            size_t errlen);
 
 #ifdef __cplusplus
 }
@@ -415,15 +416,18 @@ static int mgt__prep_check_options(const mgt_prepare_options *o, char *err, size
         return MGT_PREP_ERROR_ARGUMENT;
     }
     if (!strcmp(o->tokenizer, "hf") && (!o->tokenizer_json || !*o->tokenizer_json)) {
-        mgt__prep_err(err, errlen, "the hf tokenizer needs tokenizer_json, a Hugging Face tokenizer.json");
+        mgt__prep_err(err, errlen, "the hf tokenizer needs tokenizer_json, a Hugging Face "
+                      "tokenizer.json");
         return MGT_PREP_ERROR_ARGUMENT;
     }
     if (!(o->val_fraction >= 0.0 && o->val_fraction <= 0.5)) {
-        mgt__prep_err(err, errlen, "val_fraction %g is out of range (valid: 0 to 0.5)", o->val_fraction);
+        mgt__prep_err(err, errlen, "val_fraction %g is out of range (valid: 0 to 0.5)",
+                      o->val_fraction);
         return MGT_PREP_ERROR_ARGUMENT;
     }
     if (!o->prefix || !*o->prefix) {
-        mgt__prep_err(err, errlen, "no output prefix (the outputs are PREFIX_train.bin and PREFIX_val.bin)");
+        mgt__prep_err(err, errlen, "no output prefix (the outputs are PREFIX_train.bin and "
+                      "PREFIX_val.bin)");
         return MGT_PREP_ERROR_ARGUMENT;
     }
     if (!o->inputs || o->ninputs < 1) {
@@ -439,13 +443,15 @@ static int mgt__prep_check_options(const mgt_prepare_options *o, char *err, size
 }
 
 /* Opens every input before any work, so that a wrong path fails at once; their sizes in *total. */
-static int mgt__prep_input_sizes(const mgt_prepare_options *o, size_t *total, char *err, size_t errlen) {
+static int mgt__prep_input_sizes(const mgt_prepare_options *o, size_t *total, char *err,
+                                 size_t errlen) {
     int i;
     *total = 0;
     for (i = 0; i < o->ninputs; i++) {
         FILE *f = fopen(o->inputs[i], "rb");
         if (!f) {
-            mgt__prep_err(err, errlen, "%s: cannot open (%s) (check the path)", o->inputs[i], strerror(errno));
+            mgt__prep_err(err, errlen, "%s: cannot open (%s) (check the path)", o->inputs[i],
+                          strerror(errno));
             return MGT_PREP_ERROR_INPUT;
         }
         if (fseek(f, 0, SEEK_END) == 0) {
@@ -468,8 +474,8 @@ static int mgt__prep_grow(mgt__prep_job *j, const char *path, char *err, size_t 
     size_t nc = j->cap ? 2 * j->cap : MGT__PREP_CHUNK;
     char *nb = (char *)realloc(j->buf, nc);
     if (!nb) {
-        mgt__prep_err(err, errlen, "%s: out of memory (a %lu-byte stretch without a place to cut)", path,
-                      (unsigned long)nc);
+        mgt__prep_err(err, errlen, "%s: out of memory (a %lu-byte stretch without a place to "
+                      "cut)", path, (unsigned long)nc);
         return MGT_PREP_ERROR_OUTPUT;
     }
     j->buf = nb;
@@ -478,15 +484,16 @@ static int mgt__prep_grow(mgt__prep_job *j, const char *path, char *err, size_t 
 }
 
 /* Encodes j->buf[0..cut) into the train shard. */
-static int mgt__prep_encode(mgt__prep_job *j, const char *path, size_t cut, char *err, size_t errlen) {
+static int mgt__prep_encode(mgt__prep_job *j, const char *path, size_t cut, char *err,
+                            size_t errlen) {
     size_t n = 0;
     if (mgt_tok_encode(j->tok, j->buf, cut, &j->ids, &n, &j->cap_ids)) {
         mgt__prep_err(err, errlen, "%s: out of memory while tokenizing", path);
         return MGT_PREP_ERROR_OUTPUT;
     }
     if (j->train.n + n > MGT__PREP_INT32_MAX) {
-        mgt__prep_err(err, errlen, "%s: more than 2147483647 tokens in all (a shard holds at most INT32_MAX "
-                      "tokens; split the inputs across several prepare runs)", path);
+        mgt__prep_err(err, errlen, "%s: more than 2147483647 tokens in all (a shard holds at "
+                      "most INT32_MAX tokens; split the inputs across several prepare runs)", path);
         return MGT_PREP_ERROR_INPUT;
     }
     if (mgt__prep_shard_append(&j->train, j->ids, n, err, errlen)) return MGT_PREP_ERROR_OUTPUT;
@@ -533,7 +540,8 @@ static int mgt__prep_file(mgt__prep_job *j, const char *path, char *err, size_t 
 }
 
 /* Opens PREFIX_train.bin and PREFIX_val.bin (as their .tmp files) with width-byte tokens. */
-static int mgt__prep_open_shards(mgt__prep_job *j, const char *prefix, int width, char *err, size_t errlen) {
+static int mgt__prep_open_shards(mgt__prep_job *j, const char *prefix, int width, char *err,
+                                 size_t errlen) {
     size_t cap = strlen(prefix) + 16;
     char *path = (char *)malloc(cap);
     int r = 0;
@@ -588,20 +596,23 @@ MGT_PREPDEF void mgt_prepare_options_init(mgt_prepare_options *opt) {
     opt->val_fraction = 0.1;
 }
 
-MGT_PREPDEF int mgt_prepare(const mgt_prepare_options *opt, mgt_prepare_result *out, char *err, size_t errlen) {
+MGT_PREPDEF int mgt_prepare(const mgt_prepare_options *opt, mgt_prepare_result *out, char *err,
+                            size_t errlen) {
     mgt__prep_job j;
+    const char *files;
     int r;
     if (err && errlen) err[0] = 0;
     if (out) memset(out, 0, sizeof *out);
     if (!opt) {
-        mgt__prep_err(err, errlen, "mgt_prepare: the options are NULL (see mgt_prepare_options_init)");
+        mgt__prep_err(err, errlen, "mgt_prepare: the options are NULL (see "
+                      "mgt_prepare_options_init)");
         return MGT_PREP_ERROR_ARGUMENT;
     }
     if ((r = mgt__prep_check_options(opt, err, errlen)) != 0) return r;
     memset(&j, 0, sizeof j);
     if ((r = mgt__prep_input_sizes(opt, &j.now.bytes_total, err, errlen)) != 0) return r;
-    if (mgt_tok_open(&j.tok, opt->tokenizer, strcmp(opt->tokenizer, "hf") ? opt->bpe_dir : opt->tokenizer_json,
-                     err, errlen))
+    files = strcmp(opt->tokenizer, "hf") ? opt->bpe_dir : opt->tokenizer_json;
+    if (mgt_tok_open(&j.tok, opt->tokenizer, files, err, errlen))
         return MGT_PREP_ERROR_TOKENIZER;
     j.bpe = strcmp(opt->tokenizer, "byte") != 0;
     j.progress = opt->progress;

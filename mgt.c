@@ -9,7 +9,7 @@
 #define MGT_TOK_HF /* data.tokenizer = hf: Hugging Face tokenizer.json (links libpcre2-8 and jansson) */
 #include "data/tokenizer.h" /* defines: mgt_tok_open, mgt_tok_encode, mgt_tok_decode */
 #define MGT_PREPARE_IMPLEMENTATION
-#include "data/prepare.h"   /* defines: mgt_prepare_main */
+#include "data/prepare.h"   /* defines: mgt_prepare, mgt_prepare_options */
 
 #include <ctype.h>  /* defines: toupper, isspace */
 #include <dlfcn.h>  /* defines: dladdr (where a library opened at run time came from) */
@@ -356,117 +356,18 @@ static void report_train_failure(mgt_run *run, const char *message, int step_bef
 
 /* ---- mgt train under the dashboard: training on a thread of its own, the view on the main one ---- */
 
-/* What drawing costs, measured inside one run (tests/bench_tui.sh; hidden: MGT_TUI_AB=W:N[:aa]).
-   Separate runs on a shared machine differ by more than the 1% to resolve, so the training thread
-   alternates windows of W seconds in which the dashboard draws and in which its thread only sleeps,
-   N pairs in a random order within each pair, and compares the mean step time of the two windows
-   of each pair: neighbours in time share the machine's load. After a warm-up window, N pairs, then
-   the run stops as q does. `aa` makes both windows of a pair quiet: the statistic's own noise. */
-#define AB_MAX_PAIRS 4096
-typedef struct tui_ab {
-    double window_s, start, sum;   /* the current window: its start and the time of its steps */
-    double draw_s;                 /* time in windows that draw (the warm-up included) */
-    int draws;                     /* screens the dashboard drew in all (MGT_TUI_DREW) */
-    int pairs, aa, pair, half, count, kind, draw_first, warm;
-    unsigned rng;
-    pthread_mutex_t mu;            /* with cv: the end of a quiet window wakes the dashboard */
-    pthread_cond_t cv;
-    double ms[AB_MAX_PAIRS][2];    /* mean step time (ms) of each pair's window: [0] drawing, [1] quiet */
-} tui_ab;
-
 typedef struct train_ctl {
     mgt_run *run;
     int stop, pause, save, done; /* requests from the main thread, and the thread's end (atomics) */
-    int quiet;                   /* A/B only: the dashboard must not draw now (atomic) */
     mgt_result result;
     int step_before;             /* the step count before the call that failed */
     char error[1024];
-    tui_ab *ab;                  /* NULL unless MGT_TUI_AB is set */
 } train_ctl;
-
-/* Called before each step: closes the window when W seconds have passed, opens the next. Returns 1
-   when the last pair is complete. */
-static int ab_next(train_ctl *c) {
-    tui_ab *ab = c->ab;
-    double now = mgt_now();
-    if (ab->start == 0) { ab->start = now; ab->warm = 1; return 0; } /* the warm-up window: drawing */
-    if (now - ab->start < ab->window_s || ab->count == 0) return 0; /* a window holds at least one step */
-    if (ab->warm || (!ab->aa && ab->kind == 0)) ab->draw_s += now - ab->start;
-    if (!ab->warm) ab->ms[ab->pair][ab->kind] = 1e3 * ab->sum / ab->count;
-    if (!ab->warm && ++ab->half == 2) { ab->half = 0; ab->pair++; }
-    if (ab->pair >= ab->pairs) return 1;
-    if (ab->warm || ab->half == 0) { /* a new pair: which window comes first is a coin flip */
-        ab->rng = ab->rng * 1103515245u + 12345u;
-        ab->draw_first = (ab->rng >> 16) & 1;
-    }
-    ab->warm = 0;
-    ab->kind = (ab->half == 0) == ab->draw_first ? 0 : 1;
-    ab->start = now;
-    ab->sum = 0;
-    ab->count = 0;
-    pthread_mutex_lock(&ab->mu);
-    __atomic_store_n(&c->quiet, ab->aa || ab->kind == 1, __ATOMIC_SEQ_CST);
-    pthread_cond_signal(&ab->cv);
-    pthread_mutex_unlock(&ab->mu);
-    return 0;
-}
-
-/* The dashboard's side of a quiet window: blocked until it ends, waking every 100 ms as a frame's
-   key wait does (for Ctrl-C), so the two kinds of window differ by the drawing alone. */
-static void ab_wait_quiet(train_ctl *c) {
-    tui_ab *ab = c->ab;
-    struct timespec until;
-    pthread_mutex_lock(&ab->mu);
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 100 * 1000 * 1000;
-    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
-    if (__atomic_load_n(&c->quiet, __ATOMIC_SEQ_CST)) pthread_cond_timedwait(&ab->cv, &ab->mu, &until);
-    pthread_mutex_unlock(&ab->mu);
-}
-
-/* t(0.975, df): within 1% for df >= 4 (2.571 at 5: 2.55) */
-static double t975(int df) { return df < 1 ? 0 : 1.96 + 2.37 / df + 2.8 / ((double)df * df); }
-
-/* The paired statistic: per pair, drawing's step time over quiet's, minus 1. The mean with a 95%
-   confidence interval (Student t over the pairs), and, because a burst of other work on the machine
-   makes a few pairs far off in either direction (the random order makes them symmetric, so they
-   widen the interval without biasing it), the 20%-trimmed mean with Yuen's interval (winsorized
-   variance, t with n - 2g - 1 degrees of freedom), and the median. Trimming is over pairs, never
-   over steps: every window holds screens drawn, so no pair is free of the cost being measured. */
-static void ab_report(const tui_ab *ab) {
-    double r[AB_MAX_PAIRS], sum = 0, ss = 0, d0 = 0, d1 = 0, mean, sd, half, x, tm = 0, wm = 0, ws = 0, se;
-    int n = ab->pair, i, j, g, h;
-    if (n < 5) { printf("dashboard A/B: %d pair%s complete, too few for a figure\n", n, n == 1 ? "" : "s"); return; }
-    for (i = 0; i < n; i++) {
-        r[i] = ab->ms[i][0] / ab->ms[i][1] - 1;
-        sum += r[i]; d0 += ab->ms[i][0]; d1 += ab->ms[i][1];
-    }
-    mean = sum / n;
-    for (i = 0; i < n; i++) ss += (r[i] - mean) * (r[i] - mean);
-    sd = sqrt(ss / (n - 1));
-    half = t975(n - 1) * sd / sqrt(n);
-    for (i = 1; i < n; i++) for (j = i; j > 0 && r[j] < r[j - 1]; j--) { x = r[j]; r[j] = r[j - 1]; r[j - 1] = x; }
-    g = n / 5;
-    h = n - 2 * g;
-    for (i = g; i < n - g; i++) tm += r[i];
-    tm /= h;
-    for (i = 0; i < n; i++) wm += r[i < g ? g : i >= n - g ? n - g - 1 : i];
-    wm /= n;
-    for (i = 0; i < n; i++) { x = r[i < g ? g : i >= n - g ? n - g - 1 : i] - wm; ws += x * x; }
-    se = sqrt(ws / (n - 1)) / ((double)h / n * sqrt(n));
-    printf("dashboard A/B: %d pairs of %.1f s windows%s, %.2f screens drawn per s: step time %.3f ms %s, %.3f ms quiet\n", n, ab->window_s,
-           ab->aa ? " (AA: both windows quiet)" : "", ab->draw_s > 0 ? ab->draws / ab->draw_s : 0.0, d0 / n, ab->aa ? "'drawing'" : "drawing", d1 / n);
-    printf("dashboard A/B: mean: drawing costs %+.2f%% of step time (95%% CI %+.2f%% .. %+.2f%%), sd of a pair %.2f%%\n", 100 * mean,
-           100 * (mean - half), 100 * (mean + half), 100 * sd);
-    printf("dashboard A/B: 20%%-trimmed mean: drawing costs %+.2f%% of step time (95%% CI %+.2f%% .. %+.2f%%); median %+.2f%%\n", 100 * tm,
-           100 * (tm - t975(h - 1) * se), 100 * (tm + t975(h - 1) * se), 100 * (n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2));
-}
 
 static void *train_thread(void *arg) {
     train_ctl *c = (train_ctl *)arg;
     mgt_stats st;
     mgt_result r = MGT_OK;
-    double t0;
     struct timespec nap = {0, 20 * 1000 * 1000};
     mgt_run_stats(c->run, &st);
     while (st.step < st.steps && !__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST)) {
@@ -480,14 +381,10 @@ static void *train_thread(void *arg) {
             continue;
         }
         if (mgt_run_state(c->run) == MGT_STATE_PAUSED) mgt_run_set_state(c->run, MGT_STATE_RUNNING);
-        if (c->ab && ab_next(c)) break;
         c->step_before = st.step;
-        t0 = mgt_now();
         if ((r = mgt_run_step(c->run)) != MGT_OK) break;
-        if (c->ab) { c->ab->sum += mgt_now() - t0; c->ab->count++; }
         mgt_run_stats(c->run, &st);
     }
-    __atomic_store_n(&c->quiet, 0, __ATOMIC_SEQ_CST);
     if (r != MGT_OK) snprintf(c->error, sizeof c->error, "%s", mgt_last_error()); /* the message is per thread */
     c->result = r;
     mgt_run_set_state(c->run, r != MGT_OK ? MGT_STATE_FAILED : st.step >= st.steps ? MGT_STATE_FINISHED : MGT_STATE_RUNNING);
@@ -520,7 +417,7 @@ static void on_crash(int sig) {
 /* Runs training to the end (or until q, Ctrl-C, SIGTERM, the frame limit) with the dashboard.
    Returns 0 (*interrupted set when it stopped early), 1 on a training error (message printed),
    or -1 when no dashboard could be opened (nothing was run). */
-static int train_dashboard(mgt_run *run, const char *preset, int max_frames, double base_tok_s, tui_ab *ab, int *interrupted) {
+static int train_dashboard(mgt_run *run, const char *preset, int max_frames, double base_tok_s, int *interrupted) {
     train_ctl c;
     pthread_t th;
     mgt_tui *t;
@@ -532,16 +429,9 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
     memset(&c, 0, sizeof c);
     memset(&opt, 0, sizeof opt);
     c.run = run;
-    c.ab = ab;
     opt.preset = preset;
     opt.max_frames = max_frames;
     opt.base_tokens_per_s = base_tok_s;
-    opt.run_time_s = mgt_now() - run->created_s; /* the run's clock, which stamps its events */
-    if (ab && getenv("MGT_TUI_REFRESH_MS")) { /* A/B only: draw more often, so that the cost of one screen stands out of the noise */
-        int ms = atoi(getenv("MGT_TUI_REFRESH_MS"));
-        opt.refresh_s = ms > 0 ? ms * 1e-3 : 0;
-        opt.frame_ms = ms > 0 && ms < 100 ? ms : 0;
-    }
     if (mgt_tui_open(&t, run, &opt) != 0) return -1;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_crash;
@@ -556,14 +446,7 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
         return 1;
     }
     while (!__atomic_load_n(&c.done, __ATOMIC_SEQ_CST)) {
-        int flags;
-        if (__atomic_load_n(&c.quiet, __ATOMIC_SEQ_CST)) { /* A/B: a window without the dashboard */
-            ab_wait_quiet(&c);
-            if (mgt_stop_requested) __atomic_store_n(&c.stop, 1, __ATOMIC_SEQ_CST);
-            continue;
-        }
-        flags = mgt_tui_frame(t);
-        if (ab && (flags & MGT_TUI_DREW)) ab->draws++;
+        int flags = mgt_tui_frame(t);
         if (mgt_stop_requested || (flags & (MGT_TUI_STOP | MGT_TUI_CLOSED))) {
             if (!stopping) {
                 mgt_tui_message(t, "stopping after this step; a checkpoint follows");
@@ -584,14 +467,13 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
     }
     pthread_join(th, NULL);
     mgt_run_stats(run, &st);
-    if (st.step < st.steps) mgt_tui_stopping(t); /* ended early, whichever way (q, a signal, the frame limit, A/B): the summary says stopped */
+    if (st.step < st.steps) mgt_tui_stopping(t); /* ended early, whichever way (q, a signal, the frame limit): the summary says stopped */
     mgt_tui_refresh(t);
     mgt_tui_summary(t, summary, sizeof summary);
     mgt_tui_close(t);
     for (i = 0; i < (int)(sizeof crash_signals / sizeof crash_signals[0]); i++) sigaction(crash_signals[i], &old[i], NULL);
     mgt_set_logger(print_log, NULL);
     fputs(summary, stdout);
-    if (ab) ab_report(ab);
     fputs(tui_log_text, stderr);
     fflush(stdout);
     if (c.result != MGT_OK) {
@@ -679,31 +561,6 @@ static int train_nothing_left(mgt_run *run, const mgt_config *cfg, int start_ste
         return fail(r);
     printf("nothing to train: the checkpoint is at step %d and [train] steps = %d; to train on, raise it: --set train.steps=%d --resume latest "
            "(checkpoint %s)\n", start_step, cfg->train.steps, start_step + cfg->train.steps, here);
-    return 0;
-}
-
-/* MGT_TUI_AB=W:N[:aa] (the dashboard's A/B benchmark): *out NULL when unset; 0, or 2 when malformed */
-static int tui_ab_from_env(tui_ab **out) {
-    const char *ab_env = getenv("MGT_TUI_AB");
-    double w = 0;
-    int pairs = 0;
-    char aa[8] = "";
-    tui_ab *ab;
-    *out = NULL;
-    if (!ab_env || !ab_env[0]) return 0;
-    ab = (tui_ab *)calloc(1, sizeof *ab);
-    if (!ab || sscanf(ab_env, "%lf:%d:%7s", &w, &pairs, aa) < 2 || w <= 0 || pairs < 2 || pairs > AB_MAX_PAIRS || (aa[0] && strcmp(aa, "aa"))) {
-        fprintf(stderr, "mgt: MGT_TUI_AB=%s: expected W:N[:aa] (window seconds > 0, 2 to %d pairs)\n", ab_env, AB_MAX_PAIRS);
-        free(ab);
-        return 2;
-    }
-    ab->window_s = w;
-    ab->pairs = pairs;
-    ab->aa = aa[0] != 0;
-    ab->rng = (unsigned)time(NULL) ^ (unsigned)getpid();
-    pthread_mutex_init(&ab->mu, NULL);
-    pthread_cond_init(&ab->cv, NULL);
-    *out = ab;
     return 0;
 }
 
@@ -873,10 +730,7 @@ static int cmd_train(int argc, char **argv) {
     rc = -1;
     /* the dashboard when both ends are a terminal, unless --no-tui; the log otherwise */
     if (!o.no_tui && isatty(0) && isatty(1) && getenv("TERM") && strcmp(getenv("TERM"), "dumb")) {
-        tui_ab *ab;
-        if (tui_ab_from_env(&ab)) { mgt_run_destroy(run); return 2; }
-        rc = train_dashboard(run, o.preset, tui_frames, base_tok_s, ab, &interrupted);
-        if (ab) { pthread_mutex_destroy(&ab->mu); pthread_cond_destroy(&ab->cv); free(ab); }
+        rc = train_dashboard(run, o.preset, tui_frames, base_tok_s, &interrupted);
     }
     if (rc < 0) rc = train_log_loop(run, &cfg, processes, start_step, &interrupted); /* no dashboard, or it could not start */
     if (rc > 0) { mgt_run_destroy(run); return 1; }
@@ -1354,6 +1208,182 @@ static int cmd_keys(int argc, char **argv) {
         else printf("%-22s %-5s %-26s %-22s %s\n", name, k[i].type, k[i].def[0] ? k[i].def : "\"\"", valid, k[i].help);
     }
     return 0;
+}
+
+/* ---- mgt prepare: the command line of data/prepare.h's mgt_prepare ---- */
+
+static void prepare_usage(FILE *f, int full) {
+    fprintf(f, "usage: mgt prepare [--tokenizer byte|gpt2|hf] [--bpe-dir DIR] [--tokenizer-json FILE] "
+            "[--val-fraction F] INPUT... -o PREFIX\n");
+    if (!full) return;
+    fprintf(f,
+        "  Tokenizes the text files INPUT... into PREFIX_train.bin and PREFIX_val.bin.\n"
+        "  --tokenizer byte|gpt2|hf  byte: one token per byte (vocabulary 256, default);\n"
+        "                          gpt2: GPT-2 BPE (vocabulary 50257, end-of-text before each input)\n"
+        "                          hf: a Hugging Face tokenizer.json of byte-level BPE (Llama 3, SmolLM)\n"
+        "  --bpe-dir DIR           directory with encoder.json and vocab.bpe (default data/gpt2-bpe)\n"
+        "  --tokenizer-json FILE   the tokenizer.json of --tokenizer hf\n"
+        "  --val-fraction F        the last fraction F of the tokens goes to PREFIX_val.bin,\n"
+        "                          0 <= F <= 0.5 (default 0.1)\n"
+        "  -o, --output PREFIX     output prefix (required)\n");
+}
+
+/* argv[*i] as `name VALUE` (taking the next argument) or `name=VALUE`: the value; NULL when it is
+   another option, or when the value is missing (*missing set) */
+static const char *prepare_option(int argc, char **argv, int *i, const char *name, int *missing) {
+    size_t k = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, k) != 0) return NULL;
+    if (a[k] == '=') return a + k + 1;
+    if (a[k] != 0) return NULL;
+    if (*i + 1 >= argc) { *missing = 1; return NULL; }
+    return argv[++*i];
+}
+
+/* The arguments in order into opt (inputs into `inputs`, opt->inputs' storage), the value of
+   --val-fraction as typed into *val_fraction. Returns -1 to go on, else the exit code: 0 after
+   --help, 2 for a wrong argument (said). */
+static int prepare_parse(int argc, char **argv, mgt_prepare_options *opt, const char **inputs, const char **val_fraction) {
+    int i, only_inputs = 0;
+    for (i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int missing = 0;
+        if (only_inputs || a[0] != '-' || a[1] == 0) { inputs[opt->ninputs++] = a; continue; }
+        if (strcmp(a, "--") == 0) { only_inputs = 1; continue; }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            prepare_usage(stdout, 1);
+            return 0;
+        }
+        if ((v = prepare_option(argc, argv, &i, "--tokenizer", &missing)) != NULL) opt->tokenizer = v;
+        else if ((v = prepare_option(argc, argv, &i, "--bpe-dir", &missing)) != NULL) opt->bpe_dir = v;
+        else if ((v = prepare_option(argc, argv, &i, "--tokenizer-json", &missing)) != NULL) opt->tokenizer_json = v;
+        else if ((v = prepare_option(argc, argv, &i, "--val-fraction", &missing)) != NULL) *val_fraction = v;
+        else if ((v = prepare_option(argc, argv, &i, "--output", &missing)) != NULL) opt->prefix = v;
+        else if ((v = prepare_option(argc, argv, &i, "-o", &missing)) != NULL) opt->prefix = v;
+        if (missing) {
+            fprintf(stderr, "mgt prepare: %s: missing value (see mgt prepare --help)\n", a);
+            return 2;
+        }
+        if (!v) {
+            fprintf(stderr, "mgt prepare: %s: unknown option\n", a);
+            prepare_usage(stderr, 1);
+            return 2;
+        }
+    }
+    return -1;
+}
+
+/* The options as the command line gave them, said with its own names before the library sees
+   them: -1 to go on, or 2 (said). */
+static int prepare_check(mgt_prepare_options *opt, const char *val_fraction) {
+    const char *kind = opt->tokenizer;
+    if (strcmp(kind, "byte") != 0 && strcmp(kind, "gpt2") != 0 && strcmp(kind, "hf") != 0) {
+        fprintf(stderr, "mgt prepare: --tokenizer: unknown tokenizer '%s' (use byte, gpt2 or hf)\n", kind);
+        return 2;
+    }
+    if (!strcmp(kind, "hf") && (!opt->tokenizer_json || !*opt->tokenizer_json)) {
+        fprintf(stderr, "mgt prepare: --tokenizer hf needs --tokenizer-json FILE, a Hugging Face tokenizer.json\n");
+        return 2;
+    }
+    if (val_fraction) {
+        char *end;
+        errno = 0;
+        opt->val_fraction = strtod(val_fraction, &end);
+        if (end == val_fraction || *end != 0 || errno != 0 || opt->val_fraction != opt->val_fraction) {
+            fprintf(stderr, "mgt prepare: --val-fraction: '%s' is not a number (valid: 0 to 0.5, e.g. --val-fraction 0.1)\n", val_fraction);
+            return 2;
+        }
+        if (!(opt->val_fraction >= 0.0 && opt->val_fraction <= 0.5)) {
+            fprintf(stderr, "mgt prepare: --val-fraction: %s is out of range (valid: 0 to 0.5, e.g. --val-fraction 0.1)\n", val_fraction);
+            return 2;
+        }
+    }
+    if (!opt->prefix || !*opt->prefix) {
+        fprintf(stderr, "mgt prepare: missing -o PREFIX (the outputs are PREFIX_train.bin and PREFIX_val.bin)\n");
+        prepare_usage(stderr, 0);
+        return 2;
+    }
+    if (opt->ninputs == 0) {
+        fprintf(stderr, "mgt prepare: no INPUT files (give one or more text files)\n");
+        prepare_usage(stderr, 0);
+        return 2;
+    }
+    return -1;
+}
+
+/* the progress line, rewritten in place on stderr every 0.25 s at most: on a terminal, and in a log
+   for inputs over 4 MiB (a run long enough to want it) */
+#define PREPARE_PROGRESS_BYTES (4u << 20)
+typedef struct prepare_progress {
+    int terminal;
+    double last_s;
+    size_t width; /* the widest line written: the next one covers it */
+} prepare_progress;
+
+static void prepare_progress_line(void *user, const mgt_prepare_progress *p) {
+    prepare_progress *pg = (prepare_progress *)user;
+    char line[160];
+    int k;
+    if (!(pg->terminal || p->bytes_total > PREPARE_PROGRESS_BYTES) || p->seconds - pg->last_s < 0.25) return;
+    pg->last_s = p->seconds;
+    if (p->bytes_total > 0)
+        k = snprintf(line, sizeof line, "prepare: %.1f / %.1f MB (%.0f%%), %lu tokens, %.1f MB/s", p->bytes_done / 1e6, p->bytes_total / 1e6,
+                     100.0 * (double)p->bytes_done / (double)p->bytes_total, (unsigned long)p->tokens, p->bytes_done / 1e6 / (p->seconds + 1e-9));
+    else
+        k = snprintf(line, sizeof line, "prepare: %.1f MB, %lu tokens", p->bytes_done / 1e6, (unsigned long)p->tokens);
+    if (k > 0 && (size_t)k > pg->width) pg->width = (size_t)k;
+    fprintf(stderr, "\r%-*s", (int)pg->width, line);
+    fflush(stderr);
+}
+
+/* prepare's last lines: what it wrote over the progress line, and a warning for each shard that no
+   preset could read */
+static void prepare_report(const mgt_prepare_options *opt, const mgt_prepare_result *res, const prepare_progress *pg) {
+    char line[256];
+    size_t n_total = res->train_tokens + res->val_tokens, counts[2];
+    const char *names[2] = {"train", "val"};
+    int k = snprintf(line, sizeof line, "prepare: %lu bytes -> %lu tokens (train %lu, val %lu, %d-bit shards) in %.2f s", (unsigned long)res->bytes,
+                     (unsigned long)n_total, (unsigned long)res->train_tokens, (unsigned long)res->val_tokens, 8 * res->width, res->seconds);
+    fprintf(stderr, "%s%-*s\n", pg->width ? "\r" : "", k > (int)pg->width ? k : (int)pg->width, line);
+    if (res->val_tokens == 0)
+        fprintf(stderr, "mgt prepare: warning: %s_val.bin is empty (--val-fraction %g of %lu tokens is less than one token)\n", opt->prefix,
+                opt->val_fraction, (unsigned long)n_total);
+    /* mgt train refuses a shard shorter than one sequence (seq_len + 1 tokens): said now, against the quick start's seq_len 128 */
+    counts[0] = res->train_tokens, counts[1] = res->val_tokens;
+    for (k = 0; k < 2; k++)
+        if (counts[k] > 0 && counts[k] < 129)
+            fprintf(stderr, "mgt prepare: warning: %s_%s.bin holds %lu tokens: a preset reads it only with [model] "
+                    "seq_len %lu or less (a sequence is seq_len + 1 tokens; the quick start's is 128): give more text%s\n",
+                    opt->prefix, names[k], (unsigned long)counts[k], (unsigned long)(counts[k] - 1), k ? " or a larger --val-fraction" : "");
+}
+
+/* Exit 0, 2 for a wrong argument or input (nothing written), 1 when the shards could not be written. */
+static int cmd_prepare(int argc, char **argv) {
+    mgt_prepare_options opt;
+    mgt_prepare_result res;
+    prepare_progress pg;
+    const char **inputs = (const char **)malloc((size_t)argc * sizeof *inputs), *val_fraction = NULL;
+    char err[1024];
+    int rc;
+    if (!inputs) { fprintf(stderr, "mgt prepare: out of memory\n"); return 1; }
+    mgt_prepare_options_init(&opt);
+    opt.inputs = inputs;
+    if ((rc = prepare_parse(argc, argv, &opt, inputs, &val_fraction)) >= 0 || (rc = prepare_check(&opt, val_fraction)) >= 0) {
+        free(inputs);
+        return rc;
+    }
+    memset(&pg, 0, sizeof pg);
+    pg.terminal = isatty(2);
+    opt.progress = prepare_progress_line;
+    opt.user = &pg;
+    rc = mgt_prepare(&opt, &res, err, sizeof err);
+    if (rc != 0) {
+        if (pg.width) fprintf(stderr, "\n");
+        fprintf(stderr, "mgt prepare: %s%s\n", err, rc == MGT_PREP_ERROR_TOKENIZER && !strcmp(opt.tokenizer, "gpt2") ? " (`./setup.sh --gpt2` "
+                "fetches GPT-2's encoder.json and vocab.bpe into data/gpt2-bpe; or pass --bpe-dir DIR, a directory that has them)" : "");
+    } else prepare_report(&opt, &res, &pg);
+    free(inputs);
+    return rc == 0 ? 0 : rc == MGT_PREP_ERROR_OUTPUT ? 1 : 2;
 }
 
 /* How much of their cores `threads` threads get when they all compute: the mean over them of
@@ -2517,7 +2547,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);
     if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
     if (!strcmp(cmd, "keys")) return cmd_keys(argc, argv);
-    if (!strcmp(cmd, "prepare")) return mgt_prepare_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prepare")) return cmd_prepare(argc, argv);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc, argv);
     if (!strcmp(cmd, "export")) return cmd_export(argc, argv);

@@ -904,6 +904,8 @@ typedef struct mgt_snapshot {
     int events_max;
     /* out */
     int state;                     /* MGT_STATE_* */
+    double time_s;                 /* seconds since the run was created: the clock of mgt_event.time_s,
+                                      which a resumed run continues */
     int history_first, history_n;  /* entries [history_first, history_first + history_n) were copied:
                                       history_first > history_from when the ring overwrote older ones */
     int ranks_n;                   /* the run's ranks; min(ranks_n, ranks_max) were copied */
@@ -8068,6 +8070,7 @@ MGTDEF void mgt_run_snapshot(const mgt_run *r, mgt_snapshot *s) {
     if (!r) return;
     pthread_mutex_lock(&w->stats_mu);
     s->state = r->state;
+    s->time_s = mgt_now() - r->created_s;
     from = s->history_from < r->history_n - MGT__HISTORY ? r->history_n - MGT__HISTORY : s->history_from; /* overwritten: the oldest kept */
     if (from < 0) from = 0;
     s->history_first = from;

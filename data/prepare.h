@@ -1,12 +1,12 @@
-/* mgt prepare.h - v0.1.0 - MIT licence - token shard writer and `mgt prepare`
+/* mgt prepare.h - v0.1.0 - MIT licence - token shard writer and corpus preparer (`mgt prepare`)
 
    USAGE
      Define MGT_PREPARE_IMPLEMENTATION in exactly one C or C++ file before
      including this header. The implementation calls data/tokenizer.h, so
      MGT_TOKENIZER_IMPLEMENTATION must be defined in one file too (the same or
-     another). It uses POSIX (fsync, ftruncate, fileno, isatty, clock_gettime):
-     under strict -std=c99 this header defines _POSIX_C_SOURCE itself when it
-     is included before any system header; otherwise define
+     another). It uses POSIX (fsync, ftruncate, fileno, clock_gettime): under
+     strict -std=c99 this header defines _POSIX_C_SOURCE itself when it is
+     included before any system header; otherwise define
      _POSIX_C_SOURCE 200809L at the top of the implementing file.
 
        #define MGT_TOKENIZER_IMPLEMENTATION
@@ -14,8 +14,10 @@
        #include "data/prepare.h"
 
    CONTENTS
-     mgt_shard_write    write one token shard atomically
-     mgt_prepare_main   the whole `mgt prepare` subcommand
+     mgt_shard_write           write one token shard atomically
+     mgt_prepare_options_init  the preparer's defaults
+     mgt_prepare               tokenize text files into PREFIX_train.bin and PREFIX_val.bin
+                               (mgt.c's `mgt prepare` is its command line)
 
    SHARD FORMATS (llm.c's, dev/data/data_common.py)
      256 little-endian int32: [0] = magic, [1] = version, [2] = number of tokens,
@@ -26,26 +28,25 @@
      A shard is written as PATH.tmp, flushed, fsynced and renamed to PATH, so
      PATH is either the old file or the complete new one.
 
-   mgt prepare --tokenizer byte|gpt2|hf [--bpe-dir DIR] [--tokenizer-json FILE]
-               [--val-fraction F] INPUT... -o PREFIX
+   PREPARING A CORPUS (mgt_prepare)
      Tokenizes the inputs as one stream (gpt2: the end-of-text token 50256
      before each input, as GPT-2 marks document starts; hf: the token its
      post-processor starts a text with, as Llama 3's <|begin_of_text|>, or
-     <|endoftext|>, if it has one) and writes the last F of it (rounded to the
-     nearest token) to PREFIX_val.bin and the rest to PREFIX_train.bin. Inputs
-     are read in chunks; BPE tokenizers cut chunks only between a non-space
-     character, a newline and a non-space character, where the pre-tokenizer
-     always cuts as well, so the result equals tokenizing each whole file.
-     (hf: true of the patterns of GPT-2, Llama 3 and Qwen, whose pieces never
-     run from a newline into a non-space character, and of added tokens
-     without a newline; hf needs data/tokenizer.h's MGT_TOK_HF.) The shards are
-     16-bit when the tokenizer has at most 65536 ids, else 32-bit.
+     <|endoftext|>, if it has one) and writes the last val_fraction of it
+     (rounded to the nearest token) to PREFIX_val.bin and the rest to
+     PREFIX_train.bin. Inputs are read in chunks; BPE tokenizers cut chunks
+     only between a non-space character, a newline and a non-space character,
+     where the pre-tokenizer always cuts as well, so the result equals
+     tokenizing each whole file. (hf: true of the patterns of GPT-2, Llama 3
+     and Qwen, whose pieces never run from a newline into a non-space
+     character, and of added tokens without a newline; hf needs
+     data/tokenizer.h's MGT_TOK_HF.) The shards are 16-bit when the tokenizer
+     has at most 65536 ids, else 32-bit. A failed run leaves no output file.
 
    ERRORS
-     mgt_shard_write returns 0, or -1 with one line in err. mgt_prepare_main
-     is a command: it prints errors to stderr as "mgt prepare: <file>: <what>
-     (<fix>)" and returns the exit code: 0 ok, 2 bad arguments or input, 1
-     failure at run time (cannot write the output).
+     Nothing here prints. mgt_shard_write returns 0, or -1 with one line in
+     err. mgt_prepare returns 0, or a negative MGT_PREP_ERROR_* that says
+     whose fault it was, with one line in err ("<file>: <what> (<fix>)").
 */
 #if defined(MGT_PREPARE_IMPLEMENTATION) && defined(__STRICT_ANSI__) && !defined(_FEATURES_H) && \
     !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) && !defined(_GNU_SOURCE) &&          \
@@ -93,9 +94,48 @@ MGT_PREPDEF int mgt_shard_width(int vocab_size);
 MGT_PREPDEF int mgt_shard_write(const char *path, const uint32_t *tokens, size_t n, int width,
                                 char *err, size_t errlen);
 
-/* The whole subcommand: argv[0] is "prepare". Returns the exit code
-   (0 ok, 2 bad arguments or input, 1 failure at run time). */
-MGT_PREPDEF int mgt_prepare_main(int argc, char **argv);
+/* mgt_prepare's errors (0 is success) */
+#define MGT_PREP_ERROR_ARGUMENT (-1)  /* the options: see mgt_prepare_options */
+#define MGT_PREP_ERROR_INPUT (-2)     /* an input cannot be read; no tokens, or over INT32_MAX */
+#define MGT_PREP_ERROR_TOKENIZER (-3) /* the tokenizer's files cannot be read or are malformed */
+#define MGT_PREP_ERROR_OUTPUT (-4)    /* a shard cannot be written, or memory ran out */
+
+/* How far mgt_prepare is, after each chunk of input it tokenized. */
+typedef struct mgt_prepare_progress {
+    size_t bytes_done, bytes_total; /* input bytes read, and the sizes of all inputs */
+    size_t tokens;                  /* tokens written so far */
+    double seconds;                 /* since tokenizing began */
+} mgt_prepare_progress;
+typedef void (*mgt_prepare_progress_fn)(void *user, const mgt_prepare_progress *progress);
+
+typedef struct mgt_prepare_options {
+    const char *tokenizer;        /* "byte" (one token per byte, the default), "gpt2" or "hf" */
+    const char *bpe_dir;          /* gpt2: encoder.json and vocab.bpe's folder ("data/gpt2-bpe") */
+    const char *tokenizer_json;   /* hf: a Hugging Face tokenizer.json (required) */
+    double val_fraction;          /* the last part of the tokens for PREFIX_val.bin, 0..0.5 (0.1) */
+    const char *const *inputs;    /* the text files, tokenized as one stream (at least one) */
+    int ninputs;
+    const char *prefix;           /* the outputs: PREFIX_train.bin and PREFIX_val.bin (required) */
+    mgt_prepare_progress_fn progress; /* optional, called on the calling thread */
+    void *user;                   /* passed to progress */
+} mgt_prepare_options;
+
+/* What mgt_prepare wrote. */
+typedef struct mgt_prepare_result {
+    size_t bytes;                     /* input bytes read */
+    size_t train_tokens, val_tokens;
+    int width;                        /* bytes per token of both shards: 2 or 4 */
+    double seconds;                   /* tokenizing and writing */
+} mgt_prepare_result;
+
+/* The defaults above, no inputs and no prefix. */
+MGT_PREPDEF void mgt_prepare_options_init(mgt_prepare_options *opt);
+
+/* Checks the options, then that every input opens, then opens the tokenizer, then tokenizes and
+   writes both shards (out may be NULL). Returns 0, or a MGT_PREP_ERROR_* with a one-line message
+   in err; a failed run leaves no output behind. */
+MGT_PREPDEF int mgt_prepare(const mgt_prepare_options *opt, mgt_prepare_result *out, char *err,
+                            size_t errlen);
 
 #ifdef __cplusplus
 }
@@ -108,30 +148,27 @@ MGT_PREPDEF int mgt_prepare_main(int argc, char **argv);
 
 #include <errno.h>   /* defines: errno */
 #include <stdarg.h>  /* defines: va_list */
-#include <stdio.h>   /* defines: FILE, fopen, fwrite, rename, fprintf */
-#include <stdlib.h>  /* defines: malloc, realloc, free, strtod */
-#include <string.h>  /* defines: strcmp, strncmp, strerror, memmove */
+#include <stdio.h>   /* defines: FILE, fopen, fwrite, rename, snprintf */
+#include <stdlib.h>  /* defines: malloc, realloc, free */
+#include <string.h>  /* defines: strcmp, strerror, memmove */
 #include <time.h>    /* defines: clock_gettime, clock */
 
 #ifdef _WIN32
-#include <io.h>      /* defines: _commit, _chsize_s, _isatty, _fileno */
+#include <io.h>      /* defines: _commit, _chsize_s, _fileno */
 #define mgt__prep_fileno(f) _fileno(f)
 #define mgt__prep_fsync(fd) _commit(fd)
 #define mgt__prep_truncate(fd, n) _chsize_s(fd, (long long)(n))
-#define mgt__prep_isatty(fd) _isatty(fd)
 #else
-#include <unistd.h>  /* defines: fsync, ftruncate, isatty */
+#include <unistd.h>  /* defines: fsync, ftruncate */
 #if defined(__GLIBC__) && !defined(__USE_POSIX199309)
 #error "data/prepare.h needs POSIX: #define _POSIX_C_SOURCE 200809L before the first #include in the file that defines MGT_PREPARE_IMPLEMENTATION"
 #endif
 #define mgt__prep_fileno(f) fileno(f)
 #define mgt__prep_fsync(fd) fsync(fd)
 #define mgt__prep_truncate(fd, n) ftruncate(fd, (off_t)(n))
-#define mgt__prep_isatty(fd) isatty(fd)
 #endif
 
 #define MGT__PREP_CHUNK (1u << 20)          /* input bytes read at a time */
-#define MGT__PREP_PROGRESS_BYTES (4u << 20) /* progress also when not a terminal above this */
 #define MGT__PREP_INT32_MAX 2147483647u
 
 static double mgt__prep_now(void) {
@@ -336,23 +373,7 @@ io:
     return -1;
 }
 
-/* ---- the subcommand ------------------------------------------------------ */
-
-static void mgt__prep_usage(FILE *f, int full) {
-    fprintf(f, "usage: mgt prepare [--tokenizer byte|gpt2|hf] [--bpe-dir DIR] [--tokenizer-json FILE] "
-            "[--val-fraction F] INPUT... -o PREFIX\n");
-    if (!full) return;
-    fprintf(f,
-        "  Tokenizes the text files INPUT... into PREFIX_train.bin and PREFIX_val.bin.\n"
-        "  --tokenizer byte|gpt2|hf  byte: one token per byte (vocabulary 256, default);\n"
-        "                          gpt2: GPT-2 BPE (vocabulary 50257, end-of-text before each input)\n"
-        "                          hf: a Hugging Face tokenizer.json of byte-level BPE (Llama 3, SmolLM)\n"
-        "  --bpe-dir DIR           directory with encoder.json and vocab.bpe (default data/gpt2-bpe)\n"
-        "  --tokenizer-json FILE   the tokenizer.json of --tokenizer hf\n"
-        "  --val-fraction F        the last fraction F of the tokens goes to PREFIX_val.bin,\n"
-        "                          0 <= F <= 0.5 (default 0.1)\n"
-        "  -o, --output PREFIX     output prefix (required)\n");
-}
+/* ---- preparing a corpus -------------------------------------------------- */
 
 /* Where the GPT-2 pre-tokenizer is sure to cut: after "X\n" followed by Y, with
    X and Y printable non-space ASCII. Returns the last such cut in b[0..n), or 0. */
@@ -366,277 +387,243 @@ static size_t mgt__prep_safe_cut(const char *b, size_t n) {
     return 0;
 }
 
+/* One mgt_prepare: the tokenizer, both shards, the reading and encoding buffers, the progress. */
 typedef struct {
-    int show;             /* progress lines on stderr */
-    double t0, last;
-    size_t bytes_done, bytes_total, width;
-} mgt__prep_progress;
+    mgt_tokenizer *tok;
+    int bpe;                     /* cut chunks only where the pre-tokenizer cuts */
+    mgt__prep_shard train, val;
+    char *buf;                   /* input not yet tokenized */
+    size_t cap;
+    uint32_t *ids;               /* one chunk's tokens */
+    size_t cap_ids;
+    mgt_prepare_progress now;
+    double t0;
+    mgt_prepare_progress_fn progress;
+    void *user;
+} mgt__prep_job;
 
-static void mgt__prep_progress_line(mgt__prep_progress *pg, size_t tokens) {
-    char line[160];
-    int k;
-    double t = mgt__prep_now();
-    if (!pg->show || t - pg->last < 0.25) return;
-    pg->last = t;
-    if (pg->bytes_total > 0)
-        k = snprintf(line, sizeof line, "prepare: %.1f / %.1f MB (%.0f%%), %lu tokens, %.1f MB/s",
-                     pg->bytes_done / 1e6, pg->bytes_total / 1e6,
-                     100.0 * (double)pg->bytes_done / (double)pg->bytes_total,
-                     (unsigned long)tokens, pg->bytes_done / 1e6 / (t - pg->t0 + 1e-9));
-    else
-        k = snprintf(line, sizeof line, "prepare: %.1f MB, %lu tokens", pg->bytes_done / 1e6,
-                     (unsigned long)tokens);
-    if (k > 0 && (size_t)k > pg->width) pg->width = (size_t)k;
-    fprintf(stderr, "\r%-*s", (int)pg->width, line);
-    fflush(stderr);
+static int mgt__prep_is_kind(const char *kind) {
+    return kind && (!strcmp(kind, "byte") || !strcmp(kind, "gpt2") || !strcmp(kind, "hf"));
 }
 
-/* Tokenizes one input into the train shard. Returns 0, 1 (run time) or 2 (input). */
-static int mgt__prep_file(const char *path, mgt_tokenizer *tok, mgt__prep_shard *train,
-                          mgt__prep_progress *pg, int bpe, char **buf, size_t *cap,
-                          uint32_t **ids, size_t *cap_ids, char *err, size_t errlen) {
+/* mgt_prepare's options, before any file is opened: 0 or MGT_PREP_ERROR_ARGUMENT (gpt2's bpe_dir is
+   mgt_tok_open's to check). */
+static int mgt__prep_check_options(const mgt_prepare_options *o, char *err, size_t errlen) {
+    int i;
+    if (!mgt__prep_is_kind(o->tokenizer)) {
+        mgt__prep_err(err, errlen, "tokenizer '%s' is not known (use byte, gpt2 or hf)",
+                      o->tokenizer ? o->tokenizer : "(null)");
+        return MGT_PREP_ERROR_ARGUMENT;
+    }
+    if (!strcmp(o->tokenizer, "hf") && (!o->tokenizer_json || !*o->tokenizer_json)) {
+        mgt__prep_err(err, errlen, "the hf tokenizer needs tokenizer_json, a Hugging Face "
+                      "tokenizer.json");
+        return MGT_PREP_ERROR_ARGUMENT;
+    }
+    if (!(o->val_fraction >= 0.0 && o->val_fraction <= 0.5)) {
+        mgt__prep_err(err, errlen, "val_fraction %g is out of range (valid: 0 to 0.5)",
+                      o->val_fraction);
+        return MGT_PREP_ERROR_ARGUMENT;
+    }
+    if (!o->prefix || !*o->prefix) {
+        mgt__prep_err(err, errlen, "no output prefix (the outputs are PREFIX_train.bin and "
+                      "PREFIX_val.bin)");
+        return MGT_PREP_ERROR_ARGUMENT;
+    }
+    if (!o->inputs || o->ninputs < 1) {
+        mgt__prep_err(err, errlen, "no inputs (give one or more text files)");
+        return MGT_PREP_ERROR_ARGUMENT;
+    }
+    for (i = 0; i < o->ninputs; i++)
+        if (!o->inputs[i]) {
+            mgt__prep_err(err, errlen, "input %d of %d is NULL", i + 1, o->ninputs);
+            return MGT_PREP_ERROR_ARGUMENT;
+        }
+    return 0;
+}
+
+/* Opens every input before any work, so that a wrong path fails at once; their sizes in *total. */
+static int mgt__prep_input_sizes(const mgt_prepare_options *o, size_t *total, char *err,
+                                 size_t errlen) {
+    int i;
+    *total = 0;
+    for (i = 0; i < o->ninputs; i++) {
+        FILE *f = fopen(o->inputs[i], "rb");
+        if (!f) {
+            mgt__prep_err(err, errlen, "%s: cannot open (%s) (check the path)", o->inputs[i],
+                          strerror(errno));
+            return MGT_PREP_ERROR_INPUT;
+        }
+        if (fseek(f, 0, SEEK_END) == 0) {
+            long sz = ftell(f);
+            if (sz > 0) *total += (size_t)sz;
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+static void mgt__prep_report(mgt__prep_job *j) {
+    j->now.tokens = j->train.n;
+    j->now.seconds = mgt__prep_now() - j->t0;
+    if (j->progress) j->progress(j->user, &j->now);
+}
+
+/* Grows j->buf when a full buffer held no place to cut. */
+static int mgt__prep_grow(mgt__prep_job *j, const char *path, char *err, size_t errlen) {
+    size_t nc = j->cap ? 2 * j->cap : MGT__PREP_CHUNK;
+    char *nb = (char *)realloc(j->buf, nc);
+    if (!nb) {
+        mgt__prep_err(err, errlen, "%s: out of memory (a %lu-byte stretch without a place to "
+                      "cut)", path, (unsigned long)nc);
+        return MGT_PREP_ERROR_OUTPUT;
+    }
+    j->buf = nb;
+    j->cap = nc;
+    return 0;
+}
+
+/* Encodes j->buf[0..cut) into the train shard. */
+static int mgt__prep_encode(mgt__prep_job *j, const char *path, size_t cut, char *err,
+                            size_t errlen) {
+    size_t n = 0;
+    if (mgt_tok_encode(j->tok, j->buf, cut, &j->ids, &n, &j->cap_ids)) {
+        mgt__prep_err(err, errlen, "%s: out of memory while tokenizing", path);
+        return MGT_PREP_ERROR_OUTPUT;
+    }
+    if (j->train.n + n > MGT__PREP_INT32_MAX) {
+        mgt__prep_err(err, errlen, "%s: more than 2147483647 tokens in all (a shard holds at "
+                      "most INT32_MAX tokens; split the inputs across several prepare runs)", path);
+        return MGT_PREP_ERROR_INPUT;
+    }
+    if (mgt__prep_shard_append(&j->train, j->ids, n, err, errlen)) return MGT_PREP_ERROR_OUTPUT;
+    return 0;
+}
+
+/* Tokenizes one input into the train shard, after the tokenizer's document start if it has one. */
+static int mgt__prep_file(mgt__prep_job *j, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
-    size_t len = 0, n;
-    int eof = 0;
+    size_t len = 0;
+    int eof = 0, r = 0;
     if (!f) {
         mgt__prep_err(err, errlen, "%s: cannot open (%s) (check the path)", path, strerror(errno));
-        return 2;
+        return MGT_PREP_ERROR_INPUT;
     }
-    if (mgt_tok_eot(tok) >= 0) {
-        uint32_t eot = (uint32_t)mgt_tok_eot(tok);
-        if (mgt__prep_shard_append(train, &eot, 1, err, errlen)) { fclose(f); return 1; }
+    if (mgt_tok_eot(j->tok) >= 0) {
+        uint32_t eot = (uint32_t)mgt_tok_eot(j->tok);
+        if (mgt__prep_shard_append(&j->train, &eot, 1, err, errlen)) r = MGT_PREP_ERROR_OUTPUT;
     }
-    while (!eof) {
+    while (!r && !eof) {
         size_t got, cut;
-        if (len == *cap) {                   /* no cut found in a full buffer: grow */
-            size_t nc = *cap ? 2 * *cap : MGT__PREP_CHUNK;
-            char *nb = (char *)realloc(*buf, nc);
-            if (!nb) {
-                mgt__prep_err(err, errlen, "%s: out of memory (a %lu-byte stretch without a "
-                              "place to cut)", path, (unsigned long)nc);
-                fclose(f);
-                return 1;
-            }
-            *buf = nb; *cap = nc;
-        }
-        got = fread(*buf + len, 1, *cap - len, f);
+        if (len == j->cap && (r = mgt__prep_grow(j, path, err, errlen)) != 0) break;
+        got = fread(j->buf + len, 1, j->cap - len, f);
         if (got == 0) {
             if (ferror(f)) {
                 mgt__prep_err(err, errlen, "%s: read error (%s)", path, strerror(errno));
-                fclose(f);
-                return 2;
+                r = MGT_PREP_ERROR_INPUT;
+                break;
             }
             eof = 1;
         }
         len += got;
-        pg->bytes_done += got;
+        j->now.bytes_done += got;
         if (len == 0) break;
-        cut = eof || !bpe ? len : mgt__prep_safe_cut(*buf, len);
+        cut = eof || !j->bpe ? len : mgt__prep_safe_cut(j->buf, len);
         if (cut == 0) continue;
-        n = 0;
-        if (mgt_tok_encode(tok, *buf, cut, ids, &n, cap_ids)) {
-            mgt__prep_err(err, errlen, "%s: out of memory while tokenizing", path);
-            fclose(f);
-            return 1;
-        }
-        if (train->n + n > MGT__PREP_INT32_MAX) {
-            mgt__prep_err(err, errlen, "%s: more than 2147483647 tokens in all (a shard holds "
-                          "at most INT32_MAX tokens; split the inputs across several prepare "
-                          "runs)", path);
-            fclose(f);
-            return 2;
-        }
-        if (mgt__prep_shard_append(train, *ids, n, err, errlen)) { fclose(f); return 1; }
-        memmove(*buf, *buf + cut, len - cut);
+        if ((r = mgt__prep_encode(j, path, cut, err, errlen)) != 0) break;
+        memmove(j->buf, j->buf + cut, len - cut);
         len -= cut;
-        mgt__prep_progress_line(pg, train->n);
+        mgt__prep_report(j);
     }
     fclose(f);
+    return r;
+}
+
+/* Opens PREFIX_train.bin and PREFIX_val.bin (as their .tmp files) with width-byte tokens. */
+static int mgt__prep_open_shards(mgt__prep_job *j, const char *prefix, int width, char *err,
+                                 size_t errlen) {
+    size_t cap = strlen(prefix) + 16;
+    char *path = (char *)malloc(cap);
+    int r = 0;
+    if (!path) {
+        mgt__prep_err(err, errlen, "out of memory");
+        return MGT_PREP_ERROR_OUTPUT;
+    }
+    snprintf(path, cap, "%s_train.bin", prefix);
+    if (mgt__prep_shard_open(&j->train, path, width, err, errlen)) r = MGT_PREP_ERROR_OUTPUT;
+    snprintf(path, cap, "%s_val.bin", prefix);
+    if (!r && mgt__prep_shard_open(&j->val, path, width, err, errlen)) r = MGT_PREP_ERROR_OUTPUT;
+    free(path);
+    return r;
+}
+
+/* With the tokenizer open: every input into the train shard, its last part moved to val, both
+   finished. */
+static int mgt__prep_run(mgt__prep_job *j, const mgt_prepare_options *o, mgt_prepare_result *out,
+                         char *err, size_t errlen) {
+    size_t n_total, n_val;
+    int i, r, width = mgt_shard_width(mgt_tok_vocab_size(j->tok));
+    if ((r = mgt__prep_open_shards(j, o->prefix, width, err, errlen)) != 0) return r;
+    j->t0 = mgt__prep_now();
+    for (i = 0; i < o->ninputs; i++)
+        if ((r = mgt__prep_file(j, o->inputs[i], err, errlen)) != 0) return r;
+    n_total = j->train.n;
+    if (n_total == 0) {
+        mgt__prep_err(err, errlen, "%s: no tokens (the inputs are empty)", o->inputs[0]);
+        return MGT_PREP_ERROR_INPUT;
+    }
+    n_val = (size_t)((double)n_total * o->val_fraction + 0.5);   /* nearest */
+    if (n_val > n_total) n_val = n_total;
+    if (mgt__prep_split(&j->train, &j->val, n_val, err, errlen) ||
+        mgt__prep_shard_finish(&j->train, err, errlen) ||
+        mgt__prep_shard_finish(&j->val, err, errlen))
+        return MGT_PREP_ERROR_OUTPUT;
+    if (out) {
+        out->bytes = j->now.bytes_done;
+        out->train_tokens = n_total - n_val;
+        out->val_tokens = n_val;
+        out->width = width;
+        out->seconds = mgt__prep_now() - j->t0;
+    }
     return 0;
 }
 
-static const char *mgt__prep_opt(int argc, char **argv, int *i, const char *name, int *bad) {
-    size_t k = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, k) != 0) return NULL;
-    if (a[k] == '=') return a + k + 1;
-    if (a[k] != 0) return NULL;
-    if (*i + 1 >= argc) { *bad = 1; return NULL; }
-    return argv[++*i];
+MGT_PREPDEF void mgt_prepare_options_init(mgt_prepare_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->tokenizer = "byte";
+    opt->bpe_dir = "data/gpt2-bpe";
+    opt->val_fraction = 0.1;
 }
 
-MGT_PREPDEF int mgt_prepare_main(int argc, char **argv) {
-    const char *kind = "byte", *bpe_dir = "data/gpt2-bpe", *json = NULL, *prefix = NULL, *vf = NULL;
-    const char **inputs = NULL;
-    char err[1024], *path = NULL, *buf = NULL;
-    double frac = 0.1;
-    int i, ninputs = 0, rc = 2, only_inputs = 0, width;
-    mgt_tokenizer *tok = NULL;
-    mgt__prep_shard train, val;
-    mgt__prep_progress pg;
-    uint32_t *ids = NULL;
-    size_t cap = 0, cap_ids = 0, n_total, n_val, plen;
-
-    memset(&train, 0, sizeof train);
-    memset(&val, 0, sizeof val);
-    memset(&pg, 0, sizeof pg);
-    inputs = (const char **)malloc((size_t)(argc > 0 ? argc : 1) * sizeof *inputs);
-    if (!inputs) { fprintf(stderr, "mgt prepare: out of memory\n"); return 1; }
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int bad = 0;
-        if (only_inputs || a[0] != '-' || a[1] == 0) { inputs[ninputs++] = a; continue; }
-        if (strcmp(a, "--") == 0) { only_inputs = 1; continue; }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            mgt__prep_usage(stdout, 1);
-            free(inputs);
-            return 0;
-        }
-        if ((v = mgt__prep_opt(argc, argv, &i, "--tokenizer", &bad)) != NULL) kind = v;
-        else if ((v = mgt__prep_opt(argc, argv, &i, "--bpe-dir", &bad)) != NULL) bpe_dir = v;
-        else if ((v = mgt__prep_opt(argc, argv, &i, "--tokenizer-json", &bad)) != NULL) json = v;
-        else if ((v = mgt__prep_opt(argc, argv, &i, "--val-fraction", &bad)) != NULL) vf = v;
-        else if ((v = mgt__prep_opt(argc, argv, &i, "--output", &bad)) != NULL) prefix = v;
-        else if ((v = mgt__prep_opt(argc, argv, &i, "-o", &bad)) != NULL) prefix = v;
-        if (bad) {
-            fprintf(stderr, "mgt prepare: %s: missing value (see mgt prepare --help)\n", a);
-            goto out;
-        }
-        if (!v) {
-            fprintf(stderr, "mgt prepare: %s: unknown option\n", a);
-            mgt__prep_usage(stderr, 1);
-            goto out;
-        }
+MGT_PREPDEF int mgt_prepare(const mgt_prepare_options *opt, mgt_prepare_result *out, char *err,
+                            size_t errlen) {
+    mgt__prep_job j;
+    const char *files;
+    int r;
+    if (err && errlen) err[0] = 0;
+    if (out) memset(out, 0, sizeof *out);
+    if (!opt) {
+        mgt__prep_err(err, errlen, "mgt_prepare: the options are NULL (see "
+                      "mgt_prepare_options_init)");
+        return MGT_PREP_ERROR_ARGUMENT;
     }
-    if (strcmp(kind, "byte") != 0 && strcmp(kind, "gpt2") != 0 && strcmp(kind, "hf") != 0) {
-        fprintf(stderr, "mgt prepare: --tokenizer: unknown tokenizer '%s' (use byte, gpt2 or hf)\n", kind);
-        goto out;
-    }
-    if (!strcmp(kind, "hf") && (!json || !*json)) {
-        fprintf(stderr, "mgt prepare: --tokenizer hf needs --tokenizer-json FILE, a Hugging Face "
-                "tokenizer.json\n");
-        goto out;
-    }
-    if (vf) {
-        char *end;
-        errno = 0;
-        frac = strtod(vf, &end);
-        if (end == vf || *end != 0 || errno != 0 || frac != frac) {
-            fprintf(stderr, "mgt prepare: --val-fraction: '%s' is not a number (valid: 0 to 0.5, e.g. --val-fraction 0.1)\n", vf);
-            goto out;
-        }
-        if (!(frac >= 0.0 && frac <= 0.5)) {
-            fprintf(stderr, "mgt prepare: --val-fraction: %s is out of range (valid: 0 to 0.5, e.g. --val-fraction 0.1)\n", vf);
-            goto out;
-        }
-    }
-    if (!prefix || !*prefix) {
-        fprintf(stderr, "mgt prepare: missing -o PREFIX (the outputs are PREFIX_train.bin and "
-                "PREFIX_val.bin)\n");
-        mgt__prep_usage(stderr, 0);
-        goto out;
-    }
-    if (ninputs == 0) {
-        fprintf(stderr, "mgt prepare: no INPUT files (give one or more text files)\n");
-        mgt__prep_usage(stderr, 0);
-        goto out;
-    }
-    for (i = 0; i < ninputs; i++) {          /* check every input before any work */
-        FILE *f = fopen(inputs[i], "rb");
-        if (!f) {
-            fprintf(stderr, "mgt prepare: %s: cannot open (%s) (check the path)\n", inputs[i],
-                    strerror(errno));
-            goto out;
-        }
-        if (fseek(f, 0, SEEK_END) == 0) {
-            long sz = ftell(f);
-            if (sz > 0) pg.bytes_total += (size_t)sz;
-        }
-        fclose(f);
-    }
-    if (mgt_tok_open(&tok, kind, strcmp(kind, "hf") ? bpe_dir : json, err, sizeof err)) {
-        fprintf(stderr, "mgt prepare: %s%s\n", err, strcmp(kind, "gpt2") ? "" : " (`./setup.sh --gpt2` fetches GPT-2's encoder.json and "
-                "vocab.bpe into data/gpt2-bpe; or pass --bpe-dir DIR, a directory that has them)");
-        goto out;
-    }
-
-    rc = 1;
-    plen = strlen(prefix);
-    path = (char *)malloc(plen + 16);
-    if (!path) { fprintf(stderr, "mgt prepare: out of memory\n"); goto out; }
-    snprintf(path, plen + 16, "%s_train.bin", prefix);
-    width = mgt_shard_width(mgt_tok_vocab_size(tok));
-    if (mgt__prep_shard_open(&train, path, width, err, sizeof err)) {
-        fprintf(stderr, "mgt prepare: %s\n", err);
-        goto out;
-    }
-    snprintf(path, plen + 16, "%s_val.bin", prefix);
-    if (mgt__prep_shard_open(&val, path, width, err, sizeof err)) {
-        fprintf(stderr, "mgt prepare: %s\n", err);
-        goto out;
-    }
-
-    pg.show = mgt__prep_isatty(mgt__prep_fileno(stderr)) || pg.bytes_total > MGT__PREP_PROGRESS_BYTES;
-    pg.t0 = mgt__prep_now();
-    pg.last = pg.t0;
-    for (i = 0; i < ninputs; i++) {
-        int r = mgt__prep_file(inputs[i], tok, &train, &pg, strcmp(kind, "byte") != 0, &buf, &cap,
-                               &ids, &cap_ids, err, sizeof err);
-        if (r) {
-            if (pg.width) fprintf(stderr, "\n");
-            fprintf(stderr, "mgt prepare: %s\n", err);
-            rc = r;
-            goto out;
-        }
-    }
-    n_total = train.n;
-    if (n_total == 0) {
-        if (pg.width) fprintf(stderr, "\n");
-        fprintf(stderr, "mgt prepare: %s: no tokens (the inputs are empty)\n", inputs[0]);
-        rc = 2;
-        goto out;
-    }
-    n_val = (size_t)((double)n_total * frac + 0.5);   /* nearest */
-    if (n_val > n_total) n_val = n_total;
-    if (mgt__prep_split(&train, &val, n_val, err, sizeof err) ||
-        mgt__prep_shard_finish(&train, err, sizeof err) ||
-        mgt__prep_shard_finish(&val, err, sizeof err)) {
-        if (pg.width) fprintf(stderr, "\n");
-        fprintf(stderr, "mgt prepare: %s\n", err);
-        goto out;
-    }
-    {
-        char line[256];
-        int k = snprintf(line, sizeof line, "prepare: %lu bytes -> %lu tokens (train %lu, val %lu, "
-                         "%d-bit shards) in %.2f s", (unsigned long)pg.bytes_done,
-                         (unsigned long)n_total, (unsigned long)(n_total - n_val),
-                         (unsigned long)n_val, 8 * width, mgt__prep_now() - pg.t0);
-        fprintf(stderr, "%s%-*s\n", pg.width ? "\r" : "", k > (int)pg.width ? k : (int)pg.width,
-                line);
-    }
-    if (n_val == 0)
-        fprintf(stderr, "mgt prepare: warning: %s_val.bin is empty (--val-fraction %g of %lu "
-                "tokens is less than one token)\n", prefix, frac, (unsigned long)n_total);
-    { /* a shard shorter than one sequence (seq_len + 1 tokens) is refused by mgt train: say so
-         now, against the quick start's seq_len 128 */
-        size_t counts[2];
-        const char *names[2] = {"train", "val"};
-        int k;
-        counts[0] = n_total - n_val, counts[1] = n_val;
-        for (k = 0; k < 2; k++)
-            if (counts[k] > 0 && counts[k] < 129)
-                fprintf(stderr, "mgt prepare: warning: %s_%s.bin holds %lu tokens: a preset reads it only with [model] "
-                        "seq_len %lu or less (a sequence is seq_len + 1 tokens; the quick start's is 128): give more text%s\n",
-                        prefix, names[k], (unsigned long)counts[k], (unsigned long)(counts[k] - 1),
-                        k ? " or a larger --val-fraction" : "");
-    }
-    rc = 0;
-out:
-    mgt__prep_shard_abort(&train);
-    mgt__prep_shard_abort(&val);
-    mgt_tok_close(tok);
-    free(inputs); free(path); free(buf); free(ids);
-    return rc;
+    if ((r = mgt__prep_check_options(opt, err, errlen)) != 0) return r;
+    memset(&j, 0, sizeof j);
+    if ((r = mgt__prep_input_sizes(opt, &j.now.bytes_total, err, errlen)) != 0) return r;
+    files = strcmp(opt->tokenizer, "hf") ? opt->bpe_dir : opt->tokenizer_json;
+    if (mgt_tok_open(&j.tok, opt->tokenizer, files, err, errlen))
+        return MGT_PREP_ERROR_TOKENIZER;
+    j.bpe = strcmp(opt->tokenizer, "byte") != 0;
+    j.progress = opt->progress;
+    j.user = opt->user;
+    r = mgt__prep_run(&j, opt, out, err, errlen);
+    mgt__prep_shard_abort(&j.train); /* after a success both are closed already: nothing to do */
+    mgt__prep_shard_abort(&j.val);
+    mgt_tok_close(j.tok);
+    free(j.buf);
+    free(j.ids);
+    return r;
 }
 
 #endif /* MGT_PREPARE_IMPLEMENTED */

@@ -778,26 +778,24 @@ static void mgt__tok_merge_add(mgt_tokenizer *t, int a, int b, int m, uint32_t r
 
 /* ---- loading GPT-2 ------------------------------------------------------- */
 
-static int mgt__tok_load_gpt2(mgt_tokenizer *t, const char *dir, char *err, size_t errlen) {
-    char path[4096], *js = NULL, *bpe = NULL, *tmp = NULL;
-    size_t nj, nb, i, ntok = 0, cap_bytes, nbytes = 0;
-    uint32_t *tok_off = NULL;          /* parse order: entry k -> bytes */
-    int *tok_idx = NULL;               /* parse order: entry k -> id */
-    size_t cap_tok = 0, cap_idx = 0;
-    mgt__tok_vmap vm;
-    int rc = -1, line, nmerges = 0;
+/* encoder.json's entries in the file's order: entry k is the token bytes[off[k] .. off[k+1]) with
+   id id[k] */
+typedef struct {
+    char *bytes;
+    uint32_t *off;
+    int *id;
+    size_t n, nbytes, cap_off, cap_id;
+} mgt__tok_entries;
+
+/* encoder.json's text js[0..nj), { "token": id, ... }, into e, each token as its bytes. 0, or -1
+   with the message (a malformed place named by its byte offset). */
+static int mgt__tok_gpt2_parse_encoder(const char *js, size_t nj, const char *path,
+                                       mgt__tok_entries *e, char *err, size_t errlen) {
+    char *tmp = (char *)MGT_TOK_MALLOC(nj + 1);
+    size_t i;
     const char *what = "";
-
-    memset(&vm, 0, sizeof vm);
-    snprintf(path, sizeof path, "%s/encoder.json", dir);
-    js = mgt__tok_read_file(path, &nj, err, errlen);
-    if (!js) goto done;
-    cap_bytes = nj + 1;
-    t->bytes = (char *)MGT_TOK_MALLOC(cap_bytes);
-    tmp = (char *)MGT_TOK_MALLOC(nj + 1);
-    if (!t->bytes || !tmp) { what = "out of memory"; goto oom; }
-
-    /* { "token": id, ... } */
+    e->bytes = (char *)MGT_TOK_MALLOC(nj + 1);
+    if (!e->bytes || !tmp) goto oom;
     i = mgt__tok_skip_ws(js, nj, 0);
     if (i >= nj || js[i] != '{') { what = "expected '{'"; goto bad_json; }
     i = mgt__tok_skip_ws(js, nj, i + 1);
@@ -818,80 +816,98 @@ static int mgt__tok_load_gpt2(mgt_tokenizer *t, const char *dir, char *err, size
             id = id * 10 + (js[i++] - '0');
             if (id > 65534) { what = "token id above 65534"; goto bad_json; }
         }
-        if (mgt__tok_grow((void **)&tok_off, &cap_tok, ntok + 2, sizeof *tok_off) ||
-            mgt__tok_grow((void **)&tok_idx, &cap_idx, ntok + 1, sizeof *tok_idx)) {
-            what = "out of memory"; goto oom;
-        }
-        tok_off[ntok] = (uint32_t)nbytes;
-        memcpy(t->bytes + nbytes, tmp, (size_t)len);
-        nbytes += (size_t)len;
-        tok_idx[ntok++] = (int)id;
+        if (mgt__tok_grow((void **)&e->off, &e->cap_off, e->n + 2, sizeof *e->off) ||
+            mgt__tok_grow((void **)&e->id, &e->cap_id, e->n + 1, sizeof *e->id))
+            goto oom;
+        e->off[e->n] = (uint32_t)e->nbytes;
+        memcpy(e->bytes + e->nbytes, tmp, (size_t)len);
+        e->nbytes += (size_t)len;
+        e->id[e->n++] = (int)id;
         i = mgt__tok_skip_ws(js, nj, i);
         if (i < nj && js[i] == ',') { i = mgt__tok_skip_ws(js, nj, i + 1); continue; }
         if (i < nj && js[i] == '}') break;
         what = "expected ',' or '}'";
         goto bad_json;
     }
-    tok_off[ntok] = (uint32_t)nbytes;
-
-    /* order by id: every id 0 .. ntok-1 exactly once */
-    t->vocab_size = (int)ntok;
-    t->off = (uint32_t *)MGT_TOK_MALLOC((ntok + 1) * sizeof *t->off);
-    if (!t->off) { what = "out of memory"; goto oom; }
-    {
-        char *sorted = (char *)MGT_TOK_MALLOC(nbytes + 1);
-        uint32_t *len_of = (uint32_t *)MGT_TOK_MALLOC(ntok * sizeof *len_of);
-        size_t k, o = 0;
-        if (!sorted || !len_of) {
-            MGT_TOK_FREE(sorted); MGT_TOK_FREE(len_of);
-            what = "out of memory"; goto oom;
-        }
-        for (k = 0; k < ntok; k++) len_of[k] = 0xFFFFFFFFu;
-        for (k = 0; k < ntok; k++) {
-            size_t id = (size_t)tok_idx[k];
-            if (id >= ntok || len_of[id] != 0xFFFFFFFFu) {
-                mgt__tok_err(err, errlen, "%s: token id %ld is duplicated or out of range "
-                             "(ids must be 0 .. entries-1)", path, (long)id);
-                MGT_TOK_FREE(sorted); MGT_TOK_FREE(len_of);
-                goto done;
-            }
-            len_of[id] = (uint32_t)k;        /* entry index for now */
-        }
-        for (k = 0; k < ntok; k++) {
-            uint32_t e = len_of[k], l = tok_off[e + 1] - tok_off[e];
-            t->off[k] = (uint32_t)o;
-            memcpy(sorted + o, t->bytes + tok_off[e], l);
-            o += l;
-        }
-        t->off[ntok] = (uint32_t)o;
-        MGT_TOK_FREE(t->bytes);
-        MGT_TOK_FREE(len_of);
-        t->bytes = sorted;
-    }
-
-    /* vocabulary hash: bytes -> id */
-    if (mgt__tok_vmap_init(&vm, t, ntok)) { what = "out of memory"; goto oom; }
-    {
-        size_t k;
-        static const char eot[] = "<|endoftext|>";
-        for (k = 0; k < ntok; k++)
-            if (mgt__tok_vmap_add(&vm, (uint32_t)k)) {
-                mgt__tok_err(err, errlen, "%s: token %ld appears twice", path, (long)k);
-                goto done;
-            }
-        if (mgt__tok_byte_ids(t, &vm, path, err, errlen)) goto done;
-        t->eot = mgt__tok_vmap_find(&vm, eot, sizeof eot - 1);
-    }
-
-    /* merges: "#version" line, then one "left right" per line, by rank */
-    snprintf(path, sizeof path, "%s/vocab.bpe", dir);
-    bpe = mgt__tok_read_file(path, &nb, err, errlen);
-    if (!bpe) goto done;
+    e->off[e->n] = (uint32_t)e->nbytes;
     MGT_TOK_FREE(tmp);
-    tmp = (char *)MGT_TOK_MALLOC(nb + 1);
-    if (!tmp) { what = "out of memory"; goto oom; }
-    if (mgt__tok_merges_init(t, 65535)) { what = "out of memory"; goto oom; }
-    i = 0;
+    return 0;
+bad_json:
+    mgt__tok_err(err, errlen, "%s: malformed JSON at byte %ld: %s", path, (long)i, what);
+    MGT_TOK_FREE(tmp);
+    return -1;
+oom:
+    mgt__tok_err(err, errlen, "%s: out of memory", path);
+    MGT_TOK_FREE(tmp);
+    return -1;
+}
+
+/* The entries by id into t->off and t->bytes: every id 0 .. entries-1 exactly once. */
+static int mgt__tok_gpt2_order(mgt_tokenizer *t, const mgt__tok_entries *e, const char *path,
+                               char *err, size_t errlen) {
+    uint32_t *entry_of;                   /* id -> entry */
+    size_t k, o = 0;
+    t->vocab_size = (int)e->n;
+    t->off = (uint32_t *)MGT_TOK_MALLOC((e->n + 1) * sizeof *t->off);
+    t->bytes = (char *)MGT_TOK_MALLOC(e->nbytes + 1);
+    entry_of = (uint32_t *)MGT_TOK_MALLOC(e->n * sizeof *entry_of);
+    if (!t->off || !t->bytes || !entry_of) {
+        MGT_TOK_FREE(entry_of);
+        mgt__tok_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    for (k = 0; k < e->n; k++) entry_of[k] = 0xFFFFFFFFu;
+    for (k = 0; k < e->n; k++) {
+        size_t id = (size_t)e->id[k];
+        if (id >= e->n || entry_of[id] != 0xFFFFFFFFu) {
+            mgt__tok_err(err, errlen, "%s: token id %ld is duplicated or out of range "
+                         "(ids must be 0 .. entries-1)", path, (long)id);
+            MGT_TOK_FREE(entry_of);
+            return -1;
+        }
+        entry_of[id] = (uint32_t)k;
+    }
+    for (k = 0; k < e->n; k++) {
+        uint32_t x = entry_of[k], l = e->off[x + 1] - e->off[x];
+        t->off[k] = (uint32_t)o;
+        memcpy(t->bytes + o, e->bytes + e->off[x], l);
+        o += l;
+    }
+    t->off[e->n] = (uint32_t)o;
+    MGT_TOK_FREE(entry_of);
+    return 0;
+}
+
+/* The vocabulary's hash (bytes -> id) in vm, byte_id[] and the end-of-text token. */
+static int mgt__tok_gpt2_vocab_map(mgt_tokenizer *t, mgt__tok_vmap *vm, const char *path,
+                                   char *err, size_t errlen) {
+    static const char eot[] = "<|endoftext|>";
+    size_t k, ntok = (size_t)t->vocab_size;
+    if (mgt__tok_vmap_init(vm, t, ntok)) {
+        mgt__tok_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    for (k = 0; k < ntok; k++)
+        if (mgt__tok_vmap_add(vm, (uint32_t)k)) {
+            mgt__tok_err(err, errlen, "%s: token %ld appears twice", path, (long)k);
+            return -1;
+        }
+    if (mgt__tok_byte_ids(t, vm, path, err, errlen)) return -1;
+    t->eot = mgt__tok_vmap_find(vm, eot, sizeof eot - 1);
+    return 0;
+}
+
+/* vocab.bpe's text bpe[0..nb): a "#version" line, then one "left right" per line, by rank; both
+   sides and the merged token must be in the vocabulary (vm). */
+static int mgt__tok_gpt2_merges(mgt_tokenizer *t, const mgt__tok_vmap *vm, const char *bpe,
+                                size_t nb, const char *path, char *err, size_t errlen) {
+    char *tmp = (char *)MGT_TOK_MALLOC(nb + 1);
+    size_t i = 0;
+    int line, nmerges = 0, rc = -1;
+    if (!tmp || mgt__tok_merges_init(t, 65535)) {
+        mgt__tok_err(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
     for (line = 1; i < nb; line++) {
         size_t e = i, sp, end;
         long la, lb;
@@ -919,9 +935,9 @@ static int mgt__tok_load_gpt2(mgt_tokenizer *t, const char *dir, char *err, size
             goto done;
         }
         memmove(tmp + la, tmp + (sp - i) + 1, (size_t)lb);
-        a = mgt__tok_vmap_find(&vm, tmp, (size_t)la);
-        b = mgt__tok_vmap_find(&vm, tmp + la, (size_t)lb);
-        m = mgt__tok_vmap_find(&vm, tmp, (size_t)(la + lb));
+        a = mgt__tok_vmap_find(vm, tmp, (size_t)la);
+        b = mgt__tok_vmap_find(vm, tmp + la, (size_t)lb);
+        m = mgt__tok_vmap_find(vm, tmp, (size_t)(la + lb));
         if (a < 0 || b < 0 || m < 0) {
             mgt__tok_err(err, errlen, "%s: line %ld: a token or the merged token is not in "
                          "encoder.json", path, (long)line);
@@ -932,16 +948,31 @@ static int mgt__tok_load_gpt2(mgt_tokenizer *t, const char *dir, char *err, size
         i = e + 1;
     }
     rc = 0;
-    goto done;
-
-bad_json:
-    mgt__tok_err(err, errlen, "%s: malformed JSON at byte %ld: %s", path, (long)i, what);
-    goto done;
-oom:
-    mgt__tok_err(err, errlen, "%s: %s", path, what);
 done:
-    MGT_TOK_FREE(js); MGT_TOK_FREE(bpe); MGT_TOK_FREE(tmp);
-    MGT_TOK_FREE(tok_off); MGT_TOK_FREE(tok_idx);
+    MGT_TOK_FREE(tmp);
+    return rc;
+}
+
+static int mgt__tok_load_gpt2(mgt_tokenizer *t, const char *dir, char *err, size_t errlen) {
+    char path[4096], *js, *bpe = NULL;
+    size_t nj, nb;
+    mgt__tok_entries e;
+    mgt__tok_vmap vm;
+    int rc = -1;
+    memset(&e, 0, sizeof e);
+    memset(&vm, 0, sizeof vm);
+    snprintf(path, sizeof path, "%s/encoder.json", dir);
+    js = mgt__tok_read_file(path, &nj, err, errlen);
+    if (!js) return -1;
+    if (!mgt__tok_gpt2_parse_encoder(js, nj, path, &e, err, errlen) &&
+        !mgt__tok_gpt2_order(t, &e, path, err, errlen) &&
+        !mgt__tok_gpt2_vocab_map(t, &vm, path, err, errlen)) {
+        snprintf(path, sizeof path, "%s/vocab.bpe", dir);
+        bpe = mgt__tok_read_file(path, &nb, err, errlen);
+        if (bpe) rc = mgt__tok_gpt2_merges(t, &vm, bpe, nb, path, err, errlen);
+    }
+    MGT_TOK_FREE(js); MGT_TOK_FREE(bpe);
+    MGT_TOK_FREE(e.bytes); MGT_TOK_FREE(e.off); MGT_TOK_FREE(e.id);
     MGT_TOK_FREE(vm.tab);
     return rc;
 }
@@ -1185,46 +1216,60 @@ static int mgt__tok_hf_merge_side(const mgt__tok_vmap *vm, const char *s, size_t
     return *len < 0 ? -1 : mgt__tok_vmap_find(vm, out, (size_t)*len);
 }
 
-static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_t errlen) {
-    char *text = NULL, *tmp = NULL;
-    const char *kind, *type;
-    size_t ntext, k, nadded, nmerges, vocab_size = 0, total = 0;
-    json_t *root = NULL;
-    const json_t *model, *vocab, *merges, *added, *v;
-    const char **src = NULL;          /* id -> its JSON string (vocab key or added content) */
-    uint32_t *srclen = NULL;
-    unsigned char *from_vocab = NULL; /* id -> 1 for a model.vocab token */
-    mgt__tok_added *order = NULL;
-    json_error_t jerr;
-    int rc = -1, byte_level = 0;
+/* A tokenizer.json's tokens while it loads: each id's JSON string (its model.vocab key, else its
+   added token's content) and whether model.vocab has it; the added tokens, for their table. */
+typedef struct {
+    const json_t *vocab, *merges, *added; /* model.vocab, model.merges, added_tokens */
+    size_t vocab_size, nadded, total;     /* ids 0 .. vocab_size-1; the strings' bytes */
+    const char **src;                     /* id -> its JSON string, or NULL for an unused id */
+    uint32_t *srclen;
+    unsigned char *from_vocab;            /* id -> 1 for a model.vocab token */
+    mgt__tok_added *order;                /* the added tokens */
+} mgt__tok_hf_tokens;
 
-    text = mgt__tok_read_file(path, &ntext, err, errlen);
-    if (!text) goto done;
+/* The file as JSON, its top level an object; NULL with the message otherwise. */
+static json_t *mgt__tok_hf_read(const char *path, char *err, size_t errlen) {
+    size_t ntext;
+    char *text = mgt__tok_read_file(path, &ntext, err, errlen);
+    json_error_t jerr;
+    json_t *root;
+    if (!text) return NULL;
     root = json_loadb(text, ntext, JSON_REJECT_DUPLICATES, &jerr);
+    MGT_TOK_FREE(text);
     if (!root) {
         mgt__tok_err(err, errlen, "%s: malformed JSON at line %d, column %d: %s", path, jerr.line,
                      jerr.column, jerr.text);
-        goto done;
+        return NULL;
     }
     if (!json_is_object(root)) {
         mgt__tok_err(err, errlen, "%s: the top level is %s, not an object", path,
                      mgt__tok_json_kind(root));
-        goto done;
+        json_decref(root);
+        return NULL;
     }
-    model = json_object_get(root, "model");
-    type = mgt__tok_json_str(model, "type", &kind);
-    if (!json_is_object(model) || (json_object_get(model, "type") && (!type || strcmp(type, "BPE")))) {
+    return root;
+}
+
+/* The model, normalizer, decoder and pre-tokenizer: byte-level BPE as mgt reads it, or refused
+   by name. Sets ignore_merges and the pre-tokenizer's stages. */
+static int mgt__tok_hf_choices(mgt_tokenizer *t, const json_t *root, const char *path, char *err,
+                               size_t errlen) {
+    const json_t *model = json_object_get(root, "model"), *v;
+    const char *kind, *type = mgt__tok_json_str(model, "type", &kind);
+    int byte_level = 0;
+    if (!json_is_object(model) ||
+        (json_object_get(model, "type") && (!type || strcmp(type, "BPE")))) {
         mgt__tok_err(err, errlen, "%s: model is %s%s%s: mgt reads byte-level BPE models", path,
                      json_is_object(model) ? "of type " : mgt__tok_json_kind(model),
                      json_is_object(model) ? (type ? type : kind) : "", "");
-        goto done;
+        return -1;
     }
     v = json_object_get(root, "normalizer");
     if (v && !json_is_null(v)) {
         type = mgt__tok_json_str(v, "type", &kind);
         mgt__tok_err(err, errlen, "%s: normalizer %s is not supported (mgt reads byte-level BPE "
                      "without a normalizer: GPT-2, Llama 3, SmolLM)", path, type ? type : kind);
-        goto done;
+        return -1;
     }
     if (mgt__tok_json_flag(model, "byte_fallback") ||
         (json_string_length(json_object_get(model, "continuing_subword_prefix")) > 0) ||
@@ -1234,163 +1279,190 @@ static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_
         mgt__tok_err(err, errlen, "%s: model: byte_fallback, continuing_subword_prefix, "
                      "end_of_word_suffix or dropout is set: not byte-level BPE as mgt reads it",
                      path);
-        goto done;
+        return -1;
     }
     t->ignore_merges = mgt__tok_json_flag(model, "ignore_merges") == 1;
     type = mgt__tok_json_str(json_object_get(root, "decoder"), "type", &kind);
     if (!type || strcmp(type, "ByteLevel") != 0) {
         mgt__tok_err(err, errlen, "%s: decoder is %s, not ByteLevel: not byte-level BPE", path,
                      type ? type : kind);
-        goto done;
+        return -1;
     }
     if (mgt__tok_hf_pretok(t, json_object_get(root, "pre_tokenizer"), "pre_tokenizer", 0,
                            &byte_level, path, err, errlen))
-        goto done;
+        return -1;
     if (!byte_level) {
         mgt__tok_err(err, errlen, "%s: pre_tokenizer has no ByteLevel: not byte-level BPE", path);
-        goto done;
+        return -1;
     }
+    return 0;
+}
 
-    vocab = json_object_get(model, "vocab");
-    merges = json_object_get(model, "merges");
-    added = json_object_get(root, "added_tokens");
-    if (!json_is_object(vocab) || json_object_size(vocab) == 0) {
+/* model.vocab, model.merges and added_tokens, each of the kind it must be, into k. */
+static int mgt__tok_hf_members(const json_t *root, mgt__tok_hf_tokens *k, const char *path,
+                               char *err, size_t errlen) {
+    const json_t *model = json_object_get(root, "model");
+    k->vocab = json_object_get(model, "vocab");
+    k->merges = json_object_get(model, "merges");
+    k->added = json_object_get(root, "added_tokens");
+    if (!json_is_object(k->vocab) || json_object_size(k->vocab) == 0) {
         mgt__tok_err(err, errlen, "%s: model.vocab is %s, not an object of tokens", path,
-                     json_is_object(vocab) ? "empty" : mgt__tok_json_kind(vocab));
-        goto done;
+                     json_is_object(k->vocab) ? "empty" : mgt__tok_json_kind(k->vocab));
+        return -1;
     }
-    if (!json_is_array(merges)) {
+    if (!json_is_array(k->merges)) {
         mgt__tok_err(err, errlen, "%s: model.merges is %s, not a list", path,
-                     mgt__tok_json_kind(merges));
-        goto done;
+                     mgt__tok_json_kind(k->merges));
+        return -1;
     }
-    if (added && !json_is_null(added) && !json_is_array(added)) {
+    if (k->added && !json_is_null(k->added) && !json_is_array(k->added)) {
         mgt__tok_err(err, errlen, "%s: added_tokens is %s, not a list", path,
-                     mgt__tok_json_kind(added));
-        goto done;
+                     mgt__tok_json_kind(k->added));
+        return -1;
     }
-    nadded = json_array_size(added);
-    nmerges = json_array_size(merges);
+    k->nadded = json_array_size(k->added);
+    return 0;
+}
 
-    /* ids: 0 .. MGT__TOK_HF_MAX_ID, which bounds the tables an id sizes */
-    {
-        const char *key;
-        json_t *val;
-        json_object_foreach((json_t *)vocab, key, val) {
-            json_int_t id = json_integer_value(val);
-            if (!json_is_integer(val) || id < 0 || id > MGT__TOK_HF_MAX_ID) {
-                char what[64];
-                if (json_is_integer(val)) snprintf(what, sizeof what, "id %lld", (long long)id);
-                else snprintf(what, sizeof what, "an id that is %s", mgt__tok_json_kind(val));
-                mgt__tok_err(err, errlen, "%s: model.vocab: token \"%.40s\" has %s: ids are integers "
-                             "0 .. %d", path, key, what, MGT__TOK_HF_MAX_ID);
-                goto done;
-            }
-            if ((size_t)id + 1 > vocab_size) vocab_size = (size_t)id + 1;
+/* Every id an integer 0 .. MGT__TOK_HF_MAX_ID, which bounds the tables an id sizes; the largest
+   plus one in k->vocab_size. */
+static int mgt__tok_hf_ids(mgt__tok_hf_tokens *k, const char *path, char *err, size_t errlen) {
+    const char *key;
+    json_t *val;
+    size_t i;
+    json_object_foreach((json_t *)k->vocab, key, val) {
+        json_int_t id = json_integer_value(val);
+        if (!json_is_integer(val) || id < 0 || id > MGT__TOK_HF_MAX_ID) {
+            char what[64];
+            if (json_is_integer(val)) snprintf(what, sizeof what, "id %lld", (long long)id);
+            else snprintf(what, sizeof what, "an id that is %s", mgt__tok_json_kind(val));
+            mgt__tok_err(err, errlen, "%s: model.vocab: token \"%.40s\" has %s: ids are integers "
+                         "0 .. %d", path, key, what, MGT__TOK_HF_MAX_ID);
+            return -1;
         }
-        for (k = 0; k < nadded; k++) {
-            const json_t *a = json_array_get(added, k), *idv = json_object_get(a, "id");
-            json_int_t id = json_integer_value(idv);
-            if (!json_is_object(a) || !json_is_integer(idv) || id < 0 || id > MGT__TOK_HF_MAX_ID) {
-                mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: id is %s: ids are integers 0 .. "
-                             "%d", path, (unsigned long)k, json_is_integer(idv) ? "out of range" :
-                             mgt__tok_json_kind(idv), MGT__TOK_HF_MAX_ID);
-                goto done;
-            }
-            if ((size_t)id + 1 > vocab_size) vocab_size = (size_t)id + 1;
-        }
+        if ((size_t)id + 1 > k->vocab_size) k->vocab_size = (size_t)id + 1;
     }
-    src = (const char **)MGT_TOK_MALLOC(vocab_size * sizeof *src);
-    srclen = (uint32_t *)MGT_TOK_MALLOC(vocab_size * sizeof *srclen);
-    from_vocab = (unsigned char *)MGT_TOK_MALLOC(vocab_size);
-    order = (mgt__tok_added *)MGT_TOK_MALLOC((nadded + 1) * sizeof *order);
-    t->off = (uint32_t *)MGT_TOK_MALLOC((vocab_size + 1) * sizeof *t->off);
-    if (!src || !srclen || !from_vocab || !order || !t->off) goto oom;
-    memset((void *)src, 0, vocab_size * sizeof *src);
-    memset(from_vocab, 0, vocab_size);
-    {
-        const char *key;
-        json_t *val;
-        json_object_foreach((json_t *)vocab, key, val) {
-            size_t id = (size_t)json_integer_value(val);
-            if (src[id]) {
-                mgt__tok_err(err, errlen, "%s: model.vocab: id %lu is given to \"%.40s\" and "
-                             "\"%.40s\"", path, (unsigned long)id, src[id], key);
-                goto done;
-            }
-            src[id] = key; srclen[id] = (uint32_t)strlen(key); from_vocab[id] = 1;
-            total += srclen[id];
+    for (i = 0; i < k->nadded; i++) {
+        const json_t *a = json_array_get(k->added, i), *idv = json_object_get(a, "id");
+        json_int_t id = json_integer_value(idv);
+        if (!json_is_object(a) || !json_is_integer(idv) || id < 0 || id > MGT__TOK_HF_MAX_ID) {
+            mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: id is %s: ids are integers 0 .. "
+                         "%d", path, (unsigned long)i, json_is_integer(idv) ? "out of range" :
+                         mgt__tok_json_kind(idv), MGT__TOK_HF_MAX_ID);
+            return -1;
         }
+        if ((size_t)id + 1 > k->vocab_size) k->vocab_size = (size_t)id + 1;
     }
-    for (k = 0; k < nadded; k++) {
-        const json_t *a = json_array_get(added, k), *c = json_object_get(a, "content");
+    return 0;
+}
+
+/* The strings of model.vocab's ids, each id given once. */
+static int mgt__tok_hf_vocab_sources(mgt__tok_hf_tokens *k, const char *path, char *err,
+                                     size_t errlen) {
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)k->vocab, key, val) {
+        size_t id = (size_t)json_integer_value(val);
+        if (k->src[id]) {
+            mgt__tok_err(err, errlen, "%s: model.vocab: id %lu is given to \"%.40s\" and "
+                         "\"%.40s\"", path, (unsigned long)id, k->src[id], key);
+            return -1;
+        }
+        k->src[id] = key; k->srclen[id] = (uint32_t)strlen(key); k->from_vocab[id] = 1;
+        k->total += k->srclen[id];
+    }
+    return 0;
+}
+
+/* The added tokens: a non-empty content without lstrip, rstrip or single_word, an id given once
+   among them; their content is the string of an id model.vocab does not have. */
+static int mgt__tok_hf_added_sources(mgt__tok_hf_tokens *k, const char *path, char *err,
+                                     size_t errlen) {
+    size_t i;
+    for (i = 0; i < k->nadded; i++) {
+        const json_t *a = json_array_get(k->added, i), *c = json_object_get(a, "content");
         size_t id = (size_t)json_integer_value(json_object_get(a, "id"));
         if (!json_is_string(c) || json_string_length(c) == 0) {
             mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: content is %s, not a non-empty "
-                         "string", path, (unsigned long)k,
+                         "string", path, (unsigned long)i,
                          json_is_string(c) ? "empty" : mgt__tok_json_kind(c));
-            goto done;
+            return -1;
         }
         if (mgt__tok_json_flag(a, "lstrip") || mgt__tok_json_flag(a, "rstrip") ||
             mgt__tok_json_flag(a, "single_word")) {
             mgt__tok_err(err, errlen, "%s: added_tokens[%lu] \"%.40s\": lstrip, rstrip or "
-                         "single_word is set: not supported", path, (unsigned long)k,
+                         "single_word is set: not supported", path, (unsigned long)i,
                          json_string_value(c));
-            goto done;
+            return -1;
         }
-        if (src[id] && !from_vocab[id]) {
+        if (k->src[id] && !k->from_vocab[id]) {
             mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: id %lu is given twice", path,
-                         (unsigned long)k, (unsigned long)id);
-            goto done;
+                         (unsigned long)i, (unsigned long)id);
+            return -1;
         }
-        order[k].id = (uint32_t)id;
-        order[k].first = (unsigned char)json_string_value(c)[0];
-        order[k].len = (uint32_t)json_string_length(c);
-        if (!src[id]) {
-            src[id] = json_string_value(c); srclen[id] = order[k].len;
-            total += srclen[id];
+        k->order[i].id = (uint32_t)id;
+        k->order[i].first = (unsigned char)json_string_value(c)[0];
+        k->order[i].len = (uint32_t)json_string_length(c);
+        if (!k->src[id]) {
+            k->src[id] = json_string_value(c); k->srclen[id] = k->order[i].len;
+            k->total += k->srclen[id];
         }
     }
+    return 0;
+}
 
-    /* decode table: a vocabulary token's byte-level string as bytes; an added token's text */
-    t->vocab_size = (int)vocab_size;
-    t->bytes = (char *)MGT_TOK_MALLOC(total + 1);
+/* The decode table (a vocabulary token's byte-level string as bytes, an added token's text), an
+   added token's twin in model.vocab the same text, the vocabulary's hash and byte_id[]. */
+static int mgt__tok_hf_decode_table(mgt_tokenizer *t, const mgt__tok_hf_tokens *k,
+                                    const char *path, char *err, size_t errlen) {
+    size_t i, total = 0;
+    t->vocab_size = (int)k->vocab_size;
+    t->bytes = (char *)MGT_TOK_MALLOC(k->total + 1);
     if (!t->bytes) goto oom;
-    total = 0;
-    for (k = 0; k < vocab_size; k++) {
-        long len = (long)srclen[k];
-        t->off[k] = (uint32_t)total;
-        if (!src[k]) continue;                          /* an unused id decodes to nothing */
-        memcpy(t->bytes + total, src[k], srclen[k]);
-        if (from_vocab[k] && (len = mgt__tok_unbyte(t->bytes + total, srclen[k])) < 0) {
+    for (i = 0; i < k->vocab_size; i++) {
+        long len = (long)k->srclen[i];
+        t->off[i] = (uint32_t)total;
+        if (!k->src[i]) continue;                       /* an unused id decodes to nothing */
+        memcpy(t->bytes + total, k->src[i], k->srclen[i]);
+        if (k->from_vocab[i] && (len = mgt__tok_unbyte(t->bytes + total, k->srclen[i])) < 0) {
             mgt__tok_err(err, errlen, "%s: model.vocab: \"%.40s\" (id %lu) is not a byte-level "
-                         "string", path, src[k], (unsigned long)k);
-            goto done;
+                         "string", path, k->src[i], (unsigned long)i);
+            return -1;
         }
         total += (size_t)len;
     }
-    t->off[vocab_size] = (uint32_t)total;
-    for (k = 0; k < nadded; k++) {                      /* the vocabulary's twin must agree */
-        const json_t *c = json_object_get(json_array_get(added, k), "content");
-        uint32_t id = order[k].id;
-        if (from_vocab[id] && (t->off[id + 1] - t->off[id] != order[k].len ||
-                               memcmp(t->bytes + t->off[id], json_string_value(c), order[k].len))) {
+    t->off[k->vocab_size] = (uint32_t)total;
+    for (i = 0; i < k->nadded; i++) {                   /* the vocabulary's twin must agree */
+        const json_t *c = json_object_get(json_array_get(k->added, i), "content");
+        uint32_t id = k->order[i].id;
+        uint32_t len = k->order[i].len;
+        if (k->from_vocab[id] && (t->off[id + 1] - t->off[id] != len ||
+                                  memcmp(t->bytes + t->off[id], json_string_value(c), len))) {
             mgt__tok_err(err, errlen, "%s: added_tokens[%lu]: \"%.40s\" has id %u, which "
-                         "model.vocab gives to another token", path, (unsigned long)k,
+                         "model.vocab gives to another token", path, (unsigned long)i,
                          json_string_value(c), (unsigned)id);
-            goto done;
+            return -1;
         }
     }
-    if (mgt__tok_vmap_init(&t->vocab, t, vocab_size)) goto oom;
-    for (k = 0; k < vocab_size; k++)
-        if (from_vocab[k] && mgt__tok_vmap_add(&t->vocab, (uint32_t)k)) {
+    if (mgt__tok_vmap_init(&t->vocab, t, k->vocab_size)) goto oom;
+    for (i = 0; i < k->vocab_size; i++)
+        if (k->from_vocab[i] && mgt__tok_vmap_add(&t->vocab, (uint32_t)i)) {
             mgt__tok_err(err, errlen, "%s: model.vocab: \"%.40s\" (id %lu) is the same bytes as "
-                         "another token", path, src[k], (unsigned long)k);
-            goto done;
+                         "another token", path, k->src[i], (unsigned long)i);
+            return -1;
         }
-    if (mgt__tok_byte_ids(t, &t->vocab, path, err, errlen)) goto done;
+    return mgt__tok_byte_ids(t, &t->vocab, path, err, errlen);
+oom:
+    mgt__tok_err(err, errlen, "%s: out of memory", path);
+    return -1;
+}
 
-    /* merges: "a b" or ["a", "b"], by rank */
+/* model.merges, "a b" or ["a", "b"], by rank: both sides and the merged token in the vocabulary. */
+static int mgt__tok_hf_merges(mgt_tokenizer *t, const json_t *merges, const char *path, char *err,
+                              size_t errlen) {
+    size_t k, nmerges = json_array_size(merges);
+    char *tmp = NULL;
+    int rc = -1;
     if (mgt__tok_merges_init(t, nmerges)) goto oom;
     for (k = 0; k < nmerges; k++) {
         const json_t *m = json_array_get(merges, k);
@@ -1428,27 +1500,67 @@ static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_
         }
         mgt__tok_merge_add(t, ia, ib, im, (uint32_t)k);
     }
-
-    /* added tokens, matched in the text before pre-tokenization: by first byte, longest first */
-    qsort(order, nadded, sizeof *order, mgt__tok_added_order);
-    t->added_id = (uint32_t *)MGT_TOK_MALLOC((nadded + 1) * sizeof *t->added_id);
-    if (!t->added_id) goto oom;
-    memset(t->added_first, 0, sizeof t->added_first);
-    for (k = 0; k < nadded; k++) {
-        t->added_id[k] = order[k].id;
-        t->added_first[order[k].first + 1]++;
-    }
-    for (k = 0; k < 256; k++) t->added_first[k + 1] += t->added_first[k];
-    t->eot = mgt__tok_hf_doc_start(root, added);
-    if (t->eot >= (int)vocab_size) t->eot = -1;
     rc = 0;
     goto done;
 oom:
     mgt__tok_err(err, errlen, "%s: out of memory", path);
 done:
-    if (root) json_decref(root);
-    MGT_TOK_FREE(text); MGT_TOK_FREE(tmp); MGT_TOK_FREE((void *)src); MGT_TOK_FREE(srclen);
-    MGT_TOK_FREE(from_vocab); MGT_TOK_FREE(order);
+    MGT_TOK_FREE(tmp);
+    return rc;
+}
+
+/* The added tokens, matched in the text before pre-tokenization: by first byte, longest first. */
+static int mgt__tok_hf_added_table(mgt_tokenizer *t, mgt__tok_hf_tokens *k, const char *path,
+                                   char *err, size_t errlen) {
+    size_t i;
+    qsort(k->order, k->nadded, sizeof *k->order, mgt__tok_added_order);
+    t->added_id = (uint32_t *)MGT_TOK_MALLOC((k->nadded + 1) * sizeof *t->added_id);
+    if (!t->added_id) {
+        mgt__tok_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    memset(t->added_first, 0, sizeof t->added_first);
+    for (i = 0; i < k->nadded; i++) {
+        t->added_id[i] = k->order[i].id;
+        t->added_first[k->order[i].first + 1]++;
+    }
+    for (i = 0; i < 256; i++) t->added_first[i + 1] += t->added_first[i];
+    return 0;
+}
+
+static int mgt__tok_load_hf(mgt_tokenizer *t, const char *path, char *err, size_t errlen) {
+    json_t *root = mgt__tok_hf_read(path, err, errlen);
+    mgt__tok_hf_tokens k;
+    int rc = -1;
+    if (!root) return -1;
+    memset(&k, 0, sizeof k);
+    if (mgt__tok_hf_choices(t, root, path, err, errlen) ||
+        mgt__tok_hf_members(root, &k, path, err, errlen) || mgt__tok_hf_ids(&k, path, err, errlen))
+        goto done;
+    k.src = (const char **)MGT_TOK_MALLOC(k.vocab_size * sizeof *k.src);
+    k.srclen = (uint32_t *)MGT_TOK_MALLOC(k.vocab_size * sizeof *k.srclen);
+    k.from_vocab = (unsigned char *)MGT_TOK_MALLOC(k.vocab_size);
+    k.order = (mgt__tok_added *)MGT_TOK_MALLOC((k.nadded + 1) * sizeof *k.order);
+    t->off = (uint32_t *)MGT_TOK_MALLOC((k.vocab_size + 1) * sizeof *t->off);
+    if (!k.src || !k.srclen || !k.from_vocab || !k.order || !t->off) {
+        mgt__tok_err(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    memset((void *)k.src, 0, k.vocab_size * sizeof *k.src);
+    memset(k.from_vocab, 0, k.vocab_size);
+    if (mgt__tok_hf_vocab_sources(&k, path, err, errlen) ||
+        mgt__tok_hf_added_sources(&k, path, err, errlen) ||
+        mgt__tok_hf_decode_table(t, &k, path, err, errlen) ||
+        mgt__tok_hf_merges(t, k.merges, path, err, errlen) ||
+        mgt__tok_hf_added_table(t, &k, path, err, errlen))
+        goto done;
+    t->eot = mgt__tok_hf_doc_start(root, k.added);
+    if (t->eot >= (int)k.vocab_size) t->eot = -1;
+    rc = 0;
+done:
+    json_decref(root);
+    MGT_TOK_FREE((void *)k.src); MGT_TOK_FREE(k.srclen);
+    MGT_TOK_FREE(k.from_vocab); MGT_TOK_FREE(k.order);
     return rc;
 }
 #endif /* MGT_TOK_HF */

@@ -845,6 +845,8 @@ typedef struct mgt_snapshot {
     int events_max;
     /* out */
     int state;                     /* MGT_STATE_* */
+    double time_s;                 /* seconds since the run was created: the clock of mgt_event.time_s,
+                                      which a resumed run continues */
     int history_first, history_n;  /* entries [history_first, history_first + history_n) were copied:
                                       history_first > history_from when the ring overwrote older ones */
     int ranks_n;                   /* the run's ranks; min(ranks_n, ranks_max) were copied */

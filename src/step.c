@@ -677,6 +677,7 @@ MGTDEF void mgt_run_snapshot(const mgt_run *r, mgt_snapshot *s) {
     if (!r) return;
     pthread_mutex_lock(&w->stats_mu);
     s->state = r->state;
+    s->time_s = mgt_now() - r->created_s;
     from = s->history_from < r->history_n - MGT__HISTORY ? r->history_n - MGT__HISTORY : s->history_from; /* overwritten: the oldest kept */
     if (from < 0) from = 0;
     s->history_first = from;

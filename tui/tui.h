@@ -135,9 +135,6 @@ typedef struct mgt_tui_options {
     int mono;             /* 1: no colours (also when NO_COLOR is set and not empty) */
     const char *preset;   /* shown in the header */
     double base_tokens_per_s; /* a single rank's measured tokens/s on the same model (mgt bench); 0: speedup n/a */
-    double run_time_s;    /* the run's clock when the dashboard opens: seconds since the run was
-                             created, the clock of mgt_event.time_s (mgt.c passes it); the header's
-                             elapsed time and the summary count on from it. 0: the run starts now */
 } mgt_tui_options;
 
 /* Takes the terminal (initscr). run must outlive the dashboard. Returns 0, or -1 with no change
@@ -518,6 +515,8 @@ struct mgt_tui {
     int nev;                  /* events read in all; the newest MGT_TUI__EVENTS are in ev */
     double best, ema, ema_acc, ema_w; /* ema: the smoothed loss now (mgt_tui_smooth's average, kept step by step) */
     double t_open, t_refresh, cpu_open; /* cpu_open: CPU time of the dashboard's thread */
+    double run_time_open; /* the run's clock when the dashboard opened (mgt_snapshot.time_s): the
+                             header's elapsed time and the summary count on from it */
     int frames, dirty, draws;
     int stopping, raw, debug;  /* raw: the loss chart shows raw losses (r) */
     char message[160];
@@ -582,6 +581,7 @@ int mgt_tui_open(mgt_tui **out, const mgt_run *run, const mgt_tui_options *opt) 
         memset(&count, 0, sizeof count);
         mgt_run_snapshot(run, &count);
         t->nranks = count.ranks_n > 0 ? count.ranks_n : 1;
+        t->run_time_open = count.time_s;
     }
     t->ranks = (mgt_rank_stats *)calloc((size_t)t->nranks, sizeof *t->ranks);
     if (!t->ranks) { free(t); return -1; }
@@ -646,7 +646,7 @@ void mgt_tui_stopping(mgt_tui *t) {
 }
 
 /* the run's clock: seconds since the run was created (mgt_event.time_s) */
-static double mgt_tui__clock(const mgt_tui *t) { return t->opt.run_time_s + (mgt_tui__now() - t->t_open); }
+static double mgt_tui__clock(const mgt_tui *t) { return t->run_time_open + (mgt_tui__now() - t->t_open); }
 
 /* a validation point of a history entry, once per validated step */
 static void mgt_tui__take_val(mgt_tui *t, const mgt_stats *s) {

@@ -29,7 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTS = [
     "mgt_api.h", "catf.h", "impl_begin.h", "base.c", "config.c", "pool.c", "backend_cpu.c", "world.c", "model.c", "data.c",
     "safetensors.c", "comm_local.c", "comm_mpi.c", "run.c", "rank.c", "step.c", "tensorboard.c", "checkpoint.c", "rank_make.c",
-    "weights.c", "plan.c", "device.c", "api.c", "sim.c", "sim_comm.c", "sim_calibration.c", "sim_search.c", "impl_end.h",
+    "weights.c", "weights_hf.c", "weights_init.c", "plan.c", "device.c", "api.c",
+    "sim.c", "sim_comm.c", "sim_calibration.c", "sim_search.c", "impl_end.h",
 ]
 # optional parts, stb-style: each is compiled unless its switch is defined (mgt.h's OPTIONS)
 OPTIONAL = {"sim.c": "MGT_NO_SIM", "sim_comm.c": "MGT_NO_SIM", "sim_calibration.c": "MGT_NO_SIM", "sim_search.c": "MGT_NO_SIM"}

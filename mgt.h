@@ -34,9 +34,10 @@
      src/weights.c          [model] init's sources read as mgt's global tensors: what every source shares, mgt
                             checkpoints, llm.c's .bin
      src/weights_hf.c       Hugging Face's weights in and out: a folder as [model] init (config.json and its
-                            JSON reader, model.safetensors or its shards, the tensor names), mgt_export
+                            JSON reader, model.safetensors or its shards, the tensor names), mgt_export; left
+                            out by MGT_NO_HF
      src/weights_init.c     [model] init: what it names opened, the preset's model resolved from it, a fresh
-                            run's weights
+                            run's weights; under MGT_NO_HF, a Hugging Face folder and mgt_export refused
      src/plan.c             a rank's plan in closed form (mgt_plan_rank: its memory and traffic), and whether
                             a run fits this machine (mgt_plan_fit)
      src/device.c           where ranks go: the CUDA and MPI libraries opened at run time, the device choice,
@@ -81,6 +82,9 @@
      MGT_NO_STDIO        beside MGT_IMPLEMENTATION: no FILE* helpers (mgt_config_fprint)
      MGT_NO_TENSORBOARD  beside MGT_IMPLEMENTATION: no TensorBoard writer ([log] tensorboard is then
                          refused when a run starts); metrics.jsonl stays
+     MGT_NO_HF           beside MGT_IMPLEMENTATION: no Hugging Face weights formats (a Hugging Face folder
+                         as [model] init, and mgt_export, are then refused); init from mgt checkpoints
+                         and llm.c's .bin stays
      MGT_NO_SIM          beside MGT_IMPLEMENTATION: no step simulator (the mgt_sim_* functions, mgt_plan_search and
                          mgt_layout_search_free are then not defined)
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
@@ -9151,7 +9155,11 @@ enum { MGT__SRC_MGT, MGT__SRC_GPT2, MGT__SRC_LLAMA, MGT__SRC_LLMC };
    index alone (a check of the shapes before a run allocates anything) */
 #define MGT__SRC_INDEX 2
 /* what init takes, for the messages that refuse what it names */
+#ifndef MGT_NO_HF
 #define MGT__INIT_TAKES "an mgt checkpoint or run folder, a Hugging Face folder (config.json beside model.safetensors) or llm.c's .bin"
+#else
+#define MGT__INIT_TAKES "an mgt checkpoint or run folder, or llm.c's .bin (not a Hugging Face folder: this program was built with MGT_NO_HF)"
+#endif
 
 /* the file's tensors that make mgt's global tensor x of the model cfg, stacked by rows in mgt's
    (out, in) order: Llama's q, k, v into c_attn and gate, up into c_fc; transpose: the file keeps
@@ -9437,9 +9445,10 @@ static mgt_result mgt__src_global(const mgt__src *s, const mgt_config *cfg, cons
 }
 /* ==== end src/weights.c ==== */
 /* ==== begin src/weights_hf.c ==== */
+#ifndef MGT_NO_HF
 #line 1 "src/weights_hf.c"
 /* src/weights_hf.c - Hugging Face's weights in and out: a folder as [model] init (config.json and its
-   JSON reader, model.safetensors or its shards, the tensor names), mgt_export */
+   JSON reader, model.safetensors or its shards, the tensor names), mgt_export; left out by MGT_NO_HF */
 /* ---- 5c. Hugging Face in and out ----------------------------------------------------------------
    A Hugging Face folder (config.json and model.safetensors, or shards listed by
    model.safetensors.index.json) of GPT2LMHeadModel or LlamaForCausalLM is a source of [model] init
@@ -9893,14 +9902,28 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
                  "which Hugging Face has no file for", dir, kind == MGT__SRC_GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM");
     return MGT_OK;
 }
+#endif /* MGT_NO_HF */
 /* ==== end src/weights_hf.c ==== */
 /* ==== begin src/weights_init.c ==== */
 #line 1 "src/weights_init.c"
 /* src/weights_init.c - [model] init: what it names opened, the preset's model resolved from it, a
-   fresh run's weights */
+   fresh run's weights; under MGT_NO_HF, a Hugging Face folder and mgt_export refused */
 /* ---- 5d. [model] init ---------------------------------------------------------------------------
    A folder with config.json is Hugging Face's (src/weights_hf.c), a folder of checkpoints a run's
    (its newest), a file llm.c's .bin by its magic number or else an mgt checkpoint (src/weights.c). */
+
+#ifdef MGT_NO_HF /* src/weights_hf.c is left out: what needs Hugging Face's files is refused, naming the switch */
+static mgt_result mgt__hf_open(mgt__src *s, int weights) {
+    (void)weights;
+    return mgt__fail(MGT_ERROR_CONFIG, "%s: a Hugging Face folder (it has config.json), but this program was built with MGT_NO_HF (no Hugging Face "
+                     "weights formats): init from an mgt checkpoint or run folder or llm.c's .bin, or build without the switch", s->path);
+}
+MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note, size_t cap) {
+    (void)dir, (void)note, (void)cap;
+    return mgt__fail(MGT_ERROR_UNSUPPORTED, "mgt_export of %s: this program was built with MGT_NO_HF (no Hugging Face weights formats), and export "
+                     "writes Hugging Face's; build without the switch", checkpoint ? checkpoint : "(null)");
+}
+#endif /* MGT_NO_HF */
 
 /* opens what [model] init names: its model, and with `weights` its tensors too (MGT__SRC_INDEX:
    a Hugging Face folder's tensor index alone, nothing more of the other kinds) */

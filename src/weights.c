@@ -14,7 +14,11 @@ enum { MGT__SRC_MGT, MGT__SRC_GPT2, MGT__SRC_LLAMA, MGT__SRC_LLMC };
    index alone (a check of the shapes before a run allocates anything) */
 #define MGT__SRC_INDEX 2
 /* what init takes, for the messages that refuse what it names */
+#ifndef MGT_NO_HF
 #define MGT__INIT_TAKES "an mgt checkpoint or run folder, a Hugging Face folder (config.json beside model.safetensors) or llm.c's .bin"
+#else
+#define MGT__INIT_TAKES "an mgt checkpoint or run folder, or llm.c's .bin (not a Hugging Face folder: this program was built with MGT_NO_HF)"
+#endif
 
 /* the file's tensors that make mgt's global tensor x of the model cfg, stacked by rows in mgt's
    (out, in) order: Llama's q, k, v into c_attn and gate, up into c_fc; transpose: the file keeps

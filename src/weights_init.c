@@ -1,8 +1,21 @@
 /* src/weights_init.c - [model] init: what it names opened, the preset's model resolved from it, a
-   fresh run's weights */
+   fresh run's weights; under MGT_NO_HF, a Hugging Face folder and mgt_export refused */
 /* ---- 5d. [model] init ---------------------------------------------------------------------------
    A folder with config.json is Hugging Face's (src/weights_hf.c), a folder of checkpoints a run's
    (its newest), a file llm.c's .bin by its magic number or else an mgt checkpoint (src/weights.c). */
+
+#ifdef MGT_NO_HF /* src/weights_hf.c is left out: what needs Hugging Face's files is refused, naming the switch */
+static mgt_result mgt__hf_open(mgt__src *s, int weights) {
+    (void)weights;
+    return mgt__fail(MGT_ERROR_CONFIG, "%s: a Hugging Face folder (it has config.json), but this program was built with MGT_NO_HF (no Hugging Face "
+                     "weights formats): init from an mgt checkpoint or run folder or llm.c's .bin, or build without the switch", s->path);
+}
+MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note, size_t cap) {
+    (void)dir, (void)note, (void)cap;
+    return mgt__fail(MGT_ERROR_UNSUPPORTED, "mgt_export of %s: this program was built with MGT_NO_HF (no Hugging Face weights formats), and export "
+                     "writes Hugging Face's; build without the switch", checkpoint ? checkpoint : "(null)");
+}
+#endif /* MGT_NO_HF */
 
 /* opens what [model] init names: its model, and with `weights` its tensors too (MGT__SRC_INDEX:
    a Hugging Face folder's tensor index alone, nothing more of the other kinds) */

@@ -27,6 +27,9 @@
      MGT_NO_STDIO        beside MGT_IMPLEMENTATION: no FILE* helpers (mgt_config_fprint)
      MGT_NO_TENSORBOARD  beside MGT_IMPLEMENTATION: no TensorBoard writer ([log] tensorboard is then
                          refused when a run starts); metrics.jsonl stays
+     MGT_NO_HF           beside MGT_IMPLEMENTATION: no Hugging Face weights formats (a Hugging Face folder
+                         as [model] init, and mgt_export, are then refused); init from mgt checkpoints
+                         and llm.c's .bin stays
      MGT_NO_SIM          beside MGT_IMPLEMENTATION: no step simulator (the mgt_sim_* functions, mgt_plan_search and
                          mgt_layout_search_free are then not defined)
      MGT_NO_MPI          beside MGT_IMPLEMENTATION: one process only, no MPI (a run started by an MPI

@@ -13,7 +13,9 @@ static double mgt__search_mem(const mgt_config *layout, const mgt_sim_device *d)
     for (r = 0; r < dp * tp * pp; r++) {
         mgt_rank_plan p;
         double used = 0;
-        if (r >= tp * dp && r / (tp * dp) != pp - 1 && r % (tp * dp)) continue; /* one rank per middle stage: they hold alike */
+        int dpi, tpi, ppi;
+        mgt_rank_coords(r, dp, tp, &dpi, &tpi, &ppi);
+        if (ppi > 0 && ppi < pp - 1 && (dpi || tpi)) continue; /* one rank per middle stage: they hold alike */
         if (mgt_plan_rank(&plan, r, &p) != MGT_OK) return -1;
         for (c = 0; c < MGT_MEM_COUNT; c++)
             if (c != MGT_MEM_WORKSPACE) used += (double)p.mem[c];

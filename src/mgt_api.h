@@ -11,16 +11,16 @@
      Other files include it without the define. Link with inih (`pkg-config --libs inih`), a CBLAS
      (`pkg-config --libs openblas`, or any library that provides cblas_sgemm), -lpthread and -lm.
      With OpenBLAS, run the program with OPENBLAS_NUM_THREADS=1: mgt calls BLAS from its own threads,
-     and OpenBLAS's pthreads build otherwise starts threads of its own before main (see "BLAS" in
-     the implementation). A run checks that it fits the machine's memory before it allocates
+     and OpenBLAS's pthreads build otherwise starts threads of its own before main (see src/blas.c
+     in the implementation). A run checks that it fits the machine's memory before it allocates
      (mgt_plan_fit); MGT_MEMORY_CHECK=off in the environment makes that a warning.
 
    CONTENTS
      the parts this file is assembled from, listed at its top (src/assemble.py); in this public
-     part: 1. results and errors, 2. presets (one X-macro table of every key, MGT_CONFIG_KEYS),
-     3. runs (create, step, evaluate, checkpoint, resume, sample, stats; the backend and
-     communicator tables; 3c the CUDA library, 3c2 MPI, 3d the step simulator), 4/5. data and
-     checkpoints, the plan
+     part, each section naming the parts that implement it: results and errors; presets (one
+     X-macro table of every key, MGT_CONFIG_KEYS); the communicator and backend tables; the CUDA
+     library; MPI; the step simulator; runs (create, step, evaluate, checkpoint, resume, sample,
+     statistics); planning; checkpoints, weights and data files
 
    OPTIONS (define before including; "everywhere" = in every file that includes mgt.h)
      MGT_STATIC          everywhere: make every function static (private copy per translation unit)
@@ -89,7 +89,7 @@
 extern "C" {
 #endif
 
-/* ---- 1. results and errors ------------------------------------------------------------------ */
+/* ---- results and errors (src/base.c) -------------------------------------------------------- */
 
 #define MGT_RESULTS(X)                                                    \
     X(MGT_OK, 0, "ok")                                                    \
@@ -128,7 +128,7 @@ MGTDEF uint64_t mgt_hash3(uint64_t a, uint64_t b, uint64_t c);
 MGTDEF int mgt_cpu_count(void);
 MGTDEF mgt_result mgt_mkdirs(const char *path);
 
-/* ---- 2. presets ----------------------------------------------------------------------------- */
+/* ---- presets (src/config.c) ----------------------------------------------------------------- */
 
 /* Every preset key: X(section, key, type, default, min, max, choices, help).
    Types: INT (int), FLOAT (double), STR (char[MGT_STR_MAX]: up to 255 bytes of UTF-8 text without
@@ -252,7 +252,7 @@ MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* r
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
 MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, size_t cap);
 
-/* ---- communication: the mgt_comm table --------------------------------------------------------
+/* ---- communication: the mgt_comm table (src/comm_local.c, src/comm_mpi.c, kernels/comm_nccl.c) ---
    One mgt_comm per rank. Collectives work over a group; every member calls
    the same collectives on that group in the same order (op, count, dtype and root equal), or all
    of them get MGT_ERROR_COMM with a message naming both calls. Reductions sum the members'
@@ -327,7 +327,7 @@ struct mgt_comm {
     void *impl;
 };
 
-/* ---- 3. runs -------------------------------------------------------------------------------- */
+/* ---- memory categories: what every backend counts its allocations by ------------------------ */
 
 enum { /* memory categories of the backend's allocator */
     MGT_MEM_PARAMS, MGT_MEM_GRADS, MGT_MEM_OPTIMIZER, MGT_MEM_ACTIVATIONS, MGT_MEM_BUFFERS,
@@ -335,7 +335,7 @@ enum { /* memory categories of the backend's allocator */
 };
 MGTDEF const char *mgt_mem_category_name(int category);
 
-/* ---- backends: the mgt_backend table ----------------------------------------------------------
+/* ---- backends: the mgt_backend table (src/backend_cpu.c, kernels/backend_cuda.cu) ---------------
    Every op of the model on one device. The runtime above it (schedules, parallelism, optimizer,
    checkpoints) is the same for the CPU backend (this file) and the CUDA one (kernels/, loaded at
    run time, see section 3c). */
@@ -479,7 +479,7 @@ struct mgt_backend {
     int (*profile)(mgt_backend *be, int on, double *family_s);
 };
 
-/* ---- 3c. the CUDA backend library --------------------------------------------------------------
+/* ---- the CUDA backend library, opened at run time (src/plugin.c, src/device.c) -------------------
    `ninja cuda` builds build/libmgt_cuda.so from kernels/: the CUDA mgt_backend (cuBLAS and the
    kernels of kernels/<op>.cu), the NCCL mgt_comm and the GPU readings (NVML), behind one table. A
    run with device = cuda or auto opens it with dlopen, so this header and the programs built on it
@@ -561,7 +561,7 @@ MGTDEF void mgt_cuda_use(const mgt_cuda_api *api);
 /* the site-packages/nvidia folder whose pip wheels mgt_cuda_load opened to load the library, or "" */
 MGTDEF const char *mgt_cuda_pip_folder(void);
 
-/* ---- 3c2. processes: MPI, opened at run time ---------------------------------------------------
+/* ---- processes: MPI, opened at run time (src/comm_mpi.c) -----------------------------------------
    `mpirun -np P ./mgt train PRESET` runs P processes; each runs a contiguous block of world / P
    ranks as threads, so the rank order (and every result) is the one of a single process. As with
    CUDA, this header and the programs built on it never link MPI: a process that finds itself
@@ -601,7 +601,7 @@ MGTDEF void mgt_mpi_use(const mgt_mpi_api *api); /* a statically linked table in
 MGTDEF mgt_result mgt_mpi_start(int *process, int *processes);
 MGTDEF void mgt_mpi_abort(int code); /* ends every process of the job (MPI_Abort); nothing without MPI */
 
-/* ---- 3d. the step simulator ------------------------------------------------------------------
+/* ---- the step simulator (src/sim.c .. src/sim_search.c) -------------------------------------------
    mgt_sim_run drives the runtime above (presets, plan, schedules, buckets, ZeRO, TP, PP) with a
    third backend and a third communicator that compute nothing and touch no data: each op and each
    collective advances virtual clocks of its rank (host, compute stream, communication stream) by a
@@ -747,7 +747,7 @@ typedef struct mgt_layout_search {
 MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out);
 MGTDEF void mgt_layout_search_free(mgt_layout_search *search);
 
-
+/* ---- runs (src/run.c .. src/api.c): create, step, evaluate, save, resume, sample, statistics -- */
 
 typedef struct mgt_stats {
     int step, steps;            /* optimizer steps done, of total */
@@ -905,9 +905,7 @@ MGTDEF mgt_result mgt_run_loss(mgt_run *run, const uint32_t *rows, int count, do
    the error set on failure. What mgt_sim_calibration_write takes. */
 MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
 
-/* ---- 4/5. data and checkpoints -------------------------------------------------------------- */
-
-/* ---- planning: what each rank holds and moves, in closed form ------------------------------ */
+/* ---- planning: what each rank holds and moves, in closed form (src/model.c, src/plan.c) ----- */
 
 /* The grid: rank = (pp_index x dp + dp_index) x tp + tp_index, so that the ranks of a TP group are
    neighbours (one node's GPUs) and a pipeline stage is a contiguous block. The one place it is written. */
@@ -984,6 +982,8 @@ typedef struct mgt_fit {
     char text[1024];           /* the comparison and its verdict in one line; the levers when it does not fit */
 } mgt_fit;
 MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out);
+
+/* ---- checkpoints, weights and data files (src/folder.c, src/weights*.c, src/data.c) --------- */
 
 /* Reads the resolved preset stored in a checkpoint (so `mgt sample` needs no preset file). */
 MGTDEF mgt_result mgt_checkpoint_config(const char *checkpoint, mgt_config *cfg);

@@ -406,7 +406,7 @@ MGTDEF const char *mgt_mem_category_name(int category);
 /* ---- backends: the mgt_backend table (src/backend_cpu.c, kernels/backend_cuda.cu) ---------------
    Every op of the model on one device. The runtime above it (schedules, parallelism, optimizer,
    checkpoints) is the same for the CPU backend (this file) and the CUDA one (kernels/, loaded at
-   run time, see section 3c). */
+   run time: the CUDA backend library, below). */
 
 /* Shapes: B batch, T time, C channels, NH heads, V vocabulary (Vp padded), N = B*T rows.
    Outputs first, then inputs, then sizes (llm.c). Parameter gradients are added (+=) so micro-batches
@@ -9335,7 +9335,7 @@ static mgt_result mgt__rank_init(mgt_run *r, mgt__rank *rk, int index) {
 #line 1 "src/weights.c"
 /* src/weights.c - [model] init's sources read as mgt's global tensors: what every source shares, mgt
    checkpoints, llm.c's .bin */
-/* ---- 5b. weights in: the sources of [model] init ------------------------------------------------
+/* ---- weights in: the sources of [model] init ------------------------------------------------
    init reads weights only (the run starts at step 0 with fresh AdamW moments and data position)
    from an mgt checkpoint (a file or a run folder's newest), a Hugging Face folder (src/weights_hf.c)
    or llm.c's GPT-2 .bin. Every source becomes mgt's global tensors (fp32 master weights, whatever
@@ -9643,7 +9643,7 @@ static mgt_result mgt__src_global(const mgt__src *s, const mgt_config *cfg, cons
 #line 1 "src/weights_hf.c"
 /* src/weights_hf.c - Hugging Face's weights in and out: a folder as [model] init (config.json and its
    JSON reader, model.safetensors or its shards, the tensor names), mgt_export; left out by MGT_NO_HF */
-/* ---- 5c. Hugging Face in and out ----------------------------------------------------------------
+/* ---- Hugging Face in and out --------------------------------------------------------------------
    A Hugging Face folder (config.json and model.safetensors, or shards listed by
    model.safetensors.index.json) of GPT2LMHeadModel or LlamaForCausalLM is a source of [model] init
    (src/weights.c); mgt_export writes the reverse: a folder from_pretrained loads. One table
@@ -10102,7 +10102,7 @@ MGTDEF mgt_result mgt_export(const char *checkpoint, const char *dir, char *note
 #line 1 "src/weights_init.c"
 /* src/weights_init.c - [model] init: what it names opened, the preset's model resolved from it, a
    fresh run's weights; under MGT_NO_HF, a Hugging Face folder and mgt_export refused */
-/* ---- 5d. [model] init ---------------------------------------------------------------------------
+/* ---- [model] init -------------------------------------------------------------------------------
    A folder with config.json is Hugging Face's (src/weights_hf.c), a folder of checkpoints a run's
    (its newest), a file llm.c's .bin by its magic number or else an mgt checkpoint (src/weights.c). */
 
@@ -11308,7 +11308,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
 #ifndef MGT_NO_SIM
 #line 1 "src/sim.c"
 /* src/sim.c - the step simulator: its ranks' clocks, the devices it knows, the price of an op */
-/* ---- 3d. the step simulator: a backend and a communicator that keep clocks ----------------------
+/* ---- the step simulator: a backend and a communicator that keep clocks ----------------------
    Each rank has three clocks: its host thread (th), its compute stream (tc) and its communication
    stream (tm), in seconds from the start of the step. An op costs the host a launch and runs on
    the compute stream once both are there; a collective starts on the communication stream after

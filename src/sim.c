@@ -1,5 +1,5 @@
 /* src/sim.c - the step simulator: its ranks' clocks, the devices it knows, the price of an op */
-/* ---- 3d. the step simulator: a backend and a communicator that keep clocks ----------------------
+/* ---- the step simulator: a backend and a communicator that keep clocks ----------------------
    Each rank has three clocks: its host thread (th), its compute stream (tc) and its communication
    stream (tm), in seconds from the start of the step. An op costs the host a launch and runs on
    the compute stream once both are there; a collective starts on the communication stream after

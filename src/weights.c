@@ -1,6 +1,6 @@
 /* src/weights.c - [model] init's sources read as mgt's global tensors: what every source shares, mgt
    checkpoints, llm.c's .bin */
-/* ---- 5b. weights in: the sources of [model] init ------------------------------------------------
+/* ---- weights in: the sources of [model] init ------------------------------------------------
    init reads weights only (the run starts at step 0 with fresh AdamW moments and data position)
    from an mgt checkpoint (a file or a run folder's newest), a Hugging Face folder (src/weights_hf.c)
    or llm.c's GPT-2 .bin. Every source becomes mgt's global tensors (fp32 master weights, whatever

@@ -1,6 +1,6 @@
 /* src/weights_hf.c - Hugging Face's weights in and out: a folder as [model] init (config.json and its
    JSON reader, model.safetensors or its shards, the tensor names), mgt_export; left out by MGT_NO_HF */
-/* ---- 5c. Hugging Face in and out ----------------------------------------------------------------
+/* ---- Hugging Face in and out --------------------------------------------------------------------
    A Hugging Face folder (config.json and model.safetensors, or shards listed by
    model.safetensors.index.json) of GPT2LMHeadModel or LlamaForCausalLM is a source of [model] init
    (src/weights.c); mgt_export writes the reverse: a folder from_pretrained loads. One table

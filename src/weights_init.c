@@ -1,6 +1,6 @@
 /* src/weights_init.c - [model] init: what it names opened, the preset's model resolved from it, a
    fresh run's weights; under MGT_NO_HF, a Hugging Face folder and mgt_export refused */
-/* ---- 5d. [model] init ---------------------------------------------------------------------------
+/* ---- [model] init -------------------------------------------------------------------------------
    A folder with config.json is Hugging Face's (src/weights_hf.c), a folder of checkpoints a run's
    (its newest), a file llm.c's .bin by its magic number or else an mgt checkpoint (src/weights.c). */
 

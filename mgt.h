@@ -405,7 +405,7 @@ MGTDEF const char *mgt_mem_category_name(int category);
 
 /* ---- backends: the mgt_backend table (src/backend_cpu.c, kernels/backend_cuda.cu) ---------------
    Every op of the model on one device. The runtime above it (schedules, parallelism, optimizer,
-   checkpoints) is the same for the CPU backend (this file) and the CUDA one (kernels/, loaded at
+   checkpoints) is the same for the CPU backend (src/backend_cpu.c) and the CUDA one (kernels/, loaded at
    run time: the CUDA backend library, below). */
 
 /* Shapes: B batch, T time, C channels, NH heads, V vocabulary (Vp padded), N = B*T rows.

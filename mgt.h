@@ -345,11 +345,19 @@ enum {
 /* "all-reduce", "reduce-scatter", "all-gather", "broadcast", "send/recv", "barrier" */
 MGTDEF const char *mgt_coll_name(int coll);
 
+/* The kinds of group a rank belongs to, one of each: the ranks whose grid coordinates differ from
+   its own along one axis (TP, DP, PP), the first and last pipeline stages of its (dp, tp) position
+   (the tied embedding's pair), the whole world, and the TP ranks that hold the same key/value heads
+   (replicated when tp exceeds the key/value heads). */
+enum { MGT_GROUP_TP, MGT_GROUP_DP, MGT_GROUP_PP, MGT_GROUP_EMBEDDING, MGT_GROUP_WORLD, MGT_GROUP_KV, MGT_GROUP_KINDS };
+MGTDEF const char *mgt_group_kind_name(int kind); /* "TP", "DP", "PP", "embedding", "world", "KV" */
+
 typedef struct mgt_group {
     int id;           /* the same on every member, different for every group of the world */
     int size;         /* members */
     int index;        /* this rank's position among them */
     const int *ranks; /* global ranks of the members, in group order */
+    int kind;         /* MGT_GROUP_*: which of a rank's groups this is */
 } mgt_group;
 
 typedef struct mgt_comm_stats { /* per rank, cumulative, written only by the rank's own thread */
@@ -4804,6 +4812,10 @@ MGTDEF const char *mgt_coll_name(int coll) {
                                                       "broadcast",  "send/recv",      "barrier"};
     return coll >= 0 && coll < MGT_COLL_COUNT ? names[coll] : "unknown";
 }
+MGTDEF const char *mgt_group_kind_name(int kind) {
+    static const char *const names[MGT_GROUP_KINDS] = {"TP", "DP", "PP", "embedding", "world", "KV"};
+    return kind >= 0 && kind < MGT_GROUP_KINDS ? names[kind] : "other";
+}
 
 typedef struct mgt__local_world mgt__local_world;
 
@@ -9104,10 +9116,13 @@ static void mgt__init_task(void *ctx, int tid, int nth) {
     }
 }
 
-/* the group of the ranks whose coordinates differ from this one's only along one axis */
-static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int index, int stride, int base) {
+/* a group of `kind`: size members from `base` every `stride` ranks, this rank at `index`; its id is
+   kind x world + `place` (its first member's place among the groups of that kind), the same on
+   every member */
+static void mgt__make_group(mgt_group *g, int **cursor, int kind, int world, int place, int size, int index, int stride, int base) {
     int i;
-    g->id = id;
+    g->kind = kind;
+    g->id = kind * world + place;
     g->size = size;
     g->index = index;
     g->ranks = *cursor;
@@ -9115,20 +9130,19 @@ static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int in
     *cursor += size;
 }
 /* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
-   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks). A group's id is
-   kind x world + its first member's place, the same on every member */
+   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks) */
 static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
     int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
     rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
     if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     cur = rk->members;
-    mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
-    mgt__make_group(&rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
-    mgt__make_group(&rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
+    mgt__make_group(&rk->tp_g, &cur, MGT_GROUP_TP, W, index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
+    mgt__make_group(&rk->dp_g, &cur, MGT_GROUP_DP, W, rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
+    mgt__make_group(&rk->pp_g, &cur, MGT_GROUP_PP, W, rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->emb_g, &cur, MGT_GROUP_EMBEDDING, W, rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
                     (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
-    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
+    mgt__make_group(&rk->world_g, &cur, MGT_GROUP_WORLD, W, 0, W, index, 1, 0);
+    mgt__make_group(&rk->kv_g, &cur, MGT_GROUP_KV, W, index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
     return MGT_OK;
 }
 

@@ -40,6 +40,10 @@ MGTDEF const char *mgt_coll_name(int coll) {
                                                       "broadcast",  "send/recv",      "barrier"};
     return coll >= 0 && coll < MGT_COLL_COUNT ? names[coll] : "unknown";
 }
+MGTDEF const char *mgt_group_kind_name(int kind) {
+    static const char *const names[MGT_GROUP_KINDS] = {"TP", "DP", "PP", "embedding", "world", "KV"};
+    return kind >= 0 && kind < MGT_GROUP_KINDS ? names[kind] : "other";
+}
 
 typedef struct mgt__local_world mgt__local_world;
 

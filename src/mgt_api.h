@@ -277,11 +277,19 @@ enum {
 /* "all-reduce", "reduce-scatter", "all-gather", "broadcast", "send/recv", "barrier" */
 MGTDEF const char *mgt_coll_name(int coll);
 
+/* The kinds of group a rank belongs to, one of each: the ranks whose grid coordinates differ from
+   its own along one axis (TP, DP, PP), the first and last pipeline stages of its (dp, tp) position
+   (the tied embedding's pair), the whole world, and the TP ranks that hold the same key/value heads
+   (replicated when tp exceeds the key/value heads). */
+enum { MGT_GROUP_TP, MGT_GROUP_DP, MGT_GROUP_PP, MGT_GROUP_EMBEDDING, MGT_GROUP_WORLD, MGT_GROUP_KV, MGT_GROUP_KINDS };
+MGTDEF const char *mgt_group_kind_name(int kind); /* "TP", "DP", "PP", "embedding", "world", "KV" */
+
 typedef struct mgt_group {
     int id;           /* the same on every member, different for every group of the world */
     int size;         /* members */
     int index;        /* this rank's position among them */
     const int *ranks; /* global ranks of the members, in group order */
+    int kind;         /* MGT_GROUP_*: which of a rank's groups this is */
 } mgt_group;
 
 typedef struct mgt_comm_stats { /* per rank, cumulative, written only by the rank's own thread */

@@ -71,10 +71,13 @@ static void mgt__init_task(void *ctx, int tid, int nth) {
     }
 }
 
-/* the group of the ranks whose coordinates differ from this one's only along one axis */
-static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int index, int stride, int base) {
+/* a group of `kind`: size members from `base` every `stride` ranks, this rank at `index`; its id is
+   kind x world + `place` (its first member's place among the groups of that kind), the same on
+   every member */
+static void mgt__make_group(mgt_group *g, int **cursor, int kind, int world, int place, int size, int index, int stride, int base) {
     int i;
-    g->id = id;
+    g->kind = kind;
+    g->id = kind * world + place;
     g->size = size;
     g->index = index;
     g->ranks = *cursor;
@@ -82,20 +85,19 @@ static void mgt__make_group(mgt_group *g, int **cursor, int id, int size, int in
     *cursor += size;
 }
 /* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
-   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks). A group's id is
-   kind x world + its first member's place, the same on every member */
+   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks) */
 static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
     int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
     rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
     if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     cur = rk->members;
-    mgt__make_group(&rk->tp_g, &cur, 0 * W + index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
-    mgt__make_group(&rk->dp_g, &cur, 1 * W + rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
-    mgt__make_group(&rk->pp_g, &cur, 2 * W + rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->emb_g, &cur, 3 * W + rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
+    mgt__make_group(&rk->tp_g, &cur, MGT_GROUP_TP, W, index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
+    mgt__make_group(&rk->dp_g, &cur, MGT_GROUP_DP, W, rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
+    mgt__make_group(&rk->pp_g, &cur, MGT_GROUP_PP, W, rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->emb_g, &cur, MGT_GROUP_EMBEDDING, W, rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
                     (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->world_g, &cur, 4 * W, W, index, 1, 0);
-    mgt__make_group(&rk->kv_g, &cur, 5 * W + index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
+    mgt__make_group(&rk->world_g, &cur, MGT_GROUP_WORLD, W, 0, W, index, 1, 0);
+    mgt__make_group(&rk->kv_g, &cur, MGT_GROUP_KV, W, index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
     return MGT_OK;
 }
 

@@ -3,13 +3,13 @@
 # `ninja cuda` runs. The op families with nvcc (sm_80, sm_90, sm_100 and compute_90 PTX,
 # position-independent, warnings fatal; tests/test_kernels_build.sh checks the same sources further:
 # register spills, the PTX, the SIMT shim); the backend's host code with nvcc
-# (kernels/backend_cuda.cu) and gcc (kernels/comm_nccl.c, kernels/plugin_cuda.c) against the real
-# headers, kernels/attention_cudnn.cpp with g++ against cudnn.h; all linked into one shared library
-# with cuBLAS, cuDNN 9 and NCCL (found at run time through an
-# rpath to the toolkit), cudart linked statically (nvcc's default), libcuda never (the driver
-# provides it at run time: linking its stub would stop the library loading on a machine without
-# one). mgt opens the library only when a run asks for device = cuda or auto, so the CPU program
-# needs none of this. Exit 77 where nvcc is missing.
+# (kernels/backend_cuda.cu) and gcc (kernels/comm_nccl.c, kernels/watchdog.c, kernels/plugin_cuda.c)
+# against the real headers, kernels/attention_cudnn.cpp with g++ against cudnn.h; all linked into one
+# shared library with cuBLAS, cuDNN 9 and NCCL (found at run time through an rpath to the toolkit),
+# cudart linked statically (nvcc's default), libcuda never (the driver provides it at run time:
+# linking its stub would stop the library loading on a machine without one). mgt opens the library
+# only when a run asks for device = cuda or auto, so the CPU program needs none of this. Exit 77
+# where nvcc is missing.
 set -eu
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -66,7 +66,7 @@ nvcc -c -std=c++17 -O2 $gencode -Werror all-warnings -Xcompiler -fPIC,-Wall,-Wex
 # shellcheck disable=SC2086
 g++ -std=c++17 -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I. -Ikernels $includes \
     -c -o build/cuda/attention_cudnn.o kernels/attention_cudnn.cpp
-for f in comm_nccl plugin_cuda; do
+for f in comm_nccl watchdog plugin_cuda; do
     # shellcheck disable=SC2086
     gcc -std=c11 -O2 -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I. -Ikernels $includes \
         -c -o "build/cuda/$f.o" "kernels/$f.c"
@@ -74,7 +74,7 @@ done
 libdirs=""
 for d in "$cuda_home/lib64" "$cuda_home/lib"; do [ -d "$d" ] && libdirs="$libdirs -L$d -Xlinker -rpath=$d"; done
 # shellcheck disable=SC2086
-nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/attention_cudnn.o build/cuda/comm_nccl.o build/cuda/plugin_cuda.o $libdirs $pip_links $pip_rpaths \
+nvcc -shared -o "$out.tmp" $objs build/cuda/backend_cuda.o build/cuda/attention_cudnn.o build/cuda/comm_nccl.o build/cuda/watchdog.o build/cuda/plugin_cuda.o $libdirs $pip_links $pip_rpaths \
     -lcublas -lcublasLt -lcudnn -lnccl -ldl -lpthread
 mv "$out.tmp" "$out"
 # cuDNN's runtime-compiled engines need NVRTC: the library opens libnvrtc.so.MAJOR through this run path

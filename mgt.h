@@ -4,8 +4,8 @@
    PARTS (in this order: the public API, then the implementation from its base up)
      src/mgt_api.h          the public API: results, presets, runs, backends, communicators, the CUDA and MPI
                             tables, the simulator, data, checkpoints, the plan
-     src/catf.h             mgt__catf, shared by the implementation and kernels/comm_nccl.c (which defines
-                            MGT_CATF)
+     src/catf.h             mgt__catf, shared by the implementation and the CUDA library's C files (which
+                            define MGT_CATF)
      src/impl_begin.h       the implementation begins: its guard, allocator hooks, system includes, compiler
                             macros
      src/base.c             results, errors and logging; counter-based random numbers
@@ -1087,12 +1087,12 @@ MGTDEF mgt_result mgt_data_check(const char *spec, const char *name, int vocab_s
 /* ==== end src/mgt_api.h ==== */
 /* ==== begin src/catf.h ==== */
 #line 1 "src/catf.h"
-/* src/catf.h - mgt__catf, shared by the implementation and kernels/comm_nccl.c (which defines MGT_CATF) */
+/* src/catf.h - mgt__catf, shared by the implementation and the CUDA library's C files (which define MGT_CATF) */
 
 /* mgt__catf: printf appended to the text in buf, cut at cap. The implementation's, and that of a
-   file built apart from it that includes only the declarations: kernels/comm_nccl.c, in the CUDA
-   library, which takes nothing from the program (it is opened with dlopen and reached through one
-   table), defines MGT_CATF before including mgt.h. */
+   file built apart from it that includes only the declarations: kernels/comm_nccl.c and
+   kernels/watchdog.c, in the CUDA library, which takes nothing from the program (it is opened with
+   dlopen and reached through one table), define MGT_CATF before including mgt.h. */
 #if (defined(MGT_IMPLEMENTATION) || defined(MGT_CATF)) && !defined(MGT__CATF_DEFINED)
 #define MGT__CATF_DEFINED
 #include <stdarg.h> /* defines: va_list */

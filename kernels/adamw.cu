@@ -56,7 +56,7 @@ struct mgt_adamw_list {
     float decay[MGT_ADAMW_MANY];
     int count;
 #ifndef __CUDACC__
-    /* the shim's checking fakes: the device memory this launch reads and writes (cuda_cpu.h) */
+    /* the shim's checking fakes: the device memory this launch reads and writes (tests/simt/cuda_cpu.h) */
     void simt_pointers(const void **ptrs, unsigned char *writes, int &n) const {
         for (int k = 0; k < count; k++) {
             const void *p[5] = {t[k].master, t[k].copy, t[k].grad, t[k].m, t[k].v};

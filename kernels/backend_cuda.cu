@@ -3,7 +3,7 @@
 
    Every op is enqueued on the backend's stream and returns at once; the runtime sees the results
    in stream order, the communicator (kernels/comm_nccl.c) orders itself after this stream with
-   events. The table's ops return nothing, so the first failure (a launch, a cuBLAS call, a wait
+   events (the backend knows nothing of it: both meet in the watchdog, kernels/watchdog.h). The table's ops return nothing, so the first failure (a launch, a cuBLAS call, a wait
    that failed) is kept, like CUDA's sticky errors, and the table's error() reports it; ops after a
    failure do nothing.
 
@@ -17,7 +17,7 @@
    many as a step uploads, so no upload waits) and a buffer for the step's downloads. Between
    step(be, 1) and step(be, 0) nothing is allocated or freed, no copy touches pageable memory, and
    the only host waits are on events of this stream: the download of the step's statistics and
-   the step's end, each through the world's watchdog (mgt_nccl_wait: the [parallel] timeout_s
+   the step's end, each through the world's watchdog (mgt_watchdog_wait: the [parallel] timeout_s
    deadline, NCCL's asynchronous errors, the world's abort). Outside steps (creation, checkpoints,
    sampling) uploads and downloads may use any host memory and still wait with the deadline.
 
@@ -54,13 +54,13 @@
 #include "launchers.h"      /* defines: the mgt_cuda_* launchers of kernels/<op>.cu, mgt_kernel_last_error, mgt_kernel_launches */
 #include "backend_cuda.h"   /* defines: mgt_cuda_backend_create.. */
 #include "attention_cudnn.h" /* defines: mgt_cudnn_attn_create, _forward, _backward (cuDNN's fused attention) */
-#include "comm_nccl.h"      /* defines: mgt_nccl_wait, mgt_nccl_step, mgt_nccl_fail (the watchdog) */
+#include "watchdog.h"       /* defines: mgt_watchdog_wait, mgt_watchdog_step, mgt_watchdog_rank.. */
 #include "fake_note.h"      /* defines: mgt_cuda_fake_note (the checking fakes' hook; null in the library) */
 
 typedef struct mgt__cuda {
     mgt_backend be; /* first member: the runtime holds a mgt_backend * */
     int device, rank;
-    mgt_nccl_world *world; /* the watchdog of its waits, or NULL (a backend of its own: its own deadline) */
+    mgt_watchdog *wd; /* the deadline of its waits, or NULL (a backend of its own: its own deadline) */
     cudaStream_t stream;
     cublasHandle_t blas;
     cublasLtHandle_t lt; /* the GEMMs with a bias epilogue */
@@ -171,9 +171,9 @@ static double mgt__cuda_now() {
 static int mgt__cuda_wait(mgt__cuda *c, const char *what) {
     if (c->failed) return 0;
     if (!mgt__cuda_ok(c, cudaEventRecord(c->ev, c->stream), "marking what the host waits for")) return 0;
-    if (c->world) {
+    if (c->wd) {
         char why[4096];
-        if (mgt_nccl_wait(c->world, c->rank, c->ev, what, why, sizeof why) == MGT_OK) return 1;
+        if (mgt_watchdog_wait(c->wd, c->rank, c->ev, what, why, sizeof why) == MGT_OK) return 1;
         mgt__cuda_fail(c, "%s", why);
         return 0;
     }
@@ -211,7 +211,7 @@ static void mgt__cuda_check_op(mgt__cuda *c) {
     snprintf(what + n, sizeof what - n, ") to finish (MGT_CUDA_SYNC=1 waits for every op)");
     mgt__cuda_wait(c, what);
 }
-/* MGT_CUDA_SYNC=1, before each NCCL call of the rank (comm_nccl.c): the op launched last is waited for */
+/* MGT_CUDA_SYNC=1, before each NCCL call of the rank (mgt_watchdog_finish_last_op): the op launched last is waited for */
 static void mgt__cuda_finish_op(void *ctx) {
     mgt__cuda *c = (mgt__cuda *)ctx;
     if (!c->failed && c->op_pending && c->sync_mode) mgt__cuda_check_op(c);
@@ -777,9 +777,9 @@ static void mgt__cuda_upload(mgt_backend *be, void *dst, const void *host_src, s
     c->up_next = (c->up_next + 1) % c->up_slots;
     char *slot = c->up + (size_t)k * c->up_slot;
     if (c->up_busy[k]) { /* the ring came round within a step: wait for that slot's copy */
-        if (c->world) {
+        if (c->wd) {
             char why[4096];
-            if (mgt_nccl_wait(c->world, c->rank, c->up_done[k], "an earlier upload from the same pinned slot", why, sizeof why) != MGT_OK) {
+            if (mgt_watchdog_wait(c->wd, c->rank, c->up_done[k], "an earlier upload from the same pinned slot", why, sizeof why) != MGT_OK) {
                 mgt__cuda_fail(c, "%s", why);
                 return;
             }
@@ -863,12 +863,12 @@ static const char *mgt__cuda_error(mgt_backend *be) { return MGT__CU(be)->failed
 
 /* the runtime's bracket of a step (or a forward-only pass): nothing is made, freed or waited for
    without a deadline between them. begin 2: the warm-up step, where cuBLAS's and cuDNN's kernels
-   load at their first launch (its waits allow 10 x timeout_s, at least 120 s: comm_nccl.c) */
+   load at their first launch (its waits allow 10 x timeout_s, at least 120 s: watchdog.c) */
 static void mgt__cuda_step(mgt_backend *be, int begin) {
     mgt__cuda *c = MGT__CU(be);
     if (begin) c->up_next = 0;
-    if (begin && c->world && !c->nccl_counted) { /* NCCL's own memory, measured after its warm-up: among the buffers */
-        size_t nccl = mgt_nccl_memory(c->world, c->rank);
+    if (begin && c->wd && !c->nccl_counted) { /* NCCL's own memory, measured after its warm-up: among the buffers */
+        size_t nccl = mgt_watchdog_comm_memory(c->wd, c->rank);
         mgt__cuda_account(be, (long long)nccl, MGT_MEM_BUFFERS);
         c->nccl_bytes = nccl;
         c->nccl_counted = 1;
@@ -877,7 +877,7 @@ static void mgt__cuda_step(mgt_backend *be, int begin) {
     c->warm_up = begin == 2;
     c->op_pending = 0;
     snprintf(c->op_desc, sizeof c->op_desc, "%s", begin == 2 ? "the start of the warm-up step" : begin ? "the start of a step" : "no step");
-    if (c->world) mgt_nccl_step(c->world, c->rank, begin);
+    if (c->wd) mgt_watchdog_step(c->wd, c->rank, begin);
     if (mgt_cuda_fake_note)
         mgt_cuda_fake_note(c->device, begin == 2 ? MGT_NOTE_WARM_UP_BEGIN : begin ? MGT_NOTE_STEP_BEGIN : MGT_NOTE_STEP_END, NULL);
 }
@@ -955,7 +955,7 @@ extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
             cudaError_t q = cudaEventQuery(c->ev);
             if (q == cudaSuccess) { idle = 1; break; }
             (void)cudaGetLastError();
-            if (q != cudaErrorNotReady || mgt__cuda_now() - start > mgt_nccl_timeout(c->world)) break;
+            if (q != cudaErrorNotReady || mgt__cuda_now() - start > mgt_watchdog_timeout(c->wd)) break;
             if (spins < 64) sched_yield();
             else {
                 struct timespec ts = {0, 20000L};
@@ -988,7 +988,7 @@ extern "C" void mgt_cuda_backend_destroy(mgt_backend *be) {
     free(c);
 }
 
-extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dtype, mgt_backend **out, char *why, size_t cap) {
+extern "C" int mgt_cuda_backend_create(mgt_watchdog *wd, int device, int dtype, mgt_backend **out, char *why, size_t cap) {
     mgt__cuda *c = (mgt__cuda *)calloc(1, sizeof *c);
     mgt_backend *be;
     const char *sync = getenv("MGT_CUDA_SYNC");
@@ -997,15 +997,15 @@ extern "C" int mgt_cuda_backend_create(mgt_nccl_world *world, int device, int dt
     if (!c) { snprintf(why, cap, "out of memory"); return -1; }
     be = &c->be;
     c->device = device;
-    c->world = world;
-    c->rank = world ? mgt_nccl_world_rank(world, device) : -1;
-    if (world && c->rank < 0) {
+    c->wd = wd;
+    c->rank = wd ? mgt_watchdog_rank(wd, device) : -1;
+    if (wd && c->rank < 0) {
         free(c);
         snprintf(why, cap, "device %d runs no rank of the world", device);
         return -1;
     }
     c->sync_mode = sync && *sync && strcmp(sync, "0") != 0;
-    if (world) mgt_nccl_before_calls(world, c->rank, mgt__cuda_finish_op, c);
+    if (wd) mgt_watchdog_set_last_op(wd, c->rank, mgt__cuda_finish_op, c);
     be->name = "cuda";
     be->dtype = dtype;
     be->elt = dtype == MGT_F32 ? 4 : 2;

@@ -1,6 +1,6 @@
 /* kernels/comm_nccl.c: the mgt_comm table over NCCL, for ranks that are threads of a process
-   (one process, or each of several under mpirun), one GPU each, and the watchdog every host wait
-   of a rank goes through.
+   (one process, or each of several under mpirun), one GPU each; its world makes the watchdog every
+   host wait of a rank goes through (kernels/watchdog.c) and plugs NCCL's part into it.
 
    A world is made once per process, from one thread: a unique id (made here, or by the process of
    rank 0 and carried by MPI) and ncclCommInitRankConfig for every rank of this process in one NCCL
@@ -26,18 +26,13 @@
    and a device stage made with the communicator, and the call then waits, because the host reads
    them at once.
 
-   The watchdog: no host wait is unbounded. Each one (an event of the rank's own streams: the end of
-   a step, a staged call, an NCCL call still being enqueued) waits with the world's deadline (an
-   event: a few queries, then the rank's waiter thread blocks in cudaEventSynchronize and wakes the
-   rank when it completes, while the rank checks its deadline every millisecond),
-   [parallel] timeout_s, and reads ncclCommGetAsyncError of the rank's communicators and the world's
-   abort flag while it waits. The rank that sees a deadline pass, an asynchronous error or a device
-   fault writes one message (the rank, its GPU, what it waited for, the NCCL call it is behind with
-   its group and sequence number, what every other rank was last doing) and aborts the world:
-   every rank's communicators, each under that rank's guard, a mutex its thread holds around each
-   of its NCCL calls, so no communicator is freed while another thread is inside it. Every other
-   rank's next wait or call then returns that message. The backend (kernels/backend_cuda.cu) waits
-   through mgt_nccl_wait and so follows the same rules.
+   The watchdog (kernels/watchdog.c): every host wait of a rank, its backend's included, has the
+   world's deadline, [parallel] timeout_s. The world registers its part of a wait and of a failure as
+   the watchdog's hooks: NCCL's asynchronous errors of the rank's communicators (polled while it
+   waits), the call its stream is behind (its group and sequence number) and each rank's last call,
+   for the one message; and the abort: every rank's communicators, each under that rank's guard, a
+   mutex its thread holds around each of its NCCL calls, so no communicator is freed while another
+   thread is inside it. Every other rank's next wait or call then returns that message.
 
    Statistics: calls and bytes when enqueued; seconds from a pair of timing events around each call
    on the communication stream (waiting for peers included, as on CPU), read at the end of a step
@@ -48,14 +43,13 @@
 #include <cuda_runtime.h> /* defines: cudaStream_t, cudaEvent_t, cudaMemcpyAsync, cudaHostAlloc, cudaEventQuery */
 #include <nccl.h>         /* defines: ncclComm_t, ncclCommInitRankConfig, ncclCommSplit, ncclAllReduce.. */
 #include <pthread.h>      /* defines: pthread_mutex_t */
-#include <sched.h>        /* defines: sched_yield */
 #include <stdarg.h>       /* defines: va_list */
 #include <stdio.h>        /* defines: vsnprintf */
-#include <stdlib.h>       /* defines: calloc, free */
-#include <string.h>       /* defines: memset, memcpy */
-#include <time.h>         /* defines: clock_gettime, nanosleep */
+#include <stdlib.h>       /* defines: calloc, free, getenv, setenv */
+#include <string.h>       /* defines: memset, memcpy, strncmp */
 
-#include "comm_nccl.h" /* defines: mgt_nccl_world_create, mgt_nccl_comm_create, mgt_nccl_wait.. */
+#include "comm_nccl.h" /* defines: mgt_nccl_world_create, mgt_nccl_comm_create.. */
+#include "watchdog.h"  /* defines: mgt_watchdog_wait, mgt_watchdog_fail, mgt_watchdog_doing, mgt_watchdog_hooks.. */
 #include "fake_note.h" /* defines: mgt_cuda_fake_note (the checking fakes' hook; null in the library) */
 
 typedef char mgt__nccl_id_fits[sizeof(ncclUniqueId) == MGT_NCCL_ID_BYTES ? 1 : -1]; /* mgt.h carries the id as bytes */
@@ -65,22 +59,7 @@ typedef char mgt__nccl_id_fits[sizeof(ncclUniqueId) == MGT_NCCL_ID_BYTES ? 1 : -
 
 typedef struct mgt__nccl mgt__nccl;
 
-/* A rank's waits wake when their event completes: after a short spin of queries the event goes to
-   this thread, which blocks in cudaEventSynchronize (woken by the driver) and signals; the rank's
-   thread meanwhile sleeps on the condition in 1 ms slices to check its deadline, the world's abort
-   and NCCL's asynchronous errors. Polling alone, with a growing sleep between queries so as not to
-   burn a core, woke up to 1 ms late, three times a step. */
-typedef struct mgt__nccl_waiter {
-    pthread_t thread;
-    int started, quit, device;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;    /* a new request (to the thread), an answer (to the rank) */
-    cudaEvent_t event;    /* the request */
-    long asked, answered; /* requests so far, answered so far */
-    cudaError_t result;   /* the last answer's */
-} mgt__nccl_waiter;
-
-/* what the world keeps of each rank */
+/* what the world keeps of each rank (what it does is the watchdog's: kernels/watchdog.c) */
 typedef struct mgt__nccl_rank {
     pthread_mutex_t guard; /* held by the rank's thread around each of its NCCL calls, by an abort around
                               aborting its communicators, and around the fields below */
@@ -88,29 +67,18 @@ typedef struct mgt__nccl_rank {
     ncclComm_t split[MGT__NCCL_MAX_GROUPS];
     int nsplit;
     int dead; /* its communicators were aborted */
-    /* what it was last doing, for a failing rank's message */
-    char doing[240];
-    double since;
-    char last_call[200];
-    double last_call_s;
-    int in_step, warm_up; /* warm_up: the untimed warm-up step (its waits get a longer deadline) */
-    long step, step_calls; /* steps begun; NCCL calls made inside steps, all steps together */
-    size_t nccl_bytes;     /* NCCL's device memory, measured after the warm-up */
-    mgt__nccl_waiter waiter;
-    void (*finish_op)(void *ctx); /* MGT_CUDA_SYNC=1: the backend's last op waited for before a call */
-    void *finish_ctx;
+    char last_call[200]; /* for a failing rank's message */
+    double last_call_s;  /* when it was issued */
+    long step_calls;     /* NCCL calls made inside steps, all steps together */
 } mgt__nccl_rank;
 
 struct mgt_nccl_world {
     int world;
     int *devices;
-    double timeout_s;
     ncclComm_t *comms; /* the world communicator of each rank (the rank's own once it runs) */
     mgt_nccl_fail_fn fail;
     mgt__nccl_rank *ranks;
-    pthread_mutex_t mu; /* guards aborting and why */
-    int aborted;        /* the communicators are gone (atomic) */
-    char why[4096];     /* the failure that aborted the world */
+    mgt_watchdog *wd; /* the deadline of every wait of its ranks, what each does, whether the world stopped */
 };
 
 typedef struct mgt__nccl_group {
@@ -149,13 +117,8 @@ struct mgt__nccl {
     int measured;         /* NCCL's memory measured (at the first settle: after mgt.h's warm-up) */
 };
 
-/* ---- clocks, messages ---- */
+/* ---- messages ---- */
 
-static double mgt__nccl_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 static mgt_result mgt__nccl_report(mgt_nccl_fail_fn fail, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
@@ -174,146 +137,9 @@ static const char *mgt__nccl_kind(int kind) {
     return kind >= 0 && kind < 6 ? names[kind] : "other";
 }
 
-/* ---- the world's state: aborted, and what each rank does ---- */
-
-static int mgt__nccl_world_aborted(const mgt_nccl_world *w) { return __atomic_load_n(&w->aborted, __ATOMIC_ACQUIRE); }
-
-/* what rank r's host does now (its own thread) */
-static void mgt__nccl_doing(mgt_nccl_world *w, int r, const char *fmt, ...) {
-    mgt__nccl_rank *me = &w->ranks[r];
-    va_list ap;
-    pthread_mutex_lock(&me->guard);
-    va_start(ap, fmt);
-    vsnprintf(me->doing, sizeof me->doing, fmt, ap);
-    va_end(ap);
-    me->since = mgt__nccl_now();
-    pthread_mutex_unlock(&me->guard);
-}
-
-/* what every rank was last doing, ranks in the same state together (mgt.h and the CLI keep about
-   1000 characters of a message: 8 ranks must fit) */
-static void mgt__nccl_ranks_state(mgt_nccl_world *w, char *msg, size_t cap, double t) {
-    int n = w->world, i, j;
-    char (*key)[420] = (char (*)[420])calloc((size_t)n, 420);
-    double *age = (double *)calloc((size_t)n, sizeof(double));
-    unsigned char *done = (unsigned char *)calloc((size_t)n, 1);
-    if (!key || !age || !done) {
-        free(key);
-        free(age);
-        free(done);
-        return;
-    }
-    for (i = 0; i < n; i++) {
-        mgt__nccl_rank *o = &w->ranks[i];
-        pthread_mutex_lock(&o->guard);
-        snprintf(key[i], 420, "%.200s", o->doing[0] ? o->doing : "had not started");
-        if (o->last_call[0] && strncmp(o->doing, "issu", 4)) mgt__catf(key[i], 420, ", its last NCCL call %.190s", o->last_call);
-        age[i] = o->since > 0 && t > o->since ? t - o->since : 0.0;
-        pthread_mutex_unlock(&o->guard);
-    }
-    mgt__catf(msg, cap, ". The ranks were last:");
-    for (i = 0; i < n; i++) {
-        double oldest = age[i];
-        int count = 0, last = -2, run = 0;
-        if (done[i]) continue;
-        for (j = i; j < n; j++)
-            if (!done[j] && !strcmp(key[j], key[i])) count++;
-        mgt__catf(msg, cap, " rank%s", count > 1 ? "s" : "");
-        for (j = i; j < n; j++) { /* the ranks as ranges: 0, 2-7 */
-            if (done[j] || strcmp(key[j], key[i])) continue;
-            done[j] = 1;
-            if (age[j] > oldest) oldest = age[j];
-            if (j == last + 1) { run++; last = j; continue; }
-            if (run) mgt__catf(msg, cap, "-%d", last);
-            mgt__catf(msg, cap, "%s%d", last == -2 ? " " : ", ", j);
-            last = j;
-            run = 0;
-        }
-        if (run) mgt__catf(msg, cap, "-%d", last);
-        mgt__catf(msg, cap, " %s (%.1f s);", key[i], oldest);
-    }
-    free(key);
-    free(age);
-    free(done);
-}
-
-/* the one message of a failure seen by rank r; then the world is aborted. Called on rank r's thread,
-   holding no guard. */
-static mgt_result mgt__nccl_failure(mgt_nccl_world *w, int r, mgt_result result, char *why, size_t cap, const char *tail, const char *fmt, ...)
-    __attribute__((format(printf, 7, 8)));
-static mgt_result mgt__nccl_failure(mgt_nccl_world *w, int r, mgt_result result, char *why, size_t cap, const char *tail, const char *fmt, ...) {
-    char msg[4096] = "", reason[1024];
-    double t = mgt__nccl_now();
-    mgt__nccl *c = w->ranks[r].comm;
-    int i;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(reason, sizeof reason, fmt, ap);
-    va_end(ap);
-    if (mgt__nccl_world_aborted(w)) { /* another rank was first: its message stands */
-        pthread_mutex_lock(&w->mu);
-        snprintf(msg, sizeof msg, "stopped with the world: %.4000s", w->why[0] ? w->why : "another rank failed");
-        pthread_mutex_unlock(&w->mu);
-        if (why) snprintf(why, cap, "%s", msg);
-        return w->fail(MGT_ERROR_COMM, msg);
-    }
-    mgt__catf(msg, sizeof msg, "rank %d (GPU %d): %s", r, w->devices[r], reason);
-    if (c) { /* the oldest call of this rank that has not completed: what its stream is behind */
-        for (i = 0; i < c->ntimed; i++) {
-            cudaError_t q = cudaEventQuery(c->timed[i].end);
-            (void)cudaGetLastError();
-            if (q != cudaSuccess) {
-                mgt__catf(msg, sizeof msg, ", behind NCCL %s, issued %.1f s before", c->timed[i].what, t - c->timed[i].issued_s);
-                break;
-            }
-        }
-    }
-    mgt__nccl_ranks_state(w, msg, sizeof msg, t);
-    mgt__catf(msg, sizeof msg, " every rank is stopped (the communicators aborted); nothing after the last checkpoint is saved%s", tail ? tail : "");
-    pthread_mutex_lock(&w->mu);
-    if (!w->why[0]) snprintf(w->why, sizeof w->why, "%.4095s", msg);
-    else { /* another rank failed at the same moment and was first: its message stands */
-        char first[4096];
-        snprintf(first, sizeof first, "%.4095s", w->why);
-        snprintf(msg, sizeof msg, "stopped with the world: %.4000s", first);
-        result = MGT_ERROR_COMM;
-    }
-    pthread_mutex_unlock(&w->mu);
-    mgt_nccl_world_abort(w);
-    if (why) snprintf(why, cap, "%.4095s", msg);
-    return w->fail(result, msg);
-}
-/* a rank that finds the world aborted by another: that rank's message */
-static mgt_result mgt__nccl_echo(mgt_nccl_world *w, char *why, size_t cap) {
-    char msg[4200];
-    pthread_mutex_lock(&w->mu);
-    snprintf(msg, sizeof msg, "stopped with the world: %.4096s", w->why[0] ? w->why : "another rank failed and aborted every communicator");
-    pthread_mutex_unlock(&w->mu);
-    if (why) snprintf(why, cap, "%s", msg);
-    return w->fail(MGT_ERROR_COMM, msg);
-}
-
-/* a wait's deadline on rank r's thread: [parallel] timeout_s; in the warm-up step ten times that and
-   at least 2 minutes, as loading a library's kernels (and cuDNN's runtime compilation of an engine)
-   takes seconds each */
-static double mgt__nccl_deadline(const mgt_nccl_world *w, int r) { return !w->ranks[r].warm_up ? w->timeout_s : 10 * w->timeout_s > 120.0 ? 10 * w->timeout_s : 120.0; }
-static const char *mgt__nccl_deadline_name(const mgt_nccl_world *w, int r) {
-    return w->ranks[r].warm_up ? "the warm-up step's deadline: 10 x [parallel] timeout_s, at least 120 s" : "[parallel] timeout_s";
-}
-
-/* MGT_CUDA_SYNC=1: every op (and NCCL call) is waited for, so a failure names it */
-static int mgt__nccl_sync_mode(void) {
-    static int mode = -1;
-    if (__atomic_load_n(&mode, __ATOMIC_RELAXED) < 0) {
-        const char *e = getenv("MGT_CUDA_SYNC");
-        __atomic_store_n(&mode, e && *e && strcmp(e, "0") != 0, __ATOMIC_RELAXED);
-    }
-    return __atomic_load_n(&mode, __ATOMIC_RELAXED);
-}
-
 /* a CUDA error under NCCL: a kernel of this rank may have faulted earlier */
 static const char *mgt__nccl_cuda_hint(void) {
-    return mgt__nccl_sync_mode() ? NULL : ". A CUDA error under NCCL: an earlier kernel of this rank may have faulted; MGT_CUDA_SYNC=1 waits for every op and names it";
+    return mgt_watchdog_sync_mode() ? NULL : ". A CUDA error under NCCL: an earlier kernel of this rank may have faulted; MGT_CUDA_SYNC=1 waits for every op and names it";
 }
 
 /* NCCL's asynchronous errors of rank r's communicators: ncclSuccess, or the first error (with its
@@ -339,143 +165,57 @@ static ncclResult_t mgt__nccl_async(mgt_nccl_world *w, int r, int *gi) {
     return bad;
 }
 
-/* a short pause in a poll: yields first, then sleeps up to 1 ms (the polls of communicators in
-   progress, which no event signals) */
-static void mgt__nccl_pause(int *spins) {
-    if (++*spins < 64) {
-        sched_yield();
-        return;
-    }
-    struct timespec ts = {0, *spins < 1000 ? 20000L : 1000000L};
-    nanosleep(&ts, NULL);
-}
+/* ---- the watchdog's hooks (kernels/watchdog.h): NCCL's part of a wait and of the one message ---- */
 
-static void *mgt__nccl_waiter_main(void *arg) {
-    mgt__nccl_waiter *wt = (mgt__nccl_waiter *)arg;
-    if (cudaSetDevice(wt->device) != cudaSuccess) (void)cudaGetLastError();
-    if (mgt_cuda_fake_note) mgt_cuda_fake_note(wt->device, MGT_NOTE_WAITER, NULL);
-    pthread_mutex_lock(&wt->mu);
-    for (;;) {
-        cudaEvent_t e;
-        cudaError_t q;
-        while (!wt->quit && wt->answered == wt->asked) pthread_cond_wait(&wt->cv, &wt->mu);
-        if (wt->quit) break;
-        e = wt->event;
-        pthread_mutex_unlock(&wt->mu);
-        q = cudaEventSynchronize(e);
-        if (q != cudaSuccess) (void)cudaGetLastError();
-        pthread_mutex_lock(&wt->mu);
-        wt->result = q;
-        wt->answered = wt->asked;
-        pthread_cond_broadcast(&wt->cv);
-    }
-    pthread_mutex_unlock(&wt->mu);
-    return NULL;
+static int mgt__nccl_poll(void *ctx, int r, char *reason, size_t cap) {
+    mgt_nccl_world *w = (mgt_nccl_world *)ctx;
+    mgt__nccl *c = w->ranks[r].comm;
+    int gi;
+    ncclResult_t e = mgt__nccl_async(w, r, &gi);
+    ncclComm_t comm;
+    if (e == ncclSuccess) return 0;
+    comm = gi >= 0 ? c->groups[gi].comm : w->comms[r];
+    snprintf(reason, cap, "NCCL reported an asynchronous error on %s%d (%s): %s (%s)", gi >= 0 ? "group " : "the world communicator of rank ",
+             gi >= 0 ? c->groups[gi].id : r, gi >= 0 ? mgt__nccl_kind(c->groups[gi].kind) : "world", mgt__nccl_why(comm, e), ncclGetErrorString(e));
+    return e == ncclUnhandledCudaError ? 2 : 1; /* 2: NCCL saw this rank's device fault */
 }
-/* hands `event` to rank r's waiter: its ticket, or 0 when the waiter is still on an earlier event (a
-   wait that failed at its deadline): then the caller keeps polling */
-static long mgt__nccl_waiter_ask(mgt_nccl_world *w, int r, cudaEvent_t event) {
-    mgt__nccl_waiter *wt = &w->ranks[r].waiter;
-    long ticket = 0;
-    pthread_mutex_lock(&wt->mu);
-    if (!wt->started && !wt->quit) wt->started = pthread_create(&wt->thread, NULL, mgt__nccl_waiter_main, wt) == 0;
-    if (wt->started && wt->answered == wt->asked) {
-        wt->event = event;
-        ticket = ++wt->asked;
-        pthread_cond_broadcast(&wt->cv);
-    }
-    pthread_mutex_unlock(&wt->mu);
-    return ticket;
-}
-/* up to `until` (CLOCK_REALTIME, as the condition's clock) for the answer to ticket: 1 and its result,
-   or 0 */
-static int mgt__nccl_waiter_answer(mgt_nccl_world *w, int r, long ticket, const struct timespec *until, cudaError_t *result) {
-    mgt__nccl_waiter *wt = &w->ranks[r].waiter;
-    int done;
-    pthread_mutex_lock(&wt->mu);
-    if (wt->answered < ticket) pthread_cond_timedwait(&wt->cv, &wt->mu, until);
-    done = wt->answered >= ticket;
-    if (done) *result = wt->result;
-    pthread_mutex_unlock(&wt->mu);
-    return done;
-}
-/* the waiter ends (world destroy): joined once its last request is answered, within timeout_s; a
-   waiter still inside cudaEventSynchronize then (a device that never completes) is left to the
-   process's end */
-static void mgt__nccl_waiter_end(mgt__nccl_waiter *wt, double timeout_s) {
-    double start = mgt__nccl_now();
-    int idle;
-    pthread_mutex_lock(&wt->mu);
-    wt->quit = 1;
-    pthread_cond_broadcast(&wt->cv);
-    while (wt->started && wt->answered != wt->asked && mgt__nccl_now() - start <= timeout_s) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 10000000L;
-        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
-        pthread_cond_timedwait(&wt->cv, &wt->mu, &until);
-    }
-    idle = wt->answered == wt->asked;
-    pthread_mutex_unlock(&wt->mu);
-    if (!wt->started) return;
-    if (idle) pthread_join(wt->thread, NULL);
-    else pthread_detach(wt->thread);
-}
-
-/* the device of rank r failed (a kernel faulted: the sticky error q) while it waited for `what` */
-static mgt_result mgt__nccl_device_failed(mgt_nccl_world *w, int r, cudaError_t q, const char *what, char *why, size_t cap) {
-    return mgt__nccl_failure(w, r, MGT_ERROR_DEVICE, why, cap,
-                             mgt__nccl_sync_mode() ? NULL : ". The failing op is not known: MGT_CUDA_SYNC=1 waits for every op and names it",
-                             "the device failed (%s: %s)%s while waiting for %s", cudaGetErrorName(q), cudaGetErrorString(q),
-                             w->ranks[r].warm_up ? " in the warm-up step" : "", what);
-}
-
-mgt_result mgt_nccl_wait(mgt_nccl_world *w, int r, void *event, const char *what, char *why, size_t cap) {
-    double start = mgt__nccl_now(), next_check = start;
-    int spins = 0;
-    long ticket = 0;
-    mgt__nccl_doing(w, r, "waiting for %s", what);
-    for (;;) {
-        cudaError_t q = cudaErrorNotReady;
-        double t;
-        if (mgt__nccl_world_aborted(w)) return mgt__nccl_echo(w, why, cap);
-        if (ticket) { /* the waiter has it: sleep until it answers, 1 ms at most between checks */
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 1000000L;
-            if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
-            if (!mgt__nccl_waiter_answer(w, r, ticket, &until, &q)) q = cudaErrorNotReady;
-        } else {
-            q = cudaEventQuery((cudaEvent_t)event);
-            (void)cudaGetLastError(); /* not ready is no error, but may stay as the last error and fail the next launch check */
+/* the oldest call of this rank that has not completed: what its stream is behind */
+static void mgt__nccl_behind(void *ctx, int r, char *msg, size_t cap, double t) {
+    mgt__nccl *c = ((mgt_nccl_world *)ctx)->ranks[r].comm;
+    int i;
+    for (i = 0; c && i < c->ntimed; i++) {
+        cudaError_t q = cudaEventQuery(c->timed[i].end);
+        (void)cudaGetLastError();
+        if (q != cudaSuccess) {
+            mgt__catf(msg, cap, ", behind NCCL %s, issued %.1f s before", c->timed[i].what, t - c->timed[i].issued_s);
+            break;
         }
-        if (q == cudaSuccess) {
-            mgt__nccl_doing(w, r, "running, after %s", what);
-            return MGT_OK;
+    }
+}
+/* a rank's last call, unless its state already names it (while issuing it) */
+static void mgt__nccl_last_call(void *ctx, int r, char *state, size_t cap) {
+    mgt__nccl_rank *o = &((mgt_nccl_world *)ctx)->ranks[r];
+    pthread_mutex_lock(&o->guard);
+    if (o->last_call[0] && strncmp(state, "issu", 4)) mgt__catf(state, cap, ", its last NCCL call %.190s", o->last_call);
+    pthread_mutex_unlock(&o->guard);
+}
+/* after an error on one rank: the others may wait for it inside NCCL. Every rank's communicators are
+   aborted under that rank's guard, which its thread holds around each of its NCCL calls: none is
+   freed while its thread is inside it, and the rank's thread checks `dead` before its next call */
+static void mgt__nccl_abort(void *ctx) {
+    mgt_nccl_world *w = (mgt_nccl_world *)ctx;
+    int i, j;
+    for (i = 0; i < w->world; i++) {
+        mgt__nccl_rank *o = &w->ranks[i];
+        pthread_mutex_lock(&o->guard);
+        if (!o->dead) {
+            for (j = 0; j < o->nsplit; j++) ncclCommAbort(o->split[j]);
+            o->nsplit = 0;
+            if (w->comms[i]) ncclCommAbort(w->comms[i]);
+            w->comms[i] = NULL;
+            o->dead = 1;
         }
-        if (q != cudaErrorNotReady) return mgt__nccl_device_failed(w, r, q, what, why, cap);
-        t = mgt__nccl_now();
-        if (t >= next_check) {
-            int gi;
-            ncclResult_t e = mgt__nccl_async(w, r, &gi);
-            next_check = t + 0.001;
-            if (e == ncclUnhandledCudaError) { /* NCCL saw this rank's device fault first: the device's own error says it */
-                cudaError_t ce = cudaEventQuery((cudaEvent_t)event);
-                (void)cudaGetLastError();
-                if (ce != cudaSuccess && ce != cudaErrorNotReady) return mgt__nccl_device_failed(w, r, ce, what, why, cap);
-            }
-            if (e != ncclSuccess) {
-                mgt__nccl *c = w->ranks[r].comm;
-                ncclComm_t comm = gi >= 0 ? c->groups[gi].comm : w->comms[r];
-                return mgt__nccl_failure(w, r, MGT_ERROR_COMM, why, cap, NULL, "NCCL reported an asynchronous error on %s%d (%s): %s (%s), while waiting for %s",
-                                         gi >= 0 ? "group " : "the world communicator of rank ", gi >= 0 ? c->groups[gi].id : r,
-                                         gi >= 0 ? mgt__nccl_kind(c->groups[gi].kind) : "world", mgt__nccl_why(comm, e), ncclGetErrorString(e), what);
-            }
-        }
-        if (t - start > mgt__nccl_deadline(w, r))
-            return mgt__nccl_failure(w, r, MGT_ERROR_COMM, why, cap, NULL, "waited %.1f s (%s) for %s", t - start, mgt__nccl_deadline_name(w, r), what);
-        if (!ticket && ++spins >= 64) ticket = mgt__nccl_waiter_ask(w, r, (cudaEvent_t)event); /* after ~64 yields: a short wait costs no handover */
-        if (!ticket) mgt__nccl_pause(&spins);
+        pthread_mutex_unlock(&o->guard);
     }
 }
 
@@ -486,9 +226,9 @@ mgt_result mgt_nccl_wait(mgt_nccl_world *w, int r, void *event, const char *what
 static mgt_result mgt__nccl_enter(mgt__nccl *c) {
     mgt__nccl_rank *me = &c->w->ranks[c->rank];
     pthread_mutex_lock(&me->guard);
-    if (me->dead || mgt__nccl_world_aborted(c->w)) {
+    if (me->dead || mgt_watchdog_aborted(c->w->wd)) {
         pthread_mutex_unlock(&me->guard);
-        return mgt__nccl_echo(c->w, NULL, 0);
+        return mgt_watchdog_stopped(c->w->wd, NULL, 0);
     }
     return MGT_OK;
 }
@@ -496,16 +236,16 @@ static void mgt__nccl_leave(mgt__nccl *c) { pthread_mutex_unlock(&c->w->ranks[c-
 
 /* after a call on comm that answered r: done, or polled until comm leaves ncclInProgress */
 static mgt_result mgt__nccl_finish(mgt__nccl *c, ncclComm_t comm, ncclResult_t r, const char *what) {
-    mgt_nccl_world *w = c->w;
-    double start = mgt__nccl_now();
+    mgt_watchdog *wd = c->w->wd;
+    double start = mgt_watchdog_now();
     int spins = 0;
     if (r == ncclSuccess) return MGT_OK;
     while (r == ncclInProgress) {
-        if (mgt__nccl_world_aborted(w)) return mgt__nccl_echo(w, NULL, 0);
-        if (mgt__nccl_now() - start > mgt__nccl_deadline(w, c->rank))
-            return mgt__nccl_failure(w, c->rank, MGT_ERROR_COMM, NULL, 0, NULL, "NCCL %s stayed in progress (ncclInProgress: not enqueued) for %.1f s (%s)", what,
-                                     mgt__nccl_now() - start, mgt__nccl_deadline_name(w, c->rank));
-        mgt__nccl_pause(&spins);
+        if (mgt_watchdog_aborted(wd)) return mgt_watchdog_stopped(wd, NULL, 0);
+        if (mgt_watchdog_now() - start > mgt_watchdog_deadline(wd, c->rank))
+            return mgt_watchdog_fail(wd, c->rank, MGT_ERROR_COMM, NULL, 0, NULL, "NCCL %s stayed in progress (ncclInProgress: not enqueued) for %.1f s (%s)", what,
+                                     mgt_watchdog_now() - start, mgt_watchdog_deadline_name(wd, c->rank));
+        mgt_watchdog_pause(&spins);
         if (mgt__nccl_enter(c) != MGT_OK) return MGT_ERROR_COMM;
         if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) r = ncclInternalError;
         mgt__nccl_leave(c);
@@ -515,10 +255,10 @@ static mgt_result mgt__nccl_finish(mgt__nccl *c, ncclComm_t comm, ncclResult_t r
         cudaError_t ce = cudaStreamQuery(c->stream);
         (void)cudaGetLastError();
         if (ce != cudaSuccess && ce != cudaErrorNotReady)
-            return mgt__nccl_failure(w, c->rank, MGT_ERROR_DEVICE, NULL, 0, mgt__nccl_cuda_hint(), "NCCL %s failed: %s (%s); the device failed (%s: %s)", what,
+            return mgt_watchdog_fail(wd, c->rank, MGT_ERROR_DEVICE, NULL, 0, mgt__nccl_cuda_hint(), "NCCL %s failed: %s (%s); the device failed (%s: %s)", what,
                                      mgt__nccl_why(comm, r), ncclGetErrorString(r), cudaGetErrorName(ce), cudaGetErrorString(ce));
     }
-    return mgt__nccl_failure(w, c->rank, MGT_ERROR_COMM, NULL, 0, r == ncclUnhandledCudaError ? mgt__nccl_cuda_hint() : NULL, "NCCL %s failed: %s (%s)", what,
+    return mgt_watchdog_fail(wd, c->rank, MGT_ERROR_COMM, NULL, 0, r == ncclUnhandledCudaError ? mgt__nccl_cuda_hint() : NULL, "NCCL %s failed: %s (%s)", what,
                              mgt__nccl_why(comm, r), ncclGetErrorString(r));
 }
 
@@ -546,30 +286,25 @@ static mgt_result mgt__nccl_nothing(mgt__nccl *c) {
     return MGT_OK;
 }
 
-/* MGT_CUDA_SYNC=1: the backend's last op waited for before the stream is ordered after it, so a fault
-   in it is reported naming it (the world is then aborted, and the call returns that message) */
-static int mgt__nccl_finish_op(mgt__nccl *c) { /* 1 when it ran and the world is aborted since */
-    mgt__nccl_rank *me = &c->w->ranks[c->rank];
-    if (!me->finish_op || !mgt__nccl_sync_mode()) return 0;
-    me->finish_op(me->finish_ctx);
-    return mgt__nccl_world_aborted(c->w);
-}
-
 /* names the call (for the fakes, the rank's state and a later message), orders the communication
    stream after the compute and starts its timing; the guard is held from here to mgt__nccl_end */
 static mgt_result mgt__nccl_begin(mgt__nccl *c, int coll, const char *what) {
     mgt__nccl_rank *me = &c->w->ranks[c->rank];
     mgt__nccl_timed *t = c->ntimed < MGT__NCCL_TIMED ? &c->timed[c->ntimed] : NULL;
-    double now = mgt__nccl_now();
-    mgt__nccl_finish_op(c);
+    double now = mgt_watchdog_now();
+    char doing[240];
+    long step;
+    int in_step;
+    mgt_watchdog_finish_last_op(c->w->wd, c->rank); /* MGT_CUDA_SYNC=1: a fault in the backend's last op named first */
     if (mgt__nccl_enter(c) != MGT_OK) return MGT_ERROR_COMM;
-    if (me->in_step) me->step_calls++; /* the warm-up step calls nothing: its communicator is quiet */
+    in_step = mgt_watchdog_in_step(c->w->wd, c->rank, &step);
+    if (in_step) me->step_calls++; /* the warm-up step calls nothing: its communicator is quiet */
     snprintf(me->last_call, sizeof me->last_call, "%.159s", what);
-    if (me->in_step) mgt__catf(me->last_call, sizeof me->last_call, " (call %ld in steps, step %ld)", me->step_calls, me->step);
+    if (in_step) mgt__catf(me->last_call, sizeof me->last_call, " (call %ld in steps, step %ld)", me->step_calls, step);
     me->last_call_s = now;
-    snprintf(me->doing, sizeof me->doing, "issuing %.200s", me->last_call);
-    me->since = now;
-    if (mgt_cuda_fake_note) mgt_cuda_fake_note(c->device, MGT_NOTE_OP, me->doing);
+    snprintf(doing, sizeof doing, "issuing %.200s", me->last_call);
+    mgt_watchdog_doing(c->w->wd, c->rank, now, "%s", doing);
+    if (mgt_cuda_fake_note) mgt_cuda_fake_note(c->device, MGT_NOTE_OP, doing);
     if (t) {
         t->coll = coll;
         snprintf(t->what, sizeof t->what, "%.159s", me->last_call);
@@ -602,15 +337,15 @@ static mgt_result mgt__nccl_end(mgt__nccl *c, int coll, double bytes, ncclComm_t
         if (comm) ncclCommGetAsyncError(comm, &async);
         mgt__nccl_leave(c);
         if (async != ncclSuccess && async != ncclInProgress) /* the communicator failed earlier, asynchronously */
-            return mgt__nccl_failure(c->w, c->rank, MGT_ERROR_COMM, NULL, 0, r == ncclUnhandledCudaError ? mgt__nccl_cuda_hint() : NULL,
+            return mgt_watchdog_fail(c->w->wd, c->rank, MGT_ERROR_COMM, NULL, 0, r == ncclUnhandledCudaError ? mgt__nccl_cuda_hint() : NULL,
                                      "NCCL reported an asynchronous error (%s: %s), found issuing %s", ncclGetErrorString(async),
                                      mgt__nccl_why(comm, async), what);
-        return mgt__nccl_failure(c->w, c->rank, MGT_ERROR_COMM, NULL, 0, r == ncclUnhandledCudaError ? mgt__nccl_cuda_hint() : NULL,
+        return mgt_watchdog_fail(c->w->wd, c->rank, MGT_ERROR_COMM, NULL, 0, r == ncclUnhandledCudaError ? mgt__nccl_cuda_hint() : NULL,
                                  "NCCL %s failed: %s (%s)", what, mgt__nccl_why(comm, r), ncclGetErrorString(r));
     }
     c->comm.stats.calls[coll]++;
     c->comm.stats.bytes[coll] += bytes;
-    if (r == ncclInProgress) snprintf(me->doing, sizeof me->doing, "issuing %.200s", me->last_call);
+    if (r == ncclInProgress) mgt_watchdog_doing(c->w->wd, c->rank, me->last_call_s, "issuing %.200s", me->last_call);
     mgt__nccl_leave(c);
     if (mgt__nccl_finish(c, comm, r, what) != MGT_OK) return MGT_ERROR_COMM;
     if (mgt__nccl_enter(c) != MGT_OK) return MGT_ERROR_COMM;
@@ -628,13 +363,13 @@ static mgt_result mgt__nccl_end(mgt__nccl *c, int coll, double bytes, ncclComm_t
         MGT__TRY_IN("ordering compute after communication", cudaStreamWaitEvent(c->compute, c->done, 0));
     }
 #undef MGT__TRY_IN
-    snprintf(me->doing, sizeof me->doing, "enqueueing after %.200s", what);
+    mgt_watchdog_doing(c->w->wd, c->rank, me->last_call_s, "enqueueing after %.200s", what);
     mgt__nccl_leave(c);
-    if (mgt__nccl_sync_mode()) { /* MGT_CUDA_SYNC=1: the call is waited for, so a failure names it */
+    if (mgt_watchdog_sync_mode()) { /* MGT_CUDA_SYNC=1: the call is waited for, so a failure names it */
         char waited[200];
         snprintf(waited, sizeof waited, "NCCL %.160s to finish (MGT_CUDA_SYNC=1)", what);
         MGT__CUDA_TRY(c, "marking the end of a call", cudaEventRecord(c->end, c->stream));
-        return mgt_nccl_wait(c->w, c->rank, c->end, waited, NULL, 0);
+        return mgt_watchdog_wait(c->w->wd, c->rank, c->end, waited, NULL, 0);
     }
     return MGT_OK;
 }
@@ -715,7 +450,7 @@ static mgt_result mgt__nccl_run(mgt__nccl *c, const mgt__nccl_call *k) {
         size_t n = k->out ? k->out_bytes : k->in_bytes;
         MGT__CUDA_TRY(c, "staging a host buffer", cudaMemcpyAsync(c->pinned, out, n, cudaMemcpyDeviceToHost, c->stream));
         MGT__CUDA_TRY(c, "staging a host buffer", cudaEventRecord(c->end, c->stream));
-        if (mgt_nccl_wait(c->w, c->rank, c->end, what, NULL, 0) != MGT_OK) return MGT_ERROR_COMM;
+        if (mgt_watchdog_wait(c->w->wd, c->rank, c->end, what, NULL, 0) != MGT_OK) return MGT_ERROR_COMM;
         memcpy(dst, c->pinned, n);
     }
     return MGT_OK;
@@ -769,7 +504,7 @@ static long mgt__nccl_defer(mgt_comm *cm) {
 static mgt_result mgt__nccl_sync(mgt_comm *cm, long ticket) {
     mgt__nccl *c = (mgt__nccl *)cm;
     cudaEvent_t e = c->done;
-    if (mgt__nccl_finish_op(c)) return mgt__nccl_echo(c->w, NULL, 0);
+    if (mgt_watchdog_finish_last_op(c->w->wd, c->rank)) return mgt_watchdog_stopped(c->w->wd, NULL, 0);
     if (ticket >= 0 && ticket < c->tickets) e = c->deferred[ticket % MGT__NCCL_DEFERRED];
     else MGT__CUDA_TRY(c, "ordering compute after communication", cudaEventRecord(c->done, c->stream));
     MGT__CUDA_TRY(c, "ordering compute after communication", cudaStreamWaitEvent(c->compute, e, 0));
@@ -839,14 +574,9 @@ static mgt_result mgt__nccl_recv(mgt_comm *cm, int peer, void *buf, size_t count
 static void mgt__nccl_world_free(mgt_nccl_world *w) {
     int i;
     if (!w) return;
+    mgt_watchdog_destroy(w->wd);
     if (w->ranks)
-        for (i = 0; i < w->world; i++) {
-            mgt__nccl_waiter_end(&w->ranks[i].waiter, w->timeout_s);
-            pthread_mutex_destroy(&w->ranks[i].guard);
-            pthread_mutex_destroy(&w->ranks[i].waiter.mu);
-            pthread_cond_destroy(&w->ranks[i].waiter.cv);
-        }
-    pthread_mutex_destroy(&w->mu);
+        for (i = 0; i < w->world; i++) pthread_mutex_destroy(&w->ranks[i].guard);
     free(w->ranks);
     free(w->comms);
     free(w->devices);
@@ -864,6 +594,7 @@ mgt_result mgt_nccl_unique_id(void *id, mgt_nccl_fail_fn fail) {
 mgt_result mgt_nccl_world_create(int world, int first, int count, const int *devices, const void *unique_id, double timeout_s,
                                  mgt_nccl_fail_fn fail, mgt_nccl_world **out) {
     mgt_nccl_world *w;
+    mgt_watchdog_hooks hooks = {NULL, mgt__nccl_poll, mgt__nccl_behind, mgt__nccl_last_call, mgt__nccl_abort};
     ncclUniqueId id;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     ncclResult_t r = ncclSuccess;
@@ -875,10 +606,8 @@ mgt_result mgt_nccl_world_create(int world, int first, int count, const int *dev
                                 "process of rank 0", world, first, end - 1);
     w = (mgt_nccl_world *)calloc(1, sizeof *w);
     if (!w) return fail(MGT_ERROR_MEMORY, "out of memory");
-    pthread_mutex_init(&w->mu, NULL);
     w->world = world;
     w->fail = fail;
-    w->timeout_s = timeout_s > 0 ? timeout_s : 300.0;
     w->devices = (int *)calloc((size_t)world, sizeof(int));
     w->comms = (ncclComm_t *)calloc((size_t)world, sizeof(ncclComm_t));
     w->ranks = (mgt__nccl_rank *)calloc((size_t)world, sizeof(mgt__nccl_rank));
@@ -890,12 +619,14 @@ mgt_result mgt_nccl_world_create(int world, int first, int count, const int *dev
     }
     for (i = 0; i < world; i++) {
         w->devices[i] = i >= first && i < end ? devices[i - first] : -1;
-        if (w->devices[i] < 0) snprintf(w->ranks[i].doing, sizeof w->ranks[i].doing, "in another process");
         pthread_mutex_init(&w->ranks[i].guard, NULL);
-        pthread_mutex_init(&w->ranks[i].waiter.mu, NULL);
-        w->ranks[i].waiter.device = w->devices[i];
-        pthread_cond_init(&w->ranks[i].waiter.cv, NULL);
     }
+    if (mgt_watchdog_create(world, w->devices, timeout_s, fail, &w->wd) != MGT_OK) {
+        mgt__nccl_world_free(w);
+        return MGT_ERROR_MEMORY;
+    }
+    hooks.ctx = w;
+    mgt_watchdog_set_hooks(w->wd, &hooks);
     /* NCCL 2.22 and later connect each algorithm (ring, tree, NVLS...) at its first use
        (NCCL_RUNTIME_CONNECT=1, the default): step 1's first bucket-sized all-reduce, its first
        reduce-scatter and all-gather would allocate and set up proxies inside the step, which mgt
@@ -919,12 +650,12 @@ mgt_result mgt_nccl_world_create(int world, int first, int count, const int *dev
         if (ncclGroupEnd() == ncclSuccess || r != ncclSuccess) {}
     }
     cudaSetDevice(prev);
-    start = mgt__nccl_now();
+    start = mgt_watchdog_now();
     for (i = first; i < end && r == ncclSuccess; i++) {
         ncclResult_t st = ncclInProgress;
         while (w->comms[i] && ncclCommGetAsyncError(w->comms[i], &st) == ncclSuccess && st == ncclInProgress) {
-            if (mgt__nccl_now() - start > w->timeout_s) break;
-            mgt__nccl_pause(&spins);
+            if (mgt_watchdog_now() - start > mgt_watchdog_timeout(w->wd)) break;
+            mgt_watchdog_pause(&spins);
         }
         if (!w->comms[i] || st != ncclSuccess) r = w->comms[i] ? st : ncclInternalError;
     }
@@ -940,49 +671,7 @@ mgt_result mgt_nccl_world_create(int world, int first, int count, const int *dev
     return MGT_OK;
 }
 
-int mgt_nccl_world_rank(const mgt_nccl_world *w, int device) {
-    int i;
-    for (i = 0; w && device >= 0 && i < w->world; i++)
-        if (w->devices[i] == device) return i;
-    return -1;
-}
-double mgt_nccl_timeout(const mgt_nccl_world *w) { return w ? w->timeout_s : 300.0; }
-
-void mgt_nccl_step(mgt_nccl_world *w, int r, int begin) {
-    mgt__nccl_rank *me = &w->ranks[r];
-    pthread_mutex_lock(&me->guard);
-    me->in_step = begin != 0;
-    me->warm_up = begin == 2;
-    if (begin == 2)
-        snprintf(me->doing, sizeof me->doing, "in the warm-up step");
-    else if (begin) {
-        me->step++;
-        snprintf(me->doing, sizeof me->doing, "in step %ld", me->step);
-    } else if (me->step == 0)
-        snprintf(me->doing, sizeof me->doing, "done with the warm-up step");
-    else
-        snprintf(me->doing, sizeof me->doing, "done with step %ld", me->step);
-    me->since = mgt__nccl_now();
-    pthread_mutex_unlock(&me->guard);
-}
-
-void mgt_nccl_before_calls(mgt_nccl_world *w, int r, void (*finish_op)(void *ctx), void *ctx) {
-    w->ranks[r].finish_op = finish_op;
-    w->ranks[r].finish_ctx = ctx;
-}
-
-size_t mgt_nccl_memory(const mgt_nccl_world *w, int r) {
-    size_t n;
-    mgt__nccl_rank *me = &((mgt_nccl_world *)w)->ranks[r];
-    pthread_mutex_lock(&me->guard);
-    n = me->nccl_bytes;
-    pthread_mutex_unlock(&me->guard);
-    return n;
-}
-
-mgt_result mgt_nccl_fail(mgt_nccl_world *w, int r, mgt_result result, const char *reason, char *why, size_t cap) {
-    return mgt__nccl_failure(w, r, result, why, cap, NULL, "%s", reason);
-}
+mgt_watchdog *mgt_nccl_watchdog(mgt_nccl_world *w) { return w ? w->wd : NULL; }
 
 /* a non-blocking split (or its parent) until it is ready, within the deadline */
 static mgt_result mgt__nccl_ready(mgt__nccl *c, ncclComm_t comm, const char *what) {
@@ -1075,17 +764,17 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
         if (!member || !gr->comm) { c->ngroups--; continue; } /* NCCL gives no communicator to a rank outside */
         gr->seq = &c->seqs[nseq++];
     }
-    mgt__nccl_doing(w, rank, "made its communicators");
+    mgt_watchdog_doing(w->wd, rank, mgt_watchdog_now(), "made its communicators");
     return MGT_OK;
 }
 
 mgt_result mgt_nccl_settle(mgt_comm *cm) {
     mgt__nccl *c = (mgt__nccl *)cm;
     int i;
-    mgt__nccl_finish_op(c);
-    if (mgt__nccl_world_aborted(c->w)) return mgt__nccl_echo(c->w, NULL, 0);
+    mgt_watchdog_finish_last_op(c->w->wd, c->rank);
+    if (mgt_watchdog_aborted(c->w->wd)) return mgt_watchdog_stopped(c->w->wd, NULL, 0);
     MGT__CUDA_TRY(c, "marking the end of communication", cudaEventRecord(c->end, c->stream));
-    if (mgt_nccl_wait(c->w, c->rank, c->end, "the work of its communication stream", NULL, 0) != MGT_OK) return MGT_ERROR_COMM;
+    if (mgt_watchdog_wait(c->w->wd, c->rank, c->end, "the work of its communication stream", NULL, 0) != MGT_OK) return MGT_ERROR_COMM;
     for (i = 0; i < c->ntimed; i++) { /* all done: the stream's end is after them */
         float ms = 0;
         if (cudaEventElapsedTime(&ms, c->timed[i].start, c->timed[i].end) == cudaSuccess) c->comm.stats.seconds[c->timed[i].coll] += ms / 1000.0;
@@ -1094,20 +783,17 @@ mgt_result mgt_nccl_settle(mgt_comm *cm) {
     c->ntimed = 0;
     if (!c->measured) { /* NCCL allocates as it connects: measured once, after the warm-up */
         size_t now = 0, total = 0;
-        mgt__nccl_rank *me = &c->w->ranks[c->rank];
         c->measured = 1;
-        if (cudaMemGetInfo(&now, &total) == cudaSuccess && c->free_before > now + c->stage_bytes) {
-            pthread_mutex_lock(&me->guard);
-            me->nccl_bytes = c->free_before - now - c->stage_bytes;
-            pthread_mutex_unlock(&me->guard);
-        } else
+        if (cudaMemGetInfo(&now, &total) == cudaSuccess && c->free_before > now + c->stage_bytes)
+            mgt_watchdog_set_comm_memory(c->w->wd, c->rank, c->free_before - now - c->stage_bytes); /* the backend counts it */
+        else
             (void)cudaGetLastError();
     }
     {
         int gi;
         ncclResult_t e = mgt__nccl_async(c->w, c->rank, &gi); /* network and peer failures arrive asynchronously */
         if (e != ncclSuccess)
-            return mgt__nccl_failure(c->w, c->rank, MGT_ERROR_COMM, NULL, 0, NULL, "NCCL reported an asynchronous error on group %d: %s (%s)",
+            return mgt_watchdog_fail(c->w->wd, c->rank, MGT_ERROR_COMM, NULL, 0, NULL, "NCCL reported an asynchronous error on group %d: %s (%s)",
                                      gi >= 0 ? c->groups[gi].id : -1, mgt__nccl_why(gi >= 0 ? c->groups[gi].comm : c->wcomm, e), ncclGetErrorString(e));
     }
     return MGT_OK;
@@ -1115,13 +801,13 @@ mgt_result mgt_nccl_settle(mgt_comm *cm) {
 
 /* a communicator ended: flushed (non-blocking: polled, within the deadline) then freed, or aborted */
 static void mgt__nccl_close(ncclComm_t comm, double timeout_s) {
-    double start = mgt__nccl_now();
+    double start = mgt_watchdog_now();
     int spins = 0;
     ncclResult_t r = ncclCommFinalize(comm);
     if (r == ncclSuccess || r == ncclInProgress) { /* done when its state leaves ncclInProgress */
         r = ncclInProgress;
-        while (ncclCommGetAsyncError(comm, &r) == ncclSuccess && r == ncclInProgress && mgt__nccl_now() - start <= timeout_s)
-            mgt__nccl_pause(&spins);
+        while (ncclCommGetAsyncError(comm, &r) == ncclSuccess && r == ncclInProgress && mgt_watchdog_now() - start <= timeout_s)
+            mgt_watchdog_pause(&spins);
     }
     if (r == ncclSuccess) ncclCommDestroy(comm);
     else ncclCommAbort(comm);
@@ -1130,7 +816,7 @@ static void mgt__nccl_close(ncclComm_t comm, double timeout_s) {
 /* the stream's queued work finishes, or the deadline passes: destroying it then is allowed (CUDA
    completes the work), the memory it may use is then leaked rather than freed under it */
 static int mgt__nccl_drain(mgt__nccl *c) {
-    double start = mgt__nccl_now();
+    double start = mgt_watchdog_now();
     int spins = 0;
     if (!c->stream || !c->end || cudaEventRecord(c->end, c->stream) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -1140,8 +826,8 @@ static int mgt__nccl_drain(mgt__nccl *c) {
         cudaError_t q = cudaEventQuery(c->end);
         if (q == cudaSuccess) return 1;
         (void)cudaGetLastError();
-        if (q != cudaErrorNotReady || mgt__nccl_now() - start > c->w->timeout_s) return 0;
-        mgt__nccl_pause(&spins);
+        if (q != cudaErrorNotReady || mgt_watchdog_now() - start > mgt_watchdog_timeout(c->w->wd)) return 0;
+        mgt_watchdog_pause(&spins);
     }
 }
 
@@ -1154,8 +840,8 @@ void mgt_nccl_comm_destroy(mgt_comm *cm) {
     cudaSetDevice(c->device);
     drained = mgt__nccl_drain(c);
     pthread_mutex_lock(&me->guard);
-    if (!me->dead && !mgt__nccl_world_aborted(c->w)) { /* the world communicator belongs to the world */
-        for (i = 0; i < me->nsplit; i++) mgt__nccl_close(me->split[i], c->w->timeout_s);
+    if (!me->dead && !mgt_watchdog_aborted(c->w->wd)) { /* the world communicator belongs to the world */
+        for (i = 0; i < me->nsplit; i++) mgt__nccl_close(me->split[i], mgt_watchdog_timeout(c->w->wd));
         me->nsplit = 0;
     }
     me->comm = NULL;
@@ -1180,33 +866,12 @@ void mgt_nccl_comm_destroy(mgt_comm *cm) {
     free(c);
 }
 
-/* after an error on one rank: the others may wait for it inside NCCL. Every rank's communicators are
-   aborted under that rank's guard, which its thread holds around each of its NCCL calls: none is
-   freed while its thread is inside it, and the rank's thread checks `dead` before its next call */
-void mgt_nccl_world_abort(mgt_nccl_world *w) {
-    int i, j;
-    pthread_mutex_lock(&w->mu);
-    if (w->aborted) { pthread_mutex_unlock(&w->mu); return; }
-    __atomic_store_n(&w->aborted, 1, __ATOMIC_RELEASE);
-    for (i = 0; i < w->world; i++) {
-        mgt__nccl_rank *o = &w->ranks[i];
-        pthread_mutex_lock(&o->guard);
-        if (!o->dead) {
-            for (j = 0; j < o->nsplit; j++) ncclCommAbort(o->split[j]);
-            o->nsplit = 0;
-            if (w->comms[i]) ncclCommAbort(w->comms[i]);
-            w->comms[i] = NULL;
-            o->dead = 1;
-        }
-        pthread_mutex_unlock(&o->guard);
-    }
-    pthread_mutex_unlock(&w->mu);
-}
+void mgt_nccl_world_abort(mgt_nccl_world *w) { mgt_watchdog_abort(w->wd); } /* through the watchdog: its flag, then mgt__nccl_abort */
 
 void mgt_nccl_world_destroy(mgt_nccl_world *w) {
     int i;
     if (!w) return;
     for (i = 0; i < w->world; i++)
-        if (w->comms[i]) mgt__nccl_close(w->comms[i], w->timeout_s);
+        if (w->comms[i]) mgt__nccl_close(w->comms[i], mgt_watchdog_timeout(w->wd));
     mgt__nccl_world_free(w);
 }

@@ -1,6 +1,4 @@
-/* kernels/comm_nccl.h: mgt_comm over NCCL (kernels/comm_nccl.c), one process, one thread per GPU,
-   and the watchdog that every host wait of a rank (its communicator's and its backend's) goes
-   through.
+/* kernels/comm_nccl.h: mgt_comm over NCCL (kernels/comm_nccl.c), one process, one thread per GPU.
 
      mgt_nccl_world *w;
      mgt_nccl_world_create(world, 0, world, devices, NULL, timeout_s, fail, &w); // one thread: non-blocking communicators
@@ -12,16 +10,16 @@
      mgt_nccl_comm_destroy(c);                                 // each rank
      mgt_nccl_world_destroy(w);                                // one thread, after all ranks
 
-   The backend of rank r (kernels/backend_cuda.cu) waits with mgt_nccl_wait(w, r, event, what):
-   the same deadline, the same checks of NCCL's asynchronous errors and of the world's abort, and
-   on a failure the same one message, naming the rank, its GPU, what it waited for, the collective
-   it was behind (its group and sequence number) and what every other rank was last doing. */
+   The world makes the watchdog (kernels/watchdog.h) that every host wait of its ranks goes through,
+   the communicators' and their backends' (kernels/backend_cuda.cu, given mgt_nccl_watchdog(w)): the
+   same deadline, the same checks of NCCL's asynchronous errors and of the world's abort, and on a
+   failure the same one message, naming the rank, its GPU, what it waited for, the collective it was
+   behind (its group and sequence number) and what every other rank was last doing. */
 #ifndef MGT_COMM_NCCL_H
 #define MGT_COMM_NCCL_H
 
-#include <stddef.h> /* defines: size_t */
-
-#include "mgt.h" /* defines: mgt_comm, mgt_group, mgt_result */
+#include "mgt.h"      /* defines: mgt_comm, mgt_group, mgt_result */
+#include "watchdog.h" /* defines: mgt_watchdog */
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,31 +52,8 @@ void mgt_nccl_comm_destroy(mgt_comm *comm);
    (never one that another thread is inside), and every rank's next wait or call returns */
 void mgt_nccl_world_abort(mgt_nccl_world *w);
 void mgt_nccl_world_destroy(mgt_nccl_world *w);
-
-/* ---- the watchdog, for the backend of a rank of the world ---- */
-
-/* the rank that runs on `device`, or -1 */
-int mgt_nccl_world_rank(const mgt_nccl_world *w, int device);
-double mgt_nccl_timeout(const mgt_nccl_world *w);
-/* waits for `event` (a cudaEvent_t of the rank's own streams) until the deadline: polls it, NCCL's
-   asynchronous errors of the rank's communicators and the world's abort. `what`: what the host waits
-   for ("the step's statistics"). MGT_OK; or the failure, with the one message in `why` (and the
-   thread's error): the world is then aborted */
-mgt_result mgt_nccl_wait(mgt_nccl_world *w, int rank, void *event, const char *what, char *why, size_t cap);
-/* the rank's host is in a step (begin 1), in the warm-up step (2: its calls are not numbered, its
-   waits allow 10 x timeout_s, at least 120 s) or between steps (0): what other ranks' messages say of it, and the
-   numbering of its calls inside steps */
-void mgt_nccl_step(mgt_nccl_world *w, int rank, int begin);
-/* the device memory NCCL holds for rank r, measured (cudaMemGetInfo) around the making of its
-   communicators and the warm-up that connects them (mgt.h's, ended by the first mgt_nccl_settle);
-   0 before that */
-size_t mgt_nccl_memory(const mgt_nccl_world *w, int rank);
-/* MGT_CUDA_SYNC=1: `finish_op(ctx)` runs before each NCCL call of the rank, so the op its backend
-   launched last is waited for (and named, should it fault) before the call meets its error */
-void mgt_nccl_before_calls(mgt_nccl_world *w, int rank, void (*finish_op)(void *ctx), void *ctx);
-/* a failure the rank's backend found itself (a kernel fault): reported with every rank's state, the
-   world aborted; returns `result` with the message in `why` */
-mgt_result mgt_nccl_fail(mgt_nccl_world *w, int rank, mgt_result result, const char *reason, char *why, size_t cap);
+/* the watchdog of the world's ranks, for their backends (NULL for a NULL world) */
+mgt_watchdog *mgt_nccl_watchdog(mgt_nccl_world *w);
 
 #ifdef __cplusplus
 }

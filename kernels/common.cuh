@@ -1,7 +1,7 @@
 /* kernels/common.cuh: what every kernels/<op>.cu shares.
 
    Each .cu compiles two ways: with nvcc (__CUDACC__: the real CUDA headers and launch syntax) and
-   as plain C++17 on the CPU through the SIMT shim kernels/cuda_cpu.h, which provides the same names
+   as plain C++17 on the CPU through the SIMT shim tests/simt/cuda_cpu.h, which provides the same names
    (threadIdx.., __syncthreads, the *_sync warp intrinsics, float math, __nv_bfloat16, __half,
    cudaStream_t) and the macros below. Device code uses nothing outside that list: 1-D grids and
    blocks given as ints (no dim3), shared memory only through MGT_SHARED / MGT_DYNAMIC_SHARED.
@@ -32,6 +32,7 @@
 #define MGT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #define MGT_LAUNCH(kernel, grid, block, shmem, stream, ...) kernel<<<grid, block, shmem, stream>>>(__VA_ARGS__)
 #else
+/* a test rig, not part of the CUDA library: the CPU builds of the tests add -Itests/simt */
 #include "cuda_cpu.h" // defines: the SIMT shim (CUDA names, MGT_SHARED, MGT_DYNAMIC_SHARED, MGT_LAUNCH)
 #endif
 

@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 /* WAITER: the calling thread only waits for events on behalf of the rank of `device`, whose own
-   thread keeps the deadline meanwhile (comm_nccl.c's waiter): its cudaEventSynchronize is no
+   thread keeps the deadline meanwhile (watchdog.c's waiter): its cudaEventSynchronize is no
    unbounded wait of a step */
 /* WARM_UP_BEGIN: the untimed warm-up step before the first (ended by STEP_END): a step's rules, but
    the libraries' kernels may load, and it is not counted */

@@ -163,7 +163,7 @@ static mgt_result mgt__cuda_world_create(int world, int first, int count, const 
     return mgt_nccl_world_create(world, first, count, devices, unique_id, timeout_s, fail, (mgt_nccl_world **)out);
 }
 static int mgt__cuda_backend_create(void *world, int device, int dtype, mgt_backend **out, char *why, size_t cap) {
-    return mgt_cuda_backend_create((mgt_nccl_world *)world, device, dtype, out, why, cap);
+    return mgt_cuda_backend_create(mgt_nccl_watchdog((mgt_nccl_world *)world), device, dtype, out, why, cap); /* the two meet only here */
 }
 static mgt_result mgt__cuda_comm_create(void *world, int rank, void *stream, const mgt_group *const *groups, int ngroups, mgt_comm **out) {
     return mgt_nccl_comm_create((mgt_nccl_world *)world, rank, stream, groups, ngroups, out);

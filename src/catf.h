@@ -1,9 +1,9 @@
-/* src/catf.h - mgt__catf, shared by the implementation and kernels/comm_nccl.c (which defines MGT_CATF) */
+/* src/catf.h - mgt__catf, shared by the implementation and the CUDA library's C files (which define MGT_CATF) */
 
 /* mgt__catf: printf appended to the text in buf, cut at cap. The implementation's, and that of a
-   file built apart from it that includes only the declarations: kernels/comm_nccl.c, in the CUDA
-   library, which takes nothing from the program (it is opened with dlopen and reached through one
-   table), defines MGT_CATF before including mgt.h. */
+   file built apart from it that includes only the declarations: kernels/comm_nccl.c and
+   kernels/watchdog.c, in the CUDA library, which takes nothing from the program (it is opened with
+   dlopen and reached through one table), define MGT_CATF before including mgt.h. */
 #if (defined(MGT_IMPLEMENTATION) || defined(MGT_CATF)) && !defined(MGT__CATF_DEFINED)
 #define MGT__CATF_DEFINED
 #include <stdarg.h> /* defines: va_list */

@@ -394,7 +394,7 @@ static void *wake_main(void *arg) {
         if (rank == 1) wake_called[i] = now_s(); /* its part can complete rank 0's before the call returns */
         CHECK(c->all_reduce(c, &all, d, N, MGT_F32) == MGT_OK, "all-reduce: %s", last_error);
         cudaEventRecord(done, compute);
-        CHECK(mgt_nccl_wait(world, rank, done, "the all-reduce", NULL, 0) == MGT_OK, "wait: %s", last_error);
+        CHECK(mgt_watchdog_wait(mgt_nccl_watchdog(world), rank, done, "the all-reduce", NULL, 0) == MGT_OK, "wait: %s", last_error);
         if (rank == 0) wake_returned[i] = now_s();
         mgt_cuda_fake_note(rank, MGT_NOTE_STEP_END, NULL);
     }

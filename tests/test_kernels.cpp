@@ -1,5 +1,5 @@
 /* test_kernels.cpp - every launcher of the kernels/<op>.cu files run on the CPU through the SIMT shim
-   (kernels/cuda_cpu.h) against straightforward double-precision references written here (not
+   (tests/simt/cuda_cpu.h) against straightforward double-precision references written here (not
    mgt.h's code, not the kernels'), forward and backward, in fp32, bf16 and fp16. Parameter
    gradients (dwte, dwpe, dweight, dbias) and AdamW's gradient are fp32 whatever the storage type,
    as in mgt.h's backend table (Megatron's main_grad).

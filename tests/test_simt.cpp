@@ -1,9 +1,9 @@
-/* test_simt.cpp - the SIMT shim (kernels/cuda_cpu.h): the example kernels of kernels/simt_examples.cu
+/* test_simt.cpp - the SIMT shim (tests/simt/cuda_cpu.h): the example kernels of tests/simt/simt_examples.cu
    against plain CPU references under forward, reverse and random thread orders; the wrong kernels
    in forked children, which must abort with the right message; NaN-filled shared memory; the cost
    of a context switch. Built plain, with clang++, with ASan+UBSan and with g++ TSan (where a
    kernel that lacks a __syncthreads must draw a TSan data-race report). */
-#include "kernels/simt_examples.cu" // defines: the simt_* launchers and the shim
+#include "tests/simt/simt_examples.cu" // defines: the simt_* launchers and the shim
 
 #include <math.h>       // defines: fabs, isnan
 #include <signal.h>     // defines: SIGABRT

@@ -1,7 +1,7 @@
 /* tests/test_watchdog_cuda.c - a GPU step cannot hang or fail silently (issue 13), proven on the
-   CUDA backend's host code (kernels/backend_cuda.cu, kernels/comm_nccl.c, kernels/plugin_cuda.c),
-   the kernels through the SIMT shim and the checking fakes of cudart, cuBLAS and NCCL
-   (tests/fakes), the way build/test_layouts_cuda runs them.
+   CUDA backend's host code (kernels/backend_cuda.cu, kernels/comm_nccl.c, kernels/watchdog.c,
+   kernels/plugin_cuda.c), the kernels through the SIMT shim and the checking fakes of cudart,
+   cuBLAS and NCCL (tests/fakes), the way build/test_layouts_cuda runs them.
 
    Each case trains a small layout (dp2, tp2, pp2 1f1b, dp2 zero3) in a child (this program, run
    again with --child), as `mgt train` would, with a fault injected through the fakes' environment

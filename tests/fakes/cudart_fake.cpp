@@ -12,7 +12,7 @@
      mapping per allocation), filled with 0xFF bytes (a NaN in every float format) so reading
      what nobody wrote shows; each allocation remembers its device.
    - Streams are deferred queues. cudaMemcpyAsync, cudaMemsetAsync, kernel launches (through the
-     SIMT shim's hook, kernels/cuda_cpu.h), cuBLAS and NCCL calls only enqueue; a queue runs when
+     SIMT shim's hook, tests/simt/cuda_cpu.h), cuBLAS and NCCL calls only enqueue; a queue runs when
      the host synchronises with it (cudaStreamSynchronize, cudaEventSynchronize,
      cudaDeviceSynchronize, cudaMemcpy, cudaStreamDestroy, and the polls cudaEventQuery and
      cudaStreamQuery, which then answer cudaSuccess) or when an operation that must wait for it
@@ -633,7 +633,7 @@ static bool kernel_faults(int device, const std::string &name, bool warm_up) {
     return true;
 }
 
-/* the shim's hook (kernels/cuda_cpu.h): MGT_LAUNCH hands its launch here when the fakes are linked */
+/* the shim's hook (tests/simt/cuda_cpu.h): MGT_LAUNCH hands its launch here when the fakes are linked */
 /* mu held: loads `func` into the context of `device` if it is not loaded yet, which inside a step fails */
 /* mu held: an NCCL call of `device` not finished yet (queued on a stream, or still to be launched by
    NCCL's thread): what it is, or "" */

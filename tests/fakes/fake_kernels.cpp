@@ -1,7 +1,7 @@
 /* fake_kernels.cpp - kernels for tests/test_fakes.cpp, compiled through the SIMT shim. They live
    in their own file because the shim defines dim3 and friends itself, which the real
    cuda_runtime_api.h that the test includes also defines. */
-#include "kernels/cuda_cpu.h" /* defines: __global__, MGT_LAUNCH, threadIdx, cudaStream_t */
+#include "tests/simt/cuda_cpu.h" /* defines: __global__, MGT_LAUNCH, threadIdx, cudaStream_t */
 
 __global__ void fake_axpy_kernel(float *y, const float *x, float a, int n) { // (n), (n)
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);

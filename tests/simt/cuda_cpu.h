@@ -2,7 +2,10 @@
    CUDA thread a fiber - MIT licence (as mgt.h)
 
    USAGE
-     A kernel source (kernels/<op>.cu) includes this header and compiles two ways:
+     A test rig: the kernels of kernels/<op>.cu reach it through kernels/common.cuh when they are
+     compiled on the CPU (the test builds add -Itests/simt; under nvcc common.cuh defines the MGT_
+     macros itself, so the CUDA library never needs this folder). A kernel source that includes
+     this header directly (tests/simt/simt_examples.cu) compiles two ways:
        - with nvcc (__CUDACC__ defined): real CUDA; the header includes cuda_runtime.h,
          cuda_bf16.h and cuda_fp16.h and defines only the MGT_ macros below;
        - as plain C++17 with g++ or clang++ (`-x c++ -std=c++17`): the header provides the CUDA
@@ -11,7 +14,7 @@
      Everything is inline (C++17 inline functions and variables), so no implementation define is
      needed: include it in as many files as you like. The shim is C++ only.
 
-   THE CONTRACT (what kernels may use; the nvcc build of kernels/simt_examples.cu keeps it honest)
+   THE CONTRACT (what kernels may use; the nvcc build of tests/simt/simt_examples.cu keeps it honest)
      qualifiers   __global__ __device__ __host__ __forceinline__ __noinline__ __constant__
                   __launch_bounds__(...) __restrict__ (defined away, or native in g++/clang++)
      indices      threadIdx blockIdx (uint3), blockDim gridDim (dim3), warpSize (32), dim3, uint3;

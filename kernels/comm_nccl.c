@@ -9,8 +9,8 @@
    which splits the world communicator into one communicator per group the rank belongs to
    (ncclCommSplit, non-blocking too: colour = group id, key = the rank's index in the group, so
    NCCL's rank in the split equals mgt_group.index). ncclCommSplit is collective over the whole
-   world: every rank passes its groups in the same order of kinds (TP, DP, PP, embedding, world, as
-   mgt.h makes them), a rank outside a group of that kind (a middle pipeline stage and the
+   world: every rank splits its groups in the order of their kinds (mgt_group.kind: TP, DP, PP,
+   embedding, world, KV), a rank outside a group of that kind (a middle pipeline stage and the
    embedding pair) passes NCCL_SPLIT_NOCOLOR, and kinds whose groups have one member, or the whole
    world, need no split on any rank, so the sequence of calls is the same everywhere. Everything a
    call needs is made here too (events, the staging of host buffers); mgt.h then runs one
@@ -133,8 +133,8 @@ static const char *mgt__nccl_why(ncclComm_t comm, ncclResult_t r) {
     return last && *last ? last : ncclGetErrorString(r);
 }
 static const char *mgt__nccl_kind(int kind) {
-    static const char *names[] = {"TP", "DP", "PP", "embedding", "world", "kv"};
-    return kind >= 0 && kind < 6 ? names[kind] : "other";
+    static const char *const names[MGT_GROUP_KINDS] = MGT_GROUP_KIND_NAMES;
+    return kind >= 0 && kind < MGT_GROUP_KINDS ? names[kind] : "other";
 }
 
 /* a CUDA error under NCCL: a kernel of this rank may have faulted earlier */
@@ -682,7 +682,7 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
     mgt__nccl *c = (mgt__nccl *)calloc(1, sizeof *c);
     mgt__nccl_rank *me;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    int i, nseq = 1;
+    int i, kind, nseq = 1;
     *out = NULL;
     if (!c) return w->fail(MGT_ERROR_MEMORY, "out of memory");
     if (ngroups > MGT__NCCL_MAX_GROUPS || rank < 0 || rank >= w->world) {
@@ -737,15 +737,27 @@ mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_strea
     MGT__CUDA_TRY(c, "staging host buffers", cudaHostAlloc(&c->pinned, c->stage_bytes, cudaHostAllocDefault));
     c->seqs[0] = 0; /* the world communicator's */
     config.blocking = 0;
-    for (i = 0; i < ngroups; i++) {
-        const mgt_group *g = groups[i];
-        mgt__nccl_group *gr = &c->groups[c->ngroups++];
-        int member = g->ranks[g->index] == rank;
+    for (i = 0; i < ngroups; i++) { /* at most one group of each kind: the splits below go by kind */
+        int j, twice = 0;
+        for (j = 0; j < i; j++) twice |= groups[j]->kind == groups[i]->kind;
+        if (twice || groups[i]->kind < 0 || groups[i]->kind >= MGT_GROUP_KINDS)
+            return mgt__nccl_report(w->fail, "NCCL communicator for rank %d: group %d is of kind %d, which %s", rank, groups[i]->id, groups[i]->kind,
+                                    twice ? "another of its groups has" : "is not an MGT_GROUP_* kind");
+    }
+    for (kind = 0; kind < MGT_GROUP_KINDS; kind++) { /* in the order of kinds, the same on every rank whatever the order of `groups` */
+        const mgt_group *g = NULL;
+        mgt__nccl_group *gr;
+        int member;
         ncclResult_t r;
         mgt_result res;
+        for (i = 0; i < ngroups; i++)
+            if (groups[i]->kind == kind) g = groups[i];
+        if (!g) continue;
+        gr = &c->groups[c->ngroups++];
+        member = g->ranks[g->index] == rank;
         gr->id = g->id;
         gr->size = g->size;
-        gr->kind = i;
+        gr->kind = kind;
         if (g->size == 1) continue;
         if (g->size == w->world) {
             gr->comm = c->wcomm;

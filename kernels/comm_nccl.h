@@ -39,9 +39,9 @@ mgt_result mgt_nccl_world_create(int world, int first, int count, const int *dev
                                  mgt_nccl_fail_fn fail, mgt_nccl_world **out);
 /* a new NCCL unique id (ncclGetUniqueId) into id (MGT_NCCL_ID_BYTES) */
 mgt_result mgt_nccl_unique_id(void *id, mgt_nccl_fail_fn fail);
-/* groups: every group of the rank, in the same order of kinds on every rank (the splits are
-   collective over the world): TP, DP, PP, embedding, world, as mgt.h makes them (the order names
-   them in messages); compute_stream: a cudaStream_t that the calls are ordered with.
+/* groups: every group of the rank, at most one of each kind (mgt_group.kind; the splits are
+   collective over the world and go in the order of kinds on every rank, whatever the order here);
+   compute_stream: a cudaStream_t that the calls are ordered with.
    On failure *out may still need mgt_nccl_comm_destroy (it is NULL when nothing was made). */
 mgt_result mgt_nccl_comm_create(mgt_nccl_world *w, int rank, void *compute_stream, const mgt_group *const *groups, int ngroups,
                                 mgt_comm **out);

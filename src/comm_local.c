@@ -41,7 +41,7 @@ MGTDEF const char *mgt_coll_name(int coll) {
     return coll >= 0 && coll < MGT_COLL_COUNT ? names[coll] : "unknown";
 }
 MGTDEF const char *mgt_group_kind_name(int kind) {
-    static const char *const names[MGT_GROUP_KINDS] = {"TP", "DP", "PP", "embedding", "world", "KV"};
+    static const char *const names[MGT_GROUP_KINDS] = MGT_GROUP_KIND_NAMES;
     return kind >= 0 && kind < MGT_GROUP_KINDS ? names[kind] : "other";
 }
 

@@ -282,7 +282,9 @@ MGTDEF const char *mgt_coll_name(int coll);
    (the tied embedding's pair), the whole world, and the TP ranks that hold the same key/value heads
    (replicated when tp exceeds the key/value heads). */
 enum { MGT_GROUP_TP, MGT_GROUP_DP, MGT_GROUP_PP, MGT_GROUP_EMBEDDING, MGT_GROUP_WORLD, MGT_GROUP_KV, MGT_GROUP_KINDS };
-MGTDEF const char *mgt_group_kind_name(int kind); /* "TP", "DP", "PP", "embedding", "world", "KV" */
+/* their names, by kind: a list for the libraries mgt opens (kernels/), which cannot call mgt.h */
+#define MGT_GROUP_KIND_NAMES {"TP", "DP", "PP", "embedding", "world", "KV"}
+MGTDEF const char *mgt_group_kind_name(int kind); /* MGT_GROUP_KIND_NAMES[kind], or "other" */
 
 typedef struct mgt_group {
     int id;           /* the same on every member, different for every group of the world */
@@ -495,7 +497,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 9 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 10 /* the table's version: the library and this header must agree */
 #define MGT_NCCL_ID_BYTES 128 /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
 
 typedef struct mgt_gpu_info {

@@ -53,15 +53,16 @@ static mgt_result fail(mgt_result r, const char *message) {
 
 static mgt_nccl_world *world;
 
-/* mgt.h's grid: TP fastest, then DP, then PP; groups numbered by kind as mgt__rank_init does */
+/* mgt.h's grid: TP fastest, then DP, then PP; groups of a kind numbered as src/rank_make.c does */
 typedef struct grid_rank {
     int rank, tpr, dpr, ppr;
     mgt_group tp, dp, pp, emb, all;
     int members[TP + DP + PP + 2 + W];
 } grid_rank;
-static void make_group(mgt_group *g, int **cursor, int id, int size, int index, int stride, int base) {
+static void make_group(mgt_group *g, int **cursor, int kind, int place, int size, int index, int stride, int base) {
     int i;
-    g->id = id;
+    g->kind = kind;
+    g->id = kind * W + place;
     g->size = size;
     g->index = index;
     g->ranks = *cursor;
@@ -75,11 +76,11 @@ static void grid(grid_rank *g, int rank) {
     g->dpr = rank / TP % DP;
     g->ppr = rank / (TP * DP);
     last = g->ppr == PP - 1;
-    make_group(&g->tp, &cur, 0 * W + rank / TP, TP, g->tpr, 1, rank - g->tpr);
-    make_group(&g->dp, &cur, 1 * W + g->ppr * TP + g->tpr, DP, g->dpr, TP, g->ppr * TP * DP + g->tpr);
-    make_group(&g->pp, &cur, 2 * W + g->dpr * TP + g->tpr, PP, g->ppr, TP * DP, g->dpr * TP + g->tpr);
-    make_group(&g->emb, &cur, 3 * W + g->dpr * TP + g->tpr, 2, last ? 1 : 0, (PP - 1) * TP * DP, g->dpr * TP + g->tpr);
-    make_group(&g->all, &cur, 4 * W, W, rank, 1, 0);
+    make_group(&g->tp, &cur, MGT_GROUP_TP, rank / TP, TP, g->tpr, 1, rank - g->tpr);
+    make_group(&g->dp, &cur, MGT_GROUP_DP, g->ppr * TP + g->tpr, DP, g->dpr, TP, g->ppr * TP * DP + g->tpr);
+    make_group(&g->pp, &cur, MGT_GROUP_PP, g->dpr * TP + g->tpr, PP, g->ppr, TP * DP, g->dpr * TP + g->tpr);
+    make_group(&g->emb, &cur, MGT_GROUP_EMBEDDING, g->dpr * TP + g->tpr, 2, last ? 1 : 0, (PP - 1) * TP * DP, g->dpr * TP + g->tpr);
+    make_group(&g->all, &cur, MGT_GROUP_WORLD, 0, W, rank, 1, 0);
 }
 
 static float *device_floats(const float *host, size_t n) {
@@ -106,6 +107,10 @@ static void *rank_main(void *arg) {
     mgt_result r;
     grid(&g, rank);
     groups[0] = &g.tp; groups[1] = &g.dp; groups[2] = &g.pp; groups[3] = &g.emb; groups[4] = &g.all;
+    if (rank % 2) { /* in another order than the even ranks': the splits go by kind, not by place in the list */
+        const mgt_group *t;
+        for (i = 0; i < 2; i++) t = groups[i], groups[i] = groups[4 - i], groups[4 - i] = t;
+    }
     cudaSetDevice(rank);
     cudaStreamCreate(&compute);
     r = mgt_nccl_comm_create(world, rank, compute, groups, 5, &c);
@@ -374,7 +379,7 @@ static void *wake_main(void *arg) {
     cudaEvent_t done;
     mgt_comm *c = NULL;
     float *d = NULL;
-    all.id = 0, all.size = 2, all.index = rank, all.ranks = members;
+    all.id = 0, all.size = 2, all.index = rank, all.ranks = members, all.kind = MGT_GROUP_WORLD;
     groups[0] = &all;
     cudaSetDevice(rank);
     cudaStreamCreate(&compute);

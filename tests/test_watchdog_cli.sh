@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/test_watchdog_cli.sh - `mgt train` itself (./mgt) on the CUDA backend built with the checking
 # fakes in place of cudart, cuBLAS and NCCL (build/libmgt_cuda_fake.so, opened through
-# MGT_CUDA_LIBRARY, kernels/cuda.ninja): a dp 2 run with [parallel] timeout_s = 3 trains; the same run
+# MGT_CUDA_LIBRARY, tests/cuda.ninja): a dp 2 run with [parallel] timeout_s = 3 trains; the same run
 # whose rank 1 never arrives at its first NCCL call of a step (MGT_FAKE_STALL_RANK=1) exits 1 within
 # timeout_s plus a margin, with one message naming rank 1, that call and its group, and a pp 2 run
 # whose rank 1 gets an asynchronous NCCL error exits 1 at once, naming it. Issue 13; the cases of

@@ -6382,7 +6382,6 @@ enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_WARM_UP, MGT__CMD_STEP, MGT__CM
 
 typedef struct mgt__rank mgt__rank;
 struct mgt_run {
-    mgt_config cfg;
     mgt_plan plan;
     mgt__rank *ranks;
     const mgt__world_api *world_api; /* where the ranks live and how they reach each other (src/world.c) */
@@ -6470,7 +6469,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path) {
 }
 
 /* ---- what a run says of itself ---- */
-MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
+MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->plan.cfg : NULL; }
 MGTDEF const char *mgt_run_device(const mgt_run *r) { return r ? r->world_api->device : "cpu"; }
 MGTDEF const mgt_plan *mgt_run_plan(const mgt_run *r) { return &r->plan; }
 MGTDEF void mgt_run_request_stop(mgt_run *r) { if (r) r->stop_asked = 1; }
@@ -6690,7 +6689,7 @@ static mgt_result mgt__block_grads_begin(mgt__rank *rk, int u) {
 /* the block's normalisations: LayerNorm (GPT-2) or RMSNorm (Llama), into the same activations */
 static void mgt__norm_forward(mgt__rank *rk, void *out, float *mean, float *rstd, const void *inp, int t_weight, int t_bias, int N) {
     mgt_backend *be = rk->be;
-    if (rk->run->plan.dims.rms) be->rmsnorm_forward(be, out, rstd, inp, mgt__P(rk, t_weight), (float)rk->run->cfg.model.norm_eps, N, rk->shape.C);
+    if (rk->run->plan.dims.rms) be->rmsnorm_forward(be, out, rstd, inp, mgt__P(rk, t_weight), (float)rk->run->plan.cfg.model.norm_eps, N, rk->shape.C);
     else be->layernorm_forward(be, out, mean, rstd, inp, mgt__P(rk, t_weight), mgt__P(rk, t_bias), N, rk->shape.C);
 }
 static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, const void *inp, const float *mean, const float *rstd, int t_weight,
@@ -6713,7 +6712,7 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
 #define MGT__BT(k) mgt__t_block(rk, b, k)
     mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
     be->matmul_forward(be, a->qkv, a->ln1, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
-    if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->cfg.model.rope_theta);
+    if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
     be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
     be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
@@ -6761,7 +6760,7 @@ static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     /* dln carries d(atty) (N,Cl), then d(ln1) */
     be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
     be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
-    if (d->rope) be->rope_backward(be, g->dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->cfg.model.rope_theta);
+    if (d->rope) be->rope_backward(be, g->dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C));
     mgt__norm_backward(rk, g->dres, g->dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
@@ -6787,7 +6786,7 @@ static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
 static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scale, double *loss_sum) {
     const mgt__shape *s = &rk->shape;
     mgt_backend *be = rk->be;
-    int N = s->B * s->T, i, V = rk->run->cfg.model.vocab_size, u_head = mgt__u_head(rk);
+    int N = s->B * s->T, i, V = rk->run->plan.cfg.model.vocab_size, u_head = mgt__u_head(rk);
     float *part = A->xent + (size_t)rk->tpr * (size_t)N * 3;
     double sum = 0;
     MGT__TRY(mgt__fetch(rk, u_head));
@@ -6946,7 +6945,7 @@ static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_
     const mgt__shape *s = &rk->shape;
     size_t act = (size_t)s->B * s->T * s->C;
     int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
-    if (rk->run->cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
+    if (rk->run->plan.cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
         for (m = 0; m < M; m++) {
             MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
             if (rk->run->plan.pp == 1) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1)); /* one stage: no need to hold M sets */
@@ -7112,7 +7111,7 @@ static void mgt__adamw_flush(mgt__rank *rk, mgt__adamw_batch *bt) {
    go to the backend MGT_ADAMW_BATCH at a time (one launch each on a GPU), and before each ZeRO 1/2
    all-gather, which reads what they wrote. */
 static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scale, int step) {
-    const mgt_config *cfg = &rk->run->cfg;
+    const mgt_config *cfg = &rk->run->plan.cfg;
     const mgt_plan *p = &rk->run->plan;
     double b1 = cfg->train.beta1, b2 = cfg->train.beta2;
     float bc1 = (float)(1.0 - pow(b1, step + 1)), bc2 = (float)(1.0 - pow(b2, step + 1));
@@ -7231,7 +7230,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     struct mgt_run *run = rk->run;
     const mgt_plan *p = &run->plan;
     double t0 = mgt_now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
-    float grad_scale = (float)loss_scale / ((float)run->cfg.train.global_batch * (float)rk->shape.T);
+    float grad_scale = (float)loss_scale / ((float)run->plan.cfg.train.global_batch * (float)rk->shape.T);
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
@@ -7259,8 +7258,8 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
         return MGT_OK;
     }
     if (!rk->skipped) {
-        lr = mgt__lr_at(&run->cfg, run->step);
-        if (run->cfg.train.grad_clip > 0 && norm > run->cfg.train.grad_clip) clip = run->cfg.train.grad_clip / (norm + 1e-6);
+        lr = mgt__lr_at(&run->plan.cfg, run->step);
+        if (run->plan.cfg.train.grad_clip > 0 && norm > run->plan.cfg.train.grad_clip) clip = run->plan.cfg.train.grad_clip / (norm + 1e-6);
         MGT__TRY(mgt__optimizer_step(rk, lr, clip / loss_scale, run->step - run->skipped));
     }
     MGT__TRY(mgt__settle(rk));
@@ -7535,20 +7534,20 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
 }
 
 static double mgt__flops_per_token(const mgt_run *r) {
-    return 6.0 * (double)r->plan.params + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
+    return 6.0 * (double)r->plan.params + 12.0 * r->plan.cfg.model.n_layer * (double)r->plan.cfg.model.seq_len * r->plan.cfg.model.d_model;
 }
 
 /* MFU cannot pass 100%: a step faster than the peak MFU is reckoned against (a measured sgemm, taken
    on a busy machine or on one GEMM shape, or the preset's) proves the peak low. From then on MFU is
    against the fastest step of the run, and the first such step says so in an event. */
 static void mgt__peak_check(mgt_run *r) {
-    double stated = r->cfg.parallel.peak_gflops > 0 ? r->cfg.parallel.peak_gflops : r->peak_per_rank, now;
+    double stated = r->plan.cfg.parallel.peak_gflops > 0 ? r->plan.cfg.parallel.peak_gflops : r->peak_per_rank, now;
     if (stated <= 0 || r->step_s <= 0) return;
-    now = (double)r->cfg.train.global_batch * r->cfg.model.seq_len / r->step_s * mgt__flops_per_token(r) * 1e-9 / r->plan.world;
+    now = (double)r->plan.cfg.train.global_batch * r->plan.cfg.model.seq_len / r->step_s * mgt__flops_per_token(r) * 1e-9 / r->plan.world;
     if (now <= stated || now <= r->peak_seen) return;
     if (r->peak_seen <= 0)
         mgt__event(r, MGT_LOG_WARN, "step %d ran at %.1f GFLOP/s per rank, above the peak MFU was reckoned against (%.1f, %s): MFU is against "
-                   "the fastest step from now on", r->step, now, stated, r->cfg.parallel.peak_gflops > 0 ? "[parallel] peak_gflops" : r->peak_source);
+                   "the fastest step from now on", r->step, now, stated, r->plan.cfg.parallel.peak_gflops > 0 ? "[parallel] peak_gflops" : r->peak_source);
     r->peak_seen = now;
     snprintf(r->peak_seen_source, sizeof r->peak_seen_source, "the fastest step of this run, step %d", r->step);
 }
@@ -7692,14 +7691,14 @@ MGTDEF void mgt_run_set_state(mgt_run *r, int state) {
    not depend on skips); AdamW's bias correction counts the updates. */
 static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt_now();
-    int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
+    int GB = r->plan.cfg.train.global_batch, T = r->plan.cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
     MGT__TRY(mgt__warm_up(r, rows));
     t0 = mgt_now();
     if (mgt_run_state(r) == MGT_STATE_STARTING) mgt_run_set_state(r, MGT_STATE_RUNNING);
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_STEP, rows, 0));
     r->loss = mgt__gather_loss(r) / ((double)GB * T);
     r->grad_norm = r->ranks[0].norm;
-    r->lr = mgt__lr_at(&r->cfg, r->step);
+    r->lr = mgt__lr_at(&r->plan.cfg, r->step);
     r->last_skipped = r->ranks[0].skipped;
     if (!r->last_skipped && !isfinite(r->loss)) {
         mgt__event(r, MGT_LOG_WARN, "step %d: loss %g is not finite", r->step + 1, r->loss);
@@ -7724,16 +7723,16 @@ static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
         if (fp16 && r->loss_scale < 1)
             return mgt__fail(MGT_ERROR_NUMERIC, "step %d: the gradients are not finite even at loss scale 1 (%d steps skipped in a row); lower [train] lr or raise warmup",
                              r->step, r->skipped_in_row);
-        if (!fp16 && r->skipped_in_row >= r->cfg.precision.max_skipped)
+        if (!fp16 && r->skipped_in_row >= r->plan.cfg.precision.max_skipped)
             return mgt__fail(MGT_ERROR_NUMERIC, "step %d: %d steps in a row with a non-finite gradient norm ([precision] max_skipped = %d); lower [train] lr or raise warmup",
-                             r->step, r->skipped_in_row, r->cfg.precision.max_skipped);
+                             r->step, r->skipped_in_row, r->plan.cfg.precision.max_skipped);
         return MGT_OK;
     }
     r->skipped_in_row = 0;
-    if (fp16 && ++r->good_steps >= r->cfg.precision.loss_scale_window && r->loss_scale < ldexp(1.0, 100)) { /* far below FLT_MAX: the float scale stays finite */
+    if (fp16 && ++r->good_steps >= r->plan.cfg.precision.loss_scale_window && r->loss_scale < ldexp(1.0, 100)) { /* far below FLT_MAX: the float scale stays finite */
         r->loss_scale *= 2;
         r->good_steps = 0;
-        mgt__event(r, MGT_LOG_INFO, "step %d: %d steps without overflow: loss scale now %g", r->step, r->cfg.precision.loss_scale_window, r->loss_scale);
+        mgt__event(r, MGT_LOG_INFO, "step %d: %d steps without overflow: loss scale now %g", r->step, r->plan.cfg.precision.loss_scale_window, r->loss_scale);
     }
     mgt__publish(r);
     return MGT_OK;
@@ -7741,7 +7740,7 @@ static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
 
 /* mean loss over `count` global batches of rows (count x global_batch, T+1), without training */
 static mgt_result mgt__forward_loss(mgt_run *r, const uint32_t *rows, int count, double *loss) {
-    int j, GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len;
+    int j, GB = r->plan.cfg.train.global_batch, T = r->plan.cfg.model.seq_len;
     double sum = 0;
     MGT__TRY(mgt__warm_up(r, rows));
     for (j = 0; j < count; j++) {
@@ -7779,15 +7778,15 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     mgt_result res;
     if (!r || !val_loss) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_eval: run and val_loss are required");
     if (!r->has_val) return mgt__fail(MGT_ERROR_CONFIG, "[data] val is empty: set it to a validation shard");
-    T = r->cfg.model.seq_len;
-    GB = r->cfg.train.global_batch;
-    n = r->cfg.train.eval_batches * GB; /* the same sequences whatever the layout */
+    T = r->plan.cfg.model.seq_len;
+    GB = r->plan.cfg.train.global_batch;
+    n = r->plan.cfg.train.eval_batches * GB; /* the same sequences whatever the layout */
     rows = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)n * (size_t)(T + 1));
     if (!rows) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for validation batches");
     for (j = 0; j < n; j++) mgt__loader_sequence(&r->val, MGT__STREAM_VAL, 0, (uint64_t)j, rows + (size_t)j * (size_t)(T + 1));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_EVALUATING);
-    res = mgt__forward_loss(r, rows, r->cfg.train.eval_batches, &r->val_loss);
+    res = mgt__forward_loss(r, rows, r->plan.cfg.train.eval_batches, &r->val_loss);
     mgt_run_set_state(r, state);
     MGT_FREE(rows);
     MGT__TRY(res);
@@ -7813,7 +7812,7 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     memset(st, 0, sizeof *st);
     if (!r) return;
     st->step = r->step;
-    st->steps = r->cfg.train.steps;
+    st->steps = r->plan.cfg.train.steps;
     st->loss = r->loss;
     st->val_loss = r->val_loss;
     st->has_val_loss = r->has_val_loss;
@@ -7821,12 +7820,12 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->lr = r->lr;
     st->grad_norm = r->grad_norm;
     st->step_ms = r->step_s * 1e3;
-    st->tokens_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch * r->cfg.model.seq_len / r->step_s : 0;
-    st->samples_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch / r->step_s : 0;
+    st->tokens_per_s = r->step_s > 0 ? (double)r->plan.cfg.train.global_batch * r->plan.cfg.model.seq_len / r->step_s : 0;
+    st->samples_per_s = r->step_s > 0 ? (double)r->plan.cfg.train.global_batch / r->step_s : 0;
     st->flops_per_token = mgt__flops_per_token(r);
     st->gflops = st->tokens_per_s * st->flops_per_token * 1e-9;
-    st->peak_gflops = (r->peak_seen > 0 ? r->peak_seen : r->cfg.parallel.peak_gflops > 0 ? r->cfg.parallel.peak_gflops : r->peak_per_rank) * r->plan.world;
-    mgt__strlcpy(st->peak_source, r->peak_seen > 0 ? r->peak_seen_source : r->cfg.parallel.peak_gflops > 0 ? "preset" : r->peak_per_rank > 0 ? r->peak_source : "",
+    st->peak_gflops = (r->peak_seen > 0 ? r->peak_seen : r->plan.cfg.parallel.peak_gflops > 0 ? r->plan.cfg.parallel.peak_gflops : r->peak_per_rank) * r->plan.world;
+    mgt__strlcpy(st->peak_source, r->peak_seen > 0 ? r->peak_seen_source : r->plan.cfg.parallel.peak_gflops > 0 ? "preset" : r->peak_per_rank > 0 ? r->peak_source : "",
                  sizeof st->peak_source);
     st->has_mfu = st->peak_gflops > 0 && st->gflops > 0; /* against the peak the preset states, or one measured */
     st->mfu = st->has_mfu ? st->gflops / st->peak_gflops : 0;
@@ -7839,7 +7838,7 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
         }
     st->threads = r->threads_per_rank * r->plan.world;
     st->elapsed_s = r->elapsed_s;
-    st->dtype = r->cfg.precision.dtype;
+    st->dtype = r->plan.cfg.precision.dtype;
     st->loss_scale = r->loss_scale;
     st->skipped_steps = r->skipped;
     st->step_skipped = r->last_skipped;
@@ -7933,12 +7932,12 @@ static int mgt__tb_event(FILE *f, double wall_time, long long step, const char *
 static mgt_result mgt__tensorboard_open(mgt_run *r) {
     char path[MGT_STR_MAX + 160], host[64] = "localhost";
     if (r->tensorboard) { fclose(r->tensorboard); r->tensorboard = NULL; }
-    if (!r->cfg.log.tensorboard[0]) return MGT_OK;
-    MGT__TRY(mgt_mkdirs(r->cfg.log.tensorboard));
+    if (!r->plan.cfg.log.tensorboard[0]) return MGT_OK;
+    MGT__TRY(mgt_mkdirs(r->plan.cfg.log.tensorboard));
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
     /* TensorBoard reads every events.out.tfevents.* of the folder: a resumed run adds its own file */
-    snprintf(path, sizeof path, "%s/events.out.tfevents.%lld.%s.%ld.mgt", r->cfg.log.tensorboard, (long long)time(NULL), host, (long)getpid());
+    snprintf(path, sizeof path, "%s/events.out.tfevents.%lld.%s.%ld.mgt", r->plan.cfg.log.tensorboard, (long long)time(NULL), host, (long)getpid());
     r->tensorboard = fopen(path, "wb");
     if (!r->tensorboard) return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s ([log] tensorboard)", path, strerror(errno));
     if (!mgt__tb_event(r->tensorboard, (double)time(NULL), r->step, "brain.Event:2", NULL, NULL))
@@ -7985,7 +7984,7 @@ static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_lin
     clock_gettime(CLOCK_REALTIME, &now);
     if (sum.n > sizeof sum.b || !mgt__tb_event(r->tensorboard, (double)now.tv_sec + now.tv_nsec * 1e-9, st->step, NULL, &sum, NULL)) {
         mgt__event(r, MGT_LOG_WARN, "step %d: cannot write the TensorBoard events of [log] tensorboard = %s: %s; training goes on without them", st->step,
-                   r->cfg.log.tensorboard, strerror(errno));
+                   r->plan.cfg.log.tensorboard, strerror(errno));
         fclose(r->tensorboard);
         r->tensorboard = NULL;
     }
@@ -7993,9 +7992,9 @@ static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_lin
 
 #else /* MGT_NO_TENSORBOARD: the writer is left out, and a run that asks for it refused */
 static mgt_result mgt__tensorboard_open(mgt_run *r) {
-    if (!r->cfg.log.tensorboard[0]) return MGT_OK;
+    if (!r->plan.cfg.log.tensorboard[0]) return MGT_OK;
     return mgt__fail(MGT_ERROR_CONFIG, "[log] tensorboard = %s, but this program was built with MGT_NO_TENSORBOARD (no TensorBoard writer): "
-                     "leave the key empty, or build without the switch", r->cfg.log.tensorboard);
+                     "leave the key empty, or build without the switch", r->plan.cfg.log.tensorboard);
 }
 static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_line, int eval_line) {
     (void)r, (void)st, (void)train_line, (void)eval_line;
@@ -8069,12 +8068,12 @@ static void mgt__history_from_metrics(mgt_run *r) {
         }
         if (strncmp(line, "{\"type\":\"train\",", 16) || !mgt__jsonl_number(line, "step", &v)) continue;
         memset(&st, 0, sizeof st);
-        st.step = (int)v, st.steps = r->cfg.train.steps;
+        st.step = (int)v, st.steps = r->plan.cfg.train.steps;
         mgt__jsonl_number(line, "loss", &st.loss);
         mgt__jsonl_number(line, "lr", &st.lr);
         mgt__jsonl_number(line, "grad_norm", &st.grad_norm);
         mgt__jsonl_number(line, "tokens_per_s", &st.tokens_per_s);
-        st.samples_per_s = st.tokens_per_s / r->cfg.model.seq_len;
+        st.samples_per_s = st.tokens_per_s / r->plan.cfg.model.seq_len;
         if (mgt__jsonl_number(line, "step_s", &v)) st.step_ms = v * 1e3;
         st.has_mfu = mgt__jsonl_number(line, "mfu", &st.mfu);
         if (mgt__jsonl_number(line, "tokens", &v)) st.tokens_seen = (long long)v;
@@ -8092,7 +8091,7 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
     int continues = r->resumed && !r->resumed_elsewhere; /* the file holds this history up to the resumed step */
     if (r->metrics) { fclose(r->metrics); r->metrics = NULL; }
     MGT__TRY(mgt__tensorboard_open(r));
-    if (!mgt__metrics_on(&r->cfg)) return MGT_OK;
+    if (!mgt__metrics_on(&r->plan.cfg)) return MGT_OK;
     mgt__strlcpy(folder, r->metrics_path, sizeof folder);
     slash = strrchr(folder, '/');
     if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt_mkdirs(folder)); }
@@ -8290,7 +8289,7 @@ static int mgt__list_checkpoints(const char *dir, const mgt__history *h, int min
 static void mgt__prune_checkpoints(const mgt_run *r) {
     mgt__history h = mgt__own_history(r);
     int *steps, n = mgt__list_checkpoints(r->dir, &h, 1, &steps), i;
-    for (i = r->cfg.checkpoint.keep; i < n; i++) {
+    for (i = r->plan.cfg.checkpoint.keep; i < n; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
         remove(path);
@@ -8314,7 +8313,7 @@ static mgt_result mgt__check_folder(mgt_run *r, const mgt__history *h, int resum
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%sstep_%08d", list[0] ? ", " : "", steps[i]);
             if (i >= 0) snprintf(list + strlen(list), sizeof list - strlen(list), ", ...");
             MGT_FREE(steps);
-            mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
+            mgt__where(&r->plan.cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
             if (resumed)
                 return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s holds %d checkpoint%s of another run, of another line of this run's history or "
                                  "of steps after %d (%s); training on from step %d would mix two histories: give this run another [checkpoint] dir, "
@@ -8382,7 +8381,7 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
             mgt__lock_owner(fd, owner, sizeof owner);
             close(fd);
             return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s is in use by another run: %s; wait for it to end, or give this run another [checkpoint] dir",
-                             mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where), r->dir, owner[0] ? owner : "a process that left no name");
+                             mgt__where(&r->plan.cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where), r->dir, owner[0] ? owner : "a process that left no name");
         }
         /* the run that held it removes the file as it ends: a lock taken on the removed file is no
            lock, so take the one the folder names now */
@@ -8420,7 +8419,7 @@ static mgt_result mgt__claim_once(mgt_run *r) { return r->claimed || r->inferenc
 /* before a step: a run that will write metrics or checkpoints takes its folder before it trains
    (a run that writes nothing, as `mgt bench`'s, takes it only if it saves) */
 static mgt_result mgt__claim_before_step(mgt_run *r) {
-    return mgt__metrics_on(&r->cfg) || r->cfg.log.tensorboard[0] || r->cfg.checkpoint.every > 0 ? mgt__claim_once(r) : MGT_OK;
+    return mgt__metrics_on(&r->plan.cfg) || r->plan.cfg.log.tensorboard[0] || r->plan.cfg.checkpoint.every > 0 ? mgt__claim_once(r) : MGT_OK;
 }
 
 MGTDEF mgt_result mgt_run_claim(mgt_run *r, int overwrite) {
@@ -8824,7 +8823,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
        without looking at a file only process 0's machine may see */
     if (r->saved_step == r->step && !strcmp(r->saved_path, path) && (r->processes > 1 || !access(path, F_OK))) return MGT_OK;
     MGT__TRY(mgt__claim_once(r));
-    MGT__TRY(mgt__global_layout(&r->cfg, &g));
+    MGT__TRY(mgt__global_layout(&r->plan.cfg, &g));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_CHECKPOINTING);
     res = mgt__mirror_all(r);
@@ -8851,7 +8850,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     preset = (char *)MGT_MALLOC((size_t)bytes_preset);
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     else {
-        mgt_config stored = r->cfg;
+        mgt_config stored = r->plan.cfg;
         /* the tokenizer's files by their absolute path, so `mgt sample` decodes from any folder */
         if (stored.data.tokenizer == MGT_TOKENIZER_GPT2) mgt__absolute_path(stored.data.bpe_dir, sizeof stored.data.bpe_dir);
         if (stored.data.tokenizer == MGT_TOKENIZER_HF) mgt__absolute_path(stored.data.tokenizer_json, sizeof stored.data.tokenizer_json);
@@ -8872,7 +8871,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
                 n++;
             }
         snprintf(step_text, sizeof step_text, "%d", r->step);
-        snprintf(seed_text, sizeof seed_text, "%d", r->cfg.train.seed);
+        snprintf(seed_text, sizeof seed_text, "%d", r->plan.cfg.train.seed);
         snprintf(tokens_text, sizeof tokens_text, "%lld", r->tokens_seen);
         snprintf(loss_text, sizeof loss_text, "%.17g", r->loss);
         meta[0] = "format"; meta[1] = MGT__CHECKPOINT_FORMAT;
@@ -8985,7 +8984,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         h.last = (int)meta.step;
         if ((res = mgt__check_folder(r, &h, 1, 0)) != MGT_OK) { mgt__st_close(&f); return res; }
     }
-    if ((res = mgt__global_layout(&r->cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
+    if ((res = mgt__global_layout(&r->plan.cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
     tensors = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
     copies = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
     if (copies) memset(copies, 0, sizeof(float *) * (size_t)g.n);
@@ -9029,8 +9028,8 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         r->skipped_in_row = 0;
         if (r->dtype == MGT_F16 && meta.has_scale) r->loss_scale = meta.loss_scale; /* an fp16 run's scale; others start afresh */
         else if (r->dtype == MGT_F16) r->good_steps = 0;
-        if (meta.seed != r->cfg.train.seed)
-            mgt__log(MGT_LOG_WARN, "%s was trained with seed %lld, this preset has %d: the data order changes", path, meta.seed, r->cfg.train.seed);
+        if (meta.seed != r->plan.cfg.train.seed)
+            mgt__log(MGT_LOG_WARN, "%s was trained with seed %lld, this preset has %d: the data order changes", path, meta.seed, r->plan.cfg.train.seed);
         mgt__event(r, MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
     }
     if (copies) for (t = 0; t < g.n; t++) MGT_FREE(copies[t]);
@@ -9099,7 +9098,7 @@ static void mgt__init_task(void *ctx, int tid, int nth) {
     const mgt__init_args *a = (const mgt__init_args *)ctx;
     const mgt__tensor *x = a->x;
     mgt__rank *rk = a->rk;
-    uint64_t key = mgt__name_key(x->info.name), seed = (uint64_t)rk->run->cfg.train.seed;
+    uint64_t key = mgt__name_key(x->info.name), seed = (uint64_t)rk->run->plan.cfg.train.seed;
     size_t lo, hi, slo, shi, i, gcols = (size_t)(x->info.ndim == 2 ? x->info.shape[1] : 1);
     int zero3 = rk->run->plan.zero >= 3, master_sharded = rk->run->plan.zero >= 1, dtype = rk->be->dtype;
     mgt__span((size_t)x->rows, tid, nth, 1, &lo, &hi);
@@ -9152,7 +9151,7 @@ static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
    the shapes of its ops */
 static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     const mgt_plan *p = &r->plan;
-    const mgt_config *cfg = &r->cfg;
+    const mgt_config *cfg = &r->plan.cfg;
     int u;
     memset(rk, 0, sizeof *rk);
     rk->run = r;
@@ -9187,7 +9186,7 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
 /* the rank's backend, from its world; on a GPU, everything a step uses is made now, from the
    largest operands */
 static mgt_result mgt__rank_backend(mgt_run *r, mgt__rank *rk) {
-    const mgt_config *cfg = &r->cfg;
+    const mgt_config *cfg = &r->plan.cfg;
     mgt_backend *be;
     {
         mgt__rank_want want;
@@ -9283,7 +9282,7 @@ static mgt_result mgt__rank_state(mgt_run *r, mgt__rank *rk) {
 /* the DP buckets, and the activations of the micro-batches in flight */
 static mgt_result mgt__rank_activations(mgt_run *r, mgt__rank *rk) {
     const mgt_plan *p = &r->plan;
-    const mgt_config *cfg = &r->cfg;
+    const mgt_config *cfg = &r->plan.cfg;
     mgt_backend *be = rk->be;
     int u, k, M = p->micro_steps;
     size_t bucket_floats, in_bucket = 0;
@@ -10217,9 +10216,9 @@ static mgt_result mgt__init_weights(mgt_run *r) {
     mgt__src *s;
     mgt__layout g;
     float **tensors;
-    mgt_result res = mgt__src_open(&s, r->cfg.model.init, 1);
+    mgt_result res = mgt__src_open(&s, r->plan.cfg.model.init, 1);
     if (res == MGT_OK) {
-        res = mgt__src_global(s, &r->cfg, "", &g, &tensors);
+        res = mgt__src_global(s, &r->plan.cfg, "", &g, &tensors);
         if (res == MGT_OK && (res = mgt__mirror_all(r)) == MGT_OK) {
             mgt__exchange(r, MGT__BUF_PARAMS, &g, tensors, 0, NULL);
             mgt__unmirror_all(r, 1);
@@ -10228,7 +10227,7 @@ static mgt_result mgt__init_weights(mgt_run *r) {
         mgt__src_free(s);
     }
     res = mgt__mpi_agree(r->procs, res, "reading [model] init");
-    if (res == MGT_OK) mgt__log(MGT_LOG_INFO, "weights from %s (step 0, fresh optimizer)", r->cfg.model.init);
+    if (res == MGT_OK) mgt__log(MGT_LOG_INFO, "weights from %s (step 0, fresh optimizer)", r->plan.cfg.model.init);
     return res;
 }
 /* ==== end src/weights_init.c ==== */
@@ -10457,13 +10456,13 @@ typedef struct mgt__need {
     double gpu_need, gpu_excess;
 } mgt__need;
 
-/* What a run of plan `run` needs, from the plan of each rank. gpu_free[i] (nfree of them): free
+/* What a run of plan `of` needs, from the plan of each rank. gpu_free[i] (nfree of them): free
    memory of rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0,
    or -1 when sampling with it is not valid (mgt_last_error says why). */
-static int mgt__fit_need(const mgt_plan *run, int inference, const double *gpu_free, int nfree, mgt__need *n) {
+static int mgt__fit_need(const mgt_plan *of, int inference, const double *gpu_free, int nfree, mgt__need *n) {
     mgt_plan variant;
-    const mgt_plan *plan = run;
-    const mgt_config *cfg = &run->cfg;
+    const mgt_plan *plan = of;
+    const mgt_config *cfg = &of->cfg;
     int world, r, c, threads, per_rank, cores = mgt_cpu_count();
     double least = -1;
     memset(n, 0, sizeof *n);
@@ -10992,7 +10991,6 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r = (mgt_run *)MGT_MALLOC(sizeof *r);
     if (!r) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     memset(r, 0, sizeof *r);
-    r->cfg = *cfg;
     r->inference = inference;
     r->saved_step = -1;
     r->lock_fd = -1;
@@ -11196,7 +11194,7 @@ static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const
 
 /* after a step: validate when due, write the metrics line, checkpoint when due */
 static mgt_result mgt__after_step(mgt_run *r) {
-    const mgt_config *cfg = &r->cfg;
+    const mgt_config *cfg = &r->plan.cfg;
     int evaluated = 0;
     if (r->has_val && cfg->train.eval_every > 0 && (r->step % cfg->train.eval_every == 0 || r->step == cfg->train.steps)) {
         double vl;
@@ -11221,10 +11219,10 @@ MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint32_t *rows) {
     int i, n;
     if (!r || !rows) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: run and rows are required");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: this run was opened for sampling only");
-    n = r->cfg.train.global_batch * (r->cfg.model.seq_len + 1);
+    n = r->plan.cfg.train.global_batch * (r->plan.cfg.model.seq_len + 1);
     for (i = 0; i < n; i++)
-        if (rows[i] >= (uint32_t)r->cfg.model.vocab_size)
-            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %lu at %d is beyond vocab_size %d", (unsigned long)rows[i], i, r->cfg.model.vocab_size);
+        if (rows[i] >= (uint32_t)r->plan.cfg.model.vocab_size)
+            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %lu at %d is beyond vocab_size %d", (unsigned long)rows[i], i, r->plan.cfg.model.vocab_size);
     MGT__TRY(mgt__claim_before_step(r));
     MGT__TRY(mgt__train_step(r, rows));
     return mgt__after_step(r);
@@ -11259,7 +11257,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
         return -1;
     }
     rk = &r->ranks[0];
-    V = r->cfg.model.vocab_size;
+    V = r->plan.cfg.model.vocab_size;
     ctx = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n_prompt + max_new + 1));
     probs = (float *)MGT_MALLOC(sizeof(float) * (size_t)V);
     logits = (float *)MGT_MALLOC(sizeof(float) * (size_t)rk->shape.Vl); /* the last row in fp32 */
@@ -11271,7 +11269,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     }
     memcpy(ctx, prompt, sizeof(int) * (size_t)n_prompt);
     for (i = 0; i < max_new; i++) {
-        int start = n > r->cfg.model.seq_len ? n - r->cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T, B0;
+        int start = n > r->plan.cfg.model.seq_len ? n - r->plan.cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T, B0;
         mgt__acts *A = &rk->acts[0];
         double total = 0, u, acc = 0, mx = -1e30, kth = -1e30;
         mgt__enter(rk->be);

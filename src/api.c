@@ -19,7 +19,6 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     r = (mgt_run *)MGT_MALLOC(sizeof *r);
     if (!r) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     memset(r, 0, sizeof *r);
-    r->cfg = *cfg;
     r->inference = inference;
     r->saved_step = -1;
     r->lock_fd = -1;
@@ -223,7 +222,7 @@ static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const
 
 /* after a step: validate when due, write the metrics line, checkpoint when due */
 static mgt_result mgt__after_step(mgt_run *r) {
-    const mgt_config *cfg = &r->cfg;
+    const mgt_config *cfg = &r->plan.cfg;
     int evaluated = 0;
     if (r->has_val && cfg->train.eval_every > 0 && (r->step % cfg->train.eval_every == 0 || r->step == cfg->train.steps)) {
         double vl;
@@ -248,10 +247,10 @@ MGTDEF mgt_result mgt_run_step_tokens(mgt_run *r, const uint32_t *rows) {
     int i, n;
     if (!r || !rows) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: run and rows are required");
     if (r->inference) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_step_tokens: this run was opened for sampling only");
-    n = r->cfg.train.global_batch * (r->cfg.model.seq_len + 1);
+    n = r->plan.cfg.train.global_batch * (r->plan.cfg.model.seq_len + 1);
     for (i = 0; i < n; i++)
-        if (rows[i] >= (uint32_t)r->cfg.model.vocab_size)
-            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %lu at %d is beyond vocab_size %d", (unsigned long)rows[i], i, r->cfg.model.vocab_size);
+        if (rows[i] >= (uint32_t)r->plan.cfg.model.vocab_size)
+            return mgt__fail(MGT_ERROR_DATA, "mgt_run_step_tokens: token %lu at %d is beyond vocab_size %d", (unsigned long)rows[i], i, r->plan.cfg.model.vocab_size);
     MGT__TRY(mgt__claim_before_step(r));
     MGT__TRY(mgt__train_step(r, rows));
     return mgt__after_step(r);
@@ -286,7 +285,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
         return -1;
     }
     rk = &r->ranks[0];
-    V = r->cfg.model.vocab_size;
+    V = r->plan.cfg.model.vocab_size;
     ctx = (int *)MGT_MALLOC(sizeof(int) * (size_t)(n_prompt + max_new + 1));
     probs = (float *)MGT_MALLOC(sizeof(float) * (size_t)V);
     logits = (float *)MGT_MALLOC(sizeof(float) * (size_t)rk->shape.Vl); /* the last row in fp32 */
@@ -298,7 +297,7 @@ MGTDEF int mgt_run_generate(mgt_run *r, const int *prompt, int n_prompt, int *ou
     }
     memcpy(ctx, prompt, sizeof(int) * (size_t)n_prompt);
     for (i = 0; i < max_new; i++) {
-        int start = n > r->cfg.model.seq_len ? n - r->cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T, B0;
+        int start = n > r->plan.cfg.model.seq_len ? n - r->plan.cfg.model.seq_len : 0, len = n - start, pick = 0, T = rk->shape.T, B0;
         mgt__acts *A = &rk->acts[0];
         double total = 0, u, acc = 0, mx = -1e30, kth = -1e30;
         mgt__enter(rk->be);

@@ -293,7 +293,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
        without looking at a file only process 0's machine may see */
     if (r->saved_step == r->step && !strcmp(r->saved_path, path) && (r->processes > 1 || !access(path, F_OK))) return MGT_OK;
     MGT__TRY(mgt__claim_once(r));
-    MGT__TRY(mgt__global_layout(&r->cfg, &g));
+    MGT__TRY(mgt__global_layout(&r->plan.cfg, &g));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_CHECKPOINTING);
     res = mgt__mirror_all(r);
@@ -320,7 +320,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
     preset = (char *)MGT_MALLOC((size_t)bytes_preset);
     if (!ok || !out || !preset) res = mgt__fail(MGT_ERROR_MEMORY, "out of memory saving a checkpoint");
     else {
-        mgt_config stored = r->cfg;
+        mgt_config stored = r->plan.cfg;
         /* the tokenizer's files by their absolute path, so `mgt sample` decodes from any folder */
         if (stored.data.tokenizer == MGT_TOKENIZER_GPT2) mgt__absolute_path(stored.data.bpe_dir, sizeof stored.data.bpe_dir);
         if (stored.data.tokenizer == MGT_TOKENIZER_HF) mgt__absolute_path(stored.data.tokenizer_json, sizeof stored.data.tokenizer_json);
@@ -341,7 +341,7 @@ MGTDEF mgt_result mgt_run_save(mgt_run *r, char *path_out, size_t cap) {
                 n++;
             }
         snprintf(step_text, sizeof step_text, "%d", r->step);
-        snprintf(seed_text, sizeof seed_text, "%d", r->cfg.train.seed);
+        snprintf(seed_text, sizeof seed_text, "%d", r->plan.cfg.train.seed);
         snprintf(tokens_text, sizeof tokens_text, "%lld", r->tokens_seen);
         snprintf(loss_text, sizeof loss_text, "%.17g", r->loss);
         meta[0] = "format"; meta[1] = MGT__CHECKPOINT_FORMAT;
@@ -454,7 +454,7 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         h.last = (int)meta.step;
         if ((res = mgt__check_folder(r, &h, 1, 0)) != MGT_OK) { mgt__st_close(&f); return res; }
     }
-    if ((res = mgt__global_layout(&r->cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
+    if ((res = mgt__global_layout(&r->plan.cfg, &g)) != MGT_OK) { mgt__st_close(&f); return res; }
     tensors = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
     copies = (float **)MGT_MALLOC(sizeof(float *) * (size_t)g.n);
     if (copies) memset(copies, 0, sizeof(float *) * (size_t)g.n);
@@ -498,8 +498,8 @@ MGTDEF mgt_result mgt_run_resume(mgt_run *r, const char *what) {
         r->skipped_in_row = 0;
         if (r->dtype == MGT_F16 && meta.has_scale) r->loss_scale = meta.loss_scale; /* an fp16 run's scale; others start afresh */
         else if (r->dtype == MGT_F16) r->good_steps = 0;
-        if (meta.seed != r->cfg.train.seed)
-            mgt__log(MGT_LOG_WARN, "%s was trained with seed %lld, this preset has %d: the data order changes", path, meta.seed, r->cfg.train.seed);
+        if (meta.seed != r->plan.cfg.train.seed)
+            mgt__log(MGT_LOG_WARN, "%s was trained with seed %lld, this preset has %d: the data order changes", path, meta.seed, r->plan.cfg.train.seed);
         mgt__event(r, MGT_LOG_INFO, "resumed from %s at step %d", path, r->step);
     }
     if (copies) for (t = 0; t < g.n; t++) MGT_FREE(copies[t]);

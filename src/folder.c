@@ -114,7 +114,7 @@ static int mgt__list_checkpoints(const char *dir, const mgt__history *h, int min
 static void mgt__prune_checkpoints(const mgt_run *r) {
     mgt__history h = mgt__own_history(r);
     int *steps, n = mgt__list_checkpoints(r->dir, &h, 1, &steps), i;
-    for (i = r->cfg.checkpoint.keep; i < n; i++) {
+    for (i = r->plan.cfg.checkpoint.keep; i < n; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/step_%08d.safetensors", r->dir, steps[i]);
         remove(path);
@@ -138,7 +138,7 @@ static mgt_result mgt__check_folder(mgt_run *r, const mgt__history *h, int resum
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%sstep_%08d", list[0] ? ", " : "", steps[i]);
             if (i >= 0) snprintf(list + strlen(list), sizeof list - strlen(list), ", ...");
             MGT_FREE(steps);
-            mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
+            mgt__where(&r->plan.cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where);
             if (resumed)
                 return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s holds %d checkpoint%s of another run, of another line of this run's history or "
                                  "of steps after %d (%s); training on from step %d would mix two histories: give this run another [checkpoint] dir, "
@@ -206,7 +206,7 @@ static mgt_result mgt__claim(mgt_run *r, int overwrite) {
             mgt__lock_owner(fd, owner, sizeof owner);
             close(fd);
             return mgt__fail(MGT_ERROR_CONFIG, "%s: checkpoint folder %s is in use by another run: %s; wait for it to end, or give this run another [checkpoint] dir",
-                             mgt__where(&r->cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where), r->dir, owner[0] ? owner : "a process that left no name");
+                             mgt__where(&r->plan.cfg, mgt__find_key("checkpoint", "dir"), where, sizeof where), r->dir, owner[0] ? owner : "a process that left no name");
         }
         /* the run that held it removes the file as it ends: a lock taken on the removed file is no
            lock, so take the one the folder names now */
@@ -244,7 +244,7 @@ static mgt_result mgt__claim_once(mgt_run *r) { return r->claimed || r->inferenc
 /* before a step: a run that will write metrics or checkpoints takes its folder before it trains
    (a run that writes nothing, as `mgt bench`'s, takes it only if it saves) */
 static mgt_result mgt__claim_before_step(mgt_run *r) {
-    return mgt__metrics_on(&r->cfg) || r->cfg.log.tensorboard[0] || r->cfg.checkpoint.every > 0 ? mgt__claim_once(r) : MGT_OK;
+    return mgt__metrics_on(&r->plan.cfg) || r->plan.cfg.log.tensorboard[0] || r->plan.cfg.checkpoint.every > 0 ? mgt__claim_once(r) : MGT_OK;
 }
 
 MGTDEF mgt_result mgt_run_claim(mgt_run *r, int overwrite) {

@@ -63,12 +63,12 @@ static void mgt__history_from_metrics(mgt_run *r) {
         }
         if (strncmp(line, "{\"type\":\"train\",", 16) || !mgt__jsonl_number(line, "step", &v)) continue;
         memset(&st, 0, sizeof st);
-        st.step = (int)v, st.steps = r->cfg.train.steps;
+        st.step = (int)v, st.steps = r->plan.cfg.train.steps;
         mgt__jsonl_number(line, "loss", &st.loss);
         mgt__jsonl_number(line, "lr", &st.lr);
         mgt__jsonl_number(line, "grad_norm", &st.grad_norm);
         mgt__jsonl_number(line, "tokens_per_s", &st.tokens_per_s);
-        st.samples_per_s = st.tokens_per_s / r->cfg.model.seq_len;
+        st.samples_per_s = st.tokens_per_s / r->plan.cfg.model.seq_len;
         if (mgt__jsonl_number(line, "step_s", &v)) st.step_ms = v * 1e3;
         st.has_mfu = mgt__jsonl_number(line, "mfu", &st.mfu);
         if (mgt__jsonl_number(line, "tokens", &v)) st.tokens_seen = (long long)v;
@@ -86,7 +86,7 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
     int continues = r->resumed && !r->resumed_elsewhere; /* the file holds this history up to the resumed step */
     if (r->metrics) { fclose(r->metrics); r->metrics = NULL; }
     MGT__TRY(mgt__tensorboard_open(r));
-    if (!mgt__metrics_on(&r->cfg)) return MGT_OK;
+    if (!mgt__metrics_on(&r->plan.cfg)) return MGT_OK;
     mgt__strlcpy(folder, r->metrics_path, sizeof folder);
     slash = strrchr(folder, '/');
     if (slash && slash != folder) { *slash = 0; MGT__TRY(mgt_mkdirs(folder)); }

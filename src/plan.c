@@ -221,13 +221,13 @@ typedef struct mgt__need {
     double gpu_need, gpu_excess;
 } mgt__need;
 
-/* What a run of plan `run` needs, from the plan of each rank. gpu_free[i] (nfree of them): free
+/* What a run of plan `of` needs, from the plan of each rank. gpu_free[i] (nfree of them): free
    memory of rank i's GPU (NULL: CPU ranks); ranks past nfree are compared with the least of them. 0,
    or -1 when sampling with it is not valid (mgt_last_error says why). */
-static int mgt__fit_need(const mgt_plan *run, int inference, const double *gpu_free, int nfree, mgt__need *n) {
+static int mgt__fit_need(const mgt_plan *of, int inference, const double *gpu_free, int nfree, mgt__need *n) {
     mgt_plan variant;
-    const mgt_plan *plan = run;
-    const mgt_config *cfg = &run->cfg;
+    const mgt_plan *plan = of;
+    const mgt_config *cfg = &of->cfg;
     int world, r, c, threads, per_rank, cores = mgt_cpu_count();
     double least = -1;
     memset(n, 0, sizeof *n);

@@ -205,7 +205,7 @@ static mgt_result mgt__block_grads_begin(mgt__rank *rk, int u) {
 /* the block's normalisations: LayerNorm (GPT-2) or RMSNorm (Llama), into the same activations */
 static void mgt__norm_forward(mgt__rank *rk, void *out, float *mean, float *rstd, const void *inp, int t_weight, int t_bias, int N) {
     mgt_backend *be = rk->be;
-    if (rk->run->plan.dims.rms) be->rmsnorm_forward(be, out, rstd, inp, mgt__P(rk, t_weight), (float)rk->run->cfg.model.norm_eps, N, rk->shape.C);
+    if (rk->run->plan.dims.rms) be->rmsnorm_forward(be, out, rstd, inp, mgt__P(rk, t_weight), (float)rk->run->plan.cfg.model.norm_eps, N, rk->shape.C);
     else be->layernorm_forward(be, out, mean, rstd, inp, mgt__P(rk, t_weight), mgt__P(rk, t_bias), N, rk->shape.C);
 }
 static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, const void *inp, const float *mean, const float *rstd, int t_weight,
@@ -228,7 +228,7 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
 #define MGT__BT(k) mgt__t_block(rk, b, k)
     mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
     be->matmul_forward(be, a->qkv, a->ln1, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
-    if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->cfg.model.rope_theta);
+    if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
     be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
     be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
@@ -276,7 +276,7 @@ static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     /* dln carries d(atty) (N,Cl), then d(ln1) */
     be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
     be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
-    if (d->rope) be->rope_backward(be, g->dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->cfg.model.rope_theta);
+    if (d->rope) be->rope_backward(be, g->dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
     MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C));
     mgt__norm_backward(rk, g->dres, g->dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
@@ -302,7 +302,7 @@ static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
 static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scale, double *loss_sum) {
     const mgt__shape *s = &rk->shape;
     mgt_backend *be = rk->be;
-    int N = s->B * s->T, i, V = rk->run->cfg.model.vocab_size, u_head = mgt__u_head(rk);
+    int N = s->B * s->T, i, V = rk->run->plan.cfg.model.vocab_size, u_head = mgt__u_head(rk);
     float *part = A->xent + (size_t)rk->tpr * (size_t)N * 3;
     double sum = 0;
     MGT__TRY(mgt__fetch(rk, u_head));
@@ -461,7 +461,7 @@ static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_
     const mgt__shape *s = &rk->shape;
     size_t act = (size_t)s->B * s->T * s->C;
     int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
-    if (rk->run->cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
+    if (rk->run->plan.cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
         for (m = 0; m < M; m++) {
             MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
             if (rk->run->plan.pp == 1) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1)); /* one stage: no need to hold M sets */

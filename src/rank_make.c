@@ -52,7 +52,7 @@ static void mgt__init_task(void *ctx, int tid, int nth) {
     const mgt__init_args *a = (const mgt__init_args *)ctx;
     const mgt__tensor *x = a->x;
     mgt__rank *rk = a->rk;
-    uint64_t key = mgt__name_key(x->info.name), seed = (uint64_t)rk->run->cfg.train.seed;
+    uint64_t key = mgt__name_key(x->info.name), seed = (uint64_t)rk->run->plan.cfg.train.seed;
     size_t lo, hi, slo, shi, i, gcols = (size_t)(x->info.ndim == 2 ? x->info.shape[1] : 1);
     int zero3 = rk->run->plan.zero >= 3, master_sharded = rk->run->plan.zero >= 1, dtype = rk->be->dtype;
     mgt__span((size_t)x->rows, tid, nth, 1, &lo, &hi);
@@ -105,7 +105,7 @@ static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
    the shapes of its ops */
 static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     const mgt_plan *p = &r->plan;
-    const mgt_config *cfg = &r->cfg;
+    const mgt_config *cfg = &r->plan.cfg;
     int u;
     memset(rk, 0, sizeof *rk);
     rk->run = r;
@@ -140,7 +140,7 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
 /* the rank's backend, from its world; on a GPU, everything a step uses is made now, from the
    largest operands */
 static mgt_result mgt__rank_backend(mgt_run *r, mgt__rank *rk) {
-    const mgt_config *cfg = &r->cfg;
+    const mgt_config *cfg = &r->plan.cfg;
     mgt_backend *be;
     {
         mgt__rank_want want;
@@ -236,7 +236,7 @@ static mgt_result mgt__rank_state(mgt_run *r, mgt__rank *rk) {
 /* the DP buckets, and the activations of the micro-batches in flight */
 static mgt_result mgt__rank_activations(mgt_run *r, mgt__rank *rk) {
     const mgt_plan *p = &r->plan;
-    const mgt_config *cfg = &r->cfg;
+    const mgt_config *cfg = &r->plan.cfg;
     mgt_backend *be = rk->be;
     int u, k, M = p->micro_steps;
     size_t bucket_floats, in_bucket = 0;

@@ -7,7 +7,6 @@ enum { MGT__CMD_NONE, MGT__CMD_CONNECT, MGT__CMD_WARM_UP, MGT__CMD_STEP, MGT__CM
 
 typedef struct mgt__rank mgt__rank;
 struct mgt_run {
-    mgt_config cfg;
     mgt_plan plan;
     mgt__rank *ranks;
     const mgt__world_api *world_api; /* where the ranks live and how they reach each other (src/world.c) */
@@ -95,7 +94,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path) {
 }
 
 /* ---- what a run says of itself ---- */
-MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->cfg : NULL; }
+MGTDEF const mgt_config *mgt_run_config(const mgt_run *r) { return r ? &r->plan.cfg : NULL; }
 MGTDEF const char *mgt_run_device(const mgt_run *r) { return r ? r->world_api->device : "cpu"; }
 MGTDEF const mgt_plan *mgt_run_plan(const mgt_run *r) { return &r->plan; }
 MGTDEF void mgt_run_request_stop(mgt_run *r) { if (r) r->stop_asked = 1; }

@@ -132,7 +132,7 @@ static void mgt__adamw_flush(mgt__rank *rk, mgt__adamw_batch *bt) {
    go to the backend MGT_ADAMW_BATCH at a time (one launch each on a GPU), and before each ZeRO 1/2
    all-gather, which reads what they wrote. */
 static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scale, int step) {
-    const mgt_config *cfg = &rk->run->cfg;
+    const mgt_config *cfg = &rk->run->plan.cfg;
     const mgt_plan *p = &rk->run->plan;
     double b1 = cfg->train.beta1, b2 = cfg->train.beta2;
     float bc1 = (float)(1.0 - pow(b1, step + 1)), bc2 = (float)(1.0 - pow(b2, step + 1));
@@ -251,7 +251,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     struct mgt_run *run = rk->run;
     const mgt_plan *p = &run->plan;
     double t0 = mgt_now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
-    float grad_scale = (float)loss_scale / ((float)run->cfg.train.global_batch * (float)rk->shape.T);
+    float grad_scale = (float)loss_scale / ((float)run->plan.cfg.train.global_batch * (float)rk->shape.T);
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
@@ -279,8 +279,8 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
         return MGT_OK;
     }
     if (!rk->skipped) {
-        lr = mgt__lr_at(&run->cfg, run->step);
-        if (run->cfg.train.grad_clip > 0 && norm > run->cfg.train.grad_clip) clip = run->cfg.train.grad_clip / (norm + 1e-6);
+        lr = mgt__lr_at(&run->plan.cfg, run->step);
+        if (run->plan.cfg.train.grad_clip > 0 && norm > run->plan.cfg.train.grad_clip) clip = run->plan.cfg.train.grad_clip / (norm + 1e-6);
         MGT__TRY(mgt__optimizer_step(rk, lr, clip / loss_scale, run->step - run->skipped));
     }
     MGT__TRY(mgt__settle(rk));
@@ -555,20 +555,20 @@ MGT__PRINTF(3, 4) static void mgt__event(mgt_run *r, int level, const char *fmt,
 }
 
 static double mgt__flops_per_token(const mgt_run *r) {
-    return 6.0 * (double)r->plan.params + 12.0 * r->cfg.model.n_layer * (double)r->cfg.model.seq_len * r->cfg.model.d_model;
+    return 6.0 * (double)r->plan.params + 12.0 * r->plan.cfg.model.n_layer * (double)r->plan.cfg.model.seq_len * r->plan.cfg.model.d_model;
 }
 
 /* MFU cannot pass 100%: a step faster than the peak MFU is reckoned against (a measured sgemm, taken
    on a busy machine or on one GEMM shape, or the preset's) proves the peak low. From then on MFU is
    against the fastest step of the run, and the first such step says so in an event. */
 static void mgt__peak_check(mgt_run *r) {
-    double stated = r->cfg.parallel.peak_gflops > 0 ? r->cfg.parallel.peak_gflops : r->peak_per_rank, now;
+    double stated = r->plan.cfg.parallel.peak_gflops > 0 ? r->plan.cfg.parallel.peak_gflops : r->peak_per_rank, now;
     if (stated <= 0 || r->step_s <= 0) return;
-    now = (double)r->cfg.train.global_batch * r->cfg.model.seq_len / r->step_s * mgt__flops_per_token(r) * 1e-9 / r->plan.world;
+    now = (double)r->plan.cfg.train.global_batch * r->plan.cfg.model.seq_len / r->step_s * mgt__flops_per_token(r) * 1e-9 / r->plan.world;
     if (now <= stated || now <= r->peak_seen) return;
     if (r->peak_seen <= 0)
         mgt__event(r, MGT_LOG_WARN, "step %d ran at %.1f GFLOP/s per rank, above the peak MFU was reckoned against (%.1f, %s): MFU is against "
-                   "the fastest step from now on", r->step, now, stated, r->cfg.parallel.peak_gflops > 0 ? "[parallel] peak_gflops" : r->peak_source);
+                   "the fastest step from now on", r->step, now, stated, r->plan.cfg.parallel.peak_gflops > 0 ? "[parallel] peak_gflops" : r->peak_source);
     r->peak_seen = now;
     snprintf(r->peak_seen_source, sizeof r->peak_seen_source, "the fastest step of this run, step %d", r->step);
 }
@@ -712,14 +712,14 @@ MGTDEF void mgt_run_set_state(mgt_run *r, int state) {
    not depend on skips); AdamW's bias correction counts the updates. */
 static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
     double t0 = mgt_now();
-    int GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
+    int GB = r->plan.cfg.train.global_batch, T = r->plan.cfg.model.seq_len, fp16 = r->dtype == MGT_F16;
     MGT__TRY(mgt__warm_up(r, rows));
     t0 = mgt_now();
     if (mgt_run_state(r) == MGT_STATE_STARTING) mgt_run_set_state(r, MGT_STATE_RUNNING);
     MGT__TRY(mgt__run_cmd(r, MGT__CMD_STEP, rows, 0));
     r->loss = mgt__gather_loss(r) / ((double)GB * T);
     r->grad_norm = r->ranks[0].norm;
-    r->lr = mgt__lr_at(&r->cfg, r->step);
+    r->lr = mgt__lr_at(&r->plan.cfg, r->step);
     r->last_skipped = r->ranks[0].skipped;
     if (!r->last_skipped && !isfinite(r->loss)) {
         mgt__event(r, MGT_LOG_WARN, "step %d: loss %g is not finite", r->step + 1, r->loss);
@@ -744,16 +744,16 @@ static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
         if (fp16 && r->loss_scale < 1)
             return mgt__fail(MGT_ERROR_NUMERIC, "step %d: the gradients are not finite even at loss scale 1 (%d steps skipped in a row); lower [train] lr or raise warmup",
                              r->step, r->skipped_in_row);
-        if (!fp16 && r->skipped_in_row >= r->cfg.precision.max_skipped)
+        if (!fp16 && r->skipped_in_row >= r->plan.cfg.precision.max_skipped)
             return mgt__fail(MGT_ERROR_NUMERIC, "step %d: %d steps in a row with a non-finite gradient norm ([precision] max_skipped = %d); lower [train] lr or raise warmup",
-                             r->step, r->skipped_in_row, r->cfg.precision.max_skipped);
+                             r->step, r->skipped_in_row, r->plan.cfg.precision.max_skipped);
         return MGT_OK;
     }
     r->skipped_in_row = 0;
-    if (fp16 && ++r->good_steps >= r->cfg.precision.loss_scale_window && r->loss_scale < ldexp(1.0, 100)) { /* far below FLT_MAX: the float scale stays finite */
+    if (fp16 && ++r->good_steps >= r->plan.cfg.precision.loss_scale_window && r->loss_scale < ldexp(1.0, 100)) { /* far below FLT_MAX: the float scale stays finite */
         r->loss_scale *= 2;
         r->good_steps = 0;
-        mgt__event(r, MGT_LOG_INFO, "step %d: %d steps without overflow: loss scale now %g", r->step, r->cfg.precision.loss_scale_window, r->loss_scale);
+        mgt__event(r, MGT_LOG_INFO, "step %d: %d steps without overflow: loss scale now %g", r->step, r->plan.cfg.precision.loss_scale_window, r->loss_scale);
     }
     mgt__publish(r);
     return MGT_OK;
@@ -761,7 +761,7 @@ static mgt_result mgt__train_step(mgt_run *r, const uint32_t *rows) {
 
 /* mean loss over `count` global batches of rows (count x global_batch, T+1), without training */
 static mgt_result mgt__forward_loss(mgt_run *r, const uint32_t *rows, int count, double *loss) {
-    int j, GB = r->cfg.train.global_batch, T = r->cfg.model.seq_len;
+    int j, GB = r->plan.cfg.train.global_batch, T = r->plan.cfg.model.seq_len;
     double sum = 0;
     MGT__TRY(mgt__warm_up(r, rows));
     for (j = 0; j < count; j++) {
@@ -799,15 +799,15 @@ MGTDEF mgt_result mgt_run_eval(mgt_run *r, double *val_loss) {
     mgt_result res;
     if (!r || !val_loss) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_run_eval: run and val_loss are required");
     if (!r->has_val) return mgt__fail(MGT_ERROR_CONFIG, "[data] val is empty: set it to a validation shard");
-    T = r->cfg.model.seq_len;
-    GB = r->cfg.train.global_batch;
-    n = r->cfg.train.eval_batches * GB; /* the same sequences whatever the layout */
+    T = r->plan.cfg.model.seq_len;
+    GB = r->plan.cfg.train.global_batch;
+    n = r->plan.cfg.train.eval_batches * GB; /* the same sequences whatever the layout */
     rows = (uint32_t *)MGT_MALLOC(sizeof(uint32_t) * (size_t)n * (size_t)(T + 1));
     if (!rows) return mgt__fail(MGT_ERROR_MEMORY, "out of memory for validation batches");
     for (j = 0; j < n; j++) mgt__loader_sequence(&r->val, MGT__STREAM_VAL, 0, (uint64_t)j, rows + (size_t)j * (size_t)(T + 1));
     state = mgt_run_state(r);
     mgt_run_set_state(r, MGT_STATE_EVALUATING);
-    res = mgt__forward_loss(r, rows, r->cfg.train.eval_batches, &r->val_loss);
+    res = mgt__forward_loss(r, rows, r->plan.cfg.train.eval_batches, &r->val_loss);
     mgt_run_set_state(r, state);
     MGT_FREE(rows);
     MGT__TRY(res);
@@ -833,7 +833,7 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     memset(st, 0, sizeof *st);
     if (!r) return;
     st->step = r->step;
-    st->steps = r->cfg.train.steps;
+    st->steps = r->plan.cfg.train.steps;
     st->loss = r->loss;
     st->val_loss = r->val_loss;
     st->has_val_loss = r->has_val_loss;
@@ -841,12 +841,12 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
     st->lr = r->lr;
     st->grad_norm = r->grad_norm;
     st->step_ms = r->step_s * 1e3;
-    st->tokens_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch * r->cfg.model.seq_len / r->step_s : 0;
-    st->samples_per_s = r->step_s > 0 ? (double)r->cfg.train.global_batch / r->step_s : 0;
+    st->tokens_per_s = r->step_s > 0 ? (double)r->plan.cfg.train.global_batch * r->plan.cfg.model.seq_len / r->step_s : 0;
+    st->samples_per_s = r->step_s > 0 ? (double)r->plan.cfg.train.global_batch / r->step_s : 0;
     st->flops_per_token = mgt__flops_per_token(r);
     st->gflops = st->tokens_per_s * st->flops_per_token * 1e-9;
-    st->peak_gflops = (r->peak_seen > 0 ? r->peak_seen : r->cfg.parallel.peak_gflops > 0 ? r->cfg.parallel.peak_gflops : r->peak_per_rank) * r->plan.world;
-    mgt__strlcpy(st->peak_source, r->peak_seen > 0 ? r->peak_seen_source : r->cfg.parallel.peak_gflops > 0 ? "preset" : r->peak_per_rank > 0 ? r->peak_source : "",
+    st->peak_gflops = (r->peak_seen > 0 ? r->peak_seen : r->plan.cfg.parallel.peak_gflops > 0 ? r->plan.cfg.parallel.peak_gflops : r->peak_per_rank) * r->plan.world;
+    mgt__strlcpy(st->peak_source, r->peak_seen > 0 ? r->peak_seen_source : r->plan.cfg.parallel.peak_gflops > 0 ? "preset" : r->peak_per_rank > 0 ? r->peak_source : "",
                  sizeof st->peak_source);
     st->has_mfu = st->peak_gflops > 0 && st->gflops > 0; /* against the peak the preset states, or one measured */
     st->mfu = st->has_mfu ? st->gflops / st->peak_gflops : 0;
@@ -859,7 +859,7 @@ MGTDEF void mgt_run_stats(const mgt_run *r, mgt_stats *st) {
         }
     st->threads = r->threads_per_rank * r->plan.world;
     st->elapsed_s = r->elapsed_s;
-    st->dtype = r->cfg.precision.dtype;
+    st->dtype = r->plan.cfg.precision.dtype;
     st->loss_scale = r->loss_scale;
     st->skipped_steps = r->skipped;
     st->step_skipped = r->last_skipped;

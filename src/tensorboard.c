@@ -84,12 +84,12 @@ static int mgt__tb_event(FILE *f, double wall_time, long long step, const char *
 static mgt_result mgt__tensorboard_open(mgt_run *r) {
     char path[MGT_STR_MAX + 160], host[64] = "localhost";
     if (r->tensorboard) { fclose(r->tensorboard); r->tensorboard = NULL; }
-    if (!r->cfg.log.tensorboard[0]) return MGT_OK;
-    MGT__TRY(mgt_mkdirs(r->cfg.log.tensorboard));
+    if (!r->plan.cfg.log.tensorboard[0]) return MGT_OK;
+    MGT__TRY(mgt_mkdirs(r->plan.cfg.log.tensorboard));
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
     /* TensorBoard reads every events.out.tfevents.* of the folder: a resumed run adds its own file */
-    snprintf(path, sizeof path, "%s/events.out.tfevents.%lld.%s.%ld.mgt", r->cfg.log.tensorboard, (long long)time(NULL), host, (long)getpid());
+    snprintf(path, sizeof path, "%s/events.out.tfevents.%lld.%s.%ld.mgt", r->plan.cfg.log.tensorboard, (long long)time(NULL), host, (long)getpid());
     r->tensorboard = fopen(path, "wb");
     if (!r->tensorboard) return mgt__fail(MGT_ERROR_IO, "%s: cannot create: %s ([log] tensorboard)", path, strerror(errno));
     if (!mgt__tb_event(r->tensorboard, (double)time(NULL), r->step, "brain.Event:2", NULL, NULL))
@@ -136,7 +136,7 @@ static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_lin
     clock_gettime(CLOCK_REALTIME, &now);
     if (sum.n > sizeof sum.b || !mgt__tb_event(r->tensorboard, (double)now.tv_sec + now.tv_nsec * 1e-9, st->step, NULL, &sum, NULL)) {
         mgt__event(r, MGT_LOG_WARN, "step %d: cannot write the TensorBoard events of [log] tensorboard = %s: %s; training goes on without them", st->step,
-                   r->cfg.log.tensorboard, strerror(errno));
+                   r->plan.cfg.log.tensorboard, strerror(errno));
         fclose(r->tensorboard);
         r->tensorboard = NULL;
     }
@@ -144,9 +144,9 @@ static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_lin
 
 #else /* MGT_NO_TENSORBOARD: the writer is left out, and a run that asks for it refused */
 static mgt_result mgt__tensorboard_open(mgt_run *r) {
-    if (!r->cfg.log.tensorboard[0]) return MGT_OK;
+    if (!r->plan.cfg.log.tensorboard[0]) return MGT_OK;
     return mgt__fail(MGT_ERROR_CONFIG, "[log] tensorboard = %s, but this program was built with MGT_NO_TENSORBOARD (no TensorBoard writer): "
-                     "leave the key empty, or build without the switch", r->cfg.log.tensorboard);
+                     "leave the key empty, or build without the switch", r->plan.cfg.log.tensorboard);
 }
 static void mgt__tensorboard_step(mgt_run *r, const mgt_stats *st, int train_line, int eval_line) {
     (void)r, (void)st, (void)train_line, (void)eval_line;

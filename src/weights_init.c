@@ -99,9 +99,9 @@ static mgt_result mgt__init_weights(mgt_run *r) {
     mgt__src *s;
     mgt__layout g;
     float **tensors;
-    mgt_result res = mgt__src_open(&s, r->cfg.model.init, 1);
+    mgt_result res = mgt__src_open(&s, r->plan.cfg.model.init, 1);
     if (res == MGT_OK) {
-        res = mgt__src_global(s, &r->cfg, "", &g, &tensors);
+        res = mgt__src_global(s, &r->plan.cfg, "", &g, &tensors);
         if (res == MGT_OK && (res = mgt__mirror_all(r)) == MGT_OK) {
             mgt__exchange(r, MGT__BUF_PARAMS, &g, tensors, 0, NULL);
             mgt__unmirror_all(r, 1);
@@ -110,7 +110,7 @@ static mgt_result mgt__init_weights(mgt_run *r) {
         mgt__src_free(s);
     }
     res = mgt__mpi_agree(r->procs, res, "reading [model] init");
-    if (res == MGT_OK) mgt__log(MGT_LOG_INFO, "weights from %s (step 0, fresh optimizer)", r->cfg.model.init);
+    if (res == MGT_OK) mgt__log(MGT_LOG_INFO, "weights from %s (step 0, fresh optimizer)", r->plan.cfg.model.init);
     return res;
 }
 

@@ -123,7 +123,7 @@ static inline void check_training(const mgt__st_file *f, mgt_run *run, int B, in
         elr = worse_of(elr, fabs(run->lr - tlr[s]) / tlr[s]);
         if (tn && s == 0) en0 = fabs(run->grad_norm - tn[s]) / tn[s];
         if (tn) en = worse_of(en, fabs(run->grad_norm - tn[s]) / tn[s]);
-        if (tc) clip_mismatch += (run->grad_norm > run->cfg.train.grad_clip) != (tc[s] != 0);
+        if (tc) clip_mismatch += (run->grad_norm > run->plan.cfg.train.grad_clip) != (tc[s] != 0);
     }
     free(rows);
     /* float32 training drifts from the float64 reference a little each step; the issue asks

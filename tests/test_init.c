@@ -84,17 +84,17 @@ static void parity(const char *name) {
     snprintf(set, sizeof set, "checkpoint.dir=build/testdata/init_%s", name);
     if (!(run = run_of(dir, &ref, set))) { printf("FAIL %s: %s\n", dir, mgt_last_error()); exit(1); }
     rk = &run->ranks[0];
-    grads = reference(dir, &run->cfg, "grad.", &g);
-    check_batch(&ref, rk, run->cfg.train.global_batch, run->cfg.model.seq_len, run->cfg.model.vocab_size, grads);
+    grads = reference(dir, &run->plan.cfg, "grad.", &g);
+    check_batch(&ref, rk, run->plan.cfg.train.global_batch, run->plan.cfg.model.seq_len, run->plan.cfg.model.vocab_size, grads);
     mgt__free_global(&g, grads);
     mgt__layout_free(&g);
-    final = reference(dir, &run->cfg, "final.", &g);
+    final = reference(dir, &run->plan.cfg, "final.", &g);
     /* measured RMS errors of the final weights: Llama 2.7e-7, GPT-2 1.2e-5, GPT-2's spread over every
        tensor (largest in wte, mlp.c_fc and attn.c_attn, none standing out) while its step-0 logits,
        loss and gradients match as closely as Llama's: float32 drift along this trajectory, not a
        mapping (a wrong transpose or split is O(1) at step 0; a missed weight decay moves the RMS
        by ~1e-3). GPT-2 is allowed 3e-5, Llama parity_util.h's 1e-5 */
-    check_training(&ref, run, run->cfg.train.global_batch, run->cfg.model.seq_len, final, strstr(name, "gpt2") ? 3e-5 : 1e-5);
+    check_training(&ref, run, run->plan.cfg.train.global_batch, run->plan.cfg.model.seq_len, final, strstr(name, "gpt2") ? 3e-5 : 1e-5);
     mgt__free_global(&g, final);
     mgt__layout_free(&g);
 
@@ -214,7 +214,7 @@ int main(void) {
     { /* 8 ranks (tp 2: q and k/v heads, gate/up split; pp 2; dp 2 under ZeRO-3) in bf16 each take their
          slice of the fp32 master weights: gathered, they are the one-rank weights */
         static const char *const layout[] = {"parallel.pp=2", "parallel.dp=2", "parallel.zero=3", "precision.dtype=bf16", "train.micro_batch=2"};
-        mgt_config c = a->cfg;
+        mgt_config c = a->plan.cfg;
         int i;
         mgt_config_set(&c, "parallel.tp=2");
         for (i = 0; i < 5; i++) mgt_config_set(&c, layout[i]);
@@ -224,7 +224,7 @@ int main(void) {
         mgt__layout g;
         float **w;
         int t, differ = 0;
-        mgt__global_layout(&b->cfg, &g);
+        mgt__global_layout(&b->plan.cfg, &g);
         w = mgt__gather_global(b, &g, MGT__BUF_PARAMS);
         for (t = 0; t < g.n; t++) differ += memcmp(w[t], mgt__P(&a->ranks[0], t), sizeof(float) * g.t[t].info.numel) != 0;
         check("tp 2 x pp 2 x dp 2, ZeRO-3, bf16: tensors that differ from one rank's, gathered", differ, 0);

@@ -108,7 +108,7 @@ static mgt_run *train(const mgt_config *cfg, int to, double *losses, const char 
 #ifdef MGT_TEST_CUDA
     if (cfg->parallel.device == MGT_DEVICE_CUDA) { /* every rank really ran on its "GPU" */
         mgt_rank_stats rs[8];
-        int n = published_ranks(run, rs, 8), i;
+        int n = published(run, NULL, 0, rs, 8, NULL, 0).ranks_n, i;
         for (i = 0; i < n; i++) {
             char want[32];
             snprintf(want, sizeof want, "cuda:%d", i);
@@ -131,7 +131,7 @@ static double weight_diff_by(mgt_run *a, mgt_run *b, int rms) {
     double worst = 0;
     int t;
     size_t i;
-    mgt__global_layout(&a->cfg, &g);
+    mgt__global_layout(&a->plan.cfg, &g);
     wa = mgt__gather_global(a, &g, MGT__BUF_PARAMS);
     wb = mgt__gather_global(b, &g, MGT__BUF_PARAMS);
     double tse = 0, tss = 1e-30;

@@ -103,7 +103,7 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
     { /* what readers see: the history of both steps, and the per-rank statistics the ranks measured */
         mgt_stats h[4];
         mgt_rank_stats *rs = (mgt_rank_stats *)calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *rs);
-        int nh = published_history(run, h, 4), nr = published_ranks(run, rs, ranks), same = nh == 2 && h[0].step == 1 && h[1].step == 2 && nr == ranks;
+        int nh = published(run, h, 4, NULL, 0, NULL, 0).history_n, nr = published(run, NULL, 0, rs, ranks, NULL, 0).ranks_n, same = nh == 2 && h[0].step == 1 && h[1].step == 2 && nr == ranks;
         for (i = 0; i < nr && same; i++)
             for (c = 0; c < MGT_COLL_COUNT; c++)
                 same &= rs[i].bytes[c] == run->ranks[i].step_comm.bytes[c] && rs[i].mem_peak[MGT_MEM_PARAMS] == run->ranks[i].be->mem_peak[MGT_MEM_PARAMS] &&

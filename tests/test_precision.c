@@ -263,7 +263,7 @@ static double max_rel(const double *a, const double *b, int from, int to) {
 }
 /* the global fp32 parameters (master weights under 16-bit storage) */
 static float **params(mgt_run *r, mgt__layout *g) {
-    mgt__global_layout(&r->cfg, g);
+    mgt__global_layout(&r->plan.cfg, g);
     return mgt__gather_global(r, g, MGT__BUF_PARAMS);
 }
 static int same_params(mgt_run *a, mgt_run *b) {
@@ -316,7 +316,7 @@ static void test_curves(void) {
         double rms[3] = {0, 0, 0};
         int t;
         size_t i;
-        mgt__global_layout(&run[0]->cfg, &g);
+        mgt__global_layout(&run[0]->plan.cfg, &g);
         for (d = 0; d < 3; d++) {
             m[d] = mgt__gather_global(run[d], &g, MGT__BUF_M);
             for (t = 0; t < g.n; t++)
@@ -413,7 +413,7 @@ static void test_skip(void) {
         mgt__rank *a = mgt__rank_at(many, 0, 1, 1), *b = mgt__rank_at(many, 1, 1, 1);
         check(!memcmp(a->params, b->params, sizeof(float) * a->lay.size), "DP replicas bit-identical after the skipped step");
     }
-    n = published_events(many, ev, 64);
+    n = published(many, NULL, 0, NULL, 0, ev, 64).events_n;
     for (i = 0, found = 0; i < n; i++) found |= ev[i].level == MGT_LOG_WARN && strstr(ev[i].text, "skipped") != NULL;
     check(found, "a warning event says the update was skipped");
     mgt_run_destroy(one);

@@ -214,10 +214,10 @@ int main(void) {
         snprintf(set, sizeof set, "data.val=%s/corpus.bin", dir);
         mgt_config_set(&cfg, set);
         run = train(&cfg, 3, losses_accum, NULL);
-        n = published_history(run, h, 8);
+        n = published(run, h, 8, NULL, 0, NULL, 0).history_n;
         check(n == 3 && !h[2].has_val_loss, "history before validating: %d entries, the last without val_loss", n);
         if (mgt_run_eval(run, &val) != MGT_OK) printf("FAIL eval: %s\n", mgt_last_error());
-        n = published_history(run, h, 8);
+        n = published(run, h, 8, NULL, 0, NULL, 0).history_n;
         check(n == 4 && h[3].step == 3 && h[3].has_val_loss && h[3].val_step == 3 && h[3].val_loss == val && h[3].loss == h[2].loss,
               "validation at step 3 published again with the step: %d entries, the last step %d, val %.4f at step %d", n, h[n > 0 ? n - 1 : 0].step,
               h[n > 0 ? n - 1 : 0].val_loss, h[n > 0 ? n - 1 : 0].val_step);
@@ -272,16 +272,16 @@ int main(void) {
         mgt_config_set(&cfg, "parallel.dp=2");
         run = fault_run_create(&cfg, &fw);
         train_more(run, 3, losses_accum);
-        n = published_events(run, ev, 64);
+        n = published(run, NULL, 0, NULL, 0, ev, 64).events_n;
         for (i = 0; i < n; i++) false_alarm += strstr(ev[i].text, "computed for") != NULL;
-        n = published_ranks(run, rs, 2);
+        n = published(run, NULL, 0, rs, 2, NULL, 0).ranks_n;
         for (i = 0; i < n; i++)
             if (6 * rs[i].compute_s > slow_s) slow_s = 6 * rs[i].compute_s;
         fw.slow_rank = 1;
         fw.slow_s = slow_s / run->plan.micro_steps; /* its embedding forward runs once per micro-batch */
         train_more(run, 6, losses_accum);
         fw.slow_rank = -1;
-        n = published_events(run, ev, 64);
+        n = published(run, NULL, 0, NULL, 0, ev, 64).events_n;
         for (i = 0; i < n; i++) warned += strstr(ev[i].text, "rank 1 computed for") != NULL;
         check(!false_alarm && warned >= 2, "a rank %.0f ms slower: %d slow-rank warnings in 6 steps (%d before, when both were alike)%s%s", slow_s * 1e3, warned,
               false_alarm, n ? ": " : "", n ? ev[n - 1].text : "");
@@ -300,7 +300,7 @@ int main(void) {
         mgt_run_set_peak(run, 1e-6, "a test's low peak");
         train_more(run, 3, losses_accum);
         mgt_run_stats(run, &st);
-        n = published_events(run, ev, 64);
+        n = published(run, NULL, 0, NULL, 0, ev, 64).events_n;
         for (i = 0; i < n; i++) said += strstr(ev[i].text, "above the peak MFU was reckoned against (0.0, a test's low peak)") != NULL;
         check(st.has_mfu && st.mfu <= 1.0 && st.mfu > 0.1 && said == 1 && !strncmp(st.peak_source, "the fastest step of this run, step ", 35),
               "a step beats the peak: MFU %.3f against %.3g GFLOP/s (%s), %d event", st.mfu, st.peak_gflops, st.peak_source, said);

@@ -19,32 +19,18 @@ static void check(int ok, const char *fmt, ...) {
     if (!ok) failures++;
 }
 
-/* what a reader on another thread sees (mgt_run_snapshot): the first max published steps, the
-   ranks' latest statistics, the first max events; each returns how many it copied (ranks: the
-   run's rank count). Inline: a test that uses none is not warned of it. */
-static inline int published_history(const mgt_run *run, mgt_stats *out, int max) {
+/* what a reader on another thread sees (mgt_run_snapshot) from the start: the first hmax
+   published steps, rmax ranks' latest statistics, the first emax events (NULL with 0: none of that
+   kind); .history_n, .ranks_n and .events_n say how many. Inline: a test that does not use it
+   is not warned of it. */
+static inline mgt_snapshot published(const mgt_run *run, mgt_stats *h, int hmax, mgt_rank_stats *rs, int rmax, mgt_event *ev, int emax) {
     mgt_snapshot s;
     memset(&s, 0, sizeof s);
-    s.history = out;
-    s.history_max = max;
+    s.history = h, s.history_max = hmax;
+    s.ranks = rs, s.ranks_max = rmax;
+    s.events = ev, s.events_max = emax;
     mgt_run_snapshot(run, &s);
-    return s.history_n;
-}
-static inline int published_ranks(const mgt_run *run, mgt_rank_stats *out, int max) {
-    mgt_snapshot s;
-    memset(&s, 0, sizeof s);
-    s.ranks = out;
-    s.ranks_max = max;
-    mgt_run_snapshot(run, &s);
-    return s.ranks_n;
-}
-static inline int published_events(const mgt_run *run, mgt_event *out, int max) {
-    mgt_snapshot s;
-    memset(&s, 0, sizeof s);
-    s.events = out;
-    s.events_max = max;
-    mgt_run_snapshot(run, &s);
-    return s.events_n;
+    return s;
 }
 
 /* a shard of n pseudo-English bytes drawn from `seed`: learnable, and long enough for random windows */

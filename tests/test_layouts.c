@@ -53,6 +53,17 @@ static int kv_heads = 4;
 
 typedef struct layout { int dp, tp, pp, zero; const char *sched; } layout;
 
+/* settings applied after the layout's, while not NULL: space-separated key=value (the scale features' runs) */
+static const char *extra_set;
+
+/* The scale features: layouts with settings beyond dp, tp, pp, zero and the schedule, each against
+   one rank of the same model and dtype (GPT-2 and Llama, fp32 and bf16) within the matrix's bounds.
+   `once`: also in --once runs (the CUDA backend on the fakes). */
+typedef struct feature_layout { layout l; const char *set; int once; } feature_layout;
+static const feature_layout features[] = {
+    {{0, 0, 0, 0, NULL}, NULL, 0}, /* the end */
+};
+
 
 static void config(mgt_config *cfg, const layout *l, int accumulate, const char *name, int quick, const char *dtype) {
     char set[600];
@@ -94,7 +105,18 @@ static void config(mgt_config *cfg, const layout *l, int accumulate, const char 
     snprintf(set, sizeof set, "data.train=%s/corpus.bin", dir); mgt_config_set(cfg, set);
     mgt_config_set(cfg, "data.val=");
     snprintf(set, sizeof set, "checkpoint.dir=%s/%s", dir, name); mgt_config_set(cfg, set);
+    if (extra_set) {
+        const char *p = extra_set;
+        while (*p) {
+            size_t k = strcspn(p, " ");
+            snprintf(set, sizeof set, "%.*s", (int)k, p);
+            if (k && mgt_config_set(cfg, set) != MGT_OK) { printf("FAIL %s: %s\n", set, mgt_last_error()); exit(1); }
+            p += k + (p[k] == ' ');
+        }
+    }
 }
+
+
 
 /* trains up to step `to`, recording losses[step-1]; optionally resumes first and saves at the end */
 static mgt_run *train(const mgt_config *cfg, int to, double *losses, const char *resume) {
@@ -177,6 +199,48 @@ static long replicas_alike(mgt_run *run) {
 }
 #endif
 
+/* the scale features' layouts against one rank: GPT-2 and Llama, fp32 and bf16; returns the runs */
+static int feature_runs(int quick, int once, const char *only) {
+    static const char *dtypes[2] = {"fp32", "bf16"};
+    mgt_config cfg;
+    double base[40], got[40];
+    int runs = 0, dt, i, s;
+    for (llama = 0; llama < 2; llama++)
+        for (dt = 0; dt < 2; dt++) {
+            mgt_run *ref = NULL, *run;
+            char refname[64];
+            for (i = 0; features[i].set; i++) {
+                const feature_layout *f = &features[i];
+                const layout *l = &f->l;
+                double e = 0, w, loss_tol = dt ? BF16_LOSS_TOL : 1e-5, weight_tol = dt ? BF16_WEIGHT_TOL : 1e-3;
+                char name[160], *c;
+                if (once && !f->once) continue;
+                snprintf(name, sizeof name, "%s%s-dp%d-tp%d-pp%d-z%d-%s-%s", llama ? "llama-" : "", dtypes[dt], l->dp, l->tp, l->pp, l->zero, l->sched, f->set);
+                for (c = name; *c; c++)
+                    if (*c == ' ' || *c == '=' || *c == '/') *c = '_';
+                if (only && !strstr(name, only)) continue;
+                if (!ref) {
+                    static const layout one = {1, 1, 1, 0, "1f1b"};
+                    snprintf(refname, sizeof refname, "feature-one-%s-%s", llama ? "llama" : "gpt2", dtypes[dt]);
+                    config(&cfg, &one, 0, refname, quick, dtypes[dt]);
+                    ref = train(&cfg, steps, base, NULL);
+                }
+                extra_set = f->set;
+                config(&cfg, l, 0, name, quick, dtypes[dt]);
+                extra_set = NULL;
+                run = train(&cfg, steps, got, NULL);
+                for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
+                w = weight_diff_by(run, ref, dt);
+                check(e <= loss_tol && w <= weight_tol, "%-28s %d ranks: max loss difference %.2e, max weight difference %.2e", name,
+                      l->dp * l->tp * l->pp, e, w);
+                mgt_run_destroy(run);
+                runs++;
+            }
+            if (ref) mgt_run_destroy(ref);
+        }
+    llama = 0;
+    return runs;
+}
 
 int main(int argc, char **argv) {
     static const layout all[] = {
@@ -189,7 +253,7 @@ int main(int argc, char **argv) {
     const layout *list = all;
     int n = (int)(sizeof all / sizeof all[0]), quick = argc > 1 && !strcmp(argv[1], "--quick"), i, acc, s;
     int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2, llama_runs = 0, kv_runs = 0, matrix_runs = 0, kinds;
-    int kv = !(argc > 3 && !strcmp(argv[3], "--no-kv"));
+    int kv = !(argc > 3 && !strcmp(argv[3], "--no-kv")), feature_count;
     const char *only = NULL;
     for (i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--only")) only = argv[i + 1];
@@ -313,6 +377,7 @@ int main(int argc, char **argv) {
     }
     kv_heads = 4;
     llama = 0;
+    feature_count = feature_runs(quick, passes == 1, only);
     if (only) return finish(dir, "layouts");
 
     /* a checkpoint of one layout resumes under another: dp2-zero3 -> tp2-pp2 -> 1 rank, GPT-2 and Llama */
@@ -418,12 +483,13 @@ int main(int argc, char **argv) {
         llama = 0;
     }
 #ifdef MGT_TEST_CUDA
-    check(gpu_runs == matrix_runs + llama_runs + kv_runs + 6 + 11 + 4,
+    check(gpu_runs == matrix_runs + llama_runs + kv_runs + feature_count + 6 + 11 + 4,
           "%d runs on the CUDA backend (the matrix %s, the Llama matrix, replicated key/value heads, the moving checkpoints, the bf16 subsets, cuDNN refused)",
           gpu_runs, passes == 2 ? "twice" : "once");
 #else
     (void)llama_runs;
     (void)kv_runs;
+    (void)feature_count;
 #endif
     return finish(dir, "layouts");
 }

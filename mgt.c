@@ -235,6 +235,15 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
     return 0;
 }
 
+/* the pipeline schedule's name: gpipe, 1f1b, or "1f1b interleaved x V" (parallel.pp_virtual) */
+static const char *schedule_name(const mgt_config *cfg) {
+    static char name[48];
+    if (cfg->parallel.pp_schedule) return "gpipe";
+    if (cfg->parallel.pp_virtual <= 1) return "1f1b";
+    snprintf(name, sizeof name, "1f1b interleaved x%d", cfg->parallel.pp_virtual);
+    return name;
+}
+
 static void format_bytes(double b, char *out, size_t cap) {
     if (b >= 1073741824.0) snprintf(out, cap, "%.2f GiB", b / 1073741824.0);
     else if (b >= 1048576.0) snprintf(out, cap, "%.1f MiB", b / 1048576.0);
@@ -516,7 +525,7 @@ static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset
     printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
            "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, preset, (double)st.params / 1e6, plan->world,
            plan->world == 1 ? "" : "s", plan->dp, plan->tp, plan->pp, plan->zero, plan->pp > 1 ? ", " : "",
-           plan->pp > 1 ? (cfg->parallel.pp_schedule ? "gpipe" : "1f1b") : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
+           plan->pp > 1 ? schedule_name(cfg) : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
            cfg->train.micro_batch, cfg->train.micro_batch == 1 ? "" : "s", where, dtypes[cfg->precision.dtype >= 0 && cfg->precision.dtype < 3 ? cfg->precision.dtype : 0],
            cfg->train.global_batch, cfg->model.seq_len, mem, mgt_run_dir(run));
     if (st.peak_gflops > 0)
@@ -878,14 +887,21 @@ static int cmd_check(int argc, char **argv) {
     threads = cfg.parallel.threads ? cfg.parallel.threads : mgt_cpu_count();
     printf("; layout\n");
     printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, device cpu\n", plan.world, plan.dp, plan.tp,
-           plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b");
+           plan.pp, plan.zero, schedule_name(&cfg));
     printf("threads        %d per rank (%d in all)\n", threads / plan.world > 0 ? threads / plan.world : 1, threads);
     printf("batch          %d sequences of %d tokens = %d micro-batches of %d per DP rank (gradient accumulation %s)\n", cfg.train.global_batch,
            cfg.model.seq_len, plan.micro_steps, cfg.train.micro_batch, plan.micro_steps > 1 ? "on" : "off");
     printf("parameters     %zu (%.2fM); vocabulary padded to %d rows, %d per TP rank\n", plan.params, (double)plan.params / 1e6, plan.Vp, plan.Vp / plan.tp);
     printf("stages        ");
-    for (i = 0; i < plan.pp; i++) printf(" %d: blocks %d-%d%s%s;", i, plan.stage_first[i], plan.stage_first[i + 1] - 1, i == 0 ? " +embedding" : "",
-                                         i == plan.pp - 1 ? " +head" : "");
+    for (i = 0; i < plan.pp; i++) {
+        int V = plan.pp > 1 ? cfg.parallel.pp_virtual : 1, per = cfg.model.n_layer / (plan.pp * V), c;
+        if (V == 1) printf(" %d: blocks %d-%d", i, plan.stage_first[i], plan.stage_first[i + 1] - 1);
+        else { /* interleaved: chunk g of pp x V on stage g mod pp */
+            printf(" %d: blocks", i);
+            for (c = 0; c < V; c++) printf("%s %d-%d", c ? "," : "", (c * plan.pp + i) * per, (c * plan.pp + i + 1) * per - 1);
+        }
+        printf("%s%s;", i == 0 ? " +embedding" : "", i == plan.pp - 1 ? " +head" : "");
+    }
     printf("\n\n rank  dp tp pp  blocks   local params  shard (1/dp)  tensors\n");
     for (i = 0; i < plan.world; i++) {
         mgt_rank_plan rp;
@@ -1150,7 +1166,7 @@ static int cmd_plan(int argc, char **argv) {
         static const char *dtypes[] = {"fp32", "bf16", "fp16"};
         printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
                cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
-               cfg.parallel.pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "",
+               cfg.parallel.pp > 1 ? schedule_name(&cfg) : "",
                dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, cfg.train.recompute ? "full" : "none");
     }
     printf(" rank  dp tp pp  blocks      params      grads  optimizer  activations    buffers      total\n");

@@ -252,6 +252,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
+    X(parallel, pp_virtual, INT, "1", 1, 64, "", "model chunks per pipeline stage: interleaved 1F1B when more than 1") \
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
     X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \
     X(parallel, peak_gflops, FLOAT, "0", 0, 1e9, "", "a rank's peak GFLOP/s for MFU; 0 is unknown (n/a)") \
@@ -2044,6 +2045,28 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp = %d stages for n_layer = %d blocks (pp from %s); every stage needs a block: use pp <= min(n_layer, 256)",
                          mgt__where(cfg, a, w1, sizeof w1), cfg->parallel.pp, cfg->model.n_layer, mgt__where(cfg, MGT__KEY(parallel, pp), w2, sizeof w2));
     }
+    if (cfg->parallel.pp_virtual > 1) { /* interleaved 1F1B (mgt__pipeline_actions): what its chunks and groups of micro-batches need */
+        int V = cfg->parallel.pp_virtual, P = cfg->parallel.pp, L = cfg->model.n_layer, M = cfg->train.global_batch / (cfg->train.micro_batch * cfg->parallel.dp);
+        const char *at = mgt__where(cfg, MGT__KEY(parallel, pp_virtual), w1, sizeof w1);
+        if (P == 1)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d with pp = 1: a stage's chunks interleave with the other stages'; set pp_virtual = 1, or pp >= 2",
+                             at, V);
+        if (cfg->parallel.pp_schedule == 1)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d with pp_schedule = gpipe: the chunks interleave the 1f1b schedule; set pp_schedule = 1f1b, or pp_virtual = 1",
+                             at, V);
+        if (L % (P * V)) {
+            char valid[200] = "";
+            int v;
+            for (v = 1; v <= 64 && P * v <= L; v++)
+                if (L % (P * v) == 0) mgt__catf(valid, sizeof valid, "%s%d", valid[0] ? ", " : "", v);
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d with pp = %d cuts n_layer = %d blocks into %d chunks of equal size; make n_layer a multiple of "
+                             "pp x pp_virtual = %d, or set pp_virtual to one of: %s", at, V, P, L, P * V, P * V, valid);
+        }
+        if (M % P)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d runs micro-batches in groups of pp = %d, but a step has global_batch / (micro_batch x dp) = "
+                             "%d of them; make [train] global_batch a multiple of micro_batch x dp x pp = %lld, or set pp_virtual = 1",
+                             at, V, P, M, (long long)cfg->train.micro_batch * cfg->parallel.dp * P);
+    }
     if ((long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp > 4096)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),
                          (long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp);
@@ -3589,6 +3612,22 @@ static mgt_result mgt__plan_stages(const mgt_config *cfg, mgt_plan *p) {
     return MGT_OK;
 }
 
+/* Interleaved 1F1B (parallel.pp_virtual = V > 1): the blocks are cut into pp x V chunks of equal
+   size, and chunk g goes to stage g mod pp, so stage s holds chunks s, s + pp, ..., s + (V-1) pp
+   (Megatron-LM's virtual pipeline stages). With V = 1 a stage's one chunk is its contiguous,
+   balanced range (mgt__plan_stages). */
+static int mgt__plan_chunks(const mgt_plan *p) { return p->pp > 1 ? p->cfg.parallel.pp_virtual : 1; }
+static int mgt__chunk_first(const mgt_plan *p, int g) { /* first block of global chunk g (of pp x V; g = pp x V: n_layer) */
+    int V = mgt__plan_chunks(p);
+    return V == 1 ? p->stage_first[g] : g * (p->cfg.model.n_layer / (p->pp * V));
+}
+/* block b of stage s's blocks (its chunks' blocks, one chunk after the other) as a layer of the model */
+static int mgt__stage_layer(const mgt_plan *p, int s, int b) {
+    int per = mgt__chunk_first(p, s + 1) - mgt__chunk_first(p, s); /* blocks in each of its chunks */
+    return mgt__chunk_first(p, s + (b / per) * p->pp) + b % per;
+}
+static int mgt__stage_blocks(const mgt_plan *p, int s) { return mgt__plan_chunks(p) * (mgt__chunk_first(p, s + 1) - mgt__chunk_first(p, s)); }
+
 /* the model's parameters, without the vocabulary's padding (GPT-2: V C + T C + L (12 C^2 + 13 C) + 2 C) */
 static size_t mgt__global_params(const mgt_config *cfg) {
     mgt_dims d = mgt__model_dims(cfg);
@@ -3738,8 +3777,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
     const mgt_config *cfg = &p->cfg;
     mgt_dims d = p->dims;
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
-    int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage],
-        l1 = p->stage_first[stage + 1];
+    int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, b, nb = mgt__stage_blocks(p, stage);
     int norm_bias = !d.rms; /* LayerNorm has a bias, RMSNorm none */
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)L);
     char name[64];
@@ -3753,9 +3791,10 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         if (!d.rope) mgt__add(lay, "wpe", T, C, T, C, 0, 0, 1, std, 0, 1);
         mgt__close_unit(lay, p->dp);
     }
-    for (l = l0; l < l1; l++) {
+    for (b = 0; b < nb; b++) { /* the stage's chunks in order: with pp_virtual > 1 its layers are not contiguous */
         mgt__tensor *x;
         int i, k, kv = d.NKV * hs;
+        l = mgt__stage_layer(p, stage, b);
         mgt__open_unit(lay);
 #define MGT__NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
         mgt__add(lay, MGT__NAME("ln_1.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
@@ -3839,6 +3878,7 @@ typedef struct mgt__acts {
     float *xent;                           /* (tp,N,3) cross-entropy partials of every TP rank, last stage */
     double *losses;                        /* (N) */
     int *inputs, *targets;                 /* (N) */
+    void *dgrad;                           /* (N,C) pp_virtual > 1: the gradient a chunk receives, then the one it sends (NULL otherwise) */
 } mgt__acts;
 
 /* consecutive 256-byte aligned pieces of one block (a device block starts 256-byte aligned: cuBLASLt
@@ -3856,7 +3896,7 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
 /* a rank's widths: Cl its query channels (NHl heads), KVl its key or value channels, Hl its MLP hidden
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
    backend's (mgt_backend.att_lse) */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute, att_lse; size_t elt; } mgt__shape;
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute, att_lse, chunks; size_t elt; } mgt__shape; /* chunks: pp_virtual, 1 without */
 
 /* bytes of what attention saves per layer (mgt_backend.att_lse) */
 static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_lse) { return att_lse ? B * NH * T * sizeof(float) : B * NH * T * T * elt; }
@@ -3893,6 +3933,7 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
+    a->dgrad = s->chunks > 1 ? mgt__carve(&cur, N * C * e) : NULL;
     return cur.used;
 }
 
@@ -6525,6 +6566,8 @@ struct mgt__rank {
     size_t max_unit, max_block, keep_size[2];
     mgt__acts *acts;              /* activation sets: one per micro-batch in flight */
     int nsets;
+    struct mgt__pipe_action *pipe[2]; /* pp_virtual > 1: the step's actions (mgt__pipeline_actions), [0] training, [1] forward only */
+    int npipe[2];
     void *acts_block;
     size_t acts_bytes;
     mgt__grad_scratch gs;
@@ -6559,8 +6602,8 @@ static void mgt__rank_locate(mgt__rank *rk, const mgt_plan *p, int index) {
     mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
     rk->first = rk->ppr == 0;
     rk->last = rk->ppr == p->pp - 1;
-    rk->l0 = p->stage_first[rk->ppr];
-    rk->nblocks = p->stage_first[rk->ppr + 1] - rk->l0;
+    rk->l0 = mgt__chunk_first(p, rk->ppr); /* its first chunk's first block (with pp_virtual > 1 more chunks follow, pp chunks apart) */
+    rk->nblocks = mgt__stage_blocks(p, rk->ppr);
 }
 
 static float *mgt__P(mgt__rank *rk, int t) { /* NULL for an absent tensor (t < 0: a bias of a model without) */
@@ -6822,24 +6865,27 @@ static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
     return MGT_OK;
 }
 
-/* forward of this stage for one micro-batch (activations already received on later stages) */
-static mgt_result mgt__stage_forward(mgt__rank *rk, mgt__acts *A) {
+/* forward of blocks [b0, b1) of this stage for one micro-batch, after the embedding when `embed`
+   (activations already received on later stages) */
+static mgt_result mgt__blocks_forward(mgt__rank *rk, mgt__acts *A, int b0, int b1, int embed) {
     int b;
-    if (rk->first) {
+    if (embed) {
         MGT__TRY(mgt__fetch(rk, 0));
-        if (rk->nblocks) MGT__TRY(mgt__prefetch(rk, mgt__u_block(rk, 0)));
+        if (b1 > b0) MGT__TRY(mgt__prefetch(rk, mgt__u_block(rk, b0)));
         MGT__TRY(mgt__embed_forward(rk, A));
         mgt__release(rk, 0);
     }
-    for (b = 0; b < rk->nblocks; b++) {
+    for (b = b0; b < b1; b++) {
         int u = mgt__u_block(rk, b);
         MGT__TRY(mgt__fetch(rk, u));
-        if (b + 1 < rk->nblocks) MGT__TRY(mgt__prefetch(rk, u + 1));
+        if (b + 1 < b1) MGT__TRY(mgt__prefetch(rk, u + 1));
         MGT__TRY(mgt__block_forward(rk, A, b));
         mgt__release(rk, u);
     }
     return MGT_OK;
 }
+/* forward of this stage for one micro-batch */
+static mgt_result mgt__stage_forward(mgt__rank *rk, mgt__acts *A) { return mgt__blocks_forward(rk, A, 0, rk->nblocks, rk->first); }
 
 /* the DP all-reduce of bucket k once the last micro-batch's backward finished its units */
 static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
@@ -6855,18 +6901,19 @@ static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
                            rk->lay.u[last].offset + rk->lay.u[last].size - rk->lay.u[first].offset);
 }
 
-/* backward of this stage for one micro-batch; gs.dres holds the gradient of the stage output
-   (received from the next stage) unless this is the last stage */
-static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micro) {
+/* backward of blocks [b0, b1) of this stage for one micro-batch, after the head when `head`, then
+   the embedding's when `embed`; gs.dres holds the gradient of the blocks' output (received from the
+   next stage) unless `head`. last_micro: the last backward of these units in the step */
+static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int b1, int head, int embed, int last_micro) {
     int b, recompute = rk->shape.recompute;
-    if (rk->last) {
+    if (head) {
         MGT__TRY(mgt__head_backward(rk, A));
         if (last_micro) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk))); /* with pp = 1 the head is unit nu - 1, never 0 */
     }
-    for (b = rk->nblocks - 1; b >= 0; b--) {
+    for (b = b1 - 1; b >= b0; b--) {
         int u = mgt__u_block(rk, b);
         MGT__TRY(mgt__fetch(rk, u));
-        if (b > 0) MGT__TRY(mgt__prefetch(rk, u - 1));
+        if (b > b0) MGT__TRY(mgt__prefetch(rk, u - 1));
         MGT__TRY(mgt__block_grads_begin(rk, u));
         if (recompute) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
         MGT__TRY(mgt__block_backward(rk, A, b));
@@ -6874,7 +6921,7 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
         MGT__TRY(mgt__block_grads_done(rk, u));
         if (last_micro) MGT__TRY(mgt__bucket_done(rk, u));
     }
-    if (rk->first) {
+    if (embed) {
         const mgt__shape *s = &rk->shape;
         MGT__TRY(mgt__fetch(rk, 0));
         rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, mgt__t_wpe(rk)), rk->gs.dres, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
@@ -6882,6 +6929,10 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
         if (last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
     }
     return MGT_OK;
+}
+/* backward of this stage for one micro-batch */
+static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micro) {
+    return mgt__blocks_backward(rk, A, 0, rk->nblocks, rk->last, rk->first, last_micro);
 }
 
 /* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
@@ -6935,6 +6986,205 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
     return MGT_OK;
 }
 
+/* ---- interleaved 1F1B as lists of actions ------------------------------------------------------
+
+   With parallel.pp_virtual = V > 1 each stage holds V chunks of blocks (chunk g of pp x V on stage
+   g mod pp) and a micro-batch goes through the chunks in order, around the stages V times. Each
+   stage's step is a list of actions, made here once per run: compute (the forward or backward of a
+   micro-batch through one chunk), and the sends and receives around it; one executor
+   (mgt__run_pipe_actions) runs them. Another schedule is another list (ZB-H1 would split the
+   backward into input- and weight-gradient actions).
+
+   The compute order is Megatron-LM's interleaved schedule (Narayanan et al. 2021,
+   schedules.py:forward_backward_pipelining_with_interleaving): forwards k = 0, 1, ... take
+   micro-batch (k / (pp V)) pp + k mod pp through chunk (k mod pp V) / pp, i.e. pp micro-batches at
+   a time through one chunk, then the next chunk; backwards the same with the chunks reversed;
+   stage s first runs 2 (pp - s - 1) + (V - 1) pp forwards, then one forward and one backward in
+   turn, then the remaining backwards. Its bubble is (pp - 1) / (V M) of the step where 1F1B's is
+   (pp - 1) / M, for M micro-batches, a multiple of pp.
+
+   The order of the communication: the whole pipeline is run once here with unit costs (forward
+   1, backward 2), which gives every message a time (its producer's end) and every compute a start.
+   Each stage sorts its actions by time, a message before a compute at the same time, messages by
+   (time, sending stage). Every message is then at the same place in the global order of messages on
+   both its stages, so a communicator whose send waits for the receiver (NCCL) cannot deadlock: the
+   earliest message not yet done is the next communication of both its sender and its receiver. A
+   receive may come before computes that precede its consumer, so each activation set (one per
+   micro-batch in flight) has its own place to receive into: the chunk's input resid[c x blocks per
+   chunk], and acts.dgrad for the gradient, in which the chunk's backward then runs (gs.dres
+   pointed at it) and from which it is sent. */
+enum { MGT__PA_FORWARD, MGT__PA_BACKWARD, MGT__PA_SEND, MGT__PA_RECV };
+typedef struct mgt__pipe_action {
+    int kind;        /* MGT__PA_* */
+    int micro, chunk; /* the micro-batch, and which of the stage's chunks (0 .. V-1) */
+    int grad;        /* send and recv: 0 a forward's output, 1 a backward's input gradient */
+    int peer;        /* send and recv: the other stage */
+    long long t;     /* when, in the unit-cost run; and how it sorts */
+    int order, sender, seq;
+} mgt__pipe_action;
+
+static int mgt__pipe_action_cmp(const void *x, const void *y) {
+    const mgt__pipe_action *a = (const mgt__pipe_action *)x, *b = (const mgt__pipe_action *)y;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    if (a->order != b->order) return a->order - b->order;
+    if (a->sender != b->sender) return a->sender - b->sender;
+    return a->seq - b->seq;
+}
+
+/* stage `stage`'s actions for a step of M micro-batches (a multiple of pp) through pp stages of V
+   chunks each; forward_only: validation's forwards. *out is MGT_MALLOC'd. */
+static mgt_result mgt__pipeline_actions(int pp, int V, int M, int forward_only, int stage, mgt__pipe_action **out, int *n_out) {
+    int G = pp * V, total = M * V, per = forward_only ? total : 2 * total, s, k, i, n = 0, *pos = NULL, progress;
+    long long *fend = NULL, *bend = NULL, *clock = NULL;
+    mgt__pipe_action *comp = NULL, *res = NULL; /* comp: every stage's computes, per apart */
+    mgt_result r = MGT_OK;
+    *out = NULL;
+    *n_out = 0;
+    comp = (mgt__pipe_action *)MGT_MALLOC(sizeof *comp * (size_t)per * (size_t)pp);
+    fend = (long long *)MGT_MALLOC(sizeof(long long) * (size_t)M * (size_t)G * 2);
+    pos = (int *)MGT_MALLOC(sizeof(int) * (size_t)pp);
+    clock = (long long *)MGT_MALLOC(sizeof(long long) * (size_t)pp);
+    res = (mgt__pipe_action *)MGT_MALLOC(sizeof *res * (size_t)per * 3);
+    if (!comp || !fend || !pos || !clock || !res) { r = mgt__fail(MGT_ERROR_MEMORY, "out of memory planning the pipeline schedule"); goto done; }
+    bend = fend + (size_t)M * (size_t)G;
+    for (i = 0; i < M * G * 2; i++) fend[i] = -1;
+    memset(comp, 0, sizeof *comp * (size_t)per * (size_t)pp);
+    for (s = 0; s < pp; s++) { /* Megatron's order */
+        mgt__pipe_action *c = comp + (size_t)s * (size_t)per;
+        int warm = forward_only ? total : 2 * (pp - s - 1) + (V - 1) * pp, nf = 0, nb = 0, j = 0;
+        if (warm > total) warm = total;
+#define MGT__PA_PUSH(k_, idx_)                                                                                   \
+    (c[j].kind = (k_), c[j].micro = (idx_) / G * pp + (idx_) % pp,                                               \
+     c[j].chunk = (k_) == MGT__PA_FORWARD ? (idx_) % G / pp : V - 1 - (idx_) % G / pp, j++)
+        while (nf < warm) MGT__PA_PUSH(MGT__PA_FORWARD, nf), nf++;
+        while (nf < total) { MGT__PA_PUSH(MGT__PA_FORWARD, nf); nf++; if (!forward_only) MGT__PA_PUSH(MGT__PA_BACKWARD, nb), nb++; }
+        while (!forward_only && nb < total) MGT__PA_PUSH(MGT__PA_BACKWARD, nb), nb++;
+#undef MGT__PA_PUSH
+        pos[s] = 0;
+        clock[s] = 0;
+    }
+    do { /* each stage runs its list in order, each compute once its input is there */
+        progress = 0;
+        for (s = 0; s < pp; s++)
+            while (pos[s] < per) {
+                mgt__pipe_action *a = comp + (size_t)s * (size_t)per + pos[s];
+                int g = a->chunk * pp + s, idx = a->micro * G + g;
+                long long dep = a->kind == MGT__PA_FORWARD ? (g > 0 ? fend[idx - 1] : 0) : (g < G - 1 ? bend[idx + 1] : fend[idx]);
+                if (dep < 0) break;
+                a->t = clock[s] > dep ? clock[s] : dep;
+                clock[s] = a->t + (a->kind == MGT__PA_FORWARD ? 1 : 2);
+                (a->kind == MGT__PA_FORWARD ? fend : bend)[idx] = clock[s];
+                pos[s]++;
+                progress = 1;
+            }
+    } while (progress);
+    for (s = 0; s < pp; s++)
+        if (pos[s] < per) { r = mgt__fail(MGT_ERROR_UNSUPPORTED, "the interleaved schedule of %d stages x %d chunks over %d micro-batches does not complete", pp, V, M); goto done; }
+    for (k = 0; k < per; k++) { /* this stage's computes with their messages */
+        const mgt__pipe_action *a = comp + (size_t)stage * (size_t)per + k;
+        int g = a->chunk * pp + stage, idx = a->micro * G + g, fwd = a->kind == MGT__PA_FORWARD;
+        int from = fwd ? g - 1 : g + 1, to = fwd ? g + 1 : g - 1; /* the chunks it receives from and sends to */
+        if (from >= 0 && from < G) {
+            mgt__pipe_action *x = &res[n];
+            memset(x, 0, sizeof *x);
+            x->kind = MGT__PA_RECV; x->micro = a->micro; x->chunk = a->chunk; x->grad = !fwd; x->peer = from % pp;
+            x->t = fwd ? fend[idx - 1] : bend[idx + 1]; x->order = 0; x->sender = x->peer; x->seq = n++;
+        }
+        res[n] = *a;
+        res[n].order = 1; res[n].sender = stage; res[n].seq = n; n++;
+        if (to >= 0 && to < G) {
+            mgt__pipe_action *x = &res[n];
+            memset(x, 0, sizeof *x);
+            x->kind = MGT__PA_SEND; x->micro = a->micro; x->chunk = a->chunk; x->grad = !fwd; x->peer = to % pp;
+            x->t = fwd ? fend[idx] : bend[idx]; x->order = 0; x->sender = stage; x->seq = n++;
+        }
+    }
+    qsort(res, (size_t)n, sizeof *res, mgt__pipe_action_cmp);
+    *out = res;
+    *n_out = n;
+    res = NULL;
+done:
+    MGT_FREE(comp); MGT_FREE(fend); MGT_FREE(pos); MGT_FREE(clock); MGT_FREE(res);
+    return r;
+}
+
+/* activation sets a list of actions needs when micro-batch m takes set m mod sets from its first
+   action to its last (receives and sends included): the fewest with which no two overlap */
+static int mgt__pipe_sets(const mgt__pipe_action *a, int n, int M) {
+    int *first = (int *)MGT_MALLOC(sizeof(int) * (size_t)M * 3), *last, *runmax, i, k, m, ok = 0;
+    if (!first) return M; /* every micro-batch its own set: always enough */
+    last = first + M;
+    runmax = last + M;
+    for (m = 0; m < M; m++) first[m] = n, last[m] = -1;
+    for (i = 0; i < n; i++) {
+        if (i < first[a[i].micro]) first[a[i].micro] = i;
+        last[a[i].micro] = i;
+    }
+    for (k = 1; k < M && !ok; k++) {
+        ok = 1;
+        for (m = 0; m < k; m++) runmax[m] = -1;
+        for (m = 0; m < M && ok; m++) {
+            if (runmax[m % k] >= first[m]) ok = 0;
+            if (last[m] > runmax[m % k]) runmax[m % k] = last[m];
+        }
+        if (ok) break;
+    }
+    MGT_FREE(first);
+    return ok ? k : M;
+}
+
+/* the interleaved schedule of stage `stage` of plan p: its training and validation actions (free
+   with MGT_FREE; NULL to only count) and the activation sets they need */
+static mgt_result mgt__interleaved_plan(const mgt_plan *p, int stage, mgt__pipe_action **train, int *ntrain, mgt__pipe_action **fwd, int *nfwd, int *sets) {
+    mgt__pipe_action *a[2] = {NULL, NULL};
+    int n[2] = {0, 0}, i, M = p->micro_steps, most = 1;
+    mgt_result r = MGT_OK;
+    for (i = 0; i < 2 && r == MGT_OK; i++) {
+        int k;
+        r = mgt__pipeline_actions(p->pp, mgt__plan_chunks(p), M, i, stage, &a[i], &n[i]);
+        if (r == MGT_OK && (k = mgt__pipe_sets(a[i], n[i], M)) > most) most = k;
+    }
+    *sets = most;
+    if (r == MGT_OK && train) { *train = a[0]; *ntrain = n[0]; a[0] = NULL; }
+    if (r == MGT_OK && fwd) { *fwd = a[1]; *nfwd = n[1]; a[1] = NULL; }
+    MGT_FREE(a[0]);
+    MGT_FREE(a[1]);
+    return r;
+}
+
+/* runs a list of actions (mgt__pipeline_actions) over the step's rows */
+static mgt_result mgt__run_pipe_actions(mgt__rank *rk, const mgt__pipe_action *a, int n, const uint32_t *rows, float grad_scale) {
+    const mgt__shape *s = &rk->shape;
+    int i, V = s->chunks, per = rk->nblocks / V, M = rk->run->plan.micro_steps;
+    size_t act = (size_t)s->B * s->T * s->C;
+    for (i = 0; i < n; i++) {
+        const mgt__pipe_action *x = &a[i];
+        mgt__acts *A = &rk->acts[x->micro % rk->nsets];
+        int c = x->chunk, head = rk->last && c == V - 1, embed = rk->first && c == 0, peer = rk->pp_g.ranks[x->peer];
+        if (x->kind == MGT__PA_RECV)
+            MGT__TRY(rk->comm->recv(rk->comm, peer, x->grad ? A->dgrad : A->resid[c * per], act, rk->be->dtype));
+        else if (x->kind == MGT__PA_SEND)
+            MGT__TRY(rk->comm->send(rk->comm, peer, x->grad ? A->dgrad : A->resid[(c + 1) * per], act, rk->be->dtype));
+        else if (x->kind == MGT__PA_FORWARD) {
+            if (embed || head) mgt__set_rows(rk, A, rows, x->micro);
+            MGT__TRY(mgt__blocks_forward(rk, A, c * per, (c + 1) * per, embed));
+            if (head) {
+                double loss;
+                MGT__TRY(mgt__head_forward(rk, A, grad_scale, &loss));
+                rk->loss_sum += loss;
+            }
+        } else { /* the chunk's backward runs in the set's gradient buffer, from which it is sent */
+            void *dres = rk->gs.dres;
+            mgt_result r;
+            rk->gs.dres = A->dgrad;
+            r = mgt__blocks_backward(rk, A, c * per, (c + 1) * per, head, embed, x->micro == M - 1);
+            rk->gs.dres = dres;
+            MGT__TRY(r);
+        }
+    }
+    return MGT_OK;
+}
+
 /* the pipeline schedule of one step over M micro-batches: GPipe runs every forward and then every
    backward; 1F1B runs pp - stage - 1 forwards, then alternates, so at most pp - stage micro-batches
    are in flight. In 1F1B's steady state a stage sends its output and receives the gradient of an
@@ -6945,6 +7195,7 @@ static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_
     const mgt__shape *s = &rk->shape;
     size_t act = (size_t)s->B * s->T * s->C;
     int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
+    if (s->chunks > 1) return mgt__run_pipe_actions(rk, rk->pipe[0], rk->npipe[0], rows, grad_scale); /* interleaved */
     if (rk->run->plan.cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
         for (m = 0; m < M; m++) {
             MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
@@ -7280,7 +7531,10 @@ static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, in
     int m;
     rk->loss_sum = 0;
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat + 1, sizeof(double));
-    for (m = 0; m < micro_batches; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, 0.0f, 0, 1));
+    if (rk->shape.chunks > 1) /* interleaved: through the chunks in their order (validation's micro_batches are the step's) */
+        MGT__TRY(mgt__run_pipe_actions(rk, rk->pipe[1], rk->npipe[1], rows, 0.0f));
+    else
+        for (m = 0; m < micro_batches; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, 0.0f, 0, 1));
     if (rk->dstat && rk->last) rk->be->download(rk->be, &rk->loss_sum, rk->dstat + 1, sizeof(double)); /* one download */
     return mgt__settle(rk);
 }
@@ -7309,6 +7563,10 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
             int peer = rk->pp_g.ranks[rk->ppr == s ? s + 1 : s];
             MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
         }
+    if (rk->shape.chunks > 1 && r->plan.pp > 2 && (rk->first || rk->last)) { /* interleaved: the last stage also sends to the first, last */
+        int peer = rk->pp_g.ranks[rk->first ? r->plan.pp - 1 : 0];
+        MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
+    }
     if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
     return MGT_OK;
@@ -7581,7 +7839,7 @@ static void mgt__fill_rank_stats(mgt_run *r, int i, mgt_rank_stats *o) {
     o->tp = rk->tpr;
     o->pp = rk->ppr;
     o->first_block = rk->l0;
-    o->last_block = rk->l0 + rk->nblocks - 1;
+    o->last_block = mgt__stage_layer(&r->plan, rk->ppr, rk->nblocks - 1); /* with pp_virtual > 1 the blocks between are not all its own */
     if (rk->device >= 0) snprintf(o->device, sizeof o->device, "cuda:%d", rk->device);
     else mgt__strlcpy(o->device, rk->be->name, sizeof o->device);
     o->gpu_util = rk->gpu.util_pct;
@@ -8692,6 +8950,7 @@ static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
     mgt_plan one;
     mgt_config c1 = *cfg;
     c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = 1;
+    c1.parallel.pp_virtual = 1;
     MGT__TRY(mgt__plan_make(&c1, &one));
     if (!mgt__layout_alloc(lay, &one)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     mgt__layout_make(lay, &one, 0, 0);
@@ -9083,6 +9342,8 @@ static void mgt__rank_free(mgt__rank *rk) {
     MGT_FREE(rk->ss_n);
     if (rk->acts) for (u = 0; u < rk->nsets; u++) { MGT_FREE(rk->acts[u].resid); MGT_FREE(rk->acts[u].layer); }
     MGT_FREE(rk->acts);
+    MGT_FREE(rk->pipe[0]);
+    MGT_FREE(rk->pipe[1]);
     MGT_FREE(rk->unit_param);
     MGT_FREE(rk->unit_grad);
     MGT_FREE(rk->bucket_of_unit);
@@ -9179,6 +9440,7 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.last = rk->last;
     rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
     rk->shape.first = rk->first;
+    rk->shape.chunks = r->inference ? 1 : mgt__plan_chunks(p);
     rk->shape.elt = mgt__dtype_size(r->dtype);
     return MGT_OK;
 }
@@ -9295,6 +9557,8 @@ static mgt_result mgt__rank_activations(mgt_run *r, mgt__rank *rk) {
     }
     /* activations: one set per micro-batch in flight (GPipe: all of them; 1F1B: pp - stage) */
     rk->nsets = r->inference || p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? M : (p->pp - rk->ppr < M ? p->pp - rk->ppr : M);
+    if (!r->inference && rk->shape.chunks > 1) /* interleaved: the sets its actions need, the plan's count */
+        MGT__TRY(mgt__interleaved_plan(p, rk->ppr, &rk->pipe[0], &rk->npipe[0], &rk->pipe[1], &rk->npipe[1], &rk->nsets));
     rk->acts = (mgt__acts *)MGT_MALLOC(sizeof(mgt__acts) * (size_t)rk->nsets);
     if (!rk->acts) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     memset(rk->acts, 0, sizeof(mgt__acts) * (size_t)rk->nsets);
@@ -10250,7 +10514,7 @@ typedef struct mgt__rank_sizes {
     size_t norm, block, emb, head;       /* floats of a norm, a block's unit, the embedding's and the head's (0: not on this stage) */
     size_t S, shard, keep;               /* the rank's parameters, its DP shard, the units outside blocks */
     size_t e, f;                         /* bytes of the storage type and of fp32 */
-    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype;
+    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype, V; /* V: chunks per stage (pp_virtual) */
 } mgt__rank_sizes;
 
 static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) {
@@ -10262,7 +10526,8 @@ static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) 
     mgt_rank_coords(rank, p->dp, p->tp, &z->dpr, &z->tpr, &z->ppr);
     z->first = z->ppr == 0;
     z->last = z->ppr == p->pp - 1;
-    z->nb = p->stage_first[z->ppr + 1] - p->stage_first[z->ppr];
+    z->nb = mgt__stage_blocks(p, z->ppr);
+    z->V = mgt__plan_chunks(p);
     z->M = p->micro_steps;
     z->C = (size_t)cfg->model.d_model; z->T = (size_t)cfg->model.seq_len; z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
     z->Cl = z->C / (size_t)p->tp; z->Hl = (size_t)d->H / (size_t)p->tp; z->Vl = (size_t)p->Vp / (size_t)p->tp;
@@ -10323,7 +10588,8 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
         if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p->tp * (double)(z->N * 3 * f);
     }
     if (p->pp > 1) {
-        o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * ((first ? 0 : 2) + (last ? 0 : 2)); /* forward and backward, in and out */
+        /* forward and backward, in and out: each of its V chunks receives but the model's first, sends but its last */
+        o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * 2.0 * ((z->V - first) + (z->V - last));
         if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(z->Vl * z->C * f); /* the tied embedding */
     }
     if (p->dp > 1) {
@@ -10367,7 +10633,8 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     max_unit = z.emb > z.block ? z.emb : z.block;
     max_unit = z.head > max_unit ? z.head : max_unit;
     o->rank = rank; o->dp = z.dpr; o->tp = z.tpr; o->pp = z.ppr;
-    o->first_block = p->stage_first[z.ppr]; o->last_block = p->stage_first[z.ppr + 1] - 1;
+    o->first_block = mgt__chunk_first(p, z.ppr); /* with pp_virtual > 1: of its first chunk, and of its last chunk */
+    o->last_block = mgt__chunk_first(p, z.ppr + (z.V - 1) * p->pp + 1) - 1;
     o->params = z.S;
     o->shard = z.shard;
     { /* the tensors: the embeddings, each block's (mgt__block_slots), the final norm and an untied or pipelined head */
@@ -10380,6 +10647,11 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p->zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
     sets = p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p->pp - z.ppr < z.M ? p->pp - z.ppr : z.M);
+    if (z.V > 1) { /* interleaved: the sets its schedule holds at once (mgt__pipe_sets) */
+        int v_sets;
+        MGT__TRY(mgt__interleaved_plan(p, z.ppr, NULL, NULL, NULL, NULL, &v_sets));
+        sets = (size_t)v_sets;
+    }
     a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
     a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
               (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
@@ -10387,7 +10659,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
                mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
     a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
-    a_io = 2 * mgt__carve_bytes(N * sizeof(int));
+    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 ? mgt__carve_bytes(N * C * e) : 0); /* and interleaved's gradient in and out (acts.dgrad) */
     one = a_resid + a_layer + a_last + a_io;
     scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) + (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
@@ -11239,6 +11511,7 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
     MGT__TRY(mgt_checkpoint_config(checkpoint, &cfg));
     if (threads > 0) cfg.parallel.threads = threads;
     cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1; /* sampling runs on one rank, whatever trained it */
+    cfg.parallel.pp_virtual = 1;
     cfg.parallel.zero = 0;
     MGT__TRY(mgt__run_alloc(&r, &cfg, 1));
     res = mgt_run_resume(r, checkpoint);
@@ -12968,7 +13241,7 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
         char kv[64];
         snprintf(kv, sizeof kv, "train.global_batch=%d", k->train.micro_batch);
         if ((r = mgt_config_set(k, kv)) == MGT_OK && (r = mgt_config_set(k, "parallel.dp=1")) == MGT_OK && (r = mgt_config_set(k, "parallel.tp=1")) == MGT_OK &&
-            (r = mgt_config_set(k, "parallel.pp=1")) == MGT_OK && (r = mgt_config_set(k, "data.train=")) == MGT_OK && (r = mgt_config_set(k, "data.val=")) == MGT_OK)
+            (r = mgt_config_set(k, "parallel.pp=1")) == MGT_OK && (r = mgt_config_set(k, "parallel.pp_virtual=1")) == MGT_OK && (r = mgt_config_set(k, "data.train=")) == MGT_OK && (r = mgt_config_set(k, "data.val=")) == MGT_OK)
             r = mgt_config_validate(k);
         if (r != MGT_OK) r = mgt__fail(MGT_ERROR_CONFIG, "%s: the shape measured is not a valid preset: %s", path, mgt_last_error());
     }
@@ -13082,6 +13355,7 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                             double mem;
                             cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
                             cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            cfg.parallel.pp_virtual = 1; /* the search compares plain schedules */
                             mem = mgt__search_mem(&cfg, &opt->device);
                             if (mem < 0 || mem > opt->device.mem_gib) continue;
                             if (mgt_sim_run(&cfg, opt, &res) != MGT_OK) { out->failed++; continue; }

@@ -162,6 +162,7 @@ static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
     mgt_plan one;
     mgt_config c1 = *cfg;
     c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = 1;
+    c1.parallel.pp_virtual = 1;
     MGT__TRY(mgt__plan_make(&c1, &one));
     if (!mgt__layout_alloc(lay, &one)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     mgt__layout_make(lay, &one, 0, 0);

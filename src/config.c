@@ -700,6 +700,28 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp = %d stages for n_layer = %d blocks (pp from %s); every stage needs a block: use pp <= min(n_layer, 256)",
                          mgt__where(cfg, a, w1, sizeof w1), cfg->parallel.pp, cfg->model.n_layer, mgt__where(cfg, MGT__KEY(parallel, pp), w2, sizeof w2));
     }
+    if (cfg->parallel.pp_virtual > 1) { /* interleaved 1F1B (mgt__pipeline_actions): what its chunks and groups of micro-batches need */
+        int V = cfg->parallel.pp_virtual, P = cfg->parallel.pp, L = cfg->model.n_layer, M = cfg->train.global_batch / (cfg->train.micro_batch * cfg->parallel.dp);
+        const char *at = mgt__where(cfg, MGT__KEY(parallel, pp_virtual), w1, sizeof w1);
+        if (P == 1)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d with pp = 1: a stage's chunks interleave with the other stages'; set pp_virtual = 1, or pp >= 2",
+                             at, V);
+        if (cfg->parallel.pp_schedule == 1)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d with pp_schedule = gpipe: the chunks interleave the 1f1b schedule; set pp_schedule = 1f1b, or pp_virtual = 1",
+                             at, V);
+        if (L % (P * V)) {
+            char valid[200] = "";
+            int v;
+            for (v = 1; v <= 64 && P * v <= L; v++)
+                if (L % (P * v) == 0) mgt__catf(valid, sizeof valid, "%s%d", valid[0] ? ", " : "", v);
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d with pp = %d cuts n_layer = %d blocks into %d chunks of equal size; make n_layer a multiple of "
+                             "pp x pp_virtual = %d, or set pp_virtual to one of: %s", at, V, P, L, P * V, P * V, valid);
+        }
+        if (M % P)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d runs micro-batches in groups of pp = %d, but a step has global_batch / (micro_batch x dp) = "
+                             "%d of them; make [train] global_batch a multiple of micro_batch x dp x pp = %lld, or set pp_virtual = 1",
+                             at, V, P, M, (long long)cfg->train.micro_batch * cfg->parallel.dp * P);
+    }
     if ((long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp > 4096)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),
                          (long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp);

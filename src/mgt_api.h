@@ -184,6 +184,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
+    X(parallel, pp_virtual, INT, "1", 1, 64, "", "model chunks per pipeline stage: interleaved 1F1B when more than 1") \
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
     X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \
     X(parallel, peak_gflops, FLOAT, "0", 0, 1e9, "", "a rank's peak GFLOP/s for MFU; 0 is unknown (n/a)") \

@@ -76,6 +76,22 @@ static mgt_result mgt__plan_stages(const mgt_config *cfg, mgt_plan *p) {
     return MGT_OK;
 }
 
+/* Interleaved 1F1B (parallel.pp_virtual = V > 1): the blocks are cut into pp x V chunks of equal
+   size, and chunk g goes to stage g mod pp, so stage s holds chunks s, s + pp, ..., s + (V-1) pp
+   (Megatron-LM's virtual pipeline stages). With V = 1 a stage's one chunk is its contiguous,
+   balanced range (mgt__plan_stages). */
+static int mgt__plan_chunks(const mgt_plan *p) { return p->pp > 1 ? p->cfg.parallel.pp_virtual : 1; }
+static int mgt__chunk_first(const mgt_plan *p, int g) { /* first block of global chunk g (of pp x V; g = pp x V: n_layer) */
+    int V = mgt__plan_chunks(p);
+    return V == 1 ? p->stage_first[g] : g * (p->cfg.model.n_layer / (p->pp * V));
+}
+/* block b of stage s's blocks (its chunks' blocks, one chunk after the other) as a layer of the model */
+static int mgt__stage_layer(const mgt_plan *p, int s, int b) {
+    int per = mgt__chunk_first(p, s + 1) - mgt__chunk_first(p, s); /* blocks in each of its chunks */
+    return mgt__chunk_first(p, s + (b / per) * p->pp) + b % per;
+}
+static int mgt__stage_blocks(const mgt_plan *p, int s) { return mgt__plan_chunks(p) * (mgt__chunk_first(p, s + 1) - mgt__chunk_first(p, s)); }
+
 /* the model's parameters, without the vocabulary's padding (GPT-2: V C + T C + L (12 C^2 + 13 C) + 2 C) */
 static size_t mgt__global_params(const mgt_config *cfg) {
     mgt_dims d = mgt__model_dims(cfg);
@@ -225,8 +241,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
     const mgt_config *cfg = &p->cfg;
     mgt_dims d = p->dims;
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
-    int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, l0 = p->stage_first[stage],
-        l1 = p->stage_first[stage + 1];
+    int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, b, nb = mgt__stage_blocks(p, stage);
     int norm_bias = !d.rms; /* LayerNorm has a bias, RMSNorm none */
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)L);
     char name[64];
@@ -240,9 +255,10 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         if (!d.rope) mgt__add(lay, "wpe", T, C, T, C, 0, 0, 1, std, 0, 1);
         mgt__close_unit(lay, p->dp);
     }
-    for (l = l0; l < l1; l++) {
+    for (b = 0; b < nb; b++) { /* the stage's chunks in order: with pp_virtual > 1 its layers are not contiguous */
         mgt__tensor *x;
         int i, k, kv = d.NKV * hs;
+        l = mgt__stage_layer(p, stage, b);
         mgt__open_unit(lay);
 #define MGT__NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
         mgt__add(lay, MGT__NAME("ln_1.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
@@ -326,6 +342,7 @@ typedef struct mgt__acts {
     float *xent;                           /* (tp,N,3) cross-entropy partials of every TP rank, last stage */
     double *losses;                        /* (N) */
     int *inputs, *targets;                 /* (N) */
+    void *dgrad;                           /* (N,C) pp_virtual > 1: the gradient a chunk receives, then the one it sends (NULL otherwise) */
 } mgt__acts;
 
 /* consecutive 256-byte aligned pieces of one block (a device block starts 256-byte aligned: cuBLASLt
@@ -343,7 +360,7 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
 /* a rank's widths: Cl its query channels (NHl heads), KVl its key or value channels, Hl its MLP hidden
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
    backend's (mgt_backend.att_lse) */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute, att_lse; size_t elt; } mgt__shape;
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute, att_lse, chunks; size_t elt; } mgt__shape; /* chunks: pp_virtual, 1 without */
 
 /* bytes of what attention saves per layer (mgt_backend.att_lse) */
 static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_lse) { return att_lse ? B * NH * T * sizeof(float) : B * NH * T * T * elt; }
@@ -380,6 +397,7 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
+    a->dgrad = s->chunks > 1 ? mgt__carve(&cur, N * C * e) : NULL;
     return cur.used;
 }
 

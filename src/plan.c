@@ -15,7 +15,7 @@ typedef struct mgt__rank_sizes {
     size_t norm, block, emb, head;       /* floats of a norm, a block's unit, the embedding's and the head's (0: not on this stage) */
     size_t S, shard, keep;               /* the rank's parameters, its DP shard, the units outside blocks */
     size_t e, f;                         /* bytes of the storage type and of fp32 */
-    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype;
+    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype, V; /* V: chunks per stage (pp_virtual) */
 } mgt__rank_sizes;
 
 static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) {
@@ -27,7 +27,8 @@ static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) 
     mgt_rank_coords(rank, p->dp, p->tp, &z->dpr, &z->tpr, &z->ppr);
     z->first = z->ppr == 0;
     z->last = z->ppr == p->pp - 1;
-    z->nb = p->stage_first[z->ppr + 1] - p->stage_first[z->ppr];
+    z->nb = mgt__stage_blocks(p, z->ppr);
+    z->V = mgt__plan_chunks(p);
     z->M = p->micro_steps;
     z->C = (size_t)cfg->model.d_model; z->T = (size_t)cfg->model.seq_len; z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
     z->Cl = z->C / (size_t)p->tp; z->Hl = (size_t)d->H / (size_t)p->tp; z->Vl = (size_t)p->Vp / (size_t)p->tp;
@@ -88,7 +89,8 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
         if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p->tp * (double)(z->N * 3 * f);
     }
     if (p->pp > 1) {
-        o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * ((first ? 0 : 2) + (last ? 0 : 2)); /* forward and backward, in and out */
+        /* forward and backward, in and out: each of its V chunks receives but the model's first, sends but its last */
+        o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * 2.0 * ((z->V - first) + (z->V - last));
         if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(z->Vl * z->C * f); /* the tied embedding */
     }
     if (p->dp > 1) {
@@ -132,7 +134,8 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     max_unit = z.emb > z.block ? z.emb : z.block;
     max_unit = z.head > max_unit ? z.head : max_unit;
     o->rank = rank; o->dp = z.dpr; o->tp = z.tpr; o->pp = z.ppr;
-    o->first_block = p->stage_first[z.ppr]; o->last_block = p->stage_first[z.ppr + 1] - 1;
+    o->first_block = mgt__chunk_first(p, z.ppr); /* with pp_virtual > 1: of its first chunk, and of its last chunk */
+    o->last_block = mgt__chunk_first(p, z.ppr + (z.V - 1) * p->pp + 1) - 1;
     o->params = z.S;
     o->shard = z.shard;
     { /* the tensors: the embeddings, each block's (mgt__block_slots), the final norm and an untied or pipelined head */
@@ -145,6 +148,11 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p->zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
     sets = p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p->pp - z.ppr < z.M ? p->pp - z.ppr : z.M);
+    if (z.V > 1) { /* interleaved: the sets its schedule holds at once (mgt__pipe_sets) */
+        int v_sets;
+        MGT__TRY(mgt__interleaved_plan(p, z.ppr, NULL, NULL, NULL, NULL, &v_sets));
+        sets = (size_t)v_sets;
+    }
     a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
     a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
               (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
@@ -152,7 +160,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
                mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
     a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
-    a_io = 2 * mgt__carve_bytes(N * sizeof(int));
+    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 ? mgt__carve_bytes(N * C * e) : 0); /* and interleaved's gradient in and out (acts.dgrad) */
     one = a_resid + a_layer + a_last + a_io;
     scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) + (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;

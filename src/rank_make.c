@@ -37,6 +37,8 @@ static void mgt__rank_free(mgt__rank *rk) {
     MGT_FREE(rk->ss_n);
     if (rk->acts) for (u = 0; u < rk->nsets; u++) { MGT_FREE(rk->acts[u].resid); MGT_FREE(rk->acts[u].layer); }
     MGT_FREE(rk->acts);
+    MGT_FREE(rk->pipe[0]);
+    MGT_FREE(rk->pipe[1]);
     MGT_FREE(rk->unit_param);
     MGT_FREE(rk->unit_grad);
     MGT_FREE(rk->bucket_of_unit);
@@ -133,6 +135,7 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.last = rk->last;
     rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
     rk->shape.first = rk->first;
+    rk->shape.chunks = r->inference ? 1 : mgt__plan_chunks(p);
     rk->shape.elt = mgt__dtype_size(r->dtype);
     return MGT_OK;
 }
@@ -249,6 +252,8 @@ static mgt_result mgt__rank_activations(mgt_run *r, mgt__rank *rk) {
     }
     /* activations: one set per micro-batch in flight (GPipe: all of them; 1F1B: pp - stage) */
     rk->nsets = r->inference || p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? M : (p->pp - rk->ppr < M ? p->pp - rk->ppr : M);
+    if (!r->inference && rk->shape.chunks > 1) /* interleaved: the sets its actions need, the plan's count */
+        MGT__TRY(mgt__interleaved_plan(p, rk->ppr, &rk->pipe[0], &rk->npipe[0], &rk->pipe[1], &rk->npipe[1], &rk->nsets));
     rk->acts = (mgt__acts *)MGT_MALLOC(sizeof(mgt__acts) * (size_t)rk->nsets);
     if (!rk->acts) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     memset(rk->acts, 0, sizeof(mgt__acts) * (size_t)rk->nsets);

@@ -74,6 +74,7 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                             double mem;
                             cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
                             cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            cfg.parallel.pp_virtual = 1; /* the search compares plain schedules */
                             mem = mgt__search_mem(&cfg, &opt->device);
                             if (mem < 0 || mem > opt->device.mem_gib) continue;
                             if (mgt_sim_run(&cfg, opt, &res) != MGT_OK) { out->failed++; continue; }

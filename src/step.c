@@ -301,7 +301,10 @@ static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, in
     int m;
     rk->loss_sum = 0;
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat + 1, sizeof(double));
-    for (m = 0; m < micro_batches; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, 0.0f, 0, 1));
+    if (rk->shape.chunks > 1) /* interleaved: through the chunks in their order (validation's micro_batches are the step's) */
+        MGT__TRY(mgt__run_pipe_actions(rk, rk->pipe[1], rk->npipe[1], rows, 0.0f));
+    else
+        for (m = 0; m < micro_batches; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, 0.0f, 0, 1));
     if (rk->dstat && rk->last) rk->be->download(rk->be, &rk->loss_sum, rk->dstat + 1, sizeof(double)); /* one download */
     return mgt__settle(rk);
 }
@@ -330,6 +333,10 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
             int peer = rk->pp_g.ranks[rk->ppr == s ? s + 1 : s];
             MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
         }
+    if (rk->shape.chunks > 1 && r->plan.pp > 2 && (rk->first || rk->last)) { /* interleaved: the last stage also sends to the first, last */
+        int peer = rk->pp_g.ranks[rk->first ? r->plan.pp - 1 : 0];
+        MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
+    }
     if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
     return MGT_OK;
@@ -602,7 +609,7 @@ static void mgt__fill_rank_stats(mgt_run *r, int i, mgt_rank_stats *o) {
     o->tp = rk->tpr;
     o->pp = rk->ppr;
     o->first_block = rk->l0;
-    o->last_block = rk->l0 + rk->nblocks - 1;
+    o->last_block = mgt__stage_layer(&r->plan, rk->ppr, rk->nblocks - 1); /* with pp_virtual > 1 the blocks between are not all its own */
     if (rk->device >= 0) snprintf(o->device, sizeof o->device, "cuda:%d", rk->device);
     else mgt__strlcpy(o->device, rk->be->name, sizeof o->device);
     o->gpu_util = rk->gpu.util_pct;

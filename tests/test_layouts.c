@@ -61,6 +61,14 @@ static const char *extra_set;
    `once`: also in --once runs (the CUDA backend on the fakes). */
 typedef struct feature_layout { layout l; const char *set; int once; } feature_layout;
 static const feature_layout features[] = {
+    /* interleaved 1F1B (parallel.pp_virtual): M = global_batch / (micro_batch x dp) a multiple of pp; M > pp accumulates */
+    {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=4", 1},
+    {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=1", 0},
+    {{2, 1, 2, 1, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=1", 0},
+    {{2, 1, 2, 3, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2", 0},
+    {{1, 2, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2", 1},
+    {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2 train.recompute=full", 0},
+    {{1, 1, 4, 0, "1f1b"}, "model.n_layer=8 parallel.pp_virtual=2 train.micro_batch=2", 0},
     {{0, 0, 0, 0, NULL}, NULL, 0}, /* the end */
 };
 
@@ -208,7 +216,7 @@ static int feature_runs(int quick, int once, const char *only) {
     for (llama = 0; llama < 2; llama++)
         for (dt = 0; dt < 2; dt++) {
             mgt_run *ref = NULL, *run;
-            char refname[64];
+            char refname[160], ref_model[128] = "";
             for (i = 0; features[i].set; i++) {
                 const feature_layout *f = &features[i];
                 const layout *l = &f->l;
@@ -219,11 +227,26 @@ static int feature_runs(int quick, int once, const char *only) {
                 for (c = name; *c; c++)
                     if (*c == ' ' || *c == '=' || *c == '/') *c = '_';
                 if (only && !strstr(name, only)) continue;
-                if (!ref) {
-                    static const layout one = {1, 1, 1, 0, "1f1b"};
-                    snprintf(refname, sizeof refname, "feature-one-%s-%s", llama ? "llama" : "gpt2", dtypes[dt]);
-                    config(&cfg, &one, 0, refname, quick, dtypes[dt]);
-                    ref = train(&cfg, steps, base, NULL);
+                { /* settings that begin with "model." change the model: the one-rank reference takes them too */
+                    char model[128] = "";
+                    const char *p = f->set;
+                    while (!strncmp(p, "model.", 6)) {
+                        size_t k = strcspn(p, " ");
+                        snprintf(model + strlen(model), sizeof model - strlen(model), "%s%.*s", model[0] ? " " : "", (int)k, p);
+                        p += k + (p[k] == ' ');
+                    }
+                    if (ref && strcmp(model, ref_model)) { mgt_run_destroy(ref); ref = NULL; }
+                    if (!ref) {
+                        static const layout one = {1, 1, 1, 0, "1f1b"};
+                        snprintf(refname, sizeof refname, "feature-one-%s-%s%s%s", llama ? "llama" : "gpt2", dtypes[dt], model[0] ? "-" : "", model);
+                        for (c = refname; *c; c++)
+                            if (*c == ' ' || *c == '=' || *c == '/') *c = '_';
+                        extra_set = model[0] ? model : NULL;
+                        config(&cfg, &one, 0, refname, quick, dtypes[dt]);
+                        extra_set = NULL;
+                        ref = train(&cfg, steps, base, NULL);
+                        snprintf(ref_model, sizeof ref_model, "%s", model);
+                    }
                 }
                 extra_set = f->set;
                 config(&cfg, l, 0, name, quick, dtypes[dt]);

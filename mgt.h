@@ -7004,7 +7004,7 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    (pp - 1) / M, for M micro-batches, a multiple of pp.
 
    The order of the communication: the whole pipeline is run once here with unit costs (forward
-   1, backward 2), which gives every message a time (its producer's end) and every compute a start.
+   1, backward 2, or 3 with recompute), which gives every message a time (its producer's end) and every compute a start.
    Each stage sorts its actions by time, a message before a compute at the same time, messages by
    (time, sending stage). Every message is then at the same place in the global order of messages on
    both its stages, so a communicator whose send waits for the receiver (NCCL) cannot deadlock: the
@@ -7012,7 +7012,10 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    receive may come before computes that precede its consumer, so each activation set (one per
    micro-batch in flight) has its own place to receive into: the chunk's input resid[c x blocks per
    chunk], and acts.dgrad for the gradient, in which the chunk's backward then runs (gs.dres
-   pointed at it) and from which it is sent. */
+   pointed at it) and from which it is sent. Where the real costs differ from these, a receive
+   placed early may wait while a compute could run: the simulator's bubble is the ideal
+   (pp - 1) / V of a micro-batch at backward = 2 forwards (test_sim), more at other ratios
+   (pp 4, V 2, M 8 at backward = forward: 0.256 of the step instead of 0.158). */
 enum { MGT__PA_FORWARD, MGT__PA_BACKWARD, MGT__PA_SEND, MGT__PA_RECV };
 typedef struct mgt__pipe_action {
     int kind;        /* MGT__PA_* */
@@ -7032,8 +7035,9 @@ static int mgt__pipe_action_cmp(const void *x, const void *y) {
 }
 
 /* stage `stage`'s actions for a step of M micro-batches (a multiple of pp) through pp stages of V
-   chunks each; forward_only: validation's forwards. *out is MGT_MALLOC'd. */
-static mgt_result mgt__pipeline_actions(int pp, int V, int M, int forward_only, int stage, mgt__pipe_action **out, int *n_out) {
+   chunks each; forward_only: validation's forwards; bcost: a backward's cost in forwards. *out is
+   MGT_MALLOC'd. */
+static mgt_result mgt__pipeline_actions(int pp, int V, int M, int forward_only, int bcost, int stage, mgt__pipe_action **out, int *n_out) {
     int G = pp * V, total = M * V, per = forward_only ? total : 2 * total, s, k, i, n = 0, *pos = NULL, progress;
     long long *fend = NULL, *bend = NULL, *clock = NULL;
     mgt__pipe_action *comp = NULL, *res = NULL; /* comp: every stage's computes, per apart */
@@ -7072,7 +7076,7 @@ static mgt_result mgt__pipeline_actions(int pp, int V, int M, int forward_only, 
                 long long dep = a->kind == MGT__PA_FORWARD ? (g > 0 ? fend[idx - 1] : 0) : (g < G - 1 ? bend[idx + 1] : fend[idx]);
                 if (dep < 0) break;
                 a->t = clock[s] > dep ? clock[s] : dep;
-                clock[s] = a->t + (a->kind == MGT__PA_FORWARD ? 1 : 2);
+                clock[s] = a->t + (a->kind == MGT__PA_FORWARD ? 1 : bcost);
                 (a->kind == MGT__PA_FORWARD ? fend : bend)[idx] = clock[s];
                 pos[s]++;
                 progress = 1;
@@ -7141,7 +7145,8 @@ static mgt_result mgt__interleaved_plan(const mgt_plan *p, int stage, mgt__pipe_
     mgt_result r = MGT_OK;
     for (i = 0; i < 2 && r == MGT_OK; i++) {
         int k;
-        r = mgt__pipeline_actions(p->pp, mgt__plan_chunks(p), M, i, stage, &a[i], &n[i]);
+        /* a backward costs about two forwards (the input's and the weights' gradients), three with recompute */
+        r = mgt__pipeline_actions(p->pp, mgt__plan_chunks(p), M, i, p->cfg.train.recompute == MGT_RECOMPUTE_FULL ? 3 : 2, stage, &a[i], &n[i]);
         if (r == MGT_OK && (k = mgt__pipe_sets(a[i], n[i], M)) > most) most = k;
     }
     *sets = most;

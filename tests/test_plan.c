@@ -13,6 +13,7 @@ static char dir[256];
 static const char *dtype = "fp32"; /* precision.dtype of the layouts compared */
 static int llama;                  /* 1: a Llama-style model (RMSNorm, RoPE, SwiGLU, GQA, no biases, untied head) */
 static int kv_heads = 4;           /* its key/value heads: 2 makes tp 4 replicate each on two ranks */
+static int pp_virtual = 1, n_layer = 4; /* interleaved 1F1B: chunks per stage, and the blocks they cut */
 static double traffic_tol = 0.05;  /* of the bytes per collective; 0 where a small term must be seen (the kv heads' 1.6%) */
 
 typedef struct layout { int dp, tp, pp, zero, recompute; const char *sched; } layout;
@@ -21,7 +22,7 @@ typedef struct layout { int dp, tp, pp, zero, recompute; const char *sched; } la
 static void config(mgt_config *cfg, const layout *l, int micro) {
     char set[600];
     mgt_config_init(cfg);
-    mgt_config_set(cfg, "model.n_layer=4");
+    snprintf(set, sizeof set, "model.n_layer=%d", n_layer); mgt_config_set(cfg, set);
     mgt_config_set(cfg, "model.n_head=4");
     mgt_config_set(cfg, "model.d_model=64");
     mgt_config_set(cfg, "model.seq_len=32");
@@ -44,6 +45,7 @@ static void config(mgt_config *cfg, const layout *l, int micro) {
     snprintf(set, sizeof set, "parallel.pp=%d", l->pp); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.zero=%d", l->zero); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.pp_schedule=%s", l->sched); mgt_config_set(cfg, set);
+    snprintf(set, sizeof set, "parallel.pp_virtual=%d", pp_virtual); mgt_config_set(cfg, set);
     mgt_config_set(cfg, l->recompute ? "train.recompute=full" : "train.recompute=none");
     snprintf(set, sizeof set, "precision.dtype=%s", dtype); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "data.train=%s/corpus.bin", dir); mgt_config_set(cfg, set);
@@ -111,8 +113,8 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
         if (!same) { printf("FAIL published statistics differ from the ranks' (history %d, ranks %d)\n", nh, nr); failures++; }
         free(rs);
     }
-    check(mem_err <= 0.05 && traffic_err <= traffic_tol, "%s dp%d tp%d pp%d zero%d %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", dtype, l->dp,
-          l->tp, l->pp, l->zero, l->sched, l->recompute ? " recompute" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
+    check(mem_err <= 0.05 && traffic_err <= traffic_tol, "%s dp%d tp%d pp%d%s zero%d %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", dtype, l->dp,
+          l->tp, l->pp, pp_virtual > 1 ? " x2 chunks" : "", l->zero, l->sched, l->recompute ? " recompute" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
     mgt_run_destroy(run);
 }
 
@@ -207,6 +209,49 @@ int main(void) {
     }
     dtype = "fp32";
     llama = 0;
+    /* interleaved 1F1B (pp_virtual 2): memory (the activation sets its schedule holds, each with its
+       gradient buffer) and traffic (each chunk receives and sends) exact, fp32 and bf16, GPT-2 and
+       Llama; then what interleaving changes against 1F1B on the same layout */
+    {
+        static const layout vl[] = {{1, 1, 2, 0, 0, "1f1b"}, {2, 1, 2, 1, 0, "1f1b"}, {2, 1, 2, 3, 0, "1f1b"}, {1, 2, 2, 0, 0, "1f1b"},
+                                    {1, 1, 2, 0, 1, "1f1b"}, {2, 2, 2, 2, 0, "1f1b"}};
+        static const layout p4 = {1, 1, 4, 0, 0, "1f1b"};
+        static const char *dts[2] = {"fp32", "bf16"};
+        mgt_config cfg;
+        mgt_rank_plan a, b;
+        int d;
+        pp_virtual = 2;
+        for (llama = 0; llama < 2; llama++)
+            for (d = 0; d < 2; d++) {
+                dtype = dts[d];
+                for (i = 0; i < (int)(sizeof vl / sizeof vl[0]); i++) {
+                    size_t o, p, g;
+                    compare(&vl[i], 8 / vl[i].dp / 2, &o, &p, &g); /* M = 2 */
+                    compare(&vl[i], 8 / vl[i].dp / 4 ? 8 / vl[i].dp / 4 : 1, &o, &p, &g); /* M = 4 (dp 1) */
+                }
+            }
+        llama = 0;
+        dtype = "fp32";
+        n_layer = 8;
+        {
+            size_t o, p, g;
+            compare(&p4, 2, &o, &p, &g);
+            compare(&p4, 1, &o, &p, &g);
+        }
+        n_layer = 4;
+        /* pp 2, M = 8: stage 0 holds chunks 0 and 2 (blocks 0 and 2), moves each micro-batch's
+           activations 3 times each way where 1F1B moves them once, and keeps 4 activation sets (of
+           its 2 blocks each) where 1F1B keeps 2: Megatron's order runs 2 (pp - 1) + (V - 1) pp = 4
+           forwards (micro-batches 0 and 1 through both chunks), then a forward before each
+           backward, and micro-batch 3 starts before micro-batch 0's backward through chunk 0 ends it */
+        config(&cfg, &vl[0], 1); rank_plan(&cfg, 0, &a);
+        pp_virtual = 1;
+        config(&cfg, &vl[0], 1); rank_plan(&cfg, 0, &b);
+        check(a.first_block == 0 && a.last_block == 2 && a.params == b.params && a.bytes[MGT_COLL_SEND_RECV] == 3 * b.bytes[MGT_COLL_SEND_RECV] &&
+              a.micro_in_flight == 4 && b.micro_in_flight == 2,
+              "pp 2 x 2 chunks, 8 micro-batches: stage 0 holds blocks %d..%d (%zu parameters, 1f1b: %zu), sends and receives %.0f bytes (1f1b: %.0f), keeps %d sets (1f1b: %d)",
+              a.first_block, a.last_block, a.params, b.params, a.bytes[MGT_COLL_SEND_RECV], b.bytes[MGT_COLL_SEND_RECV], a.micro_in_flight, b.micro_in_flight);
+    }
     {
         mgt_config cfg;
         mgt_rank_plan one, two, stage;

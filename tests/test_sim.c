@@ -59,28 +59,41 @@ static double block_cost(void *user, const mgt_sim_op *op, double modelled) {
     return 0;
 }
 
-static void bubble(int p, int m, const char *sched) {
+/* as block_cost, but a backward op 2 ms: a block's backward is twice its forward, as on GPUs */
+static double block_cost_2b(void *user, const mgt_sim_op *op, double modelled) {
+    double c = block_cost(user, op, modelled);
+    return strstr(op->name, "backward") ? 2 * c : c;
+}
+/* v > 1: interleaved 1F1B over v chunks per stage (parallel.pp_virtual), with a backward twice a
+   forward (the costs its order of communication assumes): the bubble is v times smaller, (p-1)/v
+   of a micro-batch's forward and backward (Narayanan et al. 2021, section 2.2) */
+static void bubble_v(int p, int m, const char *sched, int v) {
     mgt_config cfg;
     mgt_sim_options o;
     mgt_sim_result res;
-    double tf, expect;
+    double tf, tb, expect;
     int i;
+    char kv[64];
     small(&cfg, 1, 1, p, m, sched);
+    snprintf(kv, sizeof kv, "parallel.pp_virtual=%d", v); set(&cfg, kv);
     ideal(&o);
-    o.cost = block_cost;
+    o.cost = v > 1 ? block_cost_2b : block_cost;
     if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { printf("FAIL bubble p=%d m=%d %s: %s\n", p, m, sched, mgt_last_error()); failures++; return; }
-    tf = 8 / p * 5e-3; /* a stage's forward of one micro-batch; its backward takes as long */
-    expect = (m + p - 1) * 2 * tf;
-    CHECK(fabs(res.step_s - expect) < 1e-9, "%s p=%d m=%d: step %.6f s, expected (m+p-1)(tf+tb) = %.6f s", sched, p, m, res.step_s, expect);
+    tf = 8 / p * 5e-3; /* a stage's forward of one micro-batch; its backward takes as long (v > 1: twice as long) */
+    tb = v > 1 ? 2 * tf : tf;
+    expect = (m + (double)(p - 1) / v) * (tf + tb);
+    CHECK(fabs(res.step_s - expect) < 1e-9, "%s p=%d m=%d v=%d: step %.6f s, expected (m+(p-1)/v)(tf+tb) = %.6f s", sched, p, m, v, res.step_s, expect);
     for (i = 0; i < res.world; i++) {
-        double idle = (res.ranks[i].step_s - res.ranks[i].compute_s) / res.ranks[i].step_s, want = (double)(p - 1) / (m + p - 1);
-        CHECK(fabs(res.ranks[i].compute_s - m * 2 * tf) < 1e-9, "%s p=%d m=%d rank %d: compute %.6f s, expected %.6f", sched, p, m, i, res.ranks[i].compute_s, m * 2 * tf);
-        CHECK(fabs(idle - want) < 1e-9, "%s p=%d m=%d rank %d: bubble %.6f, expected (p-1)/(m+p-1) = %.6f", sched, p, m, i, idle, want);
+        double idle = (res.ranks[i].step_s - res.ranks[i].compute_s) / res.ranks[i].step_s, want = (double)(p - 1) / v / (m + (double)(p - 1) / v);
+        CHECK(fabs(res.ranks[i].compute_s - m * (tf + tb)) < 1e-9, "%s p=%d m=%d v=%d rank %d: compute %.6f s, expected %.6f", sched, p, m, v, i,
+              res.ranks[i].compute_s, m * (tf + tb));
+        CHECK(fabs(idle - want) < 1e-9, "%s p=%d m=%d v=%d rank %d: bubble %.6f, expected ((p-1)/v)/(m+(p-1)/v) = %.6f", sched, p, m, v, i, idle, want);
     }
-    printf("bubble %-5s p=%d m=%2d: step %.1f ms, bubble %.4f (expected %.4f)\n", sched, p, m, res.step_s * 1e3,
-           (res.ranks[0].step_s - res.ranks[0].compute_s) / res.ranks[0].step_s, (double)(p - 1) / (m + p - 1));
+    printf("bubble %-5s p=%d m=%2d v=%d: step %.1f ms, bubble %.4f (expected %.4f)\n", sched, p, m, v, res.step_s * 1e3,
+           (res.ranks[0].step_s - res.ranks[0].compute_s) / res.ranks[0].step_s, (double)(p - 1) / v / (m + (double)(p - 1) / v));
     mgt_sim_result_free(&res);
 }
+static void bubble(int p, int m, const char *sched) { bubble_v(p, m, sched, 1); }
 
 /* dp 2 with rank 1 twice as slow: rank 0's all-reduces wait for it, so both end together */
 static void last_member(void) {
@@ -176,6 +189,7 @@ static void layouts(void) {
         {2, 1, 1, 2, 0, 1, "1f1b", "fp16"}, {2, 1, 1, 3, 1, 2, "1f1b", "bf16"}, {1, 2, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 2, 0, 0, 1, "1f1b", "fp32"},
         {1, 1, 2, 0, 0, 1, "gpipe", "bf16"}, {2, 2, 2, 1, 1, 1, "1f1b", "bf16"}, {2, 2, 2, 3, 0, 1, "gpipe", "fp32"}, {1, 2, 4, 0, 1, 1, "1f1b", "fp32"},
         {2, 4, 1, 2, 0, 1, "1f1b", "bf16"}, /* Llama: tp 4 over 2 key/value heads, replicated on pairs of ranks */
+        {1, 1, 2, 0, 0, 1, "1f1b-v2", "fp32"}, {2, 2, 2, 1, 1, 1, "1f1b-v2", "bf16"}, {2, 1, 2, 3, 0, 2, "1f1b-v2", "fp32"}, /* interleaved, 2 chunks a stage */
     };
     size_t i;
     mgt_sim_device cpu;
@@ -186,7 +200,8 @@ static void layouts(void) {
         mgt_sim_result res;
         char kv[64];
         int r, c;
-        small(&cfg, L[i].dp, L[i].tp, L[i].pp, 1, L[i].sched);
+        small(&cfg, L[i].dp, L[i].tp, L[i].pp, 1, strcmp(L[i].sched, "1f1b-v2") ? L[i].sched : "1f1b");
+        set(&cfg, strcmp(L[i].sched, "1f1b-v2") ? "parallel.pp_virtual=1" : "parallel.pp_virtual=2");
         snprintf(kv, sizeof kv, "train.micro_batch=%d", L[i].micro); set(&cfg, kv);
         set(&cfg, "train.global_batch=8");
         snprintf(kv, sizeof kv, "parallel.zero=%d", L[i].zero); set(&cfg, kv);
@@ -210,6 +225,9 @@ static void layouts(void) {
             /* the replicated key/value heads' gradient sums are counted as the plan counts them */
             CHECK(!llama || L[i].tp < 4 || res.ranks[r].bytes[MGT_COLL_ALL_REDUCE] == p.bytes[MGT_COLL_ALL_REDUCE],
                   "layout %zu rank %d: all-reduce %.0f bytes simulated, %.0f planned", i, r, res.ranks[r].bytes[MGT_COLL_ALL_REDUCE], p.bytes[MGT_COLL_ALL_REDUCE]);
+            /* the pipeline's sends and receives (interleaved: every chunk's) as the plan counts them */
+            CHECK(res.ranks[r].bytes[MGT_COLL_SEND_RECV] == p.bytes[MGT_COLL_SEND_RECV], "layout %zu rank %d: send/recv %.0f bytes simulated, %.0f planned", i, r,
+                  res.ranks[r].bytes[MGT_COLL_SEND_RECV], p.bytes[MGT_COLL_SEND_RECV]);
             for (c = 0; c < MGT_MEM_COUNT; c++)
                 if (c != MGT_MEM_WORKSPACE)
                     CHECK(res.ranks[r].mem_peak[c] >= p.mem[c] && res.ranks[r].mem_peak[c] <= p.mem[c] + 4096 + p.mem[c] / 50,
@@ -297,6 +315,10 @@ int main(int argc, char **argv) {
     bubble(2, 5, "gpipe");
     bubble(4, 3, "1f1b");
     bubble(8, 16, "1f1b");
+    bubble_v(2, 8, "1f1b", 2);
+    bubble_v(4, 8, "1f1b", 2);
+    bubble_v(2, 8, "1f1b", 4);
+    bubble_v(4, 16, "1f1b", 2);
     last_member();
     overlap(0);
     overlap(2);

@@ -244,6 +244,20 @@ static const char *schedule_name(const mgt_config *cfg) {
     return name;
 }
 
+/* a stage's blocks: "0-3", or its chunks' ("0-0,2-2") under interleaved 1F1B (chunk g of pp x V on stage g mod pp) */
+static const char *stage_blocks(const mgt_plan *plan, int stage, char *buf, size_t cap) {
+    int V = plan->pp > 1 ? plan->cfg.parallel.pp_virtual : 1, per = plan->cfg.model.n_layer / (plan->pp * V), c;
+    size_t used = 0;
+    buf[0] = 0;
+    if (V == 1) snprintf(buf, cap, "%3d-%-3d", plan->stage_first[stage], plan->stage_first[stage + 1] - 1); /* aligned as it always was */
+    else
+        for (c = 0; c < V && used < cap; c++) {
+            int n = snprintf(buf + used, cap - used, "%s%d-%d", c ? "," : "", (c * plan->pp + stage) * per, (c * plan->pp + stage + 1) * per - 1);
+            used += n > 0 ? (size_t)n : 0;
+        }
+    return buf;
+}
+
 static void format_bytes(double b, char *out, size_t cap) {
     if (b >= 1073741824.0) snprintf(out, cap, "%.2f GiB", b / 1073741824.0);
     else if (b >= 1048576.0) snprintf(out, cap, "%.1f MiB", b / 1048576.0);
@@ -894,19 +908,17 @@ static int cmd_check(int argc, char **argv) {
     printf("parameters     %zu (%.2fM); vocabulary padded to %d rows, %d per TP rank\n", plan.params, (double)plan.params / 1e6, plan.Vp, plan.Vp / plan.tp);
     printf("stages        ");
     for (i = 0; i < plan.pp; i++) {
-        int V = plan.pp > 1 ? cfg.parallel.pp_virtual : 1, per = cfg.model.n_layer / (plan.pp * V), c;
-        if (V == 1) printf(" %d: blocks %d-%d", i, plan.stage_first[i], plan.stage_first[i + 1] - 1);
-        else { /* interleaved: chunk g of pp x V on stage g mod pp */
-            printf(" %d: blocks", i);
-            for (c = 0; c < V; c++) printf("%s %d-%d", c ? "," : "", (c * plan.pp + i) * per, (c * plan.pp + i + 1) * per - 1);
-        }
+        char blocks[256];
+        if (plan.pp == 1 || cfg.parallel.pp_virtual == 1) printf(" %d: blocks %d-%d", i, plan.stage_first[i], plan.stage_first[i + 1] - 1);
+        else printf(" %d: blocks %s", i, stage_blocks(&plan, i, blocks, sizeof blocks));
         printf("%s%s;", i == 0 ? " +embedding" : "", i == plan.pp - 1 ? " +head" : "");
     }
     printf("\n\n rank  dp tp pp  blocks   local params  shard (1/dp)  tensors\n");
     for (i = 0; i < plan.world; i++) {
         mgt_rank_plan rp;
         if ((r = mgt_plan_rank(&plan, i, &rp)) != MGT_OK) return fail(r);
-        printf("%5d %3d %2d %2d  %3d-%-3d  %12zu  %12zu  %d%s%s\n", i, rp.dp, rp.tp, rp.pp, rp.first_block, rp.last_block, rp.params,
+        char blocks[256];
+        printf("%5d %3d %2d %2d  %-7s  %12zu  %12zu  %d%s%s\n", i, rp.dp, rp.tp, rp.pp, stage_blocks(&plan, rp.pp, blocks, sizeof blocks), rp.params,
                plan.zero ? rp.shard : rp.params, rp.tensors, rp.pp == 0 ? " +embedding" : "", rp.pp == plan.pp - 1 ? " +head" : "");
     }
     printf("\nmemory by category (planned: what each rank allocates, as `mgt plan` shows)\n rank");
@@ -1178,7 +1190,8 @@ static int cmd_plan(int argc, char **argv) {
         for (c = 0; c < MGT_COLL_COUNT; c++) total[c] += p.bytes[c];
         if (world > 16 && i >= 8 && i < world - 8) { if (i == 8) printf("  ...\n"); continue; }
         format_bytes((double)sum, set, sizeof set);
-        printf("%5d %3d %2d %2d  %3d-%-3d %11s %10s %10s %12s %10s %10s\n", i, p.dp, p.tp, p.pp, p.first_block, p.last_block, mem[MGT_MEM_PARAMS],
+        char blocks[256];
+        printf("%5d %3d %2d %2d  %-7s %11s %10s %10s %12s %10s %10s\n", i, p.dp, p.tp, p.pp, stage_blocks(&plan, p.pp, blocks, sizeof blocks), mem[MGT_MEM_PARAMS],
                mem[MGT_MEM_GRADS], mem[MGT_MEM_OPTIMIZER], mem[MGT_MEM_ACTIVATIONS], mem[MGT_MEM_BUFFERS], set);
     }
     if (cfg.parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (issue 13): the busiest rank's */

@@ -160,6 +160,17 @@ expect_err "mgt plan --gpus 3 of the quick start: the message names --gpus 3 (no
     "$MGT" plan "$ROOT/presets/quickstart.ini" --gpus 3 -- "mgt: --gpus 3: [train] global_batch = 16" "dp from --gpus 3)" "a dp that divides 16: 1, 2, 4, 8, 16"
 expect_err "tp must divide n_head" 2 "$MGT" check "$P/tiny.ini" --set parallel.tp=3 -- "tp = 3" "n_head"
 expect_err "pp must not exceed n_layer" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=9 -- "pp = 9" "n_layer"
+# interleaved 1F1B (parallel.pp_virtual): each refusal names the key and the fix
+expect_err "pp_virtual without a pipeline" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp_virtual=2 -- "pp_virtual = 2 with pp = 1" "set pp_virtual = 1, or pp >= 2"
+expect_err "pp_virtual with gpipe" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=2 --set parallel.pp_virtual=2 --set parallel.pp_schedule=gpipe -- \
+    "pp_virtual = 2 with pp_schedule = gpipe" "set pp_schedule = 1f1b, or pp_virtual = 1"
+expect_err "pp_virtual: chunks of equal size" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=2 --set parallel.pp_virtual=2 -- \
+    "n_layer = 2 blocks into 4 chunks" "make n_layer a multiple of pp x pp_virtual = 4, or set pp_virtual to one of: 1"
+expect_err "pp_virtual: micro-batches in groups of pp" 2 "$MGT" check "$P/tiny.ini" --set model.n_layer=4 --set parallel.pp=2 --set parallel.pp_virtual=2 \
+    --set train.micro_batch=4 -- "groups of pp = 2" "global_batch / (micro_batch x dp) = 1" "multiple of micro_batch x dp x pp = 8"
+run check_v "$MGT" check "$P/tiny.ini" --set model.n_layer=4 --set parallel.pp=2 --set parallel.pp_virtual=2
+if [ "$RC" -eq 0 ] && grep -qF "stages         0: blocks 0-0,2-2 +embedding; 1: blocks 1-1,3-3 +head;" "$T/check_v.out" && grep -qF "schedule 1f1b interleaved x2" "$T/check_v.out"
+then ok "mgt check: pp 2 x 2 chunks, stage 0 holds blocks 0 and 2"; else fail "mgt check of pp 2 x 2 chunks: exit $RC; $(grep -F stages "$T/check_v.out")"; fi
 
 # a preset is a regular text file, read whole, each key once: never an empty preset, never a wait on
 # a FIFO, never the tail of a long line as a key of its own

@@ -428,6 +428,32 @@ int main(int argc, char **argv) {
               llama ? "llama " : "", third, 2 * third, e, steps);
     }
     llama = 0;
+    /* a checkpoint of interleaved 1F1B (pp 2 x 2 chunks: stage 0 holds blocks 0 and 2) resumes under
+       one rank and under plain pp 2, GPT-2 and Llama */
+    for (llama = 0; llama < 2; llama++) {
+        const layout v = {1, 1, 2, 0, "1f1b"};
+        int third = steps / 3, k;
+        config(&cfg, &one, 0, llama ? "llama_one_v" : "one_v", quick, "fp32");
+        ref = train(&cfg, steps, base, NULL);
+        mgt_run_destroy(ref);
+        for (k = 0; k < 2; k++) {
+            const char *name = k ? (llama ? "llama_v2_to_pp2" : "v2_to_pp2") : (llama ? "llama_v2_to_one" : "v2_to_one");
+            double e = 0;
+            extra_set = "parallel.pp_virtual=2 train.micro_batch=2";
+            config(&cfg, &v, 0, name, quick, "fp32");
+            extra_set = NULL;
+            run = train(&cfg, third, got, NULL);
+            mgt_run_save(run, NULL, 0);
+            mgt_run_destroy(run);
+            config(&cfg, k ? &v : &one, 0, name, quick, "fp32");
+            run = train(&cfg, steps, got, "latest");
+            mgt_run_destroy(run);
+            for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
+            check(e <= 1e-5, "%scheckpoint of pp2 x 2 chunks at step %d resumed under %s: max loss difference %.2e over %d steps", llama ? "llama " : "", third,
+                  k ? "pp2" : "1 rank", e, steps);
+        }
+    }
+    llama = 0;
     /* bf16 storage (fp32 master weights and gradients): a subset covering dp, ZeRO 1/2/3, tp, pp with
        both schedules and a mixture, against one bf16 rank */
     {

@@ -1476,7 +1476,8 @@ static int cmd_bench(int argc, char **argv) {
     mgt_stats st;
     int rc, i, steps, warmup = 2, rows, vocab, gpus, ranks;
     uint32_t *tokens;
-    double t0, elapsed, tok_s, gflops, sgemm1, machine = 0, peak = 0, share = 1;
+    double t0, elapsed, tok_s, gflops, sgemm1, machine = 0, peak = 0, share = 1, *bubble;
+    mgt_rank_stats *rank_st;
     char measured[64], peak_source[256] = "";
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
@@ -1511,9 +1512,21 @@ static int cmd_bench(int argc, char **argv) {
     for (i = 0; i < rows; i++) tokens[i] = (uint32_t)(mgt_hash3(7, 11, (uint64_t)i) % (uint64_t)vocab);
     t0 = 0;
     if (!gpus) share = cpu_share(st.threads, 0.3);
+    rank_st = (mgt_rank_stats *)calloc((size_t)ranks, sizeof *rank_st);
+    bubble = (double *)calloc((size_t)ranks * 2, sizeof *bubble); /* each rank's bubble seconds, then its step seconds, over the timed steps */
+    if (!rank_st || !bubble) { free(tokens); free(rank_st); free(bubble); mgt_run_destroy(run); return fail(MGT_ERROR_MEMORY); }
     for (i = 0; i < warmup + steps; i++) {
         if (i == warmup) t0 = mgt_now();
-        if ((r = mgt_run_step_tokens(run, tokens)) != MGT_OK) { free(tokens); mgt_run_destroy(run); return fail(r); }
+        if ((r = mgt_run_step_tokens(run, tokens)) != MGT_OK) { free(tokens); free(rank_st); free(bubble); mgt_run_destroy(run); return fail(r); }
+        if (i >= warmup && cfg.parallel.pp > 1) { /* the ranks' own measure of the step: time waiting in send/recv is the bubble */
+            mgt_snapshot snap;
+            int k;
+            memset(&snap, 0, sizeof snap);
+            snap.ranks = rank_st;
+            snap.ranks_max = ranks;
+            mgt_run_snapshot(run, &snap);
+            for (k = 0; k < snap.ranks_n && k < ranks; k++) { bubble[k] += rank_st[k].bubble_s; bubble[ranks + k] += rank_st[k].step_s; }
+        }
     }
     elapsed = mgt_now() - t0;
     if (!gpus) share = fmin(share, cpu_share(st.threads, 0.3)); /* before and after: the lower */
@@ -1528,6 +1541,14 @@ static int cmd_bench(int argc, char **argv) {
     printf("memory peak:    params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
            st.mem_peak[MGT_MEM_PARAMS] / 1048576.0, st.mem_peak[MGT_MEM_GRADS] / 1048576.0, st.mem_peak[MGT_MEM_OPTIMIZER] / 1048576.0,
            st.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0);
+    if (cfg.parallel.pp > 1) { /* measured: `mgt plan --gpu cpu` predicts the same figure */
+        printf("pipeline:       %s, %d micro-batches; bubble (time waiting for other stages / step), measured:", schedule_name(&cfg),
+               cfg.train.global_batch / (cfg.train.micro_batch * cfg.parallel.dp));
+        for (i = 0; i < ranks && i < 8; i++) printf("%s rank %d %.1f%%", i ? "," : "", i, bubble[ranks + i] > 0 ? 100.0 * bubble[i] / bubble[ranks + i] : 0.0);
+        printf("%s\n", ranks > 8 ? ", ..." : "");
+    }
+    free(rank_st);
+    free(bubble);
     {
         char key[512], date[192];
         double base;

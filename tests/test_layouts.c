@@ -66,7 +66,7 @@ static const feature_layout features[] = {
     {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=1", 0},
     {{2, 1, 2, 1, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=1", 0},
     {{2, 1, 2, 3, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2", 0},
-    {{1, 2, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2", 1},
+    {{1, 2, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2", 0},
     {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2 train.recompute=full", 0},
     {{1, 1, 4, 0, "1f1b"}, "model.n_layer=8 parallel.pp_virtual=2 train.micro_batch=2", 0},
     {{0, 0, 0, 0, NULL}, NULL, 0}, /* the end */
@@ -428,6 +428,7 @@ int main(int argc, char **argv) {
               llama ? "llama " : "", third, 2 * third, e, steps);
     }
     llama = 0;
+#ifndef MGT_TEST_CUDA /* the CPU build only: a checkpoint is the same gather on either backend, and the CUDA runs on the fakes are the suite's slowest */
     /* a checkpoint of interleaved 1F1B (pp 2 x 2 chunks: stage 0 holds blocks 0 and 2) resumes under
        one rank and under plain pp 2, GPT-2 and Llama */
     for (llama = 0; llama < 2; llama++) {
@@ -454,6 +455,7 @@ int main(int argc, char **argv) {
         }
     }
     llama = 0;
+#endif
     /* bf16 storage (fp32 master weights and gradients): a subset covering dp, ZeRO 1/2/3, tp, pp with
        both schedules and a mixture, against one bf16 rank */
     {

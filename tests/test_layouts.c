@@ -68,7 +68,9 @@ static const feature_layout features[] = {
     {{2, 1, 2, 3, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2", 0},
     {{1, 2, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2", 0},
     {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2 train.recompute=full", 0},
-    {{1, 1, 4, 0, "1f1b"}, "model.n_layer=8 parallel.pp_virtual=2 train.micro_batch=2", 0},
+    /* 8 blocks: in bf16 GPT-2's accumulation alone (one rank, micro_batch 2 against 8) moves the weights 1.2e-2 over 20 steps, near
+       the bound; the schedule adds nothing (pp 4 1F1B gives the same figures) */
+    {{1, 1, 4, 0, "1f1b"}, "model.n_layer=8 parallel.pp_virtual=2 train.micro_batch=1", 0},
     {{0, 0, 0, 0, NULL}, NULL, 0}, /* the end */
 };
 

@@ -75,9 +75,13 @@ static void format_hms(double seconds, char *out, size_t cap) {
 static const struct command_help {
     const char *name, *usage, *text;
 } commands[] = {
-    {"train", "mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--overwrite] [--no-tui] [--tui-frames N]",
+    {"train", "mgt train PRESET [--set section.key=value]... [--auto-layout] [--resume DIR|FILE|latest] [--overwrite] [--no-tui] [--tui-frames N]",
      "Trains the model of PRESET, under the dashboard in a terminal, else printing a line every log.every steps.\n"
      "  --set section.key=value   override a preset key (repeatable; `mgt keys` lists them)\n"
+     "  --auto-layout             parallel.layout = auto: train with the fastest layout (dp, tp, pp, zero, pp_schedule,\n"
+     "                            micro_batch, recompute) that fits this machine's GPUs, or its cores, as PREDICTED by the\n"
+     "                            step simulator in seconds; the preset's layout keys give way, those given by --set are kept;\n"
+     "                            prints the choice, its predicted step, the runner-up and the search's time\n"
      "  --resume DIR|FILE|latest  continue from a checkpoint (latest: the newest in checkpoint.dir)\n"
      "  --overwrite               delete the checkpoints another run left in checkpoint.dir and start afresh\n"
      "  --no-tui                  the log, not the dashboard, even in a terminal\n"
@@ -191,7 +195,7 @@ static int option_number(const char *cmd, const char *opt, const char *text, int
 /* PRESET plus --set overrides; other options are left to the caller through `extra` */
 typedef struct options {
     const char *preset, *resume, *prompt;
-    int no_tui, tokens, top_k, steps, markdown, overwrite, record;
+    int no_tui, tokens, top_k, steps, markdown, overwrite, record, auto_layout;
     double temperature;
     unsigned long long seed;
 } options;
@@ -223,6 +227,7 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
         if (!strcmp(a, "--record") && !strcmp(argv[1], "bench")) { o->record = 1; continue; }
         if (!strcmp(a, "--no-tui")) { o->no_tui = 1; continue; }
         if (!strcmp(a, "--overwrite")) { o->overwrite = 1; continue; }
+        if (!strcmp(a, "--auto-layout")) { o->auto_layout = 1; continue; }
         if (a[0] == '-') { fprintf(stderr, "mgt %s: unknown option %s (see mgt %s --help)\n", argv[1], a, argv[1]); return 2; }
         if (o->preset) { fprintf(stderr, "mgt: one preset at a time (got %s and %s)\n", o->preset, a); return 2; }
         o->preset = a;
@@ -231,7 +236,44 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
     if (o->preset && (r = mgt_config_load(cfg, o->preset)) != MGT_OK) return fail(r);
     for (i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--set") && (r = mgt_config_set(cfg, argv[++i])) != MGT_OK) return fail(r);
+    /* after the preset and --set: the preset's layout keys give way, those of --set pin the search */
+    if (o->auto_layout && (r = mgt_config_set_from(cfg, "parallel.layout=auto", "--auto-layout")) != MGT_OK) return fail(r);
     if ((r = mgt_config_resolve_init(cfg)) != MGT_OK || (r = mgt_config_validate(cfg)) != MGT_OK) return fail(r);
+    return 0;
+}
+
+/* a layout as the preset keys say it: "dp 2 x tp 1 x pp 2 (1f1b), zero 1, micro_batch 4, recompute none" */
+static void layout_text(const mgt_layout_choice *c, char *out, size_t cap) {
+    snprintf(out, cap, "dp %d x tp %d x pp %d%s, zero %d, micro_batch %d, recompute %s", c->dp, c->tp, c->pp,
+             c->pp > 1 ? (c->pp_schedule ? " (gpipe)" : " (1f1b)") : "", c->zero, c->micro_batch, c->recompute ? "full" : "none");
+}
+
+/* parallel.layout = auto: the layout chosen now (mgt_config_resolve_layout), printed with its predicted
+   step, the runner-up and what the search took; 0, or the exit code of a failure */
+static int choose_layout(mgt_config *cfg) {
+    mgt_layout_auto a;
+    mgt_result r;
+    char text[160], ranks[96];
+    if (cfg->parallel.layout != MGT_LAYOUT_AUTO) return 0;
+    printf("parallel.layout = auto: simulating a step of each layout that fits this machine...\n");
+    fflush(stdout);
+    if ((r = mgt_config_resolve_layout(cfg, &a)) != MGT_OK) return fail(r);
+    if (!a.searched) return 0;
+    if (a.on_gpus) snprintf(ranks, sizeof ranks, "%d x %s", a.devices, a.title);
+    else snprintf(ranks, sizeof ranks, "%d CPU thread%s of this machine", a.devices, a.devices == 1 ? "" : "s");
+    layout_text(&a.chosen, text, sizeof text);
+    printf("layout chosen automatically: %s\n", text);
+    printf("  PREDICTED by the step simulator: step %.2f ms, %.0f tokens/s, %.*f %s on the fullest %s\n", a.chosen.step_s * 1e3, a.chosen.tokens_per_s,
+           a.chosen.mem_gib < 1 ? 1 : 2, a.chosen.mem_gib < 1 ? a.chosen.mem_gib * 1024 : a.chosen.mem_gib, a.chosen.mem_gib < 1 ? "MiB" : "GiB",
+           a.on_gpus ? "GPU" : "rank");
+    if (a.has_runner_up) {
+        layout_text(&a.runner_up, text, sizeof text);
+        printf("  runner-up: %s: PREDICTED step %.2f ms, %.0f tokens/s\n", text, a.runner_up.step_s * 1e3, a.runner_up.tokens_per_s);
+    } else printf("  runner-up: none (one layout fits)\n");
+    printf("  search: %d layout%s that fit %s simulated", a.simulated, a.simulated == 1 ? "" : "s", ranks);
+    if (a.pinned) printf(", %d of them with %s", a.eligible, a.pins);
+    printf(", in %.2f s (measured)\n", a.search_s);
+    fflush(stdout);
     return 0;
 }
 
@@ -689,6 +731,7 @@ static int cmd_train(int argc, char **argv) {
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     if (!cfg.log.metrics[0]) strcpy(cfg.log.metrics, "auto"); /* mgt train keeps metrics unless told not to */
     mgt_set_logger(print_log, NULL);
+    if ((rc = choose_layout(&cfg))) return rc;
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
     /* a refusal is every process's (the library agrees on it): process 0 alone says why */
     if ((o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) || (r = mgt_run_claim(run, o.overwrite)) != MGT_OK) {
@@ -859,7 +902,7 @@ static int cmd_check(int argc, char **argv) {
     int rc, i, threads;
     char text[16384];
     memset(&o, 0, sizeof o);
-    if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
+    if ((rc = parse_common(argc, argv, &cfg, &o, 1)) || (rc = choose_layout(&cfg))) return rc;
     int n_files[2] = {0, 0};
     size_t n_tokens[2] = {0, 0};
     for (i = 0; i < 2; i++) { /* the shards as a run reads them: every file of the globs, each long enough */
@@ -1132,6 +1175,12 @@ static int cmd_plan(int argc, char **argv) {
     }
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
+    if (cfg.parallel.layout == MGT_LAYOUT_AUTO && gpu && !search) { /* auto chooses for the machine that trains, not for a simulated one */
+        fprintf(stderr, "mgt plan: [parallel] layout = auto chooses the layout on the machine that trains; `mgt plan PRESET --gpu %s --gpus N --search` "
+                        "lists the layouts it would choose from there\n", gpu);
+        return 2;
+    }
+    if (!search && (rc = choose_layout(&cfg))) return rc;
     world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
     if (gpus > 0 && gpus != world) { /* fill the machine with data parallelism */
         if (gpus % (cfg.parallel.tp * cfg.parallel.pp)) {
@@ -1450,7 +1499,7 @@ static int cmd_bench(int argc, char **argv) {
     double t0, elapsed, tok_s, gflops, sgemm1, machine = 0, peak = 0, share = 1;
     char measured[64], peak_source[256] = "";
     memset(&o, 0, sizeof o);
-    if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
+    if ((rc = parse_common(argc, argv, &cfg, &o, 1)) || (rc = choose_layout(&cfg))) return rc;
     steps = o.steps > 0 ? o.steps : 5;
     cfg.data.train[0] = cfg.data.val[0] = 0;  /* synthetic tokens: the benchmark needs no data */
     strcpy(cfg.log.metrics, "none"); /* a benchmark writes no record of a run and takes no folder */

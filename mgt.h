@@ -60,8 +60,11 @@
                             charged to the compute stream's clock
      src/sim_comm.c         the step simulator: its communicator and world, the CPU priced by running its ops
      src/sim_calibration.c  the step simulator: calibration from per-family times measured on a GPU
-     src/sim_search.c       the layout search: every layout of a number of GPUs that fits, simulated, fastest
-                            first (mgt plan --search)
+     src/sim_search.c       the layout search: every layout of a number of GPUs (or CPU ranks) that fits,
+                            simulated, fastest first (mgt plan --search, parallel.layout = auto)
+     src/layout_auto.c      a layout chosen for you: parallel.layout = auto resolved into the layout keys by
+                            the layout search, on this machine's GPUs or cores (mgt_config_resolve_layout);
+                            under MGT_NO_SIM a stand-in that refuses auto
      src/impl_end.h         the implementation ends; the licence
 */
 /* ==== begin src/mgt_api.h ==== */
@@ -99,7 +102,7 @@
                          as [model] init, and mgt_export, are then refused); init from mgt checkpoints
                          and llm.c's .bin stays
      MGT_NO_SIM          beside MGT_IMPLEMENTATION: no step simulator (the mgt_sim_* functions, mgt_plan_search and
-                         mgt_layout_search_free are then not defined)
+                         mgt_layout_search_free are then not defined; parallel.layout = auto is refused)
      MGT_NO_MPI          beside MGT_IMPLEMENTATION: one process only, no MPI (a run started by an MPI
                          launcher of several processes is then refused, naming the switch)
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
@@ -247,6 +250,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(train, recompute, ENUM, "none", 0, 0, "none|full", "recompute activations in backward")
 #define MGT_KEYS_parallel(X)                                                                       \
     X(parallel, device, ENUM, "auto", 0, 0, "auto|cpu|cuda", "where ranks run")                    \
+    X(parallel, layout, ENUM, "manual", 0, 0, "manual|auto", "manual: the layout keys as set (dp, tp, pp, zero, pp_schedule, train.micro_batch, train.recompute); auto: the step simulator's fastest layout that fits this machine, chosen as the run starts; layout keys set beside auto or by --set constrain it") \
     X(parallel, dp, INT, "1", 1, 4096, "", "data-parallel ranks")                                  \
     X(parallel, tp, INT, "1", 1, 4096, "", "tensor-parallel ranks")                                \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
@@ -292,6 +296,7 @@ enum { MGT_DTYPE_FP32, MGT_DTYPE_BF16, MGT_DTYPE_FP16 };
 enum { MGT_NORM_LAYERNORM, MGT_NORM_RMSNORM };
 enum { MGT_POSITIONS_LEARNED, MGT_POSITIONS_ROPE };
 enum { MGT_MLP_GELU, MGT_MLP_SWIGLU };
+enum { MGT_LAYOUT_MANUAL, MGT_LAYOUT_AUTO };
 
 typedef struct mgt_config {
     MGT_CONFIG_SECTIONS(MGT__DECL_SECTION)
@@ -824,6 +829,40 @@ typedef struct mgt_layout_search {
 } mgt_layout_search;
 MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out);
 MGTDEF void mgt_layout_search_free(mgt_layout_search *search);
+
+/* A layout chosen for you: [parallel] layout = auto (src/layout_auto.c; docs/design.md, "A layout
+   chosen for you"). mgt_config_resolve_layout writes into cfg the fastest layout mgt_plan_search finds for this
+   machine among those that fit it as mgt_run_create checks, PREDICTED by the simulator, in seconds
+   (one simulated step per layout, no trial runs):
+   - GPUs (device cuda, or auto where the CUDA library finds GPUs): every GPU visible, priced as the
+     simulator's model of its name (A100, H100, H200, B200; another is refused) with the least free
+     memory among them; fewer GPUs only where no layout of all of them fits;
+   - the CPU: ranks are threads sharing parallel.threads (0: every core); 1, 2, 4 ... ranks and the
+     threads themselves, each op priced by running it here (the simulator's cpu device).
+   It sets dp, tp, pp, zero, pp_schedule, train.micro_batch and train.recompute, never the model, the
+   global batch or the precision. A layout key set beside auto (in the preset that says auto, or by
+   mgt_config_set / --set after it) is pinned: only layouts with its value are chosen; a preset's own
+   layout keys are replaced when auto comes from mgt_config_set or --auto-layout. cfg keeps
+   parallel.layout = auto, marked chosen: a second call leaves it as it is, mgt_run_create refuses
+   an auto layout not chosen, and a checkpoint's stored preset holds the layout with layout = auto
+   (a run resumed from it chooses again: checkpoints do not depend on the layout). parallel.layout =
+   manual: nothing to do (out->searched 0). Refused under an MPI launcher of several processes and
+   under MGT_NO_SIM. */
+typedef struct mgt_layout_auto {
+    int searched;                /* 1: cfg's layout was chosen by this call */
+    int on_gpus;                 /* 1: GPU ranks priced as `device`; 0: CPU ranks */
+    char device[32], title[64];  /* the simulator's device ("h100", "cpu") and its title */
+    int devices;                 /* GPUs visible, or the CPU threads: the most ranks tried */
+    int simulated;               /* layouts that fit and were simulated, over every rank count tried */
+    int eligible;                /* of them, those that keep the pinned keys */
+    int pinned;                  /* layout keys pinned, as pins lists them ("parallel.tp = 2") */
+    char pins[256];
+    mgt_layout_choice chosen;    /* its PREDICTED step_s, tokens_per_s, mfu, mem_gib */
+    mgt_layout_choice runner_up; /* the next fastest that fits (has_runner_up) */
+    int has_runner_up;
+    double search_s;             /* what the search took here, measured */
+} mgt_layout_auto;
+MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *out);
 
 /* ---- runs (src/run.c .. src/api.c): create, step, evaluate, save, resume, sample, statistics -- */
 
@@ -1497,15 +1536,43 @@ static void mgt__order_keys(const mgt_config *cfg, int *first, int *second) {
     if (cfg->line[*first] == 0 && cfg->line[*second] != 0) { int t = *first; *first = *second; *second = t; }
 }
 #define MGT__FROM_INIT (-2) /* cfg->line of a model key taken from [model] init's file */
+#define MGT__FROM_LAYOUT (-7) /* cfg->line of a layout key parallel.layout = auto chose, and of layout itself once it has chosen */
+/* the keys parallel.layout = auto chooses */
+static const char *const mgt__layout_keys[][2] = {
+    {"parallel", "dp"}, {"parallel", "tp"}, {"parallel", "pp"}, {"parallel", "zero"}, {"parallel", "pp_schedule"}, {"train", "micro_batch"}, {"train", "recompute"},
+};
+#define MGT__LAYOUT_KEYS 7
+/* whether cfg asks for a layout still to be chosen: parallel.layout = auto, not yet resolved (mgt_config_resolve_layout) */
+static int mgt__layout_unresolved(const mgt_config *cfg) {
+    return cfg->parallel.layout == MGT_LAYOUT_AUTO && cfg->line[mgt__find_key("parallel", "layout")] != MGT__FROM_LAYOUT;
+}
+/* whether layout key `key` constrains an automatic layout: set beside auto or after it. A preset's own
+   layout keys pin it only where the preset itself says auto (auto from --set, --auto-layout or a
+   program replaces the preset's layout); --set and a program's options always pin; a default, or a
+   value auto chose before, never does */
+static int mgt__layout_pinned(const mgt_config *cfg, int key) {
+    int line = cfg->line[key];
+    if (line == 0 || line == MGT__FROM_LAYOUT || line == MGT__FROM_INIT) return 0;
+    return line < 0 || cfg->line[mgt__find_key("parallel", "layout")] > 0;
+}
 /* where a key got its value: "file:line", "--set section.key", init's model or "the default" */
 static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t cap) {
     int line = cfg->line[key];
     if (line > 0) snprintf(buf, cap, "%s:%d", cfg->path, line);
     else if (line == MGT__FROM_INIT) snprintf(buf, cap, "[model] init's model");
+    else if (line == MGT__FROM_LAYOUT) snprintf(buf, cap, "parallel.layout = auto's choice");
     else if (line <= -3 && line >= -6) snprintf(buf, cap, "%s", cfg->option[-3 - line]);
     else if (line < 0) snprintf(buf, cap, "--set %s.%s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     else snprintf(buf, cap, "the default of [%s] %s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     return buf;
+}
+/* MGT_OK, or (with the error set) where cfg's layout is parallel.layout = auto still to be chosen:
+   `who` needs a layout */
+static mgt_result mgt__layout_chosen(const mgt_config *cfg, const char *who) {
+    char where[300];
+    if (!mgt__layout_unresolved(cfg)) return MGT_OK;
+    return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto: %s needs the layout chosen first: mgt_config_resolve_layout(&cfg, &choice) "
+                     "chooses it (mgt train does)", mgt__where(cfg, mgt__find_key("parallel", "layout"), where, sizeof where), who);
 }
 
 /* why a string value is refused (NULL when it is fine): a value is UTF-8 text of one line, so that
@@ -1971,6 +2038,23 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                 return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: %s", cfg->line[i] ? mgt__where(cfg, i, w1, sizeof w1) : "set by the program",
                                  k->info.section, k->info.name, why);
         }
+    }
+    if (mgt__layout_unresolved(cfg)) { /* the keys auto chooses are checked once chosen: here those set (pinned) against the rest */
+        mgt_config pinned = *cfg;
+        int k;
+        for (k = 0; k < MGT__LAYOUT_KEYS; k++) {
+            int key = mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1]);
+            if (mgt__layout_pinned(cfg, key)) continue;
+            if (k == 0) pinned.parallel.dp = 1;
+            else if (k == 1) pinned.parallel.tp = 1;
+            else if (k == 2) pinned.parallel.pp = 1;
+            else if (k == 3) pinned.parallel.zero = 0;
+            else if (k == 4) pinned.parallel.pp_schedule = 0;
+            else if (k == 5) pinned.train.micro_batch = 1;
+            else pinned.train.recompute = MGT_RECOMPUTE_NONE;
+        }
+        pinned.parallel.layout = MGT_LAYOUT_MANUAL;
+        return mgt_config_validate(&pinned);
     }
     {
         int e;
@@ -3615,6 +3699,7 @@ static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
 MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out) {
     if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_make: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a plan"));
     return mgt__plan_make(cfg, out);
 }
 
@@ -8100,6 +8185,16 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
     if (continues) mgt__history_from_metrics(r);
     r->metrics = fopen(r->metrics_path, continues ? "a" : "w");
     if (!r->metrics) return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno));
+    if (r->plan.cfg.parallel.layout == MGT_LAYOUT_AUTO) { /* each start of the run says the layout parallel.layout = auto chose for it */
+        const mgt_config *c = &r->plan.cfg;
+        char schedule[16], recompute[16];
+        mgt_config_value_string(c, mgt__find_key("parallel", "pp_schedule"), schedule, sizeof schedule);
+        mgt_config_value_string(c, mgt__find_key("train", "recompute"), recompute, sizeof recompute);
+        fprintf(r->metrics, "{\"type\":\"layout\",\"step\":%d,\"chosen\":\"auto\",\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"pp_schedule\":\"%s\","
+                "\"micro_batch\":%d,\"recompute\":\"%s\"}\n", r->step, c->parallel.dp, c->parallel.tp, c->parallel.pp, c->parallel.zero, schedule,
+                c->train.micro_batch, recompute);
+        fflush(r->metrics);
+    }
     return MGT_OK;
 }
 
@@ -10919,6 +11014,7 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
     if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_fit: cfg and out are required");
     memset(out, 0, sizeof *out);
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "the memory check"));
     MGT__TRY(mgt__plan_make(cfg, &plan));
     api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
     if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
@@ -11148,6 +11244,7 @@ static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const
     cfg = &resolved; /* the model keys [model] init gives */
     MGT__TRY(mgt_config_resolve_init(&resolved));
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a run"));
     MGT__TRY(mgt__run_alloc_on(&r, cfg, 0, given, given_world));
     if (cfg->model.init[0] && (res = mgt__init_weights(r)) != MGT_OK) { mgt_run_destroy(r); return res; }
     if (cfg->data.train[0]) {
@@ -12762,6 +12859,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     if (opt->device.tensor_tflops[0] <= 0 || opt->device.mem_gbps <= 0 || opt->device.vector_tflops <= 0)
         return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: device '%s' has no peak or bandwidth (for cpu, use mgt_sim_device_find)", opt->device.name);
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a simulated step"));
     MGT__TRY(mgt__plan_make(cfg, &p));
     MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
     res = mgt__run_alloc_on(&r, cfg, 0, &mgt__world_sim, w);
@@ -13006,16 +13104,24 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
 /* ==== begin src/sim_search.c ==== */
 #ifndef MGT_NO_SIM
 #line 1 "src/sim_search.c"
-/* src/sim_search.c - the layout search: every layout of a number of GPUs that fits, simulated,
-   fastest first (mgt plan --search) */
+/* src/sim_search.c - the layout search: every layout of a number of GPUs (or CPU ranks) that fits,
+   simulated, fastest first (mgt plan --search, parallel.layout = auto) */
 
 /* GiB the fullest rank of cfg needs on a GPU (the plan, the device's reserve, the attention
-   scratch), or -1 when cfg is not a valid layout */
+   scratch), or -1 when cfg is not a valid layout. On the CPU (host_sync), where the ranks share the
+   machine's memory: 0 when the whole run fits it as mgt_run_create checks it (mgt__fit), else -1 */
 static double mgt__search_mem(const mgt_config *layout, const mgt_sim_device *d) {
     mgt_config gpu = *layout; /* planned as GPU ranks: flash attention's activations */
     mgt_plan plan;
     int r, c, tp = gpu.parallel.tp, dp = gpu.parallel.dp, pp = gpu.parallel.pp;
     double worst = 0;
+    if (d->host_sync) {
+        mgt_fit fit;
+        gpu.parallel.device = MGT_DEVICE_CPU;
+        if (mgt_plan_make(&gpu, &plan) != MGT_OK) return -1;
+        mgt__fit(&plan, 0, NULL, 0, &fit);
+        return fit.fits || !fit.checked ? 0 : -1;
+    }
     gpu.parallel.device = MGT_DEVICE_CUDA;
     if (mgt_plan_make(&gpu, &plan) != MGT_OK) return -1;
     for (r = 0; r < dp * tp * pp; r++) {
@@ -13064,7 +13170,6 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
     double t0 = mgt_now();
     if (!base || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: base, opt and out are required");
     memset(out, 0, sizeof *out);
-    if (opt->device.host_sync) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: the search is for GPUs, not '%s'", opt->device.name);
     if (world < 1) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: %d GPUs", world);
     per_node = opt->gpus_per_node > 0 ? opt->gpus_per_node : world;
     for (tp = 1; tp <= world && tp <= per_node; tp++) {
@@ -13082,6 +13187,7 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                             double mem;
                             cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
                             cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            cfg.parallel.layout = MGT_LAYOUT_MANUAL; /* a layout of its own, checked as such */
                             mem = mgt__search_mem(&cfg, &opt->device);
                             if (mem < 0 || mem > opt->device.mem_gib) continue;
                             if (mgt_sim_run(&cfg, opt, &res) != MGT_OK) { out->failed++; continue; }
@@ -13107,6 +13213,183 @@ MGTDEF void mgt_layout_search_free(mgt_layout_search *search) {
 }
 #endif /* MGT_NO_SIM */
 /* ==== end src/sim_search.c ==== */
+/* ==== begin src/layout_auto.c ==== */
+#line 1 "src/layout_auto.c"
+/* src/layout_auto.c - a layout chosen for you: parallel.layout = auto resolved into the layout keys by
+   the layout search, on this machine's GPUs or cores (mgt_config_resolve_layout); under MGT_NO_SIM a
+   stand-in that refuses auto */
+
+#ifndef MGT_NO_SIM
+/* the simulator's model of a GPU that names itself `name` ("NVIDIA H100 80GB HBM3"), or NULL (as mgt
+   doctor names them: a GH200 is priced as an H200) */
+static const char *mgt__layout_gpu_model(const char *name) {
+    char up[96];
+    size_t i;
+    for (i = 0; name[i] && i + 1 < sizeof up; i++) up[i] = (char)(name[i] >= 'a' && name[i] <= 'z' ? name[i] - 32 : name[i]);
+    up[i] = 0;
+    if (strstr(up, "A100")) return "a100";
+    if (strstr(up, "H100")) return "h100";
+    if (strstr(up, "H200")) return "h200";
+    if (strstr(up, "B200")) return "b200";
+    return NULL;
+}
+
+/* whether layout c keeps every pinned key of cfg (zero only counts where there is DP, the schedule
+   where there is a pipeline: the search tries no others there) */
+static int mgt__layout_keeps(const mgt_config *cfg, const int *pinned, const mgt_layout_choice *c) {
+    return (!pinned[0] || c->dp == cfg->parallel.dp) && (!pinned[1] || c->tp == cfg->parallel.tp) && (!pinned[2] || c->pp == cfg->parallel.pp) &&
+           (!pinned[3] || c->dp == 1 || c->zero == cfg->parallel.zero) && (!pinned[4] || c->pp == 1 || c->pp_schedule == cfg->parallel.pp_schedule) &&
+           (!pinned[5] || c->micro_batch == cfg->train.micro_batch) && (!pinned[6] || c->recompute == cfg->train.recompute);
+}
+
+/* cfg with layout c (pinned keys keep their values), each chosen key marked as auto's choice */
+static void mgt__layout_apply(mgt_config *cfg, const int *pinned, const mgt_layout_choice *c) {
+    int v[MGT__LAYOUT_KEYS], k;
+    v[0] = c->dp; v[1] = c->tp; v[2] = c->pp; v[3] = c->zero; v[4] = c->pp_schedule; v[5] = c->micro_batch; v[6] = c->recompute;
+    for (k = 0; k < MGT__LAYOUT_KEYS; k++) {
+        if (pinned[k]) continue;
+        if (k == 0) cfg->parallel.dp = v[k];
+        else if (k == 1) cfg->parallel.tp = v[k];
+        else if (k == 2) cfg->parallel.pp = v[k];
+        else if (k == 3) cfg->parallel.zero = v[k];
+        else if (k == 4) cfg->parallel.pp_schedule = v[k];
+        else if (k == 5) cfg->train.micro_batch = v[k];
+        else cfg->train.recompute = v[k];
+        cfg->line[mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1])] = MGT__FROM_LAYOUT;
+    }
+}
+
+/* whether cfg with layout c fits this machine as mgt_run_create checks it (api: its GPUs; NULL: the CPU) */
+static int mgt__layout_fits(const mgt_config *cfg, const int *pinned, const mgt_layout_choice *c, const mgt_cuda_api *api) {
+    mgt_config t = *cfg;
+    mgt_plan plan;
+    mgt_fit fit;
+    mgt__layout_apply(&t, pinned, c);
+    t.parallel.layout = MGT_LAYOUT_MANUAL;
+    if (mgt_config_validate(&t) != MGT_OK || mgt__plan_make(&t, &plan) != MGT_OK) return 0;
+    mgt__fit_on(&plan, api, 0, &fit);
+    return fit.fits || !fit.checked;
+}
+
+MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *out) {
+    const mgt_cuda_api *api = NULL;
+    mgt_sim_options o;
+    mgt_config base;
+    int pinned[MGT__LAYOUT_KEYS], k, gpus = 0, threads, worlds[32], nworlds = 0, w, have = 0, fixed_world = 0, processes;
+    double t0 = mgt_now();
+    char why[900] = "", where[300];
+    if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_resolve_layout: cfg and out are required");
+    memset(out, 0, sizeof *out);
+    if (!mgt__layout_unresolved(cfg)) return MGT_OK; /* manual, or chosen already */
+    MGT__TRY(mgt_config_resolve_init(cfg)); /* the model the layouts are of */
+    MGT__TRY(mgt_config_validate(cfg));
+    mgt__where(cfg, mgt__find_key("parallel", "layout"), where, sizeof where);
+    if ((processes = mgt_mpi_launcher(NULL, 0)) > 1) /* each process would choose by itself, and on the CPU measure differently */
+        return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] layout = auto under an MPI launcher of %d processes: not supported; set the layout "
+                         "(`mgt plan PRESET --gpu NAME --gpus N --search` lists the fastest)", where, processes);
+    for (k = 0; k < MGT__LAYOUT_KEYS; k++) {
+        pinned[k] = mgt__layout_pinned(cfg, mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1]));
+        if (pinned[k]) {
+            char value[32];
+            mgt_config_value_string(cfg, mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1]), value, sizeof value);
+            mgt__catf(out->pins, sizeof out->pins, "%s%s.%s = %s", out->pinned++ ? ", " : "", mgt__layout_keys[k][0], mgt__layout_keys[k][1], value);
+        }
+    }
+    base = *cfg;
+    base.parallel.layout = MGT_LAYOUT_MANUAL;
+    mgt_sim_options_init(&o);
+    /* where the ranks go: GPUs where the CUDA library finds them (device cuda or auto), else the CPU */
+    if (cfg->parallel.device != MGT_DEVICE_CPU) {
+        api = mgt_cuda_load(why, sizeof why);
+        if (api && (api->probe(&gpus, why, sizeof why) != 0 || gpus < 1)) api = NULL;
+        if (!api && cfg->parallel.device == MGT_DEVICE_CUDA)
+            return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] layout = auto with device = cuda, but no usable GPU: %s", where, why[0] ? why : "none found");
+    }
+    if (api) { /* every GPU visible, priced as the simulator's model of its name, with the least free memory of them */
+        double least = -1;
+        const char *model = NULL;
+        mgt_gpu_info info;
+        for (k = 0; k < gpus; k++) {
+            memset(&info, 0, sizeof info);
+            if (api->info(k, &info) != 0) return mgt__fail(MGT_ERROR_DEVICE, "%s: parallel.layout = auto: cannot read GPU %d", where, k);
+            if (!(model = mgt__layout_gpu_model(info.name)))
+                return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] layout = auto: the step simulator has no model of GPU %d, %s (it knows A100, H100, H200 "
+                                 "and B200); set the layout (parallel.layout = manual)", where, k, info.name);
+            if (least < 0 || (double)info.memory_free < least) least = (double)info.memory_free;
+        }
+        MGT__TRY(mgt_sim_device_find(model, 0, &o.device));
+        o.device.mem_gib = least / 1073741824.0;
+        o.gpus_per_node = gpus;
+        out->on_gpus = 1;
+        out->devices = gpus;
+    } else { /* ranks are threads sharing the cores: the cpu device runs each op of each shape to price it */
+        threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
+        MGT__TRY(mgt_sim_device_find("cpu", threads, &o.device));
+        out->devices = threads;
+    }
+    mgt__strlcpy(out->device, o.device.name, sizeof out->device);
+    mgt__strlcpy(out->title, o.device.title, sizeof out->title);
+    if (pinned[0] && pinned[1] && pinned[2]) { /* the pins say how many ranks */
+        fixed_world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+        if (api && fixed_world > gpus)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto with dp x tp x pp pinned to %d ranks (%s), on %d GPUs", where, fixed_world, out->pins, gpus);
+        worlds[nworlds++] = fixed_world;
+    } else if (api) /* all the GPUs; fewer only where no layout of all of them fits (the loop below stops at the first that has one) */
+        for (w = gpus; w >= 1 && nworlds < 32; w--) worlds[nworlds++] = w;
+    else { /* 1, 2, 4, ... ranks and the threads themselves: each rank at least a thread, the threads divided between them */
+        for (w = 1; w <= out->devices && nworlds < 31; w *= 2) worlds[nworlds++] = w;
+        if (worlds[nworlds - 1] != out->devices) worlds[nworlds++] = out->devices;
+    }
+    for (w = 0; w < nworlds; w++) {
+        mgt_layout_search found;
+        mgt_sim_options ow = o;
+        int i;
+        if (!api) { /* a rank's share of the machine's peak, as mgt plan --gpu cpu reckons MFU */
+            for (i = 0; i < 3; i++) ow.device.tensor_tflops[i] /= worlds[w];
+            ow.device.vector_tflops /= worlds[w];
+            ow.device.transc_gps /= worlds[w];
+            ow.gpus_per_node = worlds[w];
+        }
+        MGT__TRY(mgt_plan_search(&base, &ow, worlds[w], &found));
+        out->simulated += found.count;
+        for (i = 0; i < found.count; i++) { /* fastest first: the first two that keep the pins and fit as the run will check */
+            const mgt_layout_choice *c = &found.layouts[i];
+            if (!mgt__layout_keeps(cfg, pinned, c)) continue;
+            out->eligible++;
+            if (have == 2 && c->tokens_per_s <= out->runner_up.tokens_per_s) continue;
+            if (!mgt__layout_fits(cfg, pinned, c, api)) continue;
+            if (!have || c->tokens_per_s > out->chosen.tokens_per_s) {
+                if (have) out->runner_up = out->chosen;
+                out->chosen = *c;
+                have = have ? 2 : 1;
+            } else if (have == 1 || c->tokens_per_s > out->runner_up.tokens_per_s) {
+                out->runner_up = *c;
+                have = 2;
+            }
+        }
+        mgt_layout_search_free(&found);
+        if (api && have) break; /* GPUs: the most GPUs that hold a layout */
+    }
+    out->has_runner_up = have == 2;
+    out->search_s = mgt_now() - t0;
+    if (!have)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto: no layout of up to %d %s fits%s%s (%d simulated; global batch %d); %s",
+                         where, out->devices, api ? o.device.title : "CPU threads", out->pinned ? " with " : "", out->pins, out->simulated,
+                         cfg->train.global_batch, out->pinned ? "pin fewer layout keys, or train a smaller model" : "train a smaller model, or on a machine with more memory");
+    mgt__layout_apply(cfg, pinned, &out->chosen);
+    cfg->line[mgt__find_key("parallel", "layout")] = MGT__FROM_LAYOUT;
+    out->searched = 1;
+    return mgt_config_validate(cfg);
+}
+#else
+MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *out) {
+    if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_resolve_layout: cfg and out are required");
+    memset(out, 0, sizeof *out);
+    if (!mgt__layout_unresolved(cfg)) return MGT_OK;
+    return mgt__fail(MGT_ERROR_UNSUPPORTED, "[parallel] layout = auto needs the step simulator, which this build leaves out (MGT_NO_SIM); set the layout");
+}
+#endif
+/* ==== end src/layout_auto.c ==== */
 /* ==== begin src/impl_end.h ==== */
 #line 1 "src/impl_end.h"
 /* src/impl_end.h - the implementation ends; the licence */

@@ -176,6 +176,7 @@ static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const
     cfg = &resolved; /* the model keys [model] init gives */
     MGT__TRY(mgt_config_resolve_init(&resolved));
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a run"));
     MGT__TRY(mgt__run_alloc_on(&r, cfg, 0, given, given_world));
     if (cfg->model.init[0] && (res = mgt__init_weights(r)) != MGT_OK) { mgt_run_destroy(r); return res; }
     if (cfg->data.train[0]) {

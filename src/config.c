@@ -153,15 +153,43 @@ static void mgt__order_keys(const mgt_config *cfg, int *first, int *second) {
     if (cfg->line[*first] == 0 && cfg->line[*second] != 0) { int t = *first; *first = *second; *second = t; }
 }
 #define MGT__FROM_INIT (-2) /* cfg->line of a model key taken from [model] init's file */
+#define MGT__FROM_LAYOUT (-7) /* cfg->line of a layout key parallel.layout = auto chose, and of layout itself once it has chosen */
+/* the keys parallel.layout = auto chooses */
+static const char *const mgt__layout_keys[][2] = {
+    {"parallel", "dp"}, {"parallel", "tp"}, {"parallel", "pp"}, {"parallel", "zero"}, {"parallel", "pp_schedule"}, {"train", "micro_batch"}, {"train", "recompute"},
+};
+#define MGT__LAYOUT_KEYS 7
+/* whether cfg asks for a layout still to be chosen: parallel.layout = auto, not yet resolved (mgt_config_resolve_layout) */
+static int mgt__layout_unresolved(const mgt_config *cfg) {
+    return cfg->parallel.layout == MGT_LAYOUT_AUTO && cfg->line[mgt__find_key("parallel", "layout")] != MGT__FROM_LAYOUT;
+}
+/* whether layout key `key` constrains an automatic layout: set beside auto or after it. A preset's own
+   layout keys pin it only where the preset itself says auto (auto from --set, --auto-layout or a
+   program replaces the preset's layout); --set and a program's options always pin; a default, or a
+   value auto chose before, never does */
+static int mgt__layout_pinned(const mgt_config *cfg, int key) {
+    int line = cfg->line[key];
+    if (line == 0 || line == MGT__FROM_LAYOUT || line == MGT__FROM_INIT) return 0;
+    return line < 0 || cfg->line[mgt__find_key("parallel", "layout")] > 0;
+}
 /* where a key got its value: "file:line", "--set section.key", init's model or "the default" */
 static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t cap) {
     int line = cfg->line[key];
     if (line > 0) snprintf(buf, cap, "%s:%d", cfg->path, line);
     else if (line == MGT__FROM_INIT) snprintf(buf, cap, "[model] init's model");
+    else if (line == MGT__FROM_LAYOUT) snprintf(buf, cap, "parallel.layout = auto's choice");
     else if (line <= -3 && line >= -6) snprintf(buf, cap, "%s", cfg->option[-3 - line]);
     else if (line < 0) snprintf(buf, cap, "--set %s.%s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     else snprintf(buf, cap, "the default of [%s] %s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     return buf;
+}
+/* MGT_OK, or (with the error set) where cfg's layout is parallel.layout = auto still to be chosen:
+   `who` needs a layout */
+static mgt_result mgt__layout_chosen(const mgt_config *cfg, const char *who) {
+    char where[300];
+    if (!mgt__layout_unresolved(cfg)) return MGT_OK;
+    return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto: %s needs the layout chosen first: mgt_config_resolve_layout(&cfg, &choice) "
+                     "chooses it (mgt train does)", mgt__where(cfg, mgt__find_key("parallel", "layout"), where, sizeof where), who);
 }
 
 /* why a string value is refused (NULL when it is fine): a value is UTF-8 text of one line, so that
@@ -627,6 +655,23 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                 return mgt__fail(MGT_ERROR_CONFIG, "%s: [%s] %s: %s", cfg->line[i] ? mgt__where(cfg, i, w1, sizeof w1) : "set by the program",
                                  k->info.section, k->info.name, why);
         }
+    }
+    if (mgt__layout_unresolved(cfg)) { /* the keys auto chooses are checked once chosen: here those set (pinned) against the rest */
+        mgt_config pinned = *cfg;
+        int k;
+        for (k = 0; k < MGT__LAYOUT_KEYS; k++) {
+            int key = mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1]);
+            if (mgt__layout_pinned(cfg, key)) continue;
+            if (k == 0) pinned.parallel.dp = 1;
+            else if (k == 1) pinned.parallel.tp = 1;
+            else if (k == 2) pinned.parallel.pp = 1;
+            else if (k == 3) pinned.parallel.zero = 0;
+            else if (k == 4) pinned.parallel.pp_schedule = 0;
+            else if (k == 5) pinned.train.micro_batch = 1;
+            else pinned.train.recompute = MGT_RECOMPUTE_NONE;
+        }
+        pinned.parallel.layout = MGT_LAYOUT_MANUAL;
+        return mgt_config_validate(&pinned);
     }
     {
         int e;

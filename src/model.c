@@ -102,6 +102,7 @@ static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
 MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out) {
     if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_make: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a plan"));
     return mgt__plan_make(cfg, out);
 }
 

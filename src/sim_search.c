@@ -1,13 +1,21 @@
-/* src/sim_search.c - the layout search: every layout of a number of GPUs that fits, simulated,
-   fastest first (mgt plan --search) */
+/* src/sim_search.c - the layout search: every layout of a number of GPUs (or CPU ranks) that fits,
+   simulated, fastest first (mgt plan --search, parallel.layout = auto) */
 
 /* GiB the fullest rank of cfg needs on a GPU (the plan, the device's reserve, the attention
-   scratch), or -1 when cfg is not a valid layout */
+   scratch), or -1 when cfg is not a valid layout. On the CPU (host_sync), where the ranks share the
+   machine's memory: 0 when the whole run fits it as mgt_run_create checks it (mgt__fit), else -1 */
 static double mgt__search_mem(const mgt_config *layout, const mgt_sim_device *d) {
     mgt_config gpu = *layout; /* planned as GPU ranks: flash attention's activations */
     mgt_plan plan;
     int r, c, tp = gpu.parallel.tp, dp = gpu.parallel.dp, pp = gpu.parallel.pp;
     double worst = 0;
+    if (d->host_sync) {
+        mgt_fit fit;
+        gpu.parallel.device = MGT_DEVICE_CPU;
+        if (mgt_plan_make(&gpu, &plan) != MGT_OK) return -1;
+        mgt__fit(&plan, 0, NULL, 0, &fit);
+        return fit.fits || !fit.checked ? 0 : -1;
+    }
     gpu.parallel.device = MGT_DEVICE_CUDA;
     if (mgt_plan_make(&gpu, &plan) != MGT_OK) return -1;
     for (r = 0; r < dp * tp * pp; r++) {
@@ -56,7 +64,6 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
     double t0 = mgt_now();
     if (!base || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: base, opt and out are required");
     memset(out, 0, sizeof *out);
-    if (opt->device.host_sync) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: the search is for GPUs, not '%s'", opt->device.name);
     if (world < 1) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: %d GPUs", world);
     per_node = opt->gpus_per_node > 0 ? opt->gpus_per_node : world;
     for (tp = 1; tp <= world && tp <= per_node; tp++) {
@@ -74,6 +81,7 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                             double mem;
                             cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
                             cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            cfg.parallel.layout = MGT_LAYOUT_MANUAL; /* a layout of its own, checked as such */
                             mem = mgt__search_mem(&cfg, &opt->device);
                             if (mem < 0 || mem > opt->device.mem_gib) continue;
                             if (mgt_sim_run(&cfg, opt, &res) != MGT_OK) { out->failed++; continue; }

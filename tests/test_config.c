@@ -342,7 +342,7 @@ static void test_checkpoints(void) {
                                           "model.n_kv_head=0", "model.d_ff=0", "model.init=",
                                           "data.val=", "data.tokenizer=byte", "train.steps=1", "train.global_batch=1", "train.micro_batch=1",
                                           "train.eval_every=0", "parallel.device=cpu", "parallel.dp=1", "parallel.tp=1", "parallel.pp=1",
-                                          "parallel.zero=0", "parallel.threads=1", "precision.dtype=fp32", "precision.loss_scale=65536",
+                                          "parallel.zero=0", "parallel.threads=1", "parallel.layout=manual", "precision.dtype=fp32", "precision.loss_scale=65536",
                                           "checkpoint.every=0", "log.metrics=none", "log.tensorboard="};
             for (k = 0; k < (int)(sizeof fixed / sizeof fixed[0]); k++) mgt_config_set(&a, fixed[k]);
             if (a.train.min_lr > a.train.lr) a.train.min_lr = a.train.lr;

@@ -133,7 +133,12 @@ MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *ou
             ow.device.transc_gps /= worlds[w];
             ow.gpus_per_node = worlds[w];
         }
-        MGT__TRY(mgt_plan_search(&base, &ow, worlds[w], &found));
+        if (!api) mgt__sim_share(1); /* the CPU: an op shape measured once for the whole search, per rank count */
+        {
+            mgt_result res = mgt_plan_search(&base, &ow, worlds[w], &found);
+            if (!api) mgt__sim_share(0);
+            MGT__TRY(res);
+        }
         out->simulated += found.count;
         for (i = 0; i < found.count; i++) { /* fastest first: the first two that keep the pins and fit as the run will check */
             const mgt_layout_choice *c = &found.layouts[i];

@@ -636,6 +636,16 @@ print("chose dp %d tp %d pp %d micro %d; predicted %s ms; search %s s over %s la
 EOF
 then ok "train --auto-layout: prints the choice, its PREDICTED step, the runner-up and the search's time; trains with its ranks; metrics and the stored preset say it"
 else fail "train --auto-layout: exit $RC; $(head -c 600 auto.out) $(head -c 300 auto.err)"; fi
+run auto_resume "$MGT" train "$P/tiny.ini" --no-tui --auto-layout --set parallel.threads=2 --set train.steps=5 --set checkpoint.dir=auto_ck --resume latest
+if [ "$RC" -eq 0 ] && grep -q "resuming at step 3 of 5" auto_resume.out && python3 - auto_ck/metrics.jsonl <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+starts = [r["step"] for r in rows if r["type"] == "layout"]
+steps = [r["step"] for r in rows if r["type"] == "train"]
+assert starts == [0, 3] and steps == [1, 2, 3, 4, 5], (starts, steps)
+EOF
+then ok "--auto-layout --resume latest chooses again and continues the run (metrics: a layout line at steps 0 and 3, train steps 1..5)"
+else fail "--auto-layout resume: exit $RC; $(head -c 600 auto_resume.out) $(head -c 300 auto_resume.err)"; fi
 run auto_pp "$MGT" train "$P/tiny.ini" --no-tui --auto-layout --set parallel.pp=2 --set parallel.threads=2 --set train.steps=1 --set checkpoint.dir=auto_pp
 if [ "$RC" -eq 0 ] && grep -q "layout chosen automatically: dp 1 x tp 1 x pp 2 (" auto_pp.out && grep -q ", [0-9]* of them with parallel.pp = 2, in" auto_pp.out \
     && grep -q "| 2 ranks: dp 1 x tp 1 x pp 2" auto_pp.out; then ok "--auto-layout keeps a layout key given by --set (pp = 2) and trains with it"

@@ -815,7 +815,8 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
    memory (the closed-form plan, the CUDA reserve and the attention scratch), simulated, fastest
    first (PREDICTED). It tries dp x tp x pp with tp within a node, ZeRO 0-3 where dp > 1, every
    micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and full recompute only where
-   no recompute does not fit. base gives the model, the batch and the precision. */
+   no recompute does not fit (everywhere when base's recompute is full). base gives the model, the
+   batch and the precision. */
 typedef struct mgt_layout_choice {
     int dp, tp, pp, zero, micro_batch, recompute, pp_schedule; /* the preset's values */
     double step_s, tokens_per_s, mfu, mem_gib;                 /* mem_gib: the fullest GPU */
@@ -13252,7 +13253,8 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                                 return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
                             }
                             mgt_sim_result_free(&res);
-                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
+                            /* recompute only pays where it lets a micro-batch fit, unless base asks for it (a pinned auto layout) */
+                            if (rec == 0 && base->train.recompute == MGT_RECOMPUTE_NONE) break;
                         }
                 }
         }

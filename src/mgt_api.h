@@ -744,7 +744,8 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
    memory (the closed-form plan, the CUDA reserve and the attention scratch), simulated, fastest
    first (PREDICTED). It tries dp x tp x pp with tp within a node, ZeRO 0-3 where dp > 1, every
    micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and full recompute only where
-   no recompute does not fit. base gives the model, the batch and the precision. */
+   no recompute does not fit (everywhere when base's recompute is full). base gives the model, the
+   batch and the precision. */
 typedef struct mgt_layout_choice {
     int dp, tp, pp, zero, micro_batch, recompute, pp_schedule; /* the preset's values */
     double step_s, tokens_per_s, mfu, mem_gib;                 /* mem_gib: the fullest GPU */

@@ -91,7 +91,8 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                                 return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
                             }
                             mgt_sim_result_free(&res);
-                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
+                            /* recompute only pays where it lets a micro-batch fit, unless base asks for it (a pinned auto layout) */
+                            if (rec == 0 && base->train.recompute == MGT_RECOMPUTE_NONE) break;
                         }
                 }
         }

@@ -163,7 +163,7 @@ static void gpus(void) {
         fake_free = 80.0 * 1073741824.0;
     }
 
-    /* 3. pinned: tp 2 by --set; a preset's dp pinned beside its own auto, replaced by auto from outside it */
+    /* 3. pinned: tp 2 and recompute = full by --set; a preset's dp pinned beside its own auto, replaced by auto from outside it */
     small(&cfg, 8, "cuda");
     set(&cfg, "parallel.layout=auto");
     set(&cfg, "parallel.tp=2");
@@ -173,6 +173,15 @@ static void gpus(void) {
               "tp 2 pinned: pins '%s', chose tp %d", a.pins, cfg.parallel.tp);
         mgt_layout_search_free(&found);
     } else CHECK(0, "tp 2 pinned: %s", mgt_last_error());
+    small(&cfg, 8, "cuda");
+    set(&cfg, "parallel.layout=auto");
+    set(&cfg, "train.recompute=full"); /* recompute is tried for every layout then, not only where none does not fit */
+    if (mgt_config_resolve_layout(&cfg, &a) == MGT_OK && direct(&cfg, 4, &found)) {
+        for (i = 0; i < found.count && found.layouts[i].recompute != 1; i++) {}
+        CHECK(cfg.train.recompute == MGT_RECOMPUTE_FULL && a.chosen.recompute == 1 && i < found.count && same(&a.chosen, &found.layouts[i]) &&
+              a.eligible >= 10, "recompute = full pinned: chose recompute %d among %d eligible", a.chosen.recompute, a.eligible);
+        mgt_layout_search_free(&found);
+    } else CHECK(0, "recompute pinned: %s", mgt_last_error());
     {
         static const char *beside = "[model]\nn_layer = 8\nn_head = 4\nd_model = 96\nseq_len = 32\n[train]\nglobal_batch = 16\n"
                                     "[data]\ntrain =\nval =\n[parallel]\ndevice = cuda\nlayout = auto\ndp = 2\n[precision]\ndtype = bf16\n";

@@ -745,7 +745,8 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
    first (PREDICTED). It tries dp x tp x pp with tp within a node, ZeRO 0-3 where dp > 1, every
    micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and full recompute only where
    no recompute does not fit (everywhere when base's recompute is full). base gives the model, the
-   batch and the precision. */
+   batch and the precision. Layouts are simulated on a thread a core at once (on the cpu device one at
+   a time); the list does not depend on it. */
 typedef struct mgt_layout_choice {
     int dp, tp, pp, zero, micro_batch, recompute, pp_schedule; /* the preset's values */
     double step_s, tokens_per_s, mfu, mem_gib;                 /* mem_gib: the fullest GPU */

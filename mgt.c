@@ -1882,6 +1882,8 @@ static void doctor_mpi(doc *d) {
 }
 
 /* what [parallel] device = auto would choose now for cfg, whether it fits, and the predicted step */
+/* what parallel.layout = auto chose for the preset mgt doctor reports on ("" when it is manual) */
+static char doctor_layout[1200];
 static void doctor_preset(doc *d, const mgt_config *cfg, const char *preset) {
     char why[1024], title[1200];
     mgt_config c = *cfg;
@@ -1896,6 +1898,7 @@ static void doctor_preset(doc *d, const mgt_config *cfg, const char *preset) {
     doc_num(d, "ranks", "", world, "%d", world);
     if (gpus) doc_str(d, "device_auto", "device auto", "cuda: a GPU for each rank");
     else doc_str(d, "device_auto", "device auto", "cpu: %s", why);
+    if (doctor_layout[0]) doc_str(d, "layout_auto", "layout auto", "%s", doctor_layout);
     if (!preset) return;
     fit.text[0] = 0;
     mgt_plan_fit(cfg, &fit);
@@ -2510,6 +2513,16 @@ static int cmd_doctor(int argc, char **argv) {
     doctor_cpu(&d);
     doctor_cuda(&d);
     doctor_mpi(&d);
+    if (o.preset && cfg.parallel.layout == MGT_LAYOUT_AUTO) { /* the layout auto chooses here, quietly (--json stays JSON) */
+        mgt_layout_auto a;
+        char text[160];
+        if (mgt_config_resolve_layout(&cfg, &a) != MGT_OK) snprintf(doctor_layout, sizeof doctor_layout, "not chosen: %s", mgt_last_error());
+        else {
+            layout_text(&a.chosen, text, sizeof text);
+            snprintf(doctor_layout, sizeof doctor_layout, "%s: PREDICTED %.2f ms a step, %.0f tokens/s (%d layouts searched in %.2f s)", text,
+                     a.chosen.step_s * 1e3, a.chosen.tokens_per_s, a.simulated, a.search_s);
+        }
+    }
     doctor_preset(&d, &cfg, o.preset);
     doc_end(&d);
     return 0;

@@ -97,9 +97,10 @@ static const struct command_help {
      "  --seed S             the sampling seed, 0..2147483647 (1)\n"
      "  --bpe-dir DIR        GPT-2's encoder.json and vocab.bpe, where the checkpoint's data.bpe_dir is not\n"
      "  --tokenizer-json FILE  the tokenizer.json (hf), where the checkpoint's data.tokenizer_json is not"},
-    {"check", "mgt check PRESET [--set section.key=value]...",
+    {"check", "mgt check PRESET [--set section.key=value]... [--auto-layout]",
      "Validates PRESET and its data, and prints the resolved preset (every key) and the layout: ranks, micro-batches,\n"
-     "parameters, memory by category, tensors."},
+     "parameters, memory by category, tensors. With parallel.layout = auto (or --auto-layout), the layout mgt train\n"
+     "would choose here first, as mgt train prints it."},
     {"keys", "mgt keys [--markdown]", "Every preset key with its type, default, valid values and meaning (--markdown: README's table)."},
     {"prepare", "mgt prepare --tokenizer byte|gpt2|hf [--bpe-dir DIR] [--tokenizer-json FILE] [--val-fraction F] INPUT... -o PREFIX",
      "Tokenizes text files into PREFIX_train.bin and PREFIX_val.bin (llm.c's shard format); `mgt prepare --help` has more."},

@@ -1044,6 +1044,33 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     return fits ? 0 : 1;
 }
 
+/* the fullest rank's activations and total memory under each train.recompute, side by side */
+static void print_recompute_choices(const mgt_config *cfg) {
+    static const int modes[3] = {MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_SELECTIVE, MGT_RECOMPUTE_FULL};
+    int m, i, k;
+    printf("\nthe fullest rank by train.recompute (activations / total):");
+    for (m = 0; m < 3; m++) {
+        mgt_config c = *cfg;
+        mgt_plan plan;
+        size_t act = 0, total = 0;
+        char a[16], t[16];
+        c.train.recompute = modes[m];
+        if (mgt_plan_make(&c, &plan) != MGT_OK) continue;
+        for (i = 0; i < plan.world; i++) {
+            mgt_rank_plan p;
+            size_t sum = 0;
+            if (mgt_plan_rank(&plan, i, &p) != MGT_OK) break;
+            for (k = 0; k < MGT_MEM_COUNT; k++) sum += p.mem[k];
+            if (p.mem[MGT_MEM_ACTIVATIONS] > act) act = p.mem[MGT_MEM_ACTIVATIONS];
+            if (sum > total) total = sum;
+        }
+        format_bytes((double)act, a, sizeof a);
+        format_bytes((double)total, t, sizeof t);
+        printf("%s %s %s / %s%s", m ? "," : "", mgt_recompute_name(modes[m]), a, t, modes[m] == cfg->train.recompute ? " (this preset)" : "");
+    }
+    printf("\n");
+}
+
 /* mgt plan --search: the fastest ten layouts of `world` GPUs that fit (mgt_plan_search), PREDICTED */
 static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node, mgt_sim_calibration *cal) {
     mgt_sim_options o;
@@ -1073,7 +1100,7 @@ static int search_layouts(const mgt_config *base, const char *gpu, int world, in
     for (i = 0; i < found.count && i < 10; i++) {
         const mgt_layout_choice *c = &found.layouts[i];
         printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", c->dp, c->tp, c->pp, c->zero, c->micro_batch,
-               c->recompute ? "full" : "none", c->pp > 1 ? (c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
+               mgt_recompute_name(c->recompute), c->pp > 1 ? (c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
                100 * c->mfu, c->mem_gib, c->bubble_s * 1e3, c->exposed_s * 1e3);
     }
     mgt_layout_search_free(&found);
@@ -1151,7 +1178,7 @@ static int cmd_plan(int argc, char **argv) {
         printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
                cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
                cfg.parallel.pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "",
-               dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, cfg.train.recompute ? "full" : "none");
+               dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, mgt_recompute_name(cfg.train.recompute));
     }
     printf(" rank  dp tp pp  blocks      params      grads  optimizer  activations    buffers      total\n");
     for (i = 0; i < world; i++) {
@@ -1165,6 +1192,7 @@ static int cmd_plan(int argc, char **argv) {
         printf("%5d %3d %2d %2d  %3d-%-3d %11s %10s %10s %12s %10s %10s\n", i, p.dp, p.tp, p.pp, p.first_block, p.last_block, mem[MGT_MEM_PARAMS],
                mem[MGT_MEM_GRADS], mem[MGT_MEM_OPTIMIZER], mem[MGT_MEM_ACTIVATIONS], mem[MGT_MEM_BUFFERS], set);
     }
+    print_recompute_choices(&cfg);
     if (cfg.parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (issue 13): the busiest rank's */
         mgt_rank_plan p, most;
         char s[4][16];
@@ -1204,7 +1232,16 @@ static int cmd_keys(int argc, char **argv) {
         else snprintf(valid, sizeof valid, "%g..%g", k[i].min, k[i].max);
         char name[80];
         snprintf(name, sizeof name, "%s.%s", k[i].section, k[i].name);
-        if (markdown) printf("| `%s` | %s | `%s` | %s | %s |\n", name, k[i].type, k[i].def, valid, k[i].help);
+        if (markdown) { /* a '|' inside a cell would end it: the choices' separators escaped */
+            char cell[128];
+            size_t at = 0, j;
+            for (j = 0; valid[j] && at + 3 < sizeof cell; j++) {
+                if (valid[j] == '|') cell[at++] = '\\';
+                cell[at++] = valid[j];
+            }
+            cell[at] = 0;
+            printf("| `%s` | %s | `%s` | %s | %s |\n", name, k[i].type, k[i].def, cell, k[i].help);
+        }
         else printf("%-22s %-5s %-26s %-22s %s\n", name, k[i].type, k[i].def[0] ? k[i].def : "\"\"", valid, k[i].help);
     }
     return 0;
@@ -1462,7 +1499,7 @@ static int cmd_bench(int argc, char **argv) {
     mgt_run_stats(run, &st);
     printf("bench %s: %.2fM parameters, L=%d NH=%d C=%d T=%d V=%d, batch %d (micro %d), recompute %s, %d threads\n", o.preset, (double)st.params / 1e6,
            cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.global_batch,
-           cfg.train.micro_batch, cfg.train.recompute ? "full" : "none", st.threads);
+           cfg.train.micro_batch, mgt_recompute_name(cfg.train.recompute), st.threads);
     fflush(stdout);
     ranks = plan_world(&cfg);
     gpus = !strcmp(mgt_run_device(run), "cuda");

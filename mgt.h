@@ -244,7 +244,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(train, seed, INT, "1337", 0, 2147483647, "", "seed of initial weights and data order")       \
     X(train, eval_every, INT, "100", 0, 2000000000, "", "steps between validations; 0 is off")     \
     X(train, eval_batches, INT, "4", 1, 1000000, "", "global batches per validation")               \
-    X(train, recompute, ENUM, "none", 0, 0, "none|full", "recompute activations in backward")
+    X(train, recompute, ENUM, "none", 0, 0, "none|full|selective", "recompute in backward: whole blocks, or norms and GELU only")
 #define MGT_KEYS_parallel(X)                                                                       \
     X(parallel, device, ENUM, "auto", 0, 0, "auto|cpu|cuda", "where ranks run")                    \
     X(parallel, dp, INT, "1", 1, 4096, "", "data-parallel ranks")                                  \
@@ -287,7 +287,9 @@ enum { MGT_CONFIG_NKEYS = 0 MGT_CONFIG_KEYS(MGT__COUNT_KEY) };
 enum { MGT_SCHEDULE_COSINE, MGT_SCHEDULE_LINEAR, MGT_SCHEDULE_CONSTANT };
 enum { MGT_DEVICE_AUTO, MGT_DEVICE_CPU, MGT_DEVICE_CUDA };
 enum { MGT_TOKENIZER_BYTE, MGT_TOKENIZER_GPT2, MGT_TOKENIZER_HF };
-enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL };
+enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL, MGT_RECOMPUTE_SELECTIVE };
+#define MGT_RECOMPUTE_NAMES {"none", "full", "selective"}
+MGTDEF const char *mgt_recompute_name(int mode); /* MGT_RECOMPUTE_NAMES[mode], or "?" */
 enum { MGT_DTYPE_FP32, MGT_DTYPE_BF16, MGT_DTYPE_FP16 };
 enum { MGT_NORM_LAYERNORM, MGT_NORM_RMSNORM };
 enum { MGT_POSITIONS_LEARNED, MGT_POSITIONS_ROPE };
@@ -809,8 +811,8 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
 /* The layout search (`mgt plan --search`): every layout of `world` GPUs of opt->device that fits its
    memory (the closed-form plan, the CUDA reserve and the attention scratch), simulated, fastest
    first (PREDICTED). It tries dp x tp x pp with tp within a node, ZeRO 0-3 where dp > 1, every
-   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and full recompute only where
-   no recompute does not fit. base gives the model, the batch and the precision. */
+   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and the least recompute that
+   fits (none, then selective, then full). base gives the model, the batch and the precision. */
 typedef struct mgt_layout_choice {
     int dp, tp, pp, zero, micro_batch, recompute, pp_schedule; /* the preset's values */
     double step_s, tokens_per_s, mfu, mem_gib;                 /* mem_gib: the fullest GPU */
@@ -1589,6 +1591,11 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
         memcpy(field, value, strlen(value));
         return 1;
     }
+}
+
+MGTDEF const char *mgt_recompute_name(int mode) {
+    static const char *const names[] = MGT_RECOMPUTE_NAMES;
+    return mode >= 0 && mode < (int)(sizeof names / sizeof names[0]) ? names[mode] : "?";
 }
 
 MGTDEF void mgt_config_init(mgt_config *cfg) {
@@ -3820,7 +3827,9 @@ static uint64_t mgt__name_key(const char *name) { /* FNV-1a: the generator's str
 
 /* Activations of one micro-batch on one rank, with the rank's local widths, in the storage type
    (`void *`) or fp32 (`float *`). With recompute = full, every block shares one set and only the
-   residual stream at each block's input is kept. */
+   residual stream at each block's input is kept; with recompute = selective, the blocks share the
+   outputs of the cheap memory-bound ops (ln1, ln2, fch_gelu: rebuilt in backward from what each
+   block keeps) and keep the GEMMs' and attention's. */
 typedef struct mgt__layer_acts {
     void *ln1; float *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
     void *qkv;                             /* (N,3Cl) */
@@ -3856,7 +3865,7 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
 /* a rank's widths: Cl its query channels (NHl heads), KVl its key or value channels, Hl its MLP hidden
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
    backend's (mgt_backend.att_lse) */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute, att_lse; size_t elt; } mgt__shape;
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse; size_t elt; } mgt__shape;
 
 /* bytes of what attention saves per layer (mgt_backend.att_lse) */
 static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_lse) { return att_lse ? B * NH * T * sizeof(float) : B * NH * T * T * elt; }
@@ -3865,22 +3874,28 @@ static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
-    int sets = s->nblocks == 0 ? 0 : (s->recompute ? 1 : s->nblocks);
+    int sets = s->nblocks == 0 ? 0 : (s->recompute == MGT_RECOMPUTE_FULL ? 1 : s->nblocks), selective = s->recompute == MGT_RECOMPUTE_SELECTIVE;
+    void *ln1 = NULL, *ln2 = NULL, *fch_gelu = NULL; /* selective: shared by the blocks */
     for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, N * C * e);
+    if (selective && sets) {
+        ln1 = mgt__carve(&cur, N * C * e);
+        ln2 = mgt__carve(&cur, N * C * e);
+        fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
+    }
     for (l = 0; l < (size_t)sets; l++) {
         mgt__layer_acts *x = &a->layer[l];
-        x->ln1 = mgt__carve(&cur, N * C * e);
+        x->ln1 = selective ? ln1 : mgt__carve(&cur, N * C * e);
         x->ln1_mean = (float *)mgt__carve(&cur, N * f);
         x->ln1_rstd = (float *)mgt__carve(&cur, N * f);
         x->qkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
         x->att = mgt__carve(&cur, mgt__att_bytes((size_t)s->B, (size_t)s->NHl, (size_t)s->T, e, s->att_lse));
         x->atty = mgt__carve(&cur, N * (size_t)s->Cl * e);
         x->res2 = mgt__carve(&cur, N * C * e);
-        x->ln2 = mgt__carve(&cur, N * C * e);
+        x->ln2 = selective ? ln2 : mgt__carve(&cur, N * C * e);
         x->ln2_mean = (float *)mgt__carve(&cur, N * f);
         x->ln2_rstd = (float *)mgt__carve(&cur, N * f);
         x->fch = mgt__carve(&cur, N * (size_t)s->Fl * e);
-        x->fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
+        x->fch_gelu = selective ? fch_gelu : mgt__carve(&cur, N * (size_t)s->Hl * e);
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
     if (s->last) {
@@ -6855,6 +6870,18 @@ static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
                            rk->lay.u[last].offset + rk->lay.u[last].size - rk->lay.u[first].offset);
 }
 
+/* recompute = selective: block b's norm and GELU (or SwiGLU) outputs again, from the residual
+   streams and the GEMM output it kept; no communication, a few passes over memory */
+static void mgt__block_recompute_selective(mgt__rank *rk, mgt__acts *A, int b) {
+    const mgt__shape *s = &rk->shape;
+    mgt__layer_acts *a = &A->layer[b];
+    int N = s->B * s->T;
+    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, A->resid[b], mgt__t_block(rk, b, MGT__LN1W), mgt__t_block(rk, b, MGT__LN1B), N);
+    mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, mgt__t_block(rk, b, MGT__LN2W), mgt__t_block(rk, b, MGT__LN2B), N);
+    if (rk->run->plan.dims.swiglu) rk->be->swiglu_forward(rk->be, a->fch_gelu, a->fch, N, s->Hl);
+    else rk->be->gelu_forward(rk->be, a->fch_gelu, a->fch, (size_t)N * s->Hl);
+}
+
 /* backward of this stage for one micro-batch; gs.dres holds the gradient of the stage output
    (received from the next stage) unless this is the last stage */
 static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micro) {
@@ -6868,7 +6895,8 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
         MGT__TRY(mgt__fetch(rk, u));
         if (b > 0) MGT__TRY(mgt__prefetch(rk, u - 1));
         MGT__TRY(mgt__block_grads_begin(rk, u));
-        if (recompute) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        if (recompute == MGT_RECOMPUTE_FULL) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        if (recompute == MGT_RECOMPUTE_SELECTIVE) mgt__block_recompute_selective(rk, A, b);
         MGT__TRY(mgt__block_backward(rk, A, b));
         mgt__release(rk, u);
         MGT__TRY(mgt__block_grads_done(rk, u));
@@ -9177,7 +9205,7 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.Vl = p->Vp / p->tp;
     rk->shape.nblocks = rk->nblocks;
     rk->shape.last = rk->last;
-    rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
+    rk->shape.recompute = r->inference ? MGT_RECOMPUTE_NONE : cfg->train.recompute;
     rk->shape.first = rk->first;
     rk->shape.elt = mgt__dtype_size(r->dtype);
     return MGT_OK;
@@ -10381,10 +10409,15 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     /* activations: one set per micro-batch in flight, and the backward scratch */
     sets = p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p->pp - z.ppr < z.M ? p->pp - z.ppr : z.M);
     a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
-    a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
-              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
-               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
-               mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
+    { /* a block's activations (mgt__acts_layout): what recompute = selective rebuilds (ln1, ln2, fch_gelu)
+         apart from what every block keeps */
+        size_t cheap = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Hl * e);
+        size_t kept = mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
+                      mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+                      mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
+        int rec = cfg->train.recompute;
+        a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
+    }
     a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
     a_io = 2 * mgt__carve_bytes(N * sizeof(int));
@@ -10539,7 +10572,7 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
     char what[96];
     int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
     mgt_config c = *cfg;
-    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
+    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, selective = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
     for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
         if (per_dp % m) continue;
         c.train.micro_batch = m;
@@ -10547,7 +10580,12 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
         found = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what);
     }
     c = *cfg;
+    /* selective first: it rebuilds only the cheap ops, where full runs each block's forward again */
     if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+        c.train.recompute = MGT_RECOMPUTE_SELECTIVE;
+        selective = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = selective");
+    }
+    if (cfg->train.recompute != MGT_RECOMPUTE_FULL && !selective && !inference) {
         c.train.recompute = MGT_RECOMPUTE_FULL;
         if (!mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
             for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
@@ -12862,7 +12900,7 @@ MGTDEF mgt_result mgt_sim_calibration_write(const char *path, const char *gpu_na
                 fprintf(f, "%s = %s\n", keys[i].name, value);
             }
     }
-    fprintf(f, "[train]\nmicro_batch = %d\nrecompute = %s\n", cfg->train.micro_batch, cfg->train.recompute ? "full" : "none");
+    fprintf(f, "[train]\nmicro_batch = %d\nrecompute = %s\n", cfg->train.micro_batch, mgt_recompute_name(cfg->train.recompute));
     err = ferror(f);
     if (fclose(f) != 0 || err) return mgt__fail(MGT_ERROR_IO, "cannot write the calibration %s", path);
     return MGT_OK;
@@ -13060,7 +13098,7 @@ static int mgt__search_add(mgt_layout_search *s, int *cap, const mgt_config *cfg
 }
 
 MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out) {
-    int cap = 0, tp, pp, zero, micro, rec, sched, per_node;
+    int cap = 0, tp, pp, zero, micro, k, sched, per_node;
     double t0 = mgt_now();
     if (!base || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: base, opt and out are required");
     memset(out, 0, sizeof *out);
@@ -13076,12 +13114,13 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                 for (micro = base->train.global_batch / dp; micro >= 1; micro--) {
                     if ((base->train.global_batch / dp) % micro) continue;
                     for (sched = 0; sched < (pp > 1 ? 2 : 1); sched++)
-                        for (rec = 0; rec < 2; rec++) {
+                        for (k = 0; k < 3; k++) { /* the least recompute that fits: none, selective, full */
+                            static const int modes[3] = {MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_SELECTIVE, MGT_RECOMPUTE_FULL};
                             mgt_config cfg = *base;
                             mgt_sim_result res;
                             double mem;
                             cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
-                            cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            cfg.train.micro_batch = micro; cfg.train.recompute = modes[k]; cfg.parallel.pp_schedule = sched;
                             mem = mgt__search_mem(&cfg, &opt->device);
                             if (mem < 0 || mem > opt->device.mem_gib) continue;
                             if (mgt_sim_run(&cfg, opt, &res) != MGT_OK) { out->failed++; continue; }
@@ -13091,7 +13130,7 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                                 return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
                             }
                             mgt_sim_result_free(&res);
-                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
+                            break; /* more recompute only pays where it lets a micro-batch fit */
                         }
                 }
         }

@@ -247,6 +247,11 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
     }
 }
 
+MGTDEF const char *mgt_recompute_name(int mode) {
+    static const char *const names[] = MGT_RECOMPUTE_NAMES;
+    return mode >= 0 && mode < (int)(sizeof names / sizeof names[0]) ? names[mode] : "?";
+}
+
 MGTDEF void mgt_config_init(mgt_config *cfg) {
     int i;
     char why[256];

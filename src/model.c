@@ -307,7 +307,9 @@ static uint64_t mgt__name_key(const char *name) { /* FNV-1a: the generator's str
 
 /* Activations of one micro-batch on one rank, with the rank's local widths, in the storage type
    (`void *`) or fp32 (`float *`). With recompute = full, every block shares one set and only the
-   residual stream at each block's input is kept. */
+   residual stream at each block's input is kept; with recompute = selective, the blocks share the
+   outputs of the cheap memory-bound ops (ln1, ln2, fch_gelu: rebuilt in backward from what each
+   block keeps) and keep the GEMMs' and attention's. */
 typedef struct mgt__layer_acts {
     void *ln1; float *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
     void *qkv;                             /* (N,3Cl) */
@@ -343,7 +345,7 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
 /* a rank's widths: Cl its query channels (NHl heads), KVl its key or value channels, Hl its MLP hidden
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
    backend's (mgt_backend.att_lse) */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute, att_lse; size_t elt; } mgt__shape;
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse; size_t elt; } mgt__shape;
 
 /* bytes of what attention saves per layer (mgt_backend.att_lse) */
 static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_lse) { return att_lse ? B * NH * T * sizeof(float) : B * NH * T * T * elt; }
@@ -352,22 +354,28 @@ static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
-    int sets = s->nblocks == 0 ? 0 : (s->recompute ? 1 : s->nblocks);
+    int sets = s->nblocks == 0 ? 0 : (s->recompute == MGT_RECOMPUTE_FULL ? 1 : s->nblocks), selective = s->recompute == MGT_RECOMPUTE_SELECTIVE;
+    void *ln1 = NULL, *ln2 = NULL, *fch_gelu = NULL; /* selective: shared by the blocks */
     for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, N * C * e);
+    if (selective && sets) {
+        ln1 = mgt__carve(&cur, N * C * e);
+        ln2 = mgt__carve(&cur, N * C * e);
+        fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
+    }
     for (l = 0; l < (size_t)sets; l++) {
         mgt__layer_acts *x = &a->layer[l];
-        x->ln1 = mgt__carve(&cur, N * C * e);
+        x->ln1 = selective ? ln1 : mgt__carve(&cur, N * C * e);
         x->ln1_mean = (float *)mgt__carve(&cur, N * f);
         x->ln1_rstd = (float *)mgt__carve(&cur, N * f);
         x->qkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
         x->att = mgt__carve(&cur, mgt__att_bytes((size_t)s->B, (size_t)s->NHl, (size_t)s->T, e, s->att_lse));
         x->atty = mgt__carve(&cur, N * (size_t)s->Cl * e);
         x->res2 = mgt__carve(&cur, N * C * e);
-        x->ln2 = mgt__carve(&cur, N * C * e);
+        x->ln2 = selective ? ln2 : mgt__carve(&cur, N * C * e);
         x->ln2_mean = (float *)mgt__carve(&cur, N * f);
         x->ln2_rstd = (float *)mgt__carve(&cur, N * f);
         x->fch = mgt__carve(&cur, N * (size_t)s->Fl * e);
-        x->fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
+        x->fch_gelu = selective ? fch_gelu : mgt__carve(&cur, N * (size_t)s->Hl * e);
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
     if (s->last) {

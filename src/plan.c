@@ -146,10 +146,15 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     /* activations: one set per micro-batch in flight, and the backward scratch */
     sets = p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p->pp - z.ppr < z.M ? p->pp - z.ppr : z.M);
     a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
-    a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
-              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
-               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
-               mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
+    { /* a block's activations (mgt__acts_layout): what recompute = selective rebuilds (ln1, ln2, fch_gelu)
+         apart from what every block keeps */
+        size_t cheap = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Hl * e);
+        size_t kept = mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
+                      mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+                      mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
+        int rec = cfg->train.recompute;
+        a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
+    }
     a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
     a_io = 2 * mgt__carve_bytes(N * sizeof(int));
@@ -304,7 +309,7 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
     char what[96];
     int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
     mgt_config c = *cfg;
-    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
+    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, selective = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
     for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
         if (per_dp % m) continue;
         c.train.micro_batch = m;
@@ -312,7 +317,12 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
         found = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what);
     }
     c = *cfg;
+    /* selective first: it rebuilds only the cheap ops, where full runs each block's forward again */
     if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+        c.train.recompute = MGT_RECOMPUTE_SELECTIVE;
+        selective = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = selective");
+    }
+    if (cfg->train.recompute != MGT_RECOMPUTE_FULL && !selective && !inference) {
         c.train.recompute = MGT_RECOMPUTE_FULL;
         if (!mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
             for (m = cfg->train.micro_batch - 1; m >= 1; m--) {

@@ -371,6 +371,18 @@ static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
                            rk->lay.u[last].offset + rk->lay.u[last].size - rk->lay.u[first].offset);
 }
 
+/* recompute = selective: block b's norm and GELU (or SwiGLU) outputs again, from the residual
+   streams and the GEMM output it kept; no communication, a few passes over memory */
+static void mgt__block_recompute_selective(mgt__rank *rk, mgt__acts *A, int b) {
+    const mgt__shape *s = &rk->shape;
+    mgt__layer_acts *a = &A->layer[b];
+    int N = s->B * s->T;
+    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, A->resid[b], mgt__t_block(rk, b, MGT__LN1W), mgt__t_block(rk, b, MGT__LN1B), N);
+    mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, mgt__t_block(rk, b, MGT__LN2W), mgt__t_block(rk, b, MGT__LN2B), N);
+    if (rk->run->plan.dims.swiglu) rk->be->swiglu_forward(rk->be, a->fch_gelu, a->fch, N, s->Hl);
+    else rk->be->gelu_forward(rk->be, a->fch_gelu, a->fch, (size_t)N * s->Hl);
+}
+
 /* backward of this stage for one micro-batch; gs.dres holds the gradient of the stage output
    (received from the next stage) unless this is the last stage */
 static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micro) {
@@ -384,7 +396,8 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
         MGT__TRY(mgt__fetch(rk, u));
         if (b > 0) MGT__TRY(mgt__prefetch(rk, u - 1));
         MGT__TRY(mgt__block_grads_begin(rk, u));
-        if (recompute) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        if (recompute == MGT_RECOMPUTE_FULL) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        if (recompute == MGT_RECOMPUTE_SELECTIVE) mgt__block_recompute_selective(rk, A, b);
         MGT__TRY(mgt__block_backward(rk, A, b));
         mgt__release(rk, u);
         MGT__TRY(mgt__block_grads_done(rk, u));

@@ -31,7 +31,7 @@ MGTDEF mgt_result mgt_sim_calibration_write(const char *path, const char *gpu_na
                 fprintf(f, "%s = %s\n", keys[i].name, value);
             }
     }
-    fprintf(f, "[train]\nmicro_batch = %d\nrecompute = %s\n", cfg->train.micro_batch, cfg->train.recompute ? "full" : "none");
+    fprintf(f, "[train]\nmicro_batch = %d\nrecompute = %s\n", cfg->train.micro_batch, mgt_recompute_name(cfg->train.recompute));
     err = ferror(f);
     if (fclose(f) != 0 || err) return mgt__fail(MGT_ERROR_IO, "cannot write the calibration %s", path);
     return MGT_OK;

@@ -52,7 +52,7 @@ static int mgt__search_add(mgt_layout_search *s, int *cap, const mgt_config *cfg
 }
 
 MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out) {
-    int cap = 0, tp, pp, zero, micro, rec, sched, per_node;
+    int cap = 0, tp, pp, zero, micro, k, sched, per_node;
     double t0 = mgt_now();
     if (!base || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: base, opt and out are required");
     memset(out, 0, sizeof *out);
@@ -68,12 +68,13 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                 for (micro = base->train.global_batch / dp; micro >= 1; micro--) {
                     if ((base->train.global_batch / dp) % micro) continue;
                     for (sched = 0; sched < (pp > 1 ? 2 : 1); sched++)
-                        for (rec = 0; rec < 2; rec++) {
+                        for (k = 0; k < 3; k++) { /* the least recompute that fits: none, selective, full */
+                            static const int modes[3] = {MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_SELECTIVE, MGT_RECOMPUTE_FULL};
                             mgt_config cfg = *base;
                             mgt_sim_result res;
                             double mem;
                             cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
-                            cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            cfg.train.micro_batch = micro; cfg.train.recompute = modes[k]; cfg.parallel.pp_schedule = sched;
                             mem = mgt__search_mem(&cfg, &opt->device);
                             if (mem < 0 || mem > opt->device.mem_gib) continue;
                             if (mgt_sim_run(&cfg, opt, &res) != MGT_OK) { out->failed++; continue; }
@@ -83,7 +84,7 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                                 return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
                             }
                             mgt_sim_result_free(&res);
-                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
+                            break; /* more recompute only pays where it lets a micro-batch fit */
                         }
                 }
         }

@@ -15,7 +15,7 @@ static int llama;                  /* 1: a Llama-style model (RMSNorm, RoPE, Swi
 static int kv_heads = 4;           /* its key/value heads: 2 makes tp 4 replicate each on two ranks */
 static double traffic_tol = 0.05;  /* of the bytes per collective; 0 where a small term must be seen (the kv heads' 1.6%) */
 
-typedef struct layout { int dp, tp, pp, zero, recompute; const char *sched; } layout;
+typedef struct layout { int dp, tp, pp, zero, recompute /* MGT_RECOMPUTE_* */; const char *sched; } layout;
 
 
 static void config(mgt_config *cfg, const layout *l, int micro) {
@@ -44,7 +44,7 @@ static void config(mgt_config *cfg, const layout *l, int micro) {
     snprintf(set, sizeof set, "parallel.pp=%d", l->pp); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.zero=%d", l->zero); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.pp_schedule=%s", l->sched); mgt_config_set(cfg, set);
-    mgt_config_set(cfg, l->recompute ? "train.recompute=full" : "train.recompute=none");
+    snprintf(set, sizeof set, "train.recompute=%s", mgt_recompute_name(l->recompute)); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "precision.dtype=%s", dtype); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "data.train=%s/corpus.bin", dir); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "checkpoint.dir=%s/ck", dir); mgt_config_set(cfg, set);
@@ -111,8 +111,8 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
         if (!same) { printf("FAIL published statistics differ from the ranks' (history %d, ranks %d)\n", nh, nr); failures++; }
         free(rs);
     }
-    check(mem_err <= 0.05 && traffic_err <= traffic_tol, "%s dp%d tp%d pp%d zero%d %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", dtype, l->dp,
-          l->tp, l->pp, l->zero, l->sched, l->recompute ? " recompute" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
+    check(mem_err <= 0.05 && traffic_err <= traffic_tol, "%s dp%d tp%d pp%d zero%d %s %s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", dtype, l->dp,
+          l->tp, l->pp, l->zero, l->sched, l->recompute ? mgt_recompute_name(l->recompute) : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
     mgt_run_destroy(run);
 }
 
@@ -122,6 +122,7 @@ int main(void) {
         {2, 1, 1, 3, 0, "1f1b"}, {1, 2, 1, 0, 0, "1f1b"}, {1, 4, 1, 0, 0, "1f1b"}, {1, 1, 2, 0, 0, "gpipe"}, {1, 1, 2, 0, 0, "1f1b"},
         {1, 1, 4, 0, 0, "gpipe"}, {1, 1, 4, 0, 0, "1f1b"}, {2, 2, 1, 0, 0, "1f1b"}, {1, 2, 2, 0, 0, "1f1b"}, {2, 1, 2, 1, 0, "1f1b"},
         {2, 2, 2, 1, 0, "1f1b"}, {2, 2, 2, 3, 0, "1f1b"}, {2, 2, 2, 2, 0, "gpipe"}, {2, 2, 2, 3, 1, "gpipe"}, {1, 2, 2, 0, 1, "1f1b"},
+        {1, 1, 1, 0, MGT_RECOMPUTE_SELECTIVE, "1f1b"}, {2, 2, 2, 3, MGT_RECOMPUTE_SELECTIVE, "1f1b"}, {1, 1, 2, 0, MGT_RECOMPUTE_SELECTIVE, "gpipe"},
     };
     int n = (int)(sizeof all / sizeof all[0]), i, acc;
     size_t opt[4], par[4], grad[4];

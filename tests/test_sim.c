@@ -176,6 +176,7 @@ static void layouts(void) {
         {2, 1, 1, 2, 0, 1, "1f1b", "fp16"}, {2, 1, 1, 3, 1, 2, "1f1b", "bf16"}, {1, 2, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 2, 0, 0, 1, "1f1b", "fp32"},
         {1, 1, 2, 0, 0, 1, "gpipe", "bf16"}, {2, 2, 2, 1, 1, 1, "1f1b", "bf16"}, {2, 2, 2, 3, 0, 1, "gpipe", "fp32"}, {1, 2, 4, 0, 1, 1, "1f1b", "fp32"},
         {2, 4, 1, 2, 0, 1, "1f1b", "bf16"}, /* Llama: tp 4 over 2 key/value heads, replicated on pairs of ranks */
+        {2, 2, 2, 1, MGT_RECOMPUTE_SELECTIVE, 1, "1f1b", "bf16"},
     };
     size_t i;
     mgt_sim_device cpu;
@@ -191,7 +192,7 @@ static void layouts(void) {
         set(&cfg, "train.global_batch=8");
         snprintf(kv, sizeof kv, "parallel.zero=%d", L[i].zero); set(&cfg, kv);
         snprintf(kv, sizeof kv, "precision.dtype=%s", L[i].dtype); set(&cfg, kv);
-        set(&cfg, L[i].recompute ? "train.recompute=full" : "train.recompute=none");
+        snprintf(kv, sizeof kv, "train.recompute=%s", mgt_recompute_name(L[i].recompute)); set(&cfg, kv);
         mgt_sim_options_init(&o);
         o.gpus_per_node = 2;
         if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) {
@@ -215,8 +216,8 @@ static void layouts(void) {
                     CHECK(res.ranks[r].mem_peak[c] >= p.mem[c] && res.ranks[r].mem_peak[c] <= p.mem[c] + 4096 + p.mem[c] / 50,
                           "layout %zu rank %d: %s %zu bytes simulated, %zu planned", i, r, mgt_mem_category_name(c), res.ranks[r].mem_peak[c], p.mem[c]);
         }
-        printf("%slayout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned", llama ? "llama " : "", L[i].dp, L[i].tp,
-               L[i].pp, L[i].zero, L[i].sched, L[i].dtype, L[i].recompute ? " recompute" : "", res.step_s * 1e3);
+        printf("%slayout dp %d tp %d pp %d zero %d %-5s %s %s: PREDICTED step %.3f ms on H100, memory as planned", llama ? "llama " : "", L[i].dp, L[i].tp,
+               L[i].pp, L[i].zero, L[i].sched, L[i].dtype, L[i].recompute ? mgt_recompute_name(L[i].recompute) : "", res.step_s * 1e3);
         mgt_sim_result_free(&res);
         o.device = cpu;
         if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) {

@@ -877,8 +877,8 @@ static int cmd_check(int argc, char **argv) {
     if ((r = mgt_plan_make(&cfg, &plan)) != MGT_OK) return fail(r);
     threads = cfg.parallel.threads ? cfg.parallel.threads : mgt_cpu_count();
     printf("; layout\n");
-    printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, device cpu\n", plan.world, plan.dp, plan.tp,
-           plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b");
+    printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, sp %d, device cpu\n", plan.world, plan.dp,
+           plan.tp, plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", cfg.parallel.sp);
     printf("threads        %d per rank (%d in all)\n", threads / plan.world > 0 ? threads / plan.world : 1, threads);
     printf("batch          %d sequences of %d tokens = %d micro-batches of %d per DP rank (gradient accumulation %s)\n", cfg.train.global_batch,
            cfg.model.seq_len, plan.micro_steps, cfg.train.micro_batch, plan.micro_steps > 1 ? "on" : "off");
@@ -1175,9 +1175,10 @@ static int cmd_plan(int argc, char **argv) {
     if (mgt_plan_make(&cfg, &plan) != MGT_OK) return fail(MGT_ERROR_CONFIG);
     {
         static const char *dtypes[] = {"fp32", "bf16", "fp16"};
-        printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
+        printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
                cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
                cfg.parallel.pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "",
+               cfg.parallel.sp ? ", sequence parallel (sp 1: the rows between the TP layers split over tp)" : "",
                dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, mgt_recompute_name(cfg.train.recompute));
     }
     printf(" rank  dp tp pp  blocks      params      grads  optimizer  activations    buffers      total\n");

@@ -181,6 +181,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, device, ENUM, "auto", 0, 0, "auto|cpu|cuda", "where ranks run")                    \
     X(parallel, dp, INT, "1", 1, 4096, "", "data-parallel ranks")                                  \
     X(parallel, tp, INT, "1", 1, 4096, "", "tensor-parallel ranks")                                \
+    X(parallel, sp, INT, "0", 0, 1, "", "1: sequence parallelism (needs tp > 1): the norms and residual adds between the TP layers hold 1/tp of the rows") \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \

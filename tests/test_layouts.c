@@ -65,6 +65,15 @@ static const feature_layout features[] = {
     {{1, 1, 1, 0, "1f1b"}, "train.recompute=selective", 1},
     {{1, 2, 2, 0, "1f1b"}, "train.recompute=selective", 0},
     {{2, 2, 2, 3, "gpipe"}, "train.recompute=selective", 0},
+    /* sequence parallelism: norms and residual on 1/tp of the rows; with ZeRO, pipelines (rows sent
+       are the rank's 1/tp) and full recompute (the block forward's collectives rerun in backward) */
+    {{1, 2, 1, 0, "1f1b"}, "parallel.sp=1", 1},
+    {{1, 4, 1, 0, "1f1b"}, "parallel.sp=1", 0},
+    {{2, 2, 1, 2, "1f1b"}, "parallel.sp=1", 0},
+    {{1, 2, 2, 0, "1f1b"}, "parallel.sp=1", 0},
+    {{2, 2, 2, 3, "1f1b"}, "parallel.sp=1", 1},
+    {{1, 2, 1, 0, "1f1b"}, "parallel.sp=1 train.recompute=full", 0},
+    {{1, 2, 2, 0, "1f1b"}, "parallel.sp=1 train.recompute=selective", 0},
     {{0, 0, 0, 0, NULL}, NULL, 0}, /* the end */
 };
 

@@ -513,10 +513,10 @@ static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset
                           st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
     if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan->world, plan->world == 1 ? "" : "s");
     else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
-    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
+    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
            "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, preset, (double)st.params / 1e6, plan->world,
            plan->world == 1 ? "" : "s", plan->dp, plan->tp, plan->pp, plan->zero, plan->pp > 1 ? ", " : "",
-           plan->pp > 1 ? (cfg->parallel.pp_schedule ? "gpipe" : "1f1b") : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
+           plan->pp > 1 ? (cfg->parallel.pp_schedule ? "gpipe" : "1f1b") : "", cfg->parallel.sp ? ", sequence parallel" : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
            cfg->train.micro_batch, cfg->train.micro_batch == 1 ? "" : "s", where, dtypes[cfg->precision.dtype >= 0 && cfg->precision.dtype < 3 ? cfg->precision.dtype : 0],
            cfg->train.global_batch, cfg->model.seq_len, mem, mgt_run_dir(run));
     if (st.peak_gflops > 0)
@@ -1178,7 +1178,7 @@ static int cmd_plan(int argc, char **argv) {
         printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
                cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
                cfg.parallel.pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "",
-               cfg.parallel.sp ? ", sequence parallel (sp 1: the rows between the TP layers split over tp)" : "",
+               cfg.parallel.sp ? ", sequence parallel" : "",
                dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, mgt_recompute_name(cfg.train.recompute));
     }
     printf(" rank  dp tp pp  blocks      params      grads  optimizer  activations    buffers      total\n");

@@ -246,7 +246,7 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
 /* a layout as the preset keys say it: "dp 2 x tp 1 x pp 2 (1f1b), zero 1, micro_batch 4, recompute none" */
 static void layout_text(const mgt_layout_choice *c, char *out, size_t cap) {
     snprintf(out, cap, "dp %d x tp %d x pp %d%s, zero %d, micro_batch %d, recompute %s", c->dp, c->tp, c->pp,
-             c->pp > 1 ? (c->pp_schedule ? " (gpipe)" : " (1f1b)") : "", c->zero, c->micro_batch, c->recompute ? "full" : "none");
+             c->pp > 1 ? (c->pp_schedule ? " (gpipe)" : " (1f1b)") : "", c->zero, c->micro_batch, mgt_recompute_name(c->recompute));
 }
 
 /* parallel.layout = auto: the layout chosen now (mgt_config_resolve_layout), printed with its predicted
@@ -556,10 +556,10 @@ static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset
                           st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
     if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan->world, plan->world == 1 ? "" : "s");
     else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
-    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
+    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
            "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, preset, (double)st.params / 1e6, plan->world,
            plan->world == 1 ? "" : "s", plan->dp, plan->tp, plan->pp, plan->zero, plan->pp > 1 ? ", " : "",
-           plan->pp > 1 ? (cfg->parallel.pp_schedule ? "gpipe" : "1f1b") : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
+           plan->pp > 1 ? (cfg->parallel.pp_schedule ? "gpipe" : "1f1b") : "", cfg->parallel.sp ? ", sequence parallel" : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
            cfg->train.micro_batch, cfg->train.micro_batch == 1 ? "" : "s", where, dtypes[cfg->precision.dtype >= 0 && cfg->precision.dtype < 3 ? cfg->precision.dtype : 0],
            cfg->train.global_batch, cfg->model.seq_len, mem, mgt_run_dir(run));
     if (st.peak_gflops > 0)
@@ -921,8 +921,8 @@ static int cmd_check(int argc, char **argv) {
     if ((r = mgt_plan_make(&cfg, &plan)) != MGT_OK) return fail(r);
     threads = cfg.parallel.threads ? cfg.parallel.threads : mgt_cpu_count();
     printf("; layout\n");
-    printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, device cpu\n", plan.world, plan.dp, plan.tp,
-           plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b");
+    printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, sp %d, device cpu\n", plan.world, plan.dp,
+           plan.tp, plan.pp, plan.zero, cfg.parallel.pp_schedule ? "gpipe" : "1f1b", cfg.parallel.sp);
     printf("threads        %d per rank (%d in all)\n", threads / plan.world > 0 ? threads / plan.world : 1, threads);
     printf("batch          %d sequences of %d tokens = %d micro-batches of %d per DP rank (gradient accumulation %s)\n", cfg.train.global_batch,
            cfg.model.seq_len, plan.micro_steps, cfg.train.micro_batch, plan.micro_steps > 1 ? "on" : "off");
@@ -1088,6 +1088,33 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     return fits ? 0 : 1;
 }
 
+/* the fullest rank's activations and total memory under each train.recompute, side by side */
+static void print_recompute_choices(const mgt_config *cfg) {
+    static const int modes[3] = {MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_SELECTIVE, MGT_RECOMPUTE_FULL};
+    int m, i, k;
+    printf("\nthe fullest rank by train.recompute (activations / total):");
+    for (m = 0; m < 3; m++) {
+        mgt_config c = *cfg;
+        mgt_plan plan;
+        size_t act = 0, total = 0;
+        char a[16], t[16];
+        c.train.recompute = modes[m];
+        if (mgt_plan_make(&c, &plan) != MGT_OK) continue;
+        for (i = 0; i < plan.world; i++) {
+            mgt_rank_plan p;
+            size_t sum = 0;
+            if (mgt_plan_rank(&plan, i, &p) != MGT_OK) break;
+            for (k = 0; k < MGT_MEM_COUNT; k++) sum += p.mem[k];
+            if (p.mem[MGT_MEM_ACTIVATIONS] > act) act = p.mem[MGT_MEM_ACTIVATIONS];
+            if (sum > total) total = sum;
+        }
+        format_bytes((double)act, a, sizeof a);
+        format_bytes((double)total, t, sizeof t);
+        printf("%s %s %s / %s%s", m ? "," : "", mgt_recompute_name(modes[m]), a, t, modes[m] == cfg->train.recompute ? " (this preset)" : "");
+    }
+    printf("\n");
+}
+
 /* mgt plan --search: the fastest ten layouts of `world` GPUs that fit (mgt_plan_search), PREDICTED */
 static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node, mgt_sim_calibration *cal) {
     mgt_sim_options o;
@@ -1117,7 +1144,7 @@ static int search_layouts(const mgt_config *base, const char *gpu, int world, in
     for (i = 0; i < found.count && i < 10; i++) {
         const mgt_layout_choice *c = &found.layouts[i];
         printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", c->dp, c->tp, c->pp, c->zero, c->micro_batch,
-               c->recompute ? "full" : "none", c->pp > 1 ? (c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
+               mgt_recompute_name(c->recompute), c->pp > 1 ? (c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
                100 * c->mfu, c->mem_gib, c->bubble_s * 1e3, c->exposed_s * 1e3);
     }
     mgt_layout_search_free(&found);
@@ -1198,10 +1225,11 @@ static int cmd_plan(int argc, char **argv) {
     if (mgt_plan_make(&cfg, &plan) != MGT_OK) return fail(MGT_ERROR_CONFIG);
     {
         static const char *dtypes[] = {"fp32", "bf16", "fp16"};
-        printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
+        printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
                cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
                cfg.parallel.pp > 1 ? (cfg.parallel.pp_schedule ? "gpipe" : "1f1b") : "",
-               dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, cfg.train.recompute ? "full" : "none");
+               cfg.parallel.sp ? ", sequence parallel" : "",
+               dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, mgt_recompute_name(cfg.train.recompute));
     }
     printf(" rank  dp tp pp  blocks      params      grads  optimizer  activations    buffers      total\n");
     for (i = 0; i < world; i++) {
@@ -1215,6 +1243,7 @@ static int cmd_plan(int argc, char **argv) {
         printf("%5d %3d %2d %2d  %3d-%-3d %11s %10s %10s %12s %10s %10s\n", i, p.dp, p.tp, p.pp, p.first_block, p.last_block, mem[MGT_MEM_PARAMS],
                mem[MGT_MEM_GRADS], mem[MGT_MEM_OPTIMIZER], mem[MGT_MEM_ACTIVATIONS], mem[MGT_MEM_BUFFERS], set);
     }
+    print_recompute_choices(&cfg);
     if (cfg.parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (issue 13): the busiest rank's */
         mgt_rank_plan p, most;
         char s[4][16];
@@ -1254,7 +1283,16 @@ static int cmd_keys(int argc, char **argv) {
         else snprintf(valid, sizeof valid, "%g..%g", k[i].min, k[i].max);
         char name[80];
         snprintf(name, sizeof name, "%s.%s", k[i].section, k[i].name);
-        if (markdown) printf("| `%s` | %s | `%s` | %s | %s |\n", name, k[i].type, k[i].def, valid, k[i].help);
+        if (markdown) { /* a '|' inside a cell would end it: the choices' separators escaped */
+            char cell[128];
+            size_t at = 0, j;
+            for (j = 0; valid[j] && at + 3 < sizeof cell; j++) {
+                if (valid[j] == '|') cell[at++] = '\\';
+                cell[at++] = valid[j];
+            }
+            cell[at] = 0;
+            printf("| `%s` | %s | `%s` | %s | %s |\n", name, k[i].type, k[i].def, cell, k[i].help);
+        }
         else printf("%-22s %-5s %-26s %-22s %s\n", name, k[i].type, k[i].def[0] ? k[i].def : "\"\"", valid, k[i].help);
     }
     return 0;
@@ -1512,7 +1550,7 @@ static int cmd_bench(int argc, char **argv) {
     mgt_run_stats(run, &st);
     printf("bench %s: %.2fM parameters, L=%d NH=%d C=%d T=%d V=%d, batch %d (micro %d), recompute %s, %d threads\n", o.preset, (double)st.params / 1e6,
            cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.global_batch,
-           cfg.train.micro_batch, cfg.train.recompute ? "full" : "none", st.threads);
+           cfg.train.micro_batch, mgt_recompute_name(cfg.train.recompute), st.threads);
     fflush(stdout);
     ranks = plan_world(&cfg);
     gpus = !strcmp(mgt_run_device(run), "cuda");

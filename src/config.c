@@ -275,6 +275,11 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
     }
 }
 
+MGTDEF const char *mgt_recompute_name(int mode) {
+    static const char *const names[] = MGT_RECOMPUTE_NAMES;
+    return mode >= 0 && mode < (int)(sizeof names / sizeof names[0]) ? names[mode] : "?";
+}
+
 MGTDEF void mgt_config_init(mgt_config *cfg) {
     int i;
     char why[256];
@@ -670,6 +675,7 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
             else if (k == 5) pinned.train.micro_batch = 1;
             else pinned.train.recompute = MGT_RECOMPUTE_NONE;
         }
+        pinned.parallel.sp = 0; /* its rules are of tp and the micro-batch's rows: checked once they are chosen */
         pinned.parallel.layout = MGT_LAYOUT_MANUAL;
         return mgt_config_validate(&pinned);
     }
@@ -739,6 +745,16 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] norm_eps = %g with norm = layernorm; LayerNorm's epsilon is fixed at 1e-5 (GPT-2's), only rmsnorm takes another",
                              mgt__where(cfg, MGT__KEY(model, norm_eps), w1, sizeof w1), cfg->model.norm_eps);
     }
+    if (cfg->parallel.sp && cfg->parallel.tp == 1)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = 1 (tp from %s): sequence parallelism splits the rows between the tensor-parallel "
+                         "layers over the TP ranks, so it needs tp > 1; set parallel.tp to 2 or more, or parallel.sp = 0",
+                         mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), mgt__where(cfg, MGT__KEY(parallel, tp), w2, sizeof w2));
+    if (cfg->parallel.sp && ((long long)cfg->train.micro_batch * cfg->model.seq_len) % cfg->parallel.tp)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = %d: the micro-batch's micro_batch x seq_len = %d x %d = %lld rows do not divide "
+                         "by tp (micro_batch from %s, seq_len from %s); each TP rank holds an equal share of the rows: make micro_batch x seq_len a "
+                         "multiple of %d, or set parallel.sp = 0", mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), cfg->parallel.tp,
+                         cfg->train.micro_batch, cfg->model.seq_len, (long long)cfg->train.micro_batch * cfg->model.seq_len,
+                         mgt__where(cfg, MGT__KEY(train, micro_batch), w2, sizeof w2), mgt__where(cfg, MGT__KEY(model, seq_len), w3, sizeof w3), cfg->parallel.tp);
     if (cfg->parallel.pp > cfg->model.n_layer || cfg->parallel.pp > 256) {
         int a = MGT__KEY(parallel, pp), b = MGT__KEY(model, n_layer);
         mgt__order_keys(cfg, &a, &b);

@@ -176,12 +176,13 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(train, seed, INT, "1337", 0, 2147483647, "", "seed of initial weights and data order")       \
     X(train, eval_every, INT, "100", 0, 2000000000, "", "steps between validations; 0 is off")     \
     X(train, eval_batches, INT, "4", 1, 1000000, "", "global batches per validation")               \
-    X(train, recompute, ENUM, "none", 0, 0, "none|full", "recompute activations in backward")
+    X(train, recompute, ENUM, "none", 0, 0, "none|full|selective", "recompute in backward: whole blocks, or norms and GELU only")
 #define MGT_KEYS_parallel(X)                                                                       \
     X(parallel, device, ENUM, "auto", 0, 0, "auto|cpu|cuda", "where ranks run")                    \
     X(parallel, layout, ENUM, "manual", 0, 0, "manual|auto", "manual: the layout keys as set (dp, tp, pp, zero, pp_schedule, train.micro_batch, train.recompute); auto: the step simulator's fastest layout that fits this machine, chosen as the run starts; layout keys set beside auto or by --set constrain it") \
     X(parallel, dp, INT, "1", 1, 4096, "", "data-parallel ranks")                                  \
     X(parallel, tp, INT, "1", 1, 4096, "", "tensor-parallel ranks")                                \
+    X(parallel, sp, INT, "0", 0, 1, "", "1: sequence parallelism (needs tp > 1): the norms and residual adds between the TP layers hold 1/tp of the rows") \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
@@ -220,7 +221,9 @@ enum { MGT_CONFIG_NKEYS = 0 MGT_CONFIG_KEYS(MGT__COUNT_KEY) };
 enum { MGT_SCHEDULE_COSINE, MGT_SCHEDULE_LINEAR, MGT_SCHEDULE_CONSTANT };
 enum { MGT_DEVICE_AUTO, MGT_DEVICE_CPU, MGT_DEVICE_CUDA };
 enum { MGT_TOKENIZER_BYTE, MGT_TOKENIZER_GPT2, MGT_TOKENIZER_HF };
-enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL };
+enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL, MGT_RECOMPUTE_SELECTIVE };
+#define MGT_RECOMPUTE_NAMES {"none", "full", "selective"}
+MGTDEF const char *mgt_recompute_name(int mode); /* MGT_RECOMPUTE_NAMES[mode], or "?" */
 enum { MGT_DTYPE_FP32, MGT_DTYPE_BF16, MGT_DTYPE_FP16 };
 enum { MGT_NORM_LAYERNORM, MGT_NORM_RMSNORM };
 enum { MGT_POSITIONS_LEARNED, MGT_POSITIONS_ROPE };
@@ -743,10 +746,11 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
 /* The layout search (`mgt plan --search`): every layout of `world` GPUs of opt->device that fits its
    memory (the closed-form plan, the CUDA reserve and the attention scratch), simulated, fastest
    first (PREDICTED). It tries dp x tp x pp with tp within a node, ZeRO 0-3 where dp > 1, every
-   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and full recompute only where
-   no recompute does not fit (everywhere when base's recompute is full). base gives the model, the
-   batch and the precision. Layouts are simulated on a thread a core at once (on the cpu device one at
-   a time); the list does not depend on it. */
+   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and the least recompute that
+   fits (none, then selective, then full; each that fits where base's recompute is not none: an auto
+   layout's pinned recompute). base gives the model, the batch and the precision. Layouts are
+   simulated on a thread a core at once (on the cpu device one at a time); the list does not depend
+   on it. */
 typedef struct mgt_layout_choice {
     int dp, tp, pp, zero, micro_batch, recompute, pp_schedule; /* the preset's values */
     double step_s, tokens_per_s, mfu, mem_gib;                 /* mem_gib: the fullest GPU */

@@ -38,9 +38,10 @@ static int mgt__search_faster(const void *a, const void *b) {
 }
 /* a layout of the search: its config, then what its simulated step came to (the layout search
    simulates its layouts on several threads at once, each step on its own simulated world) */
+static const int mgt__search_modes[3] = {MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_SELECTIVE, MGT_RECOMPUTE_FULL}; /* least first */
 typedef struct mgt__search_job {
     mgt_config cfg;
-    int fallback;               /* no recompute, with full recompute to try should the simulator refuse it */
+    int fallback;               /* > 0: the mode (mgt__search_modes) to try from should the simulator refuse this one */
     mgt_result rc;              /* of mgt_sim_run */
     char why[320];              /* its error */
     mgt_layout_choice choice;   /* its figures, when rc is MGT_OK */
@@ -97,7 +98,7 @@ static int mgt__search_queue(mgt__search_jobs *q, const mgt_config *cfg, int fal
 }
 
 MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out) {
-    int tp, pp, zero, micro, rec, sched, per_node, i, threads, started = 0;
+    int tp, pp, zero, micro, k, sched, per_node, i, threads, started = 0;
     double t0 = mgt_now();
     mgt_result last_rc = MGT_OK;
     char last_why[320] = "";
@@ -117,18 +118,19 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                 for (micro = base->train.global_batch / dp; micro >= 1; micro--) {
                     if ((base->train.global_batch / dp) % micro) continue;
                     for (sched = 0; sched < (pp > 1 ? 2 : 1); sched++)
-                        for (rec = 0; rec < 2; rec++) {
+                        for (k = 0; k < 3; k++) { /* the least recompute that fits: none, selective, full */
                             mgt_config cfg = *base;
                             double mem;
-                            /* recompute only pays where it lets a micro-batch fit, unless base asks for it (a pinned auto layout) */
-                            int only = rec == 0 && base->train.recompute == MGT_RECOMPUTE_NONE;
+                            /* only the least, unless base asks for recompute (an auto layout's pinned recompute): then each that fits */
+                            int only = base->train.recompute == MGT_RECOMPUTE_NONE;
                             cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
-                            cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            cfg.train.micro_batch = micro; cfg.train.recompute = mgt__search_modes[k]; cfg.parallel.pp_schedule = sched;
                             cfg.parallel.layout = MGT_LAYOUT_MANUAL; /* a layout of its own, checked as such */
                             mem = mgt__search_mem(&cfg, &opt->device);
                             if (mem < 0 || mem > opt->device.mem_gib) continue;
-                            if (!mgt__search_queue(&q, &cfg, only)) { MGT_FREE(q.job); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
-                            if (only) break;
+                            /* refused by the simulator, the next mode is tried (mgt__search_job.fallback) */
+                            if (!mgt__search_queue(&q, &cfg, only ? k + 1 : 0)) { MGT_FREE(q.job); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+                            if (only) break; /* more recompute only pays where it lets a micro-batch fit */
                         }
                 }
         }
@@ -151,11 +153,13 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
     if (!out->layouts) { MGT_FREE(q.job); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
     for (i = 0; i < q.n; i++) { /* in the order of the loops above */
         mgt__search_job *j = &q.job[i];
-        if (j->rc != MGT_OK && j->fallback) { /* refused without recompute: then with it, as where none does not fit */
-            double mem;
-            j->cfg.train.recompute = MGT_RECOMPUTE_FULL;
-            mem = mgt__search_mem(&j->cfg, &opt->device);
-            if (mem >= 0 && mem <= opt->device.mem_gib) {
+        if (j->rc != MGT_OK && j->fallback) { /* refused: the next recompute that fits, as the loops above would have */
+            int m;
+            for (m = j->fallback; m < 3 && j->rc != MGT_OK; m++) {
+                double mem;
+                j->cfg.train.recompute = mgt__search_modes[m];
+                mem = mgt__search_mem(&j->cfg, &opt->device);
+                if (mem < 0 || mem > opt->device.mem_gib) continue;
                 out->failed++;
                 last_rc = j->rc;
                 mgt__strlcpy(last_why, j->why, sizeof last_why);

@@ -429,6 +429,13 @@ run plan_one "$MGT" plan "$P/tiny.ini"
 if [ "$RC" -eq 0 ] && grep -q "^plan of .*: 1 rank = dp 1 x tp 1 x pp 1, zero 0, fp32, micro_batch" "$T/plan_one.out" && ! grep -q "1f1b\|1 ranks" "$T/plan_one.out" \
    && grep -q "^bytes moved per step: none (one rank)$" "$T/plan_one.out"; then ok "plan of one rank: '1 rank', the dtype, no schedule, no empty traffic heading"
 else fail "plan of one rank: exit $RC; $(head -c 300 "$T/plan_one.out")"; fi
+run plan_sp "$MGT" plan "$P/tiny.ini" --set parallel.tp=2 --set parallel.sp=1
+if [ "$RC" -eq 0 ] && grep -q "^plan of .*: 2 ranks = dp 1 x tp 2 x pp 1, zero 0, sequence parallel, fp32" "$T/plan_sp.out" \
+   && grep -q "^  reduce-scatter " "$T/plan_sp.out" && grep -q "^  all-gather " "$T/plan_sp.out"; then
+    ok "plan with parallel.sp = 1 names sequence parallelism, its reduce-scatters and all-gathers"
+else fail "plan with sp: exit $RC; $(head -c 400 "$T/plan_sp.out") $(head -c 300 "$T/plan_sp.err")"; fi
+expect_err "sequence parallelism without tensor parallelism is refused naming the key and the fix" 2 "$MGT" plan "$P/tiny.ini" --set parallel.sp=1 -- \
+    "[parallel] sp = 1 with tp = 1" "set parallel.tp to 2 or more, or parallel.sp = 0"
 run plan_nofit "$MGT" plan "$P/tiny.ini" --gpu h100 --set model.d_model=4096 --set model.n_head=32 --set model.n_layer=24 --set model.vocab_size=50304 \
     --set model.seq_len=4096 --set train.micro_batch=8 --set train.global_batch=8
 if [ "$RC" -eq 1 ] && grep -q "DOES NOT FIT" "$T/plan_nofit.out" && grep -q "tokens/s *n/a: the layout does not fit" "$T/plan_nofit.out" \
@@ -614,7 +621,7 @@ run auto "$MGT" train "$P/tiny.ini" --no-tui --auto-layout --set parallel.thread
 if [ "$RC" -eq 0 ] && python3 - auto.out auto_ck <<'EOF'
 import glob, json, re, struct, sys
 log = open(sys.argv[1]).read()
-m = re.search(r"layout chosen automatically: dp (\d+) x tp (\d+) x pp (\d+)(?: \((1f1b|gpipe)\))?, zero (\d+), micro_batch (\d+), recompute (none|full)\n", log)
+m = re.search(r"layout chosen automatically: dp (\d+) x tp (\d+) x pp (\d+)(?: \((1f1b|gpipe)\))?, zero (\d+), micro_batch (\d+), recompute (none|full|selective)\n", log)
 assert m, log
 dp, tp, pp, zero, micro = (int(m.group(i)) for i in (1, 2, 3, 5, 6))
 assert dp * tp * pp <= 2 and 4 % (dp * micro) == 0, m.group(0)

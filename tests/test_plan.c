@@ -14,8 +14,10 @@ static const char *dtype = "fp32"; /* precision.dtype of the layouts compared */
 static int llama;                  /* 1: a Llama-style model (RMSNorm, RoPE, SwiGLU, GQA, no biases, untied head) */
 static int kv_heads = 4;           /* its key/value heads: 2 makes tp 4 replicate each on two ranks */
 static double traffic_tol = 0.05;  /* of the bytes per collective; 0 where a small term must be seen (the kv heads' 1.6%) */
+static double mem_tol = 0.05;      /* of the bytes per memory category; 0 where every term must be seen (sequence parallelism's) */
+static int sp;                     /* 1: parallel.sp = 1 (sequence parallelism) */
 
-typedef struct layout { int dp, tp, pp, zero, recompute; const char *sched; } layout;
+typedef struct layout { int dp, tp, pp, zero, recompute /* MGT_RECOMPUTE_* */; const char *sched; } layout;
 
 
 static void config(mgt_config *cfg, const layout *l, int micro) {
@@ -44,10 +46,11 @@ static void config(mgt_config *cfg, const layout *l, int micro) {
     snprintf(set, sizeof set, "parallel.pp=%d", l->pp); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.zero=%d", l->zero); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.pp_schedule=%s", l->sched); mgt_config_set(cfg, set);
-    mgt_config_set(cfg, l->recompute ? "train.recompute=full" : "train.recompute=none");
+    snprintf(set, sizeof set, "train.recompute=%s", mgt_recompute_name(l->recompute)); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "precision.dtype=%s", dtype); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "data.train=%s/corpus.bin", dir); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "checkpoint.dir=%s/ck", dir); mgt_config_set(cfg, set);
+    if (sp) mgt_config_set(cfg, "parallel.sp=1");
 }
 
 /* rank r's plan of cfg (zeroed when cfg is not valid: the checks that read it then fail) */
@@ -111,8 +114,9 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
         if (!same) { printf("FAIL published statistics differ from the ranks' (history %d, ranks %d)\n", nh, nr); failures++; }
         free(rs);
     }
-    check(mem_err <= 0.05 && traffic_err <= traffic_tol, "%s dp%d tp%d pp%d zero%d %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", dtype, l->dp,
-          l->tp, l->pp, l->zero, l->sched, l->recompute ? " recompute" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
+    check(mem_err <= mem_tol && traffic_err <= traffic_tol, "%s%s dp%d tp%d pp%d zero%d %s %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%",
+          llama ? "llama " : "", dtype, l->dp, l->tp, l->pp, l->zero, l->sched, l->recompute ? mgt_recompute_name(l->recompute) : "", sp ? " sp" : "", micro,
+          100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
     mgt_run_destroy(run);
 }
 
@@ -122,6 +126,7 @@ int main(void) {
         {2, 1, 1, 3, 0, "1f1b"}, {1, 2, 1, 0, 0, "1f1b"}, {1, 4, 1, 0, 0, "1f1b"}, {1, 1, 2, 0, 0, "gpipe"}, {1, 1, 2, 0, 0, "1f1b"},
         {1, 1, 4, 0, 0, "gpipe"}, {1, 1, 4, 0, 0, "1f1b"}, {2, 2, 1, 0, 0, "1f1b"}, {1, 2, 2, 0, 0, "1f1b"}, {2, 1, 2, 1, 0, "1f1b"},
         {2, 2, 2, 1, 0, "1f1b"}, {2, 2, 2, 3, 0, "1f1b"}, {2, 2, 2, 2, 0, "gpipe"}, {2, 2, 2, 3, 1, "gpipe"}, {1, 2, 2, 0, 1, "1f1b"},
+        {1, 1, 1, 0, MGT_RECOMPUTE_SELECTIVE, "1f1b"}, {2, 2, 2, 3, MGT_RECOMPUTE_SELECTIVE, "1f1b"}, {1, 1, 2, 0, MGT_RECOMPUTE_SELECTIVE, "gpipe"},
     };
     int n = (int)(sizeof all / sizeof all[0]), i, acc;
     size_t opt[4], par[4], grad[4];
@@ -207,6 +212,40 @@ int main(void) {
     }
     dtype = "fp32";
     llama = 0;
+    { /* sequence parallelism: the residual stream and the norms on 1/tp of the rows, one (N,C) buffer
+         for the gathers, the TP all-reduces become reduce-scatters and all-gathers (with the norms'
+         outputs gathered again in backward), the norms' gradients summed over TP once a step (their
+         DP slice under ZeRO), pipelines sending 1/tp of the rows: every category and every
+         collective's bytes exact, GPT-2 and Llama, fp32 and bf16, with accumulation */
+        static const layout spl[] = {{1, 2, 1, 0, 0, "1f1b"}, {1, 4, 1, 0, 0, "1f1b"}, {2, 2, 1, 1, 0, "1f1b"}, {2, 2, 1, 2, 0, "1f1b"},
+                                     {2, 2, 2, 3, 0, "1f1b"}, {1, 2, 2, 0, 1, "gpipe"}, {2, 2, 2, 2, 1, "1f1b"}, {1, 4, 2, 0, 0, "1f1b"},
+                                     {2, 2, 1, 1, MGT_RECOMPUTE_SELECTIVE, "1f1b"}};
+        mgt_config cfg;
+        mgt_rank_plan with, without;
+        layout tp2 = {1, 2, 1, 0, 0, "1f1b"};
+        int k;
+        sp = 1;
+        traffic_tol = mem_tol = 0;
+        for (llama = 0; llama < 2; llama++)
+            for (k = 0; k < 2; k++) {
+                dtype = k ? "bf16" : "fp32";
+                for (i = 0; i < (int)(sizeof spl / sizeof spl[0]); i++) {
+                    size_t o, p, g;
+                    compare(&spl[i], 8 / spl[i].dp / (i % 2 ? 2 : 1), &o, &p, &g);
+                }
+            }
+        llama = 0;
+        dtype = "fp32";
+        traffic_tol = mem_tol = 0.05;
+        config(&cfg, &tp2, 8); rank_plan(&cfg, 0, &with);
+        sp = 0;
+        config(&cfg, &tp2, 8); rank_plan(&cfg, 0, &without);
+        check(with.mem[MGT_MEM_ACTIVATIONS] < without.mem[MGT_MEM_ACTIVATIONS] &&
+                  with.bytes[MGT_COLL_ALL_REDUCE] < without.bytes[MGT_COLL_ALL_REDUCE] && with.bytes[MGT_COLL_REDUCE_SCATTER] > 0,
+              "tp 2, sp 1: activations %zu of sp 0's %zu bytes; all-reduce %.0f bytes (the norms' gradients) of %.0f; reduce-scatter %.0f, "
+              "all-gather %.0f of %.0f", with.mem[MGT_MEM_ACTIVATIONS], without.mem[MGT_MEM_ACTIVATIONS], with.bytes[MGT_COLL_ALL_REDUCE],
+              without.bytes[MGT_COLL_ALL_REDUCE], with.bytes[MGT_COLL_REDUCE_SCATTER], with.bytes[MGT_COLL_ALL_GATHER], without.bytes[MGT_COLL_ALL_GATHER]);
+    }
     {
         mgt_config cfg;
         mgt_rank_plan one, two, stage;

@@ -657,6 +657,10 @@ run auto_pp "$MGT" train "$P/tiny.ini" --no-tui --auto-layout --set parallel.pp=
 if [ "$RC" -eq 0 ] && grep -q "layout chosen automatically: dp 1 x tp 1 x pp 2 (" auto_pp.out && grep -q ", [0-9]* of them with parallel.pp = 2, in" auto_pp.out \
     && grep -q "| 2 ranks: dp 1 x tp 1 x pp 2" auto_pp.out; then ok "--auto-layout keeps a layout key given by --set (pp = 2) and trains with it"
 else fail "--auto-layout --set parallel.pp=2: exit $RC; $(head -c 600 auto_pp.out) $(head -c 300 auto_pp.err)"; fi
+run auto_sp "$MGT" train "$P/tiny.ini" --no-tui --auto-layout --set parallel.sp=1 --set parallel.threads=2 --set train.steps=1 --set checkpoint.dir=auto_sp
+if [ "$RC" -eq 0 ] && grep -q "layout chosen automatically: dp 1 x tp 2 x pp 1," auto_sp.out && grep -q "| 2 ranks: dp 1 x tp 2 x pp 1, zero 0, sequence parallel" auto_sp.out
+then ok "--auto-layout with parallel.sp = 1 chooses among the layouts sequence parallelism allows (tp 2 here)"
+else fail "--auto-layout --set parallel.sp=1: exit $RC; $(head -c 600 auto_sp.out) $(head -c 300 auto_sp.err)"; fi
 MGT_CUDA_LIBRARY="$T/none.so" expect_err "--auto-layout with device = cuda and no GPU: exit 2, why" 2 "$MGT" train "$P/tiny.ini" --no-tui --auto-layout \
     --set parallel.device=cuda -- "[parallel] layout = auto with device = cuda, but no usable GPU" "none.so"
 expect_err "plan --gpu of an auto layout: exit 2, pointing at --search" 2 "$MGT" plan "$P/tiny.ini" --auto-layout --gpu h100 -- "--search"

@@ -1920,9 +1920,9 @@ static void doctor_mpi(doc *d) {
     doc_str(d, "srun", "srun", "%s", path[0] ? path : "not on PATH");
 }
 
-/* what [parallel] device = auto would choose now for cfg, whether it fits, and the predicted step */
 /* what parallel.layout = auto chose for the preset mgt doctor reports on ("" when it is manual) */
 static char doctor_layout[1200];
+/* what [parallel] device = auto would choose now for cfg, whether it fits, and the predicted step */
 static void doctor_preset(doc *d, const mgt_config *cfg, const char *preset) {
     char why[1024], title[1200];
     mgt_config c = *cfg;

@@ -75,9 +75,13 @@ static void format_hms(double seconds, char *out, size_t cap) {
 static const struct command_help {
     const char *name, *usage, *text;
 } commands[] = {
-    {"train", "mgt train PRESET [--set section.key=value]... [--resume DIR|FILE|latest] [--overwrite] [--no-tui] [--tui-frames N]",
+    {"train", "mgt train PRESET [--set section.key=value]... [--auto-layout] [--resume DIR|FILE|latest] [--overwrite] [--no-tui] [--tui-frames N]",
      "Trains the model of PRESET, under the dashboard in a terminal, else printing a line every log.every steps.\n"
      "  --set section.key=value   override a preset key (repeatable; `mgt keys` lists them)\n"
+     "  --auto-layout             parallel.layout = auto: train with the fastest layout (dp, tp, pp, zero, pp_schedule,\n"
+     "                            micro_batch, recompute) that fits this machine's GPUs, or its cores, as PREDICTED by the\n"
+     "                            step simulator in seconds; the preset's layout keys give way, those given by --set are kept;\n"
+     "                            prints the choice, its predicted step, the runner-up and the search's time\n"
      "  --resume DIR|FILE|latest  continue from a checkpoint (latest: the newest in checkpoint.dir)\n"
      "  --overwrite               delete the checkpoints another run left in checkpoint.dir and start afresh\n"
      "  --no-tui                  the log, not the dashboard, even in a terminal\n"
@@ -93,9 +97,10 @@ static const struct command_help {
      "  --seed S             the sampling seed, 0..2147483647 (1)\n"
      "  --bpe-dir DIR        GPT-2's encoder.json and vocab.bpe, where the checkpoint's data.bpe_dir is not\n"
      "  --tokenizer-json FILE  the tokenizer.json (hf), where the checkpoint's data.tokenizer_json is not"},
-    {"check", "mgt check PRESET [--set section.key=value]...",
+    {"check", "mgt check PRESET [--set section.key=value]... [--auto-layout]",
      "Validates PRESET and its data, and prints the resolved preset (every key) and the layout: ranks, micro-batches,\n"
-     "parameters, memory by category, tensors."},
+     "parameters, memory by category, tensors. With parallel.layout = auto (or --auto-layout), the layout mgt train\n"
+     "would choose here first, as mgt train prints it."},
     {"keys", "mgt keys [--markdown]", "Every preset key with its type, default, valid values and meaning (--markdown: README's table)."},
     {"prepare", "mgt prepare --tokenizer byte|gpt2|hf [--bpe-dir DIR] [--tokenizer-json FILE] [--val-fraction F] INPUT... -o PREFIX",
      "Tokenizes text files into PREFIX_train.bin and PREFIX_val.bin (llm.c's shard format); `mgt prepare --help` has more."},
@@ -191,7 +196,7 @@ static int option_number(const char *cmd, const char *opt, const char *text, int
 /* PRESET plus --set overrides; other options are left to the caller through `extra` */
 typedef struct options {
     const char *preset, *resume, *prompt;
-    int no_tui, tokens, top_k, steps, markdown, overwrite, record;
+    int no_tui, tokens, top_k, steps, markdown, overwrite, record, auto_layout;
     double temperature;
     unsigned long long seed;
 } options;
@@ -223,6 +228,7 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
         if (!strcmp(a, "--record") && !strcmp(argv[1], "bench")) { o->record = 1; continue; }
         if (!strcmp(a, "--no-tui")) { o->no_tui = 1; continue; }
         if (!strcmp(a, "--overwrite")) { o->overwrite = 1; continue; }
+        if (!strcmp(a, "--auto-layout")) { o->auto_layout = 1; continue; }
         if (a[0] == '-') { fprintf(stderr, "mgt %s: unknown option %s (see mgt %s --help)\n", argv[1], a, argv[1]); return 2; }
         if (o->preset) { fprintf(stderr, "mgt: one preset at a time (got %s and %s)\n", o->preset, a); return 2; }
         o->preset = a;
@@ -231,6 +237,8 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
     if (o->preset && (r = mgt_config_load(cfg, o->preset)) != MGT_OK) return fail(r);
     for (i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--set") && (r = mgt_config_set(cfg, argv[++i])) != MGT_OK) return fail(r);
+    /* after the preset and --set: the preset's layout keys give way, those of --set pin the search */
+    if (o->auto_layout && (r = mgt_config_set_from(cfg, "parallel.layout=auto", "--auto-layout")) != MGT_OK) return fail(r);
     if ((r = mgt_config_resolve_init(cfg)) != MGT_OK || (r = mgt_config_validate(cfg)) != MGT_OK) return fail(r);
     return 0;
 }
@@ -256,6 +264,41 @@ static const char *stage_blocks(const mgt_plan *plan, int stage, char *buf, size
             used += n > 0 ? (size_t)n : 0;
         }
     return buf;
+}
+
+/* a layout as the preset keys say it: "dp 2 x tp 1 x pp 2 (1f1b), zero 1, micro_batch 4, recompute none" */
+static void layout_text(const mgt_layout_choice *c, char *out, size_t cap) {
+    snprintf(out, cap, "dp %d x tp %d x pp %d%s, zero %d, micro_batch %d, recompute %s", c->dp, c->tp, c->pp,
+             c->pp > 1 ? (c->pp_schedule ? " (gpipe)" : " (1f1b)") : "", c->zero, c->micro_batch, mgt_recompute_name(c->recompute));
+}
+
+/* parallel.layout = auto: the layout chosen now (mgt_config_resolve_layout), printed with its predicted
+   step, the runner-up and what the search took; 0, or the exit code of a failure */
+static int choose_layout(mgt_config *cfg) {
+    mgt_layout_auto a;
+    mgt_result r;
+    char text[160], ranks[96];
+    if (cfg->parallel.layout != MGT_LAYOUT_AUTO) return 0;
+    printf("parallel.layout = auto: simulating a step of each layout that fits this machine...\n");
+    fflush(stdout);
+    if ((r = mgt_config_resolve_layout(cfg, &a)) != MGT_OK) return fail(r);
+    if (!a.searched) return 0;
+    if (a.on_gpus) snprintf(ranks, sizeof ranks, "%d x %s", a.devices, a.title);
+    else snprintf(ranks, sizeof ranks, "%d CPU thread%s of this machine", a.devices, a.devices == 1 ? "" : "s");
+    layout_text(&a.chosen, text, sizeof text);
+    printf("layout chosen automatically: %s\n", text);
+    printf("  PREDICTED by the step simulator: step %.2f ms, %.0f tokens/s, %.*f %s on the fullest %s\n", a.chosen.step_s * 1e3, a.chosen.tokens_per_s,
+           a.chosen.mem_gib < 1 ? 1 : 2, a.chosen.mem_gib < 1 ? a.chosen.mem_gib * 1024 : a.chosen.mem_gib, a.chosen.mem_gib < 1 ? "MiB" : "GiB",
+           a.on_gpus ? "GPU" : "rank");
+    if (a.has_runner_up) {
+        layout_text(&a.runner_up, text, sizeof text);
+        printf("  runner-up: %s: PREDICTED step %.2f ms, %.0f tokens/s\n", text, a.runner_up.step_s * 1e3, a.runner_up.tokens_per_s);
+    } else printf("  runner-up: none (one layout fits)\n");
+    printf("  search: %d layout%s that fit %s simulated", a.simulated, a.simulated == 1 ? "" : "s", ranks);
+    if (a.pinned) printf(", %d of them with %s", a.eligible, a.pins);
+    printf(", in %.2f s (measured)\n", a.search_s);
+    fflush(stdout);
+    return 0;
 }
 
 static void format_bytes(double b, char *out, size_t cap) {
@@ -536,10 +579,10 @@ static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset
                           st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
     if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan->world, plan->world == 1 ? "" : "s");
     else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
-    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
+    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
            "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, preset, (double)st.params / 1e6, plan->world,
            plan->world == 1 ? "" : "s", plan->dp, plan->tp, plan->pp, plan->zero, plan->pp > 1 ? ", " : "",
-           plan->pp > 1 ? schedule_name(cfg) : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
+           plan->pp > 1 ? schedule_name(cfg) : "", cfg->parallel.sp ? ", sequence parallel" : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
            cfg->train.micro_batch, cfg->train.micro_batch == 1 ? "" : "s", where, dtypes[cfg->precision.dtype >= 0 && cfg->precision.dtype < 3 ? cfg->precision.dtype : 0],
            cfg->train.global_batch, cfg->model.seq_len, mem, mgt_run_dir(run));
     if (st.peak_gflops > 0)
@@ -712,6 +755,7 @@ static int cmd_train(int argc, char **argv) {
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
     if (!cfg.log.metrics[0]) strcpy(cfg.log.metrics, "auto"); /* mgt train keeps metrics unless told not to */
     mgt_set_logger(print_log, NULL);
+    if ((rc = choose_layout(&cfg))) return rc;
     if ((r = mgt_run_create(&run, &cfg)) != MGT_OK) return fail(r);
     /* a refusal is every process's (the library agrees on it): process 0 alone says why */
     if ((o.resume && (r = mgt_run_resume(run, o.resume)) != MGT_OK) || (r = mgt_run_claim(run, o.overwrite)) != MGT_OK) {
@@ -882,7 +926,7 @@ static int cmd_check(int argc, char **argv) {
     int rc, i, threads;
     char text[16384];
     memset(&o, 0, sizeof o);
-    if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
+    if ((rc = parse_common(argc, argv, &cfg, &o, 1)) || (rc = choose_layout(&cfg))) return rc;
     int n_files[2] = {0, 0};
     size_t n_tokens[2] = {0, 0};
     for (i = 0; i < 2; i++) { /* the shards as a run reads them: every file of the globs, each long enough */
@@ -900,8 +944,8 @@ static int cmd_check(int argc, char **argv) {
     if ((r = mgt_plan_make(&cfg, &plan)) != MGT_OK) return fail(r);
     threads = cfg.parallel.threads ? cfg.parallel.threads : mgt_cpu_count();
     printf("; layout\n");
-    printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, device cpu\n", plan.world, plan.dp, plan.tp,
-           plan.pp, plan.zero, schedule_name(&cfg));
+    printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, sp %d, device cpu\n", plan.world, plan.dp,
+           plan.tp, plan.pp, plan.zero, schedule_name(&cfg), cfg.parallel.sp);
     printf("threads        %d per rank (%d in all)\n", threads / plan.world > 0 ? threads / plan.world : 1, threads);
     printf("batch          %d sequences of %d tokens = %d micro-batches of %d per DP rank (gradient accumulation %s)\n", cfg.train.global_batch,
            cfg.model.seq_len, plan.micro_steps, cfg.train.micro_batch, plan.micro_steps > 1 ? "on" : "off");
@@ -1072,6 +1116,33 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     return fits ? 0 : 1;
 }
 
+/* the fullest rank's activations and total memory under each train.recompute, side by side */
+static void print_recompute_choices(const mgt_config *cfg) {
+    static const int modes[3] = {MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_SELECTIVE, MGT_RECOMPUTE_FULL};
+    int m, i, k;
+    printf("\nthe fullest rank by train.recompute (activations / total):");
+    for (m = 0; m < 3; m++) {
+        mgt_config c = *cfg;
+        mgt_plan plan;
+        size_t act = 0, total = 0;
+        char a[16], t[16];
+        c.train.recompute = modes[m];
+        if (mgt_plan_make(&c, &plan) != MGT_OK) continue;
+        for (i = 0; i < plan.world; i++) {
+            mgt_rank_plan p;
+            size_t sum = 0;
+            if (mgt_plan_rank(&plan, i, &p) != MGT_OK) break;
+            for (k = 0; k < MGT_MEM_COUNT; k++) sum += p.mem[k];
+            if (p.mem[MGT_MEM_ACTIVATIONS] > act) act = p.mem[MGT_MEM_ACTIVATIONS];
+            if (sum > total) total = sum;
+        }
+        format_bytes((double)act, a, sizeof a);
+        format_bytes((double)total, t, sizeof t);
+        printf("%s %s %s / %s%s", m ? "," : "", mgt_recompute_name(modes[m]), a, t, modes[m] == cfg->train.recompute ? " (this preset)" : "");
+    }
+    printf("\n");
+}
+
 /* mgt plan --search: the fastest ten layouts of `world` GPUs that fit (mgt_plan_search), PREDICTED */
 static int search_layouts(const mgt_config *base, const char *gpu, int world, int per_node, mgt_sim_calibration *cal) {
     mgt_sim_options o;
@@ -1101,7 +1172,7 @@ static int search_layouts(const mgt_config *base, const char *gpu, int world, in
     for (i = 0; i < found.count && i < 10; i++) {
         const mgt_layout_choice *c = &found.layouts[i];
         printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", c->dp, c->tp, c->pp, c->zero, c->micro_batch,
-               c->recompute ? "full" : "none", c->pp > 1 ? (c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
+               mgt_recompute_name(c->recompute), c->pp > 1 ? (c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
                100 * c->mfu, c->mem_gib, c->bubble_s * 1e3, c->exposed_s * 1e3);
     }
     mgt_layout_search_free(&found);
@@ -1160,6 +1231,12 @@ static int cmd_plan(int argc, char **argv) {
     }
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
+    if (cfg.parallel.layout == MGT_LAYOUT_AUTO && gpu && !search) { /* auto chooses for the machine that trains, not for a simulated one */
+        fprintf(stderr, "mgt plan: [parallel] layout = auto chooses the layout on the machine that trains; `mgt plan PRESET --gpu %s --gpus N --search` "
+                        "lists the layouts it would choose from there\n", gpu);
+        return 2;
+    }
+    if (!search && (rc = choose_layout(&cfg))) return rc;
     world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
     if (gpus > 0 && gpus != world) { /* fill the machine with data parallelism */
         if (gpus % (cfg.parallel.tp * cfg.parallel.pp)) {
@@ -1176,10 +1253,11 @@ static int cmd_plan(int argc, char **argv) {
     if (mgt_plan_make(&cfg, &plan) != MGT_OK) return fail(MGT_ERROR_CONFIG);
     {
         static const char *dtypes[] = {"fp32", "bf16", "fp16"};
-        printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
+        printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
                cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
                cfg.parallel.pp > 1 ? schedule_name(&cfg) : "",
-               dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, cfg.train.recompute ? "full" : "none");
+               cfg.parallel.sp ? ", sequence parallel" : "",
+               dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, mgt_recompute_name(cfg.train.recompute));
     }
     printf(" rank  dp tp pp  blocks      params      grads  optimizer  activations    buffers      total\n");
     for (i = 0; i < world; i++) {
@@ -1194,6 +1272,7 @@ static int cmd_plan(int argc, char **argv) {
         printf("%5d %3d %2d %2d  %-7s %11s %10s %10s %12s %10s %10s\n", i, p.dp, p.tp, p.pp, stage_blocks(&plan, p.pp, blocks, sizeof blocks), mem[MGT_MEM_PARAMS],
                mem[MGT_MEM_GRADS], mem[MGT_MEM_OPTIMIZER], mem[MGT_MEM_ACTIVATIONS], mem[MGT_MEM_BUFFERS], set);
     }
+    print_recompute_choices(&cfg);
     if (cfg.parallel.device == MGT_DEVICE_CUDA) { /* the CUDA backend's own memory (issue 13): the busiest rank's */
         mgt_rank_plan p, most;
         char s[4][16];
@@ -1233,7 +1312,16 @@ static int cmd_keys(int argc, char **argv) {
         else snprintf(valid, sizeof valid, "%g..%g", k[i].min, k[i].max);
         char name[80];
         snprintf(name, sizeof name, "%s.%s", k[i].section, k[i].name);
-        if (markdown) printf("| `%s` | %s | `%s` | %s | %s |\n", name, k[i].type, k[i].def, valid, k[i].help);
+        if (markdown) { /* a '|' inside a cell would end it: the choices' separators escaped */
+            char cell[128];
+            size_t at = 0, j;
+            for (j = 0; valid[j] && at + 3 < sizeof cell; j++) {
+                if (valid[j] == '|') cell[at++] = '\\';
+                cell[at++] = valid[j];
+            }
+            cell[at] = 0;
+            printf("| `%s` | %s | `%s` | %s | %s |\n", name, k[i].type, k[i].def, cell, k[i].help);
+        }
         else printf("%-22s %-5s %-26s %-22s %s\n", name, k[i].type, k[i].def[0] ? k[i].def : "\"\"", valid, k[i].help);
     }
     return 0;
@@ -1480,7 +1568,7 @@ static int cmd_bench(int argc, char **argv) {
     mgt_rank_stats *rank_st;
     char measured[64], peak_source[256] = "";
     memset(&o, 0, sizeof o);
-    if ((rc = parse_common(argc, argv, &cfg, &o, 1))) return rc;
+    if ((rc = parse_common(argc, argv, &cfg, &o, 1)) || (rc = choose_layout(&cfg))) return rc;
     steps = o.steps > 0 ? o.steps : 5;
     cfg.data.train[0] = cfg.data.val[0] = 0;  /* synthetic tokens: the benchmark needs no data */
     strcpy(cfg.log.metrics, "none"); /* a benchmark writes no record of a run and takes no folder */
@@ -1492,7 +1580,7 @@ static int cmd_bench(int argc, char **argv) {
     mgt_run_stats(run, &st);
     printf("bench %s: %.2fM parameters, L=%d NH=%d C=%d T=%d V=%d, batch %d (micro %d), recompute %s, %d threads\n", o.preset, (double)st.params / 1e6,
            cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model, cfg.model.seq_len, cfg.model.vocab_size, cfg.train.global_batch,
-           cfg.train.micro_batch, cfg.train.recompute ? "full" : "none", st.threads);
+           cfg.train.micro_batch, mgt_recompute_name(cfg.train.recompute), st.threads);
     fflush(stdout);
     ranks = plan_world(&cfg);
     gpus = !strcmp(mgt_run_device(run), "cuda");
@@ -1882,6 +1970,8 @@ static void doctor_mpi(doc *d) {
     doc_str(d, "srun", "srun", "%s", path[0] ? path : "not on PATH");
 }
 
+/* what parallel.layout = auto chose for the preset mgt doctor reports on ("" when it is manual) */
+static char doctor_layout[1200];
 /* what [parallel] device = auto would choose now for cfg, whether it fits, and the predicted step */
 static void doctor_preset(doc *d, const mgt_config *cfg, const char *preset) {
     char why[1024], title[1200];
@@ -1897,6 +1987,7 @@ static void doctor_preset(doc *d, const mgt_config *cfg, const char *preset) {
     doc_num(d, "ranks", "", world, "%d", world);
     if (gpus) doc_str(d, "device_auto", "device auto", "cuda: a GPU for each rank");
     else doc_str(d, "device_auto", "device auto", "cpu: %s", why);
+    if (doctor_layout[0]) doc_str(d, "layout_auto", "layout auto", "%s", doctor_layout);
     if (!preset) return;
     fit.text[0] = 0;
     mgt_plan_fit(cfg, &fit);
@@ -2511,6 +2602,16 @@ static int cmd_doctor(int argc, char **argv) {
     doctor_cpu(&d);
     doctor_cuda(&d);
     doctor_mpi(&d);
+    if (o.preset && cfg.parallel.layout == MGT_LAYOUT_AUTO) { /* the layout auto chooses here, quietly (--json stays JSON) */
+        mgt_layout_auto a;
+        char text[160];
+        if (mgt_config_resolve_layout(&cfg, &a) != MGT_OK) snprintf(doctor_layout, sizeof doctor_layout, "not chosen: %s", mgt_last_error());
+        else {
+            layout_text(&a.chosen, text, sizeof text);
+            snprintf(doctor_layout, sizeof doctor_layout, "%s: PREDICTED %.2f ms a step, %.0f tokens/s (%d layouts searched in %.2f s)", text,
+                     a.chosen.step_s * 1e3, a.chosen.tokens_per_s, a.simulated, a.search_s);
+        }
+    }
     doctor_preset(&d, &cfg, o.preset);
     doc_end(&d);
     return 0;

@@ -60,8 +60,11 @@
                             charged to the compute stream's clock
      src/sim_comm.c         the step simulator: its communicator and world, the CPU priced by running its ops
      src/sim_calibration.c  the step simulator: calibration from per-family times measured on a GPU
-     src/sim_search.c       the layout search: every layout of a number of GPUs that fits, simulated, fastest
-                            first (mgt plan --search)
+     src/sim_search.c       the layout search: every layout of a number of GPUs (or CPU ranks) that fits,
+                            simulated, fastest first (mgt plan --search, parallel.layout = auto)
+     src/layout_auto.c      a layout chosen for you: parallel.layout = auto resolved into the layout keys by
+                            the layout search, on this machine's GPUs or cores (mgt_config_resolve_layout);
+                            under MGT_NO_SIM a stand-in that refuses auto
      src/impl_end.h         the implementation ends; the licence
 */
 /* ==== begin src/mgt_api.h ==== */
@@ -99,7 +102,7 @@
                          as [model] init, and mgt_export, are then refused); init from mgt checkpoints
                          and llm.c's .bin stays
      MGT_NO_SIM          beside MGT_IMPLEMENTATION: no step simulator (the mgt_sim_* functions, mgt_plan_search and
-                         mgt_layout_search_free are then not defined)
+                         mgt_layout_search_free are then not defined; parallel.layout = auto is refused)
      MGT_NO_MPI          beside MGT_IMPLEMENTATION: one process only, no MPI (a run started by an MPI
                          launcher of several processes is then refused, naming the switch)
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
@@ -244,11 +247,13 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(train, seed, INT, "1337", 0, 2147483647, "", "seed of initial weights and data order")       \
     X(train, eval_every, INT, "100", 0, 2000000000, "", "steps between validations; 0 is off")     \
     X(train, eval_batches, INT, "4", 1, 1000000, "", "global batches per validation")               \
-    X(train, recompute, ENUM, "none", 0, 0, "none|full", "recompute activations in backward")
+    X(train, recompute, ENUM, "none", 0, 0, "none|full|selective", "recompute in backward: whole blocks, or norms and GELU only")
 #define MGT_KEYS_parallel(X)                                                                       \
     X(parallel, device, ENUM, "auto", 0, 0, "auto|cpu|cuda", "where ranks run")                    \
+    X(parallel, layout, ENUM, "manual", 0, 0, "manual|auto", "manual: the layout keys as set (dp, tp, pp, zero, pp_schedule, train.micro_batch, train.recompute); auto: the step simulator's fastest layout that fits this machine, chosen as the run starts; layout keys set beside auto or by --set constrain it") \
     X(parallel, dp, INT, "1", 1, 4096, "", "data-parallel ranks")                                  \
     X(parallel, tp, INT, "1", 1, 4096, "", "tensor-parallel ranks")                                \
+    X(parallel, sp, INT, "0", 0, 1, "", "1: sequence parallelism (needs tp > 1): the norms and residual adds between the TP layers hold 1/tp of the rows") \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
@@ -288,11 +293,14 @@ enum { MGT_CONFIG_NKEYS = 0 MGT_CONFIG_KEYS(MGT__COUNT_KEY) };
 enum { MGT_SCHEDULE_COSINE, MGT_SCHEDULE_LINEAR, MGT_SCHEDULE_CONSTANT };
 enum { MGT_DEVICE_AUTO, MGT_DEVICE_CPU, MGT_DEVICE_CUDA };
 enum { MGT_TOKENIZER_BYTE, MGT_TOKENIZER_GPT2, MGT_TOKENIZER_HF };
-enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL };
+enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL, MGT_RECOMPUTE_SELECTIVE };
+#define MGT_RECOMPUTE_NAMES {"none", "full", "selective"}
+MGTDEF const char *mgt_recompute_name(int mode); /* MGT_RECOMPUTE_NAMES[mode], or "?" */
 enum { MGT_DTYPE_FP32, MGT_DTYPE_BF16, MGT_DTYPE_FP16 };
 enum { MGT_NORM_LAYERNORM, MGT_NORM_RMSNORM };
 enum { MGT_POSITIONS_LEARNED, MGT_POSITIONS_ROPE };
 enum { MGT_MLP_GELU, MGT_MLP_SWIGLU };
+enum { MGT_LAYOUT_MANUAL, MGT_LAYOUT_AUTO };
 
 typedef struct mgt_config {
     MGT_CONFIG_SECTIONS(MGT__DECL_SECTION)
@@ -810,8 +818,11 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
 /* The layout search (`mgt plan --search`): every layout of `world` GPUs of opt->device that fits its
    memory (the closed-form plan, the CUDA reserve and the attention scratch), simulated, fastest
    first (PREDICTED). It tries dp x tp x pp with tp within a node, ZeRO 0-3 where dp > 1, every
-   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and full recompute only where
-   no recompute does not fit. base gives the model, the batch and the precision. */
+   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and the least recompute that
+   fits (none, then selective, then full; each that fits where base's recompute is not none: an auto
+   layout's pinned recompute). base gives the model, the batch and the precision. Layouts are
+   simulated on a thread a core at once (on the cpu device one at a time); the list does not depend
+   on it. */
 typedef struct mgt_layout_choice {
     int dp, tp, pp, zero, micro_batch, recompute, pp_schedule; /* the preset's values */
     double step_s, tokens_per_s, mfu, mem_gib;                 /* mem_gib: the fullest GPU */
@@ -825,6 +836,40 @@ typedef struct mgt_layout_search {
 } mgt_layout_search;
 MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out);
 MGTDEF void mgt_layout_search_free(mgt_layout_search *search);
+
+/* A layout chosen for you: [parallel] layout = auto (src/layout_auto.c; docs/design.md, "A layout
+   chosen for you"). mgt_config_resolve_layout writes into cfg the fastest layout mgt_plan_search finds for this
+   machine among those that fit it as mgt_run_create checks, PREDICTED by the simulator, in seconds
+   (one simulated step per layout, no trial runs):
+   - GPUs (device cuda, or auto where the CUDA library finds GPUs): every GPU visible, priced as the
+     simulator's model of its name (A100, H100, H200, B200; another is refused) with the least free
+     memory among them; fewer GPUs only where no layout of all of them fits;
+   - the CPU: ranks are threads sharing parallel.threads (0: every core); 1, 2, 4 ... ranks and the
+     threads themselves, each op priced by running it here (the simulator's cpu device).
+   It sets dp, tp, pp, zero, pp_schedule, train.micro_batch and train.recompute, never the model, the
+   global batch or the precision. A layout key set beside auto (in the preset that says auto, or by
+   mgt_config_set / --set after it) is pinned: only layouts with its value are chosen; a preset's own
+   layout keys are replaced when auto comes from mgt_config_set or --auto-layout. cfg keeps
+   parallel.layout = auto, marked chosen: a second call leaves it as it is, mgt_run_create refuses
+   an auto layout not chosen, and a checkpoint's stored preset holds the layout with layout = auto
+   (a run resumed from it chooses again: checkpoints do not depend on the layout). parallel.layout =
+   manual: nothing to do (out->searched 0). Refused under an MPI launcher of several processes and
+   under MGT_NO_SIM. */
+typedef struct mgt_layout_auto {
+    int searched;                /* 1: cfg's layout was chosen by this call */
+    int on_gpus;                 /* 1: GPU ranks priced as `device`; 0: CPU ranks */
+    char device[32], title[64];  /* the simulator's device ("h100", "cpu") and its title */
+    int devices;                 /* GPUs visible, or the CPU threads: the most ranks tried */
+    int simulated;               /* layouts that fit and were simulated, over every rank count tried */
+    int eligible;                /* of them, those that keep the pinned keys */
+    int pinned;                  /* layout keys pinned, as pins lists them ("parallel.tp = 2") */
+    char pins[256];
+    mgt_layout_choice chosen;    /* its PREDICTED step_s, tokens_per_s, mfu, mem_gib */
+    mgt_layout_choice runner_up; /* the next fastest that fits (has_runner_up) */
+    int has_runner_up;
+    double search_s;             /* what the search took here, measured */
+} mgt_layout_auto;
+MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *out);
 
 /* ---- runs (src/run.c .. src/api.c): create, step, evaluate, save, resume, sample, statistics -- */
 
@@ -1498,15 +1543,43 @@ static void mgt__order_keys(const mgt_config *cfg, int *first, int *second) {
     if (cfg->line[*first] == 0 && cfg->line[*second] != 0) { int t = *first; *first = *second; *second = t; }
 }
 #define MGT__FROM_INIT (-2) /* cfg->line of a model key taken from [model] init's file */
+#define MGT__FROM_LAYOUT (-7) /* cfg->line of a layout key parallel.layout = auto chose, and of layout itself once it has chosen */
+/* the keys parallel.layout = auto chooses */
+static const char *const mgt__layout_keys[][2] = {
+    {"parallel", "dp"}, {"parallel", "tp"}, {"parallel", "pp"}, {"parallel", "zero"}, {"parallel", "pp_schedule"}, {"train", "micro_batch"}, {"train", "recompute"},
+};
+#define MGT__LAYOUT_KEYS 7
+/* whether cfg asks for a layout still to be chosen: parallel.layout = auto, not yet resolved (mgt_config_resolve_layout) */
+static int mgt__layout_unresolved(const mgt_config *cfg) {
+    return cfg->parallel.layout == MGT_LAYOUT_AUTO && cfg->line[mgt__find_key("parallel", "layout")] != MGT__FROM_LAYOUT;
+}
+/* whether layout key `key` constrains an automatic layout: set beside auto or after it. A preset's own
+   layout keys pin it only where the preset itself says auto (auto from --set, --auto-layout or a
+   program replaces the preset's layout); --set and a program's options always pin; a default, or a
+   value auto chose before, never does */
+static int mgt__layout_pinned(const mgt_config *cfg, int key) {
+    int line = cfg->line[key];
+    if (line == 0 || line == MGT__FROM_LAYOUT || line == MGT__FROM_INIT) return 0;
+    return line < 0 || cfg->line[mgt__find_key("parallel", "layout")] > 0;
+}
 /* where a key got its value: "file:line", "--set section.key", init's model or "the default" */
 static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t cap) {
     int line = cfg->line[key];
     if (line > 0) snprintf(buf, cap, "%s:%d", cfg->path, line);
     else if (line == MGT__FROM_INIT) snprintf(buf, cap, "[model] init's model");
+    else if (line == MGT__FROM_LAYOUT) snprintf(buf, cap, "parallel.layout = auto's choice");
     else if (line <= -3 && line >= -6) snprintf(buf, cap, "%s", cfg->option[-3 - line]);
     else if (line < 0) snprintf(buf, cap, "--set %s.%s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     else snprintf(buf, cap, "the default of [%s] %s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     return buf;
+}
+/* MGT_OK, or (with the error set) where cfg's layout is parallel.layout = auto still to be chosen:
+   `who` needs a layout */
+static mgt_result mgt__layout_chosen(const mgt_config *cfg, const char *who) {
+    char where[300];
+    if (!mgt__layout_unresolved(cfg)) return MGT_OK;
+    return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto: %s needs the layout chosen first: mgt_config_resolve_layout(&cfg, &choice) "
+                     "chooses it (mgt train does)", mgt__where(cfg, mgt__find_key("parallel", "layout"), where, sizeof where), who);
 }
 
 /* why a string value is refused (NULL when it is fine): a value is UTF-8 text of one line, so that
@@ -1590,6 +1663,11 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
         memcpy(field, value, strlen(value));
         return 1;
     }
+}
+
+MGTDEF const char *mgt_recompute_name(int mode) {
+    static const char *const names[] = MGT_RECOMPUTE_NAMES;
+    return mode >= 0 && mode < (int)(sizeof names / sizeof names[0]) ? names[mode] : "?";
 }
 
 MGTDEF void mgt_config_init(mgt_config *cfg) {
@@ -1973,6 +2051,24 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                                  k->info.section, k->info.name, why);
         }
     }
+    if (mgt__layout_unresolved(cfg)) { /* the keys auto chooses are checked once chosen: here those set (pinned) against the rest */
+        mgt_config pinned = *cfg;
+        int k;
+        for (k = 0; k < MGT__LAYOUT_KEYS; k++) {
+            int key = mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1]);
+            if (mgt__layout_pinned(cfg, key)) continue;
+            if (k == 0) pinned.parallel.dp = 1;
+            else if (k == 1) pinned.parallel.tp = 1;
+            else if (k == 2) pinned.parallel.pp = 1;
+            else if (k == 3) pinned.parallel.zero = 0;
+            else if (k == 4) pinned.parallel.pp_schedule = 0;
+            else if (k == 5) pinned.train.micro_batch = 1;
+            else pinned.train.recompute = MGT_RECOMPUTE_NONE;
+        }
+        pinned.parallel.sp = 0; /* its rules are of tp and the micro-batch's rows: checked once they are chosen */
+        pinned.parallel.layout = MGT_LAYOUT_MANUAL;
+        return mgt_config_validate(&pinned);
+    }
     {
         int e;
         if (frexp(cfg->precision.loss_scale, &e) != 0.5) /* a power of two scales and unscales exactly */
@@ -2039,6 +2135,16 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] norm_eps = %g with norm = layernorm; LayerNorm's epsilon is fixed at 1e-5 (GPT-2's), only rmsnorm takes another",
                              mgt__where(cfg, MGT__KEY(model, norm_eps), w1, sizeof w1), cfg->model.norm_eps);
     }
+    if (cfg->parallel.sp && cfg->parallel.tp == 1)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = 1 (tp from %s): sequence parallelism splits the rows between the tensor-parallel "
+                         "layers over the TP ranks, so it needs tp > 1; set parallel.tp to 2 or more, or parallel.sp = 0",
+                         mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), mgt__where(cfg, MGT__KEY(parallel, tp), w2, sizeof w2));
+    if (cfg->parallel.sp && ((long long)cfg->train.micro_batch * cfg->model.seq_len) % cfg->parallel.tp)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = %d: the micro-batch's micro_batch x seq_len = %d x %d = %lld rows do not divide "
+                         "by tp (micro_batch from %s, seq_len from %s); each TP rank holds an equal share of the rows: make micro_batch x seq_len a "
+                         "multiple of %d, or set parallel.sp = 0", mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), cfg->parallel.tp,
+                         cfg->train.micro_batch, cfg->model.seq_len, (long long)cfg->train.micro_batch * cfg->model.seq_len,
+                         mgt__where(cfg, MGT__KEY(train, micro_batch), w2, sizeof w2), mgt__where(cfg, MGT__KEY(model, seq_len), w3, sizeof w3), cfg->parallel.tp);
     if (cfg->parallel.pp > cfg->model.n_layer || cfg->parallel.pp > 256) {
         int a = MGT__KEY(parallel, pp), b = MGT__KEY(model, n_layer);
         mgt__order_keys(cfg, &a, &b);
@@ -3654,6 +3760,7 @@ static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
 MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out) {
     if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_make: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a plan"));
     return mgt__plan_make(cfg, out);
 }
 
@@ -3677,6 +3784,8 @@ typedef struct mgt__tensor {
     size_t kv_from;         /* with replicated key/value heads: local elements from here on (c_attn's k and v rows) are
                                held by the kv group too: their gradients summed over it, counted once; else 0 */
     int tied_copy;          /* the last stage's copy of wte: kept equal, saved and counted once */
+    int sp_sum;             /* sequence parallelism: a norm's weight or bias, whose gradient each TP rank takes from its
+                               rows only: summed over TP (mgt__sp_grads) */
     int decay;              /* AdamW weight decay applies (matrices and embeddings) */
     float init_std, init_value;
     size_t offset;          /* in the rank's flat buffer, floats */
@@ -3779,6 +3888,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
     int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, b, nb = mgt__stage_blocks(p, stage);
     int norm_bias = !d.rms; /* LayerNorm has a bias, RMSNorm none */
+    int sp = cfg->parallel.sp && tp > 1; /* the norms' gradients are partial on each TP rank */
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)L);
     char name[64];
     lay->n = lay->nu = 0;
@@ -3797,8 +3907,8 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         l = mgt__stage_layer(p, stage, b);
         mgt__open_unit(lay);
 #define MGT__NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
-        mgt__add(lay, MGT__NAME("ln_1.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
-        if (norm_bias) mgt__add(lay, MGT__NAME("ln_1.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        mgt__add(lay, MGT__NAME("ln_1.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1)->sp_sum = sp;
+        if (norm_bias) mgt__add(lay, MGT__NAME("ln_1.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1)->sp_sum = sp;
         for (k = 0; k < 1 + d.bias; k++) { /* the weight, then the bias: this rank's q heads, k heads, v heads */
             x = k == 0 ? mgt__add(lay, MGT__NAME("attn.c_attn.weight"), d.qkv, C, Cl + 2 * KVl, C, 0, 0, 1, std, 0, 0)
                        : mgt__add(lay, MGT__NAME("attn.c_attn.bias"), d.qkv, 0, Cl + 2 * KVl, 0, 0, 0, 0, 0, 0, 0);
@@ -3812,8 +3922,8 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         }
         mgt__add(lay, MGT__NAME("attn.c_proj.weight"), C, C, C, Cl, 0, tpr * Cl, 1, proj_std, 0, 0);
         if (d.bias) mgt__add(lay, MGT__NAME("attn.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
-        mgt__add(lay, MGT__NAME("ln_2.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
-        if (norm_bias) mgt__add(lay, MGT__NAME("ln_2.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        mgt__add(lay, MGT__NAME("ln_2.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1)->sp_sum = sp;
+        if (norm_bias) mgt__add(lay, MGT__NAME("ln_2.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1)->sp_sum = sp;
         for (k = 0; k < 1 + d.bias; k++) { /* GELU: this rank's hidden units; SwiGLU: its gate units, then its up units */
             x = k == 0 ? mgt__add(lay, MGT__NAME("mlp.c_fc.weight"), d.fc, C, d.fc / tp, C, tpr * Hl, 0, 1, std, 0, 0)
                        : mgt__add(lay, MGT__NAME("mlp.c_fc.bias"), d.fc, 0, d.fc / tp, 0, tpr * Hl, 0, 0, 0, 0, 0);
@@ -3829,8 +3939,8 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
     }
     if (stage == p->pp - 1) {
         mgt__open_unit(lay);
-        mgt__add(lay, "ln_f.weight", C, 0, C, 0, 0, 0, 0, 0, 1, 1);
-        if (norm_bias) mgt__add(lay, "ln_f.bias", C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        mgt__add(lay, "ln_f.weight", C, 0, C, 0, 0, 0, 0, 0, 1, 1)->sp_sum = sp;
+        if (norm_bias) mgt__add(lay, "ln_f.bias", C, 0, C, 0, 0, 0, 0, 0, 0, 1)->sp_sum = sp;
         if (!d.tied) mgt__add(lay, "lm_head.weight", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0);
         else if (p->pp > 1) mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0)->tied_copy = 1;
         mgt__close_unit(lay, p->dp);
@@ -3859,21 +3969,24 @@ static uint64_t mgt__name_key(const char *name) { /* FNV-1a: the generator's str
 
 /* Activations of one micro-batch on one rank, with the rank's local widths, in the storage type
    (`void *`) or fp32 (`float *`). With recompute = full, every block shares one set and only the
-   residual stream at each block's input is kept. */
+   residual stream at each block's input is kept; with recompute = selective, the blocks share the
+   outputs of the cheap memory-bound ops (ln1, ln2, fch_gelu: rebuilt in backward from what each
+   block keeps) and keep the GEMMs' and attention's. R is the rows of the residual stream the rank
+   holds (mgt__rows: N, or N / tp under sequence parallelism). */
 typedef struct mgt__layer_acts {
-    void *ln1; float *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
+    void *ln1; float *ln1_mean, *ln1_rstd; /* (R,C) (R) (R) */
     void *qkv;                             /* (N,3Cl) */
     void *att;                             /* (B,NHl,T,T) probabilities, or (B,NHl,T) fp32 logsumexps (att_lse) */
     void *atty;                            /* (N,Cl) */
-    void *res2;                            /* (N,C) residual after attention */
-    void *ln2; float *ln2_mean, *ln2_rstd; /* (N,C) (N) (N) */
+    void *res2;                            /* (R,C) residual after attention */
+    void *ln2; float *ln2_mean, *ln2_rstd; /* (R,C) (R) (R) */
     void *fch, *fch_gelu;                  /* (N,Hl) */
 } mgt__layer_acts;
 
 typedef struct mgt__acts {
-    void **resid;                          /* nblocks+1 of (N,C): input of each block, then the output */
+    void **resid;                          /* nblocks+1 of (R,C): input of each block, then the output */
     mgt__layer_acts *layer;                /* nblocks */
-    void *lnf; float *lnf_mean, *lnf_rstd; /* (N,C) (N) (N), last stage */
+    void *lnf; float *lnf_mean, *lnf_rstd; /* (R,C) (R) (R), last stage */
     float *logits;                         /* (N,Vl); dlogits in place, last stage; storage type (typed float * for fp32 tools) */
     float *xent;                           /* (tp,N,3) cross-entropy partials of every TP rank, last stage */
     double *losses;                        /* (N) */
@@ -3896,7 +4009,11 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
 /* a rank's widths: Cl its query channels (NHl heads), KVl its key or value channels, Hl its MLP hidden
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
    backend's (mgt_backend.att_lse) */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute, att_lse, chunks; size_t elt; } mgt__shape; /* chunks: pp_virtual, 1 without */
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks; size_t elt; } mgt__shape; /* chunks: pp_virtual, 1 without */
+
+/* rows of the residual stream a rank holds: all B x T, or under sequence parallelism (sp) its TP
+   rank's contiguous 1/tp of them (the norms, residual adds and row-parallel biases run on these) */
+static int mgt__rows(const mgt__shape *s) { return s->B * s->T / (s->sp ? s->tp : 1); }
 
 /* bytes of what attention saves per layer (mgt_backend.att_lse) */
 static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_lse) { return att_lse ? B * NH * T * sizeof(float) : B * NH * T * T * elt; }
@@ -3904,49 +4021,61 @@ static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     mgt__cursor cur = {base, 0};
-    size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
-    int sets = s->nblocks == 0 ? 0 : (s->recompute ? 1 : s->nblocks);
-    for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, N * C * e);
+    size_t N = (size_t)s->B * (size_t)s->T, R = (size_t)mgt__rows(s), f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
+    int sets = s->nblocks == 0 ? 0 : (s->recompute == MGT_RECOMPUTE_FULL ? 1 : s->nblocks), selective = s->recompute == MGT_RECOMPUTE_SELECTIVE;
+    void *ln1 = NULL, *ln2 = NULL, *fch_gelu = NULL; /* selective: shared by the blocks */
+    for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, R * C * e);
+    if (selective && sets) {
+        ln1 = mgt__carve(&cur, R * C * e);
+        ln2 = mgt__carve(&cur, R * C * e);
+        fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
+    }
     for (l = 0; l < (size_t)sets; l++) {
         mgt__layer_acts *x = &a->layer[l];
-        x->ln1 = mgt__carve(&cur, N * C * e);
-        x->ln1_mean = (float *)mgt__carve(&cur, N * f);
-        x->ln1_rstd = (float *)mgt__carve(&cur, N * f);
+        x->ln1 = selective ? ln1 : mgt__carve(&cur, R * C * e);
+        x->ln1_mean = (float *)mgt__carve(&cur, R * f);
+        x->ln1_rstd = (float *)mgt__carve(&cur, R * f);
         x->qkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
         x->att = mgt__carve(&cur, mgt__att_bytes((size_t)s->B, (size_t)s->NHl, (size_t)s->T, e, s->att_lse));
         x->atty = mgt__carve(&cur, N * (size_t)s->Cl * e);
-        x->res2 = mgt__carve(&cur, N * C * e);
-        x->ln2 = mgt__carve(&cur, N * C * e);
-        x->ln2_mean = (float *)mgt__carve(&cur, N * f);
-        x->ln2_rstd = (float *)mgt__carve(&cur, N * f);
+        x->res2 = mgt__carve(&cur, R * C * e);
+        x->ln2 = selective ? ln2 : mgt__carve(&cur, R * C * e);
+        x->ln2_mean = (float *)mgt__carve(&cur, R * f);
+        x->ln2_rstd = (float *)mgt__carve(&cur, R * f);
         x->fch = mgt__carve(&cur, N * (size_t)s->Fl * e);
-        x->fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
+        x->fch_gelu = selective ? fch_gelu : mgt__carve(&cur, N * (size_t)s->Hl * e);
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
     if (s->last) {
-        a->lnf = mgt__carve(&cur, N * C * e);
-        a->lnf_mean = (float *)mgt__carve(&cur, N * f);
-        a->lnf_rstd = (float *)mgt__carve(&cur, N * f);
+        a->lnf = mgt__carve(&cur, R * C * e);
+        a->lnf_mean = (float *)mgt__carve(&cur, R * f);
+        a->lnf_rstd = (float *)mgt__carve(&cur, R * f);
         a->logits = (float *)mgt__carve(&cur, N * (size_t)s->Vl * e);
         a->xent = (float *)mgt__carve(&cur, (size_t)s->tp * N * 3 * f);
         a->losses = (double *)mgt__carve(&cur, N * sizeof(double));
     }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
-    a->dgrad = s->chunks > 1 ? mgt__carve(&cur, N * C * e) : NULL;
+    a->dgrad = s->chunks > 1 ? mgt__carve(&cur, (size_t)mgt__rows(s) * C * e) : NULL; /* the residual stream's gradient: the rank's rows */
     return cur.used;
 }
 
-/* gradient scratch shared by the micro-batches of a rank (one backward at a time), storage type */
-typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch, *dact; } mgt__grad_scratch; /* dact: SwiGLU's output gradient */
+/* gradient scratch shared by the micro-batches of a rank (one backward at a time), storage type.
+   dres is the residual stream's gradient (R,C); dact SwiGLU's output gradient; full, under sequence
+   parallelism, the (N,C) rows of every TP rank: a norm's output gathered for a column-parallel GEMM
+   (forward, and again for its weight gradient), dres gathered for a row-parallel GEMM's backward,
+   a row-parallel GEMM's output or a column-parallel GEMM's input gradient before its reduce-scatter.
+   Each use ends inside the op that begins it (block, embedding, head), so one serves them all. */
+typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch, *dact, *full; } mgt__grad_scratch;
 static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
     mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
-    g->dres = mgt__carve(&cur, N * (size_t)s->C * e);
+    g->dres = mgt__carve(&cur, (size_t)mgt__rows(s) * (size_t)s->C * e);
     g->dln = mgt__carve(&cur, N * (size_t)s->C * e);
     g->dqkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
     g->dfch = mgt__carve(&cur, N * (size_t)s->Fl * e);
     g->dact = s->Fl > s->Hl ? mgt__carve(&cur, N * (size_t)s->Hl * e) : NULL;
+    g->full = s->sp ? mgt__carve(&cur, N * (size_t)s->C * e) : NULL;
     return cur.used;
 }
 
@@ -6641,6 +6770,32 @@ static mgt_result mgt__all_reduce_act(mgt__rank *rk, const mgt_group *g, void *b
     return g->size > 1 ? rk->comm->all_reduce(rk->comm, g, buf, n, rk->be->dtype) : MGT_OK;
 }
 
+/* sequence parallelism (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+   Transformer Models"; Megatron-LM's --sequence-parallel): between the tensor-parallel layers each
+   TP rank holds its contiguous 1/tp of the rows (mgt__rows). A column-parallel GEMM reads every
+   row: its input is all-gathered (R -> N rows). A row-parallel GEMM's partial products are summed
+   and scattered (N -> R rows) where an all-reduce summed them. In the storage type: 16-bit sums in
+   fp32, rounded once, as the all-reduce's. */
+static mgt_result mgt__sp_gather(mgt__rank *rk, const void *mine, void *full) {
+    return rk->comm->all_gather(rk->comm, &rk->tp_g, mine, full, (size_t)mgt__rows(&rk->shape) * (size_t)rk->shape.C, rk->be->dtype);
+}
+static mgt_result mgt__sp_scatter(mgt__rank *rk, const void *full, void *mine) {
+    return rk->comm->reduce_scatter(rk->comm, &rk->tp_g, full, mine, (size_t)mgt__rows(&rk->shape) * (size_t)rk->shape.C, rk->be->dtype);
+}
+/* the TP sum of (N,C) partial products: all-reduced in place, or under sequence parallelism
+   reduce-scattered into `mine`, the rank's R rows */
+static mgt_result mgt__tp_sum(mgt__rank *rk, void *partial, void *mine) {
+    const mgt__shape *s = &rk->shape;
+    return s->sp ? mgt__sp_scatter(rk, partial, mine) : mgt__all_reduce_act(rk, &rk->tp_g, partial, (size_t)s->B * s->T * s->C);
+}
+/* what a GEMM over every row reads of the rank's rows `mine`: themselves, or gathered into `full` */
+static mgt_result mgt__all_rows(mgt__rank *rk, const void *mine, void *full, const void **rows) {
+    *rows = mine;
+    if (!rk->shape.sp) return MGT_OK;
+    *rows = full;
+    return mgt__sp_gather(rk, mine, full);
+}
+
 /* a double summed over a group in member order: all-gathered as raw bytes, so it stays a double
    and every member adds the same numbers in the same order */
 static mgt_result mgt__sum_over(mgt__rank *rk, const mgt_group *g, double *value) {
@@ -6742,85 +6897,102 @@ static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, cons
     else be->layernorm_backward(be, dinp, mgt__G(rk, t_weight), mgt__G(rk, t_bias), dout, inp, mgt__P(rk, t_weight), mean, rstd, N, rk->shape.C);
 }
 
-/* forward of block b: reads resid[b], writes resid[b+1] */
+/* forward of block b: reads resid[b], writes resid[b+1]. The norms, residual adds and row-parallel
+   biases run on the rank's R rows (all N but under sequence parallelism), the GEMMs and attention
+   on all N (gathered into gs.full under sequence parallelism, where the row-parallel GEMMs also
+   write their partial products before the reduce-scatter) */
 static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
     const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
-    int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
-    const void *x = A->resid[b];
-    void *out = A->resid[b + 1];
+    int C = s->C, N = s->B * s->T, R = mgt__rows(s), NKVl = s->KVl / d->hs;
+    const void *x = A->resid[b], *rows;
+    void *out = A->resid[b + 1], *full = rk->gs.full;
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
 #define MGT__BT(k) mgt__t_block(rk, b, k)
-    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
-    be->matmul_forward(be, a->qkv, a->ln1, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
+    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), R);
+    MGT__TRY(mgt__all_rows(rk, a->ln1, full, &rows));
+    be->matmul_forward(be, a->qkv, rows, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
     if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
     be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
-    be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
+    be->matmul_forward(be, s->sp ? full : a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
+    MGT__TRY(mgt__tp_sum(rk, s->sp ? full : a->res2, a->res2)); /* row-parallel: sum the partial products */
     if (!d->rms && MGT__BT(MGT__PROJB) >= 0) /* GPT-2: the residual and LayerNorm in one pass */
-        be->residual_layernorm_forward(be, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x, MGT__BP(MGT__PROJB), MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), N, C);
+        be->residual_layernorm_forward(be, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x, MGT__BP(MGT__PROJB), MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), R, C);
     else {
-        be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
-        mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+        be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), R, C);
+        mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), R);
     }
+    MGT__TRY(mgt__all_rows(rk, a->ln2, full, &rows));
     if (d->swiglu) {
-        be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
+        be->matmul_forward(be, a->fch, rows, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
         be->swiglu_forward(be, a->fch_gelu, a->fch, N, s->Hl);
     } else
-        be->matmul_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
-    be->matmul_forward(be, out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, out, (size_t)N * C));
-    be->bias_residual(be, out, a->res2, MGT__BP(MGT__FCPROJB), N, C);
+        be->matmul_gelu_forward(be, a->fch_gelu, a->fch, rows, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
+    be->matmul_forward(be, s->sp ? full : out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
+    MGT__TRY(mgt__tp_sum(rk, s->sp ? full : out, out));
+    be->bias_residual(be, out, a->res2, MGT__BP(MGT__FCPROJB), R, C);
 #undef MGT__BP
 #undef MGT__BT
     return MGT_OK;
 }
 
-/* backward of block b: gs.dres holds d(resid[b+1]) on entry and d(resid[b]) on exit */
+/* backward of block b: gs.dres holds d(resid[b+1]) on entry and d(resid[b]) on exit, the rank's R
+   rows. Under sequence parallelism gs.full takes, in turn: dres gathered for the MLP's row-parallel
+   GEMM, ln2 gathered again for c_fc's weight gradient (the norms keep only their R rows), ln2's
+   gradient reduce-scattered, dres gathered for attention's row-parallel GEMM, ln1 gathered again,
+   ln1's gradient reduce-scattered */
 static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
     const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
     mgt__grad_scratch *g = &rk->gs;
-    int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
+    int C = s->C, N = s->B * s->T, R = mgt__rows(s), NKVl = s->KVl / d->hs;
+    const void *rows, *dout;
+    const void *dln = s->sp ? g->full : g->dln; /* a norm's output gradient, the rank's rows, summed over TP */
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
 #define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
 #define MGT__BT(k) mgt__t_block(rk, b, k)
     /* the biases' gradients come with their matmul's (the CUDA backend: in its weight GEMM); a
-       row-parallel layer's bias is whole on every TP rank, its gradient the column sums of dres */
+       row-parallel layer's bias is whole on every TP rank, its gradient the column sums of every
+       row of dres (gathered under sequence parallelism), the same on each */
+    MGT__TRY(mgt__all_rows(rk, g->dres, g->full, &dout));
     if (d->swiglu) { /* d(swiglu output) in dact, then d(gate, up) in dfch */
-        be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
+        be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
         be->swiglu_backward(be, g->dfch, a->fch, g->dact, N, s->Hl);
     } else
-        be->matmul_gelu_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
+        be->matmul_gelu_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
                                  s->Hl, C);
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, a->ln2, MGT__BP(MGT__FCW), N, C, s->Fl);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C)); /* column-parallel: sum the input gradients */
-    mgt__norm_backward(rk, g->dres, g->dln, a->res2, a->ln2_mean, a->ln2_rstd, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+    MGT__TRY(mgt__all_rows(rk, a->ln2, g->full, &rows));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, rows, MGT__BP(MGT__FCW), N, C, s->Fl);
+    MGT__TRY(mgt__tp_sum(rk, g->dln, g->full)); /* column-parallel: sum the input gradients */
+    mgt__norm_backward(rk, g->dres, dln, a->res2, a->ln2_mean, a->ln2_rstd, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), R);
     /* dln carries d(atty) (N,Cl), then d(ln1) */
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
+    MGT__TRY(mgt__all_rows(rk, g->dres, g->full, &dout));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), dout, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
     be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
     if (d->rope) be->rope_backward(be, g->dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C));
-    mgt__norm_backward(rk, g->dres, g->dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
+    MGT__TRY(mgt__all_rows(rk, a->ln1, g->full, &rows));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, rows, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
+    MGT__TRY(mgt__tp_sum(rk, g->dln, g->full));
+    mgt__norm_backward(rk, g->dres, dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), R);
 #undef MGT__BP
 #undef MGT__BG
 #undef MGT__BT
     return MGT_OK;
 }
 
-/* the first stage's embedding: vocabulary-parallel lookups summed over TP, positions added once */
+/* the first stage's embedding: vocabulary-parallel lookups summed over TP (under sequence
+   parallelism, reduce-scattered: the rank's rows), positions added once */
 static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
     const mgt__shape *s = &rk->shape;
+    void *partial = s->sp ? rk->gs.full : A->resid[0];
     MGT__TRY(mgt__fetch(rk, 0));
-    rk->be->encoder_forward(rk->be, A->resid[0], A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL,
+    rk->be->encoder_forward(rk->be, partial, A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL,
                             s->B, s->T, s->C);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, A->resid[0], (size_t)s->B * s->T * s->C));
-    return MGT_OK;
+    return mgt__tp_sum(rk, partial, A->resid[0]);
 }
 
 /* the last stage's head: final LayerNorm, vocabulary-parallel logits and cross-entropy. Each TP
@@ -6831,11 +7003,13 @@ static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scal
     mgt_backend *be = rk->be;
     int N = s->B * s->T, i, V = rk->run->plan.cfg.model.vocab_size, u_head = mgt__u_head(rk);
     float *part = A->xent + (size_t)rk->tpr * (size_t)N * 3;
+    const void *rows;
     double sum = 0;
     MGT__TRY(mgt__fetch(rk, u_head));
     MGT__TRY(mgt__fetch(rk, rk->lay.t[mgt__t_head(rk)].unit));
-    mgt__norm_forward(rk, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[s->nblocks], mgt__t_lnf(rk), mgt__t_lnf_bias(rk), N);
-    be->matmul_forward(be, A->logits, A->lnf, mgt__P(rk, mgt__t_head(rk)), NULL, N, s->C, s->Vl);
+    mgt__norm_forward(rk, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[s->nblocks], mgt__t_lnf(rk), mgt__t_lnf_bias(rk), mgt__rows(s));
+    MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows)); /* the logits of every row */
+    be->matmul_forward(be, A->logits, rows, mgt__P(rk, mgt__t_head(rk)), NULL, N, s->C, s->Vl);
     be->xent_partial(be, part, A->logits, A->targets, N, rk->tpr * s->Vl, s->Vl, V);
     if (rk->tp_g.size > 1) MGT__TRY(rk->comm->all_gather(rk->comm, &rk->tp_g, part, A->xent, (size_t)N * 3, MGT_F32));
     be->xent_finish(be, A->losses, A->logits, A->xent, s->tp, A->targets, N, rk->tpr * s->Vl, s->Vl, V, grad_scale);
@@ -6853,13 +7027,15 @@ static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scal
 static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
     const mgt__shape *s = &rk->shape;
     mgt_backend *be = rk->be;
-    int N = s->B * s->T, t_lnf = mgt__t_lnf(rk), t_wte = mgt__t_head(rk);
+    int N = s->B * s->T, R = mgt__rows(s), t_lnf = mgt__t_lnf(rk), t_wte = mgt__t_head(rk);
+    const void *rows;
     MGT__TRY(mgt__fetch(rk, mgt__u_head(rk)));
     MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
-    be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, A->lnf, mgt__P(rk, t_wte), N, s->C, s->Vl);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, rk->gs.dln, (size_t)N * s->C));
-    be->zero(be, rk->gs.dres, (size_t)N * s->C * s->elt);
-    mgt__norm_backward(rk, rk->gs.dres, rk->gs.dln, A->resid[s->nblocks], A->lnf_mean, A->lnf_rstd, t_lnf, mgt__t_lnf_bias(rk), N);
+    MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows)); /* gathered again for the head's weight gradient */
+    be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, rows, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    MGT__TRY(mgt__tp_sum(rk, rk->gs.dln, rk->gs.full));
+    be->zero(be, rk->gs.dres, (size_t)R * s->C * s->elt);
+    mgt__norm_backward(rk, rk->gs.dres, s->sp ? rk->gs.full : rk->gs.dln, A->resid[s->nblocks], A->lnf_mean, A->lnf_rstd, t_lnf, mgt__t_lnf_bias(rk), R);
     mgt__release(rk, mgt__u_head(rk));
     mgt__release(rk, rk->lay.t[t_wte].unit);
     return MGT_OK;
@@ -6901,6 +7077,18 @@ static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
                            rk->lay.u[last].offset + rk->lay.u[last].size - rk->lay.u[first].offset);
 }
 
+/* recompute = selective: block b's norm and GELU (or SwiGLU) outputs again, from the residual
+   streams and the GEMM output it kept; no communication, a few passes over memory */
+static void mgt__block_recompute_selective(mgt__rank *rk, mgt__acts *A, int b) {
+    const mgt__shape *s = &rk->shape;
+    mgt__layer_acts *a = &A->layer[b];
+    int N = s->B * s->T, R = mgt__rows(s); /* the norms on the rank's rows (sequence parallelism: 1/tp of them) */
+    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, A->resid[b], mgt__t_block(rk, b, MGT__LN1W), mgt__t_block(rk, b, MGT__LN1B), R);
+    mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, mgt__t_block(rk, b, MGT__LN2W), mgt__t_block(rk, b, MGT__LN2B), R);
+    if (rk->run->plan.dims.swiglu) rk->be->swiglu_forward(rk->be, a->fch_gelu, a->fch, N, s->Hl);
+    else rk->be->gelu_forward(rk->be, a->fch_gelu, a->fch, (size_t)N * s->Hl);
+}
+
 /* backward of blocks [b0, b1) of this stage for one micro-batch, after the head when `head`, then
    the embedding's when `embed`; gs.dres holds the gradient of the blocks' output (received from the
    next stage) unless `head`. last_micro: the last backward of these units in the step */
@@ -6915,7 +7103,8 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
         MGT__TRY(mgt__fetch(rk, u));
         if (b > b0) MGT__TRY(mgt__prefetch(rk, u - 1));
         MGT__TRY(mgt__block_grads_begin(rk, u));
-        if (recompute) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        if (recompute == MGT_RECOMPUTE_FULL) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        if (recompute == MGT_RECOMPUTE_SELECTIVE) mgt__block_recompute_selective(rk, A, b);
         MGT__TRY(mgt__block_backward(rk, A, b));
         mgt__release(rk, u);
         MGT__TRY(mgt__block_grads_done(rk, u));
@@ -6923,8 +7112,10 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
     }
     if (embed) {
         const mgt__shape *s = &rk->shape;
+        const void *dout;
         MGT__TRY(mgt__fetch(rk, 0));
-        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, mgt__t_wpe(rk)), rk->gs.dres, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
+        MGT__TRY(mgt__all_rows(rk, rk->gs.dres, rk->gs.full, &dout)); /* each TP rank's vocabulary rows take every row's gradient */
+        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, mgt__t_wpe(rk)), dout, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
         mgt__release(rk, 0);
         if (last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
     }
@@ -6951,14 +7142,15 @@ static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint32_t *rows, int
     if (rk->last) rk->be->upload(rk->be, A->targets, targets, sizeof(int) * (size_t)N);
 }
 
-/* activations and their gradients between stages, in the storage type */
+/* activations and their gradients between stages, in the storage type: the rank's R rows (under
+   sequence parallelism each TP rank sends its 1/tp to the same TP rank of the next stage) */
 static mgt_result mgt__recv_act(mgt__rank *rk, void *buf, int from_stage) {
     const mgt__shape *s = &rk->shape;
-    return rk->comm->recv(rk->comm, rk->pp_g.ranks[from_stage], buf, (size_t)s->B * s->T * s->C, rk->be->dtype);
+    return rk->comm->recv(rk->comm, rk->pp_g.ranks[from_stage], buf, (size_t)mgt__rows(s) * s->C, rk->be->dtype);
 }
 static mgt_result mgt__send_act(mgt__rank *rk, const void *buf, int to_stage) {
     const mgt__shape *s = &rk->shape;
-    return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)s->B * s->T * s->C, rk->be->dtype);
+    return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)mgt__rows(s) * s->C, rk->be->dtype);
 }
 
 /* micro-batch m through this stage, forward: receive, compute, send (or compute the loss) */
@@ -7161,7 +7353,7 @@ static mgt_result mgt__interleaved_plan(const mgt_plan *p, int stage, mgt__pipe_
 static mgt_result mgt__run_pipe_actions(mgt__rank *rk, const mgt__pipe_action *a, int n, const uint32_t *rows, float grad_scale) {
     const mgt__shape *s = &rk->shape;
     int i, V = s->chunks, per = rk->nblocks / V, M = rk->run->plan.micro_steps;
-    size_t act = (size_t)s->B * s->T * s->C;
+    size_t act = (size_t)mgt__rows(s) * s->C; /* the rank's rows of the residual stream (sequence parallelism: 1/tp of them) */
     for (i = 0; i < n; i++) {
         const mgt__pipe_action *x = &a[i];
         mgt__acts *A = &rk->acts[x->micro % rk->nsets];
@@ -7198,7 +7390,7 @@ static mgt_result mgt__run_pipe_actions(mgt__rank *rk, const mgt__pipe_action *a
    whose send waits for the receiver (NCCL) cannot deadlock. */
 static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_scale) {
     const mgt__shape *s = &rk->shape;
-    size_t act = (size_t)s->B * s->T * s->C;
+    size_t act = (size_t)mgt__rows(s) * s->C;
     int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
     if (s->chunks > 1) return mgt__run_pipe_actions(rk, rk->pipe[0], rk->npipe[0], rows, grad_scale); /* interleaved */
     if (rk->run->plan.cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
@@ -7277,6 +7469,32 @@ static mgt_result mgt__kv_grads(mgt__rank *rk) {
     return MGT_OK;
 }
 
+/* sequence parallelism: a norm runs on its TP rank's rows only, so its weight's and bias's gradients
+   are partial on each TP rank; summed over TP once a step, after the DP reduction (its DP slice
+   under ZeRO), in member order, so every TP rank updates them alike (the row-parallel biases need
+   no sum: their gradients come from the gathered rows). One call per run of adjacent norm tensors
+   (a block's ln_1, its ln_2, the head's ln_f), the padding between them included: zeros. */
+static mgt_result mgt__sp_grads(mgt__rank *rk) {
+    int u, t, last, zero = rk->run->plan.zero;
+    if (!rk->shape.sp) return MGT_OK;
+    for (u = 0; u < rk->lay.nu; u++) {
+        size_t lo = rk->lay.u[u].offset, hi = lo + rk->lay.u[u].size;
+        if (zero >= 1) mgt__unit_slice(rk, u, &lo, &hi);
+        last = rk->lay.u[u].first_tensor + rk->lay.u[u].ntensors;
+        for (t = rk->lay.u[u].first_tensor; t < last; t++) {
+            size_t a, b;
+            if (!rk->lay.t[t].sp_sum) continue;
+            a = rk->lay.t[t].offset;
+            while (t + 1 < last && rk->lay.t[t + 1].sp_sum) t++;
+            b = rk->lay.t[t].offset + mgt__tensor_storage(&rk->lay.t[t]);
+            a = a > lo ? a : lo;
+            b = b < hi ? b : hi;
+            if (a < b) MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, mgt__slice_ptr(rk, rk->grads, zero >= 2 ? rk->gshard : NULL, u, a), b - a));
+        }
+    }
+    return MGT_OK;
+}
+
 static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
     const mgt_plan *p = &rk->run->plan;
     int u;
@@ -7301,6 +7519,7 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
             rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, rk->rs_tmp, s);
         }
     }
+    MGT__TRY(mgt__sp_grads(rk));
     return mgt__kv_grads(rk);
 }
 
@@ -8363,6 +8582,16 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
     if (continues) mgt__history_from_metrics(r);
     r->metrics = fopen(r->metrics_path, continues ? "a" : "w");
     if (!r->metrics) return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno));
+    if (r->plan.cfg.parallel.layout == MGT_LAYOUT_AUTO) { /* each start of the run says the layout parallel.layout = auto chose for it */
+        const mgt_config *c = &r->plan.cfg;
+        char schedule[16], recompute[16];
+        mgt_config_value_string(c, mgt__find_key("parallel", "pp_schedule"), schedule, sizeof schedule);
+        mgt_config_value_string(c, mgt__find_key("train", "recompute"), recompute, sizeof recompute);
+        fprintf(r->metrics, "{\"type\":\"layout\",\"step\":%d,\"chosen\":\"auto\",\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"pp_schedule\":\"%s\","
+                "\"micro_batch\":%d,\"recompute\":\"%s\"}\n", r->step, c->parallel.dp, c->parallel.tp, c->parallel.pp, c->parallel.zero, schedule,
+                c->train.micro_batch, recompute);
+        fflush(r->metrics);
+    }
     return MGT_OK;
 }
 
@@ -9443,7 +9672,8 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.Vl = p->Vp / p->tp;
     rk->shape.nblocks = rk->nblocks;
     rk->shape.last = rk->last;
-    rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
+    rk->shape.recompute = r->inference ? MGT_RECOMPUTE_NONE : cfg->train.recompute;
+    rk->shape.sp = !r->inference && cfg->parallel.sp && p->tp > 1; /* sampling keeps its rows whole */
     rk->shape.first = rk->first;
     rk->shape.chunks = r->inference ? 1 : mgt__plan_chunks(p);
     rk->shape.elt = mgt__dtype_size(r->dtype);
@@ -10516,10 +10746,11 @@ static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [
    linear layers' biases follow [model] bias) */
 typedef struct mgt__rank_sizes {
     size_t C, T, B, N, Cl, Hl, Q, F, Vl; /* model width, sequence, micro-batch, tokens; the rank's slices of width, heads, qkv, MLP, vocabulary */
+    size_t R;                            /* rows of the residual stream it holds: N, or N / tp under sequence parallelism (mgt__rows) */
     size_t norm, block, emb, head;       /* floats of a norm, a block's unit, the embedding's and the head's (0: not on this stage) */
     size_t S, shard, keep;               /* the rank's parameters, its DP shard, the units outside blocks */
     size_t e, f;                         /* bytes of the storage type and of fp32 */
-    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype, V; /* V: chunks per stage (pp_virtual) */
+    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype, sp, V; /* V: chunks per stage (pp_virtual) */
 } mgt__rank_sizes;
 
 static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) {
@@ -10535,6 +10766,8 @@ static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) 
     z->V = mgt__plan_chunks(p);
     z->M = p->micro_steps;
     z->C = (size_t)cfg->model.d_model; z->T = (size_t)cfg->model.seq_len; z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
+    z->sp = cfg->parallel.sp && p->tp > 1;
+    z->R = z->N / (z->sp ? (size_t)p->tp : 1);
     z->Cl = z->C / (size_t)p->tp; z->Hl = (size_t)d->H / (size_t)p->tp; z->Vl = (size_t)p->Vp / (size_t)p->tp;
     z->Q = z->Cl + 2 * (size_t)(mgt__kv_local(d, p->tp) * d->hs); z->F = (size_t)d->fc / (size_t)p->tp;
     z->kvr = mgt__kv_replicas(d, p->tp);
@@ -10587,14 +10820,24 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
     size_t f = z->f, e = z->e;
     double act = (double)(z->N * z->C * e), per_micro_tp = 0; /* activations move in the storage type */
     int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL, M = z->M, nb = z->nb, first = z->first, last = z->last;
-    if (p->tp > 1) {
+    if (p->tp > 1 && !z->sp) {
         per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
         o->bytes[MGT_COLL_ALL_REDUCE] += M * per_micro_tp;
-        if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p->tp * (double)(z->N * 3 * f);
     }
+    if (z->sp) { /* sequence parallelism, per micro-batch (a reduce-scatter or an all-gather counts its whole (N,C) buffer, as an
+                    all-reduce does; on a ring each moves half an all-reduce's bytes). A block's forward: an all-gather before each
+                    column-parallel GEMM (ln1, ln2), a reduce-scatter after each row-parallel one; its backward: dres gathered before
+                    each row-parallel GEMM, ln1 and ln2 gathered again for the column-parallel weight gradients (the extra traffic:
+                    the norms keep only their rows), their input gradients reduce-scattered; recompute reruns the forward's. The
+                    embedding: a reduce-scatter forward, dres gathered backward. The head: lnf gathered forward and again backward,
+                    its input gradient reduce-scattered. */
+        o->bytes[MGT_COLL_REDUCE_SCATTER] += M * act * ((double)nb * (4 + (recompute ? 2 : 0)) + (first ? 1 : 0) + (last ? 1 : 0));
+        o->bytes[MGT_COLL_ALL_GATHER] += M * act * ((double)nb * (6 + (recompute ? 2 : 0)) + (first ? 1 : 0) + (last ? 2 : 0));
+    }
+    if (p->tp > 1 && last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p->tp * (double)(z->N * 3 * f); /* the cross-entropy's statistics */
     if (p->pp > 1) {
-        /* forward and backward, in and out: each of its V chunks receives but the model's first, sends but its last */
-        o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * 2.0 * ((z->V - first) + (z->V - last));
+        /* forward and backward, in and out, the rank's rows: each of its V chunks receives but the model's first, sends but its last */
+        o->bytes[MGT_COLL_SEND_RECV] += (double)M * (double)(z->R * z->C * e) * 2.0 * ((z->V - first) + (z->V - last));
         if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(z->Vl * z->C * f); /* the tied embedding */
     }
     if (p->dp > 1) {
@@ -10612,6 +10855,15 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
         }
     }
     if (p->world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p->world * sizeof(double); /* the gradient norm */
+    if (z->sp) { /* the norms' gradients summed over TP once a step in fp32, the rank's DP slice of them under ZeRO (mgt__sp_grads):
+                    each block's ln_1 (from its start) and ln_2 (after c_attn and attn.c_proj), the head's ln_f (from its start); a
+                    norm's weight and bias are one call, the padding between them included */
+        size_t run = z->norm - mgt__pad16(z->C) + z->C, o2 = z->norm + mgt__pad16(z->Q * z->C) + mgt__pad16(z->C * z->Cl) + (d->bias ? mgt__pad16(z->Q) + mgt__pad16(z->C) : 0);
+        size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
+        size_t h0 = p->zero >= 1 ? (size_t)z->dpr * (z->head / (size_t)p->dp) : 0, h1 = p->zero >= 1 ? h0 + z->head / (size_t)p->dp : z->head;
+        o->bytes[MGT_COLL_ALL_REDUCE] += (double)f * ((double)nb * (double)(mgt__overlap(0, run, s0, s1) + mgt__overlap(o2, o2 + run, s0, s1)) +
+                                                      (last ? (double)mgt__overlap(0, run, h0, h1) : 0));
+    }
     if (z->kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
                          once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
         size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
@@ -10657,16 +10909,23 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
         MGT__TRY(mgt__interleaved_plan(p, z.ppr, NULL, NULL, NULL, NULL, &v_sets));
         sets = (size_t)v_sets;
     }
-    a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
-    a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
-              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
-               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
-               mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
-    a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
+    /* the residual stream and the norms' inputs and outputs: the rank's R rows (N / tp under sequence parallelism) */
+    a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(z.R * C * e);
+    { /* a block's activations (mgt__acts_layout): what recompute = selective rebuilds (ln1, ln2, fch_gelu)
+         apart from what every block keeps */
+        size_t cheap = 2 * mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * z.Hl * e);
+        size_t kept = mgt__carve_bytes(z.R * C * e) + 4 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Q * e) +
+                      mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+                      mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
+        int rec = cfg->train.recompute;
+        a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
+    }
+    a_last = z.last ? mgt__carve_bytes(z.R * C * e) + 2 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
-    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 ? mgt__carve_bytes(N * C * e) : 0); /* and interleaved's gradient in and out (acts.dgrad) */
+    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 ? mgt__carve_bytes(z.R * C * e) : 0); /* and interleaved's gradient in and out (acts.dgrad) */
     one = a_resid + a_layer + a_last + a_io;
-    scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) + (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0);
+    scratch = mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) +
+              (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0) + (z.sp ? mgt__carve_bytes(N * C * e) : 0); /* dres, dln, dqkv, dfch, dact, full */
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
@@ -10747,6 +11006,7 @@ static int mgt__fit_need(const mgt_plan *of, int inference, const double *gpu_fr
     if (inference || (gpu_free && cfg->parallel.device != MGT_DEVICE_CUDA)) {
         mgt_config v = *cfg;
         if (inference) v.train.micro_batch = v.train.global_batch = 1; /* sampling: one sequence, no optimizer */
+        if (inference) v.parallel.sp = 0; /* and its rows whole (mgt__rank_place) */
         if (gpu_free) v.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13); no rule depends on the device */
         if ((inference && mgt_config_validate(&v) != MGT_OK) || mgt__plan_make(&v, &variant) != MGT_OK) return -1;
         plan = &variant;
@@ -10816,7 +11076,7 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
     char what[96];
     int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
     mgt_config c = *cfg;
-    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
+    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, selective = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
     for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
         if (per_dp % m) continue;
         c.train.micro_batch = m;
@@ -10824,7 +11084,12 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
         found = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what);
     }
     c = *cfg;
+    /* selective first: it rebuilds only the cheap ops, where full runs each block's forward again */
     if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+        c.train.recompute = MGT_RECOMPUTE_SELECTIVE;
+        selective = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = selective");
+    }
+    if (cfg->train.recompute != MGT_RECOMPUTE_FULL && !selective && !inference) {
         c.train.recompute = MGT_RECOMPUTE_FULL;
         if (!mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
             for (m = cfg->train.micro_batch - 1; m >= 1; m--) {
@@ -11196,6 +11461,7 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
     if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_fit: cfg and out are required");
     memset(out, 0, sizeof *out);
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "the memory check"));
     MGT__TRY(mgt__plan_make(cfg, &plan));
     api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
     if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
@@ -11425,6 +11691,7 @@ static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const
     cfg = &resolved; /* the model keys [model] init gives */
     MGT__TRY(mgt_config_resolve_init(&resolved));
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a run"));
     MGT__TRY(mgt__run_alloc_on(&r, cfg, 0, given, given_world));
     if (cfg->model.init[0] && (res = mgt__init_weights(r)) != MGT_OK) { mgt_run_destroy(r); return res; }
     if (cfg->data.train[0]) {
@@ -11517,7 +11784,7 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
     if (threads > 0) cfg.parallel.threads = threads;
     cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1; /* sampling runs on one rank, whatever trained it */
     cfg.parallel.pp_virtual = 1;
-    cfg.parallel.zero = 0;
+    cfg.parallel.zero = cfg.parallel.sp = 0;
     MGT__TRY(mgt__run_alloc(&r, &cfg, 1));
     res = mgt_run_resume(r, checkpoint);
     if (res != MGT_OK) { mgt_run_destroy(r); return res; }
@@ -11975,6 +12242,56 @@ static void *mgt__sim_companion_main(void *arg) { /* another rank of the machine
     }
 }
 
+/* Measurements shared by the simulated steps of a layout search (parallel.layout = auto): an op shape
+   run with the same threads beside the same number of companions costs what it measured once, so the
+   search's ZeRO stages and schedules of a layout run no op twice. Counted: a search turns it on and
+   off around itself (mgt__sim_share(1), (0)); off, every simulated step measures its own. */
+typedef struct mgt__sim_shared { mgt__sim_measured m; int threads, companions; } mgt__sim_shared;
+static pthread_mutex_t mgt__sim_share_mu = PTHREAD_MUTEX_INITIALIZER;
+static mgt__sim_shared *mgt__sim_shares;
+static size_t mgt__sim_nshares, mgt__sim_cap_shares;
+static int mgt__sim_sharing;
+static void mgt__sim_share(int on) {
+    pthread_mutex_lock(&mgt__sim_share_mu);
+    mgt__sim_sharing += on ? 1 : -1;
+    if (mgt__sim_sharing <= 0) {
+        MGT_FREE(mgt__sim_shares);
+        mgt__sim_shares = NULL;
+        mgt__sim_nshares = mgt__sim_cap_shares = 0;
+        mgt__sim_sharing = 0;
+    }
+    pthread_mutex_unlock(&mgt__sim_share_mu);
+}
+/* the shared measurement of op for w's ranks (1, *sec), or 0; with sec NULL, adds *m */
+static int mgt__sim_shared_find(const mgt__sim_world *w, int dtype, const mgt_sim_op *op, double *sec, const mgt__sim_measured *add) {
+    size_t i;
+    int found = 0;
+    pthread_mutex_lock(&mgt__sim_share_mu);
+    if (mgt__sim_sharing && add) {
+        if (mgt__sim_nshares == mgt__sim_cap_shares) {
+            size_t cap = mgt__sim_cap_shares ? 2 * mgt__sim_cap_shares : 256;
+            mgt__sim_shared *p = (mgt__sim_shared *)MGT_REALLOC(mgt__sim_shares, sizeof *p * cap);
+            if (p) { mgt__sim_shares = p; mgt__sim_cap_shares = cap; }
+        }
+        if (mgt__sim_nshares < mgt__sim_cap_shares) {
+            mgt__sim_shared *s = &mgt__sim_shares[mgt__sim_nshares++];
+            s->m = *add;
+            s->threads = w->measure_threads;
+            s->companions = w->companions;
+        }
+    }
+    for (i = 0; mgt__sim_sharing && !add && i < mgt__sim_nshares && !found; i++) {
+        const mgt__sim_shared *s = &mgt__sim_shares[i];
+        if (s->threads == w->measure_threads && s->companions == w->companions && s->m.dtype == dtype && !strcmp(s->m.op, op->name) &&
+            !memcmp(s->m.args, op->args, sizeof op->args)) {
+            *sec = s->m.sec;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&mgt__sim_share_mu);
+    return found;
+}
+
 /* seconds of op on this machine: the CPU backend's op of its shape and storage type, run by the
    threads of a rank while the machine's other ranks run it too (they share memory bandwidth and
    the cores' clock), the median of three runs after one that warms caches; measured once per
@@ -11995,6 +12312,10 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
             pthread_mutex_unlock(&w->measure_mu);
             return sec;
         }
+    if (mgt__sim_shared_find(w, dtype, op, &sec, NULL)) { /* another step of the search ran it */
+        pthread_mutex_unlock(&w->measure_mu);
+        return sec;
+    }
     need = mgt__sim_replay(NULL, op, NULL);
     ready = need > 0 && (double)need * sizeof(float) * (w->companions + 1) <= MGT__SIM_MEASURE_BYTES;
     for (j = 0; ready && j <= w->companions; j++)
@@ -12038,6 +12359,7 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
         memcpy(m->args, op->args, sizeof m->args);
         m->dtype = dtype;
         m->sec = sec;
+        mgt__sim_shared_find(w, dtype, op, NULL, m);
     }
     pthread_mutex_unlock(&w->measure_mu);
     return sec;
@@ -13040,6 +13362,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     if (opt->device.tensor_tflops[0] <= 0 || opt->device.mem_gbps <= 0 || opt->device.vector_tflops <= 0)
         return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: device '%s' has no peak or bandwidth (for cpu, use mgt_sim_device_find)", opt->device.name);
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a simulated step"));
     MGT__TRY(mgt__plan_make(cfg, &p));
     MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
     res = mgt__run_alloc_on(&r, cfg, 0, &mgt__world_sim, w);
@@ -13140,7 +13463,7 @@ MGTDEF mgt_result mgt_sim_calibration_write(const char *path, const char *gpu_na
                 fprintf(f, "%s = %s\n", keys[i].name, value);
             }
     }
-    fprintf(f, "[train]\nmicro_batch = %d\nrecompute = %s\n", cfg->train.micro_batch, cfg->train.recompute ? "full" : "none");
+    fprintf(f, "[train]\nmicro_batch = %d\nrecompute = %s\n", cfg->train.micro_batch, mgt_recompute_name(cfg->train.recompute));
     err = ferror(f);
     if (fclose(f) != 0 || err) return mgt__fail(MGT_ERROR_IO, "cannot write the calibration %s", path);
     return MGT_OK;
@@ -13246,7 +13569,8 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
         char kv[64];
         snprintf(kv, sizeof kv, "train.global_batch=%d", k->train.micro_batch);
         if ((r = mgt_config_set(k, kv)) == MGT_OK && (r = mgt_config_set(k, "parallel.dp=1")) == MGT_OK && (r = mgt_config_set(k, "parallel.tp=1")) == MGT_OK &&
-            (r = mgt_config_set(k, "parallel.pp=1")) == MGT_OK && (r = mgt_config_set(k, "parallel.pp_virtual=1")) == MGT_OK && (r = mgt_config_set(k, "data.train=")) == MGT_OK && (r = mgt_config_set(k, "data.val=")) == MGT_OK)
+            (r = mgt_config_set(k, "parallel.sp=0")) == MGT_OK && (r = mgt_config_set(k, "parallel.pp_virtual=1")) == MGT_OK &&
+            (r = mgt_config_set(k, "parallel.pp=1")) == MGT_OK && (r = mgt_config_set(k, "data.train=")) == MGT_OK && (r = mgt_config_set(k, "data.val=")) == MGT_OK)
             r = mgt_config_validate(k);
         if (r != MGT_OK) r = mgt__fail(MGT_ERROR_CONFIG, "%s: the shape measured is not a valid preset: %s", path, mgt_last_error());
     }
@@ -13284,16 +13608,24 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
 /* ==== begin src/sim_search.c ==== */
 #ifndef MGT_NO_SIM
 #line 1 "src/sim_search.c"
-/* src/sim_search.c - the layout search: every layout of a number of GPUs that fits, simulated,
-   fastest first (mgt plan --search) */
+/* src/sim_search.c - the layout search: every layout of a number of GPUs (or CPU ranks) that fits,
+   simulated, fastest first (mgt plan --search, parallel.layout = auto) */
 
 /* GiB the fullest rank of cfg needs on a GPU (the plan, the device's reserve, the attention
-   scratch), or -1 when cfg is not a valid layout */
+   scratch), or -1 when cfg is not a valid layout. On the CPU (host_sync), where the ranks share the
+   machine's memory: 0 when the whole run fits it as mgt_run_create checks it (mgt__fit), else -1 */
 static double mgt__search_mem(const mgt_config *layout, const mgt_sim_device *d) {
     mgt_config gpu = *layout; /* planned as GPU ranks: flash attention's activations */
     mgt_plan plan;
     int r, c, tp = gpu.parallel.tp, dp = gpu.parallel.dp, pp = gpu.parallel.pp;
     double worst = 0;
+    if (d->host_sync) {
+        mgt_fit fit;
+        gpu.parallel.device = MGT_DEVICE_CPU;
+        if (mgt_plan_make(&gpu, &plan) != MGT_OK) return -1;
+        mgt__fit(&plan, 0, NULL, 0, &fit);
+        return fit.fits || !fit.checked ? 0 : -1;
+    }
     gpu.parallel.device = MGT_DEVICE_CUDA;
     if (mgt_plan_make(&gpu, &plan) != MGT_OK) return -1;
     for (r = 0; r < dp * tp * pp; r++) {
@@ -13314,36 +13646,78 @@ static int mgt__search_faster(const void *a, const void *b) {
     double x = ((const mgt_layout_choice *)a)->tokens_per_s, y = ((const mgt_layout_choice *)b)->tokens_per_s;
     return x < y ? 1 : x > y ? -1 : 0;
 }
-/* appends one simulated layout; 0 when out of memory */
-static int mgt__search_add(mgt_layout_search *s, int *cap, const mgt_config *cfg, const mgt_sim_result *res) {
-    mgt_layout_choice *c;
+/* a layout of the search: its config, then what its simulated step came to (the layout search
+   simulates its layouts on several threads at once, each step on its own simulated world) */
+static const int mgt__search_modes[3] = {MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_SELECTIVE, MGT_RECOMPUTE_FULL}; /* least first */
+typedef struct mgt__search_job {
+    mgt_config cfg;
+    int fallback;               /* > 0: the mode (mgt__search_modes) to try from should the simulator refuse this one */
+    mgt_result rc;              /* of mgt_sim_run */
+    char why[320];              /* its error */
+    mgt_layout_choice choice;   /* its figures, when rc is MGT_OK */
+} mgt__search_job;
+typedef struct mgt__search_jobs {
+    mgt__search_job *job;
+    int n, cap, next;
+    const mgt_sim_options *opt;
+    pthread_mutex_t mu;
+} mgt__search_jobs;
+
+/* job's step simulated into its choice */
+static void mgt__search_run(mgt__search_job *job, const mgt_sim_options *opt) {
+    mgt_sim_result res;
+    mgt_layout_choice *c = &job->choice;
+    const mgt_config *cfg = &job->cfg;
     int k;
-    if (s->count == *cap) {
-        int grown = *cap ? 2 * *cap : 64;
-        mgt_layout_choice *g = (mgt_layout_choice *)MGT_MALLOC(sizeof *g * (size_t)grown);
-        if (!g) return 0;
-        if (s->count) memcpy(g, s->layouts, sizeof *g * (size_t)s->count);
-        MGT_FREE(s->layouts);
-        s->layouts = g;
-        *cap = grown;
-    }
-    c = &s->layouts[s->count++];
+    job->rc = mgt_sim_run(cfg, opt, &res);
+    if (job->rc != MGT_OK) { mgt__strlcpy(job->why, mgt_last_error(), sizeof job->why); return; }
     memset(c, 0, sizeof *c);
     c->dp = cfg->parallel.dp; c->tp = cfg->parallel.tp; c->pp = cfg->parallel.pp; c->zero = cfg->parallel.zero;
     c->micro_batch = cfg->train.micro_batch; c->recompute = cfg->train.recompute; c->pp_schedule = cfg->parallel.pp_schedule;
-    c->step_s = res->step_s; c->tokens_per_s = res->tokens_per_s; c->mfu = res->mfu; c->mem_gib = res->mem_peak_gib;
-    c->bubble_s = res->ranks[0].bubble_s;
-    for (k = 0; k < MGT_COLL_COUNT; k++) c->exposed_s += res->ranks[0].exposed_s[k];
+    c->step_s = res.step_s; c->tokens_per_s = res.tokens_per_s; c->mfu = res.mfu; c->mem_gib = res.mem_peak_gib;
+    c->bubble_s = res.ranks[0].bubble_s;
+    for (k = 0; k < MGT_COLL_COUNT; k++) c->exposed_s += res.ranks[0].exposed_s[k];
+    mgt_sim_result_free(&res);
+}
+static void *mgt__search_worker(void *arg) {
+    mgt__search_jobs *q = (mgt__search_jobs *)arg;
+    for (;;) {
+        int i;
+        pthread_mutex_lock(&q->mu);
+        i = q->next++;
+        pthread_mutex_unlock(&q->mu);
+        if (i >= q->n) return NULL;
+        mgt__search_run(&q->job[i], q->opt);
+    }
+}
+/* queues cfg; 0 when out of memory */
+static int mgt__search_queue(mgt__search_jobs *q, const mgt_config *cfg, int fallback) {
+    if (q->n == q->cap) {
+        int grown = q->cap ? 2 * q->cap : 64;
+        mgt__search_job *g = (mgt__search_job *)MGT_REALLOC(q->job, sizeof *g * (size_t)grown);
+        if (!g) return 0;
+        q->job = g;
+        q->cap = grown;
+    }
+    q->job[q->n].cfg = *cfg;
+    q->job[q->n].fallback = fallback;
+    q->job[q->n].rc = MGT_OK;
+    q->job[q->n].why[0] = 0;
+    q->n++;
     return 1;
 }
 
 MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out) {
-    int cap = 0, tp, pp, zero, micro, rec, sched, per_node;
+    int tp, pp, zero, micro, k, sched, per_node, i, threads, started = 0;
     double t0 = mgt_now();
+    mgt_result last_rc = MGT_OK;
+    char last_why[320] = "";
+    mgt__search_jobs q;
+    pthread_t tid[64];
     if (!base || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: base, opt and out are required");
     memset(out, 0, sizeof *out);
-    if (opt->device.host_sync) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: the search is for GPUs, not '%s'", opt->device.name);
     if (world < 1) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: %d GPUs", world);
+    memset(&q, 0, sizeof q);
     per_node = opt->gpus_per_node > 0 ? opt->gpus_per_node : world;
     for (tp = 1; tp <= world && tp <= per_node; tp++) {
         if (world % tp || base->model.n_head % tp) continue;
@@ -13354,27 +13728,64 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
                 for (micro = base->train.global_batch / dp; micro >= 1; micro--) {
                     if ((base->train.global_batch / dp) % micro) continue;
                     for (sched = 0; sched < (pp > 1 ? 2 : 1); sched++)
-                        for (rec = 0; rec < 2; rec++) {
+                        for (k = 0; k < 3; k++) { /* the least recompute that fits: none, selective, full */
                             mgt_config cfg = *base;
-                            mgt_sim_result res;
                             double mem;
+                            /* only the least, unless base asks for recompute (an auto layout's pinned recompute): then each that fits */
+                            int only = base->train.recompute == MGT_RECOMPUTE_NONE;
                             cfg.parallel.dp = dp; cfg.parallel.tp = tp; cfg.parallel.pp = pp; cfg.parallel.zero = zero;
-                            cfg.train.micro_batch = micro; cfg.train.recompute = rec; cfg.parallel.pp_schedule = sched;
+                            cfg.train.micro_batch = micro; cfg.train.recompute = mgt__search_modes[k]; cfg.parallel.pp_schedule = sched;
+                            cfg.parallel.layout = MGT_LAYOUT_MANUAL; /* a layout of its own, checked as such */
                             cfg.parallel.pp_virtual = 1; /* the search compares plain schedules */
                             mem = mgt__search_mem(&cfg, &opt->device);
                             if (mem < 0 || mem > opt->device.mem_gib) continue;
-                            if (mgt_sim_run(&cfg, opt, &res) != MGT_OK) { out->failed++; continue; }
-                            if (!mgt__search_add(out, &cap, &cfg, &res)) {
-                                mgt_sim_result_free(&res);
-                                mgt_layout_search_free(out);
-                                return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
-                            }
-                            mgt_sim_result_free(&res);
-                            if (rec == 0) break; /* recompute only pays where it lets a micro-batch fit */
+                            /* refused by the simulator, the next mode is tried (mgt__search_job.fallback) */
+                            if (!mgt__search_queue(&q, &cfg, only ? k + 1 : 0)) { MGT_FREE(q.job); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+                            if (only) break; /* more recompute only pays where it lets a micro-batch fit */
                         }
                 }
         }
     }
+    /* simulated on a thread a core (the cpu device one at a time: it measures its ops on the cores),
+       at most 4096 simulated ranks at once; the list is the same in any order of completion */
+    threads = opt->device.host_sync ? 1 : mgt_cpu_count();
+    if (threads > 64) threads = 64;
+    if (threads > 4096 / world) threads = 4096 / world > 0 ? 4096 / world : 1;
+    if (threads > q.n) threads = q.n;
+    q.opt = opt;
+    pthread_mutex_init(&q.mu, NULL);
+    for (i = 1; i < threads; i++)
+        if (pthread_create(&tid[i], NULL, mgt__search_worker, &q) == 0) started = i;
+        else break;
+    mgt__search_worker(&q);
+    for (i = 1; i <= started; i++) pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&q.mu);
+    out->layouts = (mgt_layout_choice *)MGT_MALLOC(sizeof *out->layouts * (size_t)(q.n > 0 ? q.n : 1));
+    if (!out->layouts) { MGT_FREE(q.job); return mgt__fail(MGT_ERROR_MEMORY, "out of memory"); }
+    for (i = 0; i < q.n; i++) { /* in the order of the loops above */
+        mgt__search_job *j = &q.job[i];
+        if (j->rc != MGT_OK && j->fallback) { /* refused: the next recompute that fits, as the loops above would have */
+            int m;
+            for (m = j->fallback; m < 3 && j->rc != MGT_OK; m++) {
+                double mem;
+                j->cfg.train.recompute = mgt__search_modes[m];
+                mem = mgt__search_mem(&j->cfg, &opt->device);
+                if (mem < 0 || mem > opt->device.mem_gib) continue;
+                out->failed++;
+                last_rc = j->rc;
+                mgt__strlcpy(last_why, j->why, sizeof last_why);
+                mgt__search_run(j, opt);
+            }
+        }
+        if (j->rc == MGT_OK) out->layouts[out->count++] = j->choice;
+        else {
+            out->failed++;
+            last_rc = j->rc;
+            mgt__strlcpy(last_why, j->why, sizeof last_why);
+        }
+    }
+    if (last_rc != MGT_OK) mgt__fail(last_rc, "%s", last_why); /* mgt_last_error says why, for the last */
+    MGT_FREE(q.job);
     if (out->count) qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, mgt__search_faster);
     out->wall_s = mgt_now() - t0;
     return MGT_OK;
@@ -13386,6 +13797,188 @@ MGTDEF void mgt_layout_search_free(mgt_layout_search *search) {
 }
 #endif /* MGT_NO_SIM */
 /* ==== end src/sim_search.c ==== */
+/* ==== begin src/layout_auto.c ==== */
+#line 1 "src/layout_auto.c"
+/* src/layout_auto.c - a layout chosen for you: parallel.layout = auto resolved into the layout keys by
+   the layout search, on this machine's GPUs or cores (mgt_config_resolve_layout); under MGT_NO_SIM a
+   stand-in that refuses auto */
+
+#ifndef MGT_NO_SIM
+/* the simulator's model of a GPU that names itself `name` ("NVIDIA H100 80GB HBM3"), or NULL (as mgt
+   doctor names them: a GH200 is priced as an H200) */
+static const char *mgt__layout_gpu_model(const char *name) {
+    char up[96];
+    size_t i;
+    for (i = 0; name[i] && i + 1 < sizeof up; i++) up[i] = (char)(name[i] >= 'a' && name[i] <= 'z' ? name[i] - 32 : name[i]);
+    up[i] = 0;
+    if (strstr(up, "A100")) return "a100";
+    if (strstr(up, "H100")) return "h100";
+    if (strstr(up, "H200")) return "h200";
+    if (strstr(up, "B200")) return "b200";
+    return NULL;
+}
+
+/* whether layout c keeps every pinned key of cfg (zero only counts where there is DP, the schedule
+   where there is a pipeline: the search tries no others there) */
+static int mgt__layout_keeps(const mgt_config *cfg, const int *pinned, const mgt_layout_choice *c) {
+    return (!pinned[0] || c->dp == cfg->parallel.dp) && (!pinned[1] || c->tp == cfg->parallel.tp) && (!pinned[2] || c->pp == cfg->parallel.pp) &&
+           (!pinned[3] || c->dp == 1 || c->zero == cfg->parallel.zero) && (!pinned[4] || c->pp == 1 || c->pp_schedule == cfg->parallel.pp_schedule) &&
+           (!pinned[5] || c->micro_batch == cfg->train.micro_batch) && (!pinned[6] || c->recompute == cfg->train.recompute);
+}
+
+/* cfg with layout c (pinned keys keep their values), each chosen key marked as auto's choice */
+static void mgt__layout_apply(mgt_config *cfg, const int *pinned, const mgt_layout_choice *c) {
+    int v[MGT__LAYOUT_KEYS], k;
+    v[0] = c->dp; v[1] = c->tp; v[2] = c->pp; v[3] = c->zero; v[4] = c->pp_schedule; v[5] = c->micro_batch; v[6] = c->recompute;
+    for (k = 0; k < MGT__LAYOUT_KEYS; k++) {
+        if (pinned[k]) continue;
+        if (k == 0) cfg->parallel.dp = v[k];
+        else if (k == 1) cfg->parallel.tp = v[k];
+        else if (k == 2) cfg->parallel.pp = v[k];
+        else if (k == 3) cfg->parallel.zero = v[k];
+        else if (k == 4) cfg->parallel.pp_schedule = v[k];
+        else if (k == 5) cfg->train.micro_batch = v[k];
+        else cfg->train.recompute = v[k];
+        cfg->line[mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1])] = MGT__FROM_LAYOUT;
+    }
+}
+
+/* whether cfg with layout c fits this machine as mgt_run_create checks it (api: its GPUs; NULL: the CPU) */
+static int mgt__layout_fits(const mgt_config *cfg, const int *pinned, const mgt_layout_choice *c, const mgt_cuda_api *api) {
+    mgt_config t = *cfg;
+    mgt_plan plan;
+    mgt_fit fit;
+    mgt__layout_apply(&t, pinned, c);
+    t.parallel.layout = MGT_LAYOUT_MANUAL;
+    if (mgt_config_validate(&t) != MGT_OK || mgt__plan_make(&t, &plan) != MGT_OK) return 0;
+    mgt__fit_on(&plan, api, 0, &fit);
+    return fit.fits || !fit.checked;
+}
+
+MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *out) {
+    const mgt_cuda_api *api = NULL;
+    mgt_sim_options o;
+    mgt_config base;
+    int pinned[MGT__LAYOUT_KEYS], k, gpus = 0, threads, worlds[32], nworlds = 0, w, have = 0, fixed_world = 0, processes;
+    double t0 = mgt_now();
+    char why[900] = "", where[300];
+    if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_resolve_layout: cfg and out are required");
+    memset(out, 0, sizeof *out);
+    if (!mgt__layout_unresolved(cfg)) return MGT_OK; /* manual, or chosen already */
+    MGT__TRY(mgt_config_resolve_init(cfg)); /* the model the layouts are of */
+    MGT__TRY(mgt_config_validate(cfg));
+    mgt__where(cfg, mgt__find_key("parallel", "layout"), where, sizeof where);
+    if ((processes = mgt_mpi_launcher(NULL, 0)) > 1) /* each process would choose by itself, and on the CPU measure differently */
+        return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] layout = auto under an MPI launcher of %d processes: not supported; set the layout "
+                         "(`mgt plan PRESET --gpu NAME --gpus N --search` lists the fastest)", where, processes);
+    for (k = 0; k < MGT__LAYOUT_KEYS; k++) {
+        pinned[k] = mgt__layout_pinned(cfg, mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1]));
+        if (pinned[k]) {
+            char value[32];
+            mgt_config_value_string(cfg, mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1]), value, sizeof value);
+            mgt__catf(out->pins, sizeof out->pins, "%s%s.%s = %s", out->pinned++ ? ", " : "", mgt__layout_keys[k][0], mgt__layout_keys[k][1], value);
+        }
+    }
+    base = *cfg;
+    base.parallel.layout = MGT_LAYOUT_MANUAL;
+    mgt_sim_options_init(&o);
+    /* where the ranks go: GPUs where the CUDA library finds them (device cuda or auto), else the CPU */
+    if (cfg->parallel.device != MGT_DEVICE_CPU) {
+        api = mgt_cuda_load(why, sizeof why);
+        if (api && (api->probe(&gpus, why, sizeof why) != 0 || gpus < 1)) api = NULL;
+        if (!api && cfg->parallel.device == MGT_DEVICE_CUDA)
+            return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] layout = auto with device = cuda, but no usable GPU: %s", where, why[0] ? why : "none found");
+    }
+    if (api) { /* every GPU visible, priced as the simulator's model of its name, with the least free memory of them */
+        double least = -1;
+        const char *model = NULL;
+        mgt_gpu_info info;
+        for (k = 0; k < gpus; k++) {
+            memset(&info, 0, sizeof info);
+            if (api->info(k, &info) != 0) return mgt__fail(MGT_ERROR_DEVICE, "%s: parallel.layout = auto: cannot read GPU %d", where, k);
+            if (!(model = mgt__layout_gpu_model(info.name)))
+                return mgt__fail(MGT_ERROR_UNSUPPORTED, "%s: [parallel] layout = auto: the step simulator has no model of GPU %d, %s (it knows A100, H100, H200 "
+                                 "and B200); set the layout (parallel.layout = manual)", where, k, info.name);
+            if (least < 0 || (double)info.memory_free < least) least = (double)info.memory_free;
+        }
+        MGT__TRY(mgt_sim_device_find(model, 0, &o.device));
+        o.device.mem_gib = least / 1073741824.0;
+        o.gpus_per_node = gpus;
+        out->on_gpus = 1;
+        out->devices = gpus;
+    } else { /* ranks are threads sharing the cores: the cpu device runs each op of each shape to price it */
+        threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
+        MGT__TRY(mgt_sim_device_find("cpu", threads, &o.device));
+        out->devices = threads;
+    }
+    mgt__strlcpy(out->device, o.device.name, sizeof out->device);
+    mgt__strlcpy(out->title, o.device.title, sizeof out->title);
+    if (pinned[0] && pinned[1] && pinned[2]) { /* the pins say how many ranks */
+        fixed_world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+        if (api && fixed_world > gpus)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto with dp x tp x pp pinned to %d ranks (%s), on %d GPUs", where, fixed_world, out->pins, gpus);
+        worlds[nworlds++] = fixed_world;
+    } else if (api) /* all the GPUs; fewer only where no layout of all of them fits (the loop below stops at the first that has one) */
+        for (w = gpus; w >= 1 && nworlds < 32; w--) worlds[nworlds++] = w;
+    else { /* 1, 2, 4, ... ranks and the threads themselves: each rank at least a thread, the threads divided between them */
+        for (w = 1; w <= out->devices && nworlds < 31; w *= 2) worlds[nworlds++] = w;
+        if (worlds[nworlds - 1] != out->devices) worlds[nworlds++] = out->devices;
+    }
+    for (w = 0; w < nworlds; w++) {
+        mgt_layout_search found;
+        mgt_sim_options ow = o;
+        int i;
+        if (!api) { /* a rank's share of the machine's peak, as mgt plan --gpu cpu reckons MFU */
+            for (i = 0; i < 3; i++) ow.device.tensor_tflops[i] /= worlds[w];
+            ow.device.vector_tflops /= worlds[w];
+            ow.device.transc_gps /= worlds[w];
+            ow.gpus_per_node = worlds[w];
+        }
+        if (!api) mgt__sim_share(1); /* the CPU: an op shape measured once for the whole search, per rank count */
+        {
+            mgt_result res = mgt_plan_search(&base, &ow, worlds[w], &found);
+            if (!api) mgt__sim_share(0);
+            MGT__TRY(res);
+        }
+        out->simulated += found.count;
+        for (i = 0; i < found.count; i++) { /* fastest first: the first two that keep the pins and fit as the run will check */
+            const mgt_layout_choice *c = &found.layouts[i];
+            if (!mgt__layout_keeps(cfg, pinned, c)) continue;
+            out->eligible++;
+            if (have == 2 && c->tokens_per_s <= out->runner_up.tokens_per_s) continue;
+            if (!mgt__layout_fits(cfg, pinned, c, api)) continue;
+            if (!have || c->tokens_per_s > out->chosen.tokens_per_s) {
+                if (have) out->runner_up = out->chosen;
+                out->chosen = *c;
+                have = have ? 2 : 1;
+            } else if (have == 1 || c->tokens_per_s > out->runner_up.tokens_per_s) {
+                out->runner_up = *c;
+                have = 2;
+            }
+        }
+        mgt_layout_search_free(&found);
+        if (api && have) break; /* GPUs: the most GPUs that hold a layout */
+    }
+    out->has_runner_up = have == 2;
+    out->search_s = mgt_now() - t0;
+    if (!have)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto: no layout of up to %d %s fits%s%s (%d simulated; global batch %d); %s",
+                         where, out->devices, api ? o.device.title : "CPU threads", out->pinned ? " with " : "", out->pins, out->simulated,
+                         cfg->train.global_batch, out->pinned ? "pin fewer layout keys, or train a smaller model" : "train a smaller model, or on a machine with more memory");
+    mgt__layout_apply(cfg, pinned, &out->chosen);
+    cfg->line[mgt__find_key("parallel", "layout")] = MGT__FROM_LAYOUT;
+    out->searched = 1;
+    return mgt_config_validate(cfg);
+}
+#else
+MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *out) {
+    if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_config_resolve_layout: cfg and out are required");
+    memset(out, 0, sizeof *out);
+    if (!mgt__layout_unresolved(cfg)) return MGT_OK;
+    return mgt__fail(MGT_ERROR_UNSUPPORTED, "[parallel] layout = auto needs the step simulator, which this build leaves out (MGT_NO_SIM); set the layout");
+}
+#endif
+/* ==== end src/layout_auto.c ==== */
 /* ==== begin src/impl_end.h ==== */
 #line 1 "src/impl_end.h"
 /* src/impl_end.h - the implementation ends; the licence */

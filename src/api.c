@@ -176,6 +176,7 @@ static mgt_result mgt__run_create_on(mgt_run **out, const mgt_config *cfg, const
     cfg = &resolved; /* the model keys [model] init gives */
     MGT__TRY(mgt_config_resolve_init(&resolved));
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a run"));
     MGT__TRY(mgt__run_alloc_on(&r, cfg, 0, given, given_world));
     if (cfg->model.init[0] && (res = mgt__init_weights(r)) != MGT_OK) { mgt_run_destroy(r); return res; }
     if (cfg->data.train[0]) {
@@ -268,7 +269,7 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
     if (threads > 0) cfg.parallel.threads = threads;
     cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1; /* sampling runs on one rank, whatever trained it */
     cfg.parallel.pp_virtual = 1;
-    cfg.parallel.zero = 0;
+    cfg.parallel.zero = cfg.parallel.sp = 0;
     MGT__TRY(mgt__run_alloc(&r, &cfg, 1));
     res = mgt_run_resume(r, checkpoint);
     if (res != MGT_OK) { mgt_run_destroy(r); return res; }

@@ -30,7 +30,7 @@ PARTS = [
     "mgt_api.h", "catf.h", "impl_begin.h", "base.c", "plugin.c", "config.c", "pool.c", "blas.c", "backend_cpu.c", "world.c", "model.c", "data.c",
     "safetensors.c", "comm_local.c", "comm_mpi.c", "run.c", "rank.c", "step.c", "tensorboard.c", "metrics.c", "folder.c", "checkpoint.c", "rank_make.c",
     "weights.c", "weights_hf.c", "weights_init.c", "plan.c", "device.c", "api.c",
-    "sim.c", "sim_measure.c", "sim_backend.c", "sim_comm.c", "sim_calibration.c", "sim_search.c", "impl_end.h",
+    "sim.c", "sim_measure.c", "sim_backend.c", "sim_comm.c", "sim_calibration.c", "sim_search.c", "layout_auto.c", "impl_end.h",
 ]
 # optional parts, stb-style: each is compiled unless its switch is defined (mgt.h's OPTIONS)
 OPTIONAL = {"weights_hf.c": "MGT_NO_HF",

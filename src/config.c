@@ -153,15 +153,43 @@ static void mgt__order_keys(const mgt_config *cfg, int *first, int *second) {
     if (cfg->line[*first] == 0 && cfg->line[*second] != 0) { int t = *first; *first = *second; *second = t; }
 }
 #define MGT__FROM_INIT (-2) /* cfg->line of a model key taken from [model] init's file */
+#define MGT__FROM_LAYOUT (-7) /* cfg->line of a layout key parallel.layout = auto chose, and of layout itself once it has chosen */
+/* the keys parallel.layout = auto chooses */
+static const char *const mgt__layout_keys[][2] = {
+    {"parallel", "dp"}, {"parallel", "tp"}, {"parallel", "pp"}, {"parallel", "zero"}, {"parallel", "pp_schedule"}, {"train", "micro_batch"}, {"train", "recompute"},
+};
+#define MGT__LAYOUT_KEYS 7
+/* whether cfg asks for a layout still to be chosen: parallel.layout = auto, not yet resolved (mgt_config_resolve_layout) */
+static int mgt__layout_unresolved(const mgt_config *cfg) {
+    return cfg->parallel.layout == MGT_LAYOUT_AUTO && cfg->line[mgt__find_key("parallel", "layout")] != MGT__FROM_LAYOUT;
+}
+/* whether layout key `key` constrains an automatic layout: set beside auto or after it. A preset's own
+   layout keys pin it only where the preset itself says auto (auto from --set, --auto-layout or a
+   program replaces the preset's layout); --set and a program's options always pin; a default, or a
+   value auto chose before, never does */
+static int mgt__layout_pinned(const mgt_config *cfg, int key) {
+    int line = cfg->line[key];
+    if (line == 0 || line == MGT__FROM_LAYOUT || line == MGT__FROM_INIT) return 0;
+    return line < 0 || cfg->line[mgt__find_key("parallel", "layout")] > 0;
+}
 /* where a key got its value: "file:line", "--set section.key", init's model or "the default" */
 static const char *mgt__where(const mgt_config *cfg, int key, char *buf, size_t cap) {
     int line = cfg->line[key];
     if (line > 0) snprintf(buf, cap, "%s:%d", cfg->path, line);
     else if (line == MGT__FROM_INIT) snprintf(buf, cap, "[model] init's model");
+    else if (line == MGT__FROM_LAYOUT) snprintf(buf, cap, "parallel.layout = auto's choice");
     else if (line <= -3 && line >= -6) snprintf(buf, cap, "%s", cfg->option[-3 - line]);
     else if (line < 0) snprintf(buf, cap, "--set %s.%s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     else snprintf(buf, cap, "the default of [%s] %s", mgt__keys[key].info.section, mgt__keys[key].info.name);
     return buf;
+}
+/* MGT_OK, or (with the error set) where cfg's layout is parallel.layout = auto still to be chosen:
+   `who` needs a layout */
+static mgt_result mgt__layout_chosen(const mgt_config *cfg, const char *who) {
+    char where[300];
+    if (!mgt__layout_unresolved(cfg)) return MGT_OK;
+    return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto: %s needs the layout chosen first: mgt_config_resolve_layout(&cfg, &choice) "
+                     "chooses it (mgt train does)", mgt__where(cfg, mgt__find_key("parallel", "layout"), where, sizeof where), who);
 }
 
 /* why a string value is refused (NULL when it is fine): a value is UTF-8 text of one line, so that
@@ -245,6 +273,11 @@ static int mgt__set_value(mgt_config *cfg, int key, const char *value, char *why
         memcpy(field, value, strlen(value));
         return 1;
     }
+}
+
+MGTDEF const char *mgt_recompute_name(int mode) {
+    static const char *const names[] = MGT_RECOMPUTE_NAMES;
+    return mode >= 0 && mode < (int)(sizeof names / sizeof names[0]) ? names[mode] : "?";
 }
 
 MGTDEF void mgt_config_init(mgt_config *cfg) {
@@ -628,6 +661,24 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                                  k->info.section, k->info.name, why);
         }
     }
+    if (mgt__layout_unresolved(cfg)) { /* the keys auto chooses are checked once chosen: here those set (pinned) against the rest */
+        mgt_config pinned = *cfg;
+        int k;
+        for (k = 0; k < MGT__LAYOUT_KEYS; k++) {
+            int key = mgt__find_key(mgt__layout_keys[k][0], mgt__layout_keys[k][1]);
+            if (mgt__layout_pinned(cfg, key)) continue;
+            if (k == 0) pinned.parallel.dp = 1;
+            else if (k == 1) pinned.parallel.tp = 1;
+            else if (k == 2) pinned.parallel.pp = 1;
+            else if (k == 3) pinned.parallel.zero = 0;
+            else if (k == 4) pinned.parallel.pp_schedule = 0;
+            else if (k == 5) pinned.train.micro_batch = 1;
+            else pinned.train.recompute = MGT_RECOMPUTE_NONE;
+        }
+        pinned.parallel.sp = 0; /* its rules are of tp and the micro-batch's rows: checked once they are chosen */
+        pinned.parallel.layout = MGT_LAYOUT_MANUAL;
+        return mgt_config_validate(&pinned);
+    }
     {
         int e;
         if (frexp(cfg->precision.loss_scale, &e) != 0.5) /* a power of two scales and unscales exactly */
@@ -694,6 +745,16 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [model] norm_eps = %g with norm = layernorm; LayerNorm's epsilon is fixed at 1e-5 (GPT-2's), only rmsnorm takes another",
                              mgt__where(cfg, MGT__KEY(model, norm_eps), w1, sizeof w1), cfg->model.norm_eps);
     }
+    if (cfg->parallel.sp && cfg->parallel.tp == 1)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = 1 (tp from %s): sequence parallelism splits the rows between the tensor-parallel "
+                         "layers over the TP ranks, so it needs tp > 1; set parallel.tp to 2 or more, or parallel.sp = 0",
+                         mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), mgt__where(cfg, MGT__KEY(parallel, tp), w2, sizeof w2));
+    if (cfg->parallel.sp && ((long long)cfg->train.micro_batch * cfg->model.seq_len) % cfg->parallel.tp)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = %d: the micro-batch's micro_batch x seq_len = %d x %d = %lld rows do not divide "
+                         "by tp (micro_batch from %s, seq_len from %s); each TP rank holds an equal share of the rows: make micro_batch x seq_len a "
+                         "multiple of %d, or set parallel.sp = 0", mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), cfg->parallel.tp,
+                         cfg->train.micro_batch, cfg->model.seq_len, (long long)cfg->train.micro_batch * cfg->model.seq_len,
+                         mgt__where(cfg, MGT__KEY(train, micro_batch), w2, sizeof w2), mgt__where(cfg, MGT__KEY(model, seq_len), w3, sizeof w3), cfg->parallel.tp);
     if (cfg->parallel.pp > cfg->model.n_layer || cfg->parallel.pp > 256) {
         int a = MGT__KEY(parallel, pp), b = MGT__KEY(model, n_layer);
         mgt__order_keys(cfg, &a, &b);

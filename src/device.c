@@ -254,6 +254,7 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
     if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_fit: cfg and out are required");
     memset(out, 0, sizeof *out);
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "the memory check"));
     MGT__TRY(mgt__plan_make(cfg, &plan));
     api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
     if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */

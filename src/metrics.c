@@ -95,6 +95,16 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
     if (continues) mgt__history_from_metrics(r);
     r->metrics = fopen(r->metrics_path, continues ? "a" : "w");
     if (!r->metrics) return mgt__fail(MGT_ERROR_IO, "%s: cannot open for writing: %s", r->metrics_path, strerror(errno));
+    if (r->plan.cfg.parallel.layout == MGT_LAYOUT_AUTO) { /* each start of the run says the layout parallel.layout = auto chose for it */
+        const mgt_config *c = &r->plan.cfg;
+        char schedule[16], recompute[16];
+        mgt_config_value_string(c, mgt__find_key("parallel", "pp_schedule"), schedule, sizeof schedule);
+        mgt_config_value_string(c, mgt__find_key("train", "recompute"), recompute, sizeof recompute);
+        fprintf(r->metrics, "{\"type\":\"layout\",\"step\":%d,\"chosen\":\"auto\",\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"pp_schedule\":\"%s\","
+                "\"micro_batch\":%d,\"recompute\":\"%s\"}\n", r->step, c->parallel.dp, c->parallel.tp, c->parallel.pp, c->parallel.zero, schedule,
+                c->train.micro_batch, recompute);
+        fflush(r->metrics);
+    }
     return MGT_OK;
 }
 

@@ -31,7 +31,7 @@
                          as [model] init, and mgt_export, are then refused); init from mgt checkpoints
                          and llm.c's .bin stays
      MGT_NO_SIM          beside MGT_IMPLEMENTATION: no step simulator (the mgt_sim_* functions, mgt_plan_search and
-                         mgt_layout_search_free are then not defined)
+                         mgt_layout_search_free are then not defined; parallel.layout = auto is refused)
      MGT_NO_MPI          beside MGT_IMPLEMENTATION: one process only, no MPI (a run started by an MPI
                          launcher of several processes is then refused, naming the switch)
      MGT_MALLOC, MGT_REALLOC, MGT_FREE beside MGT_IMPLEMENTATION: your allocator for all of the
@@ -176,11 +176,13 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(train, seed, INT, "1337", 0, 2147483647, "", "seed of initial weights and data order")       \
     X(train, eval_every, INT, "100", 0, 2000000000, "", "steps between validations; 0 is off")     \
     X(train, eval_batches, INT, "4", 1, 1000000, "", "global batches per validation")               \
-    X(train, recompute, ENUM, "none", 0, 0, "none|full", "recompute activations in backward")
+    X(train, recompute, ENUM, "none", 0, 0, "none|full|selective", "recompute in backward: whole blocks, or norms and GELU only")
 #define MGT_KEYS_parallel(X)                                                                       \
     X(parallel, device, ENUM, "auto", 0, 0, "auto|cpu|cuda", "where ranks run")                    \
+    X(parallel, layout, ENUM, "manual", 0, 0, "manual|auto", "manual: the layout keys as set (dp, tp, pp, zero, pp_schedule, train.micro_batch, train.recompute); auto: the step simulator's fastest layout that fits this machine, chosen as the run starts; layout keys set beside auto or by --set constrain it") \
     X(parallel, dp, INT, "1", 1, 4096, "", "data-parallel ranks")                                  \
     X(parallel, tp, INT, "1", 1, 4096, "", "tensor-parallel ranks")                                \
+    X(parallel, sp, INT, "0", 0, 1, "", "1: sequence parallelism (needs tp > 1): the norms and residual adds between the TP layers hold 1/tp of the rows") \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
@@ -220,11 +222,14 @@ enum { MGT_CONFIG_NKEYS = 0 MGT_CONFIG_KEYS(MGT__COUNT_KEY) };
 enum { MGT_SCHEDULE_COSINE, MGT_SCHEDULE_LINEAR, MGT_SCHEDULE_CONSTANT };
 enum { MGT_DEVICE_AUTO, MGT_DEVICE_CPU, MGT_DEVICE_CUDA };
 enum { MGT_TOKENIZER_BYTE, MGT_TOKENIZER_GPT2, MGT_TOKENIZER_HF };
-enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL };
+enum { MGT_RECOMPUTE_NONE, MGT_RECOMPUTE_FULL, MGT_RECOMPUTE_SELECTIVE };
+#define MGT_RECOMPUTE_NAMES {"none", "full", "selective"}
+MGTDEF const char *mgt_recompute_name(int mode); /* MGT_RECOMPUTE_NAMES[mode], or "?" */
 enum { MGT_DTYPE_FP32, MGT_DTYPE_BF16, MGT_DTYPE_FP16 };
 enum { MGT_NORM_LAYERNORM, MGT_NORM_RMSNORM };
 enum { MGT_POSITIONS_LEARNED, MGT_POSITIONS_ROPE };
 enum { MGT_MLP_GELU, MGT_MLP_SWIGLU };
+enum { MGT_LAYOUT_MANUAL, MGT_LAYOUT_AUTO };
 
 typedef struct mgt_config {
     MGT_CONFIG_SECTIONS(MGT__DECL_SECTION)
@@ -742,8 +747,11 @@ MGTDEF mgt_result mgt_sim_calibrate(mgt_sim_calibration *cal, mgt_sim_options *o
 /* The layout search (`mgt plan --search`): every layout of `world` GPUs of opt->device that fits its
    memory (the closed-form plan, the CUDA reserve and the attention scratch), simulated, fastest
    first (PREDICTED). It tries dp x tp x pp with tp within a node, ZeRO 0-3 where dp > 1, every
-   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and full recompute only where
-   no recompute does not fit. base gives the model, the batch and the precision. */
+   micro-batch that divides the batch, 1F1B and GPipe where pp > 1, and the least recompute that
+   fits (none, then selective, then full; each that fits where base's recompute is not none: an auto
+   layout's pinned recompute). base gives the model, the batch and the precision. Layouts are
+   simulated on a thread a core at once (on the cpu device one at a time); the list does not depend
+   on it. */
 typedef struct mgt_layout_choice {
     int dp, tp, pp, zero, micro_batch, recompute, pp_schedule; /* the preset's values */
     double step_s, tokens_per_s, mfu, mem_gib;                 /* mem_gib: the fullest GPU */
@@ -757,6 +765,40 @@ typedef struct mgt_layout_search {
 } mgt_layout_search;
 MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options *opt, int world, mgt_layout_search *out);
 MGTDEF void mgt_layout_search_free(mgt_layout_search *search);
+
+/* A layout chosen for you: [parallel] layout = auto (src/layout_auto.c; docs/design.md, "A layout
+   chosen for you"). mgt_config_resolve_layout writes into cfg the fastest layout mgt_plan_search finds for this
+   machine among those that fit it as mgt_run_create checks, PREDICTED by the simulator, in seconds
+   (one simulated step per layout, no trial runs):
+   - GPUs (device cuda, or auto where the CUDA library finds GPUs): every GPU visible, priced as the
+     simulator's model of its name (A100, H100, H200, B200; another is refused) with the least free
+     memory among them; fewer GPUs only where no layout of all of them fits;
+   - the CPU: ranks are threads sharing parallel.threads (0: every core); 1, 2, 4 ... ranks and the
+     threads themselves, each op priced by running it here (the simulator's cpu device).
+   It sets dp, tp, pp, zero, pp_schedule, train.micro_batch and train.recompute, never the model, the
+   global batch or the precision. A layout key set beside auto (in the preset that says auto, or by
+   mgt_config_set / --set after it) is pinned: only layouts with its value are chosen; a preset's own
+   layout keys are replaced when auto comes from mgt_config_set or --auto-layout. cfg keeps
+   parallel.layout = auto, marked chosen: a second call leaves it as it is, mgt_run_create refuses
+   an auto layout not chosen, and a checkpoint's stored preset holds the layout with layout = auto
+   (a run resumed from it chooses again: checkpoints do not depend on the layout). parallel.layout =
+   manual: nothing to do (out->searched 0). Refused under an MPI launcher of several processes and
+   under MGT_NO_SIM. */
+typedef struct mgt_layout_auto {
+    int searched;                /* 1: cfg's layout was chosen by this call */
+    int on_gpus;                 /* 1: GPU ranks priced as `device`; 0: CPU ranks */
+    char device[32], title[64];  /* the simulator's device ("h100", "cpu") and its title */
+    int devices;                 /* GPUs visible, or the CPU threads: the most ranks tried */
+    int simulated;               /* layouts that fit and were simulated, over every rank count tried */
+    int eligible;                /* of them, those that keep the pinned keys */
+    int pinned;                  /* layout keys pinned, as pins lists them ("parallel.tp = 2") */
+    char pins[256];
+    mgt_layout_choice chosen;    /* its PREDICTED step_s, tokens_per_s, mfu, mem_gib */
+    mgt_layout_choice runner_up; /* the next fastest that fits (has_runner_up) */
+    int has_runner_up;
+    double search_s;             /* what the search took here, measured */
+} mgt_layout_auto;
+MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *out);
 
 /* ---- runs (src/run.c .. src/api.c): create, step, evaluate, save, resume, sample, statistics -- */
 

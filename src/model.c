@@ -118,6 +118,7 @@ static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
 MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out) {
     if (!cfg || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_make: cfg and out are required");
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a plan"));
     return mgt__plan_make(cfg, out);
 }
 
@@ -141,6 +142,8 @@ typedef struct mgt__tensor {
     size_t kv_from;         /* with replicated key/value heads: local elements from here on (c_attn's k and v rows) are
                                held by the kv group too: their gradients summed over it, counted once; else 0 */
     int tied_copy;          /* the last stage's copy of wte: kept equal, saved and counted once */
+    int sp_sum;             /* sequence parallelism: a norm's weight or bias, whose gradient each TP rank takes from its
+                               rows only: summed over TP (mgt__sp_grads) */
     int decay;              /* AdamW weight decay applies (matrices and embeddings) */
     float init_std, init_value;
     size_t offset;          /* in the rank's flat buffer, floats */
@@ -243,6 +246,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
     int L = cfg->model.n_layer, C = d.C, T = cfg->model.seq_len, V = cfg->model.vocab_size, tp = p->tp, hs = d.hs;
     int Cl = C / tp, KVl = mgt__kv_local(&d, tp) * hs, kvr = mgt__kv_replicas(&d, tp), Hl = d.H / tp, Vl = p->Vp / tp, l, b, nb = mgt__stage_blocks(p, stage);
     int norm_bias = !d.rms; /* LayerNorm has a bias, RMSNorm none */
+    int sp = cfg->parallel.sp && tp > 1; /* the norms' gradients are partial on each TP rank */
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)L);
     char name[64];
     lay->n = lay->nu = 0;
@@ -261,8 +265,8 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         l = mgt__stage_layer(p, stage, b);
         mgt__open_unit(lay);
 #define MGT__NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
-        mgt__add(lay, MGT__NAME("ln_1.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
-        if (norm_bias) mgt__add(lay, MGT__NAME("ln_1.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        mgt__add(lay, MGT__NAME("ln_1.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1)->sp_sum = sp;
+        if (norm_bias) mgt__add(lay, MGT__NAME("ln_1.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1)->sp_sum = sp;
         for (k = 0; k < 1 + d.bias; k++) { /* the weight, then the bias: this rank's q heads, k heads, v heads */
             x = k == 0 ? mgt__add(lay, MGT__NAME("attn.c_attn.weight"), d.qkv, C, Cl + 2 * KVl, C, 0, 0, 1, std, 0, 0)
                        : mgt__add(lay, MGT__NAME("attn.c_attn.bias"), d.qkv, 0, Cl + 2 * KVl, 0, 0, 0, 0, 0, 0, 0);
@@ -276,8 +280,8 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         }
         mgt__add(lay, MGT__NAME("attn.c_proj.weight"), C, C, C, Cl, 0, tpr * Cl, 1, proj_std, 0, 0);
         if (d.bias) mgt__add(lay, MGT__NAME("attn.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
-        mgt__add(lay, MGT__NAME("ln_2.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1);
-        if (norm_bias) mgt__add(lay, MGT__NAME("ln_2.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        mgt__add(lay, MGT__NAME("ln_2.weight"), C, 0, C, 0, 0, 0, 0, 0, 1, 1)->sp_sum = sp;
+        if (norm_bias) mgt__add(lay, MGT__NAME("ln_2.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1)->sp_sum = sp;
         for (k = 0; k < 1 + d.bias; k++) { /* GELU: this rank's hidden units; SwiGLU: its gate units, then its up units */
             x = k == 0 ? mgt__add(lay, MGT__NAME("mlp.c_fc.weight"), d.fc, C, d.fc / tp, C, tpr * Hl, 0, 1, std, 0, 0)
                        : mgt__add(lay, MGT__NAME("mlp.c_fc.bias"), d.fc, 0, d.fc / tp, 0, tpr * Hl, 0, 0, 0, 0, 0);
@@ -293,8 +297,8 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
     }
     if (stage == p->pp - 1) {
         mgt__open_unit(lay);
-        mgt__add(lay, "ln_f.weight", C, 0, C, 0, 0, 0, 0, 0, 1, 1);
-        if (norm_bias) mgt__add(lay, "ln_f.bias", C, 0, C, 0, 0, 0, 0, 0, 0, 1);
+        mgt__add(lay, "ln_f.weight", C, 0, C, 0, 0, 0, 0, 0, 1, 1)->sp_sum = sp;
+        if (norm_bias) mgt__add(lay, "ln_f.bias", C, 0, C, 0, 0, 0, 0, 0, 0, 1)->sp_sum = sp;
         if (!d.tied) mgt__add(lay, "lm_head.weight", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0);
         else if (p->pp > 1) mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0)->tied_copy = 1;
         mgt__close_unit(lay, p->dp);
@@ -323,21 +327,24 @@ static uint64_t mgt__name_key(const char *name) { /* FNV-1a: the generator's str
 
 /* Activations of one micro-batch on one rank, with the rank's local widths, in the storage type
    (`void *`) or fp32 (`float *`). With recompute = full, every block shares one set and only the
-   residual stream at each block's input is kept. */
+   residual stream at each block's input is kept; with recompute = selective, the blocks share the
+   outputs of the cheap memory-bound ops (ln1, ln2, fch_gelu: rebuilt in backward from what each
+   block keeps) and keep the GEMMs' and attention's. R is the rows of the residual stream the rank
+   holds (mgt__rows: N, or N / tp under sequence parallelism). */
 typedef struct mgt__layer_acts {
-    void *ln1; float *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
+    void *ln1; float *ln1_mean, *ln1_rstd; /* (R,C) (R) (R) */
     void *qkv;                             /* (N,3Cl) */
     void *att;                             /* (B,NHl,T,T) probabilities, or (B,NHl,T) fp32 logsumexps (att_lse) */
     void *atty;                            /* (N,Cl) */
-    void *res2;                            /* (N,C) residual after attention */
-    void *ln2; float *ln2_mean, *ln2_rstd; /* (N,C) (N) (N) */
+    void *res2;                            /* (R,C) residual after attention */
+    void *ln2; float *ln2_mean, *ln2_rstd; /* (R,C) (R) (R) */
     void *fch, *fch_gelu;                  /* (N,Hl) */
 } mgt__layer_acts;
 
 typedef struct mgt__acts {
-    void **resid;                          /* nblocks+1 of (N,C): input of each block, then the output */
+    void **resid;                          /* nblocks+1 of (R,C): input of each block, then the output */
     mgt__layer_acts *layer;                /* nblocks */
-    void *lnf; float *lnf_mean, *lnf_rstd; /* (N,C) (N) (N), last stage */
+    void *lnf; float *lnf_mean, *lnf_rstd; /* (R,C) (R) (R), last stage */
     float *logits;                         /* (N,Vl); dlogits in place, last stage; storage type (typed float * for fp32 tools) */
     float *xent;                           /* (tp,N,3) cross-entropy partials of every TP rank, last stage */
     double *losses;                        /* (N) */
@@ -360,7 +367,11 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
 /* a rank's widths: Cl its query channels (NHl heads), KVl its key or value channels, Hl its MLP hidden
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
    backend's (mgt_backend.att_lse) */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute, att_lse, chunks; size_t elt; } mgt__shape; /* chunks: pp_virtual, 1 without */
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks; size_t elt; } mgt__shape; /* chunks: pp_virtual, 1 without */
+
+/* rows of the residual stream a rank holds: all B x T, or under sequence parallelism (sp) its TP
+   rank's contiguous 1/tp of them (the norms, residual adds and row-parallel biases run on these) */
+static int mgt__rows(const mgt__shape *s) { return s->B * s->T / (s->sp ? s->tp : 1); }
 
 /* bytes of what attention saves per layer (mgt_backend.att_lse) */
 static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_lse) { return att_lse ? B * NH * T * sizeof(float) : B * NH * T * T * elt; }
@@ -368,49 +379,61 @@ static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     mgt__cursor cur = {base, 0};
-    size_t N = (size_t)s->B * (size_t)s->T, f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
-    int sets = s->nblocks == 0 ? 0 : (s->recompute ? 1 : s->nblocks);
-    for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, N * C * e);
+    size_t N = (size_t)s->B * (size_t)s->T, R = (size_t)mgt__rows(s), f = sizeof(float), e = s->elt, C = (size_t)s->C, l;
+    int sets = s->nblocks == 0 ? 0 : (s->recompute == MGT_RECOMPUTE_FULL ? 1 : s->nblocks), selective = s->recompute == MGT_RECOMPUTE_SELECTIVE;
+    void *ln1 = NULL, *ln2 = NULL, *fch_gelu = NULL; /* selective: shared by the blocks */
+    for (l = 0; l <= (size_t)s->nblocks; l++) a->resid[l] = mgt__carve(&cur, R * C * e);
+    if (selective && sets) {
+        ln1 = mgt__carve(&cur, R * C * e);
+        ln2 = mgt__carve(&cur, R * C * e);
+        fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
+    }
     for (l = 0; l < (size_t)sets; l++) {
         mgt__layer_acts *x = &a->layer[l];
-        x->ln1 = mgt__carve(&cur, N * C * e);
-        x->ln1_mean = (float *)mgt__carve(&cur, N * f);
-        x->ln1_rstd = (float *)mgt__carve(&cur, N * f);
+        x->ln1 = selective ? ln1 : mgt__carve(&cur, R * C * e);
+        x->ln1_mean = (float *)mgt__carve(&cur, R * f);
+        x->ln1_rstd = (float *)mgt__carve(&cur, R * f);
         x->qkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
         x->att = mgt__carve(&cur, mgt__att_bytes((size_t)s->B, (size_t)s->NHl, (size_t)s->T, e, s->att_lse));
         x->atty = mgt__carve(&cur, N * (size_t)s->Cl * e);
-        x->res2 = mgt__carve(&cur, N * C * e);
-        x->ln2 = mgt__carve(&cur, N * C * e);
-        x->ln2_mean = (float *)mgt__carve(&cur, N * f);
-        x->ln2_rstd = (float *)mgt__carve(&cur, N * f);
+        x->res2 = mgt__carve(&cur, R * C * e);
+        x->ln2 = selective ? ln2 : mgt__carve(&cur, R * C * e);
+        x->ln2_mean = (float *)mgt__carve(&cur, R * f);
+        x->ln2_rstd = (float *)mgt__carve(&cur, R * f);
         x->fch = mgt__carve(&cur, N * (size_t)s->Fl * e);
-        x->fch_gelu = mgt__carve(&cur, N * (size_t)s->Hl * e);
+        x->fch_gelu = selective ? fch_gelu : mgt__carve(&cur, N * (size_t)s->Hl * e);
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
     if (s->last) {
-        a->lnf = mgt__carve(&cur, N * C * e);
-        a->lnf_mean = (float *)mgt__carve(&cur, N * f);
-        a->lnf_rstd = (float *)mgt__carve(&cur, N * f);
+        a->lnf = mgt__carve(&cur, R * C * e);
+        a->lnf_mean = (float *)mgt__carve(&cur, R * f);
+        a->lnf_rstd = (float *)mgt__carve(&cur, R * f);
         a->logits = (float *)mgt__carve(&cur, N * (size_t)s->Vl * e);
         a->xent = (float *)mgt__carve(&cur, (size_t)s->tp * N * 3 * f);
         a->losses = (double *)mgt__carve(&cur, N * sizeof(double));
     }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
-    a->dgrad = s->chunks > 1 ? mgt__carve(&cur, N * C * e) : NULL;
+    a->dgrad = s->chunks > 1 ? mgt__carve(&cur, (size_t)mgt__rows(s) * C * e) : NULL; /* the residual stream's gradient: the rank's rows */
     return cur.used;
 }
 
-/* gradient scratch shared by the micro-batches of a rank (one backward at a time), storage type */
-typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch, *dact; } mgt__grad_scratch; /* dact: SwiGLU's output gradient */
+/* gradient scratch shared by the micro-batches of a rank (one backward at a time), storage type.
+   dres is the residual stream's gradient (R,C); dact SwiGLU's output gradient; full, under sequence
+   parallelism, the (N,C) rows of every TP rank: a norm's output gathered for a column-parallel GEMM
+   (forward, and again for its weight gradient), dres gathered for a row-parallel GEMM's backward,
+   a row-parallel GEMM's output or a column-parallel GEMM's input gradient before its reduce-scatter.
+   Each use ends inside the op that begins it (block, embedding, head), so one serves them all. */
+typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch, *dact, *full; } mgt__grad_scratch;
 static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
     mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
-    g->dres = mgt__carve(&cur, N * (size_t)s->C * e);
+    g->dres = mgt__carve(&cur, (size_t)mgt__rows(s) * (size_t)s->C * e);
     g->dln = mgt__carve(&cur, N * (size_t)s->C * e);
     g->dqkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
     g->dfch = mgt__carve(&cur, N * (size_t)s->Fl * e);
     g->dact = s->Fl > s->Hl ? mgt__carve(&cur, N * (size_t)s->Hl * e) : NULL;
+    g->full = s->sp ? mgt__carve(&cur, N * (size_t)s->C * e) : NULL;
     return cur.used;
 }
 

@@ -12,10 +12,11 @@ static size_t mgt__overlap(size_t a0, size_t a1, size_t b0, size_t b1) { /* of [
    linear layers' biases follow [model] bias) */
 typedef struct mgt__rank_sizes {
     size_t C, T, B, N, Cl, Hl, Q, F, Vl; /* model width, sequence, micro-batch, tokens; the rank's slices of width, heads, qkv, MLP, vocabulary */
+    size_t R;                            /* rows of the residual stream it holds: N, or N / tp under sequence parallelism (mgt__rows) */
     size_t norm, block, emb, head;       /* floats of a norm, a block's unit, the embedding's and the head's (0: not on this stage) */
     size_t S, shard, keep;               /* the rank's parameters, its DP shard, the units outside blocks */
     size_t e, f;                         /* bytes of the storage type and of fp32 */
-    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype, V; /* V: chunks per stage (pp_virtual) */
+    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype, sp, V; /* V: chunks per stage (pp_virtual) */
 } mgt__rank_sizes;
 
 static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) {
@@ -31,6 +32,8 @@ static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) 
     z->V = mgt__plan_chunks(p);
     z->M = p->micro_steps;
     z->C = (size_t)cfg->model.d_model; z->T = (size_t)cfg->model.seq_len; z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
+    z->sp = cfg->parallel.sp && p->tp > 1;
+    z->R = z->N / (z->sp ? (size_t)p->tp : 1);
     z->Cl = z->C / (size_t)p->tp; z->Hl = (size_t)d->H / (size_t)p->tp; z->Vl = (size_t)p->Vp / (size_t)p->tp;
     z->Q = z->Cl + 2 * (size_t)(mgt__kv_local(d, p->tp) * d->hs); z->F = (size_t)d->fc / (size_t)p->tp;
     z->kvr = mgt__kv_replicas(d, p->tp);
@@ -83,14 +86,24 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
     size_t f = z->f, e = z->e;
     double act = (double)(z->N * z->C * e), per_micro_tp = 0; /* activations move in the storage type */
     int recompute = cfg->train.recompute == MGT_RECOMPUTE_FULL, M = z->M, nb = z->nb, first = z->first, last = z->last;
-    if (p->tp > 1) {
+    if (p->tp > 1 && !z->sp) {
         per_micro_tp = (double)nb * (2 + 2 + (recompute ? 2 : 0)) * act + (first ? act : 0) + (last ? act : 0);
         o->bytes[MGT_COLL_ALL_REDUCE] += M * per_micro_tp;
-        if (last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p->tp * (double)(z->N * 3 * f);
     }
+    if (z->sp) { /* sequence parallelism, per micro-batch (a reduce-scatter or an all-gather counts its whole (N,C) buffer, as an
+                    all-reduce does; on a ring each moves half an all-reduce's bytes). A block's forward: an all-gather before each
+                    column-parallel GEMM (ln1, ln2), a reduce-scatter after each row-parallel one; its backward: dres gathered before
+                    each row-parallel GEMM, ln1 and ln2 gathered again for the column-parallel weight gradients (the extra traffic:
+                    the norms keep only their rows), their input gradients reduce-scattered; recompute reruns the forward's. The
+                    embedding: a reduce-scatter forward, dres gathered backward. The head: lnf gathered forward and again backward,
+                    its input gradient reduce-scattered. */
+        o->bytes[MGT_COLL_REDUCE_SCATTER] += M * act * ((double)nb * (4 + (recompute ? 2 : 0)) + (first ? 1 : 0) + (last ? 1 : 0));
+        o->bytes[MGT_COLL_ALL_GATHER] += M * act * ((double)nb * (6 + (recompute ? 2 : 0)) + (first ? 1 : 0) + (last ? 2 : 0));
+    }
+    if (p->tp > 1 && last) o->bytes[MGT_COLL_ALL_GATHER] += (double)M * (double)p->tp * (double)(z->N * 3 * f); /* the cross-entropy's statistics */
     if (p->pp > 1) {
-        /* forward and backward, in and out: each of its V chunks receives but the model's first, sends but its last */
-        o->bytes[MGT_COLL_SEND_RECV] += (double)M * act * 2.0 * ((z->V - first) + (z->V - last));
+        /* forward and backward, in and out, the rank's rows: each of its V chunks receives but the model's first, sends but its last */
+        o->bytes[MGT_COLL_SEND_RECV] += (double)M * (double)(z->R * z->C * e) * 2.0 * ((z->V - first) + (z->V - last));
         if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(z->Vl * z->C * f); /* the tied embedding */
     }
     if (p->dp > 1) {
@@ -108,6 +121,15 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
         }
     }
     if (p->world > 1) o->bytes[MGT_COLL_ALL_GATHER] += (double)p->world * sizeof(double); /* the gradient norm */
+    if (z->sp) { /* the norms' gradients summed over TP once a step in fp32, the rank's DP slice of them under ZeRO (mgt__sp_grads):
+                    each block's ln_1 (from its start) and ln_2 (after c_attn and attn.c_proj), the head's ln_f (from its start); a
+                    norm's weight and bias are one call, the padding between them included */
+        size_t run = z->norm - mgt__pad16(z->C) + z->C, o2 = z->norm + mgt__pad16(z->Q * z->C) + mgt__pad16(z->C * z->Cl) + (d->bias ? mgt__pad16(z->Q) + mgt__pad16(z->C) : 0);
+        size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
+        size_t h0 = p->zero >= 1 ? (size_t)z->dpr * (z->head / (size_t)p->dp) : 0, h1 = p->zero >= 1 ? h0 + z->head / (size_t)p->dp : z->head;
+        o->bytes[MGT_COLL_ALL_REDUCE] += (double)f * ((double)nb * (double)(mgt__overlap(0, run, s0, s1) + mgt__overlap(o2, o2 + run, s0, s1)) +
+                                                      (last ? (double)mgt__overlap(0, run, h0, h1) : 0));
+    }
     if (z->kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
                          once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
         size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
@@ -153,16 +175,23 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
         MGT__TRY(mgt__interleaved_plan(p, z.ppr, NULL, NULL, NULL, NULL, &v_sets));
         sets = (size_t)v_sets;
     }
-    a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(N * C * e);
-    a_layer = (size_t)(z.nb == 0 ? 0 : cfg->train.recompute == MGT_RECOMPUTE_FULL ? 1 : z.nb) *
-              (3 * mgt__carve_bytes(N * C * e) + 4 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Q * e) +
-               mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
-               mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Hl * e));
-    a_last = z.last ? mgt__carve_bytes(N * C * e) + 2 * mgt__carve_bytes(N * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
+    /* the residual stream and the norms' inputs and outputs: the rank's R rows (N / tp under sequence parallelism) */
+    a_resid = (size_t)(z.nb + 1) * mgt__carve_bytes(z.R * C * e);
+    { /* a block's activations (mgt__acts_layout): what recompute = selective rebuilds (ln1, ln2, fch_gelu)
+         apart from what every block keeps */
+        size_t cheap = 2 * mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * z.Hl * e);
+        size_t kept = mgt__carve_bytes(z.R * C * e) + 4 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Q * e) +
+                      mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+                      mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
+        int rec = cfg->train.recompute;
+        a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
+    }
+    a_last = z.last ? mgt__carve_bytes(z.R * C * e) + 2 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
-    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 ? mgt__carve_bytes(N * C * e) : 0); /* and interleaved's gradient in and out (acts.dgrad) */
+    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 ? mgt__carve_bytes(z.R * C * e) : 0); /* and interleaved's gradient in and out (acts.dgrad) */
     one = a_resid + a_layer + a_last + a_io;
-    scratch = 2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) + (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0);
+    scratch = mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) +
+              (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0) + (z.sp ? mgt__carve_bytes(N * C * e) : 0); /* dres, dln, dqkv, dfch, dact, full */
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
@@ -243,6 +272,7 @@ static int mgt__fit_need(const mgt_plan *of, int inference, const double *gpu_fr
     if (inference || (gpu_free && cfg->parallel.device != MGT_DEVICE_CUDA)) {
         mgt_config v = *cfg;
         if (inference) v.train.micro_batch = v.train.global_batch = 1; /* sampling: one sequence, no optimizer */
+        if (inference) v.parallel.sp = 0; /* and its rows whole (mgt__rank_place) */
         if (gpu_free) v.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13); no rule depends on the device */
         if ((inference && mgt_config_validate(&v) != MGT_OK) || mgt__plan_make(&v, &variant) != MGT_OK) return -1;
         plan = &variant;
@@ -312,7 +342,7 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
     char what[96];
     int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
     mgt_config c = *cfg;
-    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
+    int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, selective = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
     for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
         if (per_dp % m) continue;
         c.train.micro_batch = m;
@@ -320,7 +350,12 @@ static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *
         found = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, what);
     }
     c = *cfg;
+    /* selective first: it rebuilds only the cheap ops, where full runs each block's forward again */
     if (cfg->train.recompute == MGT_RECOMPUTE_NONE && !inference) {
+        c.train.recompute = MGT_RECOMPUTE_SELECTIVE;
+        selective = mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = selective");
+    }
+    if (cfg->train.recompute != MGT_RECOMPUTE_FULL && !selective && !inference) {
         c.train.recompute = MGT_RECOMPUTE_FULL;
         if (!mgt__lever(levers, cap, &c, inference, gpu_free, nfree, out, "train.recompute = full") && !found)
             for (m = cfg->train.micro_batch - 1; m >= 1; m--) {

@@ -116,6 +116,32 @@ static mgt_result mgt__all_reduce_act(mgt__rank *rk, const mgt_group *g, void *b
     return g->size > 1 ? rk->comm->all_reduce(rk->comm, g, buf, n, rk->be->dtype) : MGT_OK;
 }
 
+/* sequence parallelism (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+   Transformer Models"; Megatron-LM's --sequence-parallel): between the tensor-parallel layers each
+   TP rank holds its contiguous 1/tp of the rows (mgt__rows). A column-parallel GEMM reads every
+   row: its input is all-gathered (R -> N rows). A row-parallel GEMM's partial products are summed
+   and scattered (N -> R rows) where an all-reduce summed them. In the storage type: 16-bit sums in
+   fp32, rounded once, as the all-reduce's. */
+static mgt_result mgt__sp_gather(mgt__rank *rk, const void *mine, void *full) {
+    return rk->comm->all_gather(rk->comm, &rk->tp_g, mine, full, (size_t)mgt__rows(&rk->shape) * (size_t)rk->shape.C, rk->be->dtype);
+}
+static mgt_result mgt__sp_scatter(mgt__rank *rk, const void *full, void *mine) {
+    return rk->comm->reduce_scatter(rk->comm, &rk->tp_g, full, mine, (size_t)mgt__rows(&rk->shape) * (size_t)rk->shape.C, rk->be->dtype);
+}
+/* the TP sum of (N,C) partial products: all-reduced in place, or under sequence parallelism
+   reduce-scattered into `mine`, the rank's R rows */
+static mgt_result mgt__tp_sum(mgt__rank *rk, void *partial, void *mine) {
+    const mgt__shape *s = &rk->shape;
+    return s->sp ? mgt__sp_scatter(rk, partial, mine) : mgt__all_reduce_act(rk, &rk->tp_g, partial, (size_t)s->B * s->T * s->C);
+}
+/* what a GEMM over every row reads of the rank's rows `mine`: themselves, or gathered into `full` */
+static mgt_result mgt__all_rows(mgt__rank *rk, const void *mine, void *full, const void **rows) {
+    *rows = mine;
+    if (!rk->shape.sp) return MGT_OK;
+    *rows = full;
+    return mgt__sp_gather(rk, mine, full);
+}
+
 /* a double summed over a group in member order: all-gathered as raw bytes, so it stays a double
    and every member adds the same numbers in the same order */
 static mgt_result mgt__sum_over(mgt__rank *rk, const mgt_group *g, double *value) {
@@ -217,85 +243,102 @@ static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, cons
     else be->layernorm_backward(be, dinp, mgt__G(rk, t_weight), mgt__G(rk, t_bias), dout, inp, mgt__P(rk, t_weight), mean, rstd, N, rk->shape.C);
 }
 
-/* forward of block b: reads resid[b], writes resid[b+1] */
+/* forward of block b: reads resid[b], writes resid[b+1]. The norms, residual adds and row-parallel
+   biases run on the rank's R rows (all N but under sequence parallelism), the GEMMs and attention
+   on all N (gathered into gs.full under sequence parallelism, where the row-parallel GEMMs also
+   write their partial products before the reduce-scatter) */
 static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
     const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
-    int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
-    const void *x = A->resid[b];
-    void *out = A->resid[b + 1];
+    int C = s->C, N = s->B * s->T, R = mgt__rows(s), NKVl = s->KVl / d->hs;
+    const void *x = A->resid[b], *rows;
+    void *out = A->resid[b + 1], *full = rk->gs.full;
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
 #define MGT__BT(k) mgt__t_block(rk, b, k)
-    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
-    be->matmul_forward(be, a->qkv, a->ln1, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
+    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), R);
+    MGT__TRY(mgt__all_rows(rk, a->ln1, full, &rows));
+    be->matmul_forward(be, a->qkv, rows, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
     if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
     be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
-    be->matmul_forward(be, a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, a->res2, (size_t)N * C)); /* row-parallel: sum the partial products */
+    be->matmul_forward(be, s->sp ? full : a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
+    MGT__TRY(mgt__tp_sum(rk, s->sp ? full : a->res2, a->res2)); /* row-parallel: sum the partial products */
     if (!d->rms && MGT__BT(MGT__PROJB) >= 0) /* GPT-2: the residual and LayerNorm in one pass */
-        be->residual_layernorm_forward(be, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x, MGT__BP(MGT__PROJB), MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), N, C);
+        be->residual_layernorm_forward(be, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x, MGT__BP(MGT__PROJB), MGT__BP(MGT__LN2W), MGT__BP(MGT__LN2B), R, C);
     else {
-        be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), N, C);
-        mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+        be->bias_residual(be, a->res2, x, MGT__BP(MGT__PROJB), R, C);
+        mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), R);
     }
+    MGT__TRY(mgt__all_rows(rk, a->ln2, full, &rows));
     if (d->swiglu) {
-        be->matmul_forward(be, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
+        be->matmul_forward(be, a->fch, rows, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
         be->swiglu_forward(be, a->fch_gelu, a->fch, N, s->Hl);
     } else
-        be->matmul_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
-    be->matmul_forward(be, out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, out, (size_t)N * C));
-    be->bias_residual(be, out, a->res2, MGT__BP(MGT__FCPROJB), N, C);
+        be->matmul_gelu_forward(be, a->fch_gelu, a->fch, rows, MGT__BP(MGT__FCW), MGT__BP(MGT__FCB), N, C, s->Fl);
+    be->matmul_forward(be, s->sp ? full : out, a->fch_gelu, MGT__BP(MGT__FCPROJW), NULL, N, s->Hl, C);
+    MGT__TRY(mgt__tp_sum(rk, s->sp ? full : out, out));
+    be->bias_residual(be, out, a->res2, MGT__BP(MGT__FCPROJB), R, C);
 #undef MGT__BP
 #undef MGT__BT
     return MGT_OK;
 }
 
-/* backward of block b: gs.dres holds d(resid[b+1]) on entry and d(resid[b]) on exit */
+/* backward of block b: gs.dres holds d(resid[b+1]) on entry and d(resid[b]) on exit, the rank's R
+   rows. Under sequence parallelism gs.full takes, in turn: dres gathered for the MLP's row-parallel
+   GEMM, ln2 gathered again for c_fc's weight gradient (the norms keep only their R rows), ln2's
+   gradient reduce-scattered, dres gathered for attention's row-parallel GEMM, ln1 gathered again,
+   ln1's gradient reduce-scattered */
 static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
     const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
     mgt__grad_scratch *g = &rk->gs;
-    int C = s->C, N = s->B * s->T, NKVl = s->KVl / d->hs;
+    int C = s->C, N = s->B * s->T, R = mgt__rows(s), NKVl = s->KVl / d->hs;
+    const void *rows, *dout;
+    const void *dln = s->sp ? g->full : g->dln; /* a norm's output gradient, the rank's rows, summed over TP */
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
 #define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
 #define MGT__BT(k) mgt__t_block(rk, b, k)
     /* the biases' gradients come with their matmul's (the CUDA backend: in its weight GEMM); a
-       row-parallel layer's bias is whole on every TP rank, its gradient the column sums of dres */
+       row-parallel layer's bias is whole on every TP rank, its gradient the column sums of every
+       row of dres (gathered under sequence parallelism), the same on each */
+    MGT__TRY(mgt__all_rows(rk, g->dres, g->full, &dout));
     if (d->swiglu) { /* d(swiglu output) in dact, then d(gate, up) in dfch */
-        be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
+        be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
         be->swiglu_backward(be, g->dfch, a->fch, g->dact, N, s->Hl);
     } else
-        be->matmul_gelu_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), g->dres, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
+        be->matmul_gelu_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
                                  s->Hl, C);
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, a->ln2, MGT__BP(MGT__FCW), N, C, s->Fl);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C)); /* column-parallel: sum the input gradients */
-    mgt__norm_backward(rk, g->dres, g->dln, a->res2, a->ln2_mean, a->ln2_rstd, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), N);
+    MGT__TRY(mgt__all_rows(rk, a->ln2, g->full, &rows));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, rows, MGT__BP(MGT__FCW), N, C, s->Fl);
+    MGT__TRY(mgt__tp_sum(rk, g->dln, g->full)); /* column-parallel: sum the input gradients */
+    mgt__norm_backward(rk, g->dres, dln, a->res2, a->ln2_mean, a->ln2_rstd, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), R);
     /* dln carries d(atty) (N,Cl), then d(ln1) */
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), g->dres, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
+    MGT__TRY(mgt__all_rows(rk, g->dres, g->full, &dout));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), dout, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
     be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
     if (d->rope) be->rope_backward(be, g->dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, a->ln1, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, g->dln, (size_t)N * C));
-    mgt__norm_backward(rk, g->dres, g->dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), N);
+    MGT__TRY(mgt__all_rows(rk, a->ln1, g->full, &rows));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, rows, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
+    MGT__TRY(mgt__tp_sum(rk, g->dln, g->full));
+    mgt__norm_backward(rk, g->dres, dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), R);
 #undef MGT__BP
 #undef MGT__BG
 #undef MGT__BT
     return MGT_OK;
 }
 
-/* the first stage's embedding: vocabulary-parallel lookups summed over TP, positions added once */
+/* the first stage's embedding: vocabulary-parallel lookups summed over TP (under sequence
+   parallelism, reduce-scattered: the rank's rows), positions added once */
 static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
     const mgt__shape *s = &rk->shape;
+    void *partial = s->sp ? rk->gs.full : A->resid[0];
     MGT__TRY(mgt__fetch(rk, 0));
-    rk->be->encoder_forward(rk->be, A->resid[0], A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL,
+    rk->be->encoder_forward(rk->be, partial, A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL,
                             s->B, s->T, s->C);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, A->resid[0], (size_t)s->B * s->T * s->C));
-    return MGT_OK;
+    return mgt__tp_sum(rk, partial, A->resid[0]);
 }
 
 /* the last stage's head: final LayerNorm, vocabulary-parallel logits and cross-entropy. Each TP
@@ -306,11 +349,13 @@ static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scal
     mgt_backend *be = rk->be;
     int N = s->B * s->T, i, V = rk->run->plan.cfg.model.vocab_size, u_head = mgt__u_head(rk);
     float *part = A->xent + (size_t)rk->tpr * (size_t)N * 3;
+    const void *rows;
     double sum = 0;
     MGT__TRY(mgt__fetch(rk, u_head));
     MGT__TRY(mgt__fetch(rk, rk->lay.t[mgt__t_head(rk)].unit));
-    mgt__norm_forward(rk, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[s->nblocks], mgt__t_lnf(rk), mgt__t_lnf_bias(rk), N);
-    be->matmul_forward(be, A->logits, A->lnf, mgt__P(rk, mgt__t_head(rk)), NULL, N, s->C, s->Vl);
+    mgt__norm_forward(rk, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[s->nblocks], mgt__t_lnf(rk), mgt__t_lnf_bias(rk), mgt__rows(s));
+    MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows)); /* the logits of every row */
+    be->matmul_forward(be, A->logits, rows, mgt__P(rk, mgt__t_head(rk)), NULL, N, s->C, s->Vl);
     be->xent_partial(be, part, A->logits, A->targets, N, rk->tpr * s->Vl, s->Vl, V);
     if (rk->tp_g.size > 1) MGT__TRY(rk->comm->all_gather(rk->comm, &rk->tp_g, part, A->xent, (size_t)N * 3, MGT_F32));
     be->xent_finish(be, A->losses, A->logits, A->xent, s->tp, A->targets, N, rk->tpr * s->Vl, s->Vl, V, grad_scale);
@@ -328,13 +373,15 @@ static mgt_result mgt__head_forward(mgt__rank *rk, mgt__acts *A, float grad_scal
 static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
     const mgt__shape *s = &rk->shape;
     mgt_backend *be = rk->be;
-    int N = s->B * s->T, t_lnf = mgt__t_lnf(rk), t_wte = mgt__t_head(rk);
+    int N = s->B * s->T, R = mgt__rows(s), t_lnf = mgt__t_lnf(rk), t_wte = mgt__t_head(rk);
+    const void *rows;
     MGT__TRY(mgt__fetch(rk, mgt__u_head(rk)));
     MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
-    be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, A->lnf, mgt__P(rk, t_wte), N, s->C, s->Vl);
-    MGT__TRY(mgt__all_reduce_act(rk, &rk->tp_g, rk->gs.dln, (size_t)N * s->C));
-    be->zero(be, rk->gs.dres, (size_t)N * s->C * s->elt);
-    mgt__norm_backward(rk, rk->gs.dres, rk->gs.dln, A->resid[s->nblocks], A->lnf_mean, A->lnf_rstd, t_lnf, mgt__t_lnf_bias(rk), N);
+    MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows)); /* gathered again for the head's weight gradient */
+    be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, rows, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    MGT__TRY(mgt__tp_sum(rk, rk->gs.dln, rk->gs.full));
+    be->zero(be, rk->gs.dres, (size_t)R * s->C * s->elt);
+    mgt__norm_backward(rk, rk->gs.dres, s->sp ? rk->gs.full : rk->gs.dln, A->resid[s->nblocks], A->lnf_mean, A->lnf_rstd, t_lnf, mgt__t_lnf_bias(rk), R);
     mgt__release(rk, mgt__u_head(rk));
     mgt__release(rk, rk->lay.t[t_wte].unit);
     return MGT_OK;
@@ -376,6 +423,18 @@ static mgt_result mgt__bucket_done(mgt__rank *rk, int u) {
                            rk->lay.u[last].offset + rk->lay.u[last].size - rk->lay.u[first].offset);
 }
 
+/* recompute = selective: block b's norm and GELU (or SwiGLU) outputs again, from the residual
+   streams and the GEMM output it kept; no communication, a few passes over memory */
+static void mgt__block_recompute_selective(mgt__rank *rk, mgt__acts *A, int b) {
+    const mgt__shape *s = &rk->shape;
+    mgt__layer_acts *a = &A->layer[b];
+    int N = s->B * s->T, R = mgt__rows(s); /* the norms on the rank's rows (sequence parallelism: 1/tp of them) */
+    mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, A->resid[b], mgt__t_block(rk, b, MGT__LN1W), mgt__t_block(rk, b, MGT__LN1B), R);
+    mgt__norm_forward(rk, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, mgt__t_block(rk, b, MGT__LN2W), mgt__t_block(rk, b, MGT__LN2B), R);
+    if (rk->run->plan.dims.swiglu) rk->be->swiglu_forward(rk->be, a->fch_gelu, a->fch, N, s->Hl);
+    else rk->be->gelu_forward(rk->be, a->fch_gelu, a->fch, (size_t)N * s->Hl);
+}
+
 /* backward of blocks [b0, b1) of this stage for one micro-batch, after the head when `head`, then
    the embedding's when `embed`; gs.dres holds the gradient of the blocks' output (received from the
    next stage) unless `head`. last_micro: the last backward of these units in the step */
@@ -390,7 +449,8 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
         MGT__TRY(mgt__fetch(rk, u));
         if (b > b0) MGT__TRY(mgt__prefetch(rk, u - 1));
         MGT__TRY(mgt__block_grads_begin(rk, u));
-        if (recompute) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        if (recompute == MGT_RECOMPUTE_FULL) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
+        if (recompute == MGT_RECOMPUTE_SELECTIVE) mgt__block_recompute_selective(rk, A, b);
         MGT__TRY(mgt__block_backward(rk, A, b));
         mgt__release(rk, u);
         MGT__TRY(mgt__block_grads_done(rk, u));
@@ -398,8 +458,10 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
     }
     if (embed) {
         const mgt__shape *s = &rk->shape;
+        const void *dout;
         MGT__TRY(mgt__fetch(rk, 0));
-        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, mgt__t_wpe(rk)), rk->gs.dres, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
+        MGT__TRY(mgt__all_rows(rk, rk->gs.dres, rk->gs.full, &dout)); /* each TP rank's vocabulary rows take every row's gradient */
+        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, mgt__t_wpe(rk)), dout, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
         mgt__release(rk, 0);
         if (last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
     }
@@ -426,14 +488,15 @@ static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint32_t *rows, int
     if (rk->last) rk->be->upload(rk->be, A->targets, targets, sizeof(int) * (size_t)N);
 }
 
-/* activations and their gradients between stages, in the storage type */
+/* activations and their gradients between stages, in the storage type: the rank's R rows (under
+   sequence parallelism each TP rank sends its 1/tp to the same TP rank of the next stage) */
 static mgt_result mgt__recv_act(mgt__rank *rk, void *buf, int from_stage) {
     const mgt__shape *s = &rk->shape;
-    return rk->comm->recv(rk->comm, rk->pp_g.ranks[from_stage], buf, (size_t)s->B * s->T * s->C, rk->be->dtype);
+    return rk->comm->recv(rk->comm, rk->pp_g.ranks[from_stage], buf, (size_t)mgt__rows(s) * s->C, rk->be->dtype);
 }
 static mgt_result mgt__send_act(mgt__rank *rk, const void *buf, int to_stage) {
     const mgt__shape *s = &rk->shape;
-    return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)s->B * s->T * s->C, rk->be->dtype);
+    return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)mgt__rows(s) * s->C, rk->be->dtype);
 }
 
 /* micro-batch m through this stage, forward: receive, compute, send (or compute the loss) */
@@ -636,7 +699,7 @@ static mgt_result mgt__interleaved_plan(const mgt_plan *p, int stage, mgt__pipe_
 static mgt_result mgt__run_pipe_actions(mgt__rank *rk, const mgt__pipe_action *a, int n, const uint32_t *rows, float grad_scale) {
     const mgt__shape *s = &rk->shape;
     int i, V = s->chunks, per = rk->nblocks / V, M = rk->run->plan.micro_steps;
-    size_t act = (size_t)s->B * s->T * s->C;
+    size_t act = (size_t)mgt__rows(s) * s->C; /* the rank's rows of the residual stream (sequence parallelism: 1/tp of them) */
     for (i = 0; i < n; i++) {
         const mgt__pipe_action *x = &a[i];
         mgt__acts *A = &rk->acts[x->micro % rk->nsets];
@@ -673,7 +736,7 @@ static mgt_result mgt__run_pipe_actions(mgt__rank *rk, const mgt__pipe_action *a
    whose send waits for the receiver (NCCL) cannot deadlock. */
 static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_scale) {
     const mgt__shape *s = &rk->shape;
-    size_t act = (size_t)s->B * s->T * s->C;
+    size_t act = (size_t)mgt__rows(s) * s->C;
     int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
     if (s->chunks > 1) return mgt__run_pipe_actions(rk, rk->pipe[0], rk->npipe[0], rows, grad_scale); /* interleaved */
     if (rk->run->plan.cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {

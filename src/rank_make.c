@@ -133,7 +133,8 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.Vl = p->Vp / p->tp;
     rk->shape.nblocks = rk->nblocks;
     rk->shape.last = rk->last;
-    rk->shape.recompute = !r->inference && cfg->train.recompute == MGT_RECOMPUTE_FULL;
+    rk->shape.recompute = r->inference ? MGT_RECOMPUTE_NONE : cfg->train.recompute;
+    rk->shape.sp = !r->inference && cfg->parallel.sp && p->tp > 1; /* sampling keeps its rows whole */
     rk->shape.first = rk->first;
     rk->shape.chunks = r->inference ? 1 : mgt__plan_chunks(p);
     rk->shape.elt = mgt__dtype_size(r->dtype);

@@ -31,7 +31,7 @@ MGTDEF mgt_result mgt_sim_calibration_write(const char *path, const char *gpu_na
                 fprintf(f, "%s = %s\n", keys[i].name, value);
             }
     }
-    fprintf(f, "[train]\nmicro_batch = %d\nrecompute = %s\n", cfg->train.micro_batch, cfg->train.recompute ? "full" : "none");
+    fprintf(f, "[train]\nmicro_batch = %d\nrecompute = %s\n", cfg->train.micro_batch, mgt_recompute_name(cfg->train.recompute));
     err = ferror(f);
     if (fclose(f) != 0 || err) return mgt__fail(MGT_ERROR_IO, "cannot write the calibration %s", path);
     return MGT_OK;
@@ -137,7 +137,8 @@ MGTDEF mgt_result mgt_sim_calibration_read(const char *path, mgt_sim_calibration
         char kv[64];
         snprintf(kv, sizeof kv, "train.global_batch=%d", k->train.micro_batch);
         if ((r = mgt_config_set(k, kv)) == MGT_OK && (r = mgt_config_set(k, "parallel.dp=1")) == MGT_OK && (r = mgt_config_set(k, "parallel.tp=1")) == MGT_OK &&
-            (r = mgt_config_set(k, "parallel.pp=1")) == MGT_OK && (r = mgt_config_set(k, "parallel.pp_virtual=1")) == MGT_OK && (r = mgt_config_set(k, "data.train=")) == MGT_OK && (r = mgt_config_set(k, "data.val=")) == MGT_OK)
+            (r = mgt_config_set(k, "parallel.sp=0")) == MGT_OK && (r = mgt_config_set(k, "parallel.pp_virtual=1")) == MGT_OK &&
+            (r = mgt_config_set(k, "parallel.pp=1")) == MGT_OK && (r = mgt_config_set(k, "data.train=")) == MGT_OK && (r = mgt_config_set(k, "data.val=")) == MGT_OK)
             r = mgt_config_validate(k);
         if (r != MGT_OK) r = mgt__fail(MGT_ERROR_CONFIG, "%s: the shape measured is not a valid preset: %s", path, mgt_last_error());
     }

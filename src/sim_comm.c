@@ -511,6 +511,7 @@ MGTDEF mgt_result mgt_sim_run(const mgt_config *cfg, const mgt_sim_options *opt,
     if (opt->device.tensor_tflops[0] <= 0 || opt->device.mem_gbps <= 0 || opt->device.vector_tflops <= 0)
         return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_sim_run: device '%s' has no peak or bandwidth (for cpu, use mgt_sim_device_find)", opt->device.name);
     MGT__TRY(mgt_config_validate(cfg));
+    MGT__TRY(mgt__layout_chosen(cfg, "a simulated step"));
     MGT__TRY(mgt__plan_make(cfg, &p));
     MGT__TRY(mgt__sim_world_create(&w, p.world, opt));
     res = mgt__run_alloc_on(&r, cfg, 0, &mgt__world_sim, w);

@@ -132,6 +132,56 @@ static void *mgt__sim_companion_main(void *arg) { /* another rank of the machine
     }
 }
 
+/* Measurements shared by the simulated steps of a layout search (parallel.layout = auto): an op shape
+   run with the same threads beside the same number of companions costs what it measured once, so the
+   search's ZeRO stages and schedules of a layout run no op twice. Counted: a search turns it on and
+   off around itself (mgt__sim_share(1), (0)); off, every simulated step measures its own. */
+typedef struct mgt__sim_shared { mgt__sim_measured m; int threads, companions; } mgt__sim_shared;
+static pthread_mutex_t mgt__sim_share_mu = PTHREAD_MUTEX_INITIALIZER;
+static mgt__sim_shared *mgt__sim_shares;
+static size_t mgt__sim_nshares, mgt__sim_cap_shares;
+static int mgt__sim_sharing;
+static void mgt__sim_share(int on) {
+    pthread_mutex_lock(&mgt__sim_share_mu);
+    mgt__sim_sharing += on ? 1 : -1;
+    if (mgt__sim_sharing <= 0) {
+        MGT_FREE(mgt__sim_shares);
+        mgt__sim_shares = NULL;
+        mgt__sim_nshares = mgt__sim_cap_shares = 0;
+        mgt__sim_sharing = 0;
+    }
+    pthread_mutex_unlock(&mgt__sim_share_mu);
+}
+/* the shared measurement of op for w's ranks (1, *sec), or 0; with sec NULL, adds *m */
+static int mgt__sim_shared_find(const mgt__sim_world *w, int dtype, const mgt_sim_op *op, double *sec, const mgt__sim_measured *add) {
+    size_t i;
+    int found = 0;
+    pthread_mutex_lock(&mgt__sim_share_mu);
+    if (mgt__sim_sharing && add) {
+        if (mgt__sim_nshares == mgt__sim_cap_shares) {
+            size_t cap = mgt__sim_cap_shares ? 2 * mgt__sim_cap_shares : 256;
+            mgt__sim_shared *p = (mgt__sim_shared *)MGT_REALLOC(mgt__sim_shares, sizeof *p * cap);
+            if (p) { mgt__sim_shares = p; mgt__sim_cap_shares = cap; }
+        }
+        if (mgt__sim_nshares < mgt__sim_cap_shares) {
+            mgt__sim_shared *s = &mgt__sim_shares[mgt__sim_nshares++];
+            s->m = *add;
+            s->threads = w->measure_threads;
+            s->companions = w->companions;
+        }
+    }
+    for (i = 0; mgt__sim_sharing && !add && i < mgt__sim_nshares && !found; i++) {
+        const mgt__sim_shared *s = &mgt__sim_shares[i];
+        if (s->threads == w->measure_threads && s->companions == w->companions && s->m.dtype == dtype && !strcmp(s->m.op, op->name) &&
+            !memcmp(s->m.args, op->args, sizeof op->args)) {
+            *sec = s->m.sec;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&mgt__sim_share_mu);
+    return found;
+}
+
 /* seconds of op on this machine: the CPU backend's op of its shape and storage type, run by the
    threads of a rank while the machine's other ranks run it too (they share memory bandwidth and
    the cores' clock), the median of three runs after one that warms caches; measured once per
@@ -152,6 +202,10 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
             pthread_mutex_unlock(&w->measure_mu);
             return sec;
         }
+    if (mgt__sim_shared_find(w, dtype, op, &sec, NULL)) { /* another step of the search ran it */
+        pthread_mutex_unlock(&w->measure_mu);
+        return sec;
+    }
     need = mgt__sim_replay(NULL, op, NULL);
     ready = need > 0 && (double)need * sizeof(float) * (w->companions + 1) <= MGT__SIM_MEASURE_BYTES;
     for (j = 0; ready && j <= w->companions; j++)
@@ -195,6 +249,7 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
         memcpy(m->args, op->args, sizeof m->args);
         m->dtype = dtype;
         m->sec = sec;
+        mgt__sim_shared_find(w, dtype, op, NULL, m);
     }
     pthread_mutex_unlock(&w->measure_mu);
     return sec;

@@ -42,6 +42,32 @@ static mgt_result mgt__kv_grads(mgt__rank *rk) {
     return MGT_OK;
 }
 
+/* sequence parallelism: a norm runs on its TP rank's rows only, so its weight's and bias's gradients
+   are partial on each TP rank; summed over TP once a step, after the DP reduction (its DP slice
+   under ZeRO), in member order, so every TP rank updates them alike (the row-parallel biases need
+   no sum: their gradients come from the gathered rows). One call per run of adjacent norm tensors
+   (a block's ln_1, its ln_2, the head's ln_f), the padding between them included: zeros. */
+static mgt_result mgt__sp_grads(mgt__rank *rk) {
+    int u, t, last, zero = rk->run->plan.zero;
+    if (!rk->shape.sp) return MGT_OK;
+    for (u = 0; u < rk->lay.nu; u++) {
+        size_t lo = rk->lay.u[u].offset, hi = lo + rk->lay.u[u].size;
+        if (zero >= 1) mgt__unit_slice(rk, u, &lo, &hi);
+        last = rk->lay.u[u].first_tensor + rk->lay.u[u].ntensors;
+        for (t = rk->lay.u[u].first_tensor; t < last; t++) {
+            size_t a, b;
+            if (!rk->lay.t[t].sp_sum) continue;
+            a = rk->lay.t[t].offset;
+            while (t + 1 < last && rk->lay.t[t + 1].sp_sum) t++;
+            b = rk->lay.t[t].offset + mgt__tensor_storage(&rk->lay.t[t]);
+            a = a > lo ? a : lo;
+            b = b < hi ? b : hi;
+            if (a < b) MGT__TRY(mgt__all_reduce(rk, &rk->tp_g, mgt__slice_ptr(rk, rk->grads, zero >= 2 ? rk->gshard : NULL, u, a), b - a));
+        }
+    }
+    return MGT_OK;
+}
+
 static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
     const mgt_plan *p = &rk->run->plan;
     int u;
@@ -66,6 +92,7 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
             rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, rk->rs_tmp, s);
         }
     }
+    MGT__TRY(mgt__sp_grads(rk));
     return mgt__kv_grads(rk);
 }
 

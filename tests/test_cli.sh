@@ -440,6 +440,13 @@ run plan_one "$MGT" plan "$P/tiny.ini"
 if [ "$RC" -eq 0 ] && grep -q "^plan of .*: 1 rank = dp 1 x tp 1 x pp 1, zero 0, fp32, micro_batch" "$T/plan_one.out" && ! grep -q "1f1b\|1 ranks" "$T/plan_one.out" \
    && grep -q "^bytes moved per step: none (one rank)$" "$T/plan_one.out"; then ok "plan of one rank: '1 rank', the dtype, no schedule, no empty traffic heading"
 else fail "plan of one rank: exit $RC; $(head -c 300 "$T/plan_one.out")"; fi
+run plan_sp "$MGT" plan "$P/tiny.ini" --set parallel.tp=2 --set parallel.sp=1
+if [ "$RC" -eq 0 ] && grep -q "^plan of .*: 2 ranks = dp 1 x tp 2 x pp 1, zero 0, sequence parallel, fp32" "$T/plan_sp.out" \
+   && grep -q "^  reduce-scatter " "$T/plan_sp.out" && grep -q "^  all-gather " "$T/plan_sp.out"; then
+    ok "plan with parallel.sp = 1 names sequence parallelism, its reduce-scatters and all-gathers"
+else fail "plan with sp: exit $RC; $(head -c 400 "$T/plan_sp.out") $(head -c 300 "$T/plan_sp.err")"; fi
+expect_err "sequence parallelism without tensor parallelism is refused naming the key and the fix" 2 "$MGT" plan "$P/tiny.ini" --set parallel.sp=1 -- \
+    "[parallel] sp = 1 with tp = 1" "set parallel.tp to 2 or more, or parallel.sp = 0"
 run plan_nofit "$MGT" plan "$P/tiny.ini" --gpu h100 --set model.d_model=4096 --set model.n_head=32 --set model.n_layer=24 --set model.vocab_size=50304 \
     --set model.seq_len=4096 --set train.micro_batch=8 --set train.global_batch=8
 if [ "$RC" -eq 1 ] && grep -q "DOES NOT FIT" "$T/plan_nofit.out" && grep -q "tokens/s *n/a: the layout does not fit" "$T/plan_nofit.out" \
@@ -619,6 +626,55 @@ if [ -x "$ROOT/build/asan/mgt" ]; then # the hf paths under ASan and LeakSanitiz
         ok "ASan + LeakSanitizer: hf prepare, a malformed tokenizer.json and hf sampling are clean"
     else fail "ASan hf: exit $r1/$r2/$RC; $(grep -h -A3 Sanitizer asan_hf_*.err | head -8)"; fi
 fi
+
+# ---- parallel.layout = auto (--auto-layout): the layout chosen for 2 threads, printed and trained with -----------------
+run auto "$MGT" train "$P/tiny.ini" --no-tui --auto-layout --set parallel.threads=2 --set train.steps=3 --set checkpoint.dir=auto_ck
+if [ "$RC" -eq 0 ] && python3 - auto.out auto_ck <<'EOF'
+import glob, json, re, struct, sys
+log = open(sys.argv[1]).read()
+m = re.search(r"layout chosen automatically: dp (\d+) x tp (\d+) x pp (\d+)(?: \((1f1b|gpipe)\))?, zero (\d+), micro_batch (\d+), recompute (none|full|selective)\n", log)
+assert m, log
+dp, tp, pp, zero, micro = (int(m.group(i)) for i in (1, 2, 3, 5, 6))
+assert dp * tp * pp <= 2 and 4 % (dp * micro) == 0, m.group(0)
+p = re.search(r"PREDICTED by the step simulator: step ([0-9.]+) ms, ([0-9]+) tokens/s", log)
+r = re.search(r"runner-up: dp \d+ x tp \d+ x pp \d+.*: PREDICTED step ([0-9.]+) ms, ([0-9]+) tokens/s", log)
+s = re.search(r"search: (\d+) layouts that fit 2 CPU threads of this machine simulated, in ([0-9.]+) s \(measured\)", log)
+assert p and r and s and float(p.group(1)) > 0 and int(p.group(2)) >= int(r.group(2)) and int(s.group(1)) >= 10 and float(s.group(2)) < 60, log
+banner = re.search(r"\| (\d+) ranks?: dp (\d+) x tp (\d+) x pp (\d+)", log)  # the run trains with the choice
+assert banner and [int(banner.group(i)) for i in (1, 2, 3, 4)] == [dp * tp * pp, dp, tp, pp], (banner and banner.group(0), m.group(0))
+first = json.loads(open(sys.argv[2] + "/metrics.jsonl").readline())
+assert first["type"] == "layout" and first["chosen"] == "auto" and first["step"] == 0, first
+assert [first[k] for k in ("dp", "tp", "pp", "micro_batch")] == [dp, tp, pp, micro] and first["recompute"] == m.group(7), first
+f = open(sorted(glob.glob(sys.argv[2] + "/step_*.safetensors"))[-1], "rb")
+meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]
+stored = json.loads(meta["preset"])
+assert stored["parallel.layout"] == "auto" and [int(stored["parallel." + k]) for k in ("dp", "tp", "pp")] == [dp, tp, pp], stored
+assert int(stored["train.micro_batch"]) == micro, stored
+print("chose dp %d tp %d pp %d micro %d; predicted %s ms; search %s s over %s layouts" % (dp, tp, pp, micro, p.group(1), s.group(2), s.group(1)))
+EOF
+then ok "train --auto-layout: prints the choice, its PREDICTED step, the runner-up and the search's time; trains with its ranks; metrics and the stored preset say it"
+else fail "train --auto-layout: exit $RC; $(head -c 600 auto.out) $(head -c 300 auto.err)"; fi
+run auto_resume "$MGT" train "$P/tiny.ini" --no-tui --auto-layout --set parallel.threads=2 --set train.steps=5 --set checkpoint.dir=auto_ck --resume latest
+if [ "$RC" -eq 0 ] && grep -q "resuming at step 3 of 5" auto_resume.out && python3 - auto_ck/metrics.jsonl <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+starts = [r["step"] for r in rows if r["type"] == "layout"]
+steps = [r["step"] for r in rows if r["type"] == "train"]
+assert starts == [0, 3] and steps == [1, 2, 3, 4, 5], (starts, steps)
+EOF
+then ok "--auto-layout --resume latest chooses again and continues the run (metrics: a layout line at steps 0 and 3, train steps 1..5)"
+else fail "--auto-layout resume: exit $RC; $(head -c 600 auto_resume.out) $(head -c 300 auto_resume.err)"; fi
+run auto_pp "$MGT" train "$P/tiny.ini" --no-tui --auto-layout --set parallel.pp=2 --set parallel.threads=2 --set train.steps=1 --set checkpoint.dir=auto_pp
+if [ "$RC" -eq 0 ] && grep -q "layout chosen automatically: dp 1 x tp 1 x pp 2 (" auto_pp.out && grep -q ", [0-9]* of them with parallel.pp = 2, in" auto_pp.out \
+    && grep -q "| 2 ranks: dp 1 x tp 1 x pp 2" auto_pp.out; then ok "--auto-layout keeps a layout key given by --set (pp = 2) and trains with it"
+else fail "--auto-layout --set parallel.pp=2: exit $RC; $(head -c 600 auto_pp.out) $(head -c 300 auto_pp.err)"; fi
+run auto_sp "$MGT" train "$P/tiny.ini" --no-tui --auto-layout --set parallel.sp=1 --set parallel.threads=2 --set train.steps=1 --set checkpoint.dir=auto_sp
+if [ "$RC" -eq 0 ] && grep -q "layout chosen automatically: dp 1 x tp 2 x pp 1," auto_sp.out && grep -q "| 2 ranks: dp 1 x tp 2 x pp 1, zero 0, sequence parallel" auto_sp.out
+then ok "--auto-layout with parallel.sp = 1 chooses among the layouts sequence parallelism allows (tp 2 here)"
+else fail "--auto-layout --set parallel.sp=1: exit $RC; $(head -c 600 auto_sp.out) $(head -c 300 auto_sp.err)"; fi
+MGT_CUDA_LIBRARY="$T/none.so" expect_err "--auto-layout with device = cuda and no GPU: exit 2, why" 2 "$MGT" train "$P/tiny.ini" --no-tui --auto-layout \
+    --set parallel.device=cuda -- "[parallel] layout = auto with device = cuda, but no usable GPU" "none.so"
+expect_err "plan --gpu of an auto layout: exit 2, pointing at --search" 2 "$MGT" plan "$P/tiny.ini" --auto-layout --gpu h100 -- "--search"
 
 echo "# $PASS passed, $FAILS failed"
 [ "$FAILS" -eq 0 ]

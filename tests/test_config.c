@@ -219,6 +219,23 @@ static void test_values(void) {
                        "validate: n_kv_head 4 with tp 6 is refused: %s", said(r));
         }
     }
+    { /* sequence parallelism: tp > 1, and the micro-batch's rows split evenly over tp; else refused naming the key and the fix */
+        mgt_config_init(&cfg);
+        mgt_config_set(&cfg, "parallel.sp=1");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_ERROR_CONFIG && has("[parallel] sp = 1 with tp = 1") && has("set parallel.tp to 2 or more, or parallel.sp = 0"),
+              "validate: sp 1 with tp 1 is refused: %s", said(r));
+        mgt_config_set(&cfg, "parallel.tp=4");
+        mgt_config_set(&cfg, "train.micro_batch=1");
+        mgt_config_set(&cfg, "train.global_batch=1");
+        mgt_config_set(&cfg, "model.seq_len=30");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_ERROR_CONFIG && has("[parallel] sp = 1 with tp = 4") && has("1 x 30 = 30 rows") && has("multiple of 4"),
+              "validate: sp 1 with tp 4 on 30 rows is refused: %s", said(r));
+        mgt_config_set(&cfg, "model.seq_len=32");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_OK, "validate: sp 1 with tp 4 on 32 rows: %s", said(r));
+    }
     mgt_config_init(&cfg);
     r = mgt_config_validate(&cfg);
     check(r == MGT_OK, "validate: the defaults: %s", said(r));
@@ -341,8 +358,9 @@ static void test_checkpoints(void) {
             static const char *fixed[] = {"model.n_layer=1", "model.n_head=1", "model.d_model=8", "model.seq_len=8", "model.vocab_size=256",
                                           "model.n_kv_head=0", "model.d_ff=0", "model.init=",
                                           "data.val=", "data.tokenizer=byte", "train.steps=1", "train.global_batch=1", "train.micro_batch=1",
-                                          "train.eval_every=0", "parallel.device=cpu", "parallel.dp=1", "parallel.tp=1", "parallel.pp=1", "parallel.pp_virtual=1",
-                                          "parallel.zero=0", "parallel.threads=1", "precision.dtype=fp32", "precision.loss_scale=65536",
+                                          "train.eval_every=0", "parallel.device=cpu", "parallel.dp=1", "parallel.tp=1", "parallel.sp=0", "parallel.pp=1",
+                                          "parallel.pp_virtual=1", "parallel.zero=0", "parallel.threads=1", "parallel.layout=manual", "precision.dtype=fp32",
+                                          "precision.loss_scale=65536",
                                           "checkpoint.every=0", "log.metrics=none", "log.tensorboard="};
             for (k = 0; k < (int)(sizeof fixed / sizeof fixed[0]); k++) mgt_config_set(&a, fixed[k]);
             if (a.train.min_lr > a.train.lr) a.train.min_lr = a.train.lr;

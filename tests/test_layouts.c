@@ -15,7 +15,7 @@
    steps, for the sanitizers; --once: the matrix without gradient accumulation only and without the
    4-way layouts of one kind, and the Llama model on one GPU and the layouts that mix all three kinds
    of parallelism, for the slowest of them (the CUDA backend on the fakes); --no-kv: without the
-   replicated key/value heads either (the sanitized CUDA run);
+   replicated key/value heads either, and the scale features in GPT-2 fp32 only (the sanitized CUDA run);
    --only: just the matrix layouts whose name contains TEXT, e.g. dp2-tp1-pp1-z3, without the
    checkpoint and bf16 parts: one layout to look at while working on it) */
 #define MGT_IMPLEMENTATION
@@ -61,6 +61,19 @@ static const char *extra_set;
    `once`: also in --once runs (the CUDA backend on the fakes). */
 typedef struct feature_layout { layout l; const char *set; int once; } feature_layout;
 static const feature_layout features[] = {
+    /* recompute = selective: the norms and GELU/SwiGLU rebuilt in backward */
+    {{1, 1, 1, 0, "1f1b"}, "train.recompute=selective", 1},
+    {{1, 2, 2, 0, "1f1b"}, "train.recompute=selective", 0},
+    {{2, 2, 2, 3, "gpipe"}, "train.recompute=selective", 0},
+    /* sequence parallelism: norms and residual on 1/tp of the rows; with ZeRO, pipelines (rows sent
+       are the rank's 1/tp) and full recompute (the block forward's collectives rerun in backward) */
+    {{1, 2, 1, 0, "1f1b"}, "parallel.sp=1", 1},
+    {{1, 4, 1, 0, "1f1b"}, "parallel.sp=1", 0},
+    {{2, 2, 1, 2, "1f1b"}, "parallel.sp=1", 0},
+    {{1, 2, 2, 0, "1f1b"}, "parallel.sp=1", 0},
+    {{2, 2, 2, 3, "1f1b"}, "parallel.sp=1", 1},
+    {{1, 2, 1, 0, "1f1b"}, "parallel.sp=1 train.recompute=full", 0},
+    {{1, 2, 2, 0, "1f1b"}, "parallel.sp=1 train.recompute=selective", 0},
     /* interleaved 1F1B (parallel.pp_virtual): M = global_batch / (micro_batch x dp) a multiple of pp; M > pp accumulates */
     {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=4", 1},
     {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=1", 0},
@@ -71,6 +84,9 @@ static const feature_layout features[] = {
     /* 8 blocks: in bf16 GPT-2's accumulation alone (one rank, micro_batch 2 against 8) moves the weights 1.2e-2 over 20 steps, near
        the bound; the schedule adds nothing (pp 4 1F1B gives the same figures) */
     {{1, 1, 4, 0, "1f1b"}, "model.n_layer=8 parallel.pp_virtual=2 train.micro_batch=1", 0},
+    /* and with sequence parallelism (the pipeline moves the rank's 1/tp of the rows) and selective recompute */
+    {{1, 2, 2, 0, "1f1b"}, "parallel.pp_virtual=2 parallel.sp=1 train.micro_batch=2", 0},
+    {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2 train.recompute=selective", 0},
     {{0, 0, 0, 0, NULL}, NULL, 0}, /* the end */
 };
 
@@ -209,14 +225,15 @@ static long replicas_alike(mgt_run *run) {
 }
 #endif
 
-/* the scale features' layouts against one rank: GPT-2 and Llama, fp32 and bf16; returns the runs */
-static int feature_runs(int quick, int once, const char *only) {
+/* the scale features' layouts against one rank: GPT-2 and Llama, fp32 and bf16 (lean: GPT-2 in fp32
+   only, for the sanitized CUDA run's budget); returns the runs */
+static int feature_runs(int quick, int once, int lean, const char *only) {
     static const char *dtypes[2] = {"fp32", "bf16"};
     mgt_config cfg;
     double base[40], got[40];
     int runs = 0, dt, i, s;
-    for (llama = 0; llama < 2; llama++)
-        for (dt = 0; dt < 2; dt++) {
+    for (llama = 0; llama < (lean ? 1 : 2); llama++)
+        for (dt = 0; dt < (lean ? 1 : 2); dt++) {
             mgt_run *ref = NULL, *run;
             char refname[160], ref_model[128] = "";
             for (i = 0; features[i].set; i++) {
@@ -402,7 +419,7 @@ int main(int argc, char **argv) {
     }
     kv_heads = 4;
     llama = 0;
-    feature_count = feature_runs(quick, passes == 1, only);
+    feature_count = feature_runs(quick, passes == 1, !kv, only);
     if (only) return finish(dir, "layouts");
 
     /* a checkpoint of one layout resumes under another: dp2-zero3 -> tp2-pp2 -> 1 rank, GPT-2 and Llama */

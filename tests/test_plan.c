@@ -15,8 +15,10 @@ static int llama;                  /* 1: a Llama-style model (RMSNorm, RoPE, Swi
 static int kv_heads = 4;           /* its key/value heads: 2 makes tp 4 replicate each on two ranks */
 static int pp_virtual = 1, n_layer = 4; /* interleaved 1F1B: chunks per stage, and the blocks they cut */
 static double traffic_tol = 0.05;  /* of the bytes per collective; 0 where a small term must be seen (the kv heads' 1.6%) */
+static double mem_tol = 0.05;      /* of the bytes per memory category; 0 where every term must be seen (sequence parallelism's) */
+static int sp;                     /* 1: parallel.sp = 1 (sequence parallelism) */
 
-typedef struct layout { int dp, tp, pp, zero, recompute; const char *sched; } layout;
+typedef struct layout { int dp, tp, pp, zero, recompute /* MGT_RECOMPUTE_* */; const char *sched; } layout;
 
 
 static void config(mgt_config *cfg, const layout *l, int micro) {
@@ -46,10 +48,11 @@ static void config(mgt_config *cfg, const layout *l, int micro) {
     snprintf(set, sizeof set, "parallel.zero=%d", l->zero); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.pp_schedule=%s", l->sched); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "parallel.pp_virtual=%d", pp_virtual); mgt_config_set(cfg, set);
-    mgt_config_set(cfg, l->recompute ? "train.recompute=full" : "train.recompute=none");
+    snprintf(set, sizeof set, "train.recompute=%s", mgt_recompute_name(l->recompute)); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "precision.dtype=%s", dtype); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "data.train=%s/corpus.bin", dir); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "checkpoint.dir=%s/ck", dir); mgt_config_set(cfg, set);
+    if (sp) mgt_config_set(cfg, "parallel.sp=1");
 }
 
 /* rank r's plan of cfg (zeroed when cfg is not valid: the checks that read it then fail) */
@@ -113,8 +116,9 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
         if (!same) { printf("FAIL published statistics differ from the ranks' (history %d, ranks %d)\n", nh, nr); failures++; }
         free(rs);
     }
-    check(mem_err <= 0.05 && traffic_err <= traffic_tol, "%s dp%d tp%d pp%d%s zero%d %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%", dtype, l->dp,
-          l->tp, l->pp, pp_virtual > 1 ? " x2 chunks" : "", l->zero, l->sched, l->recompute ? " recompute" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
+    check(mem_err <= mem_tol && traffic_err <= traffic_tol, "%s%s dp%d tp%d pp%d%s zero%d %s %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%",
+          llama ? "llama " : "", dtype, l->dp, l->tp, l->pp, pp_virtual > 1 ? " x2 chunks" : "", l->zero, l->sched, l->recompute ? mgt_recompute_name(l->recompute) : "",
+          sp ? " sp" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
     mgt_run_destroy(run);
 }
 
@@ -124,6 +128,7 @@ int main(void) {
         {2, 1, 1, 3, 0, "1f1b"}, {1, 2, 1, 0, 0, "1f1b"}, {1, 4, 1, 0, 0, "1f1b"}, {1, 1, 2, 0, 0, "gpipe"}, {1, 1, 2, 0, 0, "1f1b"},
         {1, 1, 4, 0, 0, "gpipe"}, {1, 1, 4, 0, 0, "1f1b"}, {2, 2, 1, 0, 0, "1f1b"}, {1, 2, 2, 0, 0, "1f1b"}, {2, 1, 2, 1, 0, "1f1b"},
         {2, 2, 2, 1, 0, "1f1b"}, {2, 2, 2, 3, 0, "1f1b"}, {2, 2, 2, 2, 0, "gpipe"}, {2, 2, 2, 3, 1, "gpipe"}, {1, 2, 2, 0, 1, "1f1b"},
+        {1, 1, 1, 0, MGT_RECOMPUTE_SELECTIVE, "1f1b"}, {2, 2, 2, 3, MGT_RECOMPUTE_SELECTIVE, "1f1b"}, {1, 1, 2, 0, MGT_RECOMPUTE_SELECTIVE, "gpipe"},
     };
     int n = (int)(sizeof all / sizeof all[0]), i, acc;
     size_t opt[4], par[4], grad[4];
@@ -209,12 +214,46 @@ int main(void) {
     }
     dtype = "fp32";
     llama = 0;
+    { /* sequence parallelism: the residual stream and the norms on 1/tp of the rows, one (N,C) buffer
+         for the gathers, the TP all-reduces become reduce-scatters and all-gathers (with the norms'
+         outputs gathered again in backward), the norms' gradients summed over TP once a step (their
+         DP slice under ZeRO), pipelines sending 1/tp of the rows: every category and every
+         collective's bytes exact, GPT-2 and Llama, fp32 and bf16, with accumulation */
+        static const layout spl[] = {{1, 2, 1, 0, 0, "1f1b"}, {1, 4, 1, 0, 0, "1f1b"}, {2, 2, 1, 1, 0, "1f1b"}, {2, 2, 1, 2, 0, "1f1b"},
+                                     {2, 2, 2, 3, 0, "1f1b"}, {1, 2, 2, 0, 1, "gpipe"}, {2, 2, 2, 2, 1, "1f1b"}, {1, 4, 2, 0, 0, "1f1b"},
+                                     {2, 2, 1, 1, MGT_RECOMPUTE_SELECTIVE, "1f1b"}};
+        mgt_config cfg;
+        mgt_rank_plan with, without;
+        layout tp2 = {1, 2, 1, 0, 0, "1f1b"};
+        int k;
+        sp = 1;
+        traffic_tol = mem_tol = 0;
+        for (llama = 0; llama < 2; llama++)
+            for (k = 0; k < 2; k++) {
+                dtype = k ? "bf16" : "fp32";
+                for (i = 0; i < (int)(sizeof spl / sizeof spl[0]); i++) {
+                    size_t o, p, g;
+                    compare(&spl[i], 8 / spl[i].dp / (i % 2 ? 2 : 1), &o, &p, &g);
+                }
+            }
+        llama = 0;
+        dtype = "fp32";
+        traffic_tol = mem_tol = 0.05;
+        config(&cfg, &tp2, 8); rank_plan(&cfg, 0, &with);
+        sp = 0;
+        config(&cfg, &tp2, 8); rank_plan(&cfg, 0, &without);
+        check(with.mem[MGT_MEM_ACTIVATIONS] < without.mem[MGT_MEM_ACTIVATIONS] &&
+                  with.bytes[MGT_COLL_ALL_REDUCE] < without.bytes[MGT_COLL_ALL_REDUCE] && with.bytes[MGT_COLL_REDUCE_SCATTER] > 0,
+              "tp 2, sp 1: activations %zu of sp 0's %zu bytes; all-reduce %.0f bytes (the norms' gradients) of %.0f; reduce-scatter %.0f, "
+              "all-gather %.0f of %.0f", with.mem[MGT_MEM_ACTIVATIONS], without.mem[MGT_MEM_ACTIVATIONS], with.bytes[MGT_COLL_ALL_REDUCE],
+              without.bytes[MGT_COLL_ALL_REDUCE], with.bytes[MGT_COLL_REDUCE_SCATTER], with.bytes[MGT_COLL_ALL_GATHER], without.bytes[MGT_COLL_ALL_GATHER]);
+    }
     /* interleaved 1F1B (pp_virtual 2): memory (the activation sets its schedule holds, each with its
        gradient buffer) and traffic (each chunk receives and sends) exact, fp32 and bf16, GPT-2 and
        Llama; then what interleaving changes against 1F1B on the same layout */
     {
         static const layout vl[] = {{1, 1, 2, 0, 0, "1f1b"}, {2, 1, 2, 1, 0, "1f1b"}, {2, 1, 2, 3, 0, "1f1b"}, {1, 2, 2, 0, 0, "1f1b"},
-                                    {1, 1, 2, 0, 1, "1f1b"}, {2, 2, 2, 2, 0, "1f1b"}};
+                                    {1, 1, 2, 0, 1, "1f1b"}, {2, 2, 2, 2, 0, "1f1b"}, {1, 2, 2, 0, MGT_RECOMPUTE_SELECTIVE, "1f1b"}};
         static const layout p4 = {1, 1, 4, 0, 0, "1f1b"};
         static const char *dts[2] = {"fp32", "bf16"};
         mgt_config cfg;
@@ -232,6 +271,14 @@ int main(void) {
             }
         llama = 0;
         dtype = "fp32";
+        sp = 1; /* sequence parallelism: the pipeline moves the rank's 1/tp of the rows, each chunk's */
+        traffic_tol = mem_tol = 0;
+        for (i = 3; i < (int)(sizeof vl / sizeof vl[0]); i++) {
+            size_t o, p, g;
+            if (vl[i].tp > 1) compare(&vl[i], 8 / vl[i].dp / 2, &o, &p, &g);
+        }
+        traffic_tol = mem_tol = 0.05;
+        sp = 0;
         n_layer = 8;
         {
             size_t o, p, g;

@@ -18,6 +18,7 @@ static void set(mgt_config *cfg, const char *kv) {
 }
 
 static int llama; /* 1: small() is a Llama-style model (RMSNorm, RoPE, SwiGLU, 4 query heads on 2 key/value heads, no biases, untied head) */
+static int sp;    /* 1: small() with sequence parallelism (parallel.sp = 1), where tp > 1 */
 
 /* a small model whose head GEMM (Vl = 256 columns) differs from every block GEMM (C = 96, 3C, 4C) */
 static void small(mgt_config *cfg, int dp, int tp, int pp, int micro_steps, const char *sched) {
@@ -40,6 +41,7 @@ static void small(mgt_config *cfg, int dp, int tp, int pp, int micro_steps, cons
     snprintf(kv, sizeof kv, "parallel.tp=%d", tp); set(cfg, kv);
     snprintf(kv, sizeof kv, "parallel.pp=%d", pp); set(cfg, kv);
     snprintf(kv, sizeof kv, "parallel.pp_schedule=%s", sched); set(cfg, kv);
+    if (sp && tp > 1) set(cfg, "parallel.sp=1");
 }
 
 /* free links, no launches: only what the cost function says takes time */
@@ -189,6 +191,7 @@ static void layouts(void) {
         {2, 1, 1, 2, 0, 1, "1f1b", "fp16"}, {2, 1, 1, 3, 1, 2, "1f1b", "bf16"}, {1, 2, 1, 0, 0, 4, "1f1b", "fp32"}, {1, 1, 2, 0, 0, 1, "1f1b", "fp32"},
         {1, 1, 2, 0, 0, 1, "gpipe", "bf16"}, {2, 2, 2, 1, 1, 1, "1f1b", "bf16"}, {2, 2, 2, 3, 0, 1, "gpipe", "fp32"}, {1, 2, 4, 0, 1, 1, "1f1b", "fp32"},
         {2, 4, 1, 2, 0, 1, "1f1b", "bf16"}, /* Llama: tp 4 over 2 key/value heads, replicated on pairs of ranks */
+        {2, 2, 2, 1, MGT_RECOMPUTE_SELECTIVE, 1, "1f1b", "bf16"},
         {1, 1, 2, 0, 0, 1, "1f1b-v2", "fp32"}, {2, 2, 2, 1, 1, 1, "1f1b-v2", "bf16"}, {2, 1, 2, 3, 0, 2, "1f1b-v2", "fp32"}, /* interleaved, 2 chunks a stage */
     };
     size_t i;
@@ -200,13 +203,14 @@ static void layouts(void) {
         mgt_sim_result res;
         char kv[64];
         int r, c;
+        if (sp && L[i].tp == 1) continue; /* sequence parallelism: the layouts with tp > 1 */
         small(&cfg, L[i].dp, L[i].tp, L[i].pp, 1, strcmp(L[i].sched, "1f1b-v2") ? L[i].sched : "1f1b");
         set(&cfg, strcmp(L[i].sched, "1f1b-v2") ? "parallel.pp_virtual=1" : "parallel.pp_virtual=2");
         snprintf(kv, sizeof kv, "train.micro_batch=%d", L[i].micro); set(&cfg, kv);
         set(&cfg, "train.global_batch=8");
         snprintf(kv, sizeof kv, "parallel.zero=%d", L[i].zero); set(&cfg, kv);
         snprintf(kv, sizeof kv, "precision.dtype=%s", L[i].dtype); set(&cfg, kv);
-        set(&cfg, L[i].recompute ? "train.recompute=full" : "train.recompute=none");
+        snprintf(kv, sizeof kv, "train.recompute=%s", mgt_recompute_name(L[i].recompute)); set(&cfg, kv);
         mgt_sim_options_init(&o);
         o.gpus_per_node = 2;
         if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) {
@@ -228,13 +232,17 @@ static void layouts(void) {
             /* the pipeline's sends and receives (interleaved: every chunk's) as the plan counts them */
             CHECK(res.ranks[r].bytes[MGT_COLL_SEND_RECV] == p.bytes[MGT_COLL_SEND_RECV], "layout %zu rank %d: send/recv %.0f bytes simulated, %.0f planned", i, r,
                   res.ranks[r].bytes[MGT_COLL_SEND_RECV], p.bytes[MGT_COLL_SEND_RECV]);
+            for (c = 0; sp && c < MGT_COLL_COUNT; c++) /* sequence parallelism: every collective's bytes as planned */
+                CHECK(res.ranks[r].bytes[c] == p.bytes[c], "layout %zu sp rank %d: %s %.0f bytes simulated, %.0f planned", i, r, mgt_coll_name(c),
+                      res.ranks[r].bytes[c], p.bytes[c]);
             for (c = 0; c < MGT_MEM_COUNT; c++)
                 if (c != MGT_MEM_WORKSPACE)
                     CHECK(res.ranks[r].mem_peak[c] >= p.mem[c] && res.ranks[r].mem_peak[c] <= p.mem[c] + 4096 + p.mem[c] / 50,
                           "layout %zu rank %d: %s %zu bytes simulated, %zu planned", i, r, mgt_mem_category_name(c), res.ranks[r].mem_peak[c], p.mem[c]);
         }
-        printf("%slayout dp %d tp %d pp %d zero %d %-5s %s%s: PREDICTED step %.3f ms on H100, memory as planned", llama ? "llama " : "", L[i].dp, L[i].tp,
-               L[i].pp, L[i].zero, L[i].sched, L[i].dtype, L[i].recompute ? " recompute" : "", res.step_s * 1e3);
+        printf("%slayout dp %d tp %d pp %d zero %d %-5s %s %s%s: PREDICTED step %.3f ms on H100, memory%s as planned", llama ? "llama " : "", L[i].dp, L[i].tp,
+               L[i].pp, L[i].zero, L[i].sched, L[i].dtype, L[i].recompute ? mgt_recompute_name(L[i].recompute) : "", sp ? " sp" : "", res.step_s * 1e3,
+               sp ? " and traffic" : "");
         mgt_sim_result_free(&res);
         o.device = cpu;
         if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) {
@@ -326,6 +334,11 @@ int main(int argc, char **argv) {
     llama = 1; /* the same layouts on the Llama family's ops and shapes */
     layouts();
     llama = 0;
+    sp = 1; /* sequence parallelism on the layouts with tp > 1, GPT-2 and Llama */
+    layouts();
+    llama = 1;
+    layouts();
+    llama = sp = 0;
     calibration();
     if (big) gpt3();
     if (failures) { printf("test_sim: %d failures\n", failures); return 1; }

@@ -142,6 +142,23 @@ int main(void) {
     check(st_re.mem_peak[MGT_MEM_ACTIVATIONS] * 2 < st_full.mem_peak[MGT_MEM_ACTIVATIONS],
           "recompute=full: activation memory %.2f MiB vs %.2f MiB without (4 layers)", st_re.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0,
           st_full.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0);
+    /* selective: the norms and GELU again, from the same inputs through the same CPU loops (the
+       fused residual + LayerNorm normalises the stored sum as LayerNorm alone does), so the same bits;
+       its memory lies between: the GEMMs' and attention's outputs stay, per block */
+    {
+        double losses_selective[3];
+        mgt_stats st_sel;
+        base_config(&cfg, "selective");
+        mgt_config_set(&cfg, "train.recompute=selective");
+        mgt_config_set(&cfg, "model.n_layer=4");
+        run = train(&cfg, 3, losses_selective, NULL);
+        mgt_run_stats(run, &st_sel);
+        mgt_run_destroy(run);
+        check(!memcmp(losses_selective, losses_accum, 3 * sizeof(double)), "recompute=selective: losses bit-identical to recompute=none (%.9f)",
+              losses_selective[2]);
+        check(st_sel.mem_peak[MGT_MEM_ACTIVATIONS] < st_full.mem_peak[MGT_MEM_ACTIVATIONS] && st_sel.mem_peak[MGT_MEM_ACTIVATIONS] > st_re.mem_peak[MGT_MEM_ACTIVATIONS],
+              "recompute=selective: activation memory %.2f MiB, between full's and none's", st_sel.mem_peak[MGT_MEM_ACTIVATIONS] / 1048576.0);
+    }
 
     /* 3. gradient accumulation: 4 micro-batches of 2 = 1 batch of 8, to summation-order rounding */
     base_config(&cfg, "accum");

@@ -28,7 +28,9 @@
      src/run.c              the run's state (mgt_run), the learning-rate schedule, folders made, and what a
                             run says of itself (mgt_run_config, _plan, _dir, _process)
      src/rank.c             a rank: collectives over its groups, block, embedding and head forward and
-                            backward, micro-batches, the pipeline schedule
+                            backward, a stage's blocks forward and backward
+     src/pipeline.c         the pipeline: a micro-batch's rows, activations between stages, the schedules
+                            (GPipe, 1F1B, interleaved 1F1B as lists of actions)
      src/step.c             a rank's optimizer step (ZeRO reductions, the global norm, AdamW), the commands
                             rank threads run, a step of the run, statistics and events
      src/tensorboard.c      TensorBoard event files
@@ -6653,8 +6655,19 @@ MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
 /* ==== begin src/rank.c ==== */
 #line 1 "src/rank.c"
 /* src/rank.c - a rank: collectives over its groups, block, embedding and head forward and backward,
-   micro-batches, the pipeline schedule */
+   a stage's blocks forward and backward */
 /* ---- ranks ----------------------------------------------------------------------------------- */
+
+/* one action of a stage's step under interleaved 1F1B (src/pipeline.c makes the lists) */
+enum { MGT__PA_FORWARD, MGT__PA_BACKWARD, MGT__PA_SEND, MGT__PA_RECV };
+typedef struct mgt__pipe_action {
+    int kind;        /* MGT__PA_* */
+    int micro, chunk; /* the micro-batch, and which of the stage's chunks (0 .. V-1) */
+    int grad;        /* send and recv: 0 a forward's output, 1 a backward's input gradient */
+    int peer;        /* send and recv: the other stage */
+    long long t;     /* when, in the unit-cost run; and how it sorts */
+    int order, sender, seq;
+} mgt__pipe_action;
 
 /* One rank: its slice of the model, its optimizer shard, its communicator. A run has dp x tp x pp
    of them; on CPU each is a thread with its share of the cores. */
@@ -6695,7 +6708,7 @@ struct mgt__rank {
     size_t max_unit, max_block, keep_size[2];
     mgt__acts *acts;              /* activation sets: one per micro-batch in flight */
     int nsets;
-    struct mgt__pipe_action *pipe[2]; /* pp_virtual > 1: the step's actions (mgt__pipeline_actions), [0] training, [1] forward only */
+    mgt__pipe_action *pipe[2]; /* pp_virtual > 1: the step's actions (mgt__pipeline_actions), [0] training, [1] forward only */
     int npipe[2];
     void *acts_block;
     size_t acts_bytes;
@@ -7125,6 +7138,12 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
 static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micro) {
     return mgt__blocks_backward(rk, A, 0, rk->nblocks, rk->last, rk->first, last_micro);
 }
+/* ==== end src/rank.c ==== */
+/* ==== begin src/pipeline.c ==== */
+#line 1 "src/pipeline.c"
+/* src/pipeline.c - the pipeline: a micro-batch's rows, activations between stages, the schedules
+   (GPipe, 1F1B, interleaved 1F1B as lists of actions) */
+/* ---- the pipeline ---------------------------------------------------------------------------- */
 
 /* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
    global batch rows (GB, T+1), made in host memory and uploaded */
@@ -7153,7 +7172,6 @@ static mgt_result mgt__send_act(mgt__rank *rk, const void *buf, int to_stage) {
     return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)mgt__rows(s) * s->C, rk->be->dtype);
 }
 
-/* micro-batch m through this stage, forward: receive, compute, send (or compute the loss) */
 /* micro-batch m through this stage, forward: receive (unless `received`), compute, then send, or
    leave the sending to the caller (`send` 0), or compute the loss on the last stage */
 static mgt_result mgt__micro_forward(mgt__rank *rk, const uint32_t *rows, int m, float grad_scale, int received, int send) {
@@ -7208,15 +7226,6 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    placed early may wait while a compute could run: the simulator's bubble is the ideal
    (pp - 1) / V of a micro-batch at backward = 2 forwards (test_sim), more at other ratios
    (pp 4, V 2, M 8 at backward = forward: 0.256 of the step instead of 0.158). */
-enum { MGT__PA_FORWARD, MGT__PA_BACKWARD, MGT__PA_SEND, MGT__PA_RECV };
-typedef struct mgt__pipe_action {
-    int kind;        /* MGT__PA_* */
-    int micro, chunk; /* the micro-batch, and which of the stage's chunks (0 .. V-1) */
-    int grad;        /* send and recv: 0 a forward's output, 1 a backward's input gradient */
-    int peer;        /* send and recv: the other stage */
-    long long t;     /* when, in the unit-cost run; and how it sorts */
-    int order, sender, seq;
-} mgt__pipe_action;
 
 static int mgt__pipe_action_cmp(const void *x, const void *y) {
     const mgt__pipe_action *a = (const mgt__pipe_action *)x, *b = (const mgt__pipe_action *)y;
@@ -7422,7 +7431,7 @@ static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_
     for (m = steady; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1));
     return MGT_OK;
 }
-/* ==== end src/rank.c ==== */
+/* ==== end src/pipeline.c ==== */
 /* ==== begin src/step.c ==== */
 #line 1 "src/step.c"
 /* src/step.c - a rank's optimizer step (ZeRO reductions, the global norm, AdamW), the commands rank

@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the order is the file's: the public API, then the implementation from its base up
 PARTS = [
     "mgt_api.h", "catf.h", "impl_begin.h", "base.c", "plugin.c", "config.c", "pool.c", "blas.c", "backend_cpu.c", "world.c", "model.c", "data.c",
-    "safetensors.c", "comm_local.c", "comm_mpi.c", "run.c", "rank.c", "step.c", "tensorboard.c", "metrics.c", "folder.c", "checkpoint.c", "rank_make.c",
+    "safetensors.c", "comm_local.c", "comm_mpi.c", "run.c", "rank.c", "pipeline.c", "step.c", "tensorboard.c", "metrics.c", "folder.c", "checkpoint.c", "rank_make.c",
     "weights.c", "weights_hf.c", "weights_init.c", "plan.c", "device.c", "api.c",
     "sim.c", "sim_measure.c", "sim_backend.c", "sim_comm.c", "sim_calibration.c", "sim_search.c", "layout_auto.c", "impl_end.h",
 ]

@@ -1,0 +1,291 @@
+/* src/pipeline.c - the pipeline: a micro-batch's rows, activations between stages, the schedules
+   (GPipe, 1F1B, interleaved 1F1B as lists of actions) */
+/* ---- the pipeline ---------------------------------------------------------------------------- */
+
+/* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
+   global batch rows (GB, T+1), made in host memory and uploaded */
+static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint32_t *rows, int micro) {
+    const mgt__shape *s = &rk->shape;
+    int b, t, dp = rk->run->plan.dp, N = s->B * s->T, *inputs = (int *)rk->host_io, *targets = inputs + N;
+    for (b = 0; b < s->B; b++) {
+        const uint32_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
+        for (t = 0; t < s->T; t++) {
+            inputs[b * s->T + t] = row[t];
+            targets[b * s->T + t] = row[t + 1];
+        }
+    }
+    if (rk->first) rk->be->upload(rk->be, A->inputs, inputs, sizeof(int) * (size_t)N);
+    if (rk->last) rk->be->upload(rk->be, A->targets, targets, sizeof(int) * (size_t)N);
+}
+
+/* activations and their gradients between stages, in the storage type: the rank's R rows (under
+   sequence parallelism each TP rank sends its 1/tp to the same TP rank of the next stage) */
+static mgt_result mgt__recv_act(mgt__rank *rk, void *buf, int from_stage) {
+    const mgt__shape *s = &rk->shape;
+    return rk->comm->recv(rk->comm, rk->pp_g.ranks[from_stage], buf, (size_t)mgt__rows(s) * s->C, rk->be->dtype);
+}
+static mgt_result mgt__send_act(mgt__rank *rk, const void *buf, int to_stage) {
+    const mgt__shape *s = &rk->shape;
+    return rk->comm->send(rk->comm, rk->pp_g.ranks[to_stage], buf, (size_t)mgt__rows(s) * s->C, rk->be->dtype);
+}
+
+/* micro-batch m through this stage, forward: receive (unless `received`), compute, then send, or
+   leave the sending to the caller (`send` 0), or compute the loss on the last stage */
+static mgt_result mgt__micro_forward(mgt__rank *rk, const uint32_t *rows, int m, float grad_scale, int received, int send) {
+    mgt__acts *A = &rk->acts[m % rk->nsets];
+    mgt__set_rows(rk, A, rows, m);
+    if (!rk->first && !received) MGT__TRY(mgt__recv_act(rk, A->resid[0], rk->ppr - 1));
+    MGT__TRY(mgt__stage_forward(rk, A));
+    if (!rk->last) return send ? mgt__send_act(rk, A->resid[rk->nblocks], rk->ppr + 1) : MGT_OK;
+    {
+        double loss;
+        MGT__TRY(mgt__head_forward(rk, A, grad_scale, &loss));
+        rk->loss_sum += loss;
+    }
+    return MGT_OK;
+}
+/* and backward, with the same choices for the gradient it receives and the one it sends */
+static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int received, int send) {
+    mgt__acts *A = &rk->acts[m % rk->nsets];
+    if (!rk->last && !received) MGT__TRY(mgt__recv_act(rk, rk->gs.dres, rk->ppr + 1));
+    MGT__TRY(mgt__stage_backward(rk, A, last_micro));
+    if (!rk->first && send) return mgt__send_act(rk, rk->gs.dres, rk->ppr - 1);
+    return MGT_OK;
+}
+
+/* ---- interleaved 1F1B as lists of actions ------------------------------------------------------
+
+   With parallel.pp_virtual = V > 1 each stage holds V chunks of blocks (chunk g of pp x V on stage
+   g mod pp) and a micro-batch goes through the chunks in order, around the stages V times. Each
+   stage's step is a list of actions, made here once per run: compute (the forward or backward of a
+   micro-batch through one chunk), and the sends and receives around it; one executor
+   (mgt__run_pipe_actions) runs them. Another schedule is another list (ZB-H1 would split the
+   backward into input- and weight-gradient actions).
+
+   The compute order is Megatron-LM's interleaved schedule (Narayanan et al. 2021,
+   schedules.py:forward_backward_pipelining_with_interleaving): forwards k = 0, 1, ... take
+   micro-batch (k / (pp V)) pp + k mod pp through chunk (k mod pp V) / pp, i.e. pp micro-batches at
+   a time through one chunk, then the next chunk; backwards the same with the chunks reversed;
+   stage s first runs 2 (pp - s - 1) + (V - 1) pp forwards, then one forward and one backward in
+   turn, then the remaining backwards. Its bubble is (pp - 1) / (V M) of the step where 1F1B's is
+   (pp - 1) / M, for M micro-batches, a multiple of pp.
+
+   The order of the communication: the whole pipeline is run once here with unit costs (forward
+   1, backward 2, or 3 with recompute), which gives every message a time (its producer's end) and every compute a start.
+   Each stage sorts its actions by time, a message before a compute at the same time, messages by
+   (time, sending stage). Every message is then at the same place in the global order of messages on
+   both its stages, so a communicator whose send waits for the receiver (NCCL) cannot deadlock: the
+   earliest message not yet done is the next communication of both its sender and its receiver. A
+   receive may come before computes that precede its consumer, so each activation set (one per
+   micro-batch in flight) has its own place to receive into: the chunk's input resid[c x blocks per
+   chunk], and acts.dgrad for the gradient, in which the chunk's backward then runs (gs.dres
+   pointed at it) and from which it is sent. Where the real costs differ from these, a receive
+   placed early may wait while a compute could run: the simulator's bubble is the ideal
+   (pp - 1) / V of a micro-batch at backward = 2 forwards (test_sim), more at other ratios
+   (pp 4, V 2, M 8 at backward = forward: 0.256 of the step instead of 0.158). */
+
+static int mgt__pipe_action_cmp(const void *x, const void *y) {
+    const mgt__pipe_action *a = (const mgt__pipe_action *)x, *b = (const mgt__pipe_action *)y;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    if (a->order != b->order) return a->order - b->order;
+    if (a->sender != b->sender) return a->sender - b->sender;
+    return a->seq - b->seq;
+}
+
+/* stage `stage`'s actions for a step of M micro-batches (a multiple of pp) through pp stages of V
+   chunks each; forward_only: validation's forwards; bcost: a backward's cost in forwards. *out is
+   MGT_MALLOC'd. */
+static mgt_result mgt__pipeline_actions(int pp, int V, int M, int forward_only, int bcost, int stage, mgt__pipe_action **out, int *n_out) {
+    int G = pp * V, total = M * V, per = forward_only ? total : 2 * total, s, k, i, n = 0, *pos = NULL, progress;
+    long long *fend = NULL, *bend = NULL, *clock = NULL;
+    mgt__pipe_action *comp = NULL, *res = NULL; /* comp: every stage's computes, per apart */
+    mgt_result r = MGT_OK;
+    *out = NULL;
+    *n_out = 0;
+    comp = (mgt__pipe_action *)MGT_MALLOC(sizeof *comp * (size_t)per * (size_t)pp);
+    fend = (long long *)MGT_MALLOC(sizeof(long long) * (size_t)M * (size_t)G * 2);
+    pos = (int *)MGT_MALLOC(sizeof(int) * (size_t)pp);
+    clock = (long long *)MGT_MALLOC(sizeof(long long) * (size_t)pp);
+    res = (mgt__pipe_action *)MGT_MALLOC(sizeof *res * (size_t)per * 3);
+    if (!comp || !fend || !pos || !clock || !res) { r = mgt__fail(MGT_ERROR_MEMORY, "out of memory planning the pipeline schedule"); goto done; }
+    bend = fend + (size_t)M * (size_t)G;
+    for (i = 0; i < M * G * 2; i++) fend[i] = -1;
+    memset(comp, 0, sizeof *comp * (size_t)per * (size_t)pp);
+    for (s = 0; s < pp; s++) { /* Megatron's order */
+        mgt__pipe_action *c = comp + (size_t)s * (size_t)per;
+        int warm = forward_only ? total : 2 * (pp - s - 1) + (V - 1) * pp, nf = 0, nb = 0, j = 0;
+        if (warm > total) warm = total;
+#define MGT__PA_PUSH(k_, idx_)                                                                                   \
+    (c[j].kind = (k_), c[j].micro = (idx_) / G * pp + (idx_) % pp,                                               \
+     c[j].chunk = (k_) == MGT__PA_FORWARD ? (idx_) % G / pp : V - 1 - (idx_) % G / pp, j++)
+        while (nf < warm) MGT__PA_PUSH(MGT__PA_FORWARD, nf), nf++;
+        while (nf < total) { MGT__PA_PUSH(MGT__PA_FORWARD, nf); nf++; if (!forward_only) MGT__PA_PUSH(MGT__PA_BACKWARD, nb), nb++; }
+        while (!forward_only && nb < total) MGT__PA_PUSH(MGT__PA_BACKWARD, nb), nb++;
+#undef MGT__PA_PUSH
+        pos[s] = 0;
+        clock[s] = 0;
+    }
+    do { /* each stage runs its list in order, each compute once its input is there */
+        progress = 0;
+        for (s = 0; s < pp; s++)
+            while (pos[s] < per) {
+                mgt__pipe_action *a = comp + (size_t)s * (size_t)per + pos[s];
+                int g = a->chunk * pp + s, idx = a->micro * G + g;
+                long long dep = a->kind == MGT__PA_FORWARD ? (g > 0 ? fend[idx - 1] : 0) : (g < G - 1 ? bend[idx + 1] : fend[idx]);
+                if (dep < 0) break;
+                a->t = clock[s] > dep ? clock[s] : dep;
+                clock[s] = a->t + (a->kind == MGT__PA_FORWARD ? 1 : bcost);
+                (a->kind == MGT__PA_FORWARD ? fend : bend)[idx] = clock[s];
+                pos[s]++;
+                progress = 1;
+            }
+    } while (progress);
+    for (s = 0; s < pp; s++)
+        if (pos[s] < per) { r = mgt__fail(MGT_ERROR_UNSUPPORTED, "the interleaved schedule of %d stages x %d chunks over %d micro-batches does not complete", pp, V, M); goto done; }
+    for (k = 0; k < per; k++) { /* this stage's computes with their messages */
+        const mgt__pipe_action *a = comp + (size_t)stage * (size_t)per + k;
+        int g = a->chunk * pp + stage, idx = a->micro * G + g, fwd = a->kind == MGT__PA_FORWARD;
+        int from = fwd ? g - 1 : g + 1, to = fwd ? g + 1 : g - 1; /* the chunks it receives from and sends to */
+        if (from >= 0 && from < G) {
+            mgt__pipe_action *x = &res[n];
+            memset(x, 0, sizeof *x);
+            x->kind = MGT__PA_RECV; x->micro = a->micro; x->chunk = a->chunk; x->grad = !fwd; x->peer = from % pp;
+            x->t = fwd ? fend[idx - 1] : bend[idx + 1]; x->order = 0; x->sender = x->peer; x->seq = n++;
+        }
+        res[n] = *a;
+        res[n].order = 1; res[n].sender = stage; res[n].seq = n; n++;
+        if (to >= 0 && to < G) {
+            mgt__pipe_action *x = &res[n];
+            memset(x, 0, sizeof *x);
+            x->kind = MGT__PA_SEND; x->micro = a->micro; x->chunk = a->chunk; x->grad = !fwd; x->peer = to % pp;
+            x->t = fwd ? fend[idx] : bend[idx]; x->order = 0; x->sender = stage; x->seq = n++;
+        }
+    }
+    qsort(res, (size_t)n, sizeof *res, mgt__pipe_action_cmp);
+    *out = res;
+    *n_out = n;
+    res = NULL;
+done:
+    MGT_FREE(comp); MGT_FREE(fend); MGT_FREE(pos); MGT_FREE(clock); MGT_FREE(res);
+    return r;
+}
+
+/* activation sets a list of actions needs when micro-batch m takes set m mod sets from its first
+   action to its last (receives and sends included): the fewest with which no two overlap */
+static int mgt__pipe_sets(const mgt__pipe_action *a, int n, int M) {
+    int *first = (int *)MGT_MALLOC(sizeof(int) * (size_t)M * 3), *last, *runmax, i, k, m, ok = 0;
+    if (!first) return M; /* every micro-batch its own set: always enough */
+    last = first + M;
+    runmax = last + M;
+    for (m = 0; m < M; m++) first[m] = n, last[m] = -1;
+    for (i = 0; i < n; i++) {
+        if (i < first[a[i].micro]) first[a[i].micro] = i;
+        last[a[i].micro] = i;
+    }
+    for (k = 1; k < M && !ok; k++) {
+        ok = 1;
+        for (m = 0; m < k; m++) runmax[m] = -1;
+        for (m = 0; m < M && ok; m++) {
+            if (runmax[m % k] >= first[m]) ok = 0;
+            if (last[m] > runmax[m % k]) runmax[m % k] = last[m];
+        }
+        if (ok) break;
+    }
+    MGT_FREE(first);
+    return ok ? k : M;
+}
+
+/* the interleaved schedule of stage `stage` of plan p: its training and validation actions (free
+   with MGT_FREE; NULL to only count) and the activation sets they need */
+static mgt_result mgt__interleaved_plan(const mgt_plan *p, int stage, mgt__pipe_action **train, int *ntrain, mgt__pipe_action **fwd, int *nfwd, int *sets) {
+    mgt__pipe_action *a[2] = {NULL, NULL};
+    int n[2] = {0, 0}, i, M = p->micro_steps, most = 1;
+    mgt_result r = MGT_OK;
+    for (i = 0; i < 2 && r == MGT_OK; i++) {
+        int k;
+        /* a backward costs about two forwards (the input's and the weights' gradients), three with recompute */
+        r = mgt__pipeline_actions(p->pp, mgt__plan_chunks(p), M, i, p->cfg.train.recompute == MGT_RECOMPUTE_FULL ? 3 : 2, stage, &a[i], &n[i]);
+        if (r == MGT_OK && (k = mgt__pipe_sets(a[i], n[i], M)) > most) most = k;
+    }
+    *sets = most;
+    if (r == MGT_OK && train) { *train = a[0]; *ntrain = n[0]; a[0] = NULL; }
+    if (r == MGT_OK && fwd) { *fwd = a[1]; *nfwd = n[1]; a[1] = NULL; }
+    MGT_FREE(a[0]);
+    MGT_FREE(a[1]);
+    return r;
+}
+
+/* runs a list of actions (mgt__pipeline_actions) over the step's rows */
+static mgt_result mgt__run_pipe_actions(mgt__rank *rk, const mgt__pipe_action *a, int n, const uint32_t *rows, float grad_scale) {
+    const mgt__shape *s = &rk->shape;
+    int i, V = s->chunks, per = rk->nblocks / V, M = rk->run->plan.micro_steps;
+    size_t act = (size_t)mgt__rows(s) * s->C; /* the rank's rows of the residual stream (sequence parallelism: 1/tp of them) */
+    for (i = 0; i < n; i++) {
+        const mgt__pipe_action *x = &a[i];
+        mgt__acts *A = &rk->acts[x->micro % rk->nsets];
+        int c = x->chunk, head = rk->last && c == V - 1, embed = rk->first && c == 0, peer = rk->pp_g.ranks[x->peer];
+        if (x->kind == MGT__PA_RECV)
+            MGT__TRY(rk->comm->recv(rk->comm, peer, x->grad ? A->dgrad : A->resid[c * per], act, rk->be->dtype));
+        else if (x->kind == MGT__PA_SEND)
+            MGT__TRY(rk->comm->send(rk->comm, peer, x->grad ? A->dgrad : A->resid[(c + 1) * per], act, rk->be->dtype));
+        else if (x->kind == MGT__PA_FORWARD) {
+            if (embed || head) mgt__set_rows(rk, A, rows, x->micro);
+            MGT__TRY(mgt__blocks_forward(rk, A, c * per, (c + 1) * per, embed));
+            if (head) {
+                double loss;
+                MGT__TRY(mgt__head_forward(rk, A, grad_scale, &loss));
+                rk->loss_sum += loss;
+            }
+        } else { /* the chunk's backward runs in the set's gradient buffer, from which it is sent */
+            void *dres = rk->gs.dres;
+            mgt_result r;
+            rk->gs.dres = A->dgrad;
+            r = mgt__blocks_backward(rk, A, c * per, (c + 1) * per, head, embed, x->micro == M - 1);
+            rk->gs.dres = dres;
+            MGT__TRY(r);
+        }
+    }
+    return MGT_OK;
+}
+
+/* the pipeline schedule of one step over M micro-batches: GPipe runs every forward and then every
+   backward; 1F1B runs pp - stage - 1 forwards, then alternates, so at most pp - stage micro-batches
+   are in flight. In 1F1B's steady state a stage sends its output and receives the gradient of an
+   earlier micro-batch from the next stage, which does the reverse: each pair goes as one sendrecv
+   (Megatron's send_forward_recv_backward and send_backward_recv_forward), so that communicators
+   whose send waits for the receiver (NCCL) cannot deadlock. */
+static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_scale) {
+    const mgt__shape *s = &rk->shape;
+    size_t act = (size_t)mgt__rows(s) * s->C;
+    int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
+    if (s->chunks > 1) return mgt__run_pipe_actions(rk, rk->pipe[0], rk->npipe[0], rows, grad_scale); /* interleaved */
+    if (rk->run->plan.cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
+        for (m = 0; m < M; m++) {
+            MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
+            if (rk->run->plan.pp == 1) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1)); /* one stage: no need to hold M sets */
+        }
+        if (rk->run->plan.pp > 1)
+            for (m = 0; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1));
+        return MGT_OK;
+    }
+    warm = rk->run->plan.pp - rk->ppr - 1;
+    if (warm > M) warm = M;
+    steady = M - warm;
+    for (m = 0; m < warm; m++) MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
+    for (m = 0; m < steady; m++) {
+        mgt__acts *F = &rk->acts[(m + warm) % rk->nsets];
+        /* forward of m + warm: its input came with the previous backward's send, but the first */
+        MGT__TRY(mgt__micro_forward(rk, rows, m + warm, grad_scale, m > 0, 0));
+        if (!rk->last) /* send that output, receive the gradient of micro-batch m */
+            MGT__TRY(rk->comm->sendrecv(rk->comm, rk->pp_g.ranks[rk->ppr + 1], F->resid[rk->nblocks], rk->pp_g.ranks[rk->ppr + 1], rk->gs.dres, act,
+                                        dtype));
+        MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 1, m == steady - 1));
+        if (!rk->first && m < steady - 1) { /* send the gradient, receive the next forward's input */
+            mgt__acts *next = &rk->acts[(m + warm + 1) % rk->nsets];
+            MGT__TRY(rk->comm->sendrecv(rk->comm, rk->pp_g.ranks[rk->ppr - 1], rk->gs.dres, rk->pp_g.ranks[rk->ppr - 1], next->resid[0], act, dtype));
+        }
+    }
+    for (m = steady; m < M; m++) MGT__TRY(mgt__micro_backward(rk, m, m == M - 1, 0, 1));
+    return MGT_OK;
+}
+

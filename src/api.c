@@ -267,7 +267,7 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
     *out = NULL;
     MGT__TRY(mgt_checkpoint_config(checkpoint, &cfg));
     if (threads > 0) cfg.parallel.threads = threads;
-    cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1; /* sampling runs on one rank, whatever trained it */
+    cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = cfg.parallel.cp = 1; /* sampling runs on one rank, whatever trained it */
     cfg.parallel.pp_virtual = 1;
     cfg.parallel.zero = cfg.parallel.sp = 0;
     MGT__TRY(mgt__run_alloc(&r, &cfg, 1));

@@ -358,7 +358,7 @@ static void test_checkpoints(void) {
             static const char *fixed[] = {"model.n_layer=1", "model.n_head=1", "model.d_model=8", "model.seq_len=8", "model.vocab_size=256",
                                           "model.n_kv_head=0", "model.d_ff=0", "model.init=",
                                           "data.val=", "data.tokenizer=byte", "train.steps=1", "train.global_batch=1", "train.micro_batch=1",
-                                          "train.eval_every=0", "parallel.device=cpu", "parallel.dp=1", "parallel.tp=1", "parallel.sp=0", "parallel.pp=1",
+                                          "train.eval_every=0", "parallel.device=cpu", "parallel.dp=1", "parallel.tp=1", "parallel.sp=0", "parallel.pp=1", "parallel.cp=1",
                                           "parallel.pp_virtual=1", "parallel.zero=0", "parallel.threads=1", "parallel.layout=manual", "precision.dtype=fp32",
                                           "precision.loss_scale=65536",
                                           "checkpoint.every=0", "log.metrics=none", "log.tensorboard="};

@@ -87,6 +87,15 @@ static const feature_layout features[] = {
     /* and with sequence parallelism (the pipeline moves the rank's 1/tp of the rows) and selective recompute */
     {{1, 2, 2, 0, "1f1b"}, "parallel.pp_virtual=2 parallel.sp=1 train.micro_batch=2", 0},
     {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2 train.recompute=selective", 0},
+    /* context parallelism: the sequence in 2 cp chunks, attention a ring; the grid tp, cp, dp, pp (gradients summed over dp x cp,
+       ZeRO sharded over them), with sequence parallelism inside the chunks, pipelines, recompute */
+    {{1, 1, 1, 0, "1f1b"}, "parallel.cp=2", 1},
+    {{1, 1, 1, 0, "1f1b"}, "parallel.cp=4", 0},
+    {{2, 2, 1, 2, "1f1b"}, "parallel.cp=2", 0},
+    {{1, 1, 2, 0, "1f1b"}, "parallel.cp=2", 0},
+    {{2, 1, 1, 3, "1f1b"}, "parallel.cp=2", 0},
+    {{1, 2, 1, 0, "1f1b"}, "parallel.cp=2 parallel.sp=1 train.recompute=full", 0},
+    {{1, 1, 2, 0, "1f1b"}, "parallel.cp=2 train.recompute=selective", 0},
     {{0, 0, 0, 0, NULL}, NULL, 0}, /* the end */
 };
 
@@ -274,7 +283,7 @@ static int feature_runs(int quick, int once, int lean, const char *only) {
                 for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
                 w = weight_diff_by(run, ref, dt);
                 check(e <= loss_tol && w <= weight_tol, "%-28s %d ranks: max loss difference %.2e, max weight difference %.2e", name,
-                      l->dp * l->tp * l->pp, e, w);
+                      l->dp * l->tp * l->pp * cfg.parallel.cp, e, w);
                 mgt_run_destroy(run);
                 runs++;
             }

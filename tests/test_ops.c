@@ -551,10 +551,10 @@ static void test_rope(mgt_backend *be, int B, int T, int NH, int NKV, int hs) {
     rope_ctx k;
     k.B = B; k.T = T; k.NH = NH; k.NKV = NKV; k.hs = hs; k.theta = theta; k.x = to_double(x, n); k.R = to_double(R, n); k.tmp = dalloc(n);
     ref_rope(ref, B, T, NH, NKV, hs, theta);
-    be->rope_forward(be, y, B, T, NH, NKV, hs, theta);
+    be->rope_forward(be, y, B, T, NH, NKV, hs, theta, 0);
     snprintf(what, sizeof what, "qkv in place (B=%d T=%d NH=%d NKV=%d hs=%d)", B, T, NH, NKV, hs);
     report("rope_forward", what, max_err(y, ref, n), TOL_FWD);
-    be->rope_backward(be, d, B, T, NH, NKV, hs, theta); /* dqkv in place: the v heads pass through */
+    be->rope_backward(be, d, B, T, NH, NKV, hs, theta, 0); /* dqkv in place: the v heads pass through */
     fd_grad(rope_obj, &k, k.x, n, g);
     report("rope_backward", "dqkv = fd (in place)", max_err(d, g, n), TOL_BWD);
     free(x); free(R); free(y); free(d); free(ref); free(g); free(k.x); free(k.R); free(k.tmp);

@@ -8125,6 +8125,8 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
         int peer = rk->pp_g.ranks[rk->first ? r->plan.pp - 1 : 0];
         MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
     }
+    if (rk->shape.cp > 1) /* context parallelism's ring, as its steps pass the key/value blocks: to the next rank, from the previous */
+        MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), buf, mgt__cp_prev(rk), buf + rk->be->elt, 1, dt));
     if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
     return MGT_OK;
@@ -11133,7 +11135,9 @@ static void mgt__plan_rank_cuda(const mgt_plan *p, const mgt__rank_sizes *z, mgt
     size_t oc = z->Q > z->F ? z->Q : z->F, k, f = z->f;
     int kinds[7], g;
     size_t NHl = (size_t)(cfg->model.n_head / p->tp), hs = z->Cl / NHl;
-    o->cuda_attention = z->B * NHl * z->T * f; /* flash attention's backward: dout . out per row and head */
+    /* flash attention's backward: dout . out per row and head; under cp ring attention's backward
+       (kernels/ring_attention.cu) needs the same per row and head of a chunk, T / 2, so no more */
+    o->cuda_attention = z->B * NHl * z->T * f;
     if (mgt_cudnn_attention_serves(z->dtype, (int)hs, (int)NHl, (int)((z->Q - z->Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
         o->cuda_attention = (o->cuda_attention + 255) / 256 * 256 + z->B * NHl * z->T * hs * f;
     o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for */
@@ -13017,12 +13021,24 @@ static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void 
         mgt__sim_charge_t(be, "attention_backward", MGT_SIM_ATTENTION, 0, 0, 2 * N * C + 14 * W * hs + 16 * W,
                           (2 * N * C + 2 * (2 * N * C + 2 * N * KV) + N * C + 2 * N * KV) * e + 20 * rows, 2 * W, 0, 0, 0, 3);
 }
-/* one block of ring attention (context parallelism): as attention above on the pairs of the block,
-   causal (the triangle) or whole; the output and log-sum-exp merged in fp32 (read and written), the
-   backward's dq and dk, dv accumulated in fp32 */
-static void mgt__sim_attention_part(mgt_backend *be, const char *name, int backward, int B, int T, int C, int NH, int NKV, int causal) {
+/* one block of ring attention (context parallelism). On the CPU (host_sync) the CPU backend's: the
+   block's scores materialised by GEMMs, the output and log-sum-exp merged in fp32, the backward's dq
+   and dk, dv accumulated in fp32. On a GPU the CUDA backend's kernels/ring_attention.cu, attention.cu's
+   flash attention on CUDA cores whatever the storage type (cuDNN's fused kernel cannot merge into a
+   running output): 32 x 32 tiles per (batch, head), the causal triangle (diagonal tiles whole) or
+   every tile of a whole block, W pairs; the forward does 2 products of hs per pair (q.k, p v), one
+   kernel, reading q, k and v once (K and V tiles re-read by every query tile are assumed to hit L2)
+   and writing o and lse in fp32, reading them too when it merges (not the first block); the backward
+   is 3 kernels: the row sums D = dout . out (both read, D written), then one over key tiles (q.k,
+   dout.v, p^T dout, ds^T q: 4 products) and one over query tiles (q.k, dout.v, ds k: 3), each reading
+   q, dout, k, v, lse and D, adding into dk, dv and into dq in fp32 (read and written) */
+static double mgt__sim_attention_part_pairs(int B, int T, int NH, int causal) {
+    double tiles = (double)((T + 31) / 32);
+    return causal ? mgt__sim_attention_pairs(B, T, NH) : (double)B * NH * 1024.0 * tiles * tiles;
+}
+static void mgt__sim_attention_part(mgt_backend *be, const char *name, int backward, int B, int T, int C, int NH, int NKV, int causal, int first) {
     double N = (double)B * T, hs = C / (double)NH, e = MGT__SIM_E, rows = (double)B * NH * T, KV = hs * NKV;
-    double S = (double)B * NH * T * T, W = causal ? mgt__sim_attention_pairs(B, T, NH) : S;
+    double S = (double)B * NH * T * T, W = mgt__sim_attention_part_pairs(B, T, NH, causal);
     MGT__SIM_ARGS(B, T, C, NH, NKV, causal);
     if (mgt__sim_on_cpu(be)) {
         if (!backward)
@@ -13030,21 +13046,21 @@ static void mgt__sim_attention_part(mgt_backend *be, const char *name, int backw
         else
             mgt__sim_charge(be, name, MGT_SIM_ATTENTION, 8 * N * T * C, (3 * N * C + 2 * N * KV) * e + 8 * (N * C + 2 * N * KV) + 8 * S, 4 * S, 3 * S * 4,
                             T, T, hs, 5);
-    } else if (!backward)
-        mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 0, 0, 4 * W * hs + 8 * W, (N * C + 2 * N * KV) * e + 8 * N * C + 8 * rows, W, 0, 0, 0, 1);
-    else
-        mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 0, 0, 2 * N * C + 14 * W * hs + 16 * W, (3 * N * C + 2 * N * KV) * e + 8 * (N * C + 2 * N * KV) + 8 * rows,
-                          2 * W, 0, 0, 0, 3);
+    } else if (!backward) /* q, k, v read; o and lse written, and read first when merged */
+        mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 0, 0, 4 * W * hs + 8 * W, (N * C + 2 * N * KV) * e + (first ? 4 : 8) * (N * C + rows), W, 0, 0, 0, 1);
+    else /* D: dout and out read, D written; then each of the two kernels reads q, dout, k, v, lse and D; dk, dv and dq read and written */
+        mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 0, 0, 2 * N * C + 14 * W * hs + 16 * W,
+                          (2 * N * C + 2 * (2 * N * C + 2 * N * KV)) * e + 4 * rows + 2 * 8 * rows + 8 * (N * C + 2 * N * KV), 2 * W, 0, 0, 0, 3);
 }
 static void mgt__sim_attention_part_forward(mgt_backend *be, float *o, float *lse, const void *qkv, const void *kv, int ks, int B, int T, int C, int NH,
                                             int NKV, int causal, int first) {
-    (void)o; (void)lse; (void)qkv; (void)kv; (void)ks; (void)first;
-    mgt__sim_attention_part(be, "attention_part_forward", 0, B, T, C, NH, NKV, causal);
+    (void)o; (void)lse; (void)qkv; (void)kv; (void)ks;
+    mgt__sim_attention_part(be, "attention_part_forward", 0, B, T, C, NH, NKV, causal, first);
 }
 static void mgt__sim_attention_part_backward(mgt_backend *be, float *dq, float *dkv, const void *dout, const void *out, const float *lse, const void *qkv,
                                              const void *kv, int ks, int B, int T, int C, int NH, int NKV, int causal) {
     (void)dq; (void)dkv; (void)dout; (void)out; (void)lse; (void)qkv; (void)kv; (void)ks;
-    mgt__sim_attention_part(be, "attention_part_backward", 1, B, T, C, NH, NKV, causal);
+    mgt__sim_attention_part(be, "attention_part_backward", 1, B, T, C, NH, NKV, causal, 0);
 }
 static void mgt__sim_copy_cols(mgt_backend *be, void *dst, int dt, int ds, const void *src, int st, int ss, size_t rows, int cols) {
     double n = (double)rows * cols;

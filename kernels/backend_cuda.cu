@@ -472,6 +472,52 @@ static void mgt__cuda_attention_backward(mgt_backend *be, void *dqkv, const void
                                     "attention backward"));
 }
 
+/* ---- context parallelism's ring attention (src/rank.c, mgt__ring_attention_*): one block of keys and
+   values at a time through the own kernels (kernels/ring_attention.cu; cuDNN's fused attention has no
+   merge into a running output), and the strided copies between qkv and the blocks (kernels/cast.cu) */
+
+static void mgt__cuda_attention_part_forward(mgt_backend *be, float *o, float *lse, const void *qkv, const void *kv, int kv_stride, int B, int T, int C,
+                                             int NH, int NKV, int causal, int first) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "attention part forward", "B %d, T %d, C %d, NH %d, NKV %d, kv stride %d, %s%s", B, T, C, NH, NKV, kv_stride, causal ? "causal" : "whole",
+            first ? ", first" : "");
+    if (c->failed) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_attention_part_forward<floatX>(o, lse, (const floatX *)qkv, (const floatX *)kv, kv_stride, B, T, NH, NKV,
+                                                                              C / NH, causal, first, c->stream),
+                                    "attention part forward"));
+}
+
+static void mgt__cuda_attention_part_backward(mgt_backend *be, float *dq, float *dkv, const void *dout, const void *out, const float *lse, const void *qkv,
+                                              const void *kv, int kv_stride, int B, int T, int C, int NH, int NKV, int causal) {
+    mgt__cuda *c = MGT__CU(be);
+    MGT__OP(c, "attention part backward", "B %d, T %d, C %d, NH %d, NKV %d, kv stride %d, %s", B, T, C, NH, NKV, kv_stride, causal ? "causal" : "whole");
+    float *rows = (float *)mgt__cuda_work(c, mgt_cuda_attention_part_backward_scratch(B, T, NH)); /* dout . out per row and head */
+    if (c->failed || !rows) return;
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_attention_part_backward<floatX>(dq, dkv, rows, (const floatX *)dout, (const floatX *)out, lse,
+                                                                               (const floatX *)qkv, (const floatX *)kv, kv_stride, B, T, NH, NKV, C / NH,
+                                                                               causal, c->stream),
+                                    "attention part backward"));
+}
+
+static void mgt__cuda_copy_cols(mgt_backend *be, void *dst, int dst_dtype, int dst_stride, const void *src, int src_dtype, int src_stride, size_t rows,
+                                int cols) {
+    mgt__cuda *c = MGT__CU(be);
+    int rc = MGT_KERNEL_OK;
+    MGT__OP(c, "copy columns", "%zu rows of %d, type %d to %d, strides %d to %d", rows, cols, src_dtype, dst_dtype, src_stride, dst_stride);
+    if (c->failed) return;
+#define MGT__COPY(D, S) rc = mgt_cuda_copy_cols<D, S>((D *)dst, dst_stride, (const S *)src, src_stride, rows, cols, c->stream)
+    if (dst_dtype == MGT_F32 && src_dtype == MGT_F32) MGT__COPY(float, float);
+    else if (dst_dtype == MGT_BF16 && src_dtype == MGT_BF16) MGT__COPY(__nv_bfloat16, __nv_bfloat16);
+    else if (dst_dtype == MGT_F16 && src_dtype == MGT_F16) MGT__COPY(__half, __half);
+    else if (dst_dtype == MGT_F32 && src_dtype == MGT_BF16) MGT__COPY(float, __nv_bfloat16);
+    else if (dst_dtype == MGT_F32 && src_dtype == MGT_F16) MGT__COPY(float, __half);
+    else if (dst_dtype == MGT_BF16 && src_dtype == MGT_F32) MGT__COPY(__nv_bfloat16, float);
+    else if (dst_dtype == MGT_F16 && src_dtype == MGT_F32) MGT__COPY(__half, float);
+    else mgt__cuda_fail(c, "device %d: copy from type %d to type %d is not supported (through fp32 instead)", c->device, src_dtype, dst_dtype);
+#undef MGT__COPY
+    mgt__kernel_ok(c, rc, "copy columns");
+}
+
 /* ---- elementwise and row ops: the kernels */
 
 static void mgt__cuda_encoder_forward(mgt_backend *be, void *out, const int *tokens, const void *wte, int vocab_start, int vocab_rows, const void *wpe,
@@ -890,6 +936,7 @@ static int mgt__cuda_reserve(mgt_backend *be, const mgt_backend_limits *l) {
     snprintf(c->op_desc, sizeof c->op_desc, "reserving memory for a step");
 #define MGT__NEED(x) do { need = (x); if (need > work) work = need; } while (0)
     MGT__NEED(mgt_cuda_attention_backward_scratch(l->B, l->T, l->NH));              /* attention backward: a float per row and head */
+    MGT__NEED(mgt_cuda_attention_part_backward_scratch(l->B, l->T, l->NH));         /* ring attention's (on a chunk, T / 2: no more) */
     if (be->dtype != MGT_F32 && l->NH > 0) { /* cuDNN's fused attention: its graphs and plans for the run's shape, now */
         char why[300];
         c->cudnn_attn = mgt_cudnn_attn_create((struct CUstream_st *)c->stream, be->dtype, l->B, l->T, l->NH, l->NKV, l->hs, why, sizeof why);
@@ -1029,6 +1076,9 @@ extern "C" int mgt_cuda_backend_create(mgt_watchdog *wd, int device, int dtype, 
     be->matmul_gelu_backward = mgt__cuda_matmul_gelu_backward;
     be->attention_forward = mgt__cuda_attention_forward;
     be->attention_backward = mgt__cuda_attention_backward;
+    be->attention_part_forward = mgt__cuda_attention_part_forward;
+    be->attention_part_backward = mgt__cuda_attention_part_backward;
+    be->copy_cols = mgt__cuda_copy_cols;
     be->gelu_forward = mgt__cuda_gelu_forward;
     be->gelu_backward = mgt__cuda_gelu_backward;
     be->rmsnorm_forward = mgt__cuda_rmsnorm_forward;

@@ -79,7 +79,8 @@ template <class F> inline void mgt_kernel_list_add(mgt_kernel_list &l, F *kernel
     l.n++;
 }
 /* the op files, each with its list: mgt_cuda_<op>_kernels<floatX> (cast: to and from fp32) */
-#define MGT_OP_FILES(X) X(adamw) X(attention) X(cast) X(crossentropy) X(encoder) X(gelu) X(layernorm) X(norm) X(residual) X(rmsnorm) X(rope) X(swiglu)
+#define MGT_OP_FILES(X) X(adamw) X(attention) X(cast) X(crossentropy) X(encoder) X(gelu) X(layernorm) X(norm) X(residual) X(rmsnorm) X(ring_attention) \
+    X(rope) X(swiglu)
 #define MGT_DECLARE_KERNELS(op) template <class floatX> void mgt_cuda_##op##_kernels(mgt_kernel_list &l);
 MGT_OP_FILES(MGT_DECLARE_KERNELS)
 #undef MGT_DECLARE_KERNELS
@@ -124,6 +125,18 @@ size_t mgt_cuda_attention_backward_scratch(int B, int T, int NH);
 template <class floatX> /* dqkv (B,T,W) written, not added (dk, dv summed over each group's query heads); out and lse are the forward's */
 int mgt_cuda_attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *qkv, const floatX *out, const float *lse, int B, int T,
                                 int NH, int NKV, int hs, cudaStream_t stream);
+
+/* ring_attention.cu: one block of context parallelism's ring attention (mgt.h's attention_part_forward and
+   _backward): the queries of qkv (B,T,W) against kv (B,T rows kv_stride apart: NKV k heads, then NKV v
+   heads); causal: key t' <= query t, else every key; hs <= 128; scale 1/sqrt(hs); o, lse, dq, dkv fp32 */
+template <class floatX> /* o (B,T,NH hs) and lse (B,NH,T): the block's output and log-sum-exp (first), else merged into them */
+int mgt_cuda_attention_part_forward(float *o, float *lse, const floatX *qkv, const floatX *kv, int kv_stride, int B, int T, int NH, int NKV, int hs,
+                                    int causal, int first, cudaStream_t stream);
+/* bytes of scratch that mgt_cuda_attention_part_backward needs: one fp32 per row and head */
+size_t mgt_cuda_attention_part_backward_scratch(int B, int T, int NH);
+template <class floatX> /* dq (B,T,NH hs) += and dkv (B,T,2 NKV hs) += (dk, dv summed over each group's query heads); out and lse the merged forward's */
+int mgt_cuda_attention_part_backward(float *dq, float *dkv, float *scratch, const floatX *dout, const floatX *out, const float *lse, const floatX *qkv,
+                                     const floatX *kv, int kv_stride, int B, int T, int NH, int NKV, int hs, int causal, cudaStream_t stream);
 
 /* gelu.cu: tanh approximation */
 template <class floatX> int mgt_cuda_gelu_forward(floatX *out, const floatX *inp, size_t n, cudaStream_t stream);
@@ -172,6 +185,10 @@ int mgt_cuda_adamw_many(const mgt_adamw_tensor *tensors, int count, float lr, fl
 
 /* cast.cu: between fp32 and the 16-bit types (round to nearest even) */
 template <class D, class S> int mgt_cuda_cast(D *dst, const S *src, size_t n, cudaStream_t stream);
+/* dst (rows, cols), rows dst_stride elements apart, = src (rows, cols), src_stride apart, converted as
+   mgt_cuda_cast (the same pairs, and every type to itself) */
+template <class D, class S>
+int mgt_cuda_copy_cols(D *dst, int dst_stride, const S *src, int src_stride, size_t rows, int cols, cudaStream_t stream);
 
 /* norm.cu: sum of squares in fixed blocks of MGT_SS_BLOCK elements, each in fp64, added in block order;
    the backend table's sum_squares and scale are the float ones (gradients) */

@@ -60,7 +60,9 @@ static void mgt__plan_rank_cuda(const mgt_plan *p, const mgt__rank_sizes *z, mgt
     size_t oc = z->Q > z->F ? z->Q : z->F, k, f = z->f;
     int kinds[7], g;
     size_t NHl = (size_t)(cfg->model.n_head / p->tp), hs = z->Cl / NHl;
-    o->cuda_attention = z->B * NHl * z->T * f; /* flash attention's backward: dout . out per row and head */
+    /* flash attention's backward: dout . out per row and head; under cp ring attention's backward
+       (kernels/ring_attention.cu) needs the same per row and head of a chunk, T / 2, so no more */
+    o->cuda_attention = z->B * NHl * z->T * f;
     if (mgt_cudnn_attention_serves(z->dtype, (int)hs, (int)NHl, (int)((z->Q - z->Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
         o->cuda_attention = (o->cuda_attention + 255) / 256 * 256 + z->B * NHl * z->T * hs * f;
     o->cuda_scratch = o->cuda_attention; /* the largest of what ops ask for */

@@ -365,6 +365,8 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
         int peer = rk->pp_g.ranks[rk->first ? r->plan.pp - 1 : 0];
         MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
     }
+    if (rk->shape.cp > 1) /* context parallelism's ring, as its steps pass the key/value blocks: to the next rank, from the previous */
+        MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), buf, mgt__cp_prev(rk), buf + rk->be->elt, 1, dt));
     if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
     return MGT_OK;

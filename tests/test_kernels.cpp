@@ -96,6 +96,7 @@ struct family {
     double worst_by_type[3]; // fp32, bf16, fp16 cases (by the case's first type: the storage type)
 };
 static family families[] = {{"encoder", 0, 0, 0, "", "", {0, 0, 0}},  {"layernorm", 0, 0, 0, "", "", {0, 0, 0}},    {"attention", 0, 0, 0, "", "", {0, 0, 0}},
+                            {"ring_attention", 0, 0, 0, "", "", {0, 0, 0}},
                             {"gelu", 0, 0, 0, "", "", {0, 0, 0}},     {"residual", 0, 0, 0, "", "", {0, 0, 0}},     {"crossentropy", 0, 0, 0, "", "", {0, 0, 0}},
                             {"adamw", 0, 0, 0, "", "", {0, 0, 0}},    {"cast", 0, 0, 0, "", "", {0, 0, 0}},         {"norm", 0, 0, 0, "", "", {0, 0, 0}},
                             {"rmsnorm", 0, 0, 0, "", "", {0, 0, 0}},  {"rope", 0, 0, 0, "", "", {0, 0, 0}},         {"swiglu", 0, 0, 0, "", "", {0, 0, 0}},
@@ -548,6 +549,166 @@ template <class T> static void test_attention(int B, int Tn, int NH, int NKV, in
             }
         }
     }
+}
+
+/* ==== ring attention: one block of keys and values at a time, merged by log-sum-exp ======================== */
+/* Context parallelism's attention (kernels/ring_attention.cu): the queries of qkv (B,T,W) against two
+   blocks of keys and values of their own buffers, kv_stride = 2 KV + 3 apart (not qkv's): block A
+   causal (key j <= query t: the queries' own chunk), block B whole (an earlier chunk). References in
+   double from the inputs as stored, with the error model of test_attention (F times the magnitudes of
+   each output's terms, over the 2T keys a query may see):
+   - forward, first: o and lse of one block alone (A causal, B whole), written over NaN (never read);
+     then the other block merged in: o and lse of one softmax over both blocks' keys. Both orders.
+   - backward of each block with the merged out (rounded into T) and lse (rounded to fp32) into dq and
+     dkv that start non-zero: dq (both blocks' contributions added) and each block's dk, dv equal the
+     gradients of the softmax over both blocks (dk, dv summed over each group's query heads) */
+template <class T> static void test_attention_part(int B, int Tn, int NH, int NKV, int hs, bool random) {
+    int C = NH * hs, KV = NKV * hs, W = C + 2 * KV, group = NH / NKV, ks = 2 * KV + 3;
+    size_t nq = (size_t)B * Tn * W, no = (size_t)B * Tn * C, nl = (size_t)B * NH * Tn, nkv = (size_t)B * Tn * ks, nd = (size_t)B * Tn * 2 * KV;
+    const double scale = (double)(1.0f / sqrtf((float)hs));
+    std::vector<T> qkv = rnd<T>(nq, -2, 2), dout = rnd<T>(no, -1, 1), kvb[2] = {rnd<T>(nkv, -2, 2), rnd<T>(nkv, -2, 2)};
+    auto Q = [&](int b, int t, int h, int d) { return dv(qkv[((size_t)b * Tn + t) * W + (size_t)h * hs + d]); };
+    auto K = [&](int k, int b, int j, int h, int d) { return dv(kvb[k][((size_t)b * Tn + j) * ks + (size_t)(h / group) * hs + d]); };
+    auto V = [&](int k, int b, int j, int h, int d) { return dv(kvb[k][((size_t)b * Tn + j) * ks + KV + (size_t)(h / group) * hs + d]); };
+    auto dO = [&](int b, int t, int h, int d) { return dv(dout[((size_t)b * Tn + t) * C + (size_t)h * hs + d]); };
+    auto keys = [&](int k, int t) { return k == 0 ? t + 1 : Tn; }; /* block A causal, block B whole */
+    const double F = 2.0 * (2 * hs + 2 * Tn + 32) * U32;
+    /* softmax over the keys of the blocks in `use` (bit k: block k): out, lse and their bounds */
+    auto reference = [&](int use, std::vector<double> &out, std::vector<double> &out_e, std::vector<double> &lse, std::vector<double> &lse_e,
+                         std::vector<double> *P, std::vector<double> *mag) {
+        out.assign(no, 0.0), out_e.assign(no, 0.0), lse.assign(nl, 0.0), lse_e.assign(nl, 0.0);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < Tn; t++) {
+                    std::vector<double> s(2 * (size_t)Tn, -INFINITY), m(2 * (size_t)Tn, 0.0);
+                    double mx = -INFINITY, sum = 0, magmax = 0;
+                    for (int k = 0; k < 2; k++)
+                        for (int j = 0; (use >> k & 1) && j < keys(k, t); j++) {
+                            double x = 0, xa = 0;
+                            for (int d = 0; d < hs; d++) x += Q(b, t, h, d) * K(k, b, j, h, d), xa += fabs(Q(b, t, h, d) * K(k, b, j, h, d));
+                            s[(size_t)k * Tn + j] = scale * x, m[(size_t)k * Tn + j] = scale * xa;
+                            mx = fmax(mx, scale * x);
+                        }
+                    for (size_t i = 0; i < s.size(); i++) sum += s[i] == -INFINITY ? 0.0 : exp(s[i] - mx);
+                    size_t li = ((size_t)b * NH + h) * Tn + t;
+                    lse[li] = mx + log(sum);
+                    for (size_t i = 0; i < s.size(); i++) {
+                        double p = s[i] == -INFINITY ? 0.0 : exp(s[i] - lse[li]);
+                        m[i] += s[i] == -INFINITY ? 0.0 : fabs(s[i]) + fabs(lse[li]);
+                        magmax = fmax(magmax, m[i]);
+                        if (P) (*P)[li * 2 * Tn + i] = p, (*mag)[li * 2 * Tn + i] = m[i];
+                        s[i] = p;
+                    }
+                    lse_e[li] = F * (magmax + 1);
+                    for (int d = 0; d < hs; d++) {
+                        double o = 0, oa = 0;
+                        for (int k = 0; k < 2; k++)
+                            for (int j = 0; (use >> k & 1) && j < keys(k, t); j++) {
+                                double p = s[(size_t)k * Tn + j];
+                                o += p * V(k, b, j, h, d), oa += p * fabs(V(k, b, j, h, d)) * (1 + m[(size_t)k * Tn + j]);
+                            }
+                        size_t oi = ((size_t)b * Tn + t) * C + (size_t)h * hs + d;
+                        out[oi] = o, out_e[oi] = F * oa;
+                    }
+                }
+    };
+    std::vector<double> Pall(nl * 2 * Tn, 0.0), mag(nl * 2 * Tn, 0.0), out, out_e, lse, lse_e, one, one_e, lone, lone_e;
+    reference(3, out, out_e, lse, lse_e, &Pall, &mag);
+    for (int order = 0; order < 2; order++) { /* block `first` alone, then the other merged in */
+        int k1 = order, k2 = 1 - order;
+        reference(1 << k1, one, one_e, lone, lone_e, nullptr, nullptr);
+        checker ck("ring_attention", "attention_part_forward<%s> B=%d T=%d NH=%d NKV=%d hs=%d %s then %s", prec<T>::name, B, Tn, NH, NKV, hs,
+                   k1 ? "whole" : "causal", k2 ? "whole" : "causal");
+        std::vector<float> o1, l1, o, l;
+        in_orders(ck, random, [&] {
+            o = filled<float>(no, NAN); // first: written, never read
+            l = filled<float>(nl, NAN);
+            ck.rc(mgt_cuda_attention_part_forward<T>(o.data(), l.data(), qkv.data(), kvb[k1].data(), ks, B, Tn, NH, NKV, hs, k1 == 0, 1, nullptr));
+            o1 = o, l1 = l;
+            ck.rc(mgt_cuda_attention_part_forward<T>(o.data(), l.data(), qkv.data(), kvb[k2].data(), ks, B, Tn, NH, NKV, hs, k2 == 0, 0, nullptr));
+            return std::vector<blob>{bytes(o1), bytes(l1), bytes(o), bytes(l)};
+        });
+        /* o is fp32 (no rounding into T); the merge adds a few roundings of lse-sized exponents, within F's slack */
+        for (size_t i = 0; i < no; i++) ck.near("o (one block)", i, o1[i], one[i], bnd<float>(one[i], one_e[i]));
+        for (size_t i = 0; i < nl; i++) ck.near("lse (one block)", i, l1[i], lone[i], bnd<float>(lone[i], lone_e[i]));
+        for (size_t i = 0; i < no; i++) ck.near("o (merged)", i, o[i], out[i], bnd<float>(out[i], out_e[i]));
+        for (size_t i = 0; i < nl; i++) ck.near("lse (merged)", i, l[i], lse[i], bnd<float>(lse[i], lse_e[i]));
+    }
+    /* the gradients of the softmax over both blocks, from the merged out as stored (rounded into T) */
+    std::vector<T> out_T(no);
+    std::vector<float> lse_f(nl);
+    for (size_t i = 0; i < no; i++) out_T[i] = T((float)out[i]);
+    for (size_t i = 0; i < nl; i++) lse_f[i] = (float)lse[i];
+    std::vector<float> dq0 = rnd<float>(no, -1, 1), dkv0[2] = {rnd<float>(nd, -1, 1), rnd<float>(nd, -1, 1)};
+    std::vector<double> dq(no), dq_e(no), dkv[2], dkv_e[2];
+    for (size_t i = 0; i < no; i++) dq[i] = dq0[i], dq_e[i] = U32 * fabs(dq0[i]);
+    for (int k = 0; k < 2; k++) {
+        dkv[k].assign(nd, 0.0), dkv_e[k].assign(nd, 0.0);
+        for (size_t i = 0; i < nd; i++) dkv[k][i] = dkv0[k][i], dkv_e[k][i] = 2 * U32 * fabs(dkv0[k][i]);
+    }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < Tn; t++) {
+                size_t li = ((size_t)b * NH + h) * Tn + t;
+                double Dx = 0, Da = 0, De = 0;
+                for (int d = 0; d < hs; d++) {
+                    size_t oi = ((size_t)b * Tn + t) * C + (size_t)h * hs + d;
+                    Dx += dO(b, t, h, d) * out[oi], Da += fabs(dO(b, t, h, d) * out[oi]), De += fabs(dO(b, t, h, d) * (dv(out_T[oi]) - out[oi]));
+                }
+                double Dabs = Da * F + De;
+                for (int k = 0; k < 2; k++)
+                    for (int j = 0; j < keys(k, t); j++) {
+                        size_t pi = li * 2 * Tn + (size_t)k * Tn + j;
+                        double p = Pall[pi], x = 0;
+                        for (int d = 0; d < hs; d++) x += dO(b, t, h, d) * V(k, b, j, h, d);
+                        double ds = p * (x - Dx), dse = p * (F * (fabs(x) + fabs(Dx) + fabs(x - Dx) * (1 + mag[pi])) + Dabs);
+                        for (int d = 0; d < hs; d++) {
+                            size_t qi = ((size_t)b * Tn + t) * C + (size_t)h * hs + d, ki = ((size_t)b * Tn + j) * 2 * KV + (size_t)(h / group) * hs + d;
+                            dq[qi] += scale * ds * K(k, b, j, h, d), dq_e[qi] += scale * dse * fabs(K(k, b, j, h, d));
+                            dkv[k][ki] += scale * ds * Q(b, t, h, d), dkv_e[k][ki] += scale * dse * fabs(Q(b, t, h, d));
+                            dkv[k][ki + KV] += p * dO(b, t, h, d), dkv_e[k][ki + KV] += p * fabs(dO(b, t, h, d)) * F * (1 + mag[pi]);
+                        }
+                    }
+            }
+    {
+        checker ck("ring_attention", "attention_part_backward<%s> B=%d T=%d NH=%d NKV=%d hs=%d causal and whole", prec<T>::name, B, Tn, NH, NKV, hs);
+        std::vector<float> g, gkv[2], scratch;
+        in_orders(ck, random, [&] {
+            g = dq0, gkv[0] = dkv0[0], gkv[1] = dkv0[1]; // "+=": start non-zero
+            for (int k = 0; k < 2; k++) {
+                scratch = filled<float>(mgt_cuda_attention_part_backward_scratch(B, Tn, NH) / sizeof(float), NAN); // written before read
+                ck.rc(mgt_cuda_attention_part_backward<T>(g.data(), gkv[k].data(), scratch.data(), dout.data(), out_T.data(), lse_f.data(), qkv.data(),
+                                                          kvb[k].data(), ks, B, Tn, NH, NKV, hs, k == 0, nullptr));
+            }
+            return std::vector<blob>{bytes(g), bytes(gkv[0]), bytes(gkv[1])};
+        });
+        for (size_t i = 0; i < no; i++) ck.near("dq", i, g[i], dq[i], bnd<float>(dq[i], dq_e[i]));
+        for (int k = 0; k < 2; k++)
+            for (size_t i = 0; i < nd; i++) {
+                bool is_v = i % (2 * (size_t)KV) >= (size_t)KV;
+                ck.near(k ? (is_v ? "dv (whole block)" : "dk (whole block)") : (is_v ? "dv (causal block)" : "dk (causal block)"), i, gkv[k][i], dkv[k][i],
+                        bnd<float>(dkv[k][i], dkv_e[k][i]));
+            }
+    }
+}
+
+/* copy_cols: a block of columns between strided rows, converted (the conversion itself is test_cast's:
+   here the reference is the shim's own conversion, and the layout is checked exactly: every copied
+   element, and every element outside the block untouched) */
+template <class D, class S> static void test_copy_cols(size_t rows, int cols, int dst_stride, int src_stride, bool random) {
+    checker ck("cast", "copy_cols<%s, %s> %zu rows of %d, strides %d to %d", prec<D>::name, prec<S>::name, rows, cols, src_stride, dst_stride);
+    std::vector<S> src = rnd<S>(rows * (size_t)src_stride, -3, 3);
+    std::vector<D> dst;
+    in_orders(ck, random, [&] {
+        dst = filled<D>(rows * (size_t)dst_stride, 7.0f);
+        ck.rc(mgt_cuda_copy_cols<D, S>(dst.data(), dst_stride, src.data(), src_stride, rows, cols, nullptr));
+        return std::vector<blob>{bytes(dst)};
+    });
+    for (size_t r = 0; r < rows; r++)
+        for (int j = 0; j < dst_stride; j++) {
+            size_t i = r * (size_t)dst_stride + (size_t)j;
+            ck.near(j < cols ? "copied" : "outside (untouched)", i, dv(dst[i]), j < cols ? dv(D((float)src[r * (size_t)src_stride + (size_t)j])) : 7.0, 0.0);
+        }
 }
 
 /* the fused residual + LayerNorm forward: the same bytes as bias_residual then layernorm_forward (the
@@ -1096,6 +1257,12 @@ static void test_preconditions(void) {
                    "NH % NKV == 0");
     expect_invalid("attention_backward dqkv = qkv", mgt_cuda_attention_backward<float>(a, b, a + 1, a, a + 2, b, 1, 8, 1, 1, 8, nullptr), "attention.cu",
                    "(const void *)dqkv != (const void *)qkv");
+    expect_invalid("attention_part_forward kv_stride < 2 NKV hs", mgt_cuda_attention_part_forward<float>(a, b, c, d, 15, 1, 4, 2, 1, 8, 1, 1, nullptr),
+                   "ring_attention.cu", "kv_stride >= 2 * NKV * hs");
+    expect_invalid("attention_part_backward dq = dkv",
+                   mgt_cuda_attention_part_backward<float>(a, a, b, c, d, c, d, c, 16, 1, 4, 2, 1, 8, 1, nullptr), "ring_attention.cu",
+                   "(const void *)dq != (const void *)dkv");
+    expect_invalid("copy_cols dst_stride < cols", mgt_cuda_copy_cols<float, float>(a, 4, b, 8, 2, 5, nullptr), "cast.cu", "dst_stride >= cols");
     expect_invalid("gelu_forward null inp", mgt_cuda_gelu_forward<float>(a, nullptr, 8, nullptr), "gelu.cu", "inp");
     expect_invalid("bias_residual out = bias", mgt_cuda_bias_residual<float>(a, b, a, 2, 8, nullptr), "residual.cu", "out != bias");
     expect_invalid("bias_backward C = 0", mgt_cuda_bias_backward<float>(a, b, c, 4, 0, nullptr), "residual.cu", "C > 0");
@@ -1331,6 +1498,19 @@ template <class T> static void all_ops(void) {
     if (SIZE >= 1) test_attention<T>(1, 40, 1, 1, 128, false);
     if (SIZE >= 1) test_attention<T>(1, 40, 4, 1, 128, false); // Llama 3 8B's head size, a group of 4
     if (SIZE >= 2) test_attention<T>(1, 131, 2, 2, 96, false);
+    /* ring attention's blocks: T = 1, odd T within a tile and over several (a partial last tile: 37, 45, 70),
+       grouped-query (4 query heads on 2 and on 1 key/value heads), the head-size edges (20, 80, 128) */
+    test_attention_part<T>(1, 1, 1, 1, 8, r);
+    test_attention_part<T>(2, 37, 4, 2, 20, r);
+    test_attention_part<T>(1, SIZE ? 45 : 9, 4, 1, 32, r);
+    if (SIZE >= 1) test_attention_part<T>(1, 70, 2, 2, 64, false);
+    if (SIZE >= 1) test_attention_part<T>(1, 33, 4, 2, 80, false);
+    if (SIZE >= 2) test_attention_part<T>(1, 40, 4, 1, 128, false);
+    /* copy_cols: qkv's key/value columns into a block and back, in the storage type and from fp32 */
+    test_copy_cols<T, T>(SIZE ? 70 : 9, 24, 24, 56, r);
+    test_copy_cols<T, float>(SIZE ? 70 : 9, 24, 56, 24, r);
+    if (SIZE >= 1) test_copy_cols<float, T>(37, 5, 9, 7, false);
+    if (big) test_copy_cols<T, float>((size_t)2048 * 8 + 77, 3, 3, 3, false); // more rows than the grid's blocks hold: grid-stride
     /* gelu: n below and above a block, the three aliasings; grid-stride n */
     test_gelu<T>(1, 0, r);
     test_gelu<T>(1000, 0, r);

@@ -316,6 +316,59 @@ static void calibration(void) {
     remove(path);
 }
 
+/* context parallelism on a GPU: the ring's attention blocks priced as kernels/ring_attention.cu runs
+   them. Per rank and layer (cp 2, chunks 0 and 3 on rank 0, 1 and 2 on rank 1): a causal block for
+   each own chunk and a whole block for each earlier chunk it sees (rank 0: q3 on k0, k1, k2; rank 1:
+   q1 on k0, q2 on k1 and k0), 5 on either rank (the mirrored chunks' load balance), the first block
+   of each query chunk written, the others merged (o and lse read too). A block's pairs are whole 32 x 32 tiles: the causal triangle (diagonal tiles
+   whole) or every tile; 4 hs + 8 FLOPs per pair forward in 1 kernel, 14 hs + 16 backward (and the
+   row sums) in 3 */
+typedef struct ring_seen { int fwd[2], bwd[2], causal[2], first[2], bad; } ring_seen;
+static double ring_cost(void *user, const mgt_sim_op *op, double modelled) {
+    ring_seen *s = (ring_seen *)user;
+    int fwd = !strcmp(op->name, "attention_part_forward"), r = op->rank;
+    double B = (double)op->args[0], T = (double)op->args[1], C = (double)op->args[2], NH = (double)op->args[3], NKV = (double)op->args[4];
+    double hs = C / NH, tiles = (double)(((int)T + 31) / 32), N = B * T, rows = B * NH * T, e = 4; /* fp32 */
+    double W = B * NH * 1024 * (op->args[5] ? tiles * (tiles + 1) / 2 : tiles * tiles), io = (N * C + 2 * N * hs * NKV) * e;
+    if (!fwd && strcmp(op->name, "attention_part_backward")) return modelled;
+    if (r < 0 || r > 1) { s->bad++; return modelled; }
+    s->causal[r] += op->args[5] != 0;
+    if (fwd) {
+        s->fwd[r]++;
+        s->first[r] += op->bytes == io + 4 * (N * C + rows);
+        if (op->flops != 4 * W * hs + 8 * W || op->kernels != 1 || (op->bytes != io + 4 * (N * C + rows) && op->bytes != io + 8 * (N * C + rows))) s->bad++;
+    } else {
+        s->bwd[r]++;
+        if (op->flops != 2 * N * C + 14 * W * hs + 16 * W || op->kernels != 3) s->bad++;
+    }
+    return modelled;
+}
+static void ring_attention_prices(void) {
+    mgt_config cfg;
+    mgt_sim_options o;
+    mgt_sim_result res;
+    ring_seen seen;
+    int L = 8, r;
+    memset(&seen, 0, sizeof seen);
+    small(&cfg, 1, 1, 1, 1, "1f1b");
+    set(&cfg, "model.seq_len=200"); /* chunks of 50: 2 tiles, the last one partial (a whole block is 4 tiles, a causal one 3) */
+    set(&cfg, "parallel.cp=2");
+    mgt_sim_options_init(&o);
+    o.cost = ring_cost;
+    o.cost_user = &seen;
+    if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { printf("FAIL ring attention prices: %s\n", mgt_last_error()); failures++; return; }
+    CHECK(seen.bad == 0, "ring attention: %d blocks priced unlike kernels/ring_attention.cu's kernels", seen.bad);
+    for (r = 0; r < 2; r++) {
+        int fwd = 5; /* blocks a rank's queries attend to, per layer */
+        CHECK(seen.fwd[r] == fwd * L && seen.bwd[r] == fwd * L && seen.causal[r] == 2 * 2 * L && seen.first[r] == 2 * L,
+              "ring attention rank %d: %d forward, %d backward blocks (%d causal, %d first); expected %d, %d (%d, %d)", r, seen.fwd[r], seen.bwd[r],
+              seen.causal[r], seen.first[r], fwd * L, fwd * L, 2 * 2 * L, 2 * L);
+    }
+    printf("ring attention (cp 2, H100 model): per layer %d and %d blocks on ranks 0 and 1, priced as the kernels; PREDICTED step %.3f ms\n",
+           seen.fwd[0] / L, seen.fwd[1] / L, res.step_s * 1e3);
+    mgt_sim_result_free(&res);
+}
+
 int main(int argc, char **argv) {
     int big = !(argc > 1 && !strcmp(argv[1], "--quick"));
     bubble(4, 8, "gpipe");
@@ -339,6 +392,7 @@ int main(int argc, char **argv) {
     llama = 1;
     layouts();
     llama = sp = 0;
+    ring_attention_prices();
     calibration();
     if (big) gpt3();
     if (failures) { printf("test_sim: %d failures\n", failures); return 1; }

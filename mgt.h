@@ -2076,6 +2076,10 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                                  k->info.section, k->info.name, why);
         }
     }
+    if (cfg->parallel.cp > 1 && mgt__layout_unresolved(cfg))
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] cp = %d with layout = auto (from %s): the layout search does not choose context parallelism, nor keep "
+                         "it; set layout = manual with the layout you want, or cp = 1", mgt__where(cfg, MGT__KEY(parallel, cp), w1, sizeof w1),
+                         cfg->parallel.cp, mgt__where(cfg, MGT__KEY(parallel, layout), w2, sizeof w2));
     if (mgt__layout_unresolved(cfg)) { /* the keys auto chooses are checked once chosen: here those set (pinned) against the rest */
         mgt_config pinned = *cfg;
         int k;
@@ -2175,10 +2179,6 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                          "equal size (each rank takes chunk i and its mirror 2 cp - 1 - i, for an equal share of causal attention); make seq_len a "
                          "multiple of %d, or choose cp so that 2 cp divides it", mgt__where(cfg, MGT__KEY(parallel, cp), w1, sizeof w1), cfg->parallel.cp,
                          cfg->model.seq_len, mgt__where(cfg, MGT__KEY(model, seq_len), w2, sizeof w2), 2 * cfg->parallel.cp, 2 * cfg->parallel.cp);
-    if (cfg->parallel.cp > 1 && cfg->parallel.layout == MGT_LAYOUT_AUTO)
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] cp = %d with layout = auto (from %s): the layout search does not choose context parallelism, nor keep "
-                         "it; set layout = manual with the layout you want, or cp = 1", mgt__where(cfg, MGT__KEY(parallel, cp), w1, sizeof w1),
-                         cfg->parallel.cp, mgt__where(cfg, MGT__KEY(parallel, layout), w2, sizeof w2));
     if (cfg->parallel.pp > cfg->model.n_layer || cfg->parallel.pp > 256) {
         int a = MGT__KEY(parallel, pp), b = MGT__KEY(model, n_layer);
         mgt__order_keys(cfg, &a, &b);

@@ -236,6 +236,19 @@ static void test_values(void) {
         r = mgt_config_validate(&cfg);
         check(r == MGT_OK, "validate: sp 1 with tp 4 on 32 rows: %s", said(r));
     }
+    { /* context parallelism: seq_len in 2 cp chunks of equal size; the layout search does not choose it */
+        mgt_config_init(&cfg);
+        mgt_config_set(&cfg, "model.seq_len=96");
+        mgt_config_set(&cfg, "parallel.cp=5");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_ERROR_CONFIG && has("[parallel] cp = 5 with seq_len = 96") && has("multiple of 10"), "validate: cp 5 on 96 tokens is refused: %s", said(r));
+        mgt_config_set(&cfg, "parallel.cp=3");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_OK, "validate: cp 3 on 96 tokens (6 chunks of 16): %s", said(r));
+        mgt_config_set(&cfg, "parallel.layout=auto");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_ERROR_CONFIG && has("cp = 3 with layout = auto") && has("set layout = manual"), "validate: cp 3 with layout auto is refused: %s", said(r));
+    }
     mgt_config_init(&cfg);
     r = mgt_config_validate(&cfg);
     check(r == MGT_OK, "validate: the defaults: %s", said(r));

@@ -6884,6 +6884,7 @@ struct mgt__rank {
     mgt_comm *comm;               /* the rank's communicator (the warm-up swaps in a quiet one) */
     mgt_group tp_g, dp_g, pp_g, emb_g, world_g; /* dp_g: the replicas (dp x cp ranks), over which gradients are summed and ZeRO shards */
     mgt_group cp_g;               /* the context-parallel ranks that share this rank's sequences (the ring of attention) */
+    double ring_s;                /* of this step's send/receive seconds, the ring's (a communicator that times each call as it returns) */
     mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
     int *members;                 /* storage of the groups' rank lists */
     mgt__layout lay;
@@ -7147,6 +7148,15 @@ static void mgt__rope(mgt__rank *rk, void *qkv, int backward) {
 static int mgt__cp_next(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + 1) % rk->cp_g.size]; }
 static int mgt__cp_prev(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + rk->cp_g.size - 1) % rk->cp_g.size]; }
 
+/* a block on to the next rank of the ring while the previous rank's arrives; its seconds are kept
+   apart from the pipeline's (the bubble) */
+static mgt_result mgt__ring_pass(mgt__rank *rk, const void *send, void *recv, size_t count, int dtype) {
+    double before = rk->comm->stats.seconds[MGT_COLL_SEND_RECV];
+    mgt_result res = rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), send, mgt__cp_prev(rk), recv, count, dtype);
+    rk->ring_s += rk->comm->stats.seconds[MGT_COLL_SEND_RECV] - before;
+    return res;
+}
+
 /* the pairs of (query chunk, key/value chunk) that attend at ring step `step`, for forward and
    backward alike: calls visit(q chunk, kv chunk, causal, first of the query chunk) */
 #define MGT__RING_PAIRS(rk, step, BODY)                                                                             \
@@ -7175,7 +7185,7 @@ static mgt_result mgt__ring_attention_forward(mgt__rank *rk, mgt__layer_acts *a)
         long ticket = -1;
         if (step + 1 < s->cp) { /* the next block arrives while this one is attended to */
             ticket = mgt__comm_defer(rk);
-            MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), g->kv[cur], mgt__cp_prev(rk), g->kv[1 - cur], (size_t)N * KV2, dt));
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
         }
         MGT__RING_PAIRS(rk, step,
                         be->attention_part_forward(be, g->o + (size_t)qh * rows * s->Cl, (float *)a->att + (size_t)qh * B * s->NHl * Tc,
@@ -7202,7 +7212,7 @@ static mgt_result mgt__ring_attention_backward(mgt__rank *rk, mgt__layer_acts *a
         long ticket = -1;
         if (step + 1 < s->cp) {
             ticket = mgt__comm_defer(rk);
-            MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), g->kv[cur], mgt__cp_prev(rk), g->kv[1 - cur], (size_t)N * KV2, dt));
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
         }
         MGT__RING_PAIRS(rk, step,
                         be->attention_part_backward(be, g->dq + (size_t)qh * rows * s->Cl, g->dkv[cur] + (size_t)kh * rows * KV2,
@@ -7211,7 +7221,7 @@ static mgt_result mgt__ring_attention_backward(mgt__rank *rk, mgt__layer_acts *a
                                                     MGT__AT(g->kv[cur], (size_t)kh * rows * KV2, e), KV2, B, Tc, s->Cl, s->NHl, NKVl, causal));
         MGT__TRY(mgt__comm_sync(rk, ticket));
         /* the block's gradient goes on with it; after the last step each is back with its owner */
-        MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), g->dkv[cur], mgt__cp_prev(rk), g->dkv[1 - cur], (size_t)N * KV2, MGT_F32));
+        MGT__TRY(mgt__ring_pass(rk, g->dkv[cur], g->dkv[1 - cur], (size_t)N * KV2, MGT_F32));
     }
     be->copy_cols(be, dqkv, dt, W, g->dq, MGT_F32, s->Cl, (size_t)N, s->Cl);
     be->copy_cols(be, MGT__AT(dqkv, s->Cl, e), dt, W, g->dkv[s->cp & 1], MGT_F32, KV2, (size_t)N, KV2);
@@ -8049,6 +8059,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
+    rk->ring_s = 0; /* a forward-only pass since the last step used the ring too */
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat, 2 * sizeof(double));
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
@@ -8080,7 +8091,10 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     MGT__TRY(mgt__settle(rk));
     rk->step_s = mgt_now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
-    rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
+    /* the bubble: waiting for pipeline peers, the time in sends and receives but the ring of context
+       parallelism's, which is communication. A communicator that times its calls when the step ends
+       (NCCL) cannot tell them apart: with cp > 1 they all count as communication there */
+    rk->bubble_s = rk->shape.cp == 1 ? rk->step_comm.seconds[MGT_COLL_SEND_RECV] : rk->comm->sync ? 0 : rk->step_comm.seconds[MGT_COLL_SEND_RECV] - rk->ring_s;
     rk->comm_s = 0;
     for (u = 0; u < MGT_COLL_COUNT; u++) rk->comm_s += rk->step_comm.seconds[u];
     rk->comm_s -= rk->bubble_s;

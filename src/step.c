@@ -282,6 +282,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
+    rk->ring_s = 0; /* a forward-only pass since the last step used the ring too */
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat, 2 * sizeof(double));
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
@@ -313,7 +314,10 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     MGT__TRY(mgt__settle(rk));
     rk->step_s = mgt_now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
-    rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
+    /* the bubble: waiting for pipeline peers, the time in sends and receives but the ring of context
+       parallelism's, which is communication. A communicator that times its calls when the step ends
+       (NCCL) cannot tell them apart: with cp > 1 they all count as communication there */
+    rk->bubble_s = rk->shape.cp == 1 ? rk->step_comm.seconds[MGT_COLL_SEND_RECV] : rk->comm->sync ? 0 : rk->step_comm.seconds[MGT_COLL_SEND_RECV] - rk->ring_s;
     rk->comm_s = 0;
     for (u = 0; u < MGT_COLL_COUNT; u++) rk->comm_s += rk->step_comm.seconds[u];
     rk->comm_s -= rk->bubble_s;

@@ -487,6 +487,9 @@ struct mgt_backend {
     void (*layernorm_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                                const void *weight, const float *mean, const float *rstd, int N, int C);
     void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
+    /* dinp (N,C) = dout W; dweight (OC,C) += dout^T inp; dbias (OC) += column sums of dout. Either half
+       alone: dinp NULL (weight gradient only; weight unread), or dweight and dbias NULL (input
+       gradient only; inp unread), as zero-bubble pipelining splits the backward */
     void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                             const void *weight, int N, int C, int OC);
     /* GPT-2's MLP around its GELU (tanh form), each the same arithmetic as the ops it joins (the CUDA
@@ -2827,8 +2830,8 @@ static void mgt__bias_bwd_task(void *ctx, int tid, int nth) {
 static void mgt__cpu_matmul_backward(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                      const float *weight, int N, int C, int OC) {
     if (dinp) mgt__gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C, NULL);   /* dinp = dout @ W */
-    mgt__gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C, NULL);            /* dW += dout^T @ inp */
-    if (dbias) {
+    if (dweight) mgt__gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C, NULL); /* dW += dout^T @ inp */
+    if (dweight && dbias) {
         mgt__args a;
         memset(&a, 0, sizeof a);
         a.out[0] = dbias; a.in[0] = dout; a.n[0] = N; a.n[1] = OC;
@@ -3361,7 +3364,8 @@ static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float
     float *di;
     if (!MGT__WIDE(be)) { mgt__cpu_matmul_backward(be, MGT__F(dinp), dw, db, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), N, C, OC); return; }
     di = dinp ? mgt__wide_take(be, (size_t)N * C) : NULL;
-    mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), N, C, OC);
+    mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), dw ? mgt__wide_in(be, inp, (size_t)N * C) : NULL,
+                             dinp ? mgt__wide_in(be, w, (size_t)OC * C) : NULL, N, C, OC); /* widens only what the asked gradients read */
     if (dinp) mgt__wide_out(be, dinp, di, (size_t)N * C);
 }
 static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n);
@@ -12159,12 +12163,12 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
         else if (arena) be->layernorm_backward(be, y, dw, db, g, x, w, mean, rstd, (int)a[0], (int)a[1]);
     } else if (!strcmp(name, "matmul_forward") || !strcmp(name, "matmul_backward")) {
         float *x = MGT__TAKE(a[0] * a[1]), *w = MGT__TAKE(a[1] * a[2]), *y = MGT__TAKE(a[0] * a[2]), *bias = MGT__TAKE(a[2]);
-        float *dx = name[7] == 'b' && a[3] ? MGT__TAKE(a[0] * a[1]) : NULL, *dw = MGT__TAKE(a[1] * a[2]);
+        float *dx = name[7] == 'b' && a[3] ? MGT__TAKE(a[0] * a[1]) : NULL, *dw = name[7] == 'b' && a[5] ? NULL : MGT__TAKE(a[1] * a[2]); /* a[5]: no dW */
         if (arena && name[7] == 'f') be->matmul_forward(be, y, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
         else if (arena) be->matmul_backward(be, dx, dw, a[4] ? bias : NULL, y, x, w, (int)a[0], (int)a[1], (int)a[2]);
     } else if (!strcmp(name, "matmul_gelu_forward") || !strcmp(name, "matmul_gelu_backward")) { /* N, C, OC, bias */
         float *x = MGT__TAKE(a[0] * a[1]), *w = MGT__TAKE(a[1] * a[2]), *y = MGT__TAKE(a[0] * a[2]), *pre = MGT__TAKE(a[0] * a[2]);
-        float *bias = MGT__TAKE(a[2]), *dw = MGT__TAKE(a[1] * a[2]), *dpre = name[12] == 'b' ? MGT__TAKE(a[0] * a[1]) : NULL;
+        float *bias = MGT__TAKE(a[2]), *dw = name[12] == 'b' && a[4] ? NULL : MGT__TAKE(a[1] * a[2]), *dpre = name[12] == 'b' ? MGT__TAKE(a[0] * a[1]) : NULL;
         if (arena && name[12] == 'f') be->matmul_gelu_forward(be, y, pre, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
         else if (arena) be->matmul_gelu_backward(be, dpre, dw, a[3] ? bias : NULL, y, x, w, x, (int)a[0], (int)a[1], (int)a[2]); /* pre: any (N,C) */
     } else if (!strcmp(name, "attention_forward") || !strcmp(name, "attention_backward")) { /* B, T, C, NH, NKV */
@@ -12556,14 +12560,15 @@ static void mgt__sim_linear_gemms(double *g, double n, double c, double oc) {
 #define MGT__SIM_BGRAD_BYTES(oc) (12 * (oc)) /* the BGRADB epilogue's fp32 vector written, read and added into dbias */
 static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C,
                                      int OC) {
-    double n = N, c = C, oc = OC, k = dinp ? 2 : 1, g[6];
-    (void)dw; (void)dout; (void)inp; (void)w;
+    double n = N, c = C, oc = OC, k = (dinp ? 1 : 0) + (dw ? 1 : 0), g[6];
+    (void)dout; (void)inp; (void)w;
+    if (!dw) db = NULL; /* the bias gradient comes with the weight's */
     mgt__sim_linear_gemms(g, n, c, oc);
-    MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, 0);
-    mgt__sim_gemms(be, dinp ? 2 : 1, g, db != NULL);
+    MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, dw == NULL);
+    mgt__sim_gemms(be, (int)k, dw ? g : g + 3, db != NULL); /* g: the dW GEMM, then dinp's */
     mgt__sim_charge(be, "matmul_backward", MGT_SIM_GEMM, k * 2 * n * c * oc,
-                    (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n,
-                    oc, c, (int)k + (db ? 1 : 0));
+                    (k * n * oc + c * oc + (dw ? n * c : 0) + (dinp ? n * c : 0)) * MGT__SIM_E + (dw ? 8 * c * oc : 0), db ? n * oc : 0,
+                    db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n, oc, c, (int)k + (db ? 1 : 0));
 }
 /* cuBLASLt's epilogues (kernels/backend_cuda.cu): the GELU forward writes pre and gelu(pre) as the
    GEMM's tiles are stored (no pass over pre); the backward's dX GEMM reads pre and applies gelu'
@@ -12581,12 +12586,14 @@ static void mgt__sim_matmul_gelu_forward(mgt_backend *be, void *out, void *pre, 
 static void mgt__sim_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw, float *db, const void *dout, const void *inp, const void *w,
                                           const void *pre, int N, int C, int OC) {
     double n = N, c = C, oc = OC, g[6];
-    (void)dpre; (void)dw; (void)dout; (void)inp; (void)w; (void)pre;
+    (void)dpre; (void)dout; (void)inp; (void)w; (void)pre;
+    if (!dw) db = NULL; /* the input gradient only (zero-bubble's B): the DGELU GEMM */
     mgt__sim_linear_gemms(g, n, c, oc);
-    MGT__SIM_ARGS(N, C, OC, db != NULL, 0, 0);
-    mgt__sim_gemms(be, 2, g, 1 + (db != NULL));
-    mgt__sim_charge_t(be, "matmul_gelu_backward", MGT_SIM_GEMM, 4 * n * c * oc, (2 * n * oc + 3 * n * c + c * oc) * MGT__SIM_E + 8 * c * oc,
-                      15 * n * c + (db ? n * oc : 0), db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n * c, n, oc, c, 2 + (db ? 1 : 0));
+    MGT__SIM_ARGS(N, C, OC, db != NULL, dw == NULL, 0);
+    mgt__sim_gemms(be, dw ? 2 : 1, dw ? g : g + 3, 1 + (db != NULL));
+    mgt__sim_charge_t(be, "matmul_gelu_backward", MGT_SIM_GEMM, (dw ? 4 : 2) * n * c * oc,
+                      ((dw ? 2 : 1) * n * oc + (dw ? 3 : 2) * n * c + c * oc) * MGT__SIM_E + (dw ? 8 * c * oc : 0), 15 * n * c + (db ? n * oc : 0),
+                      db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n * c, n, oc, c, (dw ? 2 : 1) + (db ? 1 : 0));
 }
 /* Attention on a GPU in bf16/fp16, where cuDNN serves the shape (mgt_cudnn_attention_serves), is
    cuDNN's fused flash attention on tensor cores: the causal half of the scores, 4 hs FLOPs per

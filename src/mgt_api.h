@@ -414,6 +414,9 @@ struct mgt_backend {
     void (*layernorm_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                                const void *weight, const float *mean, const float *rstd, int N, int C);
     void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
+    /* dinp (N,C) = dout W; dweight (OC,C) += dout^T inp; dbias (OC) += column sums of dout. Either half
+       alone: dinp NULL (weight gradient only; weight unread), or dweight and dbias NULL (input
+       gradient only; inp unread), as zero-bubble pipelining splits the backward */
     void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                             const void *weight, int N, int C, int OC);
     /* GPT-2's MLP around its GELU (tanh form), each the same arithmetic as the ops it joins (the CUDA

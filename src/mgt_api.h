@@ -185,7 +185,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, sp, INT, "0", 0, 1, "", "1: sequence parallelism (needs tp > 1): the norms and residual adds between the TP layers hold 1/tp of the rows") \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
-    X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
+    X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe|zb", "pipeline schedule; zb: zero-bubble ZB-H1, the backward split into input- and weight-gradient passes, the weights' filling the bubble") \
     X(parallel, pp_virtual, INT, "1", 1, 64, "", "model chunks per pipeline stage: interleaved 1F1B when more than 1") \
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
     X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \

@@ -87,6 +87,14 @@ static const feature_layout features[] = {
     /* and with sequence parallelism (the pipeline moves the rank's 1/tp of the rows) and selective recompute */
     {{1, 2, 2, 0, "1f1b"}, "parallel.pp_virtual=2 parallel.sp=1 train.micro_batch=2", 0},
     {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2 train.recompute=selective", 0},
+    /* zero-bubble ZB-H1 (pp_schedule = zb): the backward split into B and deferred W, 8 micro-batches of 1 (W's held
+       across several); with data parallelism the DP buckets wait for the last W (ZeRO 0) or the step's end (ZeRO 1); with
+       sequence parallelism W gathers the norms' outputs again, and selective recompute rebuilds them for W */
+    {{1, 1, 2, 0, "zb"}, "train.micro_batch=1", 1},
+    {{1, 1, 4, 0, "zb"}, "train.micro_batch=1", 0},
+    {{2, 1, 2, 0, "zb"}, "train.micro_batch=1", 0},
+    {{2, 1, 2, 1, "zb"}, "train.micro_batch=2", 0},
+    {{1, 2, 2, 0, "zb"}, "parallel.sp=1 train.recompute=selective train.micro_batch=2", 0},
     {{0, 0, 0, 0, NULL}, NULL, 0}, /* the end */
 };
 

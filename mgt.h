@@ -7323,17 +7323,24 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    is split into B, the input gradients (sent upstream at once: the next stage's critical path) and
    W, the weight gradients of the matmuls (mgt__blocks_weight_grads), which nothing waits for, and
    which fill the time a stage would otherwise wait. The forwards and B's keep 1F1B's order (stage s
-   first runs pp - s - 1 forwards). In the unit-cost run (F = B = W = 1, the paper's assumption; the
-   norms' weight gradients stay in B) a stage runs its next F or B when its input is there, and
-   otherwise its oldest pending W; a W also comes first when one more forward would hold more than
-   pp micro-batches between their F and their W, 1F1B's most (its first stage's). So the last stage
-   defers its W's by pp - 1 micro-batches and the first runs F B W, as the paper's figure; every
-   stage then holds up to pp micro-batches where 1F1B's stage s holds pp - s. The step is 3 M +
-   (pp - 1) units where 1F1B's is 3 (M + pp - 1): the bubble falls to a third (pp 4, M 8: 27 units
-   of which 3 idle on each stage, 1F1B 33 of which 9). What W needs stays in the micro-batch's
+   first runs pp - s - 1 forwards). In the unit-cost run a stage runs its next F or B when its input
+   is there, and otherwise its oldest pending W; a W also comes first when one more forward would
+   hold more than pp micro-batches between their F and their W, 1F1B's most (its first stage's). So
+   the last stage defers its W's by pp - 1 micro-batches and the first runs F B W, as the paper's
+   figure; every stage then holds up to pp micro-batches where 1F1B's stage s holds pp - s. The
+   costs: F = B = 4, W = 3. The paper's F = B = W gives a step of 3 M + (pp - 1) where 1F1B's is
+   3 (M + pp - 1) (pp 4, M 8: 27 against 33, the bubble a third), but a W has neither attention
+   nor the norms, so it costs less than a forward (the H100 model prices a GPT-2 1.5B stage's at
+   about 11.5 : 14 : 9), and an order made for F = W then leaves gaps in the drain that the real
+   costs do not fill: the simulator's step of that model on pp 4 x dp 2 was 5% longer than 1F1B's
+   with F = B = W, and 2% shorter with any W < F it was given (3 : 3 : 2, 10 : 12 : 8, 21 : 23 :
+   20 alike). With F = B = 4, W = 3: pp 4, M 8 takes 105 units, 17 idle on stage 0 (1F1B at a
+   backward of 7: 121, 33 idle; test_sim). What W needs stays in the micro-batch's
    activations: each block's four matmul output gradients (mgt__layer_acts dmlp, dattn, dfch, dqkv);
    their inputs were kept anyway (selective recompute rebuilds ln1, ln2, fch_gelu again for W).
    Messages are ordered as the interleaved schedule's, below. */
+#define MGT__ZB_FB_COST 4 /* a forward's and an input-gradient pass's cost in the unit-cost run */
+#define MGT__ZB_W_COST 3  /* and a weight-gradient pass's: less (see above) */
 static void mgt__zb_order(int pp, int M, mgt__pipe_action *comp, int per, long long *fend, long long *bend, int *state, long long *clock) {
     /* state: per stage, [0] next of its F/B order, [1] forwards, [2] B's, [3] W's done, [4] actions made; clock: when it is free */
     int s, best;
@@ -7366,7 +7373,7 @@ static void mgt__zb_order(int pp, int M, mgt__pipe_action *comp, int per, long l
             int *st = state + 5 * best, i = st[0], warm = pp - best - 1 < M ? pp - best - 1 : M;
             mgt__pipe_action *a = comp + (size_t)best * (size_t)per + st[4]++;
             a->t = best_t;
-            clock[best] = best_t + 1;
+            clock[best] = best_t + (best_w ? MGT__ZB_W_COST : MGT__ZB_FB_COST);
             if (best_w) { a->kind = MGT__PA_WEIGHT; a->micro = st[3]++; continue; }
             if (i < warm) a->kind = MGT__PA_FORWARD, a->micro = i;
             else if (i < 2 * M - warm) a->kind = (i - warm) % 2 == 0 ? MGT__PA_FORWARD : MGT__PA_BACKWARD,

@@ -4004,8 +4004,9 @@ typedef struct mgt__layer_acts {
     void *fch, *fch_gelu;                  /* (N,Hl) */
     /* pp_schedule = zb: the output gradients of the block's matmuls, kept from its input-gradient pass
        (B) to its weight-gradient pass (W), which reads them with the matmuls' inputs above */
-    void *dmlp, *dattn;                    /* (N,C) c_proj's of the MLP and of attention (every TP rank's rows) */
-    void *dfch, *dqkv;                     /* (N,Fl) (N,3Cl) */
+    void *dmlp, *dattn;                    /* (N,C) c_proj's of the MLP and of attention (every TP rank's rows); without sequence
+                                              parallelism or recompute they take the block's output's and res2's place */
+    void *dfch, *dqkv;                     /* (N,Fl) (N,3Cl); without recompute dqkv takes fch's place */
 } mgt__layer_acts;
 
 typedef struct mgt__acts {
@@ -4069,10 +4070,17 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
         x->ln2_rstd = (float *)mgt__carve(&cur, R * f);
         x->fch = mgt__carve(&cur, N * (size_t)s->Fl * e);
         x->fch_gelu = selective ? fch_gelu : mgt__carve(&cur, N * (size_t)s->Hl * e);
-        x->dmlp = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
-        x->dattn = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+        if (s->zb && !s->sp && !s->recompute) { /* dead once B has read them: the block's output (block b+1's B, or the head's, read it
+                                                   first) and res2 (after ln2's backward), each (N,C) when R = N */
+            x->dmlp = a->resid[l + 1];
+            x->dattn = x->res2;
+        } else {
+            x->dmlp = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+            x->dattn = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+        }
         x->dfch = s->zb ? mgt__carve(&cur, N * (size_t)s->Fl * e) : NULL;
-        x->dqkv = s->zb ? mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e) : NULL;
+        if (s->zb && !s->recompute && s->Cl + 2 * s->KVl <= s->Fl) x->dqkv = x->fch; /* fch is dead once the MLP's backward read it */
+        else x->dqkv = s->zb ? mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e) : NULL;
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
     if (s->last) {
@@ -7336,8 +7344,9 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    with F = B = W, and 2% shorter with any W < F it was given (3 : 3 : 2, 10 : 12 : 8, 21 : 23 :
    20 alike). With F = B = 4, W = 3: pp 4, M 8 takes 105 units, 17 idle on stage 0 (1F1B at a
    backward of 7: 121, 33 idle; test_sim). What W needs stays in the micro-batch's
-   activations: each block's four matmul output gradients (mgt__layer_acts dmlp, dattn, dfch, dqkv);
-   their inputs were kept anyway (selective recompute rebuilds ln1, ln2, fch_gelu again for W).
+   activations: each block's four matmul output gradients (mgt__layer_acts dmlp, dattn, dfch, dqkv;
+   without recompute all but dfch in activations B is done with); their inputs were kept anyway
+   (selective recompute rebuilds ln1, ln2, fch_gelu again for W).
    Messages are ordered as the interleaved schedule's, below. */
 #define MGT__ZB_FB_COST 4 /* a forward's and an input-gradient pass's cost in the unit-cost run */
 #define MGT__ZB_W_COST 3  /* and a weight-gradient pass's: less (see above) */
@@ -11100,8 +11109,10 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
                       mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
         int rec = cfg->train.recompute;
         a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
-        if (mgt__plan_zb(p)) /* each block's matmul output gradients, kept from B to W: dmlp, dattn (N,C), dfch (N,F), dqkv (N,Q) */
-            a_layer += (size_t)z.nb * (2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Q * e));
+        if (mgt__plan_zb(p)) /* each block's matmul output gradients, kept from B to W: dmlp, dattn (N,C) (in the block's output's and
+                                res2's place without sequence parallelism or recompute), dfch (N,F), dqkv (N,Q) (in fch's without recompute) */
+            a_layer += (size_t)z.nb * ((z.sp || rec ? 2 * mgt__carve_bytes(N * C * e) : 0) + mgt__carve_bytes(N * z.F * e) +
+                                       (rec || z.Q > z.F ? mgt__carve_bytes(N * z.Q * e) : 0));
     }
     a_last = z.last ? mgt__carve_bytes(z.R * C * e) + 2 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;

@@ -344,8 +344,9 @@ typedef struct mgt__layer_acts {
     void *fch, *fch_gelu;                  /* (N,Hl) */
     /* pp_schedule = zb: the output gradients of the block's matmuls, kept from its input-gradient pass
        (B) to its weight-gradient pass (W), which reads them with the matmuls' inputs above */
-    void *dmlp, *dattn;                    /* (N,C) c_proj's of the MLP and of attention (every TP rank's rows) */
-    void *dfch, *dqkv;                     /* (N,Fl) (N,3Cl) */
+    void *dmlp, *dattn;                    /* (N,C) c_proj's of the MLP and of attention (every TP rank's rows); without sequence
+                                              parallelism or recompute they take the block's output's and res2's place */
+    void *dfch, *dqkv;                     /* (N,Fl) (N,3Cl); without recompute dqkv takes fch's place */
 } mgt__layer_acts;
 
 typedef struct mgt__acts {
@@ -409,10 +410,17 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
         x->ln2_rstd = (float *)mgt__carve(&cur, R * f);
         x->fch = mgt__carve(&cur, N * (size_t)s->Fl * e);
         x->fch_gelu = selective ? fch_gelu : mgt__carve(&cur, N * (size_t)s->Hl * e);
-        x->dmlp = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
-        x->dattn = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+        if (s->zb && !s->sp && !s->recompute) { /* dead once B has read them: the block's output (block b+1's B, or the head's, read it
+                                                   first) and res2 (after ln2's backward), each (N,C) when R = N */
+            x->dmlp = a->resid[l + 1];
+            x->dattn = x->res2;
+        } else {
+            x->dmlp = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+            x->dattn = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+        }
         x->dfch = s->zb ? mgt__carve(&cur, N * (size_t)s->Fl * e) : NULL;
-        x->dqkv = s->zb ? mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e) : NULL;
+        if (s->zb && !s->recompute && s->Cl + 2 * s->KVl <= s->Fl) x->dqkv = x->fch; /* fch is dead once the MLP's backward read it */
+        else x->dqkv = s->zb ? mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e) : NULL;
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
     if (s->last) {

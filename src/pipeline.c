@@ -102,8 +102,9 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    with F = B = W, and 2% shorter with any W < F it was given (3 : 3 : 2, 10 : 12 : 8, 21 : 23 :
    20 alike). With F = B = 4, W = 3: pp 4, M 8 takes 105 units, 17 idle on stage 0 (1F1B at a
    backward of 7: 121, 33 idle; test_sim). What W needs stays in the micro-batch's
-   activations: each block's four matmul output gradients (mgt__layer_acts dmlp, dattn, dfch, dqkv);
-   their inputs were kept anyway (selective recompute rebuilds ln1, ln2, fch_gelu again for W).
+   activations: each block's four matmul output gradients (mgt__layer_acts dmlp, dattn, dfch, dqkv;
+   without recompute all but dfch in activations B is done with); their inputs were kept anyway
+   (selective recompute rebuilds ln1, ln2, fch_gelu again for W).
    Messages are ordered as the interleaved schedule's, below. */
 #define MGT__ZB_FB_COST 4 /* a forward's and an input-gradient pass's cost in the unit-cost run */
 #define MGT__ZB_W_COST 3  /* and a weight-gradient pass's: less (see above) */

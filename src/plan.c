@@ -185,8 +185,10 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
                       mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
         int rec = cfg->train.recompute;
         a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
-        if (mgt__plan_zb(p)) /* each block's matmul output gradients, kept from B to W: dmlp, dattn (N,C), dfch (N,F), dqkv (N,Q) */
-            a_layer += (size_t)z.nb * (2 * mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.F * e) + mgt__carve_bytes(N * z.Q * e));
+        if (mgt__plan_zb(p)) /* each block's matmul output gradients, kept from B to W: dmlp, dattn (N,C) (in the block's output's and
+                                res2's place without sequence parallelism or recompute), dfch (N,F), dqkv (N,Q) (in fch's without recompute) */
+            a_layer += (size_t)z.nb * ((z.sp || rec ? 2 * mgt__carve_bytes(N * C * e) : 0) + mgt__carve_bytes(N * z.F * e) +
+                                       (rec || z.Q > z.F ? mgt__carve_bytes(N * z.Q * e) : 0));
     }
     a_last = z.last ? mgt__carve_bytes(z.R * C * e) + 2 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;

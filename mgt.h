@@ -256,6 +256,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, dp, INT, "1", 1, 4096, "", "data-parallel ranks")                                  \
     X(parallel, tp, INT, "1", 1, 4096, "", "tensor-parallel ranks")                                \
     X(parallel, sp, INT, "0", 0, 1, "", "1: sequence parallelism (needs tp > 1): the norms and residual adds between the TP layers hold 1/tp of the rows") \
+    X(parallel, cp, INT, "1", 1, 4096, "", "context-parallel ranks: each holds 1/cp of the sequence (two mirrored chunks) and attention passes keys and values around them in a ring; seq_len must divide by 2 cp") \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe|zb", "pipeline schedule; zb: zero-bubble ZB-H1, the backward split into input- and weight-gradient passes, the weights' filling the bubble") \
@@ -327,6 +328,7 @@ MGTDEF const char *mgt_config_where(const mgt_config *cfg, const char *section, 
 /* the same, set by a program's own option (`option`, "--gpus 3"), which messages then name */
 MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option);
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
+MGTDEF int mgt_config_ranks(const mgt_config *cfg);               /* the ranks its layout needs: dp x cp x tp x pp */
 MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text, to read (checkpoints store JSON) */
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
 MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, size_t cap);
@@ -360,9 +362,9 @@ MGTDEF const char *mgt_coll_name(int coll);
    its own along one axis (TP, DP, PP), the first and last pipeline stages of its (dp, tp) position
    (the tied embedding's pair), the whole world, and the TP ranks that hold the same key/value heads
    (replicated when tp exceeds the key/value heads). */
-enum { MGT_GROUP_TP, MGT_GROUP_DP, MGT_GROUP_PP, MGT_GROUP_EMBEDDING, MGT_GROUP_WORLD, MGT_GROUP_KV, MGT_GROUP_KINDS };
+enum { MGT_GROUP_TP, MGT_GROUP_DP, MGT_GROUP_PP, MGT_GROUP_EMBEDDING, MGT_GROUP_WORLD, MGT_GROUP_KV, MGT_GROUP_CP, MGT_GROUP_KINDS };
 /* their names, by kind: a list for the libraries mgt opens (kernels/), which cannot call mgt.h */
-#define MGT_GROUP_KIND_NAMES {"TP", "DP", "PP", "embedding", "world", "KV"}
+#define MGT_GROUP_KIND_NAMES {"TP", "DP", "PP", "embedding", "world", "KV", "CP"}
 MGTDEF const char *mgt_group_kind_name(int kind); /* MGT_GROUP_KIND_NAMES[kind], or "other" */
 
 typedef struct mgt_group {
@@ -507,6 +509,20 @@ struct mgt_backend {
     void (*attention_forward)(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV);
     void (*attention_backward)(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out, const void *att, int B, int T, int C,
                                int NH, int NKV);
+    /* context parallelism's ring attention (src/rank.c, mgt__ring_attention_*): the queries of qkv
+       (B,T rows, as above) against one block of keys and values, kv (B,T rows of NKV k heads then NKV
+       v heads, kv_stride elements apart); causal: key t' <= query t (the block is the queries' own
+       chunk), else every key (an earlier chunk). o (B,T,C) and lse (B,NH,T), fp32, hold the output
+       normalised over the blocks so far and its log-sum-exp: first writes them, else merges this
+       block in. The backward takes the merged out and lse of the forward and adds dq (B,T,C) and
+       dkv (B,T,2 NKV hs), fp32 */
+    void (*attention_part_forward)(mgt_backend *be, float *o, float *lse, const void *qkv, const void *kv, int kv_stride, int B, int T, int C,
+                                   int NH, int NKV, int causal, int first);
+    void (*attention_part_backward)(mgt_backend *be, float *dq, float *dkv, const void *dout, const void *out, const float *lse, const void *qkv,
+                                    const void *kv, int kv_stride, int B, int T, int C, int NH, int NKV, int causal);
+    /* dst (rows, cols), rows dst_stride elements apart, = src (rows, cols), src_stride apart, converted
+       as cast does */
+    void (*copy_cols)(mgt_backend *be, void *dst, int dst_dtype, int dst_stride, const void *src, int src_dtype, int src_stride, size_t rows, int cols);
     void (*gelu_forward)(mgt_backend *be, void *out, const void *inp, size_t n);
     void (*gelu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n); /* dinp may be dout */
     /* the Llama family's parts. RMSNorm: out (N,C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps);
@@ -516,8 +532,8 @@ struct mgt_backend {
                              int N, int C);
     /* rotary positions, in place on the q and k heads of qkv (B,T,(NH + 2 NKV) hs): channels i and i + hs/2 of
        a head at position t turn by t x theta^(-2i/hs) (Hugging Face's rotate_half); backward turns dqkv back */
-    void (*rope_forward)(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta);
-    void (*rope_backward)(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta);
+    void (*rope_forward)(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0); /* positions pos0 + t */
+    void (*rope_backward)(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0);
     /* SwiGLU: out (N,H) = silu(inp[:, :H]) * inp[:, H:], inp (N,2H) the gate and up projections side by side */
     void (*swiglu_forward)(mgt_backend *be, void *out, const void *inp, int N, int H);
     void (*swiglu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H);
@@ -579,7 +595,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 10 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 11 /* the table's version: the library and this header must agree */
 #define MGT_NCCL_ID_BYTES 128 /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
 
 typedef struct mgt_gpu_info {
@@ -1037,7 +1053,9 @@ MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
 /* ---- planning: what each rank holds and moves, in closed form (src/model.c, src/plan.c) ----- */
 
 /* The grid: rank = (pp_index x dp + dp_index) x tp + tp_index, so that the ranks of a TP group are
-   neighbours (one node's GPUs) and a pipeline stage is a contiguous block. The one place it is written. */
+   neighbours (one node's GPUs) and a pipeline stage is a contiguous block. The one place it is written.
+   With context parallelism dp here is the plan's replicas (dp x cp) and dp_index a replica, dp_index
+   x cp + cp_index: the order is tp, cp, dp, pp. */
 MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index);
 MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp);
 
@@ -1054,7 +1072,10 @@ typedef struct mgt_dims {
    Made once per run (mgt_run_create) from a validated config, and read by rank setup, the memory
    plan, the simulator, checkpoints and the driver. */
 struct mgt_plan {
-    int world, dp, tp, pp, zero; /* zero is 0 where dp is 1 (nothing to shard) */
+    int world, dp, tp, pp, zero; /* zero is 0 where replicas is 1 (nothing to shard) */
+    int cp;                 /* context-parallel ranks (each holds 1/cp of the sequence) */
+    int replicas;           /* ranks holding the same parameters: dp x cp; ZeRO shards over them and
+                               their gradients are summed over them */
     int micro_steps;        /* global_batch / (micro_batch x dp): accumulation and pipeline depth */
     int Vp;                 /* vocabulary padded to a multiple of 128 x tp rows */
     int stage_first[MGT_MAX_PP + 1]; /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
@@ -1066,10 +1087,10 @@ struct mgt_plan {
 MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out);
 
 typedef struct mgt_rank_plan {
-    int rank, dp, tp, pp;          /* coordinates */
+    int rank, dp, tp, pp, cp;      /* coordinates */
     int first_block, last_block;   /* blocks of its stage, inclusive */
     size_t params;                 /* parameters it holds (its TP and PP slice, padding included) */
-    size_t shard;                  /* of them, its 1/dp share (what ZeRO keeps of them) */
+    size_t shard;                  /* of them, its 1/replicas share (what ZeRO keeps of them) */
     int tensors;                   /* the tensors they are */
     size_t mem[MGT_MEM_COUNT];     /* predicted bytes by memory category */
     double bytes[MGT_COLL_COUNT];  /* predicted bytes per optimizer step, counted as mgt_comm_stats counts them */
@@ -2036,6 +2057,8 @@ MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, c
 
 #define MGT__KEY(sec, name) mgt__find_key(#sec, #name)
 
+MGTDEF int mgt_config_ranks(const mgt_config *cfg) { return cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp; }
+
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     char w1[300], w2[300], w3[300], w4[300];
     int tok_vocab;
@@ -2056,6 +2079,10 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                                  k->info.section, k->info.name, why);
         }
     }
+    if (cfg->parallel.cp > 1 && mgt__layout_unresolved(cfg))
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] cp = %d with layout = auto (from %s): the layout search does not choose context parallelism, nor keep "
+                         "it; set layout = manual with the layout you want, or cp = 1", mgt__where(cfg, MGT__KEY(parallel, cp), w1, sizeof w1),
+                         cfg->parallel.cp, mgt__where(cfg, MGT__KEY(parallel, layout), w2, sizeof w2));
     if (mgt__layout_unresolved(cfg)) { /* the keys auto chooses are checked once chosen: here those set (pinned) against the rest */
         mgt_config pinned = *cfg;
         int k;
@@ -2144,12 +2171,17 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = 1 (tp from %s): sequence parallelism splits the rows between the tensor-parallel "
                          "layers over the TP ranks, so it needs tp > 1; set parallel.tp to 2 or more, or parallel.sp = 0",
                          mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), mgt__where(cfg, MGT__KEY(parallel, tp), w2, sizeof w2));
-    if (cfg->parallel.sp && ((long long)cfg->train.micro_batch * cfg->model.seq_len) % cfg->parallel.tp)
+    if (cfg->parallel.sp && ((long long)cfg->train.micro_batch * (cfg->model.seq_len / cfg->parallel.cp)) % cfg->parallel.tp)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = %d: the micro-batch's micro_batch x seq_len = %d x %d = %lld rows do not divide "
                          "by tp (micro_batch from %s, seq_len from %s); each TP rank holds an equal share of the rows: make micro_batch x seq_len a "
                          "multiple of %d, or set parallel.sp = 0", mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), cfg->parallel.tp,
                          cfg->train.micro_batch, cfg->model.seq_len, (long long)cfg->train.micro_batch * cfg->model.seq_len,
                          mgt__where(cfg, MGT__KEY(train, micro_batch), w2, sizeof w2), mgt__where(cfg, MGT__KEY(model, seq_len), w3, sizeof w3), cfg->parallel.tp);
+    if (cfg->parallel.cp > 1 && cfg->model.seq_len % (2 * cfg->parallel.cp))
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] cp = %d with seq_len = %d (from %s): context parallelism cuts the sequence into 2 cp = %d chunks of "
+                         "equal size (each rank takes chunk i and its mirror 2 cp - 1 - i, for an equal share of causal attention); make seq_len a "
+                         "multiple of %d, or choose cp so that 2 cp divides it", mgt__where(cfg, MGT__KEY(parallel, cp), w1, sizeof w1), cfg->parallel.cp,
+                         cfg->model.seq_len, mgt__where(cfg, MGT__KEY(model, seq_len), w2, sizeof w2), 2 * cfg->parallel.cp, 2 * cfg->parallel.cp);
     if (cfg->parallel.pp > cfg->model.n_layer || cfg->parallel.pp > 256) {
         int a = MGT__KEY(parallel, pp), b = MGT__KEY(model, n_layer);
         mgt__order_keys(cfg, &a, &b);
@@ -2190,9 +2222,9 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with zero = %d: a block's gradients are complete only after its deferred weight-gradient pass, "
                              "but ZeRO %d reduce-scatters each block's after its backward; set zero = 0 or 1, or pp_schedule = 1f1b", at, cfg->parallel.zero, cfg->parallel.zero);
     }
-    if ((long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp > 4096)
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),
-                         (long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp);
+    if ((long long)cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp > 4096)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x cp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),
+                         (long long)cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp);
     if (cfg->train.min_lr > cfg->train.lr)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] min_lr = %g is above lr = %g; the schedule decays from lr down to min_lr",
                          mgt__where(cfg, MGT__KEY(train, min_lr), w1, sizeof w1), cfg->train.min_lr, cfg->train.lr);
@@ -2958,6 +2990,105 @@ static void mgt__cpu_attention_backward(mgt_backend *be, float *dqkv, const floa
     mgt__pool_run(MGT__POOL(be), mgt__attn_bwd_task, &a);
 }
 
+/* one block of ring attention (context parallelism; see mgt_backend.attention_part_forward): per
+   (batch, key/value head) as above, the block's scores in the thread's scratch. The forward merges
+   the block into the running output by rescaling: with m the new log-sum-exp of a row, the old
+   output is weighted exp(lse_old - m) and the block's probabilities exp(s - m), which is what one
+   softmax over all the keys so far gives. The backward is flash attention's: P = exp(s - lse) from
+   the merged lse, D = rowsum(dout * out), dS = P (dP - D). */
+static void mgt__attn_part_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    const mgt__cpu *cpu = (const mgt__cpu *)a->be->impl;
+    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], NKV = a->n[4], ks = a->n[5], causal = a->flags[0], first = a->flags[1];
+    int hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, t, j, g, c;
+    float scale = 1.0f / sqrtf((float)hs), *sc = cpu->scratch + (size_t)tid * cpu->scratch_per_thread;
+    size_t lo, hi, bk;
+    mgt__span((size_t)B * (size_t)NKV, tid, nth, 1, &lo, &hi);
+    for (bk = lo; bk < hi; bk++)
+        for (g = 0; g < group; g++) {
+            size_t b = bk / (size_t)NKV, kvh = bk % (size_t)NKV, h = kvh * (size_t)group + (size_t)g;
+            const float *q = a->in[0] + b * (size_t)T * (size_t)W + h * (size_t)hs, *k = a->in[1] + b * (size_t)T * (size_t)ks + kvh * (size_t)hs;
+            const float *v = k + NKV * hs;
+            float *o = a->out[0] + b * (size_t)T * (size_t)C + h * (size_t)hs, *lse = a->out[1] + (b * (size_t)NH + h) * (size_t)T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, W, k, ks, 0.0f, sc, T);
+            for (t = 0; t < T; t++) {
+                float *p = sc + (size_t)t * (size_t)T, mx = p[0], sum, part, m, keep;
+                int n = causal ? t + 1 : T;
+                for (j = 1; j < n; j++) mx = p[j] > mx ? p[j] : mx;
+                for (j = 0; j < n; j++) p[j] = mgt__expf(p[j] - mx);
+                for (j = n; j < T; j++) p[j] = 0.0f;
+                sum = mgt__sum8(p, n);
+                part = mx + logf(sum);
+                if (first) { m = part; keep = 0.0f; }
+                else {
+                    float hi2 = lse[t] > part ? lse[t] : part;
+                    m = hi2 + logf(expf(lse[t] - hi2) + expf(part - hi2));
+                    keep = expf(lse[t] - m);
+                }
+                for (j = 0; j < n; j++) p[j] *= expf(mx - m); /* exp(s - m) */
+                if (!first)
+                    for (c = 0; c < hs; c++) o[(size_t)t * (size_t)C + (size_t)c] *= keep;
+                lse[t] = m;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, sc, T, v, ks, first ? 0.0f : 1.0f, o, C);
+        }
+}
+static void mgt__cpu_attention_part_forward(mgt_backend *be, float *o, float *lse, const float *qkv, const float *kv, int kv_stride, int B, int T, int C,
+                                            int NH, int NKV, int causal, int first) {
+    mgt__args a;
+    if ((size_t)T * (size_t)T > ((mgt__cpu *)be->impl)->scratch_per_thread) abort(); /* sized from the chunk at creation */
+    memset(&a, 0, sizeof a);
+    a.out[0] = o; a.out[1] = lse; a.in[0] = qkv; a.in[1] = kv; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.n[4] = NKV; a.n[5] = kv_stride;
+    a.flags[0] = causal; a.flags[1] = first; a.be = be;
+    mgt__pool_run(MGT__POOL(be), mgt__attn_part_fwd_task, &a);
+}
+static void mgt__attn_part_bwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    const mgt__cpu *cpu = (const mgt__cpu *)a->be->impl;
+    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], NKV = a->n[4], ks = a->n[5], causal = a->flags[0];
+    int hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, KV2 = 2 * NKV * hs, t, j, g, c;
+    float scale = 1.0f / sqrtf((float)hs), *P = cpu->scratch + (size_t)tid * cpu->scratch_per_thread, *dP = P + (size_t)T * (size_t)T;
+    size_t lo, hi, bk;
+    mgt__span((size_t)B * (size_t)NKV, tid, nth, 1, &lo, &hi);
+    for (bk = lo; bk < hi; bk++)
+        for (g = 0; g < group; g++) {
+            size_t b = bk / (size_t)NKV, kvh = bk % (size_t)NKV, h = kvh * (size_t)group + (size_t)g;
+            const float *q = a->in[3] + b * (size_t)T * (size_t)W + h * (size_t)hs, *k = a->in[4] + b * (size_t)T * (size_t)ks + kvh * (size_t)hs;
+            const float *v = k + NKV * hs, *lse = a->in[2] + (b * (size_t)NH + h) * (size_t)T;
+            const float *dout = a->in[0] + b * (size_t)T * (size_t)C + h * (size_t)hs, *out = a->in[1] + b * (size_t)T * (size_t)C + h * (size_t)hs;
+            float *dq = a->out[0] + b * (size_t)T * (size_t)C + h * (size_t)hs, *dk = a->out[1] + b * (size_t)T * (size_t)KV2 + kvh * (size_t)hs;
+            float *dv = dk + NKV * hs;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, W, k, ks, 0.0f, P, T);
+            for (t = 0; t < T; t++) {
+                float *p = P + (size_t)t * (size_t)T;
+                int n = causal ? t + 1 : T;
+                for (j = 0; j < n; j++) p[j] = mgt__expf(p[j] - lse[t]);
+                for (j = n; j < T; j++) p[j] = 0.0f;
+            }
+            /* dP = dY V^T, dV += P^T dY */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout, C, v, ks, 0.0f, dP, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dout, C, 1.0f, dv, KV2);
+            for (t = 0; t < T; t++) {
+                const float *p = P + (size_t)t * (size_t)T, *dy = dout + (size_t)t * (size_t)C, *y = out + (size_t)t * (size_t)C;
+                float *d = dP + (size_t)t * (size_t)T, D = 0;
+                for (c = 0; c < hs; c++) D += dy[c] * y[c];
+                for (j = 0; j < T; j++) d[j] = p[j] * (d[j] - D);
+            }
+            /* dQ += scale dS K, dK += scale dS^T Q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dP, T, k, ks, 1.0f, dq, C);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dP, T, q, W, 1.0f, dk, KV2);
+        }
+}
+static void mgt__cpu_attention_part_backward(mgt_backend *be, float *dq, float *dkv, const float *dout, const float *out, const float *lse,
+                                             const float *qkv, const float *kv, int kv_stride, int B, int T, int C, int NH, int NKV, int causal) {
+    mgt__args a;
+    if (2 * (size_t)T * (size_t)T > ((mgt__cpu *)be->impl)->scratch_per_thread) abort(); /* sized from the chunk at creation */
+    memset(&a, 0, sizeof a);
+    a.out[0] = dq; a.out[1] = dkv; a.in[0] = dout; a.in[1] = out; a.in[2] = lse; a.in[3] = qkv; a.in[4] = kv;
+    a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.n[4] = NKV; a.n[5] = kv_stride; a.flags[0] = causal; a.be = be;
+    mgt__pool_run(MGT__POOL(be), mgt__attn_part_bwd_task, &a);
+}
+
 /* GELU, tanh approximation (GPT-2) */
 #define MGT__GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 static void mgt__gelu_fwd_task(void *ctx, int tid, int nth) {
@@ -3064,7 +3195,7 @@ static void mgt__rope_task(void *ctx, int tid, int nth) {
     size_t lo, hi, r;
     mgt__span((size_t)a->n[0] * (size_t)T, tid, nth, 1, &lo, &hi);
     for (r = lo; r < hi; r++) {
-        float *row = a->out[0] + r * (size_t)W, pos = (float)(r % (size_t)T);
+        float *row = a->out[0] + r * (size_t)W, pos = (float)(a->n[5] + (int)(r % (size_t)T));
         for (i = 0; i < half; i++) {
             float angle = pos * (1.0f / powf(theta, (float)(2 * i) / (float)hs)), c = cosf(angle), sn = sign * sinf(angle);
             for (h = 0; h < NH + NKV; h++) { /* the q heads, then the k heads right after them */
@@ -3075,10 +3206,10 @@ static void mgt__rope_task(void *ctx, int tid, int nth) {
         }
     }
 }
-static void mgt__cpu_rope(mgt_backend *be, float *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign) {
+static void mgt__cpu_rope(mgt_backend *be, float *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign, int pos0) {
     mgt__args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = qkv; a.n[0] = B; a.n[1] = T; a.n[2] = NH; a.n[3] = NKV; a.n[4] = hs; a.f[0] = theta; a.f[1] = sign;
+    a.out[0] = qkv; a.n[0] = B; a.n[1] = T; a.n[2] = NH; a.n[3] = NKV; a.n[4] = hs; a.n[5] = pos0; a.f[0] = theta; a.f[1] = sign;
     mgt__pool_run(MGT__POOL(be), mgt__rope_task, &a);
 }
 /* SwiGLU (Llama): out (N,H) = silu(gate) * up with gate = inp[:, :H], up = inp[:, H:], silu(g) = g sigmoid(g) */
@@ -3412,6 +3543,41 @@ static void mgt__t_attention_backward(mgt_backend *be, void *dqkv, const void *d
                                 NH, NKV);
     mgt__wide_out(be, dqkv, d, nqkv);
 }
+/* kv's rows, widened: its (B T - 1) strides and the last row's k and v heads */
+static size_t mgt__kv_span(int B, int T, int C, int NH, int NKV, int kv_stride) { return (size_t)(B * T - 1) * (size_t)kv_stride + 2 * (size_t)(C / NH) * NKV; }
+static void mgt__t_attention_part_forward(mgt_backend *be, float *o, float *lse, const void *qkv, const void *kv, int kv_stride, int B, int T, int C,
+                                          int NH, int NKV, int causal, int first) {
+    size_t nqkv = (size_t)B * T * (C + 2 * (C / NH) * NKV);
+    if (!MGT__WIDE(be)) { mgt__cpu_attention_part_forward(be, o, lse, MGT__CF(qkv), MGT__CF(kv), kv_stride, B, T, C, NH, NKV, causal, first); return; }
+    mgt__cpu_attention_part_forward(be, o, lse, mgt__wide_in(be, qkv, nqkv), mgt__wide_in(be, kv, mgt__kv_span(B, T, C, NH, NKV, kv_stride)), kv_stride, B,
+                                    T, C, NH, NKV, causal, first);
+}
+static void mgt__t_attention_part_backward(mgt_backend *be, float *dq, float *dkv, const void *dout, const void *out, const float *lse, const void *qkv,
+                                           const void *kv, int kv_stride, int B, int T, int C, int NH, int NKV, int causal) {
+    size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * (C + 2 * (C / NH) * NKV);
+    if (!MGT__WIDE(be)) {
+        mgt__cpu_attention_part_backward(be, dq, dkv, MGT__CF(dout), MGT__CF(out), lse, MGT__CF(qkv), MGT__CF(kv), kv_stride, B, T, C, NH, NKV, causal);
+        return;
+    }
+    mgt__cpu_attention_part_backward(be, dq, dkv, mgt__wide_in(be, dout, n), mgt__wide_in(be, out, n), lse, mgt__wide_in(be, qkv, nqkv),
+                                     mgt__wide_in(be, kv, mgt__kv_span(B, T, C, NH, NKV, kv_stride)), kv_stride, B, T, C, NH, NKV, causal);
+}
+typedef struct mgt__cols_args { void *dst; const void *src; int dd, sd, dstride, sstride, cols; size_t rows; } mgt__cols_args;
+static void mgt__copy_cols_task(void *ctx, int tid, int nth) {
+    const mgt__cols_args *c = (const mgt__cols_args *)ctx;
+    size_t lo, hi, r;
+    int j;
+    mgt__span(c->rows, tid, nth, 16, &lo, &hi);
+    for (r = lo; r < hi; r++)
+        for (j = 0; j < c->cols; j++)
+            mgt__store(c->dst, r * (size_t)c->dstride + (size_t)j, c->dd, mgt__load(c->src, r * (size_t)c->sstride + (size_t)j, c->sd));
+}
+static void mgt__cpu_copy_cols(mgt_backend *be, void *dst, int dst_dtype, int dst_stride, const void *src, int src_dtype, int src_stride, size_t rows,
+                               int cols) {
+    mgt__cols_args c;
+    c.dst = dst; c.src = src; c.dd = dst_dtype; c.sd = src_dtype; c.dstride = dst_stride; c.sstride = src_stride; c.cols = cols; c.rows = rows;
+    mgt__pool_run(MGT__POOL(be), mgt__copy_cols_task, &c);
+}
 static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
     float *o;
     if (!MGT__WIDE(be)) { mgt__cpu_gelu_forward(be, MGT__F(out), MGT__CF(inp), n); return; }
@@ -3445,16 +3611,20 @@ static void mgt__t_rmsnorm_backward(mgt_backend *be, void *dinp, float *dw, cons
     mgt__cpu_rmsnorm_backward(be, di, dw, mgt__wide_in(be, dout, n), mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), rstd, N, C);
     mgt__wide_out(be, dinp, di, n);
 }
-static void mgt__t_rope(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign) {
+static void mgt__t_rope(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign, int pos0) {
     size_t n = (size_t)B * T * (NH + 2 * NKV) * hs;
     float *x;
-    if (!MGT__WIDE(be)) { mgt__cpu_rope(be, MGT__F(qkv), B, T, NH, NKV, hs, theta, sign); return; }
+    if (!MGT__WIDE(be)) { mgt__cpu_rope(be, MGT__F(qkv), B, T, NH, NKV, hs, theta, sign, pos0); return; }
     x = mgt__wide_in(be, qkv, n);
-    mgt__cpu_rope(be, x, B, T, NH, NKV, hs, theta, sign);
+    mgt__cpu_rope(be, x, B, T, NH, NKV, hs, theta, sign, pos0);
     mgt__wide_out(be, qkv, x, n);
 }
-static void mgt__t_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) { mgt__t_rope(be, qkv, B, T, NH, NKV, hs, theta, 1.0f); }
-static void mgt__t_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) { mgt__t_rope(be, dqkv, B, T, NH, NKV, hs, theta, -1.0f); }
+static void mgt__t_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
+    mgt__t_rope(be, qkv, B, T, NH, NKV, hs, theta, 1.0f, pos0);
+}
+static void mgt__t_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
+    mgt__t_rope(be, dqkv, B, T, NH, NKV, hs, theta, -1.0f, pos0);
+}
 static void mgt__t_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
     size_t n = (size_t)N * H;
     float *o;
@@ -3550,6 +3720,9 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     be->matmul_gelu_backward = mgt__t_matmul_gelu_backward;
     be->attention_forward = mgt__t_attention_forward;
     be->attention_backward = mgt__t_attention_backward;
+    be->attention_part_forward = mgt__t_attention_part_forward;
+    be->attention_part_backward = mgt__t_attention_part_backward;
+    be->copy_cols = mgt__cpu_copy_cols;
     be->gelu_forward = mgt__t_gelu_forward;
     be->gelu_backward = mgt__t_gelu_backward;
     be->rmsnorm_forward = mgt__t_rmsnorm_forward;
@@ -3695,7 +3868,7 @@ static mgt_dims mgt__model_dims(const mgt_config *cfg) {
 static int mgt__kv_local(const mgt_dims *d, int tp) { return d->NKV >= tp ? d->NKV / tp : 1; }
 static int mgt__kv_replicas(const mgt_dims *d, int tp) { return d->NKV >= tp ? 1 : tp / d->NKV; }
 
-/* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks (mgt_rank_coords). */
+/* Ranks are ordered TP fastest, then CP, then DP, then PP, so a TP group is neighbouring ranks (mgt_rank_coords). */
 
 static double mgt__block_cost(const mgt_config *cfg) { /* forward FLOPs per token of one block */
     mgt_dims d = mgt__model_dims(cfg);
@@ -3770,8 +3943,10 @@ static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
     p->dp = cfg->parallel.dp;
     p->tp = cfg->parallel.tp;
     p->pp = cfg->parallel.pp;
-    p->zero = p->dp > 1 ? cfg->parallel.zero : 0; /* ZeRO over a single data-parallel rank changes nothing */
-    p->world = p->dp * p->tp * p->pp;
+    p->cp = cfg->parallel.cp;
+    p->replicas = p->dp * p->cp;
+    p->zero = p->replicas > 1 ? cfg->parallel.zero : 0; /* ZeRO over a single replica changes nothing */
+    p->world = p->replicas * p->tp * p->pp;
     p->micro_steps = cfg->train.global_batch / (cfg->train.micro_batch * p->dp);
     p->Vp = (cfg->model.vocab_size + 128 * p->tp - 1) / (128 * p->tp) * (128 * p->tp);
     p->params = mgt__global_params(cfg);
@@ -3815,8 +3990,8 @@ typedef struct mgt__tensor {
 
 /* A unit is the tensors communicated and sharded together: the embedding, each block, the head. */
 typedef struct mgt__unit {
-    size_t offset, size;    /* in the flat buffer; size is a multiple of 16 x dp */
-    size_t shard_offset;    /* of this rank's 1/dp slice in its shard buffers */
+    size_t offset, size;    /* in the flat buffer; size is a multiple of 16 x replicas */
+    size_t shard_offset;    /* of this rank's 1/replicas slice in its shard buffers */
     int first_tensor, ntensors;
 } mgt__unit;
 
@@ -3871,10 +4046,10 @@ static void mgt__open_unit(mgt__layout *lay) {
     memset(u, 0, sizeof *u);
     u->first_tensor = lay->n;
 }
-/* closes the unit: lays its tensors out and pads it to a multiple of 16 x dp floats */
-static void mgt__close_unit(mgt__layout *lay, int dp) {
+/* closes the unit: lays its tensors out and pads it to a multiple of 16 x replicas floats */
+static void mgt__close_unit(mgt__layout *lay, int replicas) {
     mgt__unit *u = &lay->u[lay->nu - 1];
-    size_t off = lay->size, align = 16 * (size_t)dp;
+    size_t off = lay->size, align = 16 * (size_t)replicas;
     int i;
     u->offset = lay->size;
     u->ntensors = lay->n - u->first_tensor;
@@ -3883,7 +4058,7 @@ static void mgt__close_unit(mgt__layout *lay, int dp) {
         off += (mgt__tensor_storage(&lay->t[i]) + 15) & ~(size_t)15;
     }
     u->size = (off - u->offset + align - 1) / align * align;
-    u->shard_offset = (lay->nu > 1 ? lay->u[lay->nu - 2].shard_offset + lay->u[lay->nu - 2].size / (size_t)dp : 0);
+    u->shard_offset = (lay->nu > 1 ? lay->u[lay->nu - 2].shard_offset + lay->u[lay->nu - 2].size / (size_t)replicas : 0);
     lay->size = u->offset + u->size;
 }
 
@@ -3920,7 +4095,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         mgt__open_unit(lay);
         mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0);
         if (!d.rope) mgt__add(lay, "wpe", T, C, T, C, 0, 0, 1, std, 0, 1);
-        mgt__close_unit(lay, p->dp);
+        mgt__close_unit(lay, p->replicas);
     }
     for (b = 0; b < nb; b++) { /* the stage's chunks in order: with pp_virtual > 1 its layers are not contiguous */
         mgt__tensor *x;
@@ -3956,7 +4131,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         mgt__add(lay, MGT__NAME("mlp.c_proj.weight"), C, d.H, C, Hl, 0, tpr * Hl, 1, proj_std, 0, 0);
         if (d.bias) mgt__add(lay, MGT__NAME("mlp.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
 #undef MGT__NAME
-        mgt__close_unit(lay, p->dp);
+        mgt__close_unit(lay, p->replicas);
     }
     if (stage == p->pp - 1) {
         mgt__open_unit(lay);
@@ -3964,7 +4139,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         if (norm_bias) mgt__add(lay, "ln_f.bias", C, 0, C, 0, 0, 0, 0, 0, 0, 1)->sp_sum = sp;
         if (!d.tied) mgt__add(lay, "lm_head.weight", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0);
         else if (p->pp > 1) mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0)->tied_copy = 1;
-        mgt__close_unit(lay, p->dp);
+        mgt__close_unit(lay, p->replicas);
     }
 }
 
@@ -4034,15 +4209,25 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
 
 /* a rank's widths: Cl its query channels (NHl heads), KVl its key or value channels, Hl its MLP hidden
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
-   backend's (mgt_backend.att_lse) */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks; size_t elt; int zb; } mgt__shape; /* chunks: pp_virtual, 1 without; zb: the zero-bubble schedule (backward split into B and W) */
+   backend's (mgt_backend.att_lse). Under context parallelism (cp > 1) T is the rank's share of the
+   sequence, seq_len / cp, held as two chunks of T / 2: the rows are (2, B, T / 2), chunk-major */
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks, cp; size_t elt; int zb; } mgt__shape; /* chunks: pp_virtual, 1 without; zb: the zero-bubble schedule (backward split into B and W) */
 
 /* rows of the residual stream a rank holds: all B x T, or under sequence parallelism (sp) its TP
    rank's contiguous 1/tp of them (the norms, residual adds and row-parallel biases run on these) */
 static int mgt__rows(const mgt__shape *s) { return s->B * s->T / (s->sp ? s->tp : 1); }
 
-/* bytes of what attention saves per layer (mgt_backend.att_lse) */
+/* bytes of what attention saves per layer (mgt_backend.att_lse; ring attention, cp > 1, always saves
+   the log-sum-exps) */
 static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_lse) { return att_lse ? B * NH * T * sizeof(float) : B * NH * T * T * elt; }
+/* the query rows of one attention call: the whole sequence, or under context parallelism one chunk */
+static int mgt__att_T(const mgt__shape *s) { return s->cp > 1 ? s->T / 2 : s->T; }
+/* the CPU backend's attention scratch per thread: a T x T score matrix, or ring attention's two of
+   a chunk (probabilities and their gradient) */
+static size_t mgt__att_scratch_floats(const mgt__shape *s) {
+    size_t t = (size_t)mgt__att_T(s);
+    return (s->cp > 1 ? 2 : 1) * t * t;
+}
 
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
@@ -4062,7 +4247,7 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
         x->ln1_mean = (float *)mgt__carve(&cur, R * f);
         x->ln1_rstd = (float *)mgt__carve(&cur, R * f);
         x->qkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
-        x->att = mgt__carve(&cur, mgt__att_bytes((size_t)s->B, (size_t)s->NHl, (size_t)s->T, e, s->att_lse));
+        x->att = mgt__carve(&cur, mgt__att_bytes((size_t)s->B, (size_t)s->NHl, (size_t)s->T, e, s->att_lse || s->cp > 1));
         x->atty = mgt__carve(&cur, N * (size_t)s->Cl * e);
         x->res2 = mgt__carve(&cur, R * C * e);
         x->ln2 = selective ? ln2 : mgt__carve(&cur, R * C * e);
@@ -4102,8 +4287,12 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
    parallelism, the (N,C) rows of every TP rank: a norm's output gathered for a column-parallel GEMM
    (forward, and again for its weight gradient), dres gathered for a row-parallel GEMM's backward,
    a row-parallel GEMM's output or a column-parallel GEMM's input gradient before its reduce-scatter.
-   Each use ends inside the op that begins it (block, embedding, head), so one serves them all. */
-typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch, *dact, *full; } mgt__grad_scratch;
+   Each use ends inside the op that begins it (block, embedding, head), so one serves them all.
+   Under context parallelism ring attention's buffers (mgt__ring_attention_*): kv[2] the key/value
+   blocks passed around the ring (N, 2 KVl) in the storage type, one computed on while the next
+   arrives; dkv[2] their gradients on the way back to their owners, o the output merged in fp32
+   (N, Cl) and dq its query gradient, fp32. */
+typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch, *dact, *full, *kv[2]; float *dkv[2], *o, *dq; } mgt__grad_scratch;
 static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
     mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
@@ -4113,6 +4302,15 @@ static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__s
     g->dfch = s->zb ? NULL : mgt__carve(&cur, N * (size_t)s->Fl * e);
     g->dact = s->Fl > s->Hl ? mgt__carve(&cur, N * (size_t)s->Hl * e) : NULL;
     g->full = s->sp ? mgt__carve(&cur, N * (size_t)s->C * e) : NULL;
+    if (s->cp > 1) {
+        size_t kv = N * 2 * (size_t)s->KVl;
+        g->kv[0] = mgt__carve(&cur, kv * e);
+        g->kv[1] = mgt__carve(&cur, kv * e);
+        g->dkv[0] = (float *)mgt__carve(&cur, kv * sizeof(float));
+        g->dkv[1] = (float *)mgt__carve(&cur, kv * sizeof(float));
+        g->o = (float *)mgt__carve(&cur, N * (size_t)s->Cl * sizeof(float));
+        g->dq = (float *)mgt__carve(&cur, N * (size_t)s->Cl * sizeof(float));
+    } else g->kv[0] = g->kv[1] = NULL, g->dkv[0] = g->dkv[1] = g->o = g->dq = NULL;
     return cur.used;
 }
 
@@ -4121,7 +4319,7 @@ static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__s
 static size_t mgt__widen_floats(const mgt__shape *s) {
     size_t N = (size_t)s->B * (size_t)s->T, C = (size_t)s->C, Cl = (size_t)s->Cl, Hl = (size_t)s->Hl, Vl = (size_t)s->Vl, T = (size_t)s->T;
     size_t Q = Cl + 2 * (size_t)s->KVl, F = (size_t)s->Fl; /* the widths of qkv and of the MLP's first matmul */
-    size_t att = (size_t)s->B * (size_t)s->NHl * T * T, most = 0, k, mm[5][2];
+    size_t att = s->cp > 1 ? 0 : (size_t)s->B * (size_t)s->NHl * T * T, most = 0, k, mm[5][2];
     int nmm = 4;
 #define MGT__P16(n) (((size_t)(n) + 15) & ~(size_t)15)
 #define MGT__MOST(x) do { size_t mgt__x = (x); if (mgt__x > most) most = mgt__x; } while (0)
@@ -4134,8 +4332,13 @@ static size_t mgt__widen_floats(const mgt__shape *s) {
     }
     if (s->first) MGT__MOST(MGT__P16(N * C) + MGT__P16(Vl * C) + MGT__P16(T * C)); /* the embedding */
     MGT__MOST(3 * MGT__P16(N * C) + MGT__P16(C));                                  /* LayerNorm backward */
-    MGT__MOST(MGT__P16(N * Cl) + MGT__P16(att) + MGT__P16(N * Q));                 /* attention forward */
-    MGT__MOST(2 * MGT__P16(N * Q) + MGT__P16(N * Cl) + MGT__P16(att));             /* attention backward */
+    if (s->cp > 1) { /* ring attention on one chunk (N / 2 rows) against a key/value block of as many */
+        MGT__MOST(MGT__P16(N / 2 * Q) + MGT__P16(N / 2 * 2 * (size_t)s->KVl));
+        MGT__MOST(2 * MGT__P16(N / 2 * Cl) + MGT__P16(N / 2 * Q) + MGT__P16(N / 2 * 2 * (size_t)s->KVl));
+    } else {
+        MGT__MOST(MGT__P16(N * Cl) + MGT__P16(att) + MGT__P16(N * Q));             /* attention forward */
+        MGT__MOST(2 * MGT__P16(N * Q) + MGT__P16(N * Cl) + MGT__P16(att));         /* attention backward */
+    }
     MGT__MOST(3 * MGT__P16(N * Hl));                                               /* GELU backward */
     MGT__MOST(2 * MGT__P16(N * F) + MGT__P16(N * Hl));                             /* SwiGLU backward (RMSNorm and RoPE need less) */
     if (s->last) MGT__MOST(MGT__P16(N * Vl));                                      /* cross-entropy */
@@ -6704,21 +6907,24 @@ typedef struct mgt__pipe_action {
     int order, sender, seq;
 } mgt__pipe_action;
 
-/* One rank: its slice of the model, its optimizer shard, its communicator. A run has dp x tp x pp
-   of them; on CPU each is a thread with its share of the cores. */
+/* One rank: its slice of the model, its optimizer shard, its communicator. A run has dp x cp x tp
+   x pp of them; on CPU each is a thread with its share of the cores. */
 struct mgt__rank {
     struct mgt_run *run;
-    int rank, dpr, tpr, ppr, first, last, l0, nblocks;
+    int rank, dpr, tpr, ppr, cpr, first, last, l0, nblocks;
+    int replica;                  /* among the dp x cp ranks with the same parameters (dp_g): dpr x cp + cpr */
     int device;                   /* its GPU, or -1 on the CPU */
     mgt_gpu_reading gpu;          /* the GPU's last reading */
     mgt_backend *be;
     mgt_comm *comm;               /* the rank's communicator (the warm-up swaps in a quiet one) */
-    mgt_group tp_g, dp_g, pp_g, emb_g, world_g;
+    mgt_group tp_g, dp_g, pp_g, emb_g, world_g; /* dp_g: the replicas (dp x cp ranks), over which gradients are summed and ZeRO shards */
+    mgt_group cp_g;               /* the context-parallel ranks that share this rank's sequences (the ring of attention) */
+    double ring_s;                /* of this step's send/receive seconds, the ring's (a communicator that times each call as it returns) */
     mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
     int *members;                 /* storage of the groups' rank lists */
     mgt__layout lay;
     mgt__shape shape;
-    size_t shard;                 /* elements in this rank's shards: the sum of unit.size / dp */
+    size_t shard;                 /* elements in this rank's shards: the sum of unit.size / replicas */
     void *params;                 /* the compute copy in the storage type: full (zero < 3) */
     float *grads;                 /* fp32 gradients, full (zero < 2) */
     void *pshard;                 /* the compute copy's shard (zero 3) */
@@ -6776,7 +6982,9 @@ struct mgt__rank {
    process, or another process's as its driver sees it) */
 static void mgt__rank_locate(mgt__rank *rk, const mgt_plan *p, int index) {
     rk->rank = index;
-    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
+    mgt_rank_coords(index, p->replicas, p->tp, &rk->replica, &rk->tpr, &rk->ppr);
+    rk->dpr = rk->replica / p->cp;
+    rk->cpr = rk->replica % p->cp;
     rk->first = rk->ppr == 0;
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = mgt__chunk_first(p, rk->ppr); /* its first chunk's first block (with pp_virtual > 1 more chunks follow, pp chunks apart) */
@@ -6867,7 +7075,7 @@ static mgt_result mgt__comm_sync(mgt__rank *rk, long ticket) { return rk->comm->
    prefetched earlier is waited for here */
 static mgt_result mgt__fetch(mgt__rank *rk, int u) {
     const mgt__unit *un = &rk->lay.u[u];
-    size_t s = un->size / (size_t)rk->run->plan.dp;
+    size_t s = un->size / (size_t)rk->run->plan.replicas;
     int slot;
     if (rk->run->plan.zero < 3) return MGT_OK;
     for (slot = 0; slot < 2; slot++)
@@ -6905,7 +7113,7 @@ static mgt_result mgt__block_grads_flush(mgt__rank *rk, int slot) {
     int u = rk->gpending[slot];
     if (u < 0) return MGT_OK;
     MGT__TRY(mgt__comm_sync(rk, rk->gticket[slot]));
-    rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, slot ? rk->rs_tmp1 : rk->rs_tmp, rk->lay.u[u].size / (size_t)rk->run->plan.dp);
+    rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, slot ? rk->rs_tmp1 : rk->rs_tmp, rk->lay.u[u].size / (size_t)rk->run->plan.replicas);
     rk->gpending[slot] = -1;
     return MGT_OK;
 }
@@ -6918,7 +7126,7 @@ static mgt_result mgt__block_grads_done(mgt__rank *rk, int u) {
     MGT__TRY(mgt__block_grads_flush(rk, 1 - slot)); /* the previous block's, which ran while this one computed */
     rk->gticket[slot] = mgt__comm_defer(rk);
     MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->unit_gbuf[slot], slot ? rk->rs_tmp1 : rk->rs_tmp,
-                                      rk->lay.u[u].size / (size_t)rk->run->plan.dp, MGT_F32));
+                                      rk->lay.u[u].size / (size_t)rk->run->plan.replicas, MGT_F32));
     rk->gpending[slot] = u;
     rk->gslot = 1 - slot;
     return MGT_OK;
@@ -6945,6 +7153,116 @@ static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, cons
     else be->layernorm_backward(be, dinp, mgt__G(rk, t_weight), mgt__G(rk, t_bias), dout, inp, mgt__P(rk, t_weight), mean, rstd, N, rk->shape.C);
 }
 
+/* ---- context parallelism: the rank's two chunks of the sequence, and ring attention -------------
+
+   With parallel.cp = P the sequence is cut into 2P chunks and context-parallel rank i holds chunks i
+   and 2P - 1 - i (rows (2, B, T / 2)), so that every rank has the same share of causal attention's
+   work (Megatron-LM's and torchtitan's load balance). Everything but attention is row by row; the
+   positions (GPT-2's wpe, RoPE) are the chunks'. Attention is a ring (Liu et al. 2023, "Ring
+   Attention"): each rank's key/value block goes around the CP group; at step r a rank holds the
+   block of rank i - r, attends its own queries to it (a chunk's own keys causally, an earlier
+   chunk's in full, a later one's not at all) and merges the result by log-sum-exp, while the next
+   block arrives. The backward passes the blocks around again, with their gradients travelling with
+   them, which are home after P steps. */
+static int mgt__cp_chunk(int cpr, int cp, int h) { return h == 0 ? cpr : 2 * cp - 1 - cpr; } /* global chunk of local chunk h */
+#define MGT__AT(p, i, elt) ((void *)((char *)(p) + (size_t)(i) * (size_t)(elt))) /* element i of a buffer of elt-byte elements */
+
+/* RoPE on a qkv buffer (or its gradient), at the positions of the rank's rows */
+static void mgt__rope(mgt__rank *rk, void *qkv, int backward) {
+    const mgt__shape *s = &rk->shape;
+    const mgt_dims *d = &rk->run->plan.dims;
+    int NKVl = s->KVl / d->hs, h, Tc = s->T / 2, W = s->Cl + 2 * s->KVl;
+    float theta = (float)rk->run->plan.cfg.model.rope_theta;
+    void (*op)(mgt_backend *, void *, int, int, int, int, int, float, int) = backward ? rk->be->rope_backward : rk->be->rope_forward;
+    if (s->cp == 1) { op(rk->be, qkv, s->B, s->T, s->NHl, NKVl, d->hs, theta, 0); return; }
+    for (h = 0; h < 2; h++)
+        op(rk->be, MGT__AT(qkv, (size_t)h * s->B * Tc * W, s->elt), s->B, Tc, s->NHl, NKVl, d->hs, theta, mgt__cp_chunk(rk->cpr, s->cp, h) * Tc);
+}
+
+/* the ring's neighbours */
+static int mgt__cp_next(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + 1) % rk->cp_g.size]; }
+static int mgt__cp_prev(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + rk->cp_g.size - 1) % rk->cp_g.size]; }
+
+/* a block on to the next rank of the ring while the previous rank's arrives; its seconds are kept
+   apart from the pipeline's (the bubble) */
+static mgt_result mgt__ring_pass(mgt__rank *rk, const void *send, void *recv, size_t count, int dtype) {
+    double before = rk->comm->stats.seconds[MGT_COLL_SEND_RECV];
+    mgt_result res = rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), send, mgt__cp_prev(rk), recv, count, dtype);
+    rk->ring_s += rk->comm->stats.seconds[MGT_COLL_SEND_RECV] - before;
+    return res;
+}
+
+/* the pairs of (query chunk, key/value chunk) that attend at ring step `step`, for forward and
+   backward alike: calls visit(q chunk, kv chunk, causal, first of the query chunk) */
+#define MGT__RING_PAIRS(rk, step, BODY)                                                                             \
+    do {                                                                                                           \
+        int mgt__qh, mgt__kh, mgt__src = ((rk)->cpr - (step) + (rk)->shape.cp) % (rk)->shape.cp;                   \
+        for (mgt__qh = 0; mgt__qh < 2; mgt__qh++)                                                                  \
+            for (mgt__kh = 0; mgt__kh < 2; mgt__kh++) {                                                            \
+                int qi = mgt__cp_chunk((rk)->cpr, (rk)->shape.cp, mgt__qh), kj = mgt__cp_chunk(mgt__src, (rk)->shape.cp, mgt__kh); \
+                int qh = mgt__qh, kh = mgt__kh, causal = qi == kj, first = (step) == 0 && mgt__kh == 0;           \
+                if (kj > qi) continue; /* a later chunk: masked whole */                                           \
+                (void)first;                                                                                       \
+                BODY;                                                                                              \
+            }                                                                                                      \
+    } while (0)
+
+/* forward: atty (N, Cl) and the log-sum-exps (att) of the layer from its qkv */
+static mgt_result mgt__ring_attention_forward(mgt__rank *rk, mgt__layer_acts *a) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    mgt__grad_scratch *g = &rk->gs;
+    int B = s->B, Tc = s->T / 2, N = B * s->T, KV2 = 2 * s->KVl, W = s->Cl + KV2, NKVl = s->KVl / rk->run->plan.dims.hs, step, dt = be->dtype;
+    size_t rows = (size_t)B * Tc, e = s->elt;
+    be->copy_cols(be, g->kv[0], dt, KV2, MGT__AT(a->qkv, s->Cl, e), dt, W, (size_t)N, KV2);
+    for (step = 0; step < s->cp; step++) {
+        int cur = step & 1;
+        long ticket = -1;
+        if (step + 1 < s->cp) { /* the next block arrives while this one is attended to */
+            ticket = mgt__comm_defer(rk);
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
+        }
+        MGT__RING_PAIRS(rk, step,
+                        be->attention_part_forward(be, g->o + (size_t)qh * rows * s->Cl, (float *)a->att + (size_t)qh * B * s->NHl * Tc,
+                                                   MGT__AT(a->qkv, (size_t)qh * rows * W, e), MGT__AT(g->kv[cur], (size_t)kh * rows * KV2, e), KV2, B,
+                                                   Tc, s->Cl, s->NHl, NKVl, causal, first));
+        MGT__TRY(mgt__comm_sync(rk, ticket));
+    }
+    be->cast(be, a->atty, dt, g->o, MGT_F32, (size_t)N * s->Cl);
+    return MGT_OK;
+}
+
+/* backward: dqkv (N, W) from d(atty) */
+static mgt_result mgt__ring_attention_backward(mgt__rank *rk, mgt__layer_acts *a, void *dqkv, const void *datty) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    mgt__grad_scratch *g = &rk->gs;
+    int B = s->B, Tc = s->T / 2, N = B * s->T, KV2 = 2 * s->KVl, W = s->Cl + KV2, NKVl = s->KVl / rk->run->plan.dims.hs, step, dt = be->dtype;
+    size_t rows = (size_t)B * Tc, e = s->elt;
+    be->zero(be, g->dq, sizeof(float) * (size_t)N * s->Cl);
+    be->zero(be, g->dkv[0], sizeof(float) * (size_t)N * KV2);
+    be->copy_cols(be, g->kv[0], dt, KV2, MGT__AT(a->qkv, s->Cl, e), dt, W, (size_t)N, KV2);
+    for (step = 0; step < s->cp; step++) {
+        int cur = step & 1;
+        long ticket = -1;
+        if (step + 1 < s->cp) {
+            ticket = mgt__comm_defer(rk);
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
+        }
+        MGT__RING_PAIRS(rk, step,
+                        be->attention_part_backward(be, g->dq + (size_t)qh * rows * s->Cl, g->dkv[cur] + (size_t)kh * rows * KV2,
+                                                    MGT__AT(datty, (size_t)qh * rows * s->Cl, e), MGT__AT(a->atty, (size_t)qh * rows * s->Cl, e),
+                                                    (const float *)a->att + (size_t)qh * B * s->NHl * Tc, MGT__AT(a->qkv, (size_t)qh * rows * W, e),
+                                                    MGT__AT(g->kv[cur], (size_t)kh * rows * KV2, e), KV2, B, Tc, s->Cl, s->NHl, NKVl, causal));
+        MGT__TRY(mgt__comm_sync(rk, ticket));
+        /* the block's gradient goes on with it; after the last step each is back with its owner */
+        MGT__TRY(mgt__ring_pass(rk, g->dkv[cur], g->dkv[1 - cur], (size_t)N * KV2, MGT_F32));
+    }
+    be->copy_cols(be, dqkv, dt, W, g->dq, MGT_F32, s->Cl, (size_t)N, s->Cl);
+    be->copy_cols(be, MGT__AT(dqkv, s->Cl, e), dt, W, g->dkv[s->cp & 1], MGT_F32, KV2, (size_t)N, KV2);
+    return MGT_OK;
+}
+
 /* forward of block b: reads resid[b], writes resid[b+1]. The norms, residual adds and row-parallel
    biases run on the rank's R rows (all N but under sequence parallelism), the GEMMs and attention
    on all N (gathered into gs.full under sequence parallelism, where the row-parallel GEMMs also
@@ -6962,8 +7280,9 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), R);
     MGT__TRY(mgt__all_rows(rk, a->ln1, full, &rows));
     be->matmul_forward(be, a->qkv, rows, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
-    if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
-    be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
+    if (d->rope) mgt__rope(rk, a->qkv, 0);
+    if (s->cp > 1) MGT__TRY(mgt__ring_attention_forward(rk, a));
+    else be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
     be->matmul_forward(be, s->sp ? full : a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
     MGT__TRY(mgt__tp_sum(rk, s->sp ? full : a->res2, a->res2)); /* row-parallel: sum the partial products */
     if (!d->rms && MGT__BT(MGT__PROJB) >= 0) /* GPT-2: the residual and LayerNorm in one pass */
@@ -7027,8 +7346,9 @@ static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     MGT__TRY(mgt__all_rows(rk, g->dres, zb ? a->dattn : g->full, &dout));
     if (zb && dout != a->dattn) be->cast(be, a->dattn, be->dtype, dout, be->dtype, (size_t)N * C);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), dout, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
-    be->attention_backward(be, dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
-    if (d->rope) be->rope_backward(be, dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
+    if (s->cp > 1) MGT__TRY(mgt__ring_attention_backward(rk, a, dqkv, g->dln));
+    else be->attention_backward(be, dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
+    if (d->rope) mgt__rope(rk, dqkv, 1);
     if (!zb) MGT__TRY(mgt__all_rows(rk, a->ln1, g->full, &rows));
     be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), dqkv, rows, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
     MGT__TRY(mgt__tp_sum(rk, g->dln, g->full));
@@ -7065,8 +7385,15 @@ static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
     const mgt__shape *s = &rk->shape;
     void *partial = s->sp ? rk->gs.full : A->resid[0];
     MGT__TRY(mgt__fetch(rk, 0));
-    rk->be->encoder_forward(rk->be, partial, A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL,
-                            s->B, s->T, s->C);
+    const float *wpe = rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL;
+    if (s->cp == 1) rk->be->encoder_forward(rk->be, partial, A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, wpe, s->B, s->T, s->C);
+    else { /* each chunk with its positions */
+        int h, Tc = s->T / 2;
+        size_t rows = (size_t)s->B * Tc;
+        for (h = 0; h < 2; h++)
+            rk->be->encoder_forward(rk->be, MGT__AT(partial, h * rows * s->C, s->elt), A->inputs + h * rows, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl,
+                                    wpe ? MGT__AT(wpe, (size_t)mgt__cp_chunk(rk->cpr, s->cp, h) * Tc * s->C, s->elt) : NULL, s->B, Tc, s->C);
+    }
     return mgt__tp_sum(rk, partial, A->resid[0]);
 }
 
@@ -7207,7 +7534,15 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
         const void *dout;
         MGT__TRY(mgt__fetch(rk, 0));
         MGT__TRY(mgt__all_rows(rk, rk->gs.dres, rk->gs.full, &dout)); /* each TP rank's vocabulary rows take every row's gradient */
-        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, mgt__t_wpe(rk)), dout, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
+        float *dwpe = mgt__G(rk, mgt__t_wpe(rk));
+        if (s->cp == 1) rk->be->encoder_backward(rk->be, mgt__G(rk, 0), dwpe, dout, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
+        else {
+            int h, Tc = s->T / 2;
+            size_t rows = (size_t)s->B * Tc;
+            for (h = 0; h < 2; h++)
+                rk->be->encoder_backward(rk->be, mgt__G(rk, 0), dwpe ? dwpe + (size_t)mgt__cp_chunk(rk->cpr, s->cp, h) * Tc * s->C : NULL,
+                                         MGT__AT(dout, h * rows * s->C, s->elt), A->inputs + h * rows, rk->tpr * s->Vl, s->Vl, s->B, Tc, s->C);
+        }
         mgt__release(rk, 0);
         if (last_micro && !rk->shape.zb) MGT__TRY(mgt__bucket_done(rk, 0));
     }
@@ -7245,15 +7580,21 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
 /* ---- the pipeline ---------------------------------------------------------------------------- */
 
 /* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
-   global batch rows (GB, T+1), made in host memory and uploaded */
+   global batch rows (GB, seq_len + 1), made in host memory and uploaded; under context parallelism
+   the rank's two chunks of each row, chunk-major (mgt__cp_chunk) */
 static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint32_t *rows, int micro) {
     const mgt__shape *s = &rk->shape;
-    int b, t, dp = rk->run->plan.dp, N = s->B * s->T, *inputs = (int *)rk->host_io, *targets = inputs + N;
-    for (b = 0; b < s->B; b++) {
-        const uint32_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
-        for (t = 0; t < s->T; t++) {
-            inputs[b * s->T + t] = row[t];
-            targets[b * s->T + t] = row[t + 1];
+    int b, t, h, dp = rk->run->plan.dp, N = s->B * s->T, *inputs = (int *)rk->host_io, *targets = inputs + N, L = s->T * s->cp;
+    int Tc = s->cp > 1 ? s->T / 2 : s->T, parts = s->cp > 1 ? 2 : 1;
+    for (h = 0; h < parts; h++) {
+        int t0 = s->cp > 1 ? mgt__cp_chunk(rk->cpr, s->cp, h) * Tc : 0;
+        for (b = 0; b < s->B; b++) {
+            const uint32_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(L + 1) + t0;
+            int *in = inputs + ((size_t)h * s->B + b) * Tc, *tg = targets + ((size_t)h * s->B + b) * Tc;
+            for (t = 0; t < Tc; t++) {
+                in[t] = (int)row[t];
+                tg[t] = (int)row[t + 1];
+            }
         }
     }
     if (rk->first) rk->be->upload(rk->be, A->inputs, inputs, sizeof(int) * (size_t)N);
@@ -7620,8 +7961,8 @@ static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_
 
 /* the slice [lo, hi) of unit u that this DP rank owns (its ZeRO shard, or its share of the norm) */
 static void mgt__unit_slice(const mgt__rank *rk, int u, size_t *lo, size_t *hi) {
-    size_t s = rk->lay.u[u].size / (size_t)rk->run->plan.dp;
-    *lo = rk->lay.u[u].offset + (size_t)rk->dpr * s;
+    size_t s = rk->lay.u[u].size / (size_t)rk->run->plan.replicas;
+    *lo = rk->lay.u[u].offset + (size_t)rk->replica * s;
     *hi = *lo + s;
 }
 /* element `flat` of this rank's slice of unit u, in whichever buffer holds it (elements of elt bytes) */
@@ -7702,7 +8043,7 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
         MGT__TRY(mgt__block_grads_flush(rk, rk->gslot)); /* the older pending block first: the same order of additions */
         MGT__TRY(mgt__block_grads_flush(rk, 1 - rk->gslot));
         for (u = 0; u < rk->lay.nu; u++) {
-            size_t s = rk->lay.u[u].size / (size_t)p->dp;
+            size_t s = rk->lay.u[u].size / (size_t)p->replicas;
             if (mgt__is_block_unit(rk, u)) continue;
             MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->unit_grad[u], rk->rs_tmp, s, MGT_F32));
             rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, rk->rs_tmp, s);
@@ -7804,7 +8145,7 @@ static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scal
             if (bt.count == MGT_ADAMW_BATCH) mgt__adamw_flush(rk, &bt);
         }
         if (p->zero == 1 || p->zero == 2) { /* every DP rank gets the updated unit back */
-            size_t s = rk->lay.u[u].size / (size_t)p->dp, e = rk->shape.elt;
+            size_t s = rk->lay.u[u].size / (size_t)p->replicas, e = rk->shape.elt;
             mgt__adamw_flush(rk, &bt);
             MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, (char *)rk->params + lo * e, (char *)rk->params + rk->lay.u[u].offset * e, s, rk->be->dtype));
         }
@@ -7894,10 +8235,11 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     struct mgt_run *run = rk->run;
     const mgt_plan *p = &run->plan;
     double t0 = mgt_now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
-    float grad_scale = (float)loss_scale / ((float)run->plan.cfg.train.global_batch * (float)rk->shape.T);
+    float grad_scale = (float)loss_scale / ((float)run->plan.cfg.train.global_batch * (float)run->plan.cfg.model.seq_len);
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
+    rk->ring_s = 0; /* a forward-only pass since the last step used the ring too */
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat, 2 * sizeof(double));
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
@@ -7929,7 +8271,10 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     MGT__TRY(mgt__settle(rk));
     rk->step_s = mgt_now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
-    rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
+    /* the bubble: waiting for pipeline peers, the time in sends and receives but the ring of context
+       parallelism's, which is communication. A communicator that times its calls when the step ends
+       (NCCL) cannot tell them apart: with cp > 1 they all count as communication there */
+    rk->bubble_s = rk->shape.cp == 1 ? rk->step_comm.seconds[MGT_COLL_SEND_RECV] : rk->comm->sync ? 0 : rk->step_comm.seconds[MGT_COLL_SEND_RECV] - rk->ring_s;
     rk->comm_s = 0;
     for (u = 0; u < MGT_COLL_COUNT; u++) rk->comm_s += rk->step_comm.seconds[u];
     rk->comm_s -= rk->bubble_s;
@@ -7954,22 +8299,24 @@ static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, in
 
 
 
-static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[mgt_rank_at(dpr, tpr, ppr, r->plan.dp, r->plan.tp)]; }
+/* the rank of a replica (dpr x cp + cpr), TP rank and stage */
+static mgt__rank *mgt__rank_at(mgt_run *r, int replica, int tpr, int ppr) { return &r->ranks[mgt_rank_at(replica, tpr, ppr, r->plan.replicas, r->plan.tp)]; }
 
 /* the rank's communicator from its world, made on its own thread beside the others' (NCCL's group
    splits are collective) */
 static mgt_result mgt__rank_connect(mgt__rank *rk) {
     mgt_run *r = rk->run;
-    const mgt_group *groups[6];
+    const mgt_group *groups[7];
     int i, s, dt = rk->be->dtype;
     char *buf;
-    groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g; groups[5] = &rk->kv_g;
-    MGT__TRY(r->world_api->comm(r->world, rk->rank, rk->be, groups, 6, &rk->comm));
+    groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g; groups[5] = &rk->kv_g; groups[6] = &rk->cp_g;
+    MGT__TRY(r->world_api->comm(r->world, rk->rank, rk->be, groups, 7, &rk->comm));
     if (!r->world_api->on_gpus) return MGT_OK;
     /* NCCL connects on first use, allocating and synchronising: one collective on every group and a
-       send/receive with each pipeline neighbour, now, so that no step does anything for the first time */
+       send/receive with each pipeline neighbour and around the context-parallel ring, now, so that no
+       step does anything for the first time */
     buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
-    for (i = 0; i < 6; i++)
+    for (i = 0; i < 7; i++)
         if (groups[i]->size > 1 && groups[i]->ranks[groups[i]->index] == rk->rank) MGT__TRY(rk->comm->barrier(rk->comm, groups[i]));
     for (s = 0; s + 1 < r->plan.pp; s++) /* pairs in stage order: no cycle of waits */
         if (rk->ppr == s || rk->ppr == s + 1) {
@@ -7980,6 +8327,8 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
         int peer = rk->pp_g.ranks[rk->first ? r->plan.pp - 1 : 0];
         MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
     }
+    if (rk->cp_g.size > 1) /* the ring of attention (a CP group is one stage's: after the pipeline's pairs, no cycle of waits) */
+        MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), buf, mgt__cp_prev(rk), buf + rk->be->elt, 1, dt));
     if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
     return MGT_OK;
@@ -8168,11 +8517,11 @@ static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int mi
     return MGT_OK;
 }
 
-/* the summed loss of the last stage, over DP ranks in order: the same number whatever the layout */
+/* the summed loss of the last stage, over DP and CP ranks in order: the same number whatever the layout */
 static double mgt__gather_loss(mgt_run *r) {
     double sum = 0;
     int d;
-    for (d = 0; d < r->plan.dp; d++) sum += mgt__rank_at(r, d, 0, r->plan.pp - 1)->loss_sum;
+    for (d = 0; d < r->plan.replicas; d++) sum += mgt__rank_at(r, d, 0, r->plan.pp - 1)->loss_sum;
     return sum;
 }
 
@@ -8776,8 +9125,8 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
         char schedule[16], recompute[16];
         mgt_config_value_string(c, mgt__find_key("parallel", "pp_schedule"), schedule, sizeof schedule);
         mgt_config_value_string(c, mgt__find_key("train", "recompute"), recompute, sizeof recompute);
-        fprintf(r->metrics, "{\"type\":\"layout\",\"step\":%d,\"chosen\":\"auto\",\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"pp_schedule\":\"%s\","
-                "\"micro_batch\":%d,\"recompute\":\"%s\"}\n", r->step, c->parallel.dp, c->parallel.tp, c->parallel.pp, c->parallel.zero, schedule,
+        fprintf(r->metrics, "{\"type\":\"layout\",\"step\":%d,\"chosen\":\"auto\",\"dp\":%d,\"cp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"pp_schedule\":\"%s\","
+                "\"micro_batch\":%d,\"recompute\":\"%s\"}\n", r->step, c->parallel.dp, c->parallel.cp, c->parallel.tp, c->parallel.pp, c->parallel.zero, schedule,
                 c->train.micro_batch, recompute);
         fflush(r->metrics);
     }
@@ -9217,8 +9566,8 @@ enum { MGT__BUF_PARAMS, MGT__BUF_M, MGT__BUF_V };
 
 /* element `flat` of (tp, pp)'s local fp32 buffer `which`, wherever ZeRO keeps it: the parameters
    are the master weights under 16-bit storage (sharded as the moments), else the compute copy */
-static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, size_t flat, int dpr_full) {
-    mgt__rank *rk0 = mgt__rank_at(r, dpr_full, tpr, ppr);
+static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, size_t flat, int replica) {
+    mgt__rank *rk0 = mgt__rank_at(r, replica, tpr, ppr);
     const mgt__unit *u = &rk0->lay.u[unit];
     int master = which == MGT__BUF_PARAMS && rk0->master;
     int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
@@ -9226,7 +9575,7 @@ static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, si
     mgt__rank *owner;
 #define MGT__BUF(rk) (which == MGT__BUF_PARAMS ? (master ? (rk)->master : (float *)((rk)->params ? (rk)->params : (rk)->pshard)) : which == MGT__BUF_M ? (rk)->m : (rk)->v)
     if (!sharded) return MGT__BUF(rk0) + flat;
-    s = u->size / (size_t)r->plan.dp;
+    s = u->size / (size_t)r->plan.replicas;
     d = (flat - u->offset) / s;
     owner = mgt__rank_at(r, (int)d, tpr, ppr);
     return MGT__BUF(owner) + u->shard_offset + (flat - u->offset - d * s);
@@ -9320,7 +9669,7 @@ static int mgt__element_here(mgt_run *r, int which, const mgt__rank *rk, int uni
     int master = which == MGT__BUF_PARAMS && rk->master, owner;
     int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
     if (!sharded) return 1;
-    owner = mgt__rank_at(r, (int)((flat - u->offset) / (u->size / (size_t)r->plan.dp)), rk->tpr, rk->ppr)->rank;
+    owner = mgt__rank_at(r, (int)((flat - u->offset) / (u->size / (size_t)r->plan.replicas)), rk->tpr, rk->ppr)->rank;
     return owner >= r->rank_lo && owner < r->rank_hi;
 }
 
@@ -9333,7 +9682,7 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
         int master = which == MGT__BUF_PARAMS && rk->master, has_buf = which != MGT__BUF_PARAMS || master || !sixteen;
         int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
         int copy = !to_global && sixteen && which == MGT__BUF_PARAMS, copy_sharded = r->plan.zero >= 3 && !r->inference;
-        if (to_global && rk->dpr != 0 && !here) continue;
+        if (to_global && rk->replica != 0 && !here) continue;
         for (t = 0; t < rk->lay.n; t++) {
             const mgt__tensor *x = &rk->lay.t[t];
             float *glob = NULL;
@@ -9353,13 +9702,13 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
                     if (to_global) {
                         if (grow >= 0 && !mark) glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, 0);
                         else if (grow >= 0 && mgt__element_here(r, which, rk, x->unit, flat)) {
-                            glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->dpr);
+                            glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->replica);
                             mark[gidx] = 1;
                         }
                         continue;
                     }
                     if (has_buf && (!sharded || mine)) /* a shard takes only its slice */
-                        *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->dpr) = value;
+                        *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->replica) = value;
                     if (copy && !copy_sharded) mgt__store(rk->params, flat, r->dtype, value);
                     else if (copy && mine) mgt__store(rk->pshard, rk->lay.u[x->unit].shard_offset + (flat - lo), r->dtype, value);
                 }
@@ -9372,7 +9721,7 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
 static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
     mgt_plan one;
     mgt_config c1 = *cfg;
-    c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = 1;
+    c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = c1.parallel.cp = 1;
     c1.parallel.pp_virtual = 1;
     MGT__TRY(mgt__plan_make(&c1, &one));
     if (!mgt__layout_alloc(lay, &one)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -9750,9 +10099,9 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->gshard, sh, MGT_MEM_GRADS);
         be->free(be, rk->unit_gbuf[0], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
         be->free(be, rk->unit_gbuf[1], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
-        be->free(be, rk->rs_tmp1, sizeof(float) * rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS);
+        be->free(be, rk->rs_tmp1, sizeof(float) * rk->max_block / (size_t)p->replicas, MGT_MEM_BUFFERS);
         for (u = 0; u < 2; u++) be->free(be, rk->keep_gbuf[u], sizeof(float) * rk->keep_size[u], MGT_MEM_GRADS);
-        be->free(be, rk->rs_tmp, sizeof(float) * rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS);
+        be->free(be, rk->rs_tmp, sizeof(float) * rk->max_unit / (size_t)p->replicas, MGT_MEM_BUFFERS);
         be->free(be, rk->m, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
         be->free(be, rk->v, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
         be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
@@ -9814,20 +10163,22 @@ static void mgt__make_group(mgt_group *g, int **cursor, int kind, int world, int
     for (i = 0; i < size; i++) (*cursor)[i] = base + i * stride;
     *cursor += size;
 }
-/* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
-   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks) */
+/* a rank's groups, all in one place: TP (neighbours), DP (the replicas: dp x cp), PP, the
+   embedding pair (first and last stage), the world, the key/value replicas (runs of k neighbouring
+   TP ranks) and CP (every tp-th rank of a run of cp x tp) */
 static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
-    int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
-    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
+    int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), R = p->replicas, *cur;
+    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + R + p->pp + 2 + W + k + p->cp));
     if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     cur = rk->members;
     mgt__make_group(&rk->tp_g, &cur, MGT_GROUP_TP, W, index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
-    mgt__make_group(&rk->dp_g, &cur, MGT_GROUP_DP, W, rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
-    mgt__make_group(&rk->pp_g, &cur, MGT_GROUP_PP, W, rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->emb_g, &cur, MGT_GROUP_EMBEDDING, W, rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
-                    (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->dp_g, &cur, MGT_GROUP_DP, W, rk->ppr * p->tp + rk->tpr, R, rk->replica, p->tp, rk->ppr * p->tp * R + rk->tpr);
+    mgt__make_group(&rk->pp_g, &cur, MGT_GROUP_PP, W, rk->replica * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * R, rk->replica * p->tp + rk->tpr);
+    mgt__make_group(&rk->emb_g, &cur, MGT_GROUP_EMBEDDING, W, rk->replica * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
+                    (p->pp - 1) * p->tp * R, rk->replica * p->tp + rk->tpr);
     mgt__make_group(&rk->world_g, &cur, MGT_GROUP_WORLD, W, 0, W, index, 1, 0);
     mgt__make_group(&rk->kv_g, &cur, MGT_GROUP_KV, W, index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
+    mgt__make_group(&rk->cp_g, &cur, MGT_GROUP_CP, W, index - rk->cpr * p->tp, p->cp, rk->cpr, p->tp, index - rk->cpr * p->tp);
     return MGT_OK;
 }
 
@@ -9843,14 +10194,15 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     if (!mgt__layout_alloc(&rk->lay, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     mgt__layout_make(&rk->lay, p, rk->ppr, rk->tpr);
     for (u = 0; u < rk->lay.nu; u++) {
-        rk->shard += rk->lay.u[u].size / (size_t)p->dp;
+        rk->shard += rk->lay.u[u].size / (size_t)p->replicas;
         if (rk->lay.u[u].size > rk->max_unit) rk->max_unit = rk->lay.u[u].size;
         if (mgt__is_block_unit(rk, u) && rk->lay.u[u].size > rk->max_block) rk->max_block = rk->lay.u[u].size;
     }
     MGT__TRY(mgt__rank_groups(rk, p));
     /* shape of this rank's slice */
     rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
-    rk->shape.T = cfg->model.seq_len;
+    rk->shape.cp = r->inference ? 1 : p->cp;
+    rk->shape.T = cfg->model.seq_len / rk->shape.cp; /* its share of the sequence: two chunks under context parallelism */
     rk->shape.C = cfg->model.d_model;
     rk->shape.tp = p->tp;
     rk->shape.Cl = cfg->model.d_model / p->tp;
@@ -9873,20 +10225,22 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
 /* the rank's backend, from its world; on a GPU, everything a step uses is made now, from the
    largest operands */
 static mgt_result mgt__rank_backend(mgt_run *r, mgt__rank *rk) {
-    const mgt_config *cfg = &r->plan.cfg;
     mgt_backend *be;
     {
         mgt__rank_want want;
         want.rank = rk->rank;
         want.dtype = r->dtype;
         want.threads = r->threads_per_rank;
-        want.scratch_floats = (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len;
+        want.scratch_floats = mgt__att_scratch_floats(&rk->shape);
         want.widen_floats = mgt__widen_floats(&rk->shape);
         MGT__TRY(r->world_api->backend(r->world, &want, &rk->be, &rk->device));
     }
     be = rk->be;
     mgt__enter(be);
     rk->shape.att_lse = be->att_lse; /* the size of what attention saves */
+    if (rk->shape.cp > 1 && (!be->attention_part_forward || !be->attention_part_backward || !be->copy_cols))
+        return mgt__fail(MGT_ERROR_CONFIG, "[parallel] cp = %d: the %s backend has no ring attention (attention_part_forward, attention_part_backward, "
+                         "copy_cols); set parallel.cp = 1, or device = cpu", rk->shape.cp, be->name);
     rk->host_io = MGT_MALLOC(sizeof(double) * (size_t)rk->shape.B * (size_t)rk->shape.T); /* 2N ints or N doubles */
     if (!rk->host_io) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     if (be->reserve) { /* GPU: everything a step uses, made now from the largest operands */
@@ -9939,10 +10293,10 @@ static mgt_result mgt__rank_state(mgt_run *r, mgt__rank *rk) {
             if (rk->max_block) {
                 MGT__ALLOC(rk->unit_gbuf[0], rk->max_block, MGT_MEM_GRADS)
                 MGT__ALLOC(rk->unit_gbuf[1], rk->max_block, MGT_MEM_GRADS)
-                MGT__ALLOC(rk->rs_tmp1, rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS)
+                MGT__ALLOC(rk->rs_tmp1, rk->max_block / (size_t)p->replicas, MGT_MEM_BUFFERS)
             }
             rk->gpending[0] = rk->gpending[1] = -1;
-            MGT__ALLOC(rk->rs_tmp, rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS)
+            MGT__ALLOC(rk->rs_tmp, rk->max_unit / (size_t)p->replicas, MGT_MEM_BUFFERS)
             for (u = 0, k = 0; u < rk->lay.nu; u++) {
                 rk->unit_grad[u] = NULL;
                 if (mgt__is_block_unit(rk, u)) continue;
@@ -10940,22 +11294,23 @@ typedef struct mgt__rank_sizes {
     size_t norm, block, emb, head;       /* floats of a norm, a block's unit, the embedding's and the head's (0: not on this stage) */
     size_t S, shard, keep;               /* the rank's parameters, its DP shard, the units outside blocks */
     size_t e, f;                         /* bytes of the storage type and of fp32 */
-    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype, sp, V; /* V: chunks per stage (pp_virtual) */
+    int replica, tpr, ppr, nb, first, last, M, kvr, dtype, sp, V, cp; /* replica: dpr x cp + cpr; V: chunks per stage (pp_virtual) */
 } mgt__rank_sizes;
 
 static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) {
     const mgt_config *cfg = &p->cfg;
     const mgt_dims *d = &p->dims;
-    size_t unit_align = 16 * (size_t)p->dp;
+    size_t unit_align = 16 * (size_t)p->replicas;
     memset(z, 0, sizeof *z);
     z->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
-    mgt_rank_coords(rank, p->dp, p->tp, &z->dpr, &z->tpr, &z->ppr);
+    mgt_rank_coords(rank, p->replicas, p->tp, &z->replica, &z->tpr, &z->ppr);
+    z->cp = p->cp;
     z->first = z->ppr == 0;
     z->last = z->ppr == p->pp - 1;
     z->nb = mgt__stage_blocks(p, z->ppr);
     z->V = mgt__plan_chunks(p);
     z->M = p->micro_steps;
-    z->C = (size_t)cfg->model.d_model; z->T = (size_t)cfg->model.seq_len; z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
+    z->C = (size_t)cfg->model.d_model; z->T = (size_t)(cfg->model.seq_len / p->cp); z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
     z->sp = cfg->parallel.sp && p->tp > 1;
     z->R = z->N / (z->sp ? (size_t)p->tp : 1);
     z->Cl = z->C / (size_t)p->tp; z->Hl = (size_t)d->H / (size_t)p->tp; z->Vl = (size_t)p->Vp / (size_t)p->tp;
@@ -10967,11 +11322,11 @@ static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) 
 #define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
     z->block = MGT__UNIT(2 * z->norm + mgt__pad16(z->Q * z->C) + mgt__pad16(z->C * z->Cl) + mgt__pad16(z->F * z->C) + mgt__pad16(z->C * z->Hl) +
                          (d->bias ? mgt__pad16(z->Q) + mgt__pad16(z->F) + 2 * mgt__pad16(z->C) : 0));
-    z->emb = z->first ? MGT__UNIT(mgt__pad16(z->Vl * z->C) + (d->rope ? 0 : mgt__pad16(z->T * z->C))) : 0;
+    z->emb = z->first ? MGT__UNIT(mgt__pad16(z->Vl * z->C) + (d->rope ? 0 : mgt__pad16((size_t)cfg->model.seq_len * z->C))) : 0;
     z->head = z->last ? MGT__UNIT(z->norm + (!d->tied || p->pp > 1 ? mgt__pad16(z->Vl * z->C) : 0)) : 0;
 #undef MGT__UNIT
     z->S = z->emb + (size_t)z->nb * z->block + z->head;
-    z->shard = z->S / (size_t)p->dp;
+    z->shard = z->S / (size_t)p->replicas;
     z->keep = z->emb + z->head;
 }
 
@@ -10981,7 +11336,7 @@ static void mgt__plan_rank_cuda(const mgt_plan *p, const mgt__rank_sizes *z, mgt
     const mgt_dims *d = &p->dims;
     size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (z->S / 65536 + (size_t)(4 + per_block * (size_t)z->nb + 2) + 1) * sizeof(double);
     size_t oc = z->Q > z->F ? z->Q : z->F, k, f = z->f;
-    int kinds[6], g;
+    int kinds[7], g;
     size_t NHl = (size_t)(cfg->model.n_head / p->tp), hs = z->Cl / NHl;
     o->cuda_attention = z->B * NHl * z->T * f; /* flash attention's backward: dout . out per row and head */
     if (mgt_cudnn_attention_serves(z->dtype, (int)hs, (int)NHl, (int)((z->Q - z->Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
@@ -10997,8 +11352,8 @@ static void mgt__plan_rank_cuda(const mgt_plan *p, const mgt__rank_sizes *z, mgt
     /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
        world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
        and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
-    kinds[0] = p->tp; kinds[1] = p->dp; kinds[2] = p->pp; kinds[3] = p->pp > 1 && (z->first || z->last) ? 2 : 1; kinds[4] = p->world; kinds[5] = z->kvr;
-    for (g = 0; g < 6; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p->world || g == 4);
+    kinds[0] = p->tp; kinds[1] = p->replicas; kinds[2] = p->pp; kinds[3] = p->pp > 1 && (z->first || z->last) ? 2 : 1; kinds[4] = p->world; kinds[5] = z->kvr; kinds[6] = p->cp;
+    for (g = 0; g < 7; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p->world || g == 4);
     o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
     o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
 }
@@ -11030,7 +11385,14 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
         o->bytes[MGT_COLL_SEND_RECV] += (double)M * (double)(z->R * z->C * e) * 2.0 * ((z->V - first) + (z->V - last));
         if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(z->Vl * z->C * f); /* the tied embedding */
     }
-    if (p->dp > 1) {
+    if (z->cp > 1) { /* ring attention, per block and micro-batch (mgt__ring_attention_*): forward, cp - 1 key/value blocks (N, 2 KVl)
+                      passed on in the storage type; backward, the same and cp gradient blocks in fp32; recompute reruns the forward's.
+                      A sendrecv counts its send and its receive */
+        double kv = (double)(z->N * (z->Q - z->Cl));
+        double fwd = 2.0 * (double)(z->cp - 1) * kv * (double)e, bwd = fwd + 2.0 * (double)z->cp * kv * (double)f;
+        o->bytes[MGT_COLL_SEND_RECV] += (double)M * (double)nb * (fwd * (recompute ? 2 : 1) + bwd);
+    }
+    if (p->replicas > 1) {
         double full = (double)(z->S * f), blocks = (double)((size_t)nb * z->block * f), fetches;
         double pfull = full / (double)f * (double)e, pblocks = blocks / (double)f * (double)e; /* parameters: storage type */
         if (p->zero == 0) o->bytes[MGT_COLL_ALL_REDUCE] += full;
@@ -11049,14 +11411,14 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
                     each block's ln_1 (from its start) and ln_2 (after c_attn and attn.c_proj), the head's ln_f (from its start); a
                     norm's weight and bias are one call, the padding between them included */
         size_t run = z->norm - mgt__pad16(z->C) + z->C, o2 = z->norm + mgt__pad16(z->Q * z->C) + mgt__pad16(z->C * z->Cl) + (d->bias ? mgt__pad16(z->Q) + mgt__pad16(z->C) : 0);
-        size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
-        size_t h0 = p->zero >= 1 ? (size_t)z->dpr * (z->head / (size_t)p->dp) : 0, h1 = p->zero >= 1 ? h0 + z->head / (size_t)p->dp : z->head;
+        size_t s0 = p->zero >= 1 ? (size_t)z->replica * (z->block / (size_t)p->replicas) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->replicas : z->block;
+        size_t h0 = p->zero >= 1 ? (size_t)z->replica * (z->head / (size_t)p->replicas) : 0, h1 = p->zero >= 1 ? h0 + z->head / (size_t)p->replicas : z->head;
         o->bytes[MGT_COLL_ALL_REDUCE] += (double)f * ((double)nb * (double)(mgt__overlap(0, run, s0, s1) + mgt__overlap(o2, o2 + run, s0, s1)) +
                                                       (last ? (double)mgt__overlap(0, run, h0, h1) : 0));
     }
     if (z->kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
                          once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
-        size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
+        size_t s0 = p->zero >= 1 ? (size_t)z->replica * (z->block / (size_t)p->replicas) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->replicas : z->block;
         size_t w0 = z->norm + z->Cl * z->C, b0 = z->norm + mgt__pad16(z->Q * z->C) + z->Cl;
         o->bytes[MGT_COLL_ALL_REDUCE] += (double)nb * (double)f *
                                          (double)(mgt__overlap(w0, z->norm + z->Q * z->C, s0, s1) + (d->bias ? mgt__overlap(b0, b0 - z->Cl + z->Q, s0, s1) : 0));
@@ -11079,7 +11441,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     max_block = z.nb ? z.block : 0;
     max_unit = z.emb > z.block ? z.emb : z.block;
     max_unit = z.head > max_unit ? z.head : max_unit;
-    o->rank = rank; o->dp = z.dpr; o->tp = z.tpr; o->pp = z.ppr;
+    o->rank = rank; o->dp = z.replica / p->cp; o->cp = z.replica % p->cp; o->tp = z.tpr; o->pp = z.ppr;
     o->first_block = mgt__chunk_first(p, z.ppr); /* with pp_virtual > 1: of its first chunk, and of its last chunk */
     o->last_block = mgt__chunk_first(p, z.ppr + (z.V - 1) * p->pp + 1) - 1;
     o->params = z.S;
@@ -11089,7 +11451,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
         o->tensors = (z.first ? (d->rope ? 1 : 2) : 0) + z.nb * mgt__block_slots(d, slot) + (z.last ? (d->rms ? 1 : 2) + (!d->tied || p->pp > 1) : 0);
     }
     o->mem[MGT_MEM_PARAMS] = e * (p->zero >= 3 ? z.shard : z.S);
-    o->mem[MGT_MEM_BUFFERS] = e * (p->zero >= 3 ? 2 * max_unit : 0) + f * (p->zero >= 2 ? (max_unit + max_block) / (size_t)p->dp : 0);
+    o->mem[MGT_MEM_BUFFERS] = e * (p->zero >= 3 ? 2 * max_unit : 0) + f * (p->zero >= 2 ? (max_unit + max_block) / (size_t)p->replicas : 0);
     o->mem[MGT_MEM_GRADS] = f * (p->zero >= 2 ? z.shard + 2 * max_block + z.keep : z.S);
     o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p->zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
@@ -11105,7 +11467,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
          apart from what every block keeps */
         size_t cheap = 2 * mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * z.Hl * e);
         size_t kept = mgt__carve_bytes(z.R * C * e) + 4 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Q * e) +
-                      mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+                      mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA || z.cp > 1)) +
                       mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
         int rec = cfg->train.recompute;
         a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
@@ -11120,17 +11482,19 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     one = a_resid + a_layer + a_last + a_io;
     scratch = mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * C * e) + (mgt__plan_zb(p) ? 0 : mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e)) +
               (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0) + (z.sp ? mgt__carve_bytes(N * C * e) : 0); /* dres, dln, dqkv and dfch (zb: per block), dact, full */
+    if (z.cp > 1) /* ring attention's key/value blocks and their gradients, two each, the merged output and dq (mgt__scratch_layout) */
+        scratch += 2 * mgt__carve_bytes(N * (z.Q - z.Cl) * e) + 2 * mgt__carve_bytes(N * (z.Q - z.Cl) * f) + 2 * mgt__carve_bytes(N * z.Cl * f);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
     threads = threads / p->world > 0 ? threads / p->world : 1;
-    o->mem[MGT_MEM_WORKSPACE] = f * z.T * z.T * (size_t)threads;
+    o->mem[MGT_MEM_WORKSPACE] = f * (z.cp > 1 ? 2 * (z.T / 2) * (z.T / 2) : z.T * z.T) * (size_t)threads; /* mgt__att_scratch_floats */
     if (z.dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
         mgt__shape sh;
         memset(&sh, 0, sizeof sh);
         sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p->tp; sh.Vl = (int)z.Vl;
         sh.KVl = (int)(z.Q - z.Cl) / 2; sh.Fl = (int)z.F;
-        sh.first = z.first; sh.last = z.last;
+        sh.first = z.first; sh.last = z.last; sh.cp = z.cp;
         o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
     }
     if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(p, &z, o);
@@ -11200,7 +11564,7 @@ static int mgt__fit_need(const mgt_plan *of, int inference, const double *gpu_fr
     if (inference || (gpu_free && cfg->parallel.device != MGT_DEVICE_CUDA)) {
         mgt_config v = *cfg;
         if (inference) v.train.micro_batch = v.train.global_batch = 1; /* sampling: one sequence, no optimizer */
-        if (inference) v.parallel.sp = 0; /* and its rows whole (mgt__rank_place) */
+        if (inference) v.parallel.sp = 0, v.parallel.cp = 1; /* and its rows whole, on one rank (mgt__rank_place, mgt_run_open) */
         if (gpu_free) v.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13); no rule depends on the device */
         if ((inference && mgt_config_validate(&v) != MGT_OK) || mgt__plan_make(&v, &variant) != MGT_OK) return -1;
         plan = &variant;
@@ -11217,7 +11581,7 @@ static int mgt__fit_need(const mgt_plan *of, int inference, const double *gpu_fr
         for (c = 0; c < MGT_MEM_COUNT; c++) rank += (double)p.mem[c]; /* on GPUs the workspace is the CUDA backend's scratch and cuBLAS's */
         if (!gpu_free) { n->planned += rank; continue; }
         /* NCCL: a communicator for the world and for each kind of group with more than one member */
-        reserve *= 1 + (world > 1) + (cfg->parallel.tp > 1) + (cfg->parallel.dp > 1) + 2 * (cfg->parallel.pp > 1);
+        reserve *= 1 + (world > 1) + (cfg->parallel.tp > 1) + (cfg->parallel.dp * cfg->parallel.cp > 1) + 2 * (cfg->parallel.pp > 1) + (cfg->parallel.cp > 1);
         rank += reserve;
         n->host += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_OPTIMIZER]); /* a checkpoint copies the rank to the host */
         have = r < nfree ? gpu_free[r] : least;
@@ -11268,7 +11632,7 @@ static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inferenc
 /* what would make cfg fit, each tried with the planner, written into levers ("" when nothing does) */
 static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out, char *levers, size_t cap) {
     char what[96];
-    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    int world = cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp;
     mgt_config c = *cfg;
     int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, selective = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
     for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
@@ -11323,7 +11687,7 @@ static mgt_result mgt__fit(const mgt_plan *plan, int inference, const double *gp
     double avail = mgt__meminfo("MemAvailable:"), mapped = 0;
     const char *env = getenv("MGT_MEMORY_CHECK");
     struct rlimit lim;
-    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, used;
+    int world = cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp, used;
     memset(out, 0, sizeof *out);
     out->device = gpu_free ? MGT_DEVICE_CUDA : MGT_DEVICE_CPU;
     out->enforced = !(env && !strcmp(env, "off"));
@@ -11533,8 +11897,8 @@ static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char 
     api = mgt_cuda_load(why, cap);
     if (api && api->probe(&devices, why, cap) != 0) api = NULL;
     if (api && devices < need) {
-        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cfg->parallel.tp,
-                 cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
+        snprintf(why, cap, "the run needs %d GPUs (dp %d x cp %d x tp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cfg->parallel.cp,
+                 cfg->parallel.tp, cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
         api = NULL;
     }
     return api;
@@ -11625,7 +11989,7 @@ static mgt_result mgt__choose_device(const mgt_config *cfg, int world, const mgt
 
 MGTDEF int mgt_device_for(const mgt_config *cfg, char *why, size_t cap) {
     char w[1024];
-    const mgt_cuda_api *api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, w, sizeof w);
+    const mgt_cuda_api *api = mgt__gpus_for(cfg, mgt_config_ranks(cfg), w, sizeof w);
     if (why) mgt__strlcpy(why, api ? "" : w, cap);
     return api != NULL;
 }
@@ -11657,7 +12021,7 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
     MGT__TRY(mgt_config_validate(cfg));
     MGT__TRY(mgt__layout_chosen(cfg, "the memory check"));
     MGT__TRY(mgt__plan_make(cfg, &plan));
-    api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
+    api = mgt__gpus_for(cfg, mgt_config_ranks(cfg), why, sizeof why);
     if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
         out->device = MGT_DEVICE_CUDA;
         out->fits = 1;
@@ -11782,9 +12146,9 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d core%s: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores, cores == 1 ? "" : "s");
     if (!given && !r->world_api->on_gpus && r->rank_hi - r->rank_lo > cores) /* this process's ranks on its cores */
-        mgt__event(r, MGT_LOG_WARN, "%d ranks (%sdp %d x tp %d x pp %d) on %d core%s: a rank is at least one thread, so ranks take turns on the "
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (%sdp %d x cp %d x tp %d x pp %d) on %d core%s: a rank is at least one thread, so ranks take turns on the "
                    "cores and a step is slower than on fewer ranks", r->rank_hi - r->rank_lo, r->rank_hi - r->rank_lo < r->plan.world ? "this process's, of " : "",
-                   r->plan.dp, r->plan.tp, r->plan.pp, cores, cores == 1 ? "" : "s");
+                   r->plan.dp, r->plan.cp, r->plan.tp, r->plan.pp, cores, cores == 1 ? "" : "s");
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);
@@ -11976,7 +12340,7 @@ MGTDEF mgt_result mgt_run_open(mgt_run **out, const char *checkpoint, int thread
     *out = NULL;
     MGT__TRY(mgt_checkpoint_config(checkpoint, &cfg));
     if (threads > 0) cfg.parallel.threads = threads;
-    cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1; /* sampling runs on one rank, whatever trained it */
+    cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = cfg.parallel.cp = 1; /* sampling runs on one rank, whatever trained it */
     cfg.parallel.pp_virtual = 1;
     cfg.parallel.zero = cfg.parallel.sp = 0;
     MGT__TRY(mgt__run_alloc(&r, &cfg, 1));
@@ -12358,6 +12722,16 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
         float *att = MGT__TAKE(a[0] * a[3] * a[1] * a[1]);
         if (arena && name[10] == 'f') be->attention_forward(be, y, att, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4]);
         else if (arena) be->attention_backward(be, dqkv, y, qkv, y, att, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4]); /* out: unread on the CPU */
+    } else if (!strcmp(name, "attention_part_forward") || !strcmp(name, "attention_part_backward")) { /* B, T, C, NH, NKV, causal */
+        long long KV2 = 2 * (a[2] / a[3]) * a[4], W = a[2] + KV2;
+        float *qkv = MGT__TAKE(a[0] * a[1] * W), *kv = MGT__TAKE(a[0] * a[1] * KV2), *dkv = MGT__TAKE(a[0] * a[1] * KV2);
+        float *o = MGT__TAKE(a[0] * a[1] * a[2]), *y = MGT__TAKE(a[0] * a[1] * a[2]), *lse = MGT__TAKE(a[0] * a[3] * a[1]);
+        if (arena && name[15] == 'f') be->attention_part_forward(be, o, lse, qkv, kv, (int)KV2, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], (int)a[5], 1);
+        else if (arena) /* lse: the arena's values, small and finite, as a merged forward's are */
+            be->attention_part_backward(be, o, dkv, y, y, lse, qkv, kv, (int)KV2, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], (int)a[5]);
+    } else if (!strcmp(name, "copy_cols")) { /* rows, cols, dst dtype, src dtype */
+        float *x = MGT__TAKE(a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]);
+        if (arena) be->copy_cols(be, y, (int)a[2], (int)a[1], x, (int)a[3], (int)a[1], (size_t)a[0], (int)a[1]);
     } else if (!strcmp(name, "rmsnorm_forward") || !strcmp(name, "rmsnorm_backward")) { /* N, C */
         float *x = MGT__TAKE(a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]), *g = MGT__TAKE(a[0] * a[1]), *rstd = MGT__TAKE(a[0]), *w = MGT__TAKE(a[1]);
         float *dw = MGT__TAKE(a[1]);
@@ -12365,8 +12739,8 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
         else if (arena) be->rmsnorm_backward(be, y, dw, g, x, w, rstd, (int)a[0], (int)a[1]);
     } else if (!strcmp(name, "rope_forward") || !strcmp(name, "rope_backward")) { /* B, T, NH, NKV, hs */
         float *qkv = MGT__TAKE(a[0] * a[1] * (a[2] + 2 * a[3]) * a[4]);
-        if (arena && name[5] == 'f') be->rope_forward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f);
-        else if (arena) be->rope_backward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f);
+        if (arena && name[5] == 'f') be->rope_forward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f, 0);
+        else if (arena) be->rope_backward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f, 0);
     } else if (!strcmp(name, "swiglu_forward") || !strcmp(name, "swiglu_backward")) { /* N, H */
         float *x = MGT__TAKE(2 * a[0] * a[1]), *dx = MGT__TAKE(2 * a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]);
         if (arena && name[7] == 'f') be->swiglu_forward(be, y, x, (int)a[0], (int)a[1]);
@@ -12514,7 +12888,7 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
     ready = need > 0 && (double)need * sizeof(float) * (w->companions + 1) <= MGT__SIM_MEASURE_BYTES;
     for (j = 0; ready && j <= w->companions; j++)
         ready = mgt__sim_meter_ready(&w->meters[j], w->measure_threads, dtype, need,
-                                     !strncmp(op->name, "attention", 9) ? (size_t)(op->args[1] * op->args[1]) : 0);
+                                     !strncmp(op->name, "attention", 9) ? 2 * (size_t)(op->args[1] * op->args[1]) : 0);
     if (!ready) { /* nothing to run, or no memory to run it: the model */
         w->ops_modelled++;
         pthread_mutex_unlock(&w->measure_mu);
@@ -12855,6 +13229,41 @@ static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void 
         mgt__sim_charge_t(be, "attention_backward", MGT_SIM_ATTENTION, 0, 0, 2 * N * C + 14 * W * hs + 16 * W,
                           (2 * N * C + 2 * (2 * N * C + 2 * N * KV) + N * C + 2 * N * KV) * e + 20 * rows, 2 * W, 0, 0, 0, 3);
 }
+/* one block of ring attention (context parallelism): as attention above on the pairs of the block,
+   causal (the triangle) or whole; the output and log-sum-exp merged in fp32 (read and written), the
+   backward's dq and dk, dv accumulated in fp32 */
+static void mgt__sim_attention_part(mgt_backend *be, const char *name, int backward, int B, int T, int C, int NH, int NKV, int causal) {
+    double N = (double)B * T, hs = C / (double)NH, e = MGT__SIM_E, rows = (double)B * NH * T, KV = hs * NKV;
+    double S = (double)B * NH * T * T, W = causal ? mgt__sim_attention_pairs(B, T, NH) : S;
+    MGT__SIM_ARGS(B, T, C, NH, NKV, causal);
+    if (mgt__sim_on_cpu(be)) {
+        if (!backward)
+            mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 4 * N * T * C, (N * C + 2 * N * KV + 2 * S) * e + 8 * N * C, 5 * S, 2 * S * 4, S, T, T, hs, 3);
+        else
+            mgt__sim_charge(be, name, MGT_SIM_ATTENTION, 8 * N * T * C, (3 * N * C + 2 * N * KV) * e + 8 * (N * C + 2 * N * KV) + 8 * S, 4 * S, 3 * S * 4,
+                            T, T, hs, 5);
+    } else if (!backward)
+        mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 0, 0, 4 * W * hs + 8 * W, (N * C + 2 * N * KV) * e + 8 * N * C + 8 * rows, W, 0, 0, 0, 1);
+    else
+        mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 0, 0, 2 * N * C + 14 * W * hs + 16 * W, (3 * N * C + 2 * N * KV) * e + 8 * (N * C + 2 * N * KV) + 8 * rows,
+                          2 * W, 0, 0, 0, 3);
+}
+static void mgt__sim_attention_part_forward(mgt_backend *be, float *o, float *lse, const void *qkv, const void *kv, int ks, int B, int T, int C, int NH,
+                                            int NKV, int causal, int first) {
+    (void)o; (void)lse; (void)qkv; (void)kv; (void)ks; (void)first;
+    mgt__sim_attention_part(be, "attention_part_forward", 0, B, T, C, NH, NKV, causal);
+}
+static void mgt__sim_attention_part_backward(mgt_backend *be, float *dq, float *dkv, const void *dout, const void *out, const float *lse, const void *qkv,
+                                             const void *kv, int ks, int B, int T, int C, int NH, int NKV, int causal) {
+    (void)dq; (void)dkv; (void)dout; (void)out; (void)lse; (void)qkv; (void)kv; (void)ks;
+    mgt__sim_attention_part(be, "attention_part_backward", 1, B, T, C, NH, NKV, causal);
+}
+static void mgt__sim_copy_cols(mgt_backend *be, void *dst, int dt, int ds, const void *src, int st, int ss, size_t rows, int cols) {
+    double n = (double)rows * cols;
+    (void)dst; (void)ds; (void)src; (void)ss;
+    MGT__SIM_ARGS((long long)rows, cols, dt, st, 0, 0);
+    mgt__sim_charge(be, "copy_cols", MGT_SIM_ELEMENTWISE, 0, 0, n, n * (double)(mgt__dtype_size(dt) + mgt__dtype_size(st)), 0, 0, 0, 1);
+}
 /* the Llama family's ops: memory-bound, one kernel each (the CUDA backend's rmsnorm.cu, rope.cu, swiglu.cu) */
 static void mgt__sim_rmsnorm_forward(mgt_backend *be, void *out, float *rstd, const void *inp, const void *w, float eps, int N, int C) {
     (void)out; (void)rstd; (void)inp; (void)w; (void)eps;
@@ -12872,12 +13281,12 @@ static void mgt__sim_rope(mgt_backend *be, const char *name, int B, int T, int N
     MGT__SIM_ARGS(B, T, NH, NKV, hs, 0);
     mgt__sim_charge_t(be, name, MGT_SIM_ELEMENTWISE, 0, 0, 3.0 * n, 2.0 * n * MGT__SIM_E, N * hs, 0, 0, 0, 1);
 }
-static void mgt__sim_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) {
-    (void)qkv; (void)theta;
+static void mgt__sim_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
+    (void)qkv; (void)theta; (void)pos0;
     mgt__sim_rope(be, "rope_forward", B, T, NH, NKV, hs);
 }
-static void mgt__sim_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) {
-    (void)dqkv; (void)theta;
+static void mgt__sim_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
+    (void)dqkv; (void)theta; (void)pos0;
     mgt__sim_rope(be, "rope_backward", B, T, NH, NKV, hs);
 }
 static void mgt__sim_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
@@ -13428,6 +13837,9 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
         be->matmul_gelu_backward = mgt__sim_matmul_gelu_backward;
         be->attention_forward = mgt__sim_attention_forward;
         be->attention_backward = mgt__sim_attention_backward;
+        be->attention_part_forward = mgt__sim_attention_part_forward;
+        be->attention_part_backward = mgt__sim_attention_part_backward;
+        be->copy_cols = mgt__sim_copy_cols;
         be->gelu_forward = mgt__sim_gelu_forward;
         be->gelu_backward = mgt__sim_gelu_backward;
         be->rmsnorm_forward = mgt__sim_rmsnorm_forward;
@@ -13914,6 +14326,9 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
     if (!base || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: base, opt and out are required");
     memset(out, 0, sizeof *out);
     if (world < 1) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: %d GPUs", world);
+    if (base->parallel.cp > 1)
+        return mgt__fail(MGT_ERROR_CONFIG, "the layout search does not choose context parallelism: [parallel] cp = %d; plan the layout with cp as it is "
+                         "(mgt plan without --search), or search with cp = 1", base->parallel.cp);
     memset(&q, 0, sizeof q);
     per_node = opt->gpus_per_node > 0 ? opt->gpus_per_node : world;
     for (tp = 1; tp <= world && tp <= per_node; tp++) {
@@ -14111,7 +14526,7 @@ MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *ou
     mgt__strlcpy(out->device, o.device.name, sizeof out->device);
     mgt__strlcpy(out->title, o.device.title, sizeof out->title);
     if (pinned[0] && pinned[1] && pinned[2]) { /* the pins say how many ranks */
-        fixed_world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+        fixed_world = mgt_config_ranks(cfg);
         if (api && fixed_world > gpus)
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto with dp x tp x pp pinned to %d ranks (%s), on %d GPUs", where, fixed_world, out->pins, gpus);
         worlds[nworlds++] = fixed_world;

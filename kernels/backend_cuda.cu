@@ -593,17 +593,17 @@ static void mgt__cuda_rmsnorm_backward(mgt_backend *be, void *dinp, float *dweig
                                                                         (const floatX *)weight, rstd, N, C, c->stream),
                                     "rmsnorm backward"));
 }
-static void mgt__cuda_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) {
+static void mgt__cuda_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
     mgt__cuda *c = MGT__CU(be);
-    MGT__OP(c, "rope forward", "B %d, T %d, NH %d, NKV %d, hs %d", B, T, NH, NKV, hs);
+    MGT__OP(c, "rope forward", "B %d, T %d, NH %d, NKV %d, hs %d, pos0 %d", B, T, NH, NKV, hs, pos0);
     if (c->failed) return;
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rope_forward<floatX>((floatX *)qkv, B, T, NH, NKV, hs, theta, c->stream), "rope forward"));
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rope_forward<floatX>((floatX *)qkv, B, T, NH, NKV, hs, theta, pos0, c->stream), "rope forward"));
 }
-static void mgt__cuda_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) {
+static void mgt__cuda_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
     mgt__cuda *c = MGT__CU(be);
-    MGT__OP(c, "rope backward", "B %d, T %d, NH %d, NKV %d, hs %d", B, T, NH, NKV, hs);
+    MGT__OP(c, "rope backward", "B %d, T %d, NH %d, NKV %d, hs %d, pos0 %d", B, T, NH, NKV, hs, pos0);
     if (c->failed) return;
-    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rope_backward<floatX>((floatX *)dqkv, B, T, NH, NKV, hs, theta, c->stream), "rope backward"));
+    MGT__DISPATCH(c, mgt__kernel_ok(c, mgt_cuda_rope_backward<floatX>((floatX *)dqkv, B, T, NH, NKV, hs, theta, pos0, c->stream), "rope backward"));
 }
 static void mgt__cuda_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
     mgt__cuda *c = MGT__CU(be);

@@ -197,8 +197,8 @@ template <class floatX> /* dinp (N,C) +=, dweight (C) += in fp32, in a fixed ord
 int mgt_cuda_rmsnorm_backward(floatX *dinp, float *dweight, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
                               const float *rstd, int N, int C, cudaStream_t stream);
 template <class floatX> /* in place on the q and k heads of qkv (B,T,(NH + 2 NKV) hs) */
-int mgt_cuda_rope_forward(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream);
-template <class floatX> int mgt_cuda_rope_backward(floatX *dqkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream);
+int mgt_cuda_rope_forward(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0, cudaStream_t stream);
+template <class floatX> int mgt_cuda_rope_backward(floatX *dqkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0, cudaStream_t stream);
 template <class floatX> /* out (N,H) = silu(inp[:, :H]) * inp[:, H:] */
 int mgt_cuda_swiglu_forward(floatX *out, const floatX *inp, int N, int H, cudaStream_t stream);
 template <class floatX> /* dinp (N,2H) written */

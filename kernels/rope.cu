@@ -1,5 +1,6 @@
 /* Rotary positions (Llama), in place on the query and key heads of qkv (B,T,(NH + 2 NKV) hs), as
-   mgt.h's mgt__rope_task: the pair of channels (i, i + hs/2) of a head at position t turns by
+   mgt.h's mgt__rope_task: the pair of channels (i, i + hs/2) of a head at position t (pos0 + its row
+   in the sequence: context parallelism gives a rank chunks that start later) turns by
      angle = t * (1 / theta^(2i/hs))        (fp32, as Hugging Face computes its cos/sin tables)
      forward   x_i' = x_i cos - x_{i+hs/2} sin,   x_{i+hs/2}' = x_{i+hs/2} cos + x_i sin
      backward  the same with -angle (a rotation's inverse), on dqkv
@@ -20,12 +21,12 @@ static inline void sincospi(double x, double *s, double *c) {
 
 /* a block per row (grid-stride over the B*T rows), its threads over (pair, head): 32-bit divisions only */
 template <class floatX>
-__global__ void __launch_bounds__(MGT_ROPE_BLOCK) mgt_rope_kernel(floatX *qkv, int rows, int T, int NH, int NKV, int hs, float theta, float sign) {
+__global__ void __launch_bounds__(MGT_ROPE_BLOCK) mgt_rope_kernel(floatX *qkv, int rows, int T, int NH, int NKV, int hs, float theta, float sign, int pos0) {
     int half = hs / 2, heads = NH + NKV, W = (NH + 2 * NKV) * hs;
     for (int row = (int)blockIdx.x; row < rows; row += (int)gridDim.x)
         for (int j = (int)threadIdx.x; j < half * heads; j += (int)blockDim.x) {
             int i = j / heads, h = j - i * heads;
-            float angle = (float)(row % T) * (1.0f / powf(theta, (float)(2 * i) / (float)hs));
+            float angle = (float)(pos0 + row % T) * (1.0f / powf(theta, (float)(2 * i) / (float)hs));
             double sd, cd;
             sincospi((double)angle * 0.318309886183790671538 /* 1/pi */, &sd, &cd);
             float c = (float)cd, s = sign * (float)sd;
@@ -36,19 +37,19 @@ __global__ void __launch_bounds__(MGT_ROPE_BLOCK) mgt_rope_kernel(floatX *qkv, i
         }
 }
 
-template <class floatX> static int mgt_rope(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign, cudaStream_t stream) {
-    MGT_REQUIRE(B > 0 && T > 0 && NH > 0 && NKV > 0 && hs > 0 && hs % 2 == 0 && theta > 0.0f);
+template <class floatX> static int mgt_rope(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign, int pos0, cudaStream_t stream) {
+    MGT_REQUIRE(B > 0 && T > 0 && NH > 0 && NKV > 0 && hs > 0 && hs % 2 == 0 && theta > 0.0f && pos0 >= 0);
     MGT_REQUIRE(qkv);
     int rows = B * T;
-    MGT_LAUNCH(mgt_rope_kernel<floatX>, rows < 65535 ? rows : 65535, MGT_ROPE_BLOCK, 0, stream, qkv, rows, T, NH, NKV, hs, theta, sign);
+    MGT_LAUNCH(mgt_rope_kernel<floatX>, rows < 65535 ? rows : 65535, MGT_ROPE_BLOCK, 0, stream, qkv, rows, T, NH, NKV, hs, theta, sign, pos0);
     MGT_CHECK_LAUNCH();
     return MGT_KERNEL_OK;
 }
-template <class floatX> int mgt_cuda_rope_forward(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream) {
-    return mgt_rope<floatX>(qkv, B, T, NH, NKV, hs, theta, 1.0f, stream);
+template <class floatX> int mgt_cuda_rope_forward(floatX *qkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0, cudaStream_t stream) {
+    return mgt_rope<floatX>(qkv, B, T, NH, NKV, hs, theta, 1.0f, pos0, stream);
 }
-template <class floatX> int mgt_cuda_rope_backward(floatX *dqkv, int B, int T, int NH, int NKV, int hs, float theta, cudaStream_t stream) {
-    return mgt_rope<floatX>(dqkv, B, T, NH, NKV, hs, theta, -1.0f, stream);
+template <class floatX> int mgt_cuda_rope_backward(floatX *dqkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0, cudaStream_t stream) {
+    return mgt_rope<floatX>(dqkv, B, T, NH, NKV, hs, theta, -1.0f, pos0, stream);
 }
 
 /* every kernel the launchers above can launch for floatX (launchers.h: loaded when the run is made) */
@@ -57,7 +58,7 @@ template <class floatX> void mgt_cuda_rope_kernels(mgt_kernel_list &l) {
 }
 
 #define MGT_INSTANTIATE(floatX)                                                                          \
-    template int mgt_cuda_rope_forward<floatX>(floatX *, int, int, int, int, int, float, cudaStream_t);  \
-    template int mgt_cuda_rope_backward<floatX>(floatX *, int, int, int, int, int, float, cudaStream_t); \
+    template int mgt_cuda_rope_forward<floatX>(floatX *, int, int, int, int, int, float, int, cudaStream_t);  \
+    template int mgt_cuda_rope_backward<floatX>(floatX *, int, int, int, int, int, float, int, cudaStream_t); \
     template void mgt_cuda_rope_kernels<floatX>(mgt_kernel_list &);
 MGT_FOR_EACH_FLOATX(MGT_INSTANTIATE)

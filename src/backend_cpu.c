@@ -355,6 +355,105 @@ static void mgt__cpu_attention_backward(mgt_backend *be, float *dqkv, const floa
     mgt__pool_run(MGT__POOL(be), mgt__attn_bwd_task, &a);
 }
 
+/* one block of ring attention (context parallelism; see mgt_backend.attention_part_forward): per
+   (batch, key/value head) as above, the block's scores in the thread's scratch. The forward merges
+   the block into the running output by rescaling: with m the new log-sum-exp of a row, the old
+   output is weighted exp(lse_old - m) and the block's probabilities exp(s - m), which is what one
+   softmax over all the keys so far gives. The backward is flash attention's: P = exp(s - lse) from
+   the merged lse, D = rowsum(dout * out), dS = P (dP - D). */
+static void mgt__attn_part_fwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    const mgt__cpu *cpu = (const mgt__cpu *)a->be->impl;
+    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], NKV = a->n[4], ks = a->n[5], causal = a->flags[0], first = a->flags[1];
+    int hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, t, j, g, c;
+    float scale = 1.0f / sqrtf((float)hs), *sc = cpu->scratch + (size_t)tid * cpu->scratch_per_thread;
+    size_t lo, hi, bk;
+    mgt__span((size_t)B * (size_t)NKV, tid, nth, 1, &lo, &hi);
+    for (bk = lo; bk < hi; bk++)
+        for (g = 0; g < group; g++) {
+            size_t b = bk / (size_t)NKV, kvh = bk % (size_t)NKV, h = kvh * (size_t)group + (size_t)g;
+            const float *q = a->in[0] + b * (size_t)T * (size_t)W + h * (size_t)hs, *k = a->in[1] + b * (size_t)T * (size_t)ks + kvh * (size_t)hs;
+            const float *v = k + NKV * hs;
+            float *o = a->out[0] + b * (size_t)T * (size_t)C + h * (size_t)hs, *lse = a->out[1] + (b * (size_t)NH + h) * (size_t)T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, W, k, ks, 0.0f, sc, T);
+            for (t = 0; t < T; t++) {
+                float *p = sc + (size_t)t * (size_t)T, mx = p[0], sum, part, m, keep;
+                int n = causal ? t + 1 : T;
+                for (j = 1; j < n; j++) mx = p[j] > mx ? p[j] : mx;
+                for (j = 0; j < n; j++) p[j] = mgt__expf(p[j] - mx);
+                for (j = n; j < T; j++) p[j] = 0.0f;
+                sum = mgt__sum8(p, n);
+                part = mx + logf(sum);
+                if (first) { m = part; keep = 0.0f; }
+                else {
+                    float hi2 = lse[t] > part ? lse[t] : part;
+                    m = hi2 + logf(expf(lse[t] - hi2) + expf(part - hi2));
+                    keep = expf(lse[t] - m);
+                }
+                for (j = 0; j < n; j++) p[j] *= expf(mx - m); /* exp(s - m) */
+                if (!first)
+                    for (c = 0; c < hs; c++) o[(size_t)t * (size_t)C + (size_t)c] *= keep;
+                lse[t] = m;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, sc, T, v, ks, first ? 0.0f : 1.0f, o, C);
+        }
+}
+static void mgt__cpu_attention_part_forward(mgt_backend *be, float *o, float *lse, const float *qkv, const float *kv, int kv_stride, int B, int T, int C,
+                                            int NH, int NKV, int causal, int first) {
+    mgt__args a;
+    if ((size_t)T * (size_t)T > ((mgt__cpu *)be->impl)->scratch_per_thread) abort(); /* sized from the chunk at creation */
+    memset(&a, 0, sizeof a);
+    a.out[0] = o; a.out[1] = lse; a.in[0] = qkv; a.in[1] = kv; a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.n[4] = NKV; a.n[5] = kv_stride;
+    a.flags[0] = causal; a.flags[1] = first; a.be = be;
+    mgt__pool_run(MGT__POOL(be), mgt__attn_part_fwd_task, &a);
+}
+static void mgt__attn_part_bwd_task(void *ctx, int tid, int nth) {
+    const mgt__args *a = (const mgt__args *)ctx;
+    const mgt__cpu *cpu = (const mgt__cpu *)a->be->impl;
+    int B = a->n[0], T = a->n[1], C = a->n[2], NH = a->n[3], NKV = a->n[4], ks = a->n[5], causal = a->flags[0];
+    int hs = C / NH, group = NH / NKV, W = C + 2 * NKV * hs, KV2 = 2 * NKV * hs, t, j, g, c;
+    float scale = 1.0f / sqrtf((float)hs), *P = cpu->scratch + (size_t)tid * cpu->scratch_per_thread, *dP = P + (size_t)T * (size_t)T;
+    size_t lo, hi, bk;
+    mgt__span((size_t)B * (size_t)NKV, tid, nth, 1, &lo, &hi);
+    for (bk = lo; bk < hi; bk++)
+        for (g = 0; g < group; g++) {
+            size_t b = bk / (size_t)NKV, kvh = bk % (size_t)NKV, h = kvh * (size_t)group + (size_t)g;
+            const float *q = a->in[3] + b * (size_t)T * (size_t)W + h * (size_t)hs, *k = a->in[4] + b * (size_t)T * (size_t)ks + kvh * (size_t)hs;
+            const float *v = k + NKV * hs, *lse = a->in[2] + (b * (size_t)NH + h) * (size_t)T;
+            const float *dout = a->in[0] + b * (size_t)T * (size_t)C + h * (size_t)hs, *out = a->in[1] + b * (size_t)T * (size_t)C + h * (size_t)hs;
+            float *dq = a->out[0] + b * (size_t)T * (size_t)C + h * (size_t)hs, *dk = a->out[1] + b * (size_t)T * (size_t)KV2 + kvh * (size_t)hs;
+            float *dv = dk + NKV * hs;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, W, k, ks, 0.0f, P, T);
+            for (t = 0; t < T; t++) {
+                float *p = P + (size_t)t * (size_t)T;
+                int n = causal ? t + 1 : T;
+                for (j = 0; j < n; j++) p[j] = mgt__expf(p[j] - lse[t]);
+                for (j = n; j < T; j++) p[j] = 0.0f;
+            }
+            /* dP = dY V^T, dV += P^T dY */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout, C, v, ks, 0.0f, dP, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dout, C, 1.0f, dv, KV2);
+            for (t = 0; t < T; t++) {
+                const float *p = P + (size_t)t * (size_t)T, *dy = dout + (size_t)t * (size_t)C, *y = out + (size_t)t * (size_t)C;
+                float *d = dP + (size_t)t * (size_t)T, D = 0;
+                for (c = 0; c < hs; c++) D += dy[c] * y[c];
+                for (j = 0; j < T; j++) d[j] = p[j] * (d[j] - D);
+            }
+            /* dQ += scale dS K, dK += scale dS^T Q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dP, T, k, ks, 1.0f, dq, C);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dP, T, q, W, 1.0f, dk, KV2);
+        }
+}
+static void mgt__cpu_attention_part_backward(mgt_backend *be, float *dq, float *dkv, const float *dout, const float *out, const float *lse,
+                                             const float *qkv, const float *kv, int kv_stride, int B, int T, int C, int NH, int NKV, int causal) {
+    mgt__args a;
+    if (2 * (size_t)T * (size_t)T > ((mgt__cpu *)be->impl)->scratch_per_thread) abort(); /* sized from the chunk at creation */
+    memset(&a, 0, sizeof a);
+    a.out[0] = dq; a.out[1] = dkv; a.in[0] = dout; a.in[1] = out; a.in[2] = lse; a.in[3] = qkv; a.in[4] = kv;
+    a.n[0] = B; a.n[1] = T; a.n[2] = C; a.n[3] = NH; a.n[4] = NKV; a.n[5] = kv_stride; a.flags[0] = causal; a.be = be;
+    mgt__pool_run(MGT__POOL(be), mgt__attn_part_bwd_task, &a);
+}
+
 /* GELU, tanh approximation (GPT-2) */
 #define MGT__GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 static void mgt__gelu_fwd_task(void *ctx, int tid, int nth) {
@@ -461,7 +560,7 @@ static void mgt__rope_task(void *ctx, int tid, int nth) {
     size_t lo, hi, r;
     mgt__span((size_t)a->n[0] * (size_t)T, tid, nth, 1, &lo, &hi);
     for (r = lo; r < hi; r++) {
-        float *row = a->out[0] + r * (size_t)W, pos = (float)(r % (size_t)T);
+        float *row = a->out[0] + r * (size_t)W, pos = (float)(a->n[5] + (int)(r % (size_t)T));
         for (i = 0; i < half; i++) {
             float angle = pos * (1.0f / powf(theta, (float)(2 * i) / (float)hs)), c = cosf(angle), sn = sign * sinf(angle);
             for (h = 0; h < NH + NKV; h++) { /* the q heads, then the k heads right after them */
@@ -472,10 +571,10 @@ static void mgt__rope_task(void *ctx, int tid, int nth) {
         }
     }
 }
-static void mgt__cpu_rope(mgt_backend *be, float *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign) {
+static void mgt__cpu_rope(mgt_backend *be, float *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign, int pos0) {
     mgt__args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = qkv; a.n[0] = B; a.n[1] = T; a.n[2] = NH; a.n[3] = NKV; a.n[4] = hs; a.f[0] = theta; a.f[1] = sign;
+    a.out[0] = qkv; a.n[0] = B; a.n[1] = T; a.n[2] = NH; a.n[3] = NKV; a.n[4] = hs; a.n[5] = pos0; a.f[0] = theta; a.f[1] = sign;
     mgt__pool_run(MGT__POOL(be), mgt__rope_task, &a);
 }
 /* SwiGLU (Llama): out (N,H) = silu(gate) * up with gate = inp[:, :H], up = inp[:, H:], silu(g) = g sigmoid(g) */
@@ -809,6 +908,41 @@ static void mgt__t_attention_backward(mgt_backend *be, void *dqkv, const void *d
                                 NH, NKV);
     mgt__wide_out(be, dqkv, d, nqkv);
 }
+/* kv's rows, widened: its (B T - 1) strides and the last row's k and v heads */
+static size_t mgt__kv_span(int B, int T, int C, int NH, int NKV, int kv_stride) { return (size_t)(B * T - 1) * (size_t)kv_stride + 2 * (size_t)(C / NH) * NKV; }
+static void mgt__t_attention_part_forward(mgt_backend *be, float *o, float *lse, const void *qkv, const void *kv, int kv_stride, int B, int T, int C,
+                                          int NH, int NKV, int causal, int first) {
+    size_t nqkv = (size_t)B * T * (C + 2 * (C / NH) * NKV);
+    if (!MGT__WIDE(be)) { mgt__cpu_attention_part_forward(be, o, lse, MGT__CF(qkv), MGT__CF(kv), kv_stride, B, T, C, NH, NKV, causal, first); return; }
+    mgt__cpu_attention_part_forward(be, o, lse, mgt__wide_in(be, qkv, nqkv), mgt__wide_in(be, kv, mgt__kv_span(B, T, C, NH, NKV, kv_stride)), kv_stride, B,
+                                    T, C, NH, NKV, causal, first);
+}
+static void mgt__t_attention_part_backward(mgt_backend *be, float *dq, float *dkv, const void *dout, const void *out, const float *lse, const void *qkv,
+                                           const void *kv, int kv_stride, int B, int T, int C, int NH, int NKV, int causal) {
+    size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * (C + 2 * (C / NH) * NKV);
+    if (!MGT__WIDE(be)) {
+        mgt__cpu_attention_part_backward(be, dq, dkv, MGT__CF(dout), MGT__CF(out), lse, MGT__CF(qkv), MGT__CF(kv), kv_stride, B, T, C, NH, NKV, causal);
+        return;
+    }
+    mgt__cpu_attention_part_backward(be, dq, dkv, mgt__wide_in(be, dout, n), mgt__wide_in(be, out, n), lse, mgt__wide_in(be, qkv, nqkv),
+                                     mgt__wide_in(be, kv, mgt__kv_span(B, T, C, NH, NKV, kv_stride)), kv_stride, B, T, C, NH, NKV, causal);
+}
+typedef struct mgt__cols_args { void *dst; const void *src; int dd, sd, dstride, sstride, cols; size_t rows; } mgt__cols_args;
+static void mgt__copy_cols_task(void *ctx, int tid, int nth) {
+    const mgt__cols_args *c = (const mgt__cols_args *)ctx;
+    size_t lo, hi, r;
+    int j;
+    mgt__span(c->rows, tid, nth, 16, &lo, &hi);
+    for (r = lo; r < hi; r++)
+        for (j = 0; j < c->cols; j++)
+            mgt__store(c->dst, r * (size_t)c->dstride + (size_t)j, c->dd, mgt__load(c->src, r * (size_t)c->sstride + (size_t)j, c->sd));
+}
+static void mgt__cpu_copy_cols(mgt_backend *be, void *dst, int dst_dtype, int dst_stride, const void *src, int src_dtype, int src_stride, size_t rows,
+                               int cols) {
+    mgt__cols_args c;
+    c.dst = dst; c.src = src; c.dd = dst_dtype; c.sd = src_dtype; c.dstride = dst_stride; c.sstride = src_stride; c.cols = cols; c.rows = rows;
+    mgt__pool_run(MGT__POOL(be), mgt__copy_cols_task, &c);
+}
 static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n) {
     float *o;
     if (!MGT__WIDE(be)) { mgt__cpu_gelu_forward(be, MGT__F(out), MGT__CF(inp), n); return; }
@@ -842,16 +976,20 @@ static void mgt__t_rmsnorm_backward(mgt_backend *be, void *dinp, float *dw, cons
     mgt__cpu_rmsnorm_backward(be, di, dw, mgt__wide_in(be, dout, n), mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), rstd, N, C);
     mgt__wide_out(be, dinp, di, n);
 }
-static void mgt__t_rope(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign) {
+static void mgt__t_rope(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, float sign, int pos0) {
     size_t n = (size_t)B * T * (NH + 2 * NKV) * hs;
     float *x;
-    if (!MGT__WIDE(be)) { mgt__cpu_rope(be, MGT__F(qkv), B, T, NH, NKV, hs, theta, sign); return; }
+    if (!MGT__WIDE(be)) { mgt__cpu_rope(be, MGT__F(qkv), B, T, NH, NKV, hs, theta, sign, pos0); return; }
     x = mgt__wide_in(be, qkv, n);
-    mgt__cpu_rope(be, x, B, T, NH, NKV, hs, theta, sign);
+    mgt__cpu_rope(be, x, B, T, NH, NKV, hs, theta, sign, pos0);
     mgt__wide_out(be, qkv, x, n);
 }
-static void mgt__t_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) { mgt__t_rope(be, qkv, B, T, NH, NKV, hs, theta, 1.0f); }
-static void mgt__t_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) { mgt__t_rope(be, dqkv, B, T, NH, NKV, hs, theta, -1.0f); }
+static void mgt__t_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
+    mgt__t_rope(be, qkv, B, T, NH, NKV, hs, theta, 1.0f, pos0);
+}
+static void mgt__t_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
+    mgt__t_rope(be, dqkv, B, T, NH, NKV, hs, theta, -1.0f, pos0);
+}
 static void mgt__t_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {
     size_t n = (size_t)N * H;
     float *o;
@@ -947,6 +1085,9 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     be->matmul_gelu_backward = mgt__t_matmul_gelu_backward;
     be->attention_forward = mgt__t_attention_forward;
     be->attention_backward = mgt__t_attention_backward;
+    be->attention_part_forward = mgt__t_attention_part_forward;
+    be->attention_part_backward = mgt__t_attention_part_backward;
+    be->copy_cols = mgt__cpu_copy_cols;
     be->gelu_forward = mgt__t_gelu_forward;
     be->gelu_backward = mgt__t_gelu_backward;
     be->rmsnorm_forward = mgt__t_rmsnorm_forward;

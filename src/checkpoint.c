@@ -6,8 +6,8 @@ enum { MGT__BUF_PARAMS, MGT__BUF_M, MGT__BUF_V };
 
 /* element `flat` of (tp, pp)'s local fp32 buffer `which`, wherever ZeRO keeps it: the parameters
    are the master weights under 16-bit storage (sharded as the moments), else the compute copy */
-static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, size_t flat, int dpr_full) {
-    mgt__rank *rk0 = mgt__rank_at(r, dpr_full, tpr, ppr);
+static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, size_t flat, int replica) {
+    mgt__rank *rk0 = mgt__rank_at(r, replica, tpr, ppr);
     const mgt__unit *u = &rk0->lay.u[unit];
     int master = which == MGT__BUF_PARAMS && rk0->master;
     int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
@@ -15,7 +15,7 @@ static float *mgt__element(mgt_run *r, int which, int tpr, int ppr, int unit, si
     mgt__rank *owner;
 #define MGT__BUF(rk) (which == MGT__BUF_PARAMS ? (master ? (rk)->master : (float *)((rk)->params ? (rk)->params : (rk)->pshard)) : which == MGT__BUF_M ? (rk)->m : (rk)->v)
     if (!sharded) return MGT__BUF(rk0) + flat;
-    s = u->size / (size_t)r->plan.dp;
+    s = u->size / (size_t)r->plan.replicas;
     d = (flat - u->offset) / s;
     owner = mgt__rank_at(r, (int)d, tpr, ppr);
     return MGT__BUF(owner) + u->shard_offset + (flat - u->offset - d * s);
@@ -109,7 +109,7 @@ static int mgt__element_here(mgt_run *r, int which, const mgt__rank *rk, int uni
     int master = which == MGT__BUF_PARAMS && rk->master, owner;
     int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
     if (!sharded) return 1;
-    owner = mgt__rank_at(r, (int)((flat - u->offset) / (u->size / (size_t)r->plan.dp)), rk->tpr, rk->ppr)->rank;
+    owner = mgt__rank_at(r, (int)((flat - u->offset) / (u->size / (size_t)r->plan.replicas)), rk->tpr, rk->ppr)->rank;
     return owner >= r->rank_lo && owner < r->rank_hi;
 }
 
@@ -122,7 +122,7 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
         int master = which == MGT__BUF_PARAMS && rk->master, has_buf = which != MGT__BUF_PARAMS || master || !sixteen;
         int sharded = which == MGT__BUF_PARAMS && !master ? r->plan.zero >= 3 : r->plan.zero >= 1;
         int copy = !to_global && sixteen && which == MGT__BUF_PARAMS, copy_sharded = r->plan.zero >= 3 && !r->inference;
-        if (to_global && rk->dpr != 0 && !here) continue;
+        if (to_global && rk->replica != 0 && !here) continue;
         for (t = 0; t < rk->lay.n; t++) {
             const mgt__tensor *x = &rk->lay.t[t];
             float *glob = NULL;
@@ -142,13 +142,13 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
                     if (to_global) {
                         if (grow >= 0 && !mark) glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, 0);
                         else if (grow >= 0 && mgt__element_here(r, which, rk, x->unit, flat)) {
-                            glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->dpr);
+                            glob[gidx] = *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->replica);
                             mark[gidx] = 1;
                         }
                         continue;
                     }
                     if (has_buf && (!sharded || mine)) /* a shard takes only its slice */
-                        *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->dpr) = value;
+                        *mgt__element(r, which, rk->tpr, rk->ppr, x->unit, flat, rk->replica) = value;
                     if (copy && !copy_sharded) mgt__store(rk->params, flat, r->dtype, value);
                     else if (copy && mine) mgt__store(rk->pshard, rk->lay.u[x->unit].shard_offset + (flat - lo), r->dtype, value);
                 }
@@ -161,7 +161,7 @@ static void mgt__exchange(mgt_run *r, int which, const mgt__layout *global, floa
 static mgt_result mgt__global_layout(const mgt_config *cfg, mgt__layout *lay) {
     mgt_plan one;
     mgt_config c1 = *cfg;
-    c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = 1;
+    c1.parallel.dp = c1.parallel.tp = c1.parallel.pp = c1.parallel.cp = 1;
     c1.parallel.pp_virtual = 1;
     MGT__TRY(mgt__plan_make(&c1, &one));
     if (!mgt__layout_alloc(lay, &one)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");

@@ -641,6 +641,8 @@ MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, c
 
 #define MGT__KEY(sec, name) mgt__find_key(#sec, #name)
 
+MGTDEF int mgt_config_ranks(const mgt_config *cfg) { return cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp; }
+
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     char w1[300], w2[300], w3[300], w4[300];
     int tok_vocab;
@@ -661,6 +663,10 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                                  k->info.section, k->info.name, why);
         }
     }
+    if (cfg->parallel.cp > 1 && mgt__layout_unresolved(cfg))
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] cp = %d with layout = auto (from %s): the layout search does not choose context parallelism, nor keep "
+                         "it; set layout = manual with the layout you want, or cp = 1", mgt__where(cfg, MGT__KEY(parallel, cp), w1, sizeof w1),
+                         cfg->parallel.cp, mgt__where(cfg, MGT__KEY(parallel, layout), w2, sizeof w2));
     if (mgt__layout_unresolved(cfg)) { /* the keys auto chooses are checked once chosen: here those set (pinned) against the rest */
         mgt_config pinned = *cfg;
         int k;
@@ -749,12 +755,17 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = 1 (tp from %s): sequence parallelism splits the rows between the tensor-parallel "
                          "layers over the TP ranks, so it needs tp > 1; set parallel.tp to 2 or more, or parallel.sp = 0",
                          mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), mgt__where(cfg, MGT__KEY(parallel, tp), w2, sizeof w2));
-    if (cfg->parallel.sp && ((long long)cfg->train.micro_batch * cfg->model.seq_len) % cfg->parallel.tp)
+    if (cfg->parallel.sp && ((long long)cfg->train.micro_batch * (cfg->model.seq_len / cfg->parallel.cp)) % cfg->parallel.tp)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] sp = 1 with tp = %d: the micro-batch's micro_batch x seq_len = %d x %d = %lld rows do not divide "
                          "by tp (micro_batch from %s, seq_len from %s); each TP rank holds an equal share of the rows: make micro_batch x seq_len a "
                          "multiple of %d, or set parallel.sp = 0", mgt__where(cfg, MGT__KEY(parallel, sp), w1, sizeof w1), cfg->parallel.tp,
                          cfg->train.micro_batch, cfg->model.seq_len, (long long)cfg->train.micro_batch * cfg->model.seq_len,
                          mgt__where(cfg, MGT__KEY(train, micro_batch), w2, sizeof w2), mgt__where(cfg, MGT__KEY(model, seq_len), w3, sizeof w3), cfg->parallel.tp);
+    if (cfg->parallel.cp > 1 && cfg->model.seq_len % (2 * cfg->parallel.cp))
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] cp = %d with seq_len = %d (from %s): context parallelism cuts the sequence into 2 cp = %d chunks of "
+                         "equal size (each rank takes chunk i and its mirror 2 cp - 1 - i, for an equal share of causal attention); make seq_len a "
+                         "multiple of %d, or choose cp so that 2 cp divides it", mgt__where(cfg, MGT__KEY(parallel, cp), w1, sizeof w1), cfg->parallel.cp,
+                         cfg->model.seq_len, mgt__where(cfg, MGT__KEY(model, seq_len), w2, sizeof w2), 2 * cfg->parallel.cp, 2 * cfg->parallel.cp);
     if (cfg->parallel.pp > cfg->model.n_layer || cfg->parallel.pp > 256) {
         int a = MGT__KEY(parallel, pp), b = MGT__KEY(model, n_layer);
         mgt__order_keys(cfg, &a, &b);
@@ -795,9 +806,9 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with zero = %d: a block's gradients are complete only after its deferred weight-gradient pass, "
                              "but ZeRO %d reduce-scatters each block's after its backward; set zero = 0 or 1, or pp_schedule = 1f1b", at, cfg->parallel.zero, cfg->parallel.zero);
     }
-    if ((long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp > 4096)
-        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),
-                         (long long)cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp);
+    if ((long long)cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp > 4096)
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x cp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),
+                         (long long)cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp);
     if (cfg->train.min_lr > cfg->train.lr)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [train] min_lr = %g is above lr = %g; the schedule decays from lr down to min_lr",
                          mgt__where(cfg, MGT__KEY(train, min_lr), w1, sizeof w1), cfg->train.min_lr, cfg->train.lr);

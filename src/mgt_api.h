@@ -183,6 +183,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, dp, INT, "1", 1, 4096, "", "data-parallel ranks")                                  \
     X(parallel, tp, INT, "1", 1, 4096, "", "tensor-parallel ranks")                                \
     X(parallel, sp, INT, "0", 0, 1, "", "1: sequence parallelism (needs tp > 1): the norms and residual adds between the TP layers hold 1/tp of the rows") \
+    X(parallel, cp, INT, "1", 1, 4096, "", "context-parallel ranks: each holds 1/cp of the sequence (two mirrored chunks) and attention passes keys and values around them in a ring; seq_len must divide by 2 cp") \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
     X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe|zb", "pipeline schedule; zb: zero-bubble ZB-H1, the backward split into input- and weight-gradient passes, the weights' filling the bubble") \
@@ -254,6 +255,7 @@ MGTDEF const char *mgt_config_where(const mgt_config *cfg, const char *section, 
 /* the same, set by a program's own option (`option`, "--gpus 3"), which messages then name */
 MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option);
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
+MGTDEF int mgt_config_ranks(const mgt_config *cfg);               /* the ranks its layout needs: dp x cp x tp x pp */
 MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text, to read (checkpoints store JSON) */
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
 MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, size_t cap);
@@ -287,9 +289,9 @@ MGTDEF const char *mgt_coll_name(int coll);
    its own along one axis (TP, DP, PP), the first and last pipeline stages of its (dp, tp) position
    (the tied embedding's pair), the whole world, and the TP ranks that hold the same key/value heads
    (replicated when tp exceeds the key/value heads). */
-enum { MGT_GROUP_TP, MGT_GROUP_DP, MGT_GROUP_PP, MGT_GROUP_EMBEDDING, MGT_GROUP_WORLD, MGT_GROUP_KV, MGT_GROUP_KINDS };
+enum { MGT_GROUP_TP, MGT_GROUP_DP, MGT_GROUP_PP, MGT_GROUP_EMBEDDING, MGT_GROUP_WORLD, MGT_GROUP_KV, MGT_GROUP_CP, MGT_GROUP_KINDS };
 /* their names, by kind: a list for the libraries mgt opens (kernels/), which cannot call mgt.h */
-#define MGT_GROUP_KIND_NAMES {"TP", "DP", "PP", "embedding", "world", "KV"}
+#define MGT_GROUP_KIND_NAMES {"TP", "DP", "PP", "embedding", "world", "KV", "CP"}
 MGTDEF const char *mgt_group_kind_name(int kind); /* MGT_GROUP_KIND_NAMES[kind], or "other" */
 
 typedef struct mgt_group {
@@ -434,6 +436,20 @@ struct mgt_backend {
     void (*attention_forward)(mgt_backend *be, void *out, void *att, const void *qkv, int B, int T, int C, int NH, int NKV);
     void (*attention_backward)(mgt_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out, const void *att, int B, int T, int C,
                                int NH, int NKV);
+    /* context parallelism's ring attention (src/rank.c, mgt__ring_attention_*): the queries of qkv
+       (B,T rows, as above) against one block of keys and values, kv (B,T rows of NKV k heads then NKV
+       v heads, kv_stride elements apart); causal: key t' <= query t (the block is the queries' own
+       chunk), else every key (an earlier chunk). o (B,T,C) and lse (B,NH,T), fp32, hold the output
+       normalised over the blocks so far and its log-sum-exp: first writes them, else merges this
+       block in. The backward takes the merged out and lse of the forward and adds dq (B,T,C) and
+       dkv (B,T,2 NKV hs), fp32 */
+    void (*attention_part_forward)(mgt_backend *be, float *o, float *lse, const void *qkv, const void *kv, int kv_stride, int B, int T, int C,
+                                   int NH, int NKV, int causal, int first);
+    void (*attention_part_backward)(mgt_backend *be, float *dq, float *dkv, const void *dout, const void *out, const float *lse, const void *qkv,
+                                    const void *kv, int kv_stride, int B, int T, int C, int NH, int NKV, int causal);
+    /* dst (rows, cols), rows dst_stride elements apart, = src (rows, cols), src_stride apart, converted
+       as cast does */
+    void (*copy_cols)(mgt_backend *be, void *dst, int dst_dtype, int dst_stride, const void *src, int src_dtype, int src_stride, size_t rows, int cols);
     void (*gelu_forward)(mgt_backend *be, void *out, const void *inp, size_t n);
     void (*gelu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, size_t n); /* dinp may be dout */
     /* the Llama family's parts. RMSNorm: out (N,C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps);
@@ -443,8 +459,8 @@ struct mgt_backend {
                              int N, int C);
     /* rotary positions, in place on the q and k heads of qkv (B,T,(NH + 2 NKV) hs): channels i and i + hs/2 of
        a head at position t turn by t x theta^(-2i/hs) (Hugging Face's rotate_half); backward turns dqkv back */
-    void (*rope_forward)(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta);
-    void (*rope_backward)(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta);
+    void (*rope_forward)(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0); /* positions pos0 + t */
+    void (*rope_backward)(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0);
     /* SwiGLU: out (N,H) = silu(inp[:, :H]) * inp[:, H:], inp (N,2H) the gate and up projections side by side */
     void (*swiglu_forward)(mgt_backend *be, void *out, const void *inp, int N, int H);
     void (*swiglu_backward)(mgt_backend *be, void *dinp, const void *inp, const void *dout, int N, int H);
@@ -506,7 +522,7 @@ struct mgt_backend {
    The library is looked for at $MGT_CUDA_LIBRARY, then beside the program (build/libmgt_cuda.so
    next to it, then libmgt_cuda.so), then on the loader's path. A program that links the library's
    objects itself hands their table to mgt_cuda_use() instead. */
-#define MGT_CUDA_ABI 10 /* the table's version: the library and this header must agree */
+#define MGT_CUDA_ABI 11 /* the table's version: the library and this header must agree */
 #define MGT_NCCL_ID_BYTES 128 /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
 
 typedef struct mgt_gpu_info {
@@ -964,7 +980,9 @@ MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
 /* ---- planning: what each rank holds and moves, in closed form (src/model.c, src/plan.c) ----- */
 
 /* The grid: rank = (pp_index x dp + dp_index) x tp + tp_index, so that the ranks of a TP group are
-   neighbours (one node's GPUs) and a pipeline stage is a contiguous block. The one place it is written. */
+   neighbours (one node's GPUs) and a pipeline stage is a contiguous block. The one place it is written.
+   With context parallelism dp here is the plan's replicas (dp x cp) and dp_index a replica, dp_index
+   x cp + cp_index: the order is tp, cp, dp, pp. */
 MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index);
 MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp);
 
@@ -981,7 +999,10 @@ typedef struct mgt_dims {
    Made once per run (mgt_run_create) from a validated config, and read by rank setup, the memory
    plan, the simulator, checkpoints and the driver. */
 struct mgt_plan {
-    int world, dp, tp, pp, zero; /* zero is 0 where dp is 1 (nothing to shard) */
+    int world, dp, tp, pp, zero; /* zero is 0 where replicas is 1 (nothing to shard) */
+    int cp;                 /* context-parallel ranks (each holds 1/cp of the sequence) */
+    int replicas;           /* ranks holding the same parameters: dp x cp; ZeRO shards over them and
+                               their gradients are summed over them */
     int micro_steps;        /* global_batch / (micro_batch x dp): accumulation and pipeline depth */
     int Vp;                 /* vocabulary padded to a multiple of 128 x tp rows */
     int stage_first[MGT_MAX_PP + 1]; /* stage s holds blocks [stage_first[s], stage_first[s+1]) */
@@ -993,10 +1014,10 @@ struct mgt_plan {
 MGTDEF mgt_result mgt_plan_make(const mgt_config *cfg, mgt_plan *out);
 
 typedef struct mgt_rank_plan {
-    int rank, dp, tp, pp;          /* coordinates */
+    int rank, dp, tp, pp, cp;      /* coordinates */
     int first_block, last_block;   /* blocks of its stage, inclusive */
     size_t params;                 /* parameters it holds (its TP and PP slice, padding included) */
-    size_t shard;                  /* of them, its 1/dp share (what ZeRO keeps of them) */
+    size_t shard;                  /* of them, its 1/replicas share (what ZeRO keeps of them) */
     int tensors;                   /* the tensors they are */
     size_t mem[MGT_MEM_COUNT];     /* predicted bytes by memory category */
     double bytes[MGT_COLL_COUNT];  /* predicted bytes per optimizer step, counted as mgt_comm_stats counts them */

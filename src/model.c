@@ -35,7 +35,7 @@ static mgt_dims mgt__model_dims(const mgt_config *cfg) {
 static int mgt__kv_local(const mgt_dims *d, int tp) { return d->NKV >= tp ? d->NKV / tp : 1; }
 static int mgt__kv_replicas(const mgt_dims *d, int tp) { return d->NKV >= tp ? 1 : tp / d->NKV; }
 
-/* Ranks are ordered TP fastest, then DP, then PP, so a TP group is neighbouring ranks (mgt_rank_coords). */
+/* Ranks are ordered TP fastest, then CP, then DP, then PP, so a TP group is neighbouring ranks (mgt_rank_coords). */
 
 static double mgt__block_cost(const mgt_config *cfg) { /* forward FLOPs per token of one block */
     mgt_dims d = mgt__model_dims(cfg);
@@ -110,8 +110,10 @@ static mgt_result mgt__plan_make(const mgt_config *cfg, mgt_plan *p) {
     p->dp = cfg->parallel.dp;
     p->tp = cfg->parallel.tp;
     p->pp = cfg->parallel.pp;
-    p->zero = p->dp > 1 ? cfg->parallel.zero : 0; /* ZeRO over a single data-parallel rank changes nothing */
-    p->world = p->dp * p->tp * p->pp;
+    p->cp = cfg->parallel.cp;
+    p->replicas = p->dp * p->cp;
+    p->zero = p->replicas > 1 ? cfg->parallel.zero : 0; /* ZeRO over a single replica changes nothing */
+    p->world = p->replicas * p->tp * p->pp;
     p->micro_steps = cfg->train.global_batch / (cfg->train.micro_batch * p->dp);
     p->Vp = (cfg->model.vocab_size + 128 * p->tp - 1) / (128 * p->tp) * (128 * p->tp);
     p->params = mgt__global_params(cfg);
@@ -155,8 +157,8 @@ typedef struct mgt__tensor {
 
 /* A unit is the tensors communicated and sharded together: the embedding, each block, the head. */
 typedef struct mgt__unit {
-    size_t offset, size;    /* in the flat buffer; size is a multiple of 16 x dp */
-    size_t shard_offset;    /* of this rank's 1/dp slice in its shard buffers */
+    size_t offset, size;    /* in the flat buffer; size is a multiple of 16 x replicas */
+    size_t shard_offset;    /* of this rank's 1/replicas slice in its shard buffers */
     int first_tensor, ntensors;
 } mgt__unit;
 
@@ -211,10 +213,10 @@ static void mgt__open_unit(mgt__layout *lay) {
     memset(u, 0, sizeof *u);
     u->first_tensor = lay->n;
 }
-/* closes the unit: lays its tensors out and pads it to a multiple of 16 x dp floats */
-static void mgt__close_unit(mgt__layout *lay, int dp) {
+/* closes the unit: lays its tensors out and pads it to a multiple of 16 x replicas floats */
+static void mgt__close_unit(mgt__layout *lay, int replicas) {
     mgt__unit *u = &lay->u[lay->nu - 1];
-    size_t off = lay->size, align = 16 * (size_t)dp;
+    size_t off = lay->size, align = 16 * (size_t)replicas;
     int i;
     u->offset = lay->size;
     u->ntensors = lay->n - u->first_tensor;
@@ -223,7 +225,7 @@ static void mgt__close_unit(mgt__layout *lay, int dp) {
         off += (mgt__tensor_storage(&lay->t[i]) + 15) & ~(size_t)15;
     }
     u->size = (off - u->offset + align - 1) / align * align;
-    u->shard_offset = (lay->nu > 1 ? lay->u[lay->nu - 2].shard_offset + lay->u[lay->nu - 2].size / (size_t)dp : 0);
+    u->shard_offset = (lay->nu > 1 ? lay->u[lay->nu - 2].shard_offset + lay->u[lay->nu - 2].size / (size_t)replicas : 0);
     lay->size = u->offset + u->size;
 }
 
@@ -260,7 +262,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         mgt__open_unit(lay);
         mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0);
         if (!d.rope) mgt__add(lay, "wpe", T, C, T, C, 0, 0, 1, std, 0, 1);
-        mgt__close_unit(lay, p->dp);
+        mgt__close_unit(lay, p->replicas);
     }
     for (b = 0; b < nb; b++) { /* the stage's chunks in order: with pp_virtual > 1 its layers are not contiguous */
         mgt__tensor *x;
@@ -296,7 +298,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         mgt__add(lay, MGT__NAME("mlp.c_proj.weight"), C, d.H, C, Hl, 0, tpr * Hl, 1, proj_std, 0, 0);
         if (d.bias) mgt__add(lay, MGT__NAME("mlp.c_proj.bias"), C, 0, C, 0, 0, 0, 0, 0, 0, 1);
 #undef MGT__NAME
-        mgt__close_unit(lay, p->dp);
+        mgt__close_unit(lay, p->replicas);
     }
     if (stage == p->pp - 1) {
         mgt__open_unit(lay);
@@ -304,7 +306,7 @@ static void mgt__layout_make(mgt__layout *lay, const mgt_plan *p, int stage, int
         if (norm_bias) mgt__add(lay, "ln_f.bias", C, 0, C, 0, 0, 0, 0, 0, 0, 1)->sp_sum = sp;
         if (!d.tied) mgt__add(lay, "lm_head.weight", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0);
         else if (p->pp > 1) mgt__add(lay, "wte", V, C, Vl, C, tpr * Vl, 0, 1, std, 0, 0)->tied_copy = 1;
-        mgt__close_unit(lay, p->dp);
+        mgt__close_unit(lay, p->replicas);
     }
 }
 
@@ -374,15 +376,25 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
 
 /* a rank's widths: Cl its query channels (NHl heads), KVl its key or value channels, Hl its MLP hidden
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
-   backend's (mgt_backend.att_lse) */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks; size_t elt; int zb; } mgt__shape; /* chunks: pp_virtual, 1 without; zb: the zero-bubble schedule (backward split into B and W) */
+   backend's (mgt_backend.att_lse). Under context parallelism (cp > 1) T is the rank's share of the
+   sequence, seq_len / cp, held as two chunks of T / 2: the rows are (2, B, T / 2), chunk-major */
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks, cp; size_t elt; int zb; } mgt__shape; /* chunks: pp_virtual, 1 without; zb: the zero-bubble schedule (backward split into B and W) */
 
 /* rows of the residual stream a rank holds: all B x T, or under sequence parallelism (sp) its TP
    rank's contiguous 1/tp of them (the norms, residual adds and row-parallel biases run on these) */
 static int mgt__rows(const mgt__shape *s) { return s->B * s->T / (s->sp ? s->tp : 1); }
 
-/* bytes of what attention saves per layer (mgt_backend.att_lse) */
+/* bytes of what attention saves per layer (mgt_backend.att_lse; ring attention, cp > 1, always saves
+   the log-sum-exps) */
 static size_t mgt__att_bytes(size_t B, size_t NH, size_t T, size_t elt, int att_lse) { return att_lse ? B * NH * T * sizeof(float) : B * NH * T * T * elt; }
+/* the query rows of one attention call: the whole sequence, or under context parallelism one chunk */
+static int mgt__att_T(const mgt__shape *s) { return s->cp > 1 ? s->T / 2 : s->T; }
+/* the CPU backend's attention scratch per thread: a T x T score matrix, or ring attention's two of
+   a chunk (probabilities and their gradient) */
+static size_t mgt__att_scratch_floats(const mgt__shape *s) {
+    size_t t = (size_t)mgt__att_T(s);
+    return (s->cp > 1 ? 2 : 1) * t * t;
+}
 
 /* lays one micro-batch's activations out from base (NULL: only measures); returns the bytes */
 static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
@@ -402,7 +414,7 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
         x->ln1_mean = (float *)mgt__carve(&cur, R * f);
         x->ln1_rstd = (float *)mgt__carve(&cur, R * f);
         x->qkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
-        x->att = mgt__carve(&cur, mgt__att_bytes((size_t)s->B, (size_t)s->NHl, (size_t)s->T, e, s->att_lse));
+        x->att = mgt__carve(&cur, mgt__att_bytes((size_t)s->B, (size_t)s->NHl, (size_t)s->T, e, s->att_lse || s->cp > 1));
         x->atty = mgt__carve(&cur, N * (size_t)s->Cl * e);
         x->res2 = mgt__carve(&cur, R * C * e);
         x->ln2 = selective ? ln2 : mgt__carve(&cur, R * C * e);
@@ -442,8 +454,12 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
    parallelism, the (N,C) rows of every TP rank: a norm's output gathered for a column-parallel GEMM
    (forward, and again for its weight gradient), dres gathered for a row-parallel GEMM's backward,
    a row-parallel GEMM's output or a column-parallel GEMM's input gradient before its reduce-scatter.
-   Each use ends inside the op that begins it (block, embedding, head), so one serves them all. */
-typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch, *dact, *full; } mgt__grad_scratch;
+   Each use ends inside the op that begins it (block, embedding, head), so one serves them all.
+   Under context parallelism ring attention's buffers (mgt__ring_attention_*): kv[2] the key/value
+   blocks passed around the ring (N, 2 KVl) in the storage type, one computed on while the next
+   arrives; dkv[2] their gradients on the way back to their owners, o the output merged in fp32
+   (N, Cl) and dq its query gradient, fp32. */
+typedef struct mgt__grad_scratch { void *dres, *dln, *dqkv, *dfch, *dact, *full, *kv[2]; float *dkv[2], *o, *dq; } mgt__grad_scratch;
 static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__shape *s) {
     mgt__cursor cur = {base, 0};
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
@@ -453,6 +469,15 @@ static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__s
     g->dfch = s->zb ? NULL : mgt__carve(&cur, N * (size_t)s->Fl * e);
     g->dact = s->Fl > s->Hl ? mgt__carve(&cur, N * (size_t)s->Hl * e) : NULL;
     g->full = s->sp ? mgt__carve(&cur, N * (size_t)s->C * e) : NULL;
+    if (s->cp > 1) {
+        size_t kv = N * 2 * (size_t)s->KVl;
+        g->kv[0] = mgt__carve(&cur, kv * e);
+        g->kv[1] = mgt__carve(&cur, kv * e);
+        g->dkv[0] = (float *)mgt__carve(&cur, kv * sizeof(float));
+        g->dkv[1] = (float *)mgt__carve(&cur, kv * sizeof(float));
+        g->o = (float *)mgt__carve(&cur, N * (size_t)s->Cl * sizeof(float));
+        g->dq = (float *)mgt__carve(&cur, N * (size_t)s->Cl * sizeof(float));
+    } else g->kv[0] = g->kv[1] = NULL, g->dkv[0] = g->dkv[1] = g->o = g->dq = NULL;
     return cur.used;
 }
 
@@ -461,7 +486,7 @@ static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__s
 static size_t mgt__widen_floats(const mgt__shape *s) {
     size_t N = (size_t)s->B * (size_t)s->T, C = (size_t)s->C, Cl = (size_t)s->Cl, Hl = (size_t)s->Hl, Vl = (size_t)s->Vl, T = (size_t)s->T;
     size_t Q = Cl + 2 * (size_t)s->KVl, F = (size_t)s->Fl; /* the widths of qkv and of the MLP's first matmul */
-    size_t att = (size_t)s->B * (size_t)s->NHl * T * T, most = 0, k, mm[5][2];
+    size_t att = s->cp > 1 ? 0 : (size_t)s->B * (size_t)s->NHl * T * T, most = 0, k, mm[5][2];
     int nmm = 4;
 #define MGT__P16(n) (((size_t)(n) + 15) & ~(size_t)15)
 #define MGT__MOST(x) do { size_t mgt__x = (x); if (mgt__x > most) most = mgt__x; } while (0)
@@ -474,8 +499,13 @@ static size_t mgt__widen_floats(const mgt__shape *s) {
     }
     if (s->first) MGT__MOST(MGT__P16(N * C) + MGT__P16(Vl * C) + MGT__P16(T * C)); /* the embedding */
     MGT__MOST(3 * MGT__P16(N * C) + MGT__P16(C));                                  /* LayerNorm backward */
-    MGT__MOST(MGT__P16(N * Cl) + MGT__P16(att) + MGT__P16(N * Q));                 /* attention forward */
-    MGT__MOST(2 * MGT__P16(N * Q) + MGT__P16(N * Cl) + MGT__P16(att));             /* attention backward */
+    if (s->cp > 1) { /* ring attention on one chunk (N / 2 rows) against a key/value block of as many */
+        MGT__MOST(MGT__P16(N / 2 * Q) + MGT__P16(N / 2 * 2 * (size_t)s->KVl));
+        MGT__MOST(2 * MGT__P16(N / 2 * Cl) + MGT__P16(N / 2 * Q) + MGT__P16(N / 2 * 2 * (size_t)s->KVl));
+    } else {
+        MGT__MOST(MGT__P16(N * Cl) + MGT__P16(att) + MGT__P16(N * Q));             /* attention forward */
+        MGT__MOST(2 * MGT__P16(N * Q) + MGT__P16(N * Cl) + MGT__P16(att));         /* attention backward */
+    }
     MGT__MOST(3 * MGT__P16(N * Hl));                                               /* GELU backward */
     MGT__MOST(2 * MGT__P16(N * F) + MGT__P16(N * Hl));                             /* SwiGLU backward (RMSNorm and RoPE need less) */
     if (s->last) MGT__MOST(MGT__P16(N * Vl));                                      /* cross-entropy */

@@ -3,15 +3,21 @@
 /* ---- the pipeline ---------------------------------------------------------------------------- */
 
 /* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
-   global batch rows (GB, T+1), made in host memory and uploaded */
+   global batch rows (GB, seq_len + 1), made in host memory and uploaded; under context parallelism
+   the rank's two chunks of each row, chunk-major (mgt__cp_chunk) */
 static void mgt__set_rows(mgt__rank *rk, mgt__acts *A, const uint32_t *rows, int micro) {
     const mgt__shape *s = &rk->shape;
-    int b, t, dp = rk->run->plan.dp, N = s->B * s->T, *inputs = (int *)rk->host_io, *targets = inputs + N;
-    for (b = 0; b < s->B; b++) {
-        const uint32_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(s->T + 1);
-        for (t = 0; t < s->T; t++) {
-            inputs[b * s->T + t] = row[t];
-            targets[b * s->T + t] = row[t + 1];
+    int b, t, h, dp = rk->run->plan.dp, N = s->B * s->T, *inputs = (int *)rk->host_io, *targets = inputs + N, L = s->T * s->cp;
+    int Tc = s->cp > 1 ? s->T / 2 : s->T, parts = s->cp > 1 ? 2 : 1;
+    for (h = 0; h < parts; h++) {
+        int t0 = s->cp > 1 ? mgt__cp_chunk(rk->cpr, s->cp, h) * Tc : 0;
+        for (b = 0; b < s->B; b++) {
+            const uint32_t *row = rows + (size_t)((micro * dp + rk->dpr) * s->B + b) * (size_t)(L + 1) + t0;
+            int *in = inputs + ((size_t)h * s->B + b) * Tc, *tg = targets + ((size_t)h * s->B + b) * Tc;
+            for (t = 0; t < Tc; t++) {
+                in[t] = (int)row[t];
+                tg[t] = (int)row[t + 1];
+            }
         }
     }
     if (rk->first) rk->be->upload(rk->be, A->inputs, inputs, sizeof(int) * (size_t)N);

@@ -16,22 +16,23 @@ typedef struct mgt__rank_sizes {
     size_t norm, block, emb, head;       /* floats of a norm, a block's unit, the embedding's and the head's (0: not on this stage) */
     size_t S, shard, keep;               /* the rank's parameters, its DP shard, the units outside blocks */
     size_t e, f;                         /* bytes of the storage type and of fp32 */
-    int dpr, tpr, ppr, nb, first, last, M, kvr, dtype, sp, V; /* V: chunks per stage (pp_virtual) */
+    int replica, tpr, ppr, nb, first, last, M, kvr, dtype, sp, V, cp; /* replica: dpr x cp + cpr; V: chunks per stage (pp_virtual) */
 } mgt__rank_sizes;
 
 static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) {
     const mgt_config *cfg = &p->cfg;
     const mgt_dims *d = &p->dims;
-    size_t unit_align = 16 * (size_t)p->dp;
+    size_t unit_align = 16 * (size_t)p->replicas;
     memset(z, 0, sizeof *z);
     z->dtype = cfg->precision.dtype == MGT_DTYPE_BF16 ? MGT_BF16 : cfg->precision.dtype == MGT_DTYPE_FP16 ? MGT_F16 : MGT_F32;
-    mgt_rank_coords(rank, p->dp, p->tp, &z->dpr, &z->tpr, &z->ppr);
+    mgt_rank_coords(rank, p->replicas, p->tp, &z->replica, &z->tpr, &z->ppr);
+    z->cp = p->cp;
     z->first = z->ppr == 0;
     z->last = z->ppr == p->pp - 1;
     z->nb = mgt__stage_blocks(p, z->ppr);
     z->V = mgt__plan_chunks(p);
     z->M = p->micro_steps;
-    z->C = (size_t)cfg->model.d_model; z->T = (size_t)cfg->model.seq_len; z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
+    z->C = (size_t)cfg->model.d_model; z->T = (size_t)(cfg->model.seq_len / p->cp); z->B = (size_t)cfg->train.micro_batch; z->N = z->B * z->T;
     z->sp = cfg->parallel.sp && p->tp > 1;
     z->R = z->N / (z->sp ? (size_t)p->tp : 1);
     z->Cl = z->C / (size_t)p->tp; z->Hl = (size_t)d->H / (size_t)p->tp; z->Vl = (size_t)p->Vp / (size_t)p->tp;
@@ -43,11 +44,11 @@ static void mgt__rank_sizes_of(const mgt_plan *p, int rank, mgt__rank_sizes *z) 
 #define MGT__UNIT(x) (((x) + unit_align - 1) / unit_align * unit_align)
     z->block = MGT__UNIT(2 * z->norm + mgt__pad16(z->Q * z->C) + mgt__pad16(z->C * z->Cl) + mgt__pad16(z->F * z->C) + mgt__pad16(z->C * z->Hl) +
                          (d->bias ? mgt__pad16(z->Q) + mgt__pad16(z->F) + 2 * mgt__pad16(z->C) : 0));
-    z->emb = z->first ? MGT__UNIT(mgt__pad16(z->Vl * z->C) + (d->rope ? 0 : mgt__pad16(z->T * z->C))) : 0;
+    z->emb = z->first ? MGT__UNIT(mgt__pad16(z->Vl * z->C) + (d->rope ? 0 : mgt__pad16((size_t)cfg->model.seq_len * z->C))) : 0;
     z->head = z->last ? MGT__UNIT(z->norm + (!d->tied || p->pp > 1 ? mgt__pad16(z->Vl * z->C) : 0)) : 0;
 #undef MGT__UNIT
     z->S = z->emb + (size_t)z->nb * z->block + z->head;
-    z->shard = z->S / (size_t)p->dp;
+    z->shard = z->S / (size_t)p->replicas;
     z->keep = z->emb + z->head;
 }
 
@@ -57,7 +58,7 @@ static void mgt__plan_rank_cuda(const mgt_plan *p, const mgt__rank_sizes *z, mgt
     const mgt_dims *d = &p->dims;
     size_t per_block = (size_t)(6 + 2 * !d->rms + 4 * d->bias), /* tensors of a block */ ss = (z->S / 65536 + (size_t)(4 + per_block * (size_t)z->nb + 2) + 1) * sizeof(double);
     size_t oc = z->Q > z->F ? z->Q : z->F, k, f = z->f;
-    int kinds[6], g;
+    int kinds[7], g;
     size_t NHl = (size_t)(cfg->model.n_head / p->tp), hs = z->Cl / NHl;
     o->cuda_attention = z->B * NHl * z->T * f; /* flash attention's backward: dout . out per row and head */
     if (mgt_cudnn_attention_serves(z->dtype, (int)hs, (int)NHl, (int)((z->Q - z->Cl) / 2 / hs))) /* cuDNN's: also its fp32 dq accumulator */
@@ -73,8 +74,8 @@ static void mgt__plan_rank_cuda(const mgt_plan *p, const mgt__rank_sizes *z, mgt
     /* NCCL: a communicator per group of more than one rank (a group of the whole world uses the
        world's), about 300 MiB each on NVLink: 32 channels x the Simple (4 MiB), LL128 (4.5 MiB)
        and LL (0.25 MiB) buffers, NCCL's defaults; NCCL_BUFFSIZE and NCCL_NCHANNELS change it */
-    kinds[0] = p->tp; kinds[1] = p->dp; kinds[2] = p->pp; kinds[3] = p->pp > 1 && (z->first || z->last) ? 2 : 1; kinds[4] = p->world; kinds[5] = z->kvr;
-    for (g = 0; g < 6; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p->world || g == 4);
+    kinds[0] = p->tp; kinds[1] = p->replicas; kinds[2] = p->pp; kinds[3] = p->pp > 1 && (z->first || z->last) ? 2 : 1; kinds[4] = p->world; kinds[5] = z->kvr; kinds[6] = p->cp;
+    for (g = 0; g < 7; g++) o->cuda_communicators += kinds[g] > 1 && (kinds[g] < p->world || g == 4);
     o->cuda_nccl_estimate = (size_t)o->cuda_communicators * ((size_t)300 << 20);
     o->cuda_context_estimate = (size_t)500 << 20; /* the CUDA context and the modules it loads: about 500 MiB on an H100 */
 }
@@ -106,7 +107,14 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
         o->bytes[MGT_COLL_SEND_RECV] += (double)M * (double)(z->R * z->C * e) * 2.0 * ((z->V - first) + (z->V - last));
         if ((first || last) && d->tied) o->bytes[MGT_COLL_ALL_REDUCE] += (double)(z->Vl * z->C * f); /* the tied embedding */
     }
-    if (p->dp > 1) {
+    if (z->cp > 1) { /* ring attention, per block and micro-batch (mgt__ring_attention_*): forward, cp - 1 key/value blocks (N, 2 KVl)
+                      passed on in the storage type; backward, the same and cp gradient blocks in fp32; recompute reruns the forward's.
+                      A sendrecv counts its send and its receive */
+        double kv = (double)(z->N * (z->Q - z->Cl));
+        double fwd = 2.0 * (double)(z->cp - 1) * kv * (double)e, bwd = fwd + 2.0 * (double)z->cp * kv * (double)f;
+        o->bytes[MGT_COLL_SEND_RECV] += (double)M * (double)nb * (fwd * (recompute ? 2 : 1) + bwd);
+    }
+    if (p->replicas > 1) {
         double full = (double)(z->S * f), blocks = (double)((size_t)nb * z->block * f), fetches;
         double pfull = full / (double)f * (double)e, pblocks = blocks / (double)f * (double)e; /* parameters: storage type */
         if (p->zero == 0) o->bytes[MGT_COLL_ALL_REDUCE] += full;
@@ -125,14 +133,14 @@ static void mgt__plan_rank_traffic(const mgt_plan *p, const mgt__rank_sizes *z, 
                     each block's ln_1 (from its start) and ln_2 (after c_attn and attn.c_proj), the head's ln_f (from its start); a
                     norm's weight and bias are one call, the padding between them included */
         size_t run = z->norm - mgt__pad16(z->C) + z->C, o2 = z->norm + mgt__pad16(z->Q * z->C) + mgt__pad16(z->C * z->Cl) + (d->bias ? mgt__pad16(z->Q) + mgt__pad16(z->C) : 0);
-        size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
-        size_t h0 = p->zero >= 1 ? (size_t)z->dpr * (z->head / (size_t)p->dp) : 0, h1 = p->zero >= 1 ? h0 + z->head / (size_t)p->dp : z->head;
+        size_t s0 = p->zero >= 1 ? (size_t)z->replica * (z->block / (size_t)p->replicas) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->replicas : z->block;
+        size_t h0 = p->zero >= 1 ? (size_t)z->replica * (z->head / (size_t)p->replicas) : 0, h1 = p->zero >= 1 ? h0 + z->head / (size_t)p->replicas : z->head;
         o->bytes[MGT_COLL_ALL_REDUCE] += (double)f * ((double)nb * (double)(mgt__overlap(0, run, s0, s1) + mgt__overlap(o2, o2 + run, s0, s1)) +
                                                       (last ? (double)mgt__overlap(0, run, h0, h1) : 0));
     }
     if (z->kvr > 1) { /* replicated key/value heads: their rows of c_attn's weight (and bias) in each block, summed over the kv group
                          once a step in fp32, the rank's DP slice of them under ZeRO (mgt__kv_grads); a block lays out ln_1, c_attn.weight, c_attn.bias */
-        size_t s0 = p->zero >= 1 ? (size_t)z->dpr * (z->block / (size_t)p->dp) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->dp : z->block;
+        size_t s0 = p->zero >= 1 ? (size_t)z->replica * (z->block / (size_t)p->replicas) : 0, s1 = p->zero >= 1 ? s0 + z->block / (size_t)p->replicas : z->block;
         size_t w0 = z->norm + z->Cl * z->C, b0 = z->norm + mgt__pad16(z->Q * z->C) + z->Cl;
         o->bytes[MGT_COLL_ALL_REDUCE] += (double)nb * (double)f *
                                          (double)(mgt__overlap(w0, z->norm + z->Q * z->C, s0, s1) + (d->bias ? mgt__overlap(b0, b0 - z->Cl + z->Q, s0, s1) : 0));
@@ -155,7 +163,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     max_block = z.nb ? z.block : 0;
     max_unit = z.emb > z.block ? z.emb : z.block;
     max_unit = z.head > max_unit ? z.head : max_unit;
-    o->rank = rank; o->dp = z.dpr; o->tp = z.tpr; o->pp = z.ppr;
+    o->rank = rank; o->dp = z.replica / p->cp; o->cp = z.replica % p->cp; o->tp = z.tpr; o->pp = z.ppr;
     o->first_block = mgt__chunk_first(p, z.ppr); /* with pp_virtual > 1: of its first chunk, and of its last chunk */
     o->last_block = mgt__chunk_first(p, z.ppr + (z.V - 1) * p->pp + 1) - 1;
     o->params = z.S;
@@ -165,7 +173,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
         o->tensors = (z.first ? (d->rope ? 1 : 2) : 0) + z.nb * mgt__block_slots(d, slot) + (z.last ? (d->rms ? 1 : 2) + (!d->tied || p->pp > 1) : 0);
     }
     o->mem[MGT_MEM_PARAMS] = e * (p->zero >= 3 ? z.shard : z.S);
-    o->mem[MGT_MEM_BUFFERS] = e * (p->zero >= 3 ? 2 * max_unit : 0) + f * (p->zero >= 2 ? (max_unit + max_block) / (size_t)p->dp : 0);
+    o->mem[MGT_MEM_BUFFERS] = e * (p->zero >= 3 ? 2 * max_unit : 0) + f * (p->zero >= 2 ? (max_unit + max_block) / (size_t)p->replicas : 0);
     o->mem[MGT_MEM_GRADS] = f * (p->zero >= 2 ? z.shard + 2 * max_block + z.keep : z.S);
     o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p->zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
@@ -181,7 +189,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
          apart from what every block keeps */
         size_t cheap = 2 * mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * z.Hl * e);
         size_t kept = mgt__carve_bytes(z.R * C * e) + 4 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Q * e) +
-                      mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA)) +
+                      mgt__carve_bytes(mgt__att_bytes(z.B, (size_t)(cfg->model.n_head / p->tp), z.T, e, cfg->parallel.device == MGT_DEVICE_CUDA || z.cp > 1)) +
                       mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
         int rec = cfg->train.recompute;
         a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
@@ -196,17 +204,19 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     one = a_resid + a_layer + a_last + a_io;
     scratch = mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * C * e) + (mgt__plan_zb(p) ? 0 : mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e)) +
               (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0) + (z.sp ? mgt__carve_bytes(N * C * e) : 0); /* dres, dln, dqkv and dfch (zb: per block), dact, full */
+    if (z.cp > 1) /* ring attention's key/value blocks and their gradients, two each, the merged output and dq (mgt__scratch_layout) */
+        scratch += 2 * mgt__carve_bytes(N * (z.Q - z.Cl) * e) + 2 * mgt__carve_bytes(N * (z.Q - z.Cl) * f) + 2 * mgt__carve_bytes(N * z.Cl * f);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
     o->micro_in_flight = (int)sets;
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
     threads = threads / p->world > 0 ? threads / p->world : 1;
-    o->mem[MGT_MEM_WORKSPACE] = f * z.T * z.T * (size_t)threads;
+    o->mem[MGT_MEM_WORKSPACE] = f * (z.cp > 1 ? 2 * (z.T / 2) * (z.T / 2) : z.T * z.T) * (size_t)threads; /* mgt__att_scratch_floats */
     if (z.dtype != MGT_F32) { /* the CPU backend's fp32 copies of a 16-bit op's operands */
         mgt__shape sh;
         memset(&sh, 0, sizeof sh);
         sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p->tp; sh.Vl = (int)z.Vl;
         sh.KVl = (int)(z.Q - z.Cl) / 2; sh.Fl = (int)z.F;
-        sh.first = z.first; sh.last = z.last;
+        sh.first = z.first; sh.last = z.last; sh.cp = z.cp;
         o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
     }
     if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(p, &z, o);
@@ -276,7 +286,7 @@ static int mgt__fit_need(const mgt_plan *of, int inference, const double *gpu_fr
     if (inference || (gpu_free && cfg->parallel.device != MGT_DEVICE_CUDA)) {
         mgt_config v = *cfg;
         if (inference) v.train.micro_batch = v.train.global_batch = 1; /* sampling: one sequence, no optimizer */
-        if (inference) v.parallel.sp = 0; /* and its rows whole (mgt__rank_place) */
+        if (inference) v.parallel.sp = 0, v.parallel.cp = 1; /* and its rows whole, on one rank (mgt__rank_place, mgt_run_open) */
         if (gpu_free) v.parallel.device = MGT_DEVICE_CUDA; /* the plan's workspace is then the CUDA backend's (issue 13); no rule depends on the device */
         if ((inference && mgt_config_validate(&v) != MGT_OK) || mgt__plan_make(&v, &variant) != MGT_OK) return -1;
         plan = &variant;
@@ -293,7 +303,7 @@ static int mgt__fit_need(const mgt_plan *of, int inference, const double *gpu_fr
         for (c = 0; c < MGT_MEM_COUNT; c++) rank += (double)p.mem[c]; /* on GPUs the workspace is the CUDA backend's scratch and cuBLAS's */
         if (!gpu_free) { n->planned += rank; continue; }
         /* NCCL: a communicator for the world and for each kind of group with more than one member */
-        reserve *= 1 + (world > 1) + (cfg->parallel.tp > 1) + (cfg->parallel.dp > 1) + 2 * (cfg->parallel.pp > 1);
+        reserve *= 1 + (world > 1) + (cfg->parallel.tp > 1) + (cfg->parallel.dp * cfg->parallel.cp > 1) + 2 * (cfg->parallel.pp > 1) + (cfg->parallel.cp > 1);
         rank += reserve;
         n->host += (double)(p.mem[MGT_MEM_PARAMS] + p.mem[MGT_MEM_OPTIMIZER]); /* a checkpoint copies the rank to the host */
         have = r < nfree ? gpu_free[r] : least;
@@ -344,7 +354,7 @@ static int mgt__lever(char *buf, size_t cap, const mgt_config *cfg, int inferenc
 /* what would make cfg fit, each tried with the planner, written into levers ("" when nothing does) */
 static void mgt__fit_levers(const mgt_config *cfg, int inference, const double *gpu_free, int nfree, mgt_fit *out, char *levers, size_t cap) {
     char what[96];
-    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    int world = cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp;
     mgt_config c = *cfg;
     int per_dp = cfg->train.global_batch / cfg->parallel.dp, m, z, t, found = 0, selective = 0, nkv = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
     for (m = cfg->train.micro_batch - 1; m >= 1 && !found && !inference; m--) {
@@ -399,7 +409,7 @@ static mgt_result mgt__fit(const mgt_plan *plan, int inference, const double *gp
     double avail = mgt__meminfo("MemAvailable:"), mapped = 0;
     const char *env = getenv("MGT_MEMORY_CHECK");
     struct rlimit lim;
-    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, used;
+    int world = cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp, used;
     memset(out, 0, sizeof *out);
     out->device = gpu_free ? MGT_DEVICE_CUDA : MGT_DEVICE_CPU;
     out->enforced = !(env && !strcmp(env, "off"));

@@ -13,21 +13,24 @@ typedef struct mgt__pipe_action {
     int order, sender, seq;
 } mgt__pipe_action;
 
-/* One rank: its slice of the model, its optimizer shard, its communicator. A run has dp x tp x pp
-   of them; on CPU each is a thread with its share of the cores. */
+/* One rank: its slice of the model, its optimizer shard, its communicator. A run has dp x cp x tp
+   x pp of them; on CPU each is a thread with its share of the cores. */
 struct mgt__rank {
     struct mgt_run *run;
-    int rank, dpr, tpr, ppr, first, last, l0, nblocks;
+    int rank, dpr, tpr, ppr, cpr, first, last, l0, nblocks;
+    int replica;                  /* among the dp x cp ranks with the same parameters (dp_g): dpr x cp + cpr */
     int device;                   /* its GPU, or -1 on the CPU */
     mgt_gpu_reading gpu;          /* the GPU's last reading */
     mgt_backend *be;
     mgt_comm *comm;               /* the rank's communicator (the warm-up swaps in a quiet one) */
-    mgt_group tp_g, dp_g, pp_g, emb_g, world_g;
+    mgt_group tp_g, dp_g, pp_g, emb_g, world_g; /* dp_g: the replicas (dp x cp ranks), over which gradients are summed and ZeRO shards */
+    mgt_group cp_g;               /* the context-parallel ranks that share this rank's sequences (the ring of attention) */
+    double ring_s;                /* of this step's send/receive seconds, the ring's (a communicator that times each call as it returns) */
     mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
     int *members;                 /* storage of the groups' rank lists */
     mgt__layout lay;
     mgt__shape shape;
-    size_t shard;                 /* elements in this rank's shards: the sum of unit.size / dp */
+    size_t shard;                 /* elements in this rank's shards: the sum of unit.size / replicas */
     void *params;                 /* the compute copy in the storage type: full (zero < 3) */
     float *grads;                 /* fp32 gradients, full (zero < 2) */
     void *pshard;                 /* the compute copy's shard (zero 3) */
@@ -85,7 +88,9 @@ struct mgt__rank {
    process, or another process's as its driver sees it) */
 static void mgt__rank_locate(mgt__rank *rk, const mgt_plan *p, int index) {
     rk->rank = index;
-    mgt_rank_coords(index, p->dp, p->tp, &rk->dpr, &rk->tpr, &rk->ppr);
+    mgt_rank_coords(index, p->replicas, p->tp, &rk->replica, &rk->tpr, &rk->ppr);
+    rk->dpr = rk->replica / p->cp;
+    rk->cpr = rk->replica % p->cp;
     rk->first = rk->ppr == 0;
     rk->last = rk->ppr == p->pp - 1;
     rk->l0 = mgt__chunk_first(p, rk->ppr); /* its first chunk's first block (with pp_virtual > 1 more chunks follow, pp chunks apart) */
@@ -176,7 +181,7 @@ static mgt_result mgt__comm_sync(mgt__rank *rk, long ticket) { return rk->comm->
    prefetched earlier is waited for here */
 static mgt_result mgt__fetch(mgt__rank *rk, int u) {
     const mgt__unit *un = &rk->lay.u[u];
-    size_t s = un->size / (size_t)rk->run->plan.dp;
+    size_t s = un->size / (size_t)rk->run->plan.replicas;
     int slot;
     if (rk->run->plan.zero < 3) return MGT_OK;
     for (slot = 0; slot < 2; slot++)
@@ -214,7 +219,7 @@ static mgt_result mgt__block_grads_flush(mgt__rank *rk, int slot) {
     int u = rk->gpending[slot];
     if (u < 0) return MGT_OK;
     MGT__TRY(mgt__comm_sync(rk, rk->gticket[slot]));
-    rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, slot ? rk->rs_tmp1 : rk->rs_tmp, rk->lay.u[u].size / (size_t)rk->run->plan.dp);
+    rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, slot ? rk->rs_tmp1 : rk->rs_tmp, rk->lay.u[u].size / (size_t)rk->run->plan.replicas);
     rk->gpending[slot] = -1;
     return MGT_OK;
 }
@@ -227,7 +232,7 @@ static mgt_result mgt__block_grads_done(mgt__rank *rk, int u) {
     MGT__TRY(mgt__block_grads_flush(rk, 1 - slot)); /* the previous block's, which ran while this one computed */
     rk->gticket[slot] = mgt__comm_defer(rk);
     MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->unit_gbuf[slot], slot ? rk->rs_tmp1 : rk->rs_tmp,
-                                      rk->lay.u[u].size / (size_t)rk->run->plan.dp, MGT_F32));
+                                      rk->lay.u[u].size / (size_t)rk->run->plan.replicas, MGT_F32));
     rk->gpending[slot] = u;
     rk->gslot = 1 - slot;
     return MGT_OK;
@@ -254,6 +259,116 @@ static void mgt__norm_backward(mgt__rank *rk, void *dinp, const void *dout, cons
     else be->layernorm_backward(be, dinp, mgt__G(rk, t_weight), mgt__G(rk, t_bias), dout, inp, mgt__P(rk, t_weight), mean, rstd, N, rk->shape.C);
 }
 
+/* ---- context parallelism: the rank's two chunks of the sequence, and ring attention -------------
+
+   With parallel.cp = P the sequence is cut into 2P chunks and context-parallel rank i holds chunks i
+   and 2P - 1 - i (rows (2, B, T / 2)), so that every rank has the same share of causal attention's
+   work (Megatron-LM's and torchtitan's load balance). Everything but attention is row by row; the
+   positions (GPT-2's wpe, RoPE) are the chunks'. Attention is a ring (Liu et al. 2023, "Ring
+   Attention"): each rank's key/value block goes around the CP group; at step r a rank holds the
+   block of rank i - r, attends its own queries to it (a chunk's own keys causally, an earlier
+   chunk's in full, a later one's not at all) and merges the result by log-sum-exp, while the next
+   block arrives. The backward passes the blocks around again, with their gradients travelling with
+   them, which are home after P steps. */
+static int mgt__cp_chunk(int cpr, int cp, int h) { return h == 0 ? cpr : 2 * cp - 1 - cpr; } /* global chunk of local chunk h */
+#define MGT__AT(p, i, elt) ((void *)((char *)(p) + (size_t)(i) * (size_t)(elt))) /* element i of a buffer of elt-byte elements */
+
+/* RoPE on a qkv buffer (or its gradient), at the positions of the rank's rows */
+static void mgt__rope(mgt__rank *rk, void *qkv, int backward) {
+    const mgt__shape *s = &rk->shape;
+    const mgt_dims *d = &rk->run->plan.dims;
+    int NKVl = s->KVl / d->hs, h, Tc = s->T / 2, W = s->Cl + 2 * s->KVl;
+    float theta = (float)rk->run->plan.cfg.model.rope_theta;
+    void (*op)(mgt_backend *, void *, int, int, int, int, int, float, int) = backward ? rk->be->rope_backward : rk->be->rope_forward;
+    if (s->cp == 1) { op(rk->be, qkv, s->B, s->T, s->NHl, NKVl, d->hs, theta, 0); return; }
+    for (h = 0; h < 2; h++)
+        op(rk->be, MGT__AT(qkv, (size_t)h * s->B * Tc * W, s->elt), s->B, Tc, s->NHl, NKVl, d->hs, theta, mgt__cp_chunk(rk->cpr, s->cp, h) * Tc);
+}
+
+/* the ring's neighbours */
+static int mgt__cp_next(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + 1) % rk->cp_g.size]; }
+static int mgt__cp_prev(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + rk->cp_g.size - 1) % rk->cp_g.size]; }
+
+/* a block on to the next rank of the ring while the previous rank's arrives; its seconds are kept
+   apart from the pipeline's (the bubble) */
+static mgt_result mgt__ring_pass(mgt__rank *rk, const void *send, void *recv, size_t count, int dtype) {
+    double before = rk->comm->stats.seconds[MGT_COLL_SEND_RECV];
+    mgt_result res = rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), send, mgt__cp_prev(rk), recv, count, dtype);
+    rk->ring_s += rk->comm->stats.seconds[MGT_COLL_SEND_RECV] - before;
+    return res;
+}
+
+/* the pairs of (query chunk, key/value chunk) that attend at ring step `step`, for forward and
+   backward alike: calls visit(q chunk, kv chunk, causal, first of the query chunk) */
+#define MGT__RING_PAIRS(rk, step, BODY)                                                                             \
+    do {                                                                                                           \
+        int mgt__qh, mgt__kh, mgt__src = ((rk)->cpr - (step) + (rk)->shape.cp) % (rk)->shape.cp;                   \
+        for (mgt__qh = 0; mgt__qh < 2; mgt__qh++)                                                                  \
+            for (mgt__kh = 0; mgt__kh < 2; mgt__kh++) {                                                            \
+                int qi = mgt__cp_chunk((rk)->cpr, (rk)->shape.cp, mgt__qh), kj = mgt__cp_chunk(mgt__src, (rk)->shape.cp, mgt__kh); \
+                int qh = mgt__qh, kh = mgt__kh, causal = qi == kj, first = (step) == 0 && mgt__kh == 0;           \
+                if (kj > qi) continue; /* a later chunk: masked whole */                                           \
+                (void)first;                                                                                       \
+                BODY;                                                                                              \
+            }                                                                                                      \
+    } while (0)
+
+/* forward: atty (N, Cl) and the log-sum-exps (att) of the layer from its qkv */
+static mgt_result mgt__ring_attention_forward(mgt__rank *rk, mgt__layer_acts *a) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    mgt__grad_scratch *g = &rk->gs;
+    int B = s->B, Tc = s->T / 2, N = B * s->T, KV2 = 2 * s->KVl, W = s->Cl + KV2, NKVl = s->KVl / rk->run->plan.dims.hs, step, dt = be->dtype;
+    size_t rows = (size_t)B * Tc, e = s->elt;
+    be->copy_cols(be, g->kv[0], dt, KV2, MGT__AT(a->qkv, s->Cl, e), dt, W, (size_t)N, KV2);
+    for (step = 0; step < s->cp; step++) {
+        int cur = step & 1;
+        long ticket = -1;
+        if (step + 1 < s->cp) { /* the next block arrives while this one is attended to */
+            ticket = mgt__comm_defer(rk);
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
+        }
+        MGT__RING_PAIRS(rk, step,
+                        be->attention_part_forward(be, g->o + (size_t)qh * rows * s->Cl, (float *)a->att + (size_t)qh * B * s->NHl * Tc,
+                                                   MGT__AT(a->qkv, (size_t)qh * rows * W, e), MGT__AT(g->kv[cur], (size_t)kh * rows * KV2, e), KV2, B,
+                                                   Tc, s->Cl, s->NHl, NKVl, causal, first));
+        MGT__TRY(mgt__comm_sync(rk, ticket));
+    }
+    be->cast(be, a->atty, dt, g->o, MGT_F32, (size_t)N * s->Cl);
+    return MGT_OK;
+}
+
+/* backward: dqkv (N, W) from d(atty) */
+static mgt_result mgt__ring_attention_backward(mgt__rank *rk, mgt__layer_acts *a, void *dqkv, const void *datty) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    mgt__grad_scratch *g = &rk->gs;
+    int B = s->B, Tc = s->T / 2, N = B * s->T, KV2 = 2 * s->KVl, W = s->Cl + KV2, NKVl = s->KVl / rk->run->plan.dims.hs, step, dt = be->dtype;
+    size_t rows = (size_t)B * Tc, e = s->elt;
+    be->zero(be, g->dq, sizeof(float) * (size_t)N * s->Cl);
+    be->zero(be, g->dkv[0], sizeof(float) * (size_t)N * KV2);
+    be->copy_cols(be, g->kv[0], dt, KV2, MGT__AT(a->qkv, s->Cl, e), dt, W, (size_t)N, KV2);
+    for (step = 0; step < s->cp; step++) {
+        int cur = step & 1;
+        long ticket = -1;
+        if (step + 1 < s->cp) {
+            ticket = mgt__comm_defer(rk);
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
+        }
+        MGT__RING_PAIRS(rk, step,
+                        be->attention_part_backward(be, g->dq + (size_t)qh * rows * s->Cl, g->dkv[cur] + (size_t)kh * rows * KV2,
+                                                    MGT__AT(datty, (size_t)qh * rows * s->Cl, e), MGT__AT(a->atty, (size_t)qh * rows * s->Cl, e),
+                                                    (const float *)a->att + (size_t)qh * B * s->NHl * Tc, MGT__AT(a->qkv, (size_t)qh * rows * W, e),
+                                                    MGT__AT(g->kv[cur], (size_t)kh * rows * KV2, e), KV2, B, Tc, s->Cl, s->NHl, NKVl, causal));
+        MGT__TRY(mgt__comm_sync(rk, ticket));
+        /* the block's gradient goes on with it; after the last step each is back with its owner */
+        MGT__TRY(mgt__ring_pass(rk, g->dkv[cur], g->dkv[1 - cur], (size_t)N * KV2, MGT_F32));
+    }
+    be->copy_cols(be, dqkv, dt, W, g->dq, MGT_F32, s->Cl, (size_t)N, s->Cl);
+    be->copy_cols(be, MGT__AT(dqkv, s->Cl, e), dt, W, g->dkv[s->cp & 1], MGT_F32, KV2, (size_t)N, KV2);
+    return MGT_OK;
+}
+
 /* forward of block b: reads resid[b], writes resid[b+1]. The norms, residual adds and row-parallel
    biases run on the rank's R rows (all N but under sequence parallelism), the GEMMs and attention
    on all N (gathered into gs.full under sequence parallelism, where the row-parallel GEMMs also
@@ -271,8 +386,9 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt__norm_forward(rk, a->ln1, a->ln1_mean, a->ln1_rstd, x, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), R);
     MGT__TRY(mgt__all_rows(rk, a->ln1, full, &rows));
     be->matmul_forward(be, a->qkv, rows, MGT__BP(MGT__QKVW), MGT__BP(MGT__QKVB), N, C, s->Cl + 2 * s->KVl);
-    if (d->rope) be->rope_forward(be, a->qkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
-    be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
+    if (d->rope) mgt__rope(rk, a->qkv, 0);
+    if (s->cp > 1) MGT__TRY(mgt__ring_attention_forward(rk, a));
+    else be->attention_forward(be, a->atty, a->att, a->qkv, s->B, s->T, s->Cl, s->NHl, NKVl);
     be->matmul_forward(be, s->sp ? full : a->res2, a->atty, MGT__BP(MGT__PROJW), NULL, N, s->Cl, C);
     MGT__TRY(mgt__tp_sum(rk, s->sp ? full : a->res2, a->res2)); /* row-parallel: sum the partial products */
     if (!d->rms && MGT__BT(MGT__PROJB) >= 0) /* GPT-2: the residual and LayerNorm in one pass */
@@ -336,8 +452,9 @@ static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     MGT__TRY(mgt__all_rows(rk, g->dres, zb ? a->dattn : g->full, &dout));
     if (zb && dout != a->dattn) be->cast(be, a->dattn, be->dtype, dout, be->dtype, (size_t)N * C);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), dout, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
-    be->attention_backward(be, dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
-    if (d->rope) be->rope_backward(be, dqkv, s->B, s->T, s->NHl, NKVl, d->hs, (float)rk->run->plan.cfg.model.rope_theta);
+    if (s->cp > 1) MGT__TRY(mgt__ring_attention_backward(rk, a, dqkv, g->dln));
+    else be->attention_backward(be, dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
+    if (d->rope) mgt__rope(rk, dqkv, 1);
     if (!zb) MGT__TRY(mgt__all_rows(rk, a->ln1, g->full, &rows));
     be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), dqkv, rows, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
     MGT__TRY(mgt__tp_sum(rk, g->dln, g->full));
@@ -374,8 +491,15 @@ static mgt_result mgt__embed_forward(mgt__rank *rk, mgt__acts *A) {
     const mgt__shape *s = &rk->shape;
     void *partial = s->sp ? rk->gs.full : A->resid[0];
     MGT__TRY(mgt__fetch(rk, 0));
-    rk->be->encoder_forward(rk->be, partial, A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL,
-                            s->B, s->T, s->C);
+    const float *wpe = rk->tpr == 0 ? mgt__P(rk, mgt__t_wpe(rk)) : NULL;
+    if (s->cp == 1) rk->be->encoder_forward(rk->be, partial, A->inputs, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl, wpe, s->B, s->T, s->C);
+    else { /* each chunk with its positions */
+        int h, Tc = s->T / 2;
+        size_t rows = (size_t)s->B * Tc;
+        for (h = 0; h < 2; h++)
+            rk->be->encoder_forward(rk->be, MGT__AT(partial, h * rows * s->C, s->elt), A->inputs + h * rows, mgt__P(rk, 0), rk->tpr * s->Vl, s->Vl,
+                                    wpe ? MGT__AT(wpe, (size_t)mgt__cp_chunk(rk->cpr, s->cp, h) * Tc * s->C, s->elt) : NULL, s->B, Tc, s->C);
+    }
     return mgt__tp_sum(rk, partial, A->resid[0]);
 }
 
@@ -516,7 +640,15 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
         const void *dout;
         MGT__TRY(mgt__fetch(rk, 0));
         MGT__TRY(mgt__all_rows(rk, rk->gs.dres, rk->gs.full, &dout)); /* each TP rank's vocabulary rows take every row's gradient */
-        rk->be->encoder_backward(rk->be, mgt__G(rk, 0), mgt__G(rk, mgt__t_wpe(rk)), dout, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
+        float *dwpe = mgt__G(rk, mgt__t_wpe(rk));
+        if (s->cp == 1) rk->be->encoder_backward(rk->be, mgt__G(rk, 0), dwpe, dout, A->inputs, rk->tpr * s->Vl, s->Vl, s->B, s->T, s->C);
+        else {
+            int h, Tc = s->T / 2;
+            size_t rows = (size_t)s->B * Tc;
+            for (h = 0; h < 2; h++)
+                rk->be->encoder_backward(rk->be, mgt__G(rk, 0), dwpe ? dwpe + (size_t)mgt__cp_chunk(rk->cpr, s->cp, h) * Tc * s->C : NULL,
+                                         MGT__AT(dout, h * rows * s->C, s->elt), A->inputs + h * rows, rk->tpr * s->Vl, s->Vl, s->B, Tc, s->C);
+        }
         mgt__release(rk, 0);
         if (last_micro && !rk->shape.zb) MGT__TRY(mgt__bucket_done(rk, 0));
     }

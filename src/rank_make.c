@@ -22,9 +22,9 @@ static void mgt__rank_free(mgt__rank *rk) {
         be->free(be, rk->gshard, sh, MGT_MEM_GRADS);
         be->free(be, rk->unit_gbuf[0], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
         be->free(be, rk->unit_gbuf[1], sizeof(float) * rk->max_block, MGT_MEM_GRADS);
-        be->free(be, rk->rs_tmp1, sizeof(float) * rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS);
+        be->free(be, rk->rs_tmp1, sizeof(float) * rk->max_block / (size_t)p->replicas, MGT_MEM_BUFFERS);
         for (u = 0; u < 2; u++) be->free(be, rk->keep_gbuf[u], sizeof(float) * rk->keep_size[u], MGT_MEM_GRADS);
-        be->free(be, rk->rs_tmp, sizeof(float) * rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS);
+        be->free(be, rk->rs_tmp, sizeof(float) * rk->max_unit / (size_t)p->replicas, MGT_MEM_BUFFERS);
         be->free(be, rk->m, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
         be->free(be, rk->v, p->zero >= 1 ? sh : full, MGT_MEM_OPTIMIZER);
         be->free(be, rk->acts_block, rk->acts_bytes, MGT_MEM_ACTIVATIONS);
@@ -86,20 +86,22 @@ static void mgt__make_group(mgt_group *g, int **cursor, int kind, int world, int
     for (i = 0; i < size; i++) (*cursor)[i] = base + i * stride;
     *cursor += size;
 }
-/* a rank's groups, all in one place: TP (neighbours), DP, PP, the embedding pair (first and last
-   stage), the world, and the key/value replicas (runs of k neighbouring TP ranks) */
+/* a rank's groups, all in one place: TP (neighbours), DP (the replicas: dp x cp), PP, the
+   embedding pair (first and last stage), the world, the key/value replicas (runs of k neighbouring
+   TP ranks) and CP (every tp-th rank of a run of cp x tp) */
 static mgt_result mgt__rank_groups(mgt__rank *rk, const mgt_plan *p) {
-    int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), *cur;
-    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + p->dp + p->pp + 2 + W + k));
+    int W = p->world, index = rk->rank, k = mgt__kv_replicas(&p->dims, p->tp), R = p->replicas, *cur;
+    rk->members = (int *)MGT_MALLOC(sizeof(int) * (size_t)(p->tp + R + p->pp + 2 + W + k + p->cp));
     if (!rk->members) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     cur = rk->members;
     mgt__make_group(&rk->tp_g, &cur, MGT_GROUP_TP, W, index / p->tp, p->tp, rk->tpr, 1, index - rk->tpr);
-    mgt__make_group(&rk->dp_g, &cur, MGT_GROUP_DP, W, rk->ppr * p->tp + rk->tpr, p->dp, rk->dpr, p->tp, rk->ppr * p->tp * p->dp + rk->tpr);
-    mgt__make_group(&rk->pp_g, &cur, MGT_GROUP_PP, W, rk->dpr * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
-    mgt__make_group(&rk->emb_g, &cur, MGT_GROUP_EMBEDDING, W, rk->dpr * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
-                    (p->pp - 1) * p->tp * p->dp, rk->dpr * p->tp + rk->tpr);
+    mgt__make_group(&rk->dp_g, &cur, MGT_GROUP_DP, W, rk->ppr * p->tp + rk->tpr, R, rk->replica, p->tp, rk->ppr * p->tp * R + rk->tpr);
+    mgt__make_group(&rk->pp_g, &cur, MGT_GROUP_PP, W, rk->replica * p->tp + rk->tpr, p->pp, rk->ppr, p->tp * R, rk->replica * p->tp + rk->tpr);
+    mgt__make_group(&rk->emb_g, &cur, MGT_GROUP_EMBEDDING, W, rk->replica * p->tp + rk->tpr, p->pp > 1 ? 2 : 1, rk->last && p->pp > 1 ? 1 : 0,
+                    (p->pp - 1) * p->tp * R, rk->replica * p->tp + rk->tpr);
     mgt__make_group(&rk->world_g, &cur, MGT_GROUP_WORLD, W, 0, W, index, 1, 0);
     mgt__make_group(&rk->kv_g, &cur, MGT_GROUP_KV, W, index / k, k, rk->tpr % k, 1, index - rk->tpr % k);
+    mgt__make_group(&rk->cp_g, &cur, MGT_GROUP_CP, W, index - rk->cpr * p->tp, p->cp, rk->cpr, p->tp, index - rk->cpr * p->tp);
     return MGT_OK;
 }
 
@@ -115,14 +117,15 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     if (!mgt__layout_alloc(&rk->lay, p)) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     mgt__layout_make(&rk->lay, p, rk->ppr, rk->tpr);
     for (u = 0; u < rk->lay.nu; u++) {
-        rk->shard += rk->lay.u[u].size / (size_t)p->dp;
+        rk->shard += rk->lay.u[u].size / (size_t)p->replicas;
         if (rk->lay.u[u].size > rk->max_unit) rk->max_unit = rk->lay.u[u].size;
         if (mgt__is_block_unit(rk, u) && rk->lay.u[u].size > rk->max_block) rk->max_block = rk->lay.u[u].size;
     }
     MGT__TRY(mgt__rank_groups(rk, p));
     /* shape of this rank's slice */
     rk->shape.B = r->inference ? 1 : cfg->train.micro_batch;
-    rk->shape.T = cfg->model.seq_len;
+    rk->shape.cp = r->inference ? 1 : p->cp;
+    rk->shape.T = cfg->model.seq_len / rk->shape.cp; /* its share of the sequence: two chunks under context parallelism */
     rk->shape.C = cfg->model.d_model;
     rk->shape.tp = p->tp;
     rk->shape.Cl = cfg->model.d_model / p->tp;
@@ -145,20 +148,22 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
 /* the rank's backend, from its world; on a GPU, everything a step uses is made now, from the
    largest operands */
 static mgt_result mgt__rank_backend(mgt_run *r, mgt__rank *rk) {
-    const mgt_config *cfg = &r->plan.cfg;
     mgt_backend *be;
     {
         mgt__rank_want want;
         want.rank = rk->rank;
         want.dtype = r->dtype;
         want.threads = r->threads_per_rank;
-        want.scratch_floats = (size_t)cfg->model.seq_len * (size_t)cfg->model.seq_len;
+        want.scratch_floats = mgt__att_scratch_floats(&rk->shape);
         want.widen_floats = mgt__widen_floats(&rk->shape);
         MGT__TRY(r->world_api->backend(r->world, &want, &rk->be, &rk->device));
     }
     be = rk->be;
     mgt__enter(be);
     rk->shape.att_lse = be->att_lse; /* the size of what attention saves */
+    if (rk->shape.cp > 1 && (!be->attention_part_forward || !be->attention_part_backward || !be->copy_cols))
+        return mgt__fail(MGT_ERROR_CONFIG, "[parallel] cp = %d: the %s backend has no ring attention (attention_part_forward, attention_part_backward, "
+                         "copy_cols); set parallel.cp = 1, or device = cpu", rk->shape.cp, be->name);
     rk->host_io = MGT_MALLOC(sizeof(double) * (size_t)rk->shape.B * (size_t)rk->shape.T); /* 2N ints or N doubles */
     if (!rk->host_io) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
     if (be->reserve) { /* GPU: everything a step uses, made now from the largest operands */
@@ -211,10 +216,10 @@ static mgt_result mgt__rank_state(mgt_run *r, mgt__rank *rk) {
             if (rk->max_block) {
                 MGT__ALLOC(rk->unit_gbuf[0], rk->max_block, MGT_MEM_GRADS)
                 MGT__ALLOC(rk->unit_gbuf[1], rk->max_block, MGT_MEM_GRADS)
-                MGT__ALLOC(rk->rs_tmp1, rk->max_block / (size_t)p->dp, MGT_MEM_BUFFERS)
+                MGT__ALLOC(rk->rs_tmp1, rk->max_block / (size_t)p->replicas, MGT_MEM_BUFFERS)
             }
             rk->gpending[0] = rk->gpending[1] = -1;
-            MGT__ALLOC(rk->rs_tmp, rk->max_unit / (size_t)p->dp, MGT_MEM_BUFFERS)
+            MGT__ALLOC(rk->rs_tmp, rk->max_unit / (size_t)p->replicas, MGT_MEM_BUFFERS)
             for (u = 0, k = 0; u < rk->lay.nu; u++) {
                 rk->unit_grad[u] = NULL;
                 if (mgt__is_block_unit(rk, u)) continue;

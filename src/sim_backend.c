@@ -290,6 +290,41 @@ static void mgt__sim_attention_backward(mgt_backend *be, void *dqkv, const void 
         mgt__sim_charge_t(be, "attention_backward", MGT_SIM_ATTENTION, 0, 0, 2 * N * C + 14 * W * hs + 16 * W,
                           (2 * N * C + 2 * (2 * N * C + 2 * N * KV) + N * C + 2 * N * KV) * e + 20 * rows, 2 * W, 0, 0, 0, 3);
 }
+/* one block of ring attention (context parallelism): as attention above on the pairs of the block,
+   causal (the triangle) or whole; the output and log-sum-exp merged in fp32 (read and written), the
+   backward's dq and dk, dv accumulated in fp32 */
+static void mgt__sim_attention_part(mgt_backend *be, const char *name, int backward, int B, int T, int C, int NH, int NKV, int causal) {
+    double N = (double)B * T, hs = C / (double)NH, e = MGT__SIM_E, rows = (double)B * NH * T, KV = hs * NKV;
+    double S = (double)B * NH * T * T, W = causal ? mgt__sim_attention_pairs(B, T, NH) : S;
+    MGT__SIM_ARGS(B, T, C, NH, NKV, causal);
+    if (mgt__sim_on_cpu(be)) {
+        if (!backward)
+            mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 4 * N * T * C, (N * C + 2 * N * KV + 2 * S) * e + 8 * N * C, 5 * S, 2 * S * 4, S, T, T, hs, 3);
+        else
+            mgt__sim_charge(be, name, MGT_SIM_ATTENTION, 8 * N * T * C, (3 * N * C + 2 * N * KV) * e + 8 * (N * C + 2 * N * KV) + 8 * S, 4 * S, 3 * S * 4,
+                            T, T, hs, 5);
+    } else if (!backward)
+        mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 0, 0, 4 * W * hs + 8 * W, (N * C + 2 * N * KV) * e + 8 * N * C + 8 * rows, W, 0, 0, 0, 1);
+    else
+        mgt__sim_charge_t(be, name, MGT_SIM_ATTENTION, 0, 0, 2 * N * C + 14 * W * hs + 16 * W, (3 * N * C + 2 * N * KV) * e + 8 * (N * C + 2 * N * KV) + 8 * rows,
+                          2 * W, 0, 0, 0, 3);
+}
+static void mgt__sim_attention_part_forward(mgt_backend *be, float *o, float *lse, const void *qkv, const void *kv, int ks, int B, int T, int C, int NH,
+                                            int NKV, int causal, int first) {
+    (void)o; (void)lse; (void)qkv; (void)kv; (void)ks; (void)first;
+    mgt__sim_attention_part(be, "attention_part_forward", 0, B, T, C, NH, NKV, causal);
+}
+static void mgt__sim_attention_part_backward(mgt_backend *be, float *dq, float *dkv, const void *dout, const void *out, const float *lse, const void *qkv,
+                                             const void *kv, int ks, int B, int T, int C, int NH, int NKV, int causal) {
+    (void)dq; (void)dkv; (void)dout; (void)out; (void)lse; (void)qkv; (void)kv; (void)ks;
+    mgt__sim_attention_part(be, "attention_part_backward", 1, B, T, C, NH, NKV, causal);
+}
+static void mgt__sim_copy_cols(mgt_backend *be, void *dst, int dt, int ds, const void *src, int st, int ss, size_t rows, int cols) {
+    double n = (double)rows * cols;
+    (void)dst; (void)ds; (void)src; (void)ss;
+    MGT__SIM_ARGS((long long)rows, cols, dt, st, 0, 0);
+    mgt__sim_charge(be, "copy_cols", MGT_SIM_ELEMENTWISE, 0, 0, n, n * (double)(mgt__dtype_size(dt) + mgt__dtype_size(st)), 0, 0, 0, 1);
+}
 /* the Llama family's ops: memory-bound, one kernel each (the CUDA backend's rmsnorm.cu, rope.cu, swiglu.cu) */
 static void mgt__sim_rmsnorm_forward(mgt_backend *be, void *out, float *rstd, const void *inp, const void *w, float eps, int N, int C) {
     (void)out; (void)rstd; (void)inp; (void)w; (void)eps;
@@ -307,12 +342,12 @@ static void mgt__sim_rope(mgt_backend *be, const char *name, int B, int T, int N
     MGT__SIM_ARGS(B, T, NH, NKV, hs, 0);
     mgt__sim_charge_t(be, name, MGT_SIM_ELEMENTWISE, 0, 0, 3.0 * n, 2.0 * n * MGT__SIM_E, N * hs, 0, 0, 0, 1);
 }
-static void mgt__sim_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta) {
-    (void)qkv; (void)theta;
+static void mgt__sim_rope_forward(mgt_backend *be, void *qkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
+    (void)qkv; (void)theta; (void)pos0;
     mgt__sim_rope(be, "rope_forward", B, T, NH, NKV, hs);
 }
-static void mgt__sim_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta) {
-    (void)dqkv; (void)theta;
+static void mgt__sim_rope_backward(mgt_backend *be, void *dqkv, int B, int T, int NH, int NKV, int hs, float theta, int pos0) {
+    (void)dqkv; (void)theta; (void)pos0;
     mgt__sim_rope(be, "rope_backward", B, T, NH, NKV, hs);
 }
 static void mgt__sim_swiglu_forward(mgt_backend *be, void *out, const void *inp, int N, int H) {

@@ -380,6 +380,9 @@ static mgt_result mgt__sim_world_create(mgt__sim_world **out, int world, const m
         be->matmul_gelu_backward = mgt__sim_matmul_gelu_backward;
         be->attention_forward = mgt__sim_attention_forward;
         be->attention_backward = mgt__sim_attention_backward;
+        be->attention_part_forward = mgt__sim_attention_part_forward;
+        be->attention_part_backward = mgt__sim_attention_part_backward;
+        be->copy_cols = mgt__sim_copy_cols;
         be->gelu_forward = mgt__sim_gelu_forward;
         be->gelu_backward = mgt__sim_gelu_backward;
         be->rmsnorm_forward = mgt__sim_rmsnorm_forward;

@@ -54,6 +54,16 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
         float *att = MGT__TAKE(a[0] * a[3] * a[1] * a[1]);
         if (arena && name[10] == 'f') be->attention_forward(be, y, att, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4]);
         else if (arena) be->attention_backward(be, dqkv, y, qkv, y, att, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4]); /* out: unread on the CPU */
+    } else if (!strcmp(name, "attention_part_forward") || !strcmp(name, "attention_part_backward")) { /* B, T, C, NH, NKV, causal */
+        long long KV2 = 2 * (a[2] / a[3]) * a[4], W = a[2] + KV2;
+        float *qkv = MGT__TAKE(a[0] * a[1] * W), *kv = MGT__TAKE(a[0] * a[1] * KV2), *dkv = MGT__TAKE(a[0] * a[1] * KV2);
+        float *o = MGT__TAKE(a[0] * a[1] * a[2]), *y = MGT__TAKE(a[0] * a[1] * a[2]), *lse = MGT__TAKE(a[0] * a[3] * a[1]);
+        if (arena && name[15] == 'f') be->attention_part_forward(be, o, lse, qkv, kv, (int)KV2, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], (int)a[5], 1);
+        else if (arena) /* lse: the arena's values, small and finite, as a merged forward's are */
+            be->attention_part_backward(be, o, dkv, y, y, lse, qkv, kv, (int)KV2, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], (int)a[5]);
+    } else if (!strcmp(name, "copy_cols")) { /* rows, cols, dst dtype, src dtype */
+        float *x = MGT__TAKE(a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]);
+        if (arena) be->copy_cols(be, y, (int)a[2], (int)a[1], x, (int)a[3], (int)a[1], (size_t)a[0], (int)a[1]);
     } else if (!strcmp(name, "rmsnorm_forward") || !strcmp(name, "rmsnorm_backward")) { /* N, C */
         float *x = MGT__TAKE(a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]), *g = MGT__TAKE(a[0] * a[1]), *rstd = MGT__TAKE(a[0]), *w = MGT__TAKE(a[1]);
         float *dw = MGT__TAKE(a[1]);
@@ -61,8 +71,8 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
         else if (arena) be->rmsnorm_backward(be, y, dw, g, x, w, rstd, (int)a[0], (int)a[1]);
     } else if (!strcmp(name, "rope_forward") || !strcmp(name, "rope_backward")) { /* B, T, NH, NKV, hs */
         float *qkv = MGT__TAKE(a[0] * a[1] * (a[2] + 2 * a[3]) * a[4]);
-        if (arena && name[5] == 'f') be->rope_forward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f);
-        else if (arena) be->rope_backward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f);
+        if (arena && name[5] == 'f') be->rope_forward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f, 0);
+        else if (arena) be->rope_backward(be, qkv, (int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)a[4], 10000.0f, 0);
     } else if (!strcmp(name, "swiglu_forward") || !strcmp(name, "swiglu_backward")) { /* N, H */
         float *x = MGT__TAKE(2 * a[0] * a[1]), *dx = MGT__TAKE(2 * a[0] * a[1]), *y = MGT__TAKE(a[0] * a[1]);
         if (arena && name[7] == 'f') be->swiglu_forward(be, y, x, (int)a[0], (int)a[1]);
@@ -210,7 +220,7 @@ static double mgt__sim_measure(mgt__sim_world *w, int dtype, const mgt_sim_op *o
     ready = need > 0 && (double)need * sizeof(float) * (w->companions + 1) <= MGT__SIM_MEASURE_BYTES;
     for (j = 0; ready && j <= w->companions; j++)
         ready = mgt__sim_meter_ready(&w->meters[j], w->measure_threads, dtype, need,
-                                     !strncmp(op->name, "attention", 9) ? (size_t)(op->args[1] * op->args[1]) : 0);
+                                     !strncmp(op->name, "attention", 9) ? 2 * (size_t)(op->args[1] * op->args[1]) : 0);
     if (!ready) { /* nothing to run, or no memory to run it: the model */
         w->ops_modelled++;
         pthread_mutex_unlock(&w->measure_mu);

@@ -4,8 +4,8 @@
 
 /* the slice [lo, hi) of unit u that this DP rank owns (its ZeRO shard, or its share of the norm) */
 static void mgt__unit_slice(const mgt__rank *rk, int u, size_t *lo, size_t *hi) {
-    size_t s = rk->lay.u[u].size / (size_t)rk->run->plan.dp;
-    *lo = rk->lay.u[u].offset + (size_t)rk->dpr * s;
+    size_t s = rk->lay.u[u].size / (size_t)rk->run->plan.replicas;
+    *lo = rk->lay.u[u].offset + (size_t)rk->replica * s;
     *hi = *lo + s;
 }
 /* element `flat` of this rank's slice of unit u, in whichever buffer holds it (elements of elt bytes) */
@@ -86,7 +86,7 @@ static mgt_result mgt__reduce_gradients(mgt__rank *rk) {
         MGT__TRY(mgt__block_grads_flush(rk, rk->gslot)); /* the older pending block first: the same order of additions */
         MGT__TRY(mgt__block_grads_flush(rk, 1 - rk->gslot));
         for (u = 0; u < rk->lay.nu; u++) {
-            size_t s = rk->lay.u[u].size / (size_t)p->dp;
+            size_t s = rk->lay.u[u].size / (size_t)p->replicas;
             if (mgt__is_block_unit(rk, u)) continue;
             MGT__TRY(rk->comm->reduce_scatter(rk->comm, &rk->dp_g, rk->unit_grad[u], rk->rs_tmp, s, MGT_F32));
             rk->be->add_inplace(rk->be, rk->gshard + rk->lay.u[u].shard_offset, rk->rs_tmp, s);
@@ -188,7 +188,7 @@ static mgt_result mgt__optimizer_step(mgt__rank *rk, double lr, double grad_scal
             if (bt.count == MGT_ADAMW_BATCH) mgt__adamw_flush(rk, &bt);
         }
         if (p->zero == 1 || p->zero == 2) { /* every DP rank gets the updated unit back */
-            size_t s = rk->lay.u[u].size / (size_t)p->dp, e = rk->shape.elt;
+            size_t s = rk->lay.u[u].size / (size_t)p->replicas, e = rk->shape.elt;
             mgt__adamw_flush(rk, &bt);
             MGT__TRY(rk->comm->all_gather(rk->comm, &rk->dp_g, (char *)rk->params + lo * e, (char *)rk->params + rk->lay.u[u].offset * e, s, rk->be->dtype));
         }
@@ -278,10 +278,11 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     struct mgt_run *run = rk->run;
     const mgt_plan *p = &run->plan;
     double t0 = mgt_now(), sumsq, norm, lr, clip = 1.0, loss_scale = run->loss_scale;
-    float grad_scale = (float)loss_scale / ((float)run->plan.cfg.train.global_batch * (float)rk->shape.T);
+    float grad_scale = (float)loss_scale / ((float)run->plan.cfg.train.global_batch * (float)run->plan.cfg.model.seq_len);
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
+    rk->ring_s = 0; /* a forward-only pass since the last step used the ring too */
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat, 2 * sizeof(double));
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
@@ -313,7 +314,10 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     MGT__TRY(mgt__settle(rk));
     rk->step_s = mgt_now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
-    rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
+    /* the bubble: waiting for pipeline peers, the time in sends and receives but the ring of context
+       parallelism's, which is communication. A communicator that times its calls when the step ends
+       (NCCL) cannot tell them apart: with cp > 1 they all count as communication there */
+    rk->bubble_s = rk->shape.cp == 1 ? rk->step_comm.seconds[MGT_COLL_SEND_RECV] : rk->comm->sync ? 0 : rk->step_comm.seconds[MGT_COLL_SEND_RECV] - rk->ring_s;
     rk->comm_s = 0;
     for (u = 0; u < MGT_COLL_COUNT; u++) rk->comm_s += rk->step_comm.seconds[u];
     rk->comm_s -= rk->bubble_s;
@@ -338,22 +342,24 @@ static mgt_result mgt__rank_forward_only(mgt__rank *rk, const uint32_t *rows, in
 
 
 
-static mgt__rank *mgt__rank_at(mgt_run *r, int dpr, int tpr, int ppr) { return &r->ranks[mgt_rank_at(dpr, tpr, ppr, r->plan.dp, r->plan.tp)]; }
+/* the rank of a replica (dpr x cp + cpr), TP rank and stage */
+static mgt__rank *mgt__rank_at(mgt_run *r, int replica, int tpr, int ppr) { return &r->ranks[mgt_rank_at(replica, tpr, ppr, r->plan.replicas, r->plan.tp)]; }
 
 /* the rank's communicator from its world, made on its own thread beside the others' (NCCL's group
    splits are collective) */
 static mgt_result mgt__rank_connect(mgt__rank *rk) {
     mgt_run *r = rk->run;
-    const mgt_group *groups[6];
+    const mgt_group *groups[7];
     int i, s, dt = rk->be->dtype;
     char *buf;
-    groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g; groups[5] = &rk->kv_g;
-    MGT__TRY(r->world_api->comm(r->world, rk->rank, rk->be, groups, 6, &rk->comm));
+    groups[0] = &rk->tp_g; groups[1] = &rk->dp_g; groups[2] = &rk->pp_g; groups[3] = &rk->emb_g; groups[4] = &rk->world_g; groups[5] = &rk->kv_g; groups[6] = &rk->cp_g;
+    MGT__TRY(r->world_api->comm(r->world, rk->rank, rk->be, groups, 7, &rk->comm));
     if (!r->world_api->on_gpus) return MGT_OK;
     /* NCCL connects on first use, allocating and synchronising: one collective on every group and a
-       send/receive with each pipeline neighbour, now, so that no step does anything for the first time */
+       send/receive with each pipeline neighbour and around the context-parallel ring, now, so that no
+       step does anything for the first time */
     buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
-    for (i = 0; i < 6; i++)
+    for (i = 0; i < 7; i++)
         if (groups[i]->size > 1 && groups[i]->ranks[groups[i]->index] == rk->rank) MGT__TRY(rk->comm->barrier(rk->comm, groups[i]));
     for (s = 0; s + 1 < r->plan.pp; s++) /* pairs in stage order: no cycle of waits */
         if (rk->ppr == s || rk->ppr == s + 1) {
@@ -364,6 +370,8 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
         int peer = rk->pp_g.ranks[rk->first ? r->plan.pp - 1 : 0];
         MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
     }
+    if (rk->cp_g.size > 1) /* the ring of attention (a CP group is one stage's: after the pipeline's pairs, no cycle of waits) */
+        MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), buf, mgt__cp_prev(rk), buf + rk->be->elt, 1, dt));
     if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
     return MGT_OK;
@@ -552,11 +560,11 @@ static mgt_result mgt__run_cmd(mgt_run *r, int cmd, const uint32_t *rows, int mi
     return MGT_OK;
 }
 
-/* the summed loss of the last stage, over DP ranks in order: the same number whatever the layout */
+/* the summed loss of the last stage, over DP and CP ranks in order: the same number whatever the layout */
 static double mgt__gather_loss(mgt_run *r) {
     double sum = 0;
     int d;
-    for (d = 0; d < r->plan.dp; d++) sum += mgt__rank_at(r, d, 0, r->plan.pp - 1)->loss_sum;
+    for (d = 0; d < r->plan.replicas; d++) sum += mgt__rank_at(r, d, 0, r->plan.pp - 1)->loss_sum;
     return sum;
 }
 

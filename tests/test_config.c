@@ -258,6 +258,19 @@ static void test_values(void) {
             else check(r == MGT_OK, "validate: zb with selective recompute and ZeRO 1: %s", said(r));
         }
     }
+    { /* context parallelism: seq_len in 2 cp chunks of equal size; the layout search does not choose it */
+        mgt_config_init(&cfg);
+        mgt_config_set(&cfg, "model.seq_len=96");
+        mgt_config_set(&cfg, "parallel.cp=5");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_ERROR_CONFIG && has("[parallel] cp = 5 with seq_len = 96") && has("multiple of 10"), "validate: cp 5 on 96 tokens is refused: %s", said(r));
+        mgt_config_set(&cfg, "parallel.cp=3");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_OK, "validate: cp 3 on 96 tokens (6 chunks of 16): %s", said(r));
+        mgt_config_set(&cfg, "parallel.layout=auto");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_ERROR_CONFIG && has("cp = 3 with layout = auto") && has("set layout = manual"), "validate: cp 3 with layout auto is refused: %s", said(r));
+    }
     mgt_config_init(&cfg);
     r = mgt_config_validate(&cfg);
     check(r == MGT_OK, "validate: the defaults: %s", said(r));
@@ -380,7 +393,7 @@ static void test_checkpoints(void) {
             static const char *fixed[] = {"model.n_layer=1", "model.n_head=1", "model.d_model=8", "model.seq_len=8", "model.vocab_size=256",
                                           "model.n_kv_head=0", "model.d_ff=0", "model.init=",
                                           "data.val=", "data.tokenizer=byte", "train.steps=1", "train.global_batch=1", "train.micro_batch=1",
-                                          "train.eval_every=0", "parallel.device=cpu", "parallel.dp=1", "parallel.tp=1", "parallel.sp=0", "parallel.pp=1",
+                                          "train.eval_every=0", "parallel.device=cpu", "parallel.dp=1", "parallel.tp=1", "parallel.sp=0", "parallel.pp=1", "parallel.cp=1",
                                           "parallel.pp_virtual=1", "parallel.zero=0", "parallel.threads=1", "parallel.layout=manual", "precision.dtype=fp32",
                                           "precision.loss_scale=65536",
                                           "checkpoint.every=0", "log.metrics=none", "log.tensorboard="};

@@ -1083,7 +1083,7 @@ static void test_preconditions(void) {
     expect_invalid("rmsnorm_forward out = inp", mgt_cuda_rmsnorm_forward<float>(a, rstd, a, c, 1e-5f, 4, 16, nullptr), "rmsnorm.cu", "out != inp");
     expect_invalid("rmsnorm_backward dinp = dout", mgt_cuda_rmsnorm_backward<float>(a, b, c, a, d, d, rstd, 4, 16, nullptr), "rmsnorm.cu",
                    "dinp != dout");
-    expect_invalid("rope_forward odd head size", mgt_cuda_rope_forward<float>(a, 1, 4, 2, 1, 7, 10000.0f, nullptr), "rope.cu", "hs % 2 == 0");
+    expect_invalid("rope_forward odd head size", mgt_cuda_rope_forward<float>(a, 1, 4, 2, 1, 7, 10000.0f, 0, nullptr), "rope.cu", "hs % 2 == 0");
     expect_invalid("swiglu_backward dinp = inp", mgt_cuda_swiglu_backward<float>(a, a, b, 4, 8, nullptr), "swiglu.cu", "dinp != inp");
     expect_invalid("encoder_forward out = wte", mgt_cuda_encoder_forward<float>(a, tok, a, 0, 4, b, 1, 4, 16, nullptr), "encoder.cu", "out != wte");
     expect_invalid("encoder_forward null tokens", mgt_cuda_encoder_forward<float>(a, nullptr, b, 0, 4, c, 1, 4, 16, nullptr), "encoder.cu", "tokens");
@@ -1222,7 +1222,7 @@ template <class T> static void test_rope(int B, int Tn, int NH, int NKV, int hs,
         std::vector<T> x;
         in_orders(ck, random, [&] {
             x = x0;
-            ck.rc(dir ? mgt_cuda_rope_backward<T>(x.data(), B, Tn, NH, NKV, hs, theta, nullptr) : mgt_cuda_rope_forward<T>(x.data(), B, Tn, NH, NKV, hs, theta, nullptr));
+            ck.rc(dir ? mgt_cuda_rope_backward<T>(x.data(), B, Tn, NH, NKV, hs, theta, 0, nullptr) : mgt_cuda_rope_forward<T>(x.data(), B, Tn, NH, NKV, hs, theta, 0, nullptr));
             return std::vector<blob>{bytes(x)};
         });
         /* the angle t / theta^(2i/hs) in fp32: powf, the exponent's rounding (ln theta 2^-24 relative)

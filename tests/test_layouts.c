@@ -87,6 +87,15 @@ static const feature_layout features[] = {
     /* and with sequence parallelism (the pipeline moves the rank's 1/tp of the rows) and selective recompute */
     {{1, 2, 2, 0, "1f1b"}, "parallel.pp_virtual=2 parallel.sp=1 train.micro_batch=2", 0},
     {{1, 1, 2, 0, "1f1b"}, "parallel.pp_virtual=2 train.micro_batch=2 train.recompute=selective", 0},
+    /* context parallelism: the sequence in 2 cp chunks, attention a ring; the grid tp, cp, dp, pp (gradients summed over dp x cp,
+       ZeRO sharded over them), with sequence parallelism inside the chunks, pipelines, recompute */
+    {{1, 1, 1, 0, "1f1b"}, "parallel.cp=2", 1},
+    {{1, 1, 1, 0, "1f1b"}, "parallel.cp=4", 0},
+    {{2, 2, 1, 2, "1f1b"}, "parallel.cp=2", 0},
+    {{1, 1, 2, 0, "1f1b"}, "parallel.cp=2", 0},
+    {{2, 1, 1, 3, "1f1b"}, "parallel.cp=2", 0},
+    {{1, 2, 1, 0, "1f1b"}, "parallel.cp=2 parallel.sp=1 train.recompute=full", 0},
+    {{1, 1, 2, 0, "1f1b"}, "parallel.cp=2 train.recompute=selective", 0},
     /* zero-bubble ZB-H1 (pp_schedule = zb): the backward split into B and deferred W, 8 micro-batches of 1 (W's held
        across several); with data parallelism the DP buckets wait for the last W (ZeRO 0) or the step's end (ZeRO 1); with
        sequence parallelism W gathers the norms' outputs again, and selective recompute rebuilds them for W */
@@ -95,6 +104,7 @@ static const feature_layout features[] = {
     {{2, 1, 2, 0, "zb"}, "train.micro_batch=1", 0},
     {{2, 1, 2, 1, "zb"}, "train.micro_batch=2", 0},
     {{1, 2, 2, 0, "zb"}, "parallel.sp=1 train.recompute=selective train.micro_batch=2", 0},
+    {{1, 1, 2, 0, "zb"}, "parallel.cp=2 train.micro_batch=1", 0}, /* and context parallelism: B runs the ring's backward */
     {{0, 0, 0, 0, NULL}, NULL, 0}, /* the end */
 };
 
@@ -282,7 +292,7 @@ static int feature_runs(int quick, int once, int lean, const char *only) {
                 for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
                 w = weight_diff_by(run, ref, dt);
                 check(e <= loss_tol && w <= weight_tol, "%-28s %d ranks: max loss difference %.2e, max weight difference %.2e", name,
-                      l->dp * l->tp * l->pp, e, w);
+                      l->dp * l->tp * l->pp * cfg.parallel.cp, e, w);
                 mgt_run_destroy(run);
                 runs++;
             }
@@ -534,6 +544,36 @@ int main(int argc, char **argv) {
         mgt_run_destroy(run);
         for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
         check(e <= 1e-5, "%scheckpoint moved tp2 sp selective -> 1 rank -> dp2 tp2 zero3 sp at steps %d and %d: max loss difference %.2e over %d steps",
+              llama ? "llama " : "", third, 2 * third, e, steps);
+    }
+    /* context parallelism changes where a sequence's rows are, not what is stored (the parameters are
+       whole on every CP rank, ZeRO shards them over dp x cp): a checkpoint of cp2 ZeRO 3 resumes under
+       one rank, then under tp2 x cp2 with a pipeline, GPT-2 and Llama */
+    for (llama = 0; llama < 2; llama++) {
+        const layout z3 = {1, 1, 1, 3, "1f1b"}, tppp = {1, 2, 2, 0, "1f1b"};
+        const char *name = llama ? "llama_cp_moving" : "cp_moving";
+        int third = steps / 3;
+        double e = 0;
+        config(&cfg, &one, 0, llama ? "llama_one_cp" : "one_cp", quick, "fp32");
+        ref = train(&cfg, steps, base, NULL);
+        mgt_run_destroy(ref);
+        extra_set = "parallel.cp=2";
+        config(&cfg, &z3, 0, name, quick, "fp32");
+        extra_set = NULL;
+        run = train(&cfg, third, got, NULL);
+        mgt_run_save(run, NULL, 0);
+        mgt_run_destroy(run);
+        config(&cfg, &one, 0, name, quick, "fp32");
+        run = train(&cfg, 2 * third, got, "latest");
+        mgt_run_save(run, NULL, 0);
+        mgt_run_destroy(run);
+        extra_set = "parallel.cp=2";
+        config(&cfg, &tppp, 0, name, quick, "fp32");
+        extra_set = NULL;
+        run = train(&cfg, steps, got, "latest");
+        mgt_run_destroy(run);
+        for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
+        check(e <= 1e-5, "%scheckpoint moved cp2 zero3 -> 1 rank -> cp2 tp2 pp2 at steps %d and %d: max loss difference %.2e over %d steps",
               llama ? "llama " : "", third, 2 * third, e, steps);
     }
     llama = 0;

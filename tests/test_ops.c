@@ -493,6 +493,58 @@ static void test_attention(mgt_backend *be, int B, int T, int C, int NH, int NKV
     free(qkv); free(R); free(out); free(att); free(dqkv); free(ratt); free(g); free(k.qkv); free(k.R); free(k.out);
 }
 
+/* ring attention (context parallelism): the sequence in nch chunks of Tc rows, each chunk's queries
+   attending to every earlier chunk's keys whole and to its own causally, one part at a time, merged
+   by log-sum-exp (attention_part_forward), the parts taken in reverse so the merge is not just an
+   append; out must be causal attention over the whole sequence, and the parts' backward
+   (attention_part_backward, from the merged out and lse) its gradient */
+static void test_ring_attention(mgt_backend *be, int B, int Tc, int nch, int C, int NH, int NKV) {
+    int T = Tc * nch, hs = C / NH, KV2 = 2 * NKV * hs, W = C + KV2, i, j, b, t;
+    size_t nq = (size_t)B * T * W, no = (size_t)B * T * C, rows = (size_t)B * Tc;
+    float *qkv = frand(nq, 405 + T, -2, 2), *R = frand(no, 406, -1, 1), *got = fnan(no), *dqkv = fnan(nq);
+    float *cq = falloc(nq), *ckv = falloc((size_t)B * T * KV2), *co = fnan(no), *lse = fnan((size_t)B * NH * T), *cR = falloc(no);
+    float *dq = falloc(no), *dkv = falloc((size_t)B * T * KV2);
+    double *g = dalloc(nq);
+    char what[96];
+    attn_ctx k;
+    k.B = B; k.T = T; k.C = C; k.NH = NH; k.NKV = NKV; k.qkv = to_double(qkv, nq); k.R = to_double(R, no); k.out = dalloc(no);
+    ref_attention(k.out, NULL, k.qkv, B, T, C, NH, NKV);
+    /* chunk-major copies: chunk j's rows (B, Tc), its keys and values packed (B, Tc, 2 KV) */
+    for (j = 0; j < nch; j++)
+        for (b = 0; b < B; b++)
+            for (t = 0; t < Tc; t++) {
+                size_t from = (size_t)b * T + (size_t)j * Tc + (size_t)t, to = (size_t)j * rows + (size_t)b * Tc + (size_t)t;
+                memcpy(cq + to * W, qkv + from * W, sizeof(float) * (size_t)W);
+                memcpy(ckv + to * KV2, qkv + from * W + C, sizeof(float) * (size_t)KV2);
+                memcpy(cR + to * C, R + from * C, sizeof(float) * (size_t)C);
+            }
+    for (i = 0; i < nch; i++)
+        for (j = i; j >= 0; j--)
+            be->attention_part_forward(be, co + (size_t)i * rows * C, lse + (size_t)i * B * NH * Tc, cq + (size_t)i * rows * W, ckv + (size_t)j * rows * KV2, KV2,
+                                       B, Tc, C, NH, NKV, i == j, j == i);
+    memset(dq, 0, sizeof(float) * no);
+    memset(dkv, 0, sizeof(float) * (size_t)B * T * KV2);
+    for (i = 0; i < nch; i++)
+        for (j = 0; j <= i; j++)
+            be->attention_part_backward(be, dq + (size_t)i * rows * C, dkv + (size_t)j * rows * KV2, cR + (size_t)i * rows * C, co + (size_t)i * rows * C,
+                                        lse + (size_t)i * B * NH * Tc, cq + (size_t)i * rows * W, ckv + (size_t)j * rows * KV2, KV2, B, Tc, C, NH, NKV, i == j);
+    for (j = 0; j < nch; j++) /* back to (B, T) order */
+        for (b = 0; b < B; b++)
+            for (t = 0; t < Tc; t++) {
+                size_t to = (size_t)b * T + (size_t)j * Tc + (size_t)t, from = (size_t)j * rows + (size_t)b * Tc + (size_t)t;
+                memcpy(got + to * C, co + from * C, sizeof(float) * (size_t)C);
+                memcpy(dqkv + to * W, dq + from * C, sizeof(float) * (size_t)C);
+                memcpy(dqkv + to * W + C, dkv + from * KV2, sizeof(float) * (size_t)KV2);
+            }
+    snprintf(what, sizeof what, "out, %d chunks of %d (B=%d C=%d NH=%d NKV=%d)", nch, Tc, B, C, NH, NKV);
+    report("attention_part_fwd", what, max_err(got, k.out, no), TOL_FWD);
+    fd_grad(attn_obj, &k, k.qkv, nq, g);
+    snprintf(what, sizeof what, "dqkv = fd (+= over the parts) %s", NKV < NH ? "GQA" : "");
+    report("attention_part_bwd", what, max_err(dqkv, g, nq), TOL_BWD);
+    free(qkv); free(R); free(got); free(dqkv); free(cq); free(ckv); free(co); free(lse); free(cR); free(dq); free(dkv); free(g);
+    free(k.qkv); free(k.R); free(k.out);
+}
+
 /* ---- rmsnorm ----------------------------------------------------------------------------------- */
 
 static void ref_rmsnorm(double *out, double *rstd, const double *x, const double *w, double eps, int N, int C) {
@@ -579,10 +631,10 @@ static void test_rope(mgt_backend *be, int B, int T, int NH, int NKV, int hs) {
     rope_ctx k;
     k.B = B; k.T = T; k.NH = NH; k.NKV = NKV; k.hs = hs; k.theta = theta; k.x = to_double(x, n); k.R = to_double(R, n); k.tmp = dalloc(n);
     ref_rope(ref, B, T, NH, NKV, hs, theta);
-    be->rope_forward(be, y, B, T, NH, NKV, hs, theta);
+    be->rope_forward(be, y, B, T, NH, NKV, hs, theta, 0);
     snprintf(what, sizeof what, "qkv in place (B=%d T=%d NH=%d NKV=%d hs=%d)", B, T, NH, NKV, hs);
     report("rope_forward", what, max_err(y, ref, n), TOL_FWD);
-    be->rope_backward(be, d, B, T, NH, NKV, hs, theta); /* dqkv in place: the v heads pass through */
+    be->rope_backward(be, d, B, T, NH, NKV, hs, theta, 0); /* dqkv in place: the v heads pass through */
     fd_grad(rope_obj, &k, k.x, n, g);
     report("rope_backward", "dqkv = fd (in place)", max_err(d, g, n), TOL_BWD);
     free(x); free(R); free(y); free(d); free(ref); free(g); free(k.x); free(k.R); free(k.tmp);
@@ -897,6 +949,9 @@ int main(void) {
         test_attention(be, 1, 13, 21, 3, 3);
         test_attention(be, 2, 7, 32, 4, 2); /* grouped-query */
         test_attention(be, 1, 13, 24, 3, 1); /* multi-query */
+        test_ring_attention(be, 2, 6, 2, 24, 3, 3);
+        test_ring_attention(be, 1, 4, 3, 32, 4, 2); /* grouped-query, 3 chunks */
+        test_ring_attention(be, 2, 5, 2, 24, 3, 1); /* multi-query */
         test_rmsnorm(be, 14, 43);
         test_rmsnorm(be, 3, 7);
         test_rope(be, 2, 7, 3, 1, 8);

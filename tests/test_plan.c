@@ -17,6 +17,7 @@ static int pp_virtual = 1, n_layer = 4; /* interleaved 1F1B: chunks per stage, a
 static double traffic_tol = 0.05;  /* of the bytes per collective; 0 where a small term must be seen (the kv heads' 1.6%) */
 static double mem_tol = 0.05;      /* of the bytes per memory category; 0 where every term must be seen (sequence parallelism's) */
 static int sp;                     /* 1: parallel.sp = 1 (sequence parallelism) */
+static int cp = 1;                 /* parallel.cp (context parallelism) */
 
 typedef struct layout { int dp, tp, pp, zero, recompute /* MGT_RECOMPUTE_* */; const char *sched; } layout;
 
@@ -53,6 +54,7 @@ static void config(mgt_config *cfg, const layout *l, int micro) {
     snprintf(set, sizeof set, "data.train=%s/corpus.bin", dir); mgt_config_set(cfg, set);
     snprintf(set, sizeof set, "checkpoint.dir=%s/ck", dir); mgt_config_set(cfg, set);
     if (sp) mgt_config_set(cfg, "parallel.sp=1");
+    snprintf(set, sizeof set, "parallel.cp=%d", cp); mgt_config_set(cfg, set);
 }
 
 /* rank r's plan of cfg (zeroed when cfg is not valid: the checks that read it then fail) */
@@ -77,7 +79,7 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
     if (mgt_run_create(&run, &cfg) != MGT_OK) { printf("FAIL create: %s\n", mgt_last_error()); exit(1); }
     for (i = 0; i < 2; i++)
         if (mgt_run_step(run) != MGT_OK) { printf("FAIL step: %s\n", mgt_last_error()); exit(1); }
-    ranks = l->dp * l->tp * l->pp;
+    ranks = l->dp * l->tp * l->pp * cp;
     for (i = 0; i < ranks; i++) {
         mgt_rank_plan p;
         mgt__rank *rk = &run->ranks[i];
@@ -116,9 +118,9 @@ static void compare(const layout *l, int micro, size_t *opt_bytes, size_t *param
         if (!same) { printf("FAIL published statistics differ from the ranks' (history %d, ranks %d)\n", nh, nr); failures++; }
         free(rs);
     }
-    check(mem_err <= mem_tol && traffic_err <= traffic_tol, "%s%s dp%d tp%d pp%d%s zero%d %s %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%",
-          llama ? "llama " : "", dtype, l->dp, l->tp, l->pp, pp_virtual > 1 ? " x2 chunks" : "", l->zero, l->sched, l->recompute ? mgt_recompute_name(l->recompute) : "",
-          sp ? " sp" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
+    check(mem_err <= mem_tol && traffic_err <= traffic_tol, "%s%s dp%d tp%d pp%d%s%s zero%d %s %s%s micro %d: memory within %.2f%% (worst: %s), traffic within %.2f%%",
+          llama ? "llama " : "", dtype, l->dp, l->tp, l->pp, cp > 1 ? (cp == 2 ? " cp2" : " cp4") : "", pp_virtual > 1 ? " x2 chunks" : "", l->zero, l->sched,
+          l->recompute ? mgt_recompute_name(l->recompute) : "", sp ? " sp" : "", micro, 100 * mem_err, worst[0] ? worst : "exact", 100 * traffic_err);
     mgt_run_destroy(run);
 }
 
@@ -248,6 +250,40 @@ int main(void) {
               "all-gather %.0f of %.0f", with.mem[MGT_MEM_ACTIVATIONS], without.mem[MGT_MEM_ACTIVATIONS], with.bytes[MGT_COLL_ALL_REDUCE],
               without.bytes[MGT_COLL_ALL_REDUCE], with.bytes[MGT_COLL_REDUCE_SCATTER], with.bytes[MGT_COLL_ALL_GATHER], without.bytes[MGT_COLL_ALL_GATHER]);
     }
+    { /* context parallelism: each rank's T / cp rows, attention's log-sum-exps in place of its probabilities, the ring's
+         buffers and scratch, the key/value blocks and their gradients around the ring, gradients reduced and ZeRO sharded over
+         dp x cp: every category and every collective's bytes exact, GPT-2 and Llama, fp32 and bf16 */
+        static const layout cpl[] = {{1, 1, 1, 0, 0, "1f1b"}, {2, 1, 1, 1, 0, "1f1b"}, {2, 2, 1, 3, 0, "1f1b"}, {1, 2, 2, 0, 0, "1f1b"},
+                                     {1, 1, 2, 0, 1, "1f1b"}, {2, 1, 1, 2, MGT_RECOMPUTE_SELECTIVE, "1f1b"}};
+        mgt_config cfg;
+        mgt_rank_plan with, without;
+        layout one = {1, 1, 1, 0, 0, "1f1b"};
+        int k;
+        traffic_tol = mem_tol = 0;
+        cp = 2;
+        for (llama = 0; llama < 2; llama++)
+            for (k = 0; k < 2; k++) {
+                dtype = k ? "bf16" : "fp32";
+                for (i = 0; i < (int)(sizeof cpl / sizeof cpl[0]); i++) {
+                    size_t o, p, g;
+                    compare(&cpl[i], 8 / cpl[i].dp / (i % 2 ? 2 : 1), &o, &p, &g);
+                }
+            }
+        llama = 0;
+        dtype = "fp32";
+        cp = 4;
+        {
+            size_t o, p, g;
+            compare(&cpl[0], 8, &o, &p, &g);
+        }
+        config(&cfg, &one, 8); rank_plan(&cfg, 0, &with);
+        cp = 1;
+        config(&cfg, &one, 8); rank_plan(&cfg, 0, &without);
+        check(with.mem[MGT_MEM_ACTIVATIONS] < without.mem[MGT_MEM_ACTIVATIONS] / 3 && with.bytes[MGT_COLL_SEND_RECV] > 0 && with.params == without.params,
+              "cp 4: activations %zu of one rank's %zu bytes, the ring sends and receives %.0f bytes; the same %zu parameters",
+              with.mem[MGT_MEM_ACTIVATIONS], without.mem[MGT_MEM_ACTIVATIONS], with.bytes[MGT_COLL_SEND_RECV], with.params);
+        traffic_tol = mem_tol = 0.05;
+    }
     /* interleaved 1F1B (pp_virtual 2): memory (the activation sets its schedule holds, each with its
        gradient buffer) and traffic (each chunk receives and sends) exact, fp32 and bf16, GPT-2 and
        Llama; then what interleaving changes against 1F1B on the same layout */
@@ -339,6 +375,12 @@ int main(void) {
             compare(&zl[i], 1, &o, &p, &g);
         }
         sp = 0;
+        cp = 2; /* context parallelism: B runs the ring's backward */
+        for (i = 0; i < 3; i++) {
+            size_t o, p, g;
+            compare(&zl[i], 1, &o, &p, &g);
+        }
+        cp = 1;
         traffic_tol = mem_tol = 0.05;
         /* pp 2, M = 8: each stage keeps pp = 2 sets (1F1B: 2 on stage 0, 1 on stage 1) and moves the same bytes */
         config(&cfg, &lz, 1); rank_plan(&cfg, 0, &z0); rank_plan(&cfg, 1, &z1);

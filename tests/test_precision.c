@@ -144,12 +144,12 @@ static void test_ops16(int dt) {
     }
     { /* rope in place, forward and backward, on 2 query heads and 1 key/value head */
         pair q = input(N * 4 * (C / NH), 76, -1, 1, dt);
-        b32->rope_forward(b32, q.f, B, T, NH, 1, C / NH, 10000.0f);
-        b16->rope_forward(b16, q.h, B, T, NH, 1, C / NH, 10000.0f);
+        b32->rope_forward(b32, q.f, B, T, NH, 1, C / NH, 10000.0f, 0);
+        b16->rope_forward(b16, q.h, B, T, NH, 1, C / NH, 10000.0f, 0);
         same16("rope_forward qkv (in place)", &q, dt);
         refresh(&q, dt);
-        b32->rope_backward(b32, q.f, B, T, NH, 1, C / NH, 10000.0f);
-        b16->rope_backward(b16, q.h, B, T, NH, 1, C / NH, 10000.0f);
+        b32->rope_backward(b32, q.f, B, T, NH, 1, C / NH, 10000.0f, 0);
+        b16->rope_backward(b16, q.h, B, T, NH, 1, C / NH, 10000.0f, 0);
         same16("rope_backward dqkv (in place)", &q, dt);
         pair_free(&q);
     }

@@ -235,6 +235,7 @@ static void layouts(void) {
         {2, 4, 1, 2, 0, 1, "1f1b", "bf16"}, /* Llama: tp 4 over 2 key/value heads, replicated on pairs of ranks */
         {2, 2, 2, 1, MGT_RECOMPUTE_SELECTIVE, 1, "1f1b", "bf16"},
         {1, 1, 2, 0, 0, 1, "1f1b-v2", "fp32"}, {2, 2, 2, 1, 1, 1, "1f1b-v2", "bf16"}, {2, 1, 2, 3, 0, 2, "1f1b-v2", "fp32"}, /* interleaved, 2 chunks a stage */
+        {1, 1, 1, 0, 0, 4, "1f1b-cp2", "fp32"}, {2, 2, 1, 3, 0, 1, "1f1b-cp2", "bf16"}, {1, 1, 2, 0, 1, 2, "1f1b-cp2", "bf16"}, /* context parallel, cp 2 */
         {1, 1, 2, 0, 0, 1, "zb", "fp32"}, {2, 2, 2, 1, MGT_RECOMPUTE_SELECTIVE, 1, "zb", "bf16"}, {1, 1, 4, 0, 0, 1, "zb", "bf16"}, /* zero-bubble */
     };
     size_t i;
@@ -247,8 +248,9 @@ static void layouts(void) {
         char kv[64];
         int r, c;
         if (sp && L[i].tp == 1) continue; /* sequence parallelism: the layouts with tp > 1 */
-        small(&cfg, L[i].dp, L[i].tp, L[i].pp, 1, strcmp(L[i].sched, "1f1b-v2") ? L[i].sched : "1f1b");
+        small(&cfg, L[i].dp, L[i].tp, L[i].pp, 1, strncmp(L[i].sched, "1f1b-", 5) ? L[i].sched : "1f1b");
         set(&cfg, strcmp(L[i].sched, "1f1b-v2") ? "parallel.pp_virtual=1" : "parallel.pp_virtual=2");
+        set(&cfg, strcmp(L[i].sched, "1f1b-cp2") ? "parallel.cp=1" : "parallel.cp=2");
         snprintf(kv, sizeof kv, "train.micro_batch=%d", L[i].micro); set(&cfg, kv);
         set(&cfg, "train.global_batch=8");
         snprintf(kv, sizeof kv, "parallel.zero=%d", L[i].zero); set(&cfg, kv);
@@ -275,7 +277,7 @@ static void layouts(void) {
             /* the pipeline's sends and receives (interleaved: every chunk's) as the plan counts them */
             CHECK(res.ranks[r].bytes[MGT_COLL_SEND_RECV] == p.bytes[MGT_COLL_SEND_RECV], "layout %zu rank %d: send/recv %.0f bytes simulated, %.0f planned", i, r,
                   res.ranks[r].bytes[MGT_COLL_SEND_RECV], p.bytes[MGT_COLL_SEND_RECV]);
-            for (c = 0; sp && c < MGT_COLL_COUNT; c++) /* sequence parallelism: every collective's bytes as planned */
+            for (c = 0; (sp || cfg.parallel.cp > 1) && c < MGT_COLL_COUNT; c++) /* sequence and context parallelism: every collective's bytes as planned */
                 CHECK(res.ranks[r].bytes[c] == p.bytes[c], "layout %zu sp rank %d: %s %.0f bytes simulated, %.0f planned", i, r, mgt_coll_name(c),
                       res.ranks[r].bytes[c], p.bytes[c]);
             for (c = 0; c < MGT_MEM_COUNT; c++)

@@ -243,9 +243,10 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
     return 0;
 }
 
-/* the pipeline schedule's name: gpipe, 1f1b, or "1f1b interleaved x V" (parallel.pp_virtual) */
+/* the pipeline schedule's name: gpipe, 1f1b, zb, or "1f1b interleaved x V" (parallel.pp_virtual) */
 static const char *schedule_name(const mgt_config *cfg) {
     static char name[48];
+    if (cfg->parallel.pp_schedule == 2) return "zb";
     if (cfg->parallel.pp_schedule) return "gpipe";
     if (cfg->parallel.pp_virtual <= 1) return "1f1b";
     snprintf(name, sizeof name, "1f1b interleaved x%d", cfg->parallel.pp_virtual);
@@ -284,7 +285,7 @@ static const char *cp_column(int cp, int value, char *out, size_t cap) {
 /* a layout as the preset keys say it: "dp 2 x tp 1 x pp 2 (1f1b), zero 1, micro_batch 4, recompute none" */
 static void layout_text(const mgt_layout_choice *c, char *out, size_t cap) {
     snprintf(out, cap, "dp %d x tp %d x pp %d%s, zero %d, micro_batch %d, recompute %s", c->dp, c->tp, c->pp,
-             c->pp > 1 ? (c->pp_schedule ? " (gpipe)" : " (1f1b)") : "", c->zero, c->micro_batch, mgt_recompute_name(c->recompute));
+             c->pp > 1 ? (c->pp_schedule == 2 ? " (zb)" : c->pp_schedule ? " (gpipe)" : " (1f1b)") : "", c->zero, c->micro_batch, mgt_recompute_name(c->recompute));
 }
 
 /* parallel.layout = auto: the layout chosen now (mgt_config_resolve_layout), printed with its predicted
@@ -1190,7 +1191,7 @@ static int search_layouts(const mgt_config *base, const char *gpu, int world, in
     for (i = 0; i < found.count && i < 10; i++) {
         const mgt_layout_choice *c = &found.layouts[i];
         printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", c->dp, c->tp, c->pp, c->zero, c->micro_batch,
-               mgt_recompute_name(c->recompute), c->pp > 1 ? (c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
+               mgt_recompute_name(c->recompute), c->pp > 1 ? (c->pp_schedule == 2 ? "zb" : c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
                100 * c->mfu, c->mem_gib, c->bubble_s * 1e3, c->exposed_s * 1e3);
     }
     mgt_layout_search_free(&found);

@@ -794,6 +794,18 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                              "%d of them; make [train] global_batch a multiple of micro_batch x dp x pp = %lld, or set pp_virtual = 1",
                              at, V, P, M, (long long)cfg->train.micro_batch * cfg->parallel.dp * P);
     }
+    if (cfg->parallel.pp_schedule == 2 /* zb */ && cfg->parallel.pp > 1) { /* what the split backward (src/pipeline.c) does not do */
+        const char *at = mgt__where(cfg, MGT__KEY(parallel, pp_schedule), w1, sizeof w1);
+        if (cfg->parallel.pp_virtual > 1)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with pp_virtual = %d: the zero-bubble schedule runs one chunk per stage; set pp_virtual = 1, "
+                             "or pp_schedule = 1f1b for interleaving", at, cfg->parallel.pp_virtual);
+        if (cfg->train.recompute == MGT_RECOMPUTE_FULL)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with [train] recompute = full: the weight-gradient pass reads every block's matmul inputs, "
+                             "which full recompute would rebuild a second time; set recompute = selective or none, or pp_schedule = 1f1b", at);
+        if (cfg->parallel.zero >= 2)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with zero = %d: a block's gradients are complete only after its deferred weight-gradient pass, "
+                             "but ZeRO %d reduce-scatters each block's after its backward; set zero = 0 or 1, or pp_schedule = 1f1b", at, cfg->parallel.zero, cfg->parallel.zero);
+    }
     if ((long long)cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp > 4096)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x cp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),
                          (long long)cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp);

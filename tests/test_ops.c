@@ -371,6 +371,34 @@ static void test_matmul(mgt_backend *be, int N, int C, int OC, int has_bias) {
     free(g_inp); free(g_w); free(g_b); free(k.inp); free(k.w); free(k.bias); free(k.R); free(k.out);
 }
 
+/* the backward's two halves alone, as zero-bubble pipelining runs them (B: the input gradient, dweight
+   and dbias NULL; W later: the weight gradient, dinp NULL): each equals the joint call's bitwise and
+   leaves the other half's outputs as they were. elt 2: a 16-bit backend (storage-type operands), the
+   wrapper that widens only what each half reads. */
+static void test_matmul_split(mgt_backend *be, int N, int C, int OC, size_t elt) {
+    size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC, i;
+    float *src[4], *dw = frand(nw, 325, -1, 1), *dw2 = fcopy(dw, nw), *dw0 = fcopy(dw, nw);
+    float *db = frand((size_t)OC, 326, -1, 1), *db2 = fcopy(db, (size_t)OC), *db0 = fcopy(db, (size_t)OC);
+    char *op[4], *dinp = (char *)malloc(ni * elt), *dinp2 = (char *)malloc(ni * elt);
+    double same;
+    src[0] = frand(ni, 321, -1, 1); src[1] = frand(nw, 322, -1, 1); src[2] = frand(no, 323, -1, 1); src[3] = NULL; /* inp, w, dout */
+    for (i = 0; i < 3; i++) { /* 16-bit: the upper halves of the fp32 values (bf16's truncation) */
+        size_t n = i == 0 ? ni : i == 1 ? nw : no, j;
+        op[i] = (char *)malloc(n * elt);
+        for (j = 0; j < n; j++) memcpy(op[i] + j * elt, (char *)&src[i][j] + (elt == 2 ? 2 : 0), elt);
+    }
+    memset(dinp, 0x7f, ni * elt); memset(dinp2, 0x7f, ni * elt);
+    be->matmul_backward(be, dinp, dw, db, op[2], op[0], op[1], N, C, OC);              /* joint */
+    be->matmul_backward(be, dinp2, NULL, NULL, op[2], NULL, op[1], N, C, OC);          /* B: inp unread */
+    same = memcmp(dinp, dinp2, ni * elt) == 0 && memcmp(dw2, dw0, sizeof(float) * nw) == 0 && memcmp(db2, db0, sizeof(float) * OC) == 0 ? 0.0 : 1.0;
+    report("matmul_backward", elt == 2 ? "dinp alone (bf16) = joint, dweight untouched (bitwise)" : "dinp alone = joint, dweight untouched (bitwise)", same, 0.0);
+    be->matmul_backward(be, NULL, dw2, db2, op[2], op[0], NULL, N, C, OC);             /* W: weight unread */
+    same = memcmp(dw, dw2, sizeof(float) * nw) == 0 && memcmp(db, db2, sizeof(float) * OC) == 0 ? 0.0 : 1.0;
+    report("matmul_backward", elt == 2 ? "dweight, dbias alone (bf16) = joint (bitwise)" : "dweight, dbias alone = joint (bitwise)", same, 0.0);
+    for (i = 0; i < 3; i++) { free(src[i]); free(op[i]); }
+    free(dw); free(dw2); free(dw0); free(db); free(db2); free(db0); free(dinp); free(dinp2);
+}
+
 /* the GELU MLP's fused ops: the same bytes as the ops they join (matmul_forward then gelu_forward;
    matmul_backward then gelu_backward in place), which the tests above hold to references: the CPU
    numerics must not change when the CUDA backend fuses them into cuBLASLt epilogues */
@@ -913,6 +941,8 @@ int main(void) {
         test_matmul(be, 14, 43, 37, 1); /* N < OC: the GEMM splits along OC */
         test_matmul(be, 45, 19, 13, 1); /* N > OC: it splits along N */
         test_matmul(be, 14, 43, 37, 0); /* bias NULL, dbias NULL */
+        test_matmul_split(be, 14, 43, 37, 4);
+        test_matmul_split(be, 45, 19, 13, 4);
         test_matmul_gelu(be, 14, 43, 37, 1);
         test_matmul_gelu(be, 45, 19, 13, 0);
         test_attention(be, 2, 7, 24, 3, 3);
@@ -932,6 +962,15 @@ int main(void) {
         test_sum_squares(be);
         test_adamw(be);
         test_elementwise(be);
+        mgt__cpu_backend_destroy(be);
+    }
+    { /* the 16-bit wrapper's halves */
+        mgt_backend *be;
+        if (mgt__cpu_backend_create_typed(&be, 2, 13 * 13, MGT_BF16, 8192 /* fp32 workspace: the operands of one matmul */) != MGT_OK) {
+            fprintf(stderr, "cannot create the bf16 CPU backend: %s\n", mgt_last_error());
+            return 2;
+        }
+        test_matmul_split(be, 14, 43, 37, 2);
         mgt__cpu_backend_destroy(be);
     }
     for (i = 0; i < g_nsnaps; i++) free(g_snaps[i].data);

@@ -7196,10 +7196,10 @@ static mgt_result mgt__ring_pass(mgt__rank *rk, const void *send, void *recv, si
    backward alike: calls visit(q chunk, kv chunk, causal, first of the query chunk) */
 #define MGT__RING_PAIRS(rk, step, BODY)                                                                             \
     do {                                                                                                           \
-        int mgt__qh, mgt__kh, mgt__src = ((rk)->cpr - (step) + (rk)->shape.cp) % (rk)->shape.cp;                   \
+        int mgt__qh, mgt__kh, mgt__kv_owner = ((rk)->cpr - (step) + (rk)->shape.cp) % (rk)->shape.cp;                   \
         for (mgt__qh = 0; mgt__qh < 2; mgt__qh++)                                                                  \
             for (mgt__kh = 0; mgt__kh < 2; mgt__kh++) {                                                            \
-                int qi = mgt__cp_chunk((rk)->cpr, (rk)->shape.cp, mgt__qh), kj = mgt__cp_chunk(mgt__src, (rk)->shape.cp, mgt__kh); \
+                int qi = mgt__cp_chunk((rk)->cpr, (rk)->shape.cp, mgt__qh), kj = mgt__cp_chunk(mgt__kv_owner, (rk)->shape.cp, mgt__kh); \
                 int qh = mgt__qh, kh = mgt__kh, causal = qi == kj, first = (step) == 0 && mgt__kh == 0;           \
                 if (kj > qi) continue; /* a later chunk: masked whole */                                           \
                 (void)first;                                                                                       \

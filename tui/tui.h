@@ -789,6 +789,12 @@ static int mgt_tui__micro_steps(const mgt_config *c) {
     return c->train.micro_batch > 0 && c->parallel.dp > 0 ? c->train.global_batch / (c->parallel.dp * c->train.micro_batch) : 1;
 }
 
+/* the pipeline schedule's name, as the preset says it */
+static const char *mgt_tui__schedule(const mgt_config *c) {
+    static const char *names[] = {"1f1b", "gpipe", "zb"};
+    return c->parallel.pp_schedule >= 0 && c->parallel.pp_schedule < 3 ? names[c->parallel.pp_schedule] : "?";
+}
+
 /* ---- windows ---- */
 static void mgt_tui__draw_header(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_HEADER];
@@ -807,11 +813,11 @@ static void mgt_tui__draw_header(mgt_tui *t) {
     mgt_tui_fmt_n(t->nranks, "rank", "ranks", nr, sizeof nr);
     cps[0] = 0;
     if (c->parallel.cp > 1) snprintf(cps, sizeof cps, " cp%d", c->parallel.cp); /* context parallelism, where there is some */
-    snprintf(lay, sizeof lay, "dp%d%s tp%d pp%d zero%d %s", c->parallel.dp, cps, c->parallel.tp, c->parallel.pp, zero, c->parallel.pp_schedule ? "gpipe" : "1f1b");
+    snprintf(lay, sizeof lay, "dp%d%s tp%d pp%d zero%d %s", c->parallel.dp, cps, c->parallel.tp, c->parallel.pp, zero, mgt_tui__schedule(c));
     /* narrow: the ZeRO stage and the pipeline schedule only where they do something */
     k = snprintf(lay_short, sizeof lay_short, "dp%d%s tp%d pp%d", c->parallel.dp, cps, c->parallel.tp, c->parallel.pp);
     if (zero && k > 0 && (size_t)k < sizeof lay_short) k += snprintf(lay_short + k, sizeof lay_short - (size_t)k, " zero%d", zero);
-    if (c->parallel.pp > 1 && k > 0 && (size_t)k < sizeof lay_short) snprintf(lay_short + k, sizeof lay_short - (size_t)k, " %s", c->parallel.pp_schedule ? "gpipe" : "1f1b");
+    if (c->parallel.pp > 1 && k > 0 && (size_t)k < sizeof lay_short) snprintf(lay_short + k, sizeof lay_short - (size_t)k, " %s", mgt_tui__schedule(c));
     snprintf(alt[0], sizeof alt[0], " mgt %s | %s | %s | %s: %s | %s | %s", MGT_VERSION_STRING, preset, dev, nr, lay, micro, dt);
     snprintf(alt[1], sizeof alt[1], " %s | %s | %s: %s | %s | %s", base, dev, nr, lay, micro, dt);
     snprintf(alt[2], sizeof alt[2], " %s | %s | %s: %s | %s | %s", base, dev, nr, lay_short, micro, dt);
@@ -1379,7 +1385,7 @@ void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap) {
     if (n > 0 && (size_t)n < cap)
         n += snprintf(out + n, cap - (size_t)n, "\ndashboard: %s tokens/s, %s/step, MFU %s, speedup %s | %s elapsed | %s: dp %d x %stp %d x pp %d, zero %d, %s, %s\n",
                       tok, ms, mfu, speedup, el, nr, c->parallel.dp, c->parallel.cp > 1 ? cps : "", c->parallel.tp, c->parallel.pp, zero,
-                      c->parallel.pp_schedule ? "gpipe" : "1f1b", micro);
+                      mgt_tui__schedule(c), micro);
     if (t->debug && n > 0 && (size_t)n < cap) { /* MGT_TUI_DEBUG=1; on the dashboard's thread, its CPU time is the cost of drawing */
         double cpu = mgt_tui__cpu() - t->cpu_open, wall = mgt_tui__now() - t->t_open;
         n += snprintf(out + n, cap - (size_t)n, "dashboard: %d frames (%d drawn), %.3f s of CPU in %.1f s (%.2f%% of one core)\n", t->frames, t->draws, cpu, wall,

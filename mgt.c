@@ -243,9 +243,10 @@ static int parse_common(int argc, char **argv, mgt_config *cfg, options *o, int 
     return 0;
 }
 
-/* the pipeline schedule's name: gpipe, 1f1b, or "1f1b interleaved x V" (parallel.pp_virtual) */
+/* the pipeline schedule's name: gpipe, 1f1b, zb, or "1f1b interleaved x V" (parallel.pp_virtual) */
 static const char *schedule_name(const mgt_config *cfg) {
     static char name[48];
+    if (cfg->parallel.pp_schedule == 2) return "zb";
     if (cfg->parallel.pp_schedule) return "gpipe";
     if (cfg->parallel.pp_virtual <= 1) return "1f1b";
     snprintf(name, sizeof name, "1f1b interleaved x%d", cfg->parallel.pp_virtual);
@@ -266,10 +267,25 @@ static const char *stage_blocks(const mgt_plan *plan, int stage, char *buf, size
     return buf;
 }
 
+/* the grid: "dp 2 x tp 1 x pp 2", with "x cp C" after dp where there is context parallelism */
+static const char *grid_text(int dp, int cp, int tp, int pp, char *out, size_t cap) {
+    if (cp > 1) snprintf(out, cap, "dp %d x cp %d x tp %d x pp %d", dp, cp, tp, pp);
+    else snprintf(out, cap, "dp %d x tp %d x pp %d", dp, tp, pp);
+    return out;
+}
+
+/* the rank tables' cp column (after dp), there only where there is context parallelism */
+static const char *cp_column(int cp, int value, char *out, size_t cap) {
+    if (cp > 1 && value < 0) snprintf(out, cap, " cp");
+    else if (cp > 1) snprintf(out, cap, " %2d", value);
+    else out[0] = 0;
+    return out;
+}
+
 /* a layout as the preset keys say it: "dp 2 x tp 1 x pp 2 (1f1b), zero 1, micro_batch 4, recompute none" */
 static void layout_text(const mgt_layout_choice *c, char *out, size_t cap) {
     snprintf(out, cap, "dp %d x tp %d x pp %d%s, zero %d, micro_batch %d, recompute %s", c->dp, c->tp, c->pp,
-             c->pp > 1 ? (c->pp_schedule ? " (gpipe)" : " (1f1b)") : "", c->zero, c->micro_batch, mgt_recompute_name(c->recompute));
+             c->pp > 1 ? (c->pp_schedule == 2 ? " (zb)" : c->pp_schedule ? " (gpipe)" : " (1f1b)") : "", c->zero, c->micro_batch, mgt_recompute_name(c->recompute));
 }
 
 /* parallel.layout = auto: the layout chosen now (mgt_config_resolve_layout), printed with its predicted
@@ -551,7 +567,7 @@ static int train_dashboard(mgt_run *run, const char *preset, int max_frames, dou
     return 0;
 }
 
-static int plan_world(const mgt_config *c) { return c->parallel.dp * c->parallel.tp * c->parallel.pp; }
+static int plan_world(const mgt_config *c) { return mgt_config_ranks(c); }
 
 /* the dense peak of one of this machine's GPUs for dtype, GFLOP/s, from the simulator's table of its
    kind (bf16 and fp16 on tensor cores; fp32 on CUDA cores, as mgt's fp32 GEMMs use no TF32), its
@@ -572,16 +588,16 @@ static double gpu_peak_gflops(int dtype, char *source, size_t cap) {
 static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset, double *base_tok_s, char *base_date, size_t date_cap) {
     static const char *dtypes[] = {"fp32", "bf16", "fp16"};
     const mgt_plan *plan = mgt_run_plan(run);
-    char mem[32], where[48];
+    char mem[32], where[48], grid[64];
     mgt_stats st;
     mgt_run_stats(run, &st); /* after set_peak: the banner names the peak */
     format_bytes((double)(st.mem_current[MGT_MEM_PARAMS] + st.mem_current[MGT_MEM_GRADS] + st.mem_current[MGT_MEM_OPTIMIZER] +
                           st.mem_current[MGT_MEM_ACTIVATIONS] + st.mem_current[MGT_MEM_WORKSPACE]), mem, sizeof mem);
     if (!strcmp(mgt_run_device(run), "cuda")) snprintf(where, sizeof where, "cuda, %d GPU%s", plan->world, plan->world == 1 ? "" : "s");
     else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
-    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: dp %d x tp %d x pp %d, zero %d%s%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
+    printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: %s, zero %d%s%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
            "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, preset, (double)st.params / 1e6, plan->world,
-           plan->world == 1 ? "" : "s", plan->dp, plan->tp, plan->pp, plan->zero, plan->pp > 1 ? ", " : "",
+           plan->world == 1 ? "" : "s", grid_text(plan->dp, plan->cp, plan->tp, plan->pp, grid, sizeof grid), plan->zero, plan->pp > 1 ? ", " : "",
            plan->pp > 1 ? schedule_name(cfg) : "", cfg->parallel.sp ? ", sequence parallel" : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
            cfg->train.micro_batch, cfg->train.micro_batch == 1 ? "" : "s", where, dtypes[cfg->precision.dtype >= 0 && cfg->precision.dtype < 3 ? cfg->precision.dtype : 0],
            cfg->train.global_batch, cfg->model.seq_len, mem, mgt_run_dir(run));
@@ -924,7 +940,7 @@ static int cmd_check(int argc, char **argv) {
     mgt_plan plan;
     mgt_result r;
     int rc, i, threads;
-    char text[16384];
+    char text[16384], grid[64];
     memset(&o, 0, sizeof o);
     if ((rc = parse_common(argc, argv, &cfg, &o, 1)) || (rc = choose_layout(&cfg))) return rc;
     int n_files[2] = {0, 0};
@@ -944,8 +960,8 @@ static int cmd_check(int argc, char **argv) {
     if ((r = mgt_plan_make(&cfg, &plan)) != MGT_OK) return fail(r);
     threads = cfg.parallel.threads ? cfg.parallel.threads : mgt_cpu_count();
     printf("; layout\n");
-    printf("ranks          %d = dp %d x tp %d x pp %d (TP fastest, then DP, then PP), zero %d, schedule %s, sp %d, device cpu\n", plan.world, plan.dp,
-           plan.tp, plan.pp, plan.zero, schedule_name(&cfg), cfg.parallel.sp);
+    printf("ranks          %d = %s (TP fastest, then CP, DP, PP), zero %d, schedule %s, sp %d, device cpu\n", plan.world,
+           grid_text(plan.dp, plan.cp, plan.tp, plan.pp, grid, sizeof grid), plan.zero, schedule_name(&cfg), cfg.parallel.sp);
     printf("threads        %d per rank (%d in all)\n", threads / plan.world > 0 ? threads / plan.world : 1, threads);
     printf("batch          %d sequences of %d tokens = %d micro-batches of %d per DP rank (gradient accumulation %s)\n", cfg.train.global_batch,
            cfg.model.seq_len, plan.micro_steps, cfg.train.micro_batch, plan.micro_steps > 1 ? "on" : "off");
@@ -957,12 +973,13 @@ static int cmd_check(int argc, char **argv) {
         else printf(" %d: blocks %s", i, stage_blocks(&plan, i, blocks, sizeof blocks));
         printf("%s%s;", i == 0 ? " +embedding" : "", i == plan.pp - 1 ? " +head" : "");
     }
-    printf("\n\n rank  dp tp pp  blocks   local params  shard (1/dp)  tensors\n");
+    printf("\n\n rank  dp%s tp pp  blocks   local params  shard (1/%s)  tensors\n", cp_column(plan.cp, -1, grid, sizeof grid), plan.cp > 1 ? "dp cp" : "dp");
     for (i = 0; i < plan.world; i++) {
         mgt_rank_plan rp;
         if ((r = mgt_plan_rank(&plan, i, &rp)) != MGT_OK) return fail(r);
         char blocks[256];
-        printf("%5d %3d %2d %2d  %-7s  %12zu  %12zu  %d%s%s\n", i, rp.dp, rp.tp, rp.pp, stage_blocks(&plan, rp.pp, blocks, sizeof blocks), rp.params,
+        printf("%5d %3d%s %2d %2d  %-7s  %12zu  %12zu  %d%s%s\n", i, rp.dp, cp_column(plan.cp, rp.cp, grid, sizeof grid), rp.tp, rp.pp,
+               stage_blocks(&plan, rp.pp, blocks, sizeof blocks), rp.params,
                plan.zero ? rp.shard : rp.params, rp.tensors, rp.pp == 0 ? " +embedding" : "", rp.pp == plan.pp - 1 ? " +head" : "");
     }
     printf("\nmemory by category (planned: what each rank allocates, as `mgt plan` shows)\n rank");
@@ -1018,9 +1035,10 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     mgt_sim_options o;
     mgt_sim_result res;
     mgt_result r;
+    char cpc[16];
     double fam[MGT_SIM_FAMILIES] = {0}, comm[MGT_COLL_COUNT] = {0}, exposed[MGT_COLL_COUNT] = {0}, bubble = 0, host = 0, compute = 0, scratch = 0;
     int i, c, world, slowest = 0, threads, fits;
-    world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+    world = mgt_config_ranks(cfg);
     mgt_sim_options_init(&o);
     threads = cfg->parallel.threads > 0 ? cfg->parallel.threads : mgt_cpu_count();
     if ((r = mgt_sim_device_find(gpu, threads, &o.device)) != MGT_OK) {
@@ -1061,8 +1079,8 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
         printf("\n");
     }
     if (!o.device.host_sync) /* the CUDA backend's attention scratch of a micro-batch (a float per row and head), as the summary counts it */
-        scratch = (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)cfg->model.seq_len * sizeof(float) / 1073741824.0;
-    printf(" rank  dp tp pp   step ms  compute    gemm  attention  other   exposed comm  bubble  host-bound  memory\n");
+        scratch = (double)cfg->train.micro_batch * (cfg->model.n_head / cfg->parallel.tp) * (double)(cfg->model.seq_len / cfg->parallel.cp) * sizeof(float) / 1073741824.0;
+    printf(" rank  dp%s tp pp   step ms  compute    gemm  attention  other   exposed comm  bubble  host-bound  memory\n", cp_column(cfg->parallel.cp, -1, cpc, sizeof cpc));
     for (i = 0; i < res.world; i++) {
         const mgt_sim_rank *k = &res.ranks[i];
         double ex = 0, other = k->compute_s - k->busy_s[MGT_SIM_GEMM] - k->busy_s[MGT_SIM_ATTENTION], mem = 0;
@@ -1070,7 +1088,8 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
         for (c = 0; c < MGT_MEM_COUNT; c++) mem += (double)k->mem_peak[c];
         if (k->step_s - k->compute_s < res.ranks[slowest].step_s - res.ranks[slowest].compute_s) slowest = i; /* the busiest rank */
         if (res.world > 16 && i >= 8 && i < res.world - 8) { if (i == 8) printf("  ...\n"); continue; }
-        printf("%5d %3d %2d %2d %9.2f %8.2f %7.2f %10.2f %6.2f %14.2f %7.2f %11.2f %6.1f GiB\n", i, k->dp, k->tp, k->pp, k->step_s * 1e3, k->compute_s * 1e3,
+        printf("%5d %3d%s %2d %2d %9.2f %8.2f %7.2f %10.2f %6.2f %14.2f %7.2f %11.2f %6.1f GiB\n", i, k->dp,
+               cp_column(cfg->parallel.cp, i / cfg->parallel.tp % cfg->parallel.cp, cpc, sizeof cpc), k->tp, k->pp, k->step_s * 1e3, k->compute_s * 1e3,
                k->busy_s[MGT_SIM_GEMM] * 1e3, k->busy_s[MGT_SIM_ATTENTION] * 1e3, other * 1e3, ex * 1e3, k->bubble_s * 1e3, k->host_s * 1e3,
                mem / 1073741824.0 + o.device.reserve_gib + scratch);
     }
@@ -1172,7 +1191,7 @@ static int search_layouts(const mgt_config *base, const char *gpu, int world, in
     for (i = 0; i < found.count && i < 10; i++) {
         const mgt_layout_choice *c = &found.layouts[i];
         printf("%5d %3d %3d %4d %5d %9s %8s %9.2f %10.0f %5.1f%% %11.1f %10.2f %10.2f\n", c->dp, c->tp, c->pp, c->zero, c->micro_batch,
-               mgt_recompute_name(c->recompute), c->pp > 1 ? (c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
+               mgt_recompute_name(c->recompute), c->pp > 1 ? (c->pp_schedule == 2 ? "zb" : c->pp_schedule ? "gpipe" : "1f1b") : "-", c->step_s * 1e3, c->tokens_per_s,
                100 * c->mfu, c->mem_gib, c->bubble_s * 1e3, c->exposed_s * 1e3);
     }
     mgt_layout_search_free(&found);
@@ -1185,7 +1204,7 @@ static int cmd_plan(int argc, char **argv) {
     options o;
     int rc, i, c, gpus = 0, world;
     double total[MGT_COLL_COUNT] = {0}, v;
-    char mem[MGT_MEM_COUNT][16], set[64];
+    char mem[MGT_MEM_COUNT][16], set[64], cpc[16];
     mgt_plan plan;
     const char *gpu = NULL, *trace = NULL, *calibrate_path = NULL;
     mgt_sim_calibration *cal = NULL;
@@ -1237,14 +1256,15 @@ static int cmd_plan(int argc, char **argv) {
         return 2;
     }
     if (!search && (rc = choose_layout(&cfg))) return rc;
-    world = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+    world = mgt_config_ranks(&cfg);
     if (gpus > 0 && gpus != world) { /* fill the machine with data parallelism */
-        if (gpus % (cfg.parallel.tp * cfg.parallel.pp)) {
-            fprintf(stderr, "mgt plan: --gpus %d does not divide by tp x pp = %d\n", gpus, cfg.parallel.tp * cfg.parallel.pp);
+        int other = cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp;
+        if (gpus % other) {
+            fprintf(stderr, "mgt plan: --gpus %d does not divide by cp x tp x pp = %d\n", gpus, other);
             return 2;
         }
         char option[32];
-        snprintf(set, sizeof set, "parallel.dp=%d", gpus / (cfg.parallel.tp * cfg.parallel.pp));
+        snprintf(set, sizeof set, "parallel.dp=%d", gpus / other);
         snprintf(option, sizeof option, "--gpus %d", gpus);
         if (mgt_config_set_from(&cfg, set, option) != MGT_OK || mgt_config_validate(&cfg) != MGT_OK) return fail(MGT_ERROR_CONFIG);
         world = gpus;
@@ -1253,13 +1273,15 @@ static int cmd_plan(int argc, char **argv) {
     if (mgt_plan_make(&cfg, &plan) != MGT_OK) return fail(MGT_ERROR_CONFIG);
     {
         static const char *dtypes[] = {"fp32", "bf16", "fp16"};
-        printf("plan of %s: %d rank%s = dp %d x tp %d x pp %d, zero %d%s%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
-               cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
+        char grid[64];
+        printf("plan of %s: %d rank%s = %s, zero %d%s%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
+               grid_text(cfg.parallel.dp, cfg.parallel.cp, cfg.parallel.tp, cfg.parallel.pp, grid, sizeof grid),
+               cfg.parallel.dp * cfg.parallel.cp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
                cfg.parallel.pp > 1 ? schedule_name(&cfg) : "",
                cfg.parallel.sp ? ", sequence parallel" : "",
                dtypes[cfg.precision.dtype >= 0 && cfg.precision.dtype < 3 ? cfg.precision.dtype : 0], cfg.train.micro_batch, mgt_recompute_name(cfg.train.recompute));
     }
-    printf(" rank  dp tp pp  blocks      params      grads  optimizer  activations    buffers      total\n");
+    printf(" rank  dp%s tp pp  blocks      params      grads  optimizer  activations    buffers      total\n", cp_column(plan.cp, -1, cpc, sizeof cpc));
     for (i = 0; i < world; i++) {
         mgt_rank_plan p;
         size_t sum = 0;
@@ -1269,7 +1291,8 @@ static int cmd_plan(int argc, char **argv) {
         if (world > 16 && i >= 8 && i < world - 8) { if (i == 8) printf("  ...\n"); continue; }
         format_bytes((double)sum, set, sizeof set);
         char blocks[256];
-        printf("%5d %3d %2d %2d  %-7s %11s %10s %10s %12s %10s %10s\n", i, p.dp, p.tp, p.pp, stage_blocks(&plan, p.pp, blocks, sizeof blocks), mem[MGT_MEM_PARAMS],
+        printf("%5d %3d%s %2d %2d  %-7s %11s %10s %10s %12s %10s %10s\n", i, p.dp, cp_column(plan.cp, p.cp, cpc, sizeof cpc), p.tp, p.pp,
+               stage_blocks(&plan, p.pp, blocks, sizeof blocks), mem[MGT_MEM_PARAMS],
                mem[MGT_MEM_GRADS], mem[MGT_MEM_OPTIMIZER], mem[MGT_MEM_ACTIVATIONS], mem[MGT_MEM_BUFFERS], set);
     }
     print_recompute_choices(&cfg);
@@ -1976,12 +1999,13 @@ static char doctor_layout[1200];
 static void doctor_preset(doc *d, const mgt_config *cfg, const char *preset) {
     char why[1024], title[1200];
     mgt_config c = *cfg;
-    int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, gpus;
+    int world = mgt_config_ranks(cfg), gpus;
     mgt_fit fit;
     c.parallel.device = MGT_DEVICE_AUTO;
     gpus = mgt_device_for(&c, why, sizeof why);
-    snprintf(title, sizeof title, "%s (%d rank%s: dp %d x tp %d x pp %d)", preset ? preset : "[parallel] device = auto, one rank", world, world == 1 ? "" : "s",
-             cfg->parallel.dp, cfg->parallel.tp, cfg->parallel.pp);
+    char grid[64];
+    snprintf(title, sizeof title, "%s (%d rank%s: %s)", preset ? preset : "[parallel] device = auto, one rank", world, world == 1 ? "" : "s",
+             grid_text(cfg->parallel.dp, cfg->parallel.cp, cfg->parallel.tp, cfg->parallel.pp, grid, sizeof grid));
     doc_section(d, "preset", title);
     if (preset) doc_str(d, "file", "", "%s", preset);
     doc_num(d, "ranks", "", world, "%d", world);

@@ -30,7 +30,7 @@
      src/rank.c             a rank: collectives over its groups, block, embedding and head forward and
                             backward, a stage's blocks forward and backward
      src/pipeline.c         the pipeline: a micro-batch's rows, activations between stages, the schedules
-                            (GPipe, 1F1B, interleaved 1F1B as lists of actions)
+                            (GPipe, 1F1B; interleaved 1F1B and zero-bubble ZB-H1 as lists of actions)
      src/step.c             a rank's optimizer step (ZeRO reductions, the global norm, AdamW), the commands
                             rank threads run, a step of the run, statistics and events
      src/tensorboard.c      TensorBoard event files
@@ -259,7 +259,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, cp, INT, "1", 1, 4096, "", "context-parallel ranks: each holds 1/cp of the sequence (two mirrored chunks) and attention passes keys and values around them in a ring; seq_len must divide by 2 cp") \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
-    X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
+    X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe|zb", "pipeline schedule; zb: zero-bubble ZB-H1, the backward split into input- and weight-gradient passes, the weights' filling the bubble") \
     X(parallel, pp_virtual, INT, "1", 1, 64, "", "model chunks per pipeline stage: interleaved 1F1B when more than 1") \
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
     X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \
@@ -328,6 +328,7 @@ MGTDEF const char *mgt_config_where(const mgt_config *cfg, const char *section, 
 /* the same, set by a program's own option (`option`, "--gpus 3"), which messages then name */
 MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option);
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
+MGTDEF int mgt_config_ranks(const mgt_config *cfg);               /* the ranks its layout needs: dp x cp x tp x pp */
 MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text, to read (checkpoints store JSON) */
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
 MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, size_t cap);
@@ -488,6 +489,9 @@ struct mgt_backend {
     void (*layernorm_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                                const void *weight, const float *mean, const float *rstd, int N, int C);
     void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
+    /* dinp (N,C) = dout W; dweight (OC,C) += dout^T inp; dbias (OC) += column sums of dout. Either half
+       alone: dinp NULL (weight gradient only; weight unread), or dweight and dbias NULL (input
+       gradient only; inp unread), as zero-bubble pipelining splits the backward */
     void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                             const void *weight, int N, int C, int OC);
     /* GPT-2's MLP around its GELU (tanh form), each the same arithmetic as the ops it joins (the CUDA
@@ -2053,6 +2057,8 @@ MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, c
 
 #define MGT__KEY(sec, name) mgt__find_key(#sec, #name)
 
+MGTDEF int mgt_config_ranks(const mgt_config *cfg) { return cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp; }
+
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     char w1[300], w2[300], w3[300], w4[300];
     int tok_vocab;
@@ -2073,6 +2079,10 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                                  k->info.section, k->info.name, why);
         }
     }
+    if (cfg->parallel.cp > 1 && mgt__layout_unresolved(cfg))
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] cp = %d with layout = auto (from %s): the layout search does not choose context parallelism, nor keep "
+                         "it; set layout = manual with the layout you want, or cp = 1", mgt__where(cfg, MGT__KEY(parallel, cp), w1, sizeof w1),
+                         cfg->parallel.cp, mgt__where(cfg, MGT__KEY(parallel, layout), w2, sizeof w2));
     if (mgt__layout_unresolved(cfg)) { /* the keys auto chooses are checked once chosen: here those set (pinned) against the rest */
         mgt_config pinned = *cfg;
         int k;
@@ -2199,6 +2209,18 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d runs micro-batches in groups of pp = %d, but a step has global_batch / (micro_batch x dp) = "
                              "%d of them; make [train] global_batch a multiple of micro_batch x dp x pp = %lld, or set pp_virtual = 1",
                              at, V, P, M, (long long)cfg->train.micro_batch * cfg->parallel.dp * P);
+    }
+    if (cfg->parallel.pp_schedule == 2 /* zb */ && cfg->parallel.pp > 1) { /* what the split backward (src/pipeline.c) does not do */
+        const char *at = mgt__where(cfg, MGT__KEY(parallel, pp_schedule), w1, sizeof w1);
+        if (cfg->parallel.pp_virtual > 1)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with pp_virtual = %d: the zero-bubble schedule runs one chunk per stage; set pp_virtual = 1, "
+                             "or pp_schedule = 1f1b for interleaving", at, cfg->parallel.pp_virtual);
+        if (cfg->train.recompute == MGT_RECOMPUTE_FULL)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with [train] recompute = full: the weight-gradient pass reads every block's matmul inputs, "
+                             "which full recompute would rebuild a second time; set recompute = selective or none, or pp_schedule = 1f1b", at);
+        if (cfg->parallel.zero >= 2)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with zero = %d: a block's gradients are complete only after its deferred weight-gradient pass, "
+                             "but ZeRO %d reduce-scatters each block's after its backward; set zero = 0 or 1, or pp_schedule = 1f1b", at, cfg->parallel.zero, cfg->parallel.zero);
     }
     if ((long long)cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp > 4096)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x cp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),
@@ -2852,8 +2874,8 @@ static void mgt__bias_bwd_task(void *ctx, int tid, int nth) {
 static void mgt__cpu_matmul_backward(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                      const float *weight, int N, int C, int OC) {
     if (dinp) mgt__gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C, NULL);   /* dinp = dout @ W */
-    mgt__gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C, NULL);            /* dW += dout^T @ inp */
-    if (dbias) {
+    if (dweight) mgt__gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C, NULL); /* dW += dout^T @ inp */
+    if (dweight && dbias) {
         mgt__args a;
         memset(&a, 0, sizeof a);
         a.out[0] = dbias; a.in[0] = dout; a.n[0] = N; a.n[1] = OC;
@@ -3485,7 +3507,8 @@ static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float
     float *di;
     if (!MGT__WIDE(be)) { mgt__cpu_matmul_backward(be, MGT__F(dinp), dw, db, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), N, C, OC); return; }
     di = dinp ? mgt__wide_take(be, (size_t)N * C) : NULL;
-    mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), N, C, OC);
+    mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), dw ? mgt__wide_in(be, inp, (size_t)N * C) : NULL,
+                             dinp ? mgt__wide_in(be, w, (size_t)OC * C) : NULL, N, C, OC); /* widens only what the asked gradients read */
     if (dinp) mgt__wide_out(be, dinp, di, (size_t)N * C);
 }
 static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n);
@@ -3891,6 +3914,9 @@ static mgt_result mgt__plan_stages(const mgt_config *cfg, mgt_plan *p) {
    (Megatron-LM's virtual pipeline stages). With V = 1 a stage's one chunk is its contiguous,
    balanced range (mgt__plan_stages). */
 static int mgt__plan_chunks(const mgt_plan *p) { return p->pp > 1 ? p->cfg.parallel.pp_virtual : 1; }
+/* parallel.pp_schedule = zb over more than one stage: the zero-bubble schedule (src/pipeline.c) */
+#define MGT__SCHEDULE_ZB 2
+static int mgt__plan_zb(const mgt_plan *p) { return p->pp > 1 && p->cfg.parallel.pp_schedule == MGT__SCHEDULE_ZB; }
 static int mgt__chunk_first(const mgt_plan *p, int g) { /* first block of global chunk g (of pp x V; g = pp x V: n_layer) */
     int V = mgt__plan_chunks(p);
     return V == 1 ? p->stage_first[g] : g * (p->cfg.model.n_layer / (p->pp * V));
@@ -4151,6 +4177,11 @@ typedef struct mgt__layer_acts {
     void *res2;                            /* (R,C) residual after attention */
     void *ln2; float *ln2_mean, *ln2_rstd; /* (R,C) (R) (R) */
     void *fch, *fch_gelu;                  /* (N,Hl) */
+    /* pp_schedule = zb: the output gradients of the block's matmuls, kept from its input-gradient pass
+       (B) to its weight-gradient pass (W), which reads them with the matmuls' inputs above */
+    void *dmlp, *dattn;                    /* (N,C) c_proj's of the MLP and of attention (every TP rank's rows); without sequence
+                                              parallelism or recompute they take the block's output's and res2's place */
+    void *dfch, *dqkv;                     /* (N,Fl) (N,3Cl); without recompute dqkv takes fch's place */
 } mgt__layer_acts;
 
 typedef struct mgt__acts {
@@ -4180,7 +4211,7 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
    backend's (mgt_backend.att_lse). Under context parallelism (cp > 1) T is the rank's share of the
    sequence, seq_len / cp, held as two chunks of T / 2: the rows are (2, B, T / 2), chunk-major */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks, cp; size_t elt; } mgt__shape; /* chunks: pp_virtual, 1 without */
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks, cp; size_t elt; int zb; } mgt__shape; /* chunks: pp_virtual, 1 without; zb: the zero-bubble schedule (backward split into B and W) */
 
 /* rows of the residual stream a rank holds: all B x T, or under sequence parallelism (sp) its TP
    rank's contiguous 1/tp of them (the norms, residual adds and row-parallel biases run on these) */
@@ -4224,6 +4255,17 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
         x->ln2_rstd = (float *)mgt__carve(&cur, R * f);
         x->fch = mgt__carve(&cur, N * (size_t)s->Fl * e);
         x->fch_gelu = selective ? fch_gelu : mgt__carve(&cur, N * (size_t)s->Hl * e);
+        if (s->zb && !s->sp && !s->recompute) { /* dead once B has read them: the block's output (block b+1's B, or the head's, read it
+                                                   first) and res2 (after ln2's backward), each (N,C) when R = N */
+            x->dmlp = a->resid[l + 1];
+            x->dattn = x->res2;
+        } else {
+            x->dmlp = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+            x->dattn = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+        }
+        x->dfch = s->zb ? mgt__carve(&cur, N * (size_t)s->Fl * e) : NULL;
+        if (s->zb && !s->recompute && s->Cl + 2 * s->KVl <= s->Fl) x->dqkv = x->fch; /* fch is dead once the MLP's backward read it */
+        else x->dqkv = s->zb ? mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e) : NULL;
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
     if (s->last) {
@@ -4236,7 +4278,7 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
-    a->dgrad = s->chunks > 1 ? mgt__carve(&cur, (size_t)mgt__rows(s) * C * e) : NULL; /* the residual stream's gradient: the rank's rows */
+    a->dgrad = s->chunks > 1 || s->zb ? mgt__carve(&cur, (size_t)mgt__rows(s) * C * e) : NULL; /* the residual stream's gradient: the rank's rows */
     return cur.used;
 }
 
@@ -4256,8 +4298,8 @@ static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__s
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
     g->dres = mgt__carve(&cur, (size_t)mgt__rows(s) * (size_t)s->C * e);
     g->dln = mgt__carve(&cur, N * (size_t)s->C * e);
-    g->dqkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
-    g->dfch = mgt__carve(&cur, N * (size_t)s->Fl * e);
+    g->dqkv = s->zb ? NULL : mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e); /* zb: each block keeps its own (mgt__layer_acts) */
+    g->dfch = s->zb ? NULL : mgt__carve(&cur, N * (size_t)s->Fl * e);
     g->dact = s->Fl > s->Hl ? mgt__carve(&cur, N * (size_t)s->Hl * e) : NULL;
     g->full = s->sp ? mgt__carve(&cur, N * (size_t)s->C * e) : NULL;
     if (s->cp > 1) {
@@ -6854,8 +6896,8 @@ MGTDEF const char *mgt_run_dir(const mgt_run *r) { return r ? r->dir : NULL; }
    a stage's blocks forward and backward */
 /* ---- ranks ----------------------------------------------------------------------------------- */
 
-/* one action of a stage's step under interleaved 1F1B (src/pipeline.c makes the lists) */
-enum { MGT__PA_FORWARD, MGT__PA_BACKWARD, MGT__PA_SEND, MGT__PA_RECV };
+/* one action of a stage's step under interleaved 1F1B or zero-bubble (src/pipeline.c makes the lists) */
+enum { MGT__PA_FORWARD, MGT__PA_BACKWARD, MGT__PA_SEND, MGT__PA_RECV, MGT__PA_WEIGHT /* zb: the deferred weight gradients (W) */ };
 typedef struct mgt__pipe_action {
     int kind;        /* MGT__PA_* */
     int micro, chunk; /* the micro-batch, and which of the stage's chunks (0 .. V-1) */
@@ -6877,6 +6919,7 @@ struct mgt__rank {
     mgt_comm *comm;               /* the rank's communicator (the warm-up swaps in a quiet one) */
     mgt_group tp_g, dp_g, pp_g, emb_g, world_g; /* dp_g: the replicas (dp x cp ranks), over which gradients are summed and ZeRO shards */
     mgt_group cp_g;               /* the context-parallel ranks that share this rank's sequences (the ring of attention) */
+    double ring_s;                /* of this step's send/receive seconds, the ring's (a communicator that times each call as it returns) */
     mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
     int *members;                 /* storage of the groups' rank lists */
     mgt__layout lay;
@@ -6906,7 +6949,7 @@ struct mgt__rank {
     size_t max_unit, max_block, keep_size[2];
     mgt__acts *acts;              /* activation sets: one per micro-batch in flight */
     int nsets;
-    mgt__pipe_action *pipe[2]; /* pp_virtual > 1: the step's actions (mgt__pipeline_actions), [0] training, [1] forward only */
+    mgt__pipe_action *pipe[2]; /* pp_virtual > 1 or zb: the step's actions (mgt__pipeline_actions), [0] training, [1] forward only */
     int npipe[2];
     void *acts_block;
     size_t acts_bytes;
@@ -7140,14 +7183,23 @@ static void mgt__rope(mgt__rank *rk, void *qkv, int backward) {
 static int mgt__cp_next(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + 1) % rk->cp_g.size]; }
 static int mgt__cp_prev(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + rk->cp_g.size - 1) % rk->cp_g.size]; }
 
+/* a block on to the next rank of the ring while the previous rank's arrives; its seconds are kept
+   apart from the pipeline's (the bubble) */
+static mgt_result mgt__ring_pass(mgt__rank *rk, const void *send, void *recv, size_t count, int dtype) {
+    double before = rk->comm->stats.seconds[MGT_COLL_SEND_RECV];
+    mgt_result res = rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), send, mgt__cp_prev(rk), recv, count, dtype);
+    rk->ring_s += rk->comm->stats.seconds[MGT_COLL_SEND_RECV] - before;
+    return res;
+}
+
 /* the pairs of (query chunk, key/value chunk) that attend at ring step `step`, for forward and
    backward alike: calls visit(q chunk, kv chunk, causal, first of the query chunk) */
 #define MGT__RING_PAIRS(rk, step, BODY)                                                                             \
     do {                                                                                                           \
-        int mgt__qh, mgt__kh, mgt__src = ((rk)->cpr - (step) + (rk)->shape.cp) % (rk)->shape.cp;                   \
+        int mgt__qh, mgt__kh, mgt__kv_owner = ((rk)->cpr - (step) + (rk)->shape.cp) % (rk)->shape.cp;                   \
         for (mgt__qh = 0; mgt__qh < 2; mgt__qh++)                                                                  \
             for (mgt__kh = 0; mgt__kh < 2; mgt__kh++) {                                                            \
-                int qi = mgt__cp_chunk((rk)->cpr, (rk)->shape.cp, mgt__qh), kj = mgt__cp_chunk(mgt__src, (rk)->shape.cp, mgt__kh); \
+                int qi = mgt__cp_chunk((rk)->cpr, (rk)->shape.cp, mgt__qh), kj = mgt__cp_chunk(mgt__kv_owner, (rk)->shape.cp, mgt__kh); \
                 int qh = mgt__qh, kh = mgt__kh, causal = qi == kj, first = (step) == 0 && mgt__kh == 0;           \
                 if (kj > qi) continue; /* a later chunk: masked whole */                                           \
                 (void)first;                                                                                       \
@@ -7168,7 +7220,7 @@ static mgt_result mgt__ring_attention_forward(mgt__rank *rk, mgt__layer_acts *a)
         long ticket = -1;
         if (step + 1 < s->cp) { /* the next block arrives while this one is attended to */
             ticket = mgt__comm_defer(rk);
-            MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), g->kv[cur], mgt__cp_prev(rk), g->kv[1 - cur], (size_t)N * KV2, dt));
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
         }
         MGT__RING_PAIRS(rk, step,
                         be->attention_part_forward(be, g->o + (size_t)qh * rows * s->Cl, (float *)a->att + (size_t)qh * B * s->NHl * Tc,
@@ -7195,7 +7247,7 @@ static mgt_result mgt__ring_attention_backward(mgt__rank *rk, mgt__layer_acts *a
         long ticket = -1;
         if (step + 1 < s->cp) {
             ticket = mgt__comm_defer(rk);
-            MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), g->kv[cur], mgt__cp_prev(rk), g->kv[1 - cur], (size_t)N * KV2, dt));
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
         }
         MGT__RING_PAIRS(rk, step,
                         be->attention_part_backward(be, g->dq + (size_t)qh * rows * s->Cl, g->dkv[cur] + (size_t)kh * rows * KV2,
@@ -7204,7 +7256,7 @@ static mgt_result mgt__ring_attention_backward(mgt__rank *rk, mgt__layer_acts *a
                                                     MGT__AT(g->kv[cur], (size_t)kh * rows * KV2, e), KV2, B, Tc, s->Cl, s->NHl, NKVl, causal));
         MGT__TRY(mgt__comm_sync(rk, ticket));
         /* the block's gradient goes on with it; after the last step each is back with its owner */
-        MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), g->dkv[cur], mgt__cp_prev(rk), g->dkv[1 - cur], (size_t)N * KV2, MGT_F32));
+        MGT__TRY(mgt__ring_pass(rk, g->dkv[cur], g->dkv[1 - cur], (size_t)N * KV2, MGT_F32));
     }
     be->copy_cols(be, dqkv, dt, W, g->dq, MGT_F32, s->Cl, (size_t)N, s->Cl);
     be->copy_cols(be, MGT__AT(dqkv, s->Cl, e), dt, W, g->dkv[s->cp & 1], MGT_F32, KV2, (size_t)N, KV2);
@@ -7257,46 +7309,73 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
    rows. Under sequence parallelism gs.full takes, in turn: dres gathered for the MLP's row-parallel
    GEMM, ln2 gathered again for c_fc's weight gradient (the norms keep only their R rows), ln2's
    gradient reduce-scattered, dres gathered for attention's row-parallel GEMM, ln1 gathered again,
-   ln1's gradient reduce-scattered */
+   ln1's gradient reduce-scattered. Under pp_schedule = zb (shape.zb) this is the input-gradient
+   pass B: the matmuls' weight gradients wait for mgt__block_weight_grads (W), their output gradients
+   kept in the block's activations (gathered straight there under sequence parallelism, copied
+   otherwise), and the norms' inputs are not gathered again here but there; the norms' own weight
+   gradients come with their input gradients, in B. */
 static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
     const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
     mgt__grad_scratch *g = &rk->gs;
-    int C = s->C, N = s->B * s->T, R = mgt__rows(s), NKVl = s->KVl / d->hs;
-    const void *rows, *dout;
+    int C = s->C, N = s->B * s->T, R = mgt__rows(s), NKVl = s->KVl / d->hs, zb = s->zb;
+    const void *rows = NULL, *dout;
     const void *dln = s->sp ? g->full : g->dln; /* a norm's output gradient, the rank's rows, summed over TP */
+    void *dfch = zb ? a->dfch : g->dfch, *dqkv = zb ? a->dqkv : g->dqkv;
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
-#define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
+#define MGT__BG(k) (zb ? NULL : mgt__G(rk, mgt__t_block(rk, b, k))) /* zb: in W */
 #define MGT__BT(k) mgt__t_block(rk, b, k)
     /* the biases' gradients come with their matmul's (the CUDA backend: in its weight GEMM); a
        row-parallel layer's bias is whole on every TP rank, its gradient the column sums of every
        row of dres (gathered under sequence parallelism), the same on each */
-    MGT__TRY(mgt__all_rows(rk, g->dres, g->full, &dout));
+    MGT__TRY(mgt__all_rows(rk, g->dres, zb ? a->dmlp : g->full, &dout));
+    if (zb && dout != a->dmlp) be->cast(be, a->dmlp, be->dtype, dout, be->dtype, (size_t)N * C);
     if (d->swiglu) { /* d(swiglu output) in dact, then d(gate, up) in dfch */
         be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
-        be->swiglu_backward(be, g->dfch, a->fch, g->dact, N, s->Hl);
+        be->swiglu_backward(be, dfch, a->fch, g->dact, N, s->Hl);
     } else
-        be->matmul_gelu_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
+        be->matmul_gelu_backward(be, dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
                                  s->Hl, C);
-    MGT__TRY(mgt__all_rows(rk, a->ln2, g->full, &rows));
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, rows, MGT__BP(MGT__FCW), N, C, s->Fl);
+    if (!zb) MGT__TRY(mgt__all_rows(rk, a->ln2, g->full, &rows));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), dfch, rows, MGT__BP(MGT__FCW), N, C, s->Fl);
     MGT__TRY(mgt__tp_sum(rk, g->dln, g->full)); /* column-parallel: sum the input gradients */
     mgt__norm_backward(rk, g->dres, dln, a->res2, a->ln2_mean, a->ln2_rstd, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), R);
     /* dln carries d(atty) (N,Cl), then d(ln1) */
-    MGT__TRY(mgt__all_rows(rk, g->dres, g->full, &dout));
+    MGT__TRY(mgt__all_rows(rk, g->dres, zb ? a->dattn : g->full, &dout));
+    if (zb && dout != a->dattn) be->cast(be, a->dattn, be->dtype, dout, be->dtype, (size_t)N * C);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), dout, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
-    if (s->cp > 1) MGT__TRY(mgt__ring_attention_backward(rk, a, g->dqkv, g->dln));
-    else be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
-    if (d->rope) mgt__rope(rk, g->dqkv, 1);
-    MGT__TRY(mgt__all_rows(rk, a->ln1, g->full, &rows));
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, rows, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
+    if (s->cp > 1) MGT__TRY(mgt__ring_attention_backward(rk, a, dqkv, g->dln));
+    else be->attention_backward(be, dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
+    if (d->rope) mgt__rope(rk, dqkv, 1);
+    if (!zb) MGT__TRY(mgt__all_rows(rk, a->ln1, g->full, &rows));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), dqkv, rows, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
     MGT__TRY(mgt__tp_sum(rk, g->dln, g->full));
     mgt__norm_backward(rk, g->dres, dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), R);
 #undef MGT__BP
 #undef MGT__BG
 #undef MGT__BT
+    return MGT_OK;
+}
+
+/* pp_schedule = zb, the weight-gradient pass W of block b: its four matmuls' weight and bias
+   gradients from the output gradients B kept and the inputs the forward kept (the norms' outputs
+   gathered again under sequence parallelism, as the joint backward does); reads no weights */
+static mgt_result mgt__block_weight_grads(mgt__rank *rk, mgt__acts *A, int b) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    mgt__layer_acts *a = &A->layer[b];
+    int C = s->C, N = s->B * s->T;
+    const void *rows;
+#define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
+    be->matmul_backward(be, NULL, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), a->dmlp, a->fch_gelu, NULL, N, s->Hl, C);
+    MGT__TRY(mgt__all_rows(rk, a->ln2, rk->gs.full, &rows));
+    be->matmul_backward(be, NULL, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), a->dfch, rows, NULL, N, C, s->Fl);
+    be->matmul_backward(be, NULL, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), a->dattn, a->atty, NULL, N, s->Cl, C);
+    MGT__TRY(mgt__all_rows(rk, a->ln1, rk->gs.full, &rows));
+    be->matmul_backward(be, NULL, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), a->dqkv, rows, NULL, N, C, s->Cl + 2 * s->KVl);
+#undef MGT__BG
     return MGT_OK;
 }
 
@@ -7354,12 +7433,29 @@ static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
     const void *rows;
     MGT__TRY(mgt__fetch(rk, mgt__u_head(rk)));
     MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
-    MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows)); /* gathered again for the head's weight gradient */
-    be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, rows, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    if (s->zb) /* the head's weight gradient waits for W (mgt__head_weight_grad) */
+        be->matmul_backward(be, rk->gs.dln, NULL, NULL, A->logits, NULL, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    else {
+        MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows)); /* gathered again for the head's weight gradient */
+        be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, rows, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    }
     MGT__TRY(mgt__tp_sum(rk, rk->gs.dln, rk->gs.full));
     be->zero(be, rk->gs.dres, (size_t)R * s->C * s->elt);
     mgt__norm_backward(rk, rk->gs.dres, s->sp ? rk->gs.full : rk->gs.dln, A->resid[s->nblocks], A->lnf_mean, A->lnf_rstd, t_lnf, mgt__t_lnf_bias(rk), R);
     mgt__release(rk, mgt__u_head(rk));
+    mgt__release(rk, rk->lay.t[t_wte].unit);
+    return MGT_OK;
+}
+
+/* pp_schedule = zb: the head's weight gradient (W), from the logits' gradient and ln_f's output the
+   micro-batch's activations keep */
+static mgt_result mgt__head_weight_grad(mgt__rank *rk, mgt__acts *A) {
+    const mgt__shape *s = &rk->shape;
+    int t_wte = mgt__t_head(rk);
+    const void *rows;
+    MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
+    MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows));
+    rk->be->matmul_backward(rk->be, NULL, mgt__G(rk, t_wte), NULL, A->logits, rows, NULL, s->B * s->T, s->C, s->Vl);
     mgt__release(rk, rk->lay.t[t_wte].unit);
     return MGT_OK;
 }
@@ -7419,7 +7515,7 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
     int b, recompute = rk->shape.recompute;
     if (head) {
         MGT__TRY(mgt__head_backward(rk, A));
-        if (last_micro) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk))); /* with pp = 1 the head is unit nu - 1, never 0 */
+        if (last_micro && !rk->shape.zb) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk))); /* with pp = 1 the head is unit nu - 1, never 0 */
     }
     for (b = b1 - 1; b >= b0; b--) {
         int u = mgt__u_block(rk, b);
@@ -7427,11 +7523,11 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
         if (b > b0) MGT__TRY(mgt__prefetch(rk, u - 1));
         MGT__TRY(mgt__block_grads_begin(rk, u));
         if (recompute == MGT_RECOMPUTE_FULL) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
-        if (recompute == MGT_RECOMPUTE_SELECTIVE) mgt__block_recompute_selective(rk, A, b);
+        if (recompute == MGT_RECOMPUTE_SELECTIVE && !rk->shape.zb) mgt__block_recompute_selective(rk, A, b); /* zb: B reads none of them, W rebuilds them */
         MGT__TRY(mgt__block_backward(rk, A, b));
         mgt__release(rk, u);
         MGT__TRY(mgt__block_grads_done(rk, u));
-        if (last_micro) MGT__TRY(mgt__bucket_done(rk, u));
+        if (last_micro && !rk->shape.zb) MGT__TRY(mgt__bucket_done(rk, u)); /* zb: complete after W */
     }
     if (embed) {
         const mgt__shape *s = &rk->shape;
@@ -7448,8 +7544,28 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
                                          MGT__AT(dout, h * rows * s->C, s->elt), A->inputs + h * rows, rk->tpr * s->Vl, s->Vl, s->B, Tc, s->C);
         }
         mgt__release(rk, 0);
-        if (last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
+        if (last_micro && !rk->shape.zb) MGT__TRY(mgt__bucket_done(rk, 0));
     }
+    return MGT_OK;
+}
+
+/* pp_schedule = zb, the weight-gradient pass W of blocks [b0, b1) (and the head's first when `head`)
+   for one micro-batch, in the order of its backward; recompute = selective first rebuilds a block's
+   norm and GELU outputs, which the blocks share. last_micro: the step's last W, after which each
+   unit's gradients are complete (the embedding's, from B, when `embed`: it ends a DP bucket) */
+static mgt_result mgt__blocks_weight_grads(mgt__rank *rk, mgt__acts *A, int b0, int b1, int head, int embed, int last_micro) {
+    int b;
+    if (head) {
+        MGT__TRY(mgt__head_weight_grad(rk, A));
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk)));
+    }
+    for (b = b1 - 1; b >= b0; b--) {
+        int u = mgt__u_block(rk, b);
+        if (rk->shape.recompute == MGT_RECOMPUTE_SELECTIVE) mgt__block_recompute_selective(rk, A, b);
+        MGT__TRY(mgt__block_weight_grads(rk, A, b));
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, u));
+    }
+    if (embed && last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
     return MGT_OK;
 }
 /* backward of this stage for one micro-batch */
@@ -7460,7 +7576,7 @@ static mgt_result mgt__stage_backward(mgt__rank *rk, mgt__acts *A, int last_micr
 /* ==== begin src/pipeline.c ==== */
 #line 1 "src/pipeline.c"
 /* src/pipeline.c - the pipeline: a micro-batch's rows, activations between stages, the schedules
-   (GPipe, 1F1B, interleaved 1F1B as lists of actions) */
+   (GPipe, 1F1B; interleaved 1F1B and zero-bubble ZB-H1 as lists of actions) */
 /* ---- the pipeline ---------------------------------------------------------------------------- */
 
 /* inputs (first stage) and targets (last stage) of micro-batch `micro` of this DP rank from the
@@ -7526,8 +7642,7 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    g mod pp) and a micro-batch goes through the chunks in order, around the stages V times. Each
    stage's step is a list of actions, made here once per run: compute (the forward or backward of a
    micro-batch through one chunk), and the sends and receives around it; one executor
-   (mgt__run_pipe_actions) runs them. Another schedule is another list (ZB-H1 would split the
-   backward into input- and weight-gradient actions).
+   (mgt__run_pipe_actions) runs them. Another schedule is another list: zero-bubble's, below.
 
    The compute order is Megatron-LM's interleaved schedule (Narayanan et al. 2021,
    schedules.py:forward_backward_pipelining_with_interleaving): forwards k = 0, 1, ... take
@@ -7551,6 +7666,76 @@ static mgt_result mgt__micro_backward(mgt__rank *rk, int m, int last_micro, int 
    (pp - 1) / V of a micro-batch at backward = 2 forwards (test_sim), more at other ratios
    (pp 4, V 2, M 8 at backward = forward: 0.256 of the step instead of 0.158). */
 
+/* ---- zero-bubble ZB-H1 (parallel.pp_schedule = zb) -------------------------------------------
+
+   Qi et al. 2023, "Zero Bubble Pipeline Parallelism" (ICLR 2024), the schedule ZB-H1: each backward
+   is split into B, the input gradients (sent upstream at once: the next stage's critical path) and
+   W, the weight gradients of the matmuls (mgt__blocks_weight_grads), which nothing waits for, and
+   which fill the time a stage would otherwise wait. The forwards and B's keep 1F1B's order (stage s
+   first runs pp - s - 1 forwards). In the unit-cost run a stage runs its next F or B when its input
+   is there, and otherwise its oldest pending W; a W also comes first when one more forward would
+   hold more than pp micro-batches between their F and their W, 1F1B's most (its first stage's). So
+   the last stage defers its W's by pp - 1 micro-batches and the first runs F B W, as the paper's
+   figure; every stage then holds up to pp micro-batches where 1F1B's stage s holds pp - s. The
+   costs: F = B = 4, W = 3. The paper's F = B = W gives a step of 3 M + (pp - 1) where 1F1B's is
+   3 (M + pp - 1) (pp 4, M 8: 27 against 33, the bubble a third), but a W has neither attention
+   nor the norms, so it costs less than a forward (the H100 model prices a GPT-2 1.5B stage's at
+   about 11.5 : 14 : 9), and an order made for F = W then leaves gaps in the drain that the real
+   costs do not fill: the simulator's step of that model on pp 4 x dp 2 was 5% longer than 1F1B's
+   with F = B = W, and 2% shorter with any W < F it was given (3 : 3 : 2, 10 : 12 : 8, 21 : 23 :
+   20 alike). With F = B = 4, W = 3: pp 4, M 8 takes 105 units, 17 idle on stage 0 (1F1B at a
+   backward of 7: 121, 33 idle; test_sim). What W needs stays in the micro-batch's
+   activations: each block's four matmul output gradients (mgt__layer_acts dmlp, dattn, dfch, dqkv;
+   without recompute all but dfch in activations B is done with); their inputs were kept anyway
+   (selective recompute rebuilds ln1, ln2, fch_gelu again for W).
+   Messages are ordered as the interleaved schedule's, below. */
+#define MGT__ZB_FB_COST 4 /* a forward's and an input-gradient pass's cost in the unit-cost run */
+#define MGT__ZB_W_COST 3  /* and a weight-gradient pass's: less (see above) */
+static void mgt__zb_order(int pp, int M, mgt__pipe_action *comp, int per, long long *fend, long long *bend, int *state, long long *clock) {
+    /* state: per stage, [0] next of its F/B order, [1] forwards, [2] B's, [3] W's done, [4] actions made; clock: when it is free */
+    int s, best;
+    for (;;) {
+        long long best_t = 0;
+        int best_w = 0;
+        best = -1;
+        for (s = 0; s < pp; s++) {
+            int *st = state + 5 * s, pend = st[2] - st[3], warm = pp - s - 1 < M ? pp - s - 1 : M, i = st[0], fwd, m, w;
+            long long t, dep;
+            if (i == 2 * M) {
+                if (!pend) continue;
+                t = clock[s]; w = 1;
+            } else {
+                /* 1F1B's order: warm forwards, then forward and backward in turn, then the rest of the backwards */
+                if (i < warm) fwd = 1, m = i;
+                else if (i < 2 * M - warm) fwd = (i - warm) % 2 == 0, m = fwd ? warm + (i - warm) / 2 : (i - warm) / 2;
+                else fwd = 0, m = i - M;
+                dep = fwd ? (s > 0 ? fend[m * pp + s - 1] : 0) : (s < pp - 1 ? bend[m * pp + s + 1] : fend[m * pp + s]);
+                if (fwd && st[1] - st[3] >= pp && pend) t = clock[s], w = 1; /* no more than pp micro-batches held */
+                else if (dep >= 0 && dep <= clock[s]) t = clock[s], w = 0;
+                else if (pend) t = clock[s], w = 1; /* its input is not there yet: a W fills the wait */
+                else if (dep >= 0) t = dep, w = 0;
+                else continue;
+            }
+            if (best < 0 || t < best_t) best = s, best_t = t, best_w = w;
+        }
+        if (best < 0) return;
+        {
+            int *st = state + 5 * best, i = st[0], warm = pp - best - 1 < M ? pp - best - 1 : M;
+            mgt__pipe_action *a = comp + (size_t)best * (size_t)per + st[4]++;
+            a->t = best_t;
+            clock[best] = best_t + (best_w ? MGT__ZB_W_COST : MGT__ZB_FB_COST);
+            if (best_w) { a->kind = MGT__PA_WEIGHT; a->micro = st[3]++; continue; }
+            if (i < warm) a->kind = MGT__PA_FORWARD, a->micro = i;
+            else if (i < 2 * M - warm) a->kind = (i - warm) % 2 == 0 ? MGT__PA_FORWARD : MGT__PA_BACKWARD,
+                                        a->micro = a->kind == MGT__PA_FORWARD ? warm + (i - warm) / 2 : (i - warm) / 2;
+            else a->kind = MGT__PA_BACKWARD, a->micro = i - M;
+            st[0]++;
+            if (a->kind == MGT__PA_FORWARD) fend[a->micro * pp + best] = clock[best], st[1]++;
+            else bend[a->micro * pp + best] = clock[best], st[2]++;
+        }
+    }
+}
+
 static int mgt__pipe_action_cmp(const void *x, const void *y) {
     const mgt__pipe_action *a = (const mgt__pipe_action *)x, *b = (const mgt__pipe_action *)y;
     if (a->t != b->t) return a->t < b->t ? -1 : 1;
@@ -7560,10 +7745,10 @@ static int mgt__pipe_action_cmp(const void *x, const void *y) {
 }
 
 /* stage `stage`'s actions for a step of M micro-batches (a multiple of pp) through pp stages of V
-   chunks each; forward_only: validation's forwards; bcost: a backward's cost in forwards. *out is
-   MGT_MALLOC'd. */
-static mgt_result mgt__pipeline_actions(int pp, int V, int M, int forward_only, int bcost, int stage, mgt__pipe_action **out, int *n_out) {
-    int G = pp * V, total = M * V, per = forward_only ? total : 2 * total, s, k, i, n = 0, *pos = NULL, progress;
+   chunks each; forward_only: validation's forwards; bcost: a backward's cost in forwards; zb: the
+   zero-bubble order (V = 1; B and W cost a forward each). *out is MGT_MALLOC'd. */
+static mgt_result mgt__pipeline_actions(int pp, int V, int M, int forward_only, int bcost, int zb, int stage, mgt__pipe_action **out, int *n_out) {
+    int G = pp * V, total = M * V, per = forward_only ? total : (zb ? 3 : 2) * total, s, k, i, n = 0, *pos = NULL, progress;
     long long *fend = NULL, *bend = NULL, *clock = NULL;
     mgt__pipe_action *comp = NULL, *res = NULL; /* comp: every stage's computes, per apart */
     mgt_result r = MGT_OK;
@@ -7571,13 +7756,21 @@ static mgt_result mgt__pipeline_actions(int pp, int V, int M, int forward_only, 
     *n_out = 0;
     comp = (mgt__pipe_action *)MGT_MALLOC(sizeof *comp * (size_t)per * (size_t)pp);
     fend = (long long *)MGT_MALLOC(sizeof(long long) * (size_t)M * (size_t)G * 2);
-    pos = (int *)MGT_MALLOC(sizeof(int) * (size_t)pp);
+    pos = (int *)MGT_MALLOC(sizeof(int) * (size_t)pp * 5); /* zb: mgt__zb_order's state */
     clock = (long long *)MGT_MALLOC(sizeof(long long) * (size_t)pp);
     res = (mgt__pipe_action *)MGT_MALLOC(sizeof *res * (size_t)per * 3);
     if (!comp || !fend || !pos || !clock || !res) { r = mgt__fail(MGT_ERROR_MEMORY, "out of memory planning the pipeline schedule"); goto done; }
     bend = fend + (size_t)M * (size_t)G;
     for (i = 0; i < M * G * 2; i++) fend[i] = -1;
     memset(comp, 0, sizeof *comp * (size_t)per * (size_t)pp);
+    if (zb && !forward_only) {
+        memset(pos, 0, sizeof(int) * (size_t)pp * 5);
+        memset(clock, 0, sizeof(long long) * (size_t)pp);
+        mgt__zb_order(pp, M, comp, per, fend, bend, pos, clock);
+        for (s = 0; s < pp; s++)
+            if (pos[5 * s + 4] < per) { r = mgt__fail(MGT_ERROR_UNSUPPORTED, "the zero-bubble schedule of %d stages over %d micro-batches does not complete", pp, M); goto done; }
+        goto messages;
+    }
     for (s = 0; s < pp; s++) { /* Megatron's order */
         mgt__pipe_action *c = comp + (size_t)s * (size_t)per;
         int warm = forward_only ? total : 2 * (pp - s - 1) + (V - 1) * pp, nf = 0, nb = 0, j = 0;
@@ -7609,10 +7802,12 @@ static mgt_result mgt__pipeline_actions(int pp, int V, int M, int forward_only, 
     } while (progress);
     for (s = 0; s < pp; s++)
         if (pos[s] < per) { r = mgt__fail(MGT_ERROR_UNSUPPORTED, "the interleaved schedule of %d stages x %d chunks over %d micro-batches does not complete", pp, V, M); goto done; }
+messages:
     for (k = 0; k < per; k++) { /* this stage's computes with their messages */
         const mgt__pipe_action *a = comp + (size_t)stage * (size_t)per + k;
         int g = a->chunk * pp + stage, idx = a->micro * G + g, fwd = a->kind == MGT__PA_FORWARD;
         int from = fwd ? g - 1 : g + 1, to = fwd ? g + 1 : g - 1; /* the chunks it receives from and sends to */
+        if (a->kind == MGT__PA_WEIGHT) from = to = -1; /* no messages */
         if (from >= 0 && from < G) {
             mgt__pipe_action *x = &res[n];
             memset(x, 0, sizeof *x);
@@ -7662,8 +7857,8 @@ static int mgt__pipe_sets(const mgt__pipe_action *a, int n, int M) {
     return ok ? k : M;
 }
 
-/* the interleaved schedule of stage `stage` of plan p: its training and validation actions (free
-   with MGT_FREE; NULL to only count) and the activation sets they need */
+/* the interleaved (or zero-bubble) schedule of stage `stage` of plan p: its training and validation
+   actions (free with MGT_FREE; NULL to only count) and the activation sets they need */
 static mgt_result mgt__interleaved_plan(const mgt_plan *p, int stage, mgt__pipe_action **train, int *ntrain, mgt__pipe_action **fwd, int *nfwd, int *sets) {
     mgt__pipe_action *a[2] = {NULL, NULL};
     int n[2] = {0, 0}, i, M = p->micro_steps, most = 1;
@@ -7671,7 +7866,7 @@ static mgt_result mgt__interleaved_plan(const mgt_plan *p, int stage, mgt__pipe_
     for (i = 0; i < 2 && r == MGT_OK; i++) {
         int k;
         /* a backward costs about two forwards (the input's and the weights' gradients), three with recompute */
-        r = mgt__pipeline_actions(p->pp, mgt__plan_chunks(p), M, i, p->cfg.train.recompute == MGT_RECOMPUTE_FULL ? 3 : 2, stage, &a[i], &n[i]);
+        r = mgt__pipeline_actions(p->pp, mgt__plan_chunks(p), M, i, p->cfg.train.recompute == MGT_RECOMPUTE_FULL ? 3 : 2, mgt__plan_zb(p), stage, &a[i], &n[i]);
         if (r == MGT_OK && (k = mgt__pipe_sets(a[i], n[i], M)) > most) most = k;
     }
     *sets = most;
@@ -7703,7 +7898,9 @@ static mgt_result mgt__run_pipe_actions(mgt__rank *rk, const mgt__pipe_action *a
                 MGT__TRY(mgt__head_forward(rk, A, grad_scale, &loss));
                 rk->loss_sum += loss;
             }
-        } else { /* the chunk's backward runs in the set's gradient buffer, from which it is sent */
+        } else if (x->kind == MGT__PA_WEIGHT) /* zb: the weight gradients B left */
+            MGT__TRY(mgt__blocks_weight_grads(rk, A, c * per, (c + 1) * per, head, embed, x->micro == M - 1));
+        else { /* the chunk's backward runs in the set's gradient buffer, from which it is sent */
             void *dres = rk->gs.dres;
             mgt_result r;
             rk->gs.dres = A->dgrad;
@@ -7725,7 +7922,7 @@ static mgt_result mgt__schedule(mgt__rank *rk, const uint32_t *rows, float grad_
     const mgt__shape *s = &rk->shape;
     size_t act = (size_t)mgt__rows(s) * s->C;
     int M = rk->run->plan.micro_steps, m, warm, steady, dtype = rk->be->dtype;
-    if (s->chunks > 1) return mgt__run_pipe_actions(rk, rk->pipe[0], rk->npipe[0], rows, grad_scale); /* interleaved */
+    if (s->chunks > 1 || s->zb) return mgt__run_pipe_actions(rk, rk->pipe[0], rk->npipe[0], rows, grad_scale); /* interleaved, zero-bubble */
     if (rk->run->plan.cfg.parallel.pp_schedule == 1 /* gpipe */ || rk->run->plan.pp == 1) {
         for (m = 0; m < M; m++) {
             MGT__TRY(mgt__micro_forward(rk, rows, m, grad_scale, 0, 1));
@@ -8042,6 +8239,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
+    rk->ring_s = 0; /* a forward-only pass since the last step used the ring too */
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat, 2 * sizeof(double));
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
@@ -8073,7 +8271,10 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     MGT__TRY(mgt__settle(rk));
     rk->step_s = mgt_now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
-    rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
+    /* the bubble: waiting for pipeline peers, the time in sends and receives but the ring of context
+       parallelism's, which is communication. A communicator that times its calls when the step ends
+       (NCCL) cannot tell them apart: with cp > 1 they all count as communication there */
+    rk->bubble_s = rk->shape.cp == 1 ? rk->step_comm.seconds[MGT_COLL_SEND_RECV] : rk->comm->sync ? 0 : rk->step_comm.seconds[MGT_COLL_SEND_RECV] - rk->ring_s;
     rk->comm_s = 0;
     for (u = 0; u < MGT_COLL_COUNT; u++) rk->comm_s += rk->step_comm.seconds[u];
     rk->comm_s -= rk->bubble_s;
@@ -8112,7 +8313,8 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
     MGT__TRY(r->world_api->comm(r->world, rk->rank, rk->be, groups, 7, &rk->comm));
     if (!r->world_api->on_gpus) return MGT_OK;
     /* NCCL connects on first use, allocating and synchronising: one collective on every group and a
-       send/receive with each pipeline neighbour, now, so that no step does anything for the first time */
+       send/receive with each pipeline neighbour and around the context-parallel ring, now, so that no
+       step does anything for the first time */
     buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
     for (i = 0; i < 7; i++)
         if (groups[i]->size > 1 && groups[i]->ranks[groups[i]->index] == rk->rank) MGT__TRY(rk->comm->barrier(rk->comm, groups[i]));
@@ -8125,7 +8327,7 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
         int peer = rk->pp_g.ranks[rk->first ? r->plan.pp - 1 : 0];
         MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
     }
-    if (rk->shape.cp > 1) /* context parallelism's ring, as its steps pass the key/value blocks: to the next rank, from the previous */
+    if (rk->cp_g.size > 1) /* the ring of attention (a CP group is one stage's: after the pipeline's pairs, no cycle of waits) */
         MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), buf, mgt__cp_prev(rk), buf + rk->be->elt, 1, dt));
     if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */
@@ -8923,8 +9125,8 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
         char schedule[16], recompute[16];
         mgt_config_value_string(c, mgt__find_key("parallel", "pp_schedule"), schedule, sizeof schedule);
         mgt_config_value_string(c, mgt__find_key("train", "recompute"), recompute, sizeof recompute);
-        fprintf(r->metrics, "{\"type\":\"layout\",\"step\":%d,\"chosen\":\"auto\",\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"pp_schedule\":\"%s\","
-                "\"micro_batch\":%d,\"recompute\":\"%s\"}\n", r->step, c->parallel.dp, c->parallel.tp, c->parallel.pp, c->parallel.zero, schedule,
+        fprintf(r->metrics, "{\"type\":\"layout\",\"step\":%d,\"chosen\":\"auto\",\"dp\":%d,\"cp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"pp_schedule\":\"%s\","
+                "\"micro_batch\":%d,\"recompute\":\"%s\"}\n", r->step, c->parallel.dp, c->parallel.cp, c->parallel.tp, c->parallel.pp, c->parallel.zero, schedule,
                 c->train.micro_batch, recompute);
         fflush(r->metrics);
     }
@@ -10015,6 +10217,7 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.sp = !r->inference && cfg->parallel.sp && p->tp > 1; /* sampling keeps its rows whole */
     rk->shape.first = rk->first;
     rk->shape.chunks = r->inference ? 1 : mgt__plan_chunks(p);
+    rk->shape.zb = !r->inference && mgt__plan_zb(p);
     rk->shape.elt = mgt__dtype_size(r->dtype);
     return MGT_OK;
 }
@@ -10133,7 +10336,7 @@ static mgt_result mgt__rank_activations(mgt_run *r, mgt__rank *rk) {
     }
     /* activations: one set per micro-batch in flight (GPipe: all of them; 1F1B: pp - stage) */
     rk->nsets = r->inference || p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? M : (p->pp - rk->ppr < M ? p->pp - rk->ppr : M);
-    if (!r->inference && rk->shape.chunks > 1) /* interleaved: the sets its actions need, the plan's count */
+    if (!r->inference && (rk->shape.chunks > 1 || rk->shape.zb)) /* interleaved or zb: the sets its actions need, the plan's count */
         MGT__TRY(mgt__interleaved_plan(p, rk->ppr, &rk->pipe[0], &rk->npipe[0], &rk->pipe[1], &rk->npipe[1], &rk->nsets));
     rk->acts = (mgt__acts *)MGT_MALLOC(sizeof(mgt__acts) * (size_t)rk->nsets);
     if (!rk->acts) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");
@@ -11255,7 +11458,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p->zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
     sets = p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p->pp - z.ppr < z.M ? p->pp - z.ppr : z.M);
-    if (z.V > 1) { /* interleaved: the sets its schedule holds at once (mgt__pipe_sets) */
+    if (z.V > 1 || mgt__plan_zb(p)) { /* interleaved, zero-bubble: the sets its schedule holds at once (mgt__pipe_sets) */
         int v_sets;
         MGT__TRY(mgt__interleaved_plan(p, z.ppr, NULL, NULL, NULL, NULL, &v_sets));
         sets = (size_t)v_sets;
@@ -11270,13 +11473,17 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
                       mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
         int rec = cfg->train.recompute;
         a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
+        if (mgt__plan_zb(p)) /* each block's matmul output gradients, kept from B to W: dmlp, dattn (N,C) (in the block's output's and
+                                res2's place without sequence parallelism or recompute), dfch (N,F), dqkv (N,Q) (in fch's without recompute) */
+            a_layer += (size_t)z.nb * ((z.sp || rec ? 2 * mgt__carve_bytes(N * C * e) : 0) + mgt__carve_bytes(N * z.F * e) +
+                                       (rec || z.Q > z.F ? mgt__carve_bytes(N * z.Q * e) : 0));
     }
     a_last = z.last ? mgt__carve_bytes(z.R * C * e) + 2 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
-    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 ? mgt__carve_bytes(z.R * C * e) : 0); /* and interleaved's gradient in and out (acts.dgrad) */
+    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 || mgt__plan_zb(p) ? mgt__carve_bytes(z.R * C * e) : 0); /* and the action lists' gradient in and out (acts.dgrad) */
     one = a_resid + a_layer + a_last + a_io;
-    scratch = mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) +
-              (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0) + (z.sp ? mgt__carve_bytes(N * C * e) : 0); /* dres, dln, dqkv, dfch, dact, full */
+    scratch = mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * C * e) + (mgt__plan_zb(p) ? 0 : mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e)) +
+              (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0) + (z.sp ? mgt__carve_bytes(N * C * e) : 0); /* dres, dln, dqkv and dfch (zb: per block), dact, full */
     if (z.cp > 1) /* ring attention's key/value blocks and their gradients, two each, the merged output and dq (mgt__scratch_layout) */
         scratch += 2 * mgt__carve_bytes(N * (z.Q - z.Cl) * e) + 2 * mgt__carve_bytes(N * (z.Q - z.Cl) * f) + 2 * mgt__carve_bytes(N * z.Cl * f);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;
@@ -11692,8 +11899,8 @@ static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char 
     api = mgt_cuda_load(why, cap);
     if (api && api->probe(&devices, why, cap) != 0) api = NULL;
     if (api && devices < need) {
-        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cfg->parallel.tp,
-                 cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
+        snprintf(why, cap, "the run needs %d GPUs (dp %d x cp %d x tp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cfg->parallel.cp,
+                 cfg->parallel.tp, cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
         api = NULL;
     }
     return api;
@@ -11784,7 +11991,7 @@ static mgt_result mgt__choose_device(const mgt_config *cfg, int world, const mgt
 
 MGTDEF int mgt_device_for(const mgt_config *cfg, char *why, size_t cap) {
     char w[1024];
-    const mgt_cuda_api *api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, w, sizeof w);
+    const mgt_cuda_api *api = mgt__gpus_for(cfg, mgt_config_ranks(cfg), w, sizeof w);
     if (why) mgt__strlcpy(why, api ? "" : w, cap);
     return api != NULL;
 }
@@ -11816,7 +12023,7 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
     MGT__TRY(mgt_config_validate(cfg));
     MGT__TRY(mgt__layout_chosen(cfg, "the memory check"));
     MGT__TRY(mgt__plan_make(cfg, &plan));
-    api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
+    api = mgt__gpus_for(cfg, mgt_config_ranks(cfg), why, sizeof why);
     if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
         out->device = MGT_DEVICE_CUDA;
         out->fits = 1;
@@ -11941,9 +12148,9 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d core%s: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores, cores == 1 ? "" : "s");
     if (!given && !r->world_api->on_gpus && r->rank_hi - r->rank_lo > cores) /* this process's ranks on its cores */
-        mgt__event(r, MGT_LOG_WARN, "%d ranks (%sdp %d x tp %d x pp %d) on %d core%s: a rank is at least one thread, so ranks take turns on the "
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (%sdp %d x cp %d x tp %d x pp %d) on %d core%s: a rank is at least one thread, so ranks take turns on the "
                    "cores and a step is slower than on fewer ranks", r->rank_hi - r->rank_lo, r->rank_hi - r->rank_lo < r->plan.world ? "this process's, of " : "",
-                   r->plan.dp, r->plan.tp, r->plan.pp, cores, cores == 1 ? "" : "s");
+                   r->plan.dp, r->plan.cp, r->plan.tp, r->plan.pp, cores, cores == 1 ? "" : "s");
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);
@@ -12503,12 +12710,12 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
         else if (arena) be->layernorm_backward(be, y, dw, db, g, x, w, mean, rstd, (int)a[0], (int)a[1]);
     } else if (!strcmp(name, "matmul_forward") || !strcmp(name, "matmul_backward")) {
         float *x = MGT__TAKE(a[0] * a[1]), *w = MGT__TAKE(a[1] * a[2]), *y = MGT__TAKE(a[0] * a[2]), *bias = MGT__TAKE(a[2]);
-        float *dx = name[7] == 'b' && a[3] ? MGT__TAKE(a[0] * a[1]) : NULL, *dw = MGT__TAKE(a[1] * a[2]);
+        float *dx = name[7] == 'b' && a[3] ? MGT__TAKE(a[0] * a[1]) : NULL, *dw = name[7] == 'b' && a[5] ? NULL : MGT__TAKE(a[1] * a[2]); /* a[5]: no dW */
         if (arena && name[7] == 'f') be->matmul_forward(be, y, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
         else if (arena) be->matmul_backward(be, dx, dw, a[4] ? bias : NULL, y, x, w, (int)a[0], (int)a[1], (int)a[2]);
     } else if (!strcmp(name, "matmul_gelu_forward") || !strcmp(name, "matmul_gelu_backward")) { /* N, C, OC, bias */
         float *x = MGT__TAKE(a[0] * a[1]), *w = MGT__TAKE(a[1] * a[2]), *y = MGT__TAKE(a[0] * a[2]), *pre = MGT__TAKE(a[0] * a[2]);
-        float *bias = MGT__TAKE(a[2]), *dw = MGT__TAKE(a[1] * a[2]), *dpre = name[12] == 'b' ? MGT__TAKE(a[0] * a[1]) : NULL;
+        float *bias = MGT__TAKE(a[2]), *dw = name[12] == 'b' && a[4] ? NULL : MGT__TAKE(a[1] * a[2]), *dpre = name[12] == 'b' ? MGT__TAKE(a[0] * a[1]) : NULL;
         if (arena && name[12] == 'f') be->matmul_gelu_forward(be, y, pre, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
         else if (arena) be->matmul_gelu_backward(be, dpre, dw, a[3] ? bias : NULL, y, x, w, x, (int)a[0], (int)a[1], (int)a[2]); /* pre: any (N,C) */
     } else if (!strcmp(name, "attention_forward") || !strcmp(name, "attention_backward")) { /* B, T, C, NH, NKV */
@@ -12910,14 +13117,15 @@ static void mgt__sim_linear_gemms(double *g, double n, double c, double oc) {
 #define MGT__SIM_BGRAD_BYTES(oc) (12 * (oc)) /* the BGRADB epilogue's fp32 vector written, read and added into dbias */
 static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C,
                                      int OC) {
-    double n = N, c = C, oc = OC, k = dinp ? 2 : 1, g[6];
-    (void)dw; (void)dout; (void)inp; (void)w;
+    double n = N, c = C, oc = OC, k = (dinp ? 1 : 0) + (dw ? 1 : 0), g[6];
+    (void)dout; (void)inp; (void)w;
+    if (!dw) db = NULL; /* the bias gradient comes with the weight's */
     mgt__sim_linear_gemms(g, n, c, oc);
-    MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, 0);
-    mgt__sim_gemms(be, dinp ? 2 : 1, g, db != NULL);
+    MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, dw == NULL);
+    mgt__sim_gemms(be, (int)k, dw ? g : g + 3, db != NULL); /* g: the dW GEMM, then dinp's */
     mgt__sim_charge(be, "matmul_backward", MGT_SIM_GEMM, k * 2 * n * c * oc,
-                    (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n,
-                    oc, c, (int)k + (db ? 1 : 0));
+                    (k * n * oc + c * oc + (dw ? n * c : 0) + (dinp ? n * c : 0)) * MGT__SIM_E + (dw ? 8 * c * oc : 0), db ? n * oc : 0,
+                    db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n, oc, c, (int)k + (db ? 1 : 0));
 }
 /* cuBLASLt's epilogues (kernels/backend_cuda.cu): the GELU forward writes pre and gelu(pre) as the
    GEMM's tiles are stored (no pass over pre); the backward's dX GEMM reads pre and applies gelu'
@@ -12935,12 +13143,14 @@ static void mgt__sim_matmul_gelu_forward(mgt_backend *be, void *out, void *pre, 
 static void mgt__sim_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw, float *db, const void *dout, const void *inp, const void *w,
                                           const void *pre, int N, int C, int OC) {
     double n = N, c = C, oc = OC, g[6];
-    (void)dpre; (void)dw; (void)dout; (void)inp; (void)w; (void)pre;
+    (void)dpre; (void)dout; (void)inp; (void)w; (void)pre;
+    if (!dw) db = NULL; /* the input gradient only (zero-bubble's B): the DGELU GEMM */
     mgt__sim_linear_gemms(g, n, c, oc);
-    MGT__SIM_ARGS(N, C, OC, db != NULL, 0, 0);
-    mgt__sim_gemms(be, 2, g, 1 + (db != NULL));
-    mgt__sim_charge_t(be, "matmul_gelu_backward", MGT_SIM_GEMM, 4 * n * c * oc, (2 * n * oc + 3 * n * c + c * oc) * MGT__SIM_E + 8 * c * oc,
-                      15 * n * c + (db ? n * oc : 0), db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n * c, n, oc, c, 2 + (db ? 1 : 0));
+    MGT__SIM_ARGS(N, C, OC, db != NULL, dw == NULL, 0);
+    mgt__sim_gemms(be, dw ? 2 : 1, dw ? g : g + 3, 1 + (db != NULL));
+    mgt__sim_charge_t(be, "matmul_gelu_backward", MGT_SIM_GEMM, (dw ? 4 : 2) * n * c * oc,
+                      ((dw ? 2 : 1) * n * oc + (dw ? 3 : 2) * n * c + c * oc) * MGT__SIM_E + (dw ? 8 * c * oc : 0), 15 * n * c + (db ? n * oc : 0),
+                      db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n * c, n, oc, c, (dw ? 2 : 1) + (db ? 1 : 0));
 }
 /* Attention on a GPU in bf16/fp16, where cuDNN serves the shape (mgt_cudnn_attention_serves), is
    cuDNN's fused flash attention on tensor cores: the causal half of the scores, 4 hs FLOPs per
@@ -14130,6 +14340,9 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
     if (!base || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: base, opt and out are required");
     memset(out, 0, sizeof *out);
     if (world < 1) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: %d GPUs", world);
+    if (base->parallel.cp > 1)
+        return mgt__fail(MGT_ERROR_CONFIG, "the layout search does not choose context parallelism: [parallel] cp = %d; plan the layout with cp as it is "
+                         "(mgt plan without --search), or search with cp = 1", base->parallel.cp);
     memset(&q, 0, sizeof q);
     per_node = opt->gpus_per_node > 0 ? opt->gpus_per_node : world;
     for (tp = 1; tp <= world && tp <= per_node; tp++) {
@@ -14327,7 +14540,7 @@ MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *ou
     mgt__strlcpy(out->device, o.device.name, sizeof out->device);
     mgt__strlcpy(out->title, o.device.title, sizeof out->title);
     if (pinned[0] && pinned[1] && pinned[2]) { /* the pins say how many ranks */
-        fixed_world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+        fixed_world = mgt_config_ranks(cfg);
         if (api && fixed_world > gpus)
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto with dp x tp x pp pinned to %d ranks (%s), on %d GPUs", where, fixed_world, out->pins, gpus);
         worlds[nworlds++] = fixed_world;

@@ -427,7 +427,7 @@ static void mgt__cuda_matmul_backward(mgt_backend *be, void *dinp, float *dweigh
     mgt__cuda *c = MGT__CU(be);
     MGT__OP(c, "matmul backward", "N %d, C %d, OC %d%s", N, C, OC, dbias ? ", bias" : "");
     if (dinp) mgt__gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, weight, C, dout, OC, 0.0f, dinp, c->type, C, "matmul backward (input)");
-    mgt__cuda_weight_grad(c, dweight, dbias, dout, inp, N, C, OC);
+    if (dweight) mgt__cuda_weight_grad(c, dweight, dbias, dout, inp, N, C, OC);
 }
 
 /* ---- attention: flash attention, cuDNN's (bf16/fp16, the shape reserve built its plans for) or the
@@ -594,7 +594,7 @@ static void mgt__cuda_matmul_gelu_backward(mgt_backend *be, void *dpre, float *d
     MGT__OP(c, "matmul gelu backward", "N %d, C %d, OC %d%s", N, C, OC, dbias ? ", bias" : "");
     if (MGT__AUX_LD_OK(C) && mgt__gemm_lt(c, CUBLASLT_EPILOGUE_DGELU, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, 0.0f, dpre, c->type, NULL,
                                           (void *)pre)) {
-        mgt__cuda_weight_grad(c, dweight, dbias, dout, inp, N, C, OC);
+        if (dweight) mgt__cuda_weight_grad(c, dweight, dbias, dout, inp, N, C, OC);
         return;
     }
     mgt__cuda_matmul_backward(be, dpre, dweight, dbias, dout, inp, weight, N, C, OC);

@@ -53,7 +53,7 @@
 #include "fake_note.h" /* defines: mgt_cuda_fake_note (the checking fakes' hook; null in the library) */
 
 typedef char mgt__nccl_id_fits[sizeof(ncclUniqueId) == MGT_NCCL_ID_BYTES ? 1 : -1]; /* mgt.h carries the id as bytes */
-#define MGT__NCCL_MAX_GROUPS 8 /* kinds of groups a rank belongs to (mgt.h has 6) */
+#define MGT__NCCL_MAX_GROUPS 8 /* kinds of groups a rank belongs to (mgt.h has 7) */
 #define MGT__NCCL_TIMED 2048   /* timed calls per step; more are counted, not timed */
 #define MGT__NCCL_DEFERRED 16  /* events of deferred calls; a later one stands in for an overwritten one */
 

@@ -239,8 +239,8 @@ static void mgt__bias_bwd_task(void *ctx, int tid, int nth) {
 static void mgt__cpu_matmul_backward(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                      const float *weight, int N, int C, int OC) {
     if (dinp) mgt__gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C, NULL);   /* dinp = dout @ W */
-    mgt__gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C, NULL);            /* dW += dout^T @ inp */
-    if (dbias) {
+    if (dweight) mgt__gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C, NULL); /* dW += dout^T @ inp */
+    if (dweight && dbias) {
         mgt__args a;
         memset(&a, 0, sizeof a);
         a.out[0] = dbias; a.in[0] = dout; a.n[0] = N; a.n[1] = OC;
@@ -872,7 +872,8 @@ static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float
     float *di;
     if (!MGT__WIDE(be)) { mgt__cpu_matmul_backward(be, MGT__F(dinp), dw, db, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), N, C, OC); return; }
     di = dinp ? mgt__wide_take(be, (size_t)N * C) : NULL;
-    mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), N, C, OC);
+    mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), dw ? mgt__wide_in(be, inp, (size_t)N * C) : NULL,
+                             dinp ? mgt__wide_in(be, w, (size_t)OC * C) : NULL, N, C, OC); /* widens only what the asked gradients read */
     if (dinp) mgt__wide_out(be, dinp, di, (size_t)N * C);
 }
 static void mgt__t_gelu_forward(mgt_backend *be, void *out, const void *inp, size_t n);

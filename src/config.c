@@ -641,6 +641,8 @@ MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, c
 
 #define MGT__KEY(sec, name) mgt__find_key(#sec, #name)
 
+MGTDEF int mgt_config_ranks(const mgt_config *cfg) { return cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp; }
+
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
     char w1[300], w2[300], w3[300], w4[300];
     int tok_vocab;
@@ -661,6 +663,10 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
                                  k->info.section, k->info.name, why);
         }
     }
+    if (cfg->parallel.cp > 1 && mgt__layout_unresolved(cfg))
+        return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] cp = %d with layout = auto (from %s): the layout search does not choose context parallelism, nor keep "
+                         "it; set layout = manual with the layout you want, or cp = 1", mgt__where(cfg, MGT__KEY(parallel, cp), w1, sizeof w1),
+                         cfg->parallel.cp, mgt__where(cfg, MGT__KEY(parallel, layout), w2, sizeof w2));
     if (mgt__layout_unresolved(cfg)) { /* the keys auto chooses are checked once chosen: here those set (pinned) against the rest */
         mgt_config pinned = *cfg;
         int k;
@@ -787,6 +793,18 @@ MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg) {
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_virtual = %d runs micro-batches in groups of pp = %d, but a step has global_batch / (micro_batch x dp) = "
                              "%d of them; make [train] global_batch a multiple of micro_batch x dp x pp = %lld, or set pp_virtual = 1",
                              at, V, P, M, (long long)cfg->train.micro_batch * cfg->parallel.dp * P);
+    }
+    if (cfg->parallel.pp_schedule == 2 /* zb */ && cfg->parallel.pp > 1) { /* what the split backward (src/pipeline.c) does not do */
+        const char *at = mgt__where(cfg, MGT__KEY(parallel, pp_schedule), w1, sizeof w1);
+        if (cfg->parallel.pp_virtual > 1)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with pp_virtual = %d: the zero-bubble schedule runs one chunk per stage; set pp_virtual = 1, "
+                             "or pp_schedule = 1f1b for interleaving", at, cfg->parallel.pp_virtual);
+        if (cfg->train.recompute == MGT_RECOMPUTE_FULL)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with [train] recompute = full: the weight-gradient pass reads every block's matmul inputs, "
+                             "which full recompute would rebuild a second time; set recompute = selective or none, or pp_schedule = 1f1b", at);
+        if (cfg->parallel.zero >= 2)
+            return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] pp_schedule = zb with zero = %d: a block's gradients are complete only after its deferred weight-gradient pass, "
+                             "but ZeRO %d reduce-scatters each block's after its backward; set zero = 0 or 1, or pp_schedule = 1f1b", at, cfg->parallel.zero, cfg->parallel.zero);
     }
     if ((long long)cfg->parallel.dp * cfg->parallel.cp * cfg->parallel.tp * cfg->parallel.pp > 4096)
         return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] dp x cp x tp x pp = %lld ranks; at most 4096", mgt__where(cfg, MGT__KEY(parallel, dp), w1, sizeof w1),

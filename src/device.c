@@ -132,8 +132,8 @@ static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char 
     api = mgt_cuda_load(why, cap);
     if (api && api->probe(&devices, why, cap) != 0) api = NULL;
     if (api && devices < need) {
-        snprintf(why, cap, "the run needs %d GPUs (dp %d x tp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cfg->parallel.tp,
-                 cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
+        snprintf(why, cap, "the run needs %d GPUs (dp %d x cp %d x tp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cfg->parallel.cp,
+                 cfg->parallel.tp, cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
         api = NULL;
     }
     return api;
@@ -224,7 +224,7 @@ static mgt_result mgt__choose_device(const mgt_config *cfg, int world, const mgt
 
 MGTDEF int mgt_device_for(const mgt_config *cfg, char *why, size_t cap) {
     char w[1024];
-    const mgt_cuda_api *api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, w, sizeof w);
+    const mgt_cuda_api *api = mgt__gpus_for(cfg, mgt_config_ranks(cfg), w, sizeof w);
     if (why) mgt__strlcpy(why, api ? "" : w, cap);
     return api != NULL;
 }
@@ -256,7 +256,7 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
     MGT__TRY(mgt_config_validate(cfg));
     MGT__TRY(mgt__layout_chosen(cfg, "the memory check"));
     MGT__TRY(mgt__plan_make(cfg, &plan));
-    api = mgt__gpus_for(cfg, cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp, why, sizeof why);
+    api = mgt__gpus_for(cfg, mgt_config_ranks(cfg), why, sizeof why);
     if (!api && cfg->parallel.device == MGT_DEVICE_CUDA) { /* the run itself would stop at its device */
         out->device = MGT_DEVICE_CUDA;
         out->fits = 1;

@@ -113,7 +113,7 @@ MGTDEF mgt_result mgt_config_resolve_layout(mgt_config *cfg, mgt_layout_auto *ou
     mgt__strlcpy(out->device, o.device.name, sizeof out->device);
     mgt__strlcpy(out->title, o.device.title, sizeof out->title);
     if (pinned[0] && pinned[1] && pinned[2]) { /* the pins say how many ranks */
-        fixed_world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+        fixed_world = mgt_config_ranks(cfg);
         if (api && fixed_world > gpus)
             return mgt__fail(MGT_ERROR_CONFIG, "%s: [parallel] layout = auto with dp x tp x pp pinned to %d ranks (%s), on %d GPUs", where, fixed_world, out->pins, gpus);
         worlds[nworlds++] = fixed_world;

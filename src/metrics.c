@@ -100,8 +100,8 @@ static mgt_result mgt__open_metrics(mgt_run *r) {
         char schedule[16], recompute[16];
         mgt_config_value_string(c, mgt__find_key("parallel", "pp_schedule"), schedule, sizeof schedule);
         mgt_config_value_string(c, mgt__find_key("train", "recompute"), recompute, sizeof recompute);
-        fprintf(r->metrics, "{\"type\":\"layout\",\"step\":%d,\"chosen\":\"auto\",\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"pp_schedule\":\"%s\","
-                "\"micro_batch\":%d,\"recompute\":\"%s\"}\n", r->step, c->parallel.dp, c->parallel.tp, c->parallel.pp, c->parallel.zero, schedule,
+        fprintf(r->metrics, "{\"type\":\"layout\",\"step\":%d,\"chosen\":\"auto\",\"dp\":%d,\"cp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"pp_schedule\":\"%s\","
+                "\"micro_batch\":%d,\"recompute\":\"%s\"}\n", r->step, c->parallel.dp, c->parallel.cp, c->parallel.tp, c->parallel.pp, c->parallel.zero, schedule,
                 c->train.micro_batch, recompute);
         fflush(r->metrics);
     }

@@ -186,7 +186,7 @@ MGTDEF mgt_result mgt_mkdirs(const char *path);
     X(parallel, cp, INT, "1", 1, 4096, "", "context-parallel ranks: each holds 1/cp of the sequence (two mirrored chunks) and attention passes keys and values around them in a ring; seq_len must divide by 2 cp") \
     X(parallel, pp, INT, "1", 1, 4096, "", "pipeline stages")                                      \
     X(parallel, zero, INT, "0", 0, 3, "", "ZeRO stage over the data-parallel group")               \
-    X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", "pipeline schedule")                \
+    X(parallel, pp_schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe|zb", "pipeline schedule; zb: zero-bubble ZB-H1, the backward split into input- and weight-gradient passes, the weights' filling the bubble") \
     X(parallel, pp_virtual, INT, "1", 1, 64, "", "model chunks per pipeline stage: interleaved 1F1B when more than 1") \
     X(parallel, bucket_mb, FLOAT, "25", 0.001, 65536, "", "gradient all-reduce bucket, MiB")       \
     X(parallel, threads, INT, "0", 0, 4096, "", "CPU threads in all; 0 uses every core")                \
@@ -255,6 +255,7 @@ MGTDEF const char *mgt_config_where(const mgt_config *cfg, const char *section, 
 /* the same, set by a program's own option (`option`, "--gpus 3"), which messages then name */
 MGTDEF mgt_result mgt_config_set_from(mgt_config *cfg, const char *assignment, const char *option);
 MGTDEF mgt_result mgt_config_validate(const mgt_config *cfg);     /* each key in its range, consistency between keys */
+MGTDEF int mgt_config_ranks(const mgt_config *cfg);               /* the ranks its layout needs: dp x cp x tp x pp */
 MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap); /* resolved INI text, to read (checkpoints store JSON) */
 MGTDEF const mgt_key_info *mgt_config_keys(int *count);
 MGTDEF int mgt_config_value_string(const mgt_config *cfg, int key, char *buf, size_t cap);
@@ -415,6 +416,9 @@ struct mgt_backend {
     void (*layernorm_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                                const void *weight, const float *mean, const float *rstd, int N, int C);
     void (*matmul_forward)(mgt_backend *be, void *out, const void *inp, const void *weight, const void *bias, int N, int C, int OC);
+    /* dinp (N,C) = dout W; dweight (OC,C) += dout^T inp; dbias (OC) += column sums of dout. Either half
+       alone: dinp NULL (weight gradient only; weight unread), or dweight and dbias NULL (input
+       gradient only; inp unread), as zero-bubble pipelining splits the backward */
     void (*matmul_backward)(mgt_backend *be, void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
                             const void *weight, int N, int C, int OC);
     /* GPT-2's MLP around its GELU (tanh form), each the same arithmetic as the ops it joins (the CUDA

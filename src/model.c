@@ -81,6 +81,9 @@ static mgt_result mgt__plan_stages(const mgt_config *cfg, mgt_plan *p) {
    (Megatron-LM's virtual pipeline stages). With V = 1 a stage's one chunk is its contiguous,
    balanced range (mgt__plan_stages). */
 static int mgt__plan_chunks(const mgt_plan *p) { return p->pp > 1 ? p->cfg.parallel.pp_virtual : 1; }
+/* parallel.pp_schedule = zb over more than one stage: the zero-bubble schedule (src/pipeline.c) */
+#define MGT__SCHEDULE_ZB 2
+static int mgt__plan_zb(const mgt_plan *p) { return p->pp > 1 && p->cfg.parallel.pp_schedule == MGT__SCHEDULE_ZB; }
 static int mgt__chunk_first(const mgt_plan *p, int g) { /* first block of global chunk g (of pp x V; g = pp x V: n_layer) */
     int V = mgt__plan_chunks(p);
     return V == 1 ? p->stage_first[g] : g * (p->cfg.model.n_layer / (p->pp * V));
@@ -341,6 +344,11 @@ typedef struct mgt__layer_acts {
     void *res2;                            /* (R,C) residual after attention */
     void *ln2; float *ln2_mean, *ln2_rstd; /* (R,C) (R) (R) */
     void *fch, *fch_gelu;                  /* (N,Hl) */
+    /* pp_schedule = zb: the output gradients of the block's matmuls, kept from its input-gradient pass
+       (B) to its weight-gradient pass (W), which reads them with the matmuls' inputs above */
+    void *dmlp, *dattn;                    /* (N,C) c_proj's of the MLP and of attention (every TP rank's rows); without sequence
+                                              parallelism or recompute they take the block's output's and res2's place */
+    void *dfch, *dqkv;                     /* (N,Fl) (N,3Cl); without recompute dqkv takes fch's place */
 } mgt__layer_acts;
 
 typedef struct mgt__acts {
@@ -370,7 +378,7 @@ static void *mgt__carve(mgt__cursor *c, size_t bytes) {
    units, Fl the width of its MLP's first matmul (Hl, or 2 Hl for SwiGLU's gate and up); att_lse as the
    backend's (mgt_backend.att_lse). Under context parallelism (cp > 1) T is the rank's share of the
    sequence, seq_len / cp, held as two chunks of T / 2: the rows are (2, B, T / 2), chunk-major */
-typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks, cp; size_t elt; } mgt__shape; /* chunks: pp_virtual, 1 without */
+typedef struct mgt__shape { int B, T, C, Cl, KVl, Hl, Fl, NHl, Vl, tp, nblocks, first, last, recompute /* MGT_RECOMPUTE_* */, att_lse, sp, chunks, cp; size_t elt; int zb; } mgt__shape; /* chunks: pp_virtual, 1 without; zb: the zero-bubble schedule (backward split into B and W) */
 
 /* rows of the residual stream a rank holds: all B x T, or under sequence parallelism (sp) its TP
    rank's contiguous 1/tp of them (the norms, residual adds and row-parallel biases run on these) */
@@ -414,6 +422,17 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
         x->ln2_rstd = (float *)mgt__carve(&cur, R * f);
         x->fch = mgt__carve(&cur, N * (size_t)s->Fl * e);
         x->fch_gelu = selective ? fch_gelu : mgt__carve(&cur, N * (size_t)s->Hl * e);
+        if (s->zb && !s->sp && !s->recompute) { /* dead once B has read them: the block's output (block b+1's B, or the head's, read it
+                                                   first) and res2 (after ln2's backward), each (N,C) when R = N */
+            x->dmlp = a->resid[l + 1];
+            x->dattn = x->res2;
+        } else {
+            x->dmlp = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+            x->dattn = s->zb ? mgt__carve(&cur, N * C * e) : NULL;
+        }
+        x->dfch = s->zb ? mgt__carve(&cur, N * (size_t)s->Fl * e) : NULL;
+        if (s->zb && !s->recompute && s->Cl + 2 * s->KVl <= s->Fl) x->dqkv = x->fch; /* fch is dead once the MLP's backward read it */
+        else x->dqkv = s->zb ? mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e) : NULL;
     }
     for (l = (size_t)sets; l < (size_t)s->nblocks; l++) a->layer[l] = a->layer[0];
     if (s->last) {
@@ -426,7 +445,7 @@ static size_t mgt__acts_layout(mgt__acts *a, char *base, const mgt__shape *s) {
     }
     a->inputs = (int *)mgt__carve(&cur, N * sizeof(int));
     a->targets = (int *)mgt__carve(&cur, N * sizeof(int));
-    a->dgrad = s->chunks > 1 ? mgt__carve(&cur, (size_t)mgt__rows(s) * C * e) : NULL; /* the residual stream's gradient: the rank's rows */
+    a->dgrad = s->chunks > 1 || s->zb ? mgt__carve(&cur, (size_t)mgt__rows(s) * C * e) : NULL; /* the residual stream's gradient: the rank's rows */
     return cur.used;
 }
 
@@ -446,8 +465,8 @@ static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__s
     size_t N = (size_t)s->B * (size_t)s->T, e = s->elt;
     g->dres = mgt__carve(&cur, (size_t)mgt__rows(s) * (size_t)s->C * e);
     g->dln = mgt__carve(&cur, N * (size_t)s->C * e);
-    g->dqkv = mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e);
-    g->dfch = mgt__carve(&cur, N * (size_t)s->Fl * e);
+    g->dqkv = s->zb ? NULL : mgt__carve(&cur, N * (size_t)(s->Cl + 2 * s->KVl) * e); /* zb: each block keeps its own (mgt__layer_acts) */
+    g->dfch = s->zb ? NULL : mgt__carve(&cur, N * (size_t)s->Fl * e);
     g->dact = s->Fl > s->Hl ? mgt__carve(&cur, N * (size_t)s->Hl * e) : NULL;
     g->full = s->sp ? mgt__carve(&cur, N * (size_t)s->C * e) : NULL;
     if (s->cp > 1) {

@@ -180,7 +180,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
     o->mem[MGT_MEM_OPTIMIZER] = (z.dtype == MGT_F32 ? 2 : 3) * f * (p->zero >= 1 ? z.shard : z.S); /* moments, and master weights under 16-bit */
     /* activations: one set per micro-batch in flight, and the backward scratch */
     sets = p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? (size_t)z.M : (size_t)(p->pp - z.ppr < z.M ? p->pp - z.ppr : z.M);
-    if (z.V > 1) { /* interleaved: the sets its schedule holds at once (mgt__pipe_sets) */
+    if (z.V > 1 || mgt__plan_zb(p)) { /* interleaved, zero-bubble: the sets its schedule holds at once (mgt__pipe_sets) */
         int v_sets;
         MGT__TRY(mgt__interleaved_plan(p, z.ppr, NULL, NULL, NULL, NULL, &v_sets));
         sets = (size_t)v_sets;
@@ -195,13 +195,17 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
                       mgt__carve_bytes(N * z.Cl * e) + mgt__carve_bytes(N * z.F * e);
         int rec = cfg->train.recompute;
         a_layer = z.nb == 0 ? 0 : rec == MGT_RECOMPUTE_FULL ? kept + cheap : rec == MGT_RECOMPUTE_SELECTIVE ? (size_t)z.nb * kept + cheap : (size_t)z.nb * (kept + cheap);
+        if (mgt__plan_zb(p)) /* each block's matmul output gradients, kept from B to W: dmlp, dattn (N,C) (in the block's output's and
+                                res2's place without sequence parallelism or recompute), dfch (N,F), dqkv (N,Q) (in fch's without recompute) */
+            a_layer += (size_t)z.nb * ((z.sp || rec ? 2 * mgt__carve_bytes(N * C * e) : 0) + mgt__carve_bytes(N * z.F * e) +
+                                       (rec || z.Q > z.F ? mgt__carve_bytes(N * z.Q * e) : 0));
     }
     a_last = z.last ? mgt__carve_bytes(z.R * C * e) + 2 * mgt__carve_bytes(z.R * f) + mgt__carve_bytes(N * z.Vl * e) + mgt__carve_bytes((size_t)p->tp * N * 3 * f) +
                           mgt__carve_bytes(N * sizeof(double)) : 0;
-    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 ? mgt__carve_bytes(z.R * C * e) : 0); /* and interleaved's gradient in and out (acts.dgrad) */
+    a_io = 2 * mgt__carve_bytes(N * sizeof(int)) + (z.V > 1 || mgt__plan_zb(p) ? mgt__carve_bytes(z.R * C * e) : 0); /* and the action lists' gradient in and out (acts.dgrad) */
     one = a_resid + a_layer + a_last + a_io;
-    scratch = mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * C * e) + mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e) +
-              (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0) + (z.sp ? mgt__carve_bytes(N * C * e) : 0); /* dres, dln, dqkv, dfch, dact, full */
+    scratch = mgt__carve_bytes(z.R * C * e) + mgt__carve_bytes(N * C * e) + (mgt__plan_zb(p) ? 0 : mgt__carve_bytes(N * z.Q * e) + mgt__carve_bytes(N * z.F * e)) +
+              (z.F > z.Hl ? mgt__carve_bytes(N * z.Hl * e) : 0) + (z.sp ? mgt__carve_bytes(N * C * e) : 0); /* dres, dln, dqkv and dfch (zb: per block), dact, full */
     if (z.cp > 1) /* ring attention's key/value blocks and their gradients, two each, the merged output and dq (mgt__scratch_layout) */
         scratch += 2 * mgt__carve_bytes(N * (z.Q - z.Cl) * e) + 2 * mgt__carve_bytes(N * (z.Q - z.Cl) * f) + 2 * mgt__carve_bytes(N * z.Cl * f);
     o->mem[MGT_MEM_ACTIVATIONS] = one * sets + scratch;

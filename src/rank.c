@@ -2,8 +2,8 @@
    a stage's blocks forward and backward */
 /* ---- ranks ----------------------------------------------------------------------------------- */
 
-/* one action of a stage's step under interleaved 1F1B (src/pipeline.c makes the lists) */
-enum { MGT__PA_FORWARD, MGT__PA_BACKWARD, MGT__PA_SEND, MGT__PA_RECV };
+/* one action of a stage's step under interleaved 1F1B or zero-bubble (src/pipeline.c makes the lists) */
+enum { MGT__PA_FORWARD, MGT__PA_BACKWARD, MGT__PA_SEND, MGT__PA_RECV, MGT__PA_WEIGHT /* zb: the deferred weight gradients (W) */ };
 typedef struct mgt__pipe_action {
     int kind;        /* MGT__PA_* */
     int micro, chunk; /* the micro-batch, and which of the stage's chunks (0 .. V-1) */
@@ -25,6 +25,7 @@ struct mgt__rank {
     mgt_comm *comm;               /* the rank's communicator (the warm-up swaps in a quiet one) */
     mgt_group tp_g, dp_g, pp_g, emb_g, world_g; /* dp_g: the replicas (dp x cp ranks), over which gradients are summed and ZeRO shards */
     mgt_group cp_g;               /* the context-parallel ranks that share this rank's sequences (the ring of attention) */
+    double ring_s;                /* of this step's send/receive seconds, the ring's (a communicator that times each call as it returns) */
     mgt_group kv_g;               /* the TP ranks that hold this rank's key/value heads (one rank unless they are replicated) */
     int *members;                 /* storage of the groups' rank lists */
     mgt__layout lay;
@@ -54,7 +55,7 @@ struct mgt__rank {
     size_t max_unit, max_block, keep_size[2];
     mgt__acts *acts;              /* activation sets: one per micro-batch in flight */
     int nsets;
-    mgt__pipe_action *pipe[2]; /* pp_virtual > 1: the step's actions (mgt__pipeline_actions), [0] training, [1] forward only */
+    mgt__pipe_action *pipe[2]; /* pp_virtual > 1 or zb: the step's actions (mgt__pipeline_actions), [0] training, [1] forward only */
     int npipe[2];
     void *acts_block;
     size_t acts_bytes;
@@ -288,14 +289,23 @@ static void mgt__rope(mgt__rank *rk, void *qkv, int backward) {
 static int mgt__cp_next(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + 1) % rk->cp_g.size]; }
 static int mgt__cp_prev(const mgt__rank *rk) { return rk->cp_g.ranks[(rk->cpr + rk->cp_g.size - 1) % rk->cp_g.size]; }
 
+/* a block on to the next rank of the ring while the previous rank's arrives; its seconds are kept
+   apart from the pipeline's (the bubble) */
+static mgt_result mgt__ring_pass(mgt__rank *rk, const void *send, void *recv, size_t count, int dtype) {
+    double before = rk->comm->stats.seconds[MGT_COLL_SEND_RECV];
+    mgt_result res = rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), send, mgt__cp_prev(rk), recv, count, dtype);
+    rk->ring_s += rk->comm->stats.seconds[MGT_COLL_SEND_RECV] - before;
+    return res;
+}
+
 /* the pairs of (query chunk, key/value chunk) that attend at ring step `step`, for forward and
    backward alike: calls visit(q chunk, kv chunk, causal, first of the query chunk) */
 #define MGT__RING_PAIRS(rk, step, BODY)                                                                             \
     do {                                                                                                           \
-        int mgt__qh, mgt__kh, mgt__src = ((rk)->cpr - (step) + (rk)->shape.cp) % (rk)->shape.cp;                   \
+        int mgt__qh, mgt__kh, mgt__kv_owner = ((rk)->cpr - (step) + (rk)->shape.cp) % (rk)->shape.cp;                   \
         for (mgt__qh = 0; mgt__qh < 2; mgt__qh++)                                                                  \
             for (mgt__kh = 0; mgt__kh < 2; mgt__kh++) {                                                            \
-                int qi = mgt__cp_chunk((rk)->cpr, (rk)->shape.cp, mgt__qh), kj = mgt__cp_chunk(mgt__src, (rk)->shape.cp, mgt__kh); \
+                int qi = mgt__cp_chunk((rk)->cpr, (rk)->shape.cp, mgt__qh), kj = mgt__cp_chunk(mgt__kv_owner, (rk)->shape.cp, mgt__kh); \
                 int qh = mgt__qh, kh = mgt__kh, causal = qi == kj, first = (step) == 0 && mgt__kh == 0;           \
                 if (kj > qi) continue; /* a later chunk: masked whole */                                           \
                 (void)first;                                                                                       \
@@ -316,7 +326,7 @@ static mgt_result mgt__ring_attention_forward(mgt__rank *rk, mgt__layer_acts *a)
         long ticket = -1;
         if (step + 1 < s->cp) { /* the next block arrives while this one is attended to */
             ticket = mgt__comm_defer(rk);
-            MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), g->kv[cur], mgt__cp_prev(rk), g->kv[1 - cur], (size_t)N * KV2, dt));
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
         }
         MGT__RING_PAIRS(rk, step,
                         be->attention_part_forward(be, g->o + (size_t)qh * rows * s->Cl, (float *)a->att + (size_t)qh * B * s->NHl * Tc,
@@ -343,7 +353,7 @@ static mgt_result mgt__ring_attention_backward(mgt__rank *rk, mgt__layer_acts *a
         long ticket = -1;
         if (step + 1 < s->cp) {
             ticket = mgt__comm_defer(rk);
-            MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), g->kv[cur], mgt__cp_prev(rk), g->kv[1 - cur], (size_t)N * KV2, dt));
+            MGT__TRY(mgt__ring_pass(rk, g->kv[cur], g->kv[1 - cur], (size_t)N * KV2, dt));
         }
         MGT__RING_PAIRS(rk, step,
                         be->attention_part_backward(be, g->dq + (size_t)qh * rows * s->Cl, g->dkv[cur] + (size_t)kh * rows * KV2,
@@ -352,7 +362,7 @@ static mgt_result mgt__ring_attention_backward(mgt__rank *rk, mgt__layer_acts *a
                                                     MGT__AT(g->kv[cur], (size_t)kh * rows * KV2, e), KV2, B, Tc, s->Cl, s->NHl, NKVl, causal));
         MGT__TRY(mgt__comm_sync(rk, ticket));
         /* the block's gradient goes on with it; after the last step each is back with its owner */
-        MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), g->dkv[cur], mgt__cp_prev(rk), g->dkv[1 - cur], (size_t)N * KV2, MGT_F32));
+        MGT__TRY(mgt__ring_pass(rk, g->dkv[cur], g->dkv[1 - cur], (size_t)N * KV2, MGT_F32));
     }
     be->copy_cols(be, dqkv, dt, W, g->dq, MGT_F32, s->Cl, (size_t)N, s->Cl);
     be->copy_cols(be, MGT__AT(dqkv, s->Cl, e), dt, W, g->dkv[s->cp & 1], MGT_F32, KV2, (size_t)N, KV2);
@@ -405,46 +415,73 @@ static mgt_result mgt__block_forward(mgt__rank *rk, mgt__acts *A, int b) {
    rows. Under sequence parallelism gs.full takes, in turn: dres gathered for the MLP's row-parallel
    GEMM, ln2 gathered again for c_fc's weight gradient (the norms keep only their R rows), ln2's
    gradient reduce-scattered, dres gathered for attention's row-parallel GEMM, ln1 gathered again,
-   ln1's gradient reduce-scattered */
+   ln1's gradient reduce-scattered. Under pp_schedule = zb (shape.zb) this is the input-gradient
+   pass B: the matmuls' weight gradients wait for mgt__block_weight_grads (W), their output gradients
+   kept in the block's activations (gathered straight there under sequence parallelism, copied
+   otherwise), and the norms' inputs are not gathered again here but there; the norms' own weight
+   gradients come with their input gradients, in B. */
 static mgt_result mgt__block_backward(mgt__rank *rk, mgt__acts *A, int b) {
     mgt_backend *be = rk->be;
     const mgt__shape *s = &rk->shape;
     const mgt_dims *d = &rk->run->plan.dims;
     mgt__layer_acts *a = &A->layer[b];
     mgt__grad_scratch *g = &rk->gs;
-    int C = s->C, N = s->B * s->T, R = mgt__rows(s), NKVl = s->KVl / d->hs;
-    const void *rows, *dout;
+    int C = s->C, N = s->B * s->T, R = mgt__rows(s), NKVl = s->KVl / d->hs, zb = s->zb;
+    const void *rows = NULL, *dout;
     const void *dln = s->sp ? g->full : g->dln; /* a norm's output gradient, the rank's rows, summed over TP */
+    void *dfch = zb ? a->dfch : g->dfch, *dqkv = zb ? a->dqkv : g->dqkv;
 #define MGT__BP(k) mgt__P(rk, mgt__t_block(rk, b, k))
-#define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
+#define MGT__BG(k) (zb ? NULL : mgt__G(rk, mgt__t_block(rk, b, k))) /* zb: in W */
 #define MGT__BT(k) mgt__t_block(rk, b, k)
     /* the biases' gradients come with their matmul's (the CUDA backend: in its weight GEMM); a
        row-parallel layer's bias is whole on every TP rank, its gradient the column sums of every
        row of dres (gathered under sequence parallelism), the same on each */
-    MGT__TRY(mgt__all_rows(rk, g->dres, g->full, &dout));
+    MGT__TRY(mgt__all_rows(rk, g->dres, zb ? a->dmlp : g->full, &dout));
+    if (zb && dout != a->dmlp) be->cast(be, a->dmlp, be->dtype, dout, be->dtype, (size_t)N * C);
     if (d->swiglu) { /* d(swiglu output) in dact, then d(gate, up) in dfch */
         be->matmul_backward(be, g->dact, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), N, s->Hl, C);
-        be->swiglu_backward(be, g->dfch, a->fch, g->dact, N, s->Hl);
+        be->swiglu_backward(be, dfch, a->fch, g->dact, N, s->Hl);
     } else
-        be->matmul_gelu_backward(be, g->dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
+        be->matmul_gelu_backward(be, dfch, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), dout, a->fch_gelu, MGT__BP(MGT__FCPROJW), a->fch, N,
                                  s->Hl, C);
-    MGT__TRY(mgt__all_rows(rk, a->ln2, g->full, &rows));
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), g->dfch, rows, MGT__BP(MGT__FCW), N, C, s->Fl);
+    if (!zb) MGT__TRY(mgt__all_rows(rk, a->ln2, g->full, &rows));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), dfch, rows, MGT__BP(MGT__FCW), N, C, s->Fl);
     MGT__TRY(mgt__tp_sum(rk, g->dln, g->full)); /* column-parallel: sum the input gradients */
     mgt__norm_backward(rk, g->dres, dln, a->res2, a->ln2_mean, a->ln2_rstd, MGT__BT(MGT__LN2W), MGT__BT(MGT__LN2B), R);
     /* dln carries d(atty) (N,Cl), then d(ln1) */
-    MGT__TRY(mgt__all_rows(rk, g->dres, g->full, &dout));
+    MGT__TRY(mgt__all_rows(rk, g->dres, zb ? a->dattn : g->full, &dout));
+    if (zb && dout != a->dattn) be->cast(be, a->dattn, be->dtype, dout, be->dtype, (size_t)N * C);
     be->matmul_backward(be, g->dln, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), dout, a->atty, MGT__BP(MGT__PROJW), N, s->Cl, C);
-    if (s->cp > 1) MGT__TRY(mgt__ring_attention_backward(rk, a, g->dqkv, g->dln));
-    else be->attention_backward(be, g->dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
-    if (d->rope) mgt__rope(rk, g->dqkv, 1);
-    MGT__TRY(mgt__all_rows(rk, a->ln1, g->full, &rows));
-    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), g->dqkv, rows, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
+    if (s->cp > 1) MGT__TRY(mgt__ring_attention_backward(rk, a, dqkv, g->dln));
+    else be->attention_backward(be, dqkv, g->dln, a->qkv, a->atty, a->att, s->B, s->T, s->Cl, s->NHl, NKVl);
+    if (d->rope) mgt__rope(rk, dqkv, 1);
+    if (!zb) MGT__TRY(mgt__all_rows(rk, a->ln1, g->full, &rows));
+    be->matmul_backward(be, g->dln, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), dqkv, rows, MGT__BP(MGT__QKVW), N, C, s->Cl + 2 * s->KVl);
     MGT__TRY(mgt__tp_sum(rk, g->dln, g->full));
     mgt__norm_backward(rk, g->dres, dln, A->resid[b], a->ln1_mean, a->ln1_rstd, MGT__BT(MGT__LN1W), MGT__BT(MGT__LN1B), R);
 #undef MGT__BP
 #undef MGT__BG
 #undef MGT__BT
+    return MGT_OK;
+}
+
+/* pp_schedule = zb, the weight-gradient pass W of block b: its four matmuls' weight and bias
+   gradients from the output gradients B kept and the inputs the forward kept (the norms' outputs
+   gathered again under sequence parallelism, as the joint backward does); reads no weights */
+static mgt_result mgt__block_weight_grads(mgt__rank *rk, mgt__acts *A, int b) {
+    mgt_backend *be = rk->be;
+    const mgt__shape *s = &rk->shape;
+    mgt__layer_acts *a = &A->layer[b];
+    int C = s->C, N = s->B * s->T;
+    const void *rows;
+#define MGT__BG(k) mgt__G(rk, mgt__t_block(rk, b, k))
+    be->matmul_backward(be, NULL, MGT__BG(MGT__FCPROJW), MGT__BG(MGT__FCPROJB), a->dmlp, a->fch_gelu, NULL, N, s->Hl, C);
+    MGT__TRY(mgt__all_rows(rk, a->ln2, rk->gs.full, &rows));
+    be->matmul_backward(be, NULL, MGT__BG(MGT__FCW), MGT__BG(MGT__FCB), a->dfch, rows, NULL, N, C, s->Fl);
+    be->matmul_backward(be, NULL, MGT__BG(MGT__PROJW), MGT__BG(MGT__PROJB), a->dattn, a->atty, NULL, N, s->Cl, C);
+    MGT__TRY(mgt__all_rows(rk, a->ln1, rk->gs.full, &rows));
+    be->matmul_backward(be, NULL, MGT__BG(MGT__QKVW), MGT__BG(MGT__QKVB), a->dqkv, rows, NULL, N, C, s->Cl + 2 * s->KVl);
+#undef MGT__BG
     return MGT_OK;
 }
 
@@ -502,12 +539,29 @@ static mgt_result mgt__head_backward(mgt__rank *rk, mgt__acts *A) {
     const void *rows;
     MGT__TRY(mgt__fetch(rk, mgt__u_head(rk)));
     MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
-    MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows)); /* gathered again for the head's weight gradient */
-    be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, rows, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    if (s->zb) /* the head's weight gradient waits for W (mgt__head_weight_grad) */
+        be->matmul_backward(be, rk->gs.dln, NULL, NULL, A->logits, NULL, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    else {
+        MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows)); /* gathered again for the head's weight gradient */
+        be->matmul_backward(be, rk->gs.dln, mgt__G(rk, t_wte), NULL, A->logits, rows, mgt__P(rk, t_wte), N, s->C, s->Vl);
+    }
     MGT__TRY(mgt__tp_sum(rk, rk->gs.dln, rk->gs.full));
     be->zero(be, rk->gs.dres, (size_t)R * s->C * s->elt);
     mgt__norm_backward(rk, rk->gs.dres, s->sp ? rk->gs.full : rk->gs.dln, A->resid[s->nblocks], A->lnf_mean, A->lnf_rstd, t_lnf, mgt__t_lnf_bias(rk), R);
     mgt__release(rk, mgt__u_head(rk));
+    mgt__release(rk, rk->lay.t[t_wte].unit);
+    return MGT_OK;
+}
+
+/* pp_schedule = zb: the head's weight gradient (W), from the logits' gradient and ln_f's output the
+   micro-batch's activations keep */
+static mgt_result mgt__head_weight_grad(mgt__rank *rk, mgt__acts *A) {
+    const mgt__shape *s = &rk->shape;
+    int t_wte = mgt__t_head(rk);
+    const void *rows;
+    MGT__TRY(mgt__fetch(rk, rk->lay.t[t_wte].unit));
+    MGT__TRY(mgt__all_rows(rk, A->lnf, rk->gs.full, &rows));
+    rk->be->matmul_backward(rk->be, NULL, mgt__G(rk, t_wte), NULL, A->logits, rows, NULL, s->B * s->T, s->C, s->Vl);
     mgt__release(rk, rk->lay.t[t_wte].unit);
     return MGT_OK;
 }
@@ -567,7 +621,7 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
     int b, recompute = rk->shape.recompute;
     if (head) {
         MGT__TRY(mgt__head_backward(rk, A));
-        if (last_micro) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk))); /* with pp = 1 the head is unit nu - 1, never 0 */
+        if (last_micro && !rk->shape.zb) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk))); /* with pp = 1 the head is unit nu - 1, never 0 */
     }
     for (b = b1 - 1; b >= b0; b--) {
         int u = mgt__u_block(rk, b);
@@ -575,11 +629,11 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
         if (b > b0) MGT__TRY(mgt__prefetch(rk, u - 1));
         MGT__TRY(mgt__block_grads_begin(rk, u));
         if (recompute == MGT_RECOMPUTE_FULL) MGT__TRY(mgt__block_forward(rk, A, b)); /* rebuild this block's activations from resid[b] */
-        if (recompute == MGT_RECOMPUTE_SELECTIVE) mgt__block_recompute_selective(rk, A, b);
+        if (recompute == MGT_RECOMPUTE_SELECTIVE && !rk->shape.zb) mgt__block_recompute_selective(rk, A, b); /* zb: B reads none of them, W rebuilds them */
         MGT__TRY(mgt__block_backward(rk, A, b));
         mgt__release(rk, u);
         MGT__TRY(mgt__block_grads_done(rk, u));
-        if (last_micro) MGT__TRY(mgt__bucket_done(rk, u));
+        if (last_micro && !rk->shape.zb) MGT__TRY(mgt__bucket_done(rk, u)); /* zb: complete after W */
     }
     if (embed) {
         const mgt__shape *s = &rk->shape;
@@ -596,8 +650,28 @@ static mgt_result mgt__blocks_backward(mgt__rank *rk, mgt__acts *A, int b0, int 
                                          MGT__AT(dout, h * rows * s->C, s->elt), A->inputs + h * rows, rk->tpr * s->Vl, s->Vl, s->B, Tc, s->C);
         }
         mgt__release(rk, 0);
-        if (last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
+        if (last_micro && !rk->shape.zb) MGT__TRY(mgt__bucket_done(rk, 0));
     }
+    return MGT_OK;
+}
+
+/* pp_schedule = zb, the weight-gradient pass W of blocks [b0, b1) (and the head's first when `head`)
+   for one micro-batch, in the order of its backward; recompute = selective first rebuilds a block's
+   norm and GELU outputs, which the blocks share. last_micro: the step's last W, after which each
+   unit's gradients are complete (the embedding's, from B, when `embed`: it ends a DP bucket) */
+static mgt_result mgt__blocks_weight_grads(mgt__rank *rk, mgt__acts *A, int b0, int b1, int head, int embed, int last_micro) {
+    int b;
+    if (head) {
+        MGT__TRY(mgt__head_weight_grad(rk, A));
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, mgt__u_head(rk)));
+    }
+    for (b = b1 - 1; b >= b0; b--) {
+        int u = mgt__u_block(rk, b);
+        if (rk->shape.recompute == MGT_RECOMPUTE_SELECTIVE) mgt__block_recompute_selective(rk, A, b);
+        MGT__TRY(mgt__block_weight_grads(rk, A, b));
+        if (last_micro) MGT__TRY(mgt__bucket_done(rk, u));
+    }
+    if (embed && last_micro) MGT__TRY(mgt__bucket_done(rk, 0));
     return MGT_OK;
 }
 /* backward of this stage for one micro-batch */

@@ -140,6 +140,7 @@ static mgt_result mgt__rank_place(mgt_run *r, mgt__rank *rk, int index) {
     rk->shape.sp = !r->inference && cfg->parallel.sp && p->tp > 1; /* sampling keeps its rows whole */
     rk->shape.first = rk->first;
     rk->shape.chunks = r->inference ? 1 : mgt__plan_chunks(p);
+    rk->shape.zb = !r->inference && mgt__plan_zb(p);
     rk->shape.elt = mgt__dtype_size(r->dtype);
     return MGT_OK;
 }
@@ -258,7 +259,7 @@ static mgt_result mgt__rank_activations(mgt_run *r, mgt__rank *rk) {
     }
     /* activations: one set per micro-batch in flight (GPipe: all of them; 1F1B: pp - stage) */
     rk->nsets = r->inference || p->pp == 1 ? 1 : cfg->parallel.pp_schedule == 1 ? M : (p->pp - rk->ppr < M ? p->pp - rk->ppr : M);
-    if (!r->inference && rk->shape.chunks > 1) /* interleaved: the sets its actions need, the plan's count */
+    if (!r->inference && (rk->shape.chunks > 1 || rk->shape.zb)) /* interleaved or zb: the sets its actions need, the plan's count */
         MGT__TRY(mgt__interleaved_plan(p, rk->ppr, &rk->pipe[0], &rk->npipe[0], &rk->pipe[1], &rk->npipe[1], &rk->nsets));
     rk->acts = (mgt__acts *)MGT_MALLOC(sizeof(mgt__acts) * (size_t)rk->nsets);
     if (!rk->acts) return mgt__fail(MGT_ERROR_MEMORY, "out of memory");

@@ -176,14 +176,15 @@ static void mgt__sim_linear_gemms(double *g, double n, double c, double oc) {
 #define MGT__SIM_BGRAD_BYTES(oc) (12 * (oc)) /* the BGRADB epilogue's fp32 vector written, read and added into dbias */
 static void mgt__sim_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C,
                                      int OC) {
-    double n = N, c = C, oc = OC, k = dinp ? 2 : 1, g[6];
-    (void)dw; (void)dout; (void)inp; (void)w;
+    double n = N, c = C, oc = OC, k = (dinp ? 1 : 0) + (dw ? 1 : 0), g[6];
+    (void)dout; (void)inp; (void)w;
+    if (!dw) db = NULL; /* the bias gradient comes with the weight's */
     mgt__sim_linear_gemms(g, n, c, oc);
-    MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, 0);
-    mgt__sim_gemms(be, dinp ? 2 : 1, g, db != NULL);
+    MGT__SIM_ARGS(N, C, OC, dinp != NULL, db != NULL, dw == NULL);
+    mgt__sim_gemms(be, (int)k, dw ? g : g + 3, db != NULL); /* g: the dW GEMM, then dinp's */
     mgt__sim_charge(be, "matmul_backward", MGT_SIM_GEMM, k * 2 * n * c * oc,
-                    (k * n * oc + n * c + c * oc + (dinp ? n * c : 0)) * MGT__SIM_E + 8 * c * oc, db ? n * oc : 0, db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n,
-                    oc, c, (int)k + (db ? 1 : 0));
+                    (k * n * oc + c * oc + (dw ? n * c : 0) + (dinp ? n * c : 0)) * MGT__SIM_E + (dw ? 8 * c * oc : 0), db ? n * oc : 0,
+                    db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n, oc, c, (int)k + (db ? 1 : 0));
 }
 /* cuBLASLt's epilogues (kernels/backend_cuda.cu): the GELU forward writes pre and gelu(pre) as the
    GEMM's tiles are stored (no pass over pre); the backward's dX GEMM reads pre and applies gelu'
@@ -201,12 +202,14 @@ static void mgt__sim_matmul_gelu_forward(mgt_backend *be, void *out, void *pre, 
 static void mgt__sim_matmul_gelu_backward(mgt_backend *be, void *dpre, float *dw, float *db, const void *dout, const void *inp, const void *w,
                                           const void *pre, int N, int C, int OC) {
     double n = N, c = C, oc = OC, g[6];
-    (void)dpre; (void)dw; (void)dout; (void)inp; (void)w; (void)pre;
+    (void)dpre; (void)dout; (void)inp; (void)w; (void)pre;
+    if (!dw) db = NULL; /* the input gradient only (zero-bubble's B): the DGELU GEMM */
     mgt__sim_linear_gemms(g, n, c, oc);
-    MGT__SIM_ARGS(N, C, OC, db != NULL, 0, 0);
-    mgt__sim_gemms(be, 2, g, 1 + (db != NULL));
-    mgt__sim_charge_t(be, "matmul_gelu_backward", MGT_SIM_GEMM, 4 * n * c * oc, (2 * n * oc + 3 * n * c + c * oc) * MGT__SIM_E + 8 * c * oc,
-                      15 * n * c + (db ? n * oc : 0), db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n * c, n, oc, c, 2 + (db ? 1 : 0));
+    MGT__SIM_ARGS(N, C, OC, db != NULL, dw == NULL, 0);
+    mgt__sim_gemms(be, dw ? 2 : 1, dw ? g : g + 3, 1 + (db != NULL));
+    mgt__sim_charge_t(be, "matmul_gelu_backward", MGT_SIM_GEMM, (dw ? 4 : 2) * n * c * oc,
+                      ((dw ? 2 : 1) * n * oc + (dw ? 3 : 2) * n * c + c * oc) * MGT__SIM_E + (dw ? 8 * c * oc : 0), 15 * n * c + (db ? n * oc : 0),
+                      db ? MGT__SIM_BGRAD_BYTES(oc) : 0, n * c, n, oc, c, (dw ? 2 : 1) + (db ? 1 : 0));
 }
 /* Attention on a GPU in bf16/fp16, where cuDNN serves the shape (mgt_cudnn_attention_serves), is
    cuDNN's fused flash attention on tensor cores: the causal half of the scores, 4 hs FLOPs per

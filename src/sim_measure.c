@@ -40,12 +40,12 @@ static size_t mgt__sim_replay(mgt_backend *be, const mgt_sim_op *op, float *aren
         else if (arena) be->layernorm_backward(be, y, dw, db, g, x, w, mean, rstd, (int)a[0], (int)a[1]);
     } else if (!strcmp(name, "matmul_forward") || !strcmp(name, "matmul_backward")) {
         float *x = MGT__TAKE(a[0] * a[1]), *w = MGT__TAKE(a[1] * a[2]), *y = MGT__TAKE(a[0] * a[2]), *bias = MGT__TAKE(a[2]);
-        float *dx = name[7] == 'b' && a[3] ? MGT__TAKE(a[0] * a[1]) : NULL, *dw = MGT__TAKE(a[1] * a[2]);
+        float *dx = name[7] == 'b' && a[3] ? MGT__TAKE(a[0] * a[1]) : NULL, *dw = name[7] == 'b' && a[5] ? NULL : MGT__TAKE(a[1] * a[2]); /* a[5]: no dW */
         if (arena && name[7] == 'f') be->matmul_forward(be, y, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
         else if (arena) be->matmul_backward(be, dx, dw, a[4] ? bias : NULL, y, x, w, (int)a[0], (int)a[1], (int)a[2]);
     } else if (!strcmp(name, "matmul_gelu_forward") || !strcmp(name, "matmul_gelu_backward")) { /* N, C, OC, bias */
         float *x = MGT__TAKE(a[0] * a[1]), *w = MGT__TAKE(a[1] * a[2]), *y = MGT__TAKE(a[0] * a[2]), *pre = MGT__TAKE(a[0] * a[2]);
-        float *bias = MGT__TAKE(a[2]), *dw = MGT__TAKE(a[1] * a[2]), *dpre = name[12] == 'b' ? MGT__TAKE(a[0] * a[1]) : NULL;
+        float *bias = MGT__TAKE(a[2]), *dw = name[12] == 'b' && a[4] ? NULL : MGT__TAKE(a[1] * a[2]), *dpre = name[12] == 'b' ? MGT__TAKE(a[0] * a[1]) : NULL;
         if (arena && name[12] == 'f') be->matmul_gelu_forward(be, y, pre, x, w, a[3] ? bias : NULL, (int)a[0], (int)a[1], (int)a[2]);
         else if (arena) be->matmul_gelu_backward(be, dpre, dw, a[3] ? bias : NULL, y, x, w, x, (int)a[0], (int)a[1], (int)a[2]); /* pre: any (N,C) */
     } else if (!strcmp(name, "attention_forward") || !strcmp(name, "attention_backward")) { /* B, T, C, NH, NKV */

@@ -107,6 +107,9 @@ MGTDEF mgt_result mgt_plan_search(const mgt_config *base, const mgt_sim_options 
     if (!base || !opt || !out) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: base, opt and out are required");
     memset(out, 0, sizeof *out);
     if (world < 1) return mgt__fail(MGT_ERROR_ARGUMENT, "mgt_plan_search: %d GPUs", world);
+    if (base->parallel.cp > 1)
+        return mgt__fail(MGT_ERROR_CONFIG, "the layout search does not choose context parallelism: [parallel] cp = %d; plan the layout with cp as it is "
+                         "(mgt plan without --search), or search with cp = 1", base->parallel.cp);
     memset(&q, 0, sizeof q);
     per_node = opt->gpus_per_node > 0 ? opt->gpus_per_node : world;
     for (tp = 1; tp <= world && tp <= per_node; tp++) {

@@ -282,6 +282,7 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     mgt_comm_stats before = rk->comm->stats;
     int u;
     rk->loss_sum = 0;
+    rk->ring_s = 0; /* a forward-only pass since the last step used the ring too */
     if (rk->dstat) rk->be->zero(rk->be, rk->dstat, 2 * sizeof(double));
     if (p->zero < 2) rk->be->zero(rk->be, rk->grads, sizeof(float) * rk->lay.size);
     else {
@@ -313,7 +314,10 @@ static mgt_result mgt__rank_train_step(mgt__rank *rk, const uint32_t *rows, int 
     MGT__TRY(mgt__settle(rk));
     rk->step_s = mgt_now() - t0;
     mgt__comm_delta(&rk->step_comm, &rk->comm->stats, &before);
-    rk->bubble_s = rk->step_comm.seconds[MGT_COLL_SEND_RECV];
+    /* the bubble: waiting for pipeline peers, the time in sends and receives but the ring of context
+       parallelism's, which is communication. A communicator that times its calls when the step ends
+       (NCCL) cannot tell them apart: with cp > 1 they all count as communication there */
+    rk->bubble_s = rk->shape.cp == 1 ? rk->step_comm.seconds[MGT_COLL_SEND_RECV] : rk->comm->sync ? 0 : rk->step_comm.seconds[MGT_COLL_SEND_RECV] - rk->ring_s;
     rk->comm_s = 0;
     for (u = 0; u < MGT_COLL_COUNT; u++) rk->comm_s += rk->step_comm.seconds[u];
     rk->comm_s -= rk->bubble_s;
@@ -352,7 +356,8 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
     MGT__TRY(r->world_api->comm(r->world, rk->rank, rk->be, groups, 7, &rk->comm));
     if (!r->world_api->on_gpus) return MGT_OK;
     /* NCCL connects on first use, allocating and synchronising: one collective on every group and a
-       send/receive with each pipeline neighbour, now, so that no step does anything for the first time */
+       send/receive with each pipeline neighbour and around the context-parallel ring, now, so that no
+       step does anything for the first time */
     buf = (char *)rk->acts[0].resid[0]; /* at least two elements of the storage type */
     for (i = 0; i < 7; i++)
         if (groups[i]->size > 1 && groups[i]->ranks[groups[i]->index] == rk->rank) MGT__TRY(rk->comm->barrier(rk->comm, groups[i]));
@@ -365,7 +370,7 @@ static mgt_result mgt__rank_connect(mgt__rank *rk) {
         int peer = rk->pp_g.ranks[rk->first ? r->plan.pp - 1 : 0];
         MGT__TRY(rk->comm->sendrecv(rk->comm, peer, buf, peer, buf + rk->be->elt, 1, dt));
     }
-    if (rk->shape.cp > 1) /* context parallelism's ring, as its steps pass the key/value blocks: to the next rank, from the previous */
+    if (rk->cp_g.size > 1) /* the ring of attention (a CP group is one stage's: after the pipeline's pairs, no cycle of waits) */
         MGT__TRY(rk->comm->sendrecv(rk->comm, mgt__cp_next(rk), buf, mgt__cp_prev(rk), buf + rk->be->elt, 1, dt));
     if (r->world_api->settle) MGT__TRY(r->world_api->settle(r->world, rk->comm));
     memset(&rk->comm->stats, 0, sizeof rk->comm->stats); /* the steps' statistics start at zero */

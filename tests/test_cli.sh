@@ -168,6 +168,11 @@ expect_err "pp_virtual: chunks of equal size" 2 "$MGT" check "$P/tiny.ini" --set
     "n_layer = 2 blocks into 4 chunks" "make n_layer a multiple of pp x pp_virtual = 4, or set pp_virtual to one of: 1"
 expect_err "pp_virtual: micro-batches in groups of pp" 2 "$MGT" check "$P/tiny.ini" --set model.n_layer=4 --set parallel.pp=2 --set parallel.pp_virtual=2 \
     --set train.micro_batch=4 -- "groups of pp = 2" "global_batch / (micro_batch x dp) = 1" "multiple of micro_batch x dp x pp = 8"
+# zero-bubble (parallel.pp_schedule = zb): a refusal names the key and the fix; check says the schedule
+expect_err "zb with full recompute" 2 "$MGT" check "$P/tiny.ini" --set parallel.pp=2 --set parallel.pp_schedule=zb --set train.recompute=full -- \
+    "pp_schedule = zb with [train] recompute = full" "set recompute = selective or none, or pp_schedule = 1f1b"
+run check_z "$MGT" check "$P/tiny.ini" --set parallel.pp=2 --set parallel.pp_schedule=zb
+if [ "$RC" -eq 0 ] && grep -qF "schedule zb" "$T/check_z.out"; then ok "mgt check: pp 2 zb"; else fail "mgt check of pp 2 zb: exit $RC; $(grep -F schedule "$T/check_z.out")"; fi
 run check_v "$MGT" check "$P/tiny.ini" --set model.n_layer=4 --set parallel.pp=2 --set parallel.pp_virtual=2
 if [ "$RC" -eq 0 ] && grep -qF "stages         0: blocks 0-0,2-2 +embedding; 1: blocks 1-1,3-3 +head;" "$T/check_v.out" && grep -qF "schedule 1f1b interleaved x2" "$T/check_v.out"
 then ok "mgt check: pp 2 x 2 chunks, stage 0 holds blocks 0 and 2"; else fail "mgt check of pp 2 x 2 chunks: exit $RC; $(grep -F stages "$T/check_v.out")"; fi

@@ -236,6 +236,41 @@ static void test_values(void) {
         r = mgt_config_validate(&cfg);
         check(r == MGT_OK, "validate: sp 1 with tp 4 on 32 rows: %s", said(r));
     }
+    { /* zero-bubble (pp_schedule = zb): refused with interleaving, full recompute and ZeRO 2/3, naming the key and the fix */
+        static const char *with[3] = {"parallel.pp_virtual=2", "train.recompute=full", "parallel.zero=2"};
+        static const char *said_[3][2] = {{"pp_schedule = zb with pp_virtual = 2", "set pp_virtual = 1, or pp_schedule = 1f1b"},
+                                          {"pp_schedule = zb with [train] recompute = full", "set recompute = selective or none, or pp_schedule = 1f1b"},
+                                          {"pp_schedule = zb with zero = 2", "set zero = 0 or 1, or pp_schedule = 1f1b"}};
+        int k;
+        for (k = 0; k < 4; k++) {
+            mgt_config_init(&cfg);
+            mgt_config_set(&cfg, "model.n_layer=4");
+            mgt_config_set(&cfg, "parallel.pp=2");
+            mgt_config_set(&cfg, "parallel.dp=2");
+            mgt_config_set(&cfg, "train.global_batch=8");
+            mgt_config_set(&cfg, "train.micro_batch=1");
+            mgt_config_set(&cfg, "parallel.pp_schedule=zb");
+            if (k < 3) mgt_config_set(&cfg, with[k]);
+            else mgt_config_set(&cfg, "train.recompute=selective"); /* and ZeRO 1 */
+            if (k == 3) mgt_config_set(&cfg, "parallel.zero=1");
+            r = mgt_config_validate(&cfg);
+            if (k < 3) check(r == MGT_ERROR_CONFIG && has(said_[k][0]) && has(said_[k][1]), "validate: zb with %s is refused: %s", with[k], said(r));
+            else check(r == MGT_OK, "validate: zb with selective recompute and ZeRO 1: %s", said(r));
+        }
+    }
+    { /* context parallelism: seq_len in 2 cp chunks of equal size; the layout search does not choose it */
+        mgt_config_init(&cfg);
+        mgt_config_set(&cfg, "model.seq_len=96");
+        mgt_config_set(&cfg, "parallel.cp=5");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_ERROR_CONFIG && has("[parallel] cp = 5 with seq_len = 96") && has("multiple of 10"), "validate: cp 5 on 96 tokens is refused: %s", said(r));
+        mgt_config_set(&cfg, "parallel.cp=3");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_OK, "validate: cp 3 on 96 tokens (6 chunks of 16): %s", said(r));
+        mgt_config_set(&cfg, "parallel.layout=auto");
+        r = mgt_config_validate(&cfg);
+        check(r == MGT_ERROR_CONFIG && has("cp = 3 with layout = auto") && has("set layout = manual"), "validate: cp 3 with layout auto is refused: %s", said(r));
+    }
     mgt_config_init(&cfg);
     r = mgt_config_validate(&cfg);
     check(r == MGT_OK, "validate: the defaults: %s", said(r));

@@ -93,10 +93,12 @@ check 2 "" parallel.dp=2 parallel.zero=2
 check 2 "" parallel.dp=2 parallel.zero=3
 check 2 "" parallel.dp=2 parallel.tp=2 parallel.zero=1
 check 2 "" parallel.dp=2 precision.dtype=bf16
+check 2 "" parallel.cp=2 # the ring of attention between processes
 check 2 "--mca btl tcp,self" parallel.dp=2 parallel.pp=2 parallel.zero=1
 # 4 processes on fewer cores
 check 4 "--oversubscribe" parallel.dp=2 parallel.tp=2
 check 4 "--oversubscribe" parallel.tp=2 parallel.pp=2
+check 4 "--oversubscribe" parallel.dp=2 parallel.cp=2 parallel.zero=2
 check 4 "--oversubscribe --mca btl tcp,self" parallel.dp=4 parallel.zero=3 train.micro_batch=1
 
 # GPU ranks across processes, on the CUDA backend built with the checking fakes of cudart, cuBLAS and

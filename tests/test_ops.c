@@ -371,6 +371,34 @@ static void test_matmul(mgt_backend *be, int N, int C, int OC, int has_bias) {
     free(g_inp); free(g_w); free(g_b); free(k.inp); free(k.w); free(k.bias); free(k.R); free(k.out);
 }
 
+/* the backward's two halves alone, as zero-bubble pipelining runs them (B: the input gradient, dweight
+   and dbias NULL; W later: the weight gradient, dinp NULL): each equals the joint call's bitwise and
+   leaves the other half's outputs as they were. elt 2: a 16-bit backend (storage-type operands), the
+   wrapper that widens only what each half reads. */
+static void test_matmul_split(mgt_backend *be, int N, int C, int OC, size_t elt) {
+    size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC, i;
+    float *src[4], *dw = frand(nw, 325, -1, 1), *dw2 = fcopy(dw, nw), *dw0 = fcopy(dw, nw);
+    float *db = frand((size_t)OC, 326, -1, 1), *db2 = fcopy(db, (size_t)OC), *db0 = fcopy(db, (size_t)OC);
+    char *op[4], *dinp = (char *)malloc(ni * elt), *dinp2 = (char *)malloc(ni * elt);
+    double same;
+    src[0] = frand(ni, 321, -1, 1); src[1] = frand(nw, 322, -1, 1); src[2] = frand(no, 323, -1, 1); src[3] = NULL; /* inp, w, dout */
+    for (i = 0; i < 3; i++) { /* 16-bit: the upper halves of the fp32 values (bf16's truncation) */
+        size_t n = i == 0 ? ni : i == 1 ? nw : no, j;
+        op[i] = (char *)malloc(n * elt);
+        for (j = 0; j < n; j++) memcpy(op[i] + j * elt, (char *)&src[i][j] + (elt == 2 ? 2 : 0), elt);
+    }
+    memset(dinp, 0x7f, ni * elt); memset(dinp2, 0x7f, ni * elt);
+    be->matmul_backward(be, dinp, dw, db, op[2], op[0], op[1], N, C, OC);              /* joint */
+    be->matmul_backward(be, dinp2, NULL, NULL, op[2], NULL, op[1], N, C, OC);          /* B: inp unread */
+    same = memcmp(dinp, dinp2, ni * elt) == 0 && memcmp(dw2, dw0, sizeof(float) * nw) == 0 && memcmp(db2, db0, sizeof(float) * OC) == 0 ? 0.0 : 1.0;
+    report("matmul_backward", elt == 2 ? "dinp alone (bf16) = joint, dweight untouched (bitwise)" : "dinp alone = joint, dweight untouched (bitwise)", same, 0.0);
+    be->matmul_backward(be, NULL, dw2, db2, op[2], op[0], NULL, N, C, OC);             /* W: weight unread */
+    same = memcmp(dw, dw2, sizeof(float) * nw) == 0 && memcmp(db, db2, sizeof(float) * OC) == 0 ? 0.0 : 1.0;
+    report("matmul_backward", elt == 2 ? "dweight, dbias alone (bf16) = joint (bitwise)" : "dweight, dbias alone = joint (bitwise)", same, 0.0);
+    for (i = 0; i < 3; i++) { free(src[i]); free(op[i]); }
+    free(dw); free(dw2); free(dw0); free(db); free(db2); free(db0); free(dinp); free(dinp2);
+}
+
 /* the GELU MLP's fused ops: the same bytes as the ops they join (matmul_forward then gelu_forward;
    matmul_backward then gelu_backward in place), which the tests above hold to references: the CPU
    numerics must not change when the CUDA backend fuses them into cuBLASLt epilogues */
@@ -463,6 +491,58 @@ static void test_attention(mgt_backend *be, int B, int T, int C, int NH, int NKV
     record(name, dqkv, sizeof(float) * nq, 0);
 
     free(qkv); free(R); free(out); free(att); free(dqkv); free(ratt); free(g); free(k.qkv); free(k.R); free(k.out);
+}
+
+/* ring attention (context parallelism): the sequence in nch chunks of Tc rows, each chunk's queries
+   attending to every earlier chunk's keys whole and to its own causally, one part at a time, merged
+   by log-sum-exp (attention_part_forward), the parts taken in reverse so the merge is not just an
+   append; out must be causal attention over the whole sequence, and the parts' backward
+   (attention_part_backward, from the merged out and lse) its gradient */
+static void test_ring_attention(mgt_backend *be, int B, int Tc, int nch, int C, int NH, int NKV) {
+    int T = Tc * nch, hs = C / NH, KV2 = 2 * NKV * hs, W = C + KV2, i, j, b, t;
+    size_t nq = (size_t)B * T * W, no = (size_t)B * T * C, rows = (size_t)B * Tc;
+    float *qkv = frand(nq, 405 + T, -2, 2), *R = frand(no, 406, -1, 1), *got = fnan(no), *dqkv = fnan(nq);
+    float *cq = falloc(nq), *ckv = falloc((size_t)B * T * KV2), *co = fnan(no), *lse = fnan((size_t)B * NH * T), *cR = falloc(no);
+    float *dq = falloc(no), *dkv = falloc((size_t)B * T * KV2);
+    double *g = dalloc(nq);
+    char what[96];
+    attn_ctx k;
+    k.B = B; k.T = T; k.C = C; k.NH = NH; k.NKV = NKV; k.qkv = to_double(qkv, nq); k.R = to_double(R, no); k.out = dalloc(no);
+    ref_attention(k.out, NULL, k.qkv, B, T, C, NH, NKV);
+    /* chunk-major copies: chunk j's rows (B, Tc), its keys and values packed (B, Tc, 2 KV) */
+    for (j = 0; j < nch; j++)
+        for (b = 0; b < B; b++)
+            for (t = 0; t < Tc; t++) {
+                size_t from = (size_t)b * T + (size_t)j * Tc + (size_t)t, to = (size_t)j * rows + (size_t)b * Tc + (size_t)t;
+                memcpy(cq + to * W, qkv + from * W, sizeof(float) * (size_t)W);
+                memcpy(ckv + to * KV2, qkv + from * W + C, sizeof(float) * (size_t)KV2);
+                memcpy(cR + to * C, R + from * C, sizeof(float) * (size_t)C);
+            }
+    for (i = 0; i < nch; i++)
+        for (j = i; j >= 0; j--)
+            be->attention_part_forward(be, co + (size_t)i * rows * C, lse + (size_t)i * B * NH * Tc, cq + (size_t)i * rows * W, ckv + (size_t)j * rows * KV2, KV2,
+                                       B, Tc, C, NH, NKV, i == j, j == i);
+    memset(dq, 0, sizeof(float) * no);
+    memset(dkv, 0, sizeof(float) * (size_t)B * T * KV2);
+    for (i = 0; i < nch; i++)
+        for (j = 0; j <= i; j++)
+            be->attention_part_backward(be, dq + (size_t)i * rows * C, dkv + (size_t)j * rows * KV2, cR + (size_t)i * rows * C, co + (size_t)i * rows * C,
+                                        lse + (size_t)i * B * NH * Tc, cq + (size_t)i * rows * W, ckv + (size_t)j * rows * KV2, KV2, B, Tc, C, NH, NKV, i == j);
+    for (j = 0; j < nch; j++) /* back to (B, T) order */
+        for (b = 0; b < B; b++)
+            for (t = 0; t < Tc; t++) {
+                size_t to = (size_t)b * T + (size_t)j * Tc + (size_t)t, from = (size_t)j * rows + (size_t)b * Tc + (size_t)t;
+                memcpy(got + to * C, co + from * C, sizeof(float) * (size_t)C);
+                memcpy(dqkv + to * W, dq + from * C, sizeof(float) * (size_t)C);
+                memcpy(dqkv + to * W + C, dkv + from * KV2, sizeof(float) * (size_t)KV2);
+            }
+    snprintf(what, sizeof what, "out, %d chunks of %d (B=%d C=%d NH=%d NKV=%d)", nch, Tc, B, C, NH, NKV);
+    report("attention_part_fwd", what, max_err(got, k.out, no), TOL_FWD);
+    fd_grad(attn_obj, &k, k.qkv, nq, g);
+    snprintf(what, sizeof what, "dqkv = fd (+= over the parts) %s", NKV < NH ? "GQA" : "");
+    report("attention_part_bwd", what, max_err(dqkv, g, nq), TOL_BWD);
+    free(qkv); free(R); free(got); free(dqkv); free(cq); free(ckv); free(co); free(lse); free(cR); free(dq); free(dkv); free(g);
+    free(k.qkv); free(k.R); free(k.out);
 }
 
 /* ---- rmsnorm ----------------------------------------------------------------------------------- */
@@ -861,12 +941,17 @@ int main(void) {
         test_matmul(be, 14, 43, 37, 1); /* N < OC: the GEMM splits along OC */
         test_matmul(be, 45, 19, 13, 1); /* N > OC: it splits along N */
         test_matmul(be, 14, 43, 37, 0); /* bias NULL, dbias NULL */
+        test_matmul_split(be, 14, 43, 37, 4);
+        test_matmul_split(be, 45, 19, 13, 4);
         test_matmul_gelu(be, 14, 43, 37, 1);
         test_matmul_gelu(be, 45, 19, 13, 0);
         test_attention(be, 2, 7, 24, 3, 3);
         test_attention(be, 1, 13, 21, 3, 3);
         test_attention(be, 2, 7, 32, 4, 2); /* grouped-query */
         test_attention(be, 1, 13, 24, 3, 1); /* multi-query */
+        test_ring_attention(be, 2, 6, 2, 24, 3, 3);
+        test_ring_attention(be, 1, 4, 3, 32, 4, 2); /* grouped-query, 3 chunks */
+        test_ring_attention(be, 2, 5, 2, 24, 3, 1); /* multi-query */
         test_rmsnorm(be, 14, 43);
         test_rmsnorm(be, 3, 7);
         test_rope(be, 2, 7, 3, 1, 8);
@@ -877,6 +962,15 @@ int main(void) {
         test_sum_squares(be);
         test_adamw(be);
         test_elementwise(be);
+        mgt__cpu_backend_destroy(be);
+    }
+    { /* the 16-bit wrapper's halves */
+        mgt_backend *be;
+        if (mgt__cpu_backend_create_typed(&be, 2, 13 * 13, MGT_BF16, 8192 /* fp32 workspace: the operands of one matmul */) != MGT_OK) {
+            fprintf(stderr, "cannot create the bf16 CPU backend: %s\n", mgt_last_error());
+            return 2;
+        }
+        test_matmul_split(be, 14, 43, 37, 2);
         mgt__cpu_backend_destroy(be);
     }
     for (i = 0; i < g_nsnaps; i++) free(g_snaps[i].data);

@@ -345,5 +345,53 @@ int main(void) {
         check(two.params < one.params * 0.6 && two.params > one.params * 0.45, "tp 2 holds about half the parameters per rank: %zu of %zu", two.params, one.params);
         check(stage.params < one.params, "pp 2: the first stage holds %zu of %zu parameters", stage.params, one.params);
     }
+    /* zero-bubble ZB-H1 (pp_schedule = zb): memory exact (the sets its schedule holds, each block's
+       kept matmul output gradients, the gradient buffer of its action list), traffic exact (W gathers
+       the norms' outputs again under sequence parallelism where the joint backward did), fp32 and
+       bf16, GPT-2 and Llama; then what it changes against 1F1B */
+    {
+        static const layout zl[] = {{1, 1, 2, 0, 0, "zb"}, {2, 1, 2, 0, 0, "zb"}, {2, 1, 2, 1, 0, "zb"}, {1, 1, 4, 0, 0, "zb"},
+                                    {1, 2, 2, 0, 0, "zb"}, {1, 2, 2, 0, MGT_RECOMPUTE_SELECTIVE, "zb"}, {2, 2, 2, 1, MGT_RECOMPUTE_SELECTIVE, "zb"}};
+        static const char *dts[2] = {"fp32", "bf16"};
+        mgt_config cfg;
+        mgt_rank_plan z0, z1, f0, f1;
+        layout lz = {1, 1, 2, 0, 0, "zb"}, lf = {1, 1, 2, 0, 0, "1f1b"};
+        int d;
+        traffic_tol = mem_tol = 0;
+        for (llama = 0; llama < 2; llama++)
+            for (d = 0; d < 2; d++) {
+                dtype = dts[d];
+                for (i = 0; i < (int)(sizeof zl / sizeof zl[0]); i++) {
+                    size_t o, p, g;
+                    compare(&zl[i], 8 / zl[i].dp / 2, &o, &p, &g); /* M = 2 */
+                    compare(&zl[i], 1, &o, &p, &g);                /* M = 8 / dp: W's deferred over several */
+                }
+            }
+        llama = 0;
+        dtype = "fp32";
+        sp = 1;
+        for (i = 4; i < (int)(sizeof zl / sizeof zl[0]); i++) {
+            size_t o, p, g;
+            compare(&zl[i], 1, &o, &p, &g);
+        }
+        sp = 0;
+        cp = 2; /* context parallelism: B runs the ring's backward */
+        for (i = 0; i < 3; i++) {
+            size_t o, p, g;
+            compare(&zl[i], 1, &o, &p, &g);
+        }
+        cp = 1;
+        traffic_tol = mem_tol = 0.05;
+        /* pp 2, M = 8: each stage keeps pp = 2 sets (1F1B: 2 on stage 0, 1 on stage 1) and moves the same bytes */
+        config(&cfg, &lz, 1); rank_plan(&cfg, 0, &z0); rank_plan(&cfg, 1, &z1);
+        config(&cfg, &lf, 1); rank_plan(&cfg, 0, &f0); rank_plan(&cfg, 1, &f1);
+        check(z0.micro_in_flight == 2 && z1.micro_in_flight == 2 && f0.micro_in_flight == 2 && f1.micro_in_flight == 1 &&
+                  z0.bytes[MGT_COLL_SEND_RECV] == f0.bytes[MGT_COLL_SEND_RECV] && z1.mem[MGT_MEM_ACTIVATIONS] > f1.mem[MGT_MEM_ACTIVATIONS] &&
+                  z0.mem[MGT_MEM_PARAMS] == f0.mem[MGT_MEM_PARAMS],
+              "zb pp 2, 8 micro-batches: sets kept %d and %d (1f1b: %d and %d), activations %zu and %zu bytes (1f1b: %zu and %zu), sends and "
+              "receives %.0f bytes (1f1b: %.0f)",
+              z0.micro_in_flight, z1.micro_in_flight, f0.micro_in_flight, f1.micro_in_flight, z0.mem[MGT_MEM_ACTIVATIONS], z1.mem[MGT_MEM_ACTIVATIONS],
+              f0.mem[MGT_MEM_ACTIVATIONS], f1.mem[MGT_MEM_ACTIVATIONS], z0.bytes[MGT_COLL_SEND_RECV], f0.bytes[MGT_COLL_SEND_RECV]);
+    }
     return finish(dir, "plan");
 }

@@ -97,6 +97,48 @@ static void bubble_v(int p, int m, const char *sched, int v) {
 }
 static void bubble(int p, int m, const char *sched) { bubble_v(p, m, sched, 1); }
 
+/* the blocks' GEMMs priced by their FLOPs (1 s per 1e12), nothing else, but a weight-gradient GEMM at
+   3/4 of its FLOPs: a block's forward, input-gradient pass (B) and weight-gradient pass (W) then cost
+   4 : 4 : 3, the costs zb's order comes from (src/pipeline.c), and 1F1B's whole backward 7. The
+   expected steps, in quarters of a stage's forward, are those of the same rules worked
+   independently (a Python model of the unit-cost run: pp 2 M 8: 93, pp 4 M 8: 105, pp 4 M 16: 193,
+   pp 4 M 3: 53), and 1F1B's (M + p - 1) 11 */
+static double gemm_flops_cost(void *user, const mgt_sim_op *op, double modelled) {
+    double f;
+    (void)user; (void)modelled;
+    if (op->family != MGT_SIM_GEMM || op->n == 256) return 0;
+    f = op->gemm_flops * 1e-12;
+    if (!strcmp(op->name, "matmul_backward") && !op->args[3]) return 0.75 * f;                  /* W alone */
+    if (!strcmp(op->name, "matmul_backward") && !op->args[5]) return 0.875 * f;                 /* joint: dinp and dW */
+    if (!strcmp(op->name, "matmul_gelu_backward") && !op->args[4]) return 0.875 * f;            /* joint */
+    return f;
+}
+static void bubble_zb(int p, int m, double zb_units) {
+    static const char *scheds[2] = {"zb", "1f1b"};
+    double step[2] = {0, 0}, tf = 8 / p * 24.0 * 64 * 96 * 96 * 1e-12 / 4; /* a quarter of a stage's forward: 8/p blocks of 2 N 12 C^2 FLOPs, N = 64, C = 96 */
+    int k;
+    for (k = 0; k < 2; k++) {
+        mgt_config cfg;
+        mgt_sim_options o;
+        mgt_sim_result res;
+        double units = k == 0 ? zb_units : 11.0 * (m + p - 1), idle;
+        small(&cfg, 1, 1, p, m, scheds[k]);
+        ideal(&o);
+        o.cost = gemm_flops_cost;
+        if (mgt_sim_run(&cfg, &o, &res) != MGT_OK) { printf("FAIL bubble %s p=%d m=%d: %s\n", scheds[k], p, m, mgt_last_error()); failures++; return; }
+        step[k] = res.step_s;
+        idle = (res.ranks[0].step_s - res.ranks[0].compute_s) / res.ranks[0].step_s;
+        CHECK(fabs(res.step_s / (units * tf) - 1) < 1e-9, "%s p=%d m=%d: step %.9f s, expected %.0f quarters of a forward = %.9f s", scheds[k], p, m,
+              res.step_s, units, units * tf);
+        CHECK(fabs(idle - (units - 11.0 * m) / units) < 1e-9, "%s p=%d m=%d rank 0: bubble %.6f, expected %.6f", scheds[k], p, m, idle,
+              (units - 11.0 * m) / units);
+        printf("bubble %-5s p=%d m=%2d (F : B : W = 4 : 4 : 3): step %.3f ms, stage 0's bubble %.4f (expected %.4f)\n", scheds[k], p, m, res.step_s * 1e3,
+               idle, (units - 11.0 * m) / units);
+        mgt_sim_result_free(&res);
+    }
+    CHECK(step[0] < step[1], "zb p=%d m=%d: step %.6f s, not below 1f1b's %.6f s", p, m, step[0], step[1]);
+}
+
 /* dp 2 with rank 1 twice as slow: rank 0's all-reduces wait for it, so both end together */
 static void last_member(void) {
     mgt_config cfg;
@@ -193,6 +235,8 @@ static void layouts(void) {
         {2, 4, 1, 2, 0, 1, "1f1b", "bf16"}, /* Llama: tp 4 over 2 key/value heads, replicated on pairs of ranks */
         {2, 2, 2, 1, MGT_RECOMPUTE_SELECTIVE, 1, "1f1b", "bf16"},
         {1, 1, 2, 0, 0, 1, "1f1b-v2", "fp32"}, {2, 2, 2, 1, 1, 1, "1f1b-v2", "bf16"}, {2, 1, 2, 3, 0, 2, "1f1b-v2", "fp32"}, /* interleaved, 2 chunks a stage */
+        {1, 1, 1, 0, 0, 4, "1f1b-cp2", "fp32"}, {2, 2, 1, 3, 0, 1, "1f1b-cp2", "bf16"}, {1, 1, 2, 0, 1, 2, "1f1b-cp2", "bf16"}, /* context parallel, cp 2 */
+        {1, 1, 2, 0, 0, 1, "zb", "fp32"}, {2, 2, 2, 1, MGT_RECOMPUTE_SELECTIVE, 1, "zb", "bf16"}, {1, 1, 4, 0, 0, 1, "zb", "bf16"}, /* zero-bubble */
     };
     size_t i;
     mgt_sim_device cpu;
@@ -204,8 +248,9 @@ static void layouts(void) {
         char kv[64];
         int r, c;
         if (sp && L[i].tp == 1) continue; /* sequence parallelism: the layouts with tp > 1 */
-        small(&cfg, L[i].dp, L[i].tp, L[i].pp, 1, strcmp(L[i].sched, "1f1b-v2") ? L[i].sched : "1f1b");
+        small(&cfg, L[i].dp, L[i].tp, L[i].pp, 1, strncmp(L[i].sched, "1f1b-", 5) ? L[i].sched : "1f1b");
         set(&cfg, strcmp(L[i].sched, "1f1b-v2") ? "parallel.pp_virtual=1" : "parallel.pp_virtual=2");
+        set(&cfg, strcmp(L[i].sched, "1f1b-cp2") ? "parallel.cp=1" : "parallel.cp=2");
         snprintf(kv, sizeof kv, "train.micro_batch=%d", L[i].micro); set(&cfg, kv);
         set(&cfg, "train.global_batch=8");
         snprintf(kv, sizeof kv, "parallel.zero=%d", L[i].zero); set(&cfg, kv);
@@ -232,7 +277,7 @@ static void layouts(void) {
             /* the pipeline's sends and receives (interleaved: every chunk's) as the plan counts them */
             CHECK(res.ranks[r].bytes[MGT_COLL_SEND_RECV] == p.bytes[MGT_COLL_SEND_RECV], "layout %zu rank %d: send/recv %.0f bytes simulated, %.0f planned", i, r,
                   res.ranks[r].bytes[MGT_COLL_SEND_RECV], p.bytes[MGT_COLL_SEND_RECV]);
-            for (c = 0; sp && c < MGT_COLL_COUNT; c++) /* sequence parallelism: every collective's bytes as planned */
+            for (c = 0; (sp || cfg.parallel.cp > 1) && c < MGT_COLL_COUNT; c++) /* sequence and context parallelism: every collective's bytes as planned */
                 CHECK(res.ranks[r].bytes[c] == p.bytes[c], "layout %zu sp rank %d: %s %.0f bytes simulated, %.0f planned", i, r, mgt_coll_name(c),
                       res.ranks[r].bytes[c], p.bytes[c]);
             for (c = 0; c < MGT_MEM_COUNT; c++)
@@ -380,6 +425,10 @@ int main(int argc, char **argv) {
     bubble_v(4, 8, "1f1b", 2);
     bubble_v(2, 8, "1f1b", 4);
     bubble_v(4, 16, "1f1b", 2);
+    bubble_zb(2, 8, 93);
+    bubble_zb(4, 8, 105);
+    bubble_zb(4, 16, 193);
+    bubble_zb(4, 3, 53); /* fewer micro-batches than stages */
     last_member();
     overlap(0);
     overlap(2);

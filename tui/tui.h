@@ -789,27 +789,35 @@ static int mgt_tui__micro_steps(const mgt_config *c) {
     return c->train.micro_batch > 0 && c->parallel.dp > 0 ? c->train.global_batch / (c->parallel.dp * c->train.micro_batch) : 1;
 }
 
+/* the pipeline schedule's name, as the preset says it */
+static const char *mgt_tui__schedule(const mgt_config *c) {
+    static const char *names[] = {"1f1b", "gpipe", "zb"};
+    return c->parallel.pp_schedule >= 0 && c->parallel.pp_schedule < 3 ? names[c->parallel.pp_schedule] : "?";
+}
+
 /* ---- windows ---- */
 static void mgt_tui__draw_header(mgt_tui *t) {
     WINDOW *w = t->w[MGT_TUI__W_HEADER];
     const mgt_config *c = &t->cfg;
     static const char *dtypes[] = {"fp32", "bf16", "fp16"};
-    char alt[5][512], line[512], st[32], el[32], eta[32], micro[64], nr[32], lay[96], lay_short[96];
+    char alt[5][512], line[512], st[32], el[32], eta[32], micro[64], nr[32], lay[96], lay_short[96], cps[16];
     const char *alts[5], *preset = t->opt.preset ? t->opt.preset : "(preset)", *base, *dev = mgt_run_device(t->run), *dt;
     int step = t->has_last ? t->last.step : 0, steps = t->cfg.train.steps, barw, fill, i, k, zero, stopping;
     double frac = steps > 0 ? (double)step / steps : 0, per_step;
     if (!w) return;
     werase(w);
-    zero = c->parallel.dp > 1 ? c->parallel.zero : 0; /* as the plan has it: ZeRO over one data-parallel rank changes nothing */
+    zero = c->parallel.dp * c->parallel.cp > 1 ? c->parallel.zero : 0; /* as the plan has it: ZeRO over one replica changes nothing */
     base = strrchr(preset, '/') ? strrchr(preset, '/') + 1 : preset;
     dt = dtypes[c->precision.dtype >= 0 && c->precision.dtype < 3 ? c->precision.dtype : 0];
     mgt_tui_fmt_micro(mgt_tui__micro_steps(c), c->train.micro_batch, micro, sizeof micro);
     mgt_tui_fmt_n(t->nranks, "rank", "ranks", nr, sizeof nr);
-    snprintf(lay, sizeof lay, "dp%d tp%d pp%d zero%d %s", c->parallel.dp, c->parallel.tp, c->parallel.pp, zero, c->parallel.pp_schedule ? "gpipe" : "1f1b");
+    cps[0] = 0;
+    if (c->parallel.cp > 1) snprintf(cps, sizeof cps, " cp%d", c->parallel.cp); /* context parallelism, where there is some */
+    snprintf(lay, sizeof lay, "dp%d%s tp%d pp%d zero%d %s", c->parallel.dp, cps, c->parallel.tp, c->parallel.pp, zero, mgt_tui__schedule(c));
     /* narrow: the ZeRO stage and the pipeline schedule only where they do something */
-    k = snprintf(lay_short, sizeof lay_short, "dp%d tp%d pp%d", c->parallel.dp, c->parallel.tp, c->parallel.pp);
+    k = snprintf(lay_short, sizeof lay_short, "dp%d%s tp%d pp%d", c->parallel.dp, cps, c->parallel.tp, c->parallel.pp);
     if (zero && k > 0 && (size_t)k < sizeof lay_short) k += snprintf(lay_short + k, sizeof lay_short - (size_t)k, " zero%d", zero);
-    if (c->parallel.pp > 1 && k > 0 && (size_t)k < sizeof lay_short) snprintf(lay_short + k, sizeof lay_short - (size_t)k, " %s", c->parallel.pp_schedule ? "gpipe" : "1f1b");
+    if (c->parallel.pp > 1 && k > 0 && (size_t)k < sizeof lay_short) snprintf(lay_short + k, sizeof lay_short - (size_t)k, " %s", mgt_tui__schedule(c));
     snprintf(alt[0], sizeof alt[0], " mgt %s | %s | %s | %s: %s | %s | %s", MGT_VERSION_STRING, preset, dev, nr, lay, micro, dt);
     snprintf(alt[1], sizeof alt[1], " %s | %s | %s: %s | %s | %s", base, dev, nr, lay, micro, dt);
     snprintf(alt[2], sizeof alt[2], " %s | %s | %s: %s | %s | %s", base, dev, nr, lay_short, micro, dt);
@@ -1152,8 +1160,9 @@ static void mgt_tui__draw_ranks(mgt_tui *t) {
 /* the group size a collective most likely ran over, from the layout (stated in the table) */
 static int mgt_tui__group(const mgt_tui *t, int coll) {
     const mgt_config *c = &t->cfg;
-    if (coll == MGT_COLL_REDUCE_SCATTER || coll == MGT_COLL_ALL_GATHER) return c->parallel.dp > 1 ? c->parallel.dp : c->parallel.tp;
-    if (coll == MGT_COLL_ALL_REDUCE) return c->parallel.dp > 1 ? c->parallel.dp : c->parallel.tp > 1 ? c->parallel.tp : t->nranks;
+    int replicas = c->parallel.dp * c->parallel.cp; /* the gradients' group */
+    if (coll == MGT_COLL_REDUCE_SCATTER || coll == MGT_COLL_ALL_GATHER) return replicas > 1 ? replicas : c->parallel.tp;
+    if (coll == MGT_COLL_ALL_REDUCE) return replicas > 1 ? replicas : c->parallel.tp > 1 ? c->parallel.tp : t->nranks;
     if (coll == MGT_COLL_SEND_RECV) return 2;
     return t->nranks;
 }
@@ -1349,13 +1358,14 @@ int mgt_tui_frame(mgt_tui *t) {
 }
 
 void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap) {
-    char tok[16], el[32], mfu[16], speedup[24], ms[16], micro[64], nr[32];
+    char tok[16], el[32], mfu[16], speedup[24], ms[16], micro[64], nr[32], cps[24];
     const mgt_config *c;
     const char *state;
     int n, zero;
     if (!t || !cap) return;
     c = &t->cfg;
-    zero = c->parallel.dp > 1 ? c->parallel.zero : 0;
+    zero = c->parallel.dp * c->parallel.cp > 1 ? c->parallel.zero : 0;
+    snprintf(cps, sizeof cps, "cp %d x ", c->parallel.cp);
     if (!t->has_last) { snprintf(out, cap, "dashboard closed before the first step finished\n"); return; }
     /* a run the driver stopped before its end was interrupted, whatever the run's state says */
     state = t->stopping && t->state != MGT_STATE_FINISHED && t->state != MGT_STATE_FAILED ? "stopped" : mgt_state_name(t->state);
@@ -1373,8 +1383,9 @@ void mgt_tui_summary(const mgt_tui *t, char *out, size_t cap) {
     if (n > 0 && (size_t)n < cap && t->nvals > 0)
         n += snprintf(out + n, cap - (size_t)n, ", val %.4f at step %d", t->vals[t->nvals - 1].loss, t->vals[t->nvals - 1].step);
     if (n > 0 && (size_t)n < cap)
-        n += snprintf(out + n, cap - (size_t)n, "\ndashboard: %s tokens/s, %s/step, MFU %s, speedup %s | %s elapsed | %s: dp %d x tp %d x pp %d, zero %d, %s, %s\n",
-                      tok, ms, mfu, speedup, el, nr, c->parallel.dp, c->parallel.tp, c->parallel.pp, zero, c->parallel.pp_schedule ? "gpipe" : "1f1b", micro);
+        n += snprintf(out + n, cap - (size_t)n, "\ndashboard: %s tokens/s, %s/step, MFU %s, speedup %s | %s elapsed | %s: dp %d x %stp %d x pp %d, zero %d, %s, %s\n",
+                      tok, ms, mfu, speedup, el, nr, c->parallel.dp, c->parallel.cp > 1 ? cps : "", c->parallel.tp, c->parallel.pp, zero,
+                      mgt_tui__schedule(c), micro);
     if (t->debug && n > 0 && (size_t)n < cap) { /* MGT_TUI_DEBUG=1; on the dashboard's thread, its CPU time is the cost of drawing */
         double cpu = mgt_tui__cpu() - t->cpu_open, wall = mgt_tui__now() - t->t_open;
         n += snprintf(out + n, cap - (size_t)n, "dashboard: %d frames (%d drawn), %.3f s of CPU in %.1f s (%.2f%% of one core)\n", t->frames, t->draws, cpu, wall,

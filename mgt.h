@@ -11899,8 +11899,10 @@ static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char 
     api = mgt_cuda_load(why, cap);
     if (api && api->probe(&devices, why, cap) != 0) api = NULL;
     if (api && devices < need) {
-        snprintf(why, cap, "the run needs %d GPUs (dp %d x cp %d x tp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cfg->parallel.cp,
-                 cfg->parallel.tp, cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
+        char cps[24] = "";
+        if (cfg->parallel.cp > 1) snprintf(cps, sizeof cps, "cp %d x ", cfg->parallel.cp);
+        snprintf(why, cap, "the run needs %d GPUs (dp %d x %stp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cps, cfg->parallel.tp,
+                 cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
         api = NULL;
     }
     return api;
@@ -12147,10 +12149,13 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
     if (!given && !r->world_api->on_gpus && cfg->parallel.threads > cores) /* each op ends when its slowest thread does: spare threads only wait */
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d core%s: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores, cores == 1 ? "" : "s");
-    if (!given && !r->world_api->on_gpus && r->rank_hi - r->rank_lo > cores) /* this process's ranks on its cores */
-        mgt__event(r, MGT_LOG_WARN, "%d ranks (%sdp %d x cp %d x tp %d x pp %d) on %d core%s: a rank is at least one thread, so ranks take turns on the "
+    if (!given && !r->world_api->on_gpus && r->rank_hi - r->rank_lo > cores) { /* this process's ranks on its cores */
+        char cps[24] = "";
+        if (r->plan.cp > 1) snprintf(cps, sizeof cps, "cp %d x ", r->plan.cp);
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (%sdp %d x %stp %d x pp %d) on %d core%s: a rank is at least one thread, so ranks take turns on the "
                    "cores and a step is slower than on fewer ranks", r->rank_hi - r->rank_lo, r->rank_hi - r->rank_lo < r->plan.world ? "this process's, of " : "",
-                   r->plan.dp, r->plan.cp, r->plan.tp, r->plan.pp, cores, cores == 1 ? "" : "s");
+                   r->plan.dp, cps, r->plan.tp, r->plan.pp, cores, cores == 1 ? "" : "s");
+    }
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);
     if (r->rank_stats) memset(r->rank_stats, 0, sizeof(mgt_rank_stats) * (size_t)r->plan.world);

@@ -40,7 +40,7 @@ for t in build/test_*; do
   esac
 done
 # the sanitized layout matrix runs its quick subset (smaller shapes, fewer steps)
-sanitized_args() { case $1 in test_layouts|test_sim) echo --quick ;; test_layouts_cuda) echo --quick --once --no-kv ;; esac; }
+sanitized_args() { case $1 in test_layouts) echo --quick --lean ;; test_sim) echo --quick ;; test_layouts_cuda) echo --quick --once --no-kv ;; esac; }
 for t in build/asan/test_*; do [ -x "$t" ] && run "asan/${t#build/asan/}" "$t" $(sanitized_args "${t#build/asan/}"); done
 for t in build/tsan/test_*; do [ -x "$t" ] && run "tsan/${t#build/tsan/}" "$t" $(sanitized_args "${t#build/tsan/}"); done
 for t in tests/test_*.sh; do [ -x "$t" ] && run "${t#tests/}" "$t"; done

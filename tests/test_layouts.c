@@ -11,11 +11,14 @@
    checking fakes of cudart, cuBLAS and NCCL, and must follow the same one-rank CPU runs within the
    same bounds, plus the one-rank layout itself on the GPU.
 
-   usage: test_layouts [--quick [--once [--no-kv]]] [--only TEXT]   (--quick: smaller shapes and 6
+   usage: test_layouts [--quick [--once [--no-kv]]] [--lean] [--only TEXT]   (--quick: smaller shapes and 6
    steps, for the sanitizers; --once: the matrix without gradient accumulation only and without the
    4-way layouts of one kind, and the Llama model on one GPU and the layouts that mix all three kinds
    of parallelism, for the slowest of them (the CUDA backend on the fakes); --no-kv: without the
    replicated key/value heads either, and the scale features in GPT-2 fp32 only (the sanitized CUDA run);
+   --lean (anywhere; implied by --no-kv): the scale features in GPT-2 fp32 only, one 8-rank mixture, and
+   of the bf16 subsets ZeRO 3, tp, pp and the mixtures (the sanitized runs: what they look for, races
+   and memory errors, is in code every model, type and ZeRO stage shares; the plain runs cover those);
    --only: just the matrix layouts whose name contains TEXT, e.g. dp2-tp1-pp1-z3, without the
    checkpoint and bf16 parts: one layout to look at while working on it) */
 #define MGT_IMPLEMENTATION
@@ -253,6 +256,7 @@ static int feature_runs(int quick, int once, int lean, const char *only) {
     for (llama = 0; llama < (lean ? 1 : 2); llama++)
         for (dt = 0; dt < (lean ? 1 : 2); dt++) {
             mgt_run *ref = NULL, *run;
+            if (once && llama != dt) continue; /* --once: GPT-2 in fp32 and Llama in bf16, both models and both types */
             char refname[160], ref_model[128] = "";
             for (i = 0; features[i].set; i++) {
                 const feature_layout *f = &features[i];
@@ -312,11 +316,13 @@ int main(int argc, char **argv) {
     const layout one = {1, 1, 1, 0, "1f1b"};
     const layout *list = all;
     int n = (int)(sizeof all / sizeof all[0]), quick = argc > 1 && !strcmp(argv[1], "--quick"), i, acc, s;
-    int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2, llama_runs = 0, kv_runs = 0, matrix_runs = 0, kinds;
-    int kv = !(argc > 3 && !strcmp(argv[3], "--no-kv")), feature_count;
+    int passes = argc > 2 && !strcmp(argv[2], "--once") ? 1 : 2, llama_runs = 0, kv_runs = 0, matrix_runs = 0, bf16_runs = 0, kinds;
+    int kv = !(argc > 3 && !strcmp(argv[3], "--no-kv")), feature_count, lean = !kv;
     const char *only = NULL;
     for (i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--only")) only = argv[i + 1];
+    for (i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--lean")) lean = 1;
     double base[40], got[40];
     mgt_config cfg;
     mgt_run *ref, *run;
@@ -345,6 +351,8 @@ int main(int argc, char **argv) {
             if (only && !strstr(name, only)) continue;
             /* --once: not the 4-way layouts of one kind (their 2-way ones run the same code) */
             if (passes == 1 && l->dp * l->tp * l->pp == 4 && (l->dp > 1) + (l->tp > 1) + (l->pp > 1) == 1) continue;
+            /* --lean: one 8-rank mixture (its ZeRO 3 and GPipe run on fewer ranks too) */
+            if (lean && l->dp * l->tp * l->pp == 8 && (l->zero != 1 || strcmp(l->sched, "1f1b"))) continue;
             matrix_runs++;
             config(&cfg, l, acc, name, quick, "fp32");
 #ifdef MGT_TEST_CUDA
@@ -379,6 +387,7 @@ int main(int argc, char **argv) {
         if (only && !strstr(name, only)) continue;
         kinds = (l->dp > 1) + (l->tp > 1) + (l->pp > 1);
         if (passes == 1 && kinds > 0 && kinds < 3) continue; /* --once: one GPU and the mixtures of all three kinds only */
+        if (lean && kinds == 3 && l->zero != 1) continue;      /* --lean: of those, the ZeRO 1 one */
         llama_runs++;
         config(&cfg, l, 0, name, quick, "fp32");
         run = train(&cfg, steps, got, NULL);
@@ -437,7 +446,7 @@ int main(int argc, char **argv) {
     }
     kv_heads = 4;
     llama = 0;
-    feature_count = feature_runs(quick, passes == 1, !kv, only);
+    feature_count = feature_runs(quick, passes == 1, lean, only);
 #ifndef MGT_TEST_CUDA
     /* a checkpoint of zero-bubble pp 2 x dp 2 ZeRO 1 (saved after the step's deferred W's) resumes under
        one rank, GPT-2 and Llama; with --only, when TEXT is in "zb-checkpoint" */
@@ -599,6 +608,9 @@ int main(int argc, char **argv) {
             const layout *l = &sub[i];
             double e = 0, w;
             char name[64];
+            /* --lean: the 16-bit sizes of ZeRO 3's shards, tp, pp and the mixture (the sanitizers' concern) */
+            if (lean && ((l->dp > 1 && l->tp == 1 && l->pp == 1 && l->zero != 3) || !strcmp(l->sched, "gpipe"))) continue;
+            bf16_runs++;
             snprintf(name, sizeof name, "bf16-dp%d-tp%d-pp%d-z%d-%s", l->dp, l->tp, l->pp, l->zero, l->sched);
             config(&cfg, l, 0, name, quick, "bf16");
             run = train(&cfg, steps, got, NULL);
@@ -643,6 +655,8 @@ int main(int argc, char **argv) {
             const layout *l = &sub[i];
             double e = 0, w;
             char name[64];
+            if (lean && l->dp * l->tp * l->pp < 8) continue; /* --lean: the mixture */
+            bf16_runs++;
             snprintf(name, sizeof name, "llama-bf16-dp%d-tp%d-pp%d-z%d", l->dp, l->tp, l->pp, l->zero);
             config(&cfg, l, 0, name, quick, "bf16");
             run = train(&cfg, steps, got, NULL);
@@ -656,7 +670,7 @@ int main(int argc, char **argv) {
         llama = 0;
     }
 #ifdef MGT_TEST_CUDA
-    check(gpu_runs == matrix_runs + llama_runs + kv_runs + feature_count + 6 + 11 + 4,
+    check(gpu_runs == matrix_runs + llama_runs + kv_runs + feature_count + 6 + bf16_runs + 1,
           "%d runs on the CUDA backend (the matrix %s, the Llama matrix, replicated key/value heads, the moving checkpoints, the bf16 subsets, cuDNN refused)",
           gpu_runs, passes == 2 ? "twice" : "once");
 #else

@@ -96,7 +96,7 @@ check_size() { # cols rows stop-key
   [ "$s2" -gt "$s1" ] || fail "the step does not advance ($s1 then $s2)"
   grep -Eq 'now [0-9]+\.[0-9]+ +best [0-9]+\.[0-9]+' "$TMP/screen" || fail "no loss figures"
   grep -Eq 'tokens/s +[0-9.]+[kMG]? ' "$TMP/screen" || fail "tokens/s is not a number"
-  grep -q 'RUNNING' "$TMP/screen" || fail "state is not RUNNING"
+  grep -Eq 'RUNNING|EVALUATING' "$TMP/screen" || fail "state is neither RUNNING nor EVALUATING (the preset evaluates every 200 steps, a few ms apart)"
   grep -Eq ' \| 2 ranks: dp2 tp1 pp1( zero0 1f1b)? \| 1 micro-batch x 4 seq \| fp32 ' "$TMP/screen" || fail "the header does not show the layout and micro-batches in words"
   if grep -q ' mb[0-9]' "$TMP/screen"; then fail "the header still says mb<n>"; fi
   if grep -qs 'batch=' "$TMP/baselines$cols"; then grep -Eq 'speedup +[0-9]+\.[0-9]{2}x over 1 rank' "$TMP/screen" || fail "no speedup over the measured single rank"

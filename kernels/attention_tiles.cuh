@@ -53,6 +53,52 @@ MGT_UNROLL
     }
 }
 
+/* one key tile of the forward's online softmax (attention.cu, ring_attention.cu): for the warp's rows
+   row0.. of the query tile at q0 (Qs) against the keys at k0 (Ks), the scaled scores where the key is
+   seen (causal: key <= query; else every key of the T; rows past T see none), turned into exp(s - m)
+   in Ps for mgt_attn_accumulate; lane r keeps row row0 + r's running max m_own and sum l_own, and the
+   rows' outputs so far, acc, are rescaled to the new max (the factor also left in Al) */
+template <int NC>
+__device__ __forceinline__ void mgt_attn_softmax_tile(float (&acc)[MGT_ATTN_ROWS][NC], float *Ps, float *Al, const float *Qs, const float *Ks, int row0,
+                                                      int q0, int k0, int T, int hs, float scale, bool causal, float &m_own, float &l_own) {
+    int S = mgt_attn_stride(hs), lane = (int)threadIdx.x % MGT_WARP;
+    float s[MGT_ATTN_ROWS];
+MGT_UNROLL
+    for (int r = 0; r < MGT_ATTN_ROWS; r++) s[r] = 0.0f;
+    for (int d = 0; d < hs; d++) {
+        float kd = Ks[lane * S + d];
+MGT_UNROLL
+        for (int r = 0; r < MGT_ATTN_ROWS; r++) s[r] += Qs[(row0 + r) * S + d] * kd;
+    }
+    int kj = k0 + lane;
+MGT_UNROLL
+    for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+        int tq = q0 + row0 + r;
+        Ps[(row0 + r) * MGT_ATTN_PSTRIDE + lane] = tq < T && kj <= (causal ? tq : T - 1) ? scale * s[r] : -INFINITY;
+    }
+    __syncwarp();
+    if (lane < MGT_ATTN_ROWS) { /* the online softmax of row row0 + lane, in key order */
+        float *x = Ps + (row0 + lane) * MGT_ATTN_PSTRIDE, mx = -INFINITY, sum = 0.0f;
+        for (int j = 0; j < MGT_ATTN_TILE; j++) mx = fmaxf(mx, x[j]);
+        float mnew = fmaxf(m_own, mx), alpha = m_own == -INFINITY ? 0.0f : expf(m_own - mnew); /* nothing summed yet: acc is 0 */
+        for (int j = 0; j < MGT_ATTN_TILE; j++) {
+            float p = x[j] == -INFINITY ? 0.0f : expf(x[j] - mnew);
+            x[j] = p;
+            sum += p;
+        }
+        l_own = l_own * alpha + sum;
+        m_own = mnew;
+        Al[row0 + lane] = alpha;
+    }
+    __syncwarp();
+MGT_UNROLL
+    for (int r = 0; r < MGT_ATTN_ROWS; r++) {
+        float alpha = Al[row0 + r];
+MGT_UNROLL
+        for (int c = 0; c < NC; c++) acc[r][c] *= alpha;
+    }
+}
+
 /* dynamic shared memory: `tiles` fp32 tiles of (32, hs|1), `ptiles` of (32, 33), `rows` floats per row */
 static inline size_t mgt_attn_shared(int tiles, int hs, int ptiles, int rows) {
     return ((size_t)tiles * MGT_ATTN_TILE * (size_t)(hs | 1) + (size_t)ptiles * MGT_ATTN_TILE * MGT_ATTN_PSTRIDE + (size_t)rows * MGT_ATTN_TILE) *

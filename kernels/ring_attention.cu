@@ -54,41 +54,7 @@ MGT_UNROLL
         mgt_attn_load(Ks, kbase, (size_t)kv_stride, k0, T, hs);
         mgt_attn_load(Vs, vbase, (size_t)kv_stride, k0, T, hs);
         __syncthreads();
-        float s[MGT_ATTN_ROWS];
-MGT_UNROLL
-        for (int r = 0; r < MGT_ATTN_ROWS; r++) s[r] = 0.0f;
-        for (int d = 0; d < hs; d++) {
-            float kd = Ks[lane * S + d];
-MGT_UNROLL
-            for (int r = 0; r < MGT_ATTN_ROWS; r++) s[r] += Qs[(row0 + r) * S + d] * kd;
-        }
-        int kj = k0 + lane;
-MGT_UNROLL
-        for (int r = 0; r < MGT_ATTN_ROWS; r++) {
-            int tq = q0 + row0 + r;
-            Ps[(row0 + r) * MGT_ATTN_PSTRIDE + lane] = tq < T && kj <= mgt_ring_last_key(tq, T, causal) ? scale * s[r] : -INFINITY;
-        }
-        __syncwarp();
-        if (lane < MGT_ATTN_ROWS) { /* the online softmax of row row0 + lane, in key order */
-            float *x = Ps + (row0 + lane) * MGT_ATTN_PSTRIDE, mx = -INFINITY, sum = 0.0f;
-            for (int j = 0; j < MGT_ATTN_TILE; j++) mx = fmaxf(mx, x[j]);
-            float mnew = fmaxf(m_own, mx), alpha = m_own == -INFINITY ? 0.0f : expf(m_own - mnew); /* nothing summed yet: acc is 0 */
-            for (int j = 0; j < MGT_ATTN_TILE; j++) {
-                float p = x[j] == -INFINITY ? 0.0f : expf(x[j] - mnew);
-                x[j] = p;
-                sum += p;
-            }
-            l_own = l_own * alpha + sum;
-            m_own = mnew;
-            Al[row0 + lane] = alpha;
-        }
-        __syncwarp();
-MGT_UNROLL
-        for (int r = 0; r < MGT_ATTN_ROWS; r++) {
-            float alpha = Al[row0 + r];
-MGT_UNROLL
-            for (int c = 0; c < NC; c++) acc[r][c] *= alpha;
-        }
+        mgt_attn_softmax_tile<NC>(acc, Ps, Al, Qs, Ks, row0, q0, k0, T, hs, scale, causal != 0, m_own, l_own);
         mgt_attn_accumulate(acc, Ps, row0, Vs, min(MGT_ATTN_TILE, klast + 1 - k0), hs); /* acc += P V */
     }
     __syncwarp(); /* every lane has read this tile's Al */

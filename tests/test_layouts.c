@@ -306,6 +306,32 @@ static int feature_runs(int quick, int once, int lean, const char *only) {
     return runs;
 }
 
+/* a checkpoint moved across three layouts (each with its settings, NULL for none), a third of the
+   steps under each, against the uninterrupted one-rank run (reference `one_name`) of the same model:
+   the largest relative difference of a step's loss */
+static double moved_checkpoint_error(const char *name, const char *one_name, const layout *l1, const char *set1, const layout *l2, const char *set2,
+                                     const layout *l3, const char *set3, int quick) {
+    static const layout one = {1, 1, 1, 0, "1f1b"};
+    const layout *legs[3] = {l1, l2, l3};
+    const char *sets[3] = {set1, set2, set3};
+    double base[40], got[40], e = 0;
+    mgt_config cfg;
+    mgt_run *run;
+    int k, s, third = steps / 3;
+    config(&cfg, &one, 0, one_name, quick, "fp32");
+    mgt_run_destroy(train(&cfg, steps, base, NULL));
+    for (k = 0; k < 3; k++) {
+        extra_set = sets[k];
+        config(&cfg, legs[k], 0, name, quick, "fp32");
+        extra_set = NULL;
+        run = train(&cfg, k == 2 ? steps : (k + 1) * third, got, k ? "latest" : NULL);
+        if (k < 2) mgt_run_save(run, NULL, 0);
+        mgt_run_destroy(run);
+    }
+    for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
+    return e;
+}
+
 int main(int argc, char **argv) {
     static const layout all[] = {
         {2, 1, 1, 0, "1f1b"}, {4, 1, 1, 0, "1f1b"}, {2, 1, 1, 1, "1f1b"}, {2, 1, 1, 2, "1f1b"}, {2, 1, 1, 3, "1f1b"},
@@ -479,23 +505,7 @@ int main(int argc, char **argv) {
     for (llama = 0; llama < 2; llama++) {
         const layout a = {2, 1, 1, 3, "1f1b"}, b = {1, 2, 2, 0, "1f1b"};
         int third = steps / 3;
-        double e = 0;
-        config(&cfg, &one, 0, llama ? "llama_one_again" : "one_again", quick, "fp32");
-        ref = train(&cfg, steps, base, NULL);
-        mgt_run_destroy(ref);
-        const char *moving = llama ? "llama_moving" : "moving";
-        config(&cfg, &a, 0, moving, quick, "fp32");
-        run = train(&cfg, third, got, NULL);
-        mgt_run_save(run, NULL, 0);
-        mgt_run_destroy(run);
-        config(&cfg, &b, 0, moving, quick, "fp32");
-        run = train(&cfg, 2 * third, got, "latest");
-        mgt_run_save(run, NULL, 0);
-        mgt_run_destroy(run);
-        config(&cfg, &one, 0, moving, quick, "fp32");
-        run = train(&cfg, steps, got, "latest");
-        mgt_run_destroy(run);
-        for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
+        double e = moved_checkpoint_error(llama ? "llama_moving" : "moving", llama ? "llama_one_again" : "one_again", &a, NULL, &b, NULL, &one, NULL, quick);
         check(e <= 1e-5, "%scheckpoint moved dp2-zero3 -> tp2-pp2 -> 1 rank at steps %d and %d: max loss difference %.2e over %d steps",
               llama ? "llama " : "", third, 2 * third, e, steps);
     }
@@ -530,28 +540,9 @@ int main(int argc, char **argv) {
        of tp2 sp selective resumes under one rank, then under dp2 x tp2 ZeRO 3 with sp, GPT-2 and Llama */
     for (llama = 0; llama < 2; llama++) {
         const layout tp2 = {1, 2, 1, 0, "1f1b"}, dptp = {2, 2, 1, 3, "1f1b"};
-        const char *name = llama ? "llama_sp_moving" : "sp_moving";
         int third = steps / 3;
-        double e = 0;
-        config(&cfg, &one, 0, llama ? "llama_one_sp" : "one_sp", quick, "fp32");
-        ref = train(&cfg, steps, base, NULL);
-        mgt_run_destroy(ref);
-        extra_set = "parallel.sp=1 train.recompute=selective";
-        config(&cfg, &tp2, 0, name, quick, "fp32");
-        extra_set = NULL;
-        run = train(&cfg, third, got, NULL);
-        mgt_run_save(run, NULL, 0);
-        mgt_run_destroy(run);
-        config(&cfg, &one, 0, name, quick, "fp32");
-        run = train(&cfg, 2 * third, got, "latest");
-        mgt_run_save(run, NULL, 0);
-        mgt_run_destroy(run);
-        extra_set = "parallel.sp=1";
-        config(&cfg, &dptp, 0, name, quick, "fp32");
-        extra_set = NULL;
-        run = train(&cfg, steps, got, "latest");
-        mgt_run_destroy(run);
-        for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
+        double e = moved_checkpoint_error(llama ? "llama_sp_moving" : "sp_moving", llama ? "llama_one_sp" : "one_sp", &tp2,
+                                          "parallel.sp=1 train.recompute=selective", &one, NULL, &dptp, "parallel.sp=1", quick);
         check(e <= 1e-5, "%scheckpoint moved tp2 sp selective -> 1 rank -> dp2 tp2 zero3 sp at steps %d and %d: max loss difference %.2e over %d steps",
               llama ? "llama " : "", third, 2 * third, e, steps);
     }
@@ -560,28 +551,9 @@ int main(int argc, char **argv) {
        one rank, then under tp2 x cp2 with a pipeline, GPT-2 and Llama */
     for (llama = 0; llama < 2; llama++) {
         const layout z3 = {1, 1, 1, 3, "1f1b"}, tppp = {1, 2, 2, 0, "1f1b"};
-        const char *name = llama ? "llama_cp_moving" : "cp_moving";
         int third = steps / 3;
-        double e = 0;
-        config(&cfg, &one, 0, llama ? "llama_one_cp" : "one_cp", quick, "fp32");
-        ref = train(&cfg, steps, base, NULL);
-        mgt_run_destroy(ref);
-        extra_set = "parallel.cp=2";
-        config(&cfg, &z3, 0, name, quick, "fp32");
-        extra_set = NULL;
-        run = train(&cfg, third, got, NULL);
-        mgt_run_save(run, NULL, 0);
-        mgt_run_destroy(run);
-        config(&cfg, &one, 0, name, quick, "fp32");
-        run = train(&cfg, 2 * third, got, "latest");
-        mgt_run_save(run, NULL, 0);
-        mgt_run_destroy(run);
-        extra_set = "parallel.cp=2";
-        config(&cfg, &tppp, 0, name, quick, "fp32");
-        extra_set = NULL;
-        run = train(&cfg, steps, got, "latest");
-        mgt_run_destroy(run);
-        for (s = 0; s < steps; s++) e = worse_of(e, fabs(got[s] - base[s]) / base[s]);
+        double e = moved_checkpoint_error(llama ? "llama_cp_moving" : "cp_moving", llama ? "llama_one_cp" : "one_cp", &z3, "parallel.cp=2", &one, NULL,
+                                          &tppp, "parallel.cp=2", quick);
         check(e <= 1e-5, "%scheckpoint moved cp2 zero3 -> 1 rank -> cp2 tp2 pp2 at steps %d and %d: max loss difference %.2e over %d steps",
               llama ? "llama " : "", third, 2 * third, e, steps);
     }

@@ -267,13 +267,6 @@ static const char *stage_blocks(const mgt_plan *plan, int stage, char *buf, size
     return buf;
 }
 
-/* the grid: "dp 2 x tp 1 x pp 2", with "x cp C" after dp where there is context parallelism */
-static const char *grid_text(int dp, int cp, int tp, int pp, char *out, size_t cap) {
-    if (cp > 1) snprintf(out, cap, "dp %d x cp %d x tp %d x pp %d", dp, cp, tp, pp);
-    else snprintf(out, cap, "dp %d x tp %d x pp %d", dp, tp, pp);
-    return out;
-}
-
 /* the rank tables' cp column (after dp), there only where there is context parallelism */
 static const char *cp_column(int cp, int value, char *out, size_t cap) {
     if (cp > 1 && value < 0) snprintf(out, cap, " cp");
@@ -597,7 +590,7 @@ static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset
     else snprintf(where, sizeof where, "cpu, %d thread%s", st.threads, st.threads == 1 ? "" : "s");
     printf("mgt %s | preset %s | %.2fM parameters | %d rank%s: %s, zero %d%s%s%s | %d micro-batch%s of %d sequence%s | %s | %s | "
            "%d x %d tokens per step | memory %s | checkpoints %s\n", MGT_VERSION_STRING, preset, (double)st.params / 1e6, plan->world,
-           plan->world == 1 ? "" : "s", grid_text(plan->dp, plan->cp, plan->tp, plan->pp, grid, sizeof grid), plan->zero, plan->pp > 1 ? ", " : "",
+           plan->world == 1 ? "" : "s", mgt_grid_text(plan->dp, plan->cp, plan->tp, plan->pp, grid, sizeof grid), plan->zero, plan->pp > 1 ? ", " : "",
            plan->pp > 1 ? schedule_name(cfg) : "", cfg->parallel.sp ? ", sequence parallel" : "", plan->micro_steps, plan->micro_steps == 1 ? "" : "es",
            cfg->train.micro_batch, cfg->train.micro_batch == 1 ? "" : "s", where, dtypes[cfg->precision.dtype >= 0 && cfg->precision.dtype < 3 ? cfg->precision.dtype : 0],
            cfg->train.global_batch, cfg->model.seq_len, mem, mgt_run_dir(run));
@@ -961,7 +954,7 @@ static int cmd_check(int argc, char **argv) {
     threads = cfg.parallel.threads ? cfg.parallel.threads : mgt_cpu_count();
     printf("; layout\n");
     printf("ranks          %d = %s (TP fastest, then CP, DP, PP), zero %d, schedule %s, sp %d, device cpu\n", plan.world,
-           grid_text(plan.dp, plan.cp, plan.tp, plan.pp, grid, sizeof grid), plan.zero, schedule_name(&cfg), cfg.parallel.sp);
+           mgt_grid_text(plan.dp, plan.cp, plan.tp, plan.pp, grid, sizeof grid), plan.zero, schedule_name(&cfg), cfg.parallel.sp);
     printf("threads        %d per rank (%d in all)\n", threads / plan.world > 0 ? threads / plan.world : 1, threads);
     printf("batch          %d sequences of %d tokens = %d micro-batches of %d per DP rank (gradient accumulation %s)\n", cfg.train.global_batch,
            cfg.model.seq_len, plan.micro_steps, cfg.train.micro_batch, plan.micro_steps > 1 ? "on" : "off");
@@ -1275,7 +1268,7 @@ static int cmd_plan(int argc, char **argv) {
         static const char *dtypes[] = {"fp32", "bf16", "fp16"};
         char grid[64];
         printf("plan of %s: %d rank%s = %s, zero %d%s%s%s, %s, micro_batch %d, recompute %s\n\n", o.preset, world, world == 1 ? "" : "s",
-               grid_text(cfg.parallel.dp, cfg.parallel.cp, cfg.parallel.tp, cfg.parallel.pp, grid, sizeof grid),
+               mgt_grid_text(cfg.parallel.dp, cfg.parallel.cp, cfg.parallel.tp, cfg.parallel.pp, grid, sizeof grid),
                cfg.parallel.dp * cfg.parallel.cp > 1 ? cfg.parallel.zero : 0, cfg.parallel.pp > 1 ? ", " : "",
                cfg.parallel.pp > 1 ? schedule_name(&cfg) : "",
                cfg.parallel.sp ? ", sequence parallel" : "",
@@ -2005,7 +1998,7 @@ static void doctor_preset(doc *d, const mgt_config *cfg, const char *preset) {
     gpus = mgt_device_for(&c, why, sizeof why);
     char grid[64];
     snprintf(title, sizeof title, "%s (%d rank%s: %s)", preset ? preset : "[parallel] device = auto, one rank", world, world == 1 ? "" : "s",
-             grid_text(cfg->parallel.dp, cfg->parallel.cp, cfg->parallel.tp, cfg->parallel.pp, grid, sizeof grid));
+             mgt_grid_text(cfg->parallel.dp, cfg->parallel.cp, cfg->parallel.tp, cfg->parallel.pp, grid, sizeof grid));
     doc_section(d, "preset", title);
     if (preset) doc_str(d, "file", "", "%s", preset);
     doc_num(d, "ranks", "", world, "%d", world);

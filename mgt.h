@@ -1058,6 +1058,8 @@ MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
    x cp + cp_index: the order is tp, cp, dp, pp. */
 MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index);
 MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp);
+/* the grid as messages say it, "dp 2 x tp 1 x pp 2", with "cp C x " before tp where cp > 1; returns out */
+MGTDEF const char *mgt_grid_text(int dp, int cp, int tp, int pp, char *out, size_t cap);
 
 /* The model's shapes, from its preset: GPT-2 and the Llama family are settings of one model. */
 typedef struct mgt_dims {
@@ -3841,6 +3843,11 @@ MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_ind
     *pp_index = rank / (tp * dp);
 }
 MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp) { return (pp_index * dp + dp_index) * tp + tp_index; }
+MGTDEF const char *mgt_grid_text(int dp, int cp, int tp, int pp, char *out, size_t cap) {
+    if (cp > 1) snprintf(out, cap, "dp %d x cp %d x tp %d x pp %d", dp, cp, tp, pp);
+    else snprintf(out, cap, "dp %d x tp %d x pp %d", dp, tp, pp);
+    return out;
+}
 
 /* The model's shapes from its preset. GPT-2 and the Llama family are settings of one model: the
    normalisation, the positions, the MLP, the key/value heads, the biases and the head are chosen
@@ -11899,10 +11906,10 @@ static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char 
     api = mgt_cuda_load(why, cap);
     if (api && api->probe(&devices, why, cap) != 0) api = NULL;
     if (api && devices < need) {
-        char cps[24] = "";
-        if (cfg->parallel.cp > 1) snprintf(cps, sizeof cps, "cp %d x ", cfg->parallel.cp);
-        snprintf(why, cap, "the run needs %d GPUs (dp %d x %stp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cps, cfg->parallel.tp,
-                 cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
+        char grid[64];
+        snprintf(why, cap, "the run needs %d GPUs (%s%s), this machine has %d", need,
+                 mgt_grid_text(cfg->parallel.dp, cfg->parallel.cp, cfg->parallel.tp, cfg->parallel.pp, grid, sizeof grid),
+                 need < world ? " over the launcher's processes" : "", devices);
         api = NULL;
     }
     return api;
@@ -12150,11 +12157,10 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d core%s: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores, cores == 1 ? "" : "s");
     if (!given && !r->world_api->on_gpus && r->rank_hi - r->rank_lo > cores) { /* this process's ranks on its cores */
-        char cps[24] = "";
-        if (r->plan.cp > 1) snprintf(cps, sizeof cps, "cp %d x ", r->plan.cp);
-        mgt__event(r, MGT_LOG_WARN, "%d ranks (%sdp %d x %stp %d x pp %d) on %d core%s: a rank is at least one thread, so ranks take turns on the "
-                   "cores and a step is slower than on fewer ranks", r->rank_hi - r->rank_lo, r->rank_hi - r->rank_lo < r->plan.world ? "this process's, of " : "",
-                   r->plan.dp, cps, r->plan.tp, r->plan.pp, cores, cores == 1 ? "" : "s");
+        char grid[64];
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (%s%s) on %d core%s: a rank is at least one thread, so ranks take turns on the cores and a step is slower "
+                   "than on fewer ranks", r->rank_hi - r->rank_lo, r->rank_hi - r->rank_lo < r->plan.world ? "this process's, of " : "",
+                   mgt_grid_text(r->plan.dp, r->plan.cp, r->plan.tp, r->plan.pp, grid, sizeof grid), cores, cores == 1 ? "" : "s");
     }
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);

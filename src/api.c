@@ -73,11 +73,10 @@ static mgt_result mgt__run_alloc_on(mgt_run **out, const mgt_config *cfg, int in
         mgt__event(r, MGT_LOG_WARN, "[parallel] threads = %d on %d core%s: a rank's threads meet at every op, so threads beyond the cores only "
                    "wait for each other and a step takes many times longer; set threads = 0 (one per core)", cfg->parallel.threads, cores, cores == 1 ? "" : "s");
     if (!given && !r->world_api->on_gpus && r->rank_hi - r->rank_lo > cores) { /* this process's ranks on its cores */
-        char cps[24] = "";
-        if (r->plan.cp > 1) snprintf(cps, sizeof cps, "cp %d x ", r->plan.cp);
-        mgt__event(r, MGT_LOG_WARN, "%d ranks (%sdp %d x %stp %d x pp %d) on %d core%s: a rank is at least one thread, so ranks take turns on the "
-                   "cores and a step is slower than on fewer ranks", r->rank_hi - r->rank_lo, r->rank_hi - r->rank_lo < r->plan.world ? "this process's, of " : "",
-                   r->plan.dp, cps, r->plan.tp, r->plan.pp, cores, cores == 1 ? "" : "s");
+        char grid[64];
+        mgt__event(r, MGT_LOG_WARN, "%d ranks (%s%s) on %d core%s: a rank is at least one thread, so ranks take turns on the cores and a step is slower "
+                   "than on fewer ranks", r->rank_hi - r->rank_lo, r->rank_hi - r->rank_lo < r->plan.world ? "this process's, of " : "",
+                   mgt_grid_text(r->plan.dp, r->plan.cp, r->plan.tp, r->plan.pp, grid, sizeof grid), cores, cores == 1 ? "" : "s");
     }
     r->ranks = (mgt__rank *)MGT_MALLOC(sizeof(mgt__rank) * (size_t)r->plan.world);
     r->rank_stats = (mgt_rank_stats *)MGT_MALLOC(sizeof(mgt_rank_stats) * (size_t)r->plan.world);

@@ -132,10 +132,10 @@ static const mgt_cuda_api *mgt__gpus_for(const mgt_config *cfg, int world, char 
     api = mgt_cuda_load(why, cap);
     if (api && api->probe(&devices, why, cap) != 0) api = NULL;
     if (api && devices < need) {
-        char cps[24] = "";
-        if (cfg->parallel.cp > 1) snprintf(cps, sizeof cps, "cp %d x ", cfg->parallel.cp);
-        snprintf(why, cap, "the run needs %d GPUs (dp %d x %stp %d x pp %d%s), this machine has %d", need, cfg->parallel.dp, cps, cfg->parallel.tp,
-                 cfg->parallel.pp, need < world ? " over the launcher's processes" : "", devices);
+        char grid[64];
+        snprintf(why, cap, "the run needs %d GPUs (%s%s), this machine has %d", need,
+                 mgt_grid_text(cfg->parallel.dp, cfg->parallel.cp, cfg->parallel.tp, cfg->parallel.pp, grid, sizeof grid),
+                 need < world ? " over the launcher's processes" : "", devices);
         api = NULL;
     }
     return api;

@@ -985,6 +985,8 @@ MGTDEF int mgt_run_profile(mgt_run *run, int on, double *family_seconds);
    x cp + cp_index: the order is tp, cp, dp, pp. */
 MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_index, int *pp_index);
 MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp);
+/* the grid as messages say it, "dp 2 x tp 1 x pp 2", with "cp C x " before tp where cp > 1; returns out */
+MGTDEF const char *mgt_grid_text(int dp, int cp, int tp, int pp, char *out, size_t cap);
 
 /* The model's shapes, from its preset: GPT-2 and the Llama family are settings of one model. */
 typedef struct mgt_dims {

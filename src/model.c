@@ -8,6 +8,11 @@ MGTDEF void mgt_rank_coords(int rank, int dp, int tp, int *dp_index, int *tp_ind
     *pp_index = rank / (tp * dp);
 }
 MGTDEF int mgt_rank_at(int dp_index, int tp_index, int pp_index, int dp, int tp) { return (pp_index * dp + dp_index) * tp + tp_index; }
+MGTDEF const char *mgt_grid_text(int dp, int cp, int tp, int pp, char *out, size_t cap) {
+    if (cp > 1) snprintf(out, cap, "dp %d x cp %d x tp %d x pp %d", dp, cp, tp, pp);
+    else snprintf(out, cap, "dp %d x tp %d x pp %d", dp, tp, pp);
+    return out;
+}
 
 /* The model's shapes from its preset. GPT-2 and the Llama family are settings of one model: the
    normalisation, the positions, the MLP, the key/value heads, the biases and the head are chosen

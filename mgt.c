@@ -386,25 +386,28 @@ static void baseline_record(const char *key, double tok_s, const char *what, con
         printf("recorded as the single-rank baseline of this model in %s: a run on more ranks shows its speedup against it\n", path);
 }
 
-/* The CPU's peak for MFU: the whole machine's sgemm rate (every core, n = 1024, the median over
-   about 2 s), measured by `mgt bench` or, the first time `mgt train` needs it, over 0.3 s; kept in
-   the baselines file under "host=... sgemm threads=N", of which mgt train takes the largest (a
-   measurement on a busy machine is low, never high). */
-static void sgemm_key(char *out, size_t cap) {
+/* The CPU's peak for MFU: the whole machine's rate of the GEMMs a run multiplies with (sgemm, or
+   bf16 through oneDNN for a bf16 run that has it: mgt_cpu_bf16_gemm), every core, n = 1024, the
+   median over about 2 s, measured by `mgt bench` or, the first time `mgt train` needs it, over
+   0.3 s; kept in the baselines file under "host=... sgemm threads=N" (or "bf16gemm"), of which
+   mgt train takes the largest (a measurement on a busy machine is low, never high). */
+static int bf16_gemms(const mgt_config *cfg) { return cfg->precision.dtype == MGT_BF16 && mgt_cpu_bf16_gemm(NULL, 0); }
+static const char *gemm_name(int bf16) { return bf16 ? "bf16 GEMM (oneDNN)" : "sgemm"; }
+static void gemm_key(int bf16, char *out, size_t cap) {
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
-    snprintf(out, cap, "host=%s sgemm threads=%d", host, mgt_cpu_count());
+    snprintf(out, cap, "host=%s %s threads=%d", host, bf16 ? "bf16gemm" : "sgemm", mgt_cpu_count());
 }
-static double machine_sgemm(double seconds, int remeasure, char *date, size_t cap) {
+static double machine_gemm(int bf16, double seconds, int remeasure, char *date, size_t cap) {
     char key[320];
     double g;
-    sgemm_key(key, sizeof key);
+    gemm_key(bf16, key, sizeof key);
     if (!remeasure && (g = baseline_find(key, date, cap, 1)) > 0) return g;
-    g = mgt_cpu_sgemm_gflops(0, seconds);
+    g = bf16 ? mgt_cpu_bf16_gemm_gflops(0, seconds) : mgt_cpu_sgemm_gflops(0, seconds);
     if (g > 0) {
         time_t now = time(NULL);
         strftime(date, cap, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        baseline_record(key, g, "the machine's sgemm rate", NULL);
+        baseline_record(key, g, bf16 ? "the machine's bf16 GEMM rate (oneDNN)" : "the machine's sgemm rate", NULL);
     }
     return g;
 }
@@ -596,6 +599,11 @@ static void train_banner(mgt_run *run, const mgt_config *cfg, const char *preset
            cfg->train.global_batch, cfg->model.seq_len, mem, mgt_run_dir(run));
     if (st.peak_gflops > 0)
         printf("MFU against %.1f GFLOP/s (%s)\n", st.peak_gflops, strcmp(st.peak_source, "preset") ? st.peak_source : "[parallel] peak_gflops x ranks");
+    if (strcmp(mgt_run_device(run), "cuda") && cfg->precision.dtype == MGT_BF16) { /* which of the CPU's two bf16 paths multiplies */
+        char how[900];
+        mgt_cpu_bf16_gemm(how, sizeof how);
+        printf("bf16 GEMMs: %s\n", how);
+    }
     *base_tok_s = 0;
     if (plan->world > 1) { /* the speedup is shown only against a measured single rank of the same model */
         char key[512];
@@ -726,11 +734,11 @@ static void train_done_report(mgt_run *run, const mgt_config *cfg, int processes
            st.elapsed_s, mem, path);
     if (st.has_val_loss) printf("val loss %.4f at step %d\n", st.val_loss, st.val_step);
     if (!strncmp(st.peak_source, "the fastest step", 16) && !strcmp(mgt_run_device(run), "cpu") && cfg->parallel.peak_gflops <= 0 && processes == 1) {
-        char key[320]; /* a step beat the measured sgemm: the machine's peak for MFU is at least that step's rate */
-        sgemm_key(key, sizeof key);
+        char key[320]; /* a step beat the measured GEMM: the machine's peak for MFU is at least that step's rate */
+        gemm_key(bf16_gemms(cfg), key, sizeof key);
         baseline_record(key, st.peak_gflops, "the machine's peak", NULL);
-        printf("MFU's peak: %s ran at %.1f GFLOP/s, above this machine's measured sgemm; recorded as its peak for later runs\n", st.peak_source,
-               st.peak_gflops);
+        printf("MFU's peak: %s ran at %.1f GFLOP/s, above this machine's measured %s; recorded as its peak for later runs\n", st.peak_source,
+               st.peak_gflops, gemm_name(bf16_gemms(cfg)));
     }
     if (base_tok_s > 0 && st.step > start_step && st.elapsed_s > start_elapsed) {
         double tok_s = (double)(st.step - start_step) * cfg->train.global_batch * cfg->model.seq_len / (st.elapsed_s - start_elapsed);
@@ -776,10 +784,10 @@ static int cmd_train(int argc, char **argv) {
         o.no_tui = 1;
         if (!freopen("/dev/null", "w", stdout)) { mgt_run_destroy(run); return fail(MGT_ERROR_IO); }
     }
-    if (!strcmp(mgt_run_device(run), "cpu") && cfg.parallel.peak_gflops <= 0) { /* MFU against this machine's measured sgemm */
-        char measured[64], source[96];
-        double machine = machine_sgemm(0.3, 0, measured, sizeof measured);
-        snprintf(source, sizeof source, "this machine's sgemm, measured %s", measured);
+    if (!strcmp(mgt_run_device(run), "cpu") && cfg.parallel.peak_gflops <= 0) { /* MFU against this machine's measured GEMM rate */
+        char measured[64], source[128];
+        double machine = machine_gemm(bf16_gemms(&cfg), 0.3, 0, measured, sizeof measured);
+        snprintf(source, sizeof source, "this machine's %s, measured %s", gemm_name(bf16_gemms(&cfg)), measured);
         if (machine > 0) mgt_run_set_peak(run, machine / plan_world(&cfg), source);
     } else if (cfg.parallel.peak_gflops <= 0) { /* MFU against the GPU's published peak */
         char source[256];
@@ -1040,7 +1048,7 @@ static int print_predicted(const mgt_config *cfg, const char *gpu, int per_node,
     }
     if (o.device.host_sync) { /* the CPU: its cores are divided between the ranks, as mgt train divides them */
         char date[64];
-        double peak = threads == mgt_cpu_count() ? machine_sgemm(0.3, 0, date, sizeof date) : 0;
+        double peak = threads == mgt_cpu_count() ? machine_gemm(bf16_gemms(cfg), 0.3, 0, date, sizeof date) : 0;
         if (peak > 0) { /* the machine's peak as MFU takes it (the largest measured): MFU alike in plan and train */
             o.device.vector_tflops *= peak * 1e-3 / o.device.tensor_tflops[0];
             for (c = 0; c < 3; c++) o.device.tensor_tflops[c] = peak * 1e-3;
@@ -1603,11 +1611,19 @@ static int cmd_bench(int argc, char **argv) {
     if (cfg.parallel.peak_gflops > 0) peak = cfg.parallel.peak_gflops * ranks, snprintf(peak_source, sizeof peak_source, "[parallel] peak_gflops x ranks");
     else if (gpus) peak = gpu_peak_gflops(cfg.precision.dtype, peak_source, sizeof peak_source) * ranks;
     if (!gpus) { /* the CPU's matrix rate: what a step on this machine's cores can reach */
+        int bf16 = bf16_gemms(&cfg);
         sgemm1 = bench_sgemm_1thread(1024);
-        machine = machine_sgemm(2.0, 1, measured, sizeof measured);
+        machine = machine_gemm(0, 2.0, 1, measured, sizeof measured);
         printf("sgemm 1024^3:   %.1f GFLOP/s on 1 thread; %.1f GFLOP/s on the machine's %d threads together (the median over 2 s)%s\n",
-               sgemm1, machine, mgt_cpu_count(), peak > 0 ? "" : ": the peak of MFU");
-        if (peak <= 0) peak = machine, snprintf(peak_source, sizeof peak_source, "this machine's sgemm");
+               sgemm1, machine, mgt_cpu_count(), peak > 0 || bf16 ? "" : ": the peak of MFU");
+        if (bf16) { /* a bf16 run multiplies through oneDNN: its rate is the peak */
+            char how[300];
+            mgt_cpu_bf16_gemm(how, sizeof how);
+            machine = machine_gemm(1, 2.0, 1, measured, sizeof measured);
+            printf("bf16 1024^3:    %.1f GFLOP/s on the machine's %d threads together (%s)%s\n", machine, mgt_cpu_count(), how,
+                   peak > 0 ? "" : ": the peak of MFU");
+        }
+        if (peak <= 0) peak = machine, snprintf(peak_source, sizeof peak_source, "this machine's %s", gemm_name(bf16));
         fflush(stdout);
     }
     rows = cfg.train.global_batch * (cfg.model.seq_len + 1);
@@ -1888,10 +1904,16 @@ static void doctor_cpu(doc *d) {
         doc_str(d, "blas_kernels", "BLAS kernels", "%s: OpenBLAS took this CPU for %s, mgt set OPENBLAS_CORETYPE=%s (set it yourself to choose)",
                 getenv("OPENBLAS_CORETYPE"), getenv("MGT_BLAS_CORE_WAS"), getenv("OPENBLAS_CORETYPE"));
     if (threads > 0) doc_num(d, "blas_threads", "BLAS threads", threads, "%d (mgt calls it from its own threads, one call each)", threads);
-    sgemm_key(sgemm_k, sizeof sgemm_k);
+    gemm_key(0, sgemm_k, sizeof sgemm_k);
     if ((g = baseline_find(sgemm_k, date, sizeof date, 1)) > 0)
         doc_num(d, "sgemm_gflops", "sgemm", g, "%.1f GFLOP/s on %d threads, measured %s (the baselines file; `mgt bench` measures it again)", g, cores, date);
     else doc_none(d, "sgemm_gflops", "sgemm", "not measured (`mgt bench PRESET` measures this machine's rate)");
+    mgt_cpu_bf16_gemm(v, sizeof v);
+    doc_str(d, "bf16_gemms", "bf16 GEMMs", "%s", v);
+    gemm_key(1, sgemm_k, sizeof sgemm_k);
+    if (mgt_cpu_bf16_gemm(NULL, 0) && (g = baseline_find(sgemm_k, date, sizeof date, 1)) > 0)
+        doc_num(d, "bf16_gemm_gflops", "bf16 GEMM", g, "%.1f GFLOP/s on %d threads, measured %s (`mgt bench` with precision.dtype = bf16 measures it again)",
+                g, cores, date);
 }
 
 

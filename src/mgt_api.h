@@ -636,6 +636,31 @@ MGTDEF void mgt_mpi_use(const mgt_mpi_api *api); /* a statically linked table in
 MGTDEF mgt_result mgt_mpi_start(int *process, int *processes);
 MGTDEF void mgt_mpi_abort(int code); /* ends every process of the job (MPI_Abort); nothing without MPI */
 
+/* ---- bf16 GEMMs on the CPU: oneDNN, opened at run time (src/blas.c) ------------------------------
+   With precision.dtype = bf16 a CPU backend multiplies the bf16 tensors themselves, accumulating in
+   fp32, through oneDNN's matmul, whose kernels use the processor's bf16 dot products (AVX512_BF16,
+   AMX) at twice the fp32 FMA rate; without it, it widens the operands to fp32 and calls sgemm.
+   build/libmgt_onednn.so (`ninja onednn`, from onednn/mgt_onednn.c against Debian's libdnnl-dev)
+   carries the table below, so mgt.h needs no oneDNN headers; it is looked for as MPI's is, at
+   $MGT_ONEDNN_LIBRARY first (`off` keeps the sgemm path). Row-major matrices; a plan is one shape,
+   built once (the library caches it) and run from any thread, each call on the calling thread. */
+#define MGT_ONEDNN_ABI 1
+typedef struct mgt_onednn_api {
+    int abi; /* MGT_ONEDNN_ABI */
+    /* the library and the kernel it picks for a bf16 matmul ("oneDNN 2.6.3, brg:avx512_core_bf16");
+       1 when that kernel uses bf16 instructions, 0 when it would emulate them (mgt then keeps sgemm) */
+    int (*describe)(char *out, size_t cap);
+    /* C = op(A) op(B) (+ bias) (+ C when accumulate): A, B and bias bf16, C bf16 (c_bf16) or fp32;
+       op transposes when ta / tb; a plan, or NULL with why */
+    void *(*plan)(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int bias, int c_bf16, int accumulate, char *why, size_t cap);
+    int (*run)(void *plan, const void *A, const void *B, const void *bias, void *C, char *why, size_t cap); /* 0, or -1 with why */
+} mgt_onednn_api;
+/* the library's table (opened once), or NULL with why (not built, turned off, not this header's) */
+MGTDEF const mgt_onednn_api *mgt_onednn_load(char *why, size_t cap);
+/* what a bf16 CPU backend multiplies with, in words: oneDNN's kernel, or why it widens to sgemm;
+   1 when oneDNN, 0 when sgemm */
+MGTDEF int mgt_cpu_bf16_gemm(char *out, size_t cap);
+
 /* ---- the step simulator (src/sim.c .. src/sim_search.c) -------------------------------------------
    mgt_sim_run drives the runtime above (presets, plan, schedules, buckets, ZeRO, TP, PP) with a
    third backend and a third communicator that compute nothing and touch no data: each op and each
@@ -932,6 +957,9 @@ MGTDEF int mgt_run_state(const mgt_run *run);
 /* GFLOP/s of 1024^3 sgemms split over `threads` (0: every core) of a pool as a rank's, the median
    of repetitions over about `seconds` (0 or less when it cannot measure): a CPU's peak for MFU */
 MGTDEF double mgt_cpu_sgemm_gflops(int threads, double seconds);
+/* the same for bf16 GEMMs through oneDNN (mgt_cpu_bf16_gemm), the peak of a bf16 run's MFU; 0 when
+   a bf16 backend widens to sgemm (sgemm's rate is then its peak) */
+MGTDEF double mgt_cpu_bf16_gemm_gflops(int threads, double seconds);
 /* the BLAS mgt calls, in words ("OpenBLAS 0.3.21 ... (its build configuration)", or a CBLAS that is
    not OpenBLAS), and OpenBLAS's own thread count (0 when unknown) */
 MGTDEF void mgt_blas_describe(char *out, size_t cap, int *threads);

@@ -16,6 +16,13 @@ PY
   ./mgt prepare --tokenizer byte build/testdata/tiny.txt -o build/testdata/tiny > build/logs/prepare.log 2>&1 || { cat build/logs/prepare.log; exit 1; }
 fi
 
+# the oneDNN library (bf16 GEMMs), rebuilt against this mgt.h where oneDNN is installed, and opened
+# by the sanitized builds too (they live in build/asan and build/tsan, where it is not beside them)
+if [ -f /usr/include/oneapi/dnnl/dnnl.h ]; then
+  ninja -j1 onednn > build/logs/onednn.log 2>&1 || { cat build/logs/onednn.log; exit 1; }
+  export MGT_ONEDNN_LIBRARY=$PWD/build/libmgt_onednn.so
+fi
+
 passed=0 failed=0 skipped=0
 run() { # name, command...
   local name=$1; shift

@@ -61,6 +61,7 @@ static void test_ops16(int dt) {
     size_t i;
     if (mgt__cpu_backend_create_typed(&b32, 2, T * T, MGT_F32, 0) != MGT_OK ||
         mgt__cpu_backend_create_typed(&b16, 2, T * T, dt, 1 << 16) != MGT_OK) { printf("FAIL backend: %s\n", mgt_last_error()); exit(1); }
+    ((mgt__cpu *)b16->impl)->onednn = NULL; /* bit for bit is the widened path's; test_onednn checks oneDNN's against it */
     for (i = 0; i < N; i++) { tok[i] = (int)(mgt_hash3(5, 6, i) % V); tgt[i] = (int)(mgt_hash3(7, 8, i) % V); }
     { /* encoder */
         pair wte = input((size_t)V * C, 1, -1, 1, dt), wpe = input((size_t)T * C, 2, -1, 1, dt), out = input(N * C, 3, 0, 0, dt), dout = input(N * C, 4, -1, 1, dt);
@@ -332,6 +333,68 @@ static void test_curves(void) {
 }
 #endif
 
+/* ---- 1b. bf16 GEMMs through oneDNN against the widened path --------------------------------------
+   oneDNN multiplies the same bf16 values with fp32 accumulation, in its own order, so its fp32
+   sums differ from sgemm's by rounding alone: |difference| <= 2 (K + 2) 2^-24 S for each element,
+   S the sum of the magnitudes added (the classic bound on a K-term fp32 sum is (K - 1) 2^-24 S;
+   twice that leaves room for the fused pair products of the bf16 dot instruction). What is stored
+   in bf16 is then the same rounding or its neighbour (1 ulp). A wrong transpose, stride, bias
+   offset or block of the split moves elements by far more. Shapes: odd sizes (not multiples of the
+   split's 16 or of the instruction's pairs), the split along M (N >= OC) and along N (N < OC). */
+static void test_onednn(void) {
+    static const int shapes[3][3] = {{50, 33, 20}, {20, 33, 70}, {37, 129, 45}}; /* N, C, OC */
+    mgt_backend *bo, *bw;
+    char what[400];
+    int s;
+    if (!mgt_cpu_bf16_gemm(what, sizeof what)) { printf("skip bf16 GEMMs through oneDNN: the CPU backend uses %s\n", what); return; }
+    if (mgt__cpu_backend_create_typed(&bo, 2, 16, MGT_BF16, 1 << 16) != MGT_OK || mgt__cpu_backend_create_typed(&bw, 2, 16, MGT_BF16, 1 << 16) != MGT_OK) {
+        printf("FAIL backend: %s\n", mgt_last_error());
+        exit(1);
+    }
+    ((mgt__cpu *)bw->impl)->onednn = NULL;
+    check(((mgt__cpu *)bo->impl)->onednn != NULL, "bf16 CPU backend multiplies through %s", what);
+    for (s = 0; s < 3; s++) {
+        int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2], r, c, k;
+        pair x = input((size_t)N * C, 81, -1, 1, MGT_BF16), w = input((size_t)OC * C, 82, -1, 1, MGT_BF16), bb = input((size_t)OC, 83, -1, 1, MGT_BF16);
+        pair dout = input((size_t)N * OC, 84, -1, 1, MGT_BF16);
+        uint16_t *out_o = (uint16_t *)calloc((size_t)N * OC, 2), *out_w = (uint16_t *)calloc((size_t)N * OC, 2);
+        uint16_t *di_o = (uint16_t *)calloc((size_t)N * C, 2), *di_w = (uint16_t *)calloc((size_t)N * C, 2);
+        float *dw_o = (float *)malloc(sizeof(float) * ((size_t)OC * C + OC)), *dw_w = (float *)malloc(sizeof(float) * ((size_t)OC * C + OC));
+        size_t i, out_ulp = 0, out_far = 0, di_ulp = 0, di_far = 0, dw_far = 0;
+        double dw_worst = 0;
+        for (i = 0; i < (size_t)OC * C + OC; i++) dw_o[i] = dw_w[i] = urandf(85, i, -1, 1); /* accumulated into */
+        bo->matmul_forward(bo, out_o, x.h, w.h, bb.h, N, C, OC);
+        bw->matmul_forward(bw, out_w, x.h, w.h, bb.h, N, C, OC);
+        bo->matmul_backward(bo, di_o, dw_o, dw_o + (size_t)OC * C, dout.h, x.h, w.h, N, C, OC);
+        bw->matmul_backward(bw, di_w, dw_w, dw_w + (size_t)OC * C, dout.h, x.h, w.h, N, C, OC);
+        for (i = 0; i < (size_t)N * OC; i++) {
+            int d = abs((int)out_o[i] - (int)out_w[i]); /* same sign: adjacent bf16 values differ by 1 in their bits */
+            out_ulp += d == 1; out_far += d > 1;
+        }
+        for (i = 0; i < (size_t)N * C; i++) {
+            int d = abs((int)di_o[i] - (int)di_w[i]);
+            di_ulp += d == 1; di_far += d > 1;
+        }
+        for (r = 0; r < OC; r++)
+            for (c = 0; c < C; c++) { /* dW[r][c] += sum over rows k of dout[k][r] x[k][c] */
+                double S = fabs(urandf(85, (size_t)r * C + c, -1, 1)), diff = fabs((double)dw_o[(size_t)r * C + c] - dw_w[(size_t)r * C + c]), bound;
+                for (k = 0; k < N; k++) S += fabs((double)dout.f[(size_t)k * OC + r] * x.f[(size_t)k * C + c]);
+                bound = 2.0 * (N + 2) * ldexp(1.0, -24) * S;
+                dw_far += diff > bound;
+                if (diff / bound > dw_worst) dw_worst = diff / bound;
+            }
+        for (r = 0; r < OC; r++) dw_far += dw_o[(size_t)OC * C + r] != dw_w[(size_t)OC * C + r]; /* the bias gradient: the same sums in the same order */
+        check(out_far == 0 && di_far == 0 && dw_far == 0,
+              "oneDNN bf16 GEMMs N %d C %d OC %d (split along %s): forward %zu of %d and dinp %zu of %d elements 1 ulp from the widened path's, none "
+              "further; dW within %.2f of its rounding bound, dbias identical",
+              N, C, OC, N >= OC ? "M" : "N", out_ulp, N * OC, di_ulp, N * C, dw_worst);
+        pair_free(&x); pair_free(&w); pair_free(&bb); pair_free(&dout);
+        free(out_o); free(out_w); free(di_o); free(di_w); free(dw_o); free(dw_w);
+    }
+    mgt__cpu_backend_destroy(bo);
+    mgt__cpu_backend_destroy(bw);
+}
+
 /* fp16 from a loss scale of 2^40 on 1 and 4 ranks: the exact sequence of skips and scales */
 static void test_loss_scale(void) {
     static const int lay[2][4] = {{1, 1, 1, 0}, {2, 1, 2, 1}};
@@ -488,6 +551,7 @@ int main(int argc, char **argv) {
     make_workdir(dir, sizeof dir, "test_precision", 100000, 11);
     test_ops16(MGT_BF16);
     test_ops16(MGT_F16);
+    test_onednn();
     if (argc > 1) return finish(dir, "precision (ops)");
 #ifdef __SANITIZE_THREAD__
     printf("     (TSan: the single-rank curves are left to the plain and ASan builds; nothing for TSan there, and 30 s under it)\n");

@@ -1,0 +1,228 @@
+/* mgt_onednn.c - bf16 GEMMs for mgt's CPU backend through oneDNN's matmul, built by `ninja onednn`
+   into build/libmgt_onednn.so.
+
+   mgt.h never includes or links oneDNN: a bf16 CPU backend opens this library with dlopen
+   (mgt_onednn_load) and multiplies through the table below, so ./mgt runs where oneDNN is absent
+   and falls back to widening into sgemm. Only this file is compiled against oneDNN's headers
+   (Debian's libdnnl-dev: oneDNN 2.x; the 3.x API where it is newer).
+
+   Each call runs on the calling thread: mgt's pool splits a GEMM into blocks, one per thread, as it
+   does for sgemm, so oneDNN's own OpenMP team is kept to one thread (a second set of threads
+   spinning beside the pool's would take their cores). Plans are cached by shape; the scratchpad is
+   the caller's (user mode, one buffer per thread), which makes one plan safe to run from every
+   thread at once. */
+#include <omp.h>     /* defines: omp_set_num_threads */
+#include <pthread.h> /* defines: pthread_mutex_t, pthread_key_t */
+#include <stdio.h>   /* defines: snprintf */
+#include <stdlib.h>  /* defines: malloc, free */
+#include <string.h>  /* defines: strstr, memset */
+
+#include <oneapi/dnnl/dnnl.h> /* defines: dnnl_matmul, dnnl_memory_create, dnnl_primitive_execute */
+
+#include "mgt.h" /* defines: mgt_onednn_api, MGT_ONEDNN_ABI */
+
+#define PLANS 512 /* shapes cached: a model has a few dozen (each GEMM's, split over the threads) */
+
+typedef struct plan {
+    int key[11]; /* ta, tb, M, N, K, lda, ldb, ldc, bias, c_bf16, accumulate */
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t a, b, bias, c; /* 2.x: structs; 3.x: handles (kept for the plan's life) */
+    size_t scratch;                   /* bytes */
+} plan;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static plan plans[PLANS];
+static int plans_n;
+static dnnl_engine_t engine;
+static pthread_key_t scratch_key; /* each thread's scratchpad: { size, bytes... } */
+static int ready;
+
+static void free_scratch(void *p) { free(p); }
+
+static void status_text(dnnl_status_t s, const char *call, char *why, size_t cap) {
+    snprintf(why, cap, "oneDNN %s failed: status %d (%s)", call, (int)s,
+             s == dnnl_unimplemented ? "no implementation for this shape and these types" : s == dnnl_out_of_memory ? "out of memory" :
+             s == dnnl_invalid_arguments ? "invalid arguments" : "error");
+}
+
+/* the engine, once (under mu) */
+static int start(char *why, size_t cap) {
+    dnnl_status_t s;
+    if (ready) return 0;
+    s = dnnl_engine_create(&engine, dnnl_cpu, 0);
+    if (s != dnnl_success) { status_text(s, "dnnl_engine_create", why, cap); return -1; }
+    if (pthread_key_create(&scratch_key, free_scratch)) { snprintf(why, cap, "pthread_key_create failed"); return -1; }
+    ready = 1;
+    return 0;
+}
+
+/* a row-major matrix of rows x cols, transposed in memory when `trans` (its rows are ld apart) */
+static dnnl_status_t matrix(dnnl_memory_desc_t *md, int rows, int cols, int ld, int trans, dnnl_data_type_t type) {
+    dnnl_dims_t dims = {rows, cols}, strides = {trans ? 1 : ld, trans ? ld : 1};
+#if DNNL_VERSION_MAJOR >= 3
+    return dnnl_memory_desc_create_with_strides(md, 2, dims, type, strides);
+#else
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides);
+#endif
+}
+
+#if DNNL_VERSION_MAJOR >= 3
+#define MD(x) (x)
+#else
+#define MD(x) (&(x))
+#endif
+
+static void *make_plan(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int bias, int c_bf16, int accumulate, char *why,
+                       size_t cap) {
+    int key[11] = {ta, tb, M, N, K, lda, ldb, ldc, bias, c_bf16, accumulate}, i;
+    plan *p = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s;
+    const char *call = "";
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < plans_n; i++)
+        if (!memcmp(plans[i].key, key, sizeof key)) { p = &plans[i]; break; }
+    if (p) { pthread_mutex_unlock(&mu); return p; }
+    if (start(why, cap)) { pthread_mutex_unlock(&mu); return NULL; }
+    if (plans_n == PLANS) {
+        snprintf(why, cap, "more than %d GEMM shapes: mgt_onednn.c's PLANS is too small", PLANS);
+        pthread_mutex_unlock(&mu);
+        return NULL;
+    }
+    p = &plans[plans_n];
+    memset(p, 0, sizeof *p);
+    memcpy(p->key, key, sizeof key);
+#define TRY(x) do { call = #x; if ((s = (x)) != dnnl_success) goto fail; } while (0)
+    TRY(matrix(&p->a, M, K, lda, ta, dnnl_bf16));
+    TRY(matrix(&p->b, K, N, ldb, tb, dnnl_bf16));
+    TRY(matrix(&p->c, M, N, ldc, 0, c_bf16 ? dnnl_bf16 : dnnl_f32));
+    if (bias) TRY(matrix(&p->bias, 1, N, N, 0, dnnl_bf16));
+    TRY(dnnl_primitive_attr_create(&attr));
+    TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (accumulate) {
+        TRY(dnnl_post_ops_create(&post));
+#if DNNL_VERSION_MAJOR >= 3
+        TRY(dnnl_post_ops_append_sum(post, 1.0f, 0, dnnl_data_type_undef));
+#else
+        TRY(dnnl_post_ops_append_sum(post, 1.0f));
+#endif
+        TRY(dnnl_primitive_attr_set_post_ops(attr, post));
+    }
+#if DNNL_VERSION_MAJOR >= 3
+    TRY(dnnl_matmul_primitive_desc_create(&pd, engine, p->a, p->b, bias ? p->bias : NULL, p->c, attr));
+    p->scratch = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+#else
+    {
+        dnnl_matmul_desc_t desc;
+        TRY(dnnl_matmul_desc_init(&desc, &p->a, &p->b, bias ? &p->bias : NULL, &p->c));
+        TRY(dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL));
+    }
+    p->scratch = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+#endif
+    TRY(dnnl_primitive_create(&p->prim, pd));
+#undef TRY
+    dnnl_primitive_desc_destroy(pd);
+    if (post) dnnl_post_ops_destroy(post);
+    dnnl_primitive_attr_destroy(attr);
+    plans_n++;
+    pthread_mutex_unlock(&mu);
+    return p;
+fail:
+    status_text(s, call, why, cap);
+    snprintf(why + strlen(why), cap - strlen(why), " for a %dx%dx%d bf16 GEMM", M, N, K);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (post) dnnl_post_ops_destroy(post);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+/* this thread's scratchpad of at least `bytes`, and its OpenMP team set to one thread, once */
+static void *thread_scratch(size_t bytes) {
+    size_t *s = (size_t *)pthread_getspecific(scratch_key);
+    if (!s) omp_set_num_threads(1);
+    if (!s || s[0] < bytes) {
+        size_t *grown = (size_t *)realloc(s, sizeof(size_t) * 8 + bytes); /* 64 bytes of header keep the buffer aligned */
+        if (!grown) return NULL;
+        grown[0] = bytes;
+        s = grown;
+        pthread_setspecific(scratch_key, s);
+    }
+    return s + 8;
+}
+
+static int run(void *handle, const void *A, const void *B, const void *bias, void *C, char *why, size_t cap) {
+    plan *p = (plan *)handle;
+    dnnl_memory_t mem[5] = {NULL, NULL, NULL, NULL, NULL};
+    dnnl_exec_arg_t args[5];
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t s;
+    const char *call = "";
+    void *scratch = thread_scratch(p->scratch);
+    int n = 0, i, rc = -1;
+    if (!scratch) { snprintf(why, cap, "out of memory for a oneDNN scratchpad of %zu bytes", p->scratch); return -1; }
+#define TRY(x) do { call = #x; if ((s = (x)) != dnnl_success) goto done; } while (0)
+    TRY(dnnl_memory_create(&mem[0], MD(p->a), engine, (void *)A));
+    TRY(dnnl_memory_create(&mem[1], MD(p->b), engine, (void *)B));
+    TRY(dnnl_memory_create(&mem[2], MD(p->c), engine, C));
+    args[0].arg = DNNL_ARG_SRC; args[0].memory = mem[0];
+    args[1].arg = DNNL_ARG_WEIGHTS; args[1].memory = mem[1];
+    args[2].arg = DNNL_ARG_DST; args[2].memory = mem[2];
+    n = 3;
+    if (p->key[8]) {
+        TRY(dnnl_memory_create(&mem[3], MD(p->bias), engine, (void *)bias));
+        args[n].arg = DNNL_ARG_BIAS; args[n++].memory = mem[3];
+    }
+    if (p->scratch) {
+        dnnl_memory_desc_t sd;
+        dnnl_dims_t dims = {(dnnl_dim_t)p->scratch};
+#if DNNL_VERSION_MAJOR >= 3
+        TRY(dnnl_memory_desc_create_with_tag(&sd, 1, dims, dnnl_u8, dnnl_a));
+        s = dnnl_memory_create(&mem[4], sd, engine, scratch);
+        dnnl_memory_desc_destroy(sd);
+        call = "dnnl_memory_create";
+        if (s != dnnl_success) goto done;
+#else
+        TRY(dnnl_memory_desc_init_by_tag(&sd, 1, dims, dnnl_u8, dnnl_a));
+        TRY(dnnl_memory_create(&mem[4], &sd, engine, scratch));
+#endif
+        args[n].arg = DNNL_ARG_SCRATCHPAD; args[n++].memory = mem[4];
+    }
+    TRY(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
+    TRY(dnnl_primitive_execute(p->prim, stream, n, args));
+    TRY(dnnl_stream_wait(stream));
+#undef TRY
+    rc = 0;
+done:
+    if (rc) status_text(s, call, why, cap);
+    if (stream) dnnl_stream_destroy(stream);
+    for (i = 0; i < 5; i++)
+        if (mem[i]) dnnl_memory_destroy(mem[i]);
+    return rc;
+}
+
+static int describe(char *out, size_t cap) {
+    const dnnl_version_t *v = dnnl_version();
+    const char *impl = "";
+    char why[300] = "";
+    int uses_bf16;
+    plan *p = (plan *)make_plan(0, 1, 256, 256, 256, 256, 256, 256, 0, 0, 0, why, sizeof why);
+    if (!p) { snprintf(out, cap, "oneDNN %d.%d.%d: %s", v->major, v->minor, v->patch, why); return 0; }
+    {
+        const_dnnl_primitive_desc_t pd = NULL;
+        if (dnnl_primitive_get_primitive_desc(p->prim, &pd) != dnnl_success || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+            impl = "unknown";
+    }
+    /* brgemm and jit kernels name their ISA: avx512_core_bf16 and amx use bf16 instructions; plain
+       avx512_core or avx2 would convert to fp32 first, no faster than mgt's own widening */
+    uses_bf16 = strstr(impl, "bf16") != NULL || strstr(impl, "amx") != NULL;
+    snprintf(out, cap, "oneDNN %d.%d.%d, %s%s", v->major, v->minor, v->patch, impl, uses_bf16 ? "" : " (no bf16 instructions on this CPU)");
+    return uses_bf16;
+}
+
+static const mgt_onednn_api api = {MGT_ONEDNN_ABI, describe, make_plan, run};
+
+const mgt_onednn_api *mgt_onednn_api_get(void);
+const mgt_onednn_api *mgt_onednn_api_get(void) { return &api; }

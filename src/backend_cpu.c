@@ -36,6 +36,7 @@ typedef struct mgt__args {
     float f[8];
     int flags[2];
     mgt_backend *be;
+    void *copy; /* adamw: the parameters' 16-bit compute copy (n[0] its dtype), or NULL */
 } mgt__args;
 
 /* exp(x) for x <= 88: 2^k * e^r with |r| <= ln2/2 and a degree-7 Taylor polynomial (relative error
@@ -656,15 +657,41 @@ static void mgt__cpu_scale(mgt_backend *be, float *x, float factor, size_t n) {
 }
 
 /* cross-entropy, vocabulary-parallel: each rank has columns [v0, v0 + Vl) of the logits */
+/* The classifier's cross-entropy, a row at a time. Logits in 16-bit storage are widened a row at a
+   time into the thread's own row of fp32 (row_buf, Vl floats per thread) and the finished
+   gradients rounded back from it: one pass over the largest activation, not a widened copy of it
+   all (N x V floats) written and read again. */
+typedef struct mgt__xent_args {
+    void *logits;        /* (N, Vl) in dtype: read by partial, overwritten with gradients by finish */
+    int dtype;
+    float *row_buf;      /* 16-bit: Vl floats per thread */
+    float *part;         /* partial: (N, 3) out; finish: (tp, N, 3) in */
+    double *losses;
+    const int *targets;
+    int N, v0, Vl, V, tp;
+    float grad_scale;
+} mgt__xent_args;
+static void mgt__convert(void *dst, int dd, const void *src, int sd, size_t lo, size_t hi);
+static size_t mgt__dtype_size(int dtype);
+static float *mgt__wide_take(mgt_backend *be, size_t n);
+/* row r of the logits as fp32: in place for fp32, else widened into this thread's row */
+static float *mgt__xent_row(const mgt__xent_args *a, int tid, size_t r) {
+    float *row;
+    if (a->dtype == MGT_F32) return (float *)a->logits + r * (size_t)a->Vl;
+    row = a->row_buf + (size_t)tid * (size_t)a->Vl;
+    mgt__convert(row, MGT_F32, (const char *)a->logits + r * (size_t)a->Vl * mgt__dtype_size(a->dtype), a->dtype, 0, (size_t)a->Vl);
+    return row;
+}
+static int mgt__xent_valid(const mgt__xent_args *a) { return a->V - a->v0 < a->Vl ? (a->V - a->v0 > 0 ? a->V - a->v0 : 0) : a->Vl; }
 static void mgt__xent_partial_task(void *ctx, int tid, int nth) {
-    const mgt__args *a = (const mgt__args *)ctx;
-    int v0 = a->n[1], Vl = a->n[2], V = a->n[3], valid = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl, i;
+    const mgt__xent_args *a = (const mgt__xent_args *)ctx;
+    int valid = mgt__xent_valid(a), i;
     size_t lo, hi, r;
-    mgt__span((size_t)a->n[0], tid, nth, 1, &lo, &hi);
+    mgt__span((size_t)a->N, tid, nth, 1, &lo, &hi);
     for (r = lo; r < hi; r++) {
-        const float *l = a->in[0] + r * (size_t)Vl;
-        float *part = a->out[1] + r * 3, mx = -INFINITY, e[256];
-        int y = a->ints[r] - v0, j, k;
+        const float *l = mgt__xent_row(a, tid, r);
+        float *part = a->part + r * 3, mx = -INFINITY, e[256];
+        int y = a->targets[r] - a->v0, j, k;
         part[2] = y >= 0 && y < valid ? l[y] : 0.0f;
         for (i = 0; i < valid; i++) mx = l[i] > mx ? l[i] : mx;
         part[0] = mx;
@@ -676,44 +703,54 @@ static void mgt__xent_partial_task(void *ctx, int tid, int nth) {
         }
     }
 }
-static void mgt__cpu_xent_partial(mgt_backend *be, float *part, const float *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
-    mgt__args a;
-    memset(&a, 0, sizeof a);
-    a.in[0] = logits; a.out[1] = part; a.ints = targets; a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V;
-    mgt__pool_run(MGT__POOL(be), mgt__xent_partial_task, &a);
-}
 static void mgt__xent_finish_task(void *ctx, int tid, int nth) {
-    const mgt__args *a = (const mgt__args *)ctx;
-    int N = a->n[0], v0 = a->n[1], Vl = a->n[2], V = a->n[3], tp = a->n[4], i, k;
-    int valid = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
-    float gs = a->f[0];
+    const mgt__xent_args *a = (const mgt__xent_args *)ctx;
+    int N = a->N, valid = mgt__xent_valid(a), i, k;
+    float gs = a->grad_scale;
     size_t lo, hi, r;
     mgt__span((size_t)N, tid, nth, 1, &lo, &hi);
     for (r = lo; r < hi; r++) {
-        float *l = a->out[0] + r * (size_t)Vl, M = -INFINITY, scale;
+        float *l, M = -INFINITY, scale;
         double S = 0, target = 0;
-        int y = a->ints[r] - v0;
-        for (k = 0; k < tp; k++) { const float *p = a->in[0] + ((size_t)k * (size_t)N + r) * 3; if (p[1] > 0 && p[0] > M) M = p[0]; }
-        for (k = 0; k < tp; k++) { /* in rank order: the same sum on every rank */
-            const float *p = a->in[0] + ((size_t)k * (size_t)N + r) * 3;
+        int y = a->targets[r] - a->v0;
+        for (k = 0; k < a->tp; k++) { const float *p = a->part + ((size_t)k * (size_t)N + r) * 3; if (p[1] > 0 && p[0] > M) M = p[0]; }
+        for (k = 0; k < a->tp; k++) { /* in rank order: the same sum on every rank */
+            const float *p = a->part + ((size_t)k * (size_t)N + r) * 3;
             if (p[1] > 0) S += (double)p[1] * (double)mgt__expf(p[0] - M);
             target += p[2];
         }
-        a->dout[r] = log(S) + (double)M - target;
+        a->losses[r] = log(S) + (double)M - target;
         if (gs == 0.0f) continue;
+        l = mgt__xent_row(a, tid, r);
         scale = (float)(1.0 / S) * gs;
         for (i = 0; i < valid; i++) l[i] = mgt__expf(l[i] - M) * scale;
         if (y >= 0 && y < valid) l[y] -= gs;
-        for (i = valid; i < Vl; i++) l[i] = 0.0f;
+        for (i = valid; i < a->Vl; i++) l[i] = 0.0f;
+        if (a->dtype != MGT_F32) mgt__convert((char *)a->logits + r * (size_t)a->Vl * mgt__dtype_size(a->dtype), a->dtype, l, MGT_F32, 0, (size_t)a->Vl);
     }
 }
-static void mgt__cpu_xent_finish(mgt_backend *be, double *losses, float *logits, const float *parts, int tp, const int *targets, int N,
-                                 int vocab_start, int Vl, int V, float grad_scale) {
-    mgt__args a;
+static void mgt__xent_run(mgt_backend *be, mgt__task_fn fn, mgt__xent_args *a) {
+    mgt__cpu *cpu = (mgt__cpu *)be->impl;
+    a->dtype = be->dtype;
+    if (be->dtype != MGT_F32) { /* one row per thread, from the op's workspace */
+        cpu->wide_used = 0;
+        a->row_buf = mgt__wide_take(be, (size_t)(cpu->pool.n < a->N ? cpu->pool.n : a->N) * (size_t)a->Vl); /* threads past N have no row */
+    }
+    mgt__pool_run(MGT__POOL(be), fn, a);
+}
+static void mgt__cpu_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V) {
+    mgt__xent_args a;
     memset(&a, 0, sizeof a);
-    a.out[0] = logits; a.in[0] = parts; a.dout = losses; a.ints = targets;
-    a.n[0] = N; a.n[1] = vocab_start; a.n[2] = Vl; a.n[3] = V; a.n[4] = tp; a.f[0] = grad_scale;
-    mgt__pool_run(MGT__POOL(be), mgt__xent_finish_task, &a);
+    a.logits = logits; a.part = part; a.targets = targets; a.N = N; a.v0 = vocab_start; a.Vl = Vl; a.V = V;
+    mgt__xent_run(be, mgt__xent_partial_task, &a);
+}
+static void mgt__cpu_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N,
+                                 int vocab_start, int Vl, int V, float grad_scale) {
+    mgt__xent_args a;
+    memset(&a, 0, sizeof a);
+    a.logits = logits; a.part = (float *)parts; a.losses = losses; a.targets = targets;
+    a.N = N; a.v0 = vocab_start; a.Vl = Vl; a.V = V; a.tp = tp; a.grad_scale = grad_scale;
+    mgt__xent_run(be, mgt__xent_finish_task, &a);
 }
 
 /* sum of squares in fixed blocks of 65536, each in double, added in block order: the result does
@@ -754,19 +791,24 @@ static void mgt__adamw_task(void *ctx, int tid, int nth) {
     float *p = a->out[0], *m = a->out[1], *v = a->out[2];
     const float *g = a->in[0];
     float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
-    size_t lo, hi, i;
+    size_t lo, hi, i, b, e;
     mgt__span(a->count, tid, nth, 64, &lo, &hi);
-    for (i = lo; i < hi; i++) {
-        float gi = g[i] * gs;
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        p[i] = p[i] * decay - step * m[i] / (sqrtf(v[i]) / sbc2 + eps);
+    for (b = lo; b < hi; b = e) { /* blocks of 4096: the compute copy is rounded from them while they are in cache */
+        e = hi - b < 4096 ? hi : b + 4096;
+        for (i = b; i < e; i++) {
+            float gi = g[i] * gs;
+            m[i] = b1 * m[i] + (1.0f - b1) * gi;
+            v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+            p[i] = p[i] * decay - step * m[i] / (sqrtf(v[i]) / sbc2 + eps);
+        }
+        if (a->copy) mgt__convert(a->copy, a->n[0], p, MGT_F32, b, e);
     }
 }
-static void mgt__cpu_adamw(mgt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+static void mgt__cpu_adamw(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                            float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2) {
     mgt__args a;
     memset(&a, 0, sizeof a);
+    a.copy = param_copy; a.n[0] = be->dtype;
     a.out[0] = param; a.out[1] = m; a.out[2] = v; a.in[0] = grad; a.count = n;
     a.f[0] = lr; a.f[1] = beta1; a.f[2] = beta2; a.f[3] = eps; a.f[4] = weight_decay; a.f[5] = grad_scale;
     a.f[6] = bias_correction1; a.f[7] = bias_correction2;
@@ -789,22 +831,27 @@ static void mgt__store(void *base, size_t i, int dtype, float v) { /* element i 
     else ((uint16_t *)base)[i] = dtype == MGT_BF16 ? mgt__f32_to_bf16(v) : mgt__f32_to_f16(v);
 }
 
+/* elements [lo, hi) of src (sd) into dst (dd), rounded to nearest even */
+static void mgt__convert(void *dst, int dd, const void *src, int sd, size_t lo, size_t hi) {
+    size_t i;
+    if (dd == sd) { memcpy((char *)dst + lo * mgt__dtype_size(dd), (const char *)src + lo * mgt__dtype_size(sd), (hi - lo) * mgt__dtype_size(dd)); return; }
+    /* one loop per pair, so that each vectorises */
+    if (sd == MGT_BF16 && dd == MGT_F32) for (i = lo; i < hi; i++) ((float *)dst)[i] = mgt__bf16_to_f32(((const uint16_t *)src)[i]);
+    else if (sd == MGT_F32 && dd == MGT_BF16) for (i = lo; i < hi; i++) ((uint16_t *)dst)[i] = mgt__f32_to_bf16(((const float *)src)[i]);
+    else if (sd == MGT_F16 && dd == MGT_F32) for (i = lo; i < hi; i++) ((float *)dst)[i] = mgt__f16_to_f32(((const uint16_t *)src)[i]);
+    else if (sd == MGT_F32 && dd == MGT_F16) for (i = lo; i < hi; i++) ((uint16_t *)dst)[i] = mgt__f32_to_f16(((const float *)src)[i]);
+    else /* between the two 16-bit types, through fp32 */
+        for (i = lo; i < hi; i++) {
+            float x = sd == MGT_BF16 ? mgt__bf16_to_f32(((const uint16_t *)src)[i]) : mgt__f16_to_f32(((const uint16_t *)src)[i]);
+            ((uint16_t *)dst)[i] = dd == MGT_BF16 ? mgt__f32_to_bf16(x) : mgt__f32_to_f16(x);
+        }
+}
 typedef struct mgt__cast_args { void *dst; const void *src; int dd, sd; size_t n; } mgt__cast_args;
 static void mgt__cast_task(void *ctx, int tid, int nth) {
     const mgt__cast_args *c = (const mgt__cast_args *)ctx;
-    size_t lo, hi, i;
+    size_t lo, hi;
     mgt__span(c->n, tid, nth, 1024, &lo, &hi);
-    if (c->dd == c->sd) { memcpy((char *)c->dst + lo * mgt__dtype_size(c->dd), (const char *)c->src + lo * mgt__dtype_size(c->sd), (hi - lo) * mgt__dtype_size(c->dd)); return; }
-    /* one loop per pair, so that each vectorises */
-    if (c->sd == MGT_BF16 && c->dd == MGT_F32) for (i = lo; i < hi; i++) ((float *)c->dst)[i] = mgt__bf16_to_f32(((const uint16_t *)c->src)[i]);
-    else if (c->sd == MGT_F32 && c->dd == MGT_BF16) for (i = lo; i < hi; i++) ((uint16_t *)c->dst)[i] = mgt__f32_to_bf16(((const float *)c->src)[i]);
-    else if (c->sd == MGT_F16 && c->dd == MGT_F32) for (i = lo; i < hi; i++) ((float *)c->dst)[i] = mgt__f16_to_f32(((const uint16_t *)c->src)[i]);
-    else if (c->sd == MGT_F32 && c->dd == MGT_F16) for (i = lo; i < hi; i++) ((uint16_t *)c->dst)[i] = mgt__f32_to_f16(((const float *)c->src)[i]);
-    else /* between the two 16-bit types, through fp32 */
-        for (i = lo; i < hi; i++) {
-            float x = c->sd == MGT_BF16 ? mgt__bf16_to_f32(((const uint16_t *)c->src)[i]) : mgt__f16_to_f32(((const uint16_t *)c->src)[i]);
-            ((uint16_t *)c->dst)[i] = c->dd == MGT_BF16 ? mgt__f32_to_bf16(x) : mgt__f32_to_f16(x);
-        }
+    mgt__convert(c->dst, c->dd, c->src, c->sd, lo, hi);
 }
 static void mgt__cpu_cast(mgt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n) {
     mgt__cast_args c;
@@ -1121,20 +1168,6 @@ static void mgt__t_bias_backward(mgt_backend *be, float *dbias, const void *dout
     if (!MGT__WIDE(be)) { mgt__cpu_bias_backward(be, dbias, MGT__CF(dout), N, C); return; }
     mgt__cpu_bias_backward(be, dbias, mgt__wide_in(be, dout, (size_t)N * C), N, C);
 }
-static void mgt__t_xent_partial(mgt_backend *be, float *part, void *logits, const int *targets, int N, int v0, int Vl, int V) {
-    float *l;
-    if (!MGT__WIDE(be)) { mgt__cpu_xent_partial(be, part, MGT__F(logits), targets, N, v0, Vl, V); return; }
-    l = mgt__wide_in(be, logits, (size_t)N * Vl);
-    mgt__cpu_xent_partial(be, part, l, targets, N, v0, Vl, V);
-}
-static void mgt__t_xent_finish(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int v0, int Vl,
-                               int V, float grad_scale) {
-    float *l;
-    if (!MGT__WIDE(be)) { mgt__cpu_xent_finish(be, losses, MGT__F(logits), parts, tp, targets, N, v0, Vl, V, grad_scale); return; }
-    l = mgt__wide_in(be, logits, (size_t)N * Vl);
-    mgt__cpu_xent_finish(be, losses, l, parts, tp, targets, N, v0, Vl, V, grad_scale);
-    if (grad_scale != 0.0f) mgt__wide_out(be, logits, l, (size_t)N * Vl);
-}
 /* the reference is adamw on each tensor in turn */
 static void mgt__cpu_adamw_many(mgt_backend *be, int count, float *const *param, void *const *param_copy, const float *const *grad, float *const *m,
                                 float *const *v, const size_t *n, const float *weight_decay, float lr, float beta1, float beta2, float eps,
@@ -1149,11 +1182,6 @@ static void mgt__cpu_residual_layernorm_forward(mgt_backend *be, void *res, void
                                                 const void *weight, const void *bias, int N, int C) {
     be->bias_residual(be, res, residual, res_bias, N, C);
     be->layernorm_forward(be, out, mean, rstd, res, weight, bias, N, C);
-}
-static void mgt__t_adamw(mgt_backend *be, float *param, void *param_copy, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2) {
-    mgt__cpu_adamw(be, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1, bias_correction2);
-    if (param_copy) mgt__cpu_cast(be, param_copy, be->dtype, param, MGT_F32, n);
 }
 #undef MGT__F
 #undef MGT__CF
@@ -1203,10 +1231,10 @@ static mgt_result mgt__cpu_backend_create_typed(mgt_backend **out, int threads, 
     be->bias_residual = mgt__t_bias_residual;
     be->residual_layernorm_forward = mgt__cpu_residual_layernorm_forward;
     be->bias_backward = mgt__t_bias_backward;
-    be->xent_partial = mgt__t_xent_partial;
-    be->xent_finish = mgt__t_xent_finish;
+    be->xent_partial = mgt__cpu_xent_partial;
+    be->xent_finish = mgt__cpu_xent_finish;
     be->sum_squares = mgt__cpu_sum_squares;
-    be->adamw = mgt__t_adamw;
+    be->adamw = mgt__cpu_adamw;
     be->adamw_many = mgt__cpu_adamw_many;
     be->scale = mgt__cpu_scale;
     be->zero = mgt__cpu_zero;

@@ -3580,6 +3580,19 @@ static float *mgt__wide_take(mgt_backend *be, size_t n) {
     if (cpu->wide_used > cpu->wide_floats) abort(); /* sized from the shapes at creation: a bug if it is short */
     return p;
 }
+/* at least n floats of workspace: a GEMM that oneDNN could not plan widens its operands, which the
+   workspace was not sized for when oneDNN was to multiply them (mgt__widen_floats) */
+static void mgt__wide_reserve(mgt_backend *be, size_t n) {
+    mgt__cpu *cpu = (mgt__cpu *)be->impl;
+    if (cpu->wide_floats >= n) return;
+    be->free(be, cpu->wide, sizeof(float) * cpu->wide_floats, MGT_MEM_WORKSPACE);
+    cpu->wide = (float *)be->alloc(be, sizeof(float) * n, MGT_MEM_WORKSPACE);
+    cpu->wide_floats = cpu->wide ? n : 0;
+    if (!cpu->wide) {
+        fprintf(stderr, "mgt: out of memory for %.1f MiB of fp32 workspace to widen a bf16 GEMM oneDNN could not plan\n", (double)n * 4 / 1048576.0);
+        abort();
+    }
+}
 static float *mgt__wide_in(mgt_backend *be, const void *src, size_t n) {
     float *p;
     if (!src) return NULL;
@@ -3713,6 +3726,7 @@ static void mgt__t_matmul_forward(mgt_backend *be, void *out, const void *inp, c
     mgt__bf16_gemm_args g;
     if (!MGT__WIDE(be)) { mgt__cpu_matmul_forward(be, MGT__F(out), MGT__CF(inp), MGT__CF(w), MGT__CF(bias), N, C, OC); return; }
     if (mgt__bf16_gemm_plan(be, &g, 0, 1, N, OC, C, inp, C, w, C, bias, out, OC, 1, 0)) { mgt__bf16_gemm_run(be, &g); return; } /* out = inp W^T + b */
+    mgt__wide_reserve(be, 4 * 16 + (size_t)N * OC + (size_t)N * C + (size_t)OC * C + (size_t)OC); /* each operand padded to 16 */
     o = mgt__wide_take(be, (size_t)N * OC);
     mgt__cpu_matmul_forward(be, o, mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), mgt__wide_in(be, bias, (size_t)OC), N, C, OC);
     mgt__wide_out(be, out, o, (size_t)N * OC);
@@ -3733,6 +3747,7 @@ static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float
         }
         return;
     }
+    mgt__wide_reserve(be, 4 * 16 + 2 * (size_t)N * C + (size_t)N * OC + (size_t)OC * C);
     di = dinp ? mgt__wide_take(be, (size_t)N * C) : NULL;
     mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), dw ? mgt__wide_in(be, inp, (size_t)N * C) : NULL,
                              dinp ? mgt__wide_in(be, w, (size_t)OC * C) : NULL, N, C, OC); /* widens only what the asked gradients read */
@@ -4528,17 +4543,18 @@ static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__s
     return cur.used;
 }
 
-/* fp32 workspace of the CPU backend's 16-bit ops on a rank of this shape: the most any one op
-   widens (each operand padded to 16 floats, as mgt__wide_take carves it) */
-static size_t mgt__widen_floats(const mgt__shape *s) {
+/* fp32 workspace of the CPU backend's 16-bit ops on a rank of this shape and `threads`: the most
+   any one op widens (each operand padded to 16 floats, as mgt__wide_take carves it); the GEMMs'
+   operands only when they are widened (gemms: not bf16 through oneDNN) */
+static size_t mgt__widen_floats(const mgt__shape *s, int threads, int gemms) {
     size_t N = (size_t)s->B * (size_t)s->T, C = (size_t)s->C, Cl = (size_t)s->Cl, Hl = (size_t)s->Hl, Vl = (size_t)s->Vl, T = (size_t)s->T;
     size_t Q = Cl + 2 * (size_t)s->KVl, F = (size_t)s->Fl; /* the widths of qkv and of the MLP's first matmul */
     size_t att = s->cp > 1 ? 0 : (size_t)s->B * (size_t)s->NHl * T * T, most = 0, k, mm[5][2];
-    int nmm = 4;
+    int nmm = gemms ? 4 : 0;
 #define MGT__P16(n) (((size_t)(n) + 15) & ~(size_t)15)
 #define MGT__MOST(x) do { size_t mgt__x = (x); if (mgt__x > most) most = mgt__x; } while (0)
     mm[0][0] = C; mm[0][1] = Q; mm[1][0] = Cl; mm[1][1] = C; mm[2][0] = C; mm[2][1] = F; mm[3][0] = Hl; mm[3][1] = C;
-    if (s->last) { mm[4][0] = C; mm[4][1] = Vl; nmm = 5; }
+    if (s->last && gemms) { mm[4][0] = C; mm[4][1] = Vl; nmm = 5; }
     for (k = 0; k < (size_t)nmm; k++) { /* (in, out): forward out, inp, weight, bias; backward dinp, dout, inp, weight */
         size_t in = mm[k][0], out = mm[k][1];
         MGT__MOST(MGT__P16(N * out) + MGT__P16(N * in) + MGT__P16(out * in) + MGT__P16(out));
@@ -4555,7 +4571,7 @@ static size_t mgt__widen_floats(const mgt__shape *s) {
     }
     MGT__MOST(3 * MGT__P16(N * Hl));                                               /* GELU backward */
     MGT__MOST(2 * MGT__P16(N * F) + MGT__P16(N * Hl));                             /* SwiGLU backward (RMSNorm and RoPE need less) */
-    if (s->last) MGT__MOST(MGT__P16(N * Vl));                                      /* cross-entropy */
+    if (s->last) MGT__MOST(MGT__P16((threads < 1 ? 1 : (size_t)threads < N ? (size_t)threads : N) * Vl)); /* cross-entropy: a row per thread */
 #undef MGT__P16
 #undef MGT__MOST
     return most;
@@ -10446,7 +10462,7 @@ static mgt_result mgt__rank_backend(mgt_run *r, mgt__rank *rk) {
         want.dtype = r->dtype;
         want.threads = r->threads_per_rank;
         want.scratch_floats = mgt__att_scratch_floats(&rk->shape);
-        want.widen_floats = mgt__widen_floats(&rk->shape);
+        want.widen_floats = mgt__widen_floats(&rk->shape, r->threads_per_rank, !(r->dtype == MGT_BF16 && mgt__onednn_for_bf16()));
         MGT__TRY(r->world_api->backend(r->world, &want, &rk->be, &rk->device));
     }
     be = rk->be;
@@ -11711,7 +11727,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
         sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p->tp; sh.Vl = (int)z.Vl;
         sh.KVl = (int)(z.Q - z.Cl) / 2; sh.Fl = (int)z.F;
         sh.first = z.first; sh.last = z.last; sh.cp = z.cp;
-        o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh);
+        o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh, threads, !(z.dtype == MGT_BF16 && mgt__onednn_for_bf16()));
     }
     if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(p, &z, o);
     mgt__plan_rank_traffic(p, &z, o);

@@ -868,6 +868,19 @@ static float *mgt__wide_take(mgt_backend *be, size_t n) {
     if (cpu->wide_used > cpu->wide_floats) abort(); /* sized from the shapes at creation: a bug if it is short */
     return p;
 }
+/* at least n floats of workspace: a GEMM that oneDNN could not plan widens its operands, which the
+   workspace was not sized for when oneDNN was to multiply them (mgt__widen_floats) */
+static void mgt__wide_reserve(mgt_backend *be, size_t n) {
+    mgt__cpu *cpu = (mgt__cpu *)be->impl;
+    if (cpu->wide_floats >= n) return;
+    be->free(be, cpu->wide, sizeof(float) * cpu->wide_floats, MGT_MEM_WORKSPACE);
+    cpu->wide = (float *)be->alloc(be, sizeof(float) * n, MGT_MEM_WORKSPACE);
+    cpu->wide_floats = cpu->wide ? n : 0;
+    if (!cpu->wide) {
+        fprintf(stderr, "mgt: out of memory for %.1f MiB of fp32 workspace to widen a bf16 GEMM oneDNN could not plan\n", (double)n * 4 / 1048576.0);
+        abort();
+    }
+}
 static float *mgt__wide_in(mgt_backend *be, const void *src, size_t n) {
     float *p;
     if (!src) return NULL;
@@ -1001,6 +1014,7 @@ static void mgt__t_matmul_forward(mgt_backend *be, void *out, const void *inp, c
     mgt__bf16_gemm_args g;
     if (!MGT__WIDE(be)) { mgt__cpu_matmul_forward(be, MGT__F(out), MGT__CF(inp), MGT__CF(w), MGT__CF(bias), N, C, OC); return; }
     if (mgt__bf16_gemm_plan(be, &g, 0, 1, N, OC, C, inp, C, w, C, bias, out, OC, 1, 0)) { mgt__bf16_gemm_run(be, &g); return; } /* out = inp W^T + b */
+    mgt__wide_reserve(be, 4 * 16 + (size_t)N * OC + (size_t)N * C + (size_t)OC * C + (size_t)OC); /* each operand padded to 16 */
     o = mgt__wide_take(be, (size_t)N * OC);
     mgt__cpu_matmul_forward(be, o, mgt__wide_in(be, inp, (size_t)N * C), mgt__wide_in(be, w, (size_t)OC * C), mgt__wide_in(be, bias, (size_t)OC), N, C, OC);
     mgt__wide_out(be, out, o, (size_t)N * OC);
@@ -1021,6 +1035,7 @@ static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float
         }
         return;
     }
+    mgt__wide_reserve(be, 4 * 16 + 2 * (size_t)N * C + (size_t)N * OC + (size_t)OC * C);
     di = dinp ? mgt__wide_take(be, (size_t)N * C) : NULL;
     mgt__cpu_matmul_backward(be, di, dw, db, mgt__wide_in(be, dout, (size_t)N * OC), dw ? mgt__wide_in(be, inp, (size_t)N * C) : NULL,
                              dinp ? mgt__wide_in(be, w, (size_t)OC * C) : NULL, N, C, OC); /* widens only what the asked gradients read */

@@ -486,17 +486,18 @@ static size_t mgt__scratch_layout(mgt__grad_scratch *g, char *base, const mgt__s
     return cur.used;
 }
 
-/* fp32 workspace of the CPU backend's 16-bit ops on a rank of this shape: the most any one op
-   widens (each operand padded to 16 floats, as mgt__wide_take carves it) */
-static size_t mgt__widen_floats(const mgt__shape *s) {
+/* fp32 workspace of the CPU backend's 16-bit ops on a rank of this shape and `threads`: the most
+   any one op widens (each operand padded to 16 floats, as mgt__wide_take carves it); the GEMMs'
+   operands only when they are widened (gemms: not bf16 through oneDNN) */
+static size_t mgt__widen_floats(const mgt__shape *s, int threads, int gemms) {
     size_t N = (size_t)s->B * (size_t)s->T, C = (size_t)s->C, Cl = (size_t)s->Cl, Hl = (size_t)s->Hl, Vl = (size_t)s->Vl, T = (size_t)s->T;
     size_t Q = Cl + 2 * (size_t)s->KVl, F = (size_t)s->Fl; /* the widths of qkv and of the MLP's first matmul */
     size_t att = s->cp > 1 ? 0 : (size_t)s->B * (size_t)s->NHl * T * T, most = 0, k, mm[5][2];
-    int nmm = 4;
+    int nmm = gemms ? 4 : 0;
 #define MGT__P16(n) (((size_t)(n) + 15) & ~(size_t)15)
 #define MGT__MOST(x) do { size_t mgt__x = (x); if (mgt__x > most) most = mgt__x; } while (0)
     mm[0][0] = C; mm[0][1] = Q; mm[1][0] = Cl; mm[1][1] = C; mm[2][0] = C; mm[2][1] = F; mm[3][0] = Hl; mm[3][1] = C;
-    if (s->last) { mm[4][0] = C; mm[4][1] = Vl; nmm = 5; }
+    if (s->last && gemms) { mm[4][0] = C; mm[4][1] = Vl; nmm = 5; }
     for (k = 0; k < (size_t)nmm; k++) { /* (in, out): forward out, inp, weight, bias; backward dinp, dout, inp, weight */
         size_t in = mm[k][0], out = mm[k][1];
         MGT__MOST(MGT__P16(N * out) + MGT__P16(N * in) + MGT__P16(out * in) + MGT__P16(out));
@@ -513,7 +514,7 @@ static size_t mgt__widen_floats(const mgt__shape *s) {
     }
     MGT__MOST(3 * MGT__P16(N * Hl));                                               /* GELU backward */
     MGT__MOST(2 * MGT__P16(N * F) + MGT__P16(N * Hl));                             /* SwiGLU backward (RMSNorm and RoPE need less) */
-    if (s->last) MGT__MOST(MGT__P16(N * Vl));                                      /* cross-entropy */
+    if (s->last) MGT__MOST(MGT__P16((threads < 1 ? 1 : (size_t)threads < N ? (size_t)threads : N) * Vl)); /* cross-entropy: a row per thread */
 #undef MGT__P16
 #undef MGT__MOST
     return most;

@@ -341,11 +341,45 @@ static void test_curves(void) {
    in bf16 is then the same rounding or its neighbour (1 ulp). A wrong transpose, stride, bias
    offset or block of the split moves elements by far more. Shapes: odd sizes (not multiples of the
    split's 16 or of the instruction's pairs), the split along M (N >= OC) and along N (N < OC). */
+static void *refuse_plan(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int bias, int c_bf16, int accumulate, char *why, size_t cap) {
+    (void)ta; (void)tb; (void)M; (void)N; (void)K; (void)lda; (void)ldb; (void)ldc; (void)bias; (void)c_bf16; (void)accumulate;
+    snprintf(why, cap, "refused by the test");
+    return NULL;
+}
+/* a GEMM oneDNN cannot plan widens instead, in a workspace grown for it (the backend's was sized
+   without the GEMMs' operands), and so do the GEMMs after it: the same numbers as the widened path */
+static void test_onednn_refusal(void) {
+    static const mgt_onednn_api refusing = {MGT_ONEDNN_ABI, NULL, refuse_plan, NULL};
+    enum { N = 40, C = 24, OC = 36 };
+    mgt_backend *bo, *bw;
+    pair x = input((size_t)N * C, 91, -1, 1, MGT_BF16), w = input((size_t)OC * C, 92, -1, 1, MGT_BF16), dout = input((size_t)N * OC, 93, -1, 1, MGT_BF16);
+    uint16_t o1[N * OC], o2[N * OC], d1[N * C], d2[N * C];
+    float g1[OC * C + OC], g2[OC * C + OC];
+    if (mgt__cpu_backend_create_typed(&bo, 2, 16, MGT_BF16, 16) != MGT_OK || mgt__cpu_backend_create_typed(&bw, 2, 16, MGT_BF16, 1 << 16) != MGT_OK) {
+        printf("FAIL backend: %s\n", mgt_last_error());
+        exit(1);
+    }
+    ((mgt__cpu *)bo->impl)->onednn = &refusing;
+    ((mgt__cpu *)bw->impl)->onednn = NULL;
+    memset(g1, 0, sizeof g1); memset(g2, 0, sizeof g2);
+    bo->matmul_forward(bo, o1, x.h, w.h, NULL, N, C, OC);
+    bw->matmul_forward(bw, o2, x.h, w.h, NULL, N, C, OC);
+    check(((mgt__cpu *)bo->impl)->onednn == NULL && ((mgt__cpu *)bo->impl)->wide_floats > 16 && !memcmp(o1, o2, sizeof o1),
+          "bf16 GEMM oneDNN refused to plan: widened instead (workspace grown from 16 to %zu floats), forward bit-identical, oneDNN not asked again",
+          ((mgt__cpu *)bo->impl)->wide_floats);
+    bo->matmul_backward(bo, d1, g1, g1 + OC * C, dout.h, x.h, w.h, N, C, OC);
+    bw->matmul_backward(bw, d2, g2, g2 + OC * C, dout.h, x.h, w.h, N, C, OC);
+    check(!memcmp(d1, d2, sizeof d1) && !memcmp(g1, g2, sizeof g1), "and its backward after it: bit-identical to the widened path's");
+    pair_free(&x); pair_free(&w); pair_free(&dout);
+    mgt__cpu_backend_destroy(bo);
+    mgt__cpu_backend_destroy(bw);
+}
 static void test_onednn(void) {
     static const int shapes[3][3] = {{50, 33, 20}, {20, 33, 70}, {37, 129, 45}}; /* N, C, OC */
     mgt_backend *bo, *bw;
     char what[400];
     int s;
+    test_onednn_refusal();
     if (!mgt_cpu_bf16_gemm(what, sizeof what)) { printf("skip bf16 GEMMs through oneDNN: the CPU backend uses %s\n", what); return; }
     if (mgt__cpu_backend_create_typed(&bo, 2, 16, MGT_BF16, 1 << 16) != MGT_OK || mgt__cpu_backend_create_typed(&bw, 2, 16, MGT_BF16, 1 << 16) != MGT_OK) {
         printf("FAIL backend: %s\n", mgt_last_error());

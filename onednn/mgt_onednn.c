@@ -11,10 +11,11 @@
    spinning beside the pool's would take their cores). Plans are cached by shape; the scratchpad is
    the caller's (user mode, one buffer per thread), which makes one plan safe to run from every
    thread at once. */
+#define _POSIX_C_SOURCE 200809L /* posix_memalign under -std=c99 */
 #include <omp.h>     /* defines: omp_set_num_threads */
 #include <pthread.h> /* defines: pthread_mutex_t, pthread_key_t */
 #include <stdio.h>   /* defines: snprintf */
-#include <stdlib.h>  /* defines: malloc, free */
+#include <stdlib.h>  /* defines: calloc, free, posix_memalign */
 #include <string.h>  /* defines: strstr, memset */
 
 #include <oneapi/dnnl/dnnl.h> /* defines: dnnl_matmul, dnnl_memory_create, dnnl_primitive_execute */
@@ -34,10 +35,20 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static plan plans[PLANS];
 static int plans_n;
 static dnnl_engine_t engine;
-static pthread_key_t scratch_key; /* each thread's scratchpad: { size, bytes... } */
+static pthread_key_t thread_key; /* each thread's thread_state */
 static int ready;
 
-static void free_scratch(void *p) { free(p); }
+typedef struct thread_state { /* each calling thread's: its stream and scratchpad */
+    dnnl_stream_t stream;
+    size_t bytes;
+    void *scratch;
+} thread_state;
+static void thread_end(void *p) {
+    thread_state *t = (thread_state *)p;
+    if (t->stream) dnnl_stream_destroy(t->stream);
+    free(t->scratch);
+    free(t);
+}
 
 static void status_text(dnnl_status_t s, const char *call, char *why, size_t cap) {
     snprintf(why, cap, "oneDNN %s failed: status %d (%s)", call, (int)s,
@@ -51,7 +62,7 @@ static int start(char *why, size_t cap) {
     if (ready) return 0;
     s = dnnl_engine_create(&engine, dnnl_cpu, 0);
     if (s != dnnl_success) { status_text(s, "dnnl_engine_create", why, cap); return -1; }
-    if (pthread_key_create(&scratch_key, free_scratch)) { snprintf(why, cap, "pthread_key_create failed"); return -1; }
+    if (pthread_key_create(&thread_key, thread_end)) { snprintf(why, cap, "pthread_key_create failed"); return -1; }
     ready = 1;
     return 0;
 }
@@ -139,30 +150,41 @@ fail:
     return NULL;
 }
 
-/* this thread's scratchpad of at least `bytes`, and its OpenMP team set to one thread, once */
-static void *thread_scratch(size_t bytes) {
-    size_t *s = (size_t *)pthread_getspecific(scratch_key);
-    if (!s) omp_set_num_threads(1);
-    if (!s || s[0] < bytes) {
-        size_t *grown = (size_t *)realloc(s, sizeof(size_t) * 8 + bytes); /* 64 bytes of header keep the buffer aligned */
-        if (!grown) return NULL;
-        grown[0] = bytes;
-        s = grown;
-        pthread_setspecific(scratch_key, s);
+/* this thread's stream and a scratchpad of at least `bytes`, its OpenMP team set to one thread
+   the first time; NULL when out of memory */
+static thread_state *thread_get(size_t bytes, char *why, size_t cap) {
+    thread_state *t = (thread_state *)pthread_getspecific(thread_key);
+    dnnl_status_t s;
+    if (!t) {
+        omp_set_num_threads(1);
+        t = (thread_state *)calloc(1, sizeof *t);
+        if (!t) { snprintf(why, cap, "out of memory for a thread's oneDNN state"); return NULL; }
+        if ((s = dnnl_stream_create(&t->stream, engine, dnnl_stream_default_flags)) != dnnl_success) {
+            status_text(s, "dnnl_stream_create", why, cap);
+            free(t);
+            return NULL;
+        }
+        pthread_setspecific(thread_key, t);
     }
-    return s + 8;
+    if (t->bytes < bytes) {
+        void *grown = NULL;
+        if (posix_memalign(&grown, 64, bytes)) { snprintf(why, cap, "out of memory for a oneDNN scratchpad of %zu bytes", bytes); return NULL; }
+        free(t->scratch);
+        t->scratch = grown;
+        t->bytes = bytes;
+    }
+    return t;
 }
 
 static int run(void *handle, const void *A, const void *B, const void *bias, void *C, char *why, size_t cap) {
     plan *p = (plan *)handle;
     dnnl_memory_t mem[5] = {NULL, NULL, NULL, NULL, NULL};
     dnnl_exec_arg_t args[5];
-    dnnl_stream_t stream = NULL;
-    dnnl_status_t s;
+    dnnl_status_t s = dnnl_success;
     const char *call = "";
-    void *scratch = thread_scratch(p->scratch);
+    thread_state *t = thread_get(p->scratch, why, cap);
     int n = 0, i, rc = -1;
-    if (!scratch) { snprintf(why, cap, "out of memory for a oneDNN scratchpad of %zu bytes", p->scratch); return -1; }
+    if (!t) return -1;
 #define TRY(x) do { call = #x; if ((s = (x)) != dnnl_success) goto done; } while (0)
     TRY(dnnl_memory_create(&mem[0], MD(p->a), engine, (void *)A));
     TRY(dnnl_memory_create(&mem[1], MD(p->b), engine, (void *)B));
@@ -180,24 +202,22 @@ static int run(void *handle, const void *A, const void *B, const void *bias, voi
         dnnl_dims_t dims = {(dnnl_dim_t)p->scratch};
 #if DNNL_VERSION_MAJOR >= 3
         TRY(dnnl_memory_desc_create_with_tag(&sd, 1, dims, dnnl_u8, dnnl_a));
-        s = dnnl_memory_create(&mem[4], sd, engine, scratch);
+        s = dnnl_memory_create(&mem[4], sd, engine, t->scratch);
         dnnl_memory_desc_destroy(sd);
         call = "dnnl_memory_create";
         if (s != dnnl_success) goto done;
 #else
         TRY(dnnl_memory_desc_init_by_tag(&sd, 1, dims, dnnl_u8, dnnl_a));
-        TRY(dnnl_memory_create(&mem[4], &sd, engine, scratch));
+        TRY(dnnl_memory_create(&mem[4], &sd, engine, t->scratch));
 #endif
         args[n].arg = DNNL_ARG_SCRATCHPAD; args[n++].memory = mem[4];
     }
-    TRY(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
-    TRY(dnnl_primitive_execute(p->prim, stream, n, args));
-    TRY(dnnl_stream_wait(stream));
+    TRY(dnnl_primitive_execute(p->prim, t->stream, n, args));
+    TRY(dnnl_stream_wait(t->stream));
 #undef TRY
     rc = 0;
 done:
     if (rc) status_text(s, call, why, cap);
-    if (stream) dnnl_stream_destroy(stream);
     for (i = 0; i < 5; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
     return rc;

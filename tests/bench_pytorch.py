@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """mgt against PyTorch on the CPU, side by side in one run: trains a benchmark preset's shape (GPT-2:
 pre-LayerNorm blocks, causal attention, a 4x GELU MLP, tied embedding; fp32; AdamW) with PyTorch
-eager and torch.compile on random tokens, and runs `./mgt bench` of the same preset between them,
-with the same threads. Prints tokens/s of each and mgt's ratio to each. Not part of CI (it needs
-PyTorch from PyPI, and takes minutes).
+eager and torch.compile on random tokens, and runs `./mgt bench` of the same preset between them
+in fp32 and in bf16 (precision.dtype = bf16: oneDNN's bf16 GEMMs where built), with the same
+threads. Rounds interleave every contestant, so a drift in the machine's load hits all alike;
+prints each round (with the load average before it) and each ratio's median over the rounds. Not
+part of CI (it needs PyTorch from PyPI, and takes minutes).
 
     pip install torch
-    python3 tests/bench_pytorch.py [PRESET...] [--steps N] [--threads N] [--no-compile]
+    python3 tests/bench_pytorch.py [PRESET...] [--steps N] [--threads N] [--rounds N] [--no-compile]
 
 Defaults: presets/bench_small.ini presets/bench_gpt2_124m.ini, 5 timed steps after 2 warm-up
-steps (as `mgt bench`), every core. Run it from the repository root after `ninja mgt`.
+steps (as `mgt bench`), every core, 3 rounds. Run it from the repository root after `ninja mgt`.
 """
 import argparse
 import configparser
@@ -91,13 +93,18 @@ def torch_tokens_per_s(shape, steps, compiled):
     return steps * B * T / (time.perf_counter() - t0)
 
 
-def mgt_tokens_per_s(preset, steps, threads):
-    out = subprocess.run(["./mgt", "bench", preset, "--steps", str(steps), "--set", "parallel.threads=%d" % threads],
-                         capture_output=True, text=True, check=True).stdout
+def mgt_tokens_per_s(preset, steps, threads, dtype):
+    out = subprocess.run(["./mgt", "bench", preset, "--steps", str(steps), "--set", "parallel.threads=%d" % threads,
+                          "--set", "precision.dtype=%s" % dtype], capture_output=True, text=True, check=True).stdout
     m = re.search(r"train step: +[0-9.]+ ms, ([0-9]+) tokens/s", out)
     if not m:
         raise SystemExit("mgt bench printed no train step line:\n" + out)
     return float(m.group(1)), out
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x == x)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2 if xs else math.nan
 
 
 def main():
@@ -105,18 +112,30 @@ def main():
     ap.add_argument("presets", nargs="*", default=["presets/bench_small.ini", "presets/bench_gpt2_124m.ini"])
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-compile", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     print("torch %s, %d threads; %s" % (torch.__version__, a.threads,
           subprocess.run(["./mgt", "version"], capture_output=True, text=True).stdout.strip()))
-    print("%-30s %12s %12s %12s %10s %10s" % ("preset", "eager tok/s", "compile tok/s", "mgt tok/s", "mgt/eager", "mgt/compile"))
+    cols = ("eager", "compile", "mgt fp32", "mgt bf16")
+    ratios = ("fp32/eager", "fp32/compile", "bf16/fp32", "bf16/compile")
+    print("%-26s %5s %6s" % ("preset", "round", "load") + "".join(" %12s" % c for c in cols) + "".join(" %12s" % r for r in ratios))
     for preset in a.presets:
         shape = preset_shape(preset)
-        eager = torch_tokens_per_s(shape, a.steps, False)
-        mgt, _ = mgt_tokens_per_s(preset, a.steps, a.threads)  # between the two, so load drifts hit all alike
-        comp = float("nan") if a.no_compile else torch_tokens_per_s(shape, a.steps, True)
-        print("%-30s %12.0f %12.0f %12.0f %9.2fx %9.2fx" % (preset, eager, comp, mgt, mgt / eager, mgt / comp if comp == comp else math.nan))
+        per_round = []
+        for r in range(a.rounds):
+            load = float(open("/proc/loadavg").read().split()[0])
+            eager = torch_tokens_per_s(shape, a.steps, False)
+            fp32, _ = mgt_tokens_per_s(preset, a.steps, a.threads, "fp32")  # between the two, so load drifts hit all alike
+            bf16, _ = mgt_tokens_per_s(preset, a.steps, a.threads, "bf16")
+            comp = float("nan") if a.no_compile else torch_tokens_per_s(shape, a.steps, True)
+            row = (eager, comp, fp32, bf16, fp32 / eager, fp32 / comp, bf16 / fp32, bf16 / comp)
+            per_round.append(row)
+            print("%-26s %5d %6.2f" % (preset, r + 1, load) + "".join(" %12.0f" % x for x in row[:4]) + "".join(" %11.2fx" % x for x in row[4:]))
+            sys.stdout.flush()
+        med = [median([row[k] for row in per_round]) for k in range(8)]
+        print("%-26s %5s %6s" % (preset, "median", "") + "".join(" %12.0f" % x for x in med[:4]) + "".join(" %11.2fx" % x for x in med[4:]))
         sys.stdout.flush()
 
 

@@ -3,6 +3,16 @@
 
 typedef void (*mgt__task_fn)(void *ctx, int tid, int nthreads);
 
+/* A region costs two handovers: the workers learn of it, the caller learns they are done. Through
+   a futex each is a sleep and a wake-up, 5-20 us, which small models pay a few hundred times a
+   step (the nanoGPT shape's 40 ms step spent a fifth of its time there). So a waiting thread first
+   spins on the region's counter for about MGT__POOL_SPIN_US and only then sleeps; it spins only
+   while the process's pools have no more threads than it has cores (mgt__pool_threads), where
+   spinning cannot take a core from a thread with work. */
+#define MGT__POOL_SPIN_US 50.0
+static int mgt__pool_threads; /* threads of every live pool (the calling threads counted), atomically */
+static int mgt__pool_cores;   /* mgt_cpu_count(), read when the first pool starts */
+
 typedef struct mgt__pool {
     int n; /* threads including the calling one */
     pthread_t *threads;
@@ -10,11 +20,35 @@ typedef struct mgt__pool {
     pthread_cond_t wake, done;
     mgt__task_fn fn;
     void *ctx;
-    unsigned long generation;
-    int pending, quit;
+    unsigned long generation; /* regions started: atomic; fn and ctx are written before it moves */
+    int pending, quit;        /* workers still in the region; atomic */
+    int sleepers, caller_asleep; /* under mu, read atomically: who needs a futex wake-up */
 } mgt__pool;
 
 typedef struct mgt__worker_arg { mgt__pool *pool; int tid; } mgt__worker_arg;
+
+static void mgt__pool_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+/* spins, when spinning is allowed, for about MGT__POOL_SPIN_US while the generation is `seen` (a
+   worker) or workers are pending (the caller); 1 when that changed, 0 when the thread should sleep */
+static int mgt__pool_spin(mgt__pool *p, const unsigned long *gen, unsigned long seen, const int *pending) {
+    double until;
+    int i;
+    if (__atomic_load_n(&mgt__pool_threads, __ATOMIC_RELAXED) > __atomic_load_n(&mgt__pool_cores, __ATOMIC_RELAXED)) return 0;
+    until = mgt_now() + MGT__POOL_SPIN_US * 1e-6;
+    for (;;) {
+        for (i = 0; i < 64; i++) {
+            if (gen ? __atomic_load_n(gen, __ATOMIC_ACQUIRE) != seen || __atomic_load_n(&p->quit, __ATOMIC_ACQUIRE)
+                    : __atomic_load_n(pending, __ATOMIC_ACQUIRE) == 0)
+                return 1;
+            mgt__pool_pause();
+        }
+        if (mgt_now() > until) return 0;
+    }
+}
 
 static void *mgt__worker(void *arg) {
     mgt__worker_arg *wa = (mgt__worker_arg *)arg;
@@ -25,17 +59,26 @@ static void *mgt__worker(void *arg) {
     for (;;) {
         mgt__task_fn fn;
         void *ctx;
-        pthread_mutex_lock(&p->mu);
-        while (p->generation == seen && !p->quit) pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit) { pthread_mutex_unlock(&p->mu); return NULL; }
-        seen = p->generation;
+        if (!mgt__pool_spin(p, &p->generation, seen, NULL)) {
+            pthread_mutex_lock(&p->mu);
+            /* sleepers, then the counter (both sequentially consistent), against the caller's
+               counter, then sleepers: one of the two sees the other, so no wake-up is lost */
+            __atomic_add_fetch(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+            while (__atomic_load_n(&p->generation, __ATOMIC_SEQ_CST) == seen && !__atomic_load_n(&p->quit, __ATOMIC_SEQ_CST))
+                pthread_cond_wait(&p->wake, &p->mu);
+            __atomic_sub_fetch(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE)) return NULL;
+        seen = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
         fn = p->fn;
         ctx = p->ctx;
-        pthread_mutex_unlock(&p->mu);
         fn(ctx, tid, p->n);
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->done);
-        pthread_mutex_unlock(&p->mu);
+        if (__atomic_sub_fetch(&p->pending, 1, __ATOMIC_SEQ_CST) == 0 && __atomic_load_n(&p->caller_asleep, __ATOMIC_SEQ_CST)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
@@ -48,12 +91,19 @@ static int mgt__pool_init(mgt__pool *p, int n) {
     pthread_cond_init(&p->done, NULL);
     p->threads = (pthread_t *)MGT_MALLOC(sizeof(pthread_t) * (size_t)p->n);
     if (!p->threads) return 0;
+    if (!__atomic_load_n(&mgt__pool_cores, __ATOMIC_RELAXED)) __atomic_store_n(&mgt__pool_cores, mgt_cpu_count(), __ATOMIC_RELAXED);
+    __atomic_add_fetch(&mgt__pool_threads, p->n, __ATOMIC_RELAXED);
     for (i = 1; i < p->n; i++) {
         mgt__worker_arg *wa = (mgt__worker_arg *)MGT_MALLOC(sizeof *wa);
         if (!wa) return 0;
         wa->pool = p;
         wa->tid = i;
-        if (pthread_create(&p->threads[i], NULL, mgt__worker, wa)) { MGT_FREE(wa); p->n = i; return 0; }
+        if (pthread_create(&p->threads[i], NULL, mgt__worker, wa)) {
+            MGT_FREE(wa);
+            __atomic_sub_fetch(&mgt__pool_threads, p->n - i, __ATOMIC_RELAXED);
+            p->n = i;
+            return 0;
+        }
     }
     return 1;
 }
@@ -62,10 +112,11 @@ static void mgt__pool_destroy(mgt__pool *p) {
     int i;
     if (!p->threads) return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    __atomic_store_n(&p->quit, 1, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
+    __atomic_sub_fetch(&mgt__pool_threads, p->n, __ATOMIC_RELAXED);
     MGT_FREE(p->threads);
     p->threads = NULL;
     pthread_mutex_destroy(&p->mu);
@@ -76,17 +127,23 @@ static void mgt__pool_destroy(mgt__pool *p) {
 /* runs fn(ctx, tid, n) on every thread of the pool and returns when all are done */
 static void mgt__pool_run(mgt__pool *p, mgt__task_fn fn, void *ctx) {
     if (p->n == 1) { fn(ctx, 0, 1); return; }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
-    p->pending = p->n - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    __atomic_store_n(&p->pending, p->n - 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&p->generation, 1, __ATOMIC_SEQ_CST); /* releases fn, ctx and pending */
+    if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
     fn(ctx, 0, p->n);
-    pthread_mutex_lock(&p->mu);
-    while (p->pending) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    if (!mgt__pool_spin(p, NULL, 0, &p->pending)) {
+        pthread_mutex_lock(&p->mu);
+        __atomic_store_n(&p->caller_asleep, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&p->pending, __ATOMIC_SEQ_CST)) pthread_cond_wait(&p->done, &p->mu);
+        __atomic_store_n(&p->caller_asleep, 0, __ATOMIC_SEQ_CST);
+        pthread_mutex_unlock(&p->mu);
+    }
 }
 
 /* [lo, hi) of n items for thread tid of nth, in chunks that are multiples of align */

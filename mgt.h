@@ -12,9 +12,9 @@
      src/plugin.c           opening mgt's libraries at run time (the CUDA backend's, MPI's): where they are
                             looked for, and their interface version
      src/config.c           presets: the key table, INI loading, validation, printing
-     src/pool.c             the thread pool of a rank; bf16 and fp16 conversions
-     src/blas.c             the CPUs a process may use, and the BLAS: OpenBLAS's threads and core type
-                            settled, single-threaded sgemm calls from the pools' threads, split over them
+     src/pool.c             the CPUs a process may use, the thread pool of a rank; bf16 and fp16 conversions
+     src/blas.c             the BLAS: OpenBLAS's threads and core type settled, single-threaded sgemm calls
+                            from the pools' threads, split over them; bf16 GEMMs through oneDNN
      src/backend_cpu.c      the CPU backend: the ops as plain loops over the pool's threads, GEMMs through
                             src/blas.c, bf16/fp16 storage
      src/world.c            the world table: where a run's ranks live and how they reach each other
@@ -1244,6 +1244,7 @@ static void mgt__catf(char *buf, size_t cap, const char *fmt, ...) {
 #include <math.h>      /* defines: sqrt, exp, log, log2, cos, floorf */
 #include <errno.h>     /* defines: errno */
 #include <pthread.h>   /* defines: pthread_create, mutexes, condition variables */
+#include <sched.h>     /* defines: sched_yield (a spinning pool thread) */
 #include <time.h>      /* defines: clock_gettime */
 #include <unistd.h>    /* defines: sysconf, fsync, close */
 #include <fcntl.h>     /* defines: open */
@@ -2299,7 +2300,32 @@ MGTDEF int mgt_config_format(const mgt_config *cfg, char *buf, size_t cap) {
 /* ==== end src/config.c ==== */
 /* ==== begin src/pool.c ==== */
 #line 1 "src/pool.c"
-/* src/pool.c - the thread pool of a rank; bf16 and fp16 conversions */
+/* src/pool.c - the CPUs a process may use, the thread pool of a rank; bf16 and fp16 conversions */
+/* the CPUs this process may run on: its affinity (Cpus_allowed_list, as taskset, numactl and
+   mpirun's binding set it), else the online ones; read from /proc so that no feature macro is needed */
+MGTDEF int mgt_cpu_count(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = 0;
+    char line[4096];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = line + strlen("Cpus_allowed_list:");
+        if (strncmp(line, "Cpus_allowed_list:", strlen("Cpus_allowed_list:"))) continue;
+        while (*p) { /* "0-3,8,10-11" */
+            char *end;
+            long lo = strtol(p, &end, 10), hi = lo;
+            if (end == p) { p++; continue; }
+            p = end;
+            if (*p == '-') { hi = strtol(p + 1, &end, 10); p = end; }
+            if (hi >= lo) n += (int)(hi - lo + 1);
+        }
+        break;
+    }
+    if (f) fclose(f);
+    if (n < 1 || (online >= 1 && n > online)) n = online < 1 ? 1 : (int)online;
+    return n;
+}
+
 /* ---- thread pool: the rank's thread plus helpers, one parallel region at a time --------------- */
 
 typedef void (*mgt__task_fn)(void *ctx, int tid, int nthreads);
@@ -2308,8 +2334,9 @@ typedef void (*mgt__task_fn)(void *ctx, int tid, int nthreads);
    a futex each is a sleep and a wake-up, 5-20 us, which small models pay a few hundred times a
    step (the nanoGPT shape's 40 ms step spent a fifth of its time there). So a waiting thread first
    spins on the region's counter for about MGT__POOL_SPIN_US and only then sleeps; it spins only
-   while the process's pools have no more threads than it has cores (mgt__pool_threads), where
-   spinning cannot take a core from a thread with work. */
+   while the process's pools have no more threads than it has cores (mgt__pool_threads), and
+   yields between checks, so that spinning does not keep a core from a thread with work (another
+   process's, when several share the machine). */
 #define MGT__POOL_SPIN_US 50.0
 static int mgt__pool_threads; /* threads of every live pool (the calling threads counted), atomically */
 static int mgt__pool_cores;   /* mgt_cpu_count(), read when the first pool starts */
@@ -2348,6 +2375,7 @@ static int mgt__pool_spin(mgt__pool *p, const unsigned long *gen, unsigned long 
             mgt__pool_pause();
         }
         if (mgt_now() > until) return 0;
+        sched_yield(); /* a runnable thread of this core (another process's, when processes share the cores) goes first */
     }
 }
 
@@ -2489,33 +2517,8 @@ static uint16_t mgt__f32_to_f16(float f) { /* round to nearest even, overflow to
 /* ==== end src/pool.c ==== */
 /* ==== begin src/blas.c ==== */
 #line 1 "src/blas.c"
-/* src/blas.c - the CPUs a process may use, and the BLAS: OpenBLAS's threads and core type settled,
-   single-threaded sgemm calls from the pools' threads, split over them */
-/* the CPUs this process may run on: its affinity (Cpus_allowed_list, as taskset, numactl and
-   mpirun's binding set it), else the online ones; read from /proc so that no feature macro is needed */
-MGTDEF int mgt_cpu_count(void) {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = 0;
-    char line[4096];
-    FILE *f = fopen("/proc/self/status", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        const char *p = line + strlen("Cpus_allowed_list:");
-        if (strncmp(line, "Cpus_allowed_list:", strlen("Cpus_allowed_list:"))) continue;
-        while (*p) { /* "0-3,8,10-11" */
-            char *end;
-            long lo = strtol(p, &end, 10), hi = lo;
-            if (end == p) { p++; continue; }
-            p = end;
-            if (*p == '-') { hi = strtol(p + 1, &end, 10); p = end; }
-            if (hi >= lo) n += (int)(hi - lo + 1);
-        }
-        break;
-    }
-    if (f) fclose(f);
-    if (n < 1 || (online >= 1 && n > online)) n = online < 1 ? 1 : (int)online;
-    return n;
-}
-
+/* src/blas.c - the BLAS: OpenBLAS's threads and core type settled, single-threaded sgemm calls from
+   the pools' threads, split over them; bf16 GEMMs through oneDNN */
 /* ---- BLAS: single-threaded calls from the pools' threads, at most mgt__blas.slots at a time ------
    Every thread of every rank's pool calls cblas_sgemm on its own block, so BLAS must run each call
    on the calling thread and start no threads of its own. OpenBLAS's pthreads build (Debian's

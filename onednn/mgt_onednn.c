@@ -92,6 +92,7 @@ static void *make_plan(int ta, int tb, int M, int N, int K, int lda, int ldb, in
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t s;
     const char *call = "";
+    omp_set_num_threads(1); /* before oneDNN's first parallel region on this thread: a team started here would outlive every call */
     pthread_mutex_lock(&mu);
     for (i = 0; i < plans_n; i++)
         if (!memcmp(plans[i].key, key, sizeof key)) { p = &plans[i]; break; }
@@ -155,8 +156,8 @@ fail:
 static thread_state *thread_get(size_t bytes, char *why, size_t cap) {
     thread_state *t = (thread_state *)pthread_getspecific(thread_key);
     dnnl_status_t s;
+    omp_set_num_threads(1); /* this thread's OpenMP team: itself alone (a per-thread setting, so set on every call) */
     if (!t) {
-        omp_set_num_threads(1);
         t = (thread_state *)calloc(1, sizeof *t);
         if (!t) { snprintf(why, cap, "out of memory for a thread's oneDNN state"); return NULL; }
         if ((s = dnnl_stream_create(&t->stream, engine, dnnl_stream_default_flags)) != dnnl_success) {

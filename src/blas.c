@@ -1,30 +1,5 @@
-/* src/blas.c - the CPUs a process may use, and the BLAS: OpenBLAS's threads and core type settled,
-   single-threaded sgemm calls from the pools' threads, split over them */
-/* the CPUs this process may run on: its affinity (Cpus_allowed_list, as taskset, numactl and
-   mpirun's binding set it), else the online ones; read from /proc so that no feature macro is needed */
-MGTDEF int mgt_cpu_count(void) {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = 0;
-    char line[4096];
-    FILE *f = fopen("/proc/self/status", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        const char *p = line + strlen("Cpus_allowed_list:");
-        if (strncmp(line, "Cpus_allowed_list:", strlen("Cpus_allowed_list:"))) continue;
-        while (*p) { /* "0-3,8,10-11" */
-            char *end;
-            long lo = strtol(p, &end, 10), hi = lo;
-            if (end == p) { p++; continue; }
-            p = end;
-            if (*p == '-') { hi = strtol(p + 1, &end, 10); p = end; }
-            if (hi >= lo) n += (int)(hi - lo + 1);
-        }
-        break;
-    }
-    if (f) fclose(f);
-    if (n < 1 || (online >= 1 && n > online)) n = online < 1 ? 1 : (int)online;
-    return n;
-}
-
+/* src/blas.c - the BLAS: OpenBLAS's threads and core type settled, single-threaded sgemm calls from
+   the pools' threads, split over them; bf16 GEMMs through oneDNN */
 /* ---- BLAS: single-threaded calls from the pools' threads, at most mgt__blas.slots at a time ------
    Every thread of every rank's pool calls cblas_sgemm on its own block, so BLAS must run each call
    on the calling thread and start no threads of its own. OpenBLAS's pthreads build (Debian's

@@ -25,6 +25,7 @@
 #include <math.h>      /* defines: sqrt, exp, log, log2, cos, floorf */
 #include <errno.h>     /* defines: errno */
 #include <pthread.h>   /* defines: pthread_create, mutexes, condition variables */
+#include <sched.h>     /* defines: sched_yield (a spinning pool thread) */
 #include <time.h>      /* defines: clock_gettime */
 #include <unistd.h>    /* defines: sysconf, fsync, close */
 #include <fcntl.h>     /* defines: open */

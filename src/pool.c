@@ -1,4 +1,29 @@
-/* src/pool.c - the thread pool of a rank; bf16 and fp16 conversions */
+/* src/pool.c - the CPUs a process may use, the thread pool of a rank; bf16 and fp16 conversions */
+/* the CPUs this process may run on: its affinity (Cpus_allowed_list, as taskset, numactl and
+   mpirun's binding set it), else the online ones; read from /proc so that no feature macro is needed */
+MGTDEF int mgt_cpu_count(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = 0;
+    char line[4096];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = line + strlen("Cpus_allowed_list:");
+        if (strncmp(line, "Cpus_allowed_list:", strlen("Cpus_allowed_list:"))) continue;
+        while (*p) { /* "0-3,8,10-11" */
+            char *end;
+            long lo = strtol(p, &end, 10), hi = lo;
+            if (end == p) { p++; continue; }
+            p = end;
+            if (*p == '-') { hi = strtol(p + 1, &end, 10); p = end; }
+            if (hi >= lo) n += (int)(hi - lo + 1);
+        }
+        break;
+    }
+    if (f) fclose(f);
+    if (n < 1 || (online >= 1 && n > online)) n = online < 1 ? 1 : (int)online;
+    return n;
+}
+
 /* ---- thread pool: the rank's thread plus helpers, one parallel region at a time --------------- */
 
 typedef void (*mgt__task_fn)(void *ctx, int tid, int nthreads);
@@ -7,8 +32,9 @@ typedef void (*mgt__task_fn)(void *ctx, int tid, int nthreads);
    a futex each is a sleep and a wake-up, 5-20 us, which small models pay a few hundred times a
    step (the nanoGPT shape's 40 ms step spent a fifth of its time there). So a waiting thread first
    spins on the region's counter for about MGT__POOL_SPIN_US and only then sleeps; it spins only
-   while the process's pools have no more threads than it has cores (mgt__pool_threads), where
-   spinning cannot take a core from a thread with work. */
+   while the process's pools have no more threads than it has cores (mgt__pool_threads), and
+   yields between checks, so that spinning does not keep a core from a thread with work (another
+   process's, when several share the machine). */
 #define MGT__POOL_SPIN_US 50.0
 static int mgt__pool_threads; /* threads of every live pool (the calling threads counted), atomically */
 static int mgt__pool_cores;   /* mgt_cpu_count(), read when the first pool starts */
@@ -47,6 +73,7 @@ static int mgt__pool_spin(mgt__pool *p, const unsigned long *gen, unsigned long 
             mgt__pool_pause();
         }
         if (mgt_now() > until) return 0;
+        sched_yield(); /* a runnable thread of this core (another process's, when processes share the cores) goes first */
     }
 }
 

@@ -473,10 +473,12 @@ struct mgt_backend {
     void (*bias_backward)(mgt_backend *be, float *dbias, const void *dout, int N, int C);                      /* dbias += column sums */
     /* vocabulary-parallel cross-entropy over this rank's Vl logits (global columns vocab_start..,
        those >= V are padding). xent_partial writes per row (max, sum of exp(logit - max), the target's
-       logit or 0 when another rank has it) and only reads the logits; xent_finish takes the
-       partials of all tp ranks, writes per-row losses and, when grad_scale != 0, turns the logits
-       into dlogits = (softmax - onehot) * grad_scale (a fused classifier: two reads of the logits,
-       one write, no probabilities stored) */
+       logit or 0 when another rank has it) and may leave in the logits what its own xent_finish
+       reads instead (the CPU keeps exp(logit - max) there when the rank holds the whole vocabulary
+       in fp32); xent_finish takes the partials of all tp ranks, writes per-row losses and, when
+       grad_scale != 0, turns the logits into dlogits = (softmax - onehot) * grad_scale (a fused
+       classifier: two reads of the logits, one write, no probabilities stored). Between them
+       nothing else reads the logits. */
     void (*xent_partial)(mgt_backend *be, float *part, void *logits, const int *targets, int N, int vocab_start, int Vl, int V);
     void (*xent_finish)(mgt_backend *be, double *losses, void *logits, const float *parts, int tp, const int *targets, int N, int vocab_start,
                         int Vl, int V, float grad_scale);

@@ -180,9 +180,7 @@ static void test_ops16(int dt) {
         double l32[N], l16[N];
         b32->xent_partial(b32, p32, l.f, tgt, (int)N, 0, V, V);
         b16->xent_partial(b16, p16, l.h, tgt, (int)N, 0, V, V);
-        same32("xent_partial partials", p32, p16, sizeof p32, dt);
-        same16("xent_partial logits (only read)", &l, dt);
-        refresh(&l, dt);
+        same32("xent_partial partials", p32, p16, sizeof p32, dt); /* fp32's logits now hold its exponentials (mgt__xent_keeps_exp) */
         b32->xent_finish(b32, l32, l.f, p32, 1, tgt, (int)N, 0, V, V, 1.0f / 16);
         b16->xent_finish(b16, l16, l.h, p16, 1, tgt, (int)N, 0, V, V, 1.0f / 16);
         same32("xent_finish losses", l32, l16, sizeof l32, dt);

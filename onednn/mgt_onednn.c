@@ -16,6 +16,7 @@
 #include <pthread.h> /* defines: pthread_mutex_t, pthread_key_t */
 #include <stdio.h>   /* defines: snprintf */
 #include <stdlib.h>  /* defines: calloc, free, posix_memalign */
+#include <stdint.h>  /* defines: uint16_t */
 #include <string.h>  /* defines: strstr, memset */
 
 #include <oneapi/dnnl/dnnl.h> /* defines: dnnl_matmul, dnnl_memory_create, dnnl_primitive_execute */
@@ -24,11 +25,22 @@
 
 #define PLANS 512 /* shapes cached: a model has a few dozen (each GEMM's, split over the threads) */
 
+/* oneDNN's brgemm matmul accumulates a bf16 C in an fp32 buffer of all of C (its scratchpad): for
+   the classifier's logits (512 x 50257 a thread) 98 MiB a thread. A bf16 C of more than this many
+   elements is therefore computed in column chunks of at most this size, each against its own columns
+   of B (A, the smaller operand, is read again per chunk). */
+#define CHUNK_ELEMS (1 << 20)
+
+typedef struct part { /* one primitive: C's columns [0, cols) of a chunk, or the last chunk's */
+    int cols;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t b, bias, c; /* 2.x: structs; 3.x: handles (kept for the plan's life) */
+} part;
 typedef struct plan {
     int key[11]; /* ta, tb, M, N, K, lda, ldb, ldc, bias, c_bf16, accumulate */
-    dnnl_primitive_t prim;
-    dnnl_memory_desc_t a, b, bias, c; /* 2.x: structs; 3.x: handles (kept for the plan's life) */
-    size_t scratch;                   /* bytes */
+    dnnl_memory_desc_t a;
+    part parts[2]; /* the chunk, and the narrower last one (cols 0 when N is a multiple) */
+    size_t scratch; /* bytes: the larger of the parts' */
 } plan;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -83,13 +95,55 @@ static dnnl_status_t matrix(dnnl_memory_desc_t *md, int rows, int cols, int ld, 
 #define MD(x) (&(x))
 #endif
 
-static void *make_plan(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int bias, int c_bf16, int accumulate, char *why,
-                       size_t cap) {
-    int key[11] = {ta, tb, M, N, K, lda, ldb, ldc, bias, c_bf16, accumulate}, i;
-    plan *p = NULL;
+/* plan p's primitive for a chunk of `cols` columns of C */
+static dnnl_status_t make_part(plan *p, part *q, int cols, const char **call) {
+    int tb = p->key[1], M = p->key[2], K = p->key[4], ldb = p->key[6], ldc = p->key[7], bias = p->key[8];
+    int c_bf16 = p->key[9], accumulate = p->key[10];
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t post = NULL;
     dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s;
+    size_t scratch;
+    q->cols = cols;
+#define TRY(x) do { *call = #x; if ((s = (x)) != dnnl_success) goto done; } while (0)
+    TRY(matrix(&q->b, K, cols, ldb, tb, dnnl_bf16));
+    TRY(matrix(&q->c, M, cols, ldc, 0, c_bf16 ? dnnl_bf16 : dnnl_f32));
+    if (bias) TRY(matrix(&q->bias, 1, cols, cols, 0, dnnl_bf16));
+    TRY(dnnl_primitive_attr_create(&attr));
+    TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (accumulate) {
+        TRY(dnnl_post_ops_create(&post));
+#if DNNL_VERSION_MAJOR >= 3
+        TRY(dnnl_post_ops_append_sum(post, 1.0f, 0, dnnl_data_type_undef));
+#else
+        TRY(dnnl_post_ops_append_sum(post, 1.0f));
+#endif
+        TRY(dnnl_primitive_attr_set_post_ops(attr, post));
+    }
+#if DNNL_VERSION_MAJOR >= 3
+    TRY(dnnl_matmul_primitive_desc_create(&pd, engine, p->a, q->b, bias ? q->bias : NULL, q->c, attr));
+#else
+    {
+        dnnl_matmul_desc_t desc;
+        TRY(dnnl_matmul_desc_init(&desc, &p->a, &q->b, bias ? &q->bias : NULL, &q->c));
+        TRY(dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL));
+    }
+#endif
+    scratch = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+    if (scratch > p->scratch) p->scratch = scratch;
+    TRY(dnnl_primitive_create(&q->prim, pd));
+#undef TRY
+done:
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (post) dnnl_post_ops_destroy(post);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return s;
+}
+
+static void *make_plan(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int bias, int c_bf16, int accumulate, char *why,
+                       size_t cap) {
+    int key[11] = {ta, tb, M, N, K, lda, ldb, ldc, bias, c_bf16, accumulate}, i, chunk = N;
+    plan *p = NULL;
     dnnl_status_t s;
     const char *call = "";
     omp_set_num_threads(1); /* before oneDNN's first parallel region on this thread: a team started here would outlive every call */
@@ -106,47 +160,22 @@ static void *make_plan(int ta, int tb, int M, int N, int K, int lda, int ldb, in
     p = &plans[plans_n];
     memset(p, 0, sizeof *p);
     memcpy(p->key, key, sizeof key);
-#define TRY(x) do { call = #x; if ((s = (x)) != dnnl_success) goto fail; } while (0)
-    TRY(matrix(&p->a, M, K, lda, ta, dnnl_bf16));
-    TRY(matrix(&p->b, K, N, ldb, tb, dnnl_bf16));
-    TRY(matrix(&p->c, M, N, ldc, 0, c_bf16 ? dnnl_bf16 : dnnl_f32));
-    if (bias) TRY(matrix(&p->bias, 1, N, N, 0, dnnl_bf16));
-    TRY(dnnl_primitive_attr_create(&attr));
-    TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    if (accumulate) {
-        TRY(dnnl_post_ops_create(&post));
-#if DNNL_VERSION_MAJOR >= 3
-        TRY(dnnl_post_ops_append_sum(post, 1.0f, 0, dnnl_data_type_undef));
-#else
-        TRY(dnnl_post_ops_append_sum(post, 1.0f));
-#endif
-        TRY(dnnl_primitive_attr_set_post_ops(attr, post));
+    if (c_bf16 && (size_t)M * (size_t)N > CHUNK_ELEMS) { /* columns a chunk: a multiple of 64, at least 64 */
+        chunk = (int)(CHUNK_ELEMS / (size_t)M) / 64 * 64;
+        chunk = chunk < 64 ? 64 : chunk < N ? chunk : N;
     }
-#if DNNL_VERSION_MAJOR >= 3
-    TRY(dnnl_matmul_primitive_desc_create(&pd, engine, p->a, p->b, bias ? p->bias : NULL, p->c, attr));
-    p->scratch = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
-#else
-    {
-        dnnl_matmul_desc_t desc;
-        TRY(dnnl_matmul_desc_init(&desc, &p->a, &p->b, bias ? &p->bias : NULL, &p->c));
-        TRY(dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL));
-    }
-    p->scratch = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
-#endif
-    TRY(dnnl_primitive_create(&p->prim, pd));
-#undef TRY
-    dnnl_primitive_desc_destroy(pd);
-    if (post) dnnl_post_ops_destroy(post);
-    dnnl_primitive_attr_destroy(attr);
+    call = "matrix(&p->a)";
+    if ((s = matrix(&p->a, M, K, lda, ta, dnnl_bf16)) != dnnl_success) goto fail;
+    if ((s = make_part(p, &p->parts[0], chunk, &call)) != dnnl_success) goto fail;
+    if (N % chunk && (s = make_part(p, &p->parts[1], N % chunk, &call)) != dnnl_success) goto fail;
     plans_n++;
     pthread_mutex_unlock(&mu);
     return p;
 fail:
     status_text(s, call, why, cap);
     snprintf(why + strlen(why), cap - strlen(why), " for a %dx%dx%d bf16 GEMM", M, N, K);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (post) dnnl_post_ops_destroy(post);
-    if (attr) dnnl_primitive_attr_destroy(attr);
+    for (i = 0; i < 2; i++)
+        if (p->parts[i].prim) dnnl_primitive_destroy(p->parts[i].prim);
     pthread_mutex_unlock(&mu);
     return NULL;
 }
@@ -177,25 +206,23 @@ static thread_state *thread_get(size_t bytes, char *why, size_t cap) {
     return t;
 }
 
-static int run(void *handle, const void *A, const void *B, const void *bias, void *C, char *why, size_t cap) {
-    plan *p = (plan *)handle;
+/* one part's primitive on columns [j0, j0 + q->cols) of B, bias and C */
+static dnnl_status_t run_part(const plan *p, const part *q, thread_state *t, const void *A, const void *B, const void *bias, void *C,
+                              const char **call) {
     dnnl_memory_t mem[5] = {NULL, NULL, NULL, NULL, NULL};
     dnnl_exec_arg_t args[5];
     dnnl_status_t s = dnnl_success;
-    const char *call = "";
-    thread_state *t = thread_get(p->scratch, why, cap);
-    int n = 0, i, rc = -1;
-    if (!t) return -1;
-#define TRY(x) do { call = #x; if ((s = (x)) != dnnl_success) goto done; } while (0)
+    int n = 0, i;
+#define TRY(x) do { *call = #x; if ((s = (x)) != dnnl_success) goto done; } while (0)
     TRY(dnnl_memory_create(&mem[0], MD(p->a), engine, (void *)A));
-    TRY(dnnl_memory_create(&mem[1], MD(p->b), engine, (void *)B));
-    TRY(dnnl_memory_create(&mem[2], MD(p->c), engine, C));
+    TRY(dnnl_memory_create(&mem[1], MD(q->b), engine, (void *)B));
+    TRY(dnnl_memory_create(&mem[2], MD(q->c), engine, C));
     args[0].arg = DNNL_ARG_SRC; args[0].memory = mem[0];
     args[1].arg = DNNL_ARG_WEIGHTS; args[1].memory = mem[1];
     args[2].arg = DNNL_ARG_DST; args[2].memory = mem[2];
     n = 3;
     if (p->key[8]) {
-        TRY(dnnl_memory_create(&mem[3], MD(p->bias), engine, (void *)bias));
+        TRY(dnnl_memory_create(&mem[3], MD(q->bias), engine, (void *)bias));
         args[n].arg = DNNL_ARG_BIAS; args[n++].memory = mem[3];
     }
     if (p->scratch) {
@@ -205,7 +232,7 @@ static int run(void *handle, const void *A, const void *B, const void *bias, voi
         TRY(dnnl_memory_desc_create_with_tag(&sd, 1, dims, dnnl_u8, dnnl_a));
         s = dnnl_memory_create(&mem[4], sd, engine, t->scratch);
         dnnl_memory_desc_destroy(sd);
-        call = "dnnl_memory_create";
+        *call = "dnnl_memory_create";
         if (s != dnnl_success) goto done;
 #else
         TRY(dnnl_memory_desc_init_by_tag(&sd, 1, dims, dnnl_u8, dnnl_a));
@@ -213,15 +240,29 @@ static int run(void *handle, const void *A, const void *B, const void *bias, voi
 #endif
         args[n].arg = DNNL_ARG_SCRATCHPAD; args[n++].memory = mem[4];
     }
-    TRY(dnnl_primitive_execute(p->prim, t->stream, n, args));
+    TRY(dnnl_primitive_execute(q->prim, t->stream, n, args));
     TRY(dnnl_stream_wait(t->stream));
 #undef TRY
-    rc = 0;
 done:
-    if (rc) status_text(s, call, why, cap);
     for (i = 0; i < 5; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
-    return rc;
+    return s;
+}
+
+static int run(void *handle, const void *A, const void *B, const void *bias, void *C, char *why, size_t cap) {
+    const plan *p = (const plan *)handle;
+    int tb = p->key[1], N = p->key[3], ldb = p->key[6], csize = p->key[9] ? 2 : 4, j0;
+    dnnl_status_t s = dnnl_success;
+    const char *call = "";
+    thread_state *t = thread_get(p->scratch, why, cap);
+    if (!t) return -1;
+    for (j0 = 0; j0 < N && s == dnnl_success; j0 += p->parts[0].cols) { /* B's column j is its row j when transposed */
+        const part *q = N - j0 < p->parts[0].cols ? &p->parts[1] : &p->parts[0];
+        s = run_part(p, q, t, A, (const uint16_t *)B + (tb ? (size_t)j0 * (size_t)ldb : (size_t)j0), bias ? (const uint16_t *)bias + j0 : NULL,
+                     (char *)C + (size_t)j0 * (size_t)csize, &call);
+    }
+    if (s != dnnl_success) { status_text(s, call, why, cap); return -1; }
+    return 0;
 }
 
 static int describe(char *out, size_t cap) {
@@ -233,7 +274,7 @@ static int describe(char *out, size_t cap) {
     if (!p) { snprintf(out, cap, "oneDNN %d.%d.%d: %s", v->major, v->minor, v->patch, why); return 0; }
     {
         const_dnnl_primitive_desc_t pd = NULL;
-        if (dnnl_primitive_get_primitive_desc(p->prim, &pd) != dnnl_success || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        if (dnnl_primitive_get_primitive_desc(p->parts[0].prim, &pd) != dnnl_success || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
             impl = "unknown";
     }
     /* brgemm and jit kernels name their ISA: avx512_core_bf16 and amx use bf16 instructions; plain

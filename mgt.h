@@ -9,8 +9,8 @@
      src/impl_begin.h       the implementation begins: its guard, allocator hooks, system includes, compiler
                             macros
      src/base.c             results, errors and logging; counter-based random numbers
-     src/plugin.c           opening mgt's libraries at run time (the CUDA backend's, MPI's): where they are
-                            looked for, and their interface version
+     src/plugin.c           opening mgt's libraries at run time (the CUDA backend's, MPI's, oneDNN's): where
+                            they are looked for, and their interface version
      src/config.c           presets: the key table, INI loading, validation, printing
      src/pool.c             the CPUs a process may use, the thread pool of a rank; bf16 and fp16 conversions
      src/blas.c             the BLAS: OpenBLAS's threads and core type settled, single-threaded sgemm calls
@@ -1390,58 +1390,61 @@ static double mgt__normal(uint64_t seed, uint64_t tensor, uint64_t index) {
 /* ==== end src/base.c ==== */
 /* ==== begin src/plugin.c ==== */
 #line 1 "src/plugin.c"
-/* src/plugin.c - opening mgt's libraries at run time (the CUDA backend's, MPI's): where they are looked for, and their interface version */
-/* a library's table: dlopen(path), then its getter `symbol`, whose table starts with its version
-   (`abi`); NULL with why appended to `why` */
-static const void *mgt__dl_table(const char *path, const char *symbol, const char *kind, int abi, const char *target, char *why, size_t cap) {
+/* src/plugin.c - opening mgt's libraries at run time (the CUDA backend's, MPI's, oneDNN's): where they are looked for, and their interface version */
+/* one of mgt's libraries: the variable that names its path, its file, the getter of its table
+   (whose first int is the interface version, abi), what it is, and the build target that makes it */
+typedef struct mgt__dl_lib { const char *env, *file, *symbol, *kind, *target; int abi; } mgt__dl_lib;
+
+/* lib's table: dlopen(path), then its getter, whose table must have this mgt's version; NULL with
+   why appended to `why` */
+static const void *mgt__dl_table(const mgt__dl_lib *lib, const char *path, char *why, size_t cap) {
     typedef const void *(*get_fn)(void);
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL), *sym;
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL), *sym;
     const void *table;
     get_fn get;
     size_t used = strlen(why);
-    if (!lib) {
+    if (!handle) {
         const char *e = dlerror();
         snprintf(why + used, cap - used, "%s%s", used ? "; " : "", e ? e : path);
         return NULL;
     }
-    sym = dlsym(lib, symbol);
+    sym = dlsym(handle, lib->symbol);
     if (!sym) {
-        snprintf(why + used, cap - used, "%s%s: not an mgt %s library (no %s)", used ? "; " : "", path, kind, symbol);
-        dlclose(lib);
+        snprintf(why + used, cap - used, "%s%s: not an mgt %s library (no %s)", used ? "; " : "", path, lib->kind, lib->symbol);
+        dlclose(handle);
         return NULL;
     }
     memcpy(&get, &sym, sizeof get); /* POSIX: a symbol's address converts to a function pointer */
     table = get();
-    if (!table || *(const int *)table != abi) {
+    if (!table || *(const int *)table != lib->abi) {
         snprintf(why + used, cap - used, "%s%s: built for another mgt (interface %d, this one %d); rebuild it with `%s`", used ? "; " : "", path,
-                 table ? *(const int *)table : -1, abi, target);
-        dlclose(lib);
+                 table ? *(const int *)table : -1, lib->abi, lib->target);
+        dlclose(handle);
         return NULL;
     }
     return table; /* kept open for the life of the process */
 }
-/* the library `file` at $env, else build/<file> beside the program (the source tree), <file> beside
-   it, ../lib/mgt/<file> (`ninja install`), then on the loader's path (a bundle's run path); try(path)
-   checks what it found */
-static const void *mgt__dl_search(const char *env_name, const char *file, const void *(*try_path)(const char *path, char *why, size_t cap),
-                                  char *tried, size_t cap) {
+/* lib's table from the file at $env, else build/<file> beside the program (the source tree), <file>
+   beside it, ../lib/mgt/<file> (`ninja install`), then on the loader's path (a bundle's run path);
+   what each place lacked is appended to `tried` */
+static const void *mgt__dl_search(const mgt__dl_lib *lib, char *tried, size_t cap) {
     char exe[1024], dir[1024], path[1200], *slash;
-    const char *env = getenv(env_name);
+    const char *env = getenv(lib->env), *file = lib->file;
     const void *api = NULL;
     ssize_t n;
-    if (env && env[0]) return try_path(env, tried, cap);
+    if (env && env[0]) return mgt__dl_table(lib, env, tried, cap);
     n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     mgt__strlcpy(dir, exe, sizeof dir);
     slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     snprintf(path, sizeof path, "%s/build/%s", dir, file);
-    if (!access(path, F_OK)) api = try_path(path, tried, cap);
+    if (!access(path, F_OK)) api = mgt__dl_table(lib, path, tried, cap);
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
+    if (!api && !access(path, F_OK)) api = mgt__dl_table(lib, path, tried, cap);
     snprintf(path, sizeof path, "%s/../lib/mgt/%s", dir, file);
-    if (!api && !access(path, F_OK)) api = try_path(path, tried, cap);
-    if (!api) api = try_path(file, tried, cap);
+    if (!api && !access(path, F_OK)) api = mgt__dl_table(lib, path, tried, cap);
+    if (!api) api = mgt__dl_table(lib, file, tried, cap);
     return api;
 }
 /* ==== end src/plugin.c ==== */
@@ -2693,34 +2696,30 @@ typedef struct mgt__gemm_args {
     const float *bias; /* optional (N): C rows start as bias and beta must be 1 */
 } mgt__gemm_args;
 
+/* A thread's block of a GEMM split along M (rows of C) or N (columns of C), as every CPU GEMM is:
+   [lo, hi) along the split, and where the block starts in A, B, C and the bias, in elements */
+typedef struct mgt__gemm_block { size_t lo, hi, a, b, c, bias; } mgt__gemm_block;
+static mgt__gemm_block mgt__gemm_block_of(int split_m, int M, int N, int ta, int tb, int lda, int ldb, int ldc, int tid, int nth) {
+    mgt__gemm_block k;
+    mgt__span((size_t)(split_m ? M : N), tid, nth, 16, &k.lo, &k.hi);
+    k.a = split_m ? (ta ? k.lo : k.lo * (size_t)lda) : 0;
+    k.b = split_m ? 0 : (tb ? k.lo * (size_t)ldb : k.lo);
+    k.c = split_m ? k.lo * (size_t)ldc : k.lo;
+    k.bias = split_m ? 0 : k.lo;
+    return k;
+}
+
 static void mgt__gemm_task(void *ctx, int tid, int nth) {
     const mgt__gemm_args *g = (const mgt__gemm_args *)ctx;
-    size_t lo, hi;
-    const float *A = g->A, *Bm = g->B;
-    float *Cm = g->C;
-    int M = g->M, N = g->N;
-    if (g->M >= g->N) {
-        mgt__span((size_t)g->M, tid, nth, 16, &lo, &hi);
-        if (hi <= lo) return;
-        A = g->ta ? g->A + lo : g->A + lo * (size_t)g->lda;
-        Cm = g->C + lo * (size_t)g->ldc;
-        M = (int)(hi - lo);
-        if (g->bias) {
-            size_t i;
-            for (i = 0; i < (size_t)M; i++) memcpy(Cm + i * (size_t)g->ldc, g->bias, sizeof(float) * (size_t)N);
-        }
-    } else {
-        mgt__span((size_t)g->N, tid, nth, 16, &lo, &hi);
-        if (hi <= lo) return;
-        Bm = g->tb ? g->B + lo * (size_t)g->ldb : g->B + lo;
-        Cm = g->C + lo;
-        N = (int)(hi - lo);
-        if (g->bias) {
-            int i;
-            for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + lo, sizeof(float) * (size_t)N);
-        }
-    }
-    mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
+    int split_m = g->M >= g->N, M, N, i;
+    mgt__gemm_block k = mgt__gemm_block_of(split_m, g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
+    float *Cm = g->C + k.c;
+    if (k.hi <= k.lo) return;
+    M = split_m ? (int)(k.hi - k.lo) : g->M;
+    N = split_m ? g->N : (int)(k.hi - k.lo);
+    if (g->bias)
+        for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + k.bias, sizeof(float) * (size_t)N);
+    mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, g->A + k.a, g->lda, g->B + k.b, g->ldb, g->beta, Cm, g->ldc);
 }
 
 /* ---- bf16 GEMMs: oneDNN's matmul through build/libmgt_onednn.so (onednn/mgt_onednn.c) ----------- */
@@ -2729,9 +2728,7 @@ static const mgt_onednn_api *mgt__onednn_api;
 static int mgt__onednn_bf16 = -1; /* its kernel uses bf16 instructions (-1: not asked yet) */
 static char mgt__onednn_why[800], mgt__onednn_text[300];
 
-static const void *mgt__onednn_try(const char *path, char *why, size_t cap) {
-    return mgt__dl_table(path, "mgt_onednn_api_get", "oneDNN", MGT_ONEDNN_ABI, "ninja onednn", why, cap);
-}
+static const mgt__dl_lib mgt__onednn_lib = {"MGT_ONEDNN_LIBRARY", "libmgt_onednn.so", "mgt_onednn_api_get", "oneDNN", "ninja onednn", MGT_ONEDNN_ABI};
 
 MGTDEF const mgt_onednn_api *mgt_onednn_load(char *why, size_t cap) {
     const mgt_onednn_api *api;
@@ -2740,7 +2737,7 @@ MGTDEF const mgt_onednn_api *mgt_onednn_load(char *why, size_t cap) {
         char tried[600] = "";
         const char *env = getenv("MGT_ONEDNN_LIBRARY");
         if (env && !strcmp(env, "off")) snprintf(mgt__onednn_why, sizeof mgt__onednn_why, "turned off by MGT_ONEDNN_LIBRARY=off");
-        else mgt__onednn_api = (const mgt_onednn_api *)mgt__dl_search("MGT_ONEDNN_LIBRARY", "libmgt_onednn.so", mgt__onednn_try, tried, sizeof tried);
+        else mgt__onednn_api = (const mgt_onednn_api *)mgt__dl_search(&mgt__onednn_lib, tried, sizeof tried);
         if (!mgt__onednn_api && !mgt__onednn_why[0])
             snprintf(mgt__onednn_why, sizeof mgt__onednn_why, "the oneDNN library is not built or cannot load (%s); build it with `ninja onednn` "
                      "(needs libdnnl-dev)", tried[0] ? tried : "not found");
@@ -3013,15 +3010,21 @@ static void mgt__cpu_layernorm_backward(mgt_backend *be, float *dinp, float *dwe
 static void mgt__cpu_matmul_forward(mgt_backend *be, float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
     mgt__gemm(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, bias);
 }
-/* dbias (OC) += column sums of dout (N,OC), split by columns for a fixed summation order */
+/* dbias (OC) += column sums of dout (N,OC), fp32 or (n[2]) bf16, split by columns for a fixed
+   summation order */
 static void mgt__bias_bwd_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
     int N = a->n[0], OC = a->n[1], r;
     size_t lo, hi, o;
     mgt__span((size_t)OC, tid, nth, 16, &lo, &hi);
     for (r = 0; r < N; r++) {
-        const float *d = a->in[0] + (size_t)r * (size_t)OC;
-        for (o = lo; o < hi; o++) a->out[0][o] += d[o];
+        if (a->n[2] == MGT_BF16) {
+            const uint16_t *d = (const uint16_t *)(const void *)a->in[0] + (size_t)r * (size_t)OC;
+            for (o = lo; o < hi; o++) a->out[0][o] += mgt__bf16_to_f32(d[o]);
+        } else {
+            const float *d = a->in[0] + (size_t)r * (size_t)OC;
+            for (o = lo; o < hi; o++) a->out[0][o] += d[o];
+        }
     }
 }
 static void mgt__cpu_matmul_backward(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -3760,23 +3763,12 @@ static int mgt__bf16_gemm_plan(mgt_backend *be, mgt__bf16_gemm_args *g, int ta, 
 }
 static void mgt__bf16_gemm_task(void *ctx, int tid, int nth) {
     mgt__bf16_gemm_args *g = (mgt__bf16_gemm_args *)ctx;
-    size_t lo, hi, csize = g->c_bf16 ? 2 : 4;
-    const uint16_t *A = g->A, *B = g->B, *bias = g->bias;
-    char *C = (char *)g->C, why[300];
-    int k = 0, len;
-    mgt__span((size_t)(g->split_m ? g->M : g->N), tid, nth, 16, &lo, &hi);
-    len = (int)(hi - lo);
+    mgt__gemm_block b = mgt__gemm_block_of(g->split_m, g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
+    char why[300];
+    int k = 0, len = (int)(b.hi - b.lo);
     if (len == 0) return;
     while (g->sizes[k] != len) k++;
-    if (g->split_m) {
-        A += g->ta ? lo : lo * (size_t)g->lda;
-        C += lo * (size_t)g->ldc * csize;
-    } else {
-        B += g->tb ? lo * (size_t)g->ldb : lo;
-        C += lo * csize;
-        if (bias) bias += lo;
-    }
-    if (g->api->run(g->plans[k], A, B, bias, C, why, sizeof why)) {
+    if (g->api->run(g->plans[k], g->A + b.a, g->B + b.b, g->bias ? g->bias + b.bias : NULL, (char *)g->C + b.c * (g->c_bf16 ? 2 : 4), why, sizeof why)) {
         g->failed = 1; /* one thread's text is enough */
         mgt__strlcpy(g->why, why, sizeof g->why);
     }
@@ -3786,17 +3778,6 @@ static void mgt__bf16_gemm_run(mgt_backend *be, mgt__bf16_gemm_args *g) {
     if (g->failed) { /* planned but could not run: blocks may be half written, so there is no going back to sgemm */
         fprintf(stderr, "mgt: a planned oneDNN bf16 GEMM failed to run: %s\n", g->why);
         abort();
-    }
-}
-/* db (OC) += the columns' sums of dout (N, OC) in bf16 */
-static void mgt__bias_bwd_bf16_task(void *ctx, int tid, int nth) {
-    const mgt__bf16_gemm_args *g = (const mgt__bf16_gemm_args *)ctx;
-    int N = g->M, OC = g->N, r;
-    size_t lo, hi, o;
-    mgt__span((size_t)OC, tid, nth, 16, &lo, &hi);
-    for (r = 0; r < N; r++) {
-        const uint16_t *d = g->A + (size_t)r * (size_t)OC;
-        for (o = lo; o < hi; o++) ((float *)g->C)[o] += mgt__bf16_to_f32(d[o]);
     }
 }
 
@@ -3819,10 +3800,10 @@ static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float
         if (dinp) mgt__bf16_gemm_run(be, &gi);
         if (dw) mgt__bf16_gemm_run(be, &gw);
         if (dw && db) {
-            mgt__bf16_gemm_args gb;
-            memset(&gb, 0, sizeof gb);
-            gb.A = (const uint16_t *)dout; gb.C = db; gb.M = N; gb.N = OC;
-            mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_bf16_task, &gb);
+            mgt__args a;
+            memset(&a, 0, sizeof a);
+            a.out[0] = db; a.in[0] = (const float *)dout; a.n[0] = N; a.n[1] = OC; a.n[2] = MGT_BF16;
+            mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_task, &a);
         }
         return;
     }
@@ -6370,16 +6351,14 @@ static const mgt_mpi_api *mgt__mpi_api;
 static char mgt__mpi_why[800];
 static int mgt__mpi_started, mgt__mpi_aborted, mgt__mpi_process, mgt__mpi_processes = 1;
 
-static const void *mgt__mpi_try(const char *path, char *why, size_t cap) {
-    return mgt__dl_table(path, "mgt_mpi_api_get", "MPI", MGT_MPI_ABI, "ninja mpi", why, cap);
-}
+static const mgt__dl_lib mgt__mpi_lib = {"MGT_MPI_LIBRARY", "libmgt_mpi.so", "mgt_mpi_api_get", "MPI", "ninja mpi", MGT_MPI_ABI};
 
 MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap) {
     const mgt_mpi_api *api;
     pthread_mutex_lock(&mgt__mpi_mu);
     if (!mgt__mpi_api && !mgt__mpi_why[0]) {
         char tried[600] = "";
-        mgt__mpi_api = (const mgt_mpi_api *)mgt__dl_search("MGT_MPI_LIBRARY", "libmgt_mpi.so", mgt__mpi_try, tried, sizeof tried);
+        mgt__mpi_api = (const mgt_mpi_api *)mgt__dl_search(&mgt__mpi_lib, tried, sizeof tried);
         if (!mgt__mpi_api)
             snprintf(mgt__mpi_why, sizeof mgt__mpi_why, "the MPI library is not built or cannot load (%s); build it with `ninja mpi` (needs mpicc)",
                      tried[0] ? tried : "not found");
@@ -12098,9 +12077,7 @@ MGTDEF void mgt_cuda_use(const mgt_cuda_api *api) {
     pthread_mutex_unlock(&mgt__cuda_mu);
 }
 
-static const void *mgt__cuda_try(const char *path, char *why, size_t cap) {
-    return mgt__dl_table(path, "mgt_cuda_api_get", "CUDA", MGT_CUDA_ABI, "ninja cuda", why, cap);
-}
+static const mgt__dl_lib mgt__cuda_lib = {"MGT_CUDA_LIBRARY", "libmgt_cuda.so", "mgt_cuda_api_get", "CUDA", "ninja cuda", MGT_CUDA_ABI};
 
 /* NVIDIA's libraries as pip wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13, nvidia-cublas...), where
    PyTorch users have them: site-packages/nvidia/<part>/lib, which no loader path names. When the
@@ -12167,11 +12144,11 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
     if (!mgt__cuda_api && !mgt__cuda_why[0]) {
         char tried[600] = "";
         const char *env = getenv("MGT_CUDA_LIBRARY");
-        mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
+        mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search(&mgt__cuda_lib, tried, sizeof tried);
         if (!mgt__cuda_api && (strstr(tried, "libcudnn") || strstr(tried, "libnccl") || strstr(tried, "libcublas") || strstr(tried, "libcudart")) &&
             mgt__cuda_preload_pip()) { /* a library it needs is missing: NVIDIA's pip wheels, when a Python environment has them */
             tried[0] = 0;
-            mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
+            mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search(&mgt__cuda_lib, tried, sizeof tried);
             if (mgt__cuda_api) mgt__log(MGT_LOG_INFO, "CUDA: cuDNN, NCCL and cuBLAS from NVIDIA's pip wheels in %s", mgt__cuda_pip);
         }
         if (mgt__cuda_api && mgt__cuda_api->set_logger) mgt__cuda_api->set_logger(mgt__cuda_note, NULL);

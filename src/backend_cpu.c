@@ -239,15 +239,21 @@ static void mgt__cpu_layernorm_backward(mgt_backend *be, float *dinp, float *dwe
 static void mgt__cpu_matmul_forward(mgt_backend *be, float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
     mgt__gemm(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, bias);
 }
-/* dbias (OC) += column sums of dout (N,OC), split by columns for a fixed summation order */
+/* dbias (OC) += column sums of dout (N,OC), fp32 or (n[2]) bf16, split by columns for a fixed
+   summation order */
 static void mgt__bias_bwd_task(void *ctx, int tid, int nth) {
     const mgt__args *a = (const mgt__args *)ctx;
     int N = a->n[0], OC = a->n[1], r;
     size_t lo, hi, o;
     mgt__span((size_t)OC, tid, nth, 16, &lo, &hi);
     for (r = 0; r < N; r++) {
-        const float *d = a->in[0] + (size_t)r * (size_t)OC;
-        for (o = lo; o < hi; o++) a->out[0][o] += d[o];
+        if (a->n[2] == MGT_BF16) {
+            const uint16_t *d = (const uint16_t *)(const void *)a->in[0] + (size_t)r * (size_t)OC;
+            for (o = lo; o < hi; o++) a->out[0][o] += mgt__bf16_to_f32(d[o]);
+        } else {
+            const float *d = a->in[0] + (size_t)r * (size_t)OC;
+            for (o = lo; o < hi; o++) a->out[0][o] += d[o];
+        }
     }
 }
 static void mgt__cpu_matmul_backward(mgt_backend *be, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -986,23 +992,12 @@ static int mgt__bf16_gemm_plan(mgt_backend *be, mgt__bf16_gemm_args *g, int ta, 
 }
 static void mgt__bf16_gemm_task(void *ctx, int tid, int nth) {
     mgt__bf16_gemm_args *g = (mgt__bf16_gemm_args *)ctx;
-    size_t lo, hi, csize = g->c_bf16 ? 2 : 4;
-    const uint16_t *A = g->A, *B = g->B, *bias = g->bias;
-    char *C = (char *)g->C, why[300];
-    int k = 0, len;
-    mgt__span((size_t)(g->split_m ? g->M : g->N), tid, nth, 16, &lo, &hi);
-    len = (int)(hi - lo);
+    mgt__gemm_block b = mgt__gemm_block_of(g->split_m, g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
+    char why[300];
+    int k = 0, len = (int)(b.hi - b.lo);
     if (len == 0) return;
     while (g->sizes[k] != len) k++;
-    if (g->split_m) {
-        A += g->ta ? lo : lo * (size_t)g->lda;
-        C += lo * (size_t)g->ldc * csize;
-    } else {
-        B += g->tb ? lo * (size_t)g->ldb : lo;
-        C += lo * csize;
-        if (bias) bias += lo;
-    }
-    if (g->api->run(g->plans[k], A, B, bias, C, why, sizeof why)) {
+    if (g->api->run(g->plans[k], g->A + b.a, g->B + b.b, g->bias ? g->bias + b.bias : NULL, (char *)g->C + b.c * (g->c_bf16 ? 2 : 4), why, sizeof why)) {
         g->failed = 1; /* one thread's text is enough */
         mgt__strlcpy(g->why, why, sizeof g->why);
     }
@@ -1012,17 +1007,6 @@ static void mgt__bf16_gemm_run(mgt_backend *be, mgt__bf16_gemm_args *g) {
     if (g->failed) { /* planned but could not run: blocks may be half written, so there is no going back to sgemm */
         fprintf(stderr, "mgt: a planned oneDNN bf16 GEMM failed to run: %s\n", g->why);
         abort();
-    }
-}
-/* db (OC) += the columns' sums of dout (N, OC) in bf16 */
-static void mgt__bias_bwd_bf16_task(void *ctx, int tid, int nth) {
-    const mgt__bf16_gemm_args *g = (const mgt__bf16_gemm_args *)ctx;
-    int N = g->M, OC = g->N, r;
-    size_t lo, hi, o;
-    mgt__span((size_t)OC, tid, nth, 16, &lo, &hi);
-    for (r = 0; r < N; r++) {
-        const uint16_t *d = g->A + (size_t)r * (size_t)OC;
-        for (o = lo; o < hi; o++) ((float *)g->C)[o] += mgt__bf16_to_f32(d[o]);
     }
 }
 
@@ -1045,10 +1029,10 @@ static void mgt__t_matmul_backward(mgt_backend *be, void *dinp, float *dw, float
         if (dinp) mgt__bf16_gemm_run(be, &gi);
         if (dw) mgt__bf16_gemm_run(be, &gw);
         if (dw && db) {
-            mgt__bf16_gemm_args gb;
-            memset(&gb, 0, sizeof gb);
-            gb.A = (const uint16_t *)dout; gb.C = db; gb.M = N; gb.N = OC;
-            mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_bf16_task, &gb);
+            mgt__args a;
+            memset(&a, 0, sizeof a);
+            a.out[0] = db; a.in[0] = (const float *)dout; a.n[0] = N; a.n[1] = OC; a.n[2] = MGT_BF16;
+            mgt__pool_run(MGT__POOL(be), mgt__bias_bwd_task, &a);
         }
         return;
     }

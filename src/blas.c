@@ -172,34 +172,30 @@ typedef struct mgt__gemm_args {
     const float *bias; /* optional (N): C rows start as bias and beta must be 1 */
 } mgt__gemm_args;
 
+/* A thread's block of a GEMM split along M (rows of C) or N (columns of C), as every CPU GEMM is:
+   [lo, hi) along the split, and where the block starts in A, B, C and the bias, in elements */
+typedef struct mgt__gemm_block { size_t lo, hi, a, b, c, bias; } mgt__gemm_block;
+static mgt__gemm_block mgt__gemm_block_of(int split_m, int M, int N, int ta, int tb, int lda, int ldb, int ldc, int tid, int nth) {
+    mgt__gemm_block k;
+    mgt__span((size_t)(split_m ? M : N), tid, nth, 16, &k.lo, &k.hi);
+    k.a = split_m ? (ta ? k.lo : k.lo * (size_t)lda) : 0;
+    k.b = split_m ? 0 : (tb ? k.lo * (size_t)ldb : k.lo);
+    k.c = split_m ? k.lo * (size_t)ldc : k.lo;
+    k.bias = split_m ? 0 : k.lo;
+    return k;
+}
+
 static void mgt__gemm_task(void *ctx, int tid, int nth) {
     const mgt__gemm_args *g = (const mgt__gemm_args *)ctx;
-    size_t lo, hi;
-    const float *A = g->A, *Bm = g->B;
-    float *Cm = g->C;
-    int M = g->M, N = g->N;
-    if (g->M >= g->N) {
-        mgt__span((size_t)g->M, tid, nth, 16, &lo, &hi);
-        if (hi <= lo) return;
-        A = g->ta ? g->A + lo : g->A + lo * (size_t)g->lda;
-        Cm = g->C + lo * (size_t)g->ldc;
-        M = (int)(hi - lo);
-        if (g->bias) {
-            size_t i;
-            for (i = 0; i < (size_t)M; i++) memcpy(Cm + i * (size_t)g->ldc, g->bias, sizeof(float) * (size_t)N);
-        }
-    } else {
-        mgt__span((size_t)g->N, tid, nth, 16, &lo, &hi);
-        if (hi <= lo) return;
-        Bm = g->tb ? g->B + lo * (size_t)g->ldb : g->B + lo;
-        Cm = g->C + lo;
-        N = (int)(hi - lo);
-        if (g->bias) {
-            int i;
-            for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + lo, sizeof(float) * (size_t)N);
-        }
-    }
-    mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, A, g->lda, Bm, g->ldb, g->beta, Cm, g->ldc);
+    int split_m = g->M >= g->N, M, N, i;
+    mgt__gemm_block k = mgt__gemm_block_of(split_m, g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
+    float *Cm = g->C + k.c;
+    if (k.hi <= k.lo) return;
+    M = split_m ? (int)(k.hi - k.lo) : g->M;
+    N = split_m ? g->N : (int)(k.hi - k.lo);
+    if (g->bias)
+        for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + k.bias, sizeof(float) * (size_t)N);
+    mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, g->A + k.a, g->lda, g->B + k.b, g->ldb, g->beta, Cm, g->ldc);
 }
 
 /* ---- bf16 GEMMs: oneDNN's matmul through build/libmgt_onednn.so (onednn/mgt_onednn.c) ----------- */
@@ -208,9 +204,7 @@ static const mgt_onednn_api *mgt__onednn_api;
 static int mgt__onednn_bf16 = -1; /* its kernel uses bf16 instructions (-1: not asked yet) */
 static char mgt__onednn_why[800], mgt__onednn_text[300];
 
-static const void *mgt__onednn_try(const char *path, char *why, size_t cap) {
-    return mgt__dl_table(path, "mgt_onednn_api_get", "oneDNN", MGT_ONEDNN_ABI, "ninja onednn", why, cap);
-}
+static const mgt__dl_lib mgt__onednn_lib = {"MGT_ONEDNN_LIBRARY", "libmgt_onednn.so", "mgt_onednn_api_get", "oneDNN", "ninja onednn", MGT_ONEDNN_ABI};
 
 MGTDEF const mgt_onednn_api *mgt_onednn_load(char *why, size_t cap) {
     const mgt_onednn_api *api;
@@ -219,7 +213,7 @@ MGTDEF const mgt_onednn_api *mgt_onednn_load(char *why, size_t cap) {
         char tried[600] = "";
         const char *env = getenv("MGT_ONEDNN_LIBRARY");
         if (env && !strcmp(env, "off")) snprintf(mgt__onednn_why, sizeof mgt__onednn_why, "turned off by MGT_ONEDNN_LIBRARY=off");
-        else mgt__onednn_api = (const mgt_onednn_api *)mgt__dl_search("MGT_ONEDNN_LIBRARY", "libmgt_onednn.so", mgt__onednn_try, tried, sizeof tried);
+        else mgt__onednn_api = (const mgt_onednn_api *)mgt__dl_search(&mgt__onednn_lib, tried, sizeof tried);
         if (!mgt__onednn_api && !mgt__onednn_why[0])
             snprintf(mgt__onednn_why, sizeof mgt__onednn_why, "the oneDNN library is not built or cannot load (%s); build it with `ninja onednn` "
                      "(needs libdnnl-dev)", tried[0] ? tried : "not found");

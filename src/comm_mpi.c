@@ -86,16 +86,14 @@ static const mgt_mpi_api *mgt__mpi_api;
 static char mgt__mpi_why[800];
 static int mgt__mpi_started, mgt__mpi_aborted, mgt__mpi_process, mgt__mpi_processes = 1;
 
-static const void *mgt__mpi_try(const char *path, char *why, size_t cap) {
-    return mgt__dl_table(path, "mgt_mpi_api_get", "MPI", MGT_MPI_ABI, "ninja mpi", why, cap);
-}
+static const mgt__dl_lib mgt__mpi_lib = {"MGT_MPI_LIBRARY", "libmgt_mpi.so", "mgt_mpi_api_get", "MPI", "ninja mpi", MGT_MPI_ABI};
 
 MGTDEF const mgt_mpi_api *mgt_mpi_load(char *why, size_t cap) {
     const mgt_mpi_api *api;
     pthread_mutex_lock(&mgt__mpi_mu);
     if (!mgt__mpi_api && !mgt__mpi_why[0]) {
         char tried[600] = "";
-        mgt__mpi_api = (const mgt_mpi_api *)mgt__dl_search("MGT_MPI_LIBRARY", "libmgt_mpi.so", mgt__mpi_try, tried, sizeof tried);
+        mgt__mpi_api = (const mgt_mpi_api *)mgt__dl_search(&mgt__mpi_lib, tried, sizeof tried);
         if (!mgt__mpi_api)
             snprintf(mgt__mpi_why, sizeof mgt__mpi_why, "the MPI library is not built or cannot load (%s); build it with `ninja mpi` (needs mpicc)",
                      tried[0] ? tried : "not found");

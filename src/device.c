@@ -22,9 +22,7 @@ MGTDEF void mgt_cuda_use(const mgt_cuda_api *api) {
     pthread_mutex_unlock(&mgt__cuda_mu);
 }
 
-static const void *mgt__cuda_try(const char *path, char *why, size_t cap) {
-    return mgt__dl_table(path, "mgt_cuda_api_get", "CUDA", MGT_CUDA_ABI, "ninja cuda", why, cap);
-}
+static const mgt__dl_lib mgt__cuda_lib = {"MGT_CUDA_LIBRARY", "libmgt_cuda.so", "mgt_cuda_api_get", "CUDA", "ninja cuda", MGT_CUDA_ABI};
 
 /* NVIDIA's libraries as pip wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13, nvidia-cublas...), where
    PyTorch users have them: site-packages/nvidia/<part>/lib, which no loader path names. When the
@@ -91,11 +89,11 @@ MGTDEF const mgt_cuda_api *mgt_cuda_load(char *why, size_t cap) {
     if (!mgt__cuda_api && !mgt__cuda_why[0]) {
         char tried[600] = "";
         const char *env = getenv("MGT_CUDA_LIBRARY");
-        mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
+        mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search(&mgt__cuda_lib, tried, sizeof tried);
         if (!mgt__cuda_api && (strstr(tried, "libcudnn") || strstr(tried, "libnccl") || strstr(tried, "libcublas") || strstr(tried, "libcudart")) &&
             mgt__cuda_preload_pip()) { /* a library it needs is missing: NVIDIA's pip wheels, when a Python environment has them */
             tried[0] = 0;
-            mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search("MGT_CUDA_LIBRARY", "libmgt_cuda.so", mgt__cuda_try, tried, sizeof tried);
+            mgt__cuda_api = (const mgt_cuda_api *)mgt__dl_search(&mgt__cuda_lib, tried, sizeof tried);
             if (mgt__cuda_api) mgt__log(MGT_LOG_INFO, "CUDA: cuDNN, NCCL and cuBLAS from NVIDIA's pip wheels in %s", mgt__cuda_pip);
         }
         if (mgt__cuda_api && mgt__cuda_api->set_logger) mgt__cuda_api->set_logger(mgt__cuda_note, NULL);

@@ -2757,6 +2757,10 @@ static const mgt_onednn_api *mgt__onednn_for_bf16(void) {
     return api && mgt__onednn_bf16 == 1 ? api : NULL;
 }
 
+/* whether a CPU backend of this storage type widens its GEMMs' operands to fp32 (its workspace
+   then holds them): every 16-bit type but bf16 where oneDNN serves it */
+static int mgt__cpu_widens_gemms(int dtype) { return dtype != MGT_F32 && !(dtype == MGT_BF16 && mgt__onednn_for_bf16()); }
+
 MGTDEF int mgt_cpu_bf16_gemm(char *out, size_t cap) {
     char why[800] = "";
     const mgt_onednn_api *api = mgt_onednn_load(why, sizeof why);
@@ -10520,7 +10524,7 @@ static mgt_result mgt__rank_backend(mgt_run *r, mgt__rank *rk) {
         want.dtype = r->dtype;
         want.threads = r->threads_per_rank;
         want.scratch_floats = mgt__att_scratch_floats(&rk->shape);
-        want.widen_floats = mgt__widen_floats(&rk->shape, r->threads_per_rank, !(r->dtype == MGT_BF16 && mgt__onednn_for_bf16()));
+        want.widen_floats = mgt__widen_floats(&rk->shape, r->threads_per_rank, mgt__cpu_widens_gemms(r->dtype));
         MGT__TRY(r->world_api->backend(r->world, &want, &rk->be, &rk->device));
     }
     be = rk->be;
@@ -11785,7 +11789,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
         sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p->tp; sh.Vl = (int)z.Vl;
         sh.KVl = (int)(z.Q - z.Cl) / 2; sh.Fl = (int)z.F;
         sh.first = z.first; sh.last = z.last; sh.cp = z.cp;
-        o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh, threads, !(z.dtype == MGT_BF16 && mgt__onednn_for_bf16()));
+        o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh, threads, mgt__cpu_widens_gemms(z.dtype));
     }
     if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(p, &z, o);
     mgt__plan_rank_traffic(p, &z, o);

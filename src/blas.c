@@ -233,6 +233,10 @@ static const mgt_onednn_api *mgt__onednn_for_bf16(void) {
     return api && mgt__onednn_bf16 == 1 ? api : NULL;
 }
 
+/* whether a CPU backend of this storage type widens its GEMMs' operands to fp32 (its workspace
+   then holds them): every 16-bit type but bf16 where oneDNN serves it */
+static int mgt__cpu_widens_gemms(int dtype) { return dtype != MGT_F32 && !(dtype == MGT_BF16 && mgt__onednn_for_bf16()); }
+
 MGTDEF int mgt_cpu_bf16_gemm(char *out, size_t cap) {
     char why[800] = "";
     const mgt_onednn_api *api = mgt_onednn_load(why, sizeof why);

@@ -219,7 +219,7 @@ MGTDEF mgt_result mgt_plan_rank(const mgt_plan *p, int rank, mgt_rank_plan *o) {
         sh.B = (int)z.B; sh.T = (int)z.T; sh.C = (int)C; sh.Cl = (int)z.Cl; sh.Hl = (int)z.Hl; sh.NHl = cfg->model.n_head / p->tp; sh.Vl = (int)z.Vl;
         sh.KVl = (int)(z.Q - z.Cl) / 2; sh.Fl = (int)z.F;
         sh.first = z.first; sh.last = z.last; sh.cp = z.cp;
-        o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh, threads, !(z.dtype == MGT_BF16 && mgt__onednn_for_bf16()));
+        o->mem[MGT_MEM_WORKSPACE] += f * mgt__widen_floats(&sh, threads, mgt__cpu_widens_gemms(z.dtype));
     }
     if (cfg->parallel.device == MGT_DEVICE_CUDA) mgt__plan_rank_cuda(p, &z, o);
     mgt__plan_rank_traffic(p, &z, o);

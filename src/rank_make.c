@@ -155,7 +155,7 @@ static mgt_result mgt__rank_backend(mgt_run *r, mgt__rank *rk) {
         want.dtype = r->dtype;
         want.threads = r->threads_per_rank;
         want.scratch_floats = mgt__att_scratch_floats(&rk->shape);
-        want.widen_floats = mgt__widen_floats(&rk->shape, r->threads_per_rank, !(r->dtype == MGT_BF16 && mgt__onednn_for_bf16()));
+        want.widen_floats = mgt__widen_floats(&rk->shape, r->threads_per_rank, mgt__cpu_widens_gemms(r->dtype));
         MGT__TRY(r->world_api->backend(r->world, &want, &rk->be, &rk->device));
     }
     be = rk->be;

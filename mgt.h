@@ -2696,11 +2696,13 @@ typedef struct mgt__gemm_args {
     const float *bias; /* optional (N): C rows start as bias and beta must be 1 */
 } mgt__gemm_args;
 
-/* A thread's block of a GEMM split along M (rows of C) or N (columns of C), as every CPU GEMM is:
-   [lo, hi) along the split, and where the block starts in A, B, C and the bias, in elements */
-typedef struct mgt__gemm_block { size_t lo, hi, a, b, c, bias; } mgt__gemm_block;
-static mgt__gemm_block mgt__gemm_block_of(int split_m, int M, int N, int ta, int tb, int lda, int ldb, int ldc, int tid, int nth) {
+/* A thread's block of a GEMM, as every CPU GEMM is split: along M (rows of C) when M >= N, else
+   along N (columns of C); [lo, hi) along the split, and where the block starts in A, B, C and the
+   bias, in elements */
+typedef struct mgt__gemm_block { int split_m; size_t lo, hi, a, b, c, bias; } mgt__gemm_block;
+static mgt__gemm_block mgt__gemm_block_of(int M, int N, int ta, int tb, int lda, int ldb, int ldc, int tid, int nth) {
     mgt__gemm_block k;
+    int split_m = k.split_m = M >= N;
     mgt__span((size_t)(split_m ? M : N), tid, nth, 16, &k.lo, &k.hi);
     k.a = split_m ? (ta ? k.lo : k.lo * (size_t)lda) : 0;
     k.b = split_m ? 0 : (tb ? k.lo * (size_t)ldb : k.lo);
@@ -2711,12 +2713,10 @@ static mgt__gemm_block mgt__gemm_block_of(int split_m, int M, int N, int ta, int
 
 static void mgt__gemm_task(void *ctx, int tid, int nth) {
     const mgt__gemm_args *g = (const mgt__gemm_args *)ctx;
-    int split_m = g->M >= g->N, M, N, i;
-    mgt__gemm_block k = mgt__gemm_block_of(split_m, g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
+    mgt__gemm_block k = mgt__gemm_block_of(g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
     float *Cm = g->C + k.c;
+    int M = k.split_m ? (int)(k.hi - k.lo) : g->M, N = k.split_m ? g->N : (int)(k.hi - k.lo), i;
     if (k.hi <= k.lo) return;
-    M = split_m ? (int)(k.hi - k.lo) : g->M;
-    N = split_m ? g->N : (int)(k.hi - k.lo);
     if (g->bias)
         for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + k.bias, sizeof(float) * (size_t)N);
     mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, g->A + k.a, g->lda, g->B + k.b, g->ldb, g->beta, Cm, g->ldc);
@@ -3486,14 +3486,13 @@ static void mgt__xent_partial_task(void *ctx, int tid, int nth) {
     size_t lo, hi, r;
     mgt__span((size_t)a->N, tid, nth, 1, &lo, &hi);
     for (r = lo; r < hi; r++) {
-        const float *l = mgt__xent_row(a, tid, r);
-        float *part = a->part + r * 3, mx, e[256];
+        float *l = mgt__xent_row(a, tid, r), *part = a->part + r * 3, mx, e[256];
         int y = a->targets[r] - a->v0, j, k;
         part[2] = y >= 0 && y < valid ? l[y] : 0.0f;
         part[0] = mx = mgt__max16(l, valid);
         part[1] = 0.0f;
         for (i = 0; i < valid; i += k) { /* the exponentials a block at a time */
-            float *ek = keep ? (float *)l + i : e;
+            float *ek = keep ? l + i : e;
             k = valid - i < 256 ? valid - i : 256;
             for (j = 0; j < k; j++) ek[j] = mgt__expf(l[i + j] - mx);
             part[1] += mgt__sum8(ek, k);
@@ -3726,7 +3725,7 @@ static void mgt__t_layernorm_backward(mgt_backend *be, void *dinp, float *dw, fl
    nothing and widens to sgemm instead (and so does every later op: the reason is logged once). */
 typedef struct mgt__bf16_gemm_args {
     const mgt_onednn_api *api;
-    int ta, tb, M, N, K, lda, ldb, ldc, c_bf16, split_m;
+    int ta, tb, M, N, K, lda, ldb, ldc, c_bf16;
     int sizes[3];  /* the blocks' lengths along the split: mgt__span gives at most three */
     void *plans[3];
     const uint16_t *A, *B, *bias;
@@ -3744,17 +3743,14 @@ static int mgt__bf16_gemm_plan(mgt_backend *be, mgt__bf16_gemm_args *g, int ta, 
     g->api = cpu->onednn;
     g->ta = ta; g->tb = tb; g->M = M; g->N = N; g->K = K; g->lda = lda; g->ldb = ldb; g->ldc = ldc; g->c_bf16 = c_bf16;
     g->A = (const uint16_t *)A; g->B = (const uint16_t *)B; g->bias = (const uint16_t *)bias; g->C = C;
-    g->split_m = M >= N;
     for (tid = 0; tid < nth; tid++) {
-        size_t lo, hi;
-        int len;
-        mgt__span((size_t)(g->split_m ? M : N), tid, nth, 16, &lo, &hi);
-        len = (int)(hi - lo);
+        mgt__gemm_block b = mgt__gemm_block_of(M, N, ta, tb, lda, ldb, ldc, tid, nth);
+        int len = (int)(b.hi - b.lo);
         for (k = 0; k < kinds && g->sizes[k] != len; k++) {}
         if (len == 0 || k < kinds) continue;
         if (kinds == 3) abort(); /* mgt__span's blocks have at most three lengths: a bug otherwise */
         g->sizes[kinds] = len;
-        g->plans[kinds] = g->api->plan(ta, tb, g->split_m ? len : M, g->split_m ? N : len, K, lda, ldb, ldc, bias != NULL, c_bf16, accumulate, g->why,
+        g->plans[kinds] = g->api->plan(ta, tb, b.split_m ? len : M, b.split_m ? N : len, K, lda, ldb, ldc, bias != NULL, c_bf16, accumulate, g->why,
                                        sizeof g->why);
         if (!g->plans[kinds]) {
             mgt__log(MGT_LOG_WARN, "oneDNN could not plan a bf16 GEMM (%s); this CPU backend's GEMMs widen to fp32 sgemm from here on", g->why);
@@ -3767,7 +3763,7 @@ static int mgt__bf16_gemm_plan(mgt_backend *be, mgt__bf16_gemm_args *g, int ta, 
 }
 static void mgt__bf16_gemm_task(void *ctx, int tid, int nth) {
     mgt__bf16_gemm_args *g = (mgt__bf16_gemm_args *)ctx;
-    mgt__gemm_block b = mgt__gemm_block_of(g->split_m, g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
+    mgt__gemm_block b = mgt__gemm_block_of(g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
     char why[300];
     int k = 0, len = (int)(b.hi - b.lo);
     if (len == 0) return;

@@ -172,11 +172,13 @@ typedef struct mgt__gemm_args {
     const float *bias; /* optional (N): C rows start as bias and beta must be 1 */
 } mgt__gemm_args;
 
-/* A thread's block of a GEMM split along M (rows of C) or N (columns of C), as every CPU GEMM is:
-   [lo, hi) along the split, and where the block starts in A, B, C and the bias, in elements */
-typedef struct mgt__gemm_block { size_t lo, hi, a, b, c, bias; } mgt__gemm_block;
-static mgt__gemm_block mgt__gemm_block_of(int split_m, int M, int N, int ta, int tb, int lda, int ldb, int ldc, int tid, int nth) {
+/* A thread's block of a GEMM, as every CPU GEMM is split: along M (rows of C) when M >= N, else
+   along N (columns of C); [lo, hi) along the split, and where the block starts in A, B, C and the
+   bias, in elements */
+typedef struct mgt__gemm_block { int split_m; size_t lo, hi, a, b, c, bias; } mgt__gemm_block;
+static mgt__gemm_block mgt__gemm_block_of(int M, int N, int ta, int tb, int lda, int ldb, int ldc, int tid, int nth) {
     mgt__gemm_block k;
+    int split_m = k.split_m = M >= N;
     mgt__span((size_t)(split_m ? M : N), tid, nth, 16, &k.lo, &k.hi);
     k.a = split_m ? (ta ? k.lo : k.lo * (size_t)lda) : 0;
     k.b = split_m ? 0 : (tb ? k.lo * (size_t)ldb : k.lo);
@@ -187,12 +189,10 @@ static mgt__gemm_block mgt__gemm_block_of(int split_m, int M, int N, int ta, int
 
 static void mgt__gemm_task(void *ctx, int tid, int nth) {
     const mgt__gemm_args *g = (const mgt__gemm_args *)ctx;
-    int split_m = g->M >= g->N, M, N, i;
-    mgt__gemm_block k = mgt__gemm_block_of(split_m, g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
+    mgt__gemm_block k = mgt__gemm_block_of(g->M, g->N, g->ta, g->tb, g->lda, g->ldb, g->ldc, tid, nth);
     float *Cm = g->C + k.c;
+    int M = k.split_m ? (int)(k.hi - k.lo) : g->M, N = k.split_m ? g->N : (int)(k.hi - k.lo), i;
     if (k.hi <= k.lo) return;
-    M = split_m ? (int)(k.hi - k.lo) : g->M;
-    N = split_m ? g->N : (int)(k.hi - k.lo);
     if (g->bias)
         for (i = 0; i < M; i++) memcpy(Cm + (size_t)i * (size_t)g->ldc, g->bias + k.bias, sizeof(float) * (size_t)N);
     mgt__sgemm(g->ta, g->tb, M, N, g->K, g->alpha, g->A + k.a, g->lda, g->B + k.b, g->ldb, g->beta, Cm, g->ldc);
